@@ -1,0 +1,131 @@
+# rgpu — build, test, demo. `make help` lists the targets.
+#
+#   make          C libraries, rgpu-server, tools, rgpu._C (+ CUDA backend when nvcc exists)
+#   make test     deps + build + Check unit tests + pytest
+#   make demo     deps + build + train a small model on device="rgpu"
+#   make deps     install Debian and Python dependencies (idempotent)
+
+SHELL   := /bin/bash
+PYTHON  ?= python3
+CC      ?= gcc
+B       := build
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Werror
+OPT     ?= -O2 -g
+SAN     ?=
+CFLAGS_ := $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
+LIBS    := -lzstd -lsqlite3 -lopenblas -lm -lpthread
+
+# CUDA: nvcc may be off PATH in the toolkit's usual folder.
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/lib64/,%,$(dir $(firstword $(wildcard $(abspath $(dir $(realpath $(NVCC)))/../lib64/libcudart.so) /usr/local/cuda/lib64/libcudart.so /usr/local/cuda-*/lib64/libcudart.so)))))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wall,-fPIC
+
+FORMAT_SRC   := $(wildcard trace-format/*.c)
+RECORDER_SRC := recorder/client.c
+REPLAYER_SRC := replayer/session.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
+HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
+
+FORMAT_OBJ   := $(FORMAT_SRC:%.c=$(B)/obj/%.o)
+RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)
+REPLAYER_OBJ := $(REPLAYER_SRC:%.c=$(B)/obj/%.o)
+ifneq ($(NVCC),)
+CUDA_OBJ     := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
+CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+else
+CUDA_OBJ     := $(B)/obj/replayer/backend_cuda_none.o
+CUDA_LIBS    :=
+endif
+
+PYEXT := torchhook/rgpu/_C.abi3.so
+SERVER := $(B)/bin/rgpu-server
+C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
+
+.PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note
+all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(PYEXT) develop
+
+help:
+	@sed -n '3,7p' Makefile
+
+cuda-note:
+ifeq ($(NVCC),)
+	@echo "rgpu: nvcc not found: building without the CUDA backend (cpu and null backends only)"
+else
+	@echo "rgpu: nvcc at $(NVCC): building the CUDA backend"
+endif
+
+# ---------------------------------------------------------------- dependencies
+DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "rgpu: installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@$(PYTHON) -c 'import torch, pytest, numpy' 2>/dev/null || { \
+	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
+	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
+
+# ---------------------------------------------------------------- C
+$(B)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_) -c $< -o $@
+
+$(B)/obj/%.o: %.cu $(HEADERS) replayer/cuda/common.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(B)/lib/librgpu_format.a: $(FORMAT_OBJ)
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(B)/lib/librgpu_recorder.a: $(RECORDER_OBJ)
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(B)/lib/librgpu_replayer.a: $(REPLAYER_OBJ) $(CUDA_OBJ)
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+
+$(SERVER): $(B)/obj/replayer/server.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+# ---------------------------------------------------------------- Python extension (abi3)
+PY_INC := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+$(PYEXT): recorder/pyext.c $(RECORDER_OBJ) $(FORMAT_OBJ) $(HEADERS)
+	$(CC) $(CFLAGS_) -I$(PY_INC) -shared -o $@ recorder/pyext.c $(RECORDER_OBJ) $(FORMAT_OBJ) -lzstd -lsqlite3 -lpthread
+
+# `import rgpu` from anywhere uses this checkout (like an editable install).
+develop: $(PYEXT)
+	@site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])'); \
+	want="$(CURDIR)/torchhook"; \
+	if [ "$$(cat $$site/rgpu-checkout.pth 2>/dev/null)" != "$$want" ]; then \
+	  echo "$$want" > $$site/rgpu-checkout.pth && echo "rgpu: $$site/rgpu-checkout.pth -> $$want"; fi
+
+# ---------------------------------------------------------------- tests
+$(B)/tests/%: tests/c/%.c $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_) -o $@ $< $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a \
+	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)
+
+test-c: $(C_TESTS) $(SERVER)
+	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
+
+test-py: all
+	$(PYTHON) -m pytest -q tests/py
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory test-py
+
+# Sanitizer build of the C parts in its own tree.
+test-asan: deps
+	@$(MAKE) --no-print-directory B=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" \
+	  NVCC= test-c
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(PYTHON) tools/demo.py
+
+clean:
+	rm -rf $(B) build-asan $(PYEXT)

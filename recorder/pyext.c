@@ -1,0 +1,337 @@
+/* pyext.c — rgpu._C: the CPython face of the recorder (plain C, stable ABI).
+ *
+ * Built against Python's limited API (abi3, 3.11+) so one binary loads on
+ * every supported Python. Not built against libtorch: the torch side lives in
+ * the Python modules in torchhook/rgpu/ and calls these functions with ints, tuples and buffers.
+ *
+ *   connect(address, record_path=None) -> {"backend": str, "session": int, "supports": bytes}
+ *   close()
+ *   new_id() -> int
+ *   record(op, outs, ins, args) -> op index
+ *       outs: tid (existing tensor) | (tid, sid, dtype, sizes, strides, offset, nbytes)
+ *             nbytes >= 0: new storage sid of nbytes; -1: sid already exists (alias)
+ *       ins:  tid | None
+ *       args: bool | int | float | None | sequence of ints | 16-byte bytes (hash)
+ *   upload(out, buffer) -> op index
+ *   wait(op_index) -> bytes        (raises RemoteError)
+ *   free(tid), flush(), stats() -> dict
+ *
+ * record() is the per-op hot path: no allocation beyond the encode buffer,
+ * no Python objects created, the GIL kept (the lock inside is uncontended
+ * except by the sender thread). */
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder.h"
+
+static rgpu_client *g_client;
+static PyObject *RemoteError;
+
+static PyObject *raise_status(rgpu_status s, const char *what) {
+    if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
+    PyErr_Format(RemoteError, "%s: %s", what, rgpu_status_str(s));
+    return NULL;
+}
+
+static rgpu_client *need_client(void) {
+    if (!g_client) PyErr_SetString(PyExc_RuntimeError, "rgpu: not connected to a server");
+    return g_client;
+}
+
+static PyObject *py_connect(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *addr, *rec = NULL;
+    if (!PyArg_ParseTuple(args, "s|z", &addr, &rec)) return NULL;
+    if (g_client) { PyErr_SetString(PyExc_RuntimeError, "rgpu: already connected"); return NULL; }
+    char err[512] = "";
+    rgpu_client *c = NULL;
+    rgpu_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = rgpu_client_connect(addr, rec, &c, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (s) {
+        PyErr_Format(PyExc_ConnectionError, "rgpu: %s", err[0] ? err : rgpu_status_str(s));
+        return NULL;
+    }
+    g_client = c;
+    const rgpu_server_info *i = rgpu_client_server(c);
+    return Py_BuildValue("{s:s,s:K,s:y#}", "backend", i->backend, "session", (unsigned long long)i->session,
+                         "supports", (const char *)i->supports, (Py_ssize_t)sizeof i->supports);
+}
+
+static PyObject *py_close(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client *c = g_client;
+    g_client = NULL;
+    if (c) {
+        Py_BEGIN_ALLOW_THREADS
+        rgpu_client_close(c);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_new_id(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    return PyLong_FromUnsignedLongLong(rgpu_client_new_id(c));
+}
+
+/* Parse a sequence of ints into an int64 array. */
+static int parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
+    PyObject *f = PySequence_Fast(seq, what);
+    if (!f) return -1;
+    Py_ssize_t n = PySequence_Size(f);
+    if (n > max) { Py_DECREF(f); PyErr_Format(PyExc_ValueError, "rgpu: %s has %zd dims, limit %d", what, n, max); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_GetItem(f, i);
+        out[i] = o ? PyLong_AsLongLong(o) : -1;
+        Py_XDECREF(o);
+        if (out[i] == -1 && PyErr_Occurred()) { Py_DECREF(f); return -1; }
+    }
+    Py_DECREF(f);
+    return (int)n;
+}
+
+static int parse_tdef(PyObject *o, rgpu_tdef *t) {
+    memset(t, 0, offsetof(rgpu_tdef, sizes));
+    if (PyLong_Check(o)) {
+        t->tid = PyLong_AsUnsignedLongLong(o);
+        t->flags = RGPU_TDEF_EXISTING;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyTuple_Check(o) || PyTuple_Size(o) != 7) {
+        PyErr_SetString(PyExc_TypeError, "rgpu: output must be a tid or (tid, sid, dtype, sizes, strides, offset, nbytes)");
+        return -1;
+    }
+    t->tid = PyLong_AsUnsignedLongLong(PyTuple_GetItem(o, 0));
+    t->sid = PyLong_AsUnsignedLongLong(PyTuple_GetItem(o, 1));
+    long dt = PyLong_AsLong(PyTuple_GetItem(o, 2));
+    if (PyErr_Occurred()) return -1;
+    if (dt < 0 || dt >= RGPU_DTYPE_COUNT) { PyErr_SetString(PyExc_ValueError, "rgpu: bad dtype"); return -1; }
+    t->dtype = (uint8_t)dt;
+    int nd = parse_dims(PyTuple_GetItem(o, 3), t->sizes, RGPU_MAX_DIMS, "sizes");
+    if (nd < 0) return -1;
+    int ns = parse_dims(PyTuple_GetItem(o, 4), t->strides, RGPU_MAX_DIMS, "strides");
+    if (ns < 0) return -1;
+    if (ns != nd) { PyErr_SetString(PyExc_ValueError, "rgpu: sizes and strides differ in length"); return -1; }
+    t->ndim = (uint8_t)nd;
+    t->offset = PyLong_AsLongLong(PyTuple_GetItem(o, 5));
+    long long nb = PyLong_AsLongLong(PyTuple_GetItem(o, 6));
+    if (PyErr_Occurred()) return -1;
+    if (nb >= 0) { t->flags = RGPU_TDEF_NEW_STORAGE; t->nbytes = (uint64_t)nb; }
+    return 0;
+}
+
+/* INTS args are copied into this per-call scratch (LE int64). */
+typedef struct { uint8_t *p; size_t len, cap; } scratch;
+
+static int parse_arg(PyObject *o, rgpu_arg *a, scratch *sc, size_t *offs) {
+    if (o == Py_None) { a->kind = RGPU_ARG_NONE; return 0; }
+    if (PyBool_Check(o)) { a->kind = RGPU_ARG_BOOL; a->v.i = (o == Py_True); return 0; }
+    if (PyLong_Check(o)) {
+        a->kind = RGPU_ARG_INT;
+        a->v.i = PyLong_AsLongLong(o);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (PyFloat_Check(o)) { a->kind = RGPU_ARG_FLOAT; a->v.f = PyFloat_AsDouble(o); return 0; }
+    if (PyBytes_Check(o)) {
+        if (PyBytes_Size(o) != 16) { PyErr_SetString(PyExc_ValueError, "rgpu: hash args are 16 bytes"); return -1; }
+        a->kind = RGPU_ARG_HASH;
+        memcpy(a->v.h.b, PyBytes_AsString(o), 16);
+        return 0;
+    }
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+        Py_ssize_t n = PySequence_Size(o);
+        if (n > (Py_ssize_t)RGPU_MAX_INTS) { PyErr_SetString(PyExc_ValueError, "rgpu: int list too long"); return -1; }
+        size_t need = sc->len + 8 * (size_t)n;
+        if (need > sc->cap) {
+            size_t cap = need * 2 + 64;
+            uint8_t *p = PyMem_Realloc(sc->p, cap);
+            if (!p) { PyErr_NoMemory(); return -1; }
+            sc->p = p; sc->cap = cap;
+        }
+        *offs = sc->len;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = PySequence_GetItem(o, i);
+            long long v = e ? PyLong_AsLongLong(e) : -1;
+            Py_XDECREF(e);
+            if (v == -1 && PyErr_Occurred()) return -1;
+            rgpu_st64(sc->p + sc->len + 8 * (size_t)i, (uint64_t)v);
+        }
+        sc->len = need;
+        a->kind = RGPU_ARG_INTS;
+        a->v.ints.n = (uint32_t)n;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "rgpu: cannot record an argument of this type");
+    return -1;
+}
+
+static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "record(op, outs, ins, args)"); return NULL; }
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    rgpu_record r;
+    long op = PyLong_AsLong(args[0]);
+    if (op < 0 || op >= RGPU_OP_COUNT) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "rgpu: op %ld out of range", op);
+        return NULL;
+    }
+    r.op = (uint16_t)op;
+    PyObject *outs = args[1], *ins = args[2], *sargs = args[3];
+    if (!PyTuple_Check(outs) || !PyTuple_Check(ins) || !PyTuple_Check(sargs)) {
+        PyErr_SetString(PyExc_TypeError, "rgpu: outs, ins, args must be tuples");
+        return NULL;
+    }
+    Py_ssize_t no = PyTuple_Size(outs), ni = PyTuple_Size(ins), na = PyTuple_Size(sargs);
+    if (no > RGPU_MAX_OUT || ni > RGPU_MAX_IN || na > RGPU_MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "rgpu: too many outputs, inputs or args");
+        return NULL;
+    }
+    r.n_out = (uint8_t)no; r.n_in = (uint8_t)ni; r.n_args = (uint8_t)na;
+    for (Py_ssize_t i = 0; i < no; i++)
+        if (parse_tdef(PyTuple_GetItem(outs, i), &r.out[i])) return NULL;
+    for (Py_ssize_t i = 0; i < ni; i++) {
+        PyObject *o = PyTuple_GetItem(ins, i);
+        r.in[i] = o == Py_None ? 0 : PyLong_AsUnsignedLongLong(o);
+        if (PyErr_Occurred()) return NULL;
+    }
+    scratch sc = { 0 };
+    size_t offs[RGPU_MAX_ARGS] = { 0 };
+    for (Py_ssize_t i = 0; i < na; i++)
+        if (parse_arg(PyTuple_GetItem(sargs, i), &r.args[i], &sc, &offs[i])) { PyMem_Free(sc.p); return NULL; }
+    for (Py_ssize_t i = 0; i < na; i++)
+        if (r.args[i].kind == RGPU_ARG_INTS) r.args[i].v.ints.p = sc.p + offs[i];
+    uint64_t idx = 0;
+    rgpu_status s = rgpu_client_record(c, &r, &idx);
+    PyMem_Free(sc.p);
+    if (s) {
+        if (s == RGPU_ERR_ARITY || s == RGPU_ERR_BAD_OP)
+            return PyErr_Format(PyExc_ValueError, "rgpu: record for %s: %s", rgpu_op_name(r.op), rgpu_status_str(s));
+        return raise_status(s, "rgpu: cannot record");
+    }
+    return PyLong_FromUnsignedLongLong(idx);
+}
+
+static PyObject *py_upload(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *out, *data;
+    if (!PyArg_ParseTuple(args, "OO", &out, &data)) return NULL;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    rgpu_tdef t;
+    if (parse_tdef(out, &t)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)) return NULL;
+    uint64_t idx = 0;
+    rgpu_status s = rgpu_client_upload(c, &t, view.buf, (size_t)view.len, &idx);
+    PyBuffer_Release(&view);
+    if (s) return raise_status(s, "rgpu: upload");
+    return PyLong_FromUnsignedLongLong(idx);
+}
+
+static PyObject *py_wait(PyObject *self, PyObject *arg) {
+    (void)self;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    unsigned long long idx = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    uint8_t *data = NULL;
+    size_t n = 0;
+    char err[512] = "";
+    rgpu_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = rgpu_client_wait(c, idx, &data, &n, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (s) {
+        free(data);
+        if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
+        PyErr_Format(RemoteError, "%s", err[0] ? err : rgpu_status_str(s));
+        return NULL;
+    }
+    PyObject *r = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
+    free(data);
+    return r;
+}
+
+static PyObject *py_free(PyObject *self, PyObject *arg) {
+    (void)self;
+    unsigned long long tid = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    if (g_client) rgpu_client_free_tensor(g_client, tid);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_flush(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    rgpu_status s = rgpu_client_flush(c);
+    if (s) return raise_status(s, "rgpu: flush");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stats(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client_stats s = { 0 };
+    if (g_client) rgpu_client_get_stats(g_client, &s);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+                         "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
+                         "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
+                         "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
+                         "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees);
+}
+
+static PyObject *py_connected(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    return PyBool_FromLong(g_client != NULL);
+}
+
+static PyMethodDef methods[] = {
+    { "connect", py_connect, METH_VARARGS, "connect(address, record_path=None) -> server info dict" },
+    { "close", py_close, METH_NOARGS, "flush, say goodbye and disconnect" },
+    { "connected", py_connected, METH_NOARGS, "True when connected" },
+    { "new_id", py_new_id, METH_NOARGS, "a fresh tensor/storage id" },
+    { "record", (PyCFunction)(void (*)(void))py_record, METH_FASTCALL, "record(op, outs, ins, args) -> op index" },
+    { "upload", py_upload, METH_VARARGS, "upload(out, buffer) -> op index" },
+    { "wait", py_wait, METH_O, "wait(op_index) -> result bytes" },
+    { "free", py_free, METH_O, "free(tid): queue a tensor id for freeing" },
+    { "flush", py_flush, METH_NOARGS, "close the open chunk" },
+    { "stats", py_stats, METH_NOARGS, "client counters" },
+    { NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "rgpu._C", "rgpu recorder (C)", -1, methods, NULL, NULL, NULL, NULL };
+
+PyMODINIT_FUNC PyInit__C(void) {
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    RemoteError = PyErr_NewException("rgpu.RemoteError", PyExc_RuntimeError, NULL);
+    if (!RemoteError || PyModule_AddObject(m, "RemoteError", RemoteError)) return NULL;
+    Py_INCREF(RemoteError);
+    char name[64];
+#define X(e, nm, nin, nout, flags) \
+    snprintf(name, sizeof name, "OP_%s", #e); \
+    if (PyModule_AddIntConstant(m, name, RGPU_OP_##e)) return NULL;
+#include "ops.def"
+#undef X
+    static const char *const dt[RGPU_DTYPE_COUNT] = { "F32", "F64", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL" };
+    for (int i = 0; i < RGPU_DTYPE_COUNT; i++) {
+        snprintf(name, sizeof name, "DTYPE_%s", dt[i]);
+        if (PyModule_AddIntConstant(m, name, i)) return NULL;
+    }
+    PyObject *names = PyTuple_New(RGPU_OP_COUNT);
+    if (!names) return NULL;
+    for (int i = 0; i < RGPU_OP_COUNT; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(rgpu_op_name(i)));
+    if (PyModule_AddObject(m, "op_names", names)) return NULL;
+    if (PyModule_AddIntConstant(m, "OP_COUNT", RGPU_OP_COUNT)) return NULL;
+    return m;
+}

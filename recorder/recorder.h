@@ -1,0 +1,76 @@
+/* recorder.h — the client side of rgpu: record ops, stream them to a server.
+ *
+ * One rgpu_client per connection. Any thread may record; records are
+ * appended to the open chunk under a mutex and the call returns. A sender
+ * thread closes chunks (at a wait, at RGPU_CHUNK_BYTES, or RGPU_CHUNK_MS after
+ * the chunk's first record), compresses and sends them, and answers the
+ * server's NEED for blob bytes. A receiver thread takes ACK, NEED, RESULT and
+ * ERROR messages. Only waits block, and only on the server. */
+#ifndef RGPU_RECORDER_H
+#define RGPU_RECORDER_H
+
+#include "rgpu_format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RGPU_CHUNK_BYTES (256u << 10)   /* close a chunk at this many raw bytes */
+#define RGPU_CHUNK_MS    5              /* ... or this long after its first record */
+#define RGPU_FREE_BATCH  256            /* tensor frees per FREE record */
+
+typedef struct rgpu_client rgpu_client;
+
+typedef struct rgpu_client_stats {
+    uint64_t ops, chunks, waits, bytes_out, bytes_in;
+    uint64_t blobs_sent, blobs_deduped, frees;
+} rgpu_client_stats;
+
+typedef struct rgpu_server_info {
+    char backend[32];
+    uint64_t session;
+    uint8_t supports[(RGPU_OP_COUNT + 7) / 8];   /* bit op set: backend runs it */
+} rgpu_server_info;
+
+/* Connect to "unix:/path" or "host:port" and handshake. record_path, when
+ * not NULL, also writes everything sent into a .rgt file. On failure *out is
+ * NULL and err holds a one-line reason. */
+rgpu_status rgpu_client_connect(const char *address, const char *record_path,
+                                rgpu_client **out, char *err, size_t errlen);
+/* Flush, say BYE, join threads, close the trace. NULL is a no-op. */
+void rgpu_client_close(rgpu_client *c);
+const rgpu_server_info *rgpu_client_server(const rgpu_client *c);
+
+/* A fresh id for a tensor or storage (one counter, never 0). */
+uint64_t rgpu_client_new_id(rgpu_client *c);
+
+/* Append one record; *op_index gets its global index. INTS args are read
+ * from v.ints.p (n little-endian int64s) and copied. */
+rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *op_index);
+
+/* Record an UPLOAD of n bytes into the new tensor out (flags must include
+ * NEW_STORAGE, nbytes == n). The bytes are copied and sent only if the server
+ * asks for them (NEED); the record names them by XXH3-128. */
+rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void *data, size_t n,
+                               uint64_t *op_index);
+
+/* Queue a tensor id to free; recorded as one FREE record per RGPU_FREE_BATCH
+ * ids or when the open chunk closes. Never blocks on the network. */
+void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid);
+
+/* Block until op_index has executed on the server. For an op with
+ * RGPU_OPF_WAIT, *data (malloc'd, caller frees) gets its result bytes.
+ * If any op failed since the last wait, returns that op's status with err =
+ * "op N (name): reason" (the error is reported once). */
+rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, size_t *n,
+                             char *err, size_t errlen);
+
+/* Close the open chunk and hand it to the sender. */
+rgpu_status rgpu_client_flush(rgpu_client *c);
+
+void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,457 @@
+/* session.c — the record executor: resolve ids, validate, run on a backend.
+ *
+ * Trust boundary: records come from the network or a file. Every id is
+ * looked up, every new tensor is bounds-checked against its storage, every
+ * size is overflow-checked, before any kernel sees a pointer. Failures of a
+ * single op poison its outputs and are reported at the next wait; they never
+ * stop the session. */
+#include "session.h"
+#include "u64map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct storage {
+    uint64_t sid;
+    void *data;
+    uint64_t nbytes;
+    uint32_t refs;            /* tensors over this storage */
+} storage;
+
+typedef struct tensor {
+    uint64_t tid;
+    storage *st;              /* NULL when poisoned at definition */
+    uint8_t dtype, ndim;
+    int64_t offset;
+    int64_t sizes[RGPU_MAX_DIMS], strides[RGPU_MAX_DIMS];
+    bool poisoned;
+    uint64_t poison_op;       /* the failed op that poisoned it */
+} tensor;
+
+typedef struct blobent {
+    rgpu_hash h;
+    uint8_t *data;
+    size_t n;
+    struct blobent *next;     /* FIFO for eviction */
+} blobent;
+
+typedef struct result {
+    uint8_t *data;
+    size_t n;
+} result;
+
+struct rgpu_session {
+    rgpu_backend *b;
+    rgpu_session_limits lim;
+    rgpu_blob_fetch_fn fetch;
+    void *fetch_ud;
+    u64map tensors, storages, blobs, results;
+    blobent *blob_head, *blob_tail;
+    uint64_t blob_bytes;
+    uint64_t applied;
+    uint64_t mem, peak;
+    /* first failure since the last take_result */
+    int err_status;
+    uint64_t err_op;
+    char err_msg[256];
+};
+
+/* ---------------------------------------------------------------------------
+ * Tables */
+rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) {
+    rgpu_session *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->b = b;
+    s->lim.max_storage_bytes = (lim && lim->max_storage_bytes) ? lim->max_storage_bytes : RGPU_MAX_BLOB_RAW;
+    s->lim.max_blob_cache = (lim && lim->max_blob_cache) ? lim->max_blob_cache : (256u << 20);
+    return s;
+}
+
+void rgpu_session_set_fetch(rgpu_session *s, rgpu_blob_fetch_fn fn, void *ud) { s->fetch = fn; s->fetch_ud = ud; }
+uint64_t rgpu_session_applied(const rgpu_session *s) { return s->applied; }
+void rgpu_session_memory(const rgpu_session *s, uint64_t *a, uint64_t *p) { *a = s->mem; *p = s->peak; }
+uint64_t rgpu_session_tensor_count(const rgpu_session *s) { return s->tensors.len; }
+
+static void storage_unref(rgpu_session *s, storage *st) {
+    if (!st || --st->refs) return;
+    u64map_del(&s->storages, st->sid);
+    s->b->free(s->b, st->data);
+    s->mem -= st->nbytes;
+    free(st);
+}
+
+static void tensor_drop(rgpu_session *s, tensor *t) {
+    storage_unref(s, t->st);
+    free(t);
+}
+
+void rgpu_session_free(rgpu_session *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->tensors.cap; i++)
+        if (s->tensors.keys[i]) tensor_drop(s, s->tensors.vals[i]);
+    u64map_free(&s->tensors);
+    u64map_free(&s->storages);
+    while (s->blob_head) { blobent *e = s->blob_head; s->blob_head = e->next; free(e->data); free(e); }
+    u64map_free(&s->blobs);
+    for (size_t i = 0; i < s->results.cap; i++)
+        if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }
+    u64map_free(&s->results);
+    free(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Blobs (keyed by the first 8 hash bytes; full hash compared) */
+static uint64_t blob_key(const rgpu_hash *h) {
+    uint64_t k = rgpu_ld64(h->b);
+    return k ? k : 1;
+}
+
+static blobent *blob_find(rgpu_session *s, const rgpu_hash *h) {
+    blobent *e = u64map_get(&s->blobs, blob_key(h));
+    return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
+}
+
+static void blob_evict(rgpu_session *s) {
+    while (s->blob_bytes > s->lim.max_blob_cache && s->blob_head) {
+        blobent *e = s->blob_head;
+        s->blob_head = e->next;
+        if (!s->blob_head) s->blob_tail = NULL;
+        if (u64map_get(&s->blobs, blob_key(&e->h)) == e) u64map_del(&s->blobs, blob_key(&e->h));
+        s->blob_bytes -= e->n;
+        free(e->data);
+        free(e);
+    }
+}
+
+rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n) {
+    rgpu_hash got = rgpu_hash_bytes(data, n);
+    if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
+    if (blob_find(s, h)) { free(data); return RGPU_OK; }
+    blobent *e = calloc(1, sizeof *e);
+    if (!e) { free(data); return RGPU_ERR_NOMEM; }
+    e->h = *h; e->data = data; e->n = n;
+    blobent *old = u64map_get(&s->blobs, blob_key(h));
+    (void)old;  /* a colliding 64-bit prefix: the newer blob wins the slot */
+    if (!u64map_put(&s->blobs, blob_key(h), e)) { free(data); free(e); return RGPU_ERR_NOMEM; }
+    if (s->blob_tail) s->blob_tail->next = e; else s->blob_head = e;
+    s->blob_tail = e;
+    s->blob_bytes += n;
+    return RGPU_OK;
+}
+
+bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return blob_find(s, h) != NULL; }
+
+/* ---------------------------------------------------------------------------
+ * Errors */
+static rgpu_status op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
+    if (!s->err_status) {
+        s->err_status = st;
+        s->err_op = idx;
+        snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
+                 (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
+                 why && *why ? ": " : "", why ? why : "");
+    }
+    return st;
+}
+
+rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, uint64_t *err_op,
+                                     char *msg, size_t msglen, uint8_t **data, size_t *n) {
+    *data = NULL; *n = 0;
+    if (op >= s->applied) return RGPU_ERR_SEQUENCE;
+    result *r = u64map_del(&s->results, op + 1);
+    *status = s->err_status;
+    *err_op = s->err_op;
+    snprintf(msg, msglen, "%s", s->err_status ? s->err_msg : "");
+    s->err_status = 0;
+    if (r) {
+        if (!*status) { *data = r->data; *n = r->n; } else free(r->data);
+        free(r);
+    }
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Views */
+static void view_of(const tensor *t, rgpu_view *v) {
+    v->data = (uint8_t *)t->st->data + (size_t)t->offset * rgpu_dtype_size(t->dtype);
+    v->dtype = t->dtype;
+    v->ndim = t->ndim;
+    memcpy(v->sizes, t->sizes, sizeof(int64_t) * t->ndim);
+    memcpy(v->strides, t->strides, sizeof(int64_t) * t->ndim);
+}
+
+static int64_t tensor_numel(const tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];   /* checked at definition */
+    return n;
+}
+
+static bool tensor_contiguous(const tensor *t) {
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+        expect *= t->sizes[d];
+    }
+    return true;
+}
+
+/* Result bytes of a WAIT-flag op: the tensor's elements, contiguous. */
+static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max_numel,
+                                   uint8_t **out, size_t *outn, char *why, size_t whylen) {
+    int64_t numel = tensor_numel(t);
+    if (max_numel >= 0 && numel != max_numel) {
+        snprintf(why, whylen, "a tensor with %lld elements cannot be converted to a scalar", (long long)numel);
+        return RGPU_ERR_SHAPE;
+    }
+    size_t es = rgpu_dtype_size(t->dtype), n = (size_t)numel * es;
+    uint8_t *host = malloc(n ? n : 1);
+    if (!host) return RGPU_ERR_NOMEM;
+    rgpu_view v;
+    view_of(t, &v);
+    rgpu_status st;
+    if (tensor_contiguous(t)) {
+        st = s->b->download(s->b, host, v.data, n);
+    } else {
+        void *tmp = s->b->alloc(s->b, n);
+        if (!tmp) { free(host); return RGPU_ERR_NOMEM; }
+        rgpu_view dst = v;
+        dst.data = tmp;
+        int64_t stride = 1;
+        for (int d = t->ndim - 1; d >= 0; d--) { dst.strides[d] = stride; stride *= t->sizes[d]; }
+        rgpu_exec e = { .op = RGPU_OP_COPY, .n_in = 1, .n_out = 1 };
+        e.in[0] = &v;
+        e.out[0] = &dst;
+        st = s->b->exec(s->b, &e, why, whylen);
+        if (!st) st = s->b->download(s->b, host, tmp, n);
+        s->b->free(s->b, tmp);
+    }
+    if (st) { free(host); return st; }
+    *out = host; *outn = n;
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * One record */
+typedef struct ctx {
+    rgpu_session *s;
+    const rgpu_record *r;
+    uint64_t idx;
+    char why[200];
+} ctx;
+
+/* Define a new tensor from a tdef: storage allocation or alias, bounds. */
+static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
+    rgpu_session *s = c->s;
+    *out = NULL;
+    if (!d->tid) { snprintf(c->why, sizeof c->why, "tensor id 0"); return RGPU_ERR_BAD_ARG; }
+    if (u64map_get(&s->tensors, d->tid)) {
+        snprintf(c->why, sizeof c->why, "tensor %llu already defined", (unsigned long long)d->tid);
+        return RGPU_ERR_DUPLICATE_ID;
+    }
+    tensor *t = calloc(1, sizeof *t);
+    if (!t) return RGPU_ERR_NOMEM;
+    t->tid = d->tid; t->dtype = d->dtype; t->ndim = d->ndim; t->offset = d->offset;
+    memcpy(t->sizes, d->sizes, sizeof(int64_t) * d->ndim);
+    memcpy(t->strides, d->strides, sizeof(int64_t) * d->ndim);
+    if (!u64map_put(&s->tensors, t->tid, t)) { free(t); return RGPU_ERR_NOMEM; }
+    *out = t;
+    rgpu_status st;
+    storage *sg;
+    if (d->flags & RGPU_TDEF_NEW_STORAGE) {
+        if (!d->sid || u64map_get(&s->storages, d->sid)) {
+            snprintf(c->why, sizeof c->why, "storage %llu already defined", (unsigned long long)d->sid);
+            t->poisoned = true;
+            return RGPU_ERR_DUPLICATE_ID;
+        }
+        if (d->nbytes > s->lim.max_storage_bytes) {
+            snprintf(c->why, sizeof c->why, "storage of %llu bytes over the limit of %llu",
+                     (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_storage_bytes);
+            t->poisoned = true;
+            return RGPU_ERR_TOO_LARGE;
+        }
+        if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return st; }
+        sg = calloc(1, sizeof *sg);
+        if (!sg) { t->poisoned = true; return RGPU_ERR_NOMEM; }
+        sg->sid = d->sid; sg->nbytes = d->nbytes;
+        sg->data = s->b->alloc(s->b, (size_t)d->nbytes);
+        if (!sg->data) {
+            free(sg);
+            snprintf(c->why, sizeof c->why, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
+            t->poisoned = true;
+            return RGPU_ERR_NOMEM;
+        }
+        if (!u64map_put(&s->storages, sg->sid, sg)) { s->b->free(s->b, sg->data); free(sg); t->poisoned = true; return RGPU_ERR_NOMEM; }
+        s->mem += sg->nbytes;
+        if (s->mem > s->peak) s->peak = s->mem;
+    } else {
+        sg = u64map_get(&s->storages, d->sid);
+        if (!sg) {
+            snprintf(c->why, sizeof c->why, "storage %llu", (unsigned long long)d->sid);
+            t->poisoned = true;
+            return RGPU_ERR_UNKNOWN_STORAGE;
+        }
+        if ((st = rgpu_tdef_check_bounds(d, sg->nbytes))) {
+            snprintf(c->why, sizeof c->why, "tensor %llu outside storage %llu of %llu bytes", (unsigned long long)d->tid,
+                     (unsigned long long)d->sid, (unsigned long long)sg->nbytes);
+            t->poisoned = true;
+            return st;
+        }
+    }
+    sg->refs++;
+    t->st = sg;
+    return RGPU_OK;
+}
+
+static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
+    rgpu_session *s = c->s;
+    const rgpu_record *r = c->r;
+    rgpu_status st;
+    switch (r->op) {
+    case RGPU_OP_NOP: case RGPU_OP_EMPTY: case RGPU_OP_ALIAS:
+        if (r->op == RGPU_OP_ALIAS && outs[0]->st != ins[0]->st) {
+            snprintf(c->why, sizeof c->why, "alias over a different storage than its base");
+            return RGPU_ERR_BAD_ARG;
+        }
+        return RGPU_OK;
+    case RGPU_OP_FREE: {
+        if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_INTS) return RGPU_ERR_BAD_ARG;
+        rgpu_status first = RGPU_OK;
+        for (uint32_t i = 0; i < r->args[0].v.ints.n; i++) {
+            uint64_t tid = (uint64_t)rgpu_arg_int_at(&r->args[0], i);
+            tensor *t = u64map_del(&s->tensors, tid);
+            if (!t) {
+                if (!first) { first = RGPU_ERR_UNKNOWN_TENSOR; snprintf(c->why, sizeof c->why, "free of tensor %llu", (unsigned long long)tid); }
+                continue;
+            }
+            tensor_drop(s, t);
+        }
+        return first;
+    }
+    case RGPU_OP_UPLOAD: {
+        if (r->n_args != 2 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INT) return RGPU_ERR_BAD_ARG;
+        uint64_t n = (uint64_t)r->args[1].v.i;
+        if (n != outs[0]->st->nbytes) {
+            snprintf(c->why, sizeof c->why, "upload of %llu bytes into a storage of %llu", (unsigned long long)n,
+                     (unsigned long long)outs[0]->st->nbytes);
+            return RGPU_ERR_BAD_ARG;
+        }
+        blobent *e = blob_find(s, &r->args[0].v.h);
+        if (!e) {
+            uint8_t *data = NULL;
+            size_t dn = 0;
+            if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
+            if ((st = s->fetch(s->fetch_ud, &r->args[0].v.h, &data, &dn))) return st;
+            if ((st = rgpu_session_put_blob(s, &r->args[0].v.h, data, dn))) return st;
+            e = blob_find(s, &r->args[0].v.h);
+            if (!e) return RGPU_ERR_MISSING_BLOB;
+        }
+        if (e->n != n) { snprintf(c->why, sizeof c->why, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n); return RGPU_ERR_BAD_ARG; }
+        st = s->b->upload(s->b, outs[0]->st->data, e->data, e->n);
+        blob_evict(s);
+        return st;
+    }
+    case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE: {
+        uint8_t *data = NULL;
+        size_t n = 0;
+        st = download_tensor(s, ins[0], r->op == RGPU_OP_LOCAL_SCALAR_DENSE ? 1 : -1, &data, &n, c->why, sizeof c->why);
+        if (st) return st;
+        goto store;
+    store: {
+        result *res = calloc(1, sizeof *res);
+        if (!res) { free(data); return RGPU_ERR_NOMEM; }
+        res->data = data; res->n = n;
+        result *old = u64map_del(&s->results, c->idx + 1);
+        if (old) { free(old->data); free(old); }
+        if (!u64map_put(&s->results, c->idx + 1, res)) { free(data); free(res); return RGPU_ERR_NOMEM; }
+        return RGPU_OK;
+    }
+    }
+    case RGPU_OP_SYNC:
+        return s->b->sync(s->b);
+    default: break;
+    }
+    /* a compute op: hand views to the backend */
+    if (!s->b->supports(s->b, r->op)) {
+        snprintf(c->why, sizeof c->why, "the %s backend has no kernel for %s", s->b->name, rgpu_op_name(r->op));
+        return RGPU_ERR_UNSUPPORTED;
+    }
+    rgpu_view vin[RGPU_MAX_IN], vout[RGPU_MAX_OUT];
+    rgpu_exec e = { .op = r->op, .n_in = r->n_in, .n_out = r->n_out, .n_args = r->n_args, .args = r->args };
+    for (int i = 0; i < r->n_in; i++) {
+        if (ins[i]) { view_of(ins[i], &vin[i]); e.in[i] = &vin[i]; } else e.in[i] = NULL;
+    }
+    for (int i = 0; i < r->n_out; i++) { view_of(outs[i], &vout[i]); e.out[i] = &vout[i]; }
+    return s->b->exec(s->b, &e, c->why, sizeof c->why);
+}
+
+static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
+    ctx c = { .s = s, .r = r, .idx = idx };
+    tensor *outs[RGPU_MAX_OUT] = { 0 };
+    const tensor *ins[RGPU_MAX_IN] = { 0 };
+    rgpu_status st = RGPU_OK;
+    bool poisoned = false;
+    uint64_t poison_op = 0;
+    for (int i = 0; i < r->n_in && !st; i++) {
+        if (!r->in[i]) continue;
+        const tensor *t = u64map_get(&s->tensors, r->in[i]);
+        if (!t) { st = RGPU_ERR_UNKNOWN_TENSOR; snprintf(c.why, sizeof c.why, "input %d is tensor %llu", i, (unsigned long long)r->in[i]); break; }
+        if (t->poisoned) { poisoned = true; poison_op = t->poison_op; }
+        ins[i] = t;
+    }
+    for (int i = 0; i < r->n_out; i++) {
+        const rgpu_tdef *d = &r->out[i];
+        if (d->flags & RGPU_TDEF_EXISTING) {
+            tensor *t = u64map_get(&s->tensors, d->tid);
+            if (!t && !st) { st = RGPU_ERR_UNKNOWN_TENSOR; snprintf(c.why, sizeof c.why, "output %d is tensor %llu", i, (unsigned long long)d->tid); }
+            outs[i] = t;
+        } else {
+            rgpu_status ds = define_tensor(&c, d, &outs[i]);
+            if (ds && !st) st = ds;
+        }
+    }
+    if (!st && poisoned) {
+        /* a poisoned input makes poisoned outputs; its error was reported already */
+        for (int i = 0; i < r->n_out; i++) if (outs[i]) { outs[i]->poisoned = true; outs[i]->poison_op = poison_op; }
+        if (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT) {
+            snprintf(c.why, sizeof c.why, "input poisoned by failed op %llu", (unsigned long long)poison_op);
+            op_fail(s, idx, r->op, RGPU_ERR_POISONED, c.why);
+        }
+        return;
+    }
+    if (!st) {
+        for (int i = 0; i < r->n_out; i++) if (outs[i]->poisoned || !outs[i]->st) { st = RGPU_ERR_POISONED; break; }
+    }
+    if (!st) st = exec_record(&c, outs, ins);
+    if (st) {
+        op_fail(s, idx, r->op, st, c.why);
+        for (int i = 0; i < r->n_out; i++) if (outs[i]) { outs[i]->poisoned = true; outs[i]->poison_op = idx; }
+    }
+}
+
+rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
+                                   uint64_t first_op, uint32_t count) {
+    if (first_op != s->applied) return RGPU_ERR_SEQUENCE;
+    /* Decode everything first: a malformed chunk is rejected whole, so no
+     * half-applied chunk exists and the index stays consistent. */
+    size_t off = 0;
+    uint32_t k = 0;
+    rgpu_record r;
+    while (off < n) {
+        size_t used;
+        rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
+        if (st) return st;
+        off += used;
+        k++;
+    }
+    if (k != count) return RGPU_ERR_BAD_MESSAGE;
+    off = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        size_t used;
+        rgpu_record_decode(raw + off, n - off, &r, &used);
+        off += used;
+        run_record(s, &r, first_op + i);
+        s->applied++;
+    }
+    return RGPU_OK;
+}

@@ -1,0 +1,52 @@
+/* session.h — one client's server state and the record executor.
+ *
+ * A session holds storages (device buffers by id) and tensors (a storage
+ * plus dtype/sizes/strides/offset, by id; views are just more tensors over
+ * the same storage). It executes decoded records in op-index order on a
+ * backend. Used by rgpu-server per connection and by the offline tools. */
+#ifndef RGPU_SESSION_H
+#define RGPU_SESSION_H
+
+#include "backend.h"
+
+typedef struct rgpu_session rgpu_session;
+
+/* Called when an UPLOAD names a blob the session lacks. Must return the
+ * bytes (malloc'd; the session takes ownership) or an error status. */
+typedef rgpu_status (*rgpu_blob_fetch_fn)(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n);
+
+typedef struct rgpu_session_limits {
+    uint64_t max_storage_bytes;   /* one storage */
+    uint64_t max_blob_cache;      /* bytes of uploaded blobs kept for dedupe */
+} rgpu_session_limits;
+
+rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim);
+void rgpu_session_free(rgpu_session *s);
+void rgpu_session_set_fetch(rgpu_session *s, rgpu_blob_fetch_fn fn, void *ud);
+
+/* Next op index the session expects (= number of ops applied). */
+uint64_t rgpu_session_applied(const rgpu_session *s);
+
+/* Execute the records of one decoded chunk. first_op must equal applied.
+ * A malformed record (decode error) stops the chunk and returns its status:
+ * the caller treats that as a protocol error. A failing op does not: it
+ * poisons its outputs and is reported by the next take_result. */
+rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
+                                   uint64_t first_op, uint32_t count);
+
+/* Keep an uploaded blob (the session owns data afterwards). Its hash is
+ * checked: RGPU_ERR_BAD_CHECKSUM when it doesn't match. */
+rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n);
+bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h);
+
+/* Answer a wait for op: status is the first failure since the last answer
+ * (err_op its index, msg its text) or RGPU_OK; when op is a WAIT-flag op its
+ * result bytes go to *data (malloc'd, caller frees). op must be < applied. */
+rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, uint64_t *err_op,
+                                     char *msg, size_t msglen, uint8_t **data, size_t *n);
+
+/* Bytes currently allocated for storages, and the peak. */
+void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
+uint64_t rgpu_session_tensor_count(const rgpu_session *s);
+
+#endif

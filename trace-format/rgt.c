@@ -1,0 +1,249 @@
+/* rgt.c — the .rgt trace container on SQLite (FORMAT.md, ".rgt container").
+ *
+ * Writers batch inserts inside one open transaction and commit on flush and
+ * close, so recording a long run costs one fsync per flush, not per chunk. */
+#include "rgpu_format.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rgpu_rgt {
+    sqlite3 *db;
+    bool writable, in_tx;
+    uint64_t next_seq;
+    sqlite3_stmt *put_chunk, *put_stream, *put_blob, *put_result;
+    char err[256];
+};
+
+static const char *SCHEMA =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE chunks(hash BLOB PRIMARY KEY, raw_len INTEGER NOT NULL, frame BLOB NOT NULL);"
+    "CREATE TABLE stream(seq INTEGER PRIMARY KEY, hash BLOB NOT NULL REFERENCES chunks(hash),"
+    " first_op INTEGER NOT NULL, op_count INTEGER NOT NULL);"
+    "CREATE TABLE blobs(hash BLOB PRIMARY KEY, raw_len INTEGER NOT NULL, frame BLOB NOT NULL);"
+    "CREATE TABLE results(op_index INTEGER PRIMARY KEY, status INTEGER NOT NULL, data BLOB);";
+
+static rgpu_status db_err(rgpu_rgt *t) {
+    snprintf(t->err, sizeof t->err, "%s", t->db ? sqlite3_errmsg(t->db) : "cannot open database");
+    return RGPU_ERR_DB;
+}
+
+const char *rgpu_rgt_errmsg(rgpu_rgt *t) { return t ? t->err : "no trace"; }
+
+static void table_hash_hex(char out[33]) {
+    rgpu_hash h;
+    rgpu_op_table_hash(h.b);
+    rgpu_hash_hex(&h, out);
+}
+
+rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out) {
+    *out = NULL;
+    rgpu_rgt *t = calloc(1, sizeof *t);
+    if (!t) return RGPU_ERR_NOMEM;
+    remove(path);
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s-wal", path); remove(wal);
+    snprintf(wal, sizeof wal, "%s-shm", path); remove(wal);
+    if (sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK)
+        goto fail;
+    if (sqlite3_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK) goto fail;
+    if (sqlite3_exec(t->db, SCHEMA, NULL, NULL, NULL) != SQLITE_OK) goto fail;
+    if (sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO chunks VALUES(?,?,?)", -1, &t->put_chunk, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT INTO stream VALUES(?,?,?,?)", -1, &t->put_stream, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO blobs VALUES(?,?,?)", -1, &t->put_blob, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT OR REPLACE INTO results VALUES(?,?,?)", -1, &t->put_result, NULL))
+        goto fail;
+    t->writable = true;
+    char hex[33], ver[16];
+    table_hash_hex(hex);
+    snprintf(ver, sizeof ver, "%u", RGPU_FORMAT_VERSION);
+    rgpu_status s;
+    if ((s = rgpu_rgt_set_meta(t, "magic", "rgpu-trace")) || (s = rgpu_rgt_set_meta(t, "format_version", ver)) ||
+        (s = rgpu_rgt_set_meta(t, "op_table_hash", hex)) || (s = rgpu_rgt_set_meta(t, "creator", creator ? creator : "?"))) {
+        rgpu_rgt_close(t);
+        return s;
+    }
+    *out = t;
+    return RGPU_OK;
+fail:;
+    rgpu_status e = db_err(t);
+    fprintf(stderr, "rgpu: cannot create trace %s: %s\n", path, t->err);
+    rgpu_rgt_close(t);
+    return e;
+}
+
+static bool get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen) {
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(t->db, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        if (v) { snprintf(out, outlen, "%s", (const char *)v); ok = true; }
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) {
+    *out = NULL;
+    rgpu_rgt *t = calloc(1, sizeof *t);
+    if (!t) return RGPU_ERR_NOMEM;
+    char v[128], hex[33];
+    rgpu_status s = RGPU_OK;
+    if (sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) { s = db_err(t); goto fail; }
+    if (!get_meta(t, "magic", v, sizeof v)) {
+        snprintf(t->err, sizeof t->err, "not an rgpu trace (no meta table or magic)");
+        s = RGPU_ERR_BAD_MAGIC; goto fail;
+    }
+    if (strcmp(v, "rgpu-trace") != 0) { snprintf(t->err, sizeof t->err, "bad magic '%s'", v); s = RGPU_ERR_BAD_MAGIC; goto fail; }
+    if (!get_meta(t, "format_version", v, sizeof v) || strtoul(v, NULL, 10) != RGPU_FORMAT_VERSION) {
+        snprintf(t->err, sizeof t->err, "format version %s, this build reads %u", v, RGPU_FORMAT_VERSION);
+        s = RGPU_ERR_BAD_VERSION; goto fail;
+    }
+    table_hash_hex(hex);
+    if (!get_meta(t, "op_table_hash", v, sizeof v) || strcmp(v, hex) != 0) {
+        snprintf(t->err, sizeof t->err, "op table %s differs from this build's %s", v, hex);
+        s = RGPU_ERR_OP_TABLE; goto fail;
+    }
+    *out = t;
+    return RGPU_OK;
+fail:
+    fprintf(stderr, "rgpu: %s: %s\n", path, t->err);
+    rgpu_rgt_close(t);
+    return s;
+}
+
+static rgpu_status begin(rgpu_rgt *t) {
+    if (!t->writable) return RGPU_ERR_DB;
+    if (t->in_tx) return RGPU_OK;
+    if (sqlite3_exec(t->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return db_err(t);
+    t->in_tx = true;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_rgt_flush(rgpu_rgt *t) {
+    if (!t->in_tx) return RGPU_OK;
+    t->in_tx = false;
+    if (sqlite3_exec(t->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return db_err(t);
+    return RGPU_OK;
+}
+
+void rgpu_rgt_close(rgpu_rgt *t) {
+    if (!t) return;
+    if (t->db && t->in_tx) rgpu_rgt_flush(t);
+    sqlite3_finalize(t->put_chunk); sqlite3_finalize(t->put_stream);
+    sqlite3_finalize(t->put_blob); sqlite3_finalize(t->put_result);
+    if (t->db) sqlite3_close(t->db);
+    free(t);
+}
+
+rgpu_status rgpu_rgt_set_meta(rgpu_rgt *t, const char *key, const char *value) {
+    if (!t->writable) return RGPU_ERR_DB;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(t->db, "INSERT OR REPLACE INTO meta VALUES(?,?)", -1, &st, NULL) != SQLITE_OK) return db_err(t);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? RGPU_OK : db_err(t);
+}
+
+static rgpu_status step_reset(rgpu_rgt *t, sqlite3_stmt *st) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? RGPU_OK : db_err(t);
+}
+
+rgpu_status rgpu_rgt_put_chunk(rgpu_rgt *t, const rgpu_hash *h, uint64_t first_op, uint32_t count,
+                               uint64_t raw_len, const void *frame, size_t frame_len) {
+    rgpu_status s = begin(t);
+    if (s) return s;
+    sqlite3_bind_blob(t->put_chunk, 1, h->b, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(t->put_chunk, 2, (sqlite3_int64)raw_len);
+    sqlite3_bind_blob64(t->put_chunk, 3, frame, frame_len, SQLITE_STATIC);
+    if ((s = step_reset(t, t->put_chunk))) return s;
+    sqlite3_bind_int64(t->put_stream, 1, (sqlite3_int64)t->next_seq);
+    sqlite3_bind_blob(t->put_stream, 2, h->b, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(t->put_stream, 3, (sqlite3_int64)first_op);
+    sqlite3_bind_int64(t->put_stream, 4, count);
+    if ((s = step_reset(t, t->put_stream))) return s;
+    t->next_seq++;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_rgt_put_blob(rgpu_rgt *t, const rgpu_hash *h, uint64_t raw_len,
+                              const void *frame, size_t frame_len) {
+    rgpu_status s = begin(t);
+    if (s) return s;
+    sqlite3_bind_blob(t->put_blob, 1, h->b, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(t->put_blob, 2, (sqlite3_int64)raw_len);
+    sqlite3_bind_blob64(t->put_blob, 3, frame, frame_len, SQLITE_STATIC);
+    return step_reset(t, t->put_blob);
+}
+
+rgpu_status rgpu_rgt_put_result(rgpu_rgt *t, uint64_t op_index, int status, const void *data, size_t n) {
+    rgpu_status s = begin(t);
+    if (s) return s;
+    sqlite3_bind_int64(t->put_result, 1, (sqlite3_int64)op_index);
+    sqlite3_bind_int(t->put_result, 2, status);
+    sqlite3_bind_blob64(t->put_result, 3, n ? data : "", n, SQLITE_STATIC);
+    return step_reset(t, t->put_result);
+}
+
+rgpu_status rgpu_rgt_stream_count(rgpu_rgt *t, uint64_t *count) {
+    sqlite3_stmt *st;
+    *count = 0;
+    if (sqlite3_prepare_v2(t->db, "SELECT count(*) FROM stream", -1, &st, NULL) != SQLITE_OK) return db_err(t);
+    rgpu_status s = RGPU_OK;
+    if (sqlite3_step(st) == SQLITE_ROW) *count = (uint64_t)sqlite3_column_int64(st, 0);
+    else s = db_err(t);
+    sqlite3_finalize(st);
+    return s;
+}
+
+static rgpu_status copy_blob_col(sqlite3_stmt *st, int col, uint8_t **out, size_t *n) {
+    int len = sqlite3_column_bytes(st, col);
+    const void *p = sqlite3_column_blob(st, col);
+    *out = malloc(len ? (size_t)len : 1);
+    if (!*out) return RGPU_ERR_NOMEM;
+    if (len) memcpy(*out, p, (size_t)len);
+    *n = (size_t)len;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_rgt_get_stream(rgpu_rgt *t, uint64_t seq, rgpu_hash *h, uint64_t *first_op,
+                                uint32_t *count, uint8_t **frame, size_t *frame_len) {
+    sqlite3_stmt *st;
+    *frame = NULL;
+    if (sqlite3_prepare_v2(t->db, "SELECT s.hash, s.first_op, s.op_count, c.frame FROM stream s "
+                           "LEFT JOIN chunks c ON c.hash = s.hash WHERE s.seq=?", -1, &st, NULL) != SQLITE_OK)
+        return db_err(t);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+    rgpu_status s = RGPU_ERR_BAD_TRACE;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) == 16 &&
+        sqlite3_column_type(st, 3) == SQLITE_BLOB) {
+        memcpy(h->b, sqlite3_column_blob(st, 0), 16);
+        *first_op = (uint64_t)sqlite3_column_int64(st, 1);
+        *count = (uint32_t)sqlite3_column_int64(st, 2);
+        s = copy_blob_col(st, 3, frame, frame_len);
+    } else {
+        snprintf(t->err, sizeof t->err, "stream entry %llu missing or its chunk absent", (unsigned long long)seq);
+    }
+    sqlite3_finalize(st);
+    return s;
+}
+
+rgpu_status rgpu_rgt_get_blob(rgpu_rgt *t, const rgpu_hash *h, uint8_t **frame, size_t *frame_len) {
+    sqlite3_stmt *st;
+    *frame = NULL;
+    if (sqlite3_prepare_v2(t->db, "SELECT frame FROM blobs WHERE hash=?", -1, &st, NULL) != SQLITE_OK) return db_err(t);
+    sqlite3_bind_blob(st, 1, h->b, 16, SQLITE_STATIC);
+    rgpu_status s = RGPU_ERR_MISSING_BLOB;
+    if (sqlite3_step(st) == SQLITE_ROW) s = copy_blob_col(st, 0, frame, frame_len);
+    sqlite3_finalize(st);
+    return s;
+}
