@@ -1,0 +1,359 @@
+/* test_server.c — rgpu-server against corrupt and hostile input.
+ *
+ * Starts $RGPU_SERVER_BIN on a private Unix socket. An honest client (the
+ * real recorder) keeps a session open throughout; each corrupt input is sent
+ * on its own raw connection and must be answered with ERROR carrying its
+ * specific code, after which the honest session must still compute right. */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "recorder.h"
+
+static pid_t g_pid;
+static char g_dir[64], g_sock[128], g_addr[160];
+static rgpu_client *g_honest;
+static uint64_t g_x_tid;
+
+static void start_server(void) {
+    const char *bin = getenv("RGPU_SERVER_BIN");
+    ck_assert_msg(bin != NULL, "set RGPU_SERVER_BIN");
+    strcpy(g_dir, "/tmp/rgpu-test-XXXXXX");
+    ck_assert(mkdtemp(g_dir) != NULL);
+    snprintf(g_sock, sizeof g_sock, "%s/sock", g_dir);
+    snprintf(g_addr, sizeof g_addr, "unix:%s", g_sock);
+    g_pid = fork();
+    if (g_pid == 0) {
+        execl(bin, bin, "--unix", g_sock, "--backend", "cpu", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && access(g_sock, F_OK) != 0; i++) usleep(10000);
+    ck_assert_msg(access(g_sock, F_OK) == 0, "server did not start");
+}
+
+static void stop_server(void) {
+    kill(g_pid, SIGTERM);
+    int st;
+    waitpid(g_pid, &st, 0);
+    unlink(g_sock);
+    rmdir(g_dir);
+}
+
+static int raw_connect(void) {
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strcpy(sa.sun_path, g_sock);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert(fd >= 0);
+    ck_assert(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    return fd;
+}
+
+static void send_hello(int fd, uint32_t version, int break_table) {
+    uint8_t h[40] = { 0 };
+    rgpu_st32(h, version);
+    rgpu_op_table_hash(h + 4);
+    if (break_table) h[4] ^= 1;
+    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, h, sizeof h, NULL, 0), RGPU_OK);
+}
+
+static int raw_session(void) {
+    int fd = raw_connect();
+    send_hello(fd, RGPU_FORMAT_VERSION, 0);
+    rgpu_msg_header mh;
+    uint8_t *p;
+    ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
+    ck_assert_int_eq(mh.type, RGPU_MSG_WELCOME);
+    free(p);
+    return fd;
+}
+
+/* Read until ERROR; return its code. Fails the test on anything else. */
+static int expect_error(int fd) {
+    for (;;) {
+        rgpu_msg_header mh;
+        uint8_t *p;
+        rgpu_status s = rgpu_wire_recv(fd, 1 << 20, &mh, &p);
+        ck_assert_msg(s == RGPU_OK, "no ERROR message, got status %s", rgpu_status_name(s));
+        if (mh.type == RGPU_MSG_ACK) { free(p); continue; }
+        ck_assert_int_eq(mh.type, RGPU_MSG_ERROR);
+        int code = (int)rgpu_ld32(p);
+        free(p);
+        /* and then the server closes the connection */
+        uint8_t b;
+        ck_assert(read(fd, &b, 1) <= 0);   /* EOF, or a reset when unread bytes remained */
+        close(fd);
+        return code;
+    }
+}
+
+/* The honest session computes sum(full(4, v) * 2) and checks it. */
+static void honest_roundtrip(float v) {
+    rgpu_record r = { .op = RGPU_OP_FULL, .n_out = 1, .n_args = 1 };
+    r.out[0] = (rgpu_tdef){ .tid = g_x_tid, .flags = RGPU_TDEF_EXISTING };
+    r.args[0].kind = RGPU_ARG_FLOAT; r.args[0].v.f = v;
+    uint64_t idx;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &r, &idx), RGPU_OK);
+    rgpu_record m = { .op = RGPU_OP_MUL_SCALAR, .n_out = 1, .n_in = 1, .n_args = 1 };
+    m.out[0] = (rgpu_tdef){ .tid = g_x_tid, .flags = RGPU_TDEF_EXISTING };
+    m.in[0] = g_x_tid;
+    m.args[0].kind = RGPU_ARG_INT; m.args[0].v.i = 2;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &m, &idx), RGPU_OK);
+    rgpu_record d = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
+    d.in[0] = g_x_tid;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &d, &idx), RGPU_OK);
+    uint8_t *data;
+    size_t n;
+    char err[256];
+    ck_assert_int_eq(rgpu_client_wait(g_honest, idx, &data, &n, err, sizeof err), RGPU_OK);
+    ck_assert_uint_eq(n, 16);
+    float f[4];
+    memcpy(f, data, 16);
+    free(data);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(f[i], 2 * v);
+}
+
+static void setup(void) {
+    start_server();
+    char err[256] = "";
+    ck_assert_msg(rgpu_client_connect(g_addr, NULL, &g_honest, err, sizeof err) == RGPU_OK, "%s", err);
+    g_x_tid = rgpu_client_new_id(g_honest);
+    rgpu_record r = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+    r.out[0] = (rgpu_tdef){ .tid = g_x_tid, .sid = rgpu_client_new_id(g_honest), .flags = RGPU_TDEF_NEW_STORAGE,
+                            .dtype = RGPU_F32, .ndim = 1, .nbytes = 16, .sizes = { 4 }, .strides = { 1 } };
+    uint64_t idx;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &r, &idx), RGPU_OK);
+    honest_roundtrip(1.0f);
+}
+
+static void teardown(void) {
+    rgpu_client_close(g_honest);
+    g_honest = NULL;
+    stop_server();
+}
+
+/* A chunk message around raw record bytes; corrupt = 0 valid, 1 bad frame
+ * magic, 2 bad checksum, 3 truncated frame, 4 wrong hash. */
+static void send_chunk(int fd, const uint8_t *raw, size_t n, uint64_t first, uint32_t count, int corrupt) {
+    rgpu_buf f = { 0 };
+    ck_assert_int_eq(rgpu_frame_compress(raw, n, 1, &f), RGPU_OK);
+    if (corrupt == 1) f.p[0] ^= 0xff;
+    if (corrupt == 2) f.p[16] ^= 1;
+    if (corrupt == 3) f.len -= 3;
+    uint8_t hdr[32];
+    rgpu_st64(hdr, first);
+    rgpu_st32(hdr + 8, count);
+    rgpu_st32(hdr + 12, 0);
+    rgpu_hash h = rgpu_hash_bytes(raw, n);
+    if (corrupt == 4) h.b[0] ^= 1;
+    memcpy(hdr + 16, h.b, 16);
+    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_CHUNK, hdr, 32, f.p, f.len), RGPU_OK);
+    rgpu_buf_free(&f);
+}
+
+static void valid_record(rgpu_buf *b, uint64_t tid) {
+    rgpu_record r = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+    r.out[0] = (rgpu_tdef){ .tid = tid, .sid = tid + 1000, .flags = RGPU_TDEF_NEW_STORAGE, .dtype = RGPU_F32,
+                            .ndim = 1, .nbytes = 16, .sizes = { 4 }, .strides = { 1 } };
+    ck_assert_int_eq(rgpu_record_encode(b, &r), RGPU_OK);
+}
+
+START_TEST(bad_wire_magic) {
+    int fd = raw_session();
+    uint8_t h[RGPU_WIRE_HEADER];
+    rgpu_wire_header_encode(h, RGPU_MSG_WAIT, 8);
+    h[4] ^= 0x55;
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MAGIC);
+    honest_roundtrip(3.0f);
+}
+END_TEST
+
+START_TEST(absurd_length) {
+    int fd = raw_session();
+    uint8_t h[RGPU_WIRE_HEADER];
+    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 1ull << 62);
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    honest_roundtrip(4.0f);
+}
+END_TEST
+
+START_TEST(bad_frame_magic_checksum_truncated_hash) {
+    static const int expect[5] = { 0, RGPU_ERR_BAD_MAGIC, RGPU_ERR_BAD_CHECKSUM, RGPU_ERR_TRUNCATED, RGPU_ERR_BAD_CHECKSUM };
+    for (int k = 1; k <= 4; k++) {
+        int fd = raw_session();
+        rgpu_buf b = { 0 };
+        valid_record(&b, 5);
+        send_chunk(fd, b.p, b.len, 0, 1, k);
+        rgpu_buf_free(&b);
+        int code = expect_error(fd);
+        ck_assert_msg(code == expect[k], "corruption %d gave %s", k, rgpu_status_name(code));
+        honest_roundtrip((float)k);
+    }
+}
+END_TEST
+
+START_TEST(op_out_of_range) {
+    int fd = raw_session();
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    rgpu_st16(b.p, RGPU_OP_COUNT + 7);
+    send_chunk(fd, b.p, b.len, 0, 1, 0);
+    rgpu_buf_free(&b);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_OP);
+    honest_roundtrip(5.0f);
+}
+END_TEST
+
+START_TEST(ndim_over_limit) {
+    int fd = raw_session();
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    b.p[6 + 9 + 9] = RGPU_MAX_DIMS + 1;   /* header 6, tid+flags 9, sid+dtype 9, then ndim */
+    send_chunk(fd, b.p, b.len, 0, 1, 0);
+    rgpu_buf_free(&b);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_MANY_DIMS);
+    honest_roundtrip(6.0f);
+}
+END_TEST
+
+START_TEST(out_of_sequence_chunk) {
+    int fd = raw_session();
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    send_chunk(fd, b.p, b.len, 42, 1, 0);
+    rgpu_buf_free(&b);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SEQUENCE);
+    honest_roundtrip(7.0f);
+}
+END_TEST
+
+START_TEST(wrong_version_and_table) {
+    int fd = raw_connect();
+    send_hello(fd, RGPU_FORMAT_VERSION + 1, 0);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_VERSION);
+    fd = raw_connect();
+    send_hello(fd, RGPU_FORMAT_VERSION, 1);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_OP_TABLE);
+    honest_roundtrip(8.0f);
+}
+END_TEST
+
+START_TEST(garbage_and_half_frames) {
+    int fd = raw_connect();
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(write(fd, junk, sizeof junk - 1), (ssize_t)(sizeof junk - 1));
+    int code = expect_error(fd);
+    ck_assert_msg(code == RGPU_ERR_BAD_MAGIC || code == RGPU_ERR_RESERVED || code == RGPU_ERR_BAD_MESSAGE, "%s", rgpu_status_name(code));
+    /* a frame that promises 1000 bytes, sends 10, and the peer vanishes */
+    fd = raw_session();
+    uint8_t h[RGPU_WIRE_HEADER + 10] = { 0 };
+    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 1000);
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    close(fd);
+    honest_roundtrip(9.0f);
+    /* unknown message type */
+    fd = raw_session();
+    rgpu_wire_header_encode(h, RGPU_MSG_WELCOME, 0);
+    ck_assert_int_eq(write(fd, h, RGPU_WIRE_HEADER), RGPU_WIRE_HEADER);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MESSAGE);
+    honest_roundtrip(10.0f);
+}
+END_TEST
+
+/* Op-level failures are not protocol errors: they poison and report at the
+ * next wait, and the same session goes on. */
+START_TEST(view_outside_storage_reported_at_wait) {
+    uint64_t tid = rgpu_client_new_id(g_honest);
+    rgpu_record a = { .op = RGPU_OP_ALIAS, .n_out = 1, .n_in = 1 };
+    a.in[0] = g_x_tid;
+    /* x's storage has 16 bytes; this view wants 8 floats */
+    rgpu_tdef probe = { .tid = tid, .dtype = RGPU_F32, .ndim = 1, .sizes = { 8 }, .strides = { 1 } };
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&probe, 16), RGPU_ERR_OUT_OF_BOUNDS);
+    a.out[0] = probe;
+    /* find x's sid: the honest session made it right after x's tid */
+    a.out[0].sid = g_x_tid + 1;
+    uint64_t idx;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &a, &idx), RGPU_OK);
+    rgpu_record d = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
+    d.in[0] = tid;
+    ck_assert_int_eq(rgpu_client_record(g_honest, &d, &idx), RGPU_OK);
+    char err[256] = "";
+    uint8_t *data;
+    size_t n;
+    ck_assert_int_eq(rgpu_client_wait(g_honest, idx, &data, &n, err, sizeof err), RGPU_ERR_OUT_OF_BOUNDS);
+    ck_assert_msg(strstr(err, "rgpu::alias") != NULL, "error names the op: %s", err);
+    honest_roundtrip(11.0f);
+}
+END_TEST
+
+START_TEST(many_sessions_at_once) {
+    enum { N = 8 };
+    rgpu_client *c[N];
+    char err[256];
+    for (int i = 0; i < N; i++) ck_assert_int_eq(rgpu_client_connect(g_addr, NULL, &c[i], err, sizeof err), RGPU_OK);
+    uint64_t idx[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t t = rgpu_client_new_id(c[i]);
+        rgpu_record r = { .op = RGPU_OP_ARANGE, .n_out = 1, .n_args = 2 };
+        r.out[0] = (rgpu_tdef){ .tid = t, .sid = t + 1, .flags = RGPU_TDEF_NEW_STORAGE, .dtype = RGPU_I64,
+                                .ndim = 1, .nbytes = 8 * 100, .sizes = { 100 }, .strides = { 1 } };
+        r.args[0].kind = RGPU_ARG_INT; r.args[0].v.i = i;
+        r.args[1].kind = RGPU_ARG_INT; r.args[1].v.i = 1;
+        ck_assert_int_eq(rgpu_client_record(c[i], &r, &idx[i]), RGPU_OK);
+        uint64_t s = rgpu_client_new_id(c[i]);
+        rgpu_record sm = { .op = RGPU_OP_SUM, .n_out = 1, .n_in = 1, .n_args = 2 };
+        sm.in[0] = t;
+        sm.out[0] = (rgpu_tdef){ .tid = s, .sid = s + 100, .flags = RGPU_TDEF_NEW_STORAGE, .dtype = RGPU_I64, .ndim = 0, .nbytes = 8 };
+        sm.args[0].kind = RGPU_ARG_INTS; sm.args[0].v.ints.n = 0;
+        sm.args[1].kind = RGPU_ARG_BOOL; sm.args[1].v.i = 0;
+        ck_assert_int_eq(rgpu_client_record(c[i], &sm, &idx[i]), RGPU_OK);
+        rgpu_record l = { .op = RGPU_OP_LOCAL_SCALAR_DENSE, .n_in = 1 };
+        l.in[0] = s;
+        ck_assert_int_eq(rgpu_client_record(c[i], &l, &idx[i]), RGPU_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        uint8_t *data;
+        size_t n;
+        ck_assert_int_eq(rgpu_client_wait(c[i], idx[i], &data, &n, err, sizeof err), RGPU_OK);
+        int64_t v;
+        ck_assert_uint_eq(n, 8);
+        memcpy(&v, data, 8);
+        free(data);
+        ck_assert_int_eq(v, 100 * i + 4950);
+        rgpu_client_close(c[i]);
+    }
+    honest_roundtrip(12.0f);
+}
+END_TEST
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("server");
+    TCase *tc = tcase_create("hostile input");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, bad_wire_magic);
+    tcase_add_test(tc, absurd_length);
+    tcase_add_test(tc, bad_frame_magic_checksum_truncated_hash);
+    tcase_add_test(tc, op_out_of_range);
+    tcase_add_test(tc, ndim_over_limit);
+    tcase_add_test(tc, out_of_sequence_chunk);
+    tcase_add_test(tc, wrong_version_and_table);
+    tcase_add_test(tc, garbage_and_half_frames);
+    tcase_add_test(tc, view_outside_storage_reported_at_wait);
+    tcase_add_test(tc, many_sessions_at_once);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
