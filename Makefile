@@ -57,7 +57,7 @@ else
 endif
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config
+DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -19,7 +19,9 @@
  * record() is the per-op hot path: no allocation beyond the encode buffer,
  * no Python objects created, the GIL kept (the lock inside is uncontended
  * except by the sender thread). */
+#ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030B0000
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
