@@ -35,7 +35,11 @@ rgpu_status rgpu_frame_decompress(const uint8_t *p, size_t n, uint64_t max_raw,
     const uint8_t *z = p + RGPU_FRAME_HEADER;
     size_t zn = n - RGPU_FRAME_HEADER;
     unsigned long long fsz = ZSTD_getFrameContentSize(z, zn);
-    if (fsz == ZSTD_CONTENTSIZE_ERROR) return zn < 4 ? RGPU_ERR_TRUNCATED : RGPU_ERR_COMPRESS;
+    if (fsz == ZSTD_CONTENTSIZE_ERROR) {   /* a short zstd header is truncation, not corruption */
+        size_t fz = ZSTD_findFrameCompressedSize(z, zn);
+        return ZSTD_isError(fz) && ZSTD_getErrorCode(fz) == ZSTD_error_srcSize_wrong
+            ? RGPU_ERR_TRUNCATED : RGPU_ERR_COMPRESS;
+    }
     if (fsz != ZSTD_CONTENTSIZE_UNKNOWN && fsz != len) return RGPU_ERR_COMPRESS;
     uint8_t *buf = malloc(len ? len : 1);
     if (!buf) return RGPU_ERR_NOMEM;

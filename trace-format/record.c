@@ -46,13 +46,22 @@ rgpu_status rgpu_record_encode(rgpu_buf *b, const rgpu_record *r) {
     for (int i = 0; i < r->n_out; i++) {
         const rgpu_tdef *t = &r->out[i];
         if (t->flags & ~(RGPU_TDEF_EXISTING | RGPU_TDEF_NEW_STORAGE)) return RGPU_ERR_RESERVED;
-        if (t->flags & RGPU_TDEF_EXISTING) continue;
+        if (t->flags & RGPU_TDEF_EXISTING) {
+            if (t->flags & RGPU_TDEF_NEW_STORAGE) return RGPU_ERR_RESERVED;
+            continue;
+        }
         if (t->ndim > RGPU_MAX_DIMS) return RGPU_ERR_TOO_MANY_DIMS;
         if (t->dtype >= RGPU_DTYPE_COUNT) return RGPU_ERR_BAD_DTYPE;
+        if (t->offset < 0) return RGPU_ERR_OUT_OF_BOUNDS;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->sizes[d] < 0 || t->strides[d] < 0) return RGPU_ERR_OUT_OF_BOUNDS;
     }
     for (int i = 0; i < r->n_args; i++) {
-        if (r->args[i].kind >= RGPU_ARG_KIND_COUNT) return RGPU_ERR_BAD_ARG;
-        if (r->args[i].kind == RGPU_ARG_INTS && r->args[i].v.ints.n > RGPU_MAX_INTS) return RGPU_ERR_TOO_LARGE;
+        const rgpu_arg *a = &r->args[i];
+        if (a->kind >= RGPU_ARG_KIND_COUNT) return RGPU_ERR_BAD_ARG;
+        if (a->kind == RGPU_ARG_INTS && a->v.ints.n > RGPU_MAX_INTS) return RGPU_ERR_TOO_LARGE;
+        if (a->kind == RGPU_ARG_BOOL && (uint64_t)a->v.i > 1) return RGPU_ERR_BAD_ARG;
+        if (a->kind == RGPU_ARG_DTYPE && (uint64_t)a->v.i >= RGPU_DTYPE_COUNT) return RGPU_ERR_BAD_DTYPE;
     }
     size_t need = rgpu_record_size(r);
     if ((s = rgpu_buf_reserve(b, need))) return s;
@@ -182,7 +191,7 @@ rgpu_status rgpu_tdef_check_bounds(const rgpu_tdef *t, uint64_t storage_nbytes) 
     if (t->offset < 0) return RGPU_ERR_OUT_OF_BOUNDS;
     int64_t numel = rgpu_tdef_numel(t);
     if (numel < 0) return RGPU_ERR_OVERFLOW;
-    if (numel == 0) return (uint64_t)t->offset <= storage_nbytes / es + 1 ? RGPU_OK : RGPU_ERR_OUT_OF_BOUNDS;
+    if (numel == 0) return (uint64_t)t->offset <= storage_nbytes / es ? RGPU_OK : RGPU_ERR_OUT_OF_BOUNDS;
     /* last element index = offset + sum (size-1)*stride */
     int64_t last = t->offset;
     for (int d = 0; d < t->ndim; d++) {

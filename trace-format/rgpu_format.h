@@ -250,7 +250,7 @@ typedef struct rgpu_rgt rgpu_rgt;
 /* Create (truncating) a trace file for writing; meta keys written. */
 rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out);
 /* Open an existing trace read-only; checks magic/version/op-table hash.
- * An op-table mismatch opens but returns RGPU_ERR_OP_TABLE in *table_status. */
+ * A different op-table hash fails with RGPU_ERR_OP_TABLE. */
 rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out);
 void rgpu_rgt_close(rgpu_rgt *t);
 rgpu_status rgpu_rgt_set_meta(rgpu_rgt *t, const char *key, const char *value);
