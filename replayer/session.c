@@ -231,6 +231,17 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
     return RGPU_OK;
 }
 
+/* Keep the result bytes of WAIT op idx until the client's WAIT takes them. */
+static rgpu_status store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n) {
+    result *res = calloc(1, sizeof *res);
+    if (!res) { free(data); return RGPU_ERR_NOMEM; }
+    res->data = data; res->n = n;
+    result *old = u64map_del(&s->results, idx + 1);
+    if (old) { free(old->data); free(old); }
+    if (!u64map_put(&s->results, idx + 1, res)) { free(data); free(res); return RGPU_ERR_NOMEM; }
+    return RGPU_OK;
+}
+
 /* ---------------------------------------------------------------------------
  * One record */
 typedef struct ctx {
@@ -356,16 +367,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         size_t n = 0;
         st = download_tensor(s, ins[0], r->op == RGPU_OP_LOCAL_SCALAR_DENSE ? 1 : -1, &data, &n, c->why, sizeof c->why);
         if (st) return st;
-        goto store;
-    store: {
-        result *res = calloc(1, sizeof *res);
-        if (!res) { free(data); return RGPU_ERR_NOMEM; }
-        res->data = data; res->n = n;
-        result *old = u64map_del(&s->results, c->idx + 1);
-        if (old) { free(old->data); free(old); }
-        if (!u64map_put(&s->results, c->idx + 1, res)) { free(data); free(res); return RGPU_ERR_NOMEM; }
-        return RGPU_OK;
-    }
+        return store_result(s, c->idx, data, n);
     }
     case RGPU_OP_SYNC:
         return s->b->sync(s->b);
@@ -381,7 +383,27 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     for (int i = 0; i < r->n_in; i++) {
         if (ins[i]) { view_of(ins[i], &vin[i]); e.in[i] = &vin[i]; } else e.in[i] = NULL;
     }
-    for (int i = 0; i < r->n_out; i++) { view_of(outs[i], &vout[i]); e.out[i] = &vout[i]; }
+    for (int i = 0; i < r->n_out; i++) {
+        if (outs[i]) { view_of(outs[i], &vout[i]); e.out[i] = &vout[i]; } else e.out[i] = NULL;
+    }
+    if (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT) {
+        /* A computed wait result (counts): the kernel writes one i64 into a
+         * scratch output, which becomes the result bytes. */
+        int64_t host = 0;
+        void *tmp = s->b->alloc(s->b, 8);
+        if (!tmp) return RGPU_ERR_NOMEM;
+        rgpu_view sv = { .data = tmp, .dtype = RGPU_I64, .ndim = 0 };
+        e.out[0] = &sv;
+        e.n_out = 1;
+        rgpu_status st = s->b->exec(s->b, &e, c->why, sizeof c->why);
+        if (!st) st = s->b->download(s->b, &host, tmp, 8);
+        s->b->free(s->b, tmp);
+        if (st) return st;
+        uint8_t *data = malloc(8);
+        if (!data) return RGPU_ERR_NOMEM;
+        rgpu_st64(data, (uint64_t)host);
+        return store_result(s, c->idx, data, 8);
+    }
     return s->b->exec(s->b, &e, c->why, sizeof c->why);
 }
 
@@ -401,7 +423,9 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     }
     for (int i = 0; i < r->n_out; i++) {
         const rgpu_tdef *d = &r->out[i];
-        if (d->flags & RGPU_TDEF_EXISTING) {
+        if ((d->flags & RGPU_TDEF_EXISTING) && d->tid == 0) {
+            outs[i] = NULL;       /* an optional output the client does not want */
+        } else if (d->flags & RGPU_TDEF_EXISTING) {
             tensor *t = u64map_get(&s->tensors, d->tid);
             if (!t && !st) { st = RGPU_ERR_UNKNOWN_TENSOR; snprintf(c.why, sizeof c.why, "output %d is tensor %llu", i, (unsigned long long)d->tid); }
             outs[i] = t;
@@ -420,7 +444,7 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
         return;
     }
     if (!st) {
-        for (int i = 0; i < r->n_out; i++) if (outs[i]->poisoned || !outs[i]->st) { st = RGPU_ERR_POISONED; break; }
+        for (int i = 0; i < r->n_out; i++) if (outs[i] && (outs[i]->poisoned || !outs[i]->st)) { st = RGPU_ERR_POISONED; break; }
     }
     if (!st) st = exec_record(&c, outs, ins);
     if (st) {

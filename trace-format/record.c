@@ -35,7 +35,8 @@ size_t rgpu_record_size(const rgpu_record *r) {
 static rgpu_status check_shape(const rgpu_record *r) {
     if (r->op >= RGPU_OP_COUNT) return RGPU_ERR_BAD_OP;
     const rgpu_op_info *o = &rgpu_op_table[r->op];
-    if (r->n_in != o->n_in || r->n_out != o->n_out) return RGPU_ERR_ARITY;
+    bool in_ok = (o->flags & RGPU_OPF_VARIADIC) ? (r->n_in >= o->n_in && r->n_in <= RGPU_MAX_IN) : r->n_in == o->n_in;
+    if (!in_ok || r->n_out != o->n_out) return RGPU_ERR_ARITY;
     if (r->n_args > RGPU_MAX_ARGS) return RGPU_ERR_TOO_LARGE;
     return RGPU_OK;
 }

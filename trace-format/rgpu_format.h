@@ -22,7 +22,7 @@ extern "C" {
 #define RGPU_FORMAT_VERSION   1u
 #define RGPU_MAX_DIMS         12       /* ndim above this is rejected */
 #define RGPU_MAX_OUT          8        /* outputs per record */
-#define RGPU_MAX_IN           16       /* tensor inputs per record */
+#define RGPU_MAX_IN           64       /* tensor inputs per record (variadic ops: cat) */
 #define RGPU_MAX_ARGS         16       /* scalar args per record */
 #define RGPU_MAX_INTS         (1u << 20) /* elements in one int-list arg */
 #define RGPU_MAX_CHUNK_RAW    (64u << 20)  /* decoded chunk bytes */
@@ -87,7 +87,9 @@ bool rgpu_dtype_is_float(int dtype);
 
 /* ---------------------------------------------------------------------------
  * The op table (generated from ops.def) */
-enum { RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8 };
+/* WAIT: produces result bytes (answered at the client's WAIT); VARIADIC:
+ * n_in in ops.def is the minimum, a record may carry up to RGPU_MAX_IN. */
+enum { RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8, RGPU_OPF_VARIADIC = 16 };
 
 typedef enum rgpu_op {
 #define X(e, name, nin, nout, flags) RGPU_OP_##e,
@@ -268,6 +270,7 @@ rgpu_status rgpu_rgt_get_stream(rgpu_rgt *t, uint64_t seq, rgpu_hash *h, uint64_
 rgpu_status rgpu_rgt_get_blob(rgpu_rgt *t, const rgpu_hash *h, uint8_t **frame, size_t *frame_len);
 /* Commit pending writes (writes are batched in a transaction). */
 rgpu_status rgpu_rgt_flush(rgpu_rgt *t);
+/* Last error text of t; with t == NULL, why this thread's last create/open failed. */
 const char *rgpu_rgt_errmsg(rgpu_rgt *t);
 
 #ifdef __cplusplus

@@ -30,7 +30,9 @@ static rgpu_status db_err(rgpu_rgt *t) {
     return RGPU_ERR_DB;
 }
 
-const char *rgpu_rgt_errmsg(rgpu_rgt *t) { return t ? t->err : "no trace"; }
+/* Why the last create/open on this thread failed (they free the handle). */
+static _Thread_local char last_err[1024];
+const char *rgpu_rgt_errmsg(rgpu_rgt *t) { return t ? t->err : last_err; }
 
 static void table_hash_hex(char out[33]) {
     rgpu_hash h;
@@ -69,7 +71,7 @@ rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **ou
     return RGPU_OK;
 fail:;
     rgpu_status e = db_err(t);
-    fprintf(stderr, "rgpu: cannot create trace %s: %s\n", path, t->err);
+    snprintf(last_err, sizeof last_err, "cannot create trace %.500s: %.255s", path, t->err);
     rgpu_rgt_close(t);
     return e;
 }
@@ -111,7 +113,7 @@ rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) {
     *out = t;
     return RGPU_OK;
 fail:
-    fprintf(stderr, "rgpu: %s: %s\n", path, t->err);
+    snprintf(last_err, sizeof last_err, "%.500s: %.255s", path, t->err);
     rgpu_rgt_close(t);
     return s;
 }

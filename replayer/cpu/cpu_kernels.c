@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cpu_internal.h"
+#include "cpu_families.h"
 
 #define CHUNK CPU_CHUNK   /* elements converted per buffer (cpu_internal.h) */
 
@@ -391,8 +392,23 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * Dispatch */
 
+static const cpu_family families[] = {
+    { "pointwise", cpu_pointwise_owns, cpu_pointwise_exec },
+    { "reduce2",   cpu_reduce2_owns,   cpu_reduce2_exec },
+    { "dense",     cpu_dense_owns,     cpu_dense_exec },
+    { "index",     cpu_index_owns,     cpu_index_exec },
+};
+
+static const cpu_family *family_of(int op)
+{
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (families[i].owns(op)) return &families[i];
+    return NULL;
+}
+
 bool rgpu_cpu_supports(int op)
 {
+    if (op >= 0 && op < RGPU_OP_COUNT && family_of(op)) return true;
     switch (op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
     case RGPU_OP_DOWNLOAD: case RGPU_OP_ALIAS: case RGPU_OP_LOCAL_SCALAR_DENSE:
@@ -443,7 +459,10 @@ rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_MEAN:
         CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
         return cpu_reduce_sum_mean(e, true, err, errlen);
-    default:
+    default: {
+        const cpu_family *f = family_of(e->op);
+        if (f) return f->exec(e, err, errlen);
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    }
     }
 }

@@ -450,9 +450,16 @@ START_TEST(test_arity)
     for (int op = 0; op < RGPU_OP_COUNT; op++) {
         rgpu_record r;
         make_record(op, 0, &r);
-        r.n_in++;
-        ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
-        r.n_in--; r.n_out++;
+        if (rgpu_op_table[op].flags & RGPU_OPF_VARIADIC) {
+            r.n_in = (uint8_t)(rgpu_op_table[op].n_in - 1);   /* below the minimum */
+            if (rgpu_op_table[op].n_in > 0) ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
+            r.n_in = (uint8_t)rgpu_op_table[op].n_in;
+        } else {
+            r.n_in++;
+            ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
+            r.n_in--;
+        }
+        r.n_out++;
         ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
     }
     ck_assert_uint_eq(b.len, 0);
@@ -1330,7 +1337,7 @@ START_TEST(test_op_table)
         ck_assert_str_eq(n, rgpu_op_table[op].name);
         ck_assert_uint_le(rgpu_op_table[op].n_in, RGPU_MAX_IN);
         ck_assert_uint_le(rgpu_op_table[op].n_out, RGPU_MAX_OUT);
-        ck_assert_uint_eq(rgpu_op_table[op].flags & ~15u, 0);
+        ck_assert_uint_eq(rgpu_op_table[op].flags & ~31u, 0);
         for (int j = 0; j < op; j++) ck_assert_str_ne(rgpu_op_name(j), n);
     }
     ck_assert_str_eq(rgpu_op_name(RGPU_OP_COUNT), "?");
