@@ -1,0 +1,5 @@
+"""Make the `rgpu` package (torchhook/rgpu) importable for the tests."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torchhook"))

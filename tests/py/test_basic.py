@@ -1,0 +1,625 @@
+"""rgpu against PyTorch CPU: every result computed on rgpu is compared with the same
+computation on CPU tensors (dtype, shape, values; strides where ATen fixes them)."""
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import rgpu
+
+DEV = "rgpu"
+RGPU0 = torch.device("rgpu", 0)
+ALL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+              torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
+TORCHHOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torchhook")
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 3).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -100), min(info.max, 100) + 1, shape, generator=g).to(dtype)
+
+
+def same(r, c, exact=False):
+    """rgpu result r equals CPU result c (type, device, dtype, shape, values)."""
+    assert isinstance(r, rgpu.RemoteTensor), type(r)
+    assert r.device == RGPU0
+    assert r.dtype == c.dtype, (r.dtype, c.dtype)
+    assert r.shape == c.shape, (r.shape, c.shape)
+    got = r.cpu()
+    assert type(got) is torch.Tensor and got.device.type == "cpu"
+    if exact:
+        assert torch.equal(got, c), (got, c)
+    else:
+        torch.testing.assert_close(got, c, equal_nan=True)
+
+
+def waits():
+    return rgpu.stats()["waits"]
+
+
+# --- the first contact -------------------------------------------------------------
+
+def test_ones_times_two_sum_item_waits_once():
+    w0 = waits()
+    v = (torch.ones(4, device="rgpu") * 2).sum().item()
+    assert v == 8.0 and type(v) is float
+    assert waits() == w0 + 1
+
+
+def test_device_module():
+    assert torch.rgpu.is_available()
+    assert torch.rgpu.device_count() == 1
+    assert torch.rgpu.current_device() == 0
+    assert torch.rgpu._is_in_bad_fork() is False
+    assert torch.float16 in torch.rgpu.get_amp_supported_dtype()
+    with pytest.raises(NotImplementedError):
+        torch.rgpu.get_rng_state()
+    torch.manual_seed(1234)                     # reaches torch.rgpu.manual_seed_all
+    assert torch.rgpu.initial_seed() == 1234
+    x = torch.full((3,), 2.0, device="rgpu")
+    w0 = waits()
+    torch.rgpu.synchronize()
+    assert waits() == w0 + 1
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_stats_keys():
+    s = rgpu.stats()
+    for k in ("ops", "chunks", "waits", "bytes_out", "bytes_in"):
+        assert isinstance(s[k], int)
+    ops0 = s["ops"]
+    torch.zeros(3, device="rgpu").add_(1)
+    assert rgpu.stats()["ops"] >= ops0 + 2
+
+
+# --- views --------------------------------------------------------------------------
+
+VIEWS = {
+    "transpose": lambda t: t.transpose(0, 1),
+    "t": lambda t: t.t(),
+    "slice_steps": lambda t: t[1::2, ::3],
+    "slice_offset": lambda t: t[2:, 1:5:2],
+    "expand": lambda t: t[:, :1].expand(4, 6),
+    "select": lambda t: t[2],
+    "select_col": lambda t: t.select(1, 3),
+    "permute": lambda t: t.reshape(2, 3, 4).permute(2, 0, 1),
+    "unsqueeze": lambda t: t.unsqueeze(1),
+    "view": lambda t: t.view(3, 8),
+    "narrow": lambda t: t.narrow(1, 2, 3),
+    "diagonal": lambda t: t.diagonal(),
+    "squeeze": lambda t: t[:1].squeeze(0),
+    "chain": lambda t: t.t()[1:, ::2].unsqueeze(0).transpose(0, 2)[::2],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_views_match_cpu(name):
+    f = VIEWS[name]
+    c = torch.arange(24.0).reshape(4, 6)
+    r = c.to(DEV)
+    vc, vr = f(c), f(r)
+    assert vr.shape == vc.shape and vr.stride() == vc.stride()
+    assert vr.storage_offset() == vc.storage_offset()
+    same(vr, vc, exact=True)
+    same(vr * 2 + 1, vc * 2 + 1, exact=True)
+    same(vr.sum(), vc.sum())
+
+
+def test_view_ops_returning_lists():
+    c = torch.arange(20.0).reshape(4, 5)
+    r = c.to(DEV)
+    for fc, fr in zip(c.split(3, 1), r.split(3, 1)):
+        same(fr, fc, exact=True)
+    for fc, fr in zip(c.unbind(0), r.unbind(0)):
+        same(fr, fc, exact=True)
+    for fc, fr in zip(c.chunk(2), r.chunk(2)):
+        same(fr + 1, fc + 1, exact=True)
+
+
+def test_reshape_non_contiguous_copies():
+    c = torch.arange(12.0).reshape(3, 4)
+    r = c.to(DEV)
+    same(r.t().reshape(12), c.t().reshape(12), exact=True)
+    same(r.t().contiguous(), c.t().contiguous(), exact=True)
+    assert r.t().contiguous().stride() == (3, 1)
+    same(r.t().flatten(), c.t().flatten(), exact=True)
+
+
+def test_detach_and_alias_share_data():
+    r = torch.zeros(3, device=DEV)
+    d = r.detach()
+    d.add_(5)
+    assert r.tolist() == [5.0, 5.0, 5.0]
+
+
+def _inplace_on_views(t):
+    t[:, 1].add_(1)
+    t.t()[2].mul_(3)
+    t[1:, ::2].sub_(torch.ones(2, device=t.device))
+    t[0, 3] = 7
+    t[2] = 4.5
+    t[:, 0] = torch.tensor([10.0, 20.0, 30.0])      # CPU source copied into an rgpu view
+    t[::2, 2:].div_(2)
+    return t
+
+
+def test_inplace_ops_on_views_change_the_base():
+    c = torch.arange(12.0).reshape(3, 4)
+    r = c.to(DEV)
+    assert _inplace_on_views(r) is r
+    same(r, _inplace_on_views(c), exact=True)
+
+
+def test_inplace_returns_the_same_object():
+    r = torch.ones(3, device=DEV)
+    assert r.add_(1) is r
+    assert r.mul_(r) is r
+    assert r.zero_() is r
+    out = torch.empty(3, device=DEV)
+    assert torch.add(r, 1, out=out) is out
+    assert out.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_inplace_shape_changing_views():
+    c = torch.arange(6.0).reshape(2, 3)
+    r = c.to(DEV)
+    r2 = r
+    r.t_()
+    c.t_()
+    assert r is r2 and r.shape == (3, 2) and r.stride() == c.stride()
+    same(r, c, exact=True)
+    r.unsqueeze_(0)
+    c.unsqueeze_(0)
+    same(r + 1, c + 1, exact=True)
+
+
+OVERLAPS = {
+    "internal": lambda t: t[0].expand(3, 3).add_(1),
+    "partial_inplace": lambda t: t.add_(t.t()),
+    "partial_copy": lambda t: t[:2].copy_(t[1:]),
+    "partial_out": lambda t: torch.add(t[:2], 1, out=t[1:]),
+    "partial_broadcast": lambda t: t.mul_(t[1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAPS))
+def test_overlapping_writes_raise_like_aten(name):
+    c = torch.arange(9.0).reshape(3, 3)
+    with pytest.raises(RuntimeError, match="unsupported operation") as cpu_err:
+        OVERLAPS[name](c)
+    r = torch.arange(9.0, device=DEV).reshape(3, 3)
+    with pytest.raises(RuntimeError, match="unsupported operation") as rgpu_err:
+        OVERLAPS[name](r)
+    assert str(rgpu_err.value) == str(cpu_err.value)
+    assert r.tolist() == torch.arange(9.0).reshape(3, 3).tolist()
+
+
+def test_aliasing_but_allowed_writes():
+    c = torch.arange(9.0).reshape(3, 3)
+    r = c.to(DEV)
+    for t in (c, r):
+        t.add_(t)                       # full overlap is fine
+        t[0].copy_(t[2])                # disjoint parts of one storage
+        t[:2].mul_(t[2])
+        t[:, :1].expand(3, 2).fill_(-1)  # fill_ doesn't mind internal overlap
+        t.t()[1:].sub_(t[0:1, :1])      # written tensor not dense: ATen can't tell, allows
+    same(r, c, exact=True)
+
+
+def test_cache_keeps_scalar_types_apart():
+    r = torch.arange(3, device=DEV)
+    assert (r + 1).dtype == torch.int64
+    assert (r + 1.0).dtype == torch.float32
+    assert (r + True).dtype == torch.int64
+    assert (r.bool() * True).dtype == torch.bool
+    assert (r.bool() * 1).dtype == torch.int64
+    assert (r + 1.0).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_out_is_resized_like_aten():
+    a = torch.arange(5.0, device=DEV)
+    out = torch.empty(0, device=DEV)
+    res = torch.add(a, 1, out=out)
+    assert res is out and out.shape == (5,)
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    o2 = torch.empty(0, dtype=torch.int64, device=DEV)
+    assert torch.arange(2, 9, 3, out=o2) is o2
+    assert o2.tolist() == [2, 5, 8]
+    o3 = torch.empty(3, dtype=torch.int64, device=DEV)
+    torch.arange(3, out=o3)
+    assert o3.tolist() == [0, 1, 2]
+
+
+# --- arithmetic and type promotion ----------------------------------------------------
+
+BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
+MIXED = [
+    (torch.int64, torch.float32, "add"),
+    (torch.uint8, torch.int8, "add"),
+    (torch.uint8, torch.int8, "mul"),
+    (torch.bool, torch.float32, "mul"),
+    (torch.int64, torch.int64, "div"),
+    (torch.int32, torch.int16, "div"),
+    (torch.float16, torch.float16, "add"),
+    (torch.float16, torch.float16, "div"),
+    (torch.bfloat16, torch.bfloat16, "mul"),
+    (torch.bfloat16, torch.bfloat16, "sub"),
+    (torch.float16, torch.float32, "sub"),
+    (torch.bfloat16, torch.float16, "add"),
+    (torch.float64, torch.float32, "div"),
+    (torch.int8, torch.int8, "mul"),
+    (torch.uint8, torch.uint8, "sub"),
+    (torch.bool, torch.bool, "add"),
+    (torch.bool, torch.int32, "add"),
+    (torch.int32, torch.int64, "sub"),
+]
+
+
+@pytest.mark.parametrize("da,db,op", MIXED, ids=lambda v: str(v).replace("torch.", ""))
+def test_mixed_dtype_binary(da, db, op):
+    a, b = sample((3, 4), da, 1), sample((3, 4), db, 2)
+    if op == "div" and not db.is_floating_point:
+        b[b == 0] = 1
+    f = BINARY[op]
+    same(f(a.to(DEV), b.to(DEV)), f(a, b), exact=not (da.is_floating_point or db.is_floating_point))
+
+
+def test_broadcasting():
+    a, b = sample((3, 1, 5), torch.float32, 1), sample((4, 1), torch.float32, 2)
+    same(a.to(DEV) * b.to(DEV), a * b)
+    same(a.to(DEV) - b.to(DEV), a - b)
+
+
+SCALAR_CASES = {
+    "f32+int": (torch.float32, lambda t: t + 2),
+    "i64*float": (torch.int64, lambda t: t * 2.5),
+    "i32/int": (torch.int32, lambda t: t / 4),
+    "u8+int": (torch.uint8, lambda t: t + 7),
+    "bool*True": (torch.bool, lambda t: t * True),
+    "bool+float": (torch.bool, lambda t: t + 0.5),
+    "f16*float": (torch.float16, lambda t: t * 0.1),
+    "bf16-int": (torch.bfloat16, lambda t: t - 3),
+    "rsub": (torch.float32, lambda t: 3 - t),
+    "rsub_int": (torch.int16, lambda t: 10 - t),
+    "add_alpha": (torch.float32, lambda t: torch.add(t, t, alpha=2)),
+    "sub_alpha_scalar": (torch.int64, lambda t: torch.sub(t, 3, alpha=2)),
+    "add_alpha_scalar": (torch.int32, lambda t: torch.add(t, 3, alpha=2)),
+    "add_alpha_float": (torch.float32, lambda t: torch.add(t, 1.5, alpha=-2)),
+    "rsub_alpha": (torch.float32, lambda t: torch.rsub(t, 2, alpha=3)),
+    "sub_alpha_tensor": (torch.int64, lambda t: torch.sub(t, t * 2, alpha=3)),
+    "i8_inplace_float_keeps_dtype": (torch.int8, lambda t: t.clone().add_(2)),
+    "f32+cpu0_f64": (torch.float32, lambda t: t + torch.tensor(2.5, dtype=torch.float64)),
+    "i64+cpu0_f64": (torch.int64, lambda t: t + torch.tensor(2.5, dtype=torch.float64)),
+    "cpu0*t": (torch.float32, lambda t: torch.tensor(3.0) * t),
+    "cpu0_int-t": (torch.int32, lambda t: torch.tensor(3) - t),
+    "cpu0/t": (torch.float16, lambda t: torch.tensor(2.0) / t),
+    "u8*cpu0_i64": (torch.uint8, lambda t: t * torch.tensor(3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALAR_CASES))
+def test_scalar_operands(name):
+    dtype, f = SCALAR_CASES[name]
+    a = sample((2, 5), dtype, 3)
+    if name == "cpu0/t":
+        a[a == 0] = 1
+    same(f(a.to(DEV)), f(a), exact=not (dtype.is_floating_point or f(a).dtype.is_floating_point))
+
+
+def test_zero_dim_rgpu_operand():
+    a = sample((4,), torch.float32, 1)
+    s = torch.tensor(1.5, dtype=torch.float64)
+    same(a.to(DEV) * s.to(DEV), a * s)
+    same(s.to(DEV) - a.to(DEV), s - a)
+
+
+def test_device_mismatch_raises():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device=DEV) + torch.ones(3)
+
+
+def test_promotion_errors_like_aten():
+    with pytest.raises(RuntimeError):
+        torch.ones(2, dtype=torch.bool, device=DEV) - torch.ones(2, dtype=torch.bool, device=DEV)
+    with pytest.raises(RuntimeError):
+        torch.ones(2, dtype=torch.int64, device=DEV).add_(1.5)
+
+
+# --- reductions ---------------------------------------------------------------------
+
+REDUCTIONS = {
+    "sum": lambda t: t.sum(),
+    "sum0": lambda t: t.sum(0),
+    "sum_neg": lambda t: t.sum(-1),
+    "sum02": lambda t: t.sum((0, 2)),
+    "sum_keep": lambda t: t.sum(1, keepdim=True),
+    "sum_all_keep": lambda t: t.sum((0, 1, 2), keepdim=True),
+    "sum_f64": lambda t: t.sum(dtype=torch.float64),
+    "sum_dim_f64": lambda t: t.sum(2, dtype=torch.float64),
+    "sum_view": lambda t: t.transpose(0, 2)[1:].sum(1),
+    "mean": lambda t: t.mean(),
+    "mean1": lambda t: t.mean(1),
+    "mean_keep": lambda t: t.mean((0, 1), keepdim=True),
+    "mean_f64": lambda t: t.mean(dtype=torch.float64),
+    "mean_neg": lambda t: t.mean(-2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_reductions_float(name, dtype):
+    c = sample((3, 4, 5), dtype, 4)
+    same(REDUCTIONS[name](c.to(DEV)), REDUCTIONS[name](c))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int8, torch.bool])
+def test_sum_integer_and_bool(dtype):
+    c = sample((3, 4, 5), dtype, 5)
+    r = c.to(DEV)
+    same(r.sum(), c.sum(), exact=True)
+    same(r.sum(1), c.sum(1), exact=True)
+    same(r.sum((0, 2), keepdim=True), c.sum((0, 2), keepdim=True), exact=True)
+    same(r.sum(dtype=torch.float32), c.sum(dtype=torch.float32))
+    with pytest.raises(RuntimeError):
+        r.mean()
+
+
+def test_sum_out():
+    c = sample((3, 4), torch.float32, 6)
+    out = torch.empty(4, device=DEV)
+    assert torch.sum(c.to(DEV), 0, out=out) is out
+    same(out, c.sum(0))
+
+
+# --- factories ---------------------------------------------------------------------
+
+def test_empty():
+    for shape, dtype in (((2, 3), None), ((0,), torch.int8), ((), torch.float64), ((4, 1, 2), torch.bool)):
+        r = torch.empty(shape, dtype=dtype, device=DEV)
+        c = torch.empty(shape, dtype=dtype)
+        assert isinstance(r, rgpu.RemoteTensor) and r.device == RGPU0
+        assert r.shape == c.shape and r.dtype == c.dtype and r.stride() == c.stride()
+    r = torch.empty_strided((2, 3), (1, 2), device=DEV)
+    assert r.stride() == (1, 2)
+    r.fill_(3)
+    same(r, torch.full((2, 3), 3.0), exact=True)
+
+
+FACTORIES = {
+    "zeros": lambda d: torch.zeros(2, 3, device=d),
+    "zeros_i8": lambda d: torch.zeros(4, dtype=torch.int8, device=d),
+    "ones": lambda d: torch.ones(5, device=d),
+    "ones_i32": lambda d: torch.ones(2, 2, dtype=torch.int32, device=d),
+    "ones_bool": lambda d: torch.ones(3, dtype=torch.bool, device=d),
+    "full_int": lambda d: torch.full((2, 2), 7, device=d),
+    "full_float": lambda d: torch.full((3,), 1.5, device=d),
+    "full_bool": lambda d: torch.full((2,), True, device=d),
+    "full_f16": lambda d: torch.full((2,), 1 / 3, dtype=torch.float16, device=d),
+    "full_trunc": lambda d: torch.full((2,), 2.7, dtype=torch.int32, device=d),
+    "arange": lambda d: torch.arange(5, device=d),
+    "arange_start": lambda d: torch.arange(2, 10, device=d),
+    "arange_step": lambda d: torch.arange(2, 10, 3, device=d),
+    "arange_neg": lambda d: torch.arange(10, 0, -3, device=d),
+    "arange_float": lambda d: torch.arange(0, 1, 0.1, device=d),
+    "arange_float_neg": lambda d: torch.arange(10, 0, -2.5, device=d),
+    "arange_f64": lambda d: torch.arange(5, dtype=torch.float64, device=d),
+    "arange_f64_step": lambda d: torch.arange(0, 1, 0.1, dtype=torch.float64, device=d),
+    "arange_int_dtype": lambda d: torch.arange(0.5, 5, dtype=torch.int32, device=d),
+    "arange_bf16": lambda d: torch.arange(0, 3, 0.5, dtype=torch.bfloat16, device=d),
+    "arange_empty": lambda d: torch.arange(3, 3, device=d),
+    "scalar_tensor": lambda d: torch.scalar_tensor(2.5, device=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factories(name):
+    c = FACTORIES[name]("cpu")
+    same(FACTORIES[name](DEV), c, exact=not c.is_floating_point() or name != "arange_float")
+
+
+def test_like_and_new_factories():
+    c = sample((2, 3), torch.float32).t()
+    r = c.to(DEV)
+    assert torch.empty_like(r).stride() == torch.empty_like(c).stride()
+    same(torch.zeros_like(r), torch.zeros_like(c), exact=True)
+    same(torch.ones_like(r, dtype=torch.int16), torch.ones_like(c, dtype=torch.int16), exact=True)
+    same(torch.full_like(r, 4.25), torch.full_like(c, 4.25), exact=True)
+    same(r.new_zeros(2, 2), c.new_zeros(2, 2), exact=True)
+    same(r.new_ones(3, dtype=torch.int64), c.new_ones(3, dtype=torch.int64), exact=True)
+    same(r.new_full((2,), 9), c.new_full((2,), 9), exact=True)
+    assert r.new_empty(4).shape == (4,)
+    z = torch.zeros_like(r, device="cpu")
+    assert type(z) is torch.Tensor and torch.equal(z, torch.zeros_like(c))
+
+
+def test_random_factories_not_supported_yet():
+    with pytest.raises(NotImplementedError, match=r"aten\.normal_"):
+        torch.randn(3, device=DEV)
+
+
+# --- transfers ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_round_trips_every_dtype(dtype):
+    c = sample((3, 5), dtype, 7)
+    r = c.to(DEV)
+    same(r, c, exact=True)
+    same(torch.tensor(c.tolist(), dtype=dtype, device=DEV), c, exact=True)
+    same(c.t().to(DEV), c.t(), exact=True)                  # non-contiguous source
+    same(c[1:, ::2].to("rgpu"), c[1:, ::2], exact=True)      # offset source
+    assert c.to(DEV).cpu().stride() == c.stride()
+    assert c.t().to(DEV).cpu().stride() == c.t().stride()   # _to_copy preserves strides
+    assert r.to("cpu").dtype == dtype
+    assert r.tolist() == c.tolist()
+    s = torch.tensor(c[1, 2].item(), dtype=dtype, device=DEV)
+    assert s.shape == () and s.item() == c[1, 2].item()
+    assert type(s.item()) is type(c[1, 2].item())
+    assert r[2, 4].item() == c[2, 4].item()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_dtype_casts_on_rgpu(dtype):
+    src = sample((4, 3), torch.float32, 8) if dtype is not torch.bool else sample((4, 3), torch.bool)
+    r = src.to(DEV)
+    same(r.to(dtype), src.to(dtype), exact=True)
+    same(r.t().to(dtype), src.t().to(dtype), exact=True)
+    assert r.t().to(dtype).stride() == src.t().to(dtype).stride()
+    back = r.to(dtype).to(torch.float64)
+    same(back, src.to(dtype).to(torch.float64), exact=True)
+
+
+def test_copy_between_devices():
+    c = sample((3, 4), torch.float32, 9)
+    r = torch.empty(3, 4, device=DEV)
+    r.copy_(c)
+    same(r, c, exact=True)
+    r.copy_(torch.tensor([1, 2, 3, 4], dtype=torch.int32))   # broadcast and cast
+    same(r, torch.tensor([1.0, 2, 3, 4]).expand(3, 4), exact=True)
+    out = torch.zeros(3, 4, dtype=torch.float64)
+    out.copy_(r)
+    assert torch.equal(out, torch.tensor([1.0, 2, 3, 4], dtype=torch.float64).expand(3, 4))
+    r2 = torch.zeros(4, 3, device=DEV)
+    r2.copy_(r.t())
+    same(r2, torch.tensor([1.0, 2, 3, 4]).expand(3, 4).t(), exact=True)
+    with pytest.raises(RuntimeError):
+        r.copy_(torch.ones(5))
+
+
+def test_clone():
+    c = sample((3, 4), torch.float32, 10)
+    r = c.to(DEV)
+    k = r.clone()
+    assert k is not r
+    k.add_(1)
+    same(r, c, exact=True)
+    same(k, c + 1, exact=True)
+    assert r.t().clone().stride() == c.t().clone().stride()
+
+
+def test_item_and_python_conversions():
+    r = torch.tensor([2.5], device=DEV)
+    assert r.item() == 2.5
+    assert float(r) == 2.5
+    assert int(torch.tensor(7, device=DEV)) == 7
+    assert bool(torch.tensor(True, device=DEV)) is True
+    assert torch.tensor(1.0, dtype=torch.bfloat16, device=DEV).item() == 1.0
+    with pytest.raises(RuntimeError):
+        torch.ones(2, device=DEV).item()
+
+
+# --- printing ------------------------------------------------------------------------
+
+def test_repr_and_print(capsys):
+    c = torch.tensor([[1.5, -2.25], [3.0, 4.0]])
+    r = c.to(DEV)
+    assert repr(r) == repr(c)[:-1] + ", device='rgpu:0')"
+    print(r)
+    out = capsys.readouterr().out
+    assert "1.5000" in out and "-2.2500" in out and "device='rgpu:0'" in out
+    i = torch.tensor([1, 2, 3], dtype=torch.int32, device=DEV)
+    assert repr(i) == "tensor([1, 2, 3], device='rgpu:0', dtype=torch.int32)"
+    assert repr(torch.zeros(0, 3, device=DEV)) == "tensor([], device='rgpu:0', size=(0, 3))"
+    assert str(torch.tensor(5, device=DEV)) == "tensor(5, device='rgpu:0')"
+
+
+def test_tolist():
+    for c in (sample((2, 3), torch.float32), sample((4,), torch.int64), sample((2, 2), torch.bool),
+              torch.tensor(3.5), sample((2, 0), torch.float32)):
+        assert c.to(DEV).tolist() == c.tolist()
+        assert c.to(DEV).t().tolist() == c.t().tolist() if c.dim() == 2 else True
+
+
+# --- the queue ---------------------------------------------------------------------
+
+def test_ten_thousand_queued_ops_one_wait():
+    x = torch.zeros((), device=DEV)
+    w0 = waits()
+    for _ in range(10_000):
+        x.add_(1)
+    assert x.item() == 10_000.0
+    assert waits() == w0 + 1
+
+
+def test_threads_record_concurrently():
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            x = torch.full((8,), float(i), device=DEV)
+            for _ in range(200):
+                x = x + 1
+            results[i] = x.sum().item()
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert results == {i: 8.0 * (i + 200) for i in range(4)}
+
+
+# --- what is not there yet -----------------------------------------------------------
+
+def test_unsupported_op_names_itself():
+    x = torch.ones(3, device=DEV)
+    with pytest.raises(NotImplementedError, match=r"aten\.cos\.default"):
+        x.cos()
+    with pytest.raises(NotImplementedError, match=r"aten\.div\.Tensor_mode"):
+        torch.div(x, 2, rounding_mode="floor")
+    assert x.tolist() == [1.0, 1.0, 1.0]        # still usable afterwards
+
+
+# --- a separately started server ---------------------------------------------------------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_rgpu_server_env_uses_a_running_server(tmp_path):
+    try:
+        binary = rgpu.server.server_binary()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w+b")
+    srv = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert srv.poll() is None, "server exited: " + (tmp_path / "server.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "server never listened"
+                time.sleep(0.05)
+        env = dict(os.environ, RGPU_SERVER=f"127.0.0.1:{port}", PYTHONPATH=TORCHHOOK)
+        code = ("import torch, rgpu\n"
+                "print((torch.ones(4, device='rgpu') * 2).sum().item())\n"
+                "print(rgpu.server._proc is None)\n")
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["8.0", "True"], (p.stdout, p.stderr)
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+        log.close()

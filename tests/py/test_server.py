@@ -1,0 +1,111 @@
+"""The connection: asynchronous errors, the embedded server's life cycle, RGPU_RECORD,
+and clear errors when the server can't start (each in a child process, since a
+process connects once)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import rgpu
+
+TORCHHOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torchhook")
+
+
+def child(code, timeout=120, **env):
+    e = dict(os.environ, PYTHONPATH=TORCHHOOK)
+    e.pop("RGPU_SERVER", None)
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_remote_error_surfaces_at_the_next_wait():
+    C = rgpu._C
+    x = torch.ones(2, device="rgpu")
+    bad = C.record(C.OP_ADD_SCALAR, ((C.new_id(), C.new_id(), C.DTYPE_F32, (2,), (1,), 0, 8),),
+                   (987654321,), (1, 1))
+    with pytest.raises(rgpu.RemoteError, match=rf"op {bad}\b.*add\.Scalar"):
+        x.sum().item()
+    assert issubclass(rgpu.RemoteError, RuntimeError)
+    assert (x + 1).sum().item() == 4.0          # reported once; the session goes on
+
+
+def test_embedded_server_is_stopped_and_cleaned_up_at_exit():
+    p = child("""
+        import torch, rgpu
+        assert (torch.ones(4, device="rgpu") * 2).sum().item() == 8.0
+        print(rgpu.server._tmpdir, rgpu.server._proc.pid)
+    """)
+    assert p.returncode == 0, p.stderr
+    tmpdir, pid = p.stdout.split()
+    assert os.path.isabs(tmpdir) and not os.path.exists(tmpdir)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)
+
+
+def test_connection_is_lazy():
+    p = child("""
+        import torch, rgpu
+        assert not rgpu.server.is_connected() and rgpu.server._proc is None
+        torch.zeros(1, device="rgpu")
+        print(rgpu.server.is_connected())
+    """)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True"]
+
+
+def test_rgpu_record_writes_a_trace(tmp_path):
+    path = tmp_path / "t.rgt"
+    p = child("""
+        import torch, rgpu
+        print(torch.arange(4, device="rgpu").sum().item())
+    """, RGPU_RECORD=str(path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["6"]
+    assert path.exists() and path.stat().st_size > 0
+
+
+def test_server_that_dies_at_start_is_reported_with_its_output(tmp_path):
+    fake = tmp_path / "bad-server"
+    fake.write_text("#!/bin/sh\necho 'no GPU and no luck' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    p = child("""
+        import torch, rgpu
+        try:
+            torch.ones(1, device="rgpu")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, RGPU_SERVER_BIN=str(fake))
+    assert p.returncode == 0, p.stderr
+    assert "ERR" in p.stdout and "status 3" in p.stdout and "no GPU and no luck" in p.stdout
+
+
+def test_server_that_never_listens_times_out(tmp_path):
+    fake = tmp_path / "mute-server"
+    fake.write_text("#!/bin/sh\necho 'starting slowly' >&2\nexec sleep 60\n")
+    fake.chmod(0o755)
+    p = child("""
+        import time, torch, rgpu
+        t = time.monotonic()
+        try:
+            torch.ones(1, device="rgpu")
+        except RuntimeError as e:
+            print("ERR", round(time.monotonic() - t), e)
+    """, RGPU_SERVER_BIN=str(fake), RGPU_SERVER_TIMEOUT="1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("ERR 1 ") and "did not accept" in p.stdout and "starting slowly" in p.stdout
+
+
+def test_bad_rgpu_server_address_raises():
+    p = child("""
+        import torch, rgpu
+        try:
+            torch.ones(1, device="rgpu")
+        except ConnectionError as e:
+            print("ERR", e)
+    """, RGPU_SERVER="unix:/nonexistent/rgpu.sock")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("ERR")

@@ -1,0 +1,31 @@
+"""rgpu: write device="rgpu" in PyTorch; the ops run on an rgpu-server.
+
+`import rgpu` renames PrivateUse1 to "rgpu", installs `torch.rgpu`, the
+RemoteTensor dispatch and the factory kernels. The connection to the server is
+made on first use (see server.py for RGPU_SERVER, RGPU_RECORD)."""
+from . import _C
+from . import device as _device
+
+_device._register()
+
+from . import dispatch as _dispatch     # noqa: E402  (needs the "rgpu" device name)
+from . import factories as _factories   # noqa: E402
+from . import server                    # noqa: E402
+from .tensor import RemoteTensor        # noqa: E402
+
+RemoteError = _C.RemoteError
+synchronize = _device.synchronize
+manual_seed = _device.manual_seed
+
+
+def stats():
+    """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more)."""
+    return _C.stats()
+
+
+def connect():
+    """Connect now rather than at the first rgpu op; returns the server's handshake info."""
+    return server.info()
+
+
+__all__ = ["RemoteError", "RemoteTensor", "connect", "manual_seed", "stats", "synchronize"]

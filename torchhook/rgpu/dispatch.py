@@ -1,0 +1,599 @@
+"""__torch_dispatch__ for RemoteTensor: every ATen op on an rgpu tensor becomes records.
+
+Each OpOverload gets one handler, built on first sight and kept in _HANDLERS:
+  table ops     ops of trace-format/ops.def (add, mul, sum, fill_, copy_ ...):
+                output metadata from the meta kernel, then one record whose
+                output is a new tensor or, for in-place and out= ops, the
+                written argument itself (returned as the very same object)
+  views         any op whose schema returns an alias of its input (view,
+                slice, transpose, expand, split ...): one ALIAS record, no data
+  in-place views  transpose_, unsqueeze_ ...: ALIAS, then the wrapper is rebound
+  specials      transfers (_to_copy, copy_ across devices, item()), clone and
+                the *_like / new_* factories
+  anything else raises NotImplementedError naming the op, at the call.
+Writes are checked for overlapping inputs like TensorIterator does, since meta
+kernels can't (meta tensors have no addresses).
+Meta inference is the slow part (10-200 us; many meta kernels are Python), so
+its result is cached under (op, input metadata, non-tensor args)."""
+import torch
+
+from . import _C, transfer
+from .tensor import (RemoteTensor, key_of, meta_of, out_def, rebind, record_new, record_view,
+                     set_dispatcher)
+
+aten = torch.ops.aten
+_record = _C.record
+_new_id = _C.new_id
+_free = _C.free
+_OpOverload = torch._ops.OpOverload
+
+_HANDLERS = {}
+_CACHE = {}
+_CACHE_MAX = 100_000
+_NOKEY = object()
+_WRITE = object()       # cache entry: the op writes its in-place/out= argument, no resize
+_SAME = object()        # cache entry: the op returns its first argument itself (lift_fresh)
+_EMPTY_KW = {}
+_META = torch.device("meta")
+
+
+def dispatch(func, args, kwargs):
+    # keyed by id(): OpOverloads live forever, and their __hash__ is Python code
+    h = _HANDLERS.get(id(func))
+    if h is None:
+        h = _HANDLERS[id(func)] = _build(func)
+    return h(func, args, kwargs or _EMPTY_KW)
+
+
+# --- cache keys -------------------------------------------------------------------
+
+_PLAIN = frozenset({type(None), str, torch.dtype, torch.device, torch.memory_format, torch.layout})
+
+
+def _part(a, sids):
+    ta = type(a)
+    if ta is RemoteTensor:
+        sids.append(a._st.sid)
+        return a._key
+    if ta is int or ta is float or ta is bool:
+        return (ta, a)                  # 1, 1.0 and True promote differently
+    if ta in _PLAIN:
+        return a
+    if ta is list or ta is tuple:
+        ps = []
+        for x in a:
+            p = _part(x, sids)
+            if p is _NOKEY:
+                return _NOKEY
+            ps.append(p)
+        return (ta, tuple(ps))
+    if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0:
+        return ("cpu0", a.dtype)
+    return _NOKEY
+
+
+def make_key(func, args, kwargs):
+    """(func, metadata of each tensor, value of each other argument), plus which
+    tensor arguments share a storage; None when an argument can't be keyed."""
+    sids = []
+    parts = [id(func)]
+    for a in args:
+        p = _part(a, sids)
+        if p is _NOKEY:
+            return None
+        parts.append(p)
+    for k, v in kwargs.items():
+        p = _part(v, sids)
+        if p is _NOKEY:
+            return None
+        parts.append(k)
+        parts.append(p)
+    if len(sids) > 1 and len(set(sids)) < len(sids):
+        parts.append(tuple(sids.index(s) for s in sids))
+    return tuple(parts)
+
+
+def _remember(key, spec):
+    if key is not None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = spec
+
+
+# --- meta inference -------------------------------------------------------------------
+
+def _device_error(t):
+    return RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                        f"devices, rgpu:0 and {t.device}!")
+
+
+def _to_meta(a):
+    ta = type(a)
+    if ta is RemoteTensor:
+        return meta_of(a)
+    if ta is list or ta is tuple:
+        return ta(_to_meta(x) for x in a)
+    if ta is torch.device:
+        return _META
+    if isinstance(a, torch.Tensor):
+        if a.device.type == "meta":
+            return a
+        if a.dim() == 0 and a.device.type == "cpu":     # CPU scalars may mix with device tensors
+            return torch.empty((), dtype=a.dtype, device=_META)
+        raise _device_error(a)
+    return a
+
+
+def infer(func, args, kwargs):
+    """Run func on meta tensors standing in for args."""
+    return func(*[_to_meta(a) for a in args], **{k: _to_meta(v) for k, v in kwargs.items()})
+
+
+def _operand(x, temps):
+    """The tid of a tensor operand, uploading a CPU scalar tensor (freed after the record)."""
+    if type(x) is RemoteTensor:
+        return x._tid
+    tid = transfer.upload_tensor(x)
+    temps.append(tid)
+    return tid
+
+
+# --- table ops: one record, output new or written in place ---------------------------
+
+def _writes(func):
+    """(position or None, name) of the argument a single-output op writes, or None."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            return (None if a.kwarg_only else i), a.name
+    return None
+
+
+_INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers "
+                     "to a single memory location. Please clone() the tensor before performing the "
+                     "operation.")
+_PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to "
+                    "tensor refer to a single memory location. Please clone() the tensor before "
+                    "performing the operation.")
+
+
+def _dense(sizes, strides):
+    """ATen's is_non_overlapping_and_dense: the elements tile a contiguous range."""
+    if 0 in sizes:
+        return True
+    if len(sizes) == 1:
+        return sizes[0] < 2 or strides[0] == 1
+    need = 1
+    for sz, st in sorted(zip(sizes, strides), key=lambda p: (p[0] < 2, p[1])):
+        if sz < 2:
+            return True
+        if st != need:
+            return False
+        need *= sz
+    return True
+
+
+def _check_overlap(t, args, kwargs):
+    """ATen's assert_no_internal_overlap and assert_no_partial_overlap for a written
+    tensor t (meta tensors have no addresses, so meta kernels can't check this)."""
+    sizes, strides, offset, dtype = t._key
+    dense = _dense(sizes, strides)
+    if not dense and any(st == 0 and sz > 1 for sz, st in zip(sizes, strides)):
+        raise RuntimeError(_INTERNAL_OVERLAP)
+    n = t.numel()
+    if not dense or n == 0:
+        return
+    begin = offset * dtype.itemsize                 # bytes
+    end = begin + n * dtype.itemsize
+    for x in list(args) + list(kwargs.values()):
+        if type(x) is not RemoteTensor or x is t or x._st is not t._st or x.numel() == 0:
+            continue
+        if not _dense(x._key[0], x._key[1]):
+            continue                    # ATen: "too hard", not checked
+        xst, xo, xd = x._key[1], x._key[2], x._key[3]
+        xb = xo * xd.itemsize
+        xe = xb + x.numel() * xd.itemsize
+        if (xb, xe) == (begin, end):
+            if xst != strides:
+                raise RuntimeError(_PARTIAL_OVERLAP)
+        elif xb < end and begin < xe:
+            raise RuntimeError(_PARTIAL_OVERLAP)
+
+
+def _table_handler(func, mapper, check_overlap=True):
+    """mapper(args, kwargs) -> (op, ins, args, temps): the record for func. Writes
+    are checked for overlaps like TensorIterator does (fill_ doesn't check)."""
+    w = _writes(func)
+    if w is None:
+        def target(args, kwargs):
+            return None
+    elif w[0] is None:
+        name = w[1]
+
+        def target(args, kwargs):
+            return kwargs[name]
+    else:
+        pos = w[0]
+
+        def target(args, kwargs):
+            return args[pos]
+
+    def handler(func, args, kwargs):
+        key = make_key(func, args, kwargs)
+        spec = _CACHE.get(key) if key is not None else None
+        m = None
+        if spec is None:
+            t = target(args, kwargs)
+            if t is not None:
+                if type(t) is not RemoteTensor:
+                    raise _device_error(t)
+                if check_overlap:
+                    _check_overlap(t, args, kwargs)
+            m = infer(func, args, kwargs)
+            if t is None:
+                k = key_of(m)
+                spec = (k, out_def(k, m.untyped_storage().nbytes()))
+                _remember(key, spec)
+            elif key_of(m) == t._key:
+                spec = _WRITE
+                _remember(key, spec)
+            else:
+                # out= resized by the op: becomes a new tensor on new storage
+                k = key_of(m)
+                k = (k[0], k[1], 0, k[3])
+                m = torch.empty_strided(k[0], k[1], dtype=k[3], device=_META)
+                spec = (k, out_def(k, m.untyped_storage().nbytes()))
+                op, ins, rargs, temps = mapper(args, kwargs)
+                r = record_new(op, spec[0], spec[1], ins, rargs, m)
+                if temps:
+                    _free_temps(temps)
+                rebind(t, r._key, r._st, r._tid, m)
+                r._tid = 0                  # t owns the tensor id now
+                return t
+        op, ins, rargs, temps = mapper(args, kwargs)
+        if spec is _WRITE:
+            t = target(args, kwargs)
+            _record(op, (t._tid,), ins, rargs)
+        else:
+            t = record_new(op, spec[0], spec[1], ins, rargs, m)
+        if temps:
+            _free_temps(temps)
+        return t
+    return handler
+
+
+def _free_temps(temps):
+    for tid in temps:
+        _free(tid)
+
+
+def _arg(args, kwargs, pos, name, default):
+    return args[pos] if len(args) > pos else kwargs.get(name, default)
+
+
+def _binary(op_t, op_s, alpha_pos):
+    """add/sub (alpha_pos: where alpha sits, -1 for kwarg-only) and mul/div (alpha_pos None)."""
+    def mapper(args, kwargs):
+        a, b = args[0], args[1]
+        temps = []
+        if alpha_pos is None:
+            targs = ()
+        else:
+            alpha = kwargs.get("alpha", 1) if alpha_pos < 0 else _arg(args, kwargs, alpha_pos, "alpha", 1)
+            targs = (alpha,)
+        if isinstance(b, torch.Tensor):
+            if type(b) is RemoteTensor or type(a) is not RemoteTensor:
+                return op_t, (_operand(a, temps), _operand(b, temps)), targs, temps
+            b = b.item()                        # CPU scalar tensor: a scalar op
+        return op_s, (_operand(a, temps),), (b,) + targs, temps
+    return mapper
+
+
+def _rsub(args, kwargs):
+    a, b = args[0], args[1]                     # b - alpha * a
+    alpha = _arg(args, kwargs, 2, "alpha", 1)
+    temps = []
+    if isinstance(b, torch.Tensor):
+        return _C.OP_SUB_TENSOR, (_operand(b, temps), _operand(a, temps)), (alpha,), temps
+    return _C.OP_RSUB_SCALAR, (_operand(a, temps),), (b, alpha), temps
+
+
+def _reduce(op, has_dims):
+    def mapper(args, kwargs):
+        x = args[0]
+        temps = []
+        tid = _operand(x, temps)
+        if not has_dims:
+            return op, (tid,), ([], False), temps
+        dims = _arg(args, kwargs, 1, "dim", None)
+        keep = bool(_arg(args, kwargs, 2, "keepdim", False))
+        nd = x.dim()
+        if dims is None or nd == 0:
+            dims = []
+        elif type(dims) is int:
+            dims = [dims % nd]
+        else:
+            dims = [d % nd for d in dims]
+        return op, (tid,), (dims, keep), temps
+    return mapper
+
+
+def _fill(args, kwargs):
+    v = args[1]
+    if isinstance(v, torch.Tensor):
+        if v.dim() != 0:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{v.dim()} dimensions.")
+        if type(v) is RemoteTensor:
+            return _C.OP_COPY, (v._tid,), (), None
+        v = v.item()
+    return _C.OP_FULL, (), (v,), None
+
+
+def _zero(args, kwargs):
+    return _C.OP_FULL, (), (0,), None
+
+
+def _copy(args, kwargs):
+    return _C.OP_COPY, (args[1]._tid,), (), None
+
+
+def _table():
+    C = _C
+    t = {}
+    for name, op_t, op_s, alpha in (("add", C.OP_ADD_TENSOR, C.OP_ADD_SCALAR, True),
+                                    ("sub", C.OP_SUB_TENSOR, C.OP_SUB_SCALAR, True),
+                                    ("mul", C.OP_MUL_TENSOR, C.OP_MUL_SCALAR, False),
+                                    ("div", C.OP_DIV_TENSOR, C.OP_DIV_SCALAR, False)):
+        fam, fam_ = getattr(aten, name), getattr(aten, name + "_")
+        for f in (fam.Tensor, fam_.Tensor, fam.out, fam.Scalar, fam_.Scalar, fam.Scalar_out):
+            if not alpha:
+                pos = None
+            else:
+                arg = next(a for a in f._schema.arguments if a.name == "alpha")
+                pos = -1 if arg.kwarg_only else f._schema.arguments.index(arg)
+            t[f] = _binary(op_t, op_s, pos)
+    for f in (aten.rsub.Tensor, aten.rsub.Scalar, aten.rsub.Tensor_out, aten.rsub.Scalar_out):
+        t[f] = _rsub
+    for f in (aten.sum.dim_IntList, aten.sum.IntList_out):
+        t[f] = _reduce(C.OP_SUM, True)
+    for f in (aten.sum.default, aten.sum.out):
+        t[f] = _reduce(C.OP_SUM, False)
+    for f in (aten.mean.dim, aten.mean.out):
+        t[f] = _reduce(C.OP_MEAN, True)
+    for f in (aten.mean.default, aten.mean.dtype_out):
+        t[f] = _reduce(C.OP_MEAN, False)
+    t[aten.fill_.Scalar] = _fill
+    t[aten.fill_.Tensor] = _fill
+    t[aten.zero_.default] = _zero
+    return t
+
+
+_TABLE = _table()
+
+
+# --- views -------------------------------------------------------------------------------
+
+def _view_handler(func, args, kwargs):
+    key = make_key(func, args, kwargs)
+    spec = _CACHE.get(key) if key is not None else None
+    base = args[0]
+    outs = None
+    if spec is None:
+        outs = infer(func, args, kwargs)
+        bm = meta_of(base)
+        if outs is bm:
+            spec = _SAME
+        else:
+            sid = bm.untyped_storage()._cdata
+            single = isinstance(outs, torch.Tensor)
+            specs = []
+            for m in ((outs,) if single else outs):
+                if m.untyped_storage()._cdata != sid:
+                    raise NotImplementedError(f"rgpu: {func} returned a tensor that is not a view "
+                                              "of its input; not supported yet")
+                k = key_of(m)
+                specs.append((k, out_def(k, -1)))
+            spec = specs[0] if single else specs
+        _remember(key, spec)
+    if spec is _SAME:
+        return base
+    if type(spec) is tuple:
+        return record_view(base, spec[0], spec[1], outs)
+    if outs is None:
+        return [record_view(base, k, d) for k, d in spec]
+    return [record_view(base, k, d, m) for (k, d), m in zip(spec, outs)]
+
+
+def _inplace_view_handler(func, args, kwargs):
+    self = args[0]
+    m = meta_of(self)
+    infer(func, args, kwargs)           # changes m's sizes/strides in place
+    k = key_of(m)
+    if k != self._key:
+        tid = _new_id()
+        _record(_C.OP_ALIAS, ((tid, self._st.sid) + out_def(k, -1),), (self._tid,), ())
+        rebind(self, k, self._st, tid, m)
+    return self
+
+
+# --- specials ----------------------------------------------------------------------
+
+def _cached_meta_key(func, args, kwargs):
+    """The output metadata key (and the meta tensor on a miss) of a single-output op."""
+    key = make_key(func, args, kwargs)
+    spec = _CACHE.get(key) if key is not None else None
+    if spec is not None:
+        return spec, None
+    m = infer(func, args, kwargs)
+    k = key_of(m)
+    spec = (k, out_def(k, m.untyped_storage().nbytes()))
+    _remember(key, spec)
+    return spec, m
+
+
+def _copy_(func, args, kwargs):
+    dst, src = args[0], args[1]
+    if type(dst) is RemoteTensor:
+        if type(src) is RemoteTensor:
+            return _copy_table(func, args, kwargs)
+        if not isinstance(src, torch.Tensor):
+            raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+        meta_of(dst).copy_(torch.empty(src.shape, dtype=src.dtype, device=_META))   # shape check
+        transfer.copy_from_cpu(dst, src)
+        return dst
+    if dst.device.type != "cpu":
+        raise NotImplementedError(f"rgpu: copy from rgpu to {dst.device} is not supported")
+    dst.copy_(transfer.download(src))
+    return dst
+
+
+_copy_table = _table_handler(aten.copy_.default, _copy)
+
+
+def _copy_from(func, args, kwargs):
+    src, dst = args[0], args[1]
+    _copy_(aten.copy_.default, (dst, src), _EMPTY_KW)
+    return dst
+
+
+def _to_copy(func, args, kwargs):
+    x = args[0]
+    spec, m = _cached_meta_key(func, args, kwargs)
+    dev = kwargs.get("device")
+    k = spec[0]
+    if dev is None or dev.type == "rgpu":
+        r = record_new(_C.OP_EMPTY, k, spec[1], (), (), m)
+        _record(_C.OP_COPY, (r._tid,), (x._tid,), ())
+        return r
+    if dev.type != "cpu":
+        raise NotImplementedError(f"rgpu: copying an rgpu tensor to {dev} is not supported")
+    c = transfer.download(x)
+    if k[3] == x.dtype and k[1] == c.stride():
+        return c
+    out = torch.empty_strided(k[0], k[1], dtype=k[3])
+    out.copy_(c)
+    return out
+
+
+def _clone(func, args, kwargs):
+    spec, m = _cached_meta_key(func, args, kwargs)
+    r = record_new(_C.OP_EMPTY, spec[0], spec[1], (), (), m)
+    _record(_C.OP_COPY, (r._tid,), (args[0]._tid,), ())
+    return r
+
+
+def _fresh(value_of):
+    """*_like and new_* factories; value_of(args, kwargs) is the fill value or None (empty)."""
+    def handler(func, args, kwargs):
+        dev = kwargs.get("device")
+        if dev is not None and dev.type != "rgpu":
+            if dev.type != "cpu":
+                raise NotImplementedError(f"rgpu: {func} to {dev} is not supported")
+            x = args[0]
+            stand_in = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+            return func(stand_in, *args[1:], **kwargs)
+        spec, m = _cached_meta_key(func, args, kwargs)
+        v = value_of(args, kwargs)
+        if v is None:
+            return record_new(_C.OP_EMPTY, spec[0], spec[1], (), (), m)
+        return record_new(_C.OP_FULL, spec[0], spec[1], (), (v,), m)
+    return handler
+
+
+def _arange_out(func, args, kwargs):
+    """arange into an existing out: ARANGE makes a new tensor, so arange into a
+    temporary and copy, or, when ATen resizes out, rebind out to the new tensor."""
+    out = kwargs["out"]
+    m = meta_of(out)
+    infer(func, args, kwargs)           # resizes m like ATen resizes out
+    if func is aten.arange.out:
+        start, step = 0, 1
+    else:
+        start, step = args[0], _arg(args, kwargs, 2, "step", 1)
+    n, dtype = m.shape[0], m.dtype
+    k = ((n,), (1,), 0, dtype)
+    resized = key_of(m) != out._key
+    if resized:
+        m = torch.empty_strided(k[0], k[1], dtype=dtype, device=_META)
+    r = record_new(_C.OP_ARANGE, k, out_def(k, n * dtype.itemsize), (), (start, step),
+                   m if resized else None)
+    if resized:
+        rebind(out, k, r._st, r._tid, m)
+        r._tid = 0                      # out owns the tensor id now
+    else:
+        _record(_C.OP_COPY, (out._tid,), (r._tid,), ())
+    return out
+
+
+def _item(func, args, kwargs):
+    return transfer.item(args[0])
+
+
+def _resize_(func, args, kwargs):
+    self = args[0]
+    if tuple(args[1]) == self._key[0]:
+        return self
+    raise NotImplementedError("rgpu: resize_ to a different shape is not supported yet")
+
+
+def _shallow_copy_ok(func, args, kwargs):
+    return type(args[0]) is type(args[1])      # asked by `t.data = other` (rebind)
+
+
+def _specials():
+    zero = lambda args, kwargs: 0             # noqa: E731
+    one = lambda args, kwargs: 1              # noqa: E731
+    empty = lambda args, kwargs: None         # noqa: E731
+    return {
+        aten.copy_.default: _copy_,
+        aten._copy_from.default: _copy_from,
+        aten._to_copy.default: _to_copy,
+        aten.clone.default: _clone,
+        aten._local_scalar_dense.default: _item,
+        aten.empty_like.default: _fresh(empty),
+        aten.zeros_like.default: _fresh(zero),
+        aten.ones_like.default: _fresh(one),
+        aten.full_like.default: _fresh(lambda args, kwargs: args[1]),
+        aten.new_empty.default: _fresh(empty),
+        aten.new_empty_strided.default: _fresh(empty),
+        aten.new_zeros.default: _fresh(zero),
+        aten.new_ones.default: _fresh(one),
+        aten.new_full.default: _fresh(lambda args, kwargs: args[2]),
+        aten.arange.start_out: _arange_out,
+        aten.arange.out: _arange_out,
+        aten._unsafe_view.default: _view_handler,
+        aten.resize_.default: _resize_,
+        aten._has_compatible_shallow_copy_type.default: _shallow_copy_ok,
+    }
+
+
+_SPECIAL = _specials()
+
+
+# --- building handlers ---------------------------------------------------------------------
+
+def _unsupported(func, args, kwargs):
+    raise NotImplementedError(f"rgpu: {func} is not supported yet")
+
+
+def _is_view(func):
+    rets = func._schema.returns
+    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
+
+
+def _build(func):
+    h = _SPECIAL.get(func)
+    if h is not None:
+        return h
+    mapper = _TABLE.get(func)
+    if mapper is not None:
+        return _table_handler(func, mapper, mapper not in (_fill, _zero))
+    if isinstance(func, _OpOverload):
+        if torch.Tag.inplace_view in func.tags:
+            return _inplace_view_handler
+        if _is_view(func) and func._schema.arguments and func._schema.arguments[0].alias_info:
+            return _view_handler
+    return _unsupported
+
+
+set_dispatcher(dispatch)

@@ -1,0 +1,144 @@
+"""The connection to an rgpu-server, made lazily on first use and thread-safely.
+
+RGPU_SERVER=host:port or unix:/path uses a running server. Without it, an
+embedded `rgpu-server --unix <tmp>/sock --backend auto` is started as a child
+process and stopped at exit. RGPU_RECORD=path.rgt also writes the trace there.
+The server binary is $RGPU_SERVER_BIN, else <repo>/build/bin/rgpu-server next
+to this package, else `rgpu-server` on PATH."""
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+from . import _C
+
+START_TIMEOUT_S = float(os.environ.get("RGPU_SERVER_TIMEOUT", "30"))
+
+_lock = threading.Lock()
+_info = None        # what _C.connect returned, once connected
+_proc = None        # the embedded server, if we started one
+_tmpdir = None
+
+
+def info():
+    """The server's answer to the handshake ({"backend", "session", ...}); connects if needed."""
+    return _info if _info is not None else _connect()
+
+
+def is_connected():
+    return _info is not None
+
+
+def ensure():
+    """Connect unless connected. Cheap when already connected."""
+    if _info is None:
+        _connect()
+
+
+def _connect():
+    global _info
+    with _lock:
+        if _info is not None:
+            return _info
+        record = os.environ.get("RGPU_RECORD") or None
+        address = os.environ.get("RGPU_SERVER")
+        if address:
+            _info = _C.connect(address, record)
+        else:
+            _info = _connect_embedded(record)
+        atexit.register(shutdown)
+        return _info
+
+
+def server_binary():
+    path = os.environ.get("RGPU_SERVER_BIN")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.normpath(os.path.join(here, "..", "..", "build", "bin", "rgpu-server"))
+    if os.access(path, os.X_OK):
+        return path
+    path = shutil.which("rgpu-server")
+    if path:
+        return path
+    raise RuntimeError("rgpu: rgpu-server not found (build it with `make`, set RGPU_SERVER_BIN, "
+                       "put it on PATH, or set RGPU_SERVER=host:port to use a running server)")
+
+
+def _connect_embedded(record):
+    global _proc, _tmpdir
+    binary = server_binary()
+    _tmpdir = tempfile.mkdtemp(prefix="rgpu-")
+    sock = os.path.join(_tmpdir, "sock")
+    log = open(os.path.join(_tmpdir, "server.log"), "w+b")
+    try:
+        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", "auto"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    except OSError as e:
+        log.close()
+        _cleanup()
+        raise RuntimeError(f"rgpu: cannot start {binary}: {e}") from None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = None
+    try:
+        while True:
+            if _proc.poll() is not None:
+                raise RuntimeError(f"rgpu: embedded server {binary} exited with status "
+                                   f"{_proc.returncode} before accepting connections; "
+                                   f"its output:\n{_read_log(log)}")
+            if os.path.exists(sock):
+                try:
+                    return _C.connect("unix:" + sock, record)
+                except ConnectionError as e:   # socket bound but not listening yet
+                    last = e
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rgpu: embedded server {binary} did not accept connections on "
+                                   f"{sock} within {START_TIMEOUT_S:g} s (last error: {last}); "
+                                   f"its output:\n{_read_log(log)}")
+            time.sleep(0.01)
+    except BaseException:
+        _stop_server()
+        _cleanup()
+        raise
+    finally:
+        log.close()
+
+
+def _read_log(f):
+    f.flush()
+    f.seek(0)
+    return f.read().decode("utf-8", "replace")[-4000:] or "(nothing)"
+
+
+def _stop_server():
+    global _proc
+    p, _proc = _proc, None
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def _cleanup():
+    global _tmpdir
+    d, _tmpdir = _tmpdir, None
+    if d:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def shutdown():
+    """Disconnect (flushing what is queued) and stop the embedded server. Runs at exit."""
+    global _info
+    with _lock:
+        if _info is not None:
+            _info = None
+            _C.close()
+        _stop_server()
+        _cleanup()

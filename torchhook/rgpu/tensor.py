@@ -1,0 +1,148 @@
+"""RemoteTensor: the Python face of a tensor that lives on the rgpu server.
+
+A RemoteTensor is a wrapper subclass (no local data) on device rgpu:0 holding
+  _tid  the server's tensor id (freed when the wrapper dies)
+  _st   the Storage it views (shared by a base and all its views)
+  _key  (sizes, strides, storage offset, dtype): its metadata, immutable
+  _m    a meta tensor with the same metadata, made lazily; views' metas share
+        their base's meta storage so meta inference sees aliasing like ATen.
+Every op on it goes to __torch_dispatch__, which the dispatch module installs
+with set_dispatcher()."""
+import torch
+
+from . import _C, transfer
+from ._dtypes import rgpu_dtype
+
+DEVICE = torch.device("rgpu", 0)
+
+_make = torch.Tensor._make_wrapper_subclass
+_free = _C.free
+_new_id = _C.new_id
+
+
+def _no_dispatcher(func, args, kwargs):
+    raise RuntimeError("rgpu: dispatch module not loaded")
+
+
+_dispatch = _no_dispatcher
+
+
+def set_dispatcher(fn):
+    """fn(func, args, kwargs) handles every ATen op on RemoteTensors."""
+    global _dispatch
+    _dispatch = fn
+
+
+class Storage:
+    """One server storage: id, size in bytes, and the meta storage views share."""
+    __slots__ = ("sid", "nbytes", "meta")
+
+    def __init__(self, sid, nbytes, meta=None):
+        self.sid = sid
+        self.nbytes = nbytes
+        self.meta = meta
+
+
+class RemoteTensor(torch.Tensor):
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _dispatch(func, args, kwargs)
+
+    def __del__(self):
+        tid = self.__dict__.get("_tid")
+        if tid:
+            _free(tid)
+
+    @property
+    def _meta(self):
+        return meta_of(self)
+
+    @property
+    def _sid(self):
+        return self._st.sid
+
+    def tolist(self):
+        return transfer.download(self).tolist()
+
+    def numpy(self, *, force=False):
+        return self.cpu().numpy()
+
+    def __repr__(self, *, tensor_contents=None):
+        c = transfer.download(self)
+        s = torch._tensor_str._str(c)
+        head = "tensor(" + torch._tensor_str._tensor_str(c, len("tensor("))
+        if not s.startswith(head):     # unknown layout of the string: put the device last
+            head = s[:-1]
+        tail = s[len(head):-1]
+        extra = ", device='" + str(DEVICE) + "'"
+        if self.grad_fn is not None:
+            extra2 = ", grad_fn=<" + type(self.grad_fn).__name__ + ">"
+        elif self.requires_grad:
+            extra2 = ", requires_grad=True"
+        else:
+            extra2 = ""
+        return head + extra + tail + extra2 + ")"
+
+
+def wrap(key, st, tid, m=None):
+    """A RemoteTensor for server tensor tid with metadata key over storage st."""
+    sizes, strides, offset, dtype = key
+    t = _make(RemoteTensor, sizes, strides=strides, storage_offset=offset, dtype=dtype, device=DEVICE)
+    t._key = key
+    t._st = st
+    t._tid = tid
+    t._m = m
+    return t
+
+
+def key_of(m):
+    """The metadata key of a (meta or CPU) tensor."""
+    return (tuple(m.shape), m.stride(), m.storage_offset(), m.dtype)
+
+
+def meta_of(t):
+    """t's meta tensor, made on first use over its storage's shared meta storage."""
+    m = t._m
+    if m is None:
+        st = t._st
+        sm = st.meta
+        if sm is None:
+            sm = st.meta = torch.empty(st.nbytes, dtype=torch.uint8, device="meta").untyped_storage()
+        sizes, strides, offset, dtype = t._key
+        m = t._m = torch.empty(0, dtype=dtype, device="meta").set_(sm, offset, sizes, strides)
+    return m
+
+
+def rebind(t, key, st, tid, m=None):
+    """Point the existing Python object t at another server tensor with other
+    metadata (out= resizing, in-place view ops); frees t's old tensor id."""
+    tmp = wrap(key, st, 0, None)
+    t.data = tmp            # copies sizes/strides/offset/dtype into t's TensorImpl
+    old = t._tid
+    t._key, t._st, t._tid, t._m = key, st, tid, m
+    _free(old)
+
+
+def out_def(key, nbytes):
+    """The constant part of a new-tensor definition: (dtype, sizes, strides, offset, nbytes)."""
+    sizes, strides, offset, dtype = key
+    return (rgpu_dtype(dtype), sizes, strides, offset, nbytes)
+
+
+def record_new(op, key, odef, ins, args, m=None):
+    """Record op with one new output tensor on a new storage (odef from out_def)
+    and return its RemoteTensor. m, when given, is its meta tensor."""
+    tid = _new_id()
+    sid = _new_id()
+    _C.record(op, ((tid, sid) + odef,), ins, args)
+    return wrap(key, Storage(sid, odef[4], None if m is None else m.untyped_storage()), tid, m)
+
+
+def record_view(base, key, odef, m=None):
+    """Record an ALIAS of base with metadata key (odef's nbytes is -1) and return it."""
+    tid = _new_id()
+    st = base._st
+    _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
+    return wrap(key, st, tid, m)

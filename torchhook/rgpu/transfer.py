@@ -1,0 +1,68 @@
+"""Moving data between CPU tensors and the server: upload, download, item().
+
+Functions here take RemoteTensors by duck typing (._tid, .dtype, .shape) and
+record through rgpu._C; they never wait except where data comes back."""
+import ctypes
+
+import torch
+
+from . import _C
+from ._dtypes import decode_scalar, rgpu_dtype
+
+
+def contiguous_strides(sizes):
+    strides, acc = [], 1
+    for s in reversed(sizes):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def _cpu_buffer(t):
+    """A zero-copy buffer over a contiguous CPU tensor's bytes (keep t alive while used)."""
+    n = t.numel() * t.element_size()
+    return (ctypes.c_char * n).from_address(t.data_ptr()) if n else b""
+
+
+def upload_tensor(src):
+    """Upload a CPU tensor as a new, contiguous rgpu tensor; returns its tid (the caller frees it)."""
+    if src.device.type != "cpu":
+        raise RuntimeError(f"rgpu: cannot upload a tensor on {src.device}")
+    src = src.detach().resolve_conj().resolve_neg().contiguous()
+    sizes = tuple(src.shape)
+    nbytes = src.numel() * src.element_size()
+    tid, sid = _C.new_id(), _C.new_id()
+    _C.upload((tid, sid, rgpu_dtype(src.dtype), sizes, contiguous_strides(sizes), 0, nbytes),
+              _cpu_buffer(src))
+    return tid
+
+
+def copy_from_cpu(dst, src):
+    """dst (an rgpu tensor) := src (a CPU tensor), broadcast and cast like copy_."""
+    tmp = upload_tensor(src)
+    _C.record(_C.OP_COPY, (dst._tid,), (tmp,), ())
+    _C.free(tmp)
+
+
+def download(t):
+    """The elements of rgpu tensor t as a new contiguous CPU tensor (waits)."""
+    data = _C.wait(_C.record(_C.OP_DOWNLOAD, (), (t._tid,), ()))
+    shape, dtype = t.shape, t.dtype
+    n = t.numel()
+    if len(data) != n * dtype.itemsize:
+        raise RuntimeError(f"rgpu: download of a {tuple(shape)} {dtype} tensor returned "
+                           f"{len(data)} bytes, expected {n * dtype.itemsize}")
+    if n == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=dtype).view(shape)
+
+
+def item(t):
+    """t.item() for a one-element rgpu tensor (waits)."""
+    n = t.numel()
+    if n != 1:
+        raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
+    data = _C.wait(_C.record(_C.OP_LOCAL_SCALAR_DENSE, (), (t._tid,), ()))
+    if len(data) != t.dtype.itemsize:
+        raise RuntimeError(f"rgpu: item() of a {t.dtype} tensor returned {len(data)} bytes")
+    return decode_scalar(t.dtype, data)
