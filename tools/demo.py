@@ -46,7 +46,7 @@ def main():
     worst = max(abs(a - r) / max(abs(r), 1e-12) for a, r in zip(losses, ref))
     print(f"fitted y = {w:.4f} x + {b:.4f}   (data: y = 3 x + 0.5 + noise)")
     print(f"rgpu vs PyTorch CPU: worst relative loss difference {worst:.2e}")
-    print(f"{steps} steps in {dt:.3f} s on backend {rgpu.server_info().get('backend')}")
+    print(f"{steps} steps in {dt:.3f} s on backend {rgpu.connect().get('backend')}")
     print("rgpu.stats():", rgpu.stats())
     if worst > 1e-5:
         print("rgpu: losses differ from CPU beyond 1e-5", file=sys.stderr)
