@@ -61,11 +61,35 @@ def test_rgpu_record_writes_a_trace(tmp_path):
     path = tmp_path / "t.rgt"
     p = child("""
         import torch, rgpu
-        print(torch.arange(4, device="rgpu").sum().item())
+        x = torch.tensor([1.5, 2.5, 3.5], device="rgpu")      # an upload: one blob
+        print(torch.arange(4, device="rgpu").sum().item(), (x * 2).sum().item())
+        print(rgpu.stats()["ops"])
     """, RGPU_RECORD=str(path))
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["6"]
-    assert path.exists() and path.stat().st_size > 0
+    out = p.stdout.split()
+    assert out[:2] == ["6", "15.0"]
+    ops = int(out[2])
+
+    def sql(q):   # the sqlite3 shell, as a user would open the file
+        r = subprocess.run(["sqlite3", str(path), q], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert sql("select value from meta where key='magic'") == "rgpu-trace"
+    # the stream covers every recorded op, in order, without gaps
+    rows = [tuple(map(int, line.split("|"))) for line in sql("select seq, first_op, op_count from stream order by seq").splitlines()]
+    assert rows, "no chunks listed"
+    nxt = 0
+    for seq, first, count in rows:
+        assert first == nxt
+        nxt += count
+    assert nxt >= ops          # (frees queued at exit may add a last FREE record)
+    assert int(sql("select count(*) from chunks")) >= 1
+    # the uploaded bytes are a blob of 12 bytes (3 float32), named by their hash
+    assert sql("select raw_len from blobs") == "12"
+    assert sql("select length(hash) from blobs") == "16"
+    # the waits' results are kept by op index
+    assert int(sql("select count(*) from results")) == 2
 
 
 def test_server_that_dies_at_start_is_reported_with_its_output(tmp_path):
