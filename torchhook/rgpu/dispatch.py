@@ -581,8 +581,20 @@ def _is_view(func):
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
+_REGISTERED = {}
+
+
+def register(funcs, handler):
+    """Install handler(func, args, kwargs) for each OpOverload in funcs. Modules
+    with a family of ops (random, data-dependent shapes, ...) register here
+    at import; a handler returns what the ATen op returns."""
+    for f in funcs:
+        _REGISTERED[f] = handler
+        _HANDLERS.pop(f, None)
+
+
 def _build(func):
-    h = _SPECIAL.get(func)
+    h = _SPECIAL.get(func) or _REGISTERED.get(func)
     if h is not None:
         return h
     mapper = _TABLE.get(func)

@@ -146,3 +146,22 @@ def record_view(base, key, odef, m=None):
     st = base._st
     _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
     return wrap(key, st, tid, m)
+
+
+def record_multi(op, metas, ins, args):
+    """Record op with several new outputs, each on its own new storage; metas
+    are the outputs' meta tensors, None for an output not wanted (recorded as
+    the absent output, tid 0). Returns the RemoteTensors (None where absent)."""
+    outs, defs = [], []
+    for m in metas:
+        if m is None:
+            outs.append(None)
+            defs.append(0)
+            continue
+        k = key_of(m)
+        tid, sid = _new_id(), _new_id()
+        odef = out_def(k, m.untyped_storage().nbytes())
+        defs.append((tid, sid) + odef)
+        outs.append(wrap(k, Storage(sid, odef[4], m.untyped_storage()), tid, m))
+    _C.record(op, tuple(defs), ins, args)
+    return outs
