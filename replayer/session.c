@@ -371,6 +371,15 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     }
     case RGPU_OP_SYNC:
         return s->b->sync(s->b);
+    case RGPU_OP_MEMORY_STATS: {
+        if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_BOOL) return RGPU_ERR_BAD_ARG;
+        uint8_t *data = malloc(16);
+        if (!data) return RGPU_ERR_NOMEM;
+        rgpu_st64(data, s->mem);
+        rgpu_st64(data + 8, s->peak);
+        if (r->args[0].v.i) s->peak = s->mem;
+        return store_result(s, c->idx, data, 16);
+    }
     default: break;
     }
     /* a compute op: hand views to the backend */

@@ -46,7 +46,7 @@ static bool cu_supports(rgpu_backend *b, int op) {
     (void)b;
     switch (op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_FULL:
+    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_FULL: case RGPU_OP_MEMORY_STATS:
         return true;
     default:
         return false;
