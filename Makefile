@@ -24,7 +24,7 @@ NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wal
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
 HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
 

@@ -51,7 +51,13 @@ struct rgpu_backend {
     void (*destroy)(rgpu_backend *b);
 };
 
+/* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a
+ * one-line note (auto's choice) or, on NULL, the reason. */
+rgpu_backend *rgpu_backend_create(const char *name, char *why, size_t whylen);
 rgpu_backend *rgpu_backend_cpu_create(void);
+/* Test-only: cpu, but every result of op fault_op is one ulp off (first
+ * element of each floating output). */
+rgpu_backend *rgpu_backend_cpu_create_faulty(int fault_op);
 /* Decodes nothing, computes nothing: outputs are zero-filled on alloc. */
 rgpu_backend *rgpu_backend_null_create(void);
 /* NULL when the CUDA backend is not built or no device is usable; *why says which. */

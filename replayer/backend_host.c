@@ -2,8 +2,11 @@
  * null (executes nothing: for measuring the client alone). */
 #include "backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cpu/half.h"
 
 static void *host_alloc(rgpu_backend *b, size_t nbytes) {
     (void)b;
@@ -77,5 +80,43 @@ rgpu_backend *rgpu_backend_null_create(void) {
         /* .supports = */ null_supports,
         /* .destroy  = */ host_destroy,
     };
+    return b;
+}
+
+/* ---------------------------------------------------------------------------
+ * Test-only fault injection: a cpu backend whose results for one op are off
+ * by one ulp in the first element of each floating output. rgpu-diff's tests
+ * use it (RGPU_CPU_FAULT=<op name>) to prove a difference is found and named. */
+typedef struct { int op; } fault_ctx;
+
+static void bump_ulp(rgpu_view *v) {
+    if (!v || !v->data) return;
+    for (int d = 0; d < v->ndim; d++) if (v->sizes[d] == 0) return;
+    switch (v->dtype) {
+    case RGPU_F32: { float *p = v->data; *p = nextafterf(*p, INFINITY); break; }
+    case RGPU_F64: { double *p = v->data; *p = nextafter(*p, INFINITY); break; }
+    case RGPU_F16: case RGPU_BF16: { uint16_t *p = v->data; *p = (uint16_t)(*p + 1); break; }
+    default: break;
+    }
+}
+
+static rgpu_status faulty_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
+    rgpu_status s = rgpu_cpu_exec(e, err, errlen);
+    if (!s && e->op == ((fault_ctx *)b->ctx)->op)
+        for (int i = 0; i < e->n_out; i++) bump_ulp(e->out[i]);
+    return s;
+}
+
+static void faulty_destroy(rgpu_backend *b) { free(b->ctx); free(b); }
+
+rgpu_backend *rgpu_backend_cpu_create_faulty(int fault_op) {
+    rgpu_backend *b = rgpu_backend_cpu_create();
+    fault_ctx *f = calloc(1, sizeof *f);
+    if (!b || !f) { free(b); free(f); return NULL; }
+    f->op = fault_op;
+    b->name = "cpu+fault";
+    b->ctx = f;
+    b->exec = faulty_exec;
+    b->destroy = faulty_destroy;
     return b;
 }

@@ -31,6 +31,7 @@ static bool g_quiet;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_next_session = 1;
 static volatile sig_atomic_t g_stop;
+static const char *g_record_dir;      /* --record DIR: one .rgt per session */
 
 static void logf_(const char *fmt, ...) {
     if (g_quiet) return;
@@ -52,6 +53,7 @@ typedef struct conn {
     int fd;
     uint64_t id;
     rgpu_session *s;
+    rgpu_rgt *rec;            /* --record: everything received, and the results sent */
     deferred *dq_head, *dq_tail;
 } conn;
 
@@ -102,6 +104,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, s
             uint8_t *d;
             size_t dn;
             s = blob_from_msg(p, h.len, &got, &d, &dn);
+            if (!s && c->rec) rgpu_rgt_put_blob(c->rec, &got, dn, p + 16, h.len - 16);
             free(p);
             if (s) return s;
             if (rgpu_hash_eq(&got, want)) {
@@ -146,6 +149,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
+    if (c->rec) rgpu_rgt_put_chunk(c->rec, &h, first, count, n, p + 32, len - 32);
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
@@ -172,6 +176,10 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_st32(hdr + 24, (uint32_t)ml);
     memcpy(hdr + 28, msg, ml);
     s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, hdr, 28 + ml, data, n);
+    if (c->rec) {
+        rgpu_rgt_put_result(c->rec, op, status, data, n);
+        rgpu_rgt_flush(c->rec);
+    }
     free(data);
     return s;
 }
@@ -215,6 +223,16 @@ static void *session_main(void *arg) {
     if (!c->s) goto out;
     rgpu_session_set_fetch(c->s, fetch_blob, c);
     if (!handshake(c)) goto out;
+    if (g_record_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/session-%llu.rgt", g_record_dir, (unsigned long long)c->id);
+        if (rgpu_rgt_create(path, "rgpu-server --record", &c->rec)) {
+            send_error(c, RGPU_ERR_DB, "cannot record the session: %s", rgpu_rgt_errmsg(NULL));
+            goto out;
+        }
+        rgpu_rgt_set_meta(c->rec, "backend", g_backend->name);
+        logf_("session %llu: recording to %s", (unsigned long long)c->id, path);
+    }
     logf_("session %llu: started", (unsigned long long)c->id);
     for (;;) {
         rgpu_msg_header h;
@@ -233,6 +251,7 @@ static void *session_main(void *arg) {
             uint8_t *d;
             size_t dn;
             s = blob_from_msg(p, h.len, &bh, &d, &dn);
+            if (!s && c->rec) rgpu_rgt_put_blob(c->rec, &bh, dn, p + 16, h.len - 16);
             if (!s) s = rgpu_session_put_blob(c->s, &bh, d, dn);
             if (s) send_error(c, s, "BLOB: %s", rgpu_status_str(s));
             break;
@@ -262,6 +281,7 @@ static void *session_main(void *arg) {
 out:
     while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; free(d->p); free(d); }
     rgpu_session_free(c->s);
+    rgpu_rgt_close(c->rec);
     close(c->fd);
     free(c);
     return NULL;
@@ -317,7 +337,8 @@ static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto] [--quiet]\n"
+        "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
+        "                   [--record DIR] [--quiet]\n"
         "\n"
         "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
         "\n"
@@ -327,6 +348,8 @@ static void usage(FILE *f) {
         "  --backend NAME      cpu (reference), cuda, null (executes nothing, answers zeros:\n"
         "                      for measuring the client), auto (cuda when usable, else cpu;\n"
         "                      default)\n"
+        "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
+        "                      DIR/session-N.rgt, replayable with rgpu-replay\n"
         "  --quiet             no log lines on stderr\n"
         "  --help              this text\n");
 }
@@ -340,25 +363,22 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--listen") && i + 1 < argc) tcp = argv[++i];
         else if (!strcmp(a, "--unix") && i + 1 < argc) unix_path = argv[++i];
         else if (!strcmp(a, "--backend") && i + 1 < argc) backend = argv[++i];
+        else if (!strcmp(a, "--record") && i + 1 < argc) g_record_dir = argv[++i];
         else { fprintf(stderr, "rgpu-server: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
+    if (g_record_dir && mkdir(g_record_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "rgpu-server: --record %s: %s\n", g_record_dir, strerror(errno));
+        return 1;
+    }
 
     char why[256] = "";
-    if (!strcmp(backend, "cpu")) g_backend = rgpu_backend_cpu_create();
-    else if (!strcmp(backend, "null")) g_backend = rgpu_backend_null_create();
-    else if (!strcmp(backend, "cuda")) {
-        g_backend = rgpu_backend_cuda_create(why, sizeof why);
-        if (!g_backend) { fprintf(stderr, "rgpu-server: --backend cuda: %s\n", why); return 1; }
-    } else if (!strcmp(backend, "auto")) {
-        g_backend = rgpu_backend_cuda_create(why, sizeof why);
-        if (!g_backend) {
-            logf_("backend auto: cuda not used (%s); using cpu", why);
-            g_backend = rgpu_backend_cpu_create();
-        } else {
-            logf_("backend auto: using cuda");
-        }
-    } else { fprintf(stderr, "rgpu-server: unknown backend '%s' (cpu, cuda, null, auto)\n", backend); return 2; }
+    g_backend = rgpu_backend_create(backend, why, sizeof why);
+    if (!g_backend) {
+        fprintf(stderr, "rgpu-server: --backend %s: %s\n", backend, why);
+        return strncmp(why, "unknown", 7) ? 1 : 2;
+    }
+    if (why[0]) logf_("%s", why);
     if (!g_backend) { fprintf(stderr, "rgpu-server: cannot create backend\n"); return 1; }
 
     signal(SIGPIPE, SIG_IGN);

@@ -462,6 +462,60 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     }
 }
 
+rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
+    if (idx != s->applied) return RGPU_ERR_SEQUENCE;
+    run_record(s, r, idx);
+    s->applied++;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_session_tensor_info(rgpu_session *s, uint64_t tid, rgpu_tensor_info *info) {
+    const tensor *t = u64map_get(&s->tensors, tid);
+    if (!t) return RGPU_ERR_UNKNOWN_TENSOR;
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    memcpy(info->sizes, t->sizes, sizeof(int64_t) * t->ndim);
+    info->poisoned = t->poisoned || !t->st;
+    info->poison_op = t->poison_op;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_session_read_tensor(rgpu_session *s, uint64_t tid, uint8_t **data, size_t *n) {
+    *data = NULL; *n = 0;
+    const tensor *t = u64map_get(&s->tensors, tid);
+    if (!t) return RGPU_ERR_UNKNOWN_TENSOR;
+    if (t->poisoned || !t->st) return RGPU_ERR_POISONED;
+    char why[200];
+    return download_tensor(s, t, -1, data, n, why, sizeof why);
+}
+
+rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8_t *data, size_t n) {
+    tensor *t = u64map_get(&s->tensors, tid);
+    if (!t) return RGPU_ERR_UNKNOWN_TENSOR;
+    if (!t->st) return RGPU_ERR_POISONED;
+    size_t es = rgpu_dtype_size(t->dtype);
+    if ((size_t)tensor_numel(t) * es != n) return RGPU_ERR_BAD_ARG;
+    void *tmp = s->b->alloc(s->b, n);
+    if (!tmp) return RGPU_ERR_NOMEM;
+    rgpu_status st = s->b->upload(s->b, tmp, data, n);
+    if (!st) {
+        rgpu_view src, dst;
+        view_of(t, &dst);
+        src = dst;
+        src.data = tmp;
+        int64_t stride = 1;
+        for (int d = t->ndim - 1; d >= 0; d--) { src.strides[d] = stride; stride *= t->sizes[d]; }
+        rgpu_exec e = { .op = RGPU_OP_COPY, .n_in = 1, .n_out = 1 };
+        e.in[0] = &src;
+        e.out[0] = &dst;
+        char why[200];
+        st = s->b->exec(s->b, &e, why, sizeof why);
+    }
+    s->b->free(s->b, tmp);
+    if (!st) t->poisoned = false;
+    return st;
+}
+
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
                                    uint64_t first_op, uint32_t count) {
     if (first_op != s->applied) return RGPU_ERR_SEQUENCE;

@@ -45,6 +45,26 @@ bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h);
 rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, uint64_t *err_op,
                                      char *msg, size_t msglen, uint8_t **data, size_t *n);
 
+/* Execute one decoded record as op idx (idx must equal applied). Same
+ * failure rules as run_chunk. Tools that step through a trace use this. */
+rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx);
+
+typedef struct rgpu_tensor_info {
+    int dtype, ndim;
+    int64_t sizes[RGPU_MAX_DIMS];
+    bool poisoned;
+    uint64_t poison_op;
+} rgpu_tensor_info;
+
+/* Metadata of tensor tid; RGPU_ERR_UNKNOWN_TENSOR when absent. */
+rgpu_status rgpu_session_tensor_info(rgpu_session *s, uint64_t tid, rgpu_tensor_info *info);
+/* Tensor tid's elements, contiguous in its dtype (malloc'd, caller frees).
+ * A poisoned tensor gives RGPU_ERR_POISONED. */
+rgpu_status rgpu_session_read_tensor(rgpu_session *s, uint64_t tid, uint8_t **data, size_t *n);
+/* Overwrite tensor tid's elements (contiguous bytes in its dtype) through
+ * its strides; clears its poison. */
+rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8_t *data, size_t n);
+
 /* Bytes currently allocated for storages, and the peak. */
 void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
 uint64_t rgpu_session_tensor_count(const rgpu_session *s);

@@ -1,9 +1,872 @@
-/* cpu_index.c — (being written) */
-#include "cpu_internal.h"
-#include "cpu_families.h"
+/* cpu_index.c — the CPU index family: dispatch, shared checks, and the
+ * gather/scatter/index kernels (embedding and its backward, gather, scatter,
+ * scatter_add, index_select, index_add, index.Tensor, index_put).
+ * cat/pad/nonzero/masked_select/unique live in cpu_index_data.c, the Philox
+ * random ops and dropout in cpu_index_random.c.
+ *
+ * ATen semantics: indices are i64 (i32 too where ATen takes it); gather,
+ * scatter, index_select, index_add and embedding reject negative indices,
+ * index.Tensor/index_put wrap them (-1 -> last). Every index is validated
+ * before anything is written, so a bad index leaves outputs untouched.
+ * Accumulating ops (scatter_add, index_add, index_put(accumulate),
+ * embedding backward) add in a fixed order (row-major over the index), so
+ * results are deterministic. Ops whose out may be self (scatter, index_add,
+ * index_put) first copy self into out when out is a different tensor. */
+#include <stdio.h>
+#include <stdlib.h>
 
-bool cpu_index_owns(int op) { (void)op; return false; }
+#include "cpu_families.h"
+#include "cpu_index.h"
+
+/* ---------------------------------------------------------------------------
+ * Checks shared by the family */
+
+static rgpu_status check_slot(const rgpu_view *v, char pat, const char *what, int op,
+                              char *err, size_t errlen)
+{
+    if (v == NULL) {
+        if (pat == '?') return RGPU_OK;
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", rgpu_op_name(op), what);
+    }
+    return cpu_check_view(v, what, op, err, errlen);
+}
+
+rgpu_status cpu_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+                               char *err, size_t errlen)
+{
+    int nin = (int)strlen(in_pat), nout = (int)strlen(out_pat);
+    if (e->n_in != nin || e->n_out != nout)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d / %d",
+                 rgpu_op_name(e->op), e->n_in, e->n_out, nin, nout);
+    char what[24];
+    for (int i = 0; i < nin; i++) {
+        snprintf(what, sizeof what, "in[%d]", i);
+        CPU_FORWARD_IF_ERROR(check_slot(e->in[i], in_pat[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < nout; i++) {
+        snprintf(what, sizeof what, "out[%d]", i);
+        CPU_FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status cpu_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+                                   const char *out_pat, char *err, size_t errlen)
+{
+    int nout = (int)strlen(out_pat);
+    if (e->n_in < min_in || e->n_in > RGPU_MAX_IN || e->n_out != nout)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d..%d / %d",
+                 rgpu_op_name(e->op), e->n_in, e->n_out, min_in, RGPU_MAX_IN, nout);
+    char what[24];
+    for (int i = 0; i < e->n_in; i++) {
+        snprintf(what, sizeof what, "in[%d]", i);
+        char pat = (i < n_req || !opt_rest) ? 'r' : '?';
+        CPU_FORWARD_IF_ERROR(check_slot(e->in[i], pat, what, e->op, err, errlen));
+    }
+    for (int i = 0; i < nout; i++) {
+        snprintf(what, sizeof what, "out[%d]", i);
+        CPU_FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status arg_present(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
+{
+    if (e->args == NULL || i >= e->n_args)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    return RGPU_OK;
+}
+
+rgpu_status cpu_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+                              char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    if (e->args[i].kind != RGPU_ARG_INT)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int",
+                 rgpu_op_name(e->op), i, what, e->args[i].kind);
+    *v = e->args[i].v.i;
+    return RGPU_OK;
+}
+
+rgpu_status cpu_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+                               char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    if (e->args[i].kind != RGPU_ARG_BOOL && e->args[i].kind != RGPU_ARG_INT)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool",
+                 rgpu_op_name(e->op), i, what, e->args[i].kind);
+    *v = e->args[i].v.i != 0;
+    return RGPU_OK;
+}
+
+rgpu_status cpu_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+                              char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    int k = e->args[i].kind;
+    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a number",
+                 rgpu_op_name(e->op), i, what, k);
+    *v = rgpu_arg_as_f64(&e->args[i]);
+    return RGPU_OK;
+}
+
+bool cpu_index_arg_none(const rgpu_exec *e, int i)
+{
+    return e->args != NULL && i < e->n_args && e->args[i].kind == RGPU_ARG_NONE;
+}
+
+void cpu_index_scalar_to(const rgpu_arg *a, int dt, void *buf)
+{
+    memset(buf, 0, 8);
+    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
+    else if (a->kind == RGPU_ARG_BOOL) cpu_store_u64((char *)buf, dt, a->v.i != 0);
+    else cpu_store_u64((char *)buf, dt, (uint64_t)a->v.i);
+}
+
+bool cpu_index_same_shape(const rgpu_view *a, const rgpu_view *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d]) return false;
+    return true;
+}
+
+bool cpu_index_same_view(const rgpu_view *a, const rgpu_view *b)
+{
+    if (a->data != b->data || a->dtype != b->dtype || !cpu_index_same_shape(a, b)) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != 1 && a->strides[d] != b->strides[d]) return false;
+    return true;
+}
+
+const char *cpu_index_shape_str(const rgpu_view *v, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < v->ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, d ? ", %lld" : "%lld", (long long)v->sizes[d]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
+{
+    idx_walk w;
+    idx_walk_init(&w, dst->ndim, dst->sizes);
+    idx_walk_strides(&w, 0, dst);
+    idx_walk_strides(&w, 1, src);
+    if (cpu_numel(dst) == 0) return;
+    char *o = dst->data;
+    const char *s = src->data;
+    do idx_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
+    while (idx_walk_next(&w));
+}
+
+/* Out shape must be want (ndim, sizes). */
+static rgpu_status check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                   char *err, size_t errlen)
+{
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
+    if (!ok) {
+        rgpu_view want;
+        memset(&want, 0, sizeof want);
+        want.ndim = nd;
+        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
+        char a[96], b[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
+                 cpu_index_shape_str(out, a, sizeof a), cpu_index_shape_str(&want, b, sizeof b));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                    char *err, size_t errlen)
+{
+    if (v->dtype != dt)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
+    return RGPU_OK;
+}
+
+static rgpu_status check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                     char *err, size_t errlen)
+{
+    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
+    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
+             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
+}
+
+/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
+static rgpu_status wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
+{
+    int n = ndim > 0 ? ndim : 1;
+    if (dim < -n || dim >= n)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
+    *out = (int)(dim < 0 ? dim + n : dim);
+    return RGPU_OK;
+}
+
+/* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
+ * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
+static int nonempty_sizes(const rgpu_view *v, int64_t *sz)
+{
+    if (v->ndim == 0) { sz[0] = 1; return 1; }
+    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
+    return v->ndim;
+}
+
+/* Byte stride of dim d (0 for a 0-d view). */
+static int64_t bstride(const rgpu_view *v, int d)
+{
+    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
+}
+
+/* Loads a 0-d or 1-d index into a malloc'd int64 array of *n entries, each
+ * checked to lie in [0, size). *out is NULL when n == 0. */
+static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index, int dim, int64_t size,
+                                     int64_t **out, int64_t *n, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (index->ndim > 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index is supposed to be a vector, got %d dims", name, index->ndim);
+    int64_t cnt = cpu_numel(index);
+    *out = NULL;
+    *n = cnt;
+    if (cnt == 0) return RGPU_OK;
+    int64_t *v = malloc((size_t)cnt * sizeof *v);
+    if (v == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
+    int64_t s = bstride(index, 0);
+    for (int64_t i = 0; i < cnt; i++) {
+        v[i] = idx_load_index((const char *)index->data + i * s, index->dtype);
+        if (v[i] < 0 || v[i] >= size) {
+            long long bad = (long long)v[i];
+            free(v);
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                     name, bad, dim, (long long)size);
+        }
+    }
+    *out = v;
+    return RGPU_OK;
+}
+
+/* Writes self into out unless out is self (in-place). */
+static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
+                                      char *err, size_t errlen)
+{
+    if (cpu_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && cpu_numel(out) > 0)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+                 rgpu_op_name(e->op));
+    cpu_index_copy_view(out, self);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * EMBEDDING: weight (V, D), indices (*) i64/i32 -> out (*, D) = weight[indices].
+ * padding_idx (arg 0, int or NONE, may be absent) only matters in backward. */
+
+static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+    const rgpu_view *wt = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
+    want[ix->ndim] = wt->sizes[1];
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    if (cpu_numel(ix) == 0) return RGPU_OK;
+
+    int64_t V = wt->sizes[0], D = wt->sizes[1];
+    idx_walk w;
+    idx_walk_init(&w, ix->ndim, ix->sizes);
+    idx_walk_strides(&w, 0, ix);
+    do {   /* validate first: nothing written on a bad index */
+        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        if (v < 0 || v >= V)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+                     (long long)v, (long long)V);
+    } while (idx_walk_next(&w));
+
+    size_t esz = rgpu_dtype_size(wt->dtype);
+    int64_t ws0 = bstride(wt, 0), ws1 = bstride(wt, 1), os = bstride(out, ix->ndim);
+    idx_walk_init(&w, ix->ndim, ix->sizes);
+    idx_walk_strides(&w, 0, ix);
+    idx_walk_strides(&w, 1, out);
+    do {
+        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        const char *src = (const char *)wt->data + v * ws0;
+        char *dst = (char *)out->data + w.off[1];
+        for (int64_t j = 0; j < D; j++) idx_elem_copy(dst + j * os, src + j * ws1, esz);
+    } while (idx_walk_next(&w));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * EMBEDDING_BACKWARD: grad (*, D), indices (*) -> out (num_weights, D).
+ * out[k] = sum over positions i (row-major) with indices[i] == k != padding_idx
+ * of grad[i] * scale, scale = 1/count(k) with scale_grad_by_freq, else 1;
+ * each add is out[k] + scale*grad[i] in the dtype's opmath (ATen's
+ * grad_weight[k].add_(grad[i], scale)). */
+
+static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t nw, pad;
+    bool by_freq;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    const rgpu_view *g = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    const char *name = "embedding_dense_backward";
+    if (!cpu_dtype_is_float(g->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
+    int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
+    for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
+    if (rows != n)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+                 (long long)rows, (long long)D, (long long)n);
+    int64_t want[2] = { nw, D };
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, 2, want, err, errlen));
+
+    idx_walk wi;
+    if (n > 0) {   /* validate before writing */
+        idx_walk_init(&wi, ix->ndim, ix->sizes);
+        idx_walk_strides(&wi, 0, ix);
+        do {
+            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            if (k != pad && (k < 0 || k >= nw))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                         name, (long long)k, (long long)nw);
+        } while (idx_walk_next(&wi));
+    }
+    int64_t *counts = NULL;
+    if (by_freq && n > 0) {
+        counts = calloc((size_t)(nw > 0 ? nw : 1), sizeof *counts);
+        if (counts == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
+        idx_walk_init(&wi, ix->ndim, ix->sizes);
+        idx_walk_strides(&wi, 0, ix);
+        do {
+            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            if (k >= 0 && k < nw) counts[k]++;
+        } while (idx_walk_next(&wi));
+    }
+
+    /* out = 0 */
+    int dt = out->dtype;
+    size_t esz = rgpu_dtype_size(dt);
+    if (cpu_numel(out) > 0) {
+        idx_walk wo;
+        idx_walk_init(&wo, 2, out->sizes);
+        idx_walk_strides(&wo, 0, out);
+        char zero[8] = {0};
+        do idx_elem_copy((char *)out->data + wo.off[0], zero, esz);
+        while (idx_walk_next(&wo));
+    }
+    if (n == 0 || D == 0) { free(counts); return RGPU_OK; }
+
+    /* grad rows walk in lockstep with the indices (both row-major, n rows) */
+    idx_walk wg;
+    idx_walk_init(&wg, g->ndim - 1, g->sizes);
+    idx_walk_strides(&wg, 0, g);
+    idx_walk_init(&wi, ix->ndim, ix->sizes);
+    idx_walk_strides(&wi, 0, ix);
+    int64_t gs = bstride(g, g->ndim - 1), os0 = bstride(out, 0), os1 = bstride(out, 1);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+        if (k != pad) {
+            idx_alpha a = idx_alpha_one();
+            if (counts != NULL) {
+                double sc = 1.0 / (double)counts[k];
+                a.one = sc == 1.0; a.d = sc; a.f = (float)sc;
+            }
+            const char *src = (const char *)g->data + wg.off[0];
+            char *dst = (char *)out->data + k * os0;
+            for (int64_t j = 0; j < D; j++) idx_elem_reduce(dst + j * os1, src + j * gs, dt, IDX_ADD, &a);
+        }
+        idx_walk_next(&wi);
+        idx_walk_next(&wg);
+    }
+    free(counts);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * GATHER: out[..., j, ...] = self[..., index[..., j, ...], ...] along dim.
+ * index (i64) has self's dim count and sizes <= self's except at dim; out
+ * has index's shape. */
+
+static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, false, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(ix, isz) != nd)
+        CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    for (int d = 0; d < nd; d++)
+        if (d != dim && isz[d] > ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+                     d, (long long)isz[d], (long long)ssz[d]);
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    if (cpu_numel(ix) == 0) return RGPU_OK;
+
+    idx_walk w;
+    idx_walk_init(&w, nd, isz);
+    idx_walk_strides(&w, 0, ix);
+    do {
+        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        if (v < 0 || v >= ssz[dim])
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
+                     (long long)v, dim, (long long)ssz[dim]);
+    } while (idx_walk_next(&w));
+
+    size_t esz = rgpu_dtype_size(self->dtype);
+    int64_t sdim = bstride(self, dim);
+    idx_walk_init(&w, nd, isz);
+    idx_walk_strides(&w, 0, ix);
+    idx_walk_strides(&w, 1, out);
+    idx_walk_strides(&w, 2, self);
+    w.st[2][dim] = 0;
+    do {
+        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        idx_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
+    } while (idx_walk_next(&w));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * SCATTER / SCATTER_ADD: out = self, then for each index position p in
+ * row-major order, out[p with dim := index[p]] (op)= src[p] (or the scalar
+ * value cast to self's dtype). reduce: 0 assign (last write wins), 1 add,
+ * 2 multiply. */
+
+static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
+{
+    const char *name = add_only ? "scatter_add" : "scatter";
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = IDX_ADD;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    uint64_t value = 0;
+    if (!add_only) {
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        if (reduce < 0 || reduce > 2)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
+        if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
+            double ignored;
+            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            cpu_index_scalar_to(&e->args[1], self->dtype, &value);
+        }
+    }
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, false, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(ix, isz) != nd || (src && nonempty_sizes(src, rsz) != nd))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    for (int d = 0; d < nd; d++) {
+        if (src && isz[d] > rsz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+                     name, (long long)isz[d], (long long)rsz[d], d);
+        if (d != dim && isz[d] > ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+                     name, (long long)isz[d], (long long)ssz[d], d);
+    }
+    bool any = cpu_numel(ix) > 0;
+    idx_walk w;
+    if (any) {
+        idx_walk_init(&w, nd, isz);
+        idx_walk_strides(&w, 0, ix);
+        do {
+            int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+            if (v < 0 || v >= ssz[dim])
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                         name, (long long)v, dim, (long long)ssz[dim]);
+        } while (idx_walk_next(&w));
+    }
+    CPU_FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
+    if (!any) return RGPU_OK;
+
+    int dt = out->dtype;
+    int64_t odim = bstride(out, dim);
+    idx_alpha one = idx_alpha_one();
+    idx_walk_init(&w, nd, isz);
+    idx_walk_strides(&w, 0, ix);
+    idx_walk_strides(&w, 1, out);
+    w.st[1][dim] = 0;
+    if (src) idx_walk_strides(&w, 2, src);
+    do {
+        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&value;
+        idx_elem_reduce((char *)out->data + w.off[1] + v * odim, s, dt, (int)reduce, &one);
+    } while (idx_walk_next(&w));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * INDEX_SELECT: out = self with dim restricted to index (0-d/1-d, i64/i32). */
+
+static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    int64_t *iv, n;
+    if (self->ndim == 0 && cpu_numel(ix) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)cpu_numel(ix));
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
+    if (self->ndim > 0) want[dim] = cpu_numel(ix);
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, self->ndim, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
+    if (cpu_numel(out) == 0) { free(iv); return RGPU_OK; }
+
+    size_t esz = rgpu_dtype_size(self->dtype);
+    int64_t sdim = bstride(self, dim), osz[RGPU_MAX_DIMS];
+    nonempty_sizes(out, osz);
+    idx_walk w;
+    idx_walk_init(&w, nd, osz);
+    idx_walk_strides(&w, 0, out);
+    idx_walk_strides(&w, 1, self);
+    w.st[1][dim] = 0;
+    do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
+    while (idx_walk_next(&w));
+    free(iv);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * INDEX_ADD: out = self; out[.., index[i], ..] += alpha * source[.., i, ..]
+ * along dim, i ascending (row-major over source). */
+
+static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    int64_t dim64;
+    double alpha_v;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    int dt = self->dtype;
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    const rgpu_arg *al = &e->args[1];
+    if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+    idx_alpha a;
+    a.d = alpha_v;
+    a.f = (float)alpha_v;
+    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a.b = alpha_v != 0.0;
+    a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
+
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(src, rsz) != nd)
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (rsz[dim] != cpu_numel(ix))
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)cpu_numel(ix), (long long)rsz[dim]);
+    for (int d = 0; d < nd; d++)
+        if (d != dim && rsz[d] != ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+                     (long long)rsz[d], d, (long long)ssz[d]);
+    int64_t *iv, n;
+    CPU_FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
+    rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
+    if (st != RGPU_OK || cpu_numel(src) == 0) { free(iv); return st; }
+
+    int64_t odim = bstride(out, dim);
+    idx_walk w;
+    idx_walk_init(&w, nd, rsz);
+    idx_walk_strides(&w, 0, src);
+    idx_walk_strides(&w, 1, out);
+    w.st[1][dim] = 0;
+    do idx_elem_reduce((char *)out->data + w.off[1] + iv[w.idx[dim]] * odim, (const char *)src->data + w.off[0],
+                       dt, IDX_ADD, &a);
+    while (idx_walk_next(&w));
+    free(iv);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Advanced indexing geometry (index.Tensor, index_put).
+ *
+ * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
+ * whole, as do dims >= k. The index tensors broadcast together to B. The
+ * result holds B's dims plus the un-indexed self dims: when the indexed dims
+ * are adjacent, B replaces them in place (x[:, i, j] -> (d0, *B, d3..)),
+ * otherwise B goes first (x[i, :, j] -> (*B, d1, ..)). Each result dim is
+ * either a B dim or a self dim. boff[b] is the byte offset into the target
+ * (self for index, out for index_put) of B element b, summed over the
+ * indexed dims; negative indices wrap once, out of range is an error. */
+
+typedef struct idx_geom {
+    int nb;
+    int64_t bsz[RGPU_MAX_DIMS];
+    int64_t nbel;
+    int R;
+    int64_t rsz[RGPU_MAX_DIMS];
+    int rdim[RGPU_MAX_DIMS];    /* >= 0: self dim; < 0: B dim -1-rdim */
+    int64_t *boff;
+} idx_geom;
+
+static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *self, const rgpu_view *target,
+                              const rgpu_view *const *idx, int nidx, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(g, 0, sizeof *g);
+    if (nidx > self->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
+    int first = -1, last = -1, count = 0;
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        CPU_FORWARD_IF_ERROR(check_index_dtype(e, v, true, err, errlen));
+        if (first < 0) first = k;
+        last = k;
+        count++;
+        if (v->ndim > g->nb) {   /* widen B on the left */
+            int add = v->ndim - g->nb;
+            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
+            for (int d = 0; d < add; d++) g->bsz[d] = 1;
+            g->nb = v->ndim;
+        }
+        int lead = g->nb - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
+            if (*b == 1) *b = s;
+            else if (s != 1 && s != *b)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
+                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
+        }
+    }
+    bool adjacent = count == 0 || last - first + 1 == count;
+    int R = 0;
+    if (adjacent) {
+        int lo = count ? first : 0, hi = count ? last : -1;
+        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
+    } else {
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = 0; d < self->ndim; d++)
+            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
+    }
+    if (R > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims", name, R);
+    g->R = R;
+    for (int r = 0; r < R; r++)
+        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
+    g->nbel = 1;
+    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
+
+    g->boff = calloc((size_t)(g->nbel > 0 ? g->nbel : 1), sizeof *g->boff);
+    if (g->boff == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->nbel);
+    if (g->nbel == 0) return RGPU_OK;
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        idx_walk w;
+        idx_walk_init(&w, g->nb, g->bsz);
+        int lead = g->nb - v->ndim;
+        int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
+        for (int d = 0; d < v->ndim; d++)
+            w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
+        int64_t size = self->sizes[k], ts = bstride(target, k);
+        int64_t b = 0;
+        do {
+            int64_t x = idx_load_index((const char *)v->data + w.off[0], v->dtype);
+            if (x < -size || x >= size) {
+                free(g->boff);
+                g->boff = NULL;
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                         name, (long long)x, k, (long long)size);
+            }
+            if (x < 0) x += size;
+            g->boff[b++] += x * ts;
+        } while (idx_walk_next(&w));
+    }
+    return RGPU_OK;
+}
+
+/* Walk over the result dims: stride set 0 = out (or values), 1 = the
+ * target's un-indexed dims, 2 = B element number. */
+static void geom_walk(const idx_geom *g, idx_walk *w, const rgpu_view *target)
+{
+    idx_walk_init(w, g->R, g->rsz);
+    int64_t bst[RGPU_MAX_DIMS], s = 1;
+    for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
+    for (int r = 0; r < g->R; r++) {
+        if (g->rdim[r] >= 0) w->st[1][r] = bstride(target, g->rdim[r]);
+        else w->st[2][r] = bst[-1 - g->rdim[r]];
+    }
+}
+
+/* INDEX: out (result shape) = self[idx0, idx1, ...]. */
+static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    const rgpu_view *self = e->in[0];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    idx_geom g;
+    CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
+    rgpu_status st = check_out_shape(e, out, g.R, g.rsz, err, errlen);
+    if (st == RGPU_OK && cpu_numel(out) > 0) {
+        size_t esz = rgpu_dtype_size(self->dtype);
+        idx_walk w;
+        geom_walk(&g, &w, self);
+        for (int r = 0; r < g.R; r++) w.st[0][r] = bstride(out, r);
+        do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
+        while (idx_walk_next(&w));
+    }
+    free(g.boff);
+    return st;
+}
+
+/* INDEX_PUT: out = self; out[idx0, ...] = values (broadcast to the result
+ * shape), or += with accumulate. Row-major over the result: with duplicate
+ * indices the last write wins, or the adds happen in that order. */
+static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    bool acc;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    const rgpu_view *self = e->in[0], *vals = e->in[1];
+    rgpu_view *out = e->out[0];
+    int dt = self->dtype;
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    idx_geom g;
+    CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
+
+    /* values broadcast to the result shape */
+    idx_walk w;
+    geom_walk(&g, &w, out);
+    bool ok = vals->ndim <= g.R;
+    int lead = g.R - vals->ndim;
+    int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
+    for (int d = 0; ok && d < vals->ndim; d++) {
+        int64_t s = vals->sizes[d];
+        if (s == g.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+        else if (s == 1) w.st[0][lead + d] = 0;
+        else ok = false;
+    }
+    if (!ok) {
+        rgpu_view rv;
+        memset(&rv, 0, sizeof rv);
+        rv.ndim = g.R;
+        for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
+        char a[96], b[96];
+        free(g.boff);
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
+                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
+                 cpu_index_shape_str(&rv, b, sizeof b));
+    }
+    rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
+    int64_t nres = 1;
+    for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
+    if (st == RGPU_OK && nres > 0) {
+        idx_alpha one = idx_alpha_one();
+        int mode = acc ? IDX_ADD : IDX_ASSIGN;
+        do idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
+                           dt, mode, &one);
+        while (idx_walk_next(&w));
+    }
+    free(g.boff);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+ * Dispatch */
+
+bool cpu_index_owns(int op)
+{
+    switch (op) {
+    case RGPU_OP_EMBEDDING: case RGPU_OP_EMBEDDING_BACKWARD: case RGPU_OP_GATHER:
+    case RGPU_OP_SCATTER: case RGPU_OP_SCATTER_ADD: case RGPU_OP_INDEX_SELECT:
+    case RGPU_OP_INDEX_ADD: case RGPU_OP_INDEX: case RGPU_OP_INDEX_PUT: case RGPU_OP_CAT:
+    case RGPU_OP_CONSTANT_PAD_ND: case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL:
+    case RGPU_OP_BERNOULLI: case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
+    case RGPU_OP_NATIVE_DROPOUT: case RGPU_OP_NATIVE_DROPOUT_BACKWARD:
+    case RGPU_OP_COUNT_NONZERO: case RGPU_OP_NONZERO: case RGPU_OP_MASKED_SELECT:
+    case RGPU_OP_COUNT_UNIQUE: case RGPU_OP_UNIQUE:
+        return true;
+    default:
+        return false;
+    }
+}
+
 rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    switch (e->op) {
+    case RGPU_OP_EMBEDDING:          return op_embedding(e, err, errlen);
+    case RGPU_OP_EMBEDDING_BACKWARD: return op_embedding_backward(e, err, errlen);
+    case RGPU_OP_GATHER:             return op_gather(e, err, errlen);
+    case RGPU_OP_SCATTER:            return op_scatter(e, false, err, errlen);
+    case RGPU_OP_SCATTER_ADD:        return op_scatter(e, true, err, errlen);
+    case RGPU_OP_INDEX_SELECT:       return op_index_select(e, err, errlen);
+    case RGPU_OP_INDEX_ADD:          return op_index_add(e, err, errlen);
+    case RGPU_OP_INDEX:              return op_index(e, err, errlen);
+    case RGPU_OP_INDEX_PUT:          return op_index_put(e, err, errlen);
+    case RGPU_OP_CAT:                return cpu_index_cat(e, err, errlen);
+    case RGPU_OP_CONSTANT_PAD_ND:    return cpu_index_pad(e, err, errlen);
+    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: case RGPU_OP_BERNOULLI:
+    case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
+        return cpu_index_random(e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT:     return cpu_index_dropout(e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT_BACKWARD: return cpu_index_dropout_backward(e, err, errlen);
+    case RGPU_OP_COUNT_NONZERO:      return cpu_index_count_nonzero(e, err, errlen);
+    case RGPU_OP_NONZERO:            return cpu_index_nonzero(e, err, errlen);
+    case RGPU_OP_MASKED_SELECT:      return cpu_index_masked_select(e, err, errlen);
+    case RGPU_OP_COUNT_UNIQUE:       return cpu_index_unique(e, true, err, errlen);
+    case RGPU_OP_UNIQUE:             return cpu_index_unique(e, false, err, errlen);
+    default:
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu index family: unsupported op %s", rgpu_op_name(e->op));
+    }
 }

@@ -1,9 +1,844 @@
-/* cpu_pointwise.c — (being written) */
+/* cpu_pointwise.c — the CPU reference kernels of the pointwise family:
+ * unary math (neg … isnan), binary (pow … div.Tensor_mode), ternary (where,
+ * clamp, lerp, addcmul, addcdiv), activation backwards, and tril/triu.
+ *
+ * Contract (ops.def, "Training op set"): every input broadcasts to out, whose
+ * shape must be exactly the broadcast shape. A "t|s" input slot i whose
+ * tensor is absent takes its value from args[i]. The last arg is the DTYPE
+ * ATen computes in (the common dtype): each operand is converted to it
+ * (scalars too), the op runs in that dtype's opmath (f16/bf16 -> float,
+ * integers -> int64 with wrapping, bool -> 0/1), and the result is rounded to
+ * the compute dtype before the cast to out's dtype. Comparisons, logical ops
+ * and isnan produce 0/1 in whatever dtype out has (normally bool).
+ *
+ * Layout: per-op layout and dtype support tables, a 4-operand strided
+ * iterator (cpu_iter holds at most 3), per-compute-class chunk loops that
+ * convert operands into 256-element buffers (contiguous operands already in
+ * the compute type are used in place: the f32 fast path), and the compute
+ * loops themselves (floating ones in cpu_pointwise_float.h). */
+#include <math.h>
+#include <stdio.h>
+
 #include "cpu_internal.h"
 #include "cpu_families.h"
 
-bool cpu_pointwise_owns(int op) { (void)op; return false; }
+#define CHUNK CPU_CHUNK
+#define PW_MAX_IN 3
+#define PW_MAX_OPS (1 + PW_MAX_IN)
+
+/* libm constants spelled out (M_SQRT2 etc. need feature macros) */
+#define PW_SQRT2     1.41421356237309504880
+#define PW_SQRT1_2   0.70710678118654752440
+#define PW_2_SQRTPI  1.12837916709551257390
+
+/* ---------------------------------------------------------------------------
+ * Op layouts: which input slots may hold a scalar, how many args, where the
+ * op's own arg sits, whether the result is boolean. */
+
+typedef struct pw_layout {
+    unsigned slots;      /* bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent) */
+    unsigned optional;   /* bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds) */
+    int nargs;           /* args the record must carry; the DTYPE compute is the last */
+    int own;             /* index of the op's own scalar/int arg, -1 if none */
+    bool res_bool;       /* result is 0/1: comparisons, logical ops, isnan */
+} pw_layout;
+
+static bool pw_layout_of(int op, pw_layout *L)
+{
+    memset(L, 0, sizeof *L);
+    L->own = -1;
+    switch (op) {
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
+    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
+    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
+    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
+    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        L->nargs = 1;
+        return true;
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
+        L->nargs = 1; L->res_bool = true;
+        return true;
+    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   /* int approximate */
+    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       /* scalar value */
+    case RGPU_OP_THRESHOLD_BACKWARD:                  /* scalar threshold */
+        L->nargs = 2; L->own = 0;
+        return true;
+    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
+    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
+    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2:
+        L->slots = 3u; L->nargs = 3;
+        return true;
+    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
+    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
+        L->slots = 3u; L->nargs = 3; L->res_bool = true;
+        return true;
+    case RGPU_OP_DIV_MODE:                            /* a_s, b_s, int mode */
+        L->slots = 3u; L->nargs = 4; L->own = 2;
+        return true;
+    case RGPU_OP_WHERE:                               /* cond, a|s, b|s */
+        L->slots = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_CLAMP:                               /* x, min?|s, max?|s */
+        L->slots = 6u; L->optional = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_LERP:                                /* start, end, weight|s */
+        L->slots = 4u; L->nargs = 4;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Compute classes: the opmath type the loops run in. */
+enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
+
+static int compute_class(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
+    case RGPU_F64: return CT_F64;
+    case RGPU_BOOL: return CT_BOOL;
+    default: return CT_I64;
+    }
+}
+
+/* Which compute classes ATen's CPU kernel of each op accepts (its
+ * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
+static bool pw_supports(int op, int ct)
+{
+    bool fl = ct == CT_F32 || ct == CT_F64;
+    switch (op) {
+    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
+    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
+    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
+    case RGPU_OP_ATAN2: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        return fl;
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
+    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
+    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
+    case RGPU_OP_THRESHOLD_BACKWARD:
+        return ct != CT_BOOL;
+    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
+    case RGPU_OP_BITWISE_XOR:
+        return !fl;
+    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where */
+        return true;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Kernel context */
+
+enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
+enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
+
+typedef struct pw_ctx {
+    int op;
+    int ct;                  /* CT_* */
+    int cdt;                 /* the compute dtype */
+    int nin;                 /* inputs (operands 1..nin) */
+    int dt[PW_MAX_OPS];      /* operand dtypes: out, in0, in1, in2 */
+    bool round[PW_MAX_OPS];  /* CT_F32 with f16/bf16 compute: round this operand to cdt on load */
+    bool res_bool;
+    bool cond_first;         /* WHERE: in0 is the condition, read as bool */
+    bool approx_tanh;        /* GELU, GELU_BACKWARD */
+    int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
+    int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
+    double pow_exp;
+    bool has_lo, has_hi;     /* CLAMP */
+    float own_f;             /* the op's own scalar in each opmath type */
+    double own_d;
+    uint64_t own_i;
+    bool zero_div;           /* set by integer division by zero */
+} pw_ctx;
+
+#define PW_T float
+#define PW_F(fn) fn##f
+#define PW_OWN own_f
+#define PW_KERNEL kern_f32
+#include "cpu_pointwise_float.h"
+#undef PW_T
+#undef PW_F
+#undef PW_OWN
+#undef PW_KERNEL
+
+#define PW_T double
+#define PW_F(fn) fn
+#define PW_OWN own_d
+#define PW_KERNEL kern_f64
+#include "cpu_pointwise_float.h"
+#undef PW_T
+#undef PW_F
+#undef PW_OWN
+#undef PW_KERNEL
+
+/* ---------------------------------------------------------------------------
+ * Integer compute loops: values are int64 held as uint64 so + - * wrap
+ * without UB; the store rounds them to the compute dtype's width. Narrower
+ * signed dtypes arrive sign-extended, u8 zero-extended, so comparisons on the
+ * int64 value are right for every integer dtype. */
+
+static int64_t sv(uint64_t v) { return (int64_t)v; }
+
+/* ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0. */
+static uint64_t powi(uint64_t a, uint64_t b)
+{
+    if (sv(b) < 0) {
+        if (sv(a) == 1) return 1;
+        if (sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
+        return 0;
+    }
+    uint64_t r = 1;
+    while (b) {
+        if (b & 1u) r *= a;
+        b >>= 1;
+        a *= a;
+    }
+    return r;
+}
+
+/* C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0). */
+static uint64_t idiv(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 - a : (uint64_t)(sv(a) / sv(b)); }
+static uint64_t imod(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 : (uint64_t)(sv(a) % sv(b)); }
+
+static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const *x,
+                     const uint8_t *cond, int64_t n)
+{
+    const uint64_t *a = x[0], *b = x[1], *w = x[2];
+    switch (c->op) {
+    case RGPU_OP_NEG:   for (int64_t i = 0; i < n; i++) r[i] = 0 - a[i]; break;
+    case RGPU_OP_ABS:   for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 - a[i] : a[i]; break;
+    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC:
+        for (int64_t i = 0; i < n; i++) r[i] = a[i];
+        break;
+    case RGPU_OP_SIGN:  for (int64_t i = 0; i < n; i++) r[i] = (uint64_t)(int64_t)((0 < sv(a[i])) - (sv(a[i]) < 0)); break;
+    case RGPU_OP_RELU:  for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 : a[i]; break;
+    case RGPU_OP_BITWISE_NOT: for (int64_t i = 0; i < n; i++) r[i] = ~a[i]; break;
+    case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == 0; break;
+    case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) rb[i] = 0; break;
+    case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = powi(a[i], b[i]); break;
+    case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < sv(b[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) < sv(a[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
+    case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
+    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) < sv(b[i]); break;
+    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) <= sv(b[i]); break;
+    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) > sv(b[i]); break;
+    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) >= sv(b[i]); break;
+    case RGPU_OP_LOGICAL_AND: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 && b[i] != 0; break;
+    case RGPU_OP_LOGICAL_OR:  for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 || b[i] != 0; break;
+    case RGPU_OP_LOGICAL_XOR: for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != 0) != (b[i] != 0); break;
+    case RGPU_OP_BITWISE_AND: for (int64_t i = 0; i < n; i++) r[i] = a[i] & b[i]; break;
+    case RGPU_OP_BITWISE_OR:  for (int64_t i = 0; i < n; i++) r[i] = a[i] | b[i]; break;
+    case RGPU_OP_BITWISE_XOR: for (int64_t i = 0; i < n; i++) r[i] = a[i] ^ b[i]; break;
+    /* integer %, fmod and div by zero raise ZeroDivisionError in ATen */
+    case RGPU_OP_REMAINDER:
+        for (int64_t i = 0; i < n; i++) {
+            if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
+            uint64_t m = imod(a[i], b[i]);
+            if (m != 0 && ((sv(m) < 0) != (sv(b[i]) < 0))) m += b[i];
+            r[i] = m;
+        }
+        break;
+    case RGPU_OP_FMOD:
+        for (int64_t i = 0; i < n; i++) {
+            if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
+            r[i] = imod(a[i], b[i]);
+        }
+        break;
+    case RGPU_OP_DIV_MODE:
+        for (int64_t i = 0; i < n; i++) {
+            if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
+            uint64_t q = idiv(a[i], b[i]);
+            /* div_floor_integer: step down when the signs differ and it was inexact */
+            if (c->mode == DIV_FLOOR && (sv(a[i]) < 0) != (sv(b[i]) < 0) && imod(a[i], b[i]) != 0) q -= 1;
+            r[i] = q;
+        }
+        break;
+    case RGPU_OP_WHERE: for (int64_t i = 0; i < n; i++) r[i] = cond[i] ? b[i] : w[i]; break;
+    case RGPU_OP_CLAMP:
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v = a[i];
+            if (c->has_lo && sv(v) < sv(b[i])) v = b[i];
+            if (c->has_hi && sv(w[i]) < sv(v)) v = w[i];
+            r[i] = v;
+        }
+        break;
+    case RGPU_OP_ADDCMUL: {
+        uint64_t v = c->own_i;
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] + v * b[i] * w[i];
+        break;
+    }
+    case RGPU_OP_THRESHOLD_BACKWARD: {
+        int64_t th = sv(c->own_i);
+        for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) <= th ? 0 : a[i];
+        break;
+    }
+    default: break;   /* pw_supports() let no other op through */
+    }
+}
+
+/* Bool compute: values are 0/1; r and rb are the same kind of buffer. */
+static void kern_bool(pw_ctx *c, uint8_t *r, const uint8_t *const *x, const uint8_t *cond, int64_t n)
+{
+    const uint8_t *a = x[0], *b = x[1], *w = x[2];
+    switch (c->op) {
+    case RGPU_OP_SIGN:        for (int64_t i = 0; i < n; i++) r[i] = a[i]; break;
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_BITWISE_NOT:
+        for (int64_t i = 0; i < n; i++) r[i] = !a[i];
+        break;
+    case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) r[i] = 0; break;
+    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR:
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] | b[i];
+        break;
+    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND:
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] & b[i];
+        break;
+    case RGPU_OP_LOGICAL_XOR: case RGPU_OP_BITWISE_XOR: case RGPU_OP_NE:
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] ^ b[i];
+        break;
+    case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) r[i] = a[i] == b[i]; break;
+    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) r[i] = a[i] < b[i]; break;
+    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) r[i] = a[i] <= b[i]; break;
+    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) r[i] = a[i] > b[i]; break;
+    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) r[i] = a[i] >= b[i]; break;
+    case RGPU_OP_WHERE: for (int64_t i = 0; i < n; i++) r[i] = cond[i] ? b[i] : w[i]; break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Conversions into and out of the compute type */
+
+/* x := x rounded to f16/bf16 (the compute dtype), back in float. */
+static void round_row_half(float *x, int cdt, int64_t n)
+{
+    if (cdt == RGPU_F16) for (int64_t i = 0; i < n; i++) x[i] = rgpu_half_to_float(rgpu_float_to_half(x[i]));
+    else for (int64_t i = 0; i < n; i++) x[i] = rgpu_bf16_to_float(rgpu_float_to_bf16(x[i]));
+}
+
+/* x := x wrapped to the width of integer dtype cdt (sign- or zero-extended). */
+static void wrap_row_int(uint64_t *x, int cdt, int64_t n)
+{
+    switch (cdt) {
+    case RGPU_I32: for (int64_t i = 0; i < n; i++) x[i] = (uint64_t)(int64_t)(int32_t)(uint32_t)x[i]; break;
+    case RGPU_I16: for (int64_t i = 0; i < n; i++) x[i] = (uint64_t)(int64_t)(int16_t)(uint16_t)x[i]; break;
+    case RGPU_I8:  for (int64_t i = 0; i < n; i++) x[i] = (uint64_t)(int64_t)(int8_t)(uint8_t)x[i]; break;
+    case RGPU_U8:  for (int64_t i = 0; i < n; i++) x[i] = (uint8_t)x[i]; break;
+    default: break;
+    }
+}
+
+/* 0/1 values into any dtype. */
+static void store_row_01(char *dst, int dt, int64_t s, const uint8_t *src, int64_t n)
+{
+    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) cpu_store_u64(dst + i * s, DT_, src[i]));
+}
+
+/* ---------------------------------------------------------------------------
+ * Chunk loops: m elements of a row starting at element i0. */
+
+static void chunk_f32(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, int64_t m)
+{
+    float buf[PW_MAX_IN][CHUNK], res[CHUNK];
+    uint8_t cond[CHUNK], rb[CHUNK];
+    const float *x[PW_MAX_IN] = { NULL, NULL, NULL };
+    bool f32 = c->cdt == RGPU_F32;
+    for (int k = 1; k <= c->nin; k++) {
+        const char *src = p[k] + i0 * s[k];
+        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (f32 && c->dt[k] == RGPU_F32 && s[k] == 4) { x[k - 1] = (const float *)src; continue; }
+        cpu_load_row_f32(buf[k - 1], src, c->dt[k], s[k], m);
+        if (c->round[k]) round_row_half(buf[k - 1], c->cdt, m);
+        x[k - 1] = buf[k - 1];
+    }
+    char *dst = p[0] + i0 * s[0];
+    if (c->res_bool) {
+        kern_f32(c, NULL, rb, x, cond, m);
+        store_row_01(dst, c->dt[0], s[0], rb, m);
+    } else if (f32 && c->dt[0] == RGPU_F32 && s[0] == 4) {
+        kern_f32(c, (float *)dst, NULL, x, cond, m);
+    } else {
+        kern_f32(c, res, NULL, x, cond, m);
+        if (!f32 && c->dt[0] != c->cdt) round_row_half(res, c->cdt, m);
+        cpu_store_row_f32(dst, c->dt[0], s[0], res, m);
+    }
+}
+
+static void chunk_f64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, int64_t m)
+{
+    double buf[PW_MAX_IN][CHUNK], res[CHUNK];
+    uint8_t cond[CHUNK], rb[CHUNK];
+    const double *x[PW_MAX_IN] = { NULL, NULL, NULL };
+    for (int k = 1; k <= c->nin; k++) {
+        const char *src = p[k] + i0 * s[k];
+        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (c->dt[k] == RGPU_F64 && s[k] == 8) { x[k - 1] = (const double *)src; continue; }
+        cpu_load_row_f64(buf[k - 1], src, c->dt[k], s[k], m);
+        x[k - 1] = buf[k - 1];
+    }
+    char *dst = p[0] + i0 * s[0];
+    if (c->res_bool) {
+        kern_f64(c, NULL, rb, x, cond, m);
+        store_row_01(dst, c->dt[0], s[0], rb, m);
+    } else if (c->dt[0] == RGPU_F64 && s[0] == 8) {
+        kern_f64(c, (double *)dst, NULL, x, cond, m);
+    } else {
+        kern_f64(c, res, NULL, x, cond, m);
+        cpu_store_row_f64(dst, c->dt[0], s[0], res, m);
+    }
+}
+
+static void chunk_i64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, int64_t m)
+{
+    uint64_t buf[PW_MAX_IN][CHUNK], res[CHUNK];
+    uint8_t cond[CHUNK], rb[CHUNK];
+    const uint64_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
+    for (int k = 1; k <= c->nin; k++) {
+        const char *src = p[k] + i0 * s[k];
+        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (c->cdt == RGPU_I64 && c->dt[k] == RGPU_I64 && s[k] == 8) { x[k - 1] = (const uint64_t *)src; continue; }
+        cpu_load_row_u64(buf[k - 1], src, c->dt[k], s[k], m);
+        if (c->dt[k] != c->cdt) wrap_row_int(buf[k - 1], c->cdt, m);
+        x[k - 1] = buf[k - 1];
+    }
+    char *dst = p[0] + i0 * s[0];
+    if (c->res_bool) {
+        kern_i64(c, NULL, rb, x, cond, m);
+        store_row_01(dst, c->dt[0], s[0], rb, m);
+    } else if (c->cdt == RGPU_I64 && c->dt[0] == RGPU_I64 && s[0] == 8) {
+        kern_i64(c, (uint64_t *)dst, NULL, x, cond, m);
+    } else {
+        kern_i64(c, res, NULL, x, cond, m);
+        if (c->dt[0] != c->cdt) wrap_row_int(res, c->cdt, m);
+        cpu_store_row_u64(dst, c->dt[0], s[0], res, m);
+    }
+}
+
+static void chunk_bool(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, int64_t m)
+{
+    uint8_t buf[PW_MAX_IN][CHUNK], res[CHUNK], cond[CHUNK];
+    const uint8_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
+    for (int k = 1; k <= c->nin; k++) {
+        const char *src = p[k] + i0 * s[k];
+        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        cpu_load_row_bool(buf[k - 1], src, c->dt[k], s[k], m);
+        x[k - 1] = buf[k - 1];
+    }
+    kern_bool(c, res, x, cond, m);
+    store_row_01(p[0] + i0 * s[0], c->dt[0], s[0], res, m);
+}
+
+static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
+{
+    pw_ctx *c = vctx;
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        switch (c->ct) {
+        case CT_F32: chunk_f32(c, p, s, i0, m); break;
+        case CT_F64: chunk_f64(c, p, s, i0, m); break;
+        case CT_I64: chunk_i64(c, p, s, i0, m); break;
+        default:     chunk_bool(c, p, s, i0, m); break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * A 4-operand strided iterator (cpu_iter's algorithm; cpu_iter holds 3).
+ * Operand 0 is out; inputs are broadcast to out's shape (stride 0), or are
+ * 0-d scalars in memory. Dims are ordered by out's strides, size-1 dims
+ * dropped and mergeable dims coalesced; row() gets one innermost row. */
+
+typedef void (*pw_row_fn)(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx);
+
+typedef struct pw_iter {
+    int nops, ndim;
+    int64_t numel;
+    int64_t sizes[RGPU_MAX_DIMS];
+    int64_t strides[PW_MAX_OPS][RGPU_MAX_DIMS];   /* bytes */
+    char *base[PW_MAX_OPS];
+} pw_iter;
+
+/* Inputs must already be known to broadcast to out (check_broadcast). */
+static void pw_iter_init(pw_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin)
+{
+    int nd = out->ndim;
+    it->nops = 1 + nin;
+    it->numel = cpu_numel(out);
+    int64_t st[PW_MAX_OPS][RGPU_MAX_DIMS];
+    int64_t esz0 = (int64_t)rgpu_dtype_size(out->dtype);
+    it->base[0] = (char *)out->data;
+    for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
+    for (int k = 0; k < nin; k++) {
+        const rgpu_view *v = ins[k].view;
+        if (v == NULL) {
+            it->base[k + 1] = (char *)(uintptr_t)ins[k].scalar_data;
+            for (int d = 0; d < nd; d++) st[k + 1][d] = 0;
+            continue;
+        }
+        it->base[k + 1] = (char *)v->data;
+        int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
+        int lead = nd - v->ndim;
+        for (int d = 0; d < nd; d++)
+            st[k + 1][d] = (d < lead || v->sizes[d - lead] == 1) ? 0 : v->strides[d - lead] * esz;
+    }
+    int perm[RGPU_MAX_DIMS];
+    int np = 0;
+    for (int d = 0; d < nd; d++) {
+        if (out->sizes[d] == 1) continue;
+        int j = np++;
+        while (j > 0 && st[0][perm[j - 1]] < st[0][d]) { perm[j] = perm[j - 1]; j--; }
+        perm[j] = d;
+    }
+    int n = 0;
+    for (int i = 0; i < np; i++) {
+        int d = perm[i];
+        if (n > 0) {
+            bool merge = true;
+            for (int k = 0; k < it->nops; k++)
+                if (it->strides[k][n - 1] != st[k][d] * out->sizes[d]) { merge = false; break; }
+            if (merge) {
+                it->sizes[n - 1] *= out->sizes[d];
+                for (int k = 0; k < it->nops; k++) it->strides[k][n - 1] = st[k][d];
+                continue;
+            }
+        }
+        it->sizes[n] = out->sizes[d];
+        for (int k = 0; k < it->nops; k++) it->strides[k][n] = st[k][d];
+        n++;
+    }
+    if (n == 0) {
+        it->sizes[0] = 1;
+        for (int k = 0; k < it->nops; k++) it->strides[k][0] = 0;
+        n = 1;
+    }
+    it->ndim = n;
+}
+
+static void pw_iter_run(const pw_iter *it, pw_row_fn row, void *ctx)
+{
+    if (it->numel == 0) return;
+    int nd = it->ndim, nops = it->nops;
+    int64_t idx[RGPU_MAX_DIMS] = {0};
+    int64_t off[PW_MAX_OPS] = {0};
+    int64_t inner[PW_MAX_OPS];
+    char *p[PW_MAX_OPS];
+    for (int k = 0; k < nops; k++) inner[k] = it->strides[k][nd - 1];
+    int64_t n = it->sizes[nd - 1];
+    for (;;) {
+        for (int k = 0; k < nops; k++) p[k] = it->base[k] + off[k];
+        row(p, inner, n, ctx);
+        int d = nd - 2;
+        for (; d >= 0; d--) {
+            if (++idx[d] < it->sizes[d]) {
+                for (int k = 0; k < nops; k++) off[k] += it->strides[k][d];
+                break;
+            }
+            for (int k = 0; k < nops; k++) off[k] -= it->strides[k][d] * (it->sizes[d] - 1);
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Validation helpers */
+
+static void fmt_shape(char *buf, size_t n, const int64_t *sizes, int nd)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, n - o, "[");
+    for (int d = 0; d < nd && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? ",%lld" : "%lld", (long long)sizes[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* out's shape must be the broadcast of the tensor inputs' shapes. */
+static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int nd = 0;
+    for (int i = 0; i < e->n_in; i++)
+        if (e->in[i] && e->in[i]->ndim > nd) nd = e->in[i]->ndim;
+    int64_t shape[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) shape[d] = 1;
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *v = e->in[i];
+        if (v == NULL) continue;
+        int lead = nd - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d];
+            if (shape[lead + d] == 1) shape[lead + d] = s;
+            else if (s != 1 && s != shape[lead + d])
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
+                         name, i, (long long)s, d, (long long)shape[lead + d]);
+        }
+    }
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
+    if (!same) {
+        char want[160], got[160];
+        fmt_shape(want, sizeof want, shape, nd);
+        fmt_shape(got, sizeof got, out->sizes, out->ndim);
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    return RGPU_OK;
+}
+
+static bool is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
+
+/* A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()). */
+static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf)
+{
+    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
+    else cpu_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
+}
+
+/* The op's own scalar in each opmath type; integers wrapped to cdt. */
+static void set_own(pw_ctx *c, const rgpu_arg *a)
+{
+    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+    c->own_d = d;
+    c->own_f = (float)d;
+    uint64_t buf = 0;
+    scalar_to_dtype(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
+    c->own_i = cpu_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
+}
+
+/* pow with a scalar exponent: ATen's pow_tensor_scalar special cases
+ * (f32, f64, bf16; f16 always goes through std::pow). The exponent is the
+ * compute dtype's value for f16/bf16 and the double itself for f32/f64. */
+static void set_pow_exponent(pw_ctx *c, const rgpu_arg *a)
+{
+    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+    if (c->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
+    if (c->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
+    c->pow_exp = e;
+    c->pow_mode = POW_SCALAR;
+    if (c->cdt == RGPU_F16) return;
+    if (e == 0.5) c->pow_mode = POW_SQRT;
+    else if (e == -0.5) c->pow_mode = POW_RSQRT;
+    else if (e == -1.0) c->pow_mode = POW_RECIP;
+    else if (e == 2.0) c->pow_mode = POW_SQUARE;
+    else if (e == 3.0) c->pow_mode = POW_CUBE;
+    else if (e == -2.0) c->pow_mode = POW_INVSQ;
+}
+
+/* ---------------------------------------------------------------------------
+ * The elementwise ops */
+
+static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 name, e->n_in, e->n_out, info->n_in, info->n_out);
+    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != L->nargs || e->args == NULL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
+    const rgpu_arg *dta = &e->args[L->nargs - 1];
+    if (dta->kind != RGPU_ARG_DTYPE)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
+    if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
+        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
+
+    /* inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing */
+    int ntensor = 0;
+    bool present[PW_MAX_IN];
+    for (int i = 0; i < e->n_in; i++) {
+        present[i] = true;
+        if (e->in[i] != NULL) {
+            char what[16];
+            snprintf(what, sizeof what, "in[%d]", i);
+            CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+            ntensor++;
+            continue;
+        }
+        if (!(L->slots & (1u << i))) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
+        int k = e->args[i].kind;
+        if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
+        if (!is_scalar_kind(k))
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
+                     name, i, i, k);
+    }
+    if (ntensor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_broadcast(e, out, err, errlen));
+
+    pw_ctx c;
+    memset(&c, 0, sizeof c);
+    c.op = e->op;
+    c.cdt = (int)dta->v.i;
+    c.ct = compute_class(c.cdt);
+    c.nin = e->n_in;
+    c.res_bool = L->res_bool;
+    if (!pw_supports(e->op, c.ct))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
+
+    /* the op's own args */
+    if (L->own >= 0) {
+        const rgpu_arg *a = &e->args[L->own];
+        switch (e->op) {
+        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+            c.approx_tanh = a->v.i == 1;
+            break;
+        case RGPU_OP_DIV_MODE:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+            c.mode = (int)a->v.i;
+            break;
+        default:   /* addcmul/addcdiv value, threshold */
+            if (!is_scalar_kind(a->kind))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            set_own(&c, a);
+            break;
+        }
+    }
+    if (e->op == RGPU_OP_WHERE) {
+        int cd = e->in[0]->dtype;
+        if (cd != RGPU_BOOL && cd != RGPU_U8)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+        c.cond_first = true;
+    }
+    if (e->op == RGPU_OP_CLAMP) {
+        c.has_lo = present[1];
+        c.has_hi = present[2];
+        if (!c.has_lo && !c.has_hi)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+    }
+    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
+        const rgpu_arg *a = &e->args[1];
+        if (c.ct == CT_I64) {
+            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+        } else {
+            set_pow_exponent(&c, a);
+        }
+    }
+
+    /* operands: tensors as they are; scalars as 0-d values in the compute
+     * dtype (lerp's weight in opmath, as ATen's lerp_scalar) */
+    cpu_operand ops[PW_MAX_IN];
+    uint64_t sbuf[PW_MAX_IN] = { 0, 0, 0 };
+    c.dt[0] = out->dtype;
+    for (int i = 0; i < e->n_in; i++) {
+        if (e->in[i] != NULL) {
+            ops[i] = (cpu_operand){ e->in[i], NULL, 0 };
+            c.dt[i + 1] = e->in[i]->dtype;
+        } else {
+            int sdt = c.cdt;
+            if (e->op == RGPU_OP_LERP) sdt = c.ct == CT_F64 ? RGPU_F64 : RGPU_F32;
+            if (present[i]) scalar_to_dtype(&e->args[i], sdt, &sbuf[i]);
+            ops[i] = (cpu_operand){ NULL, &sbuf[i], sdt };
+            c.dt[i + 1] = sdt;
+        }
+        c.round[i + 1] = (c.cdt == RGPU_F16 || c.cdt == RGPU_BF16) && c.dt[i + 1] != c.cdt
+                         && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
+    }
+    if (cpu_numel(out) == 0) return RGPU_OK;
+
+    pw_iter it;
+    pw_iter_init(&it, out, ops, e->n_in);
+    pw_iter_run(&it, pw_row, &c);
+    if (c.zero_div) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * TRIL / TRIU: x is (..., R, C); out[..., i, j] = x[..., i, j] where
+ * j - i <= diagonal (tril) / j - i >= diagonal (triu), else 0. out has x's
+ * shape and dtype (in place when it is x). */
+
+static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (e->n_in != 1 || e->n_out != 1)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
+    CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[0], "in[0]", e->op, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
+    const rgpu_view *x = e->in[0];
+    rgpu_view *out = e->out[0];
+    int nd = x->ndim;
+    if (nd < 2) CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
+    if (!same) {
+        char want[160], got[160];
+        fmt_shape(want, sizeof want, x->sizes, nd);
+        fmt_shape(got, sizeof got, out->sizes, out->ndim);
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    if (out->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
+    if (cpu_numel(out) == 0) return RGPU_OK;
+
+    int64_t R = x->sizes[nd - 2], C = x->sizes[nd - 1];
+    int64_t k = e->args[0].v.i;   /* clamped to [-R, C]: beyond, all or nothing is kept */
+    if (k > C) k = C;
+    if (k < -R) k = -R;
+    size_t esz = rgpu_dtype_size(x->dtype);
+    int64_t xrs = x->strides[nd - 2] * (int64_t)esz, xcs = x->strides[nd - 1] * (int64_t)esz;
+    int64_t ors = out->strides[nd - 2] * (int64_t)esz, ocs = out->strides[nd - 1] * (int64_t)esz;
+    int nb = nd - 2;
+    int64_t idx[RGPU_MAX_DIMS] = {0};
+    int64_t xoff = 0, ooff = 0;
+    for (;;) {
+        const char *xb = (const char *)x->data + xoff;
+        char *ob = (char *)out->data + ooff;
+        for (int64_t i = 0; i < R; i++) {
+            /* kept columns: tril j in [0, i+k], triu j in [i+k, C) */
+            int64_t lo = upper ? i + k : 0, hi = upper ? C : i + k + 1;
+            if (lo < 0) lo = 0;
+            if (hi > C) hi = C;
+            const char *xr = xb + i * xrs;
+            char *orow = ob + i * ors;
+            for (int64_t j = 0; j < C; j++) {
+                char *o = orow + j * ocs;
+                if (j >= lo && j < hi) { if (o != xr + j * xcs) memcpy(o, xr + j * xcs, esz); }
+                else memset(o, 0, esz);   /* all-zero bytes are 0 in every dtype */
+            }
+        }
+        int d = nb - 1;
+        for (; d >= 0; d--) {
+            if (++idx[d] < x->sizes[d]) {
+                xoff += x->strides[d] * (int64_t)esz;
+                ooff += out->strides[d] * (int64_t)esz;
+                break;
+            }
+            xoff -= x->strides[d] * (int64_t)esz * (x->sizes[d] - 1);
+            ooff -= out->strides[d] * (int64_t)esz * (out->sizes[d] - 1);
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Family entry points */
+
+bool cpu_pointwise_owns(int op)
+{
+    pw_layout L;
+    return pw_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
+}
+
 rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    pw_layout L;
+    switch (e->op) {
+    case RGPU_OP_TRIL: return op_tri(e, false, err, errlen);
+    case RGPU_OP_TRIU: return op_tri(e, true, err, errlen);
+    default:
+        if (pw_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
+    }
 }

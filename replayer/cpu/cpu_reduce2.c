@@ -1,9 +1,651 @@
-/* cpu_reduce2.c — (being written) */
-#include "cpu_internal.h"
-#include "cpu_families.h"
+/* cpu_reduce2.c — the CPU reference for reductions beyond sum/mean (amax,
+ * amin, argmax, argmin, max.dim, min.dim, var, std, linalg_vector_norm, any,
+ * all, prod), cumsum, and the family's dispatch. Softmax, layer norm and
+ * nll_loss live in cpu_reduce2_norm.c.
+ *
+ * A reduction reads in (d0, .., dn-1) and reduces the listed dims (negative
+ * dims wrap, an empty list means all) into out, whose shape is the input's
+ * with reduced dims kept as 1 (keepdim) or removed. Elements of one output are
+ * visited in row-major order of the reduced dims, so every result is
+ * deterministic and "first index" means ATen's first index. Floating inputs
+ * accumulate in double, integer ones in int64 (wrapping). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-bool cpu_reduce2_owns(int op) { (void)op; return false; }
+#include "cpu_families.h"
+#include "cpu_reduce2.h"
+
+/* ---------------------------------------------------------------------------
+ * Checks */
+
+rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
+{
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    if (e->n_args > 0 && e->args == NULL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    for (int i = 0; i < e->n_in; i++) {
+        if (e->in[i] == NULL && (opt_in >> i & 1u)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "in[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        if (e->out[i] == NULL && (opt_out >> i & 1u)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
+{
+    if (i >= e->n_args)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    int k = e->args[i].kind;
+    if (k < 0 || k >= 32 || !(mask >> k & 1u))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d", rgpu_op_name(e->op), i, what, k);
+    return RGPU_OK;
+}
+
+rgpu_status r2_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
+{
+    if (!cpu_dtype_is_float(v->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want a floating dtype",
+                 rgpu_op_name(e->op), what, rgpu_dtype_name(v->dtype));
+    return RGPU_OK;
+}
+
+static void fmt_shape(char *buf, size_t n, int nd, const int64_t *sizes)
+{
+    size_t l = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < nd && l + 24 < n; d++)
+        l += (size_t)snprintf(buf + l, n - l, "%s%lld", d ? "," : "", (long long)sizes[d]);
+}
+
+rgpu_status r2_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
+                          const int64_t *sizes, char *err, size_t errlen)
+{
+    bool ok = v->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = v->sizes[d] == sizes[d];
+    if (!ok) {
+        char got[128], want[128];
+        fmt_shape(got, sizeof got, v->ndim, v->sizes);
+        fmt_shape(want, sizeof want, nd, sizes);
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s has shape [%s], want [%s]", rgpu_op_name(e->op), what, got, want);
+    }
+    return RGPU_OK;
+}
+
+rgpu_status r2_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
+{
+    int64_t w = nd > 0 ? nd : 1;
+    if (dim < -w || dim >= w)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                 rgpu_op_name(e->op), (long long)-w, (long long)(w - 1), (long long)dim);
+    if (dim < 0) dim += w;
+    *out = nd > 0 ? (int)dim : 0;
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * N-d counter and row addressing */
+
+void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->total = 1;
+    for (int d = 0; d < n; d++) { c->sz[d] = sizes[d]; c->total *= sizes[d]; }
+}
+
+int r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz)
+{
+    int k = c->nops++;
+    for (int d = 0; d < c->n; d++) c->st[k][d] = strides ? strides[d] * esz : 0;
+    return k;
+}
+
+/* Drops size-1 dims and merges a dim into the next inner one when every
+ * operand steps through both as one (row-major order is kept). */
+static void r2_ctr_coalesce(r2_ctr *c)
+{
+    int n = 0;
+    for (int d = 0; d < c->n; d++) {
+        if (c->sz[d] == 1) continue;
+        if (n > 0) {
+            bool merge = true;
+            for (int k = 0; k < c->nops; k++)
+                if (c->st[k][n - 1] != c->st[k][d] * c->sz[d]) { merge = false; break; }
+            if (merge) {
+                c->sz[n - 1] *= c->sz[d];
+                for (int k = 0; k < c->nops; k++) c->st[k][n - 1] = c->st[k][d];
+                continue;
+            }
+        }
+        c->sz[n] = c->sz[d];
+        for (int k = 0; k < c->nops; k++) c->st[k][n] = c->st[k][d];
+        n++;
+    }
+    c->n = n;
+}
+
+rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen)
+{
+    r2_ctr c;
+    r2_ctr_init(&c, v->ndim - first, v->sizes + first);
+    r2_ctr_add(&c, v->strides + first, (int64_t)rgpu_dtype_size(v->dtype));
+    r2_ctr_coalesce(&c);
+    r->n = c.total;
+    r->dtype = v->dtype;
+    r->offs = NULL;
+    r->stride = c.n > 0 ? c.st[0][c.n - 1] : 0;
+    if (c.n <= 1 || c.total == 0) return RGPU_OK;
+    r->offs = malloc((size_t)c.total * sizeof *r->offs);
+    if (r->offs == NULL)
+        CPU_FAIL(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
+    int64_t i = 0;
+    do r->offs[i++] = c.off[0]; while (r2_ctr_next(&c));
+    return RGPU_OK;
+}
+
+void r2_row_free(r2_row *r) { free(r->offs); r->offs = NULL; }
+
+void r2_row_load(const r2_row *r, const char *base, double *dst)
+{
+    if (r->offs == NULL) { cpu_load_row_f64(dst, base, r->dtype, r->stride, r->n); return; }
+    const int64_t *o = r->offs;
+    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) dst[i] = cpu_load_f64(base + o[i], DT_));
+}
+
+void r2_row_store(const r2_row *r, char *base, const double *src)
+{
+    if (r->offs == NULL) { cpu_store_row_f64(base, r->dtype, r->stride, src, r->n); return; }
+    const int64_t *o = r->offs;
+    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) cpu_store_f64(base + o[i], DT_, src[i]));
+}
+
+/* ---------------------------------------------------------------------------
+ * Reduction plans
+ *
+ * keep walks the output elements (operands: 0 in, 1 out0, 2 out1); red walks
+ * the reduced dims except the innermost, which is handed over as a row. */
+typedef struct red_plan {
+    r2_ctr keep, red;
+    int64_t rn, rs;          /* innermost reduced row: elements, byte stride */
+    int64_t count;           /* elements per output */
+} red_plan;
+
+/* Which dims an INTS (or INT, or NONE = all) arg reduces. */
+static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red,
+                              char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    for (int d = 0; d < RGPU_MAX_DIMS; d++) red[d] = false;
+    bool scalar_seen = false;
+    uint32_t n = a->kind == RGPU_ARG_INTS ? a->v.ints.n : a->kind == RGPU_ARG_INT ? 1 : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
+        int w;
+        CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, d, nd, &w, err, errlen));
+        bool *seen = nd == 0 ? &scalar_seen : &red[w];
+        if (*seen) CPU_FAIL(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
+        *seen = true;
+    }
+    if (n == 0)
+        for (int d = 0; d < nd; d++) red[d] = true;
+    return RGPU_OK;
+}
+
+static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view *in, const bool *red,
+                              bool keepdim, rgpu_view *const *outs, int nout, char *err, size_t errlen)
+{
+    int nd = in->ndim, ond = 0, nk = 0, nr = 0;
+    int64_t want[RGPU_MAX_DIMS];
+    int64_t ksz[RGPU_MAX_DIMS], kin[RGPU_MAX_DIMS], kout[2][RGPU_MAX_DIMS];
+    int64_t rsz[RGPU_MAX_DIMS], rin[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        if (red[d]) {
+            rsz[nr] = in->sizes[d]; rin[nr++] = in->strides[d];
+            if (keepdim) want[ond++] = 1;
+            continue;
+        }
+        ksz[nk] = in->sizes[d]; kin[nk] = in->strides[d];
+        for (int k = 0; k < nout; k++) kout[k][nk] = outs[k] ? outs[k]->strides[ond] : 0;
+        nk++;
+        want[ond++] = in->sizes[d];
+    }
+    for (int k = 0; k < nout; k++) {
+        if (outs[k] == NULL) continue;
+        char what[16];
+        snprintf(what, sizeof what, "out[%d]", k);
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
+    }
+    /* out strides were read at positions the shape check has now vouched for */
+    r2_ctr_init(&pl->keep, nk, ksz);
+    r2_ctr_add(&pl->keep, kin, (int64_t)rgpu_dtype_size(in->dtype));
+    for (int k = 0; k < nout; k++)
+        r2_ctr_add(&pl->keep, outs[k] ? kout[k] : NULL, outs[k] ? (int64_t)rgpu_dtype_size(outs[k]->dtype) : 0);
+    r2_ctr_coalesce(&pl->keep);
+    r2_ctr_init(&pl->red, nr, rsz);
+    r2_ctr_add(&pl->red, rin, (int64_t)rgpu_dtype_size(in->dtype));
+    pl->count = pl->red.total;
+    r2_ctr_coalesce(&pl->red);
+    pl->rn = 1; pl->rs = 0;
+    if (pl->red.n > 0) {
+        pl->red.n--;
+        pl->rn = pl->red.sz[pl->red.n];
+        pl->rs = pl->red.st[0][pl->red.n];
+    }
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Accumulators: one per output element; step functions take one element. */
+typedef struct red_acc {
+    double f;            /* floating running value */
+    uint64_t u;          /* integer running value (int64 bits) */
+    int64_t pos;         /* logical index of the next element */
+    int64_t idx;         /* arg ops: index of the best so far */
+    double mean;         /* var: pass-two centre */
+    double p;            /* norm: ord */
+} red_acc;
+
+typedef enum red_kind {
+    RK_MAX, RK_MIN, RK_SUM, RK_SQDEV, RK_NORM0, RK_NORM1, RK_NORM2, RK_NORMINF, RK_NORMNINF, RK_NORMP,
+    RK_ANY, RK_ALL, RK_PROD
+} red_kind;
+
+/* max/min with ATen's rules: NaN wins and sticks (first NaN), ties keep the
+ * first index. pos 0 always takes the element. */
+static inline void step_max_f(red_acc *a, double v)
+{
+    if (a->pos == 0 || (a->f == a->f && (v != v || v > a->f))) { a->f = v; a->idx = a->pos; }
+    a->pos++;
+}
+static inline void step_min_f(red_acc *a, double v)
+{
+    if (a->pos == 0 || (a->f == a->f && (v != v || v < a->f))) { a->f = v; a->idx = a->pos; }
+    a->pos++;
+}
+static inline void step_max_i(red_acc *a, uint64_t v)
+{
+    if (a->pos == 0 || (int64_t)v > (int64_t)a->u) { a->u = v; a->idx = a->pos; }
+    a->pos++;
+}
+static inline void step_min_i(red_acc *a, uint64_t v)
+{
+    if (a->pos == 0 || (int64_t)v < (int64_t)a->u) { a->u = v; a->idx = a->pos; }
+    a->pos++;
+}
+/* inf-norms: NaN propagates (and sticks) */
+static inline void step_absmax(red_acc *a, double v)
+{
+    v = fabs(v);
+    if (a->pos++ == 0 || (a->f == a->f && (v != v || v > a->f))) a->f = v;
+}
+static inline void step_absmin(red_acc *a, double v)
+{
+    v = fabs(v);
+    if (a->pos++ == 0 || (a->f == a->f && (v != v || v < a->f))) a->f = v;
+}
+
+/* One row of n elements at p (byte stride s, dtype dt) into a. */
+static void red_row(red_kind k, bool fl, red_acc *a, const char *p, int dt, int64_t s, int64_t n)
+{
+    switch (k) {
+    case RK_MAX:
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_f(a, cpu_load_f64(p + i * s, DT_)));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_i(a, cpu_load_u64(p + i * s, DT_)));
+        break;
+    case RK_MIN:
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_f(a, cpu_load_f64(p + i * s, DT_)));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_i(a, cpu_load_u64(p + i * s, DT_)));
+        break;
+    case RK_SUM:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += cpu_load_f64(p + i * s, DT_));
+        break;
+    case RK_SQDEV: {
+        double m = a->mean;
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
+            double d = cpu_load_f64(p + i * s, DT_) - m;
+            a->f += d * d;
+        });
+        break;
+    }
+    case RK_NORM0:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += cpu_load_f64(p + i * s, DT_) != 0.0);
+        break;
+    case RK_NORM1:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += fabs(cpu_load_f64(p + i * s, DT_)));
+        break;
+    case RK_NORM2:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
+            double v = cpu_load_f64(p + i * s, DT_);
+            a->f += v * v;
+        });
+        break;
+    case RK_NORMINF:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmax(a, cpu_load_f64(p + i * s, DT_)));
+        break;
+    case RK_NORMNINF:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmin(a, cpu_load_f64(p + i * s, DT_)));
+        break;
+    case RK_NORMP: {
+        double q = a->p;
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += pow(fabs(cpu_load_f64(p + i * s, DT_)), q));
+        break;
+    }
+    case RK_ANY:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u |= cpu_load_bool(p + i * s, DT_));
+        break;
+    case RK_ALL:
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u &= cpu_load_bool(p + i * s, DT_));
+        break;
+    case RK_PROD:
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f *= cpu_load_f64(p + i * s, DT_));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u *= cpu_load_u64(p + i * s, DT_));
+        break;
+    }
+}
+
+/* All elements of the output at keep position: rows of the reduced dims. */
+static void red_walk(red_plan *pl, red_kind k, bool fl, red_acc *a, const char *base, int dt)
+{
+    if (pl->count == 0) return;
+    do red_row(k, fl, a, base + pl->red.off[0], dt, pl->rs, pl->rn);
+    while (r2_ctr_next(&pl->red));
+}
+
+/* ---------------------------------------------------------------------------
+ * amax, amin, var, std, linalg_vector_norm, any, all, prod */
+
+static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
+    int a_dims = 0, a_keep = 1;
+    double correction = 1.0, ord = 2.0;
+    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
+        a_keep = 2;
+        CPU_FORWARD_IF_ERROR(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
+        if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
+    } else if (e->op == RGPU_OP_NORM) {
+        a_dims = 1; a_keep = 2;
+        CPU_FORWARD_IF_ERROR(r2_arg(e, 0, num_kinds, "ord", err, errlen));
+        ord = rgpu_arg_as_f64(&e->args[0]);
+    }
+    CPU_FORWARD_IF_ERROR(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    bool keepdim = e->args[a_keep].v.i != 0;
+
+    bool red[RGPU_MAX_DIMS];
+    CPU_FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
+    red_plan pl;
+    CPU_FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, &out, 1, err, errlen));
+
+    int idt = in->dtype, odt = out->dtype;
+    bool fl = cpu_dtype_is_float(idt);
+    red_kind k = RK_SUM;
+    switch (e->op) {
+    case RGPU_OP_AMAX: k = RK_MAX; break;
+    case RGPU_OP_AMIN: k = RK_MIN; break;
+    case RGPU_OP_ANY:  k = RK_ANY; break;
+    case RGPU_OP_ALL:  k = RK_ALL; break;
+    case RGPU_OP_PROD: k = RK_PROD; fl = cpu_dtype_is_float(odt); break;  /* input is cast to out's dtype */
+    case RGPU_OP_VAR: case RGPU_OP_STD:
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        break;
+    case RGPU_OP_NORM:
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        if (ord == 0.0) k = RK_NORM0;
+        else if (ord == 1.0) k = RK_NORM1;
+        else if (ord == 2.0) k = RK_NORM2;
+        else if (ord == INFINITY) k = RK_NORMINF;
+        else if (ord == -INFINITY) k = RK_NORMNINF;
+        else if (ord != ord) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
+        else k = RK_NORMP;
+        break;
+    default: break;
+    }
+    /* no identity: an empty reduced dim is an error (ATen's zero_numel_check_dims) */
+    bool needs_elems = k == RK_MAX || k == RK_MIN || k == RK_NORMINF || k == RK_NORMNINF ||
+                       (k == RK_NORMP && ord < 0.0);
+    if (needs_elems && pl.count == 0) {
+        if (e->op == RGPU_OP_NORM)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
+                     "because the operation does not have an identity", name, ord);
+        for (int d = 0; d < in->ndim; d++)
+            if (red[d] && in->sizes[d] == 0)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+    }
+    if (pl.keep.total == 0) return RGPU_OK;
+
+    const char *ib = in->data;
+    char *ob = out->data;
+    do {
+        const char *base = ib + pl.keep.off[0];
+        char *o = ob + pl.keep.off[1];
+        red_acc a;
+        memset(&a, 0, sizeof a);
+        a.p = ord;
+        if (k == RK_ALL) a.u = 1;
+        if (k == RK_PROD) { a.f = 1.0; a.u = 1; }
+        red_walk(&pl, k, fl, &a, base, idt);
+        double n = (double)pl.count;
+        switch (k) {
+        case RK_MAX: case RK_MIN:
+            if (fl) cpu_store_f64(o, odt, a.f);
+            else cpu_store_u64(o, odt, a.u);
+            break;
+        case RK_ANY: case RK_ALL:
+            cpu_store_u64(o, odt, a.u);
+            break;
+        case RK_PROD:
+            if (fl) cpu_store_f64(o, odt, a.f);
+            else cpu_store_u64(o, odt, a.u);
+            break;
+        case RK_SUM: {   /* var / std: two passes in double */
+            a.mean = a.f / n;
+            a.f = 0.0;
+            red_walk(&pl, RK_SQDEV, true, &a, base, idt);
+            double dof = n - correction;
+            double var = a.f / (dof > 0.0 ? dof : 0.0);
+            if (pl.count == 0) var = NAN;
+            cpu_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
+            break;
+        }
+        case RK_NORM0: case RK_NORM1: case RK_NORMINF: case RK_NORMNINF:
+            cpu_store_f64(o, odt, a.f);
+            break;
+        case RK_NORM2:
+            cpu_store_f64(o, odt, sqrt(a.f));
+            break;
+        case RK_NORMP:
+            cpu_store_f64(o, odt, pow(a.f, 1.0 / ord));
+            break;
+        case RK_SQDEV:
+            break;
+        }
+    } while (r2_ctr_next(&pl.keep));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * argmax, argmin (dim or flattened), max.dim, min.dim */
+
+static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
+    bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
+    const rgpu_view *in = e->in[0];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    bool keepdim = e->args[1].v.i != 0;
+    bool red[RGPU_MAX_DIMS];
+    CPU_FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
+    rgpu_view *vals = is_arg ? NULL : e->out[0];
+    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
+    if (is_arg && in->dtype == RGPU_BOOL)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+    if (idxs && idxs->dtype != RGPU_I64)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
+    rgpu_view *outs[2] = { vals, idxs };
+    red_plan pl;
+    CPU_FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, outs, 2, err, errlen));
+    if (pl.count == 0) {
+        if (e->args[0].kind == RGPU_ARG_NONE)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+        for (int d = 0; d < in->ndim; d++)
+            if (red[d] && in->sizes[d] == 0)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+    }
+    if (pl.keep.total == 0) return RGPU_OK;
+    bool fl = cpu_dtype_is_float(in->dtype);
+    const char *ib = in->data;
+    do {
+        red_acc a;
+        memset(&a, 0, sizeof a);
+        red_walk(&pl, is_max ? RK_MAX : RK_MIN, fl, &a, ib + pl.keep.off[0], in->dtype);
+        if (vals) {
+            char *o = (char *)vals->data + pl.keep.off[1];
+            if (fl) cpu_store_f64(o, vals->dtype, a.f);
+            else cpu_store_u64(o, vals->dtype, a.u);
+        }
+        if (idxs) *(int64_t *)((char *)idxs->data + pl.keep.off[2]) = a.idx;
+    } while (r2_ctr_next(&pl.keep));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * cumsum: out[.., i, ..] = sum_{j <= i} in[.., j, ..] along dim; out has in's
+ * shape, maybe another dtype. As ATen: in is first cast to out's dtype, then
+ * accumulated in acc_type<out, cpu>: double for f32/f64, float for f16/bf16,
+ * int64 for integers (wrapping), or for bool. Sequential along the dim, so an
+ * in-place run (out aliasing in) reads each element before overwriting it. */
+
+static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int idt = in->dtype, odt = out->dtype;
+    int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
+    int64_t n = 1, is = 0, os = 0;
+    if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
+    /* the other dims, the scan dim's size set to 1 */
+    int64_t osz[RGPU_MAX_DIMS];
+    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
+    r2_ctr c;
+    r2_ctr_init(&c, in->ndim, osz);
+    r2_ctr_add(&c, in->strides, ie);
+    r2_ctr_add(&c, out->strides, oe);
+    r2_ctr_coalesce(&c);
+    if (c.total == 0 || n == 0) return RGPU_OK;
+    bool ifl = cpu_dtype_is_float(idt);
+    do {
+        const char *p = (const char *)in->data + c.off[0];
+        char *o = (char *)out->data + c.off[1];
+        double accd = 0.0;
+        float accf = 0.0f;
+        uint64_t accu = 0;
+        for (int64_t i = 0; i < n; i++) {
+            char v[8];   /* the element cast to out's dtype */
+            if (idt == odt) memcpy(v, p + i * is, (size_t)oe);
+            else if (ifl) cpu_store_f64(v, odt, cpu_load_f64(p + i * is, idt));
+            else cpu_store_u64(v, odt, cpu_load_u64(p + i * is, idt));
+            switch (odt) {
+            case RGPU_F32: case RGPU_F64:
+                accd += cpu_load_f64(v, odt);
+                cpu_store_f64(o + i * os, odt, accd);
+                break;
+            case RGPU_F16: case RGPU_BF16:
+                accf += cpu_load_f32(v, odt);
+                cpu_store_f32(o + i * os, odt, accf);
+                break;
+            case RGPU_BOOL:
+                accu |= cpu_load_bool(v, odt);
+                cpu_store_u64(o + i * os, odt, accu);
+                break;
+            default:
+                accu += cpu_load_u64(v, odt);
+                cpu_store_u64(o + i * os, odt, accu);
+                break;
+            }
+        }
+    } while (r2_ctr_next(&c));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * The family */
+
+bool cpu_reduce2_owns(int op)
+{
+    switch (op) {
+    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
+    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM: case RGPU_OP_VAR: case RGPU_OP_STD:
+    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
+    case RGPU_OP_CUMSUM: case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
+    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
+    case RGPU_OP_LAYER_NORM: case RGPU_OP_LAYER_NORM_BACKWARD:
+    case RGPU_OP_NLL_LOSS: case RGPU_OP_NLL_LOSS_BACKWARD:
+        return true;
+    default:
+        return false;
+    }
+}
+
 rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    switch (e->op) {
+    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
+    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        return op_reduce(e, err, errlen);
+    case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        return op_argreduce(e, err, errlen);
+    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   /* either output may be unwanted */
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 3u, err, errlen));
+        return op_argreduce(e, err, errlen);
+    case RGPU_OP_CUMSUM:
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        return op_cumsum(e, err, errlen);
+    case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        return r2_softmax(e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
+    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        return r2_softmax_backward(e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
+    case RGPU_OP_LAYER_NORM:   /* weight, bias optional; mean, rstd may be unwanted */
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 6u, 6u, err, errlen));
+        return r2_layer_norm(e, err, errlen);
+    case RGPU_OP_LAYER_NORM_BACKWARD:   /* weight, bias optional; each output optional */
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0x30u, 7u, err, errlen));
+        return r2_layer_norm_backward(e, err, errlen);
+    case RGPU_OP_NLL_LOSS:   /* weight optional; total_weight may be unwanted */
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 4u, 2u, err, errlen));
+        return r2_nll_loss(e, err, errlen);
+    case RGPU_OP_NLL_LOSS_BACKWARD:   /* weight optional */
+        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 8u, 0, err, errlen));
+        return r2_nll_loss_backward(e, err, errlen);
+    default:
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    }
 }

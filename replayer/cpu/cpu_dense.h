@@ -1,0 +1,95 @@
+/* cpu_dense.h — private helpers of the CPU dense family (cpu_dense*.c):
+ * matmul, convolution, batch norm, pooling. Not part of the backend API.
+ *
+ * The dense kernels work on contiguous compute buffers: an operand is packed
+ * (converted to the compute type, row-major in its logical order) with
+ * dense_load, the kernel runs on plain arrays, and the result goes back
+ * through the output's own strides with dense_store. Matmul skips the packing
+ * for f32/f64 operands BLAS can read in place. */
+#ifndef RGPU_CPU_DENSE_H
+#define RGPU_CPU_DENSE_H
+
+#include "cpu_internal.h"
+
+/* Compute types of the dense kernels: f32 for f32/f16/bf16 (ATen's opmath),
+ * f64 for f64, int64 with wrapping (held as uint64) for the integer dtypes. */
+enum { DCT_F32, DCT_F64, DCT_I64 };
+
+static inline int dense_ct_of(int dtype)
+{
+    if (dtype == RGPU_F64) return DCT_F64;
+    if (cpu_dtype_is_float(dtype)) return DCT_F32;
+    return DCT_I64;
+}
+
+static inline size_t dense_ct_size(int ct) { return ct == DCT_F32 ? 4 : 8; }
+
+/* ---------------------------------------------------------------------------
+ * Checks and args (cpu_dense.c) */
+
+/* Arity as ops.def says; every input/output view not NULL is checked; those
+ * whose bit is clear in opt_in / opt_out must be present. */
+rgpu_status dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen);
+
+/* args[i] as a list of n ints with min_n <= n <= max_n, copied to v. */
+rgpu_status dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint32_t min_n, uint32_t max_n,
+                           int64_t *v, uint32_t *n, char *err, size_t errlen);
+/* args[i] as bool (BOOL or INT 0/1), int (INT), float (FLOAT or INT). */
+rgpu_status dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v, char *err, size_t errlen);
+rgpu_status dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v, char *err, size_t errlen);
+rgpu_status dense_arg_float(const rgpu_exec *e, int i, const char *what, double *v, char *err, size_t errlen);
+/* True when args[i] is NONE. */
+bool dense_arg_is_none(const rgpu_exec *e, int i);
+
+/* "[2, 3, 4]" into buf (truncated to fit). */
+const char *dense_shape_str(char *buf, size_t n, const int64_t *sizes, int ndim);
+/* v has exactly these sizes; otherwise RGPU_ERR_SHAPE naming what. */
+rgpu_status dense_check_shape(const rgpu_view *v, const char *what, const int64_t *sizes, int ndim,
+                              int op, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * Buffers (cpu_dense.c) */
+
+/* malloc(n * esz) (at least one byte), NULL on overflow or out of memory. */
+void *dense_alloc(int64_t n, size_t esz);
+/* Like dense_alloc, zero-filled. */
+void *dense_calloc(int64_t n, size_t esz);
+
+/* v with dim removed, data advanced to index idx of that dim. */
+rgpu_view dense_subview(const rgpu_view *v, int dim, int64_t idx);
+/* v with a size-1 dim inserted at dim (stride 0). */
+rgpu_view dense_unsqueeze(const rgpu_view *v, int dim);
+
+/* Packs v (row-major over its logical sizes) into dst as compute type ct. */
+void dense_load(const rgpu_view *v, int ct, void *dst);
+/* Writes src (row-major, compute type ct) through v's strides. */
+void dense_store(const rgpu_view *v, int ct, const void *src);
+
+/* Element i of a 1-D view, as double (for per-channel params). */
+static inline double dense_at_f64(const rgpu_view *v, int64_t i)
+{
+    return cpu_load_f64((const char *)v->data + i * v->strides[0] * (int64_t)rgpu_dtype_size(v->dtype), v->dtype);
+}
+
+/* C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C on row-major compute
+ * buffers, through cblas for f32/f64 and plain wrapping loops for int64.
+ * ta/tb: op(X) = X^T, X stored (K,M)/(N,K) with leading dim lda/ldb.
+ * beta == 0 does not read C. Dims and leading dims must fit in an int. */
+void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc);
+
+/* ---------------------------------------------------------------------------
+ * Op entry points (one file each) */
+rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen);          /* cpu_dense.c */
+rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen);            /* cpu_dense_conv.c */
+rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen);      /* cpu_dense_norm.c */
+rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen);        /* cpu_dense_pool.c */
+rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,475 @@
+/* cpu_dense_conv.c — convolution and convolution_backward on the CPU:
+ * im2col + GEMM per (image, group), 2-D (N,C,H,W) and 1-D (N,C,L) as H = 1,
+ * plain and transposed.
+ *
+ * Three cores over one geometry: an input-space tensor I (N,C,H,W), an
+ * output-space tensor G (N,O,Ho,Wo) and the weight (O, C/groups, kh, kw):
+ *   conv_fwd:    G = conv(I, w)                       (W_g @ im2col(I_g))
+ *   conv_data:   I = conv^T(G, w)                     (col2im(W_g^T @ G_g))
+ *   conv_weight: dw = sum over images of G_g @ im2col(I_g)^T, in image order
+ * A plain convolution runs fwd forward and data/weight backward; a transposed
+ * one is the same geometry with x on the G side (its weight is
+ * (C_in, C_out/groups, kh, kw)): data forward, fwd/weight backward.
+ * Compute: f32 for f32/f16/bf16 (rounded once at the end), f64, and wrapping
+ * int64 for integer forward (ATen's slow conv accepts integers forward only).
+ * ATen's CPU conv runs oneDNN for floats, whose sums are ordered differently:
+ * results agree to rounding, not bit for bit. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cpu_dense.h"
+
+/* ---------------------------------------------------------------------------
+ * Geometry */
+
+typedef struct conv_geom {
+    int64_t N, C, H, W;            /* I side */
+    int64_t O, Ho, Wo;             /* G side */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t groups, Cg, Og;
+    bool pointwise;                /* 1x1, stride 1, no padding: im2col(I) == I */
+} conv_geom;
+
+typedef struct conv_args {
+    int spatial;                   /* 1 or 2 */
+    bool transposed;
+    int64_t stride[2], padding[2], dilation[2], out_pad[2], groups;
+} conv_args;
+
+#define CONV_PARAM_MAX (1LL << 31)
+
+/* A spatial param list: 1 value (expanded) or one per spatial dim. */
+static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int spatial, bool allow_empty,
+                              int64_t lo, int64_t dflt, int64_t out[2], char *err, size_t errlen)
+{
+    int64_t v[2];
+    uint32_t n;
+    CPU_FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
+    for (int d = 0; d < spatial; d++) {
+        out[d] = n == 0 ? dflt : n == 1 ? v[0] : v[d];
+        if (out[d] < lo || out[d] > CONV_PARAM_MAX)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
+                     what, (long long)out[d], (long long)lo, (long long)CONV_PARAM_MAX);
+    }
+    if (spatial == 1) { out[1] = out[0]; }
+    return RGPU_OK;
+}
+
+/* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
+static rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
+{
+    a->spatial = spatial;
+    CPU_FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
+    CPU_FORWARD_IF_ERROR(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
+    CPU_FORWARD_IF_ERROR(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
+    CPU_FORWARD_IF_ERROR(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
+    if (a->groups < 1 || a->groups > CONV_PARAM_MAX)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
+    return RGPU_OK;
+}
+
+/* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
+ * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
+static rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
+                                 conv_geom *g, int64_t y[4], char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int sp = a->spatial;
+    memset(g, 0, sizeof *g);
+    /* spatial params apply to (H, W); a 1-d conv has H = 1 with unit params */
+    int64_t s[2], p[2], d[2], op[2];
+    for (int i = 0; i < 2; i++) {
+        int j = sp == 1 ? 0 : i;
+        bool unit = sp == 1 && i == 0;
+        s[i] = unit ? 1 : a->stride[j];
+        p[i] = unit ? 0 : a->padding[j];
+        d[i] = unit ? 1 : a->dilation[j];
+        op[i] = unit ? 0 : a->out_pad[j];
+    }
+    g->kh = w->sizes[2]; g->kw = w->sizes[3];
+    g->sh = s[0]; g->sw = s[1]; g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
+    g->groups = a->groups;
+    g->N = x->sizes[0];
+    if (g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
+    int64_t xs[2] = { x->sizes[2], x->sizes[3] }, ks[2] = { g->kh, g->kw };
+    int64_t outs[2];
+    if (!a->transposed) {
+        g->C = x->sizes[1]; g->H = x->sizes[2]; g->W = x->sizes[3];
+        g->O = w->sizes[0];
+        if (g->C % g->groups != 0 || w->sizes[1] * g->groups != g->C || g->O % g->groups != 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
+                     name, (long long)w->sizes[0], (long long)w->sizes[1], (long long)g->C, (long long)g->groups);
+        for (int i = 0; i < 2; i++) {
+            int64_t span = d[i] * (ks[i] - 1) + 1, padded = xs[i] + 2 * p[i];
+            if (padded < span)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
+                         name, (long long)padded, (long long)span);
+            outs[i] = (padded - span) / s[i] + 1;
+        }
+        g->Ho = outs[0]; g->Wo = outs[1];
+        y[0] = g->N; y[1] = g->O; y[2] = g->Ho; y[3] = g->Wo;
+    } else {
+        /* x is on the G side: (N, C_in, H, W), weight (C_in, C_out/groups, kh, kw) */
+        g->O = x->sizes[1]; g->Ho = x->sizes[2]; g->Wo = x->sizes[3];
+        if (w->sizes[0] != g->O || g->O % g->groups != 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
+                     name, (long long)w->sizes[0], (long long)g->O, (long long)g->groups);
+        g->C = w->sizes[1] * g->groups;
+        for (int i = 0; i < 2; i++) {
+            if (op[i] >= s[i] && op[i] >= d[i])
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
+                         name, (long long)op[i], (long long)s[i], (long long)d[i]);
+            outs[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (ks[i] - 1) + op[i] + 1;
+            if (outs[i] <= 0)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is not positive", name, (long long)outs[i]);
+        }
+        g->H = outs[0]; g->W = outs[1];
+        y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
+    }
+    g->Cg = g->C / g->groups;
+    g->Og = g->O / g->groups;
+    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    return RGPU_OK;
+}
+
+/* Products the cores need must fit BLAS's int and size_t. Called after the
+ * shapes were matched against real views. */
+static rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen)
+{
+    int64_t kd, hwo, hw, col, ob, ib;
+    if (__builtin_mul_overflow(g->Cg, g->kh * g->kw, &kd) || __builtin_mul_overflow(g->Ho, g->Wo, &hwo) ||
+        __builtin_mul_overflow(g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
+        __builtin_mul_overflow(g->O, hwo, &ob) || __builtin_mul_overflow(g->C, hw, &ib) ||
+        kd > INT_MAX || hwo > INT_MAX || hw > INT_MAX || g->Og > INT_MAX || g->Cg > INT_MAX)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
+    return RGPU_OK;
+}
+
+/* 3-d views (N,C,L) become (N,C,1,L). */
+static rgpu_view conv_as_4d(const rgpu_view *v)
+{
+    return v->ndim == 3 ? dense_unsqueeze(v, 2) : *v;
+}
+
+/* ---------------------------------------------------------------------------
+ * im2col / col2im on one group of one image, per compute type.
+ * x is (Cg, H, W); col is (Cg*kh*kw, Ho*Wo); padding reads as zero. */
+
+#define DEFINE_IM2COL(T, SUF)                                                           \
+static void im2col_##SUF(const T *x, const conv_geom *g, T *col)                         \
+{                                                                                        \
+    int64_t hwo = g->Ho * g->Wo;                                                         \
+    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+        for (int64_t ki = 0; ki < g->kh; ki++)                                           \
+            for (int64_t kj = 0; kj < g->kw; kj++) {                                     \
+                T *row = col + ((c * g->kh + ki) * g->kw + kj) * hwo;                    \
+                for (int64_t oh = 0; oh < g->Ho; oh++) {                                 \
+                    T *r = row + oh * g->Wo;                                             \
+                    int64_t ih = oh * g->sh - g->ph + ki * g->dh;                        \
+                    if (ih < 0 || ih >= g->H) {                                          \
+                        for (int64_t ow = 0; ow < g->Wo; ow++) r[ow] = 0;                \
+                        continue;                                                        \
+                    }                                                                    \
+                    const T *xr = x + (c * g->H + ih) * g->W;                            \
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {                             \
+                        int64_t iw = ow * g->sw - g->pw + kj * g->dw;                    \
+                        r[ow] = (iw >= 0 && iw < g->W) ? xr[iw] : 0;                     \
+                    }                                                                    \
+                }                                                                        \
+            }                                                                            \
+}                                                                                        \
+static void col2im_##SUF(const T *col, const conv_geom *g, T *x)                         \
+{                                                                                        \
+    int64_t hwo = g->Ho * g->Wo;                                                         \
+    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+        for (int64_t ki = 0; ki < g->kh; ki++)                                           \
+            for (int64_t kj = 0; kj < g->kw; kj++) {                                     \
+                const T *row = col + ((c * g->kh + ki) * g->kw + kj) * hwo;              \
+                for (int64_t oh = 0; oh < g->Ho; oh++) {                                 \
+                    const T *r = row + oh * g->Wo;                                       \
+                    int64_t ih = oh * g->sh - g->ph + ki * g->dh;                        \
+                    if (ih < 0 || ih >= g->H) continue;                                  \
+                    T *xr = x + (c * g->H + ih) * g->W;                                  \
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {                             \
+                        int64_t iw = ow * g->sw - g->pw + kj * g->dw;                    \
+                        if (iw >= 0 && iw < g->W) xr[iw] += r[ow];                       \
+                    }                                                                    \
+                }                                                                        \
+            }                                                                            \
+}
+
+DEFINE_IM2COL(float, f32)
+DEFINE_IM2COL(double, f64)
+DEFINE_IM2COL(uint64_t, i64)
+#undef DEFINE_IM2COL
+
+static void im2col(int ct, const void *x, const conv_geom *g, void *col)
+{
+    if (ct == DCT_F32) im2col_f32(x, g, col);
+    else if (ct == DCT_F64) im2col_f64(x, g, col);
+    else im2col_i64(x, g, col);
+}
+
+static void col2im(int ct, const void *col, const conv_geom *g, void *x)
+{
+    if (ct == DCT_F32) col2im_f32(col, g, x);
+    else if (ct == DCT_F64) col2im_f64(col, g, x);
+    else col2im_i64(col, g, x);
+}
+
+/* rows (R, L) of buf += bias[r] (bias packed as ct, NULL = nothing). */
+static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_t L)
+{
+    if (bias == NULL) return;
+    for (int64_t r = 0; r < R; r++) {
+        if (ct == DCT_F32) { float *p = (float *)buf + r * L, b = ((const float *)bias)[r];
+                             for (int64_t i = 0; i < L; i++) p[i] += b; }
+        else if (ct == DCT_F64) { double *p = (double *)buf + r * L, b = ((const double *)bias)[r];
+                                  for (int64_t i = 0; i < L; i++) p[i] += b; }
+        else { uint64_t *p = (uint64_t *)buf + r * L, b = ((const uint64_t *)bias)[r];
+               for (int64_t i = 0; i < L; i++) p[i] += b; }
+    }
+}
+
+#define NOMEM_IF(cond) do { if (cond) { st = RGPU_ERR_NOMEM; \
+    cpu_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
+
+/* ---------------------------------------------------------------------------
+ * Cores. wbuf is the weight packed as (O, Cg*kh*kw); bias packed per row of
+ * the tensor written (O for fwd, C for data), or NULL. */
+
+static rgpu_status conv_fwd(int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+                            const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
+{
+    rgpu_status st = RGPU_OK;
+    size_t cs = dense_ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    char *x = dense_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
+    char *y = dense_alloc(g->O * hwo, cs);
+    NOMEM_IF(!x || (!g->pointwise && !col) || !y);
+    for (int64_t n = 0; n < g->N; n++) {
+        rgpu_view in = dense_subview(I, 0, n), out = dense_subview(G, 0, n);
+        dense_load(&in, ct, x);
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
+            if (!g->pointwise) im2col(ct, xg, g, col);
+            dense_gemm(ct, false, false, g->Og, hwo, kd, 1.0, (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs, kd,
+                       g->pointwise ? xg : col, hwo, 0.0, y + (size_t)(gi * g->Og * hwo) * cs, hwo);
+        }
+        add_bias_rows(ct, y, bias, g->O, hwo);
+        dense_store(&out, ct, y);
+    }
+done:
+    free(x); free(col); free(y);
+    return st;
+}
+
+static rgpu_status conv_data(int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+                             const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
+{
+    rgpu_status st = RGPU_OK;
+    size_t cs = dense_ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    char *gb = dense_alloc(g->O * hwo, cs);
+    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
+    char *x = dense_alloc(g->C * hw, cs);
+    NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
+    for (int64_t n = 0; n < g->N; n++) {
+        rgpu_view in = dense_subview(G, 0, n), out = dense_subview(I, 0, n);
+        dense_load(&in, ct, gb);
+        if (!g->pointwise) memset(x, 0, (size_t)(g->C * hw) * cs);
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            const char *wg = (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs;
+            const char *gg = gb + (size_t)(gi * g->Og * hwo) * cs;
+            char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
+            if (g->pointwise) {
+                dense_gemm(ct, true, false, g->Cg, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, xg, hw);
+            } else {
+                dense_gemm(ct, true, false, kd, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, col, hwo);
+                col2im(ct, col, g, xg);
+            }
+        }
+        add_bias_rows(ct, x, bias, g->C, hw);
+        dense_store(&out, ct, x);
+    }
+done:
+    free(gb); free(col); free(x);
+    return st;
+}
+
+static rgpu_status conv_weight(int op, int ct, const conv_geom *g, const rgpu_view *I, const rgpu_view *G,
+                               rgpu_view *dw, char *err, size_t errlen)
+{
+    rgpu_status st = RGPU_OK;
+    size_t cs = dense_ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    char *x = dense_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
+    char *gb = dense_alloc(g->O * hwo, cs);
+    char *wb = dense_calloc(g->O * kd, cs);
+    NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
+    for (int64_t n = 0; n < g->N; n++) {
+        rgpu_view in = dense_subview(I, 0, n), gv = dense_subview(G, 0, n);
+        dense_load(&in, ct, x);
+        dense_load(&gv, ct, gb);
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
+            if (!g->pointwise) im2col(ct, xg, g, col);
+            dense_gemm(ct, false, true, g->Og, kd, hwo, 1.0, gb + (size_t)(gi * g->Og * hwo) * cs, hwo,
+                       g->pointwise ? xg : col, hwo, 1.0, wb + (size_t)(gi * g->Og * kd) * cs, kd);
+        }
+    }
+    dense_store(dw, ct, wb);
+done:
+    free(x); free(col); free(gb); free(wb);
+    return st;
+}
+
+/* db[c] = sum of grad over N and the spatial dims, in double, image order. */
+static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
+{
+    int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
+    double *buf = dense_alloc(per, sizeof(double)), *sums = dense_alloc(C, sizeof(double));
+    if (!buf || !sums) {
+        free(buf); free(sums);
+        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
+    }
+    for (int64_t c = 0; c < C; c++) {
+        rgpu_view v = dense_subview(grad, 1, c);
+        dense_load(&v, DCT_F64, buf);
+        double s = 0.0;
+        for (int64_t i = 0; i < per; i++) s += buf[i];
+        sums[c] = s;
+    }
+    dense_store(db, DCT_F64, sums);
+    free(buf); free(sums);
+    return RGPU_OK;
+}
+
+/* Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw). */
+static void *pack_weight(int ct, const rgpu_view *w)
+{
+    void *buf = dense_alloc(cpu_numel(w), dense_ct_size(ct));
+    if (buf) dense_load(w, ct, buf);
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------
+ * Entry points */
+
+static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w,
+                                   char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (x->ndim == 5 || w->ndim == 5)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cpu backend", name);
+    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
+                 name, x->ndim, w->ndim);
+    return RGPU_OK;
+}
+
+/* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
+rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(dense_check_io(e, 1u << 2, 0, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
+    rgpu_view *y0 = e->out[0];
+    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    int dt = y0->dtype;
+    if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+                 rgpu_dtype_name(dt));
+    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    conv_args a;
+    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
+    conv_geom g;
+    int64_t ys[4];
+    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
+    CPU_FORWARD_IF_ERROR(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    int64_t nb = a.transposed ? g.C : g.O;
+    if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
+    if (cpu_numel(y0) == 0) return RGPU_OK;
+    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+
+    int ct = dense_ct_of(dt);
+    void *wb = pack_weight(ct, &w), *bb = NULL;
+    if (bias) { bb = dense_alloc(nb, dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
+    rgpu_status st;
+    if (!wb || (bias && !bb)) {
+        cpu_errf(err, errlen, "%s: out of memory packing the weight", name);
+        st = RGPU_ERR_NOMEM;
+    } else if (!a.transposed) {
+        st = conv_fwd(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+    } else {
+        st = conv_data(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+    }
+    free(wb); free(bb);
+    return st;
+}
+
+/* in grad, x, w; bias_sizes|NONE, stride, padding, dilation, transposed,
+ * output_padding, groups; outs dx?, dw?, db? */
+rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 7u, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
+    rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
+    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    int dt = x0->dtype;
+    if (!cpu_dtype_is_float(dt))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+                 rgpu_dtype_name(dt));
+    if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
+        (db && db->dtype != dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+                 rgpu_dtype_name(dt));
+    /* bias_sizes only says whether db was wanted; db's shape is checked below */
+    if (!dense_arg_is_none(e, 0)) {
+        int64_t bs[1];
+        uint32_t nbs;
+        CPU_FORWARD_IF_ERROR(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+    }
+    conv_args a;
+    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
+    conv_geom g;
+    int64_t ys[4];
+    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    int nd = x0->ndim;
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
+    CPU_FORWARD_IF_ERROR(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) CPU_FORWARD_IF_ERROR(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) CPU_FORWARD_IF_ERROR(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) CPU_FORWARD_IF_ERROR(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+
+    int ct = dense_ct_of(dt);
+    rgpu_status st = RGPU_OK;
+    if (dx0 && cpu_numel(dx0) > 0) {
+        rgpu_view dx = conv_as_4d(dx0);
+        void *wb = pack_weight(ct, &w);
+        if (!wb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
+        if (!a.transposed) st = conv_data(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
+        else st = conv_fwd(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
+        free(wb);
+        CPU_FORWARD_IF_ERROR(st);
+    }
+    if (dw0 && cpu_numel(dw0) > 0) {
+        rgpu_view dw = conv_as_4d(dw0);
+        if (!a.transposed) st = conv_weight(e->op, ct, &g, &x, &gr, &dw, err, errlen);
+        else st = conv_weight(e->op, ct, &g, &gr, &x, &dw, err, errlen);
+        CPU_FORWARD_IF_ERROR(st);
+    }
+    if (db && cpu_numel(db) > 0) CPU_FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
+    return RGPU_OK;
+}

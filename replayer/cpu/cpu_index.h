@@ -1,0 +1,176 @@
+/* cpu_index.h — private helpers of the CPU index family (cpu_index.c,
+ * cpu_index_data.c, cpu_index_random.c): input/output and arg checks, a
+ * multi-offset N-d walker, and per-element copy/convert/accumulate. */
+#ifndef RGPU_CPU_INDEX_H
+#define RGPU_CPU_INDEX_H
+
+#include "cpu_internal.h"
+
+/* ---------------------------------------------------------------------------
+ * Checks */
+
+/* Inputs/outputs against a slot pattern: one char per slot, 'r' required,
+ * '?' optional (may be NULL). n_in/n_out must equal the pattern lengths.
+ * Present views pass cpu_check_view. */
+rgpu_status cpu_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+                               char *err, size_t errlen);
+/* Variadic: n_in in [min_in, RGPU_MAX_IN]; the first n_req inputs required,
+ * later ones optional when opt_rest, else required. */
+rgpu_status cpu_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+                                   const char *out_pat, char *err, size_t errlen);
+
+/* args[i] must exist and be INT (bool accepted for want_bool). */
+rgpu_status cpu_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+                              char *err, size_t errlen);
+rgpu_status cpu_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+                               char *err, size_t errlen);
+/* A number (INT, FLOAT or BOOL) as double. */
+rgpu_status cpu_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+                              char *err, size_t errlen);
+/* True when args[i] exists and is NONE. */
+bool cpu_index_arg_none(const rgpu_exec *e, int i);
+/* A scalar arg (INT/FLOAT/BOOL) cast to dtype dt, written to buf (8 bytes). */
+void cpu_index_scalar_to(const rgpu_arg *a, int dt, void *buf);
+
+/* Same view: same data, dtype, shape and strides (an in-place op). */
+bool cpu_index_same_view(const rgpu_view *a, const rgpu_view *b);
+/* Sizes of a and b equal (ndim too). */
+bool cpu_index_same_shape(const rgpu_view *a, const rgpu_view *b);
+/* "[2, 3]" into buf. */
+const char *cpu_index_shape_str(const rgpu_view *v, char *buf, size_t n);
+/* Copy src into dst elementwise (same shape, dtype cast when they differ). */
+void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src);
+
+/* ---------------------------------------------------------------------------
+ * N-d walk in row-major order over sizes[0..nd), keeping up to IDX_NW byte
+ * offsets (one per stride set). Usage:
+ *   idx_walk w; idx_walk_init(&w, nd, sizes);  set w.st[k][d];  then
+ *   if (numel > 0) do { ... w.off[k], w.idx[d] ... } while (idx_walk_next(&w)); */
+#define IDX_NW 4
+
+typedef struct idx_walk {
+    int nd;
+    int64_t sz[RGPU_MAX_DIMS];
+    int64_t st[IDX_NW][RGPU_MAX_DIMS];
+    int64_t idx[RGPU_MAX_DIMS];
+    int64_t off[IDX_NW];
+} idx_walk;
+
+static inline void idx_walk_init(idx_walk *w, int nd, const int64_t *sizes)
+{
+    memset(w, 0, sizeof *w);
+    w->nd = nd;
+    for (int d = 0; d < nd; d++) w->sz[d] = sizes[d];
+}
+
+/* Sets stride set k from a view's element strides (bytes), over the same dims. */
+static inline void idx_walk_strides(idx_walk *w, int k, const rgpu_view *v)
+{
+    int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
+    for (int d = 0; d < v->ndim && d < w->nd; d++) w->st[k][d] = v->strides[d] * esz;
+}
+
+static inline bool idx_walk_next(idx_walk *w)
+{
+    for (int d = w->nd - 1; d >= 0; d--) {
+        if (++w->idx[d] < w->sz[d]) {
+            for (int k = 0; k < IDX_NW; k++) w->off[k] += w->st[k][d];
+            return true;
+        }
+        for (int k = 0; k < IDX_NW; k++) w->off[k] -= w->st[k][d] * (w->sz[d] - 1);
+        w->idx[d] = 0;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------------
+ * Elements */
+
+static inline void idx_elem_copy(char *d, const char *s, size_t esz)
+{
+    switch (esz) {
+    case 1: *(uint8_t *)d = *(const uint8_t *)s; break;
+    case 2: memcpy(d, s, 2); break;
+    case 4: memcpy(d, s, 4); break;
+    default: memcpy(d, s, 8); break;
+    }
+}
+
+/* d (dtype ddt) = s (dtype sdt), cast as copy_ does. */
+static inline void idx_elem_convert(char *d, int ddt, const char *s, int sdt)
+{
+    if (ddt == sdt) idx_elem_copy(d, s, rgpu_dtype_size(ddt));
+    else if (cpu_dtype_is_float(sdt)) cpu_store_f64(d, ddt, cpu_load_f64(s, sdt));
+    else cpu_store_u64(d, ddt, cpu_load_u64(s, sdt));
+}
+
+/* Reductions of an element into a destination of the same dtype, in the
+ * dtype's opmath (f32 for f16/bf16/f32, f64, wrapping int64, logical bool):
+ *   ASSIGN d = s;  ADD d = d + alpha*s (d + s when alpha is one);  MUL d = d*s */
+enum { IDX_ASSIGN = 0, IDX_ADD = 1, IDX_MUL = 2 };
+
+typedef struct idx_alpha {
+    bool one;
+    float f;
+    double d;
+    uint64_t i;
+    bool b;
+} idx_alpha;
+
+static inline idx_alpha idx_alpha_one(void)
+{
+    idx_alpha a = { true, 1.0f, 1.0, 1, true };
+    return a;
+}
+
+static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, const idx_alpha *a)
+{
+    if (mode == IDX_ASSIGN) { idx_elem_copy(d, s, rgpu_dtype_size(dt)); return; }
+    switch (dt) {
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
+        float x = cpu_load_f32(d, dt), y = cpu_load_f32(s, dt);
+        if (mode == IDX_MUL) x = x * y;
+        else x = a->one ? x + y : x + a->f * y;
+        cpu_store_f32(d, dt, x);
+        break;
+    }
+    case RGPU_F64: {
+        double x = *(const double *)d, y = *(const double *)s;
+        if (mode == IDX_MUL) x = x * y;
+        else x = a->one ? x + y : x + a->d * y;
+        *(double *)d = x;
+        break;
+    }
+    case RGPU_BOOL: {
+        bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
+        *(uint8_t *)d = mode == IDX_MUL ? (x && y) : (x || (a->b && y));
+        break;
+    }
+    default: {
+        uint64_t x = cpu_load_u64(d, dt), y = cpu_load_u64(s, dt);
+        x = mode == IDX_MUL ? x * y : x + a->i * y;
+        cpu_store_u64(d, dt, x);
+        break;
+    }
+    }
+}
+
+/* An index element (i64 or i32) as int64. */
+static inline int64_t idx_load_index(const char *p, int dt)
+{
+    return dt == RGPU_I32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+}
+
+/* ---------------------------------------------------------------------------
+ * Per-file entry points (dispatched from cpu_index.c) */
+rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, size_t errlen);
+rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_t errlen);
+
+#endif

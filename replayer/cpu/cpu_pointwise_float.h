@@ -1,0 +1,206 @@
+/* cpu_pointwise_float.h — the floating-point compute loops of cpu_pointwise.c.
+ *
+ * Included twice by cpu_pointwise.c only: once with PW_T float (the opmath of
+ * f32, f16 and bf16) and once with PW_T double (f64). The includer defines
+ *   PW_T        the compute type
+ *   PW_F(fn)    the libm function of that type (expf or exp)
+ *   PW_OWN      the ctx field holding the op's own scalar in PW_T
+ *   PW_KERNEL   the name of the function to define
+ * Formulas are ATen's CPU ones (scalar lambdas of the cpu kernels), written
+ * in the same operation order so results round the same way.
+ *
+ * PW_KERNEL(c, r, rb, x, cond, n): x[k] holds input k's n values (already in
+ * PW_T); results go to r (float results) or rb (bool results: comparisons,
+ * logical ops, isnan). r may be the memory of an input (in-place): every loop
+ * reads element i before writing it. */
+
+static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
+                      const uint8_t *cond, int64_t n)
+{
+    const PW_T *a = x[0], *b = x[1], *w = x[2];
+    const PW_T zero = 0, one = 1, half = (PW_T)0.5;
+    switch (c->op) {
+    /* --- unary */
+    case RGPU_OP_NEG:        for (int64_t i = 0; i < n; i++) r[i] = -a[i]; break;
+    case RGPU_OP_ABS:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(fabs)(a[i]); break;
+    case RGPU_OP_EXP:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(exp)(a[i]); break;
+    case RGPU_OP_LOG:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(log)(a[i]); break;
+    case RGPU_OP_LOG1P:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(log1p)(a[i]); break;
+    case RGPU_OP_EXPM1:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(expm1)(a[i]); break;
+    case RGPU_OP_SQRT:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(sqrt)(a[i]); break;
+    case RGPU_OP_RSQRT:      for (int64_t i = 0; i < n; i++) r[i] = one / PW_F(sqrt)(a[i]); break;
+    case RGPU_OP_RECIPROCAL: for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
+    case RGPU_OP_TANH:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(tanh)(a[i]); break;
+    case RGPU_OP_SIGMOID:    for (int64_t i = 0; i < n; i++) r[i] = one / (one + PW_F(exp)(-a[i])); break;
+    case RGPU_OP_SIN:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(sin)(a[i]); break;
+    case RGPU_OP_COS:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(cos)(a[i]); break;
+    case RGPU_OP_ERF:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(erf)(a[i]); break;
+    case RGPU_OP_FLOOR:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(floor)(a[i]); break;
+    case RGPU_OP_CEIL:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(ceil)(a[i]); break;
+    case RGPU_OP_ROUND:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(nearbyint)(a[i]); break;  /* half to even */
+    case RGPU_OP_TRUNC:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i]); break;
+    /* sign(NaN) is 0 on ATen's CPU kernel, as (0 < x) - (x < 0) gives */
+    case RGPU_OP_SIGN:       for (int64_t i = 0; i < n; i++) r[i] = (PW_T)((zero < a[i]) - (a[i] < zero)); break;
+    /* clamp_min(x, 0): keeps NaN and -0 */
+    case RGPU_OP_RELU:       for (int64_t i = 0; i < n; i++) r[i] = zero > a[i] ? zero : a[i]; break;
+    case RGPU_OP_SILU:       for (int64_t i = 0; i < n; i++) r[i] = a[i] / (one + PW_F(exp)(-a[i])); break;
+    case RGPU_OP_GELU:
+        if (c->approx_tanh) {
+            const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = a[i], cube = v * v * v;
+                PW_T inner = kBeta * (v + kKappa * cube);
+                r[i] = half * v * (one + PW_F(tanh)(inner));
+            }
+        } else {
+            const PW_T kAlpha = (PW_T)PW_SQRT1_2;
+            for (int64_t i = 0; i < n; i++) r[i] = a[i] * half * (one + PW_F(erf)(a[i] * kAlpha));
+        }
+        break;
+    case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == zero; break;
+    case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) rb[i] = a[i] != a[i]; break;
+
+    /* --- binary */
+    case RGPU_OP_POW: {
+        double e = c->pow_exp;   /* scalar exponent (pow.Tensor_Scalar), in the compute dtype */
+        switch (c->pow_mode) {
+        case POW_SQRT:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(sqrt)(a[i]); break;
+        case POW_RSQRT:  for (int64_t i = 0; i < n; i++) r[i] = one / PW_F(sqrt)(a[i]); break;
+        case POW_RECIP:  for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
+        case POW_SQUARE: for (int64_t i = 0; i < n; i++) r[i] = a[i] * a[i]; break;
+        case POW_CUBE:   for (int64_t i = 0; i < n; i++) r[i] = a[i] * a[i] * a[i]; break;
+        case POW_INVSQ:  for (int64_t i = 0; i < n; i++) r[i] = one / (a[i] * a[i]); break;
+        /* std::pow(scalar_t base, double exp): evaluated in double */
+        case POW_SCALAR: for (int64_t i = 0; i < n; i++) r[i] = (PW_T)pow((double)a[i], e); break;
+        default:         for (int64_t i = 0; i < n; i++) r[i] = PW_F(pow)(a[i], b[i]); break;
+        }
+        break;
+    }
+    case RGPU_OP_MAXIMUM:   /* NaN in either propagates; else std::max */
+        for (int64_t i = 0; i < n; i++)
+            r[i] = (a[i] != a[i] || b[i] != b[i]) ? (PW_T)NAN : (a[i] < b[i] ? b[i] : a[i]);
+        break;
+    case RGPU_OP_MINIMUM:
+        for (int64_t i = 0; i < n; i++)
+            r[i] = (a[i] != a[i] || b[i] != b[i]) ? (PW_T)NAN : (b[i] < a[i] ? b[i] : a[i]);
+        break;
+    case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
+    case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
+    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] < b[i]; break;
+    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] <= b[i]; break;
+    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] > b[i]; break;
+    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] >= b[i]; break;
+    case RGPU_OP_LOGICAL_AND: for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != zero) && (b[i] != zero); break;
+    case RGPU_OP_LOGICAL_OR:  for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != zero) || (b[i] != zero); break;
+    case RGPU_OP_LOGICAL_XOR: for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != zero) != (b[i] != zero); break;
+    case RGPU_OP_REMAINDER:   /* Python's %: the result takes the divisor's sign */
+        for (int64_t i = 0; i < n; i++) {
+            PW_T mod = PW_F(fmod)(a[i], b[i]);
+            if (mod != zero && ((b[i] < zero) != (mod < zero))) mod += b[i];
+            r[i] = mod;
+        }
+        break;
+    case RGPU_OP_FMOD:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmod)(a[i], b[i]); break;
+    case RGPU_OP_ATAN2: for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan2)(a[i], b[i]); break;
+    case RGPU_OP_DIV_MODE:
+        if (c->mode == DIV_TRUNC) {
+            for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i] / b[i]);
+            break;
+        }
+        /* div_floor_floating (ATen's BinaryOps.h) */
+        for (int64_t i = 0; i < n; i++) {
+            PW_T av = a[i], bv = b[i];
+            if (bv == zero) { r[i] = av / bv; continue; }
+            PW_T mod = PW_F(fmod)(av, bv);
+            PW_T div = (av - mod) / bv;
+            if (mod != zero && (bv < zero) != (mod < zero)) div -= one;
+            PW_T fd;
+            if (div != zero) {
+                fd = PW_F(floor)(div);
+                if (div - fd > half) fd += one;
+            } else {
+                fd = PW_F(copysign)(zero, av / bv);
+            }
+            r[i] = fd;
+        }
+        break;
+
+    /* --- ternary (x[0] of WHERE is the condition, given in cond) */
+    case RGPU_OP_WHERE: for (int64_t i = 0; i < n; i++) r[i] = cond[i] ? b[i] : w[i]; break;
+    case RGPU_OP_CLAMP:
+        /* a NaN value or a NaN bound gives NaN; otherwise min(max(x, lo), hi) */
+        for (int64_t i = 0; i < n; i++) {
+            PW_T v = a[i];
+            if (v != v) { r[i] = v; continue; }
+            if (c->has_lo) {
+                if (b[i] != b[i]) { r[i] = (PW_T)NAN; continue; }
+                v = v < b[i] ? b[i] : v;
+            }
+            if (c->has_hi) {
+                if (w[i] != w[i]) { r[i] = (PW_T)NAN; continue; }
+                v = w[i] < v ? w[i] : v;
+            }
+            r[i] = v;
+        }
+        break;
+    case RGPU_OP_LERP:
+        for (int64_t i = 0; i < n; i++) {
+            PW_T s = a[i], e = b[i], wt = w[i];
+            r[i] = PW_F(fabs)(wt) < half ? s + wt * (e - s) : e - (e - s) * (one - wt);
+        }
+        break;
+    case RGPU_OP_ADDCMUL: {
+        PW_T v = c->PW_OWN;
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] + v * b[i] * w[i];
+        break;
+    }
+    case RGPU_OP_ADDCDIV: {
+        PW_T v = c->PW_OWN;
+        for (int64_t i = 0; i < n; i++) r[i] = a[i] + v * b[i] / w[i];
+        break;
+    }
+
+    /* --- activation backwards: a = grad, b = input (or output) */
+    case RGPU_OP_THRESHOLD_BACKWARD: {
+        PW_T th = c->PW_OWN;
+        for (int64_t i = 0; i < n; i++) r[i] = b[i] <= th ? zero : a[i];
+        break;
+    }
+    case RGPU_OP_GELU_BACKWARD:
+        if (c->approx_tanh) {
+            const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
+            const PW_T three = 3;
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = b[i];
+                PW_T x_sq = v * v, x_cube = x_sq * v;
+                PW_T inner = kBeta * (v + kKappa * x_cube);
+                PW_T tanh_inner = PW_F(tanh)(inner);
+                PW_T left = half * v, right = one + tanh_inner;
+                PW_T left_derivative = half * right;
+                PW_T tanh_derivative = one - tanh_inner * tanh_inner;
+                PW_T inner_derivative = kBeta * (one + three * kKappa * x_sq);
+                PW_T right_derivative = left * tanh_derivative * inner_derivative;
+                r[i] = a[i] * (left_derivative + right_derivative);
+            }
+        } else {
+            const PW_T kAlpha = (PW_T)PW_SQRT1_2, kBeta = (PW_T)(PW_2_SQRTPI * PW_SQRT1_2 * 0.5);
+            const PW_T mhalf = (PW_T)-0.5;
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = b[i];
+                PW_T cdf = half * (one + PW_F(erf)(v * kAlpha));
+                PW_T pdf = kBeta * PW_F(exp)(v * v * mhalf);
+                r[i] = a[i] * (cdf + v * pdf);
+            }
+        }
+        break;
+    case RGPU_OP_SILU_BACKWARD:
+        for (int64_t i = 0; i < n; i++) {
+            PW_T sig = one / (one + PW_F(exp)(-b[i]));
+            r[i] = a[i] * sig * (one + b[i] * (one - sig));
+        }
+        break;
+    case RGPU_OP_SIGMOID_BACKWARD: for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i]) * b[i]; break;
+    case RGPU_OP_TANH_BACKWARD:    for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i] * b[i]); break;
+    default: break;   /* pw_supports() let no other op through */
+    }
+}

@@ -1,0 +1,523 @@
+/* cpu_reduce2_norm.c — the CPU reference for _softmax, _log_softmax and their
+ * backwards, native_layer_norm (+ backward) and nll_loss (+ backward).
+ *
+ * All of them work row by row: a row is loaded into a double buffer (any
+ * dtype, any strides), computed in double, stored in the output's dtype. The
+ * training hot paths (softmax / layer norm over a contiguous last dim) thus
+ * run as a few tight passes over a row that sits in L1. Outputs are written
+ * only after the row has been read, so an output aliasing its input is fine. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_families.h"
+#include "cpu_reduce2.h"
+
+/* ---------------------------------------------------------------------------
+ * softmax, log_softmax: in x, out y (x's shape); args int dim, bool half_to_float.
+ *   y = exp(x - max) / sum(exp(x - max))          along dim
+ *   y = x - max - log(sum(exp(x - max)))          (log)
+ * half_to_float only changes out's dtype (f32 for f16/bf16 x), which the
+ * client already chose. A 0-d x is one row of one element. */
+
+/* A counter over every dim of v but dim (0-d: one position), with the
+ * operands' strides; row n/strides along dim in bytes. */
+static void rows_along(r2_ctr *c, const rgpu_view *const *v, int nv, int dim,
+                       int64_t *n, int64_t *rs)
+{
+    const rgpu_view *v0 = v[0];
+    int64_t sz[RGPU_MAX_DIMS];
+    for (int d = 0; d < v0->ndim; d++) sz[d] = d == dim ? 1 : v0->sizes[d];
+    r2_ctr_init(c, v0->ndim, sz);
+    *n = v0->ndim > 0 ? v0->sizes[dim] : 1;
+    for (int k = 0; k < nv; k++) {
+        int64_t esz = (int64_t)rgpu_dtype_size(v[k]->dtype);
+        r2_ctr_add(c, v[k]->strides, esz);
+        rs[k] = v0->ndim > 0 ? v[k]->strides[dim] * esz : 0;
+    }
+}
+
+rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+
+    const rgpu_view *vs[2] = { in, out };
+    r2_ctr c;
+    int64_t n, rs[2];
+    rows_along(&c, vs, 2, dim, &n, rs);
+    if (c.total == 0 || n == 0) return RGPU_OK;
+    double *buf = malloc((size_t)n * sizeof *buf);
+    if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
+    do {
+        cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
+        double mx = -INFINITY;
+        for (int64_t i = 0; i < n; i++)
+            if (mx == mx && !(buf[i] <= mx)) mx = buf[i];   /* a NaN wins and sticks */
+        double sum = 0.0;
+        if (is_log) {
+            for (int64_t i = 0; i < n; i++) sum += exp(buf[i] - mx);
+            double sub = mx + log(sum);
+            for (int64_t i = 0; i < n; i++) buf[i] = buf[i] - sub;
+        } else {
+            for (int64_t i = 0; i < n; i++) { buf[i] = exp(buf[i] - mx); sum += buf[i]; }
+            for (int64_t i = 0; i < n; i++) buf[i] /= sum;
+        }
+        cpu_store_row_f64((char *)out->data + c.off[1], out->dtype, rs[1], buf, n);
+    } while (r2_ctr_next(&c));
+    free(buf);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * _softmax_backward_data / _log_softmax_backward_data: in grad g, output y
+ * (same shape); args int dim, DTYPE input_dtype (out's dtype).
+ *   softmax:     gx = y * (g - sum(g * y))
+ *   log_softmax: gx = g - exp(y) * sum(g) */
+
+rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *y = e->in[1];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, y, "in[1] (output)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+    if (e->args[1].v.i != out->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
+                 rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+
+    const rgpu_view *vs[3] = { g, y, out };
+    r2_ctr c;
+    int64_t n, rs[3];
+    rows_along(&c, vs, 3, dim, &n, rs);
+    if (c.total == 0 || n == 0) return RGPU_OK;
+    double *gb = malloc(2 * (size_t)n * sizeof *gb);
+    if (gb == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
+    double *yb = gb + n;
+    do {
+        cpu_load_row_f64(gb, (const char *)g->data + c.off[0], g->dtype, rs[0], n);
+        cpu_load_row_f64(yb, (const char *)y->data + c.off[1], y->dtype, rs[1], n);
+        double sum = 0.0;
+        if (is_log) {
+            for (int64_t i = 0; i < n; i++) sum += gb[i];
+            for (int64_t i = 0; i < n; i++) gb[i] -= exp(yb[i]) * sum;
+        } else {
+            for (int64_t i = 0; i < n; i++) sum += gb[i] * yb[i];
+            for (int64_t i = 0; i < n; i++) gb[i] = yb[i] * (gb[i] - sum);
+        }
+        cpu_store_row_f64((char *)out->data + c.off[2], out->dtype, rs[2], gb, n);
+    } while (r2_ctr_next(&c));
+    free(gb);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Layer norm shapes: x is (lead..., norm...) with norm = normalized_shape,
+ * M = prod(lead), N = prod(norm); mean/rstd are (lead..., 1...); weight and
+ * bias are norm-shaped. */
+
+typedef struct ln_shape {
+    int k, lead;              /* normalized dims, leading dims */
+    int64_t M, N;
+    int64_t norm[RGPU_MAX_DIMS];
+    int64_t stat[RGPU_MAX_DIMS];   /* mean/rstd shape */
+} ln_shape;
+
+static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, ln_shape *s,
+                                char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
+                 ns->v.ints.n, x->ndim, x->ndim);
+    s->k = (int)ns->v.ints.n;
+    s->lead = x->ndim - s->k;
+    s->M = 1; s->N = 1;
+    for (int d = 0; d < s->lead; d++) { s->M *= x->sizes[d]; s->stat[d] = x->sizes[d]; }
+    for (int d = 0; d < s->k; d++) {
+        s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
+        s->stat[s->lead + d] = 1;
+        if (s->norm[d] != x->sizes[s->lead + d]) {
+            char got[24];
+            snprintf(got, sizeof got, "%lld", (long long)x->sizes[s->lead + d]);
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %s", name, d,
+                     (long long)s->norm[d], s->lead + d, got);
+        }
+        s->N *= s->norm[d];
+    }
+    return RGPU_OK;
+}
+
+/* v (norm-shaped, optional) as N doubles; fill when v is NULL. */
+static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *dst, char *err, size_t errlen)
+{
+    if (v == NULL) { for (int64_t i = 0; i < N; i++) dst[i] = fill; return RGPU_OK; }
+    r2_row r;
+    CPU_FORWARD_IF_ERROR(r2_row_init(&r, v, 0, err, errlen));
+    r2_row_load(&r, v->data, dst);
+    r2_row_free(&r);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * native_layer_norm: in x, weight?, bias?; args ints normalized_shape, float
+ * eps; outs y (x's shape), mean, rstd (stat shape).
+ *   mean = sum(x)/N, var = sum((x - mean)^2)/N (biased), rstd = 1/sqrt(var + eps)
+ *   y = (x - mean) * rstd * w + b
+ * N == 0 gives mean 0, rstd NaN, as ATen. */
+
+rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
+    rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT), "eps", err, errlen));
+    double eps = rgpu_arg_as_f64(&e->args[1]);
+    ln_shape s;
+    CPU_FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, x, "in[0] (x)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, y, "out[0] (y)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    if (w) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "in[1] (weight)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
+    }
+    if (b) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, b, "in[2] (bias)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
+    }
+    if (mean) CPU_FORWARD_IF_ERROR(r2_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
+    if (rstd) CPU_FORWARD_IF_ERROR(r2_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    if (s.M == 0) return RGPU_OK;
+
+    r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
+    r2_ctr_init(&c, s.lead, x->sizes);
+    r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+    r2_ctr_add(&c, y->strides, (int64_t)rgpu_dtype_size(y->dtype));
+    r2_ctr_add(&c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
+    r2_ctr_add(&c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
+    r2_row xr, yr;
+    CPU_FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
+    rgpu_status st = r2_row_init(&yr, y, s.lead, err, errlen);
+    if (st != RGPU_OK) { r2_row_free(&xr); return st; }
+    double *buf = malloc(3 * (size_t)(s.N > 0 ? s.N : 1) * sizeof *buf);
+    if (buf == NULL) {
+        r2_row_free(&xr); r2_row_free(&yr);
+        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
+    }
+    double *wb = buf + s.N, *bb = wb + s.N;
+    st = ln_param(w, s.N, 1.0, wb, err, errlen);
+    if (st == RGPU_OK) st = ln_param(b, s.N, 0.0, bb, err, errlen);
+    if (st == RGPU_OK) {
+        int64_t N = s.N;
+        double rN = 1.0 / (double)N;
+        do {
+            r2_row_load(&xr, (const char *)x->data + c.off[0], buf);
+            double mu = 0.0, var = 0.0;
+            for (int64_t i = 0; i < N; i++) mu += buf[i];
+            mu *= rN;
+            for (int64_t i = 0; i < N; i++) { double d = buf[i] - mu; var += d * d; }
+            var *= rN;
+            double rs = 1.0 / sqrt(var + eps);
+            if (N == 0) { mu = 0.0; rs = NAN; }
+            for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
+            r2_row_store(&yr, (char *)y->data + c.off[1], buf);
+            if (mean) cpu_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
+            if (rstd) cpu_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
+        } while (r2_ctr_next(&c));
+    }
+    free(buf);
+    r2_row_free(&xr);
+    r2_row_free(&yr);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+ * native_layer_norm_backward: in grad g, x, mean, rstd, weight?, bias?;
+ * args ints normalized_shape; outs dx?, dw?, db? (NULL: not wanted).
+ * Per row, with xhat = (x - mean) * rstd and gw = g * w:
+ *   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
+ *   dw = sum over rows of g * xhat,  db = sum over rows of g
+ * mean/rstd are the saved ones (not recomputed), as ATen. */
+
+rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
+    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
+    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    ln_shape s;
+    CPU_FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, x, "in[1] (x)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, mean, "in[2] (mean)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
+    if (w) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "in[4] (weight)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
+    }
+    if (dx) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, dx, "out[0] (dx)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+    }
+    if (dw) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, dw, "out[1] (dw)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
+    }
+    if (db) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, db, "out[2] (db)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
+    }
+    if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
+
+    int64_t N = s.N;
+    rgpu_status st = RGPU_OK;
+    r2_row gr = {0}, xr = {0}, dxr = {0};
+    double *buf = malloc(6 * (size_t)N * sizeof *buf);
+    if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
+    double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
+    for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
+    st = ln_param(w, N, 1.0, wb, err, errlen);
+    if (st == RGPU_OK) st = r2_row_init(&gr, g, s.lead, err, errlen);
+    if (st == RGPU_OK) st = r2_row_init(&xr, x, s.lead, err, errlen);
+    if (st == RGPU_OK && dx) st = r2_row_init(&dxr, dx, s.lead, err, errlen);
+    if (st == RGPU_OK && s.M > 0) {
+        r2_ctr c;   /* operands: g, x, mean, rstd, dx over the leading dims */
+        r2_ctr_init(&c, s.lead, x->sizes);
+        r2_ctr_add(&c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
+        r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+        r2_ctr_add(&c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
+        r2_ctr_add(&c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
+        r2_ctr_add(&c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
+        double rN = 1.0 / (double)N;
+        do {
+            r2_row_load(&gr, (const char *)g->data + c.off[0], gb);
+            r2_row_load(&xr, (const char *)x->data + c.off[1], xb);
+            double mu = cpu_load_f64((const char *)mean->data + c.off[2], mean->dtype);
+            double rs = cpu_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
+            double sgw = 0.0, sgwx = 0.0;
+            for (int64_t i = 0; i < N; i++) {
+                double xh = (xb[i] - mu) * rs;
+                double gw = gb[i] * wb[i];
+                xb[i] = xh;
+                gwb[i] = gw;
+                sgw += gw;
+                sgwx += gw * xh;
+                dwa[i] += gb[i] * xh;
+                dba[i] += gb[i];
+            }
+            if (dx) {
+                double a = sgw * rN, bq = sgwx * rN;
+                for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
+                r2_row_store(&dxr, (char *)dx->data + c.off[4], xb);
+            }
+        } while (r2_ctr_next(&c));
+    }
+    if (st == RGPU_OK && dw) {
+        r2_row r;
+        st = r2_row_init(&r, dw, 0, err, errlen);
+        if (st == RGPU_OK) { r2_row_store(&r, dw->data, dwa); r2_row_free(&r); }
+    }
+    if (st == RGPU_OK && db) {
+        r2_row r;
+        st = r2_row_init(&r, db, 0, err, errlen);
+        if (st == RGPU_OK) { r2_row_store(&r, db->data, dba); r2_row_free(&r); }
+    }
+    free(buf);
+    r2_row_free(&gr);
+    r2_row_free(&xr);
+    r2_row_free(&dxr);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+ * nll_loss: logp is (N,C) with target (N,), or (C,) with target () or (1,);
+ * weight? is (C,); targets are int64 or uint8. */
+
+typedef struct nll_shape {
+    bool batched;             /* logp is 2-d */
+    int64_t N, C;
+    int64_t ls0, ls1;         /* logp byte strides: row, class */
+    int64_t ts;               /* target byte stride */
+    int64_t ws;               /* weight byte stride */
+    int64_t reduction, ignore;
+} nll_shape;
+
+static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t,
+                                 const rgpu_view *w, int a0, nll_shape *s, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    CPU_FORWARD_IF_ERROR(r2_arg(e, a0, R2K(RGPU_ARG_INT), "reduction", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_arg(e, a0 + 1, R2K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    s->reduction = e->args[a0].v.i;
+    s->ignore = e->args[a0 + 1].v.i;
+    if (s->reduction < 0 || s->reduction > 2)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
+                 (long long)s->reduction);
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, logp, "logp", err, errlen));
+    if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
+                 rgpu_dtype_name(t->dtype));
+    if (logp->ndim < 1 || logp->ndim > 2)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
+    if (t->ndim > 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
+    int64_t le = (int64_t)rgpu_dtype_size(logp->dtype);
+    s->batched = logp->ndim == 2;
+    s->N = s->batched ? logp->sizes[0] : 1;
+    s->C = logp->sizes[logp->ndim - 1];
+    s->ls0 = s->batched ? logp->strides[0] * le : 0;
+    s->ls1 = logp->strides[logp->ndim - 1] * le;
+    s->ts = t->ndim == 1 ? t->strides[0] * (int64_t)rgpu_dtype_size(t->dtype) : 0;
+    if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
+                 (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
+    if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
+                 (long long)t->sizes[0]);
+    s->ws = 0;
+    if (w) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "weight", err, errlen));
+        if (w->ndim != 1 || w->sizes[0] != s->C)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
+                     "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
+        s->ws = w->strides[0] * (int64_t)rgpu_dtype_size(w->dtype);
+    }
+    return RGPU_OK;
+}
+
+static int64_t nll_target(const rgpu_view *t, const nll_shape *s, int64_t i)
+{
+    return (int64_t)cpu_load_u64((const char *)t->data + i * s->ts, t->dtype);
+}
+
+/* Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG
+ * (checked before any write). */
+static rgpu_status nll_check_targets(const rgpu_exec *e, const rgpu_view *t, const nll_shape *s, int64_t n,
+                                     char *err, size_t errlen)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = nll_target(t, s, i);
+        if (v != s->ignore && (v < 0 || v >= s->C))
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
+    }
+    return RGPU_OK;
+}
+
+/* nll_loss_forward: args int reduction, int ignore_index; outs loss
+ * ((N,) for reduction none with 2-d logp, else 0-d), total_weight? (0-d).
+ *   loss_i = -w[t_i] * logp[i, t_i]  (0 where t_i == ignore_index)
+ *   total_weight = sum of w[t_i] over non-ignored i (0 for none with 2-d logp)
+ *   mean: sum(loss_i) / total_weight (NaN for an empty logp); sum: sum(loss_i) */
+rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
+    rgpu_view *loss = e->out[0], *tw = e->out[1];
+    nll_shape s;
+    CPU_FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    bool per_row = s.reduction == 0 && s.batched;
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, loss, "out[0] (loss)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    if (tw) {
+        CPU_FORWARD_IF_ERROR(r2_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        CPU_FORWARD_IF_ERROR(r2_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+    }
+    /* as ATen: a reduced loss over an empty logp checks no target */
+    CPU_FORWARD_IF_ERROR(nll_check_targets(e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
+    const char *lp = logp->data;
+    if (per_row) {
+        int64_t os = loss->ndim == 1 ? loss->strides[0] * (int64_t)rgpu_dtype_size(loss->dtype) : 0;
+        for (int64_t i = 0; i < s.N; i++) {
+            int64_t c = nll_target(t, &s, i);
+            double v = 0.0;
+            if (c != s.ignore) {
+                double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+                v = -cpu_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
+            }
+            cpu_store_f64((char *)loss->data + i * os, loss->dtype, v);
+        }
+        if (tw) cpu_store_f64(tw->data, tw->dtype, 0.0);
+        return RGPU_OK;
+    }
+    double sum = 0.0, wsum = 0.0;
+    bool empty = s.N * s.C == 0;
+    for (int64_t i = 0; !empty && i < s.N; i++) {
+        int64_t c = nll_target(t, &s, i);
+        if (c == s.ignore) continue;
+        double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+        sum -= cpu_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
+        wsum += wc;
+    }
+    double out = sum;
+    if (s.reduction == 1) out = empty ? NAN : sum / wsum;
+    cpu_store_f64(loss->data, loss->dtype, out);
+    if (tw) cpu_store_f64(tw->data, tw->dtype, wsum);
+    return RGPU_OK;
+}
+
+/* nll_loss_backward: in grad ((N,) for none with 2-d logp, else one
+ * element), logp, target, weight?, total_weight (one element); args int
+ * reduction, int ignore_index; out grad_input (logp's shape): zeros except
+ *   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
+ *   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean) */
+rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
+    rgpu_view *gx = e->out[0];
+    nll_shape s;
+    CPU_FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    bool per_row = s.reduction == 0 && s.batched;
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, go, "in[0] (grad)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_float(e, gx, "out[0]", err, errlen));
+    CPU_FORWARD_IF_ERROR(r2_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) CPU_FORWARD_IF_ERROR(r2_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    else if (cpu_numel(go) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
+                 (long long)cpu_numel(go));
+    if (cpu_numel(twv) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
+                 name, (long long)cpu_numel(twv));
+    CPU_FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
+
+    int64_t ge = (int64_t)rgpu_dtype_size(gx->dtype);
+    int64_t gs0 = s.batched ? gx->strides[0] * ge : 0, gs1 = gx->strides[gx->ndim - 1] * ge;
+    char *gp = gx->data;
+    for (int64_t i = 0; i < s.N && s.C > 0; i++)
+        for (int64_t c = 0; c < s.C; c++) cpu_store_f64(gp + i * gs0 + c * gs1, gx->dtype, 0.0);
+    if (s.N * s.C == 0) return RGPU_OK;
+    double g = 0.0;
+    int64_t gos = 0;
+    if (per_row) gos = go->strides[0] * (int64_t)rgpu_dtype_size(go->dtype);
+    else {
+        g = -cpu_load_f64(go->data, go->dtype);
+        if (s.reduction == 1) g /= cpu_load_f64(twv->data, twv->dtype);
+    }
+    for (int64_t i = 0; i < s.N; i++) {
+        int64_t c = nll_target(t, &s, i);
+        if (c == s.ignore) continue;
+        double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+        double gi = per_row ? -cpu_load_f64((const char *)go->data + i * gos, go->dtype) : g;
+        cpu_store_f64(gp + i * gs0 + c * gs1, gx->dtype, wc * gi);
+    }
+    return RGPU_OK;
+}
