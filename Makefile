@@ -108,6 +108,7 @@ $(B)/tests/%: tests/c/%.c $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.
 	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)
 
 test-c: $(C_TESTS) $(SERVER)
+	@$(PYTHON) tools/gen_optable.py --check
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
 
 test-py: all
