@@ -215,7 +215,7 @@ static inline void cpu_store_row_u64(char *dst, int dt, int64_t s, const uint64_
  * ordered by the output's strides (largest outermost), size-1 dims dropped
  * and mergeable dims coalesced, so a contiguous problem becomes one row.
  * run() calls row() once per innermost row: no div/mod per element. */
-#define CPU_MAX_OPS 3
+#define CPU_MAX_OPS 4
 
 typedef struct cpu_iter {
     int nops;

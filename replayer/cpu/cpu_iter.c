@@ -45,6 +45,8 @@ rgpu_status cpu_check_view(const rgpu_view *v, const char *what, int op, char *e
 rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin,
                           int op, char *err, size_t errlen)
 {
+    if (nin < 0 || nin >= CPU_MAX_OPS)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, CPU_MAX_OPS - 1);
     int nd = out->ndim;
     it->nops = 1 + nin;
     it->numel = cpu_numel(out);

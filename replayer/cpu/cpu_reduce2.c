@@ -146,7 +146,7 @@ rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, siz
     r->offs = NULL;
     r->stride = c.n > 0 ? c.st[0][c.n - 1] : 0;
     if (c.n <= 1 || c.total == 0) return RGPU_OK;
-    r->offs = malloc((size_t)c.total * sizeof *r->offs);
+    r->offs = r2_alloc(c.total, sizeof *r->offs);
     if (r->offs == NULL)
         CPU_FAIL(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
     int64_t i = 0;
@@ -222,7 +222,7 @@ static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view 
     }
     for (int k = 0; k < nout; k++) {
         if (outs[k] == NULL) continue;
-        char what[16];
+        char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
         CPU_FORWARD_IF_ERROR(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
@@ -390,6 +390,13 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
 
     bool red[RGPU_MAX_DIMS];
     CPU_FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
+    /* any.dims / all.dims: ATen reduces nothing for dim=[] (all for None).
+     * ops.def says empty = all, so an empty list reads as "nothing" only when
+     * out has in's shape; where both readings fit, they give the same values. */
+    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
+        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
+        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
+        for (int d = 0; d < in->ndim; d++) red[d] = false;
     red_plan pl;
     CPU_FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, &out, 1, err, errlen));
 

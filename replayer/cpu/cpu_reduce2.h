@@ -4,6 +4,8 @@
 #ifndef RGPU_CPU_REDUCE2_H
 #define RGPU_CPU_REDUCE2_H
 
+#include <stdlib.h>
+
 #include "cpu_internal.h"
 
 /* ---------------------------------------------------------------------------
@@ -22,6 +24,15 @@ rgpu_status r2_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *wh
                           const int64_t *sizes, char *err, size_t errlen);
 /* Wraps dim into [0, nd) (a 0-d tensor takes 0 and -1, giving 0). */
 rgpu_status r2_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen);
+
+/* malloc of n items of per bytes; NULL when n < 0 or the size overflows
+ * (a stride-0 view can have a huge numel over a tiny storage). */
+static inline void *r2_alloc(int64_t n, size_t per)
+{
+    size_t bytes;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, per, &bytes)) return NULL;
+    return malloc(bytes > 0 ? bytes : 1);
+}
 
 /* ---------------------------------------------------------------------------
  * N-d counter over sizes[0..n), row-major, with one byte offset per operand.

@@ -54,7 +54,7 @@ rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen
     int64_t n, rs[2];
     rows_along(&c, vs, 2, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *buf = malloc((size_t)n * sizeof *buf);
+    double *buf = r2_alloc(n, sizeof *buf);
     if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
     do {
         cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
@@ -105,7 +105,7 @@ rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size
     int64_t n, rs[3];
     rows_along(&c, vs, 3, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *gb = malloc(2 * (size_t)n * sizeof *gb);
+    double *gb = r2_alloc(n, 2 * sizeof *gb);
     if (gb == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
     double *yb = gb + n;
     do {
@@ -147,17 +147,19 @@ static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rg
     s->k = (int)ns->v.ints.n;
     s->lead = x->ndim - s->k;
     s->M = 1; s->N = 1;
-    for (int d = 0; d < s->lead; d++) { s->M *= x->sizes[d]; s->stat[d] = x->sizes[d]; }
+    for (int d = 0; d < s->lead; d++) {
+        if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
+            CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
+        s->stat[d] = x->sizes[d];
+    }
     for (int d = 0; d < s->k; d++) {
         s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
         s->stat[s->lead + d] = 1;
-        if (s->norm[d] != x->sizes[s->lead + d]) {
-            char got[24];
-            snprintf(got, sizeof got, "%lld", (long long)x->sizes[s->lead + d]);
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %s", name, d,
-                     (long long)s->norm[d], s->lead + d, got);
-        }
-        s->N *= s->norm[d];
+        if (s->norm[d] != x->sizes[s->lead + d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
+                     (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
+        if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
+            CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
     }
     return RGPU_OK;
 }
@@ -215,7 +217,7 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     CPU_FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
     rgpu_status st = r2_row_init(&yr, y, s.lead, err, errlen);
     if (st != RGPU_OK) { r2_row_free(&xr); return st; }
-    double *buf = malloc(3 * (size_t)(s.N > 0 ? s.N : 1) * sizeof *buf);
+    double *buf = r2_alloc(s.N, 3 * sizeof *buf);
     if (buf == NULL) {
         r2_row_free(&xr); r2_row_free(&yr);
         CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
@@ -291,7 +293,7 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
     int64_t N = s.N;
     rgpu_status st = RGPU_OK;
     r2_row gr = {0}, xr = {0}, dxr = {0};
-    double *buf = malloc(6 * (size_t)N * sizeof *buf);
+    double *buf = r2_alloc(N, 6 * sizeof *buf);
     if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
     double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
