@@ -499,7 +499,11 @@ uint64_t rgpu_client_new_id(rgpu_client *c) {
 
 rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *op_index) {
     pthread_mutex_lock(&c->mu);
-    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : append_record_locked(c, r, op_index);
+    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
+    /* Frees queued before a wait op go before it, so what it observes
+     * (memory stats) already reflects tensors the program dropped. */
+    if (!s && r->op < RGPU_OP_COUNT && (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT)) s = emit_frees_locked(c);
+    if (!s) s = append_record_locked(c, r, op_index);
     if (!s && c->cur.len >= RGPU_CHUNK_BYTES) s = close_chunk_locked(c);
     pthread_mutex_unlock(&c->mu);
     return s;
