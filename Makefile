@@ -41,10 +41,11 @@ endif
 
 PYEXT := torchhook/rgpu/_C.abi3.so
 SERVER := $(B)/bin/rgpu-server
+TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note
-all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(PYEXT) develop
+all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(PYEXT) develop
 
 help:
 	@sed -n '3,7p' Makefile
@@ -70,6 +71,10 @@ deps:
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
 
 # ---------------------------------------------------------------- C
+# The CPU kernels are plain loops: let GCC vectorise them (no fast-math:
+# results stay bit-identical; reductions keep their order).
+$(B)/obj/replayer/cpu/%.o: OPT += -O3
+
 $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_) -c $< -o $@
@@ -86,6 +91,12 @@ $(B)/lib/librgpu_replayer.a: $(REPLAYER_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
 $(SERVER): $(B)/obj/replayer/server.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+# Offline tools (tools/): linked like the server.
+$(TOOLS:$(B)/bin/%=$(B)/obj/tools/%.o) $(B)/obj/tools/trace_common.o: tools/trace_common.h
+$(TOOLS): $(B)/bin/%: $(B)/obj/tools/%.o $(B)/obj/tools/trace_common.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
@@ -107,7 +118,7 @@ $(B)/tests/%: tests/c/%.c $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.
 	$(CC) $(CFLAGS_) -o $@ $< $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a \
 	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)
 
-test-c: $(C_TESTS) $(SERVER)
+test-c: $(C_TESTS) $(SERVER) $(TOOLS)
 	@$(PYTHON) tools/gen_optable.py --check
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
 

@@ -153,6 +153,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
+    if (c->rec) rgpu_rgt_flush(c->rec);   /* WAL, synchronous=NORMAL: a commit, no fsync */
     return send_ack(c);
 }
 

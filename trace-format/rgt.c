@@ -101,12 +101,16 @@ rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) {
         s = RGPU_ERR_BAD_MAGIC; goto fail;
     }
     if (strcmp(v, "rgpu-trace") != 0) { snprintf(t->err, sizeof t->err, "bad magic '%s'", v); s = RGPU_ERR_BAD_MAGIC; goto fail; }
-    if (!get_meta(t, "format_version", v, sizeof v) || strtoul(v, NULL, 10) != RGPU_FORMAT_VERSION) {
+    char *endp = NULL;
+    if (!get_meta(t, "format_version", v, sizeof v)) snprintf(v, sizeof v, "(missing)");
+    unsigned long ver = strtoul(v, &endp, 10);
+    if (endp == v || *endp || ver != RGPU_FORMAT_VERSION) {
         snprintf(t->err, sizeof t->err, "format version %s, this build reads %u", v, RGPU_FORMAT_VERSION);
         s = RGPU_ERR_BAD_VERSION; goto fail;
     }
     table_hash_hex(hex);
-    if (!get_meta(t, "op_table_hash", v, sizeof v) || strcmp(v, hex) != 0) {
+    if (!get_meta(t, "op_table_hash", v, sizeof v)) snprintf(v, sizeof v, "(missing)");
+    if (strcmp(v, hex) != 0) {
         snprintf(t->err, sizeof t->err, "op table %s differs from this build's %s", v, hex);
         s = RGPU_ERR_OP_TABLE; goto fail;
     }

@@ -1,0 +1,230 @@
+/* rgpu-trace — look inside a .rgt trace: what it is (info), which ops it
+ * runs (ops), every record in readable form (dump).
+ *
+ * Nothing is executed. Every chunk is still checked as rgpu-replay checks it
+ * (frame, hash, stream continuity, record decoding), so a trace this tool
+ * reads without complaint is one the replayer can at least decode. Exit
+ * codes: 0 ok, 2 usage or bad trace. */
+#include "trace_common.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *PROG = "rgpu-trace";
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: rgpu-trace info TRACE.rgt\n"
+        "       rgpu-trace ops  TRACE.rgt\n"
+        "       rgpu-trace dump TRACE.rgt [--from N] [--to M]\n"
+        "\n"
+        "  info   meta (format version, op-table hash, creator, backend, ...), op count,\n"
+        "         chunks (stream entries and unique chunks) with raw and compressed\n"
+        "         bytes and the compression ratio, the dedupe ratio (stream chunk bytes\n"
+        "         / unique chunk bytes), blobs (count, bytes), recorded wait results\n"
+        "  ops    histogram of op names, most frequent first: count, share, name\n"
+        "  dump   one line per record:\n"
+        "           INDEX NAME out=[...] in=[...] args=[...]\n"
+        "         an output is tTID=sSID:DTYPE[SIZES]/[STRIDES]+OFFSET followed by\n"
+        "         new(NBYTES) for a new storage, view for a view of an existing one;\n"
+        "         tTID=existing writes into a defined tensor, - is an unwanted output;\n"
+        "         inputs are tTID or None; long int lists are abbreviated.\n"
+        "         --from N / --to M print only ops in [N, M).\n"
+        "  --help this text\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage error or unreadable, corrupt or version-mismatched\n"
+        "trace (one line on stderr).\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "%s: ", PROG);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see %s --help)\n", PROG);
+    return 2;
+}
+
+/* ---------------------------------------------------------------------------
+ * info */
+static void print_meta(void *ud, const char *k, const char *v) {
+    (void)ud;
+    char hex[33];
+    rgpu_hash h;
+    printf("meta.%s: %s", k, v);
+    if (!strcmp(k, "op_table_hash")) {
+        rgpu_op_table_hash(h.b);
+        rgpu_hash_hex(&h, hex);
+        printf(" (%s this build)", strcmp(hex, v) ? "differs from" : "matches");
+    }
+    printf("\n");
+}
+
+static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
+
+static int cmd_info(tc_trace *t) {
+    tc_stats s;
+    if (tc_check_stream(t) || tc_stats_get(t, &s) || tc_meta_each(t, print_meta, NULL)) {
+        fprintf(stderr, "%s: %s\n", PROG, t->err);
+        return 2;
+    }
+    char b1[32], b2[32], b3[32];
+    printf("ops: %" PRIu64 "\n", s.stream_ops);
+    printf("chunks: %" PRIu64 " stream entries, %" PRIu64 " unique\n", s.stream, s.chunks);
+    printf("chunk bytes: %" PRIu64 " raw (%s), %" PRIu64 " compressed (%s), compression ratio %.2f\n",
+           s.chunk_raw, tc_bytes(s.chunk_raw, b1), s.chunk_frame, tc_bytes(s.chunk_frame, b2),
+           ratio(s.chunk_raw, s.chunk_frame));
+    printf("stream chunk bytes: %" PRIu64 " raw (%s), dedupe ratio %.2f\n", s.stream_raw, tc_bytes(s.stream_raw, b3),
+           ratio(s.stream_raw, s.chunk_raw));
+    printf("blobs: %" PRIu64 ", %" PRIu64 " raw bytes (%s), %" PRIu64 " compressed (%s), compression ratio %.2f\n",
+           s.blobs, s.blob_raw, tc_bytes(s.blob_raw, b1), s.blob_frame, tc_bytes(s.blob_frame, b2),
+           ratio(s.blob_raw, s.blob_frame));
+    printf("results: %" PRIu64 " (%" PRIu64 " failed)\n", s.results, s.results_failed);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * ops */
+typedef struct { const char *name; uint64_t n; } opcount;
+
+static int by_count(const void *a, const void *b) {
+    const opcount *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmd_ops(tc_trace *t) {
+    uint64_t counts[RGPU_OP_COUNT] = { 0 }, total = 0;
+    for (;;) {
+        tc_chunk c;
+        if (tc_next_chunk(t, &c)) { fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
+        if (!c.raw) break;
+        size_t off = 0;
+        for (uint32_t k = 0; k < c.count; k++) {
+            rgpu_record r;
+            size_t used;
+            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
+            off += used;
+            counts[r.op]++;
+            total++;
+        }
+        free(c.raw);
+    }
+    opcount v[RGPU_OP_COUNT];
+    int n = 0;
+    for (int i = 0; i < RGPU_OP_COUNT; i++)
+        if (counts[i]) v[n++] = (opcount){ rgpu_op_name(i), counts[i] };
+    qsort(v, (size_t)n, sizeof v[0], by_count);
+    printf("%10s %7s  %s\n", "count", "share", "op");
+    for (int i = 0; i < n; i++) printf("%10" PRIu64 " %6.2f%%  %s\n", v[i].n, 100.0 * ratio(v[i].n, total), v[i].name);
+    printf("%10" PRIu64 " %6.2f%%  total (%d distinct ops)\n", total, total ? 100.0 : 0.0, n);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * dump */
+#define INTS_SHOWN 8
+
+static void print_ints(const int64_t *v, int n) {
+    putchar('[');
+    for (int i = 0; i < n; i++) printf("%s%" PRId64, i ? "," : "", v[i]);
+    putchar(']');
+}
+
+static void print_tdef(const rgpu_tdef *d) {
+    if (d->flags & RGPU_TDEF_EXISTING) {
+        if (d->tid) printf("t%" PRIu64 "=existing", d->tid);
+        else printf("-");
+        return;
+    }
+    printf("t%" PRIu64 "=s%" PRIu64 ":%s", d->tid, d->sid, rgpu_dtype_name(d->dtype));
+    print_ints(d->sizes, d->ndim);
+    putchar('/');
+    print_ints(d->strides, d->ndim);
+    printf("+%" PRId64, d->offset);
+    if (d->flags & RGPU_TDEF_NEW_STORAGE) printf(" new(%" PRIu64 ")", d->nbytes);
+    else printf(" view");
+}
+
+static void print_arg(const rgpu_arg *a) {
+    char hex[33];
+    switch (a->kind) {
+    case RGPU_ARG_NONE: printf("None"); break;
+    case RGPU_ARG_INT: printf("%" PRId64, a->v.i); break;
+    case RGPU_ARG_FLOAT: printf("%.17g", a->v.f); break;
+    case RGPU_ARG_BOOL: printf("%s", a->v.i ? "True" : "False"); break;
+    case RGPU_ARG_DTYPE: printf("%s", rgpu_dtype_name((int)a->v.i)); break;
+    case RGPU_ARG_HASH: rgpu_hash_hex(&a->v.h, hex); printf("hash:%s", hex); break;
+    case RGPU_ARG_INTS: {
+        uint32_t n = a->v.ints.n, shown = n > INTS_SHOWN ? INTS_SHOWN : n;
+        putchar('[');
+        for (uint32_t i = 0; i < shown; i++) printf("%s%" PRId64, i ? "," : "", rgpu_arg_int_at(a, i));
+        if (n > shown) printf(",...(%u more)", n - shown);
+        putchar(']');
+        break;
+    }
+    default: printf("?"); break;
+    }
+}
+
+static void print_record(uint64_t idx, const rgpu_record *r) {
+    printf("%" PRIu64 " %s out=[", idx, rgpu_op_name(r->op));
+    for (int i = 0; i < r->n_out; i++) { if (i) printf(", "); print_tdef(&r->out[i]); }
+    printf("] in=[");
+    for (int i = 0; i < r->n_in; i++) {
+        if (i) printf(", ");
+        if (r->in[i]) printf("t%" PRIu64, r->in[i]); else printf("None");
+    }
+    printf("] args=[");
+    for (int i = 0; i < r->n_args; i++) { if (i) printf(", "); print_arg(&r->args[i]); }
+    printf("]\n");
+}
+
+static int cmd_dump(tc_trace *t, uint64_t from, uint64_t to) {
+    for (;;) {
+        tc_chunk c;
+        if (tc_next_chunk(t, &c)) { fflush(stdout); fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
+        if (!c.raw) break;
+        if (c.first_op + c.count <= from) { free(c.raw); continue; }
+        size_t off = 0;
+        for (uint32_t k = 0; k < c.count; k++) {
+            rgpu_record r;
+            size_t used;
+            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
+            off += used;
+            uint64_t idx = c.first_op + k;
+            if (idx >= to) break;
+            if (idx >= from) print_record(idx, &r);
+        }
+        free(c.raw);
+        if (c.first_op + c.count >= to) break;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *cmd = NULL, *path = NULL;
+    uint64_t from = 0, to = UINT64_MAX;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return usage_error("%s needs an op index", a); }
+        else if (!strcmp(a, "--to")) { if (++i >= argc || !tc_parse_u64(argv[i], &to)) return usage_error("%s needs an op index", a); }
+        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        else if (!cmd) cmd = a;
+        else if (!path) path = a;
+        else return usage_error("unexpected argument '%s'", a);
+    }
+    if (!cmd) return usage_error("%s", "no command (info, ops or dump)");
+    if (strcmp(cmd, "info") && strcmp(cmd, "ops") && strcmp(cmd, "dump"))
+        return usage_error("unknown command '%s' (info, ops or dump)", cmd);
+    if (!path) return usage_error("%s", "no trace given");
+    if ((from || to != UINT64_MAX) && strcmp(cmd, "dump")) return usage_error("%s", "--from/--to go with dump");
+
+    char err[640];
+    tc_trace *t;
+    if (tc_open(path, &t, err, sizeof err)) { fprintf(stderr, "%s: %s\n", PROG, err); return 2; }
+    int rc = !strcmp(cmd, "info") ? cmd_info(t) : !strcmp(cmd, "ops") ? cmd_ops(t) : cmd_dump(t, from, to);
+    if (fflush(stdout) != 0 && !rc) rc = 2;
+    tc_close(t);
+    return rc;
+}
