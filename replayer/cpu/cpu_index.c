@@ -4,7 +4,8 @@
  * cat/pad/nonzero/masked_select/unique live in cpu_index_data.c, the Philox
  * random ops and dropout in cpu_index_random.c.
  *
- * ATen semantics: indices are i64 (i32 too where ATen takes it); gather,
+ * ATen semantics: indices are i64 or i32 (ATen 2.13 takes both everywhere
+ * here); gather,
  * scatter, index_select, index_add and embedding reject negative indices,
  * index.Tensor/index_put wrap them (-1 -> last). Every index is validated
  * before anything is written, so a bad index leaves outputs untouched.
@@ -237,7 +238,7 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
     *out = NULL;
     *n = cnt;
     if (cnt == 0) return RGPU_OK;
-    int64_t *v = malloc((size_t)cnt * sizeof *v);
+    int64_t *v = idx_alloc(cnt, sizeof *v);
     if (v == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
     int64_t s = bstride(index, 0);
     for (int64_t i = 0; i < cnt; i++) {
@@ -392,7 +393,10 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
             idx_alpha a = idx_alpha_one();
             if (counts != NULL) {
                 double sc = 1.0 / (double)counts[k];
-                a.one = sc == 1.0; a.d = sc; a.f = (float)sc;
+                /* grad_weight[k].add_(grad[i], scale): as index_add's slices */
+                a.one = sc == 1.0; a.d = sc; a.f = idx_round_to(dt, (float)sc);
+                a.fused = true;
+                a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
             }
             const char *src = (const char *)g->data + wg.off[0];
             char *dst = (char *)out->data + k * os0;
@@ -407,7 +411,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
 
 /* ---------------------------------------------------------------------------
  * GATHER: out[..., j, ...] = self[..., index[..., j, ...], ...] along dim.
- * index (i64) has self's dim count and sizes <= self's except at dim; out
+ * index (i64 or i32, as ATen 2.13) has self's dim count and sizes <= self's except at dim; out
  * has index's shape. */
 
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
@@ -417,7 +421,7 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, false, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
     CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
     int nd = nonempty_sizes(self, ssz);
@@ -436,7 +440,7 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     idx_walk_init(&w, nd, isz);
     idx_walk_strides(&w, 0, ix);
     do {
-        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         if (v < 0 || v >= ssz[dim])
             CPU_FAIL(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
                      (long long)v, dim, (long long)ssz[dim]);
@@ -450,10 +454,69 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     idx_walk_strides(&w, 2, self);
     w.st[2][dim] = 0;
     do {
-        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         idx_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
     } while (idx_walk_next(&w));
     return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * f16/bf16 accumulation in f32. ATen's scatter kernels (scatter_add, scatter
+ * with reduce, and index_add when it takes the scatter_add path) accumulate
+ * reduced-precision tensors in f32 and round once at the end; a target is
+ * loaded into the f32 buffer on its first touch and stored back if touched.
+ * Buffer slots are out's row-major element numbers. */
+
+typedef struct facc {
+    float *acc;
+    uint8_t *touched;
+    int64_t n;
+} facc;
+
+static rgpu_status facc_init(const rgpu_exec *e, facc *f, const rgpu_view *out, char *err, size_t errlen)
+{
+    f->n = cpu_numel(out);
+    f->acc = idx_alloc(f->n, sizeof *f->acc);
+    f->touched = f->acc ? calloc((size_t)(f->n > 0 ? f->n : 1), 1) : NULL;
+    if (f->acc == NULL || f->touched == NULL) {
+        free(f->acc);
+        free(f->touched);
+        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for an f32 accumulator of %lld elements",
+                 rgpu_op_name(e->op), (long long)f->n);
+    }
+    return RGPU_OK;
+}
+
+/* Element l (at dst in out) op= src (both of dtype dt), in f32. */
+static inline void facc_apply(facc *f, int64_t l, const char *dst, const char *src, int dt, int mode)
+{
+    if (!f->touched[l]) { f->acc[l] = cpu_load_f32(dst, dt); f->touched[l] = 1; }
+    float y = cpu_load_f32(src, dt);
+    f->acc[l] = mode == IDX_MUL ? f->acc[l] * y : f->acc[l] + y;
+}
+
+static void facc_flush(facc *f, rgpu_view *out)
+{
+    if (f->n > 0) {
+        idx_walk w;
+        idx_walk_init(&w, out->ndim, out->sizes);
+        idx_walk_strides(&w, 0, out);
+        int64_t l = 0;
+        do {
+            if (f->touched[l]) cpu_store_f32((char *)out->data + w.off[0], out->dtype, f->acc[l]);
+            l++;
+        } while (idx_walk_next(&w));
+    }
+    free(f->acc);
+    free(f->touched);
+}
+
+/* Row-major element strides of a shape (a 0-d view as (1,)) into st; the
+ * element stride of dim d is st[d]. */
+static void contig_strides(const int64_t *sz, int nd, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) { st[d] = s; s *= sz[d]; }
 }
 
 /* ---------------------------------------------------------------------------
@@ -481,7 +544,7 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
             cpu_index_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, false, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
     CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
     if (src) CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "src", self->dtype, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
@@ -505,7 +568,7 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
         idx_walk_init(&w, nd, isz);
         idx_walk_strides(&w, 0, ix);
         do {
-            int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+            int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
             if (v < 0 || v >= ssz[dim])
                 CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                          name, (long long)v, dim, (long long)ssz[dim]);
@@ -515,18 +578,26 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    int64_t odim = bstride(out, dim);
+    int64_t odim = bstride(out, dim), cst[RGPU_MAX_DIMS];
     idx_alpha one = idx_alpha_one();
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
+    facc f;
+    if (f32acc) CPU_FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
+    contig_strides(ssz, nd, cst);
     idx_walk_init(&w, nd, isz);
     idx_walk_strides(&w, 0, ix);
     idx_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
     if (src) idx_walk_strides(&w, 2, src);
+    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
-        int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
+        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&value;
-        idx_elem_reduce((char *)out->data + w.off[1] + v * odim, s, dt, (int)reduce, &one);
+        char *t = (char *)out->data + w.off[1] + v * odim;
+        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, (int)reduce);
+        else idx_elem_reduce(t, s, dt, (int)reduce, &one);
     } while (idx_walk_next(&w));
+    if (f32acc) facc_flush(&f, out);
     return RGPU_OK;
 }
 
@@ -600,6 +671,14 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
     a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
     a.b = alpha_v != 0.0;
     a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
+    /* ATen: f32/f64 slice-wise add_(source, alpha) is fma(alpha, s, d); the
+     * 1-d loop is *self += src * alpha (two roundings). f16/bf16 round alpha
+     * to the dtype and compute d + round(s * alpha) in c10 Half ops (ATen's
+     * vectorised add_ fuses instead inside full 32-element blocks of a
+     * contiguous slice, a 1-ulp difference we do not mimic). */
+    a.fused = self->ndim > 1;
+    a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+    a.f = idx_round_to(dt, a.f);
 
     int dim;
     CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
@@ -620,15 +699,32 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
     if (st != RGPU_OK || cpu_numel(src) == 0) { free(iv); return st; }
 
-    int64_t odim = bstride(out, dim);
+    /* ATen sends a multi-dim index_add along the first or last dim with
+     * alpha 1 and an int64 index through scatter_add, which accumulates
+     * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    facc f;
+    if (f32acc) {
+        st = facc_init(e, &f, out, err, errlen);
+        if (st != RGPU_OK) { free(iv); return st; }
+    }
+    int64_t odim = bstride(out, dim), cst[RGPU_MAX_DIMS];
+    contig_strides(ssz, nd, cst);
     idx_walk w;
     idx_walk_init(&w, nd, rsz);
     idx_walk_strides(&w, 0, src);
     idx_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
-    do idx_elem_reduce((char *)out->data + w.off[1] + iv[w.idx[dim]] * odim, (const char *)src->data + w.off[0],
-                       dt, IDX_ADD, &a);
-    while (idx_walk_next(&w));
+    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
+    do {
+        int64_t v = iv[w.idx[dim]];
+        char *t = (char *)out->data + w.off[1] + v * odim;
+        const char *s = (const char *)src->data + w.off[0];
+        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, IDX_ADD);
+        else idx_elem_reduce(t, s, dt, IDX_ADD, &a);
+    } while (idx_walk_next(&w));
+    if (f32acc) facc_flush(&f, out);
     free(iv);
     return RGPU_OK;
 }
@@ -686,6 +782,9 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
         }
     }
     bool adjacent = count == 0 || last - first + 1 == count;
+    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
+                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
     int R = 0;
     if (adjacent) {
         int lo = count ? first : 0, hi = count ? last : -1;
@@ -697,14 +796,14 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
         for (int d = 0; d < self->ndim; d++)
             if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
     }
-    if (R > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims", name, R);
     g->R = R;
     for (int r = 0; r < R; r++)
         g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
     g->nbel = 1;
     for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
 
-    g->boff = calloc((size_t)(g->nbel > 0 ? g->nbel : 1), sizeof *g->boff);
+    g->boff = idx_alloc(g->nbel, sizeof *g->boff);
+    if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->nbel > 0 ? g->nbel : 1) * sizeof *g->boff);
     if (g->boff == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->nbel);
     if (g->nbel == 0) return RGPU_OK;
     for (int k = 0; k < nidx; k++) {

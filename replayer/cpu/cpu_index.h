@@ -4,6 +4,9 @@
 #ifndef RGPU_CPU_INDEX_H
 #define RGPU_CPU_INDEX_H
 
+#include <math.h>
+#include <stdlib.h>
+
 #include "cpu_internal.h"
 
 /* ---------------------------------------------------------------------------
@@ -115,12 +118,22 @@ typedef struct idx_alpha {
     double d;
     uint64_t i;
     bool b;
+    bool round_prod;   /* f16/bf16: d + round(alpha*s), alpha already rounded (c10 Half ops) */
+    bool fused;        /* d + alpha*s as one fma (ATen's vectorised add_ with alpha) */
 } idx_alpha;
 
 static inline idx_alpha idx_alpha_one(void)
 {
-    idx_alpha a = { true, 1.0f, 1.0, 1, true };
+    idx_alpha a = { true, 1.0f, 1.0, 1, true, false, false };
     return a;
+}
+
+/* v rounded to dtype dt (f32 opmath values of f16/bf16 tensors). */
+static inline float idx_round_to(int dt, float v)
+{
+    if (dt == RGPU_F16) return rgpu_half_to_float(rgpu_float_to_half(v));
+    if (dt == RGPU_BF16) return rgpu_bf16_to_float(rgpu_float_to_bf16(v));
+    return v;
 }
 
 static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, const idx_alpha *a)
@@ -130,14 +143,19 @@ static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, con
     case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
         float x = cpu_load_f32(d, dt), y = cpu_load_f32(s, dt);
         if (mode == IDX_MUL) x = x * y;
-        else x = a->one ? x + y : x + a->f * y;
+        else if (a->one) x = x + y;
+        else if (a->round_prod) x = x + idx_round_to(dt, y * a->f);
+        else if (a->fused) x = fmaf(a->f, y, x);
+        else x = x + a->f * y;
         cpu_store_f32(d, dt, x);
         break;
     }
     case RGPU_F64: {
         double x = *(const double *)d, y = *(const double *)s;
         if (mode == IDX_MUL) x = x * y;
-        else x = a->one ? x + y : x + a->d * y;
+        else if (a->one) x = x + y;
+        else if (a->fused) x = fma(a->d, y, x);
+        else x = x + a->d * y;
         *(double *)d = x;
         break;
     }
@@ -153,6 +171,14 @@ static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, con
         break;
     }
     }
+}
+
+/* malloc of n elements of sz bytes; NULL when n is negative or n*sz
+ * overflows (hostile sizes: a stride-0 view can be huge). At least one element. */
+static inline void *idx_alloc(int64_t n, size_t sz)
+{
+    if (n < 0 || (uint64_t)n > SIZE_MAX / sz) return NULL;
+    return malloc(n > 0 ? (size_t)n * sz : sz);
 }
 
 /* An index element (i64 or i32) as int64. */

@@ -123,7 +123,8 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
         if (a > (INT64_C(1) << 62) || a < -(INT64_C(1) << 62) || b > (INT64_C(1) << 62) || b < -(INT64_C(1) << 62))
             CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: pad (%lld, %lld) is too large", (long long)a, (long long)b);
         lo[d] = a;
-        want[d] = in->sizes[d] + a + b;
+        if (__builtin_add_overflow(in->sizes[d], a + b, &want[d]))
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: padded size of dim %d overflows", d);
         if (want[d] < 0)
             CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: the input size %lld, plus negative padding %lld and %lld "
                      "resulted in a negative output size, which is invalid. Check dimension %d of your input.",
@@ -329,7 +330,7 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
     bool fl = cpu_dtype_is_float(x->dtype);
     uq_item *it = NULL;
     if (N > 0) {
-        it = malloc((size_t)N * sizeof *it);
+        it = idx_alloc(N, sizeof *it);
         if (it == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
         idx_walk w;
         idx_walk_init(&w, x->ndim, x->sizes);
@@ -365,7 +366,7 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
     }
     int64_t *inv = NULL;
     if (st == RGPU_OK && want_inv && N > 0) {
-        inv = malloc((size_t)N * sizeof *inv);
+        inv = idx_alloc(N, sizeof *inv);
         if (inv == NULL) { cpu_errf(err, errlen, "%s: out of memory", name); st = RGPU_ERR_NOMEM; }
     }
     if (st == RGPU_OK && N > 0) {

@@ -263,7 +263,7 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
     if (out->ndim != 1 || out->sizes[0] != n)
         CPU_FAIL(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
-    perm_kv *a = malloc((size_t)n * sizeof *a);
+    perm_kv *a = idx_alloc(n, sizeof *a);
     if (a == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         uint32_t w[4];
@@ -284,14 +284,6 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
  * offset. Training: keep_i = u_f64(i) < 1 - p, y = (x * keep) * scale with
  * scale = 1/(1-p) (0 when p == 1), each product rounded to x's dtype as
  * ATen's input.mul(mask).mul_(scale); mask = keep. Eval: y = x, mask = 1. */
-
-/* v rounded to dtype dt (f32 opmath values of f16/bf16 tensors). */
-static float round_to(int dt, float v)
-{
-    if (dt == RGPU_F16) return rgpu_half_to_float(rgpu_float_to_half(v));
-    if (dt == RGPU_BF16) return rgpu_bf16_to_float(rgpu_float_to_bf16(v));
-    return v;
-}
 
 rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -335,7 +327,7 @@ rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
                 double v = *(const double *)xp * (keep ? 1.0 : 0.0);
                 *(double *)yp = v * scale;
             } else {
-                float v = round_to(dt, cpu_load_f32(xp, dt) * (keep ? 1.0f : 0.0f));
+                float v = idx_round_to(dt, cpu_load_f32(xp, dt) * (keep ? 1.0f : 0.0f));
                 cpu_store_f32(yp, dt, v * scale_f);
             }
         } else {
@@ -364,7 +356,7 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             double v = cpu_load_f64(g, c->dt[1]) * cpu_load_f64(m, c->dt[2]);
             *(double *)o = v * c->scale;
         } else {
-            float v = round_to(dt, cpu_load_f32(g, c->dt[1]) * cpu_load_f32(m, c->dt[2]));
+            float v = idx_round_to(dt, cpu_load_f32(g, c->dt[1]) * cpu_load_f32(m, c->dt[2]));
             cpu_store_f32(o, dt, v * c->scale_f);
         }
     }

@@ -46,6 +46,13 @@
  *   native_dropout(p)    keep_i = u_f64 < 1 - p (train); y = (x * keep) *
  *                        scale in the dtype's opmath, scale = 1/(1-p), or 0
  *                        when p == 1.
+ *
+ * Arithmetic is IEEE round-to-nearest with no contraction: a * b + c is two
+ * roundings, never an fma (CUDA: __fmul_rn/__fadd_rn or -fmad=false in the
+ * random kernels). uniform_ on f16/bf16 may round up to `to` when cast, as
+ * the f32 value is not clamped. normal_ calls log/cos/sqrt, whose last-ulp
+ * results differ between libm and CUDA, so normal_ agrees to rounding, not
+ * bit for bit; every other value above is bit-exact across backends.
  */
 #ifndef RGPU_PHILOX_H
 #define RGPU_PHILOX_H
