@@ -27,7 +27,7 @@ typedef struct conv_geom {
     int64_t O, Ho, Wo;             /* G side */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t groups, Cg, Og;
-    bool pointwise;                /* 1x1, stride 1, no padding: im2col(I) == I */
+    bool pointwise;                /* 1x1, stride 1, no padding, same size: im2col(I) == I */
 } conv_geom;
 
 typedef struct conv_args {
@@ -123,15 +123,16 @@ static rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const r
                 CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
                          name, (long long)op[i], (long long)s[i], (long long)d[i]);
             outs[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (ks[i] - 1) + op[i] + 1;
-            if (outs[i] <= 0)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is not positive", name, (long long)outs[i]);
+            if (outs[i] < 0)   /* 0 is an empty output, as ATen */
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
         }
         g->H = outs[0]; g->W = outs[1];
         y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
     }
     g->Cg = g->C / g->groups;
     g->Og = g->O / g->groups;
-    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                   g->H == g->Ho && g->W == g->Wo;   /* output_padding can make them differ */
     return RGPU_OK;
 }
 

@@ -39,6 +39,14 @@ static void store_at(const rgpu_view *v, int64_t i, double val)
 /* Rounds like the opmath type: float for f32/f16/bf16, double for f64. */
 static inline double opm(bool f64, double v) { return f64 ? v : (double)(float)v; }
 
+/* v rounded to dtype dt (as a value stored in a tensor of that dtype). */
+static double round_to(int dt, double v)
+{
+    char b[8];
+    cpu_store_f64(b, dt, v);
+    return cpu_load_f64(b, dt);
+}
+
 /* Shared checks on x (N,C,*) and the per-channel count. */
 static rgpu_status check_x(const rgpu_exec *e, const rgpu_view *x, int64_t *C, int64_t *n, char *err, size_t errlen)
 {
@@ -90,6 +98,13 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
     double *buf = dense_alloc(n, sizeof(double));
     if (!buf) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
     bool f64 = x->dtype == RGPU_F64;
+    /* ATen keeps the stats in tensors of x's dtype, or f32 when the params
+     * are f32 and x is reduced ("mixed type"), and normalises with them as
+     * stored: we round the same way */
+    int stat_dt = x->dtype;
+    if (sm) stat_dt = sm->dtype;
+    else if ((w && w->dtype != x->dtype) || (b && b->dtype != x->dtype) || (rm && rm->dtype != x->dtype) ||
+             (rv && rv->dtype != x->dtype)) stat_dt = RGPU_F32;
     for (int64_t c = 0; c < C; c++) {
         rgpu_view xc = dense_subview(x, 1, c), yc = dense_subview(y, 1, c);
         dense_load(&xc, DCT_F64, buf);
@@ -99,14 +114,19 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
             for (int64_t i = 0; i < n; i++) sum += buf[i];
             mean = sum / (double)n;
             for (int64_t i = 0; i < n; i++) { double d = buf[i] - mean; var_sum += d * d; }
-            double var = var_sum / (double)n;
+            /* ATen keeps mean and var_sum in tensors of the stats dtype first */
+            mean = round_to(stat_dt, mean);
+            var_sum = round_to(stat_dt, var_sum);
+            /* var_sum / n is a division in that dtype too */
+            double var = round_to(stat_dt, var_sum / (double)n);
+            double unbiased = round_to(stat_dt, var_sum / (double)(n - 1));
             invstd = (var == 0.0 && eps == 0.0) ? 0.0 : 1.0 / sqrt(var + eps);
             if (rm) store_at(rm, c, momentum * mean + (1.0 - momentum) * dense_at_f64(rm, c));
-            if (rv) store_at(rv, c, momentum * (var_sum / (double)(n - 1)) + (1.0 - momentum) * dense_at_f64(rv, c));
+            if (rv) store_at(rv, c, momentum * unbiased + (1.0 - momentum) * dense_at_f64(rv, c));
             if (saves[0]) store_at(saves[0], c, mean);
             if (saves[1]) store_at(saves[1], c, invstd);
-            mean = opm(f64, mean);
-            invstd = opm(f64, invstd);
+            mean = opm(f64, round_to(stat_dt, mean));
+            invstd = opm(f64, round_to(stat_dt, invstd));
         } else {
             mean = opm(f64, dense_at_f64(rm, c));
             double v = opm(f64, dense_at_f64(rv, c) + opm(f64, eps));

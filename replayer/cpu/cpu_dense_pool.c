@@ -8,6 +8,8 @@
  *   avg_pool2d: window clipped to the padded image gives count_include_pad's
  *     divisor, clipped to the image the other one; divisor_override wins;
  *     sum in opmath (f32/f64, int64 for int64 input) then one division.
+ *   backwards of f16/bf16 round every quotient and sum to the dtype, as
+ *     ATen's kernels accumulate in the tensor's own type.
  *   _adaptive_avg_pool2d: rows floor(o*H/Ho) .. ceil((o+1)*H/Ho), out =
  *     sum / kh / kw (two divisions, as ATen); backward spreads grad / kh / kw.
  * Output sizes follow ATen's pooling_output_shape (ceil_mode windows must
@@ -185,6 +187,15 @@ static bool avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *ih0,
     return true;
 }
 
+/* ATen's backward kernels accumulate in the tensor's own dtype: for f16/bf16
+ * every quotient and every += rounds to it. Identity for f32. */
+static inline float rnd_dt(int dt, float v)
+{
+    if (dt == RGPU_F16) return rgpu_half_to_float(rgpu_float_to_half(v));
+    if (dt == RGPU_BF16) return rgpu_bf16_to_float(rgpu_float_to_bf16(v));
+    return v;
+}
+
 /* int64 a / b truncating, without INT64_MIN / -1 overflow. */
 static int64_t idiv(int64_t a, int64_t b)
 {
@@ -217,15 +228,16 @@ static void avg_plane(int ct, const void *xv, const pool_geom *g, void *yv)
         }
 }
 
-static void avg_plane_backward(int ct, const void *gv, const pool_geom *g, void *dxv)
+static void avg_plane_backward(int ct, int dt, const void *gv, const pool_geom *g, void *dxv)
 {
     for (int64_t oh = 0; oh < g->Ho; oh++)
         for (int64_t ow = 0; ow < g->Wo; ow++) {
             int64_t h0, h1, w0, w1, div = 1, o = oh * g->Wo + ow;
             if (!avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div)) continue;
             if (ct == DCT_F32) {
-                float *dx = dxv, d = ((const float *)gv)[o] / (float)div;
-                for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += d;
+                float *dx = dxv, d = rnd_dt(dt, ((const float *)gv)[o] / (float)div);
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] = rnd_dt(dt, dx[ih * g->W + iw] + d);
             } else if (ct == DCT_F64) {
                 double *dx = dxv, d = ((const double *)gv)[o] / (double)div;
                 for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += d;
@@ -240,7 +252,7 @@ static void avg_plane_backward(int ct, const void *gv, const pool_geom *g, void 
 static int64_t ad_start(int64_t o, int64_t n, int64_t in) { return (o / n) * in + ((o % n) * in) / n; }
 static int64_t ad_end(int64_t o, int64_t n, int64_t in) { return 1 + ((o + 1) * in - 1) / n; }
 
-static void adaptive_plane(int ct, const void *xv, const pool_geom *g, void *yv, bool backward)
+static void adaptive_plane(int ct, int dt, const void *xv, const pool_geom *g, void *yv, bool backward)
 {
     for (int64_t oh = 0; oh < g->Ho; oh++) {
         int64_t h0 = ad_start(oh, g->Ho, g->H), h1 = ad_end(oh, g->Ho, g->H);
@@ -249,8 +261,9 @@ static void adaptive_plane(int ct, const void *xv, const pool_geom *g, void *yv,
             int64_t kh = h1 - h0, kw = w1 - w0, o = oh * g->Wo + ow;
             if (ct == DCT_F32) {
                 if (backward) {
-                    float *dx = yv, d = ((const float *)xv)[o] / (float)kh / (float)kw;
-                    for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += d;
+                    float *dx = yv, d = rnd_dt(dt, rnd_dt(dt, ((const float *)xv)[o] / (float)kh) / (float)kw);
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] = rnd_dt(dt, dx[ih * g->W + iw] + d);
                 } else {
                     const float *x = xv;
                     float sum = 0.0f;
@@ -322,15 +335,15 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
                         st = RGPU_ERR_BAD_ARG;
                         goto done;
                     }
-                    if (ct == DCT_F32) ((float *)out)[k] += ((const float *)in)[i];
+                    if (ct == DCT_F32) ((float *)out)[k] = rnd_dt(dst->dtype, ((float *)out)[k] + ((const float *)in)[i]);
                     else ((double *)out)[k] += ((const double *)in)[i];
                 }
                 break;
             }
             case PK_AVG: avg_plane(ct, in, g, out); break;
-            case PK_AVG_BW: avg_plane_backward(ct, in, g, out); break;
-            case PK_ADA: adaptive_plane(ct, in, g, out, false); break;
-            default: adaptive_plane(ct, in, g, out, true); break;
+            case PK_AVG_BW: avg_plane_backward(ct, dst->dtype, in, g, out); break;
+            case PK_ADA: adaptive_plane(ct, dst->dtype, in, g, out, false); break;
+            default: adaptive_plane(ct, dst->dtype, in, g, out, true); break;
             }
             dense_store(&dp, ct, out);
         }
