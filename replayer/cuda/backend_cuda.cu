@@ -9,12 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cuda_ctx {
-    int device;
-    cudaStream_t stream;
-};
+typedef rgpu_cuda_ctx cuda_ctx;
 
 static cuda_ctx *ctx_of(rgpu_backend *b) { return (cuda_ctx *)b->ctx; }
+
+extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes) {
+    (void)c;
+    void *p = NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    return p;
+}
+extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p) {
+    cudaStreamSynchronize(c->stream);
+    cudaFree(p);
+}
+
+struct family { bool (*owns)(int); rgpu_status (*exec)(rgpu_cuda_ctx *, const rgpu_exec *, char *, size_t); };
+static const family families[] = {
+    { rgpu_cuda_copy_owns, rgpu_cuda_copy_exec },
+    { rgpu_cuda_pointwise_owns, rgpu_cuda_pointwise_exec },
+    { rgpu_cuda_reduce_owns, rgpu_cuda_reduce_exec },
+    { rgpu_cuda_dense_owns, rgpu_cuda_dense_exec },
+    { rgpu_cuda_index_owns, rgpu_cuda_index_exec },
+};
+static const family *family_of(int op) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (families[i].owns(op)) return &families[i];
+    return NULL;
+}
 
 static void *cu_alloc(rgpu_backend *b, size_t nbytes) {
     (void)b;
@@ -46,19 +68,25 @@ static bool cu_supports(rgpu_backend *b, int op) {
     (void)b;
     switch (op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_FULL: case RGPU_OP_MEMORY_STATS:
-        return true;
+    case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
+    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
+        return true;   // the session does these with alloc/upload/download
     default:
-        return false;
+        return family_of(op) != NULL;
     }
 }
 static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
     switch (e->op) {
-    case RGPU_OP_EMPTY: return RGPU_OK;
-    case RGPU_OP_FULL: return rgpu_cuda_fill(ctx_of(b)->stream, e, err, errlen);
-    default:
+    case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
+    case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
+    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
+        return RGPU_OK;
+    default: {
+        const family *f = family_of(e->op);
+        if (f) return f->exec(ctx_of(b), e, err, errlen);
         snprintf(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
         return RGPU_ERR_UNSUPPORTED;
+    }
     }
 }
 static void cu_destroy(rgpu_backend *b) {

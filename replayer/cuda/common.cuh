@@ -1,9 +1,12 @@
-// common.cuh — shared by the CUDA op-family files: status checks, views.
-// Every CUDA call is checked and turned into an rgpu_status; nothing here
-// aborts. Kernels take plain arguments; launchers take the stream.
+// common.cuh — shared by the CUDA op-family files: status checks, views,
+// the backend context (stream, scratch memory, cuBLAS) and the family entry
+// points. Every CUDA call is checked and turned into an rgpu_status; nothing
+// here aborts. Layering per family file: kernel -> launcher (takes the
+// stream) -> extern "C" entry point.
 #pragma once
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern "C" {
@@ -19,7 +22,56 @@ extern "C" {
         }                                                                             \
     } while (0)
 
-// A view as kernels see it: sizes/strides by value, up to RGPU_MAX_DIMS.
+// Check the launch that was just made (kernel launches return nothing).
+#define RGPU_CUDA_CHECK_LAUNCH(err, errlen) RGPU_CUDA_TRY(cudaGetLastError(), err, errlen)
+
+// ---------------------------------------------------------------------------
+// cuBLAS, loaded at run time (dlopen "libcublas.so.13", then ".so.12", ".so")
+// so the backend builds and links without cuBLAS headers or libraries. Enum
+// arguments are passed as their int values (CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
+// cudaDataType CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2,
+// CUDA_R_16BF = 14; cublasComputeType_t CUBLAS_COMPUTE_32F = 68,
+// CUBLAS_COMPUTE_32F_FAST_TF32 = 77, CUBLAS_COMPUTE_64F = 70;
+// CUBLAS_GEMM_DEFAULT = -1; math mode CUBLAS_DEFAULT_MATH = 0,
+// CUBLAS_PEDANTIC_MATH = 2). All return cublasStatus_t (0 = success).
+struct rgpu_cublas {
+    void *lib;                    // dlopen handle; NULL when cuBLAS is absent
+    void *handle;                 // cublasHandle_t
+    int (*Create)(void **handle);
+    int (*Destroy)(void *handle);
+    int (*SetStream)(void *handle, cudaStream_t s);
+    int (*SetMathMode)(void *handle, int mode);
+    int (*SetWorkspace)(void *handle, void *ws, size_t bytes);
+    int (*SgemmStridedBatched)(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
+                               const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                               const float *beta, float *C, int ldc, long long sC, int batch);
+    int (*DgemmStridedBatched)(void *h, int ta, int tb, int m, int n, int k, const double *alpha,
+                               const double *A, int lda, long long sA, const double *B, int ldb, long long sB,
+                               const double *beta, double *C, int ldc, long long sC, int batch);
+    int (*GemmStridedBatchedEx)(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                                const void *A, int Atype, int lda, long long sA,
+                                const void *B, int Btype, int ldb, long long sB, const void *beta,
+                                void *C, int Ctype, int ldc, long long sC, int batch, int compute, int algo);
+};
+
+// ---------------------------------------------------------------------------
+// The backend context every family entry point receives.
+struct rgpu_cuda_ctx {
+    int device;
+    cudaStream_t stream;          // all work of the backend goes here, in order
+    rgpu_cublas blas;
+    bool allow_tf32;              // false unless the client recorded that the user enabled it
+    void *alloc_state;            // the caching allocator (backend_cuda.cu)
+};
+
+// Device scratch from the caching allocator, valid for the current op; freed
+// with rgpu_cuda_scratch_free (stream-ordered: safe to free right after the
+// launches that use it). NULL on out of memory.
+extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes);
+extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p);
+
+// ---------------------------------------------------------------------------
+// Views as kernels see them: sizes/strides by value, up to RGPU_MAX_DIMS.
 struct rgpu_cuda_view {
     void *data;
     int ndim;
@@ -46,5 +98,16 @@ __device__ inline long long rgpu_cuda_offset(const rgpu_cuda_view &v, long long 
     return off;
 }
 
-// Entry points of the op-family files (extern "C" so the backend is C-callable).
-extern "C" rgpu_status rgpu_cuda_fill(cudaStream_t st, const rgpu_exec *e, char *err, size_t errlen);
+// ---------------------------------------------------------------------------
+// Op families: one file (or a few) each, mirroring replayer/cpu/. `owns` is
+// true for exactly the ops the family executes; backend_cuda.cu dispatches
+// by asking each family in turn, and supports() is the union.
+#define RGPU_CUDA_FAMILY(name) \
+    extern "C" bool rgpu_cuda_##name##_owns(int op); \
+    extern "C" rgpu_status rgpu_cuda_##name##_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
+RGPU_CUDA_FAMILY(copy)       // copy.cu: COPY (strided, broadcast, cast), FULL, ARANGE
+RGPU_CUDA_FAMILY(pointwise)  // pointwise.cu: add/sub/mul/div + every pointwise op of ops.def
+RGPU_CUDA_FAMILY(reduce)     // reduce.cu, softmax.cu, norm.cu, loss.cu: sum/mean + the reduce2 ops
+RGPU_CUDA_FAMILY(dense)      // matmul.cu (cuBLAS), conv.cu, batchnorm.cu, pool.cu
+RGPU_CUDA_FAMILY(index)      // index.cu, random.cu, datadep.cu
+#undef RGPU_CUDA_FAMILY
