@@ -4,7 +4,8 @@
  * every supported Python. Not built against libtorch: the torch side lives in
  * the Python modules in torchhook/rgpu/ and calls these functions with ints, tuples and buffers.
  *
- *   connect(address, record_path=None) -> {"backend": str, "session": int, "supports": bytes}
+ *   connect(address, record_path=None, token=None) -> {"backend": str, "session": int, "supports": bytes}
+ *       token None: RGPU_TOKEN, else the file RGPU_TOKEN_FILE, else the server's default token file
  *   close()
  *   new_id() -> int
  *   record(op, outs, ins, args) -> op index
@@ -12,9 +13,10 @@
  *             nbytes >= 0: new storage sid of nbytes; -1: sid already exists (alias)
  *       ins:  tid | None
  *       args: bool | int | float | None | sequence of ints | 16-byte bytes (hash)
+ *             | 1-byte bytes (a DTYPE arg: the byte is the rgpu dtype number)
  *   upload(out, buffer) -> op index
- *   wait(op_index) -> bytes        (raises RemoteError)
- *   free(tid), flush(), stats() -> dict
+ *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone)
+ *   free(tid), flush(), stats() -> dict, op_table_hash() -> 16 bytes
  *
  * record() is the per-op hot path: no allocation beyond the encode buffer,
  * no Python objects created, the GIL kept (the lock inside is uncontended
@@ -32,11 +34,17 @@
 #include "recorder.h"
 
 static rgpu_client *g_client;
-static PyObject *RemoteError;
+static PyObject *RemoteError, *SessionLost;
+
+/* The exception for a failed call: SessionLost when the server no longer
+ * holds the session (a RemoteError subclass), else RemoteError. */
+static PyObject *error_class(rgpu_status s) { return s == RGPU_ERR_SESSION_LOST ? SessionLost : RemoteError; }
 
 static PyObject *raise_status(rgpu_status s, const char *what) {
     if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
-    PyErr_Format(RemoteError, "%s: %s", what, rgpu_status_str(s));
+    const char *why = g_client ? rgpu_client_failure(g_client) : NULL;
+    if (why) PyErr_Format(error_class(s), "%s", why);
+    else PyErr_Format(error_class(s), "%s: %s", what, rgpu_status_str(s));
     return NULL;
 }
 
@@ -47,14 +55,14 @@ static rgpu_client *need_client(void) {
 
 static PyObject *py_connect(PyObject *self, PyObject *args) {
     (void)self;
-    const char *addr, *rec = NULL;
-    if (!PyArg_ParseTuple(args, "s|z", &addr, &rec)) return NULL;
+    const char *addr, *rec = NULL, *token = NULL;
+    if (!PyArg_ParseTuple(args, "s|zz", &addr, &rec, &token)) return NULL;
     if (g_client) { PyErr_SetString(PyExc_RuntimeError, "rgpu: already connected"); return NULL; }
     char err[512] = "";
     rgpu_client *c = NULL;
     rgpu_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = rgpu_client_connect(addr, rec, &c, err, sizeof err);
+    s = rgpu_client_connect_token(addr, rec, token, &c, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (s) {
         PyErr_Format(PyExc_ConnectionError, "rgpu: %s", err[0] ? err : rgpu_status_str(s));
@@ -144,6 +152,11 @@ static int parse_arg(PyObject *o, rgpu_arg *a, scratch *sc, size_t *offs) {
     }
     if (PyFloat_Check(o)) { a->kind = RGPU_ARG_FLOAT; a->v.f = PyFloat_AsDouble(o); return 0; }
     if (PyBytes_Check(o)) {
+        if (PyBytes_Size(o) == 1) {
+            a->kind = RGPU_ARG_DTYPE;
+            a->v.i = (unsigned char)PyBytes_AsString(o)[0];
+            return 0;
+        }
         if (PyBytes_Size(o) != 16) { PyErr_SetString(PyExc_ValueError, "rgpu: hash args are 16 bytes"); return -1; }
         a->kind = RGPU_ARG_HASH;
         memcpy(a->v.h.b, PyBytes_AsString(o), 16);
@@ -256,7 +269,7 @@ static PyObject *py_wait(PyObject *self, PyObject *arg) {
     if (s) {
         free(data);
         if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
-        PyErr_Format(RemoteError, "%s", err[0] ? err : rgpu_status_str(s));
+        PyErr_Format(error_class(s), "%s", err[0] ? err : rgpu_status_str(s));
         return NULL;
     }
     PyObject *r = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
@@ -285,11 +298,19 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client_stats s = { 0 };
     if (g_client) rgpu_client_get_stats(g_client, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
                          "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
                          "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
                          "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
-                         "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees);
+                         "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees,
+                         "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes);
+}
+
+static PyObject *py_op_table_hash(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    uint8_t h[16];
+    rgpu_op_table_hash(h);
+    return PyBytes_FromStringAndSize((const char *)h, 16);
 }
 
 static PyObject *py_connected(PyObject *self, PyObject *noargs) {
@@ -298,9 +319,10 @@ static PyObject *py_connected(PyObject *self, PyObject *noargs) {
 }
 
 static PyMethodDef methods[] = {
-    { "connect", py_connect, METH_VARARGS, "connect(address, record_path=None) -> server info dict" },
+    { "connect", py_connect, METH_VARARGS, "connect(address, record_path=None, token=None) -> server info dict" },
     { "close", py_close, METH_NOARGS, "flush, say goodbye and disconnect" },
     { "connected", py_connected, METH_NOARGS, "True when connected" },
+    { "op_table_hash", py_op_table_hash, METH_NOARGS, "the 16-byte op-table hash HELLO carries" },
     { "new_id", py_new_id, METH_NOARGS, "a fresh tensor/storage id" },
     { "record", (PyCFunction)(void (*)(void))py_record, METH_FASTCALL, "record(op, outs, ins, args) -> op index" },
     { "upload", py_upload, METH_VARARGS, "upload(out, buffer) -> op index" },
@@ -319,6 +341,9 @@ PyMODINIT_FUNC PyInit__C(void) {
     RemoteError = PyErr_NewException("rgpu.RemoteError", PyExc_RuntimeError, NULL);
     if (!RemoteError || PyModule_AddObject(m, "RemoteError", RemoteError)) return NULL;
     Py_INCREF(RemoteError);
+    SessionLost = PyErr_NewException("rgpu.SessionLost", RemoteError, NULL);
+    if (!SessionLost || PyModule_AddObject(m, "SessionLost", SessionLost)) return NULL;
+    Py_INCREF(SessionLost);
     char name[64];
 #define X(e, nm, nin, nout, flags) \
     snprintf(name, sizeof name, "OP_%s", #e); \

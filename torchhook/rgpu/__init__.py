@@ -8,19 +8,27 @@ from . import device as _device
 
 _device._register()
 
+from . import decomp as _decomp         # noqa: E402
 from . import dispatch as _dispatch     # noqa: E402  (needs the "rgpu" device name)
 from . import factories as _factories   # noqa: E402
+from . import random as _random         # noqa: E402  (registers the random ops)
+from . import datadep as _datadep       # noqa: E402  (nonzero, masked_select, unique, x[mask])
+from . import memory as _memory         # noqa: E402
 from . import server                    # noqa: E402
 from .tensor import RemoteTensor        # noqa: E402
 
 RemoteError = _C.RemoteError
+SessionLost = _C.SessionLost      # a RemoteError: the server no longer holds the session
 synchronize = _device.synchronize
 manual_seed = _device.manual_seed
 
 
 def stats():
-    """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more)."""
-    return _C.stats()
+    """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more), and
+    "decomposed": {op name: calls decomposed into other ops}."""
+    s = _C.stats()
+    s["decomposed"] = _decomp.counts()
+    return s
 
 
 def connect():
@@ -28,4 +36,4 @@ def connect():
     return server.info()
 
 
-__all__ = ["RemoteError", "RemoteTensor", "connect", "manual_seed", "stats", "synchronize"]
+__all__ = ["RemoteError", "RemoteTensor", "SessionLost", "connect", "manual_seed", "stats", "synchronize"]

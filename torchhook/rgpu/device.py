@@ -6,8 +6,6 @@ import torch
 from . import _C, server
 
 _registered = False
-_seed = 0                # what manual_seed set; random ops will carry (seed, offset)
-_seed_offset = 0
 
 
 def _register():
@@ -72,9 +70,12 @@ def synchronize(device=None):
     _C.wait(_C.record(_C.OP_SYNC, (), (), ()))
 
 
+# --- RNG: one (seed, offset) generator per process, kept in random.py -------------
+
 def manual_seed(seed):
-    global _seed, _seed_offset
-    _seed, _seed_offset = int(seed) & 0xFFFF_FFFF_FFFF_FFFF, 0
+    """Seed the rgpu generator (offset back to 0). torch.manual_seed calls manual_seed_all."""
+    from . import random
+    random.manual_seed(seed)
 
 
 def manual_seed_all(seed):
@@ -82,8 +83,9 @@ def manual_seed_all(seed):
 
 
 def seed():
-    import random
-    manual_seed(random.getrandbits(63))
+    """Seed the rgpu generator with a non-deterministic seed; returns nothing, like torch.cuda.seed."""
+    import random as _stdlib_random
+    manual_seed(_stdlib_random.getrandbits(64))
 
 
 def seed_all():
@@ -91,15 +93,23 @@ def seed_all():
 
 
 def initial_seed():
-    return _seed
+    """The seed last set by manual_seed/seed (torch's CUDA default before that)."""
+    from . import random
+    return random.initial_seed()
 
 
 def get_rng_state(device="rgpu"):
-    raise NotImplementedError("rgpu: get_rng_state is not supported yet")
+    """The generator state: a 16-byte uint8 CPU tensor (seed, offset; u64 little-endian)."""
+    _check_device(device)
+    from . import random
+    return random.get_rng_state()
 
 
 def set_rng_state(new_state, device="rgpu"):
-    raise NotImplementedError("rgpu: set_rng_state is not supported yet")
+    """Restore a state that get_rng_state() returned."""
+    _check_device(device)
+    from . import random
+    random.set_rng_state(new_state)
 
 
 def get_rng_state_all():
@@ -111,9 +121,61 @@ def set_rng_state_all(new_states):
         set_rng_state(s)
 
 
+def _check_device(device):
+    if isinstance(device, int):
+        idx = device
+    elif isinstance(device, str) and device.isdigit():
+        idx = int(device)
+    else:
+        d = torch.device(device)
+        if d.type != "rgpu":
+            raise ValueError(f"rgpu: not an rgpu device: {device}")
+        idx = d.index
+    if idx not in (None, 0):
+        raise ValueError(f"rgpu: only device 0 exists, got {device}")
+
+
 def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16]
 
 
 def is_bf16_supported(including_emulation=True):
     return True
+
+
+# --- memory: the server's numbers for this session (memory.py; one wait each) ---------
+
+def memory_allocated(device=None):
+    from . import memory
+    return memory.memory_allocated(device)
+
+
+def max_memory_allocated(device=None):
+    from . import memory
+    return memory.max_memory_allocated(device)
+
+
+def memory_reserved(device=None):
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None):
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None):
+    from . import memory
+    memory.reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device=None):
+    reset_peak_memory_stats(device)
+
+
+def memory_stats(device=None):
+    from . import memory
+    return memory.memory_stats(device)
+
+
+def empty_cache():
+    """Nothing is cached: the server frees a storage when its last tensor goes."""

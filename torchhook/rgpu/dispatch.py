@@ -17,9 +17,9 @@ Meta inference is the slow part (10-200 us; many meta kernels are Python), so
 its result is cached under (op, input metadata, non-tensor args)."""
 import torch
 
-from . import _C, transfer
-from .tensor import (RemoteTensor, key_of, meta_of, out_def, rebind, record_new, record_view,
-                     set_dispatcher)
+from . import _C, decomp, opmap, transfer
+from .tensor import (DEVICE, RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, record_view,
+                     set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
@@ -31,7 +31,7 @@ _HANDLERS = {}
 _CACHE = {}
 _CACHE_MAX = 100_000
 _NOKEY = object()
-_WRITE = object()       # cache entry: the op writes its in-place/out= argument, no resize
+_WRITE = None           # cache entry (_WRITE, None, extra): the op writes its in-place/out= argument
 _SAME = object()        # cache entry: the op returns its first argument itself (lift_fresh)
 _EMPTY_KW = {}
 _META = torch.device("meta")
@@ -199,9 +199,11 @@ def _check_overlap(t, args, kwargs):
             raise RuntimeError(_PARTIAL_OVERLAP)
 
 
-def _table_handler(func, mapper, check_overlap=True):
-    """mapper(args, kwargs) -> (op, ins, args, temps): the record for func. Writes
-    are checked for overlaps like TensorIterator does (fill_ doesn't check)."""
+def _table_handler(func, mapper, check_overlap=True, prep=None):
+    """mapper(args, kwargs, extra) -> (op, ins, args, temps): the record for func;
+    extra = prep(args, kwargs), computed once per cache key and kept in the spec
+    (key, out_def, extra) -- key None when the op writes its argument in place.
+    Writes are checked for overlaps like TensorIterator does (fill_ doesn't check)."""
     w = _writes(func)
     if w is None:
         def target(args, kwargs):
@@ -229,32 +231,33 @@ def _table_handler(func, mapper, check_overlap=True):
                 if check_overlap:
                     _check_overlap(t, args, kwargs)
             m = infer(func, args, kwargs)
+            extra = prep(args, kwargs) if prep is not None else None
             if t is None:
                 k = key_of(m)
-                spec = (k, out_def(k, m.untyped_storage().nbytes()))
+                spec = (k, out_def(k, m.untyped_storage().nbytes()), extra)
                 _remember(key, spec)
             elif key_of(m) == t._key:
-                spec = _WRITE
+                spec = (_WRITE, None, extra)
                 _remember(key, spec)
             else:
                 # out= resized by the op: becomes a new tensor on new storage
                 k = key_of(m)
                 k = (k[0], k[1], 0, k[3])
                 m = torch.empty_strided(k[0], k[1], dtype=k[3], device=_META)
-                spec = (k, out_def(k, m.untyped_storage().nbytes()))
-                op, ins, rargs, temps = mapper(args, kwargs)
-                r = record_new(op, spec[0], spec[1], ins, rargs, m)
+                op, ins, rargs, temps = mapper(args, kwargs, extra)
+                r = record_new(op, k, out_def(k, m.untyped_storage().nbytes()), ins, rargs, m)
                 if temps:
                     _free_temps(temps)
                 rebind(t, r._key, r._st, r._tid, m)
                 r._tid = 0                  # t owns the tensor id now
                 return t
-        op, ins, rargs, temps = mapper(args, kwargs)
-        if spec is _WRITE:
+        op, ins, rargs, temps = mapper(args, kwargs, spec[2])
+        k = spec[0]
+        if k is _WRITE:
             t = target(args, kwargs)
             _record(op, (t._tid,), ins, rargs)
         else:
-            t = record_new(op, spec[0], spec[1], ins, rargs, m)
+            t = record_new(op, k, spec[1], ins, rargs, m)
         if temps:
             _free_temps(temps)
         return t
@@ -272,7 +275,7 @@ def _arg(args, kwargs, pos, name, default):
 
 def _binary(op_t, op_s, alpha_pos):
     """add/sub (alpha_pos: where alpha sits, -1 for kwarg-only) and mul/div (alpha_pos None)."""
-    def mapper(args, kwargs):
+    def mapper(args, kwargs, _):
         a, b = args[0], args[1]
         temps = []
         if alpha_pos is None:
@@ -288,7 +291,7 @@ def _binary(op_t, op_s, alpha_pos):
     return mapper
 
 
-def _rsub(args, kwargs):
+def _rsub(args, kwargs, _):
     a, b = args[0], args[1]                     # b - alpha * a
     alpha = _arg(args, kwargs, 2, "alpha", 1)
     temps = []
@@ -298,7 +301,7 @@ def _rsub(args, kwargs):
 
 
 def _reduce(op, has_dims):
-    def mapper(args, kwargs):
+    def mapper(args, kwargs, _):
         x = args[0]
         temps = []
         tid = _operand(x, temps)
@@ -317,7 +320,7 @@ def _reduce(op, has_dims):
     return mapper
 
 
-def _fill(args, kwargs):
+def _fill(args, kwargs, _):
     v = args[1]
     if isinstance(v, torch.Tensor):
         if v.dim() != 0:
@@ -329,11 +332,11 @@ def _fill(args, kwargs):
     return _C.OP_FULL, (), (v,), None
 
 
-def _zero(args, kwargs):
+def _zero(args, kwargs, _):
     return _C.OP_FULL, (), (0,), None
 
 
-def _copy(args, kwargs):
+def _copy(args, kwargs, _):
     return _C.OP_COPY, (args[1]._tid,), (), None
 
 
@@ -368,7 +371,199 @@ def _table():
     return t
 
 
+# --- multi-output ops ----------------------------------------------------------------------
+
+def _record_outs(op, specs, ins, rargs, metas):
+    """Record op whose outputs are new tensors on new storages, specs[i] = (key,
+    out_def) or None for an absent output (tid 0); metas[i] their meta tensors
+    or None. Returns the outputs as ATen does: a tuple, None where absent."""
+    defs, ids = [], []
+    for s in specs:
+        if s is None:
+            defs.append(0)
+            ids.append(None)
+        else:
+            tid, sid = _new_id(), _new_id()
+            defs.append((tid, sid) + s[1])
+            ids.append((tid, sid))
+    _record(op, tuple(defs), ins, rargs)
+    outs = []
+    for i, s in enumerate(specs):
+        if s is None:
+            outs.append(None)
+            continue
+        m = metas[i] if metas is not None else None
+        tid, sid = ids[i]
+        outs.append(wrap(s[0], Storage(sid, s[1][4], None if m is None else m.untyped_storage()), tid, m))
+    return tuple(outs)
+
+
+def _multi_handler(func, mapper, prep=None):
+    """Like _table_handler for ops with several new outputs; spec (outs, extra)
+    with outs[i] = (key, out_def) or None (ATen returned None: output_mask false)."""
+    def handler(func, args, kwargs):
+        key = make_key(func, args, kwargs)
+        spec = _CACHE.get(key) if key is not None else None
+        metas = None
+        if spec is None:
+            metas = infer(func, args, kwargs)
+            outs = []
+            for m in metas:
+                if m is None:
+                    outs.append(None)
+                else:
+                    k = key_of(m)
+                    outs.append((k, out_def(k, m.untyped_storage().nbytes())))
+            spec = (tuple(outs), prep(args, kwargs) if prep is not None else None)
+            _remember(key, spec)
+        op, ins, rargs, temps = mapper(args, kwargs, spec[1])
+        r = _record_outs(op, spec[0], ins, rargs, metas)
+        if temps:
+            _free_temps(temps)
+        return r
+    return handler
+
+
+# --- composites: re-enter dispatch with table ops -------------------------------------------
+
+def _stack(func, args, kwargs):
+    ts = args[0]
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    dim = _arg(args, kwargs, 1, "dim", 0)
+    nd = ts[0].dim() + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dim})")
+    dim %= nd
+    for i, t in enumerate(ts):
+        if t.shape != ts[0].shape:
+            raise RuntimeError("stack expects each tensor to be equal size, but got "
+                               f"{list(ts[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
+    parts = [aten.unsqueeze.default(t, dim) for t in ts]
+    out = kwargs.get("out")
+    if out is not None:
+        return aten.cat.out(parts, dim, out=out)
+    return aten.cat.default(parts, dim)
+
+
+def _mv(func, args, kwargs):
+    a, v = args[0], args[1]
+    if a.dim() != 2 or v.dim() != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {a.dim()}, {v.dim()}")
+    r = aten.mm.default(a, aten.unsqueeze.default(v, 1))
+    r = aten.squeeze.dim(r, 1)
+    out = kwargs.get("out")
+    return r if out is None else aten.copy_.default(_resized(out, r), r)
+
+
+def _dot(func, args, kwargs):
+    a, b = args[0], args[1]
+    if a.dim() != 1 or b.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{a.dtype} and {b.dtype}")
+    r = aten.squeeze.dim(aten.mm.default(aten.unsqueeze.default(a, 0), aten.unsqueeze.default(b, 1)), 0)
+    r = aten.squeeze.dim(r, 0)
+    out = kwargs.get("out")
+    return r if out is None else aten.copy_.default(_resized(out, r), r)
+
+
+def _resized(out, like):
+    if out.shape != like.shape:
+        aten.resize_.default(out, like.shape)
+    return out
+
+
+_PASS = object()
+
+
+def _cat_pre(func, args, kwargs):
+    """cat of more tensors than a record takes: cat groups, then the groups."""
+    ts = args[0]
+    n = _C_MAX_IN
+    if len(ts) <= n:
+        return _PASS
+    dim = _arg(args, kwargs, 1, "dim", 0)
+    parts = [aten.cat.default(list(ts[i:i + n]), dim) for i in range(0, len(ts), n)]
+    return func(parts, dim, **kwargs)
+
+
+def _to_rgpu_index(i):
+    if i is None or type(i) is RemoteTensor:
+        return i
+    if isinstance(i, torch.Tensor) and i.device.type == "cpu":
+        return i.to(DEVICE)
+    return i
+
+
+def _expand_masks(self, indices):
+    """Boolean (and uint8) index tensors become the integer indices of their
+    nonzero elements, one per mask dim, as ATen's expandTensors does (one wait
+    for an rgpu mask, none for a CPU one), with ATen's mask shape checks."""
+    from .datadep import expand_masks       # datadep imports this module
+    return [_to_rgpu_index(i) for i in expand_masks(self, list(indices))]
+
+
+def _needs_pre(indices):
+    for i in indices:
+        if i is not None and (type(i) is not RemoteTensor or i.dtype in (torch.bool, torch.uint8)):
+            return True
+    return False
+
+
+def _index_pre(func, args, kwargs):
+    if not _needs_pre(args[1]):
+        return _PASS
+    indices = _expand_masks(args[0], args[1])
+    return func(args[0], indices, *args[2:], **kwargs)
+
+
+def _index_put_pre(func, args, kwargs):
+    indices = args[1]
+    if not _needs_pre(indices):
+        return _PASS
+    self, values = args[0], args[2]
+    indices = [_to_rgpu_index(i) for i in indices]
+    accumulate = _arg(args, kwargs, 3, "accumulate", False)
+    m = indices[0] if len(indices) == 1 else None
+    if (m is not None and m.dtype is torch.bool and not accumulate and values.numel() == 1
+            and m.dim() <= self.dim() and tuple(m.shape) == tuple(self.shape[:m.dim()])):
+        # self[mask] = v: a masked fill, no wait for the mask's count
+        m = aten.view.default(m, list(m.shape) + [1] * (self.dim() - m.dim()))
+        v = values if values.dim() == 0 else aten.view.default(values, [])
+        out = kwargs.get("out")
+        if func in _INPLACE_INDEX_PUT:
+            return aten.masked_fill_.Tensor(self, m, v)
+        if out is not None:
+            return aten.masked_fill.Tensor_out(self, m, v, out=out)
+        return aten.masked_fill.Tensor(self, m, v)
+    return func(self, _expand_masks(self, args[1]), values, *args[3:], **kwargs)
+
+
+_INPLACE_INDEX_PUT = frozenset(f for f in opmap.PREPASS["index_put"] if f._schema.name.endswith("_"))
+_C_MAX_IN = 16      # RGPU_MAX_IN
+
+
+def _with_pre(pre, inner):
+    def handler(func, args, kwargs):
+        r = pre(func, args, kwargs)
+        if r is _PASS:
+            return inner(func, args, kwargs)
+        return r
+    return handler
+
+
 _TABLE = _table()
+_OPMAP = opmap.build({"stack": _stack, "mv": _mv, "dot": _dot})
+_PRE = {}
+for _f in opmap.PREPASS["cat"]:
+    _PRE[_f] = _cat_pre
+for _f in opmap.PREPASS["index"]:
+    _PRE[_f] = _index_pre
+for _f in opmap.PREPASS["index_put"]:
+    _PRE[_f] = _index_put_pre
 
 
 # --- views -------------------------------------------------------------------------------
@@ -600,11 +795,25 @@ def _build(func):
     mapper = _TABLE.get(func)
     if mapper is not None:
         return _table_handler(func, mapper, mapper not in (_fill, _zero))
+    e = _OPMAP.get(func)
+    if e is not None:
+        if e.kind == "handler":
+            return e.mapper
+        if e.kind == "multi":
+            h = _multi_handler(func, e.mapper, e.prep)
+        else:
+            h = _table_handler(func, e.mapper, e.overlap, e.prep)
+        pre = _PRE.get(func)
+        return h if pre is None else _with_pre(pre, h)
     if isinstance(func, _OpOverload):
         if torch.Tag.inplace_view in func.tags:
             return _inplace_view_handler
         if _is_view(func) and func._schema.arguments and func._schema.arguments[0].alias_info:
-            return _view_handler
+            # reshape & co. (composite, may copy) arrive only from inside decompositions
+            return decomp.handler_for(func) if decomp.has_implicit_kernel(func) else _view_handler
+    h = decomp.handler_for(func)
+    if h is not None:
+        return h
     return _unsupported
 
 

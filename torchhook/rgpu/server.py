@@ -1,8 +1,13 @@
 """The connection to an rgpu-server, made lazily on first use and thread-safely.
 
-RGPU_SERVER=host:port or unix:/path uses a running server. Without it, an
-embedded `rgpu-server --unix <tmp>/sock --backend auto` is started as a child
-process and stopped at exit. RGPU_RECORD=path.rgt also writes the trace there.
+RGPU_SERVER=host:port or unix:/path uses a running server; its token comes
+from RGPU_TOKEN, else the file RGPU_TOKEN_FILE, else the server's default token
+file (~/.local/state/rgpu/token). Without RGPU_SERVER, an embedded
+`rgpu-server --unix <tmp>/sock --backend $RGPU_BACKEND` (default auto) is started as a child process
+(token in its private temp dir, no journal: it lives and dies with this
+process) and stopped at exit. RGPU_RECORD=path.rgt also writes the trace there.
+A dropped connection is resumed by the C client (RGPU_RECONNECT_TIMEOUT);
+when that is impossible, calls raise rgpu.SessionLost.
 The server binary is $RGPU_SERVER_BIN, else <repo>/build/bin/rgpu-server next
 to this package, else `rgpu-server` on PATH."""
 import atexit
@@ -73,9 +78,11 @@ def _connect_embedded(record):
     binary = server_binary()
     _tmpdir = tempfile.mkdtemp(prefix="rgpu-")
     sock = os.path.join(_tmpdir, "sock")
+    token_file = os.path.join(_tmpdir, "token")
     log = open(os.path.join(_tmpdir, "server.log"), "w+b")
     try:
-        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", "auto"],
+        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"), "--token-file", token_file,
+                                  "--journal", "none"],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     except OSError as e:
         log.close()
@@ -91,7 +98,9 @@ def _connect_embedded(record):
                                    f"its output:\n{_read_log(log)}")
             if os.path.exists(sock):
                 try:
-                    return _C.connect("unix:" + sock, record)
+                    with open(token_file) as f:   # written before the socket appears
+                        token = f.read().strip()
+                    return _C.connect("unix:" + sock, record, token)
                 except ConnectionError as e:   # socket bound but not listening yet
                     last = e
             if time.monotonic() > deadline:

@@ -1,0 +1,148 @@
+"""Ops whose output shape depends on the data: nonzero, masked_select, unique,
+and the mask-to-indices step of boolean-mask indexing.
+
+Meta kernels can't size these outputs, so each costs exactly one wait:
+record the count (COUNT_NONZERO / COUNT_UNIQUE, a WAIT op whose result is one
+little-endian i64), wait for it, then record the op itself with the now-known
+output shape. The op recounts on the server and fails if the count differs.
+
+Boolean-mask indexing (x[mask], x[mask] = v) is dispatch.py's index /
+index_put pre-pass: it turns each mask into integer indices with
+aten.nonzero (the handler here: one wait) and records INDEX / INDEX_PUT.
+expand_masks() below is that conversion with ATen's mask-shape check and no
+wait for a CPU mask."""
+import struct
+
+import torch
+
+from . import _C
+from .dispatch import register
+from .tensor import RemoteTensor, out_def, record_multi, record_new
+
+aten = torch.ops.aten
+_META = torch.device("meta")
+
+
+def _count(op, x):
+    """Record a COUNT_* op on x and wait for its i64 result."""
+    data = _C.wait(_C.record(op, (), (x._tid,), ()))
+    if len(data) != 8:
+        raise RuntimeError(f"rgpu: a count returned {len(data)} bytes, expected 8")
+    return struct.unpack("<q", data)[0]
+
+
+def _need_remote(t, func):
+    if type(t) is not RemoteTensor:
+        raise RuntimeError(f"rgpu: {func}: expected an rgpu tensor, got one on {t.device}")
+
+
+# --- nonzero ---------------------------------------------------------------------
+
+def nonzero(x):
+    """(n, x.dim()) int64 coordinates of x's nonzeros, row-major; strides (1, n) as
+    ATen's CPU kernel makes them. One wait."""
+    n = _count(_C.OP_COUNT_NONZERO, x)
+    nd = x.dim()
+    k = ((n, nd), (1, n), 0, torch.int64)
+    return record_new(_C.OP_NONZERO, k, out_def(k, n * nd * 8), (x._tid,), ())
+
+
+def _nonzero(func, args, kwargs):
+    x = args[0]
+    _need_remote(x, func)
+    if x.dtype.is_complex:
+        raise NotImplementedError(f"rgpu: nonzero of {x.dtype}")
+    return nonzero(x)
+
+
+# --- masked_select ---------------------------------------------------------------
+
+def _masked_select(func, args, kwargs):
+    x, mask = args[0], args[1]
+    _need_remote(x, func)
+    if mask.dtype is not torch.bool:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    if type(mask) is not RemoteTensor:
+        if mask.dim() != 0:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                               f"devices, rgpu:0 and {mask.device}!")
+        mask = mask.to(x.device)
+    shape = torch.broadcast_shapes(x.shape, mask.shape)
+    xs = x if x.shape == shape else x.expand(shape)
+    ms = mask if mask.shape == shape else mask.expand(shape)
+    n = _count(_C.OP_COUNT_NONZERO, ms)
+    k = ((n,), (1,), 0, x.dtype)
+    return record_new(_C.OP_MASKED_SELECT, k, out_def(k, n * x.dtype.itemsize), (xs._tid, ms._tid), ())
+
+
+# --- unique ----------------------------------------------------------------------
+
+def _unique2(func, args, kwargs):
+    """(values, inverse, counts); inverse/counts not asked for are empty (0,) int64
+    tensors, as ATen returns. Values are sorted (CPU ATen sorts either way)."""
+    x = args[0]
+    _need_remote(x, func)
+    names = ("sorted", "return_inverse", "return_counts")
+    srt, inv, cnt = (bool(args[i + 1]) if len(args) > i + 1 else bool(kwargs.get(nm, nm == "sorted"))
+                     for i, nm in enumerate(names))
+    if x.dtype.is_complex:
+        raise NotImplementedError(f"rgpu: unique of {x.dtype}")
+    n = _count(_C.OP_COUNT_UNIQUE, x)
+    metas = [torch.empty((n,), dtype=x.dtype, device=_META),
+             torch.empty(x.shape, dtype=torch.int64, device=_META) if inv else None,
+             torch.empty((n,), dtype=torch.int64, device=_META) if cnt else None]
+    outs = record_multi(_C.OP_UNIQUE, metas, (x._tid,), (srt, inv, cnt))
+    for i in (1, 2):
+        if outs[i] is None:
+            outs[i] = torch.empty((0,), dtype=torch.int64, device=x.device)
+    return tuple(outs)
+
+
+def _unique_unsupported(func, args, kwargs):
+    raise NotImplementedError(f"rgpu: {func} (torch.unique with dim=, unique_consecutive) is not "
+                              "supported; torch.unique without dim is")
+
+
+# --- boolean-mask indexing -------------------------------------------------------------
+
+def _is_mask(t):
+    return isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)
+
+
+def expand_masks(self, indices):
+    """indices (of self[indices]) with every bool/uint8 mask replaced by its
+    nonzero columns, as ATen's expandTensors does: a k-dim mask at position d
+    indexes dims d..d+k-1 and must match their sizes (IndexError otherwise,
+    like ATen; without the check a short mask silently selects wrong rows).
+    An rgpu mask costs one wait; a CPU mask is converted here, no wait (its
+    columns stay CPU tensors, to be uploaded as integer indices)."""
+    out = []
+    for t in indices:
+        if not _is_mask(t):
+            out.append(t)
+            continue
+        d = len(out)
+        k = t.dim()
+        if k == 0:
+            raise NotImplementedError("rgpu: indexing with a 0-dim boolean mask is not supported yet")
+        for j in range(k):
+            if d + j >= self.dim() or t.shape[j] != self.shape[d + j]:
+                raise IndexError(f"The shape of the mask {list(t.shape)} at index {j} does not match the "
+                                 f"shape of the indexed tensor {list(self.shape)} at index {d + j}")
+        if type(t) is RemoteTensor:
+            nz = nonzero(t)                 # one wait
+        else:
+            nz = torch.nonzero(t)           # a CPU mask: no wait
+        out.extend(nz.select(1, j) for j in range(k))
+    return out
+
+
+def _register():
+    register((aten.nonzero.default,), _nonzero)
+    register((aten.masked_select.default,), _masked_select)
+    register((aten._unique2.default,), _unique2)
+    register((aten.unique_dim.default, aten.unique_consecutive.default, aten.unique_dim_consecutive.default),
+             _unique_unsupported)
+
+
+_register()
