@@ -1,9 +1,1264 @@
-// index.cu — (being written)
-#include "common.cuh"
+// index.cu — the CUDA index family: dispatch, the host helpers the family
+// shares, and the gather/scatter/index kernels (embedding and its backward,
+// gather, scatter, scatter_add, index_select, index_add, index.Tensor,
+// index_put). cat/pad/nonzero/masked_select/unique live in index_data.cu,
+// the Philox random ops and dropout in random.cu.
+//
+// Semantics, checks and messages are those of replayer/cpu/cpu_index.c.
+// Indices: every index is validated before anything is written: a check
+// kernel records the first bad position (integer atomicMin), the host reads
+// it back (one stream sync) and fails with the CPU's message.
+//
+// Determinism without float atomics: every accumulation runs in a fixed
+// order, the CPU's (row-major over the index), so results are bit-identical
+// to the CPU reference, not only run to run:
+//   - embedding_dense_backward, index_add, index_put: the indices (or the
+//     index_put target offsets) are copied to the host and grouped by
+//     destination with a stable sort (counting sort, or qsort on (key,
+//     position) for sparse keys); one thread per (destination, inner element)
+//     then walks its group in ascending position, accumulating in a register
+//     with the CPU's per-add rounding (or f32 accumulation on the paths
+//     where the CPU uses one).
+//   - scatter / scatter_add (reduce add/multiply): one thread per index line
+//     (all coordinates but `dim` fixed) walks the line in order; lines write
+//     disjoint destinations. f16/bf16 accumulate in an f32 scratch as the
+//     CPU's facc. A scatter whose index has few, long lines (a 1-d index)
+//     therefore runs on few threads: correct, slow for huge 1-d scatters.
+#include "index.cuh"
 
-extern "C" bool rgpu_cuda_index_owns(int op) { (void)op; return false; }
-extern "C" rgpu_status rgpu_cuda_index_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    (void)c;
-    snprintf(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
-    return RGPU_ERR_UNSUPPORTED;
+namespace rgpu_ix {
+
+// ---------------------------------------------------------------------------
+// Kernels of the shared host helpers
+
+__global__ void k_find_bad(ix_walk w, const char *data, int dt, long long lo, long long hi, int has_skip,
+                           long long skip, long long n, unsigned long long *bad)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        long long v = ix_load_index(data + off[0], dt);
+        if (has_skip && v == skip) continue;
+        if (v < lo || v >= hi) atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+// set 0: dst, set 1: src
+__global__ void k_copy(ix_walk w, char *d, int ddt, int desz, const char *s, int sdt, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        ix_elem_convert(d + off[0], ddt, s + off[1], sdt, desz);
+    }
+}
+
+__global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        uint64_t v = bits;
+        ix_elem_copy(d + off[0], (const char *)&v, esz);
+    }
+}
+
+// Row-major contiguous byte strides of w's shape into stride set k.
+static void walk_contig(ix_walk *w, int k, long long esz)
+{
+    long long s = esz;
+    for (int d = w->nd - 1; d >= 0; d--) { w->st[k][d] = s; s *= w->sz[d]; }
+}
+
+// ---------------------------------------------------------------------------
+// Shared host helpers (index.cuh)
+
+rgpu_status ix_find_bad_index(rgpu_cuda_ctx *c, const rgpu_view *ix, int nd, const int64_t *sizes,
+                              int64_t lo, int64_t hi, bool has_skip, int64_t skip,
+                              bool *found, int64_t *value, char *err, size_t errlen)
+{
+    *found = false;
+    *value = 0;
+    ix_walk w;
+    ix_walk_init(&w, nd, sizes);
+    ix_walk_strides(&w, 0, ix);
+    long long n = ix_walk_numel(&w);
+    if (n <= 0) return RGPU_OK;
+    ix_scratch s(c);
+    IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the index check");
+    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
+    k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, lo, hi,
+                                                           has_skip, skip, n, bad);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    unsigned long long pos = 0;
+    RGPU_CUDA_TRY(cudaMemcpyAsync(&pos, bad, sizeof pos, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    if (pos == ~0ull) return RGPU_OK;
+    long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
+    const char *p = (const char *)ix->data + off;
+    if (ix->dtype == RGPU_I32) {
+        int32_t v;
+        RGPU_CUDA_TRY(ix_read_back(c, &v, p, sizeof v), err, errlen);
+        *value = v;
+    } else {
+        int64_t v;
+        RGPU_CUDA_TRY(ix_read_back(c, &v, p, sizeof v), err, errlen);
+        *value = v;
+    }
+    *found = true;
+    return RGPU_OK;
+}
+
+rgpu_status ix_copy_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const rgpu_view *src, char *err, size_t errlen)
+{
+    ix_walk w;
+    ix_walk_init(&w, dst->ndim, dst->sizes);
+    ix_walk_strides(&w, 0, dst);
+    ix_walk_strides(&w, 1, src);
+    long long n = ix_walk_numel(&w);
+    if (n <= 0) return RGPU_OK;
+    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, dst->dtype,
+                                                       (int)rgpu_dtype_size(dst->dtype),
+                                                       (const char *)src->data, src->dtype, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status ix_fill_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *val, char *err, size_t errlen)
+{
+    ix_walk w;
+    ix_walk_init(&w, dst->ndim, dst->sizes);
+    ix_walk_strides(&w, 0, dst);
+    long long n = ix_walk_numel(&w);
+    if (n <= 0) return RGPU_OK;
+    int esz = (int)rgpu_dtype_size(dst->dtype);
+    uint64_t bits = 0;
+    memcpy(&bits, val, (size_t)esz);
+    k_fill<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, esz, bits, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status ix_upload_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *host, char *err, size_t errlen)
+{
+    ix_walk w;
+    ix_walk_init(&w, dst->ndim, dst->sizes);
+    ix_walk_strides(&w, 0, dst);
+    long long n = ix_walk_numel(&w);
+    if (n <= 0) return RGPU_OK;
+    int esz = (int)rgpu_dtype_size(dst->dtype);
+    walk_contig(&w, 1, esz);
+    size_t nbytes = (size_t)n * (size_t)esz;
+    ix_scratch s(c);
+    IX_SCRATCH(s, tmp, char *, nbytes, "an upload");
+    RGPU_CUDA_TRY(cudaMemcpyAsync(tmp, host, nbytes, cudaMemcpyHostToDevice, c->stream), err, errlen);
+    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, dst->dtype, esz, tmp, dst->dtype, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, char *err, size_t errlen)
+{
+    ix_walk w;
+    ix_walk_init(&w, v->ndim, v->sizes);
+    ix_walk_strides(&w, 1, v);
+    long long n = ix_walk_numel(&w);
+    if (n <= 0) return RGPU_OK;
+    int esz = (int)rgpu_dtype_size(v->dtype);
+    walk_contig(&w, 0, esz);
+    size_t nbytes = (size_t)n * (size_t)esz;
+    ix_scratch s(c);
+    IX_SCRATCH(s, tmp, char *, nbytes, "a download");
+    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, tmp, v->dtype, esz, (const char *)v->data, v->dtype, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    RGPU_CUDA_TRY(cudaMemcpyAsync(host, tmp, nbytes, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Checks, as the static ones of cpu_index.c
+
+static rgpu_status check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                   char *err, size_t errlen)
+{
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
+    if (!ok) {
+        rgpu_view want;
+        memset(&want, 0, sizeof want);
+        want.ndim = nd;
+        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
+        char a[96], b[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
+                 cpu_index_shape_str(out, a, sizeof a), cpu_index_shape_str(&want, b, sizeof b));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                    char *err, size_t errlen)
+{
+    if (v->dtype != dt)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
+    return RGPU_OK;
+}
+
+static rgpu_status check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                     char *err, size_t errlen)
+{
+    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
+    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
+             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
+}
+
+static rgpu_status wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
+{
+    int n = ndim > 0 ? ndim : 1;
+    if (dim < -n || dim >= n)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
+    *out = (int)(dim < 0 ? dim + n : dim);
+    return RGPU_OK;
+}
+
+static int nonempty_sizes(const rgpu_view *v, int64_t *sz)
+{
+    if (v->ndim == 0) { sz[0] = 1; return 1; }
+    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
+    return v->ndim;
+}
+
+static int64_t bstride(const rgpu_view *v, int d)
+{
+    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
+}
+
+static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
+                                      char *err, size_t errlen)
+{
+    if (cpu_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && cpu_numel(out) > 0)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+                 rgpu_op_name(e->op));
+    return ix_copy_view(c, out, self, err, errlen);
+}
+
+// The index out-of-range message of the family.
+static rgpu_status bad_index(const rgpu_exec *e, const char *name, int64_t v, int dim, int64_t size,
+                             char *err, size_t errlen)
+{
+    (void)e;
+    CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+             name, (long long)v, dim, (long long)size);
+}
+
+// ---------------------------------------------------------------------------
+// Destination groups (embedding backward, index_add, index_put).
+//
+// keys[0..n) (int64 destinations, in the CPU's processing order) are grouped
+// stably: group g has key gkey[g] and the positions ord[start[g]..start[g+1])
+// in ascending order. A counting sort when the key range is small, else
+// qsort on (key, position), which is a total order: both are deterministic.
+
+struct ix_kp { int64_t key, pos; };
+
+static int kp_cmp(const void *pa, const void *pb)
+{
+    const ix_kp *a = (const ix_kp *)pa, *b = (const ix_kp *)pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+struct ix_grouping {
+    int64_t ng;
+    int64_t *gkey;    // ng
+    int64_t *start;   // ng + 1
+    int64_t *ord;     // n positions
+    ix_grouping() : ng(0), gkey(NULL), start(NULL), ord(NULL) {}
+    ~ix_grouping() { free(gkey); free(start); free(ord); }
+    ix_grouping(const ix_grouping &) = delete;
+    ix_grouping &operator=(const ix_grouping &) = delete;
+};
+
+// Positions with skip[pos] set (may be NULL) are left out.
+static bool group_keys(ix_grouping *g, const int64_t *keys, const uint8_t *skip, int64_t n)
+{
+    int64_t m = 0, lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        if (skip && skip[i]) continue;
+        m++;
+        if (keys[i] < lo) lo = keys[i];
+        if (keys[i] > hi) hi = keys[i];
+    }
+    g->ord = (int64_t *)malloc((size_t)(m > 0 ? m : 1) * sizeof(int64_t));
+    if (!g->ord) return false;
+    if (m == 0) {
+        g->gkey = (int64_t *)malloc(sizeof(int64_t));
+        g->start = (int64_t *)calloc(1, sizeof(int64_t));
+        g->ng = 0;
+        return g->gkey && g->start;
+    }
+    uint64_t range = (uint64_t)hi - (uint64_t)lo + 1u;
+    if (range != 0 && range <= (uint64_t)(4 * m + 65536)) {   // counting sort
+        int64_t *cnt = (int64_t *)calloc((size_t)range + 1, sizeof(int64_t));
+        if (!cnt) return false;
+        for (int64_t i = 0; i < n; i++)
+            if (!(skip && skip[i])) cnt[keys[i] - lo + 1]++;
+        int64_t ng = 0;
+        for (uint64_t k = 1; k <= range; k++) ng += cnt[k] > 0;
+        g->gkey = (int64_t *)malloc((size_t)(ng > 0 ? ng : 1) * sizeof(int64_t));
+        g->start = (int64_t *)malloc((size_t)(ng + 1) * sizeof(int64_t));
+        if (!g->gkey || !g->start) { free(cnt); return false; }
+        int64_t gi = 0;
+        for (uint64_t k = 1; k <= range; k++) {
+            if (cnt[k] > 0) g->gkey[gi++] = lo + (int64_t)(k - 1);
+            cnt[k] += cnt[k - 1];   // cnt[k] = first slot of key lo + k
+        }
+        gi = 0;
+        for (uint64_t k = 0; k < range; k++)
+            if (cnt[k + 1] > cnt[k]) g->start[gi++] = cnt[k];
+        g->start[gi] = m;
+        for (int64_t i = 0; i < n; i++)
+            if (!(skip && skip[i])) g->ord[cnt[keys[i] - lo]++] = i;
+        g->ng = ng;
+        free(cnt);
+        return true;
+    }
+    ix_kp *kp = (ix_kp *)malloc((size_t)m * sizeof *kp);
+    if (!kp) return false;
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!(skip && skip[i])) { kp[j].key = keys[i]; kp[j].pos = i; j++; }
+    qsort(kp, (size_t)m, sizeof *kp, kp_cmp);
+    int64_t ng = 0;
+    for (int64_t i = 0; i < m; i++) ng += i == 0 || kp[i].key != kp[i - 1].key;
+    g->gkey = (int64_t *)malloc((size_t)ng * sizeof(int64_t));
+    g->start = (int64_t *)malloc((size_t)(ng + 1) * sizeof(int64_t));
+    if (!g->gkey || !g->start) { free(kp); return false; }
+    int64_t gi = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (i == 0 || kp[i].key != kp[i - 1].key) { g->gkey[gi] = kp[i].key; g->start[gi] = i; gi++; }
+        g->ord[i] = kp[i].pos;
+    }
+    g->start[ng] = m;
+    g->ng = ng;
+    free(kp);
+    return true;
+}
+
+// Device form: byte offset of each group's destination in out, group
+// starts, and per entry the byte offset of its source slice.
+struct ix_groups_dev {
+    const long long *target;   // ng
+    const long long *start;    // ng + 1
+    const long long *list;     // m
+    long long ng;
+};
+
+// One thread per (group, inner element): walk the group in order.
+// Inner walker: set 0 = out, set 1 = src. by_freq: alpha = 1/group size
+// (embedding_dense_backward's scale_grad_by_freq, as the CPU sets it).
+__global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *out, const char *src, int dt,
+                          int mode, ix_alpha a, int f32acc, int by_freq)
+{
+    IX_FOR(t, g.ng * ninner) {
+        long long gi = t / ninner, u = t - gi * ninner;
+        long long off[IX_NW];
+        ix_walk_at(w, u, off);
+        char *d = out + g.target[gi] + off[0];
+        const char *sb = src + off[1];
+        long long s0 = g.start[gi], s1 = g.start[gi + 1];
+        if (mode == IDX_ASSIGN) {   // the last write wins
+            ix_elem_copy(d, sb + g.list[s1 - 1], ix_esz(dt));
+            continue;
+        }
+        ix_alpha al = a;
+        if (by_freq) {
+            double sc = 1.0 / (double)(s1 - s0);
+            al.one = sc == 1.0;
+            al.d = sc;
+            al.f = ix_round_to(dt, (float)sc);
+            al.fused = 1;
+            al.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+        }
+        switch (dt) {
+        case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
+            float x = ix_load_f32(d, dt);
+            if (f32acc) {
+#pragma unroll 4
+                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, ix_load_f32(sb + g.list[s], dt));
+            } else {
+#pragma unroll 4
+                for (long long s = s0; s < s1; s++)
+                    x = ix_round_to(dt, ix_step_f32(x, ix_load_f32(sb + g.list[s], dt), dt, IDX_ADD, al));
+            }
+            ix_store_f32(d, dt, x);
+            break;
+        }
+        case RGPU_F64: {
+            double x = *(const double *)d;
+#pragma unroll 4
+            for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), IDX_ADD, al);
+            *(double *)d = x;
+            break;
+        }
+        case RGPU_BOOL: {
+            bool x = *(const uint8_t *)d != 0;
+            for (long long s = s0; s < s1; s++) x = x || (al.b && *(const uint8_t *)(sb + g.list[s]) != 0);
+            *(uint8_t *)d = x;
+            break;
+        }
+        default: {   // integers wrap; keeping 64 bits and narrowing at the end is the same
+            uint64_t x = ix_load_u64(d, dt);
+            for (long long s = s0; s < s1; s++) x += al.i * ix_load_u64(sb + g.list[s], dt);
+            ix_store_u64(d, dt, x);
+            break;
+        }
+        }
+    }
+}
+
+// Uploads a grouping (targets = gkey * tscale, list = srcoff[ord]) and runs
+// k_grouped over it. srcoff may be NULL: list = ord * sscale.
+static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_grouping *g, int64_t tscale,
+                              const int64_t *srcoff, int64_t sscale, const ix_walk *inner, char *out,
+                              const char *src, int dt, int mode, ix_alpha a, bool f32acc, bool by_freq,
+                              char *err, size_t errlen)
+{
+    if (g->ng == 0) return RGPU_OK;
+    long long ninner = ix_walk_numel(inner);
+    if (ninner <= 0) return RGPU_OK;
+    int64_t m = g->start[g->ng];
+    size_t nwords = (size_t)(g->ng + g->ng + 1 + m);
+    ix_host h;
+    long long *hb = (long long *)h.get(nwords * sizeof(long long));
+    if (!hb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
+    long long *ht = hb, *hs = hb + g->ng, *hl = hb + 2 * g->ng + 1;
+    for (int64_t i = 0; i < g->ng; i++) ht[i] = g->gkey[i] * tscale;
+    for (int64_t i = 0; i <= g->ng; i++) hs[i] = g->start[i];
+    for (int64_t i = 0; i < m; i++) hl[i] = srcoff ? srcoff[g->ord[i]] : g->ord[i] * sscale;
+    ix_scratch s(c);
+    IX_SCRATCH(s, db, long long *, nwords * sizeof(long long), "index groups");
+    RGPU_CUDA_TRY(cudaMemcpyAsync(db, hb, nwords * sizeof(long long), cudaMemcpyHostToDevice, c->stream), err, errlen);
+    ix_groups_dev gd;
+    gd.target = db;
+    gd.start = db + g->ng;
+    gd.list = db + 2 * g->ng + 1;
+    gd.ng = g->ng;
+    k_grouped<<<ix_blocks(g->ng * ninner), IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a,
+                                                                      f32acc, by_freq);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);   // hb is pageable host memory
+    return RGPU_OK;
+}
+
+// The index (0-d or 1-d, or any when any_shape) copied to the host as int64.
+static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *ix, ix_host *h,
+                                  int64_t **out, char *err, size_t errlen)
+{
+    int64_t n = cpu_numel(ix);
+    size_t esz = rgpu_dtype_size(ix->dtype);
+    char *raw = (char *)malloc((size_t)(n > 0 ? n : 1) * esz);
+    int64_t *v = (int64_t *)h->get((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!raw || !v) {
+        free(raw);
+        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", rgpu_op_name(e->op), (long long)n);
+    }
+    rgpu_status st = ix_download_view(c, ix, raw, err, errlen);
+    if (st == RGPU_OK)
+        for (int64_t i = 0; i < n; i++) v[i] = idx_load_index(raw + (size_t)i * esz, ix->dtype);
+    free(raw);
+    *out = v;
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// EMBEDDING: weight (V, D), indices (*) -> out (*, D) = weight[indices].
+
+template <typename T>
+__global__ void k_embedding(ix_walk w, const char *ix, int idt, long long nrows, const char *wt, long long ws0,
+                            long long ws1, char *out, long long os, long long D)
+{
+    for (long long r = blockIdx.x; r < nrows; r += gridDim.x) {
+        long long off[IX_NW];
+        ix_walk_at(w, r, off);
+        long long v = ix_load_index(ix + off[0], idt);
+        const char *src = wt + v * ws0;
+        char *dst = out + off[1];
+        for (long long j = threadIdx.x; j < D; j += blockDim.x) *(T *)(dst + j * os) = *(const T *)(src + j * ws1);
+    }
+}
+
+static unsigned row_threads(long long D)
+{
+    if (D >= IX_THREADS) return IX_THREADS;
+    long long t = (D + 31) / 32 * 32;
+    return (unsigned)(t < 32 ? 32 : t);
+}
+
+static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+    const rgpu_view *wt = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
+    want[ix->ndim] = wt->sizes[1];
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    int64_t n = cpu_numel(ix);
+    if (n == 0) return RGPU_OK;
+
+    int64_t V = wt->sizes[0], D = wt->sizes[1];
+    bool found;
+    int64_t bad;
+    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
+    if (found)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+                 (long long)bad, (long long)V);
+    if (D == 0) return RGPU_OK;
+
+    ix_walk w;
+    ix_walk_init(&w, ix->ndim, ix->sizes);
+    ix_walk_strides(&w, 0, ix);
+    ix_walk_strides(&w, 1, out);
+    unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
+    const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
+    char *op = (char *)out->data;
+    int64_t ws0 = bstride(wt, 0), ws1 = bstride(wt, 1), os = bstride(out, ix->ndim);
+    switch (rgpu_dtype_size(wt->dtype)) {
+    case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    case 4: k_embedding<uint32_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    default: k_embedding<uint64_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    }
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// EMBEDDING_BACKWARD: grad (*, D), indices (*) -> out (num_weights, D);
+// out[k] = sum over positions i (ascending) with indices[i] == k != padding_idx
+// of grad[i] (* 1/count(k) with scale_grad_by_freq), per-add rounding as the CPU.
+
+static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t nw, pad;
+    bool by_freq;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    const rgpu_view *g = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    const char *name = "embedding_dense_backward";
+    if (!cpu_dtype_is_float(g->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
+    int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
+    for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
+    if (rows != n)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+                 (long long)rows, (long long)D, (long long)n);
+    int64_t want[2] = { nw, D };
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, 2, want, err, errlen));
+
+    ix_host hk, hskip, hrow;
+    int64_t *keys = NULL;
+    if (n > 0) {   // validate before writing (row-major: the first bad index)
+        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
+        for (int64_t i = 0; i < n; i++)
+            if (keys[i] != pad && (keys[i] < 0 || keys[i] >= nw))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                         name, (long long)keys[i], (long long)nw);
+    }
+    uint64_t zero = 0;
+    CPU_FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
+    if (n == 0 || D == 0) return RGPU_OK;
+
+    uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
+    int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
+    if (!skip || !rowoff) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
+    idx_walk wg;   // grad rows in row-major order, in lockstep with the indices
+    idx_walk_init(&wg, g->ndim - 1, g->sizes);
+    idx_walk_strides(&wg, 0, g);
+    for (int64_t i = 0; i < n; i++) {
+        skip[i] = keys[i] == pad;
+        rowoff[i] = wg.off[0];
+        idx_walk_next(&wg);
+    }
+    ix_grouping gr;
+    if (!group_keys(&gr, keys, skip, n)) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
+
+    int64_t Dsz = D;
+    ix_walk inner;
+    ix_walk_init(&inner, 1, &Dsz);
+    inner.st[0][0] = bstride(out, 1);
+    inner.st[1][0] = bstride(g, g->ndim - 1);
+    return run_groups(c, e, &gr, bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
+                      out->dtype, IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// GATHER: out[p] = self[p with dim := index[p]].
+
+// set 0 ix, set 1 out, set 2 self (dim stride 0)
+__global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const char *self, long long sdim, int esz,
+                         long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        long long v = ix_load_index(ix + off[0], idt);
+        ix_elem_copy(out + off[1], self + off[2] + v * sdim, esz);
+    }
+}
+
+static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(ix, isz) != nd)
+        CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    for (int d = 0; d < nd; d++)
+        if (d != dim && isz[d] > ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+                     d, (long long)isz[d], (long long)ssz[d]);
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    if (cpu_numel(ix) == 0) return RGPU_OK;
+
+    bool found;
+    int64_t bad;
+    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    if (found) return bad_index(e, "gather", bad, dim, ssz[dim], err, errlen);
+
+    ix_walk w;
+    ix_walk_init(&w, nd, isz);
+    ix_walk_strides(&w, 0, ix);
+    ix_walk_strides(&w, 1, out);
+    ix_walk_strides(&w, 2, self);
+    w.st[2][dim] = 0;
+    long long n = ix_walk_numel(&w);
+    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
+                                                         (const char *)self->data, bstride(self, dim),
+                                                         (int)rgpu_dtype_size(self->dtype), n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// SCATTER / SCATTER_ADD: out = self, then for each index position p in
+// row-major order, out[p with dim := index[p]] (op)= src[p] (or the value).
+// One thread per line (p's coordinates but dim fixed), walking dim in order.
+
+// w: index shape with dim's size 1; set 0 ix, set 1 out (dim 0), set 2 src,
+// set 3 out's row-major element numbers (dim 0), for the f32 accumulator.
+__global__ void k_scatter_lines(ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
+                                long long odim, long long cdim, const char *ix, int idt, char *out,
+                                const char *src, uint64_t value, int dt, int mode, int f32acc, float *acc,
+                                uint8_t *touched)
+{
+    ix_alpha one;
+    one.one = 1; one.round_prod = 0; one.fused = 0; one.b = 1; one.f = 1.0f; one.d = 1.0; one.i = 1;
+    uint64_t val = value;
+    IX_FOR(l, nlines) {
+        long long off[IX_NW];
+        ix_walk_at(w, l, off);
+        for (long long t = 0; t < len; t++) {
+            long long v = ix_load_index(ix + off[0] + t * ixs, idt);
+            const char *s = src ? src + off[2] + t * srcs : (const char *)&val;
+            char *d = out + off[1] + v * odim;
+            if (f32acc) {
+                long long slot = off[3] + v * cdim;
+                if (!touched[slot]) { acc[slot] = ix_load_f32(d, dt); touched[slot] = 1; }
+                float y = ix_load_f32(s, dt);
+                acc[slot] = mode == IDX_MUL ? __fmul_rn(acc[slot], y) : __fadd_rn(acc[slot], y);
+            } else {
+                ix_elem_reduce(d, s, dt, mode, one);
+            }
+        }
+    }
+}
+
+// out's element l (row-major) = acc[l] where touched.
+__global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, const uint8_t *touched, long long n)
+{
+    IX_FOR(l, n) {
+        if (!touched[l]) continue;
+        long long off[IX_NW];
+        ix_walk_at(w, l, off);
+        ix_store_f32(out + off[0], dt, acc[l]);
+    }
+}
+
+static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
+{
+    const char *name = add_only ? "scatter_add" : "scatter";
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = IDX_ADD;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    uint64_t value = 0;
+    if (!add_only) {
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        if (reduce < 0 || reduce > 2)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
+        if (src == NULL) {
+            double ignored;
+            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            cpu_index_scalar_to(&e->args[1], self->dtype, &value);
+        }
+    }
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(ix, isz) != nd || (src && nonempty_sizes(src, rsz) != nd))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    for (int d = 0; d < nd; d++) {
+        if (src && isz[d] > rsz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+                     name, (long long)isz[d], (long long)rsz[d], d);
+        if (d != dim && isz[d] > ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+                     name, (long long)isz[d], (long long)ssz[d], d);
+    }
+    bool any = cpu_numel(ix) > 0;
+    if (any) {
+        bool found;
+        int64_t bad;
+        CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+        if (found) return bad_index(e, name, bad, dim, ssz[dim], err, errlen);
+    }
+    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    if (!any) return RGPU_OK;
+
+    int dt = out->dtype;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
+    long long nout = cpu_numel(out);
+    ix_scratch sacc(c);
+    float *acc = NULL;
+    uint8_t *touched = NULL;
+    if (f32acc) {
+        size_t nb = (size_t)nout * (sizeof(float) + 1);
+        IX_SCRATCH(sacc, base, char *, nb, "an f32 accumulator");
+        acc = (float *)base;
+        touched = (uint8_t *)(base + (size_t)nout * sizeof(float));
+        RGPU_CUDA_TRY(cudaMemsetAsync(touched, 0, (size_t)nout, c->stream), err, errlen);
+    }
+    int64_t cst[RGPU_MAX_DIMS], s = 1;
+    for (int d = nd - 1; d >= 0; d--) { cst[d] = s; s *= ssz[d]; }
+    int64_t lsz[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) lsz[d] = d == dim ? 1 : isz[d];
+    ix_walk w;
+    ix_walk_init(&w, nd, lsz);
+    ix_walk_strides(&w, 0, ix);
+    ix_walk_strides(&w, 1, out);
+    w.st[1][dim] = 0;
+    if (src) ix_walk_strides(&w, 2, src);
+    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
+    long long nlines = ix_walk_numel(&w);
+    long long ixs = bstride(ix, dim), srcs = src ? bstride(src, dim) : 0;
+    k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
+        w, nlines, isz[dim], ixs, srcs, bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
+        (char *)out->data, src ? (const char *)src->data : NULL, value, dt, (int)reduce, f32acc, acc, touched);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    if (f32acc) {
+        ix_walk wo;
+        ix_walk_init(&wo, out->ndim, out->sizes);
+        ix_walk_strides(&wo, 0, out);
+        k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)out->data, dt, acc, touched, nout);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// INDEX_SELECT: out = self with dim restricted to index (0-d/1-d).
+
+// set 0 out, set 1 self (dim stride 0)
+__global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long long ixs, char *out,
+                               const char *self, long long sdim, int esz, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        long long cd = ix_walk_at_dim(w, i, off, dim);
+        long long v = ix_load_index(ix + cd * ixs, idt);
+        ix_elem_copy(out + off[0], self + off[1] + v * sdim, esz);
+    }
+}
+
+static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (self->ndim == 0 && cpu_numel(ix) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)cpu_numel(ix));
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
+    if (self->ndim > 0) want[dim] = cpu_numel(ix);
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, self->ndim, want, err, errlen));
+    if (ix->ndim > 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
+    bool found;
+    int64_t bad;
+    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    if (found) return bad_index(e, "index_select", bad, dim, ssz[dim], err, errlen);
+    if (cpu_numel(out) == 0) return RGPU_OK;
+
+    int64_t osz[RGPU_MAX_DIMS];
+    nonempty_sizes(out, osz);
+    ix_walk w;
+    ix_walk_init(&w, nd, osz);
+    ix_walk_strides(&w, 0, out);
+    ix_walk_strides(&w, 1, self);
+    w.st[1][dim] = 0;
+    long long n = ix_walk_numel(&w);
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, bstride(ix, 0),
+                                                               (char *)out->data, (const char *)self->data,
+                                                               bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// INDEX_ADD: out = self; out[.., index[i], ..] += alpha * source[.., i, ..]
+// along dim, i ascending: grouped by destination index on the host.
+
+static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    int64_t dim64;
+    double alpha_v;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    int dt = self->dtype;
+    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    const rgpu_arg *al = &e->args[1];
+    if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+    idx_alpha a;
+    a.d = alpha_v;
+    a.f = (float)alpha_v;
+    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a.b = alpha_v != 0.0;
+    a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
+    a.fused = self->ndim > 1;   // see cpu_index.c: ATen's slice-wise add_ is an fma
+    a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+    a.f = idx_round_to(dt, a.f);
+
+    int dim;
+    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
+    int nd = nonempty_sizes(self, ssz);
+    if (nonempty_sizes(src, rsz) != nd)
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (rsz[dim] != cpu_numel(ix))
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)cpu_numel(ix), (long long)rsz[dim]);
+    for (int d = 0; d < nd; d++)
+        if (d != dim && rsz[d] != ssz[d])
+            CPU_FAIL(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+                     (long long)rsz[d], d, (long long)ssz[d]);
+    int64_t n = cpu_numel(ix);
+    ix_host hk;
+    int64_t *iv = NULL;
+    if (n > 0) {
+        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
+        for (int64_t i = 0; i < n; i++)
+            if (iv[i] < 0 || iv[i] >= ssz[dim]) return bad_index(e, "index_add", iv[i], dim, ssz[dim], err, errlen);
+    }
+    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    if (cpu_numel(src) == 0) return RGPU_OK;
+
+    // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    ix_grouping gr;
+    if (!group_keys(&gr, iv, NULL, n)) CPU_FAIL(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
+    ix_walk inner;   // every dim but `dim`
+    memset(&inner, 0, sizeof inner);
+    for (int d = 0; d < nd; d++) {
+        if (d == dim) continue;
+        inner.sz[inner.nd] = rsz[d];
+        inner.st[0][inner.nd] = bstride(out, d);
+        inner.st[1][inner.nd] = bstride(src, d);
+        inner.nd++;
+    }
+    return run_groups(c, e, &gr, bstride(out, dim), NULL, bstride(src, dim), &inner, (char *)out->data,
+                      (const char *)src->data, dt, IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// Advanced indexing geometry (index.Tensor, index_put), as cpu_index.c's
+// geom_build: the shape part runs on the host; the per-B-element target
+// offsets (boff) and their validation run on the device.
+
+struct geom {
+    int nb;
+    int64_t bsz[RGPU_MAX_DIMS];
+    int64_t nbel;
+    int R;
+    int64_t rsz[RGPU_MAX_DIMS];
+    int rdim[RGPU_MAX_DIMS];
+};
+
+struct geom_dev {
+    int nb, nk;
+    long long bsz[RGPU_MAX_DIMS];
+    struct {
+        const char *data;
+        int dt, k;
+        long long size, ts;
+        long long st[RGPU_MAX_DIMS];   // bytes over B's dims (0 where broadcast)
+    } t[RGPU_MAX_DIMS];
+};
+
+__global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned long long *bad)
+{
+    IX_FOR(b, nbel) {
+        long long co[RGPU_MAX_DIMS], r = b;
+        for (int d = g.nb - 1; d >= 0; d--) { co[d] = r % g.bsz[d]; r /= g.bsz[d]; }
+        long long acc = 0;
+        for (int j = 0; j < g.nk; j++) {
+            long long off = 0;
+            for (int d = 0; d < g.nb; d++) off += co[d] * g.t[j].st[d];
+            long long x = ix_load_index(g.t[j].data + off, g.t[j].dt), size = g.t[j].size;
+            if (x < -size || x >= size) { atomicMin(&bad[j], (unsigned long long)b); continue; }
+            if (x < 0) x += size;
+            acc += x * g.t[j].ts;
+        }
+        boff[b] = acc;
+    }
+}
+
+static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self, const rgpu_view *const *idx,
+                              int nidx, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(g, 0, sizeof *g);
+    if (nidx > self->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
+    int first = -1, last = -1, count = 0;
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        CPU_FORWARD_IF_ERROR(check_index_dtype(e, v, true, err, errlen));
+        if (first < 0) first = k;
+        last = k;
+        count++;
+        if (v->ndim > g->nb) {
+            int add = v->ndim - g->nb;
+            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
+            for (int d = 0; d < add; d++) g->bsz[d] = 1;
+            g->nb = v->ndim;
+        }
+        int lead = g->nb - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
+            if (*b == 1) *b = s;
+            else if (s != 1 && s != *b)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
+                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
+        }
+    }
+    bool adjacent = count == 0 || last - first + 1 == count;
+    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
+                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
+    int R = 0;
+    if (adjacent) {
+        int lo = count ? first : 0, hi = count ? last : -1;
+        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
+    } else {
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = 0; d < self->ndim; d++)
+            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
+    }
+    g->R = R;
+    for (int r = 0; r < R; r++)
+        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
+    g->nbel = 1;
+    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
+    return RGPU_OK;
+}
+
+// boff (device, nbel entries, in the scratch holder) = byte offsets into
+// target of each B element; fails with the CPU's message on a bad index
+// (the first index tensor with one, its first in B's row-major order).
+static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom *g, const rgpu_view *self,
+                                const rgpu_view *target, const rgpu_view *const *idx, int nidx, ix_scratch *hold,
+                                long long **boff, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    size_t nbytes = (size_t)(g->nbel > 0 ? g->nbel : 1) * sizeof(long long) + RGPU_MAX_DIMS * sizeof(unsigned long long);
+    IX_SCRATCH(*hold, base, char *, nbytes, "index offsets");
+    unsigned long long *bad = (unsigned long long *)base;
+    *boff = (long long *)(base + RGPU_MAX_DIMS * sizeof(unsigned long long));
+    if (g->nbel == 0) return RGPU_OK;
+    geom_dev gd;
+    memset(&gd, 0, sizeof gd);
+    gd.nb = g->nb;
+    for (int d = 0; d < g->nb; d++) gd.bsz[d] = g->bsz[d];
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        int j = gd.nk++;
+        gd.t[j].data = (const char *)v->data;
+        gd.t[j].dt = v->dtype;
+        gd.t[j].k = k;
+        gd.t[j].size = self->sizes[k];
+        gd.t[j].ts = bstride(target, k);
+        int lead = g->nb - v->ndim;
+        int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
+        for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
+    }
+    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, RGPU_MAX_DIMS * sizeof *bad, c->stream), err, errlen);
+    k_geom<<<ix_blocks(g->nbel), IX_THREADS, 0, c->stream>>>(gd, g->nbel, *boff, bad);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    unsigned long long hbad[RGPU_MAX_DIMS];
+    RGPU_CUDA_TRY(cudaMemcpyAsync(hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    for (int j = 0; j < gd.nk; j++) {
+        if (hbad[j] == ~0ull) continue;
+        long long b = (long long)hbad[j], off = 0;
+        for (int d = g->nb - 1; d >= 0; d--) { off += (b % gd.bsz[d]) * gd.t[j].st[d]; b /= gd.bsz[d]; }
+        int64_t x;
+        if (gd.t[j].dt == RGPU_I32) {
+            int32_t v;
+            RGPU_CUDA_TRY(ix_read_back(c, &v, gd.t[j].data + off, sizeof v), err, errlen);
+            x = v;
+        } else {
+            RGPU_CUDA_TRY(ix_read_back(c, &x, gd.t[j].data + off, sizeof x), err, errlen);
+        }
+        return bad_index(e, name, x, gd.t[j].k, gd.t[j].size, err, errlen);
+    }
+    return RGPU_OK;
+}
+
+// set 0 out, set 1 self's un-indexed dims, set 2 B element number
+__global__ void k_index(ix_walk w, char *out, const char *self, const long long *boff, int esz, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        ix_elem_copy(out + off[0], self + off[1] + boff[off[2]], esz);
+    }
+}
+
+// Walk over the result dims: set 1 = target's un-indexed dims (bytes),
+// set 2 = B element number (as cpu_index.c's geom_walk).
+static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
+{
+    ix_walk_init(w, g->R, g->rsz);
+    int64_t bst[RGPU_MAX_DIMS], s = 1;
+    for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
+    for (int r = 0; r < g->R; r++) {
+        if (g->rdim[r] >= 0) w->st[1][r] = bstride(target, g->rdim[r]);
+        else w->st[2][r] = bst[-1 - g->rdim[r]];
+    }
+}
+
+static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    const rgpu_view *self = e->in[0];
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    geom g;
+    const rgpu_view *const *idx = &e->in[1];
+    int nidx = e->n_in - 1;
+    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    ix_scratch hold(c);
+    long long *boff;
+    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    long long n = cpu_numel(out);
+    if (n == 0) return RGPU_OK;
+    ix_walk w;
+    geom_walk(&g, &w, self);
+    for (int r = 0; r < g.R; r++) w.st[0][r] = bstride(out, r);
+    k_index<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, (const char *)self->data, boff,
+                                                        (int)rgpu_dtype_size(self->dtype), n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// INDEX_PUT: out = self; out[idx0, ...] = values (broadcast to the result
+// shape), or += with accumulate; per destination in row-major order over the
+// result (the last write wins, adds in that order): grouped by boff.
+static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    bool acc;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    const rgpu_view *self = e->in[0], *vals = e->in[1];
+    rgpu_view *out = e->out[0];
+    int dt = self->dtype;
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    geom g;
+    const rgpu_view *const *idx = &e->in[2];
+    int nidx = e->n_in - 2;
+    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    ix_scratch hold(c);
+    long long *boff;
+    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
+
+    // values broadcast to the result shape: vst[r] (bytes)
+    int64_t vst[RGPU_MAX_DIMS] = { 0 };
+    bool ok = vals->ndim <= g.R;
+    int lead = g.R - vals->ndim;
+    int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
+    for (int d = 0; ok && d < vals->ndim; d++) {
+        int64_t s = vals->sizes[d];
+        if (s == g.rsz[lead + d]) vst[lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+        else if (s == 1) vst[lead + d] = 0;
+        else ok = false;
+    }
+    if (!ok) {
+        rgpu_view rv;
+        memset(&rv, 0, sizeof rv);
+        rv.ndim = g.R;
+        for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
+        char a[96], b[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
+                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
+                 cpu_index_shape_str(&rv, b, sizeof b));
+    }
+    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    int64_t nres = 1;
+    for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
+    if (nres == 0) return RGPU_OK;
+
+    // boff to the host, grouped by destination; each B element's source
+    // offset vB(b) over the B dims of the result
+    int64_t nbel = g.nbel;
+    ix_host hb, hv;
+    int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
+    int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));
+    if (!hboff || !vb) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
+    RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
+                  err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    int64_t vbst[RGPU_MAX_DIMS] = { 0 };
+    ix_walk inner;
+    memset(&inner, 0, sizeof inner);
+    for (int r = 0; r < g.R; r++) {
+        if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
+        inner.sz[inner.nd] = g.rsz[r];
+        inner.st[0][inner.nd] = bstride(out, g.rdim[r]);
+        inner.st[1][inner.nd] = vst[r];
+        inner.nd++;
+    }
+    {
+        idx_walk wb;
+        idx_walk_init(&wb, g.nb, g.bsz);
+        for (int j = 0; j < g.nb; j++) wb.st[0][j] = vbst[j];
+        for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; idx_walk_next(&wb); }
+    }
+    ix_grouping gr;
+    if (!group_keys(&gr, hboff, NULL, nbel)) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
+    return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)out->data, (const char *)vals->data, dt,
+                      acc ? IDX_ADD : IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
+}
+
+}  // namespace rgpu_ix
+
+// ---------------------------------------------------------------------------
+// Dispatch
+
+using namespace rgpu_ix;
+
+extern "C" bool rgpu_cuda_index_owns(int op)
+{
+    switch (op) {
+    case RGPU_OP_EMBEDDING: case RGPU_OP_EMBEDDING_BACKWARD: case RGPU_OP_GATHER:
+    case RGPU_OP_SCATTER: case RGPU_OP_SCATTER_ADD: case RGPU_OP_INDEX_SELECT:
+    case RGPU_OP_INDEX_ADD: case RGPU_OP_INDEX: case RGPU_OP_INDEX_PUT: case RGPU_OP_CAT:
+    case RGPU_OP_CONSTANT_PAD_ND: case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL:
+    case RGPU_OP_BERNOULLI: case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
+    case RGPU_OP_NATIVE_DROPOUT: case RGPU_OP_NATIVE_DROPOUT_BACKWARD:
+    case RGPU_OP_COUNT_NONZERO: case RGPU_OP_NONZERO: case RGPU_OP_MASKED_SELECT:
+    case RGPU_OP_COUNT_UNIQUE: case RGPU_OP_UNIQUE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+extern "C" rgpu_status rgpu_cuda_index_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    switch (e->op) {
+    case RGPU_OP_EMBEDDING:          return op_embedding(c, e, err, errlen);
+    case RGPU_OP_EMBEDDING_BACKWARD: return op_embedding_backward(c, e, err, errlen);
+    case RGPU_OP_GATHER:             return op_gather(c, e, err, errlen);
+    case RGPU_OP_SCATTER:            return op_scatter(c, e, false, err, errlen);
+    case RGPU_OP_SCATTER_ADD:        return op_scatter(c, e, true, err, errlen);
+    case RGPU_OP_INDEX_SELECT:       return op_index_select(c, e, err, errlen);
+    case RGPU_OP_INDEX_ADD:          return op_index_add(c, e, err, errlen);
+    case RGPU_OP_INDEX:              return op_index(c, e, err, errlen);
+    case RGPU_OP_INDEX_PUT:          return op_index_put(c, e, err, errlen);
+    case RGPU_OP_CAT:                return ix_cat(c, e, err, errlen);
+    case RGPU_OP_CONSTANT_PAD_ND:    return ix_pad(c, e, err, errlen);
+    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: case RGPU_OP_BERNOULLI:
+    case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
+        return ix_random(c, e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT:     return ix_dropout(c, e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT_BACKWARD: return ix_dropout_backward(c, e, err, errlen);
+    case RGPU_OP_COUNT_NONZERO:      return ix_count_nonzero(c, e, err, errlen);
+    case RGPU_OP_NONZERO:            return ix_nonzero(c, e, err, errlen);
+    case RGPU_OP_MASKED_SELECT:      return ix_masked_select(c, e, err, errlen);
+    case RGPU_OP_COUNT_UNIQUE:       return ix_unique(c, e, true, err, errlen);
+    case RGPU_OP_UNIQUE:             return ix_unique(c, e, false, err, errlen);
+    default:
+        snprintf(err, errlen, "cuda index family: unsupported op %s", rgpu_op_name(e->op));
+        return RGPU_ERR_UNSUPPORTED;
+    }
 }

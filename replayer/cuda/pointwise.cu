@@ -1,9 +1,1442 @@
-// pointwise.cu — (being written)
+// pointwise.cu — the CUDA pointwise family: binary arithmetic (add/sub/rsub/
+// mul/div, Tensor and Scalar overloads), every pointwise op of the training
+// set (unary neg … isnan, binary pow … div.Tensor_mode, where, clamp, lerp,
+// addcmul, addcdiv, the activation backwards) and tril/triu.
+//
+// Mirrors the CPU reference line by line: replayer/cpu/cpu_kernels.c
+// (op_binary: compute type from the OUTPUT dtype, alpha, bool rules) and
+// replayer/cpu/cpu_pointwise.c + cpu_pointwise_float.h (compute type from the
+// record's DTYPE arg, f16/bf16 operands rounded to it, integers wrapped to
+// its width). Same validation, same messages, same formulas in the same
+// operation order; + - * / and sqrt use the _rn intrinsics so nvcc never
+// contracts them into FMAs (the CPU build never contracts), which keeps the
+// non-transcendental ops bit-identical to the CPU backend.
+//
+// Layout: element conversions (host+device), the kernel arguments, the
+// per-element compute (host+device, so it can be checked against the CPU
+// backend on a machine without a GPU), one grid-stride kernel per
+// (compute class, 1-d or N-d addressing) with a runtime switch on the op and
+// on each operand's dtype, the host-side validation (pw_prepare_*) and the
+// family entry points.
 #include "common.cuh"
 
-extern "C" bool rgpu_cuda_pointwise_owns(int op) { (void)op; return false; }
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <string.h>
+
+#include <type_traits>
+
+#define PW_HD static __host__ __device__ inline
+#ifdef __CUDA_ARCH__
+#define PW_UNROLL _Pragma("unroll")
+#else
+#define PW_UNROLL
+#endif
+
+#define PW_MAX_IN 3
+#define PW_NOPS (1 + PW_MAX_IN)     // out + inputs
+#define PW_THREADS 256
+#define PW_MAX_BLOCKS 8192          // grid-stride beyond this
+
+// libm constants spelled out, as cpu_pointwise.c
+#define PW_SQRT2     1.41421356237309504880
+#define PW_SQRT1_2   0.70710678118654752440
+#define PW_2_SQRTPI  1.12837916709551257390
+
+#define PW_FAIL(code, ...) do { if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__); return (code); } while (0)
+#define PW_FORWARD_IF_ERROR(expr) do { rgpu_status s_ = (expr); if (s_ != RGPU_OK) return s_; } while (0)
+
+// Everything up to the entry points has internal linkage (the other family
+// files are linked into the same library).
+namespace {
+
+// ---------------------------------------------------------------------------
+// Element conversions: cpu_internal.h's semantics (ATen's, UB replaced by
+// clamping). f16/bf16 rounding uses cuda_fp16/cuda_bf16 (round to nearest
+// even, as half.h); NaNs take half.h's canonical patterns (f16: sign|0x7E00,
+// bf16: 0x7FC0) and f16 NaN payloads widen as half.h does, so NaN bits match
+// the CPU backend too.
+
+PW_HD uint32_t pw_f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u; memcpy(&u, &f, 4); return u;
+#endif
+}
+PW_HD float pw_f32_from_bits(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f; memcpy(&f, &u, 4); return f;
+#endif
+}
+PW_HD float pw_half_to_float(uint16_t h) {
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)   // NaN: keep sign and payload
+        return pw_f32_from_bits(((uint32_t)(h & 0x8000u) << 16) | 0x7f800000u | ((uint32_t)(h & 0x3ffu) << 13));
+    return __half2float(__ushort_as_half(h));
+}
+PW_HD uint16_t pw_float_to_half(float f) {
+    if (f != f) return (uint16_t)(((pw_f32_bits(f) >> 16) & 0x8000u) | 0x7e00u);
+    return __half_as_ushort(__float2half_rn(f));
+}
+PW_HD float pw_bf16_to_float(uint16_t b) { return pw_f32_from_bits((uint32_t)b << 16); }
+PW_HD uint16_t pw_float_to_bf16(float f) {
+    if (f != f) return 0x7fc0u;
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+PW_HD int64_t pw_f64_to_i64_sat(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+PW_HD double pw_clamp_trunc(double x, double lo, double hi) {
+    if (x != x) return 0.0;
+    if (x < lo) return lo;
+    if (x > hi) return hi;
+    return x;
+}
+
+PW_HD double pw_load_f64(const char *p, int dt) {
+    switch (dt) {
+    case RGPU_F32:  return *(const float *)p;
+    case RGPU_F64:  return *(const double *)p;
+    case RGPU_F16:  return pw_half_to_float(*(const uint16_t *)p);
+    case RGPU_BF16: return pw_bf16_to_float(*(const uint16_t *)p);
+    case RGPU_I64:  return (double)*(const int64_t *)p;
+    case RGPU_I32:  return *(const int32_t *)p;
+    case RGPU_I16:  return *(const int16_t *)p;
+    case RGPU_I8:   return *(const int8_t *)p;
+    case RGPU_U8:   return *(const uint8_t *)p;
+    case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    default:        return 0.0;
+    }
+}
+PW_HD float pw_load_f32(const char *p, int dt) {
+    switch (dt) {
+    case RGPU_F32:  return *(const float *)p;
+    case RGPU_F64:  return (float)*(const double *)p;
+    case RGPU_F16:  return pw_half_to_float(*(const uint16_t *)p);
+    case RGPU_BF16: return pw_bf16_to_float(*(const uint16_t *)p);
+    case RGPU_I64:  return (float)*(const int64_t *)p;
+    case RGPU_I32:  return (float)*(const int32_t *)p;
+    case RGPU_I16:  return *(const int16_t *)p;
+    case RGPU_I8:   return *(const int8_t *)p;
+    case RGPU_U8:   return *(const uint8_t *)p;
+    case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    default:        return 0.0f;
+    }
+}
+// As int64 (floats truncated, clamped, NaN -> 0), held as uint64 so + - *
+// wrap without signed-overflow UB.
+PW_HD uint64_t pw_load_u64(const char *p, int dt) {
+    switch (dt) {
+    case RGPU_F32:  return (uint64_t)pw_f64_to_i64_sat(*(const float *)p);
+    case RGPU_F64:  return (uint64_t)pw_f64_to_i64_sat(*(const double *)p);
+    case RGPU_F16:  return (uint64_t)pw_f64_to_i64_sat(pw_half_to_float(*(const uint16_t *)p));
+    case RGPU_BF16: return (uint64_t)pw_f64_to_i64_sat(pw_bf16_to_float(*(const uint16_t *)p));
+    case RGPU_I64:  return (uint64_t)*(const int64_t *)p;
+    case RGPU_I32:  return (uint64_t)(int64_t)*(const int32_t *)p;
+    case RGPU_I16:  return (uint64_t)(int64_t)*(const int16_t *)p;
+    case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
+    case RGPU_U8:   return *(const uint8_t *)p;
+    case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    default:        return 0;
+    }
+}
+PW_HD bool pw_load_bool(const char *p, int dt) {
+    switch (dt) {
+    case RGPU_F32:  return *(const float *)p != 0.0f;
+    case RGPU_F64:  return *(const double *)p != 0.0;
+    case RGPU_F16:  return (*(const uint16_t *)p & 0x7fffu) != 0;
+    case RGPU_BF16: return (*(const uint16_t *)p & 0x7fffu) != 0;
+    case RGPU_I64:  return *(const int64_t *)p != 0;
+    case RGPU_I32:  return *(const int32_t *)p != 0;
+    case RGPU_I16:  return *(const int16_t *)p != 0;
+    case RGPU_I8:   return *(const int8_t *)p != 0;
+    case RGPU_U8:   return *(const uint8_t *)p != 0;
+    case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    default:        return false;
+    }
+}
+PW_HD void pw_store_f64(char *p, int dt, double v) {
+    switch (dt) {
+    case RGPU_F32:  *(float *)p = (float)v; break;
+    case RGPU_F64:  *(double *)p = v; break;
+    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half((float)v); break;
+    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16((float)v); break;
+    case RGPU_I64:  *(int64_t *)p = pw_f64_to_i64_sat(v); break;
+    case RGPU_I32:  *(int32_t *)p = (int32_t)pw_clamp_trunc(v, -2147483648.0, 2147483647.0); break;
+    case RGPU_I16:  *(int16_t *)p = (int16_t)pw_clamp_trunc(v, -32768.0, 32767.0); break;
+    case RGPU_I8:   *(int8_t *)p = (int8_t)pw_clamp_trunc(v, -128.0, 127.0); break;
+    case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)pw_f64_to_i64_sat(v); break;
+    case RGPU_BOOL: *(uint8_t *)p = v != 0.0; break;
+    default: break;
+    }
+}
+PW_HD void pw_store_f32(char *p, int dt, float v) {
+    switch (dt) {
+    case RGPU_F32:  *(float *)p = v; break;
+    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half(v); break;
+    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16(v); break;
+    default:        pw_store_f64(p, dt, v); break;   // exact widening, then as above
+    }
+}
+// An int64 (as its uint64 bit pattern): narrower ints wrap.
+PW_HD void pw_store_u64(char *p, int dt, uint64_t v) {
+    switch (dt) {
+    case RGPU_F32:  *(float *)p = (float)(int64_t)v; break;
+    case RGPU_F64:  *(double *)p = (double)(int64_t)v; break;
+    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half((float)(int64_t)v); break;
+    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16((float)(int64_t)v); break;
+    case RGPU_I64:  *(uint64_t *)p = v; break;
+    case RGPU_I32:  *(uint32_t *)p = (uint32_t)v; break;
+    case RGPU_I16:  *(uint16_t *)p = (uint16_t)v; break;
+    case RGPU_I8:
+    case RGPU_U8:   *(uint8_t *)p = (uint8_t)v; break;
+    case RGPU_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+    }
+}
+
+// x rounded to f16/bf16 (the compute dtype), back in float.
+PW_HD float pw_round_half(float x, int cdt) {
+    return cdt == RGPU_F16 ? pw_half_to_float(pw_float_to_half(x)) : pw_bf16_to_float(pw_float_to_bf16(x));
+}
+// x wrapped to the width of integer dtype cdt (sign- or zero-extended).
+PW_HD uint64_t pw_wrap_int(uint64_t x, int cdt) {
+    switch (cdt) {
+    case RGPU_I32: return (uint64_t)(int64_t)(int32_t)(uint32_t)x;
+    case RGPU_I16: return (uint64_t)(int64_t)(int16_t)(uint16_t)x;
+    case RGPU_I8:  return (uint64_t)(int64_t)(int8_t)(uint8_t)x;
+    case RGPU_U8:  return (uint8_t)x;
+    default:       return x;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Arithmetic without contraction, and the math library per type.
+
+PW_HD float pw_add(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+PW_HD double pw_add(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+PW_HD float pw_sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+PW_HD double pw_sub(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+PW_HD float pw_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+PW_HD double pw_mul(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+PW_HD float pw_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+PW_HD double pw_div(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __ddiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+PW_HD float pw_sqrt(float a) {
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+PW_HD double pw_sqrt(double a) {
+#ifdef __CUDA_ARCH__
+    return __dsqrt_rn(a);
+#else
+    return sqrt(a);
+#endif
+}
+
+#define PW_MATH1(name, ff, df) \
+    PW_HD float name(float x) { return ff(x); } \
+    PW_HD double name(double x) { return df(x); }
+#define PW_MATH2(name, ff, df) \
+    PW_HD float name(float x, float y) { return ff(x, y); } \
+    PW_HD double name(double x, double y) { return df(x, y); }
+PW_MATH1(pw_fabs, fabsf, fabs)
+PW_MATH1(pw_exp, expf, exp)
+PW_MATH1(pw_log, logf, log)
+PW_MATH1(pw_log1p, log1pf, log1p)
+PW_MATH1(pw_expm1, expm1f, expm1)
+PW_MATH1(pw_tanh, tanhf, tanh)
+PW_MATH1(pw_sin, sinf, sin)
+PW_MATH1(pw_cos, cosf, cos)
+PW_MATH1(pw_erf, erff, erf)
+PW_MATH1(pw_floor, floorf, floor)
+PW_MATH1(pw_ceil, ceilf, ceil)
+PW_MATH1(pw_nearbyint, nearbyintf, nearbyint)   // half to even
+PW_MATH1(pw_trunc, truncf, trunc)
+PW_MATH2(pw_pow, powf, pow)
+PW_MATH2(pw_fmod, fmodf, fmod)
+PW_MATH2(pw_atan2, atan2f, atan2)
+PW_MATH2(pw_copysign, copysignf, copysign)
+#undef PW_MATH1
+#undef PW_MATH2
+
+// The quiet NaN C's NAN macro gives (0x7fc00000, widened for double).
+template <typename T> PW_HD T pw_nan();
+template <> __host__ __device__ inline float pw_nan<float>() { return pw_f32_from_bits(0x7fc00000u); }
+template <> __host__ __device__ inline double pw_nan<double>() { return (double)pw_f32_from_bits(0x7fc00000u); }
+
+// ---------------------------------------------------------------------------
+// Kernel arguments. Operand 0 is out, 1..nin the inputs, addressed over the
+// (coalesced) iteration dims with byte strides; a scalar operand has no base
+// and its value already sits in the compute type (sf/sd/su/sb).
+//
+// op: the rgpu op; the binary arithmetic family uses ADD_TENSOR, SUB_TENSOR,
+// MUL_TENSOR and DIV_TENSOR for its four kinds (Scalar overloads and rsub
+// become those with a 0-d operand).
+
+enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
+enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
+enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
+
+struct pw_args {
+    int op;
+    int ct;                               // CT_*
+    int cdt;                              // the compute dtype
+    int nin;
+    int ndim;                             // >= 1
+    long long numel;
+    long long sizes[RGPU_MAX_DIMS];
+    long long st[PW_NOPS][RGPU_MAX_DIMS]; // bytes; 0 for scalars and unused operands
+    char *base[PW_NOPS];                  // NULL: scalar operand
+    int dt[PW_NOPS];
+    float sf[PW_NOPS];
+    double sd[PW_NOPS];
+    unsigned long long su[PW_NOPS];
+    unsigned char sb[PW_NOPS];
+    bool fix_in[PW_NOPS];                 // CT_F32: round to cdt (f16/bf16); CT_I64: wrap to cdt
+    bool fix_out;                         // same, for the result before the cast to out
+    bool res_bool;                        // comparisons, logical ops, isnan
+    bool cond_first;                      // WHERE: in0 is the condition, read as bool
+    bool approx_tanh;                     // GELU, GELU_BACKWARD
+    int mode;                             // DIV_MODE
+    int pow_mode;
+    double pow_exp;
+    bool has_lo, has_hi;                  // CLAMP
+    float own_f;                          // the op's own scalar per opmath type
+    double own_d;
+    unsigned long long own_i;
+    bool alpha_one, alpha_b;              // binary arithmetic
+    float alpha_f;
+    double alpha_d;
+    unsigned long long alpha_i;
+    int *zero_div;                        // integer division by zero sets *zero_div (or NULL)
+};
+
+template <typename T> PW_HD T pw_load_t(const char *p, int dt);
+template <> __host__ __device__ inline float pw_load_t<float>(const char *p, int dt) { return pw_load_f32(p, dt); }
+template <> __host__ __device__ inline double pw_load_t<double>(const char *p, int dt) { return pw_load_f64(p, dt); }
+template <typename T> PW_HD T pw_scalar_t(const pw_args &a, int k);
+template <> __host__ __device__ inline float pw_scalar_t<float>(const pw_args &a, int k) { return a.sf[k]; }
+template <> __host__ __device__ inline double pw_scalar_t<double>(const pw_args &a, int k) { return a.sd[k]; }
+template <typename T> PW_HD T pw_own_t(const pw_args &a);
+template <> __host__ __device__ inline float pw_own_t<float>(const pw_args &a) { return a.own_f; }
+template <> __host__ __device__ inline double pw_own_t<double>(const pw_args &a) { return a.own_d; }
+template <typename T> PW_HD T pw_alpha_t(const pw_args &a);
+template <> __host__ __device__ inline float pw_alpha_t<float>(const pw_args &a) { return a.alpha_f; }
+template <> __host__ __device__ inline double pw_alpha_t<double>(const pw_args &a) { return a.alpha_d; }
+
+PW_HD void pw_flag_zero_div(const pw_args &a) {
+    if (a.zero_div == NULL) return;
+#ifdef __CUDA_ARCH__
+    atomicOr(a.zero_div, 1);
+#else
+    *a.zero_div = 1;
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Floating compute (cpu_pointwise_float.h and op_binary's float loops): a, b,
+// w are inputs 0..2 in T; cond is WHERE's condition. Boolean results go to rb.
+
+template <typename T>
+PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
+    const T zero = 0, one = 1, half = (T)0.5;
+    switch (A.op) {
+    // --- binary arithmetic (op_binary)
+    case RGPU_OP_ADD_TENSOR: return A.alpha_one ? pw_add(a, b) : pw_add(a, pw_mul(pw_alpha_t<T>(A), b));
+    case RGPU_OP_SUB_TENSOR: return A.alpha_one ? pw_sub(a, b) : pw_sub(a, pw_mul(pw_alpha_t<T>(A), b));
+    case RGPU_OP_MUL_TENSOR: return pw_mul(a, b);
+    case RGPU_OP_DIV_TENSOR: return pw_div(a, b);
+    // --- unary
+    case RGPU_OP_NEG:        return -a;
+    case RGPU_OP_ABS:        return pw_fabs(a);
+    case RGPU_OP_EXP:        return pw_exp(a);
+    case RGPU_OP_LOG:        return pw_log(a);
+    case RGPU_OP_LOG1P:      return pw_log1p(a);
+    case RGPU_OP_EXPM1:      return pw_expm1(a);
+    case RGPU_OP_SQRT:       return pw_sqrt(a);
+    case RGPU_OP_RSQRT:      return pw_div(one, pw_sqrt(a));
+    case RGPU_OP_RECIPROCAL: return pw_div(one, a);
+    case RGPU_OP_TANH:       return pw_tanh(a);
+    case RGPU_OP_SIGMOID:    return pw_div(one, pw_add(one, pw_exp(-a)));
+    case RGPU_OP_SIN:        return pw_sin(a);
+    case RGPU_OP_COS:        return pw_cos(a);
+    case RGPU_OP_ERF:        return pw_erf(a);
+    case RGPU_OP_FLOOR:      return pw_floor(a);
+    case RGPU_OP_CEIL:       return pw_ceil(a);
+    case RGPU_OP_ROUND:      return pw_nearbyint(a);
+    case RGPU_OP_TRUNC:      return pw_trunc(a);
+    // sign(NaN) is 0 on ATen's CPU kernel, as (0 < x) - (x < 0) gives
+    case RGPU_OP_SIGN:       return (T)((zero < a) - (a < zero));
+    // clamp_min(x, 0): keeps NaN and -0
+    case RGPU_OP_RELU:       return zero > a ? zero : a;
+    case RGPU_OP_SILU:       return pw_div(a, pw_add(one, pw_exp(-a)));
+    case RGPU_OP_GELU:
+        if (A.approx_tanh) {
+            const T kBeta = (T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (T)0.044715;
+            T cube = pw_mul(pw_mul(a, a), a);
+            T inner = pw_mul(kBeta, pw_add(a, pw_mul(kKappa, cube)));
+            return pw_mul(pw_mul(half, a), pw_add(one, pw_tanh(inner)));
+        } else {
+            const T kAlpha = (T)PW_SQRT1_2;
+            return pw_mul(pw_mul(a, half), pw_add(one, pw_erf(pw_mul(a, kAlpha))));
+        }
+    case RGPU_OP_LOGICAL_NOT: rb = a == zero; return zero;
+    case RGPU_OP_ISNAN:       rb = a != a; return zero;
+
+    // --- binary
+    case RGPU_OP_POW:
+        switch (A.pow_mode) {
+        case POW_SQRT:   return pw_sqrt(a);
+        case POW_RSQRT:  return pw_div(one, pw_sqrt(a));
+        case POW_RECIP:  return pw_div(one, a);
+        case POW_SQUARE: return pw_mul(a, a);
+        case POW_CUBE:   return pw_mul(pw_mul(a, a), a);
+        case POW_INVSQ:  return pw_div(one, pw_mul(a, a));
+        // std::pow(scalar_t base, double exp): evaluated in double
+        case POW_SCALAR: return (T)pow((double)a, A.pow_exp);
+        default:         return pw_pow(a, b);
+        }
+    case RGPU_OP_MAXIMUM: return (a != a || b != b) ? pw_nan<T>() : (a < b ? b : a);
+    case RGPU_OP_MINIMUM: return (a != a || b != b) ? pw_nan<T>() : (b < a ? b : a);
+    case RGPU_OP_EQ: rb = a == b; return zero;
+    case RGPU_OP_NE: rb = a != b; return zero;
+    case RGPU_OP_LT: rb = a < b; return zero;
+    case RGPU_OP_LE: rb = a <= b; return zero;
+    case RGPU_OP_GT: rb = a > b; return zero;
+    case RGPU_OP_GE: rb = a >= b; return zero;
+    case RGPU_OP_LOGICAL_AND: rb = (a != zero) && (b != zero); return zero;
+    case RGPU_OP_LOGICAL_OR:  rb = (a != zero) || (b != zero); return zero;
+    case RGPU_OP_LOGICAL_XOR: rb = (a != zero) != (b != zero); return zero;
+    case RGPU_OP_REMAINDER: {   // Python's %: the result takes the divisor's sign
+        T mod = pw_fmod(a, b);
+        if (mod != zero && ((b < zero) != (mod < zero))) mod = pw_add(mod, b);
+        return mod;
+    }
+    case RGPU_OP_FMOD:  return pw_fmod(a, b);
+    case RGPU_OP_ATAN2: return pw_atan2(a, b);
+    case RGPU_OP_DIV_MODE: {
+        if (A.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
+        // div_floor_floating (ATen's BinaryOps.h)
+        if (b == zero) return pw_div(a, b);
+        T mod = pw_fmod(a, b);
+        T div = pw_div(pw_sub(a, mod), b);
+        if (mod != zero && (b < zero) != (mod < zero)) div = pw_sub(div, one);
+        T fd;
+        if (div != zero) {
+            fd = pw_floor(div);
+            if (pw_sub(div, fd) > half) fd = pw_add(fd, one);
+        } else {
+            fd = pw_copysign(zero, pw_div(a, b));
+        }
+        return fd;
+    }
+
+    // --- ternary (input 0 of WHERE is the condition, given in cond)
+    case RGPU_OP_WHERE: return cond ? b : w;
+    case RGPU_OP_CLAMP: {   // a NaN value or a NaN bound gives NaN; otherwise min(max(x, lo), hi)
+        T v = a;
+        if (v != v) return v;
+        if (A.has_lo) {
+            if (b != b) return pw_nan<T>();
+            v = v < b ? b : v;
+        }
+        if (A.has_hi) {
+            if (w != w) return pw_nan<T>();
+            v = w < v ? w : v;
+        }
+        return v;
+    }
+    case RGPU_OP_LERP:
+        return pw_fabs(w) < half ? pw_add(a, pw_mul(w, pw_sub(b, a)))
+                                 : pw_sub(b, pw_mul(pw_sub(b, a), pw_sub(one, w)));
+    case RGPU_OP_ADDCMUL: return pw_add(a, pw_mul(pw_mul(pw_own_t<T>(A), b), w));
+    case RGPU_OP_ADDCDIV: return pw_add(a, pw_div(pw_mul(pw_own_t<T>(A), b), w));
+
+    // --- activation backwards: a = grad, b = input (or output)
+    case RGPU_OP_THRESHOLD_BACKWARD: return b <= pw_own_t<T>(A) ? zero : a;
+    case RGPU_OP_GELU_BACKWARD:
+        if (A.approx_tanh) {
+            const T kBeta = (T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (T)0.044715;
+            const T three = 3;
+            T v = b;
+            T x_sq = pw_mul(v, v), x_cube = pw_mul(x_sq, v);
+            T inner = pw_mul(kBeta, pw_add(v, pw_mul(kKappa, x_cube)));
+            T tanh_inner = pw_tanh(inner);
+            T left = pw_mul(half, v), right = pw_add(one, tanh_inner);
+            T left_derivative = pw_mul(half, right);
+            T tanh_derivative = pw_sub(one, pw_mul(tanh_inner, tanh_inner));
+            T inner_derivative = pw_mul(kBeta, pw_add(one, pw_mul(pw_mul(three, kKappa), x_sq)));
+            T right_derivative = pw_mul(pw_mul(left, tanh_derivative), inner_derivative);
+            return pw_mul(a, pw_add(left_derivative, right_derivative));
+        } else {
+            const T kAlpha = (T)PW_SQRT1_2, kBeta = (T)(PW_2_SQRTPI * PW_SQRT1_2 * 0.5);
+            const T mhalf = (T)-0.5;
+            T v = b;
+            T cdf = pw_mul(half, pw_add(one, pw_erf(pw_mul(v, kAlpha))));
+            T pdf = pw_mul(kBeta, pw_exp(pw_mul(pw_mul(v, v), mhalf)));
+            return pw_mul(a, pw_add(cdf, pw_mul(v, pdf)));
+        }
+    case RGPU_OP_SILU_BACKWARD: {
+        T sig = pw_div(one, pw_add(one, pw_exp(-b)));
+        return pw_mul(pw_mul(a, sig), pw_add(one, pw_mul(b, pw_sub(one, sig))));
+    }
+    case RGPU_OP_SIGMOID_BACKWARD: return pw_mul(pw_mul(a, pw_sub(one, b)), b);
+    case RGPU_OP_TANH_BACKWARD:    return pw_mul(a, pw_sub(one, pw_mul(b, b)));
+    default: return zero;   // the host let no other op through
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Integer compute (int64 held as uint64: + - * wrap; kern_i64 and op_binary's
+// integer loop). Narrower signed dtypes arrive sign-extended, u8
+// zero-extended, so comparisons on the int64 value are right for all.
+
+PW_HD int64_t pw_sv(uint64_t v) { return (int64_t)v; }
+
+// ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0.
+PW_HD uint64_t pw_powi(uint64_t a, uint64_t b) {
+    if (pw_sv(b) < 0) {
+        if (pw_sv(a) == 1) return 1;
+        if (pw_sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
+        return 0;
+    }
+    uint64_t r = 1;
+    while (b) {
+        if (b & 1u) r *= a;
+        b >>= 1;
+        a *= a;
+    }
+    return r;
+}
+// C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0).
+PW_HD uint64_t pw_idiv(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 - a : (uint64_t)(pw_sv(a) / pw_sv(b)); }
+PW_HD uint64_t pw_imod(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 : (uint64_t)(pw_sv(a) % pw_sv(b)); }
+
+PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool cond, bool &rb) {
+    switch (A.op) {
+    // --- binary arithmetic (op_binary; no DIV here)
+    case RGPU_OP_ADD_TENSOR: return A.alpha_one ? a + b : a + A.alpha_i * b;
+    case RGPU_OP_SUB_TENSOR: return A.alpha_one ? a - b : a - A.alpha_i * b;
+    case RGPU_OP_MUL_TENSOR: return a * b;
+    // --- pointwise
+    case RGPU_OP_NEG:   return 0 - a;
+    case RGPU_OP_ABS:   return pw_sv(a) < 0 ? 0 - a : a;
+    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: return a;
+    case RGPU_OP_SIGN:  return (uint64_t)(int64_t)((0 < pw_sv(a)) - (pw_sv(a) < 0));
+    case RGPU_OP_RELU:  return pw_sv(a) < 0 ? 0 : a;
+    case RGPU_OP_BITWISE_NOT: return ~a;
+    case RGPU_OP_LOGICAL_NOT: rb = a == 0; return 0;
+    case RGPU_OP_ISNAN:       rb = false; return 0;
+    case RGPU_OP_POW:     return pw_powi(a, b);
+    case RGPU_OP_MAXIMUM: return pw_sv(a) < pw_sv(b) ? b : a;
+    case RGPU_OP_MINIMUM: return pw_sv(b) < pw_sv(a) ? b : a;
+    case RGPU_OP_EQ: rb = a == b; return 0;
+    case RGPU_OP_NE: rb = a != b; return 0;
+    case RGPU_OP_LT: rb = pw_sv(a) < pw_sv(b); return 0;
+    case RGPU_OP_LE: rb = pw_sv(a) <= pw_sv(b); return 0;
+    case RGPU_OP_GT: rb = pw_sv(a) > pw_sv(b); return 0;
+    case RGPU_OP_GE: rb = pw_sv(a) >= pw_sv(b); return 0;
+    case RGPU_OP_LOGICAL_AND: rb = a != 0 && b != 0; return 0;
+    case RGPU_OP_LOGICAL_OR:  rb = a != 0 || b != 0; return 0;
+    case RGPU_OP_LOGICAL_XOR: rb = (a != 0) != (b != 0); return 0;
+    case RGPU_OP_BITWISE_AND: return a & b;
+    case RGPU_OP_BITWISE_OR:  return a | b;
+    case RGPU_OP_BITWISE_XOR: return a ^ b;
+    // integer %, fmod and div by zero raise ZeroDivisionError in ATen
+    case RGPU_OP_REMAINDER: {
+        if (b == 0) { pw_flag_zero_div(A); return 0; }
+        uint64_t m = pw_imod(a, b);
+        if (m != 0 && ((pw_sv(m) < 0) != (pw_sv(b) < 0))) m += b;
+        return m;
+    }
+    case RGPU_OP_FMOD:
+        if (b == 0) { pw_flag_zero_div(A); return 0; }
+        return pw_imod(a, b);
+    case RGPU_OP_DIV_MODE: {
+        if (b == 0) { pw_flag_zero_div(A); return 0; }
+        uint64_t q = pw_idiv(a, b);
+        // div_floor_integer: step down when the signs differ and it was inexact
+        if (A.mode == DIV_FLOOR && (pw_sv(a) < 0) != (pw_sv(b) < 0) && pw_imod(a, b) != 0) q -= 1;
+        return q;
+    }
+    case RGPU_OP_WHERE: return cond ? b : w;
+    case RGPU_OP_CLAMP: {
+        uint64_t v = a;
+        if (A.has_lo && pw_sv(v) < pw_sv(b)) v = b;
+        if (A.has_hi && pw_sv(w) < pw_sv(v)) v = w;
+        return v;
+    }
+    case RGPU_OP_ADDCMUL: return a + A.own_i * b * w;
+    case RGPU_OP_THRESHOLD_BACKWARD: return pw_sv(b) <= pw_sv(A.own_i) ? 0 : a;
+    default: return 0;   // the host let no other op through
+    }
+}
+
+// Bool compute: values 0/1 (kern_bool and op_binary's bool loop).
+PW_HD bool pw_bop(const pw_args &A, bool a, bool b, bool w, bool cond) {
+    switch (A.op) {
+    case RGPU_OP_ADD_TENSOR: return a || (A.alpha_b && b);
+    case RGPU_OP_MUL_TENSOR: return a && b;
+    case RGPU_OP_SIGN:       return a;
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_BITWISE_NOT: return !a;
+    case RGPU_OP_ISNAN:      return false;
+    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR: return a | b;
+    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND: return a & b;
+    case RGPU_OP_LOGICAL_XOR: case RGPU_OP_BITWISE_XOR: case RGPU_OP_NE: return a ^ b;
+    case RGPU_OP_EQ: return a == b;
+    case RGPU_OP_LT: return a < b;
+    case RGPU_OP_LE: return a <= b;
+    case RGPU_OP_GT: return a > b;
+    case RGPU_OP_GE: return a >= b;
+    case RGPU_OP_WHERE: return cond ? b : w;
+    default: return false;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One element: load the inputs into the compute type (rounded / wrapped to
+// the compute dtype where the CPU does), compute, store into out's dtype.
+// off[k]: byte offset of operand k.
+
+template <int CT>
+PW_HD void pw_elem(const pw_args &A, const long long *off) {
+    char *o = A.base[0] + off[0];
+    bool cond = false, rb = false;
+    if constexpr (CT == CT_F32 || CT == CT_F64) {
+        typedef typename std::conditional<CT == CT_F32, float, double>::type T;
+        T x[PW_MAX_IN] = { 0, 0, 0 };
+PW_UNROLL
+        for (int k = 1; k <= PW_MAX_IN; k++) {
+            if (k > A.nin) break;
+            const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
+            if (k == 1 && A.cond_first) { cond = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            T v = p != NULL ? pw_load_t<T>(p, A.dt[k]) : pw_scalar_t<T>(A, k);
+            if constexpr (CT == CT_F32) { if (A.fix_in[k]) v = (T)pw_round_half((float)v, A.cdt); }
+            x[k - 1] = v;
+        }
+        T r = pw_fop<T>(A, x[0], x[1], x[2], cond, rb);
+        if (A.res_bool) { pw_store_u64(o, A.dt[0], rb); return; }
+        if constexpr (CT == CT_F32) {
+            if (A.fix_out) r = (T)pw_round_half((float)r, A.cdt);
+            pw_store_f32(o, A.dt[0], (float)r);
+        } else {
+            pw_store_f64(o, A.dt[0], (double)r);
+        }
+    } else if constexpr (CT == CT_I64) {
+        uint64_t x[PW_MAX_IN] = { 0, 0, 0 };
+PW_UNROLL
+        for (int k = 1; k <= PW_MAX_IN; k++) {
+            if (k > A.nin) break;
+            const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
+            if (k == 1 && A.cond_first) { cond = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            uint64_t v = p != NULL ? pw_load_u64(p, A.dt[k]) : (uint64_t)A.su[k];
+            if (A.fix_in[k]) v = pw_wrap_int(v, A.cdt);
+            x[k - 1] = v;
+        }
+        uint64_t r = pw_iop(A, x[0], x[1], x[2], cond, rb);
+        if (A.res_bool) { pw_store_u64(o, A.dt[0], rb); return; }
+        if (A.fix_out) r = pw_wrap_int(r, A.cdt);
+        pw_store_u64(o, A.dt[0], r);
+    } else {
+        bool x[PW_MAX_IN] = { false, false, false };
+PW_UNROLL
+        for (int k = 1; k <= PW_MAX_IN; k++) {
+            if (k > A.nin) break;
+            const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
+            bool v = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0;
+            if (k == 1 && A.cond_first) { cond = v; continue; }
+            x[k - 1] = v;
+        }
+        pw_store_u64(o, A.dt[0], pw_bop(A, x[0], x[1], x[2], cond));
+    }
+}
+
+// Linear index i (row-major over the iteration dims) -> byte offsets.
+template <int CT, bool ONED>
+PW_HD void pw_apply(const pw_args &A, long long i) {
+    long long off[PW_NOPS];
+    if (ONED) {
+PW_UNROLL
+        for (int k = 0; k < PW_NOPS; k++) off[k] = i * A.st[k][0];
+    } else {
+PW_UNROLL
+        for (int k = 0; k < PW_NOPS; k++) off[k] = 0;
+        long long rem = i;
+        for (int d = A.ndim - 1; d >= 0; d--) {
+            long long s = A.sizes[d], q = rem / s, id = rem - q * s;
+            rem = q;
+PW_UNROLL
+            for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
+        }
+    }
+    pw_elem<CT>(A, off);
+}
+
+template <int CT, bool ONED>
+__global__ void __launch_bounds__(PW_THREADS) pw_kernel(const __grid_constant__ pw_args A) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < A.numel; i += stride)
+        pw_apply<CT, ONED>(A, i);
+}
+
+// ---------------------------------------------------------------------------
+// TRIL / TRIU: x is (..., R, C); out[..., i, j] = x[..., i, j] where kept
+// (tril: j <= i + k, triu: j >= i + k), else 0. One thread per element of out.
+
+struct pw_tri_args {
+    int ndim;
+    int esz;
+    bool upper;
+    long long k;                          // clamped to [-R, C]
+    long long numel;
+    long long sizes[RGPU_MAX_DIMS];
+    long long xst[RGPU_MAX_DIMS], ost[RGPU_MAX_DIMS];   // bytes
+    const char *x;
+    char *o;
+};
+
+PW_HD void pw_tri_apply(const pw_tri_args &A, long long i) {
+    long long rem = i, xo = 0, oo = 0, row = 0, col = 0;
+    for (int d = A.ndim - 1; d >= 0; d--) {
+        long long s = A.sizes[d], q = rem / s, id = rem - q * s;
+        rem = q;
+        if (d == A.ndim - 1) col = id;
+        if (d == A.ndim - 2) row = id;
+        xo += id * A.xst[d];
+        oo += id * A.ost[d];
+    }
+    long long C = A.sizes[A.ndim - 1];
+    long long lo = A.upper ? row + A.k : 0, hi = A.upper ? C : row + A.k + 1;
+    bool keep = col >= lo && col < hi;
+    const char *xp = A.x + xo;
+    char *op = A.o + oo;
+    switch (A.esz) {   // all-zero bytes are 0 in every dtype
+    case 1: *(uint8_t *)op = keep ? *(const uint8_t *)xp : 0; break;
+    case 2: *(uint16_t *)op = keep ? *(const uint16_t *)xp : 0; break;
+    case 4: *(uint32_t *)op = keep ? *(const uint32_t *)xp : 0; break;
+    default: *(uint64_t *)op = keep ? *(const uint64_t *)xp : 0; break;
+    }
+}
+
+__global__ void __launch_bounds__(PW_THREADS) pw_tri_kernel(const __grid_constant__ pw_tri_args A) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < A.numel; i += stride)
+        pw_tri_apply(A, i);
+}
+
+// ---------------------------------------------------------------------------
+// Host side: validation (cpu_kernels.c's and cpu_pointwise.c's checks and
+// messages) and the kernel arguments.
+
+static int64_t pw_numel(const rgpu_view *v) {
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
+    return n;
+}
+
+// cpu_check_view
+static rgpu_status pw_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen) {
+    const char *name = rgpu_op_name(op);
+    if (v == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
+    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
+        PW_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
+    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
+        PW_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
+    bool empty = false;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->sizes[d] < 0 || v->strides[d] < 0)
+            PW_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
+                    (long long)v->sizes[d], (long long)v->strides[d]);
+        if (v->sizes[d] == 0) empty = true;
+    }
+    if (!empty && v->data == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
+    return RGPU_OK;
+}
+
+static bool pw_is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
+static bool pw_dtype_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16; }
+
+// A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()).
+static void pw_scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
+    if (a->kind == RGPU_ARG_FLOAT) pw_store_f64((char *)buf, dt, a->v.f);
+    else pw_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
+}
+
+// Compute class of a dtype (f16/bf16 -> float opmath, ints -> int64).
+static int pw_compute_class(int dt) {
+    switch (dt) {
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
+    case RGPU_F64: return CT_F64;
+    case RGPU_BOOL: return CT_BOOL;
+    default: return CT_I64;
+    }
+}
+
+// An operand before iteration set-up: a view, or a scalar of dtype sdt held
+// in buf (8 bytes), or an absent optional input (view NULL, buf zero).
+struct pw_operand {
+    const rgpu_view *view;
+    uint64_t buf;
+    int sdt;
+};
+
+// Broadcast the operands to out (cpu_iter_init's checks and messages), order
+// dims by out's strides (largest outermost, size-1 dims dropped), coalesce,
+// and fill the addressing part of A. Scalars become the compute-type values.
+static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *ins, int nin,
+                                 int op, char *err, size_t errlen) {
+    int nd = out->ndim;
+    long long st[PW_NOPS][RGPU_MAX_DIMS];
+    memset(st, 0, sizeof st);
+    long long esz0 = (long long)rgpu_dtype_size(out->dtype);
+    A->nin = nin;
+    A->numel = pw_numel(out);
+    A->base[0] = (char *)out->data;
+    A->dt[0] = out->dtype;
+    for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
+    for (int k = 0; k < nin; k++) {
+        const rgpu_view *v = ins[k].view;
+        if (v == NULL) {
+            int sdt = ins[k].sdt;
+            const char *p = (const char *)&ins[k].buf;
+            A->base[k + 1] = NULL;
+            A->dt[k + 1] = sdt;
+            A->sf[k + 1] = pw_load_f32(p, sdt);
+            A->sd[k + 1] = pw_load_f64(p, sdt);
+            A->su[k + 1] = pw_load_u64(p, sdt);
+            A->sb[k + 1] = pw_load_bool(p, sdt);
+            continue;
+        }
+        A->base[k + 1] = (char *)v->data;
+        A->dt[k + 1] = v->dtype;
+        if (v->ndim > nd)
+            PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
+                    rgpu_op_name(op), k, v->ndim, nd);
+        long long esz = (long long)rgpu_dtype_size(v->dtype);
+        int lead = nd - v->ndim;
+        for (int d = 0; d < nd; d++) {
+            if (d < lead) continue;
+            long long s = v->sizes[d - lead];
+            if (s == out->sizes[d]) st[k + 1][d] = (s == 1) ? 0 : v->strides[d - lead] * esz;
+            else if (s != 1)
+                PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
+                        rgpu_op_name(op), k, s, d - lead, (long long)out->sizes[d]);
+        }
+    }
+
+    int perm[RGPU_MAX_DIMS];
+    int np = 0;
+    for (int d = 0; d < nd; d++) {
+        if (out->sizes[d] == 1) continue;
+        int j = np++;
+        while (j > 0 && st[0][perm[j - 1]] < st[0][d]) { perm[j] = perm[j - 1]; j--; }
+        perm[j] = d;
+    }
+    int n = 0;
+    for (int i = 0; i < np; i++) {
+        int d = perm[i];
+        if (n > 0) {
+            bool merge = true;
+            for (int k = 0; k < PW_NOPS; k++)
+                if (A->st[k][n - 1] != st[k][d] * out->sizes[d]) { merge = false; break; }
+            if (merge) {
+                A->sizes[n - 1] *= out->sizes[d];
+                for (int k = 0; k < PW_NOPS; k++) A->st[k][n - 1] = st[k][d];
+                continue;
+            }
+        }
+        A->sizes[n] = out->sizes[d];
+        for (int k = 0; k < PW_NOPS; k++) A->st[k][n] = st[k][d];
+        n++;
+    }
+    if (n == 0) {   // 0-d or all size-1: one element
+        A->sizes[0] = 1;
+        for (int k = 0; k < PW_NOPS; k++) A->st[k][0] = 0;
+        n = 1;
+    }
+    A->ndim = n;
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Binary arithmetic (cpu_kernels.c op_binary): out = a OP b, compute type
+// from the OUTPUT dtype, each operand loaded straight into it; the scalar
+// "other" becomes a 0-d operand in the compute type; rsub swaps operands.
+
+static rgpu_status pw_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
+    if (i >= e->n_args || e->args == NULL)
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
+    int k = e->args[i].kind;
+    if (!pw_is_scalar_kind(k))
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
+                rgpu_op_name(e->op), i, what, k);
+    return RGPU_OK;
+}
+
+static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, size_t errlen) {
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    for (int i = 0; i < e->n_in; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "in[%d]", i);
+        PW_FORWARD_IF_ERROR(pw_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", i);
+        PW_FORWARD_IF_ERROR(pw_check_view(e->out[i], what, e->op, err, errlen));
+    }
+
+    int kind, other_arg = -1, alpha_arg = -1;
+    bool swap = false;
+    switch (e->op) {
+    case RGPU_OP_ADD_TENSOR: kind = RGPU_OP_ADD_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_SUB_TENSOR: kind = RGPU_OP_SUB_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_MUL_TENSOR: kind = RGPU_OP_MUL_TENSOR; break;
+    case RGPU_OP_DIV_TENSOR: kind = RGPU_OP_DIV_TENSOR; break;
+    case RGPU_OP_ADD_SCALAR: kind = RGPU_OP_ADD_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_SUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_RSUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; swap = true; break;
+    case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
+    default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   // DIV_SCALAR
+    }
+    if (other_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+
+    rgpu_view *out = e->out[0];
+    memset(A, 0, sizeof *A);
+    A->op = kind;
+    A->ct = pw_compute_class(out->dtype);
+    A->cdt = out->dtype;
+
+    // ATen's own rejections
+    if (kind == RGPU_OP_DIV_TENSOR && (A->ct == CT_I64 || A->ct == CT_BOOL))
+        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
+    if (kind == RGPU_OP_SUB_TENSOR) {
+        bool any_bool = out->dtype == RGPU_BOOL;
+        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
+        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
+        if (any_bool) PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
+    }
+    if (alpha_arg >= 0) {
+        const rgpu_arg *al = &e->args[alpha_arg];
+        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
+            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
+        if (al->kind == RGPU_ARG_FLOAT && !pw_dtype_is_float(out->dtype))
+            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
+        A->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
+        A->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
+        A->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
+        A->alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)pw_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+        A->alpha_b = A->alpha_f != 0.0f;
+    } else {
+        A->alpha_one = true;
+        A->alpha_b = true;
+    }
+    if (A->alpha_one) { A->alpha_f = 1.0f; A->alpha_d = 1.0; A->alpha_i = 1; A->alpha_b = true; }
+
+    pw_operand ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].view = e->in[0];
+    if (other_arg >= 0) {
+        static const int storage[] = { RGPU_F32, RGPU_F64, RGPU_I64, RGPU_BOOL };   // by CT_*
+        ops[1].sdt = storage[A->ct];
+        pw_scalar_to_dtype(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
+    } else {
+        ops[1].view = e->in[1];
+    }
+    if (swap) { pw_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    return pw_setup_iter(A, out, ops, 2, e->op, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// The training set's pointwise ops (cpu_pointwise.c op_pointwise).
+
+struct pw_layout {
+    unsigned slots;      // bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent)
+    unsigned optional;   // bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds)
+    int nargs;           // args the record must carry; the DTYPE compute is the last
+    int own;             // index of the op's own scalar/int arg, -1 if none
+    bool res_bool;       // result is 0/1: comparisons, logical ops, isnan
+};
+
+static bool pw_layout_of(int op, pw_layout *L) {
+    memset(L, 0, sizeof *L);
+    L->own = -1;
+    switch (op) {
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
+    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
+    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
+    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
+    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        L->nargs = 1;
+        return true;
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
+        L->nargs = 1; L->res_bool = true;
+        return true;
+    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   // int approximate
+    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       // scalar value
+    case RGPU_OP_THRESHOLD_BACKWARD:                  // scalar threshold
+        L->nargs = 2; L->own = 0;
+        return true;
+    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
+    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
+    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2:
+        L->slots = 3u; L->nargs = 3;
+        return true;
+    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
+    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
+        L->slots = 3u; L->nargs = 3; L->res_bool = true;
+        return true;
+    case RGPU_OP_DIV_MODE:                            // a_s, b_s, int mode
+        L->slots = 3u; L->nargs = 4; L->own = 2;
+        return true;
+    case RGPU_OP_WHERE:                               // cond, a|s, b|s
+        L->slots = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_CLAMP:                               // x, min?|s, max?|s
+        L->slots = 6u; L->optional = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_LERP:                                // start, end, weight|s
+        L->slots = 4u; L->nargs = 4;
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Which compute classes ATen's kernel of each op accepts (pw_supports).
+static bool pw_supports(int op, int ct) {
+    bool fl = ct == CT_F32 || ct == CT_F64;
+    switch (op) {
+    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
+    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
+    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
+    case RGPU_OP_ATAN2: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        return fl;
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
+    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
+    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
+    case RGPU_OP_THRESHOLD_BACKWARD:
+        return ct != CT_BOOL;
+    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
+    case RGPU_OP_BITWISE_XOR:
+        return !fl;
+    default:   // sign, logical_*, isnan, maximum, minimum, comparisons, where
+        return true;
+    }
+}
+
+static void pw_fmt_shape(char *buf, size_t n, const int64_t *sizes, int nd) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, n - o, "[");
+    for (int d = 0; d < nd && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? ",%lld" : "%lld", (long long)sizes[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+// out's shape must be the broadcast of the tensor inputs' shapes.
+static rgpu_status pw_check_broadcast(const rgpu_exec *e, const rgpu_view *out, char *err, size_t errlen) {
+    const char *name = rgpu_op_name(e->op);
+    int nd = 0;
+    for (int i = 0; i < e->n_in; i++)
+        if (e->in[i] && e->in[i]->ndim > nd) nd = e->in[i]->ndim;
+    int64_t shape[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) shape[d] = 1;
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *v = e->in[i];
+        if (v == NULL) continue;
+        int lead = nd - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d];
+            if (shape[lead + d] == 1) shape[lead + d] = s;
+            else if (s != 1 && s != shape[lead + d])
+                PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
+                        name, i, (long long)s, d, (long long)shape[lead + d]);
+        }
+    }
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
+    if (!same) {
+        char want[160], got[160];
+        pw_fmt_shape(want, sizeof want, shape, nd);
+        pw_fmt_shape(got, sizeof got, out->sizes, out->ndim);
+        PW_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    return RGPU_OK;
+}
+
+// The op's own scalar in each opmath type; integers wrapped to cdt.
+static void pw_set_own(pw_args *A, const rgpu_arg *a) {
+    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+    A->own_d = d;
+    A->own_f = (float)d;
+    uint64_t buf = 0;
+    int idt = A->cdt == RGPU_BOOL ? RGPU_I64 : A->cdt;
+    pw_scalar_to_dtype(a, idt, &buf);
+    A->own_i = pw_load_u64((const char *)&buf, idt);
+}
+
+// pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
+// f64, bf16; f16 always goes through std::pow). The exponent is the compute
+// dtype's value for f16/bf16 and the double itself for f32/f64.
+static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
+    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+    if (A->cdt == RGPU_F16) e = pw_half_to_float(pw_float_to_half((float)e));
+    if (A->cdt == RGPU_BF16) e = pw_bf16_to_float(pw_float_to_bf16((float)e));
+    A->pow_exp = e;
+    A->pow_mode = POW_SCALAR;
+    if (A->cdt == RGPU_F16) return;
+    if (e == 0.5) A->pow_mode = POW_SQRT;
+    else if (e == -0.5) A->pow_mode = POW_RSQRT;
+    else if (e == -1.0) A->pow_mode = POW_RECIP;
+    else if (e == 2.0) A->pow_mode = POW_SQUARE;
+    else if (e == 3.0) A->pow_mode = POW_CUBE;
+    else if (e == -2.0) A->pow_mode = POW_INVSQ;
+}
+
+static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                name, e->n_in, e->n_out, info->n_in, info->n_out);
+    PW_FORWARD_IF_ERROR(pw_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != L->nargs || e->args == NULL)
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
+    const rgpu_arg *dta = &e->args[L->nargs - 1];
+    if (dta->kind != RGPU_ARG_DTYPE)
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
+    if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
+        PW_FAIL(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
+
+    // inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing
+    int ntensor = 0;
+    bool present[PW_MAX_IN];
+    for (int i = 0; i < e->n_in; i++) {
+        present[i] = true;
+        if (e->in[i] != NULL) {
+            char what[16];
+            snprintf(what, sizeof what, "in[%d]", i);
+            PW_FORWARD_IF_ERROR(pw_check_view(e->in[i], what, e->op, err, errlen));
+            ntensor++;
+            continue;
+        }
+        if (!(L->slots & (1u << i))) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
+        int k = e->args[i].kind;
+        if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
+        if (!pw_is_scalar_kind(k))
+            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
+                    name, i, i, k);
+    }
+    if (ntensor == 0) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    rgpu_view *out = e->out[0];
+    PW_FORWARD_IF_ERROR(pw_check_broadcast(e, out, err, errlen));
+
+    memset(A, 0, sizeof *A);
+    A->op = e->op;
+    A->cdt = (int)dta->v.i;
+    A->ct = pw_compute_class(A->cdt);
+    A->res_bool = L->res_bool;
+    if (!pw_supports(e->op, A->ct))
+        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
+
+    // the op's own args
+    if (L->own >= 0) {
+        const rgpu_arg *a = &e->args[L->own];
+        switch (e->op) {
+        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
+                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+            A->approx_tanh = a->v.i == 1;
+            break;
+        case RGPU_OP_DIV_MODE:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
+                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+            A->mode = (int)a->v.i;
+            break;
+        default:   // addcmul/addcdiv value, threshold
+            if (!pw_is_scalar_kind(a->kind))
+                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            pw_set_own(A, a);
+            break;
+        }
+    }
+    if (e->op == RGPU_OP_WHERE) {
+        int cd = e->in[0]->dtype;
+        if (cd != RGPU_BOOL && cd != RGPU_U8)
+            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+        A->cond_first = true;
+    }
+    if (e->op == RGPU_OP_CLAMP) {
+        A->has_lo = present[1];
+        A->has_hi = present[2];
+        if (!A->has_lo && !A->has_hi)
+            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+    }
+    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
+        const rgpu_arg *a = &e->args[1];
+        if (A->ct == CT_I64) {
+            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
+                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+        } else {
+            pw_set_pow_exponent(A, a);
+        }
+    }
+
+    // operands: tensors as they are; scalars as 0-d values in the compute
+    // dtype (lerp's weight in opmath, as ATen's lerp_scalar)
+    pw_operand ops[PW_MAX_IN];
+    memset(ops, 0, sizeof ops);
+    bool half_cdt = A->cdt == RGPU_F16 || A->cdt == RGPU_BF16;
+    for (int i = 0; i < e->n_in; i++) {
+        int dt;
+        if (e->in[i] != NULL) {
+            ops[i].view = e->in[i];
+            dt = e->in[i]->dtype;
+        } else {
+            int sdt = A->cdt;
+            if (e->op == RGPU_OP_LERP) sdt = A->ct == CT_F64 ? RGPU_F64 : RGPU_F32;
+            if (present[i]) pw_scalar_to_dtype(&e->args[i], sdt, &ops[i].buf);
+            ops[i].sdt = sdt;
+            dt = sdt;
+        }
+        if (i == 0 && A->cond_first) continue;
+        if (A->ct == CT_F32)
+            A->fix_in[i + 1] = half_cdt && dt != A->cdt && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
+        else if (A->ct == CT_I64)
+            A->fix_in[i + 1] = dt != A->cdt;
+    }
+    if (!A->res_bool) {
+        if (A->ct == CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
+        else if (A->ct == CT_I64) A->fix_out = out->dtype != A->cdt;
+    }
+    if (pw_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
+    return pw_setup_iter(A, out, ops, e->n_in, e->op, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// TRIL / TRIU (cpu_pointwise.c op_tri)
+
+static rgpu_status pw_prepare_tri(const rgpu_exec *e, bool upper, pw_tri_args *A, char *err, size_t errlen) {
+    const char *name = rgpu_op_name(e->op);
+    if (e->n_in != 1 || e->n_out != 1)
+        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
+    PW_FORWARD_IF_ERROR(pw_check_view(e->in[0], "in[0]", e->op, err, errlen));
+    PW_FORWARD_IF_ERROR(pw_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
+    const rgpu_view *x = e->in[0];
+    rgpu_view *out = e->out[0];
+    int nd = x->ndim;
+    if (nd < 2) PW_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
+    if (!same) {
+        char want[160], got[160];
+        pw_fmt_shape(want, sizeof want, x->sizes, nd);
+        pw_fmt_shape(got, sizeof got, out->sizes, out->ndim);
+        PW_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    if (out->dtype != x->dtype)
+        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
+                rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
+    memset(A, 0, sizeof *A);
+    A->numel = pw_numel(out);
+    if (A->numel == 0) return RGPU_OK;
+
+    long long R = x->sizes[nd - 2], C = x->sizes[nd - 1];
+    long long k = e->args[0].v.i;   // clamped to [-R, C]: beyond, all or nothing is kept
+    if (k > C) k = C;
+    if (k < -R) k = -R;
+    long long esz = (long long)rgpu_dtype_size(x->dtype);
+    A->ndim = nd;
+    A->esz = (int)esz;
+    A->upper = upper;
+    A->k = k;
+    for (int d = 0; d < nd; d++) {
+        A->sizes[d] = x->sizes[d];
+        A->xst[d] = x->strides[d] * esz;
+        A->ost[d] = out->strides[d] * esz;
+    }
+    A->x = (const char *)x->data;
+    A->o = (char *)out->data;
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Launchers (take the stream)
+
+static unsigned pw_blocks(long long numel) {
+    long long nb = (numel + PW_THREADS - 1) / PW_THREADS;
+    return (unsigned)(nb > PW_MAX_BLOCKS ? PW_MAX_BLOCKS : nb);
+}
+
+static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
+    unsigned nb = pw_blocks(A.numel);
+    bool oned = A.ndim == 1;
+    switch (A.ct) {
+    case CT_F32:
+        if (oned) pw_kernel<CT_F32, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<CT_F32, false><<<nb, PW_THREADS, 0, s>>>(A);
+        break;
+    case CT_F64:
+        if (oned) pw_kernel<CT_F64, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<CT_F64, false><<<nb, PW_THREADS, 0, s>>>(A);
+        break;
+    case CT_I64:
+        if (oned) pw_kernel<CT_I64, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<CT_I64, false><<<nb, PW_THREADS, 0, s>>>(A);
+        break;
+    default:
+        if (oned) pw_kernel<CT_BOOL, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<CT_BOOL, false><<<nb, PW_THREADS, 0, s>>>(A);
+        break;
+    }
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status pw_tri_launch(const pw_tri_args &A, cudaStream_t s, char *err, size_t errlen) {
+    pw_tri_kernel<<<pw_blocks(A.numel), PW_THREADS, 0, s>>>(A);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// Runs A; integer %, fmod and div.Tensor_mode get a device flag for division
+// by zero, read back after the kernel (the CPU writes 0 there and fails).
+static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_t errlen) {
+    if (A->numel == 0) return RGPU_OK;
+    bool can_div0 = A->ct == CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
+    if (!can_div0) return pw_launch(*A, c->stream, err, errlen);
+
+    int *flag = (int *)rgpu_cuda_scratch(c, sizeof(int));
+    if (flag == NULL) PW_FAIL(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
+    A->zero_div = flag;
+    int h = 0;
+    rgpu_status st = RGPU_OK;
+    cudaError_t ce = cudaMemsetAsync(flag, 0, sizeof(int), c->stream);
+    if (ce == cudaSuccess) {
+        st = pw_launch(*A, c->stream, err, errlen);
+        if (st == RGPU_OK) {
+            ce = cudaMemcpyAsync(&h, flag, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
+            if (ce == cudaSuccess) ce = cudaStreamSynchronize(c->stream);
+        }
+    }
+    rgpu_cuda_scratch_free(c, flag);
+    if (st != RGPU_OK) return st;
+    if (ce != cudaSuccess) {
+        PW_FAIL(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC, "%s: %s",
+                rgpu_op_name(op), cudaGetErrorString(ce));
+    }
+    if (h) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", rgpu_op_name(op));
+    return RGPU_OK;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Family entry points
+
+static bool pw_is_binary(int op) {
+    switch (op) {
+    case RGPU_OP_ADD_TENSOR: case RGPU_OP_ADD_SCALAR: case RGPU_OP_SUB_TENSOR:
+    case RGPU_OP_SUB_SCALAR: case RGPU_OP_RSUB_SCALAR: case RGPU_OP_MUL_TENSOR:
+    case RGPU_OP_MUL_SCALAR: case RGPU_OP_DIV_TENSOR: case RGPU_OP_DIV_SCALAR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+extern "C" bool rgpu_cuda_pointwise_owns(int op) {
+    pw_layout L;
+    return pw_is_binary(op) || pw_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
+}
+
 extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    (void)c;
-    snprintf(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
-    return RGPU_ERR_UNSUPPORTED;
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    if (e == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "cuda exec: no op");
+    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
+        PW_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+                e->n_in, e->n_out, e->n_args);
+    if (e->op == RGPU_OP_TRIL || e->op == RGPU_OP_TRIU) {
+        pw_tri_args A;
+        PW_FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
+        if (A.numel == 0) return RGPU_OK;
+        return pw_tri_launch(A, c->stream, err, errlen);
+    }
+    pw_args A;
+    if (pw_is_binary(e->op)) {
+        PW_FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
+        return pw_run(c, &A, e->op, err, errlen);
+    }
+    pw_layout L;
+    if (!pw_layout_of(e->op, &L))
+        PW_FAIL(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
+    PW_FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
+    return pw_run(c, &A, e->op, err, errlen);
 }

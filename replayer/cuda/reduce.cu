@@ -1,9 +1,756 @@
-// reduce.cu — (being written)
-#include "common.cuh"
+// reduce.cu — reductions on the GPU: sum.dim_IntList and mean.dim (CPU
+// reference: replayer/cpu/cpu_reduce.c), amax, amin, argmax, argmin,
+// max.dim, min.dim, var, std, linalg_vector_norm, any, all, prod and cumsum
+// (replayer/cpu/cpu_reduce2.c), and the family's dispatch (softmax.cu,
+// norm.cu and loss.cu hold the row ops).
+//
+// in is (d0, .., dn-1); the listed dims are reduced into out (kept as 1 with
+// keepdim, removed otherwise). Argument parsing, validation and messages are
+// the CPU's. Accumulation as the CPU: double for floating, int64 (wrapping)
+// for integers, a count for bool sums.
+//
+// One engine runs every reduction: a block of (BX, BY) threads owns BX
+// consecutive outputs; thread (x, y) folds the elements y, y + BY, .. of its
+// output's reduced range (in row-major order of the reduced dims) and a
+// fixed shared-memory tree folds the BY partials. When there are few outputs
+// and many elements the reduced range is also split into S chunks (grid.y),
+// whose partials a second kernel folds in chunk order. BX, BY and S depend
+// only on the shapes, so results are the same bits on every run. With BY = 1
+// and S = 1 (short reductions) the order is exactly the CPU's.
+#include "reduce.cuh"
 
-extern "C" bool rgpu_cuda_reduce_owns(int op) { (void)op; return false; }
-extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    (void)c;
-    snprintf(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
-    return RGPU_ERR_UNSUPPORTED;
+// ---------------------------------------------------------------------------
+// The engine
+
+enum red_kind {
+    RK_MAXF, RK_MINF, RK_MAXI, RK_MINI,            // value + first index
+    RK_SUMF, RK_SUMU, RK_COUNT,                    // double / wrapping int64 / non-zero count
+    RK_SQDEV,                                      // sum of (x - centre)^2
+    RK_NORM0, RK_NORM1, RK_NORM2, RK_NORMINF, RK_NORMNINF, RK_NORMP,
+    RK_ANY, RK_ALL, RK_PRODF, RK_PRODU,
+};
+
+enum red_fin {
+    FIN_F,        // out0 = f
+    FIN_U,        // out0 = u
+    FIN_MEAN,     // out0 = f / count (NaN for count 0)
+    FIN_VAR,      // out0 = f / max(count - correction, 0) (NaN for count 0)
+    FIN_STD,      // sqrt of the above
+    FIN_SQRT,     // out0 = sqrt(f)
+    FIN_POWINV,   // out0 = pow(f, 1 / ord)
+    FIN_ARGF,     // out0? = f, out1? = idx
+    FIN_ARGI,     // out0? = u, out1? = idx
+    FIN_CENTER,   // centre_out[o] = f / count (var's first pass)
+};
+
+struct red_acc {
+    double f;
+    unsigned long long u;
+    long long idx;    // max/min kinds: index of the best so far, -1 before the first element
+};
+
+struct red_args {
+    rf_ctr<3> keep;             // over the outputs: in, out0, out1
+    rf_ctr<1> red;              // over one output's reduced elements: in
+    long long outer, count;
+    const void *in;
+    int idt;
+    void *out0;
+    int odt;
+    long long *out1;            // int64 indices
+    int fin;
+    double p;                   // norm: ord; var/std: correction
+    const double *center;       // RK_SQDEV: per output
+    double *center_out;         // FIN_CENTER
+    red_acc *partial;           // [nsplit][outer] when nsplit > 1
+    long long nsplit, chunk;
+};
+
+template <int K> __device__ __forceinline__ red_acc red_init()
+{
+    red_acc a;
+    a.f = (K == RK_PRODF) ? 1.0 : 0.0;
+    a.u = (K == RK_ALL || K == RK_PRODU) ? 1ull : 0ull;
+    a.idx = -1;
+    return a;
+}
+
+// "v beats the best so far" for a max (MAX) or min, NaN winning and sticking;
+// the first element always takes (the CPU's step_max_f / step_absmax).
+template <bool MAX> __device__ __forceinline__ void red_step_best(red_acc &a, double v, long long r)
+{
+    if (a.idx < 0 || (a.f == a.f && (v != v || (MAX ? v > a.f : v < a.f)))) { a.f = v; a.idx = r; }
+}
+
+template <int K> __device__ __forceinline__ void red_step(red_acc &a, const red_args &g, long long off, long long r,
+                                                          double ctr)
+{
+    if constexpr (K == RK_MAXF) red_step_best<true>(a, rf_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_MINF) red_step_best<false>(a, rf_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
+    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
+    else if constexpr (K == RK_MAXI || K == RK_MINI) {
+        unsigned long long v = rf_ld_u64(g.in, off, g.idt);
+        bool better = K == RK_MAXI ? (long long)v > (long long)a.u : (long long)v < (long long)a.u;
+        if (a.idx < 0 || better) { a.u = v; a.idx = r; }
+    }
+    else if constexpr (K == RK_SUMF) a.f += rf_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMU) a.u += rf_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_COUNT) a.u += rf_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_SQDEV) {
+        double d = rf_ld_f64(g.in, off, g.idt) - ctr;
+        a.f = __dadd_rn(a.f, __dmul_rn(d, d));   // as the CPU: no fused multiply-add
+    }
+    else if constexpr (K == RK_NORM0) a.f += rf_ld_f64(g.in, off, g.idt) != 0.0;
+    else if constexpr (K == RK_NORM1) a.f += fabs(rf_ld_f64(g.in, off, g.idt));
+    else if constexpr (K == RK_NORM2) {
+        double v = rf_ld_f64(g.in, off, g.idt);
+        a.f = __dadd_rn(a.f, __dmul_rn(v, v));
+    }
+    else if constexpr (K == RK_NORMP) a.f += pow(fabs(rf_ld_f64(g.in, off, g.idt)), g.p);
+    else if constexpr (K == RK_ANY) a.u |= rf_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_ALL) a.u &= rf_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODF) a.f *= rf_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODU) a.u *= rf_ld_u64(g.in, off, g.idt);
+}
+
+// Folds two partials. For the max/min kinds the result is the sequential one
+// whatever the fold order: a NaN beats numbers (the first NaN among NaNs),
+// otherwise the larger (smaller) value, ties to the smaller index.
+template <int K> __device__ __forceinline__ red_acc red_combine(red_acc a, red_acc b)
+{
+    if constexpr (K == RK_MAXF || K == RK_MINF || K == RK_NORMINF || K == RK_NORMNINF) {
+        const bool mx = K == RK_MAXF || K == RK_NORMINF;
+        if (b.idx < 0) return a;
+        if (a.idx < 0) return b;
+        bool an = a.f != a.f, bn = b.f != b.f;
+        if (an || bn) {
+            if (an && bn) return a.idx <= b.idx ? a : b;
+            return an ? a : b;
+        }
+        if (mx ? a.f > b.f : a.f < b.f) return a;
+        if (mx ? b.f > a.f : b.f < a.f) return b;
+        return a.idx <= b.idx ? a : b;
+    } else if constexpr (K == RK_MAXI || K == RK_MINI) {
+        if (b.idx < 0) return a;
+        if (a.idx < 0) return b;
+        long long av = (long long)a.u, bv = (long long)b.u;
+        if (K == RK_MAXI ? av > bv : av < bv) return a;
+        if (K == RK_MAXI ? bv > av : bv < av) return b;
+        return a.idx <= b.idx ? a : b;
+    } else {
+        red_acc r = a;
+        if constexpr (K == RK_SUMU || K == RK_COUNT) r.u = a.u + b.u;
+        else if constexpr (K == RK_ANY) r.u = a.u | b.u;
+        else if constexpr (K == RK_ALL) r.u = a.u & b.u;
+        else if constexpr (K == RK_PRODU) r.u = a.u * b.u;
+        else if constexpr (K == RK_PRODF) r.f = a.f * b.f;
+        else r.f = a.f + b.f;
+        return r;
+    }
+}
+
+__device__ void red_finish(const red_args &g, long long o, const red_acc &a)
+{
+    if (g.fin == FIN_CENTER) { g.center_out[o] = a.f / (double)g.count; return; }
+    long long off[3];
+    rf_ctr_offs(g.keep, o, off);
+    double n = (double)g.count;
+    switch (g.fin) {
+    case FIN_F: rf_st_f64(g.out0, off[1], g.odt, a.f); break;
+    case FIN_U: rf_st_u64(g.out0, off[1], g.odt, a.u); break;
+    case FIN_MEAN: rf_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
+    case FIN_VAR: case FIN_STD: {
+        double dof = n - g.p;
+        double var = a.f / (dof > 0.0 ? dof : 0.0);
+        if (g.count == 0) var = NAN;
+        rf_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
+        break;
+    }
+    case FIN_SQRT: rf_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
+    case FIN_POWINV: rf_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
+    case FIN_ARGF: case FIN_ARGI:
+        if (g.out0) {
+            if (g.fin == FIN_ARGF) rf_st_f64(g.out0, off[1], g.odt, a.f);
+            else rf_st_u64(g.out0, off[1], g.odt, a.u);
+        }
+        if (g.out1) g.out1[off[2]] = a.idx;
+        break;
+    default: break;
+    }
+}
+
+template <int K> __global__ void red_kernel(red_args g)
+{
+    extern __shared__ red_acc red_sh[];   // [BY][BX] when BY > 1
+    const int x = threadIdx.x, y = threadIdx.y, BX = blockDim.x, BY = blockDim.y;
+    const long long s = blockIdx.y;
+    const long long r0 = s * g.chunk;
+    const long long r1 = min(g.count, r0 + g.chunk);
+    const long long nblk = (g.outer + BX - 1) / BX;
+    for (long long b = blockIdx.x; b < nblk; b += gridDim.x) {
+        const long long o = b * BX + x;
+        red_acc a = red_init<K>();
+        if (o < g.outer) {
+            long long ko[3];
+            rf_ctr_offs(g.keep, o, ko);
+            const double ctr = g.center ? g.center[o] : 0.0;
+            for (long long r = r0 + y; r < r1; r += BY) {
+                long long ro[1];
+                rf_ctr_offs(g.red, r, ro);
+                red_step<K>(a, g, ko[0] + ro[0], r, ctr);
+            }
+        }
+        if (BY > 1) {
+            red_sh[y * BX + x] = a;
+            __syncthreads();
+            for (int st = BY / 2; st > 0; st >>= 1) {
+                if (y < st) red_sh[y * BX + x] = red_combine<K>(red_sh[y * BX + x], red_sh[(y + st) * BX + x]);
+                __syncthreads();
+            }
+            a = red_sh[x];
+        }
+        if (y == 0 && o < g.outer) {
+            if (g.nsplit > 1) g.partial[s * g.outer + o] = a;
+            else red_finish(g, o, a);
+        }
+        __syncthreads();   // red_sh is reused by the next output block
+    }
+}
+
+// Folds the nsplit partials of each output in chunk order.
+template <int K> __global__ void red_combine_kernel(red_args g)
+{
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < g.outer;
+         o += (long long)gridDim.x * blockDim.x) {
+        red_acc a = g.partial[o];
+        for (long long s = 1; s < g.nsplit; s++) a = red_combine<K>(a, g.partial[s * g.outer + o]);
+        red_finish(g, o, a);
+    }
+}
+
+template <int K> static void red_launch(const red_args &g, dim3 grid, dim3 block, size_t shmem, cudaStream_t st,
+                                        bool second)
+{
+    if (second) {
+        long long nb = (g.outer + 255) / 256;
+        if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+        red_combine_kernel<K><<<(unsigned)nb, 256, 0, st>>>(g);
+    } else {
+        red_kernel<K><<<grid, block, shmem, st>>>(g);
+    }
+}
+
+static void red_launch_kind(int kind, const red_args &g, dim3 grid, dim3 block, size_t shmem, cudaStream_t st,
+                            bool second)
+{
+    switch (kind) {
+#define RK_CASE(k) case k: red_launch<k>(g, grid, block, shmem, st, second); break;
+    RK_CASE(RK_MAXF) RK_CASE(RK_MINF) RK_CASE(RK_MAXI) RK_CASE(RK_MINI)
+    RK_CASE(RK_SUMF) RK_CASE(RK_SUMU) RK_CASE(RK_COUNT) RK_CASE(RK_SQDEV)
+    RK_CASE(RK_NORM0) RK_CASE(RK_NORM1) RK_CASE(RK_NORM2) RK_CASE(RK_NORMINF) RK_CASE(RK_NORMNINF)
+    RK_CASE(RK_NORMP) RK_CASE(RK_ANY) RK_CASE(RK_ALL) RK_CASE(RK_PRODF) RK_CASE(RK_PRODU)
+#undef RK_CASE
+    default: break;
+    }
+}
+
+// Runs one reduction (g.keep, g.red, outer, count and the operands set;
+// outer > 0). Picks the block shape and split from the shapes alone.
+static rgpu_status red_run(rgpu_cuda_ctx *c, const char *name, int kind, red_args g, char *err, size_t errlen)
+{
+    int BX, BY;
+    const bool keep_unit = g.keep.n > 0 && g.keep.st[0][g.keep.n - 1] == 1;
+    const bool red_unit = g.red.n > 0 && g.red.st[0][g.red.n - 1] == 1;
+    if (g.count <= 16) {                        // short: one thread per output, the CPU's order
+        BX = 128; BY = 1;
+    } else if (keep_unit && !red_unit) {        // columns: neighbouring outputs are neighbours in memory
+        BX = 32; BY = 8;
+    } else {                                    // rows: a block per output
+        BX = 1; BY = 32;
+        while (BY < 256 && BY < g.count) BY *= 2;
+    }
+    long long nblk = (g.outer + BX - 1) / BX;
+    long long S = 1;
+    if (g.count >= 4096 && nblk < 256) {
+        long long per = (long long)BY * 32;           // at least 32 elements per thread
+        long long cap = (512 + nblk - 1) / nblk;
+        S = (g.count + per - 1) / per;
+        if (S > cap) S = cap;
+        if (S < 1) S = 1;
+    }
+    g.chunk = g.count > 0 ? (g.count + S - 1) / S : 0;
+    if (g.count > 0) S = (g.count + g.chunk - 1) / g.chunk;
+    g.nsplit = S;
+    g.partial = NULL;
+    if (S > 1) {
+        g.partial = (red_acc *)rgpu_cuda_scratch(c, (size_t)S * (size_t)g.outer * sizeof(red_acc));
+        if (g.partial == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for partial results", name);
+    }
+    dim3 grid((unsigned)(nblk > RF_MAX_GRID ? RF_MAX_GRID : nblk), (unsigned)S);
+    dim3 block((unsigned)BX, (unsigned)BY);
+    size_t shmem = BY > 1 ? (size_t)BX * BY * sizeof(red_acc) : 0;
+    red_launch_kind(kind, g, grid, block, shmem, c->stream, false);
+    cudaError_t ce = cudaGetLastError();
+    if (ce == cudaSuccess && S > 1) {
+        red_launch_kind(kind, g, grid, block, 0, c->stream, true);
+        ce = cudaGetLastError();
+    }
+    if (g.partial) rgpu_cuda_scratch_free(c, g.partial);
+    RGPU_CUDA_TRY(ce, err, errlen);
+    return RGPU_OK;
+}
+
+// Kept dims (sizes, in strides, out strides per output) and reduced dims
+// (sizes, in strides) as collected by a plan builder, into g.
+struct red_dims {
+    int nk, nr;
+    int64_t ksz[RF_MAXD], kin[RF_MAXD], kout[2][RF_MAXD];
+    int64_t rsz[RF_MAXD], rin[RF_MAXD];
+};
+
+static void red_args_set(red_args *g, const red_dims *d)
+{
+    memset(g, 0, sizeof *g);
+    rf_ctr_init(&g->keep, d->nk, d->ksz);
+    rf_ctr_set(&g->keep, 0, d->kin);
+    rf_ctr_set(&g->keep, 1, d->kout[0]);
+    rf_ctr_set(&g->keep, 2, d->kout[1]);
+    g->outer = g->keep.total;
+    rf_ctr_coalesce(&g->keep);
+    rf_ctr_init(&g->red, d->nr, d->rsz);
+    rf_ctr_set(&g->red, 0, d->rin);
+    g->count = g->red.total;
+    rf_ctr_coalesce(&g->red);
+}
+
+// ---------------------------------------------------------------------------
+// sum.dim_IntList, mean.dim (cpu_reduce.c)
+
+static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (e->n_args < 2 || e->args == NULL)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
+    const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
+    if (dims->kind != RGPU_ARG_INTS)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
+    if (kd->kind != RGPU_ARG_BOOL)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    bool keepdim = kd->v.i != 0;
+    int nd = in->ndim;
+    int wrap = nd > 0 ? nd : 1;
+
+    bool red[RF_MAXD] = {false};
+    bool scalar_seen = false;
+    for (uint32_t i = 0; i < dims->v.ints.n; i++) {
+        int64_t d = rgpu_arg_int_at(dims, i);
+        if (d < -wrap || d >= wrap)
+            RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
+        if (d < 0) d += wrap;
+        bool *seen = nd == 0 ? &scalar_seen : &red[d];
+        if (*seen) RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
+        *seen = true;
+    }
+    if (dims->v.ints.n == 0)
+        for (int d = 0; d < nd; d++) red[d] = true;
+    if (mean && !rf_is_float(out->dtype))
+        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
+
+    red_dims rd;
+    memset(&rd, 0, sizeof rd);
+    int ond = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t want = red[d] ? 1 : in->sizes[d];
+        if (red[d] && !keepdim) {
+            rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
+            continue;
+        }
+        if (ond >= out->ndim || out->sizes[ond] != want)
+            break;   // reported below
+        if (red[d]) {
+            rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
+        } else {
+            rd.ksz[rd.nk] = in->sizes[d]; rd.kin[rd.nk] = in->strides[d];
+            rd.kout[0][rd.nk++] = out->strides[ond];
+        }
+        ond++;
+    }
+    int want_nd = 0;
+    for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
+    if (ond != want_nd || out->ndim != want_nd) {
+        char got[160], exp[160];
+        int gl = 0, el = 0;
+        got[0] = exp[0] = '\0';
+        for (int d = 0; d < out->ndim && gl < 120; d++)
+            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
+        for (int d = 0, k = 0; d < nd && el < 120; d++) {
+            if (red[d] && !keepdim) continue;
+            el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
+                           red[d] ? 1LL : (long long)in->sizes[d]);
+        }
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
+    }
+    red_args g;
+    red_args_set(&g, &rd);
+    if (g.outer == 0) return RGPU_OK;
+    g.in = in->data; g.idt = in->dtype;
+    g.out0 = out->data; g.odt = out->dtype;
+    int kind;
+    if (rf_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
+    else { kind = out->dtype == RGPU_BOOL ? RK_COUNT : RK_SUMU; g.fin = FIN_U; }
+    return red_run(c, name, kind, g, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// amax, amin, var, std, linalg_vector_norm, any, all, prod (cpu_reduce2.c)
+
+// Which dims an INTS (or INT, or NONE = all) arg reduces (the CPU's parse_dims).
+static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    for (int d = 0; d < RF_MAXD; d++) red[d] = false;
+    bool scalar_seen = false;
+    uint32_t n = a->kind == RGPU_ARG_INTS ? a->v.ints.n : a->kind == RGPU_ARG_INT ? 1 : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
+        int w;
+        RF_FORWARD(rf_wrap_dim(e, d, nd, &w, err, errlen));
+        bool *seen = nd == 0 ? &scalar_seen : &red[w];
+        if (*seen) RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
+        *seen = true;
+    }
+    if (n == 0)
+        for (int d = 0; d < nd; d++) red[d] = true;
+    return RGPU_OK;
+}
+
+// The CPU's plan_build: checks each present output's shape, fills g.
+static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *in, const bool *red, bool keepdim,
+                              rgpu_view *const *outs, int nout, char *err, size_t errlen)
+{
+    int nd = in->ndim, ond = 0;
+    int64_t want[RF_MAXD];
+    red_dims rd;
+    memset(&rd, 0, sizeof rd);
+    for (int d = 0; d < nd; d++) {
+        if (red[d]) {
+            rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
+            if (keepdim) want[ond++] = 1;
+            continue;
+        }
+        rd.ksz[rd.nk] = in->sizes[d]; rd.kin[rd.nk] = in->strides[d];
+        for (int k = 0; k < nout; k++) rd.kout[k][rd.nk] = outs[k] ? outs[k]->strides[ond] : 0;
+        rd.nk++;
+        want[ond++] = in->sizes[d];
+    }
+    for (int k = 0; k < nout; k++) {
+        if (outs[k] == NULL) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", k);
+        RF_FORWARD(rf_want_shape(e, outs[k], what, ond, want, err, errlen));
+    }
+    red_args_set(g, &rd);
+    return RGPU_OK;
+}
+
+static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    const unsigned dims_kinds = RF_K(RGPU_ARG_INTS) | RF_K(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? RF_K(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = RF_K(RGPU_ARG_FLOAT) | RF_K(RGPU_ARG_INT);
+    int a_dims = 0, a_keep = 1;
+    double correction = 1.0, ord = 2.0;
+    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
+        a_keep = 2;
+        RF_FORWARD(rf_arg(e, 1, num_kinds | RF_K(RGPU_ARG_NONE), "correction", err, errlen));
+        if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
+    } else if (e->op == RGPU_OP_NORM) {
+        a_dims = 1; a_keep = 2;
+        RF_FORWARD(rf_arg(e, 0, num_kinds, "ord", err, errlen));
+        ord = rgpu_arg_as_f64(&e->args[0]);
+    }
+    RF_FORWARD(rf_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    RF_FORWARD(rf_arg(e, a_keep, RF_K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    bool keepdim = e->args[a_keep].v.i != 0;
+
+    bool red[RF_MAXD];
+    RF_FORWARD(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
+    // any.dims / all.dims with dim=[]: "nothing" when out has in's shape (the CPU's rule)
+    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
+        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
+        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
+        for (int d = 0; d < in->ndim; d++) red[d] = false;
+    red_args g;
+    RF_FORWARD(plan_build(&g, e, in, red, keepdim, &out, 1, err, errlen));
+
+    int idt = in->dtype, odt = out->dtype;
+    bool fl = rf_is_float(idt);
+    int kind = RK_SUMF;
+    bool is_var = false;
+    switch (e->op) {
+    case RGPU_OP_AMAX: kind = fl ? RK_MAXF : RK_MAXI; g.fin = fl ? FIN_F : FIN_U; break;
+    case RGPU_OP_AMIN: kind = fl ? RK_MINF : RK_MINI; g.fin = fl ? FIN_F : FIN_U; break;
+    case RGPU_OP_ANY: kind = RK_ANY; g.fin = FIN_U; break;
+    case RGPU_OP_ALL: kind = RK_ALL; g.fin = FIN_U; break;
+    case RGPU_OP_PROD:   // input is cast to out's dtype
+        fl = rf_is_float(odt);
+        kind = fl ? RK_PRODF : RK_PRODU;
+        g.fin = fl ? FIN_F : FIN_U;
+        break;
+    case RGPU_OP_VAR: case RGPU_OP_STD:
+        RF_FORWARD(rf_want_float(e, in, "in[0]", err, errlen));
+        RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+        is_var = true;
+        break;
+    case RGPU_OP_NORM:
+        RF_FORWARD(rf_want_float(e, in, "in[0]", err, errlen));
+        RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+        g.fin = FIN_F;
+        if (ord == 0.0) kind = RK_NORM0;
+        else if (ord == 1.0) kind = RK_NORM1;
+        else if (ord == 2.0) { kind = RK_NORM2; g.fin = FIN_SQRT; }
+        else if (ord == INFINITY) kind = RK_NORMINF;
+        else if (ord == -INFINITY) kind = RK_NORMNINF;
+        else if (ord != ord) RF_FAIL(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
+        else { kind = RK_NORMP; g.fin = FIN_POWINV; }
+        break;
+    default: break;
+    }
+    // no identity: an empty reduced dim is an error (ATen's zero_numel_check_dims)
+    bool needs_elems = kind == RK_MAXF || kind == RK_MAXI || kind == RK_MINF || kind == RK_MINI ||
+                       kind == RK_NORMINF || kind == RK_NORMNINF || (kind == RK_NORMP && ord < 0.0);
+    if (needs_elems && g.count == 0) {
+        if (e->op == RGPU_OP_NORM)
+            RF_FAIL(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
+                    "because the operation does not have an identity", name, ord);
+        for (int d = 0; d < in->ndim; d++)
+            if (red[d] && in->sizes[d] == 0)
+                RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+    }
+    if (g.outer == 0) return RGPU_OK;
+    g.in = in->data; g.idt = idt;
+    g.out0 = out->data; g.odt = odt;
+    g.p = ord;
+    if (!is_var) return red_run(c, name, kind, g, err, errlen);
+
+    // var / std: two passes in double, the first writing each output's mean
+    double *centre = (double *)rgpu_cuda_scratch(c, (size_t)g.outer * sizeof(double));
+    if (centre == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld means", name, g.outer);
+    red_args g1 = g;
+    g1.fin = FIN_CENTER;
+    g1.center_out = centre;
+    rgpu_status st = red_run(c, name, RK_SUMF, g1, err, errlen);
+    if (st == RGPU_OK) {
+        g.center = centre;
+        g.p = correction;
+        g.fin = e->op == RGPU_OP_STD ? FIN_STD : FIN_VAR;
+        st = red_run(c, name, RK_SQDEV, g, err, errlen);
+    }
+    rgpu_cuda_scratch_free(c, centre);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// argmax, argmin (dim or flattened), max.dim, min.dim
+
+static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
+    bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
+    const rgpu_view *in = e->in[0];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT) | (is_arg ? RF_K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    RF_FORWARD(rf_arg(e, 1, RF_K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    bool keepdim = e->args[1].v.i != 0;
+    bool red[RF_MAXD];
+    RF_FORWARD(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
+    rgpu_view *vals = is_arg ? NULL : e->out[0];
+    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
+    if (is_arg && in->dtype == RGPU_BOOL)
+        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+    if (idxs && idxs->dtype != RGPU_I64)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
+    rgpu_view *outs[2] = { vals, idxs };
+    red_args g;
+    RF_FORWARD(plan_build(&g, e, in, red, keepdim, outs, 2, err, errlen));
+    if (g.count == 0) {
+        if (e->args[0].kind == RGPU_ARG_NONE)
+            RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+        for (int d = 0; d < in->ndim; d++)
+            if (red[d] && in->sizes[d] == 0)
+                RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+    }
+    if (g.outer == 0) return RGPU_OK;
+    bool fl = rf_is_float(in->dtype);
+    g.in = in->data; g.idt = in->dtype;
+    g.out0 = vals ? vals->data : NULL;
+    g.odt = vals ? vals->dtype : 0;
+    g.out1 = idxs ? (long long *)idxs->data : NULL;
+    g.fin = fl ? FIN_ARGF : FIN_ARGI;
+    int kind = fl ? (is_max ? RK_MAXF : RK_MINF) : (is_max ? RK_MAXI : RK_MINI);
+    return red_run(c, name, kind, g, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// cumsum: out[.., i, ..] = sum_{j <= i} in[.., j, ..] along dim. As the CPU
+// (and ATen): each element is first cast to out's dtype, then accumulated in
+// double for f32/f64, float for f16/bf16, int64 (wrapping) for integers, or
+// for bool. One thread per line, sequential along the dim (the CPU's order,
+// and an in-place run reads each element before overwriting it).
+
+struct cumsum_args {
+    rf_ctr<2> lines;    // in, out over every dim but the scan dim
+    long long n, is, os;
+    const void *in;
+    void *out;
+    int idt, odt;
+};
+
+__global__ void cumsum_kernel(cumsum_args a)
+{
+    const bool same = a.idt == a.odt;
+    const bool ifl = rf_dev_is_float(a.idt);
+    for (long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x; l < a.lines.total;
+         l += (long long)gridDim.x * blockDim.x) {
+        long long off[2];
+        rf_ctr_offs(a.lines, l, off);
+        double accd = 0.0;
+        float accf = 0.0f;
+        unsigned long long accu = 0;
+        for (long long i = 0; i < a.n; i++) {
+            const long long io = off[0] + i * a.is, oo = off[1] + i * a.os;
+            // the element cast to out's dtype: in itself when the dtypes agree,
+            // else stored into v in out's dtype and read back from there
+            unsigned long long v = 0;
+            const void *src = a.in;
+            long long si = io;
+            if (!same) {
+                if (ifl) rf_st_f64(&v, 0, a.odt, rf_ld_f64(a.in, io, a.idt));
+                else rf_st_u64(&v, 0, a.odt, rf_ld_u64(a.in, io, a.idt));
+                src = &v;
+                si = 0;
+            }
+            switch (a.odt) {
+            case RGPU_F32: case RGPU_F64:
+                accd += rf_ld_f64(src, si, a.odt);
+                rf_st_f64(a.out, oo, a.odt, accd);
+                break;
+            case RGPU_F16: case RGPU_BF16:
+                accf += rf_ld_f32(src, si, a.odt);
+                rf_st_f32(a.out, oo, a.odt, accf);
+                break;
+            case RGPU_BOOL:
+                accu |= rf_ld_bool(src, si, a.odt);
+                rf_st_u64(a.out, oo, a.odt, accu);
+                break;
+            default:
+                accu += rf_ld_u64(src, si, a.odt);
+                rf_st_u64(a.out, oo, a.odt, accu);
+                break;
+            }
+        }
+    }
+}
+
+static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT), "dim", err, errlen));
+    int dim;
+    RF_FORWARD(rf_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    RF_FORWARD(rf_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    cumsum_args a;
+    int64_t osz[RF_MAXD];
+    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
+    rf_ctr_init(&a.lines, in->ndim, osz);
+    rf_ctr_set(&a.lines, 0, in->strides);
+    rf_ctr_set(&a.lines, 1, out->strides);
+    rf_ctr_coalesce(&a.lines);
+    a.n = 1; a.is = 0; a.os = 0;
+    if (in->ndim > 0) { a.n = in->sizes[dim]; a.is = in->strides[dim]; a.os = out->strides[dim]; }
+    if (a.lines.total == 0 || a.n == 0) return RGPU_OK;
+    a.in = in->data; a.out = out->data;
+    a.idt = in->dtype; a.odt = out->dtype;
+    long long nb = (a.lines.total + 127) / 128;
+    if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+    cumsum_kernel<<<(unsigned)nb, 128, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// The family
+
+extern "C" bool rgpu_cuda_reduce_owns(int op)
+{
+    switch (op) {
+    case RGPU_OP_SUM: case RGPU_OP_MEAN:
+    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
+    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM: case RGPU_OP_VAR: case RGPU_OP_STD:
+    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
+    case RGPU_OP_CUMSUM: case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
+    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
+    case RGPU_OP_LAYER_NORM: case RGPU_OP_LAYER_NORM_BACKWARD:
+    case RGPU_OP_NLL_LOSS: case RGPU_OP_NLL_LOSS_BACKWARD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    if (e == NULL) RF_FAIL(RGPU_ERR_BAD_ARG, "cuda exec: no op");
+    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
+        RF_FAIL(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
+    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
+        RF_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+                e->n_in, e->n_out, e->n_args);
+    switch (e->op) {
+    case RGPU_OP_SUM: case RGPU_OP_MEAN:
+        RF_FORWARD(rf_check_exec(e, 0, 0, false, err, errlen));
+        return op_sum_mean(c, e, e->op == RGPU_OP_MEAN, err, errlen);
+    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
+    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
+        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        return op_reduce(c, e, err, errlen);
+    case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
+        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        return op_argreduce(c, e, err, errlen);
+    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   // either output may be unwanted
+        RF_FORWARD(rf_check_exec(e, 0, 3u, true, err, errlen));
+        return op_argreduce(c, e, err, errlen);
+    case RGPU_OP_CUMSUM:
+        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        return op_cumsum(c, e, err, errlen);
+    case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
+        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        return rgpu_cuda_red_softmax(c, e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
+    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
+        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        return rgpu_cuda_red_softmax_backward(c, e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
+    case RGPU_OP_LAYER_NORM:   // weight, bias optional; mean, rstd may be unwanted
+        RF_FORWARD(rf_check_exec(e, 6u, 6u, true, err, errlen));
+        return rgpu_cuda_red_layer_norm(c, e, err, errlen);
+    case RGPU_OP_LAYER_NORM_BACKWARD:   // weight, bias optional; each output optional
+        RF_FORWARD(rf_check_exec(e, 0x30u, 7u, true, err, errlen));
+        return rgpu_cuda_red_layer_norm_backward(c, e, err, errlen);
+    case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
+        RF_FORWARD(rf_check_exec(e, 4u, 2u, true, err, errlen));
+        return rgpu_cuda_red_nll_loss(c, e, err, errlen);
+    case RGPU_OP_NLL_LOSS_BACKWARD:   // weight optional
+        RF_FORWARD(rf_check_exec(e, 8u, 0, true, err, errlen));
+        return rgpu_cuda_red_nll_loss_backward(c, e, err, errlen);
+    default:
+        RF_FAIL(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",
+                rgpu_op_name(e->op));
+    }
 }

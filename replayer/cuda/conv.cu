@@ -1,0 +1,565 @@
+// conv.cu — convolution and convolution_backward on the CUDA backend:
+// im2col + cuBLAS GEMM per (chunk of images, group), 2-D (N,C,H,W) and 1-D
+// (N,C,L) as H = 1, plain and transposed. CPU reference: cpu_dense_conv.c
+// (same checks, messages, geometry and compute types).
+//
+// Three cores over one geometry: an input-space tensor I (N,C,H,W), an
+// output-space tensor G (N,O,Ho,Wo) and the weight (O, C/groups, kh, kw):
+//   conv_fwd:    G = conv(I, w)                 (W_g @ im2col(I_g))
+//   conv_data:   I = conv^T(G, w)               (col2im(W_g^T @ G_g))
+//   conv_weight: dw = sum over images of G_g @ im2col(I_g)^T, image by image
+// A plain convolution runs fwd forward and data/weight backward; a transposed
+// one is the same geometry with x on the G side.
+// Compute: f32 for f32/f16/bf16 (rounded once at the end), f64, wrapping
+// int64 for integer forward. Determinism: col2im is one thread per input
+// element summing its (ki, kj) contributions in order (no atomics); dw
+// accumulates image after image with beta = 1; db is a fixed-order tree sum.
+#include "dense.cuh"
+
+// ---------------------------------------------------------------------------
+// Geometry (as cpu_dense_conv.c)
+
+typedef struct conv_geom {
+    int64_t N, C, H, W;            /* I side */
+    int64_t O, Ho, Wo;             /* G side */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t groups, Cg, Og;
+    bool pointwise;                /* 1x1, stride 1, no padding, same size: im2col(I) == I */
+} conv_geom;
+
+typedef struct conv_args {
+    int spatial;                   /* 1 or 2 */
+    bool transposed;
+    int64_t stride[2], padding[2], dilation[2], out_pad[2], groups;
+} conv_args;
+
+#define CONV_PARAM_MAX (1LL << 31)
+#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
+
+static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int spatial, bool allow_empty,
+                              int64_t lo, int64_t dflt, int64_t out[2], char *err, size_t errlen)
+{
+    int64_t v[2];
+    uint32_t n;
+    TRY(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
+    for (int d = 0; d < spatial; d++) {
+        out[d] = n == 0 ? dflt : n == 1 ? v[0] : v[d];
+        if (out[d] < lo || out[d] > CONV_PARAM_MAX)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
+                     what, (long long)out[d], (long long)lo, (long long)CONV_PARAM_MAX);
+    }
+    if (spatial == 1) { out[1] = out[0]; }
+    return RGPU_OK;
+}
+
+static rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
+{
+    a->spatial = spatial;
+    TRY(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
+    TRY(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
+    TRY(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
+    TRY(dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
+    TRY(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
+    TRY(dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
+    if (a->groups < 1 || a->groups > CONV_PARAM_MAX)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
+    return RGPU_OK;
+}
+
+static rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
+                                 conv_geom *g, int64_t y[4], char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int sp = a->spatial;
+    memset(g, 0, sizeof *g);
+    int64_t s[2], p[2], d[2], op[2];
+    for (int i = 0; i < 2; i++) {
+        int j = sp == 1 ? 0 : i;
+        bool unit = sp == 1 && i == 0;
+        s[i] = unit ? 1 : a->stride[j];
+        p[i] = unit ? 0 : a->padding[j];
+        d[i] = unit ? 1 : a->dilation[j];
+        op[i] = unit ? 0 : a->out_pad[j];
+    }
+    g->kh = w->sizes[2]; g->kw = w->sizes[3];
+    g->sh = s[0]; g->sw = s[1]; g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
+    g->groups = a->groups;
+    g->N = x->sizes[0];
+    if (g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
+    int64_t xs[2] = { x->sizes[2], x->sizes[3] }, ks[2] = { g->kh, g->kw };
+    int64_t outs[2];
+    if (!a->transposed) {
+        g->C = x->sizes[1]; g->H = x->sizes[2]; g->W = x->sizes[3];
+        g->O = w->sizes[0];
+        if (g->C % g->groups != 0 || w->sizes[1] * g->groups != g->C || g->O % g->groups != 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
+                     name, (long long)w->sizes[0], (long long)w->sizes[1], (long long)g->C, (long long)g->groups);
+        for (int i = 0; i < 2; i++) {
+            int64_t span = d[i] * (ks[i] - 1) + 1, padded = xs[i] + 2 * p[i];
+            if (padded < span)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
+                         name, (long long)padded, (long long)span);
+            outs[i] = (padded - span) / s[i] + 1;
+        }
+        g->Ho = outs[0]; g->Wo = outs[1];
+        y[0] = g->N; y[1] = g->O; y[2] = g->Ho; y[3] = g->Wo;
+    } else {
+        g->O = x->sizes[1]; g->Ho = x->sizes[2]; g->Wo = x->sizes[3];
+        if (w->sizes[0] != g->O || g->O % g->groups != 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
+                     name, (long long)w->sizes[0], (long long)g->O, (long long)g->groups);
+        g->C = w->sizes[1] * g->groups;
+        for (int i = 0; i < 2; i++) {
+            if (op[i] >= s[i] && op[i] >= d[i])
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
+                         name, (long long)op[i], (long long)s[i], (long long)d[i]);
+            outs[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (ks[i] - 1) + op[i] + 1;
+            if (outs[i] < 0)
+                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
+        }
+        g->H = outs[0]; g->W = outs[1];
+        y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
+    }
+    g->Cg = g->C / g->groups;
+    g->Og = g->O / g->groups;
+    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                   g->H == g->Ho && g->W == g->Wo;
+    return RGPU_OK;
+}
+
+static rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen)
+{
+    int64_t kd, hwo, hw, col, ob, ib;
+    if (__builtin_mul_overflow(g->Cg, g->kh * g->kw, &kd) || __builtin_mul_overflow(g->Ho, g->Wo, &hwo) ||
+        __builtin_mul_overflow(g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
+        __builtin_mul_overflow(g->O, hwo, &ob) || __builtin_mul_overflow(g->C, hw, &ib) ||
+        kd > INT_MAX || hwo > INT_MAX || hw > INT_MAX || g->Og > INT_MAX || g->Cg > INT_MAX)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
+    return RGPU_OK;
+}
+
+static rgpu_view conv_as_4d(const rgpu_view *v)
+{
+    return v->ndim == 3 ? dense_unsqueeze(v, 2) : *v;
+}
+
+static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w,
+                                   char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (x->ndim == 5 || w->ndim == 5)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cuda backend", name);
+    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
+                 name, x->ndim, w->ndim);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Kernels. x is (nc, C, H, W) packed; col is (nc, C*kh*kw, Ho*Wo) packed, the
+// rows of group g being those of its channels (g*Cg .. (g+1)*Cg).
+
+struct kgeom {
+    int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+static kgeom kgeom_of(const conv_geom *g)
+{
+    kgeom k = { g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw };
+    return k;
+}
+
+// One thread per col element (n, c, ki, kj, oh, ow); padding reads as zero.
+template <typename T>
+static __global__ void im2col_kernel(kgeom g, int64_t nc, const T *x, T *col)
+{
+    int64_t hwo = g.Ho * g.Wo, total = nc * g.C * g.kh * g.kw * hwo;
+    DCU_LOOP(t, total) {
+        int64_t ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t kj = r % g.kw; r /= g.kw;
+        int64_t ki = r % g.kh; r /= g.kh;
+        int64_t ch = r % g.C, n = r / g.C;
+        int64_t ih = oh * g.sh - g.ph + ki * g.dh, iw = ow * g.sw - g.pw + kj * g.dw;
+        T v = 0;
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[((n * g.C + ch) * g.H + ih) * g.W + iw];
+        col[t] = v;
+    }
+}
+
+// One thread per x element (n, c, ih, iw): the sum of its col entries in
+// (ki, kj) order, starting from 0 — the order the CPU's col2im adds them.
+template <typename T>
+static __global__ void col2im_kernel(kgeom g, int64_t nc, const T *col, T *x)
+{
+    int64_t hwo = g.Ho * g.Wo, total = nc * g.C * g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t iw = t % g.W, r = t / g.W;
+        int64_t ih = r % g.H; r /= g.H;
+        int64_t ch = r % g.C, n = r / g.C;
+        const T *cbase = col + (n * g.C + ch) * g.kh * g.kw * hwo;
+        T acc = 0;
+        for (int64_t ki = 0; ki < g.kh; ki++) {
+            int64_t th = ih + g.ph - ki * g.dh;   /* = oh * sh */
+            if (th < 0 || th % g.sh != 0) continue;
+            int64_t oh = th / g.sh;
+            if (oh >= g.Ho) continue;
+            for (int64_t kj = 0; kj < g.kw; kj++) {
+                int64_t tw = iw + g.pw - kj * g.dw;
+                if (tw < 0 || tw % g.sw != 0) continue;
+                int64_t ow = tw / g.sw;
+                if (ow >= g.Wo) continue;
+                acc += cbase[(ki * g.kw + kj) * hwo + oh * g.Wo + ow];
+            }
+        }
+        x[t] = acc;
+    }
+}
+
+// db[c] = sum over (n, h, w) of grad, in double: a block per channel, each
+// thread a strided run in index order, then a fixed tree.
+static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, int64_t per, int64_t cstride,
+                                        dcu::param db)
+{
+    __shared__ double sh[dcu::THREADS];
+    int64_t esz = dcu::esize(gdt);
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        const char *base = (const char *)gr.data + ch * cstride * esz;
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
+            s += dcu::load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
+        s = dcu::block_sum(s, sh);
+        if (threadIdx.x == 0) dcu::param_set(db, ch, s);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cores
+
+// Buffers per chunk of images stay under this many bytes (at least one image).
+static const int64_t CHUNK_BYTES = 512LL << 20;
+
+static int64_t chunk_images(const conv_geom *g, size_t cs, bool need_col)
+{
+    int64_t per = (g->C * g->H * g->W + g->O * g->Ho * g->Wo) * (int64_t)cs;
+    if (need_col) per += g->C * g->kh * g->kw * g->Ho * g->Wo * (int64_t)cs;
+    int64_t nc = per > 0 ? CHUNK_BYTES / per : g->N;
+    if (nc < 1) nc = 1;
+    return nc < g->N ? nc : g->N;
+}
+
+// Images [n0, n0+nc) of a 4-d view.
+static rgpu_view images(const rgpu_view *v, int64_t n0, int64_t nc)
+{
+    rgpu_view s = *v;
+    s.data = (char *)v->data + n0 * v->strides[0] * (int64_t)rgpu_dtype_size(v->dtype);
+    s.sizes[0] = nc;
+    return s;
+}
+
+// nimg x groups GEMMs (A, B, C advanced by n*s?n + g*s?g elements), batched
+// over the larger of the two unless images_in_order (then one call per image,
+// in image order, batched over groups: dw accumulates image after image).
+struct gemm2 {
+    int dt;
+    bool ta, tb;
+    int64_t M, N, K, lda, ldb, ldc;
+    const char *A, *B;
+    char *C;
+    int64_t sAn, sAg, sBn, sBg, sCn, sCg;
+    double beta;
+};
+
+static rgpu_status run_gemm2(rgpu_cuda_ctx *c, const gemm2 &q, int64_t nimg, int64_t groups, bool images_in_order,
+                             const char *name, char *err, size_t errlen)
+{
+    int64_t es = (int64_t)rgpu_dtype_size(q.dt);
+    if (!images_in_order && nimg >= groups) {
+        for (int64_t g = 0; g < groups; g++)
+            TRY(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + g * q.sAg * es, q.lda, q.sAn,
+                          q.B + g * q.sBg * es, q.ldb, q.sBn, q.beta, q.C + g * q.sCg * es, q.ldc, q.sCn, nimg,
+                          name, err, errlen));
+    } else {
+        for (int64_t n = 0; n < nimg; n++)
+            TRY(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + n * q.sAn * es, q.lda, q.sAg,
+                          q.B + n * q.sBn * es, q.ldb, q.sBg, q.beta, q.C + n * q.sCn * es, q.ldc, q.sCg, groups,
+                          name, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+template <typename T>
+static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *x, void *col,
+                                 char *err, size_t errlen)
+{
+    int64_t total = nc * g->C * g->kh * g->kw * g->Ho * g->Wo;
+    if (total == 0) return RGPU_OK;
+    im2col_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)x, (T *)col);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *x, void *col,
+                          char *err, size_t errlen)
+{
+    if (ct == DCT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
+    if (ct == DCT_F64) return launch_im2col<double>(c, g, nc, x, col, err, errlen);
+    return launch_im2col<uint64_t>(c, g, nc, x, col, err, errlen);
+}
+
+template <typename T>
+static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *col, void *x,
+                                 char *err, size_t errlen)
+{
+    int64_t total = nc * g->C * g->H * g->W;
+    if (total == 0) return RGPU_OK;
+    col2im_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)col, (T *)x);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *col, void *x,
+                          char *err, size_t errlen)
+{
+    if (ct == DCT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
+    if (ct == DCT_F64) return launch_col2im<double>(c, g, nc, col, x, err, errlen);
+    return launch_col2im<uint64_t>(c, g, nc, col, x, err, errlen);
+}
+
+#define NOMEM_IF(cond) do { if (cond) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for convolution buffers", \
+                                                rgpu_op_name(op)); } while (0)
+
+// wbuf: the weight packed as (O, Cg*kh*kw) in ct; bias: packed per row of the
+// tensor written (O for fwd, C for data), or NULL.
+static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+                            const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(op);
+    size_t cs = dcu::ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t nc = chunk_images(g, cs, !g->pointwise);
+    dcu::scratch sc(c);
+    char *x = (char *)sc.get(nc * g->C * hw, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *y = (char *)sc.get(nc * g->O * hwo, cs);
+    NOMEM_IF(!x || (!g->pointwise && !col) || !y);
+    for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
+        int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
+        rgpu_view in = images(I, n0, cnt), out = images(G, n0, cnt);
+        TRY(dcu::pack(c, &in, ct, x, err, errlen));
+        if (!g->pointwise) TRY(im2col(c, ct, g, cnt, x, col, err, errlen));
+        gemm2 q;
+        q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = false;
+        q.M = g->Og; q.N = hwo; q.K = kd; q.lda = kd; q.ldb = hwo; q.ldc = hwo;
+        q.A = (const char *)wbuf; q.sAn = 0; q.sAg = g->Og * kd;
+        q.B = g->pointwise ? x : col;
+        q.sBn = g->pointwise ? g->C * hw : g->C * g->kh * g->kw * hwo;
+        q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
+        q.C = y; q.sCn = g->O * hwo; q.sCg = g->Og * hwo;
+        q.beta = 0.0;
+        TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+        TRY(dcu::unpack(c, &out, ct, y, bias, g->O, hwo, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+                             const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(op);
+    size_t cs = dcu::ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t nc = chunk_images(g, cs, !g->pointwise);
+    dcu::scratch sc(c);
+    char *gb = (char *)sc.get(nc * g->O * hwo, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *x = (char *)sc.get(nc * g->C * hw, cs);
+    NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
+    for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
+        int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
+        rgpu_view in = images(G, n0, cnt), out = images(I, n0, cnt);
+        TRY(dcu::pack(c, &in, ct, gb, err, errlen));
+        gemm2 q;
+        q.dt = dcu::ct_dtype(ct); q.ta = true; q.tb = false;
+        q.N = hwo; q.K = g->Og; q.lda = kd; q.ldb = hwo;
+        q.A = (const char *)wbuf; q.sAn = 0; q.sAg = g->Og * kd;
+        q.B = gb; q.sBn = g->O * hwo; q.sBg = g->Og * hwo;
+        q.beta = 0.0;
+        if (g->pointwise) {   /* straight into x: (Cg, hw) per (image, group) */
+            q.M = g->Cg; q.ldc = hw;
+            q.C = x; q.sCn = g->C * hw; q.sCg = g->Cg * hw;
+            TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+        } else {
+            q.M = kd; q.ldc = hwo;
+            q.C = col; q.sCn = g->C * g->kh * g->kw * hwo; q.sCg = kd * hwo;
+            TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+            TRY(col2im(c, ct, g, cnt, col, x, err, errlen));
+        }
+        TRY(dcu::unpack(c, &out, ct, x, bias, g->C, hw, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const rgpu_view *I,
+                               const rgpu_view *G, rgpu_view *dw, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(op);
+    size_t cs = dcu::ct_size(ct);
+    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t nc = chunk_images(g, cs, !g->pointwise);
+    dcu::scratch sc(c);
+    char *x = (char *)sc.get(nc * g->C * hw, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *gb = (char *)sc.get(nc * g->O * hwo, cs);
+    char *wb = (char *)sc.get(g->O * kd, cs);
+    NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
+    TRY(dcu::zero(c, wb, (size_t)(g->O * kd) * cs, err, errlen));
+    for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
+        int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
+        rgpu_view in = images(I, n0, cnt), gv = images(G, n0, cnt);
+        TRY(dcu::pack(c, &in, ct, x, err, errlen));
+        TRY(dcu::pack(c, &gv, ct, gb, err, errlen));
+        if (!g->pointwise) TRY(im2col(c, ct, g, cnt, x, col, err, errlen));
+        gemm2 q;
+        q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = true;
+        q.M = g->Og; q.N = kd; q.K = hwo; q.lda = hwo; q.ldb = hwo; q.ldc = kd;
+        q.A = gb; q.sAn = g->O * hwo; q.sAg = g->Og * hwo;
+        q.B = g->pointwise ? x : col;
+        q.sBn = g->pointwise ? g->C * hw : g->C * g->kh * g->kw * hwo;
+        q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
+        q.C = wb; q.sCn = 0; q.sCg = g->Og * kd;
+        q.beta = 1.0;
+        TRY(run_gemm2(c, q, cnt, g->groups, true, name, err, errlen));
+    }
+    return dcu::unpack(c, dw, ct, wb, NULL, 0, 0, err, errlen);
+}
+
+static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
+{
+    int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
+    rgpu_view rest = dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
+    rest.data = grad->data;
+    int64_t blocks = C < 65535 ? C : 65535;
+    bias_grad_kernel<<<(unsigned)blocks, dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
+                                                                     grad->strides[1], dcu::param_of(db));
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw) into sc.
+static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, const rgpu_view *w, rgpu_status *st,
+                         char *err, size_t errlen)
+{
+    void *buf = sc.get(cpu_numel(w), dcu::ct_size(ct));
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of device memory packing the weight", rgpu_op_name(op));
+        *st = RGPU_ERR_NOMEM;
+        return NULL;
+    }
+    *st = dcu::pack(c, w, ct, buf, err, errlen);
+    return *st == RGPU_OK ? buf : NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Entry points
+
+/* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
+rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 1u << 2, 0, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
+    rgpu_view *y0 = e->out[0];
+    TRY(conv_check_dims(e, x0, w0, err, errlen));
+    int dt = y0->dtype;
+    if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+                 rgpu_dtype_name(dt));
+    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    conv_args a;
+    TRY(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
+    conv_geom g;
+    int64_t ys[4];
+    TRY(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
+    TRY(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    int64_t nb = a.transposed ? g.C : g.O;
+    if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
+    if (cpu_numel(y0) == 0) return RGPU_OK;
+    TRY(conv_check_sizes(e, &g, err, errlen));
+
+    int ct = dense_ct_of(dt);
+    if (ct != DCT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    dcu::scratch sc(c);
+    rgpu_status st;
+    void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
+    if (!wb) return st;
+    void *bb = NULL;
+    if (bias) {
+        bb = sc.get(nb, dcu::ct_size(ct));
+        if (!bb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory packing the bias", name);
+        TRY(dcu::pack(c, bias, ct, bb, err, errlen));
+    }
+    if (!a.transposed) return conv_fwd(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+    return conv_data(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+}
+
+/* in grad, x, w; bias_sizes|NONE, stride, padding, dilation, transposed,
+ * output_padding, groups; outs dx?, dw?, db? */
+rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 7u, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
+    rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
+    TRY(conv_check_dims(e, x0, w0, err, errlen));
+    int dt = x0->dtype;
+    if (!cpu_dtype_is_float(dt))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+                 rgpu_dtype_name(dt));
+    if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
+        (db && db->dtype != dt))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+                 rgpu_dtype_name(dt));
+    if (!dense_arg_is_none(e, 0)) {
+        int64_t bs[1];
+        uint32_t nbs;
+        TRY(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+    }
+    conv_args a;
+    TRY(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
+    conv_geom g;
+    int64_t ys[4];
+    TRY(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    int nd = x0->ndim;
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
+    TRY(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) TRY(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) TRY(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) TRY(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    TRY(conv_check_sizes(e, &g, err, errlen));
+
+    int ct = dense_ct_of(dt);
+    bool want_dx = dx0 && cpu_numel(dx0) > 0, want_dw = dw0 && cpu_numel(dw0) > 0;
+    if ((want_dx || want_dw) && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    if (want_dx) {
+        rgpu_view dx = conv_as_4d(dx0);
+        dcu::scratch sc(c);
+        rgpu_status st;
+        void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
+        if (!wb) return st;
+        if (!a.transposed) TRY(conv_data(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
+        else TRY(conv_fwd(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
+    }
+    if (want_dw) {
+        rgpu_view dw = conv_as_4d(dw0);
+        if (!a.transposed) TRY(conv_weight(c, e->op, ct, &g, &x, &gr, &dw, err, errlen));
+        else TRY(conv_weight(c, e->op, ct, &g, &gr, &x, &dw, err, errlen));
+    }
+    if (db && cpu_numel(db) > 0) TRY(conv_bias_grad(c, &gr, db, err, errlen));
+    return RGPU_OK;
+}

@@ -1,0 +1,532 @@
+// index_data.cu — index-family ops that move whole blocks or depend on the
+// data for their output size: cat, constant_pad_nd, count_nonzero, nonzero,
+// masked_select, count_unique and _unique2 (CPU reference:
+// replayer/cpu/cpu_index_data.c, same checks and messages).
+//
+// nonzero / masked_select are a deterministic three-pass stream compaction
+// with no atomics: (1) one block per tile of NZ_TILE elements counts its
+// nonzeros, (2) one block scans the tile counts in order (exclusive offsets
+// and the total), (3) each tile recomputes its flags, ranks them with an
+// ordered block scan and writes its elements in row-major order.
+// count_nonzero is passes 1-2, writing the total straight into out[0].
+// unique / count_unique copy the input to the host and do exactly what the
+// CPU kernel does (qsort on (value, position)), then upload the results.
+#include "index.cuh"
+
+namespace rgpu_ix {
+
+// ---------------------------------------------------------------------------
+// CAT: inputs joined along dim into out, each cast to out's dtype; a legacy
+// empty 1-d tensor (size (0,)) is skipped; dim is wrapped against the first
+// input that is not skipped.
+
+static bool cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
+
+rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
+    int64_t dim64;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    rgpu_view *out = e->out[0];
+    const rgpu_view *ref = NULL;
+    int iref = 0;
+    for (int i = 0; i < e->n_in && ref == NULL; i++)
+        if (!cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
+    if (ref == NULL) {
+        if (cpu_numel(out) != 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
+        return RGPU_OK;
+    }
+    int nd = ref->ndim;
+    if (nd == 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", iref);
+    if (dim64 < -nd || dim64 >= nd)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "cat: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                 -nd, nd - 1, (long long)dim64);
+    int dim = (int)(dim64 < 0 ? dim64 + nd : dim64);
+    int64_t total = 0;
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *t = e->in[i];
+        if (cat_skipped(t)) continue;
+        if (t->ndim != nd)
+            CPU_FAIL(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
+        for (int d = 0; d < nd; d++)
+            if (d != dim && t->sizes[d] != ref->sizes[d])
+                CPU_FAIL(RGPU_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %d. Expected size %lld "
+                         "but got size %lld for tensor number %d in the list", dim, (long long)ref->sizes[d],
+                         (long long)t->sizes[d], i);
+        total += t->sizes[dim];
+    }
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == (d == dim ? total : ref->sizes[d]);
+    if (!ok) {
+        char a[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
+                 cpu_index_shape_str(out, a, sizeof a), (long long)total, dim);
+    }
+
+    // each input into its slice of out: a view of out at the input's shape
+    int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *t = e->in[i];
+        if (cat_skipped(t)) continue;
+        rgpu_view slice = *out;
+        slice.data = (char *)out->data + pos * odim;
+        for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
+        pos += t->sizes[dim];
+        if (cpu_numel(t) == 0) continue;
+        CPU_FORWARD_IF_ERROR(ix_copy_view(c, &slice, t, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// CONSTANT_PAD_ND: out cell = in[c - lo] where that lies inside in, else
+// value. (The CPU fills then copies the covered region: the same result.)
+
+struct pad_args {
+    int nd;
+    long long sz[RGPU_MAX_DIMS];    // out sizes
+    long long ost[RGPU_MAX_DIMS];   // bytes
+    long long ist[RGPU_MAX_DIMS];   // bytes
+    long long lo[RGPU_MAX_DIMS];    // pad before (negative crops)
+    long long a[RGPU_MAX_DIMS];     // covered out range [a, b)
+    long long b[RGPU_MAX_DIMS];
+};
+
+__global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t value, long long n)
+{
+    uint64_t val = value;
+    IX_FOR(i, n) {
+        long long r = i, ooff = 0, ioff = 0;
+        bool inside = true;
+        for (int d = p.nd - 1; d >= 0; d--) {
+            long long cd = r % p.sz[d];
+            r /= p.sz[d];
+            ooff += cd * p.ost[d];
+            if (cd < p.a[d] || cd >= p.b[d]) inside = false;
+            else ioff += (cd - p.lo[d]) * p.ist[d];
+        }
+        ix_elem_copy(out + ooff, inside ? in + ioff : (const char *)&val, esz);
+    }
+}
+
+rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 0 (pad) must be ints");
+    const rgpu_arg *pad = &e->args[0];
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    int dt = out->dtype;
+    if (in->dtype != dt)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "constant_pad_nd: out dtype %s differs from input's %s",
+                 rgpu_dtype_name(dt), rgpu_dtype_name(in->dtype));
+    uint64_t value = 0;
+    if (e->n_args >= 2 && e->args[1].kind != RGPU_ARG_NONE) {
+        int k = e->args[1].kind;
+        if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 1 (value) has kind %d, want a number", k);
+        cpu_index_scalar_to(&e->args[1], dt, &value);
+    }
+    uint32_t np = pad->v.ints.n;
+    int nd = in->ndim;
+    if (np % 2 != 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad must be even but instead it equals %u", np);
+    if (np / 2 > (uint32_t)nd)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad should be no more than twice the number of "
+                 "dimensions of the input (pad %u, %d dims)", np, nd);
+    int64_t lo[RGPU_MAX_DIMS] = { 0 }, want[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) want[d] = in->sizes[d];
+    for (uint32_t i = 0; i < np / 2; i++) {
+        int d = nd - 1 - (int)i;
+        int64_t a = rgpu_arg_int_at(pad, 2 * i), b = rgpu_arg_int_at(pad, 2 * i + 1);
+        if (a > (INT64_C(1) << 62) || a < -(INT64_C(1) << 62) || b > (INT64_C(1) << 62) || b < -(INT64_C(1) << 62))
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: pad (%lld, %lld) is too large", (long long)a, (long long)b);
+        lo[d] = a;
+        if (__builtin_add_overflow(in->sizes[d], a + b, &want[d]))
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: padded size of dim %d overflows", d);
+        if (want[d] < 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: the input size %lld, plus negative padding %lld and %lld "
+                     "resulted in a negative output size, which is invalid. Check dimension %d of your input.",
+                     (long long)in->sizes[d], (long long)a, (long long)b, d);
+    }
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == want[d];
+    if (!ok) {
+        char a[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", cpu_index_shape_str(out, a, sizeof a));
+    }
+    long long n = cpu_numel(out);
+    if (n == 0) return RGPU_OK;
+
+    int esz = (int)rgpu_dtype_size(dt);
+    pad_args p;
+    memset(&p, 0, sizeof p);
+    p.nd = nd;
+    for (int d = 0; d < nd; d++) {
+        p.sz[d] = want[d];
+        p.ost[d] = out->strides[d] * esz;
+        p.ist[d] = in->strides[d] * esz;
+        p.lo[d] = lo[d];
+        p.a[d] = lo[d] > 0 ? lo[d] : 0;
+        p.b[d] = lo[d] + in->sizes[d] < want[d] ? lo[d] + in->sizes[d] : want[d];
+    }
+    k_pad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(p, (char *)out->data, (const char *)in->data, esz, value, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Stream compaction (nonzero family)
+
+#define NZ_T 256
+#define NZ_ITEMS 16
+#define NZ_TILE (NZ_T * NZ_ITEMS)
+
+// Exclusive scan of v over the block (blockDim.x == NZ_T), in thread order;
+// *total = the block's sum. Integer adds: the order cannot change results.
+__device__ inline long long nz_block_scan(long long v, long long *total)
+{
+    __shared__ long long warp_sum[NZ_T / 32];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    long long x = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        long long y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_sum[wid] = x;
+    __syncthreads();
+    if (wid == 0) {
+        long long s = lane < NZ_T / 32 ? warp_sum[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            long long y = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += y;
+        }
+        if (lane < NZ_T / 32) warp_sum[lane] = s;   // inclusive warp prefixes
+    }
+    __syncthreads();
+    long long before = wid > 0 ? warp_sum[wid - 1] : 0;
+    *total = warp_sum[NZ_T / 32 - 1];
+    __syncthreads();   // warp_sum is reused by the next call
+    return before + x - v;
+}
+
+// Pass 1: cnt[tile] = number of flagged elements (flag: element of stride
+// set `fset` read as bool in dtype fdt) of the tile.
+__global__ void k_nz_count(ix_walk w, const char *f, int fdt, int fset, long long n, long long *cnt)
+{
+    long long base = (long long)blockIdx.x * NZ_TILE, c = 0;
+    for (int k = 0; k < NZ_ITEMS; k++) {
+        long long i = base + (long long)k * NZ_T + threadIdx.x;
+        if (i >= n) break;
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        c += ix_load_bool(f + off[fset], fdt);
+    }
+    long long tot;
+    nz_block_scan(c, &tot);
+    if (threadIdx.x == 0) cnt[blockIdx.x] = tot;
+}
+
+// Pass 2 (one block): cnt[] -> exclusive offsets in place; *total = the sum.
+// Each thread takes 8 consecutive tiles per round.
+__global__ void k_nz_scan(long long *cnt, long long ntiles, long long *total)
+{
+    long long carry = 0;
+    for (long long base = 0; base < ntiles; base += (long long)NZ_T * 8) {
+        long long v[8], s = 0;
+        for (int k = 0; k < 8; k++) {
+            long long t = base + (long long)threadIdx.x * 8 + k;
+            v[k] = t < ntiles ? cnt[t] : 0;
+            s += v[k];
+        }
+        long long tot, run = carry + nz_block_scan(s, &tot);
+        for (int k = 0; k < 8; k++) {
+            long long t = base + (long long)threadIdx.x * 8 + k;
+            if (t < ntiles) cnt[t] = run;
+            run += v[k];
+        }
+        carry += tot;
+    }
+    if (threadIdx.x == 0) *total = carry;
+}
+
+// Pass 3. kind 0 (nonzero): out row r = the coordinates of the r-th flagged
+// element (flag from set 0), cast to odt; kind 1 (masked_select): out[r] =
+// the element at set 0 (self), flag from set 1 (mask).
+__global__ void k_nz_write(ix_walk w, int kind, const char *x, int xdt, const char *f, int fdt, int fset,
+                           long long n, const long long *tileoff, char *out, int odt, long long rs, long long cs,
+                           int esz)
+{
+    long long base = (long long)blockIdx.x * NZ_TILE, run = tileoff[blockIdx.x];
+    for (int k = 0; k < NZ_ITEMS; k++) {
+        if (base + (long long)k * NZ_T >= n) break;   // uniform over the block
+        long long i = base + (long long)k * NZ_T + threadIdx.x;
+        long long off[IX_NW];
+        bool flag = false;
+        if (i < n) {
+            ix_walk_at(w, i, off);
+            flag = ix_load_bool(f + off[fset], fdt);
+        }
+        long long tot, r = run + nz_block_scan(flag ? 1 : 0, &tot);
+        if (flag) {
+            if (kind == 0) {
+                long long q = i;
+                for (int d = w.nd - 1; d >= 0; d--) {
+                    ix_store_u64(out + r * rs + d * cs, odt, (uint64_t)(q % w.sz[d]));
+                    q /= w.sz[d];
+                }
+            } else {
+                ix_elem_copy(out + r * rs, x + off[0], esz);
+            }
+        }
+        run += tot;
+    }
+}
+
+// Passes 1-2 over the flags of set fset in w: the tile offsets (in *hold)
+// and the total, written to the device int64 at dtotal.
+static rgpu_status nz_count(rgpu_cuda_ctx *c, const ix_walk *w, const char *f, int fdt, int fset,
+                            ix_scratch *hold, long long **tileoff, long long *dtotal, char *err, size_t errlen)
+{
+    long long n = ix_walk_numel(w);
+    long long ntiles = (n + NZ_TILE - 1) / NZ_TILE;
+    if (ntiles > 0x7fffffffLL) CPU_FAIL(RGPU_ERR_TOO_LARGE, "nonzero: %lld elements are too many", n);
+    size_t nbytes = (size_t)(ntiles > 0 ? ntiles : 1) * sizeof(long long);
+    IX_SCRATCH(*hold, cnt, long long *, nbytes, "nonzero tile counts");
+    *tileoff = cnt;
+    if (ntiles == 0) {
+        RGPU_CUDA_TRY(cudaMemsetAsync(dtotal, 0, sizeof(long long), c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    k_nz_count<<<(unsigned)ntiles, NZ_T, 0, c->stream>>>(*w, f, fdt, fset, n, cnt);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_nz_scan<<<1, NZ_T, 0, c->stream>>>(cnt, ntiles, dtotal);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status check_count_out(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *o = e->out[0];
+    if (o->dtype != RGPU_I64 || cpu_numel(o) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out[0] must be one int64 element, got %s with %lld elements",
+                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)cpu_numel(o));
+    return RGPU_OK;
+}
+
+// The count of flags, on the host (passes 1-2, one sync); the tile offsets
+// stay in *hold for pass 3.
+static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char *f, int fdt, int fset,
+                                 ix_scratch *hold, ix_scratch *htot, long long **tileoff, int64_t *count,
+                                 char *err, size_t errlen)
+{
+    IX_SCRATCH(*htot, dtotal, long long *, sizeof(long long), "a count");
+    CPU_FORWARD_IF_ERROR(nz_count(c, w, f, fdt, fset, hold, tileoff, dtotal, err, errlen));
+    long long t = 0;
+    RGPU_CUDA_TRY(cudaMemcpyAsync(&t, dtotal, sizeof t, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    *count = t;
+    return RGPU_OK;
+}
+
+// COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts); no sync.
+rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+    const rgpu_view *x = e->in[0];
+    ix_walk w;
+    ix_walk_init(&w, x->ndim, x->sizes);
+    ix_walk_strides(&w, 0, x);
+    ix_scratch hold(c);
+    long long *tileoff;
+    return nz_count(c, &w, (const char *)x->data, x->dtype, 0, &hold, &tileoff, (long long *)e->out[0]->data,
+                    err, errlen);
+}
+
+// NONZERO: out (n, ndim) i64 (or i32): the coordinates of x's nonzeros in row-major order.
+rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *out = e->out[0];
+    if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
+    ix_walk w;
+    ix_walk_init(&w, x->ndim, x->sizes);
+    ix_walk_strides(&w, 0, x);
+    ix_scratch hold(c), htot(c);
+    long long *tileoff;
+    int64_t n;
+    CPU_FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)x->data, x->dtype, 0, &hold, &htot, &tileoff, &n,
+                                       err, errlen));
+    if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
+                 (long long)n, x->ndim, (long long)n);
+    if (n == 0 || x->ndim == 0) return RGPU_OK;
+    long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
+    int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
+    k_nz_write<<<(unsigned)ntiles, NZ_T, 0, c->stream>>>(w, 0, NULL, 0, (const char *)x->data, x->dtype, 0, nel,
+                                                         tileoff, (char *)out->data, out->dtype,
+                                                         out->strides[0] * esz, out->strides[1] * esz, (int)esz);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// MASKED_SELECT: self and mask (bool) of one shape -> out (n,) = self's
+// elements where mask is true, row-major.
+rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    const rgpu_view *self = e->in[0], *mask = e->in[1];
+    rgpu_view *out = e->out[0];
+    if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
+    if (out->dtype != self->dtype)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
+    if (!cpu_index_same_shape(self, mask)) {
+        char a[96], b[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
+                 cpu_index_shape_str(self, a, sizeof a), cpu_index_shape_str(mask, b, sizeof b));
+    }
+    ix_walk w;
+    ix_walk_init(&w, self->ndim, self->sizes);
+    ix_walk_strides(&w, 0, self);
+    ix_walk_strides(&w, 1, mask);
+    ix_scratch hold(c), htot(c);
+    long long *tileoff;
+    int64_t n;
+    CPU_FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)mask->data, mask->dtype, 1, &hold, &htot, &tileoff, &n,
+                                       err, errlen));
+    if (out->ndim != 1 || out->sizes[0] != n)
+        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
+                 (long long)n, (long long)n);
+    if (n == 0) return RGPU_OK;
+    long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
+    int esz = (int)rgpu_dtype_size(self->dtype);
+    k_nz_write<<<(unsigned)ntiles, NZ_T, 0, c->stream>>>(w, 1, (const char *)self->data, self->dtype,
+                                                         (const char *)mask->data, mask->dtype, 1, nel, tileoff,
+                                                         (char *)out->data, out->dtype,
+                                                         out->strides[0] * (long long)esz, 0, esz);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Unique (torch.unique on CPU, which always sorts): on the host, as
+// cpu_index_data.c: values ascending, NaN after every number and each NaN
+// distinct, -0.0 == 0.0; equal values ordered by position, a group's value
+// is its first element's bits.
+
+struct uq_item {
+    union { double f; int64_t i; } k;
+    int64_t pos;
+};
+
+static int uq_cmp_f(const void *pa, const void *pb)
+{
+    const uq_item *a = (const uq_item *)pa, *b = (const uq_item *)pb;
+    double x = a->k.f, y = b->k.f;
+    bool xn = x != x, yn = y != y;
+    if (xn != yn) return xn ? 1 : -1;
+    if (!xn) {
+        if (x < y) return -1;
+        if (x > y) return 1;
+    }
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+static int uq_cmp_i(const void *pa, const void *pb)
+{
+    const uq_item *a = (const uq_item *)pa, *b = (const uq_item *)pb;
+    if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool want_inv = false, want_cnt = false, sorted;
+    if (count_only) {
+        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+        CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+    } else {
+        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
+        (void)sorted;   // CPU ATen sorts either way, and so do we
+        want_inv = want_inv && e->out[1] != NULL;
+        want_cnt = want_cnt && e->out[2] != NULL;
+        if (e->out[0]->dtype != e->in[0]->dtype)
+            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
+                     rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
+        if (want_inv && e->out[1]->dtype != RGPU_I64)
+            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
+        if (want_cnt && e->out[2]->dtype != RGPU_I64)
+            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
+        if (want_inv && !cpu_index_same_shape(e->out[1], e->in[0]))
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
+    }
+    const rgpu_view *x = e->in[0];
+    int64_t N = cpu_numel(x);
+    bool fl = cpu_dtype_is_float(x->dtype);
+    size_t esz = rgpu_dtype_size(x->dtype);
+    ix_host hraw, hit;
+    char *raw = NULL;
+    uq_item *it = NULL;
+    if (N > 0) {
+        raw = (char *)hraw.get((size_t)N * esz);
+        it = (uq_item *)hit.get((size_t)N * sizeof *it);
+        if (!raw || !it) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+        CPU_FORWARD_IF_ERROR(ix_download_view(c, x, raw, err, errlen));
+        for (int64_t i = 0; i < N; i++) {
+            const char *p = raw + (size_t)i * esz;
+            if (fl) it[i].k.f = cpu_load_f64(p, x->dtype);
+            else it[i].k.i = (int64_t)cpu_load_u64(p, x->dtype);
+            it[i].pos = i;
+        }
+        qsort(it, (size_t)N, sizeof *it, fl ? uq_cmp_f : uq_cmp_i);
+    }
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
+        if (!same) n++;
+    }
+    if (count_only) {
+        long long hn = n;
+        RGPU_CUDA_TRY(cudaMemcpyAsync(e->out[0]->data, &hn, sizeof hn, cudaMemcpyHostToDevice, c->stream), err, errlen);
+        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
+    if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n)))
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
+                 name, (long long)n, (long long)n);
+    if (N == 0) return RGPU_OK;
+    ix_host hv, hc, hi;
+    char *vals = (char *)hv.get((size_t)n * esz);
+    int64_t *cnts = co ? (int64_t *)hc.get((size_t)n * sizeof(int64_t)) : NULL;
+    int64_t *inv = want_inv ? (int64_t *)hi.get((size_t)N * sizeof(int64_t)) : NULL;
+    if (!vals || (co && !cnts) || (want_inv && !inv)) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory", name);
+    int64_t g = -1, cnt = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
+        if (!same) {
+            if (cnts && g >= 0) cnts[g] = cnt;
+            g++;
+            cnt = 0;
+            memcpy(vals + (size_t)g * esz, raw + (size_t)it[i].pos * esz, esz);
+        }
+        cnt++;
+        if (inv) inv[it[i].pos] = g;
+    }
+    if (cnts) cnts[g] = cnt;
+    CPU_FORWARD_IF_ERROR(ix_upload_view(c, vo, vals, err, errlen));
+    if (co) CPU_FORWARD_IF_ERROR(ix_upload_view(c, co, cnts, err, errlen));
+    if (inv) CPU_FORWARD_IF_ERROR(ix_upload_view(c, e->out[1], inv, err, errlen));
+    return RGPU_OK;
+}
+
+}  // namespace rgpu_ix

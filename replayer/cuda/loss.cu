@@ -1,0 +1,284 @@
+// loss.cu — nll_loss_forward and nll_loss_backward on the GPU (CPU reference:
+// r2_nll_loss / r2_nll_loss_backward in replayer/cpu/cpu_reduce2_norm.c).
+//
+// logp is (N, C) with target (N,), or (C,) with target () or (1,); weight? is
+// (C,); targets are int64 or uint8. Targets are checked on the device before
+// anything is written: a check kernel records the first bad position (integer
+// atomicMin: the same answer whatever the order), the entry point reads it
+// back and fails with the CPU's message. The compute kernels skip bad
+// targets too, so nothing is ever read out of bounds. The reduced loss is one
+// block folding its threads' partial sums in a fixed order, in double.
+#include "reduce.cuh"
+
+struct nll_shape {
+    bool batched;
+    int64_t N, C;
+    int64_t ls0, ls1;     // logp element strides: row, class
+    int64_t ts;           // target element stride
+    int64_t ws;           // weight element stride
+    int64_t reduction, ignore;
+};
+
+static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
+                                 int a0, nll_shape *s, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    RF_FORWARD(rf_arg(e, a0, RF_K(RGPU_ARG_INT), "reduction", err, errlen));
+    RF_FORWARD(rf_arg(e, a0 + 1, RF_K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    s->reduction = e->args[a0].v.i;
+    s->ignore = e->args[a0 + 1].v.i;
+    if (s->reduction < 0 || s->reduction > 2)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
+                (long long)s->reduction);
+    RF_FORWARD(rf_want_float(e, logp, "logp", err, errlen));
+    if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
+        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
+                rgpu_dtype_name(t->dtype));
+    if (logp->ndim < 1 || logp->ndim > 2)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
+    if (t->ndim > 1)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
+    s->batched = logp->ndim == 2;
+    s->N = s->batched ? logp->sizes[0] : 1;
+    s->C = logp->sizes[logp->ndim - 1];
+    s->ls0 = s->batched ? logp->strides[0] : 0;
+    s->ls1 = logp->strides[logp->ndim - 1];
+    s->ts = t->ndim == 1 ? t->strides[0] : 0;
+    if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
+                (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
+    if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
+                (long long)t->sizes[0]);
+    s->ws = 0;
+    if (w) {
+        RF_FORWARD(rf_want_float(e, w, "weight", err, errlen));
+        if (w->ndim != 1 || w->sizes[0] != s->C)
+            RF_FAIL(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
+                    "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
+        s->ws = w->strides[0];
+    }
+    return RGPU_OK;
+}
+
+__device__ __forceinline__ long long nll_target(const void *t, int tdt, long long ts, long long i)
+{
+    return (long long)rf_ld_u64(t, i * ts, tdt);
+}
+
+__global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
+                                 unsigned long long *bad)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long v = nll_target(t, tdt, ts, i);
+        if (v != ignore && (v < 0 || v >= C)) atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+// Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG with
+// the first bad one's value (checked before any write, as the CPU).
+static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *t, const nll_shape *s,
+                                     int64_t n, char *err, size_t errlen)
+{
+    if (n <= 0) return RGPU_OK;
+    unsigned long long *bad = (unsigned long long *)rgpu_cuda_scratch(c, sizeof *bad);
+    if (bad == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
+    unsigned long long first = ~0ull;
+    cudaError_t ce = cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream);
+    if (ce == cudaSuccess) {
+        long long nb = (n + 255) / 256;
+        if (nb > 4096) nb = 4096;
+        nll_check_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(t->data, t->dtype, s->ts, n, s->C, s->ignore, bad);
+        ce = cudaGetLastError();
+    }
+    if (ce == cudaSuccess) ce = cudaMemcpyAsync(&first, bad, sizeof first, cudaMemcpyDeviceToHost, c->stream);
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(c->stream);
+    rgpu_cuda_scratch_free(c, bad);
+    RGPU_CUDA_TRY(ce, err, errlen);
+    if (first == ~0ull) return RGPU_OK;
+    // the offending value, read back from the target tensor
+    int64_t v = 0;
+    const char *p = (const char *)t->data + (int64_t)first * s->ts * (int64_t)rgpu_dtype_size(t->dtype);
+    if (t->dtype == RGPU_I64) {
+        RGPU_CUDA_TRY(cudaMemcpyAsync(&v, p, sizeof v, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    } else {
+        uint8_t b = 0;
+        RGPU_CUDA_TRY(cudaMemcpyAsync(&b, p, 1, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        v = b;
+    }
+    if (t->dtype == RGPU_I64) RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RF_FAIL(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
+}
+
+struct nll_args {
+    long long N, C, ls0, ls1, ts, ws, ignore;
+    int reduction;
+    const void *logp, *t, *w;
+    int ldt, tdt, wdt;
+    void *loss, *tw;
+    long long los;      // loss element stride (per-row loss)
+    int lossdt, twdt;
+    // backward
+    const void *go, *twin;
+    long long gos;
+    int godt, twindt;
+    void *gx;
+    long long gs0, gs1;
+    int gxdt;
+};
+
+__device__ __forceinline__ bool nll_valid(long long c, const nll_args &a)
+{
+    return c != a.ignore && c >= 0 && c < a.C;
+}
+
+// reduction none with 2-d logp: loss_i = -w[t_i] * logp[i, t_i] (0 when ignored)
+__global__ void nll_rows_kernel(nll_args a)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.N;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long c = nll_target(a.t, a.tdt, a.ts, i);
+        double v = 0.0;
+        if (nll_valid(c, a)) {
+            double wc = a.w ? rf_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
+            v = __dmul_rn(-rf_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc);
+        }
+        rf_st_f64(a.loss, i * a.los, a.lossdt, v);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) rf_st_f64(a.tw, 0, a.twdt, 0.0);
+}
+
+// mean / sum: one block, thread t folds rows t, t + blockDim.x, .., then the
+// fixed block sum; mean = sum / total_weight (NaN for an empty logp).
+#define NLL_REDUCE_THREADS 512
+__global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args a)
+{
+    __shared__ double sh[32];
+    double sum = 0.0, wsum = 0.0;
+    const bool empty = a.N * a.C == 0;
+    for (long long i = threadIdx.x; !empty && i < a.N; i += blockDim.x) {
+        long long c = nll_target(a.t, a.tdt, a.ts, i);
+        if (!nll_valid(c, a)) continue;
+        double wc = a.w ? rf_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
+        sum = __dsub_rn(sum, __dmul_rn(rf_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
+        wsum += wc;
+    }
+    sum = rf_group_sum<true>(sum, sh);
+    wsum = rf_group_sum<true>(wsum, sh);
+    if (threadIdx.x == 0) {
+        double out = sum;
+        if (a.reduction == 1) out = empty ? (double)NAN : sum / wsum;
+        rf_st_f64(a.loss, 0, a.lossdt, out);
+        if (a.tw) rf_st_f64(a.tw, 0, a.twdt, wsum);
+    }
+}
+
+rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
+    rgpu_view *loss = e->out[0], *tw = e->out[1];
+    nll_shape s;
+    RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    bool per_row = s.reduction == 0 && s.batched;
+    RF_FORWARD(rf_want_float(e, loss, "out[0] (loss)", err, errlen));
+    RF_FORWARD(rf_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    if (tw) {
+        RF_FORWARD(rf_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+    }
+    // as ATen: a reduced loss over an empty logp checks no target
+    RF_FORWARD(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
+
+    nll_args a;
+    memset(&a, 0, sizeof a);
+    a.N = s.N; a.C = s.C; a.ls0 = s.ls0; a.ls1 = s.ls1; a.ts = s.ts; a.ws = s.ws; a.ignore = s.ignore;
+    a.reduction = (int)s.reduction;
+    a.logp = logp->data; a.ldt = logp->dtype;
+    a.t = t->data; a.tdt = t->dtype;
+    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    a.loss = loss->data; a.lossdt = loss->dtype;
+    a.tw = tw ? tw->data : NULL; a.twdt = tw ? tw->dtype : 0;
+    if (per_row) {
+        a.los = loss->ndim == 1 ? loss->strides[0] : 0;
+        long long nb = (s.N + 255) / 256;
+        if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+        if (nb < 1) nb = 1;   // still writes total_weight for N == 0
+        nll_rows_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    } else {
+        nll_reduce_kernel<<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+    }
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// in grad ((N,) for none with 2-d logp, else one element), logp, target,
+// weight?, total_weight (one element); out grad_input (logp's shape): zeros except
+//   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
+//   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean)
+// One thread per element of gx, so the zeros and the values are one pass.
+__global__ void nll_backward_kernel(nll_args a)
+{
+    const bool per_row = a.reduction == 0 && a.gos >= 0;
+    const long long total = a.N * a.C;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (long long)gridDim.x * blockDim.x) {
+        const long long i = k / a.C, cc = k - i * a.C;
+        double v = 0.0;
+        long long tc = nll_target(a.t, a.tdt, a.ts, i);
+        if (tc == cc && nll_valid(tc, a)) {
+            double wc = a.w ? rf_ld_f64(a.w, tc * a.ws, a.wdt) : 1.0;
+            double gi;
+            if (per_row) {
+                gi = -rf_ld_f64(a.go, i * a.gos, a.godt);
+            } else {
+                gi = -rf_ld_f64(a.go, 0, a.godt);
+                if (a.reduction == 1) gi /= rf_ld_f64(a.twin, 0, a.twindt);
+            }
+            v = __dmul_rn(wc, gi);
+        }
+        rf_st_f64(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
+    }
+}
+
+rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
+    rgpu_view *gx = e->out[0];
+    nll_shape s;
+    RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    bool per_row = s.reduction == 0 && s.batched;
+    RF_FORWARD(rf_want_float(e, go, "in[0] (grad)", err, errlen));
+    RF_FORWARD(rf_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    RF_FORWARD(rf_want_float(e, gx, "out[0]", err, errlen));
+    RF_FORWARD(rf_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) RF_FORWARD(rf_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    else if (rf_numel(go) != 1)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
+                (long long)rf_numel(go));
+    if (rf_numel(twv) != 1)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
+                name, (long long)rf_numel(twv));
+    RF_FORWARD(nll_check_targets(c, e, t, &s, s.N, err, errlen));
+    if (s.N * s.C == 0) return RGPU_OK;
+
+    nll_args a;
+    memset(&a, 0, sizeof a);
+    a.N = s.N; a.C = s.C; a.ls0 = s.ls0; a.ls1 = s.ls1; a.ts = s.ts; a.ws = s.ws; a.ignore = s.ignore;
+    a.reduction = (int)s.reduction;
+    a.logp = logp->data; a.ldt = logp->dtype;
+    a.t = t->data; a.tdt = t->dtype;
+    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    a.go = go->data; a.godt = go->dtype;
+    a.gos = per_row ? go->strides[0] : -1;   // -1: one grad element for all rows
+    a.twin = twv->data; a.twindt = twv->dtype;
+    a.gx = gx->data; a.gxdt = gx->dtype;
+    a.gs0 = s.batched ? gx->strides[0] : 0;
+    a.gs1 = gx->strides[gx->ndim - 1];
+    long long nb = (s.N * s.C + 255) / 256;
+    if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+    nll_backward_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}

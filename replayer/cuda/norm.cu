@@ -1,0 +1,380 @@
+// norm.cu — native_layer_norm and native_layer_norm_backward on the GPU (CPU
+// reference: r2_layer_norm / r2_layer_norm_backward in
+// replayer/cpu/cpu_reduce2_norm.c).
+//
+// x is (lead..., norm...) with norm = normalized_shape: M = prod(lead) rows
+// of N = prod(norm) elements; mean/rstd are (lead..., 1...); weight and bias
+// are norm-shaped. Per row (one warp for N <= RF_WARP_ROW_MAX — GPT's C = 384
+// — else one block), everything in double as the CPU, sums in a fixed
+// order. dw/db sum over rows in two fixed-order stages through scratch:
+// (column block, row chunk) partials, then one thread per column folds the
+// chunks in order. Elementwise formulas use _rn intrinsics so nothing is
+// contracted into an FMA the CPU does not do.
+#include "reduce.cuh"
+
+struct ln_shape {
+    int k, lead;
+    int64_t M, N;
+    int64_t norm[RF_MAXD];
+    int64_t stat[RF_MAXD];
+};
+
+static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, ln_shape *s, char *err,
+                                size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
+        RF_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
+                ns->v.ints.n, x->ndim, x->ndim);
+    s->k = (int)ns->v.ints.n;
+    s->lead = x->ndim - s->k;
+    s->M = 1; s->N = 1;
+    for (int d = 0; d < s->lead; d++) {
+        if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
+            RF_FAIL(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
+        s->stat[d] = x->sizes[d];
+    }
+    for (int d = 0; d < s->k; d++) {
+        s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
+        s->stat[s->lead + d] = 1;
+        if (s->norm[d] != x->sizes[s->lead + d])
+            RF_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
+                    (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
+        if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
+            RF_FAIL(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
+    }
+    return RGPU_OK;
+}
+
+// Element strides of v over the norm dims (the trailing k dims of v).
+static const int64_t *norm_strides(const rgpu_view *v, int k)
+{
+    return v ? v->strides + (v->ndim - k) : NULL;
+}
+
+// ---------------------------------------------------------------------------
+// native_layer_norm: in x, weight?, bias?; args ints normalized_shape, float
+// eps; outs y (x's shape), mean?, rstd? (stat shape).
+//   mean = sum(x)/N, var = sum((x - mean)^2)/N, rstd = 1/sqrt(var + eps)
+//   y = (x - mean) * rstd * w + b;  N == 0 gives mean 0, rstd NaN.
+
+struct ln_fwd_args {
+    rf_ctr<4> lead;     // x, y, mean, rstd over the leading dims
+    rf_ctr<4> row;      // x, y, w, b over the norm dims
+    long long N;
+    double rN, eps;
+    const void *x, *w, *b;
+    void *y, *mean, *rstd;
+    int xdt, wdt, bdt, ydt, mdt, rdt;
+};
+
+template <bool BLK> __global__ void ln_fwd_kernel(ln_fwd_args g)
+{
+    __shared__ double sh[32];
+    const rf_group gr = rf_group_of<BLK>();
+    for (long long m = gr.row0; m < g.lead.total; m += gr.rstep) {
+        long long lo[4];
+        rf_ctr_offs(g.lead, m, lo);
+        double mu = 0.0;
+        for (long long i = gr.lane; i < g.N; i += gr.size) {
+            long long ro[4];
+            rf_ctr_offs(g.row, i, ro);
+            mu += rf_ld_f64(g.x, lo[0] + ro[0], g.xdt);
+        }
+        mu = rf_group_sum<BLK>(mu, sh) * g.rN;
+        double var = 0.0;
+        for (long long i = gr.lane; i < g.N; i += gr.size) {
+            long long ro[4];
+            rf_ctr_offs(g.row, i, ro);
+            double d = rf_ld_f64(g.x, lo[0] + ro[0], g.xdt) - mu;
+            var = __dadd_rn(var, __dmul_rn(d, d));
+        }
+        var = rf_group_sum<BLK>(var, sh) * g.rN;
+        double rs = 1.0 / sqrt(var + g.eps);
+        if (g.N == 0) { mu = 0.0; rs = NAN; }
+        for (long long i = gr.lane; i < g.N; i += gr.size) {
+            long long ro[4];
+            rf_ctr_offs(g.row, i, ro);
+            double xv = rf_ld_f64(g.x, lo[0] + ro[0], g.xdt);
+            double wv = g.w ? rf_ld_f64(g.w, ro[2], g.wdt) : 1.0;
+            double bv = g.b ? rf_ld_f64(g.b, ro[3], g.bdt) : 0.0;
+            double yv = __dadd_rn(__dmul_rn(__dmul_rn(__dsub_rn(xv, mu), rs), wv), bv);
+            rf_st_f64(g.y, lo[1] + ro[1], g.ydt, yv);
+        }
+        if (gr.lane == 0) {
+            if (g.mean) rf_st_f64(g.mean, lo[2], g.mdt, mu);
+            if (g.rstd) rf_st_f64(g.rstd, lo[3], g.rdt, rs);
+        }
+    }
+}
+
+rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
+    rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    RF_FORWARD(rf_arg(e, 1, RF_K(RGPU_ARG_FLOAT) | RF_K(RGPU_ARG_INT), "eps", err, errlen));
+    double eps = rgpu_arg_as_f64(&e->args[1]);
+    ln_shape s;
+    RF_FORWARD(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    RF_FORWARD(rf_want_float(e, x, "in[0] (x)", err, errlen));
+    RF_FORWARD(rf_want_float(e, y, "out[0] (y)", err, errlen));
+    RF_FORWARD(rf_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    if (w) {
+        RF_FORWARD(rf_want_float(e, w, "in[1] (weight)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
+    }
+    if (b) {
+        RF_FORWARD(rf_want_float(e, b, "in[2] (bias)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
+    }
+    if (mean) RF_FORWARD(rf_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
+    if (rstd) RF_FORWARD(rf_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    if (s.M == 0) return RGPU_OK;
+
+    ln_fwd_args g;
+    memset(&g, 0, sizeof g);
+    rf_ctr_init(&g.lead, s.lead, x->sizes);
+    rf_ctr_set(&g.lead, 0, x->strides);
+    rf_ctr_set(&g.lead, 1, y->strides);
+    rf_ctr_set(&g.lead, 2, mean ? mean->strides : NULL);
+    rf_ctr_set(&g.lead, 3, rstd ? rstd->strides : NULL);
+    rf_ctr_coalesce(&g.lead);
+    rf_ctr_init(&g.row, s.k, s.norm);
+    rf_ctr_set(&g.row, 0, norm_strides(x, s.k));
+    rf_ctr_set(&g.row, 1, norm_strides(y, s.k));
+    rf_ctr_set(&g.row, 2, norm_strides(w, s.k));
+    rf_ctr_set(&g.row, 3, norm_strides(b, s.k));
+    rf_ctr_coalesce(&g.row);
+    g.N = s.N;
+    g.rN = 1.0 / (double)s.N;
+    g.eps = eps;
+    g.x = x->data; g.xdt = x->dtype;
+    g.w = w ? w->data : NULL; g.wdt = w ? w->dtype : 0;
+    g.b = b ? b->data : NULL; g.bdt = b ? b->dtype : 0;
+    g.y = y->data; g.ydt = y->dtype;
+    g.mean = mean ? mean->data : NULL; g.mdt = mean ? mean->dtype : 0;
+    g.rstd = rstd ? rstd->data : NULL; g.rdt = rstd ? rstd->dtype : 0;
+    const bool blk = s.N > RF_WARP_ROW_MAX;
+    const unsigned grid = rf_row_grid(g.lead.total, blk);
+    if (blk) ln_fwd_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    else ln_fwd_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// native_layer_norm_backward: in grad g, x, mean, rstd, weight?, bias?; args
+// ints normalized_shape; outs dx?, dw?, db?. With xhat = (x - mean) * rstd
+// and gw = g * w, per row:
+//   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
+//   dw = sum over rows of g * xhat,  db = sum over rows of g
+// mean/rstd are the saved ones (not recomputed), as ATen.
+
+struct ln_bwd_args {
+    rf_ctr<5> lead;     // g, x, mean, rstd, dx over the leading dims
+    rf_ctr<4> row;      // g, x, dx, w over the norm dims
+    long long M, N;
+    double rN;
+    const void *g, *x, *mean, *rstd, *w;
+    void *dx;
+    int gdt, xdt, mdt, rdt, wdt, dxdt;
+    // dw/db
+    long long nsplit, chunk;
+    double *partial;    // [2][nsplit][N]: dw then db
+    rf_ctr<2> prow;     // dw, db over the norm dims
+    void *dw, *db;
+    int dwdt, dbdt;
+};
+
+template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
+{
+    __shared__ double sh[32];
+    const rf_group gr = rf_group_of<BLK>();
+    for (long long m = gr.row0; m < a.lead.total; m += gr.rstep) {
+        long long lo[5];
+        rf_ctr_offs(a.lead, m, lo);
+        const double mu = rf_ld_f64(a.mean, lo[2], a.mdt);
+        const double rs = rf_ld_f64(a.rstd, lo[3], a.rdt);
+        double sgw = 0.0, sgwx = 0.0;
+        for (long long i = gr.lane; i < a.N; i += gr.size) {
+            long long ro[4];
+            rf_ctr_offs(a.row, i, ro);
+            double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            double gw = __dmul_rn(rf_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld_f64(a.w, ro[3], a.wdt) : 1.0);
+            sgw += gw;
+            sgwx = __dadd_rn(sgwx, __dmul_rn(gw, xh));
+        }
+        sgw = rf_group_sum<BLK>(sgw, sh);
+        sgwx = rf_group_sum<BLK>(sgwx, sh);
+        const double ma = sgw * a.rN, mb = sgwx * a.rN;
+        for (long long i = gr.lane; i < a.N; i += gr.size) {
+            long long ro[4];
+            rf_ctr_offs(a.row, i, ro);
+            double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            double gw = __dmul_rn(rf_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld_f64(a.w, ro[3], a.wdt) : 1.0);
+            double d = __dmul_rn(rs, __dsub_rn(__dsub_rn(gw, ma), __dmul_rn(xh, mb)));
+            rf_st_f64(a.dx, lo[4] + ro[2], a.dxdt, d);
+        }
+    }
+}
+
+// Stage 1 of dw/db: block (32, 8) owns 32 columns and the row chunk
+// blockIdx.y; thread (x, y) folds rows y, y + 8, .. of the chunk, then a
+// fixed tree over y.
+#define LN_BX 32
+#define LN_BY 8
+__global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
+{
+    __shared__ double shw[LN_BY][LN_BX], shb[LN_BY][LN_BX];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long s = blockIdx.y;
+    const long long m0 = s * a.chunk, m1 = min(a.M, m0 + a.chunk);
+    const long long ncb = (a.N + LN_BX - 1) / LN_BX;
+    for (long long cb = blockIdx.x; cb < ncb; cb += gridDim.x) {
+        const long long j = cb * LN_BX + tx;
+        double dw = 0.0, db = 0.0;
+        if (j < a.N) {
+            long long ro[4];
+            rf_ctr_offs(a.row, j, ro);
+            for (long long m = m0 + ty; m < m1; m += LN_BY) {
+                long long lo[5];
+                rf_ctr_offs(a.lead, m, lo);
+                double gv = rf_ld_f64(a.g, lo[0] + ro[0], a.gdt);
+                double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), rf_ld_f64(a.mean, lo[2], a.mdt)),
+                                      rf_ld_f64(a.rstd, lo[3], a.rdt));
+                dw = __dadd_rn(dw, __dmul_rn(gv, xh));
+                db += gv;
+            }
+        }
+        shw[ty][tx] = dw;
+        shb[ty][tx] = db;
+        __syncthreads();
+        for (int st = LN_BY / 2; st > 0; st >>= 1) {
+            if (ty < st) {
+                shw[ty][tx] += shw[ty + st][tx];
+                shb[ty][tx] += shb[ty + st][tx];
+            }
+            __syncthreads();
+        }
+        if (ty == 0 && j < a.N) {
+            a.partial[s * a.N + j] = shw[0][tx];
+            a.partial[(a.nsplit + s) * a.N + j] = shb[0][tx];
+        }
+        __syncthreads();
+    }
+}
+
+// Stage 2: one thread per column folds the chunks in order.
+__global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
+{
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < a.N;
+         j += (long long)gridDim.x * blockDim.x) {
+        double dw = a.partial[j], db = a.partial[a.nsplit * a.N + j];
+        for (long long s = 1; s < a.nsplit; s++) {
+            dw += a.partial[s * a.N + j];
+            db += a.partial[(a.nsplit + s) * a.N + j];
+        }
+        long long po[2];
+        rf_ctr_offs(a.prow, j, po);
+        if (a.dw) rf_st_f64(a.dw, po[0], a.dwdt, dw);
+        if (a.db) rf_st_f64(a.db, po[1], a.dbdt, db);
+    }
+}
+
+rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
+    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    ln_shape s;
+    RF_FORWARD(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    RF_FORWARD(rf_want_float(e, g, "in[0] (grad)", err, errlen));
+    RF_FORWARD(rf_want_float(e, x, "in[1] (x)", err, errlen));
+    RF_FORWARD(rf_want_float(e, mean, "in[2] (mean)", err, errlen));
+    RF_FORWARD(rf_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    RF_FORWARD(rf_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    RF_FORWARD(rf_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
+    RF_FORWARD(rf_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
+    if (w) {
+        RF_FORWARD(rf_want_float(e, w, "in[4] (weight)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
+    }
+    if (dx) {
+        RF_FORWARD(rf_want_float(e, dx, "out[0] (dx)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+    }
+    if (dw) {
+        RF_FORWARD(rf_want_float(e, dw, "out[1] (dw)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
+    }
+    if (db) {
+        RF_FORWARD(rf_want_float(e, db, "out[2] (db)", err, errlen));
+        RF_FORWARD(rf_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
+    }
+    if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
+
+    ln_bwd_args a;
+    memset(&a, 0, sizeof a);
+    rf_ctr_init(&a.lead, s.lead, x->sizes);
+    rf_ctr_set(&a.lead, 0, g->strides);
+    rf_ctr_set(&a.lead, 1, x->strides);
+    rf_ctr_set(&a.lead, 2, mean->strides);
+    rf_ctr_set(&a.lead, 3, rstd->strides);
+    rf_ctr_set(&a.lead, 4, dx ? dx->strides : NULL);
+    rf_ctr_coalesce(&a.lead);
+    rf_ctr_init(&a.row, s.k, s.norm);
+    rf_ctr_set(&a.row, 0, norm_strides(g, s.k));
+    rf_ctr_set(&a.row, 1, norm_strides(x, s.k));
+    rf_ctr_set(&a.row, 2, norm_strides(dx, s.k));
+    rf_ctr_set(&a.row, 3, norm_strides(w, s.k));
+    rf_ctr_coalesce(&a.row);
+    rf_ctr_init(&a.prow, s.k, s.norm);
+    rf_ctr_set(&a.prow, 0, norm_strides(dw, s.k));
+    rf_ctr_set(&a.prow, 1, norm_strides(db, s.k));
+    rf_ctr_coalesce(&a.prow);
+    a.M = s.M; a.N = s.N;
+    a.rN = 1.0 / (double)s.N;
+    a.g = g->data; a.gdt = g->dtype;
+    a.x = x->data; a.xdt = x->dtype;
+    a.mean = mean->data; a.mdt = mean->dtype;
+    a.rstd = rstd->data; a.rdt = rstd->dtype;
+    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    a.dx = dx ? dx->data : NULL; a.dxdt = dx ? dx->dtype : 0;
+    a.dw = dw ? dw->data : NULL; a.dwdt = dw ? dw->dtype : 0;
+    a.db = db ? db->data : NULL; a.dbdt = db ? db->dtype : 0;
+
+    if (dx && s.M > 0) {
+        const bool blk = s.N > RF_WARP_ROW_MAX;
+        const unsigned grid = rf_row_grid(s.M, blk);
+        if (blk) ln_bwd_dx_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        else ln_bwd_dx_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    if (dw == NULL && db == NULL) return RGPU_OK;
+
+    // row chunks: about 64 rows each, at most 256 chunks; M == 0 gives zeros
+    long long S = (s.M + 63) / 64;
+    if (S > 256) S = 256;
+    if (S < 1) S = 1;
+    a.chunk = s.M > 0 ? (s.M + S - 1) / S : 0;
+    if (s.M > 0) S = (s.M + a.chunk - 1) / a.chunk;
+    a.nsplit = S;
+    a.partial = (double *)rgpu_cuda_scratch(c, (size_t)2 * (size_t)S * (size_t)s.N * sizeof(double));
+    if (a.partial == NULL)
+        RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", name, S, (long long)s.N);
+    long long ncb = (s.N + LN_BX - 1) / LN_BX;
+    if (ncb > RF_MAX_GRID) ncb = RF_MAX_GRID;
+    ln_bwd_dwdb_partial_kernel<<<dim3((unsigned)ncb, (unsigned)S), dim3(LN_BX, LN_BY), 0, c->stream>>>(a);
+    cudaError_t ce = cudaGetLastError();
+    if (ce == cudaSuccess) {
+        long long nb = (s.N + 255) / 256;
+        if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+        ln_bwd_dwdb_final_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        ce = cudaGetLastError();
+    }
+    rgpu_cuda_scratch_free(c, a.partial);
+    RGPU_CUDA_TRY(ce, err, errlen);
+    return RGPU_OK;
+}

@@ -1,0 +1,681 @@
+// pool.cu — 2-d pooling on the CUDA backend, (N,C,H,W) or (C,H,W) input:
+// max_pool2d_with_indices, avg_pool2d, _adaptive_avg_pool2d and their
+// backwards. CPU reference: cpu_dense_pool.c (same checks, messages, window
+// arithmetic and compute types).
+//
+// Forward: one thread per output element, the window walked in the CPU's
+// order. Backward: one thread per input element, summing the contributions
+// of the outputs whose windows hold it in ascending output order, the order
+// the CPU's scatter adds them (f16/bf16 round after every add, as ATen's
+// kernels accumulate in the tensor's own type) — no atomics. Max pool
+// backward checks the indices first (a device flag read back on the host):
+// an index out of the plane fails as on the CPU; one inside the plane but
+// outside its output's window (not something max_pool2d writes) makes the
+// op fall back to one thread per plane scattering in output order.
+#include "dense.cuh"
+
+#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
+
+// ---------------------------------------------------------------------------
+// Geometry (as cpu_dense_pool.c)
+
+typedef struct pool_geom {
+    int64_t N, C, H, W, Ho, Wo;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil_mode, count_include_pad;
+    bool has_divisor;
+    int64_t divisor;
+} pool_geom;
+
+#define POOL_PARAM_MAX (1LL << 31)
+
+static int64_t div_floor(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode)
+{
+    int64_t o = div_floor(in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pad) o--;
+    return o;
+}
+
+static rgpu_status pool_pair(const rgpu_exec *e, int i, const char *what, bool allow_empty, const int64_t dflt[2],
+                             int64_t lo, int64_t out[2], char *err, size_t errlen)
+{
+    int64_t v[2];
+    uint32_t n;
+    TRY(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, 2, v, &n, err, errlen));
+    for (int d = 0; d < 2; d++) {
+        out[d] = n == 0 ? dflt[d] : n == 1 ? v[0] : v[d];
+        if (out[d] < lo || out[d] > POOL_PARAM_MAX)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op), what,
+                     (long long)out[d], (long long)lo, (long long)POOL_PARAM_MAX);
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
+{
+    char s[96];
+    if (x->ndim != 3 && x->ndim != 4)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected a 3-d or 4-d input, got %s", rgpu_op_name(e->op),
+                 dense_shape_str(s, sizeof s, x->sizes, x->ndim));
+    int l = x->ndim - 3;
+    for (int d = l; d < x->ndim; d++)
+        if (x->sizes[d] == 0)
+            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected non-empty C, H, W dims (only the batch may be 0), got %s",
+                     rgpu_op_name(e->op), dense_shape_str(s, sizeof s, x->sizes, x->ndim));
+    g->N = l ? x->sizes[0] : 1;
+    g->C = x->sizes[l];
+    g->H = x->sizes[l + 1];
+    g->W = x->sizes[l + 2];
+    return RGPU_OK;
+}
+
+static rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int64_t k[2], s[2], p[2], d[2] = { 1, 1 };
+    TRY(pool_pair(e, 0, "kernel_size", false, NULL, 1, k, err, errlen));
+    TRY(pool_pair(e, 1, "stride", true, k, 1, s, err, errlen));
+    TRY(pool_pair(e, 2, "padding", false, NULL, 0, p, err, errlen));
+    int next = 3;
+    if (is_max) TRY(pool_pair(e, next++, "dilation", false, NULL, 1, d, err, errlen));
+    TRY(dense_arg_bool(e, next++, "ceil_mode", &g->ceil_mode, err, errlen));
+    g->count_include_pad = true;
+    g->has_divisor = false;
+    if (!is_max) {
+        TRY(dense_arg_bool(e, next++, "count_include_pad", &g->count_include_pad, err, errlen));
+        if (!dense_arg_is_none(e, next)) {
+            TRY(dense_arg_int(e, next, "divisor_override", &g->divisor, err, errlen));
+            if (g->divisor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: divisor must be not zero", name);
+            g->has_divisor = true;
+        }
+    }
+    if (k[0] / 2 < p[0] || k[1] / 2 < p[1])
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: pad should be at most half of kernel size, got pad (%lld, %lld), kernel (%lld, %lld)",
+                 name, (long long)p[0], (long long)p[1], (long long)k[0], (long long)k[1]);
+    g->kh = k[0]; g->kw = k[1]; g->sh = s[0]; g->sw = s[1];
+    g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
+    g->Ho = pool_out_size(g->H, g->kh, g->ph, g->sh, g->dh, g->ceil_mode);
+    g->Wo = pool_out_size(g->W, g->kw, g->pw, g->sw, g->dw, g->ceil_mode);
+    if (g->Ho < 1 || g->Wo < 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: input (%lld, %lld) gives output size (%lld, %lld), too small", name,
+                 (long long)g->H, (long long)g->W, (long long)g->Ho, (long long)g->Wo);
+    return RGPU_OK;
+}
+
+static void pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
+{
+    for (int d = 0; d < x->ndim; d++) out[d] = x->sizes[d];
+    out[x->ndim - 2] = h;
+    out[x->ndim - 1] = w;
+}
+
+// ---------------------------------------------------------------------------
+// Device side. Tensors as (N, C, h, w) with element strides s[4].
+
+struct t4 {
+    char *p;
+    int dt;
+    int64_t s[4];
+};
+
+static t4 t4_of(const rgpu_view *v)
+{
+    rgpu_view v4 = v->ndim == 3 ? dense_unsqueeze(v, 0) : *v;
+    t4 t;
+    t.p = (char *)v4.data;
+    t.dt = v4.dtype;
+    for (int d = 0; d < 4; d++) t.s[d] = v4.strides[d];
+    return t;
+}
+
+__device__ __forceinline__ char *at4(const t4 &t, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    return t.p + (n * t.s[0] + c * t.s[1] + h * t.s[2] + w * t.s[3]) * dcu::esize(t.dt);
+}
+
+struct dgeom {
+    int64_t N, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+    bool count_include_pad, has_divisor;
+    int64_t divisor;
+};
+
+static dgeom dgeom_of(const pool_geom *g)
+{
+    dgeom d = { g->N, g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw,
+                g->count_include_pad, g->has_divisor, g->divisor };
+    return d;
+}
+
+__device__ __forceinline__ int64_t dfloor(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int64_t dceil(int64_t a, int64_t b) { return -dfloor(-a, b); }
+
+// Outputs o in [lo, hi] along one dim whose window start o*s - p satisfies
+// start <= i <= start + ext (ext = extent - 1 of the window's bounding box).
+__device__ __forceinline__ void out_range(int64_t i, int64_t s, int64_t p, int64_t ext, int64_t no, int64_t *lo,
+                                          int64_t *hi)
+{
+    int64_t a = dceil(i + p - ext, s), b = dfloor(i + p, s);
+    *lo = a > 0 ? a : 0;
+    *hi = b < no - 1 ? b : no - 1;
+}
+
+template <typename T> __device__ __forceinline__ T lowest();
+template <> __device__ __forceinline__ float lowest<float>() { return -INFINITY; }
+template <> __device__ __forceinline__ double lowest<double>() { return -INFINITY; }
+template <> __device__ __forceinline__ int64_t lowest<int64_t>() { return INT64_MIN; }
+template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
+template <typename T> __device__ __forceinline__ T load_val(const char *p, int dt) { return dcu::load<T>(p, dt); }
+template <> __device__ __forceinline__ int64_t load_val<int64_t>(const char *p, int dt) { return (int64_t)dcu::load_u64(p, dt); }
+__device__ __forceinline__ void store_val(char *p, int dt, float v) { dcu::store_f32(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, double v) { dcu::store_f64(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, int64_t v) { dcu::store_u64(p, dt, (uint64_t)v); }
+
+template <typename T>
+static __global__ void max_fwd_kernel(dgeom g, t4 x, t4 y, t4 ind)
+{
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    DCU_LOOP(t, total) {
+        int64_t ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t ih0 = oh * g.sh - g.ph;
+        int64_t ih1 = ih0 + (g.kh - 1) * g.dh + 1;
+        if (ih1 > g.H) ih1 = g.H;
+        while (ih0 < 0) ih0 += g.dh;
+        int64_t iw0 = ow * g.sw - g.pw;
+        int64_t iw1 = iw0 + (g.kw - 1) * g.dw + 1;
+        if (iw1 > g.W) iw1 = g.W;
+        while (iw0 < 0) iw0 += g.dw;
+        int64_t maxindex = ih0 * g.W + iw0;
+        T maxval = lowest<T>();
+        for (int64_t ih = ih0; ih < ih1; ih += g.dh)
+            for (int64_t iw = iw0; iw < iw1; iw += g.dw) {
+                T v = load_val<T>(at4(x, n, c, ih, iw), x.dt);
+                if (v > maxval || is_nan(v)) { maxval = v; maxindex = ih * g.W + iw; }
+            }
+        store_val(at4(y, n, c, oh, ow), y.dt, maxval);
+        *(int64_t *)at4(ind, n, c, oh, ow) = maxindex;
+    }
+}
+
+// Index check: flags[0] = smallest linear output position with an index out
+// of the plane (UINT64_MAX: none); flags[1] != 0 when an index is in the
+// plane but outside its output's window bounding box.
+static __global__ void max_check_kernel(dgeom g, t4 ind, unsigned long long *flags)
+{
+    int64_t total = g.N * g.C * g.Ho * g.Wo, hw = g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
+        if (k == -1) continue;
+        if (k < 0 || k >= hw) { atomicMin(&flags[0], (unsigned long long)t); continue; }
+        int64_t kh_ = k / g.W, kw_ = k % g.W;
+        int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+        if (kh_ < h0 || kh_ > h0 + (g.kh - 1) * g.dh || kw_ < w0 || kw_ > w0 + (g.kw - 1) * g.dw)
+            atomicOr(&flags[1], 1ull);
+    }
+}
+
+// One thread per dx element: sum grad over the outputs (ascending) whose
+// index names it. T is float (rounded to dx's dtype after each add) or double.
+template <typename T>
+static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
+{
+    int64_t total = g.N * g.C * g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t iw = t % g.W, r = t / g.W;
+        int64_t ih = r % g.H; r /= g.H;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t k = ih * g.W + iw, oh0, oh1, ow0, ow1;
+        out_range(ih, g.sh, g.ph, (g.kh - 1) * g.dh, g.Ho, &oh0, &oh1);
+        out_range(iw, g.sw, g.pw, (g.kw - 1) * g.dw, g.Wo, &ow0, &ow1);
+        T acc = 0;
+        for (int64_t oh = oh0; oh <= oh1; oh++)
+            for (int64_t ow = ow0; ow <= ow1; ow++)
+                if (*(const int64_t *)at4(ind, n, c, oh, ow) == k) {
+                    acc = acc + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                    if (sizeof(T) == 4) acc = (T)dcu::rnd_dt(dx.dt, (float)acc);
+                }
+        store_val(at4(dx, n, c, ih, iw), dx.dt, acc);
+    }
+}
+
+// Fallback: one thread per plane, zero it, then scatter in output order.
+template <typename T>
+static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
+{
+    int64_t planes = g.N * g.C;
+    DCU_LOOP(pl, planes) {
+        int64_t c = pl % g.C, n = pl / g.C;
+        for (int64_t ih = 0; ih < g.H; ih++)
+            for (int64_t iw = 0; iw < g.W; iw++) store_val(at4(dx, n, c, ih, iw), dx.dt, (T)0);
+        for (int64_t oh = 0; oh < g.Ho; oh++)
+            for (int64_t ow = 0; ow < g.Wo; ow++) {
+                int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
+                if (k < 0 || k >= g.H * g.W) continue;   /* -1; bad ones were refused before */
+                char *p = at4(dx, n, c, k / g.W, k % g.W);
+                T v = dcu::load<T>(p, dx.dt) + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                store_val(p, dx.dt, v);   /* f16/bf16: the store is the rounding */
+            }
+    }
+}
+
+// Avg window of output (oh, ow): clipped bounds and divisor (as the CPU).
+__device__ __forceinline__ bool avg_window(const dgeom &g, int64_t oh, int64_t ow, int64_t *ih0, int64_t *ih1,
+                                           int64_t *iw0, int64_t *iw1, int64_t *div)
+{
+    int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    int64_t h1 = h0 + g.kh, w1 = w0 + g.kw;
+    if (h1 > g.H + g.ph) h1 = g.H + g.ph;
+    if (w1 > g.W + g.pw) w1 = g.W + g.pw;
+    int64_t pool_size = (h1 - h0) * (w1 - w0);
+    if (h0 < 0) h0 = 0;
+    if (w0 < 0) w0 = 0;
+    if (h1 > g.H) h1 = g.H;
+    if (w1 > g.W) w1 = g.W;
+    *ih0 = h0; *ih1 = h1; *iw0 = w0; *iw1 = w1;
+    if (h0 >= h1 || w0 >= w1) return false;
+    *div = g.has_divisor ? g.divisor : g.count_include_pad ? pool_size : (h1 - h0) * (w1 - w0);
+    return true;
+}
+
+__device__ __forceinline__ int64_t idiv(int64_t a, int64_t b)
+{
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);
+    return a / b;
+}
+
+// T: float, double or uint64_t (int64 input, wrapping sum, truncating division).
+template <typename T> __device__ __forceinline__ T avg_div(T sum, int64_t div) { return sum / (T)div; }
+template <> __device__ __forceinline__ uint64_t avg_div<uint64_t>(uint64_t sum, int64_t div)
+{
+    return (uint64_t)idiv((int64_t)sum, div);
+}
+
+template <typename T>
+static __global__ void avg_fwd_kernel(dgeom g, t4 x, t4 y)
+{
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    DCU_LOOP(t, total) {
+        int64_t ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t h0, h1, w0, w1, div = 1;
+        bool any = avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);
+        T sum = 0;
+        if (any)
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
+        dcu::store(at4(y, n, c, oh, ow), y.dt, any ? avg_div<T>(sum, div) : (T)0);
+    }
+}
+
+template <typename T>
+static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
+{
+    int64_t total = g.N * g.C * g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t iw = t % g.W, r = t / g.W;
+        int64_t ih = r % g.H; r /= g.H;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t oh0, oh1, ow0, ow1;
+        out_range(ih, g.sh, g.ph, g.kh - 1, g.Ho, &oh0, &oh1);
+        out_range(iw, g.sw, g.pw, g.kw - 1, g.Wo, &ow0, &ow1);
+        T acc = 0;
+        for (int64_t oh = oh0; oh <= oh1; oh++)
+            for (int64_t ow = ow0; ow <= ow1; ow++) {
+                int64_t h0, h1, w0, w1, div = 1;
+                if (!avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div)) continue;
+                if (ih < h0 || ih >= h1 || iw < w0 || iw >= w1) continue;
+                T d = avg_div<T>(dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
+                if (sizeof(T) == 4) {
+                    d = (T)dcu::rnd_dt(dx.dt, (float)d);
+                    acc = (T)dcu::rnd_dt(dx.dt, (float)(acc + d));
+                } else {
+                    acc = acc + d;
+                }
+            }
+        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+    }
+}
+
+// Adaptive windows: [start, end) of output o of n over an input of size in.
+__device__ __forceinline__ int64_t ad_start(int64_t o, int64_t n, int64_t in) { return (o / n) * in + ((o % n) * in) / n; }
+__device__ __forceinline__ int64_t ad_end(int64_t o, int64_t n, int64_t in) { return 1 + ((o + 1) * in - 1) / n; }
+
+// Outputs [lo, hi] (along one dim) whose adaptive windows hold input i: both
+// bounds are monotone in o, so binary searches find the range.
+__device__ inline void ad_range(int64_t i, int64_t no, int64_t in, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = no;   /* first o with end(o) > i */
+    while (a < b) { int64_t m = a + (b - a) / 2; if (ad_end(m, no, in) > i) b = m; else a = m + 1; }
+    *lo = a;
+    a = 0; b = no;           /* first o with start(o) > i, minus one */
+    while (a < b) { int64_t m = a + (b - a) / 2; if (ad_start(m, no, in) > i) b = m; else a = m + 1; }
+    *hi = a - 1;
+}
+
+template <typename T>
+static __global__ void adaptive_fwd_kernel(dgeom g, t4 x, t4 y)
+{
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    DCU_LOOP(t, total) {
+        int64_t ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t h0 = ad_start(oh, g.Ho, g.H), h1 = ad_end(oh, g.Ho, g.H);
+        int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
+        T sum = 0;
+        for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
+        dcu::store(at4(y, n, c, oh, ow), y.dt, sum / (T)(h1 - h0) / (T)(w1 - w0));
+    }
+}
+
+template <typename T>
+static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
+{
+    int64_t total = g.N * g.C * g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t iw = t % g.W, r = t / g.W;
+        int64_t ih = r % g.H; r /= g.H;
+        int64_t c = r % g.C, n = r / g.C;
+        int64_t oh0, oh1, ow0, ow1;
+        ad_range(ih, g.Ho, g.H, &oh0, &oh1);
+        ad_range(iw, g.Wo, g.W, &ow0, &ow1);
+        T acc = 0;
+        for (int64_t oh = oh0; oh <= oh1; oh++) {
+            int64_t h0 = ad_start(oh, g.Ho, g.H), h1 = ad_end(oh, g.Ho, g.H);
+            if (ih < h0 || ih >= h1) continue;
+            for (int64_t ow = ow0; ow <= ow1; ow++) {
+                int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
+                if (iw < w0 || iw >= w1) continue;
+                T gv = dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                if (sizeof(T) == 4) {
+                    float d = dcu::rnd_dt(dx.dt, dcu::rnd_dt(dx.dt, (float)gv / (float)(h1 - h0)) / (float)(w1 - w0));
+                    acc = (T)dcu::rnd_dt(dx.dt, (float)acc + d);
+                } else {
+                    acc = acc + gv / (T)(h1 - h0) / (T)(w1 - w0);
+                }
+            }
+        }
+        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+    }
+}
+
+// dx = 0 (through its strides).
+static __global__ void zero_kernel(dgeom g, t4 dx)
+{
+    int64_t total = g.N * g.C * g.H * g.W;
+    DCU_LOOP(t, total) {
+        int64_t iw = t % g.W, r = t / g.W;
+        int64_t ih = r % g.H; r /= g.H;
+        int64_t c = r % g.C, n = r / g.C;
+        dcu::store_f64(at4(dx, n, c, ih, iw), dx.dt, 0.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Launch helpers
+
+#define LAUNCH(kernel, total, ...) do {                                                         \
+        if ((total) > 0) {                                                                      \
+            kernel<<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(__VA_ARGS__);         \
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);                                                \
+        }                                                                                       \
+    } while (0)
+
+static rgpu_status max_forward(rgpu_cuda_ctx *c, const pool_geom *pg, const rgpu_view *x, rgpu_view *y,
+                               rgpu_view *ind, char *err, size_t errlen)
+{
+    dgeom g = dgeom_of(pg);
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    int ct = dense_ct_of(x->dtype);
+    if (ct == DCT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    else if (ct == DCT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    else LAUNCH(max_fwd_kernel<int64_t>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    return RGPU_OK;
+}
+
+static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_geom *pg, const rgpu_view *gr,
+                                const rgpu_view *ind, rgpu_view *dx, char *err, size_t errlen)
+{
+    dgeom g = dgeom_of(pg);
+    int64_t nout = g.N * g.C * g.Ho * g.Wo, nin = g.N * g.C * g.H * g.W;
+    if (nin == 0) return RGPU_OK;
+    dcu::scratch sc(c);
+    unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
+    if (!flags) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", name);
+    unsigned long long host[2] = { ~0ull, 0ull };
+    RGPU_CUDA_TRY(cudaMemcpyAsync(flags, host, sizeof host, cudaMemcpyHostToDevice, c->stream), err, errlen);
+    t4 ti = t4_of(ind), tg = t4_of(gr), td = t4_of(dx);
+    LAUNCH(max_check_kernel, nout, g, ti, flags);
+    RGPU_CUDA_TRY(cudaMemcpyAsync(host, flags, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    if (host[0] != ~0ull) {
+        /* the CPU reports the first bad index in (n, c, output) order: read its value */
+        int64_t t = (int64_t)host[0], ow = t % g.Wo, r = t / g.Wo;
+        int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t ch = r % g.C, n = r / g.C;
+        int64_t k = 0;
+        const char *p = ti.p + (n * ti.s[0] + ch * ti.s[1] + oh * ti.s[2] + ow * ti.s[3]) * 8;
+        RGPU_CUDA_TRY(cudaMemcpyAsync(&k, p, 8, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
+                 (long long)(g.H * g.W));
+    }
+    bool f64 = dx->dtype == RGPU_F64;
+    if (host[1] != 0) {
+        if (f64) LAUNCH(max_bwd_plane_kernel<double>, g.N * g.C, g, tg, ti, td);
+        else LAUNCH(max_bwd_plane_kernel<float>, g.N * g.C, g, tg, ti, td);
+    } else {
+        if (f64) LAUNCH(max_bwd_kernel<double>, nin, g, tg, ti, td);
+        else LAUNCH(max_bwd_kernel<float>, nin, g, tg, ti, td);
+    }
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Entry points
+
+/* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
+static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x = e->in[0];
+    rgpu_view *y = e->out[0], *ind = e->out[1];
+    pool_geom g;
+    TRY(pool_input(e, x, &g, err, errlen));
+    TRY(pool_args(e, true, &g, err, errlen));
+    if (x->dtype == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    if (y->dtype != x->dtype || ind->dtype != RGPU_I64)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
+                 rgpu_dtype_name(x->dtype), rgpu_dtype_name(y->dtype), rgpu_dtype_name(ind->dtype));
+    int64_t ys[4];
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    TRY(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    return max_forward(c, &g, x, y, ind, err, errlen);
+}
+
+/* in grad, x, indices; same args as forward; out dx */
+static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *gr = e->in[0], *x = e->in[1], *ind = e->in[2];
+    rgpu_view *dx = e->out[0];
+    pool_geom g;
+    TRY(pool_input(e, x, &g, err, errlen));
+    TRY(pool_args(e, true, &g, err, errlen));
+    if (!cpu_dtype_is_float(x->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
+    if (gr->dtype != x->dtype || dx->dtype != x->dtype || ind->dtype != RGPU_I64)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
+                 rgpu_dtype_name(x->dtype));
+    int64_t ys[4];
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    TRY(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    return max_backward(c, name, &g, gr, ind, dx, err, errlen);
+}
+
+static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t errlen)
+{
+    if (!cpu_dtype_is_float(dt) && dt != RGPU_I64)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating or int64, as ATen)",
+                 rgpu_op_name(e->op), rgpu_dtype_name(dt));
+    return RGPU_OK;
+}
+
+/* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
+static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *y = e->out[0];
+    pool_geom g;
+    TRY(pool_input(e, x, &g, err, errlen));
+    TRY(pool_args(e, false, &g, err, errlen));
+    TRY(avg_check_dtype(e, x->dtype, err, errlen));
+    if (y->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
+                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
+    int64_t ys[4];
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    dgeom dg = dgeom_of(&g);
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    int ct = dense_ct_of(x->dtype);
+    if (ct == DCT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
+    else if (ct == DCT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
+    else LAUNCH(avg_fwd_kernel<uint64_t>, total, dg, t4_of(x), t4_of(y));
+    return RGPU_OK;
+}
+
+/* in grad, x; same args as forward; out dx */
+static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const rgpu_view *gr = e->in[0], *x = e->in[1];
+    rgpu_view *dx = e->out[0];
+    pool_geom g;
+    TRY(pool_input(e, x, &g, err, errlen));
+    TRY(pool_args(e, false, &g, err, errlen));
+    TRY(avg_check_dtype(e, x->dtype, err, errlen));
+    if (gr->dtype != x->dtype || dx->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
+                 rgpu_dtype_name(x->dtype));
+    int64_t ys[4];
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    dgeom dg = dgeom_of(&g);
+    int64_t total = g.N * g.C * g.H * g.W;
+    int ct = dense_ct_of(x->dtype);
+    if (ct == DCT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
+    else if (ct == DCT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
+    else LAUNCH(avg_bwd_kernel<uint64_t>, total, dg, t4_of(gr), t4_of(dx));
+    return RGPU_OK;
+}
+
+static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
+{
+    TRY(pool_input(e, x, g, err, errlen));
+    if (!cpu_dtype_is_float(x->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", rgpu_op_name(e->op),
+                 rgpu_dtype_name(x->dtype));
+    int64_t p;
+    if (__builtin_mul_overflow(g->Ho + 1, g->H, &p) || __builtin_mul_overflow(g->Wo + 1, g->W, &p))
+        CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: output size times input size overflows", rgpu_op_name(e->op));
+    return RGPU_OK;
+}
+
+/* in x; ints output_size (2) */
+static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *y = e->out[0];
+    pool_geom g;
+    memset(&g, 0, sizeof g);
+    int64_t os[2];
+    uint32_t n;
+    TRY(dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
+    if (os[0] < 0 || os[1] < 0)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
+                 (long long)os[0], (long long)os[1]);
+    g.Ho = os[0]; g.Wo = os[1];
+    int64_t ys[4];
+    TRY(pool_input(e, x, &g, err, errlen));
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    TRY(adaptive_common(e, x, &g, err, errlen));
+    if (y->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
+                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
+    if (cpu_numel(y) == 0) return RGPU_OK;
+    dgeom dg = dgeom_of(&g);
+    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    if (x->dtype == RGPU_F64) LAUNCH(adaptive_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
+    else LAUNCH(adaptive_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
+    return RGPU_OK;
+}
+
+/* in grad (.., Ho, Wo), x; out dx */
+static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    TRY(dense_check_io(e, 0, 0, err, errlen));
+    const rgpu_view *gr = e->in[0], *x = e->in[1];
+    rgpu_view *dx = e->out[0];
+    pool_geom g;
+    memset(&g, 0, sizeof g);
+    TRY(pool_input(e, x, &g, err, errlen));
+    if (gr->ndim != x->ndim)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
+    g.Ho = gr->sizes[gr->ndim - 2];
+    g.Wo = gr->sizes[gr->ndim - 1];
+    int64_t ys[4];
+    pool_shape(x, g.Ho, g.Wo, ys);
+    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    TRY(adaptive_common(e, x, &g, err, errlen));
+    if (gr->dtype != x->dtype || dx->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
+                 rgpu_dtype_name(x->dtype));
+    dgeom dg = dgeom_of(&g);
+    int64_t total = g.N * g.C * g.H * g.W;
+    if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+        LAUNCH(zero_kernel, total, dg, t4_of(dx));
+        return RGPU_OK;
+    }
+    if (x->dtype == RGPU_F64) LAUNCH(adaptive_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
+    else LAUNCH(adaptive_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_cuda_dense_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    switch (e->op) {
+    case RGPU_OP_MAX_POOL2D:                   return max_pool(c, e, err, errlen);
+    case RGPU_OP_MAX_POOL2D_BACKWARD:          return max_pool_backward(c, e, err, errlen);
+    case RGPU_OP_AVG_POOL2D:                   return avg_pool(c, e, err, errlen);
+    case RGPU_OP_AVG_POOL2D_BACKWARD:          return avg_pool_backward(c, e, err, errlen);
+    case RGPU_OP_ADAPTIVE_AVG_POOL2D:          return adaptive_pool(c, e, err, errlen);
+    default:                                   return adaptive_pool_backward(c, e, err, errlen);
+    }
+}

@@ -1,0 +1,440 @@
+// random.cu — the random ops (uniform_, normal_, bernoulli, random_.from,
+// randperm) and native_dropout (+ backward) on the GPU (CPU reference:
+// replayer/cpu/cpu_index_random.c, same checks and messages).
+//
+// Every value comes from replayer/cpu/philox.h, the cross-backend contract:
+// element i (row-major over the op's logical output shape, whatever its
+// strides) draws Philox4x32-10(key = seed, counter = (i, offset)); one
+// thread per element, so launch shapes never change values. Arithmetic is
+// written with explicit round-to-nearest intrinsics (__fmul_rn, __dadd_rn,
+// ...) so nvcc cannot contract a * b + c into an fma: uniform_, bernoulli,
+// random_, randperm and the dropout masks/outputs are bit-identical to the
+// CPU. normal_ uses CUDA's double log/cos (within 1-2 ulp of glibc), so it
+// agrees with the CPU to rounding, possibly not in the last bit.
+// randperm sorts on the host (keys drawn there with the same philox.h).
+#include "index.cuh"
+#include "cpu/philox.h"
+
+namespace rgpu_ix {
+
+static rgpu_status seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+                               char *err, size_t errlen)
+{
+    int64_t s, o;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, i, "seed", &s, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, i + 1, "offset", &o, err, errlen));
+    *seed = (uint64_t)s;
+    *offset = (uint64_t)o;
+    return RGPU_OK;
+}
+
+static rgpu_status need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
+{
+    if (!cpu_dtype_is_float(v->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s dtype %s is not floating", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(v->dtype));
+    return RGPU_OK;
+}
+
+static double float_max(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: return 3.4028234663852886e38;
+    case RGPU_F16: return 65504.0;
+    case RGPU_BF16: return 3.3895313892515355e38;
+    default: return 1.7976931348623157e308;
+    }
+}
+
+static int64_t float_digits_pow(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: return INT64_C(1) << 24;
+    case RGPU_F16: return INT64_C(1) << 11;
+    case RGPU_BF16: return INT64_C(1) << 8;
+    default: return INT64_C(1) << 53;
+    }
+}
+
+static void int_range(int dt, int64_t *lo, int64_t *hi)
+{
+    switch (dt) {
+    case RGPU_I64: *lo = INT64_MIN; *hi = INT64_MAX; break;
+    case RGPU_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case RGPU_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
+    case RGPU_I8:  *lo = INT8_MIN;  *hi = INT8_MAX; break;
+    case RGPU_U8:  *lo = 0; *hi = UINT8_MAX; break;
+    default:       *lo = 0; *hi = 1; break;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The per-element generators (cpu_index_random.c's rnd_element).
+
+struct rnd_args {
+    int kind;               // RGPU_OP_*
+    uint64_t seed, offset;
+    double a, b;            // uniform: from, to; normal: mean, std; bernoulli: p
+    float af, bf;           // uniform in f32: (float)from, (float)to
+    uint64_t from, range;   // random_: range 0 means 2^64
+    const char *p;          // bernoulli p tensor (walk set 1) or NULL
+    int pdt;
+};
+
+// w: out's shape; set 0 out, set 1 p (broadcast)
+__global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        uint32_t wd[4];
+        rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, wd);
+        char *o = out + off[0];
+        switch (r.kind) {
+        case RGPU_OP_UNIFORM:
+            if (dt == RGPU_F64)
+                ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
+            else
+                ix_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
+            break;
+        case RGPU_OP_NORMAL: {
+            double u1 = rgpu_philox_bm_u1(wd), u2 = rgpu_philox_bm_u2(wd);
+            double z = __dmul_rn(__dsqrt_rn(__dmul_rn(-2.0, log(u1))),
+                                 cos(__dmul_rn(2.0 * 3.14159265358979323846, u2)));
+            ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
+            break;
+        }
+        case RGPU_OP_BERNOULLI: {
+            double p = r.p ? ix_load_f64(r.p + off[1], r.pdt) : r.a;
+            ix_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
+            break;
+        }
+        default: {   // RANDOM
+            uint64_t v = rgpu_philox_r64(wd);
+            ix_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
+            break;
+        }
+        }
+    }
+}
+
+// First element (row-major) of p outside [0, 1] (NaN included).
+__global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigned long long *bad)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        double v = ix_load_f64(p + off[0], dt);
+        if (!(v >= 0.0 && v <= 1.0)) atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view *p, rgpu_view *out,
+                            char *err, size_t errlen)
+{
+    long long n = cpu_numel(out);
+    if (n == 0) return RGPU_OK;
+    ix_walk w;
+    ix_walk_init(&w, out->ndim, out->sizes);
+    ix_walk_strides(&w, 0, out);
+    if (p) {   // p broadcast to out, trailing dims aligned
+        int lead = out->ndim - p->ndim;
+        long long esz = (long long)rgpu_dtype_size(p->dtype);
+        for (int d = 0; d < p->ndim; d++) w.st[1][lead + d] = p->sizes[d] == 1 ? 0 : p->strides[d] * esz;
+    }
+    k_random<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, out->dtype, *r, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// p (a bernoulli probability tensor) broadcasts to out, and every p is in [0, 1].
+static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
+                                  char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(need_float(e, p, "p", err, errlen));
+    bool ok = p->ndim <= out->ndim;
+    int lead = out->ndim - p->ndim;
+    for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
+    if (!ok) {
+        char a[96], b[96];
+        CPU_FAIL(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
+                 cpu_index_shape_str(p, a, sizeof a), cpu_index_shape_str(out, b, sizeof b));
+    }
+    long long n = cpu_numel(p);
+    if (n == 0) return RGPU_OK;
+    ix_walk w;
+    ix_walk_init(&w, p->ndim, p->sizes);
+    ix_walk_strides(&w, 0, p);
+    ix_scratch s(c);
+    IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the p check");
+    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
+    k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n, bad);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    unsigned long long pos = 0;
+    RGPU_CUDA_TRY(cudaMemcpyAsync(&pos, bad, sizeof pos, cudaMemcpyDeviceToHost, c->stream), err, errlen);
+    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    if (pos == ~0ull) return RGPU_OK;
+    long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
+    char buf[8] = { 0 };
+    RGPU_CUDA_TRY(ix_read_back(c, buf, (const char *)p->data + off, rgpu_dtype_size(p->dtype)), err, errlen);
+    CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", cpu_load_f64(buf, p->dtype));
+}
+
+struct perm_kv { uint64_t key, i; };
+
+static int perm_cmp(const void *pa, const void *pb)
+{
+    const perm_kv *a = (const perm_kv *)pa, *b = (const perm_kv *)pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+// UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
+// RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset.
+rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    rnd_args r;
+    memset(&r, 0, sizeof r);
+    r.kind = e->op;
+    switch (e->op) {
+    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
+        bool uni = e->op == RGPU_OP_UNIFORM;
+        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
+        CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        rgpu_view *out = e->out[0];
+        CPU_FORWARD_IF_ERROR(need_float(e, out, "out", err, errlen));
+        if (uni) {
+            if (!(r.a <= r.b))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
+            if (!(r.b - r.a <= float_max(out->dtype)))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
+                         r.b, r.a);
+            r.af = (float)r.a;
+            r.bf = (float)r.b;
+        } else if (!(r.b >= 0.0)) {
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", r.b);
+        }
+        return rnd_fill(c, &r, NULL, out, err, errlen);
+    }
+    case RGPU_OP_BERNOULLI: {
+        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
+        CPU_FORWARD_IF_ERROR(seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+        rgpu_view *out = e->out[0];
+        const rgpu_view *p = e->in[0];
+        if (p != NULL) {
+            CPU_FORWARD_IF_ERROR(check_p_tensor(c, e, p, out, err, errlen));
+            r.p = (const char *)p->data;
+            r.pdt = p->dtype;
+        } else {
+            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &r.a, err, errlen));
+            if (!(r.a >= 0.0 && r.a <= 1.0))
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
+        }
+        return rnd_fill(c, &r, p, out, err, errlen);
+    }
+    case RGPU_OP_RANDOM: {
+        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        int64_t from;
+        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
+        CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        rgpu_view *out = e->out[0];
+        int dt = out->dtype;
+        bool fl = cpu_dtype_is_float(dt);
+        int64_t lo = 0, hi = 0;
+        if (fl) { hi = float_digits_pow(dt); lo = -hi; }
+        else int_range(dt, &lo, &hi);
+        const char *dn = rgpu_dtype_name(dt);
+        if (cpu_index_arg_none(e, 1)) {
+            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
+            if (from > hi)
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
+                         "from=%lld > to_inc=%lld", (long long)from, (long long)hi);
+            r.range = (uint64_t)hi - (uint64_t)from + 1u;
+        } else {
+            int64_t to;
+            CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
+            if (from >= to)
+                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                         (long long)from, (long long)to);
+            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
+            if (!fl && to - 1 > hi) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
+            r.range = (uint64_t)to - (uint64_t)from;
+        }
+        r.from = (uint64_t)from;
+        return rnd_fill(c, &r, NULL, out, err, errlen);
+    }
+    default:
+        break;
+    }
+
+    // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+    int64_t n;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
+    CPU_FORWARD_IF_ERROR(seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+    rgpu_view *out = e->out[0];
+    int dt = out->dtype;
+    if (n < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
+    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
+    if (cpu_dtype_is_float(dt)) {
+        if (n > float_digits_pow(dt) + 1)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
+                     (long long)(float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
+    } else {
+        int64_t lo, hi;
+        int_range(dt, &lo, &hi);
+        if (n > 0 && n - 1 > hi)
+            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
+    }
+    if (out->ndim != 1 || out->sizes[0] != n)
+        CPU_FAIL(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
+    if (n == 0) return RGPU_OK;
+    ix_host ha, hv;
+    perm_kv *a = (perm_kv *)idx_alloc(n, sizeof *a);
+    ha.p = a;
+    size_t esz = rgpu_dtype_size(dt);
+    char *vals = (char *)idx_alloc(n, esz);
+    hv.p = vals;
+    if (a == NULL || vals == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t w[4];
+        rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, w);
+        a[i].key = rgpu_philox_r64(w);
+        a[i].i = (uint64_t)i;
+    }
+    qsort(a, (size_t)n, sizeof *a, perm_cmp);   // (key, i) pairs are distinct: a total order
+    for (int64_t j = 0; j < n; j++) cpu_store_u64(vals + (size_t)j * esz, dt, a[j].i);
+    return ix_upload_view(c, out, vals, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// NATIVE_DROPOUT: x -> (y, mask); args p, train (bool or NONE = true), seed,
+// offset. Training: keep_i = u_f64(i) < 1 - p, y = (x * keep) * scale, each
+// product rounded to x's dtype; mask = keep. Eval: y = x, mask = 1.
+
+// w: x's shape; set 0 x, set 1 y, set 2 mask
+__global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt, int mdt, int train, uint64_t seed,
+                          uint64_t offset, double p1m, double scale, float scale_f, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        const char *xp = x + off[0];
+        char *yp = y + off[1];
+        bool keep = true;
+        if (train) {
+            uint32_t r[4];
+            rgpu_philox_draw(seed, offset, (uint64_t)i, r);
+            keep = rgpu_philox_u_f64(r) < p1m;
+            if (dt == RGPU_F64) {
+                double v = __dmul_rn(*(const double *)xp, keep ? 1.0 : 0.0);
+                *(double *)yp = __dmul_rn(v, scale);
+            } else {
+                float v = ix_round_to(dt, __fmul_rn(ix_load_f32(xp, dt), keep ? 1.0f : 0.0f));
+                ix_store_f32(yp, dt, __fmul_rn(v, scale_f));
+            }
+        } else {
+            ix_elem_copy(yp, xp, ix_esz(dt));
+        }
+        if (mask) ix_store_u64(mask + off[2], mdt, keep);
+    }
+}
+
+rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
+    double p;
+    bool train = true;
+    uint64_t seed, offset;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
+    if (!cpu_index_arg_none(e, 1)) CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
+    CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &seed, &offset, err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *y = e->out[0], *mask = e->out[1];
+    if (!(p >= 0.0 && p <= 1.0))
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
+    CPU_FORWARD_IF_ERROR(need_float(e, x, "input", err, errlen));
+    if (y->dtype != x->dtype)
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
+                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
+    if (!cpu_index_same_shape(y, x) || (mask && !cpu_index_same_shape(mask, x)))
+        CPU_FAIL(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
+    long long n = cpu_numel(x);
+    if (n == 0) return RGPU_OK;
+
+    double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
+    ix_walk w;
+    ix_walk_init(&w, x->ndim, x->sizes);
+    ix_walk_strides(&w, 0, x);
+    ix_walk_strides(&w, 1, y);
+    if (mask) ix_walk_strides(&w, 2, mask);
+    k_dropout<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data,
+                                                          mask ? (char *)mask->data : NULL, x->dtype,
+                                                          mask ? mask->dtype : RGPU_BOOL, train, seed, offset,
+                                                          p1m, scale, (float)scale, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// NATIVE_DROPOUT_BACKWARD: out = (grad * mask) * scale, each product
+// rounded to out's dtype; grad and mask broadcast to out.
+
+// w: out's shape; set 0 out, set 1 grad, set 2 mask
+__global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gdt, const char *m, int mdt,
+                             double scale, float scale_f, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        char *o = out + off[0];
+        const char *gp = g + off[1], *mp = m + off[2];
+        if (dt == RGPU_F64) {
+            double v = __dmul_rn(ix_load_f64(gp, gdt), ix_load_f64(mp, mdt));
+            *(double *)o = __dmul_rn(v, scale);
+        } else {
+            float v = ix_round_to(dt, __fmul_rn(ix_load_f32(gp, gdt), ix_load_f32(mp, mdt)));
+            ix_store_f32(o, dt, __fmul_rn(v, scale_f));
+        }
+    }
+}
+
+// Byte strides of in broadcast to out (trailing dims aligned) into set k;
+// the shapes were checked by cpu_iter_init.
+static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu_view *out)
+{
+    int lead = out->ndim - in->ndim;
+    long long esz = (long long)rgpu_dtype_size(in->dtype);
+    for (int d = 0; d < in->ndim; d++)
+        w->st[k][lead + d] = in->sizes[d] == out->sizes[lead + d] && in->sizes[d] != 1 ? in->strides[d] * esz : 0;
+}
+
+rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    double scale;
+    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
+    rgpu_view *out = e->out[0];
+    CPU_FORWARD_IF_ERROR(need_float(e, out, "out", err, errlen));
+    CPU_FORWARD_IF_ERROR(need_float(e, e->in[0], "grad", err, errlen));
+    // the CPU's broadcast checks and messages (metadata only; nothing is read)
+    cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
+    cpu_iter it;
+    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    long long n = cpu_numel(out);
+    if (n == 0) return RGPU_OK;
+    ix_walk w;
+    ix_walk_init(&w, out->ndim, out->sizes);
+    ix_walk_strides(&w, 0, out);
+    broadcast_strides(&w, 1, e->in[0], out);
+    broadcast_strides(&w, 2, e->in[1], out);
+    k_dropout_bw<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, out->dtype,
+                                                             (const char *)e->in[0]->data, e->in[0]->dtype,
+                                                             (const char *)e->in[1]->data, e->in[1]->dtype,
+                                                             scale, (float)scale, n);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+}  // namespace rgpu_ix

@@ -1,0 +1,166 @@
+// softmax.cu — _softmax, _log_softmax and their backwards on the GPU (CPU
+// reference: r2_softmax / r2_softmax_backward in replayer/cpu/cpu_reduce2_norm.c).
+//
+// A row is the line along dim; every other dim counts rows. One warp per row
+// for rows up to RF_WARP_ROW_MAX elements (the GPT hot path: attention rows
+// of T, logits rows of the vocabulary), one block per row beyond. Each lane
+// folds its elements (lane, lane + G, ..) in order, in double as the CPU,
+// then a fixed butterfly: deterministic, and every lane holds the same max
+// and sum. Passes re-read the row (from L1/L2) instead of buffering it; the
+// writes come after every read of the row, so out may alias in.
+#include "reduce.cuh"
+
+// Operands: a (x, or grad), b (the saved output for the backwards), out.
+struct sm_args {
+    rf_ctr<3> rows;     // a, b, out over every dim but dim
+    long long n;        // row length
+    long long rs[3];    // element strides along dim
+    const void *a;
+    const void *b;
+    void *out;
+    int adt, bdt, odt;
+    int is_log;
+};
+
+//   y = exp(x - max) / sum(exp(x - max))     y = x - (max + log(sum(exp(x - max))))
+template <bool BLK> __global__ void softmax_kernel(sm_args g)
+{
+    __shared__ double sh[32];
+    const rf_group gr = rf_group_of<BLK>();
+    for (long long row = gr.row0; row < g.rows.total; row += gr.rstep) {
+        long long off[3];
+        rf_ctr_offs(g.rows, row, off);
+        const long long xo = off[0], yo = off[2], xs = g.rs[0], ys = g.rs[2];
+        double mx = -INFINITY;
+        for (long long i = gr.lane; i < g.n; i += gr.size) {
+            double v = rf_ld_f64(g.a, xo + i * xs, g.adt);
+            if (mx == mx && !(v <= mx)) mx = v;   // a NaN wins and sticks
+        }
+        mx = rf_group_max<BLK>(mx, sh);
+        double sum = 0.0;
+        for (long long i = gr.lane; i < g.n; i += gr.size) sum += exp(rf_ld_f64(g.a, xo + i * xs, g.adt) - mx);
+        sum = rf_group_sum<BLK>(sum, sh);
+        if (g.is_log) {
+            const double sub = mx + log(sum);
+            for (long long i = gr.lane; i < g.n; i += gr.size)
+                rf_st_f64(g.out, yo + i * ys, g.odt, rf_ld_f64(g.a, xo + i * xs, g.adt) - sub);
+        } else {
+            for (long long i = gr.lane; i < g.n; i += gr.size)
+                rf_st_f64(g.out, yo + i * ys, g.odt, exp(rf_ld_f64(g.a, xo + i * xs, g.adt) - mx) / sum);
+        }
+    }
+}
+
+//   softmax:     gx = y * (g - sum(g * y))
+//   log_softmax: gx = g - exp(y) * sum(g)
+template <bool BLK> __global__ void softmax_backward_kernel(sm_args g)
+{
+    __shared__ double sh[32];
+    const rf_group gr = rf_group_of<BLK>();
+    for (long long row = gr.row0; row < g.rows.total; row += gr.rstep) {
+        long long off[3];
+        rf_ctr_offs(g.rows, row, off);
+        double sum = 0.0;
+        for (long long i = gr.lane; i < g.n; i += gr.size) {
+            double gv = rf_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
+            if (g.is_log) sum += gv;
+            else sum = __dadd_rn(sum, __dmul_rn(gv, rf_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt)));
+        }
+        sum = rf_group_sum<BLK>(sum, sh);
+        for (long long i = gr.lane; i < g.n; i += gr.size) {
+            double gv = rf_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
+            double yv = rf_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt);
+            double r = g.is_log ? __dsub_rn(gv, __dmul_rn(exp(yv), sum)) : __dmul_rn(yv, __dsub_rn(gv, sum));
+            rf_st_f64(g.out, off[2] + i * g.rs[2], g.odt, r);
+        }
+    }
+}
+
+// Rows along dim of the operands v[0..nv) (v[0]'s shape), into g.
+static void rows_along(sm_args *g, const rgpu_view *const *v, int nv, int dim)
+{
+    const rgpu_view *v0 = v[0];
+    int64_t sz[RF_MAXD];
+    for (int d = 0; d < v0->ndim; d++) sz[d] = d == dim ? 1 : v0->sizes[d];
+    rf_ctr_init(&g->rows, v0->ndim, sz);
+    g->n = v0->ndim > 0 ? v0->sizes[dim] : 1;
+    for (int k = 0; k < 3; k++) {
+        const rgpu_view *vk = v[k < nv ? k : 0];
+        rf_ctr_set(&g->rows, k, vk->strides);
+        g->rs[k] = v0->ndim > 0 ? vk->strides[dim] : 0;
+    }
+    rf_ctr_coalesce(&g->rows);
+}
+
+static rgpu_status launch_rows(rgpu_cuda_ctx *c, const sm_args &g, bool backward, char *err, size_t errlen)
+{
+    const bool blk = g.n > RF_WARP_ROW_MAX;
+    const unsigned grid = rf_row_grid(g.rows.total, blk);
+    if (backward) {
+        if (blk) softmax_backward_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else softmax_backward_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    } else {
+        if (blk) softmax_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else softmax_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    }
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// in x, out y (x's shape); args int dim, bool half_to_float (only out's
+// dtype changes, which the client already chose).
+rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT), "dim", err, errlen));
+    RF_FORWARD(rf_arg(e, 1, RF_K(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    RF_FORWARD(rf_want_float(e, in, "in[0]", err, errlen));
+    RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+    RF_FORWARD(rf_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int dim;
+    RF_FORWARD(rf_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+
+    sm_args g;
+    memset(&g, 0, sizeof g);
+    const rgpu_view *vs[3] = { in, in, out };
+    rows_along(&g, vs, 3, dim);
+    if (g.rows.total == 0 || g.n == 0) return RGPU_OK;
+    g.a = in->data; g.adt = in->dtype;
+    g.b = in->data; g.bdt = in->dtype;
+    g.out = out->data; g.odt = out->dtype;
+    g.is_log = is_log;
+    return launch_rows(c, g, false, err, errlen);
+}
+
+// in grad g, output y (same shape); args int dim, DTYPE input_dtype (out's dtype).
+rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
+                                           size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *y = e->in[1];
+    rgpu_view *out = e->out[0];
+    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT), "dim", err, errlen));
+    RF_FORWARD(rf_arg(e, 1, RF_K(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    RF_FORWARD(rf_want_float(e, g, "in[0] (grad)", err, errlen));
+    RF_FORWARD(rf_want_float(e, y, "in[1] (output)", err, errlen));
+    RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+    if (e->args[1].v.i != out->dtype)
+        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
+                rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
+    RF_FORWARD(rf_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    RF_FORWARD(rf_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    int dim;
+    RF_FORWARD(rf_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+
+    sm_args a;
+    memset(&a, 0, sizeof a);
+    const rgpu_view *vs[3] = { g, y, out };
+    rows_along(&a, vs, 3, dim);
+    if (a.rows.total == 0 || a.n == 0) return RGPU_OK;
+    a.a = g->data; a.adt = g->dtype;
+    a.b = y->data; a.bdt = y->dtype;
+    a.out = out->data; a.odt = out->dtype;
+    a.is_log = is_log;
+    return launch_rows(c, a, true, err, errlen);
+}
