@@ -1,11 +1,17 @@
-"""make demo: train a small model on device="rgpu" and show what it cost.
+"""make demo: train a small character-level GPT on device="rgpu" and show what it cost.
 
-Until the training op table lands (matmul, autograd kernels), the model is a
-linear regression fitted by gradient descent with hand-written gradients:
-every op below runs in rgpu-server's C replayer (the embedded local server
-unless RGPU_SERVER is set). The same loop runs on PyTorch CPU alongside and
-the two loss curves are compared.
+The model (tools/models/gpt.py: 4 layers, 4 heads, 128 wide, 64 characters of
+context, 0.8 M parameters) learns the generated play script of
+tools/models/data.py. Every op of the forward pass, backward pass, gradient
+clipping and AdamW runs in rgpu-server's C replayer (the embedded local server
+unless RGPU_SERVER is set); the client only records. The same steps then run
+on PyTorch CPU from the same initial weights and the loss curves are compared;
+last, the model writes a few characters (one forward pass and one wait each).
+
+    python tools/demo.py [steps]        # default 40
 """
+import copy
+import os
 import sys
 import time
 
@@ -13,43 +19,69 @@ import torch
 
 import rgpu
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import data, gpt  # noqa: E402
 
-def train(device, steps, x_cpu, y_cpu, log):
-    x, y = x_cpu.to(device), y_cpu.to(device)
-    w = torch.zeros(1, device=device)
-    b = torch.zeros(1, device=device)
-    lr = 0.1
+BATCH = 16
+# f32 rounding differences (summation order) grow over training: PyTorch CPU in f32
+# and in f64 drift apart by ~1e-3 relative within 40 steps of this run, so the
+# curves are held to 1e-2 here; tests/py/test_train.py holds 20 steps to 1e-4.
+TOLERANCE = 1e-2
+
+
+def train(model, batches, device, log):
+    opt = model.configure_optimizer(lr=3e-3)
     losses = []
-    for step in range(steps):
-        err = x * w + b - y
-        loss = (err * err).mean()
-        gw = (err * x).mean() * 2
-        gb = err.mean() * 2
-        w.sub_(gw * lr)
-        b.sub_(gb * lr)
-        losses.append(loss.item())          # the one wait of each step
+    for step, (x, y) in enumerate(batches):
+        _, loss = model(x.to(device), y.to(device))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())              # the one wait of each step
         if log:
-            print(f"step {step:3d}  loss {losses[-1]:.6f}")
-    return losses, w.item(), b.item()
+            print(f"step {step:3d}  loss {losses[-1]:.4f}", flush=True)
+    return losses
 
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    cfg = gpt.GPTConfig.small()
+    torch.manual_seed(0)
+    cpu_model = gpt.GPT(cfg)
+    model = copy.deepcopy(cpu_model).to("rgpu")
+    text, _ = data.train_val(300_000)
     g = torch.Generator().manual_seed(0)
-    x_cpu = torch.rand(4096, generator=g) * 4 - 2
-    y_cpu = 3 * x_cpu + 0.5 + 0.1 * torch.randn(4096, generator=g)
+    batches = [data.get_batch(text, BATCH, cfg.block_size, g) for _ in range(steps)]
+    print(f"GPT: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} wide, context "
+          f"{cfg.block_size}, {model.num_params() / 1e6:.2f} M parameters; batch {BATCH}; "
+          f"rgpu-server backend {rgpu.connect().get('backend')}")
 
+    s0 = rgpu.stats()
     t0 = time.perf_counter()
-    losses, w, b = train("rgpu", steps, x_cpu, y_cpu, log=True)
+    losses = train(model, batches, "rgpu", log=True)
     dt = time.perf_counter() - t0
-    ref, wr, br = train("cpu", steps, x_cpu, y_cpu, log=False)
-    worst = max(abs(a - r) / max(abs(r), 1e-12) for a, r in zip(losses, ref))
-    print(f"fitted y = {w:.4f} x + {b:.4f}   (data: y = 3 x + 0.5 + noise)")
-    print(f"rgpu vs PyTorch CPU: worst relative loss difference {worst:.2e}")
-    print(f"{steps} steps in {dt:.3f} s on backend {rgpu.connect().get('backend')}")
+    s1 = rgpu.stats()
+
+    t1 = time.perf_counter()
+    ref = train(cpu_model, batches, "cpu", log=False)
+    dt_cpu = time.perf_counter() - t1
+    worst = max(abs(a - r) / abs(r) for a, r in zip(losses, ref))
+
+    model.eval()
+    start = data.encode("ROMEO:\n").view(1, -1).to("rgpu")
+    sample = model.generate(start, 80, generator=torch.Generator().manual_seed(1))
+    print("sample:\n" + data.decode(sample[0].tolist()))
+    print(f"\n{steps} steps in {dt:.1f} s on rgpu ({dt / steps:.3f} s/step; PyTorch CPU "
+          f"{dt_cpu / steps:.3f} s/step)")
+    per = {k: (s1[k] - s0[k]) / steps for k in ("ops", "chunks", "waits", "bytes_out")}
+    print(f"per step: {per['ops']:.0f} ops, {per['chunks']:.1f} chunks, {per['waits']:.0f} wait, "
+          f"{per['bytes_out'] / 1e3:.1f} kB sent")
+    print(f"rgpu vs PyTorch CPU: loss {losses[0]:.4f} -> {losses[-1]:.4f} vs {ref[0]:.4f} -> "
+          f"{ref[-1]:.4f}, worst relative loss difference {worst:.2e}")
     print("rgpu.stats():", rgpu.stats())
-    if worst > 1e-5:
-        print("rgpu: losses differ from CPU beyond 1e-5", file=sys.stderr)
+    if worst > TOLERANCE:
+        print(f"rgpu: losses differ from CPU beyond {TOLERANCE:g}", file=sys.stderr)
         sys.exit(1)
 
 

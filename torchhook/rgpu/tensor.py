@@ -50,6 +50,18 @@ class RemoteTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         return _dispatch(func, args, kwargs)
 
+    # A traceable wrapper subclass (no inner tensors): Module._apply then moves
+    # parameters with torch.utils.swap_tensors, keeping each Parameter object,
+    # so tied weights stay tied and optimizers built earlier stay valid.
+    def __tensor_flatten__(self):
+        return [], (self._key, self._st, self._tid)
+
+    @staticmethod
+    def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
+        key, st, tid = ctx
+        raise RuntimeError("rgpu: RemoteTensor cannot be rebuilt from its flattened form "
+                           "(torch.compile support comes with the compile backend)")
+
     def __del__(self):
         tid = self.__dict__.get("_tid")
         if tid:
