@@ -1,28 +1,373 @@
-// backend_cuda.cu — the CUDA backend: device memory, copies, op dispatch.
+// backend_cuda.cu — the CUDA backend: device memory (a caching allocator),
+// uploads/downloads through pinned staging buffers, cuBLAS set-up, op
+// dispatch to the families, and the "context lost" state.
 //
-// State of this backend: memory, uploads/downloads, sync and FULL/EMPTY run
-// on the GPU; every other compute op reports unsupported (supports() tells
-// the truth, and the handshake passes it to the client), so --backend auto
-// keeps using cpu until the op table is covered (see issue "CUDA backend").
+// Threads: rgpu-server runs one thread per connection over one shared
+// backend. All GPU work goes to the one stream, in the order it is enqueued;
+// the allocator, the staging buffers and exec each have a mutex (lock order:
+// exec -> alloc; staging is never held together with another).
+//
+// Memory: device blocks come in size classes (512 B, then powers of two up to
+// 1 MiB, then quarter-steps of each power of two: 1.25, 1.5, 1.75, 2 MiB, ...),
+// so rounding wastes at most 25% above 1 MiB. A freed block goes back to its
+// class's free list without any sync: the next user of the block enqueues its
+// work on the same stream, after all work that used the block before. Idle
+// cached bytes are capped (RGPU_CUDA_CACHE_MB, default half the device);
+// past the cap a freed block is released (stream sync + cudaFree). When
+// cudaMalloc fails, the whole cache is released and the allocation retried
+// once. The session layer counts bytes for memory_stats; nothing is counted here.
+//
+// Errors: every CUDA status is turned into an rgpu status with the failing
+// call named. An error that leaves the context unusable (illegal address,
+// launch failure, ...: "sticky") puts the backend into the lost state: every
+// later op, upload and download fails with RGPU_ERR_EXEC and says why,
+// allocations hand out placeholder addresses that nothing dereferences, and
+// the server keeps running.
 #include "common.cuh"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef rgpu_cuda_ctx cuda_ctx;
+#include <unordered_map>
+#include <vector>
 
-static cuda_ctx *ctx_of(rgpu_backend *b) { return (cuda_ctx *)b->ctx; }
+// ---------------------------------------------------------------------------
+// State
 
-extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes) {
-    (void)c;
-    void *p = NULL;
-    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) { cudaGetLastError(); return NULL; }
+enum { STAGE_SLOTS = 4 };
+static const size_t STAGE_BYTES = (size_t)4 << 20;         // per slot
+static const size_t BLAS_WORKSPACE_BYTES = (size_t)32 << 20; // cuBLAS's advice for Hopper
+static const uintptr_t LOST_BASE = (uintptr_t)0xdead0000000ull; // placeholder addresses (lost state)
+static const size_t IDLE = (size_t)1 << 63;                  // live-map flag: block sits in the cache
+
+struct cuda_backend {
+    rgpu_cuda_ctx c;                 // what the families see; c.alloc_state points back here
+
+    pthread_mutex_t exec_mu;
+    pthread_mutex_t alloc_mu;
+    pthread_mutex_t stage_mu;
+    pthread_mutex_t lost_mu;
+
+    // allocator (alloc_mu)
+    std::unordered_map<void *, size_t> *live;                  // block -> class bytes (| IDLE when cached; 0: placeholder)
+    std::unordered_map<size_t, std::vector<void *>> *cached;   // class bytes -> idle blocks
+    size_t cached_bytes, cache_cap;
+    uintptr_t next_placeholder;
+
+    // staging (stage_mu)
+    bool stage_ready;
+    unsigned stage_next;             // slot of the next chunk (rotates across calls)
+    void *stage[STAGE_SLOTS];
+    cudaEvent_t stage_ev[STAGE_SLOTS];
+
+    // cuBLAS
+    void *blas_ws;
+    char blas_why[256];              // where cuBLAS came from, or why it is not usable
+
+    // lost state: set once, never cleared
+    volatile int lost;
+    char lost_why[320];
+};
+
+static cuda_backend *backend_of(rgpu_backend *b) { return (cuda_backend *)b->ctx; }
+static cuda_backend *backend_of(rgpu_cuda_ctx *c) { return (cuda_backend *)c->alloc_state; }
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rgpu cuda: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+// ---------------------------------------------------------------------------
+// Lost state
+
+static bool is_lost(cuda_backend *cb) { return __atomic_load_n(&cb->lost, __ATOMIC_ACQUIRE) != 0; }
+
+static void lost_message(cuda_backend *cb, char *err, size_t errlen) {
+    set_err(err, errlen, "the CUDA context is unusable since an earlier error (%s); restart rgpu-server", cb->lost_why);
+}
+
+// After a failed call: does the context still work? A sticky error is
+// reported again by every call; cudaStreamQuery is the cheapest one (it
+// does not wait). Records the lost state with `what` (the failing call) and
+// e (its status, or cudaSuccess when the caller has none).
+static bool check_lost(cuda_backend *cb, const char *what, cudaError_t e) {
+    if (is_lost(cb)) return true;
+    cudaError_t q = cudaStreamQuery(cb->c.stream);
+    if (q == cudaSuccess || q == cudaErrorNotReady) return false;
+    pthread_mutex_lock(&cb->lost_mu);
+    if (!cb->lost) {
+        if (e != cudaSuccess)
+            snprintf(cb->lost_why, sizeof cb->lost_why, "%s failed: %s; the context reports %s", what,
+                     cudaGetErrorString(e), cudaGetErrorName(q));
+        else
+            snprintf(cb->lost_why, sizeof cb->lost_why, "after %s the context reports %s: %s", what,
+                     cudaGetErrorName(q), cudaGetErrorString(q));
+        __atomic_store_n(&cb->lost, 1, __ATOMIC_RELEASE);
+        logf_("context lost: %s", cb->lost_why);
+    }
+    pthread_mutex_unlock(&cb->lost_mu);
+    return true;
+}
+
+// A failed CUDA call -> status + message naming the call.
+static rgpu_status cuda_fail(cuda_backend *cb, cudaError_t e, const char *what, char *err, size_t errlen) {
+    cudaGetLastError();   // clear a non-sticky error so it is not blamed on the next op
+    if (check_lost(cb, what, e)) {
+        lost_message(cb, err, errlen);
+        return RGPU_ERR_EXEC;
+    }
+    set_err(err, errlen, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return e == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC;
+}
+
+#define CB_TRY(cb, expr, err, errlen)                                              \
+    do {                                                                           \
+        cudaError_t e_ = (expr);                                                   \
+        if (e_ != cudaSuccess) return cuda_fail((cb), e_, #expr, (err), (errlen)); \
+    } while (0)
+
+// ---------------------------------------------------------------------------
+// Caching allocator
+
+static size_t class_bytes(size_t n) {
+    if (n <= 512) return 512;
+    if (n <= ((size_t)1 << 20)) {
+        size_t p = 1024;
+        while (p < n) p <<= 1;
+        return p;
+    }
+    size_t p = (size_t)1 << 20;        // largest power of two below n: p < n <= 2p
+    while (p * 2 < n) p <<= 1;
+    size_t q = p / 4;
+    return (n + q - 1) / q * q;        // p + q, p + 2q, p + 3q or 2p
+}
+
+// Releases every idle block (stream sync first: the last users may still run).
+static void release_cache(cuda_backend *cb) {
+    if (!cb->cached_bytes) return;
+    cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+    if (e != cudaSuccess) check_lost(cb, "cudaStreamSynchronize (releasing the cache)", e);
+    for (auto &kv : *cb->cached) {
+        for (void *p : kv.second) {
+            cb->live->erase(p);
+            cudaFree(p);   // implicitly waits for the device: the stream is idle already
+        }
+        kv.second.clear();
+    }
+    cb->cached->clear();
+    cb->cached_bytes = 0;
+    cudaGetLastError();
+}
+
+static void *placeholder(cuda_backend *cb) {
+    void *p = (void *)(LOST_BASE + cb->next_placeholder);
+    cb->next_placeholder += 512;
+    try { (*cb->live)[p] = 0; } catch (...) { return NULL; }
     return p;
 }
-extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p) {
-    cudaStreamSynchronize(c->stream);
-    cudaFree(p);
+
+static void *block_alloc(cuda_backend *cb, size_t nbytes) {
+    if (nbytes > ((size_t)1 << 56)) return NULL;
+    size_t cls = class_bytes(nbytes);
+    void *p = NULL;
+    pthread_mutex_lock(&cb->alloc_mu);
+    if (is_lost(cb)) { p = placeholder(cb); pthread_mutex_unlock(&cb->alloc_mu); return p; }
+    try {
+        auto it = cb->cached->find(cls);
+        if (it != cb->cached->end() && !it->second.empty()) {
+            p = it->second.back();
+            it->second.pop_back();
+            cb->cached_bytes -= cls;
+            (*cb->live)[p] = cls;                 // no longer IDLE
+            pthread_mutex_unlock(&cb->alloc_mu);
+            return p;
+        }
+        cudaError_t e = cudaMalloc(&p, cls);
+        if (e == cudaErrorMemoryAllocation && cb->cached_bytes) {
+            cudaGetLastError();
+            size_t had = cb->cached_bytes;
+            release_cache(cb);
+            logf_("cudaMalloc(%zu) failed: released %zu cached bytes, retrying", cls, had);
+            e = cudaMalloc(&p, cls);
+        }
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            if (e != cudaErrorMemoryAllocation) check_lost(cb, "cudaMalloc", e);
+            logf_("cudaMalloc(%zu) for %zu bytes failed: %s", cls, nbytes, cudaGetErrorString(e));
+            pthread_mutex_unlock(&cb->alloc_mu);
+            return NULL;
+        }
+        (*cb->live)[p] = cls;
+    } catch (...) {   // std::bad_alloc from the maps: host out of memory
+        if (p) cudaFree(p);
+        p = NULL;
+    }
+    pthread_mutex_unlock(&cb->alloc_mu);
+    return p;
 }
+
+static void block_free(cuda_backend *cb, void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&cb->alloc_mu);
+    auto it = cb->live->find(p);
+    if (it == cb->live->end()) {
+        pthread_mutex_unlock(&cb->alloc_mu);
+        logf_("free of %p, which this backend did not allocate (ignored)", p);
+        return;
+    }
+    size_t cls = it->second;
+    if (cls == 0) {                               // placeholder
+        cb->live->erase(it);
+        pthread_mutex_unlock(&cb->alloc_mu);
+        return;
+    }
+    if (cls & IDLE) {
+        pthread_mutex_unlock(&cb->alloc_mu);
+        logf_("double free of %p (ignored)", p);
+        return;
+    }
+    bool cached = false;
+    if (!is_lost(cb) && cb->cached_bytes + cls <= cb->cache_cap) {
+        try {
+            (*cb->cached)[cls].push_back(p);
+            it->second = cls | IDLE;
+            cb->cached_bytes += cls;
+            cached = true;
+        } catch (...) {}
+    }
+    if (!cached) {                                // over the cap: give it back to the driver
+        cb->live->erase(it);
+        if (!is_lost(cb)) {
+            cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+            if (e != cudaSuccess) check_lost(cb, "cudaStreamSynchronize (freeing a block)", e);
+        }
+        cudaFree(p);
+        cudaGetLastError();
+    }
+    pthread_mutex_unlock(&cb->alloc_mu);
+}
+
+extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes) { return block_alloc(backend_of(c), nbytes); }
+extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p) { block_free(backend_of(c), p); }
+
+static void *cu_alloc(rgpu_backend *b, size_t nbytes) { return block_alloc(backend_of(b), nbytes); }
+static void cu_free(rgpu_backend *b, void *p) { block_free(backend_of(b), p); }
+
+// ---------------------------------------------------------------------------
+// Uploads and downloads: through STAGE_SLOTS pinned buffers, chunk by chunk;
+// the host copy of one chunk overlaps the DMA of the previous one. A slot's
+// event marks the end of the last DMA that used it.
+
+static rgpu_status stage_init(cuda_backend *cb, char *err, size_t errlen) {
+    if (cb->stage_ready) return RGPU_OK;
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        if (!cb->stage[i]) CB_TRY(cb, cudaHostAlloc(&cb->stage[i], STAGE_BYTES, cudaHostAllocDefault), err, errlen);
+        if (!cb->stage_ev[i]) CB_TRY(cb, cudaEventCreateWithFlags(&cb->stage_ev[i], cudaEventDisableTiming), err, errlen);
+    }
+    cb->stage_ready = true;
+    return RGPU_OK;
+}
+
+// Returns when the upload is enqueued: src may be reused at once (it was
+// copied into pinned memory); the DMA completes in stream order.
+static rgpu_status upload_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+    rgpu_status st = stage_init(cb, err, errlen);
+    if (st) return st;
+    cudaStream_t s = cb->c.stream;
+    for (size_t off = 0; off < n; off += STAGE_BYTES) {
+        int k = (int)(cb->stage_next++ % STAGE_SLOTS);
+        size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // slot free again
+        memcpy(cb->stage[k], (const char *)src + off, m);
+        CB_TRY(cb, cudaMemcpyAsync((char *)dst + off, cb->stage[k], m, cudaMemcpyHostToDevice, s), err, errlen);
+        CB_TRY(cb, cudaEventRecord(cb->stage_ev[k], s), err, errlen);
+    }
+    return RGPU_OK;
+}
+
+// Waits for the stream up to the copy (events on the stream: never a device sync).
+static rgpu_status download_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+    rgpu_status st = stage_init(cb, err, errlen);
+    if (st) return st;
+    cudaStream_t s = cb->c.stream;
+    size_t chunks = (n + STAGE_BYTES - 1) / STAGE_BYTES;
+    unsigned base = cb->stage_next;
+    cb->stage_next = base + (unsigned)chunks;   // mod STAGE_SLOTS is all that matters
+    // enqueue chunk i's DMA into slot (base + i) % STAGE_SLOTS; ordered after
+    // any earlier DMA of that slot by the stream, and the host reads a slot
+    // only after its event
+    auto enqueue = [&](size_t i) -> rgpu_status {
+        int k = (int)((base + i) % STAGE_SLOTS);
+        size_t off = i * STAGE_BYTES, m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        CB_TRY(cb, cudaMemcpyAsync(cb->stage[k], (const char *)src + off, m, cudaMemcpyDeviceToHost, s), err, errlen);
+        CB_TRY(cb, cudaEventRecord(cb->stage_ev[k], s), err, errlen);
+        return RGPU_OK;
+    };
+    for (size_t i = 0; i < chunks && i < STAGE_SLOTS; i++)
+        if ((st = enqueue(i))) return st;
+    for (size_t i = 0; i < chunks; i++) {
+        int k = (int)((base + i) % STAGE_SLOTS);
+        size_t off = i * STAGE_BYTES, m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);
+        memcpy((char *)dst + off, cb->stage[k], m);
+        if (i + STAGE_SLOTS < chunks && (st = enqueue(i + STAGE_SLOTS))) return st;   // slot k is read out
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t n) {
+    cuda_backend *cb = backend_of(b);
+    char err[320] = "";
+    if (!n) return RGPU_OK;
+    if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    pthread_mutex_lock(&cb->stage_mu);
+    rgpu_status st = upload_locked(cb, dst, src, n, err, sizeof err);
+    pthread_mutex_unlock(&cb->stage_mu);
+    if (st) logf_("upload of %zu bytes: %s", n, err);
+    return st;
+}
+
+static rgpu_status cu_download(rgpu_backend *b, void *dst, const void *src, size_t n) {
+    cuda_backend *cb = backend_of(b);
+    char err[320] = "";
+    if (!n) return RGPU_OK;
+    if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    pthread_mutex_lock(&cb->stage_mu);
+    rgpu_status st = download_locked(cb, dst, src, n, err, sizeof err);
+    pthread_mutex_unlock(&cb->stage_mu);
+    if (st) logf_("download of %zu bytes: %s", n, err);
+    return st;
+}
+
+static rgpu_status cu_sync(rgpu_backend *b) {
+    cuda_backend *cb = backend_of(b);
+    char err[320] = "";
+    if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+    if (e == cudaSuccess) return RGPU_OK;
+    rgpu_status st = cuda_fail(cb, e, "cudaStreamSynchronize", err, sizeof err);
+    logf_("sync: %s", err);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch
 
 struct family { bool (*owns)(int); rgpu_status (*exec)(rgpu_cuda_ctx *, const rgpu_exec *, char *, size_t); };
 static const family families[] = {
@@ -38,79 +383,163 @@ static const family *family_of(int op) {
     return NULL;
 }
 
-static void *cu_alloc(rgpu_backend *b, size_t nbytes) {
-    (void)b;
-    void *p = NULL;
-    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    return p;
+// Ops that run on cuBLAS (matmul.cu, conv.cu's im2col + gemm): unsupported
+// when it could not be loaded.
+static bool needs_cublas(int op) {
+    return op == RGPU_OP_MM || op == RGPU_OP_BMM || op == RGPU_OP_ADDMM || op == RGPU_OP_BADDBMM ||
+           op == RGPU_OP_CONVOLUTION || op == RGPU_OP_CONVOLUTION_BACKWARD;
 }
-static void cu_free(rgpu_backend *b, void *p) {
-    cudaStreamSynchronize(ctx_of(b)->stream);
-    cudaFree(p);
-}
-static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t n) {
-    if (!n) return RGPU_OK;
-    RGPU_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, ctx_of(b)->stream), (char *)NULL, 0);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(ctx_of(b)->stream), (char *)NULL, 0);
-    return RGPU_OK;
-}
-static rgpu_status cu_download(rgpu_backend *b, void *dst, const void *src, size_t n) {
-    if (!n) return RGPU_OK;
-    RGPU_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, ctx_of(b)->stream), (char *)NULL, 0);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(ctx_of(b)->stream), (char *)NULL, 0);
-    return RGPU_OK;
-}
-static rgpu_status cu_sync(rgpu_backend *b) {
-    RGPU_CUDA_TRY(cudaStreamSynchronize(ctx_of(b)->stream), (char *)NULL, 0);
-    return RGPU_OK;
-}
-static bool cu_supports(rgpu_backend *b, int op) {
-    (void)b;
+
+// The session layer does these with alloc/upload/download.
+static bool session_op(int op) {
     switch (op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
     case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
     case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
-        return true;   // the session does these with alloc/upload/download
+        return true;
     default:
-        return family_of(op) != NULL;
+        return false;
     }
 }
+
+static bool cu_supports(rgpu_backend *b, int op) {
+    if (op < 0 || op >= RGPU_OP_COUNT) return false;
+    if (session_op(op)) return true;
+    if (needs_cublas(op) && !backend_of(b)->c.blas.handle) return false;
+    return family_of(op) != NULL;
+}
+
 static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
-    switch (e->op) {
-    case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
-        return RGPU_OK;
-    default: {
-        const family *f = family_of(e->op);
-        if (f) return f->exec(ctx_of(b), e, err, errlen);
-        snprintf(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
+    cuda_backend *cb = backend_of(b);
+    if (err && errlen) err[0] = '\0';
+    if (!e) { set_err(err, errlen, "cuda exec: no op"); return RGPU_ERR_BAD_ARG; }
+    if (e->op < 0 || e->op >= RGPU_OP_COUNT) {
+        set_err(err, errlen, "cuda backend: unsupported op %d", e->op);
         return RGPU_ERR_UNSUPPORTED;
     }
+    if (session_op(e->op)) return RGPU_OK;
+    if (is_lost(cb)) { lost_message(cb, err, errlen); return RGPU_ERR_EXEC; }
+    if (needs_cublas(e->op) && !cb->c.blas.handle) {
+        set_err(err, errlen, "%s needs cuBLAS, which is missing: %s", rgpu_op_name(e->op), cb->blas_why);
+        return RGPU_ERR_UNSUPPORTED;
     }
+    const family *f = family_of(e->op);
+    if (!f) {
+        set_err(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
+        return RGPU_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&cb->exec_mu);
+    rgpu_status st = f->exec(&cb->c, e, err, errlen);
+    // Safety net: a launch error a family did not check, or an asynchronous
+    // fault of an earlier kernel that surfaced meanwhile.
+    cudaError_t le = cudaGetLastError();
+    pthread_mutex_unlock(&cb->exec_mu);
+    if (st == RGPU_OK && le != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "CUDA error after %s (may come from an earlier kernel)", rgpu_op_name(e->op));
+        return cuda_fail(cb, le, what, err, errlen);
+    }
+    if (st != RGPU_OK && st != RGPU_ERR_UNSUPPORTED && check_lost(cb, rgpu_op_name(e->op), le)) {
+        // keep the family's message, add the consequence
+        size_t n = err ? strlen(err) : 0;
+        if (err && n + 1 < errlen)
+            snprintf(err + n, errlen - n, "%sthe CUDA context is now unusable (%s)", n ? "; " : "", cb->lost_why);
+        return RGPU_ERR_EXEC;
+    }
+    return st;
 }
+
+// ---------------------------------------------------------------------------
+// Create / destroy
+
 static void cu_destroy(rgpu_backend *b) {
-    cudaStreamDestroy(ctx_of(b)->stream);
-    free(b->ctx);
+    if (!b) return;
+    cuda_backend *cb = backend_of(b);
+    if (cb) {
+        if (cb->c.stream) cudaStreamSynchronize(cb->c.stream);
+        if (cb->c.blas.handle && cb->c.blas.Destroy) cb->c.blas.Destroy(cb->c.blas.handle);
+        cb->c.blas.handle = NULL;
+        rgpu_cublas_unload(&cb->c.blas);
+        if (cb->live) {
+            for (auto &kv : *cb->live)
+                if (kv.second & ~IDLE) cudaFree(kv.first);   // cached and (leaked) live blocks alike
+            delete cb->live;
+        }
+        delete cb->cached;
+        for (int i = 0; i < STAGE_SLOTS; i++) {
+            if (cb->stage[i]) cudaFreeHost(cb->stage[i]);
+            if (cb->stage_ev[i]) cudaEventDestroy(cb->stage_ev[i]);
+        }
+        if (cb->c.stream) cudaStreamDestroy(cb->c.stream);
+        cudaGetLastError();
+        pthread_mutex_destroy(&cb->exec_mu);
+        pthread_mutex_destroy(&cb->alloc_mu);
+        pthread_mutex_destroy(&cb->stage_mu);
+        pthread_mutex_destroy(&cb->lost_mu);
+        free(cb);
+    }
     free(b);
+}
+
+// cuBLAS on the backend's stream with a fixed workspace (deterministic: one
+// stream, one workspace); default math, no TF32 unless allow_tf32, reductions
+// in the compute type. Leaves blas.handle NULL and blas_why set on failure.
+static void blas_init(cuda_backend *cb) {
+    rgpu_cublas *bl = &cb->c.blas;
+    if (!rgpu_cublas_load(bl, cb->blas_why, sizeof cb->blas_why)) return;
+    int s;
+    const char *what = NULL;
+    void *h = NULL;
+    if ((s = bl->Create(&h)) != 0) { what = "cublasCreate_v2"; h = NULL; }
+    else if ((s = bl->SetStream(h, cb->c.stream)) != 0) what = "cublasSetStream_v2";
+    else {
+        // CUBLAS_DEFAULT_MATH (0) or CUBLAS_TF32_TENSOR_OP_MATH (3),
+        // | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (16)
+        int mode = (cb->c.allow_tf32 ? 3 : 0) | 16;
+        if ((s = bl->SetMathMode(h, mode)) != 0) what = "cublasSetMathMode";
+        else if (!(cb->blas_ws = block_alloc(cb, BLAS_WORKSPACE_BYTES))) { what = "workspace allocation"; s = -1; }
+        else if ((s = bl->SetWorkspace(h, cb->blas_ws, BLAS_WORKSPACE_BYTES)) != 0) what = "cublasSetWorkspace_v2";
+    }
+    if (what) {
+        snprintf(cb->blas_why, sizeof cb->blas_why, "cuBLAS loaded but %s failed (cublasStatus %d)", what, s);
+        if (h) bl->Destroy(h);
+        if (cb->blas_ws) { block_free(cb, cb->blas_ws); cb->blas_ws = NULL; }
+        rgpu_cublas_unload(bl);
+        bl->handle = NULL;
+        return;
+    }
+    bl->handle = h;
+}
+
+static size_t cache_cap_bytes(void) {
+    const char *env = getenv("RGPU_CUDA_CACHE_MB");
+    if (env && *env) {
+        char *end;
+        unsigned long long mb = strtoull(env, &end, 10);
+        if (!*end) return (size_t)(mb << 20);
+    }
+    size_t fr = 0, total = 0;
+    if (cudaMemGetInfo(&fr, &total) != cudaSuccess) { cudaGetLastError(); return (size_t)4 << 30; }
+    return total / 2;
 }
 
 extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        snprintf(why, whylen, "no usable CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "count 0");
+        set_err(why, whylen, "no usable CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "count 0");
+        cudaGetLastError();
         return NULL;
     }
-    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
     rgpu_backend *b = (rgpu_backend *)calloc(1, sizeof *b);
-    if (!c || !b || cudaSetDevice(0) != cudaSuccess || cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
-        snprintf(why, whylen, "cannot initialise CUDA device 0");
-        free(c); free(b);
-        return NULL;
-    }
+    cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
+    if (!b || !cb) { free(b); free(cb); set_err(why, whylen, "out of host memory"); return NULL; }
+    pthread_mutex_init(&cb->exec_mu, NULL);
+    pthread_mutex_init(&cb->alloc_mu, NULL);
+    pthread_mutex_init(&cb->stage_mu, NULL);
+    pthread_mutex_init(&cb->lost_mu, NULL);
     b->name = "cuda";
-    b->ctx = c;
+    b->ctx = cb;
     b->alloc = cu_alloc;
     b->free = cu_free;
     b->upload = cu_upload;
@@ -119,13 +548,49 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->sync = cu_sync;
     b->supports = cu_supports;
     b->destroy = cu_destroy;
-    // Not every op runs here yet: say so, so `auto` can pick cpu instead.
-    int have = 0;
-    for (int i = 0; i < RGPU_OP_COUNT; i++) have += cu_supports(b, i);
-    if (getenv("RGPU_CUDA_PARTIAL") == NULL && have < RGPU_OP_COUNT) {
-        snprintf(why, whylen, "cuda backend runs %d of %d ops so far (set RGPU_CUDA_PARTIAL=1 to use it anyway)", have, RGPU_OP_COUNT);
+    cb->c.device = 0;
+    cb->c.allow_tf32 = false;
+    cb->c.alloc_state = cb;
+    try {
+        cb->live = new std::unordered_map<void *, size_t>();
+        cb->cached = new std::unordered_map<size_t, std::vector<void *>>();
+    } catch (...) {
+        set_err(why, whylen, "out of host memory");
         cu_destroy(b);
         return NULL;
+    }
+    if ((e = cudaSetDevice(0)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&cb->c.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        set_err(why, whylen, "cannot initialise CUDA device 0: %s", cudaGetErrorString(e));
+        cudaGetLastError();
+        cu_destroy(b);
+        return NULL;
+    }
+    cb->cache_cap = cache_cap_bytes();
+    blas_init(cb);
+    if (!cb->c.blas.handle) logf_("%s: mm, bmm, addmm, baddbmm and convolution unavailable", cb->blas_why);
+    else if (getenv("RGPU_CUDA_VERBOSE")) logf_("%s", cb->blas_why);
+
+    // `auto` takes cuda only when every op runs here; --backend cuda too,
+    // unless RGPU_CUDA_PARTIAL=1. Say which ops are missing.
+    int have = 0, listed = 0;
+    char missing[200] = "";
+    size_t ml = 0;
+    for (int i = 0; i < RGPU_OP_COUNT; i++) {
+        if (cu_supports(b, i)) { have++; continue; }
+        if (listed++ < 8 && ml < sizeof missing)
+            ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%s", ml ? ", " : "", rgpu_op_name(i));
+    }
+    if (listed > 8 && ml < sizeof missing) snprintf(missing + ml, sizeof missing - ml, ", ... %d more", listed - 8);
+    if (have < RGPU_OP_COUNT) {
+        bool blas_gap = !cb->c.blas.handle;
+        if (getenv("RGPU_CUDA_PARTIAL") == NULL) {
+            set_err(why, whylen, "cuda backend runs %d of %d ops (missing: %s)%s%s (set RGPU_CUDA_PARTIAL=1 to use it anyway)",
+                    have, RGPU_OP_COUNT, missing, blas_gap ? "; cuBLAS missing: " : "", blas_gap ? cb->blas_why : "");
+            cu_destroy(b);
+            return NULL;
+        }
+        logf_("RGPU_CUDA_PARTIAL=1: running with %d of %d ops (missing: %s)", have, RGPU_OP_COUNT, missing);
     }
     return b;
 }

@@ -54,6 +54,14 @@ struct rgpu_cublas {
                                 void *C, int Ctype, int ldc, long long sC, int batch, int compute, int algo);
 };
 
+// cublas_loader.cu: finds and dlopens cuBLAS (see the file for where it
+// looks; $RGPU_CUBLAS_PATH first) and fills the table, handle left NULL
+// (backend_cuda.cu creates it on the backend's stream). false with the reason
+// in why when absent; on success why names the library. unload dlcloses and
+// zeroes the table.
+extern "C" bool rgpu_cublas_load(rgpu_cublas *b, char *why, size_t whylen);
+extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
+
 // ---------------------------------------------------------------------------
 // The backend context every family entry point receives.
 struct rgpu_cuda_ctx {
@@ -109,5 +117,5 @@ RGPU_CUDA_FAMILY(copy)       // copy.cu: COPY (strided, broadcast, cast), FULL, 
 RGPU_CUDA_FAMILY(pointwise)  // pointwise.cu: add/sub/mul/div + every pointwise op of ops.def
 RGPU_CUDA_FAMILY(reduce)     // reduce.cu, softmax.cu, norm.cu, loss.cu: sum/mean + the reduce2 ops
 RGPU_CUDA_FAMILY(dense)      // matmul.cu (cuBLAS), conv.cu, batchnorm.cu, pool.cu
-RGPU_CUDA_FAMILY(index)      // index.cu, random.cu, datadep.cu
+RGPU_CUDA_FAMILY(index)      // index.cu, index_data.cu, random.cu
 #undef RGPU_CUDA_FAMILY

@@ -1,0 +1,447 @@
+#!/usr/bin/env bash
+# gpu-check.sh — what a machine with an NVIDIA GPU runs to check the CUDA
+# backend, in under 8 minutes, writing everything into one log:
+#
+#   1. environment: GPU, driver, nvcc, python/torch, our Debian -dev packages,
+#      where cuBLAS is (sets RGPU_CUBLAS_PATH from the pip wheels if needed)
+#   2. build: make (nvcc for sm_90 only, to save time)
+#   3. the CUDA backend: does it start, how many ops of ops.def it runs
+#   4. C tests (make test-c)
+#   5. smoke: a few ops on an explicit `rgpu-server --backend cuda` whose own
+#      log is kept (the embedded servers' logs vanish with them)
+#   6. conformance: tests/py/test_conformance.py against the cuda backend
+#   7. training: the reduced GPT (GPTConfig.tiny), 20 AdamW steps on the cuda
+#      backend and on the cpu backend, loss curves compared (1e-4 relative);
+#      the cuda run is recorded (RGPU_RECORD) for step 8
+#   8. determinism: the cuda training run's trace replayed by rgpu-diff,
+#      cuda against cuda (bitwise) and cuda against cpu (tolerances)
+#   9. bench: tools/bench/nanogpt.py with the cuda backend, and PyTorch eager
+#      CUDA on the same GPU with the same model
+#  10. with the time left: tests/py/test_train.py on cuda
+# then a PASS/FAIL/SKIP table. Every step runs under `timeout` and within an
+# overall deadline; a failed step does not stop the next.
+#
+#   OUT=/some/dir tools/gpu-check.sh      # default ./gpu-check-out
+#   GPU_CHECK_BUDGET_S=470                # overall deadline (seconds)
+#   GPU_CHECK_SKIP_BUILD=1                # use build/ as it is (a rerun)
+#   GPU_CHECK_CUDA_ARCH="-gencode ..."    # default sm_90 only
+#   RGPU_CUDA_PARTIAL=1                   # set automatically when the backend
+#                                         # lacks ops, so the rest still runs
+# Exit status: 0 when every step passed, 1 otherwise.
+# The machine cannot download anything: nothing here installs packages.
+
+set -u
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PY=${PYTHON:-python3}
+BENCH_ARGS=(--batch 16 --block 128 --layers 4 --heads 4 --embd 256 --iters 10 --warmup 2)
+# sm_90 only, to halve compile time (H100/H200); objects in build/ keep whatever
+# arch they were built with, so do not run this where another make shares build/
+ARCH=${GPU_CHECK_CUDA_ARCH:-"-gencode arch=compute_90,code=sm_90"}
+DEV_PKGS="libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config"
+# what `make all` builds, less `develop` (it writes a .pth into site-packages,
+# which may be read-only here; PYTHONPATH does its job)
+BUILD_TARGETS="build/lib/librgpu_format.a build/lib/librgpu_recorder.a build/lib/librgpu_replayer.a
+  build/bin/rgpu-server build/bin/rgpu-replay build/bin/rgpu-diff build/bin/rgpu-trace torchhook/rgpu/_C.abi3.so"
+
+RESULTS=()
+log() { echo "$*" | tee -a "$LOG"; }
+now() { date +%s; }
+left() { echo $((START + BUDGET - $(now))); }
+
+# step NAME MAX_SECONDS COMMAND... | step NAME MAX_SECONDS fn FUNCTION...:
+# runs the command (or a function of this file, in a fresh bash) with its
+# output in the log, under timeout min(MAX, time left); timeout signals the
+# whole process group, servers included. Records PASS / FAIL (rc) / TIMEOUT / SKIP.
+step() {
+    local name=$1 max=$2; shift 2
+    local t; t=$(left)
+    [ "$t" -gt "$max" ] && t=$max
+    log ""
+    log "=================================================================="
+    log "== $name   (limit ${t}s, $(( $(now) - START ))s elapsed)"
+    log "== \$ $*"
+    if [ "$t" -lt 5 ]; then
+        log "== SKIP: out of time budget"
+        RESULTS+=("SKIP     $name (out of time)")
+        return 2
+    fi
+    local t0; t0=$(now)
+    if [ "$1" = fn ]; then shift; set -- bash "$SELF" --run "$@"; fi   # a function of this file
+    timeout --kill-after=10 "$t" "$@" >> "$LOG" 2>&1
+    local rc=$?
+    local dt=$(( $(now) - t0 ))
+    if [ $rc -eq 0 ]; then
+        RESULTS+=("PASS     $name (${dt}s)")
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        RESULTS+=("TIMEOUT  $name (${dt}s, limit ${t}s)")
+    else
+        RESULTS+=("FAIL     $name (rc $rc, ${dt}s)")
+    fi
+    log "== $name: rc $rc in ${dt}s"
+    return $rc
+}
+skip() { log ""; log "== SKIP $1: $2"; RESULTS+=("SKIP     $1 ($2)"); }
+note() { RESULTS+=("NOTE     $*"); log "NOTE: $*"; }
+
+# ================================================================ the steps' functions
+# ---------------------------------------------------------------- 1. environment
+env_info() {
+    echo "date: $(date -u)   host: $(hostname)   cpus: $(nproc)"
+    echo "repo: $REPO   commit: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not available"
+    local nvcc; nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+    if [ -n "$nvcc" ]; then "$nvcc" --version | tail -2; else echo "nvcc: NOT FOUND (the build will have no CUDA backend)"; fi
+    ls -d /usr/local/cuda*/lib64/libcudart.so* 2>/dev/null | head -3
+    gcc --version | head -1
+    $PY -c 'import sys, sysconfig, os; print("python", sys.version.split()[0], "Python.h:", os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
+    $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1
+    $PY -c 'import pytest, numpy; print("pytest", pytest.__version__, "numpy", numpy.__version__)' 2>&1 | tail -1
+    local missing=""
+    for p in $DEV_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+    if [ -n "$missing" ]; then echo "MISSING Debian packages:$missing (make deps cannot download them here)"; else echo "Debian -dev packages: all present"; fi
+    echo "cuBLAS: RGPU_CUBLAS_PATH=${RGPU_CUBLAS_PATH:-<unset>}"
+    ldconfig -p 2>/dev/null | grep -E "libcublas\.so" | head -3
+}
+
+# The first libcublas.so.12/13 of the pip wheels PyTorch brings
+# (nvidia-cublas, nvidia-cublas-cu12) or of torch/lib; prints nothing if none.
+cublas_from_wheels() {
+    $PY - <<'PY' 2>/dev/null
+import glob, os, site, sys
+dirs = []
+try:
+    dirs += site.getsitepackages()
+except Exception:
+    pass
+try:
+    dirs.append(site.getusersitepackages())
+except Exception:
+    pass
+dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+hits = []
+for d in dict.fromkeys(dirs):
+    for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib", "torch/lib"):
+        hits += sorted(glob.glob(os.path.join(d, sub, "libcublas.so.1[23]*")))
+print(hits[0] if hits else "")
+PY
+}
+
+# ---------------------------------------------------------------- 2. build
+build() {
+    # shellcheck disable=SC2086
+    make -j"$(nproc)" CUDA_ARCH="$ARCH" $BUILD_TARGETS || {
+        echo "make failed; building what can be built (make -k)"
+        make -k -j"$(nproc)" CUDA_ARCH="$ARCH" $BUILD_TARGETS
+        return 1
+    }
+    if grep -aq "built without CUDA" build/bin/rgpu-server; then
+        echo "build/bin/rgpu-server has NO CUDA backend (nvcc missing at build time?)"
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------- 3. the CUDA backend
+# Starts `rgpu-server --backend cuda` once without RGPU_CUDA_PARTIAL: it
+# refuses when ops are missing and says which; then the remaining steps run
+# with RGPU_CUDA_PARTIAL=1 so that each missing op fails on its own.
+probe_backend() {
+    local d; d=$(mktemp -d)
+    env -u RGPU_CUDA_PARTIAL RGPU_CUDA_VERBOSE=1 build/bin/rgpu-server --unix "$d/sock" --backend cuda \
+        --token-file "$d/token" --journal none > "$d/log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 100); do
+        [ -S "$d/sock" ] && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    local ok=1
+    [ -S "$d/sock" ] && ok=0
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null
+    cat "$d/log"
+    rm -rf "$d"
+    return $ok
+}
+
+# ---------------------------------------------------------------- 5. smoke, with the server's log kept
+smoke() {
+    local d; d=$(mktemp -d)
+    RGPU_CUDA_VERBOSE=1 build/bin/rgpu-server --unix "$d/sock" --backend cuda --token-file "$d/token" \
+        --journal none > "$OUT/server-cuda-smoke.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 100); do [ -S "$d/sock" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    RGPU_SERVER="unix:$d/sock" RGPU_TOKEN_FILE="$d/token" $PY - <<'PY'
+import torch, rgpu
+print("handshake:", {k: v for k, v in rgpu.connect().items() if k in ("backend", "session")})
+torch.manual_seed(0)
+checks = []
+def chk(name, fn, *xs, tol=1e-5):
+    try:
+        want = fn(*xs)
+        got = fn(*[x.to("rgpu") for x in xs]).cpu()
+        ok = want.dtype == got.dtype and want.shape == got.shape and torch.allclose(
+            got.double(), want.double(), rtol=tol, atol=tol, equal_nan=True)
+        print(f"{'ok ' if ok else 'BAD'} {name}")
+        if not ok:
+            print("   want", want.flatten()[:8], "\n   got ", got.flatten()[:8])
+    except Exception as e:
+        ok = False
+        print(f"ERR {name}: {type(e).__name__}: {str(e)[:300]}")
+    checks.append(ok)
+a, b = torch.randn(33, 17), torch.randn(17, 9)
+chk("copy (round trip)", lambda x: x.clone(), a)
+chk("copy transposed", lambda x: x.t().contiguous(), a)
+chk("copy cast f32->f16->f32", lambda x: x.half().float(), a * 1000)
+chk("copy cast f32->i64", lambda x: x.to(torch.int64), a * 1e3)
+chk("copy cast f32->u8", lambda x: x.to(torch.uint8), a.abs() * 50)
+chk("full", lambda x: torch.full((5, 7), 2.5, device=x.device) + x[:5, :7] * 0, a)
+chk("arange", lambda x: torch.arange(3, 50, 0.5, device=x.device), a)
+chk("add", lambda x, y: x + y, a, a.flip(0))
+chk("sum", lambda x: x.sum(1), a)
+chk("mm (cuBLAS)", lambda x, y: x @ y, a, b, tol=1e-4)
+chk("softmax", lambda x: torch.softmax(x, -1), a)
+print(f"{sum(checks)}/{len(checks)} smoke checks ok")
+raise SystemExit(0 if all(checks) else 1)
+PY
+    local rc=$?
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null
+    echo "--- server log ($OUT/server-cuda-smoke.log):"; tail -20 "$OUT/server-cuda-smoke.log"
+    rm -rf "$d"
+    return $rc
+}
+
+# ---------------------------------------------------------------- 7. training
+train_gpt() {   # BACKEND [RECORD]: reduced GPT, 20 steps; prints the losses as JSON
+    RGPU_BACKEND=$1 RGPU_RECORD=${2:-} $PY - "$1" <<'PY'
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
+import torch
+import rgpu
+from models import data, gpt
+info = rgpu.connect()
+torch.manual_seed(0)
+model = gpt.GPT(gpt.GPTConfig.tiny()).to("rgpu")
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
+train, _ = data.train_val(50_000)
+g = torch.Generator().manual_seed(0)
+losses = []
+t0 = time.perf_counter()
+for _ in range(20):
+    x, y = data.get_batch(train, 4, 32, g)
+    _, loss = model(x.to("rgpu"), y.to("rgpu"))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    losses.append(loss.item())
+print("RESULT " + json.dumps({"backend": info.get("backend"), "losses": losses,
+                              "s_per_step": (time.perf_counter() - t0) / 20}))
+PY
+}
+
+compare_training() {
+    local c p
+    rm -f "$OUT/gpt-cuda.rgt"
+    train_gpt cuda "$OUT/gpt-cuda.rgt" > "$OUT/train-cuda.out" 2>&1; local rc1=$?
+    train_gpt cpu > "$OUT/train-cpu.out" 2>&1; local rc2=$?
+    cat "$OUT/train-cuda.out" "$OUT/train-cpu.out" | grep -v "^RESULT" | tail -30
+    c=$(grep "^RESULT " "$OUT/train-cuda.out" | cut -c8-)
+    p=$(grep "^RESULT " "$OUT/train-cpu.out" | cut -c8-)
+    [ $rc1 -ne 0 ] && echo "cuda run failed (rc $rc1)"
+    [ $rc2 -ne 0 ] && echo "cpu run failed (rc $rc2)"
+    [ -z "$c" ] || [ -z "$p" ] && return 1
+    $PY - "$c" "$p" <<'PY'
+import json, sys
+c, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"backends: {c['backend']} vs {p['backend']};  s/step {c['s_per_step']:.4f} vs {p['s_per_step']:.4f}")
+worst = 0.0
+for i, (a, b) in enumerate(zip(c["losses"], p["losses"])):
+    r = abs(a - b) / max(abs(b), 1e-12)
+    worst = max(worst, r)
+    print(f"  step {i:2d}  cuda {a:.7f}  cpu {b:.7f}  rel {r:.1e}")
+ok = c["backend"] == "cuda" and p["backend"] == "cpu" and len(c["losses"]) == len(p["losses"]) == 20 and worst <= 1e-4
+print(f"worst relative loss difference {worst:.2e} (limit 1e-4): {'ok' if ok else 'BAD'}")
+raise SystemExit(0 if ok else 1)
+PY
+}
+
+# ---------------------------------------------------------------- 9. bench
+# nanogpt.py times rgpu (here: a cuda server on this host) against PyTorch CPU
+# eager; it has no PyTorch-CUDA baseline, so eager CUDA is timed here with
+# the same model, optimizer and batches.
+eager_cuda() {
+    $PY - "${BENCH_ARGS[@]}" <<'PY'
+import argparse, os, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
+import torch
+from models import data, gpt
+ap = argparse.ArgumentParser()
+for k in ("batch", "block", "layers", "heads", "embd", "iters", "warmup"):
+    ap.add_argument("--" + k, type=int)
+a = ap.parse_args()
+if not torch.cuda.is_available():
+    print("PyTorch here has no CUDA (torch.cuda.is_available() is False): no eager-CUDA baseline")
+    raise SystemExit(1)
+print("GPU:", torch.cuda.get_device_name(0), " TF32 matmul:", torch.backends.cuda.matmul.allow_tf32)
+cfg = gpt.GPTConfig(n_layer=a.layers, n_head=a.heads, n_embd=a.embd, block_size=a.block, dropout=0.0)
+torch.manual_seed(0)
+model = gpt.GPT(cfg).to("cuda")
+opt = model.configure_optimizer(lr=1e-3, foreach=False)
+train, _ = data.train_val(max(200_000, 4 * a.batch * a.block))
+g = torch.Generator().manual_seed(0)
+batches = [data.get_batch(train, a.batch, a.block, g) for _ in range(a.warmup + a.iters)]
+def step(x, y):
+    _, loss = model(x.to("cuda"), y.to("cuda"))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+losses = [step(*b) for b in batches[:a.warmup]]
+t0 = time.perf_counter()
+for b in batches[a.warmup:]:
+    losses.append(step(*b))
+dt = (time.perf_counter() - t0) / a.iters
+print(f"PyTorch eager CUDA       {dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+print(f"EAGER_CUDA_S_PER_ITER {dt}")
+PY
+}
+
+bench() {
+    $PY tools/bench/nanogpt.py --backend cuda "${BENCH_ARGS[@]}" 2>&1 | tee "$OUT/bench-nanogpt.out"
+    local rc1=${PIPESTATUS[0]}
+    eager_cuda 2>&1 | tee "$OUT/bench-eager.out"
+    local rc2=${PIPESTATUS[0]}
+    local r e
+    r=$(grep -E "^rgpu, cuda server" "$OUT/bench-nanogpt.out" | head -1 | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "s/iter") { print $i; exit }}')
+    e=$(grep "^EAGER_CUDA_S_PER_ITER" "$OUT/bench-eager.out" | awk '{print $2}')
+    if [ -n "$r" ] && [ -n "$e" ]; then
+        $PY -c "print(f'rgpu on cuda {float(\"$r\"):.4f} s/iter vs PyTorch eager CUDA {float(\"$e\"):.4f} s/iter: rgpu/eager = {float(\"$r\") / float(\"$e\"):.2f}x')"
+    else
+        echo "could not put the two timings side by side (rgpu: '${r}', eager: '${e}')"
+    fi
+    [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]
+}
+
+# ================================================================ main
+# `gpu-check.sh --run FUNCTION ARGS...` is how step() runs a function of this
+# file under timeout (a fresh bash reads the definitions above, then this).
+if [ "${1:-}" = --run ]; then shift; "$@"; exit $?; fi
+
+OUT=${OUT:-./gpu-check-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export OUT
+LOG=$OUT/gpu-check.log
+: > "$LOG"
+START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET_S:-470}
+export PYTHONPATH="$REPO/torchhook${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+unset RGPU_SERVER RGPU_RECORD RGPU_BACKEND
+
+# ---------------------------------------------------------------- 1. environment
+step "environment" 30 fn env_info
+
+MISSING_DEV=""
+for p in $DEV_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || MISSING_DEV="$MISSING_DEV $p"; done
+[ -n "$MISSING_DEV" ] && note "missing Debian packages:$MISSING_DEV"
+
+# cuBLAS from the pip wheels PyTorch brings (nvidia-cublas[-cu12]), unless the
+# dynamic loader finds one already or RGPU_CUBLAS_PATH is set.
+if [ -z "${RGPU_CUBLAS_PATH:-}" ] && ! ldconfig -p 2>/dev/null | grep -q "libcublas\.so\.1[23]" \
+   && ! ls /usr/local/cuda/lib64/libcublas.so.1[23] >/dev/null 2>&1; then
+    found=$(cublas_from_wheels)
+    if [ -n "$found" ]; then
+        export RGPU_CUBLAS_PATH=$found
+        log "cuBLAS: using the pip wheel's $found (RGPU_CUBLAS_PATH)"
+    else
+        log "cuBLAS: no libcublas.so.12/13 found on the loader path, in /usr/local/cuda or in the pip wheels"
+    fi
+fi
+
+# ---------------------------------------------------------------- 2. build
+if [ "${GPU_CHECK_SKIP_BUILD:-}" = 1 ]; then skip "build" "GPU_CHECK_SKIP_BUILD=1"
+else step "build (make, sm_90)" 240 fn build; fi
+HAVE_SERVER=0; [ -x build/bin/rgpu-server ] && HAVE_SERVER=1
+HAVE_PYEXT=0; [ -f torchhook/rgpu/_C.abi3.so ] && HAVE_PYEXT=1
+[ $HAVE_SERVER = 0 ] && note "no build/bin/rgpu-server: later steps cannot run"
+[ $HAVE_PYEXT = 0 ] && note "no torchhook/rgpu/_C.abi3.so (Python.h missing?): python steps cannot run"
+
+# ---------------------------------------------------------------- 3. the CUDA backend
+FULL_COVERAGE=0
+if [ $HAVE_SERVER = 1 ]; then
+    if step "cuda backend starts with every op of ops.def" 20 fn probe_backend; then
+        FULL_COVERAGE=1
+    else
+        export RGPU_CUDA_PARTIAL=1
+        note "cuda backend lacks ops (see the log): continuing with RGPU_CUDA_PARTIAL=1"
+    fi
+else
+    skip "cuda backend starts" "no rgpu-server"
+fi
+
+# ---------------------------------------------------------------- 4. C tests
+if [ $HAVE_SERVER = 1 ]; then
+    step "C tests (make test-c)" 90 make --no-print-directory -j"$(nproc)" CUDA_ARCH="$ARCH" test-c
+else
+    skip "C tests" "no build"
+fi
+
+# ---------------------------------------------------------------- 5. smoke
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "smoke: a few ops on rgpu-server --backend cuda" 40 fn smoke
+else
+    skip "smoke" "no build"
+fi
+
+# ---------------------------------------------------------------- 6. conformance
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "conformance suite on cuda (tests/py/test_conformance.py)" 150 \
+        env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=line -W ignore tests/py/test_conformance.py
+else
+    skip "conformance" "no build"
+fi
+
+# ---------------------------------------------------------------- 7. training
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "train reduced GPT 20 steps: cuda vs cpu backend" 90 fn compare_training
+else
+    skip "training" "no build"
+fi
+
+# ---------------------------------------------------------------- 8. determinism
+if [ -s "$OUT/gpt-cuda.rgt" ] && [ -x build/bin/rgpu-diff ]; then
+    step "determinism: rgpu-diff --a cuda --b cuda (bitwise)" 45 \
+        build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cuda --quiet
+    step "rgpu-diff --a cuda --b cpu (per-dtype tolerances)" 45 \
+        build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cpu --quiet --top 15
+else
+    skip "determinism" "no trace recorded (training step failed?) or no rgpu-diff"
+fi
+
+# ---------------------------------------------------------------- 9. bench
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "bench: nanogpt.py rgpu-on-cuda vs PyTorch eager CUDA" 120 fn bench
+else
+    skip "bench" "no build"
+fi
+
+# ---------------------------------------------------------------- 10. extra, with the time left
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "tests/py/test_train.py on cuda" 150 \
+        env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/py/test_train.py
+fi
+
+# ---------------------------------------------------------------- summary
+log ""
+log "=================================================================="
+log "== summary ($(( $(now) - START ))s; log: $LOG)"
+[ $FULL_COVERAGE = 0 ] && [ "${RGPU_CUDA_PARTIAL:-}" = 1 ] && log "   (ran with RGPU_CUDA_PARTIAL=1: the cuda backend lacks ops)"
+status=0
+for r in "${RESULTS[@]}"; do
+    log "   $r"
+    case $r in FAIL*|TIMEOUT*) status=1 ;; esac
+done
+exit $status
