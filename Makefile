@@ -1,9 +1,10 @@
 # rgpu — build, test, demo. `make help` lists the targets.
 #
 #   make          C libraries, rgpu-server, tools, rgpu._C (+ CUDA backend when nvcc exists)
-#   make test     deps + build + Check unit tests + pytest
+#   make test     deps + build + Check unit tests + fuzz smoke + pytest
 #   make demo     deps + build + train a small model on device="rgpu"
 #   make deps     install Debian and Python dependencies (idempotent)
+#   make fuzz     libFuzzer targets (clang-14), each for FUZZ_SECONDS (default 60)
 
 SHELL   := /bin/bash
 PYTHON  ?= python3
@@ -13,7 +14,7 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
 SAN     ?=
-CFLAGS_ := $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
+CFLAGS_ = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
 LIBS    := -lzstd -lsqlite3 -lopenblas -lm -lpthread
 
 # CUDA: nvcc may be off PATH in the toolkit's usual folder.
@@ -33,7 +34,7 @@ RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)
 REPLAYER_OBJ := $(REPLAYER_SRC:%.c=$(B)/obj/%.o)
 ifneq ($(NVCC),)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
-CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -ldl -lpthread
 else
 CUDA_OBJ     := $(B)/obj/replayer/backend_cuda_none.o
 CUDA_LIBS    :=
@@ -44,11 +45,11 @@ SERVER := $(B)/bin/rgpu-server
 TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note
+.PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
 all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(PYEXT) develop
 
 help:
-	@sed -n '3,7p' Makefile
+	@sed -n '3,8p' Makefile
 
 cuda-note:
 ifeq ($(NVCC),)
@@ -59,12 +60,20 @@ endif
 
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3
+FUZZ_PKGS := clang-14 libclang-rt-14-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "rgpu: installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@missing=""; for p in $(FUZZ_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "rgpu: installing Debian packages for fuzzing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
+	    || echo "rgpu: could not install$$missing: the fuzz targets will be skipped"; \
 	fi
 	@$(PYTHON) -c 'import torch, pytest, numpy' 2>/dev/null || { \
 	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
@@ -128,6 +137,7 @@ test-py: all
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-py
 
 # Sanitizer build of the C parts in its own tree.
@@ -139,5 +149,57 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	$(PYTHON) tools/demo.py
 
+# ---------------------------------------------------------------- fuzzing (libFuzzer, clang-14)
+# Targets in tests/fuzz/: record decoder, frame codec + wire header, .rgt
+# reader, and rgpu-server's message loop (server.c compiled in, one session
+# per input over a socketpair). Built in build-fuzz/ with ASan+UBSan; seeds
+# from tests/fuzz/make_seeds.c; corpora grow in build-fuzz/corpus/, crashes
+# land in build-fuzz/crashes/. `make fuzz` runs each FUZZ_SECONDS; `make test`
+# runs each FUZZ_SMOKE_SECONDS.
+FZ           := build-fuzz
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 8
+FUZZ_TARGETS := record frame rgt server
+FUZZ_CFLAGS  := $(CSTD) -Wall -Wextra -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -Itrace-format -Irecorder -Ireplayer
+FUZZ_FMT_OBJ := $(FORMAT_SRC:%.c=$(FZ)/obj/%.o)
+FUZZ_REP_OBJ := $(REPLAYER_SRC:%.c=$(FZ)/obj/%.o) $(FZ)/obj/replayer/backend_cuda_none.o
+
+$(FZ)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FZ)/bin/fuzz_server: tests/fuzz/fuzz_server.c replayer/server.c $(FUZZ_REP_OBJ) $(FUZZ_FMT_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_REP_OBJ) $(FUZZ_FMT_OBJ) $(LIBS)
+$(FZ)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FMT_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_FMT_OBJ) $(LIBS)
+$(FZ)/seeds/.done: tests/fuzz/make_seeds.c $(B)/lib/librgpu_format.a
+	@mkdir -p $(FZ)/seeds
+	$(CC) $(CFLAGS_) -o $(FZ)/make_seeds $< $(B)/lib/librgpu_format.a $(LIBS)
+	rm -rf $(FZ)/seeds/*/ && $(FZ)/make_seeds $(FZ)/seeds && touch $@
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FZ)/bin/fuzz_%) $(FZ)/seeds/.done
+
+# Each target runs FUZZ_SECONDS; a crash, leak or UB report fails make (its
+# log is shown; the input is in build-fuzz/crashes/).
+fuzz: fuzz-build
+	@mkdir -p $(FZ)/crashes; for t in $(FUZZ_TARGETS); do \
+	  case $$t in rgt) ml=131072;; server) ml=65536;; *) ml=16384;; esac; \
+	  mkdir -p $(FZ)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  $(FZ)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$$ml -timeout=20 -rss_limit_mb=3072 \
+	    -print_final_stats=1 -artifact_prefix=$(FZ)/crashes/$$t- $(FZ)/corpus/$$t $(FZ)/seeds/$$t \
+	    > $(FZ)/fuzz_$$t.log 2>&1 || { tail -60 $(FZ)/fuzz_$$t.log; echo "fuzz_$$t FAILED"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" $(FZ)/fuzz_$$t.log; \
+	done
+
+# Inside `make test`: a short run of each, skipped (with a note) without clang-14.
+fuzz-smoke:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); \
+	else echo "rgpu: $(FUZZ_CC) not found: fuzz smoke skipped (make deps installs it)"; fi
+
 clean:
-	rm -rf $(B) build-asan $(PYEXT)
+	rm -rf $(B) build-asan $(FZ) $(PYEXT)

@@ -4,7 +4,24 @@
  * recording path holds it only to append encoded bytes; compression, hashing
  * and socket writes happen in the sender thread outside the lock. Only the
  * sender writes to the socket; only the receiver reads from it. The .rgt tee
- * has its own mutex (SQLite calls from sender and receiver). */
+ * has its own mutex (SQLite calls from sender and receiver).
+ *
+ * Resume: a sent chunk stays (as its exact frame) on the `sent` list until an
+ * ACK or RESULT covers its last op. When the link drops (EOF, reset, a
+ * message cut short), the receiver parks the sender, redials with backoff
+ * for RGPU_RECONNECT_TIMEOUT seconds and sends HELLO naming the session and
+ * the last acknowledged op; WELCOME says which op the server applies next.
+ * The receiver then requeues the sent chunks the server lacks, in order,
+ * ahead of everything unsent, and a WAIT for every waiter still waiting, and
+ * lets the sender go. Upload bytes stay until their UPLOAD is acknowledged, so
+ * a NEED after a resume is answered. If resuming is impossible the client
+ * dies with RGPU_ERR_SESSION_LOST naming the first op lost.
+ *
+ * Backlog: un-acknowledged chunk bytes (queued and sent) are bounded by
+ * RGPU_MAX_UNACKED (default 64 MiB). The server ACKs every chunk it applies,
+ * so no extra request is needed: rgpu_client_throttle, called by the
+ * recording thread after recording, closes the open chunk and blocks until
+ * ACKs bring the backlog under the bound (at most RGPU_WAIT_TIMEOUT). */
 #include "recorder.h"
 
 #include <errno.h>
@@ -21,16 +38,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Error texts are built with snprintf into fixed buffers; cutting a long one
+ * short is intended. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 /* An item for the sender, in send order. */
 enum { ITEM_CHUNK = 1, ITEM_MSG = 2, ITEM_NEED = 3, ITEM_RGT_BLOB = 4 };
 typedef struct item {
     struct item *next;
     int kind;
-    rgpu_buf buf;            /* CHUNK: raw records; MSG: payload */
+    rgpu_buf buf;            /* CHUNK: raw records until compressed; MSG: payload */
     int msg_type;            /* MSG */
     uint64_t first_op;       /* CHUNK */
     uint32_t count;          /* CHUNK */
-    rgpu_hash hash;          /* NEED, RGT_BLOB */
+    rgpu_hash hash;          /* NEED, RGT_BLOB; CHUNK: hash of the raw records */
+    rgpu_buf frame;          /* CHUNK: the compressed frame, kept for a resend */
+    bool teed;               /* CHUNK: already in the .rgt tee */
 } item;
 
 typedef struct blob {
@@ -59,18 +82,27 @@ struct rgpu_client {
     rgpu_server_info info;
     rgpu_rgt *rgt;
     pthread_mutex_t rgt_mu;
+    char address[512];
+    char token[1024];           /* given at connect; "" = look it up at each (re)connect */
+    double reconnect_timeout;   /* seconds; 0 = no resume */
+    uint64_t max_unacked;
 
     pthread_mutex_t mu;
     pthread_cond_t cv_send, cv_wait;
     bool closing, dead;
+    bool broken;             /* link lost: the receiver is reconnecting, the sender parked */
+    bool sending;            /* the sender is inside send_item (using fd) */
+    item *in_flight;         /* the item it is sending */
     int dead_status;
-    char dead_msg[256];
+    char dead_msg[1024];
     rgpu_buf cur;            /* open chunk */
     uint64_t cur_first;
     uint32_t cur_count;
     struct timespec cur_t0;
     uint64_t next_op, next_id, acked;
     item *q_head, *q_tail;
+    item *sent_head, *sent_tail;   /* sent chunks not yet acknowledged, in op order */
+    uint64_t backlog;        /* bytes of chunks queued (raw) or sent (frame), not acknowledged */
     blob *blobs;
     waiter *waiters;
     uint64_t *frees;
@@ -84,6 +116,29 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+}
+
+static double env_seconds(const char *name, double dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end;
+    double t = strtod(e, &end);
+    return (end != e && t >= 0) ? t : dflt;
+}
+
+static double mono_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static struct timespec deadline_in(double s) {
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)s;
+    dl.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+    return dl;
 }
 
 /* ---------------------------------------------------------------------------
@@ -127,24 +182,55 @@ static int dial(const char *address, char *err, size_t errlen) {
     return fd;
 }
 
+/* The token for HELLO: RGPU_TOKEN, else the file RGPU_TOKEN_FILE, else the
+ * server's default token file if it exists. Read at every (re)connect, so a
+ * restarted server's new token is picked up. Returns its length (0: none). */
+static size_t read_token(const char *given, char *out, size_t cap) {
+    if (given && *given) { snprintf(out, cap, "%s", given); return strlen(out); }
+    const char *t = getenv("RGPU_TOKEN");
+    if (t && *t) { snprintf(out, cap, "%s", t); return strlen(out); }
+    char path[1024];
+    const char *f = getenv("RGPU_TOKEN_FILE");
+    if (f && *f) snprintf(path, sizeof path, "%s", f);
+    else {
+        const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+        if (x && x[0] == '/') snprintf(path, sizeof path, "%s/rgpu/token", x);
+        else if (home && *home) snprintf(path, sizeof path, "%s/.local/state/rgpu/token", home);
+        else return 0;
+    }
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    size_t n = fread(out, 1, cap - 1, fp);
+    fclose(fp);
+    out[n] = 0;
+    out[strcspn(out, "\r\n \t")] = 0;
+    return strlen(out);
+}
+
 /* HELLO: u32 version | hash[16] op table | u64 session | u64 last_ack | u32 token_len | token
- * WELCOME: u32 version | hash[16] | u64 session | u64 applied | u8[32] backend | u32 nbits | bitmap */
-static rgpu_status handshake(rgpu_client *c, char *err, size_t errlen) {
-    uint8_t h[44] = { 0 };
+ * WELCOME: u32 version | hash[16] | u64 session | u64 applied | u8[32] backend | u32 nbits | bitmap
+ * On an ERROR reply, returns its code (err: the server's message). */
+static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
+                             uint64_t *applied, char *err, size_t errlen) {
+    uint8_t h[40 + 1024] = { 0 };
     rgpu_st32(h, RGPU_FORMAT_VERSION);
     rgpu_op_table_hash(h + 4);
-    /* session 0 (new), last ack 0, no token (authentication: issue 6) */
-    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_HELLO, h, 40, NULL, 0);
+    rgpu_st64(h + 20, session);
+    rgpu_st64(h + 28, last_ack);
+    size_t tl = read_token(token, (char *)h + 40, 1024);
+    rgpu_st32(h + 36, (uint32_t)tl);
+    rgpu_status s = rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0);
     if (s) { set_err(err, errlen, "handshake: %s", rgpu_status_str(s)); return s; }
     rgpu_msg_header mh;
     uint8_t *p;
-    if ((s = rgpu_wire_recv(c->fd, 1 << 20, &mh, &p))) {
+    if ((s = rgpu_wire_recv(fd, 1 << 20, &mh, &p))) {
         set_err(err, errlen, "handshake: %s", rgpu_status_str(s));
         return s;
     }
     if (mh.type == RGPU_MSG_ERROR) {
         int code = mh.len >= 4 ? (int)rgpu_ld32(p) : RGPU_ERR_BAD_MESSAGE;
-        set_err(err, errlen, "server refused: %.*s", (int)(mh.len > 8 ? mh.len - 8 : 0), (const char *)p + 8);
+        set_err(err, errlen, "server refused: %.*s", (int)(mh.len > 8 ? (mh.len - 8 < 400 ? mh.len - 8 : 400) : 0),
+                (const char *)p + 8);
         free(p);
         return code ? code : RGPU_ERR_BAD_MESSAGE;
     }
@@ -153,12 +239,13 @@ static rgpu_status handshake(rgpu_client *c, char *err, size_t errlen) {
         set_err(err, errlen, "handshake: expected WELCOME, got %s", rgpu_msg_name(mh.type));
         return RGPU_ERR_BAD_MESSAGE;
     }
-    c->info.session = rgpu_ld64(p + 20);
-    memcpy(c->info.backend, p + 36, 31);
-    c->info.backend[31] = 0;
+    info->session = rgpu_ld64(p + 20);
+    *applied = rgpu_ld64(p + 28);
+    memcpy(info->backend, p + 36, 31);
+    info->backend[31] = 0;
     uint32_t nbits = rgpu_ld32(p + 68);
     size_t nb = (nbits + 7) / 8;
-    if (mh.len >= 72 + nb) memcpy(c->info.supports, p + 72, nb < sizeof c->info.supports ? nb : sizeof c->info.supports);
+    if (mh.len >= 72 + nb) memcpy(info->supports, p + 72, nb < sizeof info->supports ? nb : sizeof info->supports);
     free(p);
     return RGPU_OK;
 }
@@ -176,6 +263,12 @@ static void enqueue(rgpu_client *c, item *it, bool front) {
         c->q_tail = it;
     }
     pthread_cond_signal(&c->cv_send);
+}
+
+static void item_free(item *it) {
+    rgpu_buf_free(&it->buf);
+    rgpu_buf_free(&it->frame);
+    free(it);
 }
 
 static rgpu_status append_record_locked(rgpu_client *c, const rgpu_record *r, uint64_t *op_index) {
@@ -219,6 +312,7 @@ static rgpu_status close_chunk_locked(rgpu_client *c) {
     memset(&c->cur, 0, sizeof c->cur);
     c->cur_count = 0;
     c->st.chunks++;
+    c->backlog += it->buf.len;
     enqueue(c, it, false);
     return RGPU_OK;
 }
@@ -233,6 +327,16 @@ static void mark_dead_locked(rgpu_client *c, int status, const char *msg) {
     }
     pthread_cond_broadcast(&c->cv_wait);
     pthread_cond_broadcast(&c->cv_send);
+}
+
+/* A dropped link (worth a resume), as opposed to a protocol error. */
+static bool link_lost(rgpu_status s) { return s == RGPU_ERR_CLOSED || s == RGPU_ERR_TRUNCATED || s == RGPU_ERR_IO; }
+
+static void link_broken_locked(rgpu_client *c) {
+    if (!c->broken) {
+        c->broken = true;
+        shutdown(c->fd, SHUT_RDWR);   /* wakes the other thread */
+    }
 }
 
 static blob *find_blob_locked(rgpu_client *c, const rgpu_hash *h) {
@@ -256,26 +360,52 @@ static void reap_blobs_locked(rgpu_client *c) {
     }
 }
 
+/* Free sent chunks the server acknowledged (all their ops < acked). */
+static void reap_sent_locked(rgpu_client *c) {
+    bool freed = false;
+    while (c->sent_head && c->sent_head != c->in_flight && c->sent_head->first_op + c->sent_head->count <= c->acked) {
+        item *it = c->sent_head;
+        c->sent_head = it->next;
+        if (!c->sent_head) c->sent_tail = NULL;
+        c->backlog -= it->frame.len;
+        item_free(it);
+        freed = true;
+    }
+    if (freed) pthread_cond_broadcast(&c->cv_wait);   /* a recorder blocked on the backlog */
+}
+
 static rgpu_status send_item(rgpu_client *c, item *it) {
     rgpu_status s = RGPU_OK;
     rgpu_buf frame = { 0 };
     if (it->kind == ITEM_CHUNK) {
-        rgpu_hash h = rgpu_hash_bytes(it->buf.p, it->buf.len);
+        if (!it->frame.len) {   /* first send: compress once, keep the frame for a resend */
+            it->hash = rgpu_hash_bytes(it->buf.p, it->buf.len);
+            if ((s = rgpu_frame_compress(it->buf.p, it->buf.len, 1, &it->frame))) goto out;
+            pthread_mutex_lock(&c->mu);
+            c->backlog = c->backlog - it->buf.len + it->frame.len;
+            pthread_mutex_unlock(&c->mu);
+            rgpu_buf_free(&it->buf);
+        }
         uint8_t hdr[32];
         rgpu_st64(hdr, it->first_op);
         rgpu_st32(hdr + 8, it->count);
         rgpu_st32(hdr + 12, 0);
-        memcpy(hdr + 16, h.b, 16);
-        if ((s = rgpu_frame_compress(it->buf.p, it->buf.len, 1, &frame))) goto out;
-        if (c->rgt) {
+        memcpy(hdr + 16, it->hash.b, 16);
+        if (c->rgt && !it->teed) {
+            uint8_t *raw;
+            size_t rn;
             pthread_mutex_lock(&c->rgt_mu);
-            rgpu_rgt_put_chunk(c->rgt, &h, it->first_op, it->count, it->buf.len, frame.p, frame.len);
+            if (rgpu_frame_decompress(it->frame.p, it->frame.len, RGPU_MAX_CHUNK_RAW, &raw, &rn) == RGPU_OK) {
+                rgpu_rgt_put_chunk(c->rgt, &it->hash, it->first_op, it->count, rn, it->frame.p, it->frame.len);
+                free(raw);
+            }
             pthread_mutex_unlock(&c->rgt_mu);
+            it->teed = true;
         }
-        s = rgpu_wire_send(c->fd, RGPU_MSG_CHUNK, hdr, sizeof hdr, frame.p, frame.len);
+        s = rgpu_wire_send(c->fd, RGPU_MSG_CHUNK, hdr, sizeof hdr, it->frame.p, it->frame.len);
         if (!s) {
             pthread_mutex_lock(&c->mu);
-            c->st.bytes_out += RGPU_WIRE_HEADER + sizeof hdr + frame.len;
+            c->st.bytes_out += RGPU_WIRE_HEADER + sizeof hdr + it->frame.len;
             pthread_mutex_unlock(&c->mu);
         }
     } else if (it->kind == ITEM_MSG) {
@@ -325,9 +455,9 @@ static void *sender_main(void *arg) {
     rgpu_client *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->q_head && !c->dead) {
-            if (c->closing && !c->cur_count) goto done;
-            if (c->cur_count) {
+        while ((!c->q_head || c->broken) && !c->dead) {
+            if (c->closing && (c->broken || !c->cur_count)) goto done;
+            if (c->cur_count && !c->broken) {
                 struct timespec dl = c->cur_t0;
                 dl.tv_nsec += RGPU_CHUNK_MS * 1000000L;
                 if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
@@ -346,22 +476,148 @@ static void *sender_main(void *arg) {
         item *it = c->q_head;
         c->q_head = it->next;
         if (!c->q_head) c->q_tail = NULL;
+        if (it->kind == ITEM_CHUNK) {   /* on the sent list from now: resent if the link drops */
+            it->next = NULL;
+            if (c->sent_tail) c->sent_tail->next = it; else c->sent_head = it;
+            c->sent_tail = it;
+        }
+        c->sending = true;
+        c->in_flight = it;
         pthread_mutex_unlock(&c->mu);
         rgpu_status s = send_item(c, it);
-        rgpu_buf_free(&it->buf);
-        free(it);
         pthread_mutex_lock(&c->mu);
+        c->sending = false;
+        c->in_flight = NULL;
+        pthread_cond_broadcast(&c->cv_wait);
+        if (it->kind != ITEM_CHUNK) item_free(it);
         if (s) {
+            if (link_lost(s) && c->reconnect_timeout > 0 && !c->closing) {
+                link_broken_locked(c);   /* the receiver reconnects; we park until it is done */
+                continue;
+            }
             char m[128];
             snprintf(m, sizeof m, "sending to rgpu-server failed: %s", rgpu_status_str(s));
             mark_dead_locked(c, s, m);
             break;
         }
+        reap_sent_locked(c);
         reap_blobs_locked(c);
     }
 done:
     pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * Resume (receiver thread) */
+
+/* Dial and handshake with backoff until reconnect_timeout; the session must
+ * still exist. *fd_out and *applied on success; else why (one line). */
+static rgpu_status redial(rgpu_client *c, uint64_t session, uint64_t last_ack, int *fd_out,
+                          rgpu_server_info *info, uint64_t *applied, char *why, size_t whylen) {
+    double deadline = mono_now() + c->reconnect_timeout, delay = 0.02;
+    char err[512] = "";
+    for (int attempt = 1;; attempt++) {
+        int fd = dial(c->address, err, sizeof err);
+        if (fd >= 0) {
+            rgpu_status s = handshake(fd, c->token, session, last_ack, info, applied, err, sizeof err);
+            if (!s) { *fd_out = fd; return RGPU_OK; }
+            close(fd);
+            if (!link_lost(s) && s != RGPU_ERR_TIMEOUT) {   /* the server answered: no */
+                snprintf(why, whylen, "%s", err);
+                return s;
+            }
+        }
+        pthread_mutex_lock(&c->mu);
+        bool give_up = c->closing;
+        pthread_mutex_unlock(&c->mu);
+        if (give_up || mono_now() + delay > deadline) {
+            snprintf(why, whylen, "no rgpu-server at %s took the session back within %g s "
+                     "(RGPU_RECONNECT_TIMEOUT; %d attempts; last: %.300s)", c->address, c->reconnect_timeout, attempt, err);
+            return RGPU_ERR_TIMEOUT;
+        }
+        struct timespec ts = { (time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9) };
+        nanosleep(&ts, NULL);
+        delay = delay * 2 > 1.0 ? 1.0 : delay * 2;
+    }
+}
+
+/* Put a WAIT for op at the tail of the queue (mu held). */
+static rgpu_status enqueue_wait_locked(rgpu_client *c, uint64_t op) {
+    item *it = calloc(1, sizeof *it);
+    if (!it || rgpu_buf_reserve(&it->buf, 8)) { free(it); return RGPU_ERR_NOMEM; }
+    it->kind = ITEM_MSG; it->msg_type = RGPU_MSG_WAIT;
+    rgpu_st64(it->buf.p, op); it->buf.len = 8;
+    enqueue(c, it, false);
+    return RGPU_OK;
+}
+
+/* The link dropped: reconnect and resume, or die with SESSION_LOST. Returns
+ * false when the client is dead. */
+static bool resume_session(rgpu_client *c) {
+    pthread_mutex_lock(&c->mu);
+    link_broken_locked(c);
+    while (c->sending) pthread_cond_wait(&c->cv_wait, &c->mu);   /* the sender is off the fd */
+    uint64_t session = c->info.session, last_ack = c->acked;
+    pthread_mutex_unlock(&c->mu);
+    close(c->fd);
+
+    int fd = -1;
+    uint64_t applied = 0;
+    rgpu_server_info info = c->info;
+    char why[600] = "";
+    rgpu_status s = redial(c, session, last_ack, &fd, &info, &applied, why, sizeof why);
+
+    pthread_mutex_lock(&c->mu);
+    c->fd = fd;   /* -1 when failed: further sends fail at once */
+    /* The op the server must apply next has to be where our kept chunks start. */
+    if (!s) {
+        if (applied > c->acked) c->acked = applied;
+        reap_sent_locked(c);
+        uint64_t expect = c->sent_head ? c->sent_head->first_op : c->acked;
+        if (applied < c->acked || (c->sent_head && applied != expect)) {
+            snprintf(why, sizeof why, "the server resumed at op %llu, but op %llu was acknowledged and the "
+                     "kept chunks start at op %llu", (unsigned long long)applied, (unsigned long long)c->acked,
+                     (unsigned long long)expect);
+            s = RGPU_ERR_SEQUENCE;
+        }
+    }
+    if (s) {
+        char m[1024];
+        snprintf(m, sizeof m, "rgpu session lost: the connection to %s dropped and the session could not be "
+                 "resumed; ops from %llu on (through %llu) were not executed: %.400s", c->address,
+                 (unsigned long long)c->acked, (unsigned long long)(c->next_op ? c->next_op - 1 : 0), why);
+        c->broken = false;
+        mark_dead_locked(c, c->closing ? RGPU_ERR_CLOSED : RGPU_ERR_SESSION_LOST, m);
+        pthread_mutex_unlock(&c->mu);
+        return false;
+    }
+    c->info.session = info.session;
+    /* Requeue: the kept chunks first (exact bytes), then what was never sent
+     * minus stale WAITs and NEEDs, then a WAIT per pending waiter. */
+    item *old = c->q_head, *keep_h = NULL, **keep_t = &keep_h;
+    while (old) {
+        item *n = old->next;
+        if (old->kind == ITEM_NEED || (old->kind == ITEM_MSG && old->msg_type == RGPU_MSG_WAIT)) item_free(old);
+        else { old->next = NULL; *keep_t = old; keep_t = &old->next; }
+        old = n;
+    }
+    if (c->sent_head) {
+        c->sent_tail->next = keep_h;
+        c->q_head = c->sent_head;
+    } else {
+        c->q_head = keep_h;
+    }
+    c->sent_head = c->sent_tail = NULL;
+    c->q_tail = NULL;
+    for (item *it = c->q_head; it; it = it->next) c->q_tail = it;
+    for (waiter *w = c->waiters; w; w = w->next)
+        if (!w->done) enqueue_wait_locked(c, w->op);
+    c->st.reconnects++;
+    c->broken = false;
+    pthread_cond_broadcast(&c->cv_send);
+    pthread_mutex_unlock(&c->mu);
+    return true;
 }
 
 /* ---------------------------------------------------------------------------
@@ -374,14 +630,18 @@ static void *receiver_main(void *arg) {
         rgpu_status s = rgpu_wire_recv(c->fd, RGPU_MAX_FRAME, &h, &p);
         if (s) {
             pthread_mutex_lock(&c->mu);
-            if (!c->closing || c->waiters) {
-                char m[160];
-                snprintf(m, sizeof m, "connection to rgpu-server lost: %s", rgpu_status_str(s));
-                mark_dead_locked(c, s == RGPU_ERR_CLOSED ? RGPU_ERR_CLOSED : s, m);
-            } else {
-                mark_dead_locked(c, RGPU_ERR_CLOSED, "connection closed");
+            bool resume = link_lost(s) && c->reconnect_timeout > 0 && !c->dead && !c->closing;
+            if (!resume) {
+                if (!c->closing || c->waiters) {
+                    char m[160];
+                    snprintf(m, sizeof m, "connection to rgpu-server lost: %s", rgpu_status_str(s));
+                    mark_dead_locked(c, s == RGPU_ERR_CLOSED ? RGPU_ERR_CLOSED : s, m);
+                } else {
+                    mark_dead_locked(c, RGPU_ERR_CLOSED, "connection closed");
+                }
             }
             pthread_mutex_unlock(&c->mu);
+            if (resume && resume_session(c)) continue;
             return NULL;
         }
         pthread_mutex_lock(&c->mu);
@@ -389,6 +649,7 @@ static void *receiver_main(void *arg) {
         switch (h.type) {
         case RGPU_MSG_ACK:
             if (h.len >= 8) { uint64_t a = rgpu_ld64(p); if (a > c->acked) c->acked = a; }
+            reap_sent_locked(c);
             break;
         case RGPU_MSG_NEED:
             if (h.len >= 16) {
@@ -402,7 +663,8 @@ static void *receiver_main(void *arg) {
                 uint64_t op = rgpu_ld64(p);
                 uint32_t ml = rgpu_ld32(p + 24);
                 if (ml <= h.len - 28) {
-                    if (op + 1 > c->acked) c->acked = op + 1;
+                    if (op + 1 > c->acked) c->acked = op + 1;   /* chunks apply whole: op's chunk is done */
+                    reap_sent_locked(c);
                     for (waiter *w = c->waiters; w; w = w->next) {
                         if (w->op != op || w->done) continue;
                         w->status = (int)rgpu_ld32(p + 8);
@@ -448,10 +710,20 @@ static void *receiver_main(void *arg) {
  * Public API */
 rgpu_status rgpu_client_connect(const char *address, const char *record_path,
                                 rgpu_client **out, char *err, size_t errlen) {
+    return rgpu_client_connect_token(address, record_path, NULL, out, err, errlen);
+}
+
+rgpu_status rgpu_client_connect_token(const char *address, const char *record_path, const char *token,
+                                      rgpu_client **out, char *err, size_t errlen) {
     *out = NULL;
     rgpu_client *c = calloc(1, sizeof *c);
     if (!c) return RGPU_ERR_NOMEM;
     c->next_id = 1;
+    snprintf(c->address, sizeof c->address, "%s", address);
+    if (token) snprintf(c->token, sizeof c->token, "%s", token);
+    c->reconnect_timeout = env_seconds("RGPU_RECONNECT_TIMEOUT", 60);
+    c->max_unacked = (uint64_t)(env_seconds("RGPU_MAX_UNACKED", 64.0 * (1 << 20)));
+    if (c->max_unacked < (64u << 10)) c->max_unacked = 64u << 10;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->rgt_mu, NULL);
     pthread_condattr_t ca;
@@ -462,8 +734,9 @@ rgpu_status rgpu_client_connect(const char *address, const char *record_path,
     pthread_condattr_destroy(&ca);
     c->fd = dial(address, err, errlen);
     rgpu_status s;
+    uint64_t applied;
     if (c->fd < 0) { s = RGPU_ERR_IO; goto fail; }
-    if ((s = handshake(c, err, errlen))) goto fail;
+    if ((s = handshake(c->fd, c->token, 0, 0, &c->info, &applied, err, errlen))) goto fail;
     if (record_path && *record_path) {
         if ((s = rgpu_rgt_create(record_path, "rgpu recorder", &c->rgt))) {
             set_err(err, errlen, "cannot create trace %s", record_path);
@@ -495,6 +768,42 @@ const rgpu_server_info *rgpu_client_server(const rgpu_client *c) { return &c->in
 
 uint64_t rgpu_client_new_id(rgpu_client *c) {
     return __atomic_fetch_add(&c->next_id, 1, __ATOMIC_RELAXED);
+}
+
+static double wait_timeout_s(void) {
+    double t = env_seconds("RGPU_WAIT_TIMEOUT", 0);
+    return t > 0 ? t : 3600.0;
+}
+
+/* Backpressure (mu held): while un-acknowledged chunk bytes are over the
+ * bound, close the open chunk and wait for ACKs. */
+static rgpu_status throttle_locked(rgpu_client *c);
+
+bool rgpu_client_backlogged(rgpu_client *c) {
+    return __atomic_load_n(&c->backlog, __ATOMIC_RELAXED) + __atomic_load_n(&c->cur.len, __ATOMIC_RELAXED) > c->max_unacked;
+}
+
+rgpu_status rgpu_client_throttle(rgpu_client *c) {
+    pthread_mutex_lock(&c->mu);
+    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : throttle_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+static rgpu_status throttle_locked(rgpu_client *c) {
+    if (c->backlog + c->cur.len <= c->max_unacked) return RGPU_OK;
+    rgpu_status s = close_chunk_locked(c);
+    if (s) return s;
+    double to = wait_timeout_s();
+    struct timespec dl = deadline_in(to);
+    while (c->backlog > c->max_unacked && !c->dead) {
+        if (pthread_cond_timedwait(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && c->backlog > c->max_unacked) {
+            mark_dead_locked(c, RGPU_ERR_TIMEOUT, "rgpu-server acknowledged nothing for RGPU_WAIT_TIMEOUT seconds "
+                             "while RGPU_MAX_UNACKED bytes of ops were waiting");
+            break;
+        }
+    }
+    return c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
 }
 
 rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *op_index) {
@@ -563,12 +872,6 @@ rgpu_status rgpu_client_flush(rgpu_client *c) {
     return s;
 }
 
-static double wait_timeout_s(void) {
-    const char *e = getenv("RGPU_WAIT_TIMEOUT");
-    double t = e ? atof(e) : 0;
-    return t > 0 ? t : 3600.0;
-}
-
 rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, size_t *n,
                              char *err, size_t errlen) {
     if (data) *data = NULL;
@@ -583,21 +886,16 @@ rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, 
     c->st.waits++;
     /* A WAIT message asks for a RESULT at op_index whatever the op is; for
      * ops with RGPU_OPF_WAIT the server answers on its own. The message goes
-     * after the chunk holding the op, in queue order. */
+     * after the chunk holding the op, in queue order. (While the link is
+     * down it is queued too, and a resume requeues one per pending waiter.) */
     if ((s = close_chunk_locked(c))) goto unlink;
-    item *it = calloc(1, sizeof *it);
-    if (!it || rgpu_buf_reserve(&it->buf, 8)) { free(it); s = RGPU_ERR_NOMEM; goto unlink; }
-    it->kind = ITEM_MSG; it->msg_type = RGPU_MSG_WAIT;
-    rgpu_st64(it->buf.p, op_index); it->buf.len = 8;
-    enqueue(c, it, false);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
+    if ((s = enqueue_wait_locked(c, op_index))) goto unlink;
     double to = wait_timeout_s();
-    dl.tv_sec += (time_t)to;
+    struct timespec dl = deadline_in(to);
     while (!w.done && !c->dead) {
         if (pthread_cond_timedwait(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && !w.done) {
-            set_err(err, errlen, "no answer from rgpu-server for op %llu within %.0f s (RGPU_WAIT_TIMEOUT)",
-                    (unsigned long long)op_index, to);
+            set_err(err, errlen, "no answer from rgpu-server for op %llu within %g s (RGPU_WAIT_TIMEOUT)%s",
+                    (unsigned long long)op_index, to, c->broken ? "; the connection is down and being resumed" : "");
             s = RGPU_ERR_TIMEOUT;
             goto unlink;
         }
@@ -627,9 +925,17 @@ out:
     return s;
 }
 
+const char *rgpu_client_failure(rgpu_client *c) {
+    pthread_mutex_lock(&c->mu);
+    bool dead = c->dead;
+    pthread_mutex_unlock(&c->mu);
+    return dead ? c->dead_msg : NULL;   /* written once, before dead is set */
+}
+
 void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s) {
     pthread_mutex_lock(&c->mu);
     *s = c->st;
+    s->unacked_bytes = c->backlog;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -647,12 +953,15 @@ void rgpu_client_close(rgpu_client *c) {
         pthread_cond_broadcast(&c->cv_send);
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->sender, NULL);
-        shutdown(c->fd, SHUT_RDWR);
+        pthread_mutex_lock(&c->mu);
+        if (c->fd >= 0 && !c->broken) shutdown(c->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&c->mu);
         pthread_join(c->receiver, NULL);
     }
-    close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     if (c->rgt) { rgpu_rgt_flush(c->rgt); rgpu_rgt_close(c->rgt); }
-    while (c->q_head) { item *it = c->q_head; c->q_head = it->next; rgpu_buf_free(&it->buf); free(it); }
+    while (c->q_head) { item *it = c->q_head; c->q_head = it->next; item_free(it); }
+    while (c->sent_head) { item *it = c->sent_head; c->sent_head = it->next; item_free(it); }
     while (c->blobs) { blob *b = c->blobs; c->blobs = b->next; free(b->data); free(b); }
     rgpu_buf_free(&c->cur);
     free(c->frees);

@@ -228,6 +228,11 @@ static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nar
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_record(c, &r, &idx);
     PyMem_Free(sc.p);
+    if (!s && rgpu_client_backlogged(c)) {   /* rare: the server is behind by RGPU_MAX_UNACKED */
+        Py_BEGIN_ALLOW_THREADS
+        s = rgpu_client_throttle(c);
+        Py_END_ALLOW_THREADS
+    }
     if (s) {
         if (s == RGPU_ERR_ARITY || s == RGPU_ERR_BAD_OP)
             return PyErr_Format(PyExc_ValueError, "rgpu: record for %s: %s", rgpu_op_name(r.op), rgpu_status_str(s));
@@ -249,6 +254,11 @@ static PyObject *py_upload(PyObject *self, PyObject *args) {
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_upload(c, &t, view.buf, (size_t)view.len, &idx);
     PyBuffer_Release(&view);
+    if (!s && rgpu_client_backlogged(c)) {
+        Py_BEGIN_ALLOW_THREADS
+        s = rgpu_client_throttle(c);
+        Py_END_ALLOW_THREADS
+    }
     if (s) return raise_status(s, "rgpu: upload");
     return PyLong_FromUnsignedLongLong(idx);
 }

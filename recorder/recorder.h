@@ -5,7 +5,18 @@
  * thread closes chunks (at a wait, at RGPU_CHUNK_BYTES, or RGPU_CHUNK_MS after
  * the chunk's first record), compresses and sends them, and answers the
  * server's NEED for blob bytes. A receiver thread takes ACK, NEED, RESULT and
- * ERROR messages. Only waits block, and only on the server. */
+ * ERROR messages. Only waits block, and only on the server.
+ *
+ * A dropped connection is resumed on its own (client.c explains how):
+ *   RGPU_RECONNECT_TIMEOUT  seconds to keep redialling (default 60; 0 = never
+ *                           resume: a drop kills the client as before)
+ *   RGPU_MAX_UNACKED        bytes of un-acknowledged chunks kept for a resend
+ *                           (default 64 MiB, at least 64 KiB); over it,
+ *                           rgpu_client_throttle blocks until ACKs catch up
+ *   RGPU_WAIT_TIMEOUT       seconds any wait may take (default 3600)
+ *   RGPU_TOKEN, RGPU_TOKEN_FILE  the server's token (else its default file)
+ * A session the server no longer holds fails every later call with
+ * RGPU_ERR_SESSION_LOST. */
 #ifndef RGPU_RECORDER_H
 #define RGPU_RECORDER_H
 
@@ -24,6 +35,8 @@ typedef struct rgpu_client rgpu_client;
 typedef struct rgpu_client_stats {
     uint64_t ops, chunks, waits, bytes_out, bytes_in;
     uint64_t blobs_sent, blobs_deduped, frees;
+    uint64_t reconnects;      /* links that dropped and were resumed */
+    uint64_t unacked_bytes;   /* chunk bytes held for a resend (now) */
 } rgpu_client_stats;
 
 typedef struct rgpu_server_info {
@@ -37,6 +50,10 @@ typedef struct rgpu_server_info {
  * NULL and err holds a one-line reason. */
 rgpu_status rgpu_client_connect(const char *address, const char *record_path,
                                 rgpu_client **out, char *err, size_t errlen);
+/* The same with the server's token given (NULL or "": RGPU_TOKEN, else
+ * the file RGPU_TOKEN_FILE, else the server's default token file). */
+rgpu_status rgpu_client_connect_token(const char *address, const char *record_path, const char *token,
+                                      rgpu_client **out, char *err, size_t errlen);
 /* Flush, say BYE, join threads, close the trace. NULL is a no-op. */
 void rgpu_client_close(rgpu_client *c);
 const rgpu_server_info *rgpu_client_server(const rgpu_client *c);
@@ -65,10 +82,23 @@ void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid);
 rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, size_t *n,
                              char *err, size_t errlen);
 
+/* Bounded memory: true when un-acknowledged chunk bytes exceed
+ * RGPU_MAX_UNACKED (a cheap check, no lock). rgpu_client_throttle then
+ * blocks until the server's ACKs bring them under (RGPU_ERR_TIMEOUT after
+ * RGPU_WAIT_TIMEOUT; the client is then dead). Recording never blocks on its
+ * own: callers throttle after recording (the Python extension does, with the
+ * GIL released). */
+bool rgpu_client_backlogged(rgpu_client *c);
+rgpu_status rgpu_client_throttle(rgpu_client *c);
+
 /* Close the open chunk and hand it to the sender. */
 rgpu_status rgpu_client_flush(rgpu_client *c);
 
 void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s);
+
+/* Why the client stopped working (connection lost, session lost, the server's
+ * ERROR), or NULL while it works. The text lives as long as c. */
+const char *rgpu_client_failure(rgpu_client *c);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,24 @@
-/* server.c — rgpu-server: accept clients, one thread per session, speak the
- * wire protocol (FORMAT.md), execute chunks on the chosen backend.
+/* server.c — rgpu-server: accept clients, one thread per connection, speak the
+ * wire protocol (FORMAT.md §7), execute chunks on the chosen backend.
  *
- * A session's thread reads messages in order. CHUNK: decode and execute,
- * then ACK. BLOB: keep. WAIT: answer RESULT. An UPLOAD of an unknown blob
- * sends NEED and reads on until that BLOB arrives, deferring anything else
- * that comes meanwhile. Malformed input ends only that session (ERROR then
- * close); the server keeps serving the others. */
+ * A connection's thread reads messages in order. CHUNK: decode, fetch the
+ * blobs its uploads lack (NEED), journal, execute, then ACK. BLOB: keep.
+ * WAIT: answer RESULT. Malformed input ends only that session (ERROR then
+ * close); the server keeps serving the others.
+ *
+ * Sessions outlive connections. A connection that drops (EOF, reset, a frame
+ * cut short) detaches its session, which waits --grace seconds for a HELLO
+ * naming it; the client then resends the chunks after WELCOME's `applied`.
+ * With a journal (--journal DIR, on by default) every chunk and blob is
+ * committed to DIR/session-<id>.rgt before it is acknowledged, so a server
+ * started again on the same directory rebuilds a session by replaying its
+ * journal when the client comes back. Every HELLO must carry the token the
+ * server wrote to --token-file (compared in constant time). */
 #include "session.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,16 +32,26 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#define MAX_MSG ((uint64_t)RGPU_MAX_FRAME)
+#define TOKEN_HEX       64                 /* 32 random bytes, hex */
+#define MAX_TOKEN_LEN   1024               /* a HELLO token longer than this is refused */
+#define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
+#define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 
 static rgpu_backend *g_backend;
-static bool g_quiet;
+static bool g_quiet, g_no_auth;
+static char g_token[TOKEN_HEX + 1];
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_next_session = 1;
 static volatile sig_atomic_t g_stop;
-static const char *g_record_dir;      /* --record DIR: one .rgt per session */
+static const char *g_record_dir;          /* --record DIR: one .rgt per session, kept */
+static char g_journal_dir[4096];          /* --journal DIR; "" = none */
+static double g_grace = 300;              /* --grace SECONDS */
+static uint64_t g_max_msg = RGPU_MAX_FRAME;       /* --max-message */
+static uint64_t g_max_chunk = RGPU_MAX_CHUNK_RAW; /* --max-chunk */
+static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes */
+static uint64_t g_epoch;                  /* high 32 bits of this process's session ids */
 
 static void logf_(const char *fmt, ...) {
     if (g_quiet) return;
@@ -41,8 +61,113 @@ static void logf_(const char *fmt, ...) {
     fprintf(stderr, "rgpu-server: ");
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    fflush(stderr);
     pthread_mutex_unlock(&g_log_mu);
     va_end(ap);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------------------
+ * Sessions (outlive connections; g_mu guards the table and attach state) */
+typedef struct sent_result {      /* a RESULT payload, for a WAIT resent after a drop */
+    struct sent_result *next;
+    uint64_t op;
+    bool earlier_conn;            /* sent on a connection that has since dropped */
+    uint8_t *p;
+    size_t n;
+} sent_result;
+
+struct conn;
+typedef struct sess {
+    struct sess *next;
+    uint64_t id;
+    uint32_t no;                  /* the number in logs and --record file names */
+    rgpu_session *s;              /* NULL: dormant, only its journal exists (after a restart) */
+    rgpu_rgt *rec, *jnl;
+    char jnl_path[4200];
+    struct conn *conn;            /* attached connection, or NULL (detached) */
+    double detached_at;
+    uint64_t mem_bytes;           /* storages + blobs, updated by the owning thread (atomic) */
+    sent_result *sent;            /* newest first */
+    size_t sent_bytes;
+} sess;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t g_rebuild_mu = PTHREAD_MUTEX_INITIALIZER;
+static sess *g_sessions;
+static uint32_t g_next_no = 1;
+
+static sess *find_sess_locked(uint64_t id) {
+    for (sess *e = g_sessions; e; e = e->next)
+        if (e->id == id) return e;
+    return NULL;
+}
+
+static void unlink_sess_locked(sess *se) {
+    for (sess **pp = &g_sessions; *pp; pp = &(*pp)->next)
+        if (*pp == se) { *pp = se->next; return; }
+}
+
+static void remove_journal(const char *path) {
+    if (!path[0]) return;
+    char p[4300];
+    remove(path);
+    snprintf(p, sizeof p, "%s-wal", path); remove(p);
+    snprintf(p, sizeof p, "%s-shm", path); remove(p);
+}
+
+/* Free a session that is no longer in the table; its journal goes too. */
+static void sess_destroy(sess *se) {
+    rgpu_session_free(se->s);
+    rgpu_rgt_close(se->rec);
+    rgpu_rgt_close(se->jnl);
+    remove_journal(se->jnl_path);
+    while (se->sent) { sent_result *r = se->sent; se->sent = r->next; free(r->p); free(r); }
+    free(se);
+}
+
+static void log_stats(const char *why) {
+    uint64_t n = 0, detached = 0, bytes = 0;
+    pthread_mutex_lock(&g_mu);
+    for (sess *e = g_sessions; e; e = e->next) {
+        if (!e->s) continue;
+        n++;
+        if (!e->conn) detached++;
+        bytes += __atomic_load_n(&e->mem_bytes, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&g_mu);
+    logf_("stats (%s): sessions %llu (detached %llu), session bytes %llu", why, (unsigned long long)n,
+          (unsigned long long)detached, (unsigned long long)bytes);
+}
+
+static void sess_update_mem(sess *se) {
+    uint64_t a, pk;
+    rgpu_session_memory(se->s, &a, &pk);
+    __atomic_store_n(&se->mem_bytes, a + rgpu_session_blob_bytes(se->s), __ATOMIC_RELAXED);
+}
+
+/* Free detached sessions whose grace period is over (main thread, 2/s). */
+static void reap_expired(void) {
+    double t = now_s();
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        sess *se = g_sessions;
+        while (se && (se->conn || t - se->detached_at < g_grace)) se = se->next;
+        if (se) unlink_sess_locked(se);
+        pthread_mutex_unlock(&g_mu);
+        if (!se) return;
+        uint64_t bytes = __atomic_load_n(&se->mem_bytes, __ATOMIC_RELAXED);
+        logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_grace,
+              (unsigned long long)bytes, se->jnl_path[0] ? ", journal removed" : "");
+        sess_destroy(se);
+        log_stats("session expired");
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -51,10 +176,13 @@ typedef struct deferred { struct deferred *next; rgpu_msg_header h; uint8_t *p; 
 
 typedef struct conn {
     int fd;
-    uint64_t id;
-    rgpu_session *s;
-    rgpu_rgt *rec;            /* --record: everything received, and the results sent */
+    uint32_t no;              /* for logs before a session is attached */
+    sess *se;                 /* after the handshake */
+    rgpu_session *s;          /* se->s */
     deferred *dq_head, *dq_tail;
+    size_t ndeferred;
+    bool sent_error;          /* an ERROR went out: the session ends */
+    bool bye;
 } conn;
 
 static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
@@ -67,9 +195,39 @@ static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) n = 0;
     if (n > 511) n = 511;
-    logf_("session %llu: error %s: %s", (unsigned long long)c->id, rgpu_status_name(code), (char *)buf + 8);
+    c->sent_error = true;
+    logf_("session %u: error %s: %s", c->se ? c->se->no : c->no, rgpu_status_name(code), (char *)buf + 8);
     return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
 }
+
+/* Read one message, enforcing --max-message with the offending size in the
+ * error (the header is decoded before the length check fails). */
+static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
+    uint8_t hb[RGPU_WIRE_HEADER];
+    *p = NULL;
+    rgpu_status s = rgpu_io_read_all(c->fd, hb, sizeof hb);
+    if (s) return s;
+    if ((s = rgpu_wire_header_decode(hb, g_max_msg, h))) {
+        if (s == RGPU_ERR_TOO_LARGE)
+            send_error(c, s, "a %s message of %llu bytes is over this server's limit of %llu (--max-message)",
+                       rgpu_msg_name(h->type), (unsigned long long)h->len, (unsigned long long)g_max_msg);
+        else
+            send_error(c, s, "reading message: %s", rgpu_status_str(s));
+        return s;
+    }
+    if (h->len > SIZE_MAX - 1) return send_error(c, RGPU_ERR_TOO_LARGE, "message too large"), RGPU_ERR_TOO_LARGE;
+    uint8_t *b = malloc(h->len ? h->len : 1);
+    if (!b) return send_error(c, RGPU_ERR_NOMEM, "no memory for a %llu-byte message", (unsigned long long)h->len), RGPU_ERR_NOMEM;
+    if ((s = rgpu_io_read_all(c->fd, b, h->len))) {
+        free(b);
+        return s == RGPU_ERR_CLOSED && h->len ? RGPU_ERR_TRUNCATED : s;
+    }
+    *p = b;
+    return RGPU_OK;
+}
+
+/* The peer is gone (a detach, not a protocol error): no ERROR to send. */
+static bool link_lost(rgpu_status s) { return s == RGPU_ERR_CLOSED || s == RGPU_ERR_TRUNCATED || s == RGPU_ERR_IO; }
 
 /* Read the next message: deferred ones first. */
 static rgpu_status next_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
@@ -77,11 +235,17 @@ static rgpu_status next_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
         deferred *d = c->dq_head;
         c->dq_head = d->next;
         if (!c->dq_head) c->dq_tail = NULL;
+        c->ndeferred--;
         *h = d->h; *p = d->p;
         free(d);
         return RGPU_OK;
     }
-    return rgpu_wire_recv(c->fd, MAX_MSG, h, p);
+    return recv_msg(c, h, p);
+}
+
+static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const uint8_t *frame, size_t n) {
+    if (c->se->rec) rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n);
+    if (c->se->jnl) rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n);
 }
 
 static rgpu_status blob_from_msg(const uint8_t *p, uint64_t len, rgpu_hash *h, uint8_t **data, size_t *n) {
@@ -90,7 +254,8 @@ static rgpu_status blob_from_msg(const uint8_t *p, uint64_t len, rgpu_hash *h, u
     return rgpu_frame_decompress(p + 16, len - 16, RGPU_MAX_BLOB_RAW, data, n);
 }
 
-/* Session callback: an UPLOAD needs a blob we don't have. */
+/* Session callback: an UPLOAD needs a blob we don't have. Errors from here
+ * are reported by the caller (handle_chunk). */
 static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, size_t *n) {
     conn *c = ud;
     rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_NEED, want->b, 16, NULL, 0);
@@ -98,13 +263,13 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, s
     for (;;) {
         rgpu_msg_header h;
         uint8_t *p;
-        if ((s = rgpu_wire_recv(c->fd, MAX_MSG, &h, &p))) return s;
+        if ((s = recv_msg(c, &h, &p))) return s;
         if (h.type == RGPU_MSG_BLOB) {
             rgpu_hash got;
             uint8_t *d;
             size_t dn;
             s = blob_from_msg(p, h.len, &got, &d, &dn);
-            if (!s && c->rec) rgpu_rgt_put_blob(c->rec, &got, dn, p + 16, h.len - 16);
+            if (!s) jnl_put_blob(c, &got, dn, p + 16, h.len - 16);
             free(p);
             if (s) return s;
             if (rgpu_hash_eq(&got, want)) {
@@ -117,11 +282,13 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, s
             continue;
         }
         if (h.type == RGPU_MSG_ERROR || h.type == RGPU_MSG_BYE) { free(p); return RGPU_ERR_MISSING_BLOB; }
+        if (c->ndeferred >= MAX_DEFERRED) { free(p); return RGPU_ERR_TOO_LARGE; }
         deferred *dm = calloc(1, sizeof *dm);
         if (!dm) { free(p); return RGPU_ERR_NOMEM; }
         dm->h = h; dm->p = p;
         if (c->dq_tail) c->dq_tail->next = dm; else c->dq_head = dm;
         c->dq_tail = dm;
+        c->ndeferred++;
     }
 }
 
@@ -131,6 +298,9 @@ static rgpu_status send_ack(conn *c) {
     return rgpu_wire_send(c->fd, RGPU_MSG_ACK, b, 8, NULL, 0);
 }
 
+/* Chunks apply whole: a chunk ending at or before `applied` is a resend and
+ * is dropped (but acknowledged, so the client frees it); one starting
+ * anywhere but at `applied` is a sequence error. */
 static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     if (len < 32) return send_error(c, RGPU_ERR_TRUNCATED, "CHUNK shorter than its header"), RGPU_ERR_TRUNCATED;
     uint64_t first = rgpu_ld64(p);
@@ -139,27 +309,94 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_hash h;
     memcpy(h.b, p + 16, 16);
     uint64_t applied = rgpu_session_applied(c->s);
-    if (first + count <= applied && count) return RGPU_OK;   /* duplicate (resend): drop */
-    if (first != applied)
+    if (count && first + count > first && first + count <= applied) return send_ack(c);   /* resent: drop */
+    if (first != applied) {
+        if (first < applied)
+            return send_error(c, RGPU_ERR_SEQUENCE, "CHUNK of ops %llu..%llu straddles op %llu, the next one to apply "
+                              "(chunks are resent whole)", (unsigned long long)first,
+                              (unsigned long long)(first + count - 1), (unsigned long long)applied), RGPU_ERR_SEQUENCE;
         return send_error(c, RGPU_ERR_SEQUENCE, "CHUNK starts at op %llu, expected %llu",
                           (unsigned long long)first, (unsigned long long)applied), RGPU_ERR_SEQUENCE;
+    }
     uint8_t *raw;
     size_t n;
-    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, RGPU_MAX_CHUNK_RAW, &raw, &n);
+    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, g_max_chunk, &raw, &n);
+    if (s == RGPU_ERR_TOO_LARGE)
+        return send_error(c, s, "CHUNK at op %llu: %llu raw bytes over this server's limit of %llu (--max-chunk)",
+                          (unsigned long long)first, (unsigned long long)(len >= 32 + 16 ? rgpu_ld64(p + 32 + 8) : 0),
+                          (unsigned long long)g_max_chunk), s;
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
-    if (c->rec) rgpu_rgt_put_chunk(c->rec, &h, first, count, n, p + 32, len - 32);
+    /* Fetch missing blobs first: if the link drops now, nothing was applied. */
+    s = rgpu_session_prefetch(c->s, raw, n);
+    if (s) {
+        free(raw);
+        if (link_lost(s)) return s;
+        return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
+    }
+    if (c->se->rec) rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32);
+    if (c->se->jnl && (s = rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32))) {
+        free(raw);
+        return send_error(c, RGPU_ERR_DB, "journal %s: %s", c->se->jnl_path, rgpu_rgt_errmsg(c->se->jnl)), RGPU_ERR_DB;
+    }
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
-    if (c->rec) rgpu_rgt_flush(c->rec);   /* WAL, synchronous=NORMAL: a commit, no fsync */
+    sess_update_mem(c->se);
+    if (c->se->rec) rgpu_rgt_flush(c->se->rec);   /* WAL, synchronous=NORMAL: a commit, no fsync */
+    if (c->se->jnl && (s = rgpu_rgt_flush(c->se->jnl)))   /* committed before the ACK */
+        return send_error(c, RGPU_ERR_DB, "journal %s: %s", c->se->jnl_path, rgpu_rgt_errmsg(c->se->jnl)), RGPU_ERR_DB;
     return send_ack(c);
+}
+
+/* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
+ * (the session hands each result out once). Bounded by RESULT_KEEP. */
+static void keep_result(sess *se, uint64_t op, const uint8_t *hdr, size_t hn, const uint8_t *data, size_t dn) {
+    if (hn + dn > RESULT_KEEP) return;
+    sent_result *r = calloc(1, sizeof *r);
+    if (!r || !(r->p = malloc(hn + dn))) { free(r); return; }
+    memcpy(r->p, hdr, hn);
+    if (dn) memcpy(r->p + hn, data, dn);
+    r->n = hn + dn; r->op = op;
+    pthread_mutex_lock(&g_mu);
+    r->next = se->sent;
+    se->sent = r;
+    se->sent_bytes += r->n;
+    /* drop the oldest beyond the budget */
+    while (se->sent_bytes > RESULT_KEEP) {
+        sent_result **pp = &se->sent;
+        while ((*pp)->next) pp = &(*pp)->next;
+        se->sent_bytes -= (*pp)->n;
+        free((*pp)->p); free(*pp); *pp = NULL;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+static sent_result *take_kept_result(sess *se, uint64_t op) {
+    sent_result *found = NULL;
+    pthread_mutex_lock(&g_mu);
+    for (sent_result **pp = &se->sent; *pp; pp = &(*pp)->next)
+        if ((*pp)->op == op && (*pp)->earlier_conn) { found = *pp; *pp = found->next; se->sent_bytes -= found->n; break; }
+    pthread_mutex_unlock(&g_mu);
+    return found;
+}
+
+static void jnl_put_result(sess *se, uint64_t op, int status, const uint8_t *data, size_t n) {
+    rgpu_rgt *ts[2] = { se->rec, se->jnl };
+    for (int i = 0; i < 2; i++)
+        if (ts[i]) { rgpu_rgt_put_result(ts[i], op, status, data, n); rgpu_rgt_flush(ts[i]); }
 }
 
 static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     if (len != 8) return send_error(c, RGPU_ERR_BAD_MESSAGE, "WAIT payload is %llu bytes", (unsigned long long)len), RGPU_ERR_BAD_MESSAGE;
     uint64_t op = rgpu_ld64(p);
+    sent_result *kept = take_kept_result(c->se, op);
+    if (kept) {   /* answered on a connection that dropped: answer the same again */
+        rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, kept->p, kept->n, NULL, 0);
+        free(kept->p); free(kept);
+        return s;
+    }
     int status;
     uint64_t err_op;
     char msg[256];
@@ -176,24 +413,200 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_st64(hdr + 16, err_op);
     rgpu_st32(hdr + 24, (uint32_t)ml);
     memcpy(hdr + 28, msg, ml);
+    keep_result(c->se, op, hdr, 28 + ml, data, n);
+    jnl_put_result(c->se, op, status, data, n);
     s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, hdr, 28 + ml, data, n);
-    if (c->rec) {
-        rgpu_rgt_put_result(c->rec, op, status, data, n);
-        rgpu_rgt_flush(c->rec);
-    }
     free(data);
     return s;
 }
 
-static bool handshake(conn *c) {
+/* ---------------------------------------------------------------------------
+ * Journal: create for a new session, rebuild a session after a restart */
+static void journal_path(uint64_t id, char *out, size_t n) {
+    snprintf(out, n, "%s/session-%016llx.rgt", g_journal_dir, (unsigned long long)id);
+}
+
+typedef struct rebuild_ctx { rgpu_rgt *t; } rebuild_ctx;
+
+static rgpu_status journal_fetch(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n) {
+    rebuild_ctx *r = ud;
+    uint8_t *frame;
+    size_t fn;
+    rgpu_status s = rgpu_rgt_get_blob(r->t, h, &frame, &fn);
+    if (s) return s;
+    s = rgpu_frame_decompress(frame, fn, RGPU_MAX_BLOB_RAW, data, n);
+    free(frame);
+    if (s) return s;
+    rgpu_hash got = rgpu_hash_bytes(*data, *n);
+    if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
+    return RGPU_OK;
+}
+
+/* The waits the journal says were answered: take their results out of the
+ * rebuilt session (in op order, once the op is applied) and keep them for a
+ * resent WAIT. Error details other than the status are not journaled. */
+typedef struct result_walk { sess *se; uint64_t upto; uint64_t next_op; bool more; } result_walk;
+
+static int take_journaled_result(void *ud, uint64_t op, int status, const void *data, size_t n) {
+    result_walk *w = ud;
+    if (op < w->next_op) return 0;
+    if (op >= w->upto) { w->more = true; return 1; }
+    w->next_op = op + 1;
+    int st;
+    uint64_t eo;
+    char msg[256];
+    uint8_t *d;
+    size_t dn;
+    if (rgpu_session_take_result(w->se->s, op, &st, &eo, msg, sizeof msg, &d, &dn) == RGPU_OK) free(d);
+    uint8_t hdr[28 + 128];
+    int ml = status ? snprintf((char *)hdr + 28, 128, "op %llu failed (%s); details lost in a server restart",
+                               (unsigned long long)op, rgpu_status_name(status)) : 0;
+    rgpu_st64(hdr, op);
+    rgpu_st32(hdr + 8, (uint32_t)status);
+    rgpu_st32(hdr + 12, 0);
+    rgpu_st64(hdr + 16, op);
+    rgpu_st32(hdr + 24, (uint32_t)ml);
+    keep_result(w->se, op, hdr, 28 + (size_t)ml, data, status ? 0 : n);
+    return 0;
+}
+
+/* Replay se->jnl_path into a fresh session (deterministic kernels: the same
+ * state), then reopen the journal for appending. why gets the reason on
+ * failure. */
+static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
+    rgpu_rgt *t;
+    rgpu_status s = rgpu_rgt_open(se->jnl_path, &t);
+    if (s) {
+        snprintf(why, whylen, "its journal cannot be read: %s (%s)", rgpu_rgt_errmsg(NULL), rgpu_status_name(s));
+        return s;
+    }
+    rebuild_ctx rc = { t };
+    se->s = rgpu_session_new(g_backend, &g_limits);
+    if (!se->s) { rgpu_rgt_close(t); snprintf(why, whylen, "out of memory"); return RGPU_ERR_NOMEM; }
+    rgpu_session_set_fetch(se->s, journal_fetch, &rc);
+    uint64_t count = 0;
+    result_walk w = { .se = se };
+    s = rgpu_rgt_stream_count(t, &count);
+    for (uint64_t seq = 0; !s && seq < count; seq++) {
+        rgpu_hash h;
+        uint64_t first;
+        uint32_t cnt;
+        uint8_t *frame, *raw;
+        size_t fn, n;
+        if ((s = rgpu_rgt_get_stream(t, seq, &h, &first, &cnt, &frame, &fn))) break;
+        s = rgpu_frame_decompress(frame, fn, RGPU_MAX_CHUNK_RAW, &raw, &n);
+        free(frame);
+        if (s) break;
+        rgpu_hash got = rgpu_hash_bytes(raw, n);
+        if (!rgpu_hash_eq(&got, &h)) s = RGPU_ERR_BAD_CHECKSUM;
+        if (!s && first + cnt <= rgpu_session_applied(se->s)) { free(raw); continue; }
+        if (!s) s = rgpu_session_run_chunk(se->s, raw, n, first, cnt);
+        free(raw);
+        if (s) break;
+        w.upto = rgpu_session_applied(se->s);
+        w.more = false;
+        rgpu_rgt_each_result(t, take_journaled_result, &w);
+    }
+    rgpu_rgt_close(t);
+    if (s) {
+        snprintf(why, whylen, "its journal does not replay (%s)", rgpu_status_str(s));
+        return s;
+    }
+    if ((s = rgpu_rgt_open_append(se->jnl_path, &se->jnl))) {
+        snprintf(why, whylen, "its journal cannot be reopened: %s", rgpu_rgt_errmsg(NULL));
+        return s;
+    }
+    logf_("session %u: rebuilt from its journal %s: %llu chunks, %llu ops", se->no, se->jnl_path,
+          (unsigned long long)count, (unsigned long long)rgpu_session_applied(se->s));
+    return RGPU_OK;
+}
+
+static sess *new_sess(void) {
+    sess *se = calloc(1, sizeof *se);
+    if (!se) return NULL;
+    se->s = rgpu_session_new(g_backend, &g_limits);
+    if (!se->s) { free(se); return NULL; }
+    pthread_mutex_lock(&g_mu);
+    se->no = g_next_no++;
+    se->id = g_epoch << 32 | se->no;
+    pthread_mutex_unlock(&g_mu);
+    return se;
+}
+
+/* ---------------------------------------------------------------------------
+ * Handshake: HELLO → WELCOME (new or resumed session) or ERROR */
+static bool token_ok(const uint8_t *t, size_t n) {
+    size_t want = strlen(g_token);
+    unsigned diff = (unsigned)(n != want);
+    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_token[i] ^ (i < n ? t[i] : 0));
+    return diff == 0;
+}
+
+/* Attach c to session id: in memory (taking it over from a connection that
+ * has not noticed its drop yet), or rebuilt from a journal. */
+static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
+    char why[512] = "";
+    pthread_mutex_lock(&g_rebuild_mu);
+    pthread_mutex_lock(&g_mu);
+    sess *se = find_sess_locked(id);
+    if (se && se->conn) {
+        shutdown(se->conn->fd, SHUT_RDWR);   /* its thread detaches */
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 10;
+        while (se->conn && pthread_cond_timedwait(&g_cv, &g_mu, &dl) == 0) {}
+        se = find_sess_locked(id);
+        if (se && se->conn) snprintf(why, sizeof why, "it is still attached to another connection");
+    }
+    if (!se && !why[0] && g_journal_dir[0]) {   /* a journal left by an earlier server process */
+        char path[4200];
+        journal_path(id, path, sizeof path);
+        if (access(path, F_OK) == 0 && (se = calloc(1, sizeof *se))) {
+            se->id = id;
+            se->no = g_next_no++;
+            snprintf(se->jnl_path, sizeof se->jnl_path, "%s", path);
+            se->next = g_sessions;
+            g_sessions = se;
+        }
+    }
+    if (se && !se->conn && !why[0]) se->conn = c;
+    pthread_mutex_unlock(&g_mu);
+    if (se && se->conn == c && !se->s) {
+        rgpu_status s = rebuild_from_journal(se, why, sizeof why);
+        if (s) {
+            pthread_mutex_lock(&g_mu);
+            unlink_sess_locked(se);
+            pthread_mutex_unlock(&g_mu);
+            sess_destroy(se);
+            se = NULL;
+        }
+    } else if (!se && !why[0]) {
+        snprintf(why, sizeof why, "this server does not hold it (it ended, its --grace period expired, or the "
+                 "server restarted without its journal)");
+    }
+    pthread_mutex_unlock(&g_rebuild_mu);
+    if (!se || se->conn != c) {
+        send_error(c, RGPU_ERR_SESSION_LOST, "cannot resume session %016llx from op %llu: %s",
+                   (unsigned long long)id, (unsigned long long)last_ack, why);
+        return NULL;
+    }
+    pthread_mutex_lock(&g_mu);
+    for (sent_result *r = se->sent; r; r = r->next) r->earlier_conn = true;
+    pthread_mutex_unlock(&g_mu);
+    logf_("session %u: resumed at op %llu (client saw %llu acknowledged)", se->no,
+          (unsigned long long)rgpu_session_applied(se->s), (unsigned long long)last_ack);
+    return se;
+}
+
+static sess *handshake(conn *c) {
     rgpu_msg_header h;
     uint8_t *p;
-    rgpu_status s = rgpu_wire_recv(c->fd, 1 << 16, &h, &p);
+    rgpu_status s = rgpu_wire_recv(c->fd, 40 + MAX_TOKEN_LEN, &h, &p);
     if (s) {
         if (s != RGPU_ERR_CLOSED) send_error(c, s, "bad handshake: %s", rgpu_status_str(s));
-        return false;
+        return NULL;
     }
-    bool ok = false;
+    sess *se = NULL;
     uint8_t table[16];
     rgpu_op_table_hash(table);
     if (h.type != RGPU_MSG_HELLO || h.len < 40) {
@@ -202,48 +615,78 @@ static bool handshake(conn *c) {
         send_error(c, RGPU_ERR_BAD_VERSION, "client speaks format %u, server %u", rgpu_ld32(p), RGPU_FORMAT_VERSION);
     } else if (memcmp(p + 4, table, 16) != 0) {
         send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def");
+    } else if (rgpu_ld32(p + 36) != h.len - 40) {
+        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", rgpu_ld32(p + 36));
+    } else if (!g_no_auth && !token_ok(p + 40, h.len - 40)) {
+        send_error(c, RGPU_ERR_AUTH, h.len == 40 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
+                                                 : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
+    } else if (rgpu_ld64(p + 20)) {
+        se = resume(c, rgpu_ld64(p + 20), rgpu_ld64(p + 28));
+    } else if (!(se = new_sess())) {
+        send_error(c, RGPU_ERR_NOMEM, "no memory for a session");
     } else {
-        uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8] = { 0 };
-        rgpu_st32(w, RGPU_FORMAT_VERSION);
-        memcpy(w + 4, table, 16);
-        rgpu_st64(w + 20, c->id);
-        rgpu_st64(w + 28, 0);
-        snprintf((char *)w + 36, 32, "%s", g_backend->name);
-        rgpu_st32(w + 68, RGPU_OP_COUNT);
-        for (int i = 0; i < RGPU_OP_COUNT; i++)
-            if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
-        ok = rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, sizeof w, NULL, 0) == RGPU_OK;
+        se->conn = c;
+        c->se = se;
+        if (g_journal_dir[0]) {
+            journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
+            if (rgpu_rgt_create(se->jnl_path, "rgpu-server --journal", &se->jnl)) {
+                send_error(c, RGPU_ERR_DB, "cannot create the session journal: %s", rgpu_rgt_errmsg(NULL));
+                se->jnl_path[0] = 0;
+                sess_destroy(se);
+                se = c->se = NULL;
+            } else {
+                rgpu_rgt_set_meta(se->jnl, "backend", g_backend->name);
+                rgpu_rgt_flush(se->jnl);
+            }
+        }
+        if (se && g_record_dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/session-%u.rgt", g_record_dir, se->no);
+            if (rgpu_rgt_create(path, "rgpu-server --record", &se->rec)) {
+                send_error(c, RGPU_ERR_DB, "cannot record the session: %s", rgpu_rgt_errmsg(NULL));
+                sess_destroy(se);
+                se = c->se = NULL;
+            } else {
+                rgpu_rgt_set_meta(se->rec, "backend", g_backend->name);
+                logf_("session %u: recording to %s", se->no, path);
+            }
+        }
+        if (se) {
+            pthread_mutex_lock(&g_mu);
+            se->next = g_sessions;
+            g_sessions = se;
+            pthread_mutex_unlock(&g_mu);
+            logf_("session %u: started (id %016llx)", se->no, (unsigned long long)se->id);
+        }
     }
     free(p);
-    return ok;
+    if (!se) return NULL;
+    c->se = se;
+    c->s = se->s;
+    uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8] = { 0 };
+    rgpu_st32(w, RGPU_FORMAT_VERSION);
+    memcpy(w + 4, table, 16);
+    rgpu_st64(w + 20, se->id);
+    rgpu_st64(w + 28, rgpu_session_applied(se->s));
+    snprintf((char *)w + 36, 32, "%s", g_backend->name);
+    rgpu_st32(w + 68, RGPU_OP_COUNT);
+    for (int i = 0; i < RGPU_OP_COUNT; i++)
+        if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
+    rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, sizeof w, NULL, 0);   /* a failure shows at the next read */
+    return se;
 }
 
-static void *session_main(void *arg) {
-    conn *c = arg;
-    c->s = rgpu_session_new(g_backend, NULL);
-    if (!c->s) goto out;
+/* ---------------------------------------------------------------------------
+ * One connection's life */
+static void serve_conn(conn *c) {
+    sess *se = handshake(c);
+    if (!se) goto out;
     rgpu_session_set_fetch(c->s, fetch_blob, c);
-    if (!handshake(c)) goto out;
-    if (g_record_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/session-%llu.rgt", g_record_dir, (unsigned long long)c->id);
-        if (rgpu_rgt_create(path, "rgpu-server --record", &c->rec)) {
-            send_error(c, RGPU_ERR_DB, "cannot record the session: %s", rgpu_rgt_errmsg(NULL));
-            goto out;
-        }
-        rgpu_rgt_set_meta(c->rec, "backend", g_backend->name);
-        logf_("session %llu: recording to %s", (unsigned long long)c->id, path);
-    }
-    logf_("session %llu: started", (unsigned long long)c->id);
-    for (;;) {
+    rgpu_status s = RGPU_OK;
+    while (!s) {
         rgpu_msg_header h;
         uint8_t *p;
-        rgpu_status s = next_msg(c, &h, &p);
-        if (s) {
-            if (s != RGPU_ERR_CLOSED) send_error(c, s, "reading message: %s", rgpu_status_str(s));
-            else logf_("session %llu: client went away", (unsigned long long)c->id);
-            break;
-        }
+        if ((s = next_msg(c, &h, &p))) break;
         switch (h.type) {
         case RGPU_MSG_CHUNK: s = handle_chunk(c, p, h.len); break;
         case RGPU_MSG_WAIT: s = handle_wait(c, p, h.len); break;
@@ -252,7 +695,7 @@ static void *session_main(void *arg) {
             uint8_t *d;
             size_t dn;
             s = blob_from_msg(p, h.len, &bh, &d, &dn);
-            if (!s && c->rec) rgpu_rgt_put_blob(c->rec, &bh, dn, p + 16, h.len - 16);
+            if (!s) jnl_put_blob(c, &bh, dn, p + 16, h.len - 16);
             if (!s) s = rgpu_session_put_blob(c->s, &bh, d, dn);
             if (s) send_error(c, s, "BLOB: %s", rgpu_status_str(s));
             break;
@@ -263,7 +706,7 @@ static void *session_main(void *arg) {
             break;
         case RGPU_MSG_BYE:
             s = RGPU_ERR_CLOSED;
-            logf_("session %llu: bye", (unsigned long long)c->id);
+            c->bye = true;
             break;
         default:
             s = RGPU_ERR_BAD_MESSAGE;
@@ -271,20 +714,44 @@ static void *session_main(void *arg) {
             break;
         }
         free(p);
-        if (s) break;
     }
-    {
-        uint64_t a, pk;
-        rgpu_session_memory(c->s, &a, &pk);
-        logf_("session %llu: closed after %llu ops (peak %llu bytes)", (unsigned long long)c->id,
+    sess_update_mem(se);
+    uint64_t a, pk;
+    rgpu_session_memory(c->s, &a, &pk);
+    bool keep = !c->bye && !c->sent_error && g_grace > 0;
+    pthread_mutex_lock(&g_mu);
+    se->conn = NULL;
+    se->detached_at = now_s();
+    if (!keep) unlink_sess_locked(se);
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+    if (keep) {
+        logf_("session %u: connection lost at op %llu (%s); kept for %g s (--grace)", se->no,
+              (unsigned long long)rgpu_session_applied(c->s), rgpu_status_str(s), g_grace);
+    } else {
+        logf_("session %u: %s after %llu ops (peak %llu bytes)", se->no, c->bye ? "bye" : "closed",
               (unsigned long long)rgpu_session_applied(c->s), (unsigned long long)pk);
+        sess_destroy(se);
     }
+    log_stats(keep ? "session detached" : "session ended");
 out:
     while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; free(d->p); free(d); }
-    rgpu_session_free(c->s);
-    rgpu_rgt_close(c->rec);
+    if (c->sent_error) {
+        /* Let the ERROR reach the peer: closing with unread input would
+         * send a TCP reset that can discard it. Read what is in flight (at
+         * most 1 MiB, 1 s), then close. */
+        shutdown(c->fd, SHUT_WR);
+        struct timeval tv = { 1, 0 };
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char sink[16384];
+        for (int i = 0; i < 64 && read(c->fd, sink, sizeof sink) > 0; i++) {}
+    }
     close(c->fd);
     free(c);
+}
+
+static void *conn_main(void *arg) {
+    serve_conn(arg);
     return NULL;
 }
 
@@ -317,17 +784,24 @@ static int listen_tcp(const char *spec) {
     return fd;
 }
 
+/* Bound under a temporary name and renamed once listening, so the path
+ * appears only when connecting to it works. */
 static int listen_unix(const char *path) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof sa.sun_path) { fprintf(stderr, "rgpu-server: --unix path too long\n"); return -1; }
-    strcpy(sa.sun_path, path);
-    unlink(path);
+    char tmp[sizeof sa.sun_path];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "rgpu-server: --unix path too long\n");
+        return -1;
+    }
+    strcpy(sa.sun_path, tmp);
+    unlink(tmp);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     mode_t old = umask(0077);   /* the socket is for this user only */
     int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || listen(fd, 64) < 0) {
+    if (rc < 0 || listen(fd, 64) < 0 || rename(tmp, path) < 0) {
         fprintf(stderr, "rgpu-server: cannot listen on unix:%s: %s\n", path, strerror(errno));
+        if (rc == 0) unlink(tmp);
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -336,10 +810,113 @@ static int listen_unix(const char *path) {
 
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
+/* ---------------------------------------------------------------------------
+ * Setup: data directory, token, journal directory */
+static int mkdirs(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) return -1;
+        *q = '/';
+    }
+    return (mkdir(p, 0700) == 0 || errno == EEXIST) ? 0 : -1;
+}
+
+/* $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
+static void data_dir(char *out, size_t n) {
+    const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (x && x[0] == '/') snprintf(out, n, "%s/rgpu", x);
+    else snprintf(out, n, "%s/.local/state/rgpu", home && *home ? home : "/tmp");
+}
+
+static bool is_hex_token(const char *s) {
+    if (strlen(s) != TOKEN_HEX) return false;
+    for (const char *q = s; *q; q++)
+        if (!((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f'))) return false;
+    return true;
+}
+
+/* Reuse the token in path when it is ours, mode 0600 and well-formed (so a
+ * restarted server, and servers sharing the default file, keep one token);
+ * else write a fresh one from /dev/urandom (tmp file + rename, mode 0600). */
+static int setup_token(const char *path) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[TOKEN_HEX + 2] = { 0 };
+        ssize_t r = read(fd, buf, sizeof buf - 1);
+        bool ok = fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 && r >= TOKEN_HEX;
+        close(fd);
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (ok && is_hex_token(buf)) { memcpy(g_token, buf, TOKEN_HEX + 1); return 0; }
+    }
+    uint8_t rnd[TOKEN_HEX / 2];
+    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (u < 0 || read(u, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
+        fprintf(stderr, "rgpu-server: cannot read /dev/urandom for the token\n");
+        if (u >= 0) close(u);
+        return -1;
+    }
+    close(u);
+    for (size_t i = 0; i < sizeof rnd; i++) snprintf(g_token + 2 * i, 3, "%02x", rnd[i]);
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, g_token, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
+        rename(tmp, path) != 0) {
+        fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Journals left by an earlier process become dormant sessions: a client has
+ * --grace seconds from now to resume one before it is removed. */
+static void adopt_journals(void) {
+    DIR *d = opendir(g_journal_dir);
+    if (!d) return;
+    struct dirent *e;
+    unsigned n = 0;
+    while ((e = readdir(d))) {
+        unsigned long long id;
+        char tail[8];
+        if (sscanf(e->d_name, "session-%16llx.%7s", &id, tail) != 2 || strcmp(tail, "rgt") != 0 || !id) continue;
+        sess *se = calloc(1, sizeof *se);
+        if (!se) break;
+        se->id = id;
+        se->no = g_next_no++;
+        se->detached_at = now_s();
+        journal_path(id, se->jnl_path, sizeof se->jnl_path);
+        se->next = g_sessions;
+        g_sessions = se;
+        n++;
+    }
+    closedir(d);
+    if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_journal_dir, n, g_grace);
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return false;
+    if (*end == 'K' || *end == 'k') { v <<= 10; end++; }
+    else if (*end == 'M' || *end == 'm') { v <<= 20; end++; }
+    else if (*end == 'G' || *end == 'g') { v <<= 30; end++; }
+    if (*end) return false;
+    *out = v;
+    return true;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
-        "                   [--record DIR] [--quiet]\n"
+        "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
+        "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
+        "                   [--max-storages N] [--record DIR] [--quiet]\n"
         "\n"
         "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
         "\n"
@@ -349,28 +926,102 @@ static void usage(FILE *f) {
         "  --backend NAME      cpu (reference), cuda, null (executes nothing, answers zeros:\n"
         "                      for measuring the client), auto (cuda when usable, else cpu;\n"
         "                      default)\n"
+        "  --token-file PATH   the token clients must send (RGPU_TOKEN / RGPU_TOKEN_FILE);\n"
+        "                      kept if PATH already holds one of ours (mode 0600), else a new\n"
+        "                      random one is written there (default DATA/token, where DATA is\n"
+        "                      $XDG_STATE_HOME/rgpu or ~/.local/state/rgpu)\n"
+        "  --no-auth           accept clients without a token (tests only: anyone who can\n"
+        "                      connect can run ops and read the session's memory)\n"
+        "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
+        "                      acknowledging it, so a restarted server resumes the session\n"
+        "                      (default DATA/journal/<listen address>)\n"
+        "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
+        "                      client to resume it (default 300)\n"
+        "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB)\n"
+        "  --max-chunk BYTES   largest decoded chunk accepted (default 64 MiB)\n"
+        "  --max-session-bytes BYTES, --max-storages N\n"
+        "                      per-session limits on storage bytes and live storages; an op\n"
+        "                      over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
         "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
         "                      DIR/session-N.rgt, replayable with rgpu-replay\n"
         "  --quiet             no log lines on stderr\n"
-        "  --help              this text\n");
+        "  --help              this text\n"
+        "Sizes take K, M, G suffixes.\n");
 }
 
+#ifndef RGPU_SERVER_NO_MAIN
 int main(int argc, char **argv) {
-    const char *tcp = NULL, *unix_path = NULL, *backend = "auto";
+    const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        bool more = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quiet")) g_quiet = true;
-        else if (!strcmp(a, "--listen") && i + 1 < argc) tcp = argv[++i];
-        else if (!strcmp(a, "--unix") && i + 1 < argc) unix_path = argv[++i];
-        else if (!strcmp(a, "--backend") && i + 1 < argc) backend = argv[++i];
-        else if (!strcmp(a, "--record") && i + 1 < argc) g_record_dir = argv[++i];
+        else if (!strcmp(a, "--no-auth")) g_no_auth = true;
+        else if (!strcmp(a, "--listen") && more) tcp = argv[++i];
+        else if (!strcmp(a, "--unix") && more) unix_path = argv[++i];
+        else if (!strcmp(a, "--backend") && more) backend = argv[++i];
+        else if (!strcmp(a, "--record") && more) g_record_dir = argv[++i];
+        else if (!strcmp(a, "--token-file") && more) token_file = argv[++i];
+        else if (!strcmp(a, "--journal") && more) journal = argv[++i];
+        else if (!strcmp(a, "--grace") && more) {
+            char *end;
+            g_grace = strtod(argv[++i], &end);
+            if (*end || g_grace < 0) { fprintf(stderr, "rgpu-server: --grace wants seconds >= 0\n"); return 2; }
+        }
+        else if (!strcmp(a, "--max-message") && more) { if (!parse_u64(argv[++i], &g_max_msg) || g_max_msg < 4096) goto bad_size; }
+        else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &g_max_chunk) || !g_max_chunk) goto bad_size; }
+        else if (!strcmp(a, "--max-session-bytes") && more) { if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size; }
+        else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
         else { fprintf(stderr, "rgpu-server: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
+        continue;
+    bad_size:
+        fprintf(stderr, "rgpu-server: %s: bad size '%s'\n", a, argv[i]);
+        return 2;
     }
     if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
     if (g_record_dir && mkdir(g_record_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "rgpu-server: --record %s: %s\n", g_record_dir, strerror(errno));
         return 1;
+    }
+    char data[1024];
+    data_dir(data, sizeof data);
+
+    /* session ids: a random epoch in the high half, so that ids from an
+     * earlier process (resumed from its journal) never collide with new ones */
+    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    uint32_t ep = 0;
+    if (u >= 0) { if (read(u, &ep, sizeof ep) != (ssize_t)sizeof ep) ep = 0; close(u); }
+    ep ^= (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
+    g_epoch = (ep & 0x7fffffffu) | 1u;
+
+    if (!g_no_auth) {
+        char tf[4200];
+        if (token_file) snprintf(tf, sizeof tf, "%s", token_file);
+        else if (mkdirs(data) == 0) snprintf(tf, sizeof tf, "%s/token", data);
+        else { fprintf(stderr, "rgpu-server: cannot create %s for the token file: %s\n", data, strerror(errno)); return 1; }
+        if (setup_token(tf)) return 1;
+        logf_("token in %s (clients: RGPU_TOKEN_FILE=%s)", tf, tf);
+    } else {
+        logf_("--no-auth: accepting clients without a token");
+    }
+    if (!journal) {
+        /* one folder per listen address: a server restarted on the same
+         * address finds its journals; two servers never share one */
+        char addr[512];
+        snprintf(addr, sizeof addr, "%s%s%s", tcp ? tcp : "", tcp && unix_path ? "+" : "", unix_path ? unix_path : "");
+        for (char *q = addr; *q; q++)
+            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '.' || *q == '-')) *q = '_';
+        snprintf(g_journal_dir, sizeof g_journal_dir, "%s/journal/%s", data, addr);
+    } else if (strcmp(journal, "none") != 0) {
+        snprintf(g_journal_dir, sizeof g_journal_dir, "%s", journal);
+    }
+    if (g_journal_dir[0]) {
+        if (mkdirs(g_journal_dir)) {
+            fprintf(stderr, "rgpu-server: --journal %s: %s\n", g_journal_dir, strerror(errno));
+            return 1;
+        }
+        adopt_journals();
     }
 
     char why[256] = "";
@@ -380,7 +1031,6 @@ int main(int argc, char **argv) {
         return strncmp(why, "unknown", 7) ? 1 : 2;
     }
     if (why[0]) logf_("%s", why);
-    if (!g_backend) { fprintf(stderr, "rgpu-server: cannot create backend\n"); return 1; }
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = { .sa_handler = on_signal };
@@ -391,11 +1041,13 @@ int main(int argc, char **argv) {
     int npf = 0;
     if (tcp) { int fd = listen_tcp(tcp); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
     if (unix_path) { int fd = listen_unix(unix_path); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
-    logf_("listening on %s%s%s%s (backend %s, format %u, %d ops)", tcp ? tcp : "", tcp && unix_path ? " and " : "",
-          unix_path ? "unix:" : "", unix_path ? unix_path : "", g_backend->name, RGPU_FORMAT_VERSION, RGPU_OP_COUNT);
+    logf_("listening on %s%s%s%s (backend %s, format %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
+          tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", g_backend->name,
+          RGPU_FORMAT_VERSION, RGPU_OP_COUNT, g_journal_dir[0] ? g_journal_dir : "none", g_grace);
 
     while (!g_stop) {
-        int n = poll(pf, (nfds_t)npf, 500);
+        int n = poll(pf, (nfds_t)npf, 250);
+        reap_expired();
         if (n < 0) { if (errno == EINTR) continue; break; }
         for (int i = 0; i < npf; i++) {
             if (!(pf[i].revents & POLLIN)) continue;
@@ -406,12 +1058,11 @@ int main(int argc, char **argv) {
             conn *c = calloc(1, sizeof *c);
             if (!c) { close(fd); continue; }
             c->fd = fd;
-            c->id = __atomic_fetch_add(&g_next_session, 1, __ATOMIC_RELAXED);
             pthread_t t;
             pthread_attr_t at;
             pthread_attr_init(&at);
             pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-            if (pthread_create(&t, &at, session_main, c)) { close(fd); free(c); }
+            if (pthread_create(&t, &at, conn_main, c)) { close(fd); free(c); }
             pthread_attr_destroy(&at);
         }
     }
@@ -420,3 +1071,4 @@ int main(int argc, char **argv) {
     logf_("stopped");
     return 0;
 }
+#endif /* RGPU_SERVER_NO_MAIN */

@@ -65,6 +65,8 @@ rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) 
     s->b = b;
     s->lim.max_storage_bytes = (lim && lim->max_storage_bytes) ? lim->max_storage_bytes : RGPU_MAX_BLOB_RAW;
     s->lim.max_blob_cache = (lim && lim->max_blob_cache) ? lim->max_blob_cache : (256u << 20);
+    s->lim.max_storages = lim ? lim->max_storages : 0;
+    s->lim.max_total_bytes = lim ? lim->max_total_bytes : 0;
     return s;
 }
 
@@ -72,6 +74,8 @@ void rgpu_session_set_fetch(rgpu_session *s, rgpu_blob_fetch_fn fn, void *ud) { 
 uint64_t rgpu_session_applied(const rgpu_session *s) { return s->applied; }
 void rgpu_session_memory(const rgpu_session *s, uint64_t *a, uint64_t *p) { *a = s->mem; *p = s->peak; }
 uint64_t rgpu_session_tensor_count(const rgpu_session *s) { return s->tensors.len; }
+uint64_t rgpu_session_blob_bytes(const rgpu_session *s) { return s->blob_bytes; }
+uint64_t rgpu_session_storage_count(const rgpu_session *s) { return s->storages.len; }
 
 static void storage_unref(rgpu_session *s, storage *st) {
     if (!st || --st->refs) return;
@@ -280,6 +284,19 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
                      (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_storage_bytes);
             t->poisoned = true;
             return RGPU_ERR_TOO_LARGE;
+        }
+        if (s->lim.max_storages && s->storages.len >= s->lim.max_storages) {
+            snprintf(c->why, sizeof c->why, "the session holds %llu storages, the server's limit (--max-storages)",
+                     (unsigned long long)s->storages.len);
+            t->poisoned = true;
+            return RGPU_ERR_LIMIT;
+        }
+        if (s->lim.max_total_bytes &&
+            (d->nbytes > s->lim.max_total_bytes || s->mem > s->lim.max_total_bytes - d->nbytes)) {
+            snprintf(c->why, sizeof c->why, "%llu more bytes would pass the session limit of %llu (--max-session-bytes; %llu in use)",
+                     (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_total_bytes, (unsigned long long)s->mem);
+            t->poisoned = true;
+            return RGPU_ERR_LIMIT;
         }
         if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return st; }
         sg = calloc(1, sizeof *sg);
@@ -514,6 +531,24 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
     s->b->free(s->b, tmp);
     if (!st) t->poisoned = false;
     return st;
+}
+
+rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+    size_t off = 0;
+    rgpu_record r;
+    while (off < n) {
+        size_t used;
+        rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
+        if (st) return st;
+        off += used;
+        if (r.op != RGPU_OP_UPLOAD || r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH) continue;
+        if (blob_find(s, &r.args[0].v.h) || !s->fetch) continue;
+        uint8_t *data;
+        size_t dn;
+        if ((st = s->fetch(s->fetch_ud, &r.args[0].v.h, &data, &dn))) return st;
+        if ((st = rgpu_session_put_blob(s, &r.args[0].v.h, data, dn))) return st;
+    }
+    return RGPU_OK;
 }
 
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,

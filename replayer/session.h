@@ -18,6 +18,8 @@ typedef rgpu_status (*rgpu_blob_fetch_fn)(void *ud, const rgpu_hash *h, uint8_t 
 typedef struct rgpu_session_limits {
     uint64_t max_storage_bytes;   /* one storage */
     uint64_t max_blob_cache;      /* bytes of uploaded blobs kept for dedupe */
+    uint64_t max_storages;        /* live storages; 0 = no limit */
+    uint64_t max_total_bytes;     /* bytes of all live storages; 0 = no limit */
 } rgpu_session_limits;
 
 rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim);
@@ -33,6 +35,12 @@ uint64_t rgpu_session_applied(const rgpu_session *s);
  * poisons its outputs and is reported by the next take_result. */
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
                                    uint64_t first_op, uint32_t count);
+
+/* Before running a chunk: fetch (through the fetch callback) every blob its
+ * UPLOAD records name that the session lacks, so that a connection lost
+ * while fetching leaves the chunk unapplied rather than half-applied. The
+ * chunk must decode (run_chunk checks it again); returns the fetch's status. */
+rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n);
 
 /* Keep an uploaded blob (the session owns data afterwards). Its hash is
  * checked: RGPU_ERR_BAD_CHECKSUM when it doesn't match. */
@@ -68,5 +76,8 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
 /* Bytes currently allocated for storages, and the peak. */
 void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
 uint64_t rgpu_session_tensor_count(const rgpu_session *s);
+/* Bytes of uploaded blobs the session keeps, and its live storage count. */
+uint64_t rgpu_session_blob_bytes(const rgpu_session *s);
+uint64_t rgpu_session_storage_count(const rgpu_session *s);
 
 #endif

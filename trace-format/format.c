@@ -43,6 +43,9 @@ static const char *const status_str[RGPU_STATUS_COUNT_] = {
     [RGPU_ERR_SEQUENCE] = "op index out of sequence",
     [RGPU_ERR_BAD_TRACE] = "inconsistent trace file",
     [RGPU_ERR_TIMEOUT] = "timed out",
+    [RGPU_ERR_AUTH] = "authentication failed",
+    [RGPU_ERR_SESSION_LOST] = "session lost",
+    [RGPU_ERR_LIMIT] = "session limit reached",
 };
 static const char *const status_name[RGPU_STATUS_COUNT_] = {
     "RGPU_OK", "RGPU_ERR_NOMEM", "RGPU_ERR_BAD_MAGIC", "RGPU_ERR_BAD_CHECKSUM",
@@ -53,8 +56,9 @@ static const char *const status_name[RGPU_STATUS_COUNT_] = {
     "RGPU_ERR_COMPRESS", "RGPU_ERR_DB", "RGPU_ERR_BAD_MESSAGE", "RGPU_ERR_POISONED",
     "RGPU_ERR_EXEC", "RGPU_ERR_MISSING_BLOB", "RGPU_ERR_ARITY", "RGPU_ERR_SHAPE",
     "RGPU_ERR_OVERFLOW", "RGPU_ERR_SEQUENCE", "RGPU_ERR_BAD_TRACE", "RGPU_ERR_TIMEOUT",
+    "RGPU_ERR_AUTH", "RGPU_ERR_SESSION_LOST", "RGPU_ERR_LIMIT",
 };
-_Static_assert(RGPU_STATUS_COUNT_ == 32, "status codes are append-only: update both tables");
+_Static_assert(RGPU_STATUS_COUNT_ == 35, "status codes are append-only: update both tables");
 
 const char *rgpu_status_str(int s) {
     return (s >= 0 && s < RGPU_STATUS_COUNT_) ? status_str[s] : "unknown status";

@@ -64,7 +64,10 @@ typedef enum rgpu_status {
     RGPU_ERR_SEQUENCE = 29,         /* chunk or op index out of order */
     RGPU_ERR_BAD_TRACE = 30,        /* .rgt content inconsistent (missing chunk, schema) */
     RGPU_ERR_TIMEOUT = 31,          /* waited too long for the peer */
-    RGPU_STATUS_COUNT_ = 32
+    RGPU_ERR_AUTH = 32,             /* missing or wrong token in HELLO */
+    RGPU_ERR_SESSION_LOST = 33,     /* a session to resume no longer exists */
+    RGPU_ERR_LIMIT = 34,            /* a per-session limit (storages, bytes) reached */
+    RGPU_STATUS_COUNT_ = 35
 } rgpu_status;
 
 /* Static string naming the status ("bad checksum"); never NULL. */
@@ -263,6 +266,13 @@ rgpu_status rgpu_rgt_put_blob(rgpu_rgt *t, const rgpu_hash *h, uint64_t raw_len,
                               const void *frame, size_t frame_len);
 rgpu_status rgpu_rgt_put_result(rgpu_rgt *t, uint64_t op_index, int status,
                                 const void *data, size_t n);
+/* Open an existing trace for appending (a server journal after a restart):
+ * the same checks as rgpu_rgt_open; new stream entries continue its seq. */
+rgpu_status rgpu_rgt_open_append(const char *path, rgpu_rgt **out);
+/* Results rows in op order: calls fn for each (data points into SQLite's
+ * buffer, valid during the call). fn returning nonzero stops the walk. */
+rgpu_status rgpu_rgt_each_result(rgpu_rgt *t, int (*fn)(void *ud, uint64_t op, int status,
+                                                        const void *data, size_t n), void *ud);
 /* Stream iteration: seq 0..count-1. frame is malloc'd; caller frees. */
 rgpu_status rgpu_rgt_stream_count(rgpu_rgt *t, uint64_t *count);
 rgpu_status rgpu_rgt_get_stream(rgpu_rgt *t, uint64_t seq, rgpu_hash *h, uint64_t *first_op,

@@ -40,6 +40,16 @@ static void table_hash_hex(char out[33]) {
     rgpu_hash_hex(&h, out);
 }
 
+static int prepare_writes(rgpu_rgt *t) {
+    if (sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO chunks VALUES(?,?,?)", -1, &t->put_chunk, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT INTO stream VALUES(?,?,?,?)", -1, &t->put_stream, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO blobs VALUES(?,?,?)", -1, &t->put_blob, NULL) ||
+        sqlite3_prepare_v2(t->db, "INSERT OR REPLACE INTO results VALUES(?,?,?)", -1, &t->put_result, NULL))
+        return -1;
+    t->writable = true;
+    return 0;
+}
+
 rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out) {
     *out = NULL;
     rgpu_rgt *t = calloc(1, sizeof *t);
@@ -52,12 +62,7 @@ rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **ou
         goto fail;
     if (sqlite3_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK) goto fail;
     if (sqlite3_exec(t->db, SCHEMA, NULL, NULL, NULL) != SQLITE_OK) goto fail;
-    if (sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO chunks VALUES(?,?,?)", -1, &t->put_chunk, NULL) ||
-        sqlite3_prepare_v2(t->db, "INSERT INTO stream VALUES(?,?,?,?)", -1, &t->put_stream, NULL) ||
-        sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO blobs VALUES(?,?,?)", -1, &t->put_blob, NULL) ||
-        sqlite3_prepare_v2(t->db, "INSERT OR REPLACE INTO results VALUES(?,?,?)", -1, &t->put_result, NULL))
-        goto fail;
-    t->writable = true;
+    if (prepare_writes(t)) goto fail;
     char hex[33], ver[16];
     table_hash_hex(hex);
     snprintf(ver, sizeof ver, "%u", RGPU_FORMAT_VERSION);
@@ -89,13 +94,14 @@ static bool get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen) {
     return ok;
 }
 
-rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) {
+static rgpu_status open_checked(const char *path, bool append, rgpu_rgt **out) {
     *out = NULL;
     rgpu_rgt *t = calloc(1, sizeof *t);
     if (!t) return RGPU_ERR_NOMEM;
     char v[128], hex[33];
     rgpu_status s = RGPU_OK;
-    if (sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) { s = db_err(t); goto fail; }
+    int flags = (append ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_FULLMUTEX;
+    if (sqlite3_open_v2(path, &t->db, flags, NULL) != SQLITE_OK) { s = db_err(t); goto fail; }
     if (!get_meta(t, "magic", v, sizeof v)) {
         snprintf(t->err, sizeof t->err, "not an rgpu trace (no meta table or magic)");
         s = RGPU_ERR_BAD_MAGIC; goto fail;
@@ -114,6 +120,13 @@ rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) {
         snprintf(t->err, sizeof t->err, "op table %s differs from this build's %s", v, hex);
         s = RGPU_ERR_OP_TABLE; goto fail;
     }
+    if (append) {
+        uint64_t n;
+        if (sqlite3_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK ||
+            prepare_writes(t)) { s = db_err(t); goto fail; }
+        if ((s = rgpu_rgt_stream_count(t, &n))) goto fail;
+        t->next_seq = n;
+    }
     *out = t;
     return RGPU_OK;
 fail:
@@ -121,6 +134,9 @@ fail:
     rgpu_rgt_close(t);
     return s;
 }
+
+rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out) { return open_checked(path, false, out); }
+rgpu_status rgpu_rgt_open_append(const char *path, rgpu_rgt **out) { return open_checked(path, true, out); }
 
 static rgpu_status begin(rgpu_rgt *t) {
     if (!t->writable) return RGPU_ERR_DB;
@@ -198,6 +214,22 @@ rgpu_status rgpu_rgt_put_result(rgpu_rgt *t, uint64_t op_index, int status, cons
     sqlite3_bind_int(t->put_result, 2, status);
     sqlite3_bind_blob64(t->put_result, 3, n ? data : "", n, SQLITE_STATIC);
     return step_reset(t, t->put_result);
+}
+
+rgpu_status rgpu_rgt_each_result(rgpu_rgt *t, int (*fn)(void *ud, uint64_t op, int status,
+                                                        const void *data, size_t n), void *ud) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(t->db, "SELECT op_index, status, data FROM results ORDER BY op_index", -1, &st, NULL) != SQLITE_OK)
+        return db_err(t);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const void *d = sqlite3_column_blob(st, 2);
+        size_t n = (size_t)sqlite3_column_bytes(st, 2);
+        if (fn(ud, (uint64_t)sqlite3_column_int64(st, 0), sqlite3_column_int(st, 1), d, n)) break;
+    }
+    rgpu_status s = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? RGPU_OK : db_err(t);
+    sqlite3_finalize(st);
+    return s;
 }
 
 rgpu_status rgpu_rgt_stream_count(rgpu_rgt *t, uint64_t *count) {

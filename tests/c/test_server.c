@@ -1,9 +1,13 @@
 /* test_server.c — rgpu-server against corrupt and hostile input.
  *
- * Starts $RGPU_SERVER_BIN on a private Unix socket. An honest client (the
- * real recorder) keeps a session open throughout; each corrupt input is sent
- * on its own raw connection and must be answered with ERROR carrying its
- * specific code, after which the honest session must still compute right. */
+ * Starts $RGPU_SERVER_BIN on a private Unix socket with a token file, a
+ * journal folder and small limits (--max-message 1M, --max-chunk 1M,
+ * --max-storages 64, --max-session-bytes 4M). An honest client (the real recorder, given the
+ * token through RGPU_TOKEN_FILE) keeps a session open throughout; each
+ * corrupt input is sent on its own raw connection and must be answered with
+ * ERROR carrying its specific code, after which the honest session must
+ * still compute right. Also: authentication, limits, and resuming a session
+ * on a new connection at the wire level. */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
@@ -11,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +23,7 @@
 #include "recorder.h"
 
 static pid_t g_pid;
-static char g_dir[64], g_sock[128], g_addr[160];
+static char g_dir[64], g_sock[128], g_addr[160], g_token_file[128], g_journal[128], g_token[128];
 static rgpu_client *g_honest;
 static uint64_t g_x_tid;
 
@@ -29,21 +34,34 @@ static void start_server(void) {
     ck_assert(mkdtemp(g_dir) != NULL);
     snprintf(g_sock, sizeof g_sock, "%s/sock", g_dir);
     snprintf(g_addr, sizeof g_addr, "unix:%s", g_sock);
+    snprintf(g_token_file, sizeof g_token_file, "%s/token", g_dir);
+    snprintf(g_journal, sizeof g_journal, "%s/journal", g_dir);
     g_pid = fork();
     if (g_pid == 0) {
-        execl(bin, bin, "--unix", g_sock, "--backend", "cpu", "--quiet", (char *)NULL);
+        execl(bin, bin, "--unix", g_sock, "--backend", "cpu", "--quiet", "--token-file", g_token_file,
+              "--journal", g_journal, "--max-message", "1M", "--max-chunk", "1M", "--max-storages", "64",
+              "--max-session-bytes", "4M",
+              (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 200 && access(g_sock, F_OK) != 0; i++) usleep(10000);
+    for (int i = 0; i < 500 && access(g_sock, F_OK) != 0; i++) usleep(10000);
     ck_assert_msg(access(g_sock, F_OK) == 0, "server did not start");
+    FILE *f = fopen(g_token_file, "r");
+    ck_assert_msg(f != NULL, "no token file");
+    ck_assert(fgets(g_token, sizeof g_token, f) != NULL);
+    fclose(f);
+    g_token[strcspn(g_token, "\n")] = 0;
+    ck_assert_int_eq((int)strlen(g_token), 64);
+    setenv("RGPU_TOKEN_FILE", g_token_file, 1);
 }
 
 static void stop_server(void) {
     kill(g_pid, SIGTERM);
     int st;
     waitpid(g_pid, &st, 0);
-    unlink(g_sock);
-    rmdir(g_dir);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 static int raw_connect(void) {
@@ -55,24 +73,39 @@ static int raw_connect(void) {
     return fd;
 }
 
-static void send_hello(int fd, uint32_t version, int break_table) {
-    uint8_t h[40] = { 0 };
+/* HELLO with the given token (NULL: the server's), session and last ack. */
+static void send_hello_full(int fd, uint32_t version, int break_table, const char *token, uint64_t session) {
+    uint8_t h[40 + 128] = { 0 };
     rgpu_st32(h, version);
     rgpu_op_table_hash(h + 4);
     if (break_table) h[4] ^= 1;
-    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, h, sizeof h, NULL, 0), RGPU_OK);
+    if (!token) token = g_token;
+    size_t tl = strlen(token);
+    rgpu_st64(h + 20, session);
+    rgpu_st32(h + 36, (uint32_t)tl);
+    memcpy(h + 40, token, tl);
+    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0), RGPU_OK);
 }
 
-static int raw_session(void) {
+static void send_hello(int fd, uint32_t version, int break_table) {
+    send_hello_full(fd, version, break_table, NULL, 0);
+}
+
+/* A raw session (new when session is 0, else resumed); *applied from WELCOME. */
+static int raw_session_at(uint64_t session, uint64_t *id, uint64_t *applied) {
     int fd = raw_connect();
-    send_hello(fd, RGPU_FORMAT_VERSION, 0);
+    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, session);
     rgpu_msg_header mh;
     uint8_t *p;
     ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
     ck_assert_int_eq(mh.type, RGPU_MSG_WELCOME);
+    if (id) *id = rgpu_ld64(p + 20);
+    if (applied) *applied = rgpu_ld64(p + 28);
     free(p);
     return fd;
 }
+
+static int raw_session(void) { return raw_session_at(0, NULL, NULL); }
 
 /* Read until ERROR; return its code. Fails the test on anything else. */
 static int expect_error(int fd) {
@@ -334,6 +367,163 @@ START_TEST(many_sessions_at_once) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------
+ * Authentication and limits */
+START_TEST(token_required_and_checked) {
+    struct stat st;
+    ck_assert_int_eq(stat(g_token_file, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    char wrong[65];
+    memcpy(wrong, g_token, 65);
+    wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
+    const char *bad[] = { "", wrong, "short", NULL };
+    char longer[160];
+    snprintf(longer, sizeof longer, "%sff", g_token);
+    bad[3] = longer;
+    for (int i = 0; i < 4; i++) {
+        int fd = raw_connect();
+        send_hello_full(fd, RGPU_FORMAT_VERSION, 0, bad[i], 0);
+        ck_assert_int_eq(expect_error(fd), RGPU_ERR_AUTH);
+    }
+    /* a refused client executes nothing: a chunk after the refused HELLO is never read */
+    int fd = raw_connect();
+    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, wrong, 0);
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    send_chunk(fd, b.p, b.len, 0, 1, 0);
+    rgpu_buf_free(&b);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_AUTH);
+    /* the recorder with a wrong token gets a clear reason */
+    rgpu_client *c = NULL;
+    char err[512] = "";
+    ck_assert_int_eq(rgpu_client_connect_token(g_addr, NULL, wrong, &c, err, sizeof err), RGPU_ERR_AUTH);
+    ck_assert_msg(strstr(err, "wrong token") != NULL, "%s", err);
+    ck_assert_ptr_null(c);
+    honest_roundtrip(13.0f);
+}
+END_TEST
+
+START_TEST(message_over_max_message) {
+    int fd = raw_session();
+    uint8_t h[RGPU_WIRE_HEADER];
+    rgpu_wire_header_encode(h, RGPU_MSG_BLOB, (2u << 20));   /* server runs with --max-message 1M */
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    honest_roundtrip(14.0f);
+}
+END_TEST
+
+/* A small message whose frame decompresses to more than --max-chunk. */
+START_TEST(chunk_over_max_chunk) {
+    int fd = raw_session();
+    size_t n = 2u << 20;
+    uint8_t *zeros = calloc(1, n);
+    send_chunk(fd, zeros, n, 0, 1, 0);
+    free(zeros);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    honest_roundtrip(17.0f);
+}
+END_TEST
+
+/* --max-storages 64, --max-session-bytes 4M: op errors at the next wait, the
+ * session goes on. */
+START_TEST(storage_limits_reported_at_wait) {
+    rgpu_client *c;
+    char err[512];
+    ck_assert_int_eq(rgpu_client_connect(g_addr, NULL, &c, err, sizeof err), RGPU_OK);
+    uint64_t idx = 0;
+    for (int k = 0; k < 70; k++) {   /* one storage each; the 65th is over */
+        uint64_t t = rgpu_client_new_id(c);
+        rgpu_record r = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+        r.out[0] = (rgpu_tdef){ .tid = t, .sid = rgpu_client_new_id(c), .flags = RGPU_TDEF_NEW_STORAGE,
+                                .dtype = RGPU_F32, .ndim = 1, .nbytes = 16, .sizes = { 4 }, .strides = { 1 } };
+        ck_assert_int_eq(rgpu_client_record(c, &r, &idx), RGPU_OK);
+    }
+    rgpu_record sy = { .op = RGPU_OP_SYNC };
+    ck_assert_int_eq(rgpu_client_record(c, &sy, &idx), RGPU_OK);
+    uint8_t *data;
+    size_t n;
+    ck_assert_int_eq(rgpu_client_wait(c, idx, &data, &n, err, sizeof err), RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(err, "op 64 ") && strstr(err, "--max-storages"), "%s", err);
+    rgpu_client_close(c);
+
+    ck_assert_int_eq(rgpu_client_connect(g_addr, NULL, &c, err, sizeof err), RGPU_OK);
+    uint64_t t = rgpu_client_new_id(c);
+    rgpu_record r = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+    r.out[0] = (rgpu_tdef){ .tid = t, .sid = rgpu_client_new_id(c), .flags = RGPU_TDEF_NEW_STORAGE,
+                            .dtype = RGPU_F32, .ndim = 1, .nbytes = 8 << 20, .sizes = { 2 << 20 }, .strides = { 1 } };
+    ck_assert_int_eq(rgpu_client_record(c, &r, &idx), RGPU_OK);
+    ck_assert_int_eq(rgpu_client_record(c, &sy, &idx), RGPU_OK);
+    ck_assert_int_eq(rgpu_client_wait(c, idx, &data, &n, err, sizeof err), RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(err, "--max-session-bytes") != NULL, "%s", err);
+    ck_assert_int_eq(rgpu_client_record(c, &sy, &idx), RGPU_OK);      /* reported once; the session goes on */
+    ck_assert_int_eq(rgpu_client_wait(c, idx, &data, &n, err, sizeof err), RGPU_OK);
+    free(data);
+    rgpu_client_close(c);
+    honest_roundtrip(15.0f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * Resume at the wire level */
+static uint64_t read_ack(int fd) {
+    rgpu_msg_header mh;
+    uint8_t *p;
+    ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
+    ck_assert_int_eq(mh.type, RGPU_MSG_ACK);
+    uint64_t a = rgpu_ld64(p);
+    free(p);
+    return a;
+}
+
+START_TEST(resume_on_a_new_connection) {
+    uint64_t id, applied;
+    int fd = raw_session_at(0, &id, &applied);
+    ck_assert_uint_eq(applied, 0);
+    rgpu_buf b1 = { 0 }, b2 = { 0 };
+    valid_record(&b1, 5);
+    valid_record(&b2, 7);
+    valid_record(&b2, 9);
+    send_chunk(fd, b1.p, b1.len, 0, 1, 0);
+    ck_assert_uint_eq(read_ack(fd), 1);
+    /* a frame cut short, then the link drops: the session is kept */
+    uint8_t h[RGPU_WIRE_HEADER + 10] = { 0 };
+    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 1000);
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    close(fd);
+    uint64_t id2;
+    fd = raw_session_at(id, &id2, &applied);
+    ck_assert_uint_eq(id2, id);
+    ck_assert_uint_eq(applied, 1);
+    send_chunk(fd, b1.p, b1.len, 0, 1, 0);            /* a resend of an applied chunk: dropped, acked */
+    ck_assert_uint_eq(read_ack(fd), 1);
+    send_chunk(fd, b2.p, b2.len, 1, 2, 0);
+    ck_assert_uint_eq(read_ack(fd), 3);
+    /* a second connection naming the session takes it over from the first */
+    int fd2 = raw_session_at(id, NULL, &applied);
+    ck_assert_uint_eq(applied, 3);
+    uint8_t x;
+    ck_assert(read(fd, &x, 1) <= 0);
+    close(fd);
+    /* a chunk straddling the resume point is refused */
+    rgpu_buf b3 = { 0 };
+    valid_record(&b3, 11);
+    valid_record(&b3, 13);
+    send_chunk(fd2, b3.p, b3.len, 2, 2, 0);
+    ck_assert_int_eq(expect_error(fd2), RGPU_ERR_SEQUENCE);
+    /* after a protocol error the session is gone: resuming it is refused */
+    fd = raw_connect();
+    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
+    /* and so is a session id the server never gave out */
+    fd = raw_connect();
+    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, 0x7777777700000001ull);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
+    rgpu_buf_free(&b1); rgpu_buf_free(&b2); rgpu_buf_free(&b3);
+    honest_roundtrip(16.0f);
+}
+END_TEST
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("server");
@@ -350,6 +540,11 @@ int main(void) {
     tcase_add_test(tc, garbage_and_half_frames);
     tcase_add_test(tc, view_outside_storage_reported_at_wait);
     tcase_add_test(tc, many_sessions_at_once);
+    tcase_add_test(tc, token_required_and_checked);
+    tcase_add_test(tc, message_over_max_message);
+    tcase_add_test(tc, chunk_over_max_chunk);
+    tcase_add_test(tc, storage_limits_reported_at_wait);
+    tcase_add_test(tc, resume_on_a_new_connection);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -81,8 +81,8 @@ def _connect_embedded(record):
     token_file = os.path.join(_tmpdir, "token")
     log = open(os.path.join(_tmpdir, "server.log"), "w+b")
     try:
-        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"), "--token-file", token_file,
-                                  "--journal", "none"],
+        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"),
+                                  "--token-file", token_file, "--journal", "none"],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     except OSError as e:
         log.close()
