@@ -419,3 +419,51 @@ def test_backlog_of_unacknowledged_ops_is_bounded(tmp_path):
     assert blocked[:3] == ["blocked", "True", "True"], blocked
     assert 65536 < int(blocked[3]) <= 65536 + 2 * (256 << 10), blocked
     assert out.split() == ["done", str(64 * 40001.0)], out + err[-2000:]
+
+
+# The reduced GPT (dropout on: the random ops' (seed, offset) must survive the
+# resumes too), AdamW, batches uploaded every step, loss read every step.
+TRAIN_GPT = """
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["REPO"], "tools"))
+import torch
+import rgpu
+from models.gpt import GPT, GPTConfig
+from models.data import train_val, get_batch
+torch.manual_seed(0)
+cfg = GPTConfig.tiny(dropout=0.1)
+model = GPT(cfg).to("rgpu")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+train, _ = train_val(n_chars=20000)
+g = torch.Generator().manual_seed(1)
+losses = []
+for i in range(int(os.environ["STEPS"])):
+    x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
+    _, loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item().hex())
+    print("step", i, flush=True)
+print(json.dumps({"losses": losses, "stats": {k: v for k, v in rgpu.stats().items() if isinstance(v, int)}}), flush=True)
+"""
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def test_twenty_dropped_connections_lose_nothing_gpt(tmp_path):
+    srv = Server(tmp_path, "--journal", "none", "--grace", "60")
+    try:
+        base = finish(child(TRAIN_GPT, srv.port, srv.token_file, REPO=REPO), timeout=600)
+    finally:
+        srv.stop()
+    assert base["stats"]["reconnects"] == 0 and len(base["losses"]) == STEPS
+    srv = Server(tmp_path, "--journal", "none", "--grace", "60")
+    proxy = FaultProxy(srv.port, seed=int(os.environ.get("RGPU_TEST_SEED", "4321")), cuts=20)
+    try:
+        r = finish(child(TRAIN_GPT, proxy.port, srv.token_file, REPO=REPO), timeout=600)
+    finally:
+        proxy.close()
+        srv.stop()
+    assert proxy.cuts == 20, f"only {proxy.cuts} cuts happened"
+    assert 1 <= r["stats"]["reconnects"] <= 20
+    assert r["losses"] == base["losses"]
