@@ -80,10 +80,6 @@ deps:
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
 
 # ---------------------------------------------------------------- C
-# The CPU kernels are plain loops: let GCC vectorise them (no fast-math:
-# results stay bit-identical; reductions keep their order).
-$(B)/obj/replayer/cpu/%.o: OPT += -O3
-
 $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_) -c $< -o $@
