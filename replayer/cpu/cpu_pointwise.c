@@ -12,7 +12,7 @@
  * and isnan produce 0/1 in whatever dtype out has (normally bool).
  *
  * Layout: per-op layout and dtype support tables, a 4-operand strided
- * iterator (cpu_iter holds at most 3), per-compute-class chunk loops that
+ * iterator (cpu_iter), per-compute-class chunk loops that
  * convert operands into 256-element buffers (contiguous operands already in
  * the compute type are used in place: the f32 fast path), and the compute
  * loops themselves (floating ones in cpu_pointwise_float.h). */
@@ -446,104 +446,6 @@ static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 }
 
 /* ---------------------------------------------------------------------------
- * A 4-operand strided iterator (cpu_iter's algorithm; cpu_iter holds 3).
- * Operand 0 is out; inputs are broadcast to out's shape (stride 0), or are
- * 0-d scalars in memory. Dims are ordered by out's strides, size-1 dims
- * dropped and mergeable dims coalesced; row() gets one innermost row. */
-
-typedef void (*pw_row_fn)(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx);
-
-typedef struct pw_iter {
-    int nops, ndim;
-    int64_t numel;
-    int64_t sizes[RGPU_MAX_DIMS];
-    int64_t strides[PW_MAX_OPS][RGPU_MAX_DIMS];   /* bytes */
-    char *base[PW_MAX_OPS];
-} pw_iter;
-
-/* Inputs must already be known to broadcast to out (check_broadcast). */
-static void pw_iter_init(pw_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin)
-{
-    int nd = out->ndim;
-    it->nops = 1 + nin;
-    it->numel = cpu_numel(out);
-    int64_t st[PW_MAX_OPS][RGPU_MAX_DIMS];
-    int64_t esz0 = (int64_t)rgpu_dtype_size(out->dtype);
-    it->base[0] = (char *)out->data;
-    for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
-    for (int k = 0; k < nin; k++) {
-        const rgpu_view *v = ins[k].view;
-        if (v == NULL) {
-            it->base[k + 1] = (char *)(uintptr_t)ins[k].scalar_data;
-            for (int d = 0; d < nd; d++) st[k + 1][d] = 0;
-            continue;
-        }
-        it->base[k + 1] = (char *)v->data;
-        int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
-        int lead = nd - v->ndim;
-        for (int d = 0; d < nd; d++)
-            st[k + 1][d] = (d < lead || v->sizes[d - lead] == 1) ? 0 : v->strides[d - lead] * esz;
-    }
-    int perm[RGPU_MAX_DIMS];
-    int np = 0;
-    for (int d = 0; d < nd; d++) {
-        if (out->sizes[d] == 1) continue;
-        int j = np++;
-        while (j > 0 && st[0][perm[j - 1]] < st[0][d]) { perm[j] = perm[j - 1]; j--; }
-        perm[j] = d;
-    }
-    int n = 0;
-    for (int i = 0; i < np; i++) {
-        int d = perm[i];
-        if (n > 0) {
-            bool merge = true;
-            for (int k = 0; k < it->nops; k++)
-                if (it->strides[k][n - 1] != st[k][d] * out->sizes[d]) { merge = false; break; }
-            if (merge) {
-                it->sizes[n - 1] *= out->sizes[d];
-                for (int k = 0; k < it->nops; k++) it->strides[k][n - 1] = st[k][d];
-                continue;
-            }
-        }
-        it->sizes[n] = out->sizes[d];
-        for (int k = 0; k < it->nops; k++) it->strides[k][n] = st[k][d];
-        n++;
-    }
-    if (n == 0) {
-        it->sizes[0] = 1;
-        for (int k = 0; k < it->nops; k++) it->strides[k][0] = 0;
-        n = 1;
-    }
-    it->ndim = n;
-}
-
-static void pw_iter_run(const pw_iter *it, pw_row_fn row, void *ctx)
-{
-    if (it->numel == 0) return;
-    int nd = it->ndim, nops = it->nops;
-    int64_t idx[RGPU_MAX_DIMS] = {0};
-    int64_t off[PW_MAX_OPS] = {0};
-    int64_t inner[PW_MAX_OPS];
-    char *p[PW_MAX_OPS];
-    for (int k = 0; k < nops; k++) inner[k] = it->strides[k][nd - 1];
-    int64_t n = it->sizes[nd - 1];
-    for (;;) {
-        for (int k = 0; k < nops; k++) p[k] = it->base[k] + off[k];
-        row(p, inner, n, ctx);
-        int d = nd - 2;
-        for (; d >= 0; d--) {
-            if (++idx[d] < it->sizes[d]) {
-                for (int k = 0; k < nops; k++) off[k] += it->strides[k][d];
-                break;
-            }
-            for (int k = 0; k < nops; k++) off[k] -= it->strides[k][d] * (it->sizes[d] - 1);
-            idx[d] = 0;
-        }
-        if (d < 0) break;
-    }
-}
-
-/* ---------------------------------------------------------------------------
  * Validation helpers */
 
 static void fmt_shape(char *buf, size_t n, const int64_t *sizes, int nd)
@@ -742,9 +644,9 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     }
     if (cpu_numel(out) == 0) return RGPU_OK;
 
-    pw_iter it;
-    pw_iter_init(&it, out, ops, e->n_in);
-    pw_iter_run(&it, pw_row, &c);
+    cpu_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
+    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
+    cpu_iter_run(&it, pw_row, &c);
     if (c.zero_div) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
     return RGPU_OK;
 }
