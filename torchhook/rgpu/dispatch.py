@@ -75,6 +75,23 @@ def _part(a, sids):
 def make_key(func, args, kwargs):
     """(func, metadata of each tensor, value of each other argument), plus which
     tensor arguments share a storage; None when an argument can't be keyed."""
+    if not kwargs:
+        # the per-op hot path: one tensor, or a tensor and a tensor/number
+        # (the same keys as the general loop below builds)
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            if type(a) is RemoteTensor:
+                return (id(func), a._key)
+        elif n == 2:
+            a, b = args
+            if type(a) is RemoteTensor:
+                tb = type(b)
+                if tb is RemoteTensor:
+                    if a._st is not b._st:
+                        return (id(func), a._key, b._key)
+                elif tb is int or tb is float or tb is bool:
+                    return (id(func), a._key, (tb, b))
     sids = []
     parts = [id(func)]
     for a in args:
