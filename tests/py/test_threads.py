@@ -1,6 +1,7 @@
 """The client is thread-safe: autograd runs backward for PrivateUse1 on its own
 device thread, which records the backward ops, and Python threads may record
 ops concurrently on their own tensors; every value must come out right."""
+import os
 import threading
 
 import torch
@@ -208,3 +209,38 @@ def test_many_threads_training_steps():
     for got in run_threads([lambda: train(DEV)] * 4):
         for a, b in zip(got, ref):
             torch.testing.assert_close(a, b)
+
+
+def test_error_inside_backward_surfaces_after_it(tmp_path):
+    """An op failing on autograd's device thread must not abort the process:
+    backward returns, and the next rgpu op raises that error, before the
+    optimizer changes any parameter. (Child process: it installs a failing op.)"""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import torch, rgpu
+        from rgpu import dispatch
+        def bad(func, args, kwargs):
+            raise NotImplementedError("rgpu: injected failure in " + str(func))
+        dispatch.register([torch.ops.aten.cos.default], bad)     # sin's backward uses cos
+        w = torch.nn.Parameter(torch.ones(3).to("rgpu"))
+        opt = torch.optim.SGD([w], lr=0.5)
+        w.sin().sum().backward()
+        print("backward returned")
+        try:
+            opt.step()
+            print("step did not raise")
+        except NotImplementedError as e:
+            print("raised:", e)
+        print(w.detach().cpu().tolist())
+    """)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "torchhook"))
+    env.pop("RGPU_SERVER", None)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout.splitlines()
+    assert out[0] == "backward returned"
+    assert out[1].startswith("raised: rgpu: injected failure in aten.cos.default"), out
+    assert out[2] == "[1.0, 1.0, 1.0]"          # the step changed nothing

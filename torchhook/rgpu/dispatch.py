@@ -37,12 +37,47 @@ _EMPTY_KW = {}
 _META = torch.device("meta")
 
 
+_DEFERRED = []          # errors raised during backward, re-raised at the next op outside it
+_graph_task_id = torch._C._current_graph_task_id
+
+
 def dispatch(func, args, kwargs):
+    if _DEFERRED and _graph_task_id() == -1:
+        e = _DEFERRED[0]
+        _DEFERRED.clear()
+        raise e
     # keyed by id(): OpOverloads live forever, and their __hash__ is Python code
     h = _HANDLERS.get(id(func))
     if h is None:
         h = _HANDLERS[id(func)] = _build(func)
-    return h(func, args, kwargs or _EMPTY_KW)
+    try:
+        return h(func, args, kwargs or _EMPTY_KW)
+    except Exception as e:
+        if _graph_task_id() == -1:
+            raise
+        return _defer(func, args, kwargs or _EMPTY_KW, e)
+
+
+def _defer(func, args, kwargs, err):
+    """An op failed inside backward, on autograd's device thread. Raising there
+    aborts the process (torch 2.13, PrivateUse1 with a Python device guard:
+    "terminate called without an active exception"), so the op gets
+    placeholder outputs of the right metadata (never read: every later rgpu
+    op raises first) and the error is raised by the first rgpu op after
+    backward returns, e.g. the optimizer's step, before it changes anything."""
+    try:
+        outs = infer(func, args, kwargs)
+    except Exception:
+        raise err from None
+    _DEFERRED.append(err)
+    flat, spec = torch.utils._pytree.tree_flatten(outs)
+    made = []
+    for m in flat:
+        if isinstance(m, torch.Tensor):
+            k = key_of(m)
+            m = record_new(_C.OP_EMPTY, k, out_def(k, m.untyped_storage().nbytes()), (), (), m)
+        made.append(m)
+    return torch.utils._pytree.tree_unflatten(made, spec)
 
 
 # --- cache keys -------------------------------------------------------------------
@@ -802,7 +837,7 @@ def register(funcs, handler):
     at import; a handler returns what the ATen op returns."""
     for f in funcs:
         _REGISTERED[f] = handler
-        _HANDLERS.pop(f, None)
+        _HANDLERS.pop(id(f), None)
 
 
 def _build(func):
