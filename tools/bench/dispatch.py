@@ -23,7 +23,11 @@ def start_null_server():
     d = tempfile.mkdtemp(prefix="rgpu-bench-")
     sock = os.path.join(d, "sock")
     exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
-    p = subprocess.Popen([exe, "--unix", sock, "--backend", "null", "--quiet"])
+    # no journal (nothing to resume in a benchmark); a private token the clients get via the env
+    tok = os.path.join(d, "token")
+    os.environ["RGPU_TOKEN_FILE"] = tok
+    p = subprocess.Popen([exe, "--unix", sock, "--backend", "null", "--journal", "none",
+                          "--token-file", tok, "--quiet"])
     for _ in range(500):
         if os.path.exists(sock):
             break

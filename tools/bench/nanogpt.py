@@ -81,7 +81,11 @@ def start_server(backend):
     d = tempfile.mkdtemp(prefix="rgpu-bench-")
     sock = os.path.join(d, "sock")
     exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
-    p = subprocess.Popen([exe, "--unix", sock, "--backend", backend, "--quiet"])
+    # no journal (nothing to resume in a benchmark); a private token the clients get via the env
+    tok = os.path.join(d, "token")
+    os.environ["RGPU_TOKEN_FILE"] = tok
+    p = subprocess.Popen([exe, "--unix", sock, "--backend", backend, "--journal", "none",
+                          "--token-file", tok, "--quiet"])
     for _ in range(3000):
         if os.path.exists(sock) or p.poll() is not None:
             break
