@@ -85,6 +85,22 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen);       
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen);      /* cpu_dense_norm.c */
 rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
+/* Pooling geometry, parsed and checked once for both backends (cpu_dense_pool.c). */
+typedef struct pool_geom {
+    int64_t N, C, H, W, Ho, Wo;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil_mode, count_include_pad;
+    bool has_divisor;
+    int64_t divisor;
+} pool_geom;
+/* x is (C,H,W) or (N,C,H,W) with C, H, W > 0 (N may be 0), as ATen. */
+rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen);
+/* max: kernel, stride, padding, dilation, ceil_mode; avg: kernel, stride,
+ * padding, ceil_mode, count_include_pad, divisor_override|NONE. */
+rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, size_t errlen);
+/* Sizes of x with the last two dims replaced by (h, w). */
+void pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4]);
+
 rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen);        /* cpu_dense_pool.c */
 rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen);

@@ -22,14 +22,6 @@
 /* ---------------------------------------------------------------------------
  * Geometry */
 
-typedef struct pool_geom {
-    int64_t N, C, H, W, Ho, Wo;
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-    bool ceil_mode, count_include_pad;
-    bool has_divisor;
-    int64_t divisor;
-} pool_geom;
-
 #define POOL_PARAM_MAX (1LL << 31)
 
 static int64_t div_floor(int64_t a, int64_t b)
@@ -62,7 +54,7 @@ static rgpu_status pool_pair(const rgpu_exec *e, int i, const char *what, bool a
 }
 
 /* x is (C,H,W) or (N,C,H,W) with C, H, W > 0 (N may be 0), as ATen. */
-static rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
+rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
 {
     char s[96];
     if (x->ndim != 3 && x->ndim != 4)
@@ -82,7 +74,7 @@ static rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom 
 
 /* max: kernel, stride, padding, dilation, ceil_mode; avg: kernel, stride,
  * padding, ceil_mode, count_include_pad, divisor_override|NONE. */
-static rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, size_t errlen)
+rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     int64_t k[2], s[2], p[2], d[2] = { 1, 1 };
@@ -116,7 +108,7 @@ static rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char
 }
 
 /* Sizes of x with the last two dims replaced by (h, w). */
-static void pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
+void pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
 {
     for (int d = 0; d < x->ndim; d++) out[d] = x->sizes[d];
     out[x->ndim - 2] = h;
