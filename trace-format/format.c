@@ -86,7 +86,7 @@ const rgpu_op_info rgpu_op_table[RGPU_OP_COUNT] = {
 };
 /* Appending an op changes this number and the table hash: bump nothing else,
  * but update FORMAT.md's op list. */
-_Static_assert(RGPU_OP_COUNT == 137, "op table changed: update FORMAT.md and this count");
+_Static_assert(RGPU_OP_COUNT == 140, "op table changed: update FORMAT.md and this count");
 
 const char *rgpu_op_name(int op) { return (op >= 0 && op < RGPU_OP_COUNT) ? rgpu_op_table[op].name : "?"; }
 
