@@ -115,7 +115,12 @@ develop: $(PYEXT)
 	@site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])'); \
 	want="$(CURDIR)/torchhook"; \
 	if [ "$$(cat $$site/rgpu-checkout.pth 2>/dev/null)" != "$$want" ]; then \
-	  echo "$$want" > $$site/rgpu-checkout.pth && echo "rgpu: $$site/rgpu-checkout.pth -> $$want"; fi
+	  echo "$$want" > $$site/rgpu-checkout.pth && echo "rgpu: $$site/rgpu-checkout.pth -> $$want"; fi; \
+	di=$$site/rgpu-0.1.0.dist-info; \
+	if [ ! -f $$di/entry_points.txt ]; then mkdir -p $$di && \
+	  printf 'Metadata-Version: 2.1\nName: rgpu\nVersion: 0.1.0\n' > $$di/METADATA && \
+	  printf '[torch_dynamo_backends]\nrgpu = rgpu.compile:rgpu_backend\n' > $$di/entry_points.txt && \
+	  echo "rgpu: torch.compile backend \"rgpu\" registered in $$di"; fi
 
 # ---------------------------------------------------------------- tests
 $(B)/tests/%: tests/c/%.c $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a

@@ -15,9 +15,11 @@
 #      the cuda run is recorded (RGPU_RECORD) for step 8
 #   8. determinism: the cuda training run's trace replayed by rgpu-diff,
 #      cuda against cuda (bitwise) and cuda against cpu (tolerances)
-#   9. bench: tools/bench/nanogpt.py with the cuda backend, and PyTorch eager
-#      CUDA on the same GPU with the same model
-#  10. with the time left: tests/py/test_train.py on cuda
+#   9. bench: tools/bench/nanogpt.py --compile with the cuda backend (eager
+#      and compiled rgpu), PyTorch eager CUDA and torch.compile (inductor) on
+#      the same GPU with the same model
+#  10. with the time left: tests/py/test_compile.py, test_amp.py and
+#      test_train.py on cuda
 # then a PASS/FAIL/SKIP table. Every step runs under `timeout` and within an
 # overall deadline; a failed step does not stop the next.
 #
@@ -305,11 +307,33 @@ for b in batches[a.warmup:]:
 dt = (time.perf_counter() - t0) / a.iters
 print(f"PyTorch eager CUDA       {dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 print(f"EAGER_CUDA_S_PER_ITER {dt}")
+# torch.compile on CUDA (inductor), same model and step: the compiled baseline
+try:
+    torch.manual_seed(0)
+    model = gpt.GPT(cfg).to("cuda")
+    opt = model.configure_optimizer(lr=1e-3, foreach=False)
+    cmodel = torch.compile(model)
+    def cstep(x, y):
+        _, loss = cmodel(x.to("cuda"), y.to("cuda"))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+    losses = [cstep(*b) for b in batches[:a.warmup]]
+    t0 = time.perf_counter()
+    for b in batches[a.warmup:]:
+        losses.append(cstep(*b))
+    dt = (time.perf_counter() - t0) / a.iters
+    print(f"PyTorch torch.compile CUDA {dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    print(f"COMPILE_CUDA_S_PER_ITER {dt}")
+except Exception as e:  # inductor needs triton; report and go on
+    print(f"torch.compile on CUDA failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 PY
 }
 
 bench() {
-    $PY tools/bench/nanogpt.py --backend cuda "${BENCH_ARGS[@]}" 2>&1 | tee "$OUT/bench-nanogpt.out"
+    $PY tools/bench/nanogpt.py --backend cuda --compile "${BENCH_ARGS[@]}" 2>&1 | tee "$OUT/bench-nanogpt.out"
     local rc1=${PIPESTATUS[0]}
     eager_cuda 2>&1 | tee "$OUT/bench-eager.out"
     local rc2=${PIPESTATUS[0]}
@@ -320,6 +344,12 @@ bench() {
         $PY -c "print(f'rgpu on cuda {float(\"$r\"):.4f} s/iter vs PyTorch eager CUDA {float(\"$e\"):.4f} s/iter: rgpu/eager = {float(\"$r\") / float(\"$e\"):.2f}x')"
     else
         echo "could not put the two timings side by side (rgpu: '${r}', eager: '${e}')"
+    fi
+    local rc c ce
+    rc=$(grep -E "^rgpu compiled, cuda server" "$OUT/bench-nanogpt.out" | head -1 | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "s/iter") { print $i; exit }}')
+    ce=$(grep "^COMPILE_CUDA_S_PER_ITER" "$OUT/bench-eager.out" | awk '{print $2}')
+    if [ -n "$rc" ] && [ -n "$e" ]; then
+        $PY -c "print(f'rgpu compiled on cuda {float(\"$rc\"):.4f} s/iter: vs PyTorch eager CUDA {float(\"$rc\") / float(\"$e\"):.2f}x' + (f', vs torch.compile CUDA {float(\"$rc\") / float(\"$ce\"):.2f}x' if \"$ce\" else ''))"
     fi
     [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]
 }
@@ -430,6 +460,8 @@ fi
 
 # ---------------------------------------------------------------- 10. extra, with the time left
 if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "tests/py/test_compile.py + test_amp.py on cuda" 150 \
+        env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/py/test_compile.py tests/py/test_amp.py
     step "tests/py/test_train.py on cuda" 150 \
         env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/py/test_train.py
 fi

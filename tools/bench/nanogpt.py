@@ -46,16 +46,32 @@ def child(a):
                         dropout=a.dropout)
     torch.manual_seed(0)
     model = gpt.GPT(cfg).to(device)
-    opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
+    compiled = getattr(a, "compiled", False)
+    if compiled:
+        # the whole step compiled: model forward/backward and clip + AdamW (its
+        # step counters on the device, capturable=True, so they are graph inputs)
+        opt = model.configure_optimizer(lr=1e-3, foreach=True, capturable=True)
+        fwd = torch.compile(model, backend="rgpu")
+
+        @torch.compile(backend="rgpu")
+        def update():
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    else:
+        opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
+        fwd = model
+
+        def update():
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
     train, _ = data.train_val(max(200_000, 4 * a.batch * a.block))
     g = torch.Generator().manual_seed(0)
     batches = [data.get_batch(train, a.batch, a.block, g) for _ in range(a.warmup + a.iters)]
 
     def step(x, y):
-        _, loss = model(x.to(device), y.to(device))
+        _, loss = fwd(x.to(device), y.to(device))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        update()
         opt.zero_grad(set_to_none=True)
         return loss.item()
 
@@ -72,6 +88,7 @@ def child(a):
         out["per_iter"] = {k: (s1[k] - s0[k]) / a.iters for k in s1
                            if isinstance(s1[k], (int, float)) and k in s0}
         out["backend"] = info.get("backend")
+        out["compile"] = rgpu.stats()["compile"]
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -96,13 +113,15 @@ def start_server(backend):
     return p, d, "unix:" + sock
 
 
-def run_child(a, which, server_addr=None):
+def run_child(a, which, server_addr=None, compiled=False):
     env = dict(os.environ)
     env.pop("RGPU_SERVER", None)
     if server_addr:
         env["RGPU_SERVER"] = server_addr
     env["PYTHONPATH"] = os.path.join(REPO, "torchhook") + os.pathsep + env.get("PYTHONPATH", "")
     argv = [sys.executable, os.path.abspath(__file__), "--child", which] + a.passthrough
+    if compiled:
+        argv.append("--compiled")
     p = subprocess.run(argv, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
@@ -113,10 +132,10 @@ def run_child(a, which, server_addr=None):
     raise SystemExit(f"{which}: no result\n{p.stdout}{p.stderr}")
 
 
-def rgpu_child(a, backend):
+def rgpu_child(a, backend, compiled=False):
     proc, tmp, addr = start_server(backend)
     try:
-        return run_child(a, "rgpu", addr)
+        return run_child(a, "rgpu", addr, compiled)
     finally:
         proc.terminate()
         try:
@@ -140,6 +159,10 @@ def main():
     ap.add_argument("--backend", default="cpu,null",
                     help="rgpu-server backends to run: cpu (timing against PyTorch CPU), "
                          "null (client cost), or both, comma-separated")
+    ap.add_argument("--compile", action="store_true",
+                    help="also run rgpu with torch.compile(backend=\"rgpu\") (model and optimizer step) "
+                         "and compare records, bytes and s/iter with eager rgpu")
+    ap.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", choices=["cpu", "rgpu"], help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -158,24 +181,35 @@ def main():
     print(f"  {cpu['params'] / 1e6:.2f} M parameters; PyTorch CPU uses {cpu['threads']} threads")
     print(f"PyTorch CPU eager        {cpu['s_per_iter']:9.4f} s/iter   "
           f"loss {cpu['losses'][0]:.4f} -> {cpu['losses'][-1]:.4f}")
+    runs = [(b, False) for b in backends] + ([(b, True) for b in backends] if a.compile else [])
     results = {}
-    for b in backends:
-        results[b] = r = rgpu_child(a, b)
+    for b, compiled in runs:
+        results[b, compiled] = r = rgpu_child(a, b, compiled)
         pi = r["per_iter"]
-        label = f"rgpu, {r['backend']} server"
-        line = f"{label:24s} {r['s_per_iter']:9.4f} s/iter"
+        label = f"rgpu{' compiled' if compiled else ''}, {r['backend']} server"
+        line = f"{label:33s} {r['s_per_iter']:9.4f} s/iter"
         if b != "null":
             line += f"   loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}" \
                     f"   rgpu/cpu {r['s_per_iter'] / cpu['s_per_iter']:.2f}x"
             worst = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(r["losses"], cpu["losses"]))
             line += f"   worst loss rel. diff vs CPU {worst:.1e}"
         print(line)
-        print(f"  per iter: {pi['ops']:.0f} ops, {pi['chunks']:.1f} chunks, {pi['waits']:.1f} waits, "
+        print(f"  per iter: {pi['ops']:.0f} records, {pi['chunks']:.1f} chunks, {pi['waits']:.1f} waits, "
               f"{pi['bytes_out'] / 1e3:.1f} kB sent, {pi['bytes_in'] / 1e3:.2f} kB received, "
-              f"{pi['bytes_out'] / max(pi['ops'], 1):.1f} B/op")
+              f"{pi['bytes_out'] / max(pi['ops'], 1):.1f} B/record")
+        if compiled:
+            c = r["compile"]
+            print(f"  compile: {c['templates']} templates sent once, {c['calls']} CALL records, "
+                  f"{c['eager_graphs']} graphs run eagerly")
         if b == "null":
-            print(f"  client cost: {r['s_per_iter'] / pi['ops'] * 1e6:.1f} us/op "
-                  f"({r['s_per_iter'] * 1e3:.1f} ms/iter for {pi['ops']:.0f} ops; server executes nothing)")
+            print(f"  client cost: {r['s_per_iter'] / max(pi['ops'], 1) * 1e6:.1f} us/record "
+                  f"({r['s_per_iter'] * 1e3:.1f} ms/iter for {pi['ops']:.0f} records; server executes nothing)")
+    if a.compile:
+        for b in backends:
+            e, c = results[b, False], results[b, True]
+            print(f"{b} server, compiled vs eager: {e['per_iter']['ops'] / max(c['per_iter']['ops'], 1):.0f}x fewer "
+                  f"records, {e['per_iter']['bytes_out'] / max(c['per_iter']['bytes_out'], 1):.0f}x fewer bytes, "
+                  f"s/iter {c['s_per_iter'] / e['s_per_iter']:.2f}x of eager")
     return 0
 
 

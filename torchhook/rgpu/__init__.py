@@ -15,6 +15,7 @@ from . import random as _random         # noqa: E402  (registers the random ops)
 from . import datadep as _datadep       # noqa: E402  (nonzero, masked_select, unique, x[mask])
 from . import memory as _memory         # noqa: E402
 from . import server                    # noqa: E402
+from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))
 from .tensor import RemoteTensor        # noqa: E402
 
 RemoteError = _C.RemoteError
@@ -28,7 +29,12 @@ def stats():
     "decomposed": {op name: calls decomposed into other ops}."""
     s = _C.stats()
     s["decomposed"] = _decomp.counts()
+    s["compile"] = _compile.counts()
     return s
+
+
+if "torch._dynamo" in __import__("sys").modules:
+    _compile.register()     # dynamo is loaded already; otherwise its entry point finds us
 
 
 def connect():

@@ -46,7 +46,7 @@ def handler_for(func):
     name = func._schema.name
     if name.startswith("aten::_foreach_"):
         return _foreach_handler(func)
-    d = _OWN.get(func)
+    d = _OWN.get(func) or _OWN_BY_NAME.get(name)
     if d is None and has_implicit_kernel(func):
         d = func.decompose          # ATen's own aten-level decomposition (var_mean.dim, reshape ...)
     if d is None:
@@ -88,8 +88,21 @@ def _std_mean(x, dim=None, *, correction=None, keepdim=False):
             aten.mean.dim(x, dim if dim is not None else [], keepdim))
 
 
-_OWN = {aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
+def _fma(a, b, c):
+    """prims.fma (torch.compile's lerp/addcmul in optimizers) as a*b + c; ATen
+    rounds a*b before the add too except where a fused kernel is used."""
+    return aten.add.Tensor(aten.mul.Tensor(a, b), c)
+
+
+def _copy(self, src, non_blocking=False):
+    """aten.copy (functional copy_, in compiled graphs): self's layout, src's values."""
+    r = aten.empty_strided.default(self.shape, self.stride(), dtype=self.dtype, device=self.device)
+    return aten.copy_.default(r, src)
+
+
+_OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean}
+_OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
 
 
 # --- _foreach_* ------------------------------------------------------------------------
@@ -131,8 +144,11 @@ def _foreach_handler(func):
             if ty == "number" and a.name not in ("alpha", "value"):
                 scalar_other = True
     fn = _elementwise_fn(base, inplace, scalar_other)
-    if fn is None:
+    if kinds and kinds[0] != "list":        # _foreach_pow.ScalarAndTensor: a scalar base
+        fn = getattr(torch, base, None)
+    if fn is None or "list" not in kinds:
         return None
+    first_list = kinds.index("list")
     label = str(func)
     # which foreach arguments go to the per-tensor call as keywords
     as_kw = [a.kwarg_only or a.name in ("value", "dtype", "non_blocking") for a in params]
@@ -146,7 +162,7 @@ def _foreach_handler(func):
         _count(label)
         vals = list(args) + [kwargs[n] if n in kwargs else params[i].default_value
                              for i, n in enumerate(names) if i >= len(args)]
-        n = len(vals[0])
+        n = len(vals[first_list])
         ks = kinds
         if "tensorscalars" in kinds:
             ks = list(kinds)

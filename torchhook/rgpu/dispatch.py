@@ -840,6 +840,20 @@ def register(funcs, handler):
         _HANDLERS.pop(id(f), None)
 
 
+def supports(func):
+    """Whether rgpu can run OpOverload func (a kernel, a handler or a decomposition,
+    or for a factory (no tensor arguments) a PrivateUse1 kernel)."""
+    h = _HANDLERS.get(id(func))
+    if h is None:
+        h = _HANDLERS[id(func)] = _build(func)
+    if h is not _unsupported:
+        return True
+    factory = not any(isinstance(a.type, torch.TensorType) or "Tensor" in str(a.type)
+                      for a in func._schema.arguments)
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return factory and (has(func.name(), "PrivateUse1") or has(func.name(), "CompositeExplicitAutograd"))
+
+
 def _build(func):
     h = _SPECIAL.get(func) or _REGISTERED.get(func)
     if h is not None:

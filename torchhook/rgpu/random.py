@@ -107,6 +107,16 @@ def _draw():
     return _i64(s), _i64(o)
 
 
+def take(n):
+    """(seed, offset) for a run of n random records (a compiled graph's call),
+    as record args; advances the offset by n."""
+    global _offset
+    with _lock:
+        s, o = _seed, _offset
+        _offset = (o + n) & _MASK64
+    return _i64(s), _i64(o)
+
+
 # --- handlers ------------------------------------------------------------------------
 
 def _no_generator(func, kwargs):

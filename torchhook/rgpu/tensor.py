@@ -43,6 +43,27 @@ class Storage:
         self.meta = meta
 
 
+_HIDE_UNFLATTEN = [False]
+
+
+def _unflatten(inner, ctx, outer_size, outer_stride):
+    m = inner["_meta"]          # dynamo's fake of the meta tensor: move it to rgpu
+    with m.fake_mode:
+        fm = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=DEVICE)
+        if m.storage_offset():
+            fm = fm.as_strided(m.shape, m.stride(), m.storage_offset())
+    return fake_of(fm)
+
+
+class _Unflatten:
+    """RemoteTensor.__tensor_unflatten__, hidden (AttributeError) while aot
+    autograd's backward prologue checks tangents; see __coerce_same_metadata_as_tangent__."""
+    def __get__(self, obj, cls):
+        if obj is not None and _HIDE_UNFLATTEN[0]:
+            raise AttributeError("__tensor_unflatten__")
+        return _unflatten
+
+
 class RemoteTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
@@ -50,17 +71,24 @@ class RemoteTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         return _dispatch(func, args, kwargs)
 
-    # A traceable wrapper subclass (no inner tensors): Module._apply then moves
-    # parameters with torch.utils.swap_tensors, keeping each Parameter object,
-    # so tied weights stay tied and optimizers built earlier stay valid.
+    # A traceable wrapper subclass: Module._apply then moves parameters with
+    # torch.utils.swap_tensors, keeping each Parameter object, so tied weights
+    # stay tied and optimizers built earlier stay valid; and dynamo can trace
+    # it (torch.compile). Its one "inner tensor" is the meta tensor: dynamo
+    # fakeifies it and rebuilds a FakeRemote stand-in (__tensor_unflatten__).
+    # The context is None so that dynamo's subclass guard holds across calls.
     def __tensor_flatten__(self):
-        return [], (self._key, self._st, self._tid)
+        return ["_meta"], None
 
-    @staticmethod
-    def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
-        key, st, tid = ctx
-        raise RuntimeError("rgpu: RemoteTensor cannot be rebuilt from its flattened form "
-                           "(torch.compile support comes with the compile backend)")
+    __tensor_unflatten__ = _Unflatten()
+
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata, expected_type=None):
+        # aot_autograd traced the compiled graph with plain fake tensors, so
+        # at backward it expects plain tangents: the tangent stays what it is,
+        # and is_traceable_wrapper_subclass() answers False until the compiled
+        # backward starts (compile.py clears the flag).
+        _HIDE_UNFLATTEN[0] = True
+        return self
 
     def __del__(self):
         tid = self.__dict__.get("_tid")
@@ -177,3 +205,41 @@ def record_multi(op, metas, ins, args):
         outs.append(wrap(k, Storage(sid, odef[4], m.untyped_storage()), tid, m))
     _C.record(op, tuple(defs), ins, args)
     return outs
+
+
+class FakeRemote(RemoteTensor):
+    """A RemoteTensor's stand-in while dynamo traces (torch.compile): no server
+    tensor, only a fake meta tensor (_fm, from dynamo's FakeTensorMode) that
+    every op runs on. Never recorded, never freed."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        un = lambda a: a._fm if isinstance(a, FakeRemote) else a   # noqa: E731
+        tm = torch.utils._pytree.tree_map
+        out = func(*tm(un, args), **tm(un, kwargs or {}))
+        return tm(lambda o: fake_of(o) if type(o) is not FakeRemote and isinstance(o, torch.Tensor) else o, out)
+
+    def __tensor_flatten__(self):
+        return ["_meta"], None
+
+    @property
+    def _meta(self):
+        return self._fm
+
+    def __del__(self):
+        pass
+
+    def __repr__(self, *, tensor_contents=None):
+        return f"FakeRemote(size={tuple(self.shape)}, dtype={self.dtype}, device='{DEVICE}')"
+
+
+def fake_of(fm):
+    """A FakeRemote over fake meta tensor fm (same sizes, strides, offset, dtype)."""
+    t = _make(FakeRemote, fm.shape, strides=fm.stride(), storage_offset=fm.storage_offset(),
+              dtype=fm.dtype, device=DEVICE, requires_grad=fm.requires_grad)
+    t._fm = fm
+    t._tid = None
+    t._key = None
+    t._st = None
+    t._m = None
+    return t

@@ -1,0 +1,348 @@
+"""torch.compile backend "rgpu": each graph is sent once, each call is one record.
+
+    model = torch.compile(model, backend="rgpu")
+
+Dynamo hands the backend an FX graph; aot_autograd (traced with plain fake
+tensors on the rgpu device) splits it into a forward and a backward graph of
+ATen ops. The first call of each graph runs it once through the ordinary rgpu
+dispatch with the client in *capture* mode: the records it makes (the same
+records eager mode would send, so the same ops.def ops, decompositions and
+kernels) are not sent but kept, with ids local to the capture. Those records,
+behind a header naming the ids a call binds (inputs, their storages, the
+outputs), are the graph's *template*: a blob named by its hash, sent once
+(the server asks for it). Every call, the first included, is one CALL record
+binding the template's ids to this call's tensors; the outputs' metadata is
+known from the capture, so a call never waits.
+
+A graph that can't be shipped runs eagerly (every op recorded as usual) after
+one warning naming the reason: dynamic shapes, an op that needs a wait (its
+output shape or value depends on data), an op rgpu can't run.
+See FORMAT.md §5.1 for the template layout and the CALL record."""
+import struct
+import warnings
+
+import torch
+
+from . import _C
+from . import dispatch as _dispatch
+from . import random as _random
+from . import tensor as _tensor
+from .tensor import RemoteTensor, Storage, wrap
+
+_MAGIC = 0x50544752         # "RGTP"
+_VERSION = 1
+_LOCAL = 1 << 62            # ids made while capturing (template-local)
+
+_counts = {"graphs": 0, "templates": 0, "calls": 0, "eager_graphs": 0, "eager_calls": 0}
+
+
+def counts():
+    """Compile counters: graphs compiled, templates captured, CALL records, graphs run eagerly."""
+    return dict(_counts)
+
+
+def _warn(what, reason):
+    warnings.warn(f"rgpu: {what} runs eagerly (op by op) instead of as one template: {reason}",
+                  stacklevel=3)
+
+
+# --- the dynamo backend -------------------------------------------------------------
+
+def _dynamic(gm, example_inputs):
+    """Why the graph has dynamic shapes, or None."""
+    for e in example_inputs:
+        if isinstance(e, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return f"dynamic shapes (symbolic input {e})"
+        if isinstance(e, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in e.shape):
+            return "dynamic shapes (an input with symbolic sizes)"
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            v = n.meta.get("example_value")
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return f"dynamic shapes (symbolic input {n.name})"
+            if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
+                return f"dynamic shapes (input {n.name} has symbolic sizes {tuple(v.shape)})"
+    return None
+
+
+def _foreign(example_inputs):
+    for e in example_inputs:
+        if isinstance(e, torch.Tensor) and not isinstance(e, RemoteTensor) and e.device.type != "rgpu":
+            return f"an input on {e.device}"
+    return None
+
+
+def _lift_attrs(gm):
+    """A copy of the graph module whose rgpu tensors (get_attr: parameters,
+    buffers, optimizer state dynamo kept as attributes) are leading inputs,
+    so aot_autograd sees only plain fake tensors; and those tensors. dynamo's
+    own module is left as it is (dynamo reads it after the backend returns)."""
+    lifted = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and n.target not in lifted:
+            v = gm
+            for p in n.target.split("."):
+                v = getattr(v, p)
+            if isinstance(v, RemoteTensor):
+                lifted[n.target] = v
+    if not lifted:
+        return gm, []
+    g = torch.fx.Graph()
+    env = {}
+    for k, target in enumerate(lifted):
+        env[target] = g.placeholder(f"rgpu_attr_{k}")
+    val = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and n.target in lifted:
+            val[n] = env[n.target]
+            val[n].meta = dict(n.meta)
+        else:
+            val[n] = g.node_copy(n, lambda x: val[x])
+    return torch.fx.GraphModule(gm, g), list(lifted.values())
+
+
+def rgpu_backend(gm, example_inputs):
+    """The "rgpu" backend for torch.compile (see the module docstring)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    _counts["graphs"] += 1
+    reason = _dynamic(gm, example_inputs) or _foreign(example_inputs)
+    if reason:
+        _counts["eager_graphs"] += 1
+        _warn("a graph", reason)
+        return gm.forward
+    gm, lifted = _lift_attrs(gm)
+    example_inputs = lifted + list(example_inputs)
+    fake_mode = torch._guards.detect_fake_mode(example_inputs)
+    plain = []
+    with fake_mode:
+        for e in example_inputs:
+            if isinstance(e, torch.Tensor):
+                # plain fakes on the rgpu device: aot_autograd then traces ATen
+                # ops, not the RemoteTensor subclass
+                e = torch.empty_strided(e.shape, e.stride(), dtype=e.dtype, device=_tensor.DEVICE,
+                                        requires_grad=e.requires_grad)
+            plain.append(e)
+    compiled = aot_module_simplified(gm, plain, fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+                                     decompositions={}, keep_inference_input_mutations=True)
+    if not lifted:
+        return compiled
+
+    def run(*args):
+        return compiled(*lifted, *args)
+    return run
+
+
+def _compiler(kind):
+    def compile_graph(g, example_inputs):
+        return _Graph(g, kind)
+    return compile_graph
+
+
+def register():
+    from torch._dynamo import register_backend
+    from torch._dynamo.backends.registry import _BACKENDS
+    if "rgpu" not in _BACKENDS:
+        register_backend(name="rgpu")(rgpu_backend)
+
+
+# --- one aot graph ------------------------------------------------------------------
+
+def _layout(args):
+    """What a template depends on besides the graph: each argument's kind and
+    metadata, and which arguments are the same tensor or share a storage."""
+    out = []
+    seen, storages = {}, {}
+    for i, a in enumerate(args):
+        if type(a) is RemoteTensor:
+            out.append((a._key, seen.setdefault(id(a), i), storages.setdefault(id(a._st), i), a._st.nbytes))
+        elif isinstance(a, torch.Tensor):
+            return None
+        else:
+            out.append(("v", a))
+    return tuple(out)
+
+
+class _NodeFailed(Exception):
+    pass
+
+
+class _Capture(torch.fx.Interpreter):
+    """Runs a graph node by node (the capture run), naming the node that fails."""
+
+    def run_node(self, n):
+        try:
+            return super().run_node(n)
+        except Exception as e:      # noqa: BLE001
+            what = n.target if n.op == "call_function" else f"{n.op} {n.target}"
+            raise _NodeFailed(f"{what} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+
+
+def _unsupported_node(gm):
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
+                and not _dispatch.supports(n.target):
+            return f"{n.target} has no rgpu kernel or decomposition"
+    return None
+
+
+class _Graph:
+    """A forward or backward graph from aot_autograd: templates by layout."""
+    _boxed_call = True
+
+    def __init__(self, gm, kind):
+        self.gm = gm
+        self.kind = kind
+        self.templates = {}
+        self.eager = None           # reason, once the graph can't be shipped
+        reason = _unsupported_node(gm)
+        if reason:
+            self.eager = reason
+            _counts["eager_graphs"] += 1
+            _warn(f"the {kind} graph", reason)
+
+    def __call__(self, args):
+        _tensor._HIDE_UNFLATTEN[0] = False
+        args = list(args)
+        if self.eager is None:
+            lay = _layout(args)
+            if lay is None:
+                return self._run_eager(args, "an argument that is not an rgpu tensor")
+            t = self.templates.get(lay)
+            if t is None:
+                t = self._capture(args)
+                if t is None:
+                    return self._run_eager(args)
+                self.templates[lay] = t
+            _counts["calls"] += 1
+            return t.call(args)
+        return self._run_eager(args)
+
+    def _run_eager(self, args, reason=None):
+        if reason is not None and self.eager is None:
+            self.eager = reason
+            _counts["eager_graphs"] += 1
+            _warn(f"the {self.kind} graph", reason)
+        _counts["eager_calls"] += 1
+        return list(self.gm(*args))
+
+    def _capture(self, args):
+        state = _random.get_state()
+        consts = [getattr(self.gm, n.target) for n in self.gm.graph.nodes if n.op == "get_attr"]
+        consts = [c for c in consts if type(c) is RemoteTensor]
+        try:
+            _C.capture_begin()
+            outs = list(_Capture(self.gm).run(*args))
+            if _dispatch._DEFERRED:          # an op failed inside backward
+                raise _dispatch._DEFERRED.pop()
+        except Exception as e:          # noqa: BLE001  (any failure: run eagerly, say why)
+            _C.capture_abort()
+            _random.set_state(*state)
+            self.eager = str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0]
+            _counts["eager_graphs"] += 1
+            _warn(f"the {self.kind} graph", self.eager)
+            return None
+        raw = _C.capture_end()
+        n_random = (_random.get_state()[1] - state[1]) & ((1 << 64) - 1)
+        _random.set_state(*state)
+        return _Template(args, consts, outs, raw, state[1], n_random)
+
+
+class _Template:
+    """A captured graph: its blob's hash and how to bind a call and build the outputs."""
+
+    def __init__(self, args, consts, outs, raw, base_offset, n_random):
+        self.n_random = n_random
+        bind, index = [], {}
+
+        def slot(x):
+            if x not in index:
+                index[x] = len(bind)
+                bind.append(x)
+
+        # inputs: tensor ids, then storage ids (in first-seen order; _layout
+        # fixes which arguments coincide, so every call dedupes alike)
+        self.in_pos = []            # argument positions whose tid is bound
+        seen = set()
+        for i, a in enumerate(args):
+            if type(a) is RemoteTensor and a._tid not in seen:
+                seen.add(a._tid)
+                self.in_pos.append(i)
+                slot(a._tid)
+        self.st_pos = []            # argument positions whose sid is bound
+        for i, a in enumerate(args):
+            if type(a) is RemoteTensor and a._st.sid not in index:
+                self.st_pos.append(i)
+                slot(a._st.sid)
+        self.consts = []
+        for c in consts:            # tensors the graph holds (get_attr): bound as they are
+            if c._tid not in index:
+                self.consts.append(c._tid)
+                slot(c._tid)
+            if c._st.sid not in index:
+                self.consts.append(c._st.sid)
+                slot(c._st.sid)
+        # outputs: ("in", i) argument i itself; ("new", key, storage, slot) a
+        # tensor the template defines, bound at out slot `slot`, over storage
+        # ("st", slot) a new storage bound at that out slot or ("arg", i)
+        # argument i's storage; ("val", v) anything else
+        arg_of = {id(a): i for i, a in enumerate(args) if type(a) is RemoteTensor}
+        st_arg = {}
+        for i, a in enumerate(args):
+            if type(a) is RemoteTensor:
+                st_arg.setdefault(a._st.sid, i)
+        self.n_fixed = len(bind)
+        self.outs = []
+        self.st_bytes = {}          # out slot of a new storage -> its nbytes
+        for o in outs:
+            if type(o) is not RemoteTensor:
+                self.outs.append(("val", o))
+            elif id(o) in arg_of:
+                self.outs.append(("in", arg_of[id(o)]))
+            elif not o._tid & _LOCAL:
+                raise RuntimeError("rgpu: a compiled graph returned a tensor it neither made nor took")
+            else:
+                sid = o._st.sid
+                if sid & _LOCAL:
+                    slot(sid)
+                    self.st_bytes[index[sid] - self.n_fixed] = o._st.nbytes
+                    where = ("st", index[sid] - self.n_fixed)
+                elif sid in st_arg:
+                    where = ("arg", st_arg[sid])
+                else:
+                    raise RuntimeError("rgpu: a compiled graph returned a view of a tensor it did not take")
+                slot(o._tid)
+                self.outs.append(("new", o._key, where, index[o._tid] - self.n_fixed))
+        self.n_out_ids = len(bind) - self.n_fixed
+        blob = struct.pack("<IIIIQ", _MAGIC, _VERSION, len(bind), 0, base_offset)
+        blob += struct.pack(f"<{len(bind)}Q", *bind) + bytes(raw)
+        self.hash = _C.put_blob(blob)
+        self.nbytes = len(blob)
+        _counts["templates"] += 1
+
+    def call(self, args):
+        new_id = _C.new_id
+        fresh = [new_id() for _ in range(self.n_out_ids)]
+        binds = [args[i]._tid for i in self.in_pos]
+        binds += [args[i]._st.sid for i in self.st_pos]
+        binds += self.consts
+        binds += fresh
+        seed, offset = _random.take(self.n_random) if self.n_random else (0, 0)
+        _C.record(_C.OP_CALL, (), (), (self.hash, tuple(binds), seed, offset))
+        storages = {k: Storage(fresh[k], n) for k, n in self.st_bytes.items()}
+        made = {}
+        res = []
+        for o in self.outs:
+            kind = o[0]
+            if kind == "new":
+                t = made.get(o[3])
+                if t is None:
+                    where = o[2]
+                    st = storages[where[1]] if where[0] == "st" else args[where[1]]._st
+                    t = made[o[3]] = wrap(o[1], st, fresh[o[3]])
+                res.append(t)
+            elif kind == "in":
+                res.append(args[o[1]])
+            else:
+                res.append(o[1])
+        return res
