@@ -718,6 +718,7 @@ rgpu_status rgpu_session_call_outputs(rgpu_session *s, const rgpu_record *r, uin
         size_t used;
         rgpu_record_decode(e->info.records + off, e->info.records_len - off, &rr, &used);
         off += used;
+        if (rr.op == RGPU_OP_EMPTY) continue;   /* undefined bytes; a later write names it again */
         for (int i = 0; i < rr.n_out; i++) {
             void *v = u64map_get(&e->bind, rr.out[i].tid);
             if (!v) continue;

@@ -90,7 +90,8 @@ uint64_t rgpu_session_template_bytes(const rgpu_session *s);
 
 /* The session tensors a CALL record stands for, as an op's outputs: the
  * bindings of the bind ids its template defines or writes (output tensor
- * definitions, new or existing), in template order, each once. Up to max
+ * definitions, new or existing; not EMPTY's, whose bytes are undefined), in
+ * template order, each once. Up to max
  * ids go to tids, *n gets the count (which may exceed max). Fetches the
  * template when the session lacks it. RGPU_ERR_BAD_ARG when r is not a
  * well-formed CALL for its template; the template's parse status when it is
