@@ -63,6 +63,8 @@ typedef struct blob {
     size_t n;
     uint64_t op_index;       /* the UPLOAD record; freed once the server applied it */
     bool need_rgt;           /* not yet written into the .rgt tee */
+    bool pinned;             /* kept for the session: a template, or an upload inside one */
+    bool tpl;                /* registered with rgpu_client_put_blob (counted once) */
 } blob;
 
 typedef struct waiter {
@@ -108,7 +110,33 @@ struct rgpu_client {
     uint64_t *frees;
     size_t nfree, capfree;
     rgpu_client_stats st;
+
+    /* capture (atomics, no lock): threads capturing now, this client's
+     * serial (a thread's capture belongs to one client), local id counter */
+    uint32_t ncapture;
+    uint64_t serial;
+    uint64_t next_local;
 };
+
+/* A thread's capture: the records it made since capture_begin. Only that
+ * thread touches it, so no lock. */
+typedef struct capture {
+    uint64_t serial;
+    rgpu_buf buf;
+    uint64_t frees[RGPU_CAPTURE_FREE_BATCH];
+    size_t nfree;
+} capture;
+
+static _Thread_local capture *t_cap;
+static uint64_t g_serial;
+
+/* The calling thread's capture for c, or NULL. One relaxed load when no
+ * thread captures: the recording path pays nothing more. */
+static inline capture *capturing(const rgpu_client *c) {
+    if (!__atomic_load_n(&c->ncapture, __ATOMIC_RELAXED)) return NULL;
+    capture *k = t_cap;
+    return (k && k->serial == c->serial) ? k : NULL;
+}
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
@@ -350,7 +378,7 @@ static void reap_blobs_locked(rgpu_client *c) {
     blob **pp = &c->blobs;
     while (*pp) {
         blob *b = *pp;
-        if (b->op_index < c->acked && !b->need_rgt) {
+        if (!b->pinned && b->op_index < c->acked && !b->need_rgt) {
             *pp = b->next;
             free(b->data);
             free(b);
@@ -719,6 +747,8 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     rgpu_client *c = calloc(1, sizeof *c);
     if (!c) return RGPU_ERR_NOMEM;
     c->next_id = 1;
+    c->next_local = 1;
+    c->serial = __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);
     snprintf(c->address, sizeof c->address, "%s", address);
     if (token) snprintf(c->token, sizeof c->token, "%s", token);
     c->reconnect_timeout = env_seconds("RGPU_RECONNECT_TIMEOUT", 60);
@@ -767,6 +797,7 @@ fail:
 const rgpu_server_info *rgpu_client_server(const rgpu_client *c) { return &c->info; }
 
 uint64_t rgpu_client_new_id(rgpu_client *c) {
+    if (capturing(c)) return RGPU_TEMPLATE_LOCAL_BIT | __atomic_fetch_add(&c->next_local, 1, __ATOMIC_RELAXED);
     return __atomic_fetch_add(&c->next_id, 1, __ATOMIC_RELAXED);
 }
 
@@ -806,13 +837,127 @@ static rgpu_status throttle_locked(rgpu_client *c) {
     return c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
 }
 
+/* ---------------------------------------------------------------------------
+ * Capture: the thread's records go into its buffer (FORMAT.md §5.1) */
+static void capture_emit_frees(capture *k) {
+    if (!k->nfree) return;
+    rgpu_record r = { .op = RGPU_OP_FREE, .n_args = 1 };
+    uint8_t ids[8 * RGPU_CAPTURE_FREE_BATCH];
+    for (size_t i = 0; i < k->nfree; i++) rgpu_st64(ids + 8 * i, k->frees[i]);
+    r.args[0].kind = RGPU_ARG_INTS;
+    r.args[0].v.ints.p = ids;
+    r.args[0].v.ints.n = (uint32_t)k->nfree;
+    rgpu_record_encode(&k->buf, &r);   /* best effort: the call frees its locals at its end anyway */
+    k->nfree = 0;
+}
+
+static rgpu_status capture_record(capture *k, const rgpu_record *r) {
+    if (r->op < RGPU_OP_COUNT && (r->op == RGPU_OP_CALL || (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT)))
+        return RGPU_ERR_UNSUPPORTED;
+    size_t before = k->buf.len;
+    rgpu_status s = rgpu_record_encode(&k->buf, r);
+    if (!s && k->buf.len > RGPU_MAX_CHUNK_RAW) { k->buf.len = before; s = RGPU_ERR_TOO_LARGE; }
+    return s;
+}
+
+bool rgpu_client_capturing(const rgpu_client *c) { return capturing(c) != NULL; }
+
+rgpu_status rgpu_client_capture_begin(rgpu_client *c) {
+    if (capturing(c)) return RGPU_ERR_SEQUENCE;
+    capture *k = calloc(1, sizeof *k);
+    if (!k) return RGPU_ERR_NOMEM;
+    pthread_mutex_lock(&c->mu);
+    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : emit_frees_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (s) { free(k); return s; }
+    if (t_cap) { rgpu_buf_free(&t_cap->buf); free(t_cap); }   /* left by a client closed meanwhile */
+    k->serial = c->serial;
+    t_cap = k;
+    __atomic_add_fetch(&c->ncapture, 1, __ATOMIC_RELAXED);
+    return RGPU_OK;
+}
+
+static capture *capture_take(rgpu_client *c) {
+    capture *k = capturing(c);
+    if (!k) return NULL;
+    t_cap = NULL;
+    __atomic_sub_fetch(&c->ncapture, 1, __ATOMIC_RELAXED);
+    return k;
+}
+
+rgpu_status rgpu_client_capture_end(rgpu_client *c, rgpu_buf *records) {
+    capture *k = capture_take(c);
+    if (!k) return RGPU_ERR_SEQUENCE;
+    capture_emit_frees(k);
+    *records = k->buf;
+    free(k);
+    return RGPU_OK;
+}
+
+void rgpu_client_capture_abort(rgpu_client *c) {
+    capture *k = capture_take(c);
+    if (!k) return;
+    rgpu_buf_free(&k->buf);
+    free(k);
+}
+
+/* Link b into the blobs (mu held). With pin: kept for the session, and
+ * deduplicated: when the hash is known already, that blob is pinned and b
+ * freed. Returns the blob now holding the bytes. */
+static blob *add_blob_locked(rgpu_client *c, blob *b, bool pin) {
+    if (pin) {
+        blob *old = find_blob_locked(c, &b->hash);
+        if (old) {
+            old->pinned = true;
+            free(b->data);
+            free(b);
+            return old;
+        }
+        b->pinned = true;
+    }
+    b->need_rgt = c->rgt != NULL;
+    b->next = c->blobs;
+    c->blobs = b;
+    if (b->need_rgt) {
+        item *it = calloc(1, sizeof *it);
+        if (it) { it->kind = ITEM_RGT_BLOB; it->hash = b->hash; enqueue(c, it, false); }
+        else b->need_rgt = false;
+    }
+    return b;
+}
+
+rgpu_status rgpu_client_put_blob(rgpu_client *c, const void *data, size_t n, rgpu_hash *h) {
+    if (n > RGPU_MAX_BLOB_RAW) return RGPU_ERR_TOO_LARGE;
+    *h = rgpu_hash_bytes(data, n);
+    blob *b = calloc(1, sizeof *b);
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!b || !copy) { free(b); free(copy); return RGPU_ERR_NOMEM; }
+    if (n) memcpy(copy, data, n);
+    b->hash = *h; b->data = copy; b->n = n; b->op_index = UINT64_MAX;
+    pthread_mutex_lock(&c->mu);
+    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
+    if (!s) {
+        blob *kept = add_blob_locked(c, b, true);
+        if (!kept->tpl) { kept->tpl = true; c->st.templates++; }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (s) { free(copy); free(b); }
+    return s;
+}
+
 rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *op_index) {
+    capture *k = capturing(c);
+    if (k) {
+        if (op_index) *op_index = 0;
+        return capture_record(k, r);
+    }
     pthread_mutex_lock(&c->mu);
     rgpu_status s = c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
     /* Frees queued before a wait op go before it, so what it observes
      * (memory stats) already reflects tensors the program dropped. */
     if (!s && r->op < RGPU_OP_COUNT && (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT)) s = emit_frees_locked(c);
     if (!s) s = append_record_locked(c, r, op_index);
+    if (!s && r->op == RGPU_OP_CALL) c->st.calls++;
     if (!s && c->cur.len >= RGPU_CHUNK_BYTES) s = close_chunk_locked(c);
     pthread_mutex_unlock(&c->mu);
     return s;
@@ -832,6 +977,18 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
     r.out[0] = *out;
     r.args[0].kind = RGPU_ARG_HASH; r.args[0].v.h = h;
     r.args[1].kind = RGPU_ARG_INT; r.args[1].v.i = (int64_t)n;
+    capture *k = capturing(c);
+    if (k) {   /* into the capture; the bytes stay for every later CALL */
+        b->op_index = UINT64_MAX;
+        if (op_index) *op_index = 0;
+        rgpu_status s = capture_record(k, &r);
+        pthread_mutex_lock(&c->mu);
+        if (!s && c->dead) s = (rgpu_status)c->dead_status;
+        if (!s) add_blob_locked(c, b, true);
+        pthread_mutex_unlock(&c->mu);
+        if (s) { free(copy); free(b); }
+        return s;
+    }
     pthread_mutex_lock(&c->mu);
     rgpu_status s = c->dead ? (rgpu_status)c->dead_status : append_record_locked(c, &r, &b->op_index);
     bool linked = !s;
@@ -852,6 +1009,14 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
 }
 
 void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid) {
+    if (tid & RGPU_TEMPLATE_LOCAL_BIT) {
+        capture *k = capturing(c);
+        if (k) {
+            k->frees[k->nfree++] = tid;
+            if (k->nfree == RGPU_CAPTURE_FREE_BATCH) capture_emit_frees(k);
+        }
+        return;   /* no capture here: the server frees a call's locals at its end */
+    }
     pthread_mutex_lock(&c->mu);
     if (!c->dead) {
         if (c->nfree == c->capfree) {

@@ -18,6 +18,18 @@
  *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone)
  *   free(tid), flush(), stats() -> dict, op_table_hash() -> 16 bytes
  *
+ * Compiled-graph templates (FORMAT.md §5.1), per calling thread:
+ *   capture_begin()                 start capturing (RuntimeError when this thread already does)
+ *   capture_end() -> bytes          the captured records, back to back; stop capturing
+ *   capture_abort()                 drop them, stop (no error without a capture)
+ *   put_blob(buffer) -> 16 bytes    register bytes the server may NEED (a template blob), by hash
+ * While capturing: new_id() has bit 62 set, record() and upload() return 0
+ * (no op index is used) and their records go into the capture; recording a
+ * WAIT-flag op or a CALL, and wait(), raise RuntimeError; free() of a bit-62
+ * id goes into the capture. Outside its capture, free() of a bit-62 id is
+ * dropped. A CALL: record(OP_CALL, (), (), (hash, (id, ...), seed, offset)),
+ * seed and offset as signed 64-bit ints.
+ *
  * record() is the per-op hot path: no allocation beyond the encode buffer,
  * no Python objects created, the GIL kept (the lock inside is uncontended
  * except by the sender thread). */
@@ -189,6 +201,8 @@ static int parse_arg(PyObject *o, rgpu_arg *a, scratch *sc, size_t *offs) {
     return -1;
 }
 
+static PyObject *capture_error(rgpu_status s, int op);
+
 static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "record(op, outs, ins, args)"); return NULL; }
@@ -228,6 +242,7 @@ static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nar
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_record(c, &r, &idx);
     PyMem_Free(sc.p);
+    if (s && rgpu_client_capturing(c)) return capture_error(s, r.op);
     if (!s && rgpu_client_backlogged(c)) {   /* rare: the server is behind by RGPU_MAX_UNACKED */
         Py_BEGIN_ALLOW_THREADS
         s = rgpu_client_throttle(c);
@@ -239,6 +254,19 @@ static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return raise_status(s, "rgpu: cannot record");
     }
     return PyLong_FromUnsignedLongLong(idx);
+}
+
+/* A record a capture refuses (rgpu_client_record's statuses while capturing). */
+static PyObject *capture_error(rgpu_status s, int op) {
+    if (s == RGPU_ERR_UNSUPPORTED && op == RGPU_OP_CALL)
+        return PyErr_Format(PyExc_RuntimeError, "rgpu: a captured graph cannot record a CALL (templates do not nest)");
+    if (s == RGPU_ERR_UNSUPPORTED)
+        return PyErr_Format(PyExc_RuntimeError, "rgpu: %s needs a wait, which a captured graph cannot do", rgpu_op_name(op));
+    if (s == RGPU_ERR_TOO_LARGE)
+        return PyErr_Format(PyExc_RuntimeError, "rgpu: the captured graph is over %u bytes of records", RGPU_MAX_CHUNK_RAW);
+    if (s == RGPU_ERR_ARITY || s == RGPU_ERR_BAD_OP)
+        return PyErr_Format(PyExc_ValueError, "rgpu: record for %s: %s", rgpu_op_name(op), rgpu_status_str(s));
+    return raise_status(s, "rgpu: cannot capture");
 }
 
 static PyObject *py_upload(PyObject *self, PyObject *args) {
@@ -254,6 +282,7 @@ static PyObject *py_upload(PyObject *self, PyObject *args) {
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_upload(c, &t, view.buf, (size_t)view.len, &idx);
     PyBuffer_Release(&view);
+    if (s && rgpu_client_capturing(c)) return capture_error(s, RGPU_OP_UPLOAD);
     if (!s && rgpu_client_backlogged(c)) {
         Py_BEGIN_ALLOW_THREADS
         s = rgpu_client_throttle(c);
@@ -269,6 +298,8 @@ static PyObject *py_wait(PyObject *self, PyObject *arg) {
     if (!c) return NULL;
     unsigned long long idx = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred()) return NULL;
+    if (rgpu_client_capturing(c))
+        return PyErr_Format(PyExc_RuntimeError, "rgpu: wait(%llu) needs a wait, which a captured graph cannot do", idx);
     uint8_t *data = NULL;
     size_t n = 0;
     char err[512] = "";
@@ -295,6 +326,49 @@ static PyObject *py_free(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_capture_begin(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    rgpu_status s = rgpu_client_capture_begin(c);
+    if (s == RGPU_ERR_SEQUENCE)
+        return PyErr_Format(PyExc_RuntimeError, "rgpu: capture_begin: this thread is capturing already (captures do not nest)");
+    if (s) return raise_status(s, "rgpu: capture_begin");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_capture_end(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    rgpu_buf b = { 0 };
+    rgpu_status s = rgpu_client_capture_end(c, &b);
+    if (s == RGPU_ERR_SEQUENCE) return PyErr_Format(PyExc_RuntimeError, "rgpu: capture_end: this thread is not capturing");
+    if (s) return raise_status(s, "rgpu: capture_end");
+    PyObject *r = PyBytes_FromStringAndSize((const char *)b.p, (Py_ssize_t)b.len);
+    rgpu_buf_free(&b);
+    return r;
+}
+
+static PyObject *py_capture_abort(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    if (g_client) rgpu_client_capture_abort(g_client);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_put_blob(PyObject *self, PyObject *arg) {
+    (void)self;
+    rgpu_client *c = need_client();
+    if (!c) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
+    rgpu_hash h;
+    rgpu_status s = rgpu_client_put_blob(c, view.buf, (size_t)view.len, &h);
+    PyBuffer_Release(&view);
+    if (s) return raise_status(s, "rgpu: put_blob");
+    return PyBytes_FromStringAndSize((const char *)h.b, 16);
+}
+
 static PyObject *py_flush(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client *c = need_client();
@@ -308,12 +382,13 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client_stats s = { 0 };
     if (g_client) rgpu_client_get_stats(g_client, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
                          "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
                          "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
                          "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
                          "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees,
-                         "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes);
+                         "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes,
+                         "templates", (unsigned long long)s.templates, "calls", (unsigned long long)s.calls);
 }
 
 static PyObject *py_op_table_hash(PyObject *self, PyObject *noargs) {
@@ -339,6 +414,10 @@ static PyMethodDef methods[] = {
     { "wait", py_wait, METH_O, "wait(op_index) -> result bytes" },
     { "free", py_free, METH_O, "free(tid): queue a tensor id for freeing" },
     { "flush", py_flush, METH_NOARGS, "close the open chunk" },
+    { "capture_begin", py_capture_begin, METH_NOARGS, "start capturing this thread's records (a template)" },
+    { "capture_end", py_capture_end, METH_NOARGS, "stop capturing -> the captured records (bytes)" },
+    { "capture_abort", py_capture_abort, METH_NOARGS, "stop capturing, dropping what was captured" },
+    { "put_blob", py_put_blob, METH_O, "put_blob(buffer) -> 16-byte hash: bytes the server may ask for" },
     { "stats", py_stats, METH_NOARGS, "client counters" },
     { NULL, NULL, 0, NULL },
 };
@@ -370,5 +449,9 @@ PyMODINIT_FUNC PyInit__C(void) {
     for (int i = 0; i < RGPU_OP_COUNT; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(rgpu_op_name(i)));
     if (PyModule_AddObject(m, "op_names", names)) return NULL;
     if (PyModule_AddIntConstant(m, "OP_COUNT", RGPU_OP_COUNT)) return NULL;
+    if (PyModule_AddIntConstant(m, "TEMPLATE_MAGIC", RGPU_TEMPLATE_MAGIC)) return NULL;
+    if (PyModule_AddIntConstant(m, "TEMPLATE_VERSION", RGPU_TEMPLATE_VERSION)) return NULL;
+    PyObject *bit = PyLong_FromUnsignedLongLong(RGPU_TEMPLATE_LOCAL_BIT);
+    if (!bit || PyModule_AddObject(m, "TEMPLATE_LOCAL_BIT", bit)) return NULL;
     return m;
 }

@@ -37,6 +37,8 @@ typedef struct rgpu_client_stats {
     uint64_t blobs_sent, blobs_deduped, frees;
     uint64_t reconnects;      /* links that dropped and were resumed */
     uint64_t unacked_bytes;   /* chunk bytes held for a resend (now) */
+    uint64_t templates;       /* distinct blobs registered with rgpu_client_put_blob */
+    uint64_t calls;           /* CALL records recorded */
 } rgpu_client_stats;
 
 typedef struct rgpu_server_info {
@@ -58,11 +60,15 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
 void rgpu_client_close(rgpu_client *c);
 const rgpu_server_info *rgpu_client_server(const rgpu_client *c);
 
-/* A fresh id for a tensor or storage (one counter, never 0). */
+/* A fresh id for a tensor or storage (one counter, never 0). While the
+ * calling thread captures: a template-local id, RGPU_TEMPLATE_LOCAL_BIT set. */
 uint64_t rgpu_client_new_id(rgpu_client *c);
 
-/* Append one record; *op_index gets its global index. INTS args are read
- * from v.ints.p (n little-endian int64s) and copied. */
+/* Append one record; *op_index gets its global index (0 while the calling
+ * thread captures: the record goes into the capture, no index is used).
+ * INTS args are read from v.ints.p (n little-endian int64s) and copied.
+ * While capturing, a WAIT-flag op or a CALL gives RGPU_ERR_UNSUPPORTED and
+ * more than RGPU_MAX_CHUNK_RAW bytes of records RGPU_ERR_TOO_LARGE. */
 rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *op_index);
 
 /* Record an UPLOAD of n bytes into the new tensor out (flags must include
@@ -72,8 +78,38 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
                                uint64_t *op_index);
 
 /* Queue a tensor id to free; recorded as one FREE record per RGPU_FREE_BATCH
- * ids or when the open chunk closes. Never blocks on the network. */
+ * ids or when the open chunk closes. Never blocks on the network. A
+ * template-local id (RGPU_TEMPLATE_LOCAL_BIT) goes into the calling thread's
+ * capture (FREE records of RGPU_CAPTURE_FREE_BATCH ids, and at its end); with
+ * no capture on this thread it is dropped: the server frees a call's locals
+ * when the call ends. */
 void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid);
+
+/* ---------------------------------------------------------------------------
+ * Capture (compiled-graph templates, FORMAT.md §5.1). Per thread: between
+ * begin and end, the calling thread's records and uploads go into a capture
+ * buffer instead of the stream (other threads record normally), and its
+ * new ids are template-local. The caller wraps the captured records into a
+ * template blob, registers it with rgpu_client_put_blob, and records CALLs. */
+#define RGPU_TEMPLATE_LOCAL_BIT (1ull << 62)
+#define RGPU_CAPTURE_FREE_BATCH 32       /* local frees per FREE record in a capture */
+
+/* Start capturing on the calling thread; queued frees go to the stream
+ * first. RGPU_ERR_SEQUENCE when this thread already captures. */
+rgpu_status rgpu_client_capture_begin(rgpu_client *c);
+/* Stop capturing; *records (caller frees with rgpu_buf_free) gets the
+ * captured records back to back. RGPU_ERR_SEQUENCE when none is active. */
+rgpu_status rgpu_client_capture_end(rgpu_client *c, rgpu_buf *records);
+/* Stop capturing and drop what was captured; a no-op without a capture. */
+void rgpu_client_capture_abort(rgpu_client *c);
+/* True while the calling thread captures for c. */
+bool rgpu_client_capturing(const rgpu_client *c);
+
+/* Register bytes the server may ask for (NEED) by their XXH3-128 *h, kept
+ * for the whole session (reconnects too) and written into the record_path
+ * trace. Deduplicated by hash. Uploads recorded while capturing are kept
+ * the same way (a template may run them at any later CALL). */
+rgpu_status rgpu_client_put_blob(rgpu_client *c, const void *data, size_t n, rgpu_hash *h);
 
 /* Block until op_index has executed on the server. For an op with
  * RGPU_OPF_WAIT, *data (malloc'd, caller frees) gets its result bytes.

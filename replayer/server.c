@@ -149,7 +149,8 @@ static void log_stats(const char *why) {
 static void sess_update_mem(sess *se) {
     uint64_t a, pk;
     rgpu_session_memory(se->s, &a, &pk);
-    __atomic_store_n(&se->mem_bytes, a + rgpu_session_blob_bytes(se->s), __ATOMIC_RELAXED);
+    __atomic_store_n(&se->mem_bytes, a + rgpu_session_blob_bytes(se->s) + rgpu_session_template_bytes(se->s),
+                     __ATOMIC_RELAXED);
 }
 
 /* Free detached sessions whose grace period is over (main thread, 2/s). */

@@ -41,6 +41,26 @@ typedef struct result {
     size_t n;
 } result;
 
+/* A parsed template (FORMAT.md §5.1), kept per session apart from the
+ * evictable upload blobs. A blob that is no template is remembered too, with
+ * its status, so a bad CALL fails at once instead of fetching it again. */
+typedef struct tplent {
+    rgpu_hash h;
+    rgpu_status status;       /* RGPU_OK, or why the blob is not a template */
+    uint8_t *raw;             /* the blob (NULL when status != OK) */
+    size_t n;
+    rgpu_template_info info;  /* points into raw */
+    u64map bind;              /* bind id -> its index + 1 */
+    uint64_t last_use;        /* LRU clock */
+    uint64_t bytes;           /* accounted against max_template_bytes */
+} tplent;
+
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "call-local ids are kept in pointer-sized map values");
+
+/* Ids the server makes for a call's template-local tensors and storages:
+ * the top bit set, which client ids never have (FORMAT.md §5.1). */
+#define LOCAL_ID_BIT (1ull << 63)
+
 struct rgpu_session {
     rgpu_backend *b;
     rgpu_session_limits lim;
@@ -49,6 +69,15 @@ struct rgpu_session {
     u64map tensors, storages, blobs, results;
     blobent *blob_head, *blob_tail;
     uint64_t blob_bytes;
+    /* templates, and the state of the CALL being executed */
+    u64map tpls;
+    uint64_t tpl_bytes, tpl_clock;
+    u64map locals;            /* template-local id -> server id, for one call */
+    uint64_t local_next;
+    bool in_call, call_nomem;
+    uint32_t call_rec;        /* position of the template record running */
+    const tplent *call_tpl;
+    const uint64_t *call_bind;
     uint64_t applied;
     uint64_t mem, peak;
     /* first failure since the last take_result */
@@ -67,6 +96,8 @@ rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) 
     s->lim.max_blob_cache = (lim && lim->max_blob_cache) ? lim->max_blob_cache : (256u << 20);
     s->lim.max_storages = lim ? lim->max_storages : 0;
     s->lim.max_total_bytes = lim ? lim->max_total_bytes : 0;
+    s->lim.max_templates = (lim && lim->max_templates) ? lim->max_templates : 1024;
+    s->lim.max_template_bytes = (lim && lim->max_template_bytes) ? lim->max_template_bytes : (256u << 20);
     return s;
 }
 
@@ -76,6 +107,8 @@ void rgpu_session_memory(const rgpu_session *s, uint64_t *a, uint64_t *p) { *a =
 uint64_t rgpu_session_tensor_count(const rgpu_session *s) { return s->tensors.len; }
 uint64_t rgpu_session_blob_bytes(const rgpu_session *s) { return s->blob_bytes; }
 uint64_t rgpu_session_storage_count(const rgpu_session *s) { return s->storages.len; }
+uint64_t rgpu_session_template_count(const rgpu_session *s) { return s->tpls.len; }
+uint64_t rgpu_session_template_bytes(const rgpu_session *s) { return s->tpl_bytes; }
 
 static void storage_unref(rgpu_session *s, storage *st) {
     if (!st || --st->refs) return;
@@ -90,6 +123,13 @@ static void tensor_drop(rgpu_session *s, tensor *t) {
     free(t);
 }
 
+static void tpl_free(tplent *e) {
+    if (!e) return;
+    free(e->raw);
+    u64map_free(&e->bind);
+    free(e);
+}
+
 void rgpu_session_free(rgpu_session *s) {
     if (!s) return;
     for (size_t i = 0; i < s->tensors.cap; i++)
@@ -101,6 +141,10 @@ void rgpu_session_free(rgpu_session *s) {
     for (size_t i = 0; i < s->results.cap; i++)
         if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }
     u64map_free(&s->results);
+    for (size_t i = 0; i < s->tpls.cap; i++)
+        if (s->tpls.keys[i]) tpl_free(s->tpls.vals[i]);
+    u64map_free(&s->tpls);
+    u64map_free(&s->locals);
     free(s);
 }
 
@@ -147,14 +191,95 @@ rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *
 bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return blob_find(s, h) != NULL; }
 
 /* ---------------------------------------------------------------------------
+ * Templates (keyed like blobs; least recently used evicted first) */
+static tplent *tpl_find(rgpu_session *s, const rgpu_hash *h) {
+    tplent *e = u64map_get(&s->tpls, blob_key(h));
+    return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
+}
+
+static void tpl_evict(rgpu_session *s, const tplent *keep) {
+    while (s->tpls.len > s->lim.max_templates || s->tpl_bytes > s->lim.max_template_bytes) {
+        tplent *old = NULL;
+        for (size_t i = 0; i < s->tpls.cap; i++) {
+            tplent *e = s->tpls.vals[i];
+            if (s->tpls.keys[i] && e != keep && (!old || e->last_use < old->last_use)) old = e;
+        }
+        if (!old) return;
+        u64map_del(&s->tpls, blob_key(&old->h));
+        s->tpl_bytes -= old->bytes;
+        tpl_free(old);
+    }
+}
+
+/* Parse blob bytes (owned from here) into a cache entry, a bad one too. */
+static rgpu_status tpl_add(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n, tplent **out) {
+    tplent *e = calloc(1, sizeof *e);
+    if (!e) { free(data); return RGPU_ERR_NOMEM; }
+    e->h = *h;
+    e->status = rgpu_template_parse(data, n, &e->info);
+    if (e->status == RGPU_ERR_NOMEM) { free(data); free(e); return RGPU_ERR_NOMEM; }   /* not the blob's fault */
+    e->bytes = sizeof *e;
+    if (e->status) {
+        free(data);
+    } else {
+        e->raw = data; e->n = n;
+        for (uint32_t i = 0; i < e->info.n_bind; i++)
+            if (!u64map_put(&e->bind, rgpu_template_bind_id(&e->info, i), (void *)(uintptr_t)(i + 1))) {
+                tpl_free(e);
+                return RGPU_ERR_NOMEM;
+            }
+        e->bytes += n + e->bind.cap * (sizeof(uint64_t) + sizeof(void *));
+    }
+    tplent *old = u64map_get(&s->tpls, blob_key(h));   /* a colliding 64-bit prefix: replaced */
+    if (!u64map_put(&s->tpls, blob_key(h), e)) { tpl_free(e); return RGPU_ERR_NOMEM; }
+    if (old) { s->tpl_bytes -= old->bytes; tpl_free(old); }
+    s->tpl_bytes += e->bytes;
+    e->last_use = ++s->tpl_clock;
+    tpl_evict(s, e);
+    *out = e;
+    return RGPU_OK;
+}
+
+/* The template named h: cached, among the upload blobs, or fetched. A blob
+ * that is no template still gives RGPU_OK here, with (*out)->status set. */
+static rgpu_status tpl_get(rgpu_session *s, const rgpu_hash *h, tplent **out) {
+    tplent *e = tpl_find(s, h);
+    if (!e) {
+        uint8_t *data = NULL;
+        size_t n = 0;
+        const blobent *b = blob_find(s, h);
+        rgpu_status st;
+        if (b) {
+            if (!(data = malloc(b->n ? b->n : 1))) return RGPU_ERR_NOMEM;
+            if (b->n) memcpy(data, b->data, b->n);
+            n = b->n;
+        } else {
+            if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
+            if ((st = s->fetch(s->fetch_ud, h, &data, &n))) return st;
+            rgpu_hash got = rgpu_hash_bytes(data, n);
+            if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
+        }
+        if ((st = tpl_add(s, h, data, n, &e))) return st;
+    }
+    e->last_use = ++s->tpl_clock;
+    *out = e;
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
  * Errors */
 static rgpu_status op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
     if (!s->err_status) {
         s->err_status = st;
         s->err_op = idx;
-        snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
-                 (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
-                 why && *why ? ": " : "", why ? why : "");
+        if (s->in_call)   /* a record of the template a CALL runs */
+            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: template record %u (%s): %s%s%s",
+                     (unsigned long long)idx, rgpu_op_name(RGPU_OP_CALL), s->call_rec, rgpu_op_name(op),
+                     rgpu_status_str(st), why && *why ? ": " : "", why ? why : "");
+        else
+            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
+                     (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
+                     why && *why ? ": " : "", why ? why : "");
     }
     return st;
 }
@@ -331,6 +456,9 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     return RGPU_OK;
 }
 
+static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
+static rgpu_status exec_call(ctx *c);
+
 static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     rgpu_session *s = c->s;
     const rgpu_record *r = c->r;
@@ -388,6 +516,8 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     }
     case RGPU_OP_SYNC:
         return s->b->sync(s->b);
+    case RGPU_OP_CALL:
+        return exec_call(c);
     case RGPU_OP_MEMORY_STATS: {
         if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_BOOL) return RGPU_ERR_BAD_ARG;
         uint8_t *data = malloc(16);
@@ -433,13 +563,185 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     return s->b->exec(s->b, &e, c->why, sizeof c->why);
 }
 
-static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
+/* ---------------------------------------------------------------------------
+ * CALL: run a template's records with its ids remapped (FORMAT.md §5.1) */
+
+/* A template id as this call sees it: a bind id becomes its binding; any
+ * other id is local to the call and gets a fresh server id on first sight. */
+static uint64_t call_map(rgpu_session *s, uint64_t id) {
+    if (!id) return 0;
+    void *v = u64map_get(&s->call_tpl->bind, id);
+    if (v) return s->call_bind[(uintptr_t)v - 1];
+    if ((v = u64map_get(&s->locals, id))) return (uint64_t)(uintptr_t)v;
+    uint64_t fresh = LOCAL_ID_BIT | ++s->local_next;
+    if (!u64map_put(&s->locals, id, (void *)(uintptr_t)fresh)) { s->call_nomem = true; return 0; }
+    return fresh;
+}
+
+/* Free what the call's locals still hold (their storages go with their last
+ * tensor) and empty the map, keeping its capacity for the next call. */
+static void call_free_locals(rgpu_session *s) {
+    for (size_t i = 0; i < s->locals.cap; i++) {
+        if (!s->locals.keys[i]) continue;
+        tensor *t = u64map_del(&s->tensors, (uint64_t)(uintptr_t)s->locals.vals[i]);
+        if (t) tensor_drop(s, t);
+    }
+    if (s->locals.cap) {
+        memset(s->locals.keys, 0, s->locals.cap * sizeof *s->locals.keys);
+        memset(s->locals.vals, 0, s->locals.cap * sizeof *s->locals.vals);
+    }
+    s->locals.len = 0;
+}
+
+/* Check a CALL record's args against its template; on success *tp is the
+ * template and *bind the bindings (malloc'd, n_bind of them). */
+static rgpu_status call_prepare(rgpu_session *s, const rgpu_record *r, tplent **tp, uint64_t **bind,
+                                char *why, size_t whylen) {
+    *bind = NULL;
+    if (r->n_args != 4 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INTS ||
+        r->args[2].kind != RGPU_ARG_INT || r->args[3].kind != RGPU_ARG_INT) {
+        snprintf(why, whylen, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
+        return RGPU_ERR_BAD_ARG;
+    }
+    char hex[33];
+    rgpu_hash_hex(&r->args[0].v.h, hex);
+    tplent *e;
+    rgpu_status st = tpl_get(s, &r->args[0].v.h, &e);
+    if (st) {
+        snprintf(why, whylen, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
+        return st;
+    }
+    if (e->status) {
+        snprintf(why, whylen, "template %s is not a valid template (%s)", hex, rgpu_status_name(e->status));
+        return e->status;
+    }
+    uint32_t nb = r->args[1].v.ints.n;
+    if (nb != e->info.n_bind) {
+        snprintf(why, whylen, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
+        return RGPU_ERR_BAD_ARG;
+    }
+    uint64_t *b = malloc(sizeof *b * (nb ? nb : 1));
+    if (!b) return RGPU_ERR_NOMEM;
+    for (uint32_t i = 0; i < nb; i++) {
+        if (!(b[i] = (uint64_t)rgpu_arg_int_at(&r->args[1], i))) {
+            snprintf(why, whylen, "binding %u is id 0", i);
+            free(b);
+            return RGPU_ERR_BAD_ARG;
+        }
+    }
+    *tp = e;
+    *bind = b;
+    return RGPU_OK;
+}
+
+/* A failure of one template record is reported as that record's (op_fail
+ * names the CALL, the position and the op) and poisons what depends on it;
+ * the call goes on, like a chunk after a failing op. */
+static rgpu_status exec_call(ctx *c) {
+    rgpu_session *s = c->s;
+    if (s->in_call) { snprintf(c->why, sizeof c->why, "a template cannot CALL"); return RGPU_ERR_BAD_OP; }
+    tplent *e;
+    uint64_t *bind;
+    rgpu_status st = call_prepare(s, c->r, &e, &bind, c->why, sizeof c->why);
+    if (st) return st;
+    /* A poisoned binding poisons everything the template defines or writes,
+     * without running it and without a second report. */
+    bool poisoned = false;
+    uint64_t poison_op = 0;
+    for (uint32_t i = 0; i < e->info.n_bind && !poisoned; i++) {
+        const tensor *t = u64map_get(&s->tensors, bind[i]);
+        if (t && (t->poisoned || !t->st)) { poisoned = true; poison_op = t->poison_op; }
+    }
+    uint64_t seed = (uint64_t)c->r->args[2].v.i, offset = (uint64_t)c->r->args[3].v.i;
+    uint8_t *ids = NULL;                 /* a FREE record's remapped ids */
+    size_t ids_cap = 0;
+    s->in_call = true;
+    s->call_nomem = false;
+    s->call_tpl = e;
+    s->call_bind = bind;
+    size_t off = 0;
+    for (uint32_t k = 0; k < e->info.n_records; k++) {
+        rgpu_record r;
+        size_t used;
+        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);   /* checked at parse */
+        off += used;
+        s->call_rec = k;
+        for (int i = 0; i < r.n_out; i++) {
+            r.out[i].tid = call_map(s, r.out[i].tid);
+            if (!(r.out[i].flags & RGPU_TDEF_EXISTING)) r.out[i].sid = call_map(s, r.out[i].sid);
+        }
+        for (int i = 0; i < r.n_in; i++) r.in[i] = call_map(s, r.in[i]);
+        if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS) {
+            size_t need = 8 * (size_t)r.args[0].v.ints.n;
+            if (need > ids_cap) {
+                uint8_t *p = realloc(ids, need);
+                if (!p) { s->call_nomem = true; } else { ids = p; ids_cap = need; }
+            }
+            if (!s->call_nomem) {
+                for (uint32_t i = 0; i < r.args[0].v.ints.n; i++)
+                    rgpu_st64(ids + 8 * (size_t)i, call_map(s, (uint64_t)rgpu_arg_int_at(&r.args[0], i)));
+                r.args[0].v.ints.p = ids;
+            }
+        }
+        if (rgpu_op_is_random(r.op)) {   /* the capture's Philox offsets, rebased to this call's */
+            rgpu_arg *sa = &r.args[r.n_args - 2], *oa = &r.args[r.n_args - 1];
+            sa->v.i = (int64_t)seed;
+            oa->v.i = (int64_t)((uint64_t)oa->v.i - e->info.base_offset + offset);
+        }
+        if (s->call_nomem) {
+            op_fail(s, c->idx, r.op, RGPU_ERR_NOMEM, "mapping the template's ids");
+            break;
+        }
+        run_record(s, &r, c->idx, poisoned && r.op != RGPU_OP_FREE, poison_op);
+    }
+    call_free_locals(s);
+    s->in_call = false;
+    s->call_tpl = NULL;
+    s->call_bind = NULL;
+    free(ids);
+    free(bind);
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_session_call_outputs(rgpu_session *s, const rgpu_record *r, uint64_t *tids, size_t max, size_t *n) {
+    *n = 0;
+    if (r->op != RGPU_OP_CALL) return RGPU_ERR_BAD_ARG;
+    tplent *e;
+    uint64_t *bind;
+    char why[200];
+    rgpu_status st = call_prepare(s, r, &e, &bind, why, sizeof why);
+    if (st) return st;
+    u64map seen = { 0 };
+    size_t off = 0;
+    for (uint32_t k = 0; k < e->info.n_records && !st; k++) {
+        rgpu_record rr;
+        size_t used;
+        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &rr, &used);
+        off += used;
+        if (rr.op == RGPU_OP_EMPTY) continue;   /* undefined bytes; a later write names it again */
+        for (int i = 0; i < rr.n_out; i++) {
+            void *v = u64map_get(&e->bind, rr.out[i].tid);
+            if (!v) continue;
+            uint64_t tid = bind[(uintptr_t)v - 1];
+            if (u64map_get(&seen, tid)) continue;
+            if (!u64map_put(&seen, tid, (void *)1)) { st = RGPU_ERR_NOMEM; break; }
+            if (*n < max) tids[*n] = tid;
+            (*n)++;
+        }
+    }
+    u64map_free(&seen);
+    free(bind);
+    return st;
+}
+
+/* force_poison: run r as if an input were poisoned by op poison_op (a CALL
+ * with a poisoned binding): its outputs are defined, poisoned, not computed. */
+static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op) {
     ctx c = { .s = s, .r = r, .idx = idx };
     tensor *outs[RGPU_MAX_OUT] = { 0 };
     const tensor *ins[RGPU_MAX_IN] = { 0 };
     rgpu_status st = RGPU_OK;
-    bool poisoned = false;
-    uint64_t poison_op = 0;
+    bool poisoned = force_poison;
     for (int i = 0; i < r->n_in && !st; i++) {
         if (!r->in[i]) continue;
         const tensor *t = u64map_get(&s->tensors, r->in[i]);
@@ -481,7 +783,7 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
 
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (idx != s->applied) return RGPU_ERR_SEQUENCE;
-    run_record(s, r, idx);
+    run_record(s, r, idx, false, 0);
     s->applied++;
     return RGPU_OK;
 }
@@ -533,7 +835,9 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
     return st;
 }
 
-rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+/* Fetch the blobs the UPLOAD records of raw[0..n) name; with templates,
+ * also the templates CALL records name and the blobs inside them. */
+static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t n, bool templates) {
     size_t off = 0;
     rgpu_record r;
     while (off < n) {
@@ -541,14 +845,24 @@ rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n)
         rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
         if (st) return st;
         off += used;
-        if (r.op != RGPU_OP_UPLOAD || r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH) continue;
-        if (blob_find(s, &r.args[0].v.h) || !s->fetch) continue;
-        uint8_t *data;
-        size_t dn;
-        if ((st = s->fetch(s->fetch_ud, &r.args[0].v.h, &data, &dn))) return st;
-        if ((st = rgpu_session_put_blob(s, &r.args[0].v.h, data, dn))) return st;
+        if (r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH || !s->fetch) continue;
+        if (r.op == RGPU_OP_UPLOAD) {
+            if (blob_find(s, &r.args[0].v.h)) continue;
+            uint8_t *data;
+            size_t dn;
+            if ((st = s->fetch(s->fetch_ud, &r.args[0].v.h, &data, &dn))) return st;
+            if ((st = rgpu_session_put_blob(s, &r.args[0].v.h, data, dn))) return st;
+        } else if (r.op == RGPU_OP_CALL && templates) {
+            tplent *e;
+            if ((st = tpl_get(s, &r.args[0].v.h, &e))) return st;
+            if (!e->status && (st = prefetch_records(s, e->info.records, e->info.records_len, false))) return st;
+        }
     }
     return RGPU_OK;
+}
+
+rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+    return prefetch_records(s, raw, n, true);
 }
 
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
@@ -572,7 +886,7 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         size_t used;
         rgpu_record_decode(raw + off, n - off, &r, &used);
         off += used;
-        run_record(s, &r, first_op + i);
+        run_record(s, &r, first_op + i, false, 0);
         s->applied++;
     }
     return RGPU_OK;

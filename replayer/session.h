@@ -11,7 +11,7 @@
 
 typedef struct rgpu_session rgpu_session;
 
-/* Called when an UPLOAD names a blob the session lacks. Must return the
+/* Called when an UPLOAD (or a CALL, for its template) names a blob the session lacks. Must return the
  * bytes (malloc'd; the session takes ownership) or an error status. */
 typedef rgpu_status (*rgpu_blob_fetch_fn)(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n);
 
@@ -20,6 +20,8 @@ typedef struct rgpu_session_limits {
     uint64_t max_blob_cache;      /* bytes of uploaded blobs kept for dedupe */
     uint64_t max_storages;        /* live storages; 0 = no limit */
     uint64_t max_total_bytes;     /* bytes of all live storages; 0 = no limit */
+    uint64_t max_templates;       /* parsed templates kept (0: 1024); evicted ones are fetched again */
+    uint64_t max_template_bytes;  /* their bytes (0: 256 MiB) */
 } rgpu_session_limits;
 
 rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim);
@@ -37,9 +39,12 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
                                    uint64_t first_op, uint32_t count);
 
 /* Before running a chunk: fetch (through the fetch callback) every blob its
- * UPLOAD records name that the session lacks, so that a connection lost
- * while fetching leaves the chunk unapplied rather than half-applied. The
- * chunk must decode (run_chunk checks it again); returns the fetch's status. */
+ * UPLOAD records name that the session lacks, every template its CALL records
+ * name, and the blobs of the UPLOAD records inside those templates, so that a
+ * connection lost while fetching leaves the chunk unapplied rather than
+ * half-applied. The chunk must decode (run_chunk checks it again); returns
+ * the fetch's status. A fetched blob that is no valid template is not an
+ * error here: the CALL fails when it runs. */
 rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n);
 
 /* Keep an uploaded blob (the session owns data afterwards). Its hash is
@@ -79,5 +84,18 @@ uint64_t rgpu_session_tensor_count(const rgpu_session *s);
 /* Bytes of uploaded blobs the session keeps, and its live storage count. */
 uint64_t rgpu_session_blob_bytes(const rgpu_session *s);
 uint64_t rgpu_session_storage_count(const rgpu_session *s);
+/* Templates kept (parsed, or remembered as bad) and their bytes. */
+uint64_t rgpu_session_template_count(const rgpu_session *s);
+uint64_t rgpu_session_template_bytes(const rgpu_session *s);
+
+/* The session tensors a CALL record stands for, as an op's outputs: the
+ * bindings of the bind ids its template defines or writes (output tensor
+ * definitions, new or existing; not EMPTY's, whose bytes are undefined), in
+ * template order, each once. Up to max
+ * ids go to tids, *n gets the count (which may exceed max). Fetches the
+ * template when the session lacks it. RGPU_ERR_BAD_ARG when r is not a
+ * well-formed CALL for its template; the template's parse status when it is
+ * not one. */
+rgpu_status rgpu_session_call_outputs(rgpu_session *s, const rgpu_record *r, uint64_t *tids, size_t max, size_t *n);
 
 #endif

@@ -23,7 +23,8 @@ static void usage(FILE *f) {
         "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
         "\n"
         "Replays the trace on backends a and b at once and compares every output\n"
-        "tensor of every op (views, control ops and unwanted outputs are skipped),\n"
+        "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
+        "a CALL's outputs are the tensors its template defines through its bindings),\n"
         "with b as the reference. Reports the first op over tolerance (index, name,\n"
         "dtypes, shapes, max abs and rel error) and a table of the worst ops by name.\n"
         "\n"
@@ -105,7 +106,9 @@ static tc_tol tol_for(const differ *d, int dtype) {
     return t;
 }
 
-static void note_first(differ *d, uint64_t idx, const rgpu_record *r, int out, const tc_cmp *c, const char *reason) {
+/* out: the output's position (-1: the op as a whole); tid: its tensor. */
+static void note_first(differ *d, uint64_t idx, const rgpu_record *r, int out, uint64_t tid, const tc_cmp *c,
+                       const char *reason) {
     if (d->first.set) return;
     first_diff *f = &d->first;
     f->set = true;
@@ -114,12 +117,12 @@ static void note_first(differ *d, uint64_t idx, const rgpu_record *r, int out, c
     if (c) f->c = *c; else { memset(&f->c, 0, sizeof f->c); f->c.first_bad = -1; f->c.max_norm = INFINITY; }
     f->dtype_a = f->dtype_b = -1;
     f->ndim_a = f->ndim_b = 0;
-    if (out >= 0 && r->out[out].tid) {
+    if (out >= 0 && tid) {
         rgpu_tensor_info ti;
-        if (!rgpu_session_tensor_info(d->a, r->out[out].tid, &ti)) { f->dtype_a = ti.dtype; f->ndim_a = ti.ndim; memcpy(f->sizes_a, ti.sizes, sizeof ti.sizes); }
-        if (!rgpu_session_tensor_info(d->b, r->out[out].tid, &ti)) { f->dtype_b = ti.dtype; f->ndim_b = ti.ndim; memcpy(f->sizes_b, ti.sizes, sizeof ti.sizes); }
-        tc_tensor_desc(d->a, r->out[out].tid, f->out_a, sizeof f->out_a);
-        tc_tensor_desc(d->b, r->out[out].tid, f->out_b, sizeof f->out_b);
+        if (!rgpu_session_tensor_info(d->a, tid, &ti)) { f->dtype_a = ti.dtype; f->ndim_a = ti.ndim; memcpy(f->sizes_a, ti.sizes, sizeof ti.sizes); }
+        if (!rgpu_session_tensor_info(d->b, tid, &ti)) { f->dtype_b = ti.dtype; f->ndim_b = ti.ndim; memcpy(f->sizes_b, ti.sizes, sizeof ti.sizes); }
+        tc_tensor_desc(d->a, tid, f->out_a, sizeof f->out_a);
+        tc_tensor_desc(d->b, tid, f->out_b, sizeof f->out_b);
     }
     f->n_in = r->n_in;
     for (int i = 0; i < r->n_in; i++) tc_tensor_desc(d->a, r->in[i], f->in_desc[i], sizeof f->in_desc[i]);
@@ -140,7 +143,9 @@ static bool op_has_data_outputs(const rgpu_record *r) {
     return r->n_out > 0 && !(f & (RGPU_OPF_VIEW | RGPU_OPF_CONTROL | RGPU_OPF_WAIT)) && r->op != RGPU_OP_EMPTY;
 }
 
-static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, int sa, const char *ma, int sb, const char *mb) {
+/* The op's output tensors, tids[0..n) (0: an unwanted output). */
+static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, const uint64_t *tids, size_t n, int sa,
+                       const char *ma, int sb, const char *mb) {
     opstat *s = &d->st[r->op];
     if (sa && sb) { d->both_failed++; return; }
     if (sa == RGPU_ERR_UNSUPPORTED) { s->unsupported_a++; return; }
@@ -152,14 +157,14 @@ static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, int sa, co
         snprintf(why, sizeof why, "failed on %s only: %s", sa ? "a" : "b", sa ? ma : mb);
         d->diffs++;
         count_diff(d, idx, r->op, INFINITY, NULL);
-        note_first(d, idx, r, -1, NULL, why);
+        note_first(d, idx, r, -1, 0, NULL, why);
         return;
     }
     bool op_bad = false;
     double op_norm = 0;
     tc_cmp worst = { .first_bad = -1 };
-    for (int i = 0; i < r->n_out; i++) {
-        uint64_t tid = r->out[i].tid;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t tid = tids[i];
         if (!tid) continue;
         rgpu_tensor_info ia, ib;
         if (rgpu_session_tensor_info(d->a, tid, &ia) || rgpu_session_tensor_info(d->b, tid, &ib)) continue;
@@ -174,7 +179,7 @@ static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, int sa, co
         tc_cmp c;
         char why[300] = "";
         if (ia.dtype != ib.dtype || na != nb) {
-            snprintf(why, sizeof why, "output %d: a is %s with %zu bytes, b %s with %zu", i, rgpu_dtype_name(ia.dtype), na,
+            snprintf(why, sizeof why, "output %zu: a is %s with %zu bytes, b %s with %zu", i, rgpu_dtype_name(ia.dtype), na,
                      rgpu_dtype_name(ib.dtype), nb);
             memset(&c, 0, sizeof c);
             c.first_bad = -1;
@@ -192,7 +197,7 @@ static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, int sa, co
         if (c.max_rel > s->max_rel) s->max_rel = c.max_rel;
         if (c.n_bad) {
             op_bad = true;
-            note_first(d, idx, r, i, &c, why[0] ? why : NULL);
+            note_first(d, idx, r, (int)i, tid, &c, why[0] ? why : NULL);
         }
     }
     if (op_bad) {
@@ -202,9 +207,9 @@ static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, int sa, co
 }
 
 /* Make b's outputs of this op equal a's. */
-static void resync_op(differ *d, const rgpu_record *r) {
-    for (int i = 0; i < r->n_out; i++) {
-        uint64_t tid = r->out[i].tid;
+static void resync_op(differ *d, const uint64_t *tids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t tid = tids[i];
         uint8_t *p = NULL;
         size_t n = 0;
         if (!tid || rgpu_session_read_tensor(d->a, tid, &p, &n)) continue;
@@ -430,6 +435,9 @@ int main(int argc, char **argv) {
     rgpu_session_set_fetch(d->b, tc_fetch_blob, t);
 
     int rc = 0;
+    size_t outs_cap = 64;
+    uint64_t *outs = malloc(outs_cap * sizeof *outs);
+    if (!outs) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     tc_progress prog;
     tc_progress_start(&prog, PROG, !quiet && !json);
     for (bool done = false; !done;) {
@@ -459,9 +467,20 @@ int main(int argc, char **argv) {
             rgpu_session_take_result(d->a, idx, &sa, &eo, ma, sizeof ma, &da, &na);
             rgpu_session_take_result(d->b, idx, &sb, &eo, mb, sizeof mb, &db, &nb);
             free(da); free(db);
-            if (op_has_data_outputs(&r)) {
-                if (d->only_op < 0 || d->only_op == r.op) compare_op(d, idx, &r, sa, ma, sb, mb);
-                if (d->resync) resync_op(d, &r);
+            /* a CALL's outputs are the tensors its template defines through its bindings */
+            size_t n = 0;
+            if (r.op == RGPU_OP_CALL) {
+                if (!rgpu_session_call_outputs(d->a, &r, outs, outs_cap, &n) && n > outs_cap) {
+                    uint64_t *p = realloc(outs, n * sizeof *p);
+                    if (p) { outs = p; outs_cap = n; }
+                    if (!p || rgpu_session_call_outputs(d->a, &r, outs, outs_cap, &n)) n = 0;
+                }
+            } else if (op_has_data_outputs(&r)) {
+                for (int i = 0; i < r.n_out; i++) outs[n++] = r.out[i].tid;
+            }
+            if (r.op == RGPU_OP_CALL || op_has_data_outputs(&r)) {
+                if (d->only_op < 0 || d->only_op == r.op) compare_op(d, idx, &r, outs, n, sa, ma, sb, mb);
+                if (d->resync) resync_op(d, outs, n);
             }
             if ((idx & 255) == 0) tc_progress_update(&prog, idx + 1, t->n_ops);
         }
@@ -474,6 +493,7 @@ int main(int argc, char **argv) {
         else print_human(d, ba->name, bb->name, ops, (int)(top > 1000 ? 1000 : top));
         rc = d->diffs ? 1 : 0;
     }
+    free(outs);
     rgpu_session_free(d->a);
     rgpu_session_free(d->b);
     ba->destroy(ba);

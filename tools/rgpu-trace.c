@@ -29,7 +29,8 @@ static void usage(FILE *f) {
         "         an output is tTID=sSID:DTYPE[SIZES]/[STRIDES]+OFFSET followed by\n"
         "         new(NBYTES) for a new storage, view for a view of an existing one;\n"
         "         tTID=existing writes into a defined tensor, - is an unwanted output;\n"
-        "         inputs are tTID or None; long int lists are abbreviated.\n"
+        "         inputs are tTID or None; long int lists are abbreviated. A CALL\n"
+        "         (rgpu::call) ends with template=HASH bindings=N.\n"
         "         --from N / --to M print only ops in [N, M).\n"
         "  --help this text\n"
         "\n"
@@ -176,7 +177,13 @@ static void print_record(uint64_t idx, const rgpu_record *r) {
     }
     printf("] args=[");
     for (int i = 0; i < r->n_args; i++) { if (i) printf(", "); print_arg(&r->args[i]); }
-    printf("]\n");
+    printf("]");
+    if (r->op == RGPU_OP_CALL && r->n_args >= 2 && r->args[0].kind == RGPU_ARG_HASH && r->args[1].kind == RGPU_ARG_INTS) {
+        char hex[33];
+        rgpu_hash_hex(&r->args[0].v.h, hex);
+        printf(" template=%s bindings=%u", hex, r->args[1].v.ints.n);
+    }
+    printf("\n");
 }
 
 static int cmd_dump(tc_trace *t, uint64_t from, uint64_t to) {

@@ -195,6 +195,40 @@ rgpu_status rgpu_tdef_check_bounds(const rgpu_tdef *t, uint64_t storage_nbytes);
 int64_t rgpu_tdef_numel(const rgpu_tdef *t);
 
 /* ---------------------------------------------------------------------------
+ * Templates (FORMAT.md §5.1): a captured run of records whose ids are
+ * parameters, stored as a content-addressed blob and run by CALL records.
+ *   u32 magic 'RGTP' | u32 version=1 | u32 n_bind | u32 reserved=0 | u64 base_offset
+ *   u64 bind_ids[n_bind] | records (a chunk's raw bytes) */
+#define RGPU_TEMPLATE_MAGIC     0x50544752u   /* "RGTP" */
+#define RGPU_TEMPLATE_VERSION   1u
+#define RGPU_TEMPLATE_HEADER    24
+#define RGPU_MAX_TEMPLATE_BINDS (1u << 20)    /* bind ids in one template */
+
+typedef struct rgpu_template_info {
+    uint32_t n_bind;
+    uint64_t base_offset;       /* the client's Philox offset when the capture began */
+    const uint8_t *bind_ids;    /* n_bind LE u64 (unaligned), into the parsed buffer */
+    const uint8_t *records;     /* the records, back to back, into the parsed buffer */
+    size_t records_len;
+    uint32_t n_records;
+    uint32_t err_record;        /* on a record error: its position (0-based) */
+} rgpu_template_info;
+
+/* Parse and validate a template blob p[0..n) (checks and their statuses in
+ * FORMAT.md §5.1). On success *t points into p (valid as long as p). On a
+ * failing record, t->err_record names it. Allocates only a scratch copy of
+ * the bind ids (RGPU_ERR_NOMEM when that fails). */
+rgpu_status rgpu_template_parse(const uint8_t *p, size_t n, rgpu_template_info *t);
+/* bind_ids[i] of a parsed template. */
+uint64_t rgpu_template_bind_id(const rgpu_template_info *t, uint32_t i);
+/* Append a template blob to b: header, bind ids, then the records as given
+ * (not validated here: rgpu_template_parse is the check). */
+rgpu_status rgpu_template_write(rgpu_buf *b, uint64_t base_offset, const uint64_t *bind_ids, uint32_t n_bind,
+                                const void *records, size_t records_len);
+/* True for the random ops, whose last two args are INT seed, INT offset. */
+bool rgpu_op_is_random(int op);
+
+/* ---------------------------------------------------------------------------
  * Frames: zstd-compressed payload with header and checksum.
  * Used for chunks (payload = records) and blobs (payload = tensor bytes).
  *   u32 magic 'RGF1' | u32 flags=0 | u64 raw_len | u64 XXH3-64(raw) | zstd frame */

@@ -412,7 +412,7 @@ bool rgpu_cpu_supports(int op)
     switch (op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
     case RGPU_OP_DOWNLOAD: case RGPU_OP_ALIAS: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_MEMORY_STATS:
+    case RGPU_OP_MEMORY_STATS: case RGPU_OP_CALL:
     case RGPU_OP_EMPTY: case RGPU_OP_FULL: case RGPU_OP_ARANGE: case RGPU_OP_COPY:
     case RGPU_OP_ADD_TENSOR: case RGPU_OP_ADD_SCALAR: case RGPU_OP_SUB_TENSOR:
     case RGPU_OP_SUB_SCALAR: case RGPU_OP_RSUB_SCALAR: case RGPU_OP_MUL_TENSOR:
@@ -438,7 +438,7 @@ rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
     /* the session layer does the work of these */
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
     case RGPU_OP_DOWNLOAD: case RGPU_OP_ALIAS: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_MEMORY_STATS: case RGPU_OP_EMPTY:
+    case RGPU_OP_MEMORY_STATS: case RGPU_OP_EMPTY: case RGPU_OP_CALL:
         return RGPU_OK;
     case RGPU_OP_FULL:
         CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));

@@ -396,6 +396,7 @@ static bool session_op(int op) {
     case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
     case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
     case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
+    case RGPU_OP_CALL:   // runs the template's records, each through exec
         return true;
     default:
         return false;
