@@ -619,3 +619,22 @@ def test_rgpu_server_env_uses_a_running_server(tmp_path):
         except subprocess.TimeoutExpired:
             srv.kill()
         log.close()
+
+
+def test_deepcopy_gets_its_own_server_tensor():
+    """copy.deepcopy of an rgpu tensor / module: new server tensors with the same
+    values, independent afterwards, and no double free when both go."""
+    import copy
+    x = torch.randn(3, 4).to("rgpu")
+    y = copy.deepcopy(x)
+    assert y._tid != x._tid and torch.equal(y.cpu(), x.cpu())
+    y.add_(1)
+    assert torch.equal(y.cpu(), x.cpu() + 1)
+    m = torch.nn.Linear(4, 2).to("rgpu")
+    m2 = copy.deepcopy(m)
+    assert isinstance(m2.weight, torch.nn.Parameter) and m2.weight.requires_grad
+    assert m2.weight._tid != m.weight._tid
+    torch.testing.assert_close(m2.weight.cpu(), m.weight.cpu())
+    del m, x
+    # a double free would surface as a RemoteError at this wait
+    assert torch.isfinite(torch.tensor((m2.weight.sum() + y.sum()).item()))

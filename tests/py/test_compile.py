@@ -91,10 +91,11 @@ def test_gpt_compiled_matches_eager_and_ships_graphs_once():
     assert templates == 3, c1
     assert c1["eager_calls"] == c0["eager_calls"]
     assert c1["calls"] - c0["calls"] == 3 * 20
-    # after warm-up a handful of records per step (uploads of x and y, three CALLs,
-    # the loss read, frees) instead of thousands; one wait per step
+    # after warm-up a handful of records per step instead of ~1000: x and y to the
+    # device (empty, upload, copy_ each), autograd's two seed gradients (full),
+    # three CALLs, the loss read, FREE batches; one wait per step
     for d in comp_d[2:]:
-        assert d["ops"] <= 12, comp_d
+        assert d["ops"] <= 16, comp_d
         assert d["waits"] == 1
     assert min(d["ops"] for d in eager_d[2:]) > 50 * max(d["ops"] for d in comp_d[2:])
     assert sum(d["bytes_out"] for d in comp_d[2:]) * 5 < sum(d["bytes_out"] for d in eager_d[2:])

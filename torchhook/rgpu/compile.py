@@ -27,7 +27,7 @@ from . import _C
 from . import dispatch as _dispatch
 from . import random as _random
 from . import tensor as _tensor
-from .tensor import RemoteTensor, Storage, wrap
+from .tensor import RemoteTensor, Storage, record_view, wrap
 
 _MAGIC = 0x50544752         # "RGTP"
 _VERSION = 1
@@ -101,10 +101,62 @@ def _lift_attrs(gm):
     return torch.fx.GraphModule(gm, g), list(lifted.values())
 
 
+_SKIPPED = [False]
+
+
+def _skip_our_frames():
+    """Tell dynamo never to trace rgpu's own Python (dispatch, __del__, the
+    handlers...) nor what it calls: while a compiled function runs, dynamo
+    sees every Python frame, e.g. our __torch_dispatch__ in the eager parts
+    between graphs. Marks each code object once (no cost per call)."""
+    if _SKIPPED[0]:
+        return
+    _SKIPPED[0] = True
+    import sys
+    import types
+    from torch._dynamo.eval_frame import set_code_exec_strategy
+    from torch._dynamo.types import FrameAction, FrameExecStrategy
+    skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    seen = set()
+
+    def mark(code):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        set_code_exec_strategy(code, skip)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                mark(c)
+
+    def visit(obj, depth=0):
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        if isinstance(obj, property):
+            for f in (obj.fget, obj.fset, obj.fdel):
+                if f is not None:
+                    visit(f)
+            return
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, types.CodeType):
+            mark(code)
+        elif isinstance(obj, type) and depth == 0 and obj.__module__.startswith("rgpu"):
+            for v in vars(obj).values():
+                visit(v, 1)
+
+    for name, mod in list(sys.modules.items()):
+        if name == "rgpu" or name.startswith("rgpu."):
+            for v in list(vars(mod).values()):
+                visit(v)
+    from . import dispatch
+    for h in list(dispatch._HANDLERS.values()):     # closures made at run time
+        visit(h)
+
+
 def rgpu_backend(gm, example_inputs):
     """The "rgpu" backend for torch.compile (see the module docstring)."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
+    _skip_our_frames()
     _counts["graphs"] += 1
     reason = _dynamic(gm, example_inputs) or _foreign(example_inputs)
     if reason:
@@ -287,6 +339,10 @@ class _Template:
         # ("st", slot) a new storage bound at that out slot or ("arg", i)
         # argument i's storage; ("val", v) anything else
         arg_of = {id(a): i for i, a in enumerate(args) if type(a) is RemoteTensor}
+        arg_tid = {}
+        for i, a in enumerate(args):
+            if type(a) is RemoteTensor:
+                arg_tid.setdefault(a._tid, i)
         st_arg = {}
         for i, a in enumerate(args):
             if type(a) is RemoteTensor:
@@ -299,6 +355,8 @@ class _Template:
                 self.outs.append(("val", o))
             elif id(o) in arg_of:
                 self.outs.append(("in", arg_of[id(o)]))
+            elif o._tid in arg_tid:         # another wrapper over an argument (detach)
+                self.outs.append(("share", arg_tid[o._tid]))
             elif not o._tid & _LOCAL:
                 raise RuntimeError("rgpu: a compiled graph returned a tensor it neither made nor took")
             else:
@@ -340,9 +398,14 @@ class _Template:
                     where = o[2]
                     st = storages[where[1]] if where[0] == "st" else args[where[1]]._st
                     t = made[o[3]] = wrap(o[1], st, fresh[o[3]])
+                else:                       # the same tensor again: another wrapper over it
+                    t = record_view(t, t._key, None)
                 res.append(t)
             elif kind == "in":
                 res.append(args[o[1]])
+            elif kind == "share":
+                a = args[o[1]]
+                res.append(record_view(a, a._key, None))
             else:
                 res.append(o[1])
         return res

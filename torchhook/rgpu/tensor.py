@@ -44,6 +44,7 @@ class Storage:
 
 
 _HIDE_UNFLATTEN = [False]
+_OWN_ATTRS = frozenset(("_tid", "_st", "_key", "_m", "_ref", "_is_param", "_fm"))
 
 
 def _unflatten(inner, ctx, outer_size, outer_stride):
@@ -91,9 +92,32 @@ class RemoteTensor(torch.Tensor):
         return self
 
     def __del__(self):
-        tid = self.__dict__.get("_tid")
+        d = self.__dict__
+        if "_ref" in d:         # a _TidRef owns the id (shared with other wrappers)
+            return
+        tid = d.get("_tid")
         if tid:
             _free(tid)
+
+    def __deepcopy__(self, memo):
+        # Tensor.__deepcopy__ clones, then copies __dict__ over the clone's, which
+        # would give the copy this tensor's server id (freed twice later).
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+        with torch.no_grad():
+            new = self.clone(memory_format=torch.preserve_format)
+        if self.__dict__.get("_is_param") or isinstance(self, torch.nn.Parameter):
+            new = torch.nn.Parameter(new, self.requires_grad)
+        elif self.requires_grad:
+            new.requires_grad_(True)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            if k not in _OWN_ATTRS:
+                setattr(new, k, copy.deepcopy(v, memo))
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        return new
 
     @property
     def _meta(self):
@@ -162,7 +186,8 @@ def rebind(t, key, st, tid, m=None):
     t.data = tmp            # copies sizes/strides/offset/dtype into t's TensorImpl
     old = t._tid
     t._key, t._st, t._tid, t._m = key, st, tid, m
-    _free(old)
+    if t.__dict__.pop("_ref", None) is None:
+        _free(old)              # else the _TidRef frees it when its last wrapper goes
 
 
 def out_def(key, nbytes):
@@ -180,8 +205,29 @@ def record_new(op, key, odef, ins, args, m=None):
     return wrap(key, Storage(sid, odef[4], None if m is None else m.untyped_storage()), tid, m)
 
 
+class _TidRef:
+    """Shared ownership of one server tensor id by several wrappers (detach and
+    other views with the base's own metadata): freed when the last one goes."""
+    __slots__ = ("tid",)
+
+    def __init__(self, tid):
+        self.tid = tid
+
+    def __del__(self):
+        _free(self.tid)
+
+
 def record_view(base, key, odef, m=None):
-    """Record an ALIAS of base with metadata key (odef's nbytes is -1) and return it."""
+    """Record an ALIAS of base with metadata key (odef's nbytes is -1) and return
+    it; a view with base's own metadata (detach, alias) is another wrapper over
+    base's server tensor, with no record."""
+    if key == base._key:
+        ref = base.__dict__.get("_ref")
+        if ref is None:
+            ref = base._ref = _TidRef(base._tid)
+        t = wrap(key, base._st, base._tid, m)
+        t._ref = ref
+        return t
     tid = _new_id()
     st = base._st
     _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
