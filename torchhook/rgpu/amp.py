@@ -266,8 +266,9 @@ def _want_scalar(t, what, dtype, dtype_word):
         raise RuntimeError(f"{what} must be {dtype_word} tensor.")
 
 
-_UNSCALE_DTYPES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
-                   torch.bfloat16: "BFloat16"}
+_UNSCALE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_C10_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+              torch.uint8: "Byte", torch.bool: "Bool"}
 
 
 def _unscale(func, args, kwargs):
@@ -283,7 +284,7 @@ def _unscale(func, args, kwargs):
             raise RuntimeError("one of scaled_grads was not an rgpu tensor.")
         if g.dtype not in _UNSCALE_DTYPES:
             raise NotImplementedError(f'"_amp_foreach_non_finite_check_and_unscale_" not implemented for '
-                                      f"'{str(g.dtype)[6:].capitalize()}'")
+                                      f"'{_C10_NAMES.get(g.dtype, g.dtype)}'")
     rec, op, ft, it = _C.record, _C.OP_AMP_UNSCALE, found._tid, inv._tid
     for g in grads:
         rec(op, (g._tid, ft), (g._tid, it), ())
