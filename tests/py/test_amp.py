@@ -64,6 +64,14 @@ def test_disabled_autocast_leaves_ops_alone():
 
 # --- output dtypes and values under autocast ----------------------------------------------------
 
+def _ce_cuda(y, t):
+    """F.cross_entropy(y) for a low-precision y under CUDA's autocast: ATen's
+    cross_entropy_loss calls log_softmax(y, 1, dtype=y.dtype), an explicit dtype
+    that fp32_set_opt_dtype respects, so the log-probabilities are rounded to
+    y's dtype; nll_loss (fp32 policy) then casts them to float32."""
+    return F.nll_loss(F.log_softmax(y, 1, dtype=y.dtype).float(), t)
+
+
 def _ln(x, w, b):
     return F.layer_norm(x, (x.shape[-1],), w, b)
 
@@ -90,7 +98,7 @@ CASES = {
                    lambda lo, x, w, b: _ln((x.to(lo) @ w.to(lo)).float(), b, b)),
     "cross_entropy": (lambda x, w: F.cross_entropy(x @ w, torch.tensor([0, 4, 2], device=x.device)),
                       [(3, 4), (4, 5)], F32,
-                      lambda lo, x, w: F.cross_entropy((x.to(lo) @ w.to(lo)).float(), torch.tensor([0, 4, 2]))),
+                      lambda lo, x, w: _ce_cuda(x.to(lo) @ w.to(lo), torch.tensor([0, 4, 2]))),
     "exp_sum_of_low": (lambda a, b: ((a @ b).exp(), (a @ b).sum()), [(3, 4), (4, 5)], F32,
                        lambda lo, a, b: ((a.to(lo) @ b.to(lo)).float().exp(), (a.to(lo) @ b.to(lo)).float().sum())),
     "cat_mixed": (lambda a, b, c: torch.cat([a @ b, c]), [(3, 4), (4, 5), (2, 5)], F32,
@@ -191,7 +199,7 @@ def _mlp(p, x, t, lo, explicit):
         h = F.layer_norm(h.float(), (16,), g, be)
         h = F.gelu(h)
         y = F.linear(h.to(lo), w2.to(lo), b2.to(lo))
-        return F.cross_entropy(y.float(), t)
+        return _ce_cuda(y, t)
     h = F.linear(x, w1, b1)
     h = F.layer_norm(h, (16,), g, be)
     h = F.gelu(h)
