@@ -1,6 +1,7 @@
 /* cpu_families.h — the CPU backend's op families beyond the core file.
  *
- * Each family file (cpu_pointwise.c, cpu_reduce2.c, cpu_dense.c, cpu_index.c)
+ * Each family file (cpu_pointwise.c, cpu_reduce2.c, cpu_dense.c, cpu_index.c,
+ * cpu_amp.c)
  * defines one `owns` predicate (true for exactly the ops it executes) and one
  * `exec` with a switch over those ops. rgpu_cpu_exec/supports consult them in
  * order, so adding an op to a family touches only that family's file. */
@@ -27,5 +28,8 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* embedding, gather/scatter, index ops, cat, pad, random, dropout, nonzero, unique */
 bool cpu_index_owns(int op);
 rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
+/* mixed precision: GradScaler's unscale + inf check, scale update */
+bool cpu_amp_owns(int op);
+rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

@@ -397,6 +397,7 @@ static const cpu_family families[] = {
     { "reduce2",   cpu_reduce2_owns,   cpu_reduce2_exec },
     { "dense",     cpu_dense_owns,     cpu_dense_exec },
     { "index",     cpu_index_owns,     cpu_index_exec },
+    { "amp",       cpu_amp_owns,       cpu_amp_exec },
 };
 
 static const cpu_family *family_of(int op)

@@ -376,6 +376,7 @@ static const family families[] = {
     { rgpu_cuda_reduce_owns, rgpu_cuda_reduce_exec },
     { rgpu_cuda_dense_owns, rgpu_cuda_dense_exec },
     { rgpu_cuda_index_owns, rgpu_cuda_index_exec },
+    { rgpu_cuda_amp_owns, rgpu_cuda_amp_exec },
 };
 static const family *family_of(int op) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)

@@ -118,4 +118,5 @@ RGPU_CUDA_FAMILY(pointwise)  // pointwise.cu: add/sub/mul/div + every pointwise 
 RGPU_CUDA_FAMILY(reduce)     // reduce.cu, softmax.cu, norm.cu, loss.cu: sum/mean + the reduce2 ops
 RGPU_CUDA_FAMILY(dense)      // matmul.cu (cuBLAS), conv.cu, batchnorm.cu, pool.cu
 RGPU_CUDA_FAMILY(index)      // index.cu, index_data.cu, random.cu
+RGPU_CUDA_FAMILY(amp)        // amp.cu: GradScaler's AMP_UNSCALE, AMP_UPDATE_SCALE
 #undef RGPU_CUDA_FAMILY

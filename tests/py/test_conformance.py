@@ -571,6 +571,38 @@ case("pad", lambda x: F.pad(x, (1, 2)), [((2, 3),), ((2, 3, 4),)], ALL)
 case("pad_value_neg", lambda x: F.pad(x, (1, -1, 2, 0), value=-3.5), [((2, 3, 4),)], FLOATS)
 case("pad_4d", lambda x: F.pad(x, (0, 1, 1, 1, 1, 0)), [((1, 2, 3, 3),)], [F32, I8])
 
+# mixed precision (GradScaler's ops): grads in place, any layout, inf/nan; found_inf, scale, tracker
+def _unscale(a, b, inv, found0=0.0, bad=None):
+    found = torch.full((), found0, device=a.device)
+    if bad is not None:
+        a[0, 1] = bad
+    torch._amp_foreach_non_finite_check_and_unscale_([a, b], found, torch.full((), inv, device=a.device))
+    return a, b, found
+
+
+AMPG = [((3, 4), (5,))]
+case("amp_unscale", lambda a, b: _unscale(a, b, 0.125), AMPG, FLOATS, tol={d: (0, 0) for d in FLOATS})
+case("amp_unscale_inf", lambda a, b: _unscale(a, b, 1 / 3, bad=float("inf")), AMPG, FLOATS,
+     tol={d: (0, 0) for d in FLOATS})
+case("amp_unscale_nan_inv1", lambda a, b: _unscale(a, b, 1.0, bad=float("nan")), AMPG[:1], [F32, BF16])
+case("amp_unscale_found_kept", lambda a, b: _unscale(a, b, 2.0, found0=1.0), AMPG[:1], [F16])
+
+
+def _amp_update(x, s, t, f, g=2.0, b=0.5, n=3):
+    d = x.device
+    scale, tracker = torch.full((), s, device=d), torch.full((), t, dtype=I32, device=d)
+    r = torch._amp_update_scale_(scale, tracker, torch.full((), f, device=d), g, b, n)
+    assert r is scale
+    return scale, tracker
+
+
+AMPU = [((1,),)]
+case("amp_update_scale_backoff", lambda x: _amp_update(x, 65536.0, 2, 1.0), AMPU, [F32], layouts=("contig",))
+case("amp_update_scale_count", lambda x: _amp_update(x, 65536.0, 0, 0.0), AMPU, [F32], layouts=("contig",))
+case("amp_update_scale_grow", lambda x: _amp_update(x, 1000.1, 2, 0.0, 1.7, 0.3), AMPU, [F32], layouts=("contig",))
+case("amp_update_scale_grow_inf", lambda x: _amp_update(x, 3e38, 2, 0.0), AMPU, [F32], layouts=("contig",))
+case("amp_update_scale_nan", lambda x: _amp_update(x, 8.0, 1, float("nan")), AMPU, [F32], layouts=("contig",))
+
 # the first op set
 case("add_sub_mul_div", lambda a, b: (a + b, a - b, a * b, a / b), BNZ[:2], FLOATS)
 case("scalar_arith", lambda a: (a + 2, a - 1.5, 3 - a, a * 2, a / 4), U[:2], FLOATS + [I64])

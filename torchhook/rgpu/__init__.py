@@ -14,6 +14,7 @@ from . import factories as _factories   # noqa: E402
 from . import random as _random         # noqa: E402  (registers the random ops)
 from . import datadep as _datadep       # noqa: E402  (nonzero, masked_select, unique, x[mask])
 from . import memory as _memory         # noqa: E402
+from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
 from . import server                    # noqa: E402
 from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))
 from .tensor import RemoteTensor        # noqa: E402

@@ -1,0 +1,200 @@
+/* cpu_amp.c — the CPU reference for the two ops of torch.amp.GradScaler:
+ *
+ *   AMP_UNSCALE       _amp_foreach_non_finite_check_and_unscale_, one record
+ *                     per gradient: grad := grad * inv_scale (in place, any
+ *                     strides), found_inf := 1 when grad holds an inf or NaN
+ *                     (left as it is otherwise).
+ *   AMP_UPDATE_SCALE  _amp_update_scale_: backoff on found_inf, growth after
+ *                     growth_interval clean steps, never to inf.
+ *
+ * Semantics are ATen's CPU kernels (AmpGradScalerKernels.cpp), which the CUDA
+ * ones match:
+ *   - f16/bf16 grads compute in f32 (opmath), f32 in f32, f64 in f64; the value
+ *     is checked for finiteness before the multiply, and left untouched (not
+ *     multiplied) when inv_scale == 1;
+ *   - the scale update multiplies the f32 scale by the double factor in double
+ *     and rounds once to f32; a grown scale that is not finite is dropped (the
+ *     tracker still resets); any nonzero found_inf, NaN included, backs off.
+ * Each fails with a one-line message on bad input; nothing here aborts. */
+#include <math.h>
+#include <stdio.h>
+
+#include "cpu_internal.h"
+#include "cpu_families.h"
+
+#define CHUNK CPU_CHUNK
+
+/* ---------------------------------------------------------------------------
+ * Checks */
+
+static rgpu_status check_exec(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    if (e->n_args > 0 && e->args == NULL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    for (int i = 0; i < e->n_in; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "in[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+/* A one-element tensor of dtype dt (ATen: "x must be a 1-element tensor",
+ * "x must be a float tensor"). */
+static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, const char *what,
+                               char *err, size_t errlen)
+{
+    if (cpu_numel(v) != 1)
+        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements",
+                 rgpu_op_name(e->op), what, (long long)cpu_numel(v));
+    if (v->dtype != dt)
+        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(dt), rgpu_dtype_name(v->dtype));
+    return RGPU_OK;
+}
+
+/* A FLOAT or INT arg as a double. */
+static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *out, char *err, size_t errlen)
+{
+    if (i >= e->n_args)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    const rgpu_arg *a = &e->args[i];
+    if (a->kind == RGPU_ARG_FLOAT) *out = a->v.f;
+    else if (a->kind == RGPU_ARG_INT) *out = (double)a->v.i;
+    else CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * AMP_UNSCALE: in grad (any shape, floating), inv_scale (1 elem f32);
+ * out grad (the same tensor: same shape and dtype), found_inf (1 elem f32). */
+
+typedef struct unscale_ctx {
+    int dt;             /* grad dtype */
+    float inv;          /* inv_scale */
+    bool inv_one;       /* inv_scale == 1: values pass through unmultiplied */
+    bool found;         /* a non-finite value was seen */
+} unscale_ctx;
+
+static void unscale_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
+{
+    unscale_ctx *c = vctx;
+    char *o = p[0];
+    const char *a = p[1];
+    bool found = false;
+    if (c->dt == RGPU_F64) {
+        const double inv = c->inv;
+        for (int64_t i = 0; i < n; i++) {
+            double v = *(const double *)(a + i * s[1]);
+            found |= !isfinite(v);
+            *(double *)(o + i * s[0]) = c->inv_one ? v : v * inv;
+        }
+    } else {
+        const float inv = c->inv;
+        for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+            int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+            float buf[CHUNK];
+            cpu_load_row_f32(buf, a + i0 * s[1], c->dt, s[1], m);
+            for (int64_t i = 0; i < m; i++) {
+                found |= !isfinite(buf[i]);
+                if (!c->inv_one) buf[i] = buf[i] * inv;
+            }
+            cpu_store_row_f32(o + i0 * s[0], c->dt, s[0], buf, m);
+        }
+    }
+    if (found) c->found = true;
+}
+
+static rgpu_status op_unscale(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *inv = e->in[1];
+    rgpu_view *out = e->out[0], *found = e->out[1];
+    CPU_FORWARD_IF_ERROR(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
+    CPU_FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    if (!cpu_dtype_is_float(g->dtype))
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
+    if (out->dtype != g->dtype)
+        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(g->dtype));
+    bool same = out->ndim == g->ndim;
+    for (int d = 0; same && d < g->ndim; d++) same = out->sizes[d] == g->sizes[d];
+    if (!same) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
+
+    unscale_ctx c = { g->dtype, *(const float *)inv->data, false, false };
+    c.inv_one = c.inv == 1.0f;
+    cpu_operand src = { g, NULL, 0 };
+    cpu_iter it;
+    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, &src, 1, e->op, err, errlen));
+    cpu_iter_run(&it, unscale_row, &c);
+    if (c.found) *(float *)found->data = 1.0f;
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * AMP_UPDATE_SCALE: in found_inf (1 elem f32); out scale (1 elem f32),
+ * growth_tracker (1 elem i32), both read and written; args growth_factor,
+ * backoff_factor, growth_interval. */
+
+static rgpu_status op_update_scale(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *found = e->in[0];
+    rgpu_view *scale = e->out[0], *tracker = e->out[1];
+    CPU_FORWARD_IF_ERROR(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
+    CPU_FORWARD_IF_ERROR(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
+    CPU_FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    double growth, backoff;
+    CPU_FORWARD_IF_ERROR(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
+    CPU_FORWARD_IF_ERROR(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
+    if (e->n_args < 3 || e->args[2].kind != RGPU_ARG_INT)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
+    int64_t interval = e->args[2].v.i;
+
+    float *s = scale->data;
+    int32_t *t = tracker->data;
+    if (*(const float *)found->data != 0.0f) {   /* NaN compares unequal: backs off too */
+        *s = (float)((double)*s * backoff);
+        *t = 0;
+    } else {
+        int32_t successful = (int32_t)((uint32_t)*t + 1u);   /* ATen's int + 1, wrapping */
+        if ((int64_t)successful == interval) {
+            float grown = (float)((double)*s * growth);
+            if (isfinite(grown)) *s = grown;
+            *t = 0;
+        } else {
+            *t = successful;
+        }
+    }
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * The family */
+
+bool cpu_amp_owns(int op)
+{
+    return op == RGPU_OP_AMP_UNSCALE || op == RGPU_OP_AMP_UPDATE_SCALE;
+}
+
+rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
+{
+    switch (e->op) {
+    case RGPU_OP_AMP_UNSCALE:
+        CPU_FORWARD_IF_ERROR(check_exec(e, err, errlen));
+        return op_unscale(e, err, errlen);
+    case RGPU_OP_AMP_UPDATE_SCALE:
+        CPU_FORWARD_IF_ERROR(check_exec(e, err, errlen));
+        return op_update_scale(e, err, errlen);
+    default:
+        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    }
+}

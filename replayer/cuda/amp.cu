@@ -1,0 +1,273 @@
+// amp.cu — the two ops of torch.amp.GradScaler on the GPU (CPU reference:
+// replayer/cpu/cpu_amp.c, whose semantics and messages this file mirrors):
+//
+//   AMP_UNSCALE       grad := grad * inv_scale in place (any strides); found_inf
+//                     := 1 when grad holds an inf or NaN, unchanged otherwise
+//   AMP_UPDATE_SCALE  ATen's _amp_update_scale_ on one thread
+//
+// found_inf is deterministic without atomics: every thread that sees a
+// non-finite input stores the same 1.0f and nothing else writes it, so the
+// result does not depend on which threads ran or in what order.
+#include "common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#define AMP_FAIL(code, ...)                                                 \
+    do {                                                                    \
+        if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__);  \
+        return (code);                                                      \
+    } while (0)
+#define AMP_FORWARD(expr)              \
+    do {                               \
+        rgpu_status s_ = (expr);       \
+        if (s_ != RGPU_OK) return s_;  \
+    } while (0)
+
+// ---------------------------------------------------------------------------
+// Host checks (as cpu_amp.c: same codes, same messages)
+
+static bool amp_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16; }
+
+static long long amp_numel(const rgpu_view *v)
+{
+    long long n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
+    return n;
+}
+
+static rgpu_status amp_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(op);
+    if (v == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
+    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT) AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
+    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS) AMP_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
+    bool empty = false;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->sizes[d] < 0 || v->strides[d] < 0)
+            AMP_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
+                     (long long)v->sizes[d], (long long)v->strides[d]);
+        if (v->sizes[d] == 0) empty = true;
+    }
+    if (!empty && v->data == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
+    return RGPU_OK;
+}
+
+static rgpu_status amp_check_exec(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        AMP_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    if (e->n_args > 0 && e->args == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    char what[24];
+    for (int i = 0; i < e->n_in; i++) {
+        snprintf(what, sizeof what, "in[%d]", i);
+        AMP_FORWARD(amp_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        snprintf(what, sizeof what, "out[%d]", i);
+        AMP_FORWARD(amp_check_view(e->out[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, const char *what, char *err,
+                               size_t errlen)
+{
+    if (amp_numel(v) != 1)
+        AMP_FAIL(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements", rgpu_op_name(e->op), what,
+                 amp_numel(v));
+    if (v->dtype != dt)
+        AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(dt), rgpu_dtype_name(v->dtype));
+    return RGPU_OK;
+}
+
+static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *out, char *err, size_t errlen)
+{
+    if (i >= e->n_args) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    const rgpu_arg *a = &e->args[i];
+    if (a->kind == RGPU_ARG_FLOAT) *out = a->v.f;
+    else if (a->kind == RGPU_ARG_INT) *out = (double)a->v.i;
+    else AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Element conversions, as replayer/cpu/half.h (NaN to f16: sign|0x7E00, to
+// bf16: 0x7FC0; CUDA's own rounding gives other NaN bits).
+
+__device__ __forceinline__ float amp_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float amp_bf2f(uint16_t b) { return __uint_as_float((unsigned)b << 16); }
+__device__ __forceinline__ uint16_t amp_f2h(float f)
+{
+    if (f != f) return (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
+    return __half_as_ushort(__float2half_rn(f));
+}
+__device__ __forceinline__ uint16_t amp_f2bf(float f)
+{
+    if (f != f) return 0x7fc0u;
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+// ---------------------------------------------------------------------------
+// AMP_UNSCALE
+
+struct unscale_args {
+    rgpu_cuda_view g, out;      // grad as read and as written (the same tensor)
+    long long n;
+    int dt;
+    bool contig;                // both row-major contiguous: element i at offset i
+    const float *inv;
+    float *found;
+};
+
+__global__ void unscale_kernel(unscale_args a)
+{
+    const float inv = *a.inv;
+    const bool one = inv == 1.0f;
+    bool bad = false;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (long long)gridDim.x * blockDim.x) {
+        long long gi = a.contig ? i : rgpu_cuda_offset(a.g, i);
+        long long oi = a.contig ? i : rgpu_cuda_offset(a.out, i);
+        switch (a.dt) {
+        case RGPU_F64: {
+            double v = ((const double *)a.g.data)[gi];
+            bad |= !isfinite(v);
+            ((double *)a.out.data)[oi] = one ? v : __dmul_rn(v, (double)inv);
+            break;
+        }
+        case RGPU_F32: {
+            float v = ((const float *)a.g.data)[gi];
+            bad |= !isfinite(v);
+            ((float *)a.out.data)[oi] = one ? v : __fmul_rn(v, inv);
+            break;
+        }
+        case RGPU_F16: {
+            float v = amp_h2f(((const uint16_t *)a.g.data)[gi]);
+            bad |= !isfinite(v);
+            ((uint16_t *)a.out.data)[oi] = amp_f2h(one ? v : __fmul_rn(v, inv));
+            break;
+        }
+        default: {   // RGPU_BF16
+            float v = amp_bf2f(((const uint16_t *)a.g.data)[gi]);
+            bad |= !isfinite(v);
+            ((uint16_t *)a.out.data)[oi] = amp_f2bf(one ? v : __fmul_rn(v, inv));
+            break;
+        }
+        }
+    }
+    if (bad) *a.found = 1.0f;   // the only value ever stored: no race on the result
+}
+
+static bool row_major(const rgpu_view *v)
+{
+    long long s = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->sizes[d] != 1 && v->strides[d] != s) return false;
+        s *= v->sizes[d];
+    }
+    return true;
+}
+
+static rgpu_status launch_unscale(rgpu_cuda_ctx *c, const unscale_args &a, char *err, size_t errlen)
+{
+    if (a.n == 0) return RGPU_OK;
+    const int threads = 256;
+    long long blocks = (a.n + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    unscale_kernel<<<(unsigned)blocks, threads, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status op_unscale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *inv = e->in[1];
+    rgpu_view *out = e->out[0], *found = e->out[1];
+    AMP_FORWARD(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
+    AMP_FORWARD(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    if (!amp_is_float(g->dtype))
+        AMP_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
+    if (out->dtype != g->dtype)
+        AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(g->dtype));
+    bool same = out->ndim == g->ndim;
+    for (int d = 0; same && d < g->ndim; d++) same = out->sizes[d] == g->sizes[d];
+    if (!same) AMP_FAIL(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
+
+    unscale_args a;
+    a.g = rgpu_cuda_view_of(g);
+    a.out = rgpu_cuda_view_of(out);
+    a.n = amp_numel(g);
+    a.dt = g->dtype;
+    a.contig = row_major(g) && row_major(out);
+    a.inv = (const float *)inv->data;
+    a.found = (float *)found->data;
+    return launch_unscale(c, a, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// AMP_UPDATE_SCALE
+
+__global__ void update_scale_kernel(float *scale, int32_t *tracker, const float *found, double growth, double backoff,
+                                    long long interval)
+{
+    if (*found != 0.0f) {   // NaN compares unequal: backs off too
+        *scale = (float)__dmul_rn((double)*scale, backoff);
+        *tracker = 0;
+    } else {
+        int32_t successful = (int32_t)((uint32_t)*tracker + 1u);
+        if ((long long)successful == interval) {
+            float grown = (float)__dmul_rn((double)*scale, growth);
+            if (isfinite(grown)) *scale = grown;
+            *tracker = 0;
+        } else {
+            *tracker = successful;
+        }
+    }
+}
+
+static rgpu_status op_update_scale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *found = e->in[0];
+    rgpu_view *scale = e->out[0], *tracker = e->out[1];
+    AMP_FORWARD(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
+    AMP_FORWARD(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
+    AMP_FORWARD(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    double growth, backoff;
+    AMP_FORWARD(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
+    AMP_FORWARD(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
+    if (e->n_args < 3 || e->args[2].kind != RGPU_ARG_INT)
+        AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
+    update_scale_kernel<<<1, 1, 0, c->stream>>>((float *)scale->data, (int32_t *)tracker->data,
+                                                (const float *)found->data, growth, backoff,
+                                                (long long)e->args[2].v.i);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// The family
+
+extern "C" bool rgpu_cuda_amp_owns(int op)
+{
+    return op == RGPU_OP_AMP_UNSCALE || op == RGPU_OP_AMP_UPDATE_SCALE;
+}
+
+extern "C" rgpu_status rgpu_cuda_amp_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    switch (e->op) {
+    case RGPU_OP_AMP_UNSCALE:
+        AMP_FORWARD(amp_check_exec(e, err, errlen));
+        return op_unscale(c, e, err, errlen);
+    case RGPU_OP_AMP_UPDATE_SCALE:
+        AMP_FORWARD(amp_check_exec(e, err, errlen));
+        return op_update_scale(c, e, err, errlen);
+    default:
+        AMP_FAIL(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %s", rgpu_op_name(e->op));
+    }
+}
