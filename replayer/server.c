@@ -2,7 +2,8 @@
  * wire protocol (FORMAT.md §7), execute chunks on the chosen backend.
  *
  * A connection's thread reads messages in order. CHUNK: decode, fetch the
- * blobs its uploads lack (NEED), journal, execute, then ACK. BLOB: keep.
+ * blobs its uploads lack and the templates its CALLs name (NEED), journal,
+ * execute, then ACK. BLOB: keep.
  * WAIT: answer RESULT. Malformed input ends only that session (ERROR then
  * close); the server keeps serving the others.
  *

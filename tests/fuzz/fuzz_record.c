@@ -1,6 +1,8 @@
 /* fuzz_record.c — libFuzzer target: the record decoder over arbitrary bytes.
  * A decoded record must re-encode to the bytes it came from (the codec is
- * canonical), and nothing may read past the input (ASan). */
+ * canonical), and nothing may read past the input (ASan). The same bytes go
+ * through the template parser (FORMAT.md §5.1): an accepted template's
+ * records must all decode. */
 #include "rgpu_format.h"
 
 #include <stdlib.h>
@@ -23,6 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (void)rgpu_tdef_check_bounds(&r.out[i], r.out[i].nbytes);
         }
         off += used;
+    }
+    rgpu_template_info t;
+    if (rgpu_template_parse(data, size, &t) == RGPU_OK) {
+        size_t o = 0;
+        uint32_t k = 0;
+        while (o < t.records_len) {
+            size_t used = 0;
+            if (rgpu_record_decode(t.records + o, t.records_len - o, &r, &used) != RGPU_OK || !used) abort();
+            o += used;
+            k++;
+        }
+        if (k != t.n_records || t.records + t.records_len != data + size) abort();
+        for (uint32_t i = 0; i < t.n_bind; i++)
+            if (!rgpu_template_bind_id(&t, i)) abort();
     }
     return 0;
 }

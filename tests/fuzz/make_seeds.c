@@ -82,6 +82,20 @@ int main(int argc, char **argv) {
     records(&recs2, &bh);
     put("record", "chunk", recs.p, recs.len);
     put("record", "chunk-upload", recs2.p, recs2.len);
+    /* templates (§5.1): the records above (refused at their DOWNLOAD), and a valid small one */
+    static const uint64_t binds[] = { 1, 2 };
+    rgpu_buf tpl = { 0 }, tpl2 = { 0 };
+    rgpu_template_write(&tpl, 3, binds, 2, recs.p, recs.len);
+    put("record", "template-wait", tpl.p, tpl.len);
+    rgpu_record tm = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+    tm.out[0] = (rgpu_tdef){ .tid = 1, .flags = RGPU_TDEF_NEW_STORAGE, .sid = 2, .dtype = RGPU_F32, .ndim = 1, .nbytes = 16 };
+    tm.out[0].sizes[0] = 4;
+    tm.out[0].strides[0] = 1;
+    rgpu_buf tr = { 0 };
+    rgpu_record_encode(&tr, &tm);
+    rgpu_template_write(&tpl2, 0, binds, 2, tr.p, tr.len);
+    put("record", "template", tpl2.p, tpl2.len);
+    rgpu_buf_free(&tpl); rgpu_buf_free(&tpl2); rgpu_buf_free(&tr);
 
     rgpu_buf frame = { 0 }, bframe = { 0 };
     rgpu_frame_compress(recs2.p, recs2.len, 1, &frame);

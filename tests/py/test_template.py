@@ -5,6 +5,7 @@ outputs, and compare with PyTorch CPU. Also: what a capture refuses, frees of
 template-local ids, other threads during a capture, Philox offsets rebased per
 call, a failing CALL, and a recorded trace with CALLs replayed offline."""
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -253,3 +254,65 @@ def test_recorded_trace_with_calls_replays(tmp_path):
                        capture_output=True, text=True, timeout=120, env=dict(os.environ, RGPU_CPU_FAULT="sum.dim_IntList"))
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "first difference: op" in r.stdout and "(rgpu::call)" in r.stdout, r.stdout
+
+
+# A loop of CALLs (an upload and a random op inside the template, Philox
+# offsets advanced per call as a compiled graph would) whose server is
+# SIGKILLed and restarted on its journal: the results are bitwise those of an
+# undisturbed run, so templates and their blobs were journaled and refetched.
+LOOP = r"""
+import json, os, struct, torch, rgpu
+from rgpu import _C
+from rgpu import random as rr
+from rgpu.tensor import Storage, wrap
+torch.manual_seed(0)
+w = torch.randn(8, 8, device="rgpu") * 0.5
+x = torch.randn(4, 8, device="rgpu")
+seed, base = rr.get_state()
+_C.capture_begin()
+c = torch.full((8,), 0.25).to("rgpu")
+y = torch.tanh(x @ w + c) + torch.rand(4, 8, device="rgpu") * 0.01
+raw = _C.capture_end()
+n_rand = rr.get_state()[1] - base
+rr.set_state(seed, base)
+h = _C.put_blob(struct.pack("<IIIIQ", _C.TEMPLATE_MAGIC, 1, 4, 0, base) + struct.pack("<4Q", x._tid, w._tid, y._tid, y._st.sid) + raw)
+out = []
+for i in range(int(os.environ["STEPS"])):
+    s, o = rr.get_state()
+    rr.set_state(s, o + n_rand)
+    tid, sid = _C.new_id(), _C.new_id()
+    _C.record(_C.OP_CALL, (), (), (h, (x._tid, w._tid, tid, sid), rr._i64(s), rr._i64(o)))
+    x = wrap(y._key, Storage(sid, y._st.nbytes), tid)
+    out.append(x.sum().item().hex())
+    print("step", i, flush=True)
+print(json.dumps({"out": out, "stats": {k: v for k, v in rgpu.stats().items() if isinstance(v, int)}}), flush=True)
+"""
+
+
+def test_calls_survive_a_server_restart_on_its_journal(tmp_path):
+    from test_resume import Server, child, finish
+    steps = "60"
+    base = tmp_path / "base"
+    base.mkdir()
+    srv = Server(base, "--journal", "none")
+    try:
+        want = finish(child(LOOP, srv.port, srv.token_file, STEPS=steps))
+    finally:
+        srv.stop()
+    assert want["stats"]["calls"] == 60 and want["stats"]["templates"] == 1
+    assert len(set(want["out"])) > 50          # the values move (random op, feedback)
+    journal = tmp_path / "journal"
+    srv = Server(tmp_path, "--journal", str(journal))
+    p = child(LOOP, srv.port, srv.token_file, STEPS=steps)
+    try:
+        while not p.stdout.readline().startswith("step 20"):
+            assert p.poll() is None, p.stderr.read()[-3000:]
+        srv.kill(signal.SIGKILL)
+        srv.start()
+        got = finish(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.stop()
+    assert got["out"] == want["out"]
+    assert "rebuilt from its journal" in srv.log() and got["stats"]["reconnects"] == 1
