@@ -267,3 +267,30 @@ def test_compiled_trace_replays_and_diffs(tmp_path):
     d = subprocess.run([os.path.join(BIN, "rgpu-diff"), str(trace), "--a", "cpu", "--b", "cpu", "--quiet"],
                        capture_output=True, text=True, timeout=600)
     assert d.returncode == 0, d.stdout + d.stderr
+
+
+# --- autocast ----------------------------------------------------------------------
+
+def test_compiled_graph_under_autocast_casts_like_eager():
+    """autocast("rgpu") around or inside a compiled function: the traced graph
+    carries the casts (CUDA policy), results equal eager rgpu bitwise; leaving
+    autocast or changing its dtype recompiles."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).to(DEV)
+    cm = torch.compile(m, backend="rgpu")
+    x = torch.randn(5, 8).to(DEV)
+    with torch.autocast("rgpu", dtype=torch.bfloat16):
+        y, e = cm(x), m(x)
+    assert y.dtype == e.dtype == torch.bfloat16
+    assert torch.equal(y.cpu(), e.cpu())
+    assert cm(x).dtype == torch.float32
+    with torch.autocast("rgpu", dtype=torch.float16):
+        assert cm(x).dtype == torch.float16
+
+    def f(x):
+        with torch.autocast("rgpu", dtype=torch.bfloat16):
+            return torch.softmax(m(x), -1), m(x)
+    cf = torch.compile(f, backend="rgpu")
+    (s, h), (se, he) = cf(x), f(x)
+    assert s.dtype == torch.float32 and h.dtype == torch.bfloat16
+    assert torch.equal(s.cpu(), se.cpu()) and torch.equal(h.cpu(), he.cpu())

@@ -58,7 +58,10 @@ def child(a):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
     else:
-        opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
+        if a.compile and device == "rgpu":     # eager beside compiled: the same optimizer
+            opt = model.configure_optimizer(lr=1e-3, foreach=True, capturable=True)
+        else:
+            opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
         fwd = model
 
         def update():
@@ -122,6 +125,8 @@ def run_child(a, which, server_addr=None, compiled=False):
     argv = [sys.executable, os.path.abspath(__file__), "--child", which] + a.passthrough
     if compiled:
         argv.append("--compiled")
+    if a.compile:
+        argv.append("--compile")
     p = subprocess.run(argv, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
@@ -176,7 +181,8 @@ def main():
             ap.error(f"unknown backend {b}")
 
     print(f"GPT layers={a.layers} heads={a.heads} embd={a.embd} block={a.block}, batch {a.batch}, "
-          f"{a.iters} iters after {a.warmup} warm-up, AdamW foreach={a.foreach}")
+          f"{a.iters} iters after {a.warmup} warm-up, AdamW foreach={a.foreach}"
+          + (" (rgpu eager and compiled: foreach=True, capturable=True)" if a.compile else ""))
     cpu = run_child(a, "cpu")
     print(f"  {cpu['params'] / 1e6:.2f} M parameters; PyTorch CPU uses {cpu['threads']} threads")
     print(f"PyTorch CPU eager        {cpu['s_per_iter']:9.4f} s/iter   "

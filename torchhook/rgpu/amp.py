@@ -18,8 +18,9 @@ inputs:
   promote             eligible tensors -> the widest of them (float32 wins over
                       the low-precision dtype; float64 tensors are ignored)
   banned              raises (binary_cross_entropy, as on CUDA)
-"Eligible" is ATen's is_eligible: an rgpu tensor of a floating dtype other
-than float64. `Tensor?[]` arguments (index_put's indices) are neither cast nor
+"Eligible" is ATen's is_eligible: a tensor on the rgpu device (a RemoteTensor,
+or a fake tensor while torch.compile traces) of a floating dtype other than
+float64. `Tensor?[]` arguments (index_put's indices) are neither cast nor
 looked at, as in ATen. ATen's cache of low-precision weight casts is not
 reproduced: a weight used twice in one region is cast twice (same values).
 
@@ -106,7 +107,10 @@ _F32, _F64 = torch.float32, torch.float64
 
 
 def _eligible(t):
-    return isinstance(t, RemoteTensor) and t.dtype.is_floating_point and t.dtype is not _F64
+    # on the rgpu device: RemoteTensors, and the fake/functional tensors on
+    # "rgpu" that torch.compile traces with (so compiled graphs cast alike)
+    return isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.dtype is not _F64 \
+        and (type(t) is RemoteTensor or t.device.type == "rgpu")
 
 
 def _overload(name):
