@@ -123,7 +123,7 @@ develop: $(PYEXT)
 	  echo "rgpu: torch.compile backend \"rgpu\" registered in $$di"; fi
 
 # ---------------------------------------------------------------- tests
-$(B)/tests/%: tests/c/%.c $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a
+$(B)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_) -o $@ $< $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a \
 	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)

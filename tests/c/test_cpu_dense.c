@@ -20,16 +20,16 @@
 
 #include "backend.h"
 #include "cpu/half.h"
+#include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
 
-#define SZ(...) ((const int64_t[]){__VA_ARGS__})
-#define GUARD 0xA5
 #define F32_RTOL 1.3e-6
 #define F32_ATOL 1e-5
 
-static char g_err[256];
+#define RUN_OK(...) ASSERT_STATUS_OK(run_op(__VA_ARGS__))
+#define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run_op(__VA_ARGS__))
 
 static double gen(int64_t i, int seed) { return (double)((i * 37 + seed * 11) % 29 - 14) / 8.0; }
 
@@ -39,71 +39,6 @@ static void fill_f16(uint16_t *p, int64_t n, int seed) { for (int64_t i = 0; i <
 static void fill_bf16(uint16_t *p, int64_t n, int seed) { for (int64_t i = 0; i < n; i++) p[i] = rgpu_float_to_bf16((float)gen(i, seed)); }
 /* (int64)(gen * scale), as torch's .long() truncates */
 static void fill_i64(int64_t *p, int64_t n, int seed, double scale) { for (int64_t i = 0; i < n; i++) p[i] = (int64_t)(gen(i, seed) * scale); }
-
-/* A view over data; strides NULL means contiguous. */
-static rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, const int64_t *strides)
-{
-    rgpu_view v;
-    memset(&v, 0, sizeof v);
-    v.data = data;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-    }
-    return v;
-}
-
-static rgpu_arg a_int(int64_t i) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_INT; a.v.i = i; return a; }
-static rgpu_arg a_flt(double f) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_FLOAT; a.v.f = f; return a; }
-static rgpu_arg a_bool(int b) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_BOOL; a.v.i = b != 0; return a; }
-static rgpu_arg a_none(void) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_NONE; return a; }
-/* INTS arg; the bytes live in a ring of static buffers. */
-static rgpu_arg a_ints_n(const int64_t *v, uint32_t n)
-{
-    static uint8_t bufs[64][8 * 8];
-    static int next;
-    uint8_t *buf = bufs[next++ % 64];
-    rgpu_arg a;
-    memset(&a, 0, sizeof a);
-    a.kind = RGPU_ARG_INTS;
-    for (uint32_t i = 0; i < n && i < 8; i++) rgpu_st64(buf + 8 * i, (uint64_t)v[i]);
-    a.v.ints.p = buf;
-    a.v.ints.n = n;
-    return a;
-}
-#define A_INTS(...) a_ints_n(SZ(__VA_ARGS__), (uint32_t)(sizeof(SZ(__VA_ARGS__)) / sizeof(int64_t)))
-#define A_EMPTY() a_ints_n(NULL, 0)
-
-/* Runs op with ops.def's arity; ins/outs as given (NULL entries allowed). */
-static rgpu_status run(int op, const rgpu_view *const *ins, rgpu_view *const *outs, const rgpu_arg *args, int nargs)
-{
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = op;
-    e.n_in = rgpu_op_table[op].n_in;
-    e.n_out = rgpu_op_table[op].n_out;
-    for (int i = 0; i < e.n_in; i++) e.in[i] = ins[i];
-    for (int i = 0; i < e.n_out; i++) e.out[i] = outs[i];
-    e.args = args;
-    e.n_args = nargs;
-    g_err[0] = '\0';
-    return rgpu_cpu_exec(&e, g_err, sizeof g_err);
-}
-
-#define INS(...) ((const rgpu_view *const[]){__VA_ARGS__})
-#define OUTS(...) ((rgpu_view *const[]){__VA_ARGS__})
-#define ARGS(...) ((const rgpu_arg[]){__VA_ARGS__}), (int)(sizeof((rgpu_arg[]){__VA_ARGS__}) / sizeof(rgpu_arg))
-#define NOARGS NULL, 0
-
-#define RUN_OK(...) do { rgpu_status st_ = run(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
-#define RUN_ERR(code, ...) do { rgpu_status st_ = run(__VA_ARGS__); \
-    ck_assert_msg(st_ == (code), "want status %d, got %d (%s)", (int)(code), (int)st_, g_err); \
-    ck_assert_msg(g_err[0] != '\0', "no error message"); } while (0)
 
 static bool close_enough(double got, double want, double rtol, double atol)
 {
@@ -138,12 +73,6 @@ static void expect_i64(const int64_t *got, const int64_t *want, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         ck_assert_msg(got[i] == want[i], "[%lld] got %lld, want %lld", (long long)i, (long long)got[i], (long long)want[i]);
-}
-
-static void check_guard(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) ck_assert_msg(b[i] == GUARD, "guard byte %zu overwritten", i);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1220,7 +1149,7 @@ START_TEST(test_conv_channels_last)
     /* output channels-last too */
     rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 6, 5, 5), SZ(150, 1, 30, 6));
     RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_EMPTY(), 1)));
+           ARGS(CONV_ARGS(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_NOINTS, 1)));
     for (int n = 0; n < 2; n++)
         for (int c = 0; c < 6; c++)
             for (int h = 0; h < 5; h++)
@@ -1596,7 +1525,7 @@ START_TEST(test_max_pool_nan_dilation)
     rgpu_view vxi = view(xi, RGPU_I64, 3, SZ(2, 6, 6), NULL), vyi = view(yi, RGPU_I64, 3, SZ(2, 3, 3), NULL);
     rgpu_view vii = view(ii, RGPU_I64, 3, SZ(2, 3, 3), NULL);
     RUN_OK(RGPU_OP_MAX_POOL2D, INS(&vxi), OUTS(&vyi, &vii),
-           ARGS(A_INTS(2, 2), A_EMPTY(), A_INTS(0, 0), A_INTS(1, 1), a_bool(0)));
+           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 0), A_INTS(1, 1), a_bool(0)));
     expect_i64(yi, W_MPI_Y, 18);
     expect_i64(ii, W_MPI_I, 18);
 }
@@ -1633,10 +1562,10 @@ START_TEST(test_avg_pool)
     vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
     fill_f32(g, 96, 50);
     RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(2, 2), A_EMPTY(), A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
+           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
     expect_f32(y, W_AP3, 96);
     RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(2, 2), A_EMPTY(), A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
+           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
     expect_f32(dx, W_AP3_DX, 252);
     /* int64: integer division */
     int64_t xi[252], yi[96];
@@ -1826,9 +1755,5 @@ int main(void)
     tcase_add_test(tc, test_dense_dispatch);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -19,36 +19,13 @@
 #include "cpu/cpu_families.h"
 #include "cpu/cpu_internal.h"
 #include "cpu/philox.h"
+#include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
 
-#define SZ(...) ((const int64_t[]){__VA_ARGS__})
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static char g_err[256];
-
-/* A view over data; strides NULL means contiguous. */
-static rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, const int64_t *strides)
-{
-    rgpu_view v;
-    memset(&v, 0, sizeof v);
-    v.data = data;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-    }
-    return v;
-}
-
-static rgpu_arg a_int(int64_t i) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_INT; a.v.i = i; return a; }
-static rgpu_arg a_flt(double f) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_FLOAT; a.v.f = f; return a; }
-static rgpu_arg a_bool(int b) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_BOOL; a.v.i = b != 0; return a; }
-static rgpu_arg a_none(void) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_NONE; return a; }
 static uint8_t g_ints_buf[8 * 64];
 static rgpu_arg a_ints(const int64_t *v, uint32_t n)
 {
@@ -79,15 +56,10 @@ static rgpu_status exec_op(int op, const rgpu_view *const *in, int nin, rgpu_vie
 
 #define IN(...) (const rgpu_view *const[]){__VA_ARGS__}, (int)(sizeof((const rgpu_view *[]){__VA_ARGS__}) / sizeof(rgpu_view *))
 #define OUT(...) (rgpu_view *const[]){__VA_ARGS__}, (int)(sizeof((rgpu_view *[]){__VA_ARGS__}) / sizeof(rgpu_view *))
-#define ARGS(...) (const rgpu_arg[]){__VA_ARGS__}, (int)(sizeof((rgpu_arg[]){__VA_ARGS__}) / sizeof(rgpu_arg))
 #define NOIN NULL, 0
-#define NOARGS NULL, 0
 
-#define OK(...) do { rgpu_status st_ = exec_op(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
-#define ERR(code, ...) do { rgpu_status st_ = exec_op(__VA_ARGS__); \
-    ck_assert_msg(st_ == (code), "want status %d, got %d (%s)", (int)(code), (int)st_, g_err); \
-    ck_assert_msg(g_err[0] != '\0', "no error message"); } while (0)
+#define OK(...) ASSERT_STATUS_OK(exec_op(__VA_ARGS__))
+#define ERR(code, ...) ASSERT_STATUS_ERR(code, exec_op(__VA_ARGS__))
 
 /* Logical element i (row-major) of v, as double. */
 static double at(const rgpu_view *v, int64_t i)
@@ -1211,9 +1183,5 @@ int main(void)
     tcase_add_test(tc, test_family);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

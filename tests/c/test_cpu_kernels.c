@@ -15,35 +15,11 @@
 
 #include "backend.h"
 #include "cpu/half.h"
+#include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
 
-#define SZ(...) ((const int64_t[]){__VA_ARGS__})
-#define GUARD 0xA5
-
-static char g_err[256];
-
-/* A view over data; strides NULL means contiguous. */
-static rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, const int64_t *strides)
-{
-    rgpu_view v;
-    memset(&v, 0, sizeof v);
-    v.data = data;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-    }
-    return v;
-}
-
-static rgpu_arg a_int(int64_t i) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_INT; a.v.i = i; return a; }
-static rgpu_arg a_flt(double f) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_FLOAT; a.v.f = f; return a; }
-static rgpu_arg a_bool(int b) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_BOOL; a.v.i = b != 0; return a; }
 /* INTS arg over buf (n LE int64s written there). */
 static rgpu_arg a_ints(uint8_t *buf, const int64_t *v, uint32_t n)
 {
@@ -60,35 +36,13 @@ static rgpu_arg a_ints(uint8_t *buf, const int64_t *v, uint32_t n)
 static rgpu_status run(int op, rgpu_view *out, const rgpu_view *in0, const rgpu_view *in1,
                        const rgpu_arg *args, int nargs)
 {
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = op;
-    e.n_in = rgpu_op_table[op].n_in;
-    e.n_out = rgpu_op_table[op].n_out;
-    e.in[0] = in0;
-    e.in[1] = in1;
-    e.out[0] = out;
-    e.args = args;
-    e.n_args = nargs;
-    g_err[0] = '\0';
-    return rgpu_cpu_exec(&e, g_err, sizeof g_err);
+    return run_op(op, INS(in0, in1), OUTS(out), args, nargs);
 }
 
-#define RUN_OK(...) do { rgpu_status st_ = run(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
-#define RUN_ERR(code, ...) do { rgpu_status st_ = run(__VA_ARGS__); \
-    ck_assert_msg(st_ == (code), "want status %d, got %d (%s)", (int)(code), (int)st_, g_err); \
-    ck_assert_msg(g_err[0] != '\0', "no error message"); } while (0)
+#define RUN_OK(...) ASSERT_STATUS_OK(run(__VA_ARGS__))
+#define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run(__VA_ARGS__))
 
-static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float ffrom(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-#define ASSERT_F32_BITS(got, want) ck_assert_msg(fbits(got) == fbits(want), \
-    "got %a (0x%08x), want %a (0x%08x)", (double)(got), fbits(got), (double)(want), fbits(want))
-
-static void check_guard(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) ck_assert_msg(p[i] == GUARD, "guard byte %zu overwritten", i);
-}
 
 /* ---------------------------------------------------------------------------
  * half.h */
@@ -911,8 +865,7 @@ static rgpu_status reduce(int op, rgpu_view *out, const rgpu_view *in, const int
     rgpu_arg a[2] = { a_ints(buf, dims, nd), a_bool(keepdim) };
     return run(op, out, in, NULL, a, 2);
 }
-#define RED_OK(...) do { rgpu_status st_ = reduce(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
+#define RED_OK(...) ASSERT_STATUS_OK(reduce(__VA_ARGS__))
 #define RED_ERR(code, ...) do { rgpu_status st_ = reduce(__VA_ARGS__); \
     ck_assert_msg(st_ == (code), "want %d, got %d (%s)", (int)(code), (int)st_, g_err); } while (0)
 
@@ -1174,9 +1127,5 @@ int main(void)
     tcase_add_test(tc, test_dispatch);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -20,31 +20,10 @@
 #include "backend.h"
 #include "cpu/half.h"
 #include "cpu/cpu_families.h"
+#include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
-
-#define SZ(...) ((const int64_t[]){__VA_ARGS__})
-#define GUARD 0xA5
-
-static char g_err[256];
-
-/* A view over data; strides NULL means contiguous. */
-static rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, const int64_t *strides)
-{
-    rgpu_view v;
-    memset(&v, 0, sizeof v);
-    v.data = data;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-    }
-    return v;
-}
 
 #define AN { .kind = RGPU_ARG_NONE }
 #define AD(t) { .kind = RGPU_ARG_DTYPE, .v.i = RGPU_##t }
@@ -56,31 +35,11 @@ static rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, con
 static rgpu_status run3(int op, rgpu_view *out, const rgpu_view *in0, const rgpu_view *in1,
                         const rgpu_view *in2, const rgpu_arg *args, int nargs)
 {
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = op;
-    e.n_in = rgpu_op_table[op].n_in;
-    e.n_out = rgpu_op_table[op].n_out;
-    e.in[0] = in0;
-    e.in[1] = in1;
-    e.in[2] = in2;
-    e.out[0] = out;
-    e.args = args;
-    e.n_args = nargs;
-    g_err[0] = '\0';
-    return rgpu_cpu_exec(&e, g_err, sizeof g_err);
+    return run_op(op, INS(in0, in1, in2), OUTS(out), args, nargs);
 }
 
-#define ARGS(...) ((const rgpu_arg[]){ __VA_ARGS__ }), (int)(sizeof((const rgpu_arg[]){ __VA_ARGS__ }) / sizeof(rgpu_arg))
-#define RUN_OK(...) do { rgpu_status st_ = run3(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
-#define RUN_ERR(code, ...) do { rgpu_status st_ = run3(__VA_ARGS__); \
-    ck_assert_msg(st_ == (code), "want status %d, got %d (%s)", (int)(code), (int)st_, g_err); \
-    ck_assert_msg(g_err[0] != '\0', "no error message"); } while (0)
-
-static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-#define ASSERT_F32_BITS(got, want) ck_assert_msg(fbits(got) == fbits(want), \
-    "got %a (0x%08x), want %a (0x%08x)", (double)(got), fbits(got), (double)(want), fbits(want))
+#define RUN_OK(...) ASSERT_STATUS_OK(run3(__VA_ARGS__))
+#define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run3(__VA_ARGS__))
 
 static size_t dsize(int dt) { return rgpu_dtype_size(dt); }
 
@@ -2451,9 +2410,5 @@ int main(void)
     tcase_add_test(tc, test_errors_integer_math);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

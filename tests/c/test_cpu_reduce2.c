@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "cpu/cpu_families.h"
 #include "cpu/half.h"
+#include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------
  * Reference values (torch 2.13 CPU). X24 is the (2,3,4) f32 input most cases
@@ -122,187 +123,13 @@ static const double NLLB_W_0[24] = {-0.25, 0, 0, 0, 0, 0, 0, 1.5, 0, 0, 0, 0, 0,
 static const double NLLB_2[24] = {0.5, 0, 0, 0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0, 0, 0.5, 0, 0, 0.5, 0, 0, 0, 0, 0, 0.5};
 
 /* ---------------------------------------------------------------------------
- * Helpers: tensors with guard bytes, a runner, comparisons */
+ * Helpers (tensors with guard bytes, arguments, the runner: check_cpu.h);
+ * comparisons */
 
-#define SZ(...) ((const int64_t[]){__VA_ARGS__})
-#define GUARD 0xA5
-#define GUARD_N 64
-#define MAXT 32
-
-static char g_err[256];
-static struct { uint8_t *mem; size_t span; } g_t[MAXT];
-static int g_nt;
-
-static size_t esize(int dt)
-{
-    switch (dt) {
-    case RGPU_F64: case RGPU_I64: return 8;
-    case RGPU_F32: case RGPU_I32: return 4;
-    case RGPU_F16: case RGPU_BF16: case RGPU_I16: return 2;
-    default: return 1;
-    }
-}
-
-static int64_t numel(const rgpu_view *v)
-{
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-    return n;
-}
-
-/* byte offset of the flat (row-major, logical) index i */
-static int64_t offset_of(const rgpu_view *v, int64_t i)
-{
-    int64_t off = 0;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        off += (i % v->sizes[d]) * v->strides[d];
-        i /= v->sizes[d];
-    }
-    return off * (int64_t)esize(v->dtype);
-}
-
-static double load(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return *(const float *)p;
-    case RGPU_F64: return *(const double *)p;
-    case RGPU_F16: return rgpu_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return rgpu_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64: return (double)*(const int64_t *)p;
-    case RGPU_I32: return *(const int32_t *)p;
-    case RGPU_I16: return *(const int16_t *)p;
-    case RGPU_I8: return *(const int8_t *)p;
-    default: return *(const uint8_t *)p;
-    }
-}
-
-static void store(char *p, int dt, double x)
-{
-    switch (dt) {
-    case RGPU_F32: *(float *)p = (float)x; break;
-    case RGPU_F64: *(double *)p = x; break;
-    case RGPU_F16: *(uint16_t *)p = rgpu_float_to_half((float)x); break;
-    case RGPU_BF16: *(uint16_t *)p = rgpu_float_to_bf16((float)x); break;
-    case RGPU_I64: *(int64_t *)p = (int64_t)x; break;
-    case RGPU_I32: *(int32_t *)p = (int32_t)x; break;
-    case RGPU_I16: *(int16_t *)p = (int16_t)x; break;
-    case RGPU_I8: *(int8_t *)p = (int8_t)x; break;
-    case RGPU_BOOL: *(uint8_t *)p = x != 0; break;
-    default: *(uint8_t *)p = (uint8_t)x; break;
-    }
-}
-
-static double vget(const rgpu_view *v, int64_t i) { return load((const char *)v->data + offset_of(v, i), v->dtype); }
-
-/* A tensor of sizes with strides (NULL: contiguous) in fresh storage fenced
- * by guard bytes; vals (logical order) or NULL (storage left as guard bytes). */
-static rgpu_view mk_s(int dt, int nd, const int64_t *sizes, const int64_t *strides, const double *vals)
-{
-    rgpu_view v;
-    memset(&v, 0, sizeof v);
-    v.dtype = dt;
-    v.ndim = nd;
-    int64_t s = 1, maxoff = 0;
-    bool empty = false;
-    for (int d = nd - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-        if (sizes[d] == 0) empty = true;
-        else maxoff += (sizes[d] - 1) * v.strides[d];
-    }
-    size_t span = empty ? 0 : (size_t)(maxoff + 1) * esize(dt);
-    ck_assert_int_lt(g_nt, MAXT);
-    uint8_t *mem = malloc(span + 2 * GUARD_N);
-    ck_assert_ptr_nonnull(mem);
-    memset(mem, GUARD, span + 2 * GUARD_N);
-    g_t[g_nt].mem = mem;
-    g_t[g_nt++].span = span;
-    v.data = mem + GUARD_N;
-    if (vals)
-        for (int64_t i = 0; i < numel(&v); i++) store((char *)v.data + offset_of(&v, i), dt, vals[i]);
-    return v;
-}
-static rgpu_view mk(int dt, int nd, const int64_t *sizes, const double *vals)
-{
-    return mk_s(dt, nd, sizes, NULL, vals);
-}
-
-/* the same storage seen with dims a and b swapped */
-static rgpu_view tr(rgpu_view v, int a, int b)
-{
-    int64_t t = v.sizes[a]; v.sizes[a] = v.sizes[b]; v.sizes[b] = t;
-    t = v.strides[a]; v.strides[a] = v.strides[b]; v.strides[b] = t;
-    return v;
-}
-
-static void check_guards(void)
-{
-    for (int k = 0; k < g_nt; k++) {
-        const uint8_t *m = g_t[k].mem;
-        for (size_t i = 0; i < GUARD_N; i++) {
-            ck_assert_msg(m[i] == GUARD, "tensor %d: guard byte before the data overwritten", k);
-            ck_assert_msg(m[GUARD_N + g_t[k].span + i] == GUARD, "tensor %d: guard byte after the data overwritten", k);
-        }
-    }
-}
-
-static void teardown(void)
-{
-    for (int k = 0; k < g_nt; k++) free(g_t[k].mem);
-    g_nt = 0;
-}
-
-static rgpu_arg a_int(int64_t i) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_INT; a.v.i = i; return a; }
-static rgpu_arg a_flt(double f) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_FLOAT; a.v.f = f; return a; }
-static rgpu_arg a_bool(int b) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_BOOL; a.v.i = b != 0; return a; }
-static rgpu_arg a_none(void) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_NONE; return a; }
 static rgpu_arg a_dt(int dt) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_DTYPE; a.v.i = dt; return a; }
-static uint8_t g_ints[16][8 * RGPU_MAX_DIMS];
-static int g_ints_i;
-static rgpu_arg a_ints_n(const int64_t *v, uint32_t n)
-{
-    rgpu_arg a;
-    memset(&a, 0, sizeof a);
-    a.kind = RGPU_ARG_INTS;
-    uint8_t *buf = g_ints[g_ints_i++ % 16];
-    for (uint32_t i = 0; i < n; i++) rgpu_st64(buf + 8 * i, (uint64_t)v[i]);
-    a.v.ints.p = buf;
-    a.v.ints.n = n;
-    return a;
-}
-#define A_INTS(...) a_ints_n((const int64_t[]){__VA_ARGS__}, \
-    (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define A_NOINTS a_ints_n(NULL, 0)
 
-/* Runs op with ops.def's arity; ins/outs arrays may hold NULLs. */
-static rgpu_status run_op(int op, const rgpu_view *const *ins, rgpu_view *const *outs,
-                          const rgpu_arg *args, int nargs)
-{
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = op;
-    e.n_in = rgpu_op_table[op].n_in;
-    e.n_out = rgpu_op_table[op].n_out;
-    for (int i = 0; i < e.n_in; i++) e.in[i] = ins[i];
-    for (int i = 0; i < e.n_out; i++) e.out[i] = outs[i];
-    e.args = args;
-    e.n_args = nargs;
-    g_err[0] = '\0';
-    rgpu_status st = rgpu_cpu_exec(&e, g_err, sizeof g_err);
-    check_guards();
-    return st;
-}
-
-#define INS(...) ((const rgpu_view *const[RGPU_MAX_IN]){__VA_ARGS__})
-#define OUTS(...) ((rgpu_view *const[RGPU_MAX_OUT]){__VA_ARGS__})
-#define ARGS(...) ((const rgpu_arg[]){__VA_ARGS__}), \
-    (int)(sizeof((const rgpu_arg[]){__VA_ARGS__}) / sizeof(rgpu_arg))
-#define RUN_OK(...) do { rgpu_status st_ = run_op(__VA_ARGS__); \
-    ck_assert_msg(st_ == RGPU_OK, "status %d: %s", (int)st_, g_err); } while (0)
-#define RUN_ERR(code, ...) do { rgpu_status st_ = run_op(__VA_ARGS__); \
-    ck_assert_msg(st_ == (code), "want status %d, got %d (%s)", (int)(code), (int)st_, g_err); \
-    ck_assert_msg(g_err[0] != '\0', "no error message"); } while (0)
+#define RUN_OK(...) ASSERT_STATUS_OK(run_op(__VA_ARGS__))
+#define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run_op(__VA_ARGS__))
 
 static double rtol_of(int dt)
 {
@@ -1126,9 +953,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(suite());
 }

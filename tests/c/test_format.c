@@ -24,6 +24,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "check_util.h"
+
 /* ---------------------------------------------------------------------------
  * Helpers: building records and comparing them */
 
@@ -1490,9 +1492,5 @@ static Suite *format_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(format_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(format_suite());
 }

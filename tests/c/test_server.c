@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "recorder.h"
+#include "check_util.h"
 
 static pid_t g_pid;
 static char g_dir[64], g_sock[128], g_addr[160], g_token_file[128], g_journal[128], g_token[128];
@@ -546,9 +547,5 @@ int main(void) {
     tcase_add_test(tc, storage_limits_reported_at_wait);
     tcase_add_test(tc, resume_on_a_new_connection);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

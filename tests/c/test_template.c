@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "session.h"
+#include "check_util.h"
 
 /* ---------------------------------------------------------------------------
  * Building records */
@@ -671,9 +672,5 @@ int main(void) {
     tcase_add_test(tc, test_prefetch_and_cache);
     tcase_add_test(tc, test_cache_eviction);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "session.h"
+#include "check_util.h"
 
 static char g_dir[64], g_bin[1024];
 
@@ -490,9 +491,5 @@ int main(void) {
     tcase_add_test(tc, usage_errors);
     tcase_add_test(tc, long_trace_replays_fast);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }
