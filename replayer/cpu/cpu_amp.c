@@ -17,7 +17,6 @@
  *     tracker still resets); any nonzero found_inf, NaN included, backs off.
  * Each fails with a one-line message on bad input; nothing here aborts. */
 #include <math.h>
-#include <stdio.h>
 
 #include "cpu_internal.h"
 #include "cpu_families.h"
@@ -26,27 +25,6 @@
 
 /* ---------------------------------------------------------------------------
  * Checks */
-
-static rgpu_status check_exec(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    if (e->n_args > 0 && e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
 
 /* A one-element tensor of dtype dt (ATen: "x must be a 1-element tensor",
  * "x must be a float tensor"). */
@@ -189,10 +167,10 @@ rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_AMP_UNSCALE:
-        CPU_FORWARD_IF_ERROR(check_exec(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, true, err, errlen));
         return op_unscale(e, err, errlen);
     case RGPU_OP_AMP_UPDATE_SCALE:
-        CPU_FORWARD_IF_ERROR(check_exec(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, true, err, errlen));
         return op_update_scale(e, err, errlen);
     default:
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));

@@ -60,23 +60,7 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen)
 {
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
+    return cpu_check_exec(e, opt_in, opt_out, false, err, errlen);
 }
 
 static rgpu_status arg_get(const rgpu_exec *e, int i, const char *what, const rgpu_arg **a,

@@ -27,8 +27,9 @@ static inline size_t dense_ct_size(int ct) { return ct == DCT_F32 ? 4 : 8; }
 /* ---------------------------------------------------------------------------
  * Checks and args (cpu_dense.c) */
 
-/* Arity as ops.def says; every input/output view not NULL is checked; those
- * whose bit is clear in opt_in / opt_out must be present. */
+/* cpu_check_exec without check_args: arity as ops.def says; every
+ * input/output view not NULL is checked; those whose bit is clear in opt_in /
+ * opt_out must be present. (The CUDA dense files call it too.) */
 rgpu_status dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen);
 
 /* args[i] as a list of n ints with min_n <= n <= max_n, copied to v. */

@@ -23,6 +23,12 @@ void cpu_errf(char *err, size_t errlen, const char *fmt, ...)
 /* Checks a view is well formed (dtype, ndim, non-negative sizes/strides, data
  * present when numel > 0). what names it in the message ("in[0]"). */
 rgpu_status cpu_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen);
+/* Checks e against ops.def, in this order: n_in / n_out as the op's arity
+ * says; with check_args, an args array when n_args > 0; every input and output
+ * view with cpu_check_view, where in[i] / out[i] may be NULL only when bit i
+ * of opt_in / opt_out is set. Each family calls it before its kernels. */
+rgpu_status cpu_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
+                           char *err, size_t errlen);
 int64_t cpu_numel(const rgpu_view *v);
 
 /* ---------------------------------------------------------------------------

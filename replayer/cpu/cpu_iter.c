@@ -39,6 +39,30 @@ rgpu_status cpu_check_view(const rgpu_view *v, const char *what, int op, char *e
     return RGPU_OK;
 }
 
+rgpu_status cpu_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
+                           char *err, size_t errlen)
+{
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    if (check_args && e->n_args > 0 && e->args == NULL)
+        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    for (int i = 0; i < e->n_in; i++) {
+        if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "in[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", i);
+        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
 /* ---------------------------------------------------------------------------
  * Iterator construction */
 

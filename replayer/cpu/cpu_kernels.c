@@ -5,8 +5,6 @@
  * Every op validates arity, arg kinds and shapes first and fails with a
  * one-line message; nothing here aborts. Outputs are written through their
  * own strides; dtypes/sizes/strides were decided by the client. */
-#include <stdio.h>
-
 #include "cpu_internal.h"
 #include "cpu_families.h"
 
@@ -14,25 +12,6 @@
 
 /* ---------------------------------------------------------------------------
  * Common checks */
-
-static rgpu_status check_arity(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
 
 /* args[i] must exist and be a scalar (INT, FLOAT or BOOL). */
 static rgpu_status check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
@@ -442,24 +421,24 @@ rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_MEMORY_STATS: case RGPU_OP_EMPTY: case RGPU_OP_CALL:
         return RGPU_OK;
     case RGPU_OP_FULL:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return op_full(e, err, errlen);
     case RGPU_OP_ARANGE:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return op_arange(e, err, errlen);
     case RGPU_OP_COPY:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return op_copy(e, err, errlen);
     case RGPU_OP_ADD_TENSOR: case RGPU_OP_ADD_SCALAR: case RGPU_OP_SUB_TENSOR:
     case RGPU_OP_SUB_SCALAR: case RGPU_OP_RSUB_SCALAR: case RGPU_OP_MUL_TENSOR:
     case RGPU_OP_MUL_SCALAR: case RGPU_OP_DIV_TENSOR: case RGPU_OP_DIV_SCALAR:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return op_binary(e, err, errlen);
     case RGPU_OP_SUM:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return cpu_reduce_sum_mean(e, false, err, errlen);
     case RGPU_OP_MEAN:
-        CPU_FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
         return cpu_reduce_sum_mean(e, true, err, errlen);
     default: {
         const cpu_family *f = family_of(e->op);

@@ -21,25 +21,7 @@
 
 rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
 {
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    if (e->n_args > 0 && e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    for (int i = 0; i < e->n_in; i++) {
-        if (e->in[i] == NULL && (opt_in >> i & 1u)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        if (e->out[i] == NULL && (opt_out >> i & 1u)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
+    return cpu_check_exec(e, opt_in, opt_out, true, err, errlen);
 }
 
 rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)

@@ -11,8 +11,9 @@
 /* ---------------------------------------------------------------------------
  * Checks (each fails with a one-line message naming the op) */
 
-/* Arity as ops.def says; every present view well formed. in[i]/out[i] may be
- * NULL only when bit i of opt_in / opt_out is set. */
+/* cpu_check_exec with check_args: arity as ops.def says; an args array when
+ * n_args > 0; every present view well formed. in[i]/out[i] may be NULL only
+ * when bit i of opt_in / opt_out is set. */
 rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen);
 /* args[i] exists and has one of the kinds in mask (bit per RGPU_ARG_*). */
 rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen);
