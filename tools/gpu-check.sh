@@ -293,40 +293,30 @@ opt = model.configure_optimizer(lr=1e-3, foreach=False)
 train, _ = data.train_val(max(200_000, 4 * a.batch * a.block))
 g = torch.Generator().manual_seed(0)
 batches = [data.get_batch(train, a.batch, a.block, g) for _ in range(a.warmup + a.iters)]
-def step(x, y):
-    _, loss = model(x.to("cuda"), y.to("cuda"))
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return loss.item()
-losses = [step(*b) for b in batches[:a.warmup]]
-t0 = time.perf_counter()
-for b in batches[a.warmup:]:
-    losses.append(step(*b))
-dt = (time.perf_counter() - t0) / a.iters
-print(f"PyTorch eager CUDA       {dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-print(f"EAGER_CUDA_S_PER_ITER {dt}")
-# torch.compile on CUDA (inductor), same model and step: the compiled baseline
-try:
-    torch.manual_seed(0)
-    model = gpt.GPT(cfg).to("cuda")
-    opt = model.configure_optimizer(lr=1e-3, foreach=False)
-    cmodel = torch.compile(model)
-    def cstep(x, y):
-        _, loss = cmodel(x.to("cuda"), y.to("cuda"))
+# warmup steps, then a.iters timed ones of fwd (model, or torch.compile(model))
+# with opt; prints the loss range and the seconds per iteration under tag
+def timed(fwd, model, opt, label, tag):
+    def step(x, y):
+        _, loss = fwd(x.to("cuda"), y.to("cuda"))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.item()
-    losses = [cstep(*b) for b in batches[:a.warmup]]
+    losses = [step(*b) for b in batches[:a.warmup]]
     t0 = time.perf_counter()
     for b in batches[a.warmup:]:
-        losses.append(cstep(*b))
+        losses.append(step(*b))
     dt = (time.perf_counter() - t0) / a.iters
-    print(f"PyTorch torch.compile CUDA {dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-    print(f"COMPILE_CUDA_S_PER_ITER {dt}")
+    print(f"{label}{dt:9.4f} s/iter   loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    print(f"{tag} {dt}")
+timed(model, model, opt, "PyTorch eager CUDA       ", "EAGER_CUDA_S_PER_ITER")
+# torch.compile on CUDA (inductor), same model and step: the compiled baseline
+try:
+    torch.manual_seed(0)
+    model = gpt.GPT(cfg).to("cuda")
+    opt = model.configure_optimizer(lr=1e-3, foreach=False)
+    timed(torch.compile(model), model, opt, "PyTorch torch.compile CUDA ", "COMPILE_CUDA_S_PER_ITER")
 except Exception as e:  # inductor needs triton; report and go on
     print(f"torch.compile on CUDA failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 PY
