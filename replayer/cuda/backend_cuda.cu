@@ -216,6 +216,9 @@ static size_t class_bytes(size_t n) {
     return (n + q - 1) / q * q;        // p + q, p + 2q, p + 3q or 2p
 }
 
+// Every block_alloc / block_free runs inside a gate_hold or on the capturing
+// thread: while c.capturing is set, only that thread gets here.
+
 // Releases every idle block (stream sync first: the last users may still run).
 static void release_cache(cuda_backend *cb) {
     if (!cb->cached_bytes) return;
@@ -638,6 +641,7 @@ static rgpu_status cu_graph_end(rgpu_backend *b, void **graph, char *err, size_t
     __atomic_store_n(&cb->capturing, 0, __ATOMIC_RELEASE);
     pthread_rwlock_unlock(&cb->gate);
     if (st) {
+        gate_hold gh(cb);   // block_free may sync: never while another thread captures
         for (void *p : blocks) block_free(cb, p);   // nothing recorded ever ran: back to the cache
         return st;
     }
