@@ -49,6 +49,29 @@ struct rgpu_backend {
     /* True when exec can run op (over any dtype it accepts). */
     bool (*supports)(rgpu_backend *b, int op);
     void (*destroy)(rgpu_backend *b);
+
+    /* Graphs: record a run of exec calls once, replay it as one launch.
+     * All four optional (NULL: the backend has none; the session then runs
+     * every call record by record). The session's contract:
+     * - between graph_begin and graph_end the calling thread makes only exec
+     *   calls (no alloc, free, upload, download, sync); each records its work
+     *   instead of doing it: nothing is computed until graph_launch. An exec
+     *   that cannot be recorded (it needs the host: a device-to-host copy, a
+     *   sync, a host-side decision on data) returns an error; the capture is
+     *   then spoiled and graph_end says so. Other threads' calls on the same
+     *   backend are unaffected (they wait or run beside it, never recorded).
+     * - graph_end always ends the capture. RGPU_OK: *graph is an executable
+     *   graph that replays the recorded work reading and writing exactly the
+     *   addresses the execs were given. RGPU_ERR_UNSUPPORTED: this sequence
+     *   can never be captured (err says why); any other status: it could not
+     *   be captured this time (e.g. NOMEM), a later try may succeed.
+     * - graph_launch runs it in order after earlier work, like one exec.
+     * - graph_destroy releases it (after any launch of it has run: safe to
+     *   call right after graph_launch). */
+    rgpu_status (*graph_begin)(rgpu_backend *b, char *err, size_t errlen);
+    rgpu_status (*graph_end)(rgpu_backend *b, void **graph, char *err, size_t errlen);
+    rgpu_status (*graph_launch)(rgpu_backend *b, void *graph, char *err, size_t errlen);
+    void (*graph_destroy)(rgpu_backend *b, void *graph);
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a
@@ -58,6 +81,10 @@ rgpu_backend *rgpu_backend_cpu_create(void);
 /* Test-only: cpu, but every result of op fault_op is one ulp off (first
  * element of each floating output). */
 rgpu_backend *rgpu_backend_cpu_create_faulty(int fault_op);
+/* Test-only, on a cpu backend: a capture that records op refuse_op fails
+ * (graph_end: UNSUPPORTED), as a CUDA op that needs the host would; -1 for
+ * none. With transient, it fails with NOMEM instead (a later try may work). */
+void rgpu_backend_cpu_graph_refuse(rgpu_backend *b, int refuse_op, bool transient);
 /* Decodes nothing, computes nothing: outputs are zero-filled on alloc. */
 rgpu_backend *rgpu_backend_null_create(void);
 /* NULL when the CUDA backend is not built or no device is usable; *why says which. */

@@ -51,7 +51,7 @@ static char g_journal_dir[4096];          /* --journal DIR; "" = none */
 static double g_grace = 300;              /* --grace SECONDS */
 static uint64_t g_max_msg = RGPU_MAX_FRAME;       /* --max-message */
 static uint64_t g_max_chunk = RGPU_MAX_CHUNK_RAW; /* --max-chunk */
-static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes */
+static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes, --graphs */
 static uint64_t g_epoch;                  /* high 32 bits of this process's session ids */
 
 static void logf_(const char *fmt, ...) {
@@ -731,6 +731,14 @@ static void serve_conn(conn *c) {
         logf_("session %u: connection lost at op %llu (%s); kept for %g s (--grace)", se->no,
               (unsigned long long)rgpu_session_applied(c->s), rgpu_status_str(s), g_grace);
     } else {
+        if (g_limits.graphs) {
+            rgpu_graph_stats gs;
+            rgpu_session_graph_stats(c->s, &gs);
+            logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
+                  se->no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
+                  (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
+                  gs.last_refusal[0] ? ")" : "");
+        }
         logf_("session %u: %s after %llu ops (peak %llu bytes)", se->no, c->bye ? "bye" : "closed",
               (unsigned long long)rgpu_session_applied(c->s), (unsigned long long)pk);
         sess_destroy(se);
@@ -918,7 +926,7 @@ static void usage(FILE *f) {
         "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
         "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
-        "                   [--max-storages N] [--record DIR] [--quiet]\n"
+        "                   [--max-storages N] [--graphs on|off] [--record DIR] [--quiet]\n"
         "\n"
         "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
         "\n"
@@ -944,6 +952,9 @@ static void usage(FILE *f) {
         "  --max-session-bytes BYTES, --max-storages N\n"
         "                      per-session limits on storage bytes and live storages; an op\n"
         "                      over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
+        "  --graphs on|off     replay the second and later calls of a compiled graph's\n"
+        "                      template as one captured graph where the backend can (cuda;\n"
+        "                      cpu for testing); results never change (default off)\n"
         "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
         "                      DIR/session-N.rgt, replayable with rgpu-replay\n"
         "  --quiet             no log lines on stderr\n"
@@ -975,6 +986,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &g_max_chunk) || !g_max_chunk) goto bad_size; }
         else if (!strcmp(a, "--max-session-bytes") && more) { if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size; }
         else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
+        else if (!strcmp(a, "--graphs") && more) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "on")) g_limits.graphs = true;
+            else if (!strcmp(v, "off")) g_limits.graphs = false;
+            else { fprintf(stderr, "rgpu-server: --graphs wants on or off, not '%s'\n", v); return 2; }
+        }
         else { fprintf(stderr, "rgpu-server: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
         continue;
     bad_size:
@@ -1033,6 +1050,10 @@ int main(int argc, char **argv) {
         return strncmp(why, "unknown", 7) ? 1 : 2;
     }
     if (why[0]) logf_("%s", why);
+    if (g_limits.graphs)
+        logf_(g_backend->graph_begin ? "--graphs on: repeated template calls replay as %s graphs"
+                                     : "--graphs on: the %s backend has no graphs; every call runs record by record",
+              g_backend->name);
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = { .sa_handler = on_signal };

@@ -22,6 +22,8 @@ typedef struct rgpu_session_limits {
     uint64_t max_total_bytes;     /* bytes of all live storages; 0 = no limit */
     uint64_t max_templates;       /* parsed templates kept (0: 1024); evicted ones are fetched again */
     uint64_t max_template_bytes;  /* their bytes (0: 256 MiB) */
+    bool graphs;                  /* replay templates as captured graphs where the backend
+                                     has graph hooks (rgpu-server --graphs on); off: never */
 } rgpu_session_limits;
 
 rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim);
@@ -87,6 +89,20 @@ uint64_t rgpu_session_storage_count(const rgpu_session *s);
 /* Templates kept (parsed, or remembered as bad) and their bytes. */
 uint64_t rgpu_session_template_count(const rgpu_session *s);
 uint64_t rgpu_session_template_bytes(const rgpu_session *s);
+
+/* Graph replay of templates (limits.graphs; FORMAT.md §5.1): an execution
+ * strategy that never changes a result. Counters since the session began. */
+typedef struct rgpu_graph_stats {
+    uint64_t calls;          /* CALLs run while graphs were on (poisoned ones excepted) */
+    uint64_t replays;        /* of them, replayed as a captured graph */
+    uint64_t captures;       /* graphs captured */
+    uint64_t refusals;       /* captures that failed or templates that cannot be graphed */
+    uint64_t input_copies;   /* bound input storages copied into static buffers before replays */
+    uint64_t instances;      /* graph instances held now */
+    uint64_t bytes;          /* their static buffers (not in rgpu_session_memory) */
+    char last_refusal[200];  /* why the last refusal happened ("" when none) */
+} rgpu_graph_stats;
+void rgpu_session_graph_stats(const rgpu_session *s, rgpu_graph_stats *st);
 
 /* The session tensors a CALL record stands for, as an op's outputs: the
  * bindings of the bind ids its template defines or writes (output tensor

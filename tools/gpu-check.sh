@@ -15,6 +15,12 @@
 #      the cuda run is recorded (RGPU_RECORD) for step 8
 #   8. determinism: the cuda training run's trace replayed by rgpu-diff,
 #      cuda against cuda (bitwise) and cuda against cpu (tolerances)
+#   8b. graphs: `rgpu-server --backend cuda --graphs on` (its log kept):
+#      tests/py/test_compile.py against it, then the reduced GPT compiled
+#      (model and AdamW step), 12 steps with graphs on and off: losses and
+#      weights must be bitwise equal; the server log's "graphs:" lines say how
+#      many template calls replayed as CUDA graphs and why any was refused
+#      (alone: tools/gpu-check.sh --run graphs_check)
 #   9. bench: tools/bench/nanogpt.py --compile with the cuda backend (eager
 #      and compiled rgpu), PyTorch eager CUDA and torch.compile (inductor) on
 #      the same GPU with the same model
@@ -268,6 +274,91 @@ raise SystemExit(0 if ok else 1)
 PY
 }
 
+# ---------------------------------------------------------------- 8b. graphs
+# A cuda server (GRAPHS_CHECK_BACKEND=cpu: a dry run anywhere) on DIR/sock with its log in DIR/log and extra ARGS; waits
+# until it listens. Its pid goes to DIR/pid.
+cuda_server() {
+    local d=$1; shift
+    mkdir -p "$d"
+    RGPU_CUDA_VERBOSE=1 build/bin/rgpu-server --unix "$d/sock" --backend "${GRAPHS_CHECK_BACKEND:-cuda}" \
+        --token-file "$d/token" --journal none "$@" > "$d/log" 2>&1 &
+    echo $! > "$d/pid"
+    for _ in $(seq 150); do [ -S "$d/sock" ] && return 0; kill -0 "$(cat "$d/pid")" 2>/dev/null || break; sleep 0.1; done
+    echo "server in $d did not start:"; cat "$d/log"; return 1
+}
+
+train_compiled() {   # STEPS: the reduced GPT, model and optimizer step compiled; prints RESULT json
+    $PY - "$1" <<'PY'
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
+import torch
+import rgpu
+from models import data, gpt
+info = rgpu.connect()
+torch.manual_seed(0)
+model = gpt.GPT(gpt.GPTConfig.tiny()).to("rgpu")
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=True, capturable=True)
+fwd = torch.compile(model, backend="rgpu")
+ostep = torch.compile(lambda: opt.step(), backend="rgpu")
+train, _ = data.train_val(50_000)
+g = torch.Generator().manual_seed(0)
+losses, t0 = [], time.perf_counter()
+for i in range(int(sys.argv[1])):
+    if i == 2:
+        t0 = time.perf_counter()
+    x, y = data.get_batch(train, 4, 32, g)
+    _, loss = fwd(x.to("rgpu"), y.to("rgpu"))
+    loss.backward()
+    ostep()
+    opt.zero_grad(set_to_none=True)
+    losses.append(loss.item())
+w = [p.detach().cpu() for p in model.parameters()]
+digest = [float(t.double().sum()).hex() + "/" + float(t.double().abs().max()).hex() for t in w]
+print("RESULT " + json.dumps({"backend": info.get("backend"), "losses": [v.hex() for v in losses], "w": digest,
+                              "s_per_step": (time.perf_counter() - t0) / max(1, int(sys.argv[1]) - 2),
+                              "compile": rgpu.stats()["compile"]}))
+PY
+}
+
+graphs_check() {
+    : "${OUT:=$(pwd)/gpu-check-out}" "${PY:=python3}"
+    mkdir -p "$OUT"
+    local d rc=0 rc_t=0
+    d=$(mktemp -d)
+    cuda_server "$d/on" --graphs on || return 1
+    cuda_server "$d/off" --graphs off || { kill "$(cat "$d/on/pid")"; return 1; }
+    echo "--- tests/py/test_compile.py against rgpu-server --backend cuda --graphs on"
+    RGPU_SERVER="unix:$d/on/sock" RGPU_TOKEN_FILE="$d/on/token" RGPU_GRAPHS=1 RGPU_BACKEND="${GRAPHS_CHECK_BACKEND:-cuda}" \
+        $PY -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/py/test_compile.py || rc_t=$?
+    echo "--- the reduced GPT compiled, 12 steps: graphs on vs off (same backend: bitwise)"
+    RGPU_SERVER="unix:$d/on/sock" RGPU_TOKEN_FILE="$d/on/token" train_compiled 12 > "$OUT/graphs-on.out" 2>&1 || rc=1
+    RGPU_SERVER="unix:$d/off/sock" RGPU_TOKEN_FILE="$d/off/token" train_compiled 12 > "$OUT/graphs-off.out" 2>&1 || rc=1
+    grep -v "^RESULT" "$OUT/graphs-on.out" "$OUT/graphs-off.out" | tail -20
+    $PY - "$(grep "^RESULT " "$OUT/graphs-on.out" | cut -c8-)" "$(grep "^RESULT " "$OUT/graphs-off.out" | cut -c8-)" \
+        "${GRAPHS_CHECK_BACKEND:-cuda}" <<'PY' || rc=1
+import json, sys
+try:
+    a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+except ValueError:
+    print("a run printed no RESULT"); raise SystemExit(1)
+print(f"backends {a['backend']} / {b['backend']};  s/step graphs on {a['s_per_step']:.4f}, off {b['s_per_step']:.4f}")
+print("compile stats (on):", a["compile"])
+for i, (x, y) in enumerate(zip(a["losses"], b["losses"])):
+    print(f"  step {i:2d}  on {float.fromhex(x):.9f}  off {float.fromhex(y):.9f}  {'same' if x == y else 'DIFFERENT'}")
+ok = a["backend"] == b["backend"] == sys.argv[3] and a["losses"] == b["losses"] and a["w"] == b["w"]
+print("losses and weights bitwise equal with graphs on and off:", "ok" if ok else "BAD")
+raise SystemExit(0 if ok else 1)
+PY
+    kill "$(cat "$d/on/pid")" "$(cat "$d/off/pid")" 2>/dev/null
+    wait 2>/dev/null
+    cp "$d/on/log" "$OUT/server-cuda-graphs.log"
+    echo "--- $OUT/server-cuda-graphs.log: graphs per session (template calls replayed as graphs)"
+    grep -E "graphs" "$OUT/server-cuda-graphs.log" | tail -20
+    rm -rf "$d"
+    [ $rc_t -ne 0 ] && echo "test_compile.py with graphs on failed (rc $rc_t)"
+    [ $rc -eq 0 ] && [ $rc_t -eq 0 ]
+}
+
 # ---------------------------------------------------------------- 9. bench
 # nanogpt.py times rgpu (here: a cuda server on this host) against PyTorch CPU
 # eager; it has no PyTorch-CUDA baseline, so eager CUDA is timed here with
@@ -439,6 +530,13 @@ if [ -s "$OUT/gpt-cuda.rgt" ] && [ -x build/bin/rgpu-diff ]; then
         build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cpu --quiet --top 15
 else
     skip "determinism" "no trace recorded (training step failed?) or no rgpu-diff"
+fi
+
+# ---------------------------------------------------------------- 8b. graphs
+if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
+    step "graphs: test_compile.py and compiled GPT on cuda --graphs on (bitwise vs off)" 150 fn graphs_check
+else
+    skip "graphs" "no build"
 fi
 
 # ---------------------------------------------------------------- 9. bench

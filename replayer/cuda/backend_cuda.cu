@@ -17,6 +17,18 @@
 // cudaMalloc fails, the whole cache is released and the allocation retried
 // once. The session layer counts bytes for memory_stats; nothing is counted here.
 //
+// Graphs (backend.h graph_*): stream capture of the one stream. A capture
+// holds `gate` for writing from graph_begin to graph_end, so no other
+// thread's work can land in it (every other entry point holds the gate for
+// reading; the capturing thread passes). Mode relaxed: the capturing thread
+// may make the host-side calls our launchers make (cuBLAS math mode, ...);
+// what needs the host (read-backs, syncs) refuses first (common.cuh
+// RGPU_CUDA_NEEDS_HOST). Scratch during a capture comes only from blocks the
+// cache already holds (no cudaMalloc, no cudaFree while capturing: a miss
+// fails the capture with NOMEM, which the session may retry); those blocks
+// then belong to the graph, reused only inside it, until graph_destroy
+// gives them back to the cache. Lock order: gate -> exec -> alloc.
+//
 // Errors: every CUDA status is turned into an rgpu status with the failing
 // call named. An error that leaves the context unusable (illegal address,
 // launch failure, ...: "sticky") puts the backend into the lost state: every
@@ -30,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -69,6 +82,21 @@ struct cuda_backend {
     // lost state: set once, never cleared
     volatile int lost;
     char lost_why[320];
+
+    // graphs
+    pthread_rwlock_t gate;           // written by a capture; read by every other entry point
+    volatile int capturing;          // c.capturing, readable without the gate
+    pthread_t cap_owner;             // the capturing thread (valid while capturing)
+    std::unordered_map<void *, size_t> *cap_live;                 // blocks the capture took -> class bytes
+    std::unordered_map<size_t, std::vector<void *>> *cap_idle;    // of them, freed again during it
+    rgpu_status cap_st;              // first reason the capture is spoiled
+    char cap_why[320];
+};
+
+// A captured graph and the scratch blocks its kernels use.
+struct cuda_graph {
+    cudaGraphExec_t exec;
+    std::vector<void *> blocks;
 };
 
 static cuda_backend *backend_of(rgpu_backend *b) { return (cuda_backend *)b->ctx; }
@@ -108,6 +136,7 @@ static void lost_message(cuda_backend *cb, char *err, size_t errlen) {
 // e (its status, or cudaSuccess when the caller has none).
 static bool check_lost(cuda_backend *cb, const char *what, cudaError_t e) {
     if (is_lost(cb)) return true;
+    if (cb->c.capturing) return false;   // cudaStreamQuery on a capturing stream would spoil it; graph_end checks
     cudaError_t q = cudaStreamQuery(cb->c.stream);
     if (q == cudaSuccess || q == cudaErrorNotReady) return false;
     pthread_mutex_lock(&cb->lost_mu);
@@ -143,6 +172,35 @@ static rgpu_status cuda_fail(cuda_backend *cb, cudaError_t e, const char *what, 
     } while (0)
 
 // ---------------------------------------------------------------------------
+// The capture gate
+
+static bool capture_owner(cuda_backend *cb) {
+    return __atomic_load_n(&cb->capturing, __ATOMIC_ACQUIRE) && pthread_equal(cb->cap_owner, pthread_self());
+}
+
+// Held by every entry point but the capturing thread's own calls: waits
+// while another thread captures.
+struct gate_hold {
+    cuda_backend *cb;
+    bool held;
+    explicit gate_hold(cuda_backend *x) : cb(x), held(!capture_owner(x)) { if (held) pthread_rwlock_rdlock(&cb->gate); }
+    ~gate_hold() { if (held) pthread_rwlock_unlock(&cb->gate); }
+    gate_hold(const gate_hold &) = delete;
+    gate_hold &operator=(const gate_hold &) = delete;
+};
+
+// The first reason the running capture cannot succeed (the capturing thread only).
+static void capture_spoil(cuda_backend *cb, rgpu_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void capture_spoil(cuda_backend *cb, rgpu_status st, const char *fmt, ...) {
+    if (cb->cap_st) return;
+    cb->cap_st = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cb->cap_why, sizeof cb->cap_why, fmt, ap);
+    va_end(ap);
+}
+
+// ---------------------------------------------------------------------------
 // Caching allocator
 
 static size_t class_bytes(size_t n) {
@@ -157,6 +215,9 @@ static size_t class_bytes(size_t n) {
     size_t q = p / 4;
     return (n + q - 1) / q * q;        // p + q, p + 2q, p + 3q or 2p
 }
+
+// Every block_alloc / block_free runs inside a gate_hold or on the capturing
+// thread: while c.capturing is set, only that thread gets here.
 
 // Releases every idle block (stream sync first: the last users may still run).
 static void release_cache(cuda_backend *cb) {
@@ -188,6 +249,27 @@ static void *block_alloc(cuda_backend *cb, size_t nbytes) {
     void *p = NULL;
     pthread_mutex_lock(&cb->alloc_mu);
     if (is_lost(cb)) { p = placeholder(cb); pthread_mutex_unlock(&cb->alloc_mu); return p; }
+    if (cb->c.capturing) {   // only the capturing thread gets here (the gate)
+        try {
+            auto &idle = (*cb->cap_idle)[cls];
+            if (!idle.empty()) {                    // freed earlier in this capture: the graph's already
+                p = idle.back();
+                idle.pop_back();
+            } else {
+                auto it = cb->cached->find(cls);
+                if (it != cb->cached->end() && !it->second.empty()) {
+                    p = it->second.back();
+                    (*cb->cap_live)[p] = cls;
+                    it->second.pop_back();
+                    cb->cached_bytes -= cls;
+                    (*cb->live)[p] = cls;
+                }
+            }
+        } catch (...) { p = NULL; }
+        if (!p) capture_spoil(cb, RGPU_ERR_NOMEM, "scratch of %zu bytes is not in the cache (no cudaMalloc while capturing)", nbytes);
+        pthread_mutex_unlock(&cb->alloc_mu);
+        return p;
+    }
     try {
         auto it = cb->cached->find(cls);
         if (it != cb->cached->end() && !it->second.empty()) {
@@ -242,8 +324,16 @@ static void block_free(cuda_backend *cb, void *p) {
         logf_("double free of %p (ignored)", p);
         return;
     }
+    if (cb->c.capturing) {   // the capturing thread: a block of the graph stays the graph's
+        bool mine = false;
+        try {
+            if (cb->cap_live->count(p)) { (*cb->cap_idle)[cls].push_back(p); mine = true; }
+        } catch (...) {}
+        if (mine) { pthread_mutex_unlock(&cb->alloc_mu); return; }
+    }
     bool cached = false;
-    if (!is_lost(cb) && cb->cached_bytes + cls <= cb->cache_cap) {
+    // while capturing nothing goes back to the driver (cudaFree and its sync are illegal then)
+    if (!is_lost(cb) && (cb->c.capturing || cb->cached_bytes + cls <= cb->cache_cap)) {
         try {
             (*cb->cached)[cls].push_back(p);
             it->second = cls | IDLE;
@@ -266,8 +356,20 @@ static void block_free(cuda_backend *cb, void *p) {
 extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes) { return block_alloc(backend_of(c), nbytes); }
 extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p) { block_free(backend_of(c), p); }
 
-static void *cu_alloc(rgpu_backend *b, size_t nbytes) { return block_alloc(backend_of(b), nbytes); }
-static void cu_free(rgpu_backend *b, void *p) { block_free(backend_of(b), p); }
+static void *cu_alloc(rgpu_backend *b, size_t nbytes) {
+    cuda_backend *cb = backend_of(b);
+    gate_hold g(cb);
+    if (capture_owner(cb)) {   // backend.h: the session allocates nothing while capturing
+        capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "an allocation of %zu bytes during a capture", nbytes);
+        return NULL;
+    }
+    return block_alloc(cb, nbytes);
+}
+static void cu_free(rgpu_backend *b, void *p) {
+    cuda_backend *cb = backend_of(b);
+    gate_hold g(cb);
+    block_free(cb, p);
+}
 
 // ---------------------------------------------------------------------------
 // Uploads and downloads: through STAGE_SLOTS pinned buffers, chunk by chunk;
@@ -335,6 +437,8 @@ static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t
     cuda_backend *cb = backend_of(b);
     char err[320] = "";
     if (!n) return RGPU_OK;
+    gate_hold g(cb);
+    if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "an upload during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
     pthread_mutex_lock(&cb->stage_mu);
     rgpu_status st = upload_locked(cb, dst, src, n, err, sizeof err);
@@ -347,6 +451,8 @@ static rgpu_status cu_download(rgpu_backend *b, void *dst, const void *src, size
     cuda_backend *cb = backend_of(b);
     char err[320] = "";
     if (!n) return RGPU_OK;
+    gate_hold g(cb);
+    if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "a download during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
     pthread_mutex_lock(&cb->stage_mu);
     rgpu_status st = download_locked(cb, dst, src, n, err, sizeof err);
@@ -358,6 +464,8 @@ static rgpu_status cu_download(rgpu_backend *b, void *dst, const void *src, size
 static rgpu_status cu_sync(rgpu_backend *b) {
     cuda_backend *cb = backend_of(b);
     char err[320] = "";
+    gate_hold g(cb);
+    if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "a sync during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
     cudaError_t e = cudaStreamSynchronize(cb->c.stream);
     if (e == cudaSuccess) return RGPU_OK;
@@ -420,6 +528,7 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
         return RGPU_ERR_UNSUPPORTED;
     }
     if (session_op(e->op)) return RGPU_OK;
+    gate_hold g(cb);
     if (is_lost(cb)) { lost_message(cb, err, errlen); return RGPU_ERR_EXEC; }
     if (needs_cublas(e->op) && !cb->c.blas.handle) {
         set_err(err, errlen, "%s needs cuBLAS, which is missing: %s", rgpu_op_name(e->op), cb->blas_why);
@@ -436,6 +545,13 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
     // fault of an earlier kernel that surfaced meanwhile.
     cudaError_t le = cudaGetLastError();
     pthread_mutex_unlock(&cb->exec_mu);
+    if (cb->c.capturing && (st != RGPU_OK || le != cudaSuccess)) {   // the capturing thread (the gate)
+        // nothing ran: the op could not be recorded (or a launch failed to be)
+        capture_spoil(cb, st == RGPU_ERR_NOMEM ? RGPU_ERR_NOMEM : RGPU_ERR_UNSUPPORTED, "%s: %s", rgpu_op_name(e->op),
+                      st != RGPU_OK ? (err && *err ? err : rgpu_status_str(st)) : cudaGetErrorString(le));
+        if (st == RGPU_OK) set_err(err, errlen, "%s: %s", rgpu_op_name(e->op), cudaGetErrorString(le));
+        return st != RGPU_OK ? st : RGPU_ERR_UNSUPPORTED;
+    }
     if (st == RGPU_OK && le != cudaSuccess) {
         char what[96];
         snprintf(what, sizeof what, "CUDA error after %s (may come from an earlier kernel)", rgpu_op_name(e->op));
@@ -449,6 +565,111 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
         return RGPU_ERR_EXEC;
     }
     return st;
+}
+
+// ---------------------------------------------------------------------------
+// Graphs (backend.h): stream capture of the backend's stream
+
+static rgpu_status cu_graph_begin(rgpu_backend *b, char *err, size_t errlen) {
+    cuda_backend *cb = backend_of(b);
+    if (capture_owner(cb)) { set_err(err, errlen, "a capture is already running on this thread"); return RGPU_ERR_SEQUENCE; }
+    pthread_rwlock_wrlock(&cb->gate);   // every other thread's work is done or waits
+    if (is_lost(cb)) {
+        pthread_rwlock_unlock(&cb->gate);
+        lost_message(cb, err, errlen);
+        return RGPU_ERR_EXEC;
+    }
+    cb->cap_st = RGPU_OK;
+    cb->cap_why[0] = '\0';
+    cb->cap_live->clear();
+    cb->cap_idle->clear();
+    cudaError_t e = cudaStreamBeginCapture(cb->c.stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        pthread_rwlock_unlock(&cb->gate);
+        set_err(err, errlen, "cudaStreamBeginCapture: %s", cudaGetErrorString(e));
+        return RGPU_ERR_UNSUPPORTED;
+    }
+    cb->cap_owner = pthread_self();
+    cb->c.capturing = true;
+    __atomic_store_n(&cb->capturing, 1, __ATOMIC_RELEASE);
+    return RGPU_OK;
+}
+
+static rgpu_status cu_graph_end(rgpu_backend *b, void **graph, char *err, size_t errlen) {
+    cuda_backend *cb = backend_of(b);
+    *graph = NULL;
+    if (!capture_owner(cb)) { set_err(err, errlen, "no capture is running on this thread"); return RGPU_ERR_SEQUENCE; }
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(cb->c.stream, &g);   // ends it whatever happened
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+    }
+    std::vector<void *> blocks;
+    try {
+        for (auto &kv : *cb->cap_live) blocks.push_back(kv.first);
+    } catch (...) {
+        capture_spoil(cb, RGPU_ERR_NOMEM, "out of host memory");
+        blocks.clear();   // the ones not listed stay out of the cache: a leak, not a fault
+    }
+    cudaGraphExec_t x = NULL;
+    if (!cb->cap_st) {
+        e = cudaGraphInstantiateWithFlags(&x, g, 0);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            x = NULL;
+            capture_spoil(cb, e == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_UNSUPPORTED,
+                          "cudaGraphInstantiate: %s", cudaGetErrorString(e));
+        }
+    }
+    if (g) cudaGraphDestroy(g);   // the executable graph does not need it
+    cuda_graph *cg = NULL;
+    if (!cb->cap_st) {
+        cg = new (std::nothrow) cuda_graph;
+        if (!cg) capture_spoil(cb, RGPU_ERR_NOMEM, "out of host memory");
+        else { cg->exec = x; cg->blocks.swap(blocks); }
+    }
+    if (cb->cap_st && x) cudaGraphExecDestroy(x);
+    rgpu_status st = cb->cap_st;
+    if (st) set_err(err, errlen, "%s", cb->cap_why);
+    cb->cap_live->clear();
+    cb->cap_idle->clear();
+    cudaGetLastError();
+    // the stream is an ordinary one again: let the other threads in
+    cb->c.capturing = false;
+    __atomic_store_n(&cb->capturing, 0, __ATOMIC_RELEASE);
+    pthread_rwlock_unlock(&cb->gate);
+    if (st) {
+        gate_hold gh(cb);   // block_free may sync: never while another thread captures
+        for (void *p : blocks) block_free(cb, p);   // nothing recorded ever ran: back to the cache
+        return st;
+    }
+    *graph = cg;
+    return RGPU_OK;
+}
+
+static rgpu_status cu_graph_launch(rgpu_backend *b, void *graph, char *err, size_t errlen) {
+    cuda_backend *cb = backend_of(b);
+    cuda_graph *cg = (cuda_graph *)graph;
+    gate_hold g(cb);
+    if (is_lost(cb)) { lost_message(cb, err, errlen); return RGPU_ERR_EXEC; }
+    pthread_mutex_lock(&cb->exec_mu);
+    cudaError_t e = cudaGraphLaunch(cg->exec, cb->c.stream);
+    pthread_mutex_unlock(&cb->exec_mu);
+    if (e != cudaSuccess) return cuda_fail(cb, e, "cudaGraphLaunch", err, errlen);
+    return RGPU_OK;
+}
+
+static void cu_graph_destroy(rgpu_backend *b, void *graph) {
+    cuda_backend *cb = backend_of(b);
+    cuda_graph *cg = (cuda_graph *)graph;
+    if (!cg) return;
+    gate_hold g(cb);
+    cudaGraphExecDestroy(cg->exec);              // an in-flight launch finishes first (driver API docs)
+    cudaGetLastError();
+    for (void *p : cg->blocks) block_free(cb, p);   // stream-ordered reuse, like every free
+    delete cg;
 }
 
 // ---------------------------------------------------------------------------
@@ -468,6 +689,8 @@ static void cu_destroy(rgpu_backend *b) {
             delete cb->live;
         }
         delete cb->cached;
+        delete cb->cap_live;
+        delete cb->cap_idle;
         for (int i = 0; i < STAGE_SLOTS; i++) {
             if (cb->stage[i]) cudaFreeHost(cb->stage[i]);
             if (cb->stage_ev[i]) cudaEventDestroy(cb->stage_ev[i]);
@@ -478,6 +701,7 @@ static void cu_destroy(rgpu_backend *b) {
         pthread_mutex_destroy(&cb->alloc_mu);
         pthread_mutex_destroy(&cb->stage_mu);
         pthread_mutex_destroy(&cb->lost_mu);
+        pthread_rwlock_destroy(&cb->gate);
         free(cb);
     }
     free(b);
@@ -540,6 +764,7 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     pthread_mutex_init(&cb->alloc_mu, NULL);
     pthread_mutex_init(&cb->stage_mu, NULL);
     pthread_mutex_init(&cb->lost_mu, NULL);
+    pthread_rwlock_init(&cb->gate, NULL);
     b->name = "cuda";
     b->ctx = cb;
     b->alloc = cu_alloc;
@@ -550,12 +775,18 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->sync = cu_sync;
     b->supports = cu_supports;
     b->destroy = cu_destroy;
+    b->graph_begin = cu_graph_begin;
+    b->graph_end = cu_graph_end;
+    b->graph_launch = cu_graph_launch;
+    b->graph_destroy = cu_graph_destroy;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;
     cb->c.alloc_state = cb;
     try {
         cb->live = new std::unordered_map<void *, size_t>();
         cb->cached = new std::unordered_map<size_t, std::vector<void *>>();
+        cb->cap_live = new std::unordered_map<void *, size_t>();
+        cb->cap_idle = new std::unordered_map<size_t, std::vector<void *>>();
     } catch (...) {
         set_err(why, whylen, "out of host memory");
         cu_destroy(b);

@@ -70,7 +70,22 @@ struct rgpu_cuda_ctx {
     rgpu_cublas blas;
     bool allow_tf32;              // false unless the client recorded that the user enabled it
     void *alloc_state;            // the caching allocator (backend_cuda.cu)
+    bool capturing;               // a graph capture is recording this stream (backend.h graph_begin)
 };
+
+// Before an op's work that needs the host: a device-to-host copy it reads, a
+// stream sync, a host-to-device copy from pageable memory. None of these can
+// be recorded into a graph (and a sync on a capturing stream spoils the
+// capture), so during a capture the op refuses with UNSUPPORTED and the
+// session runs that template record by record. Put it before the first such
+// call, after the early returns that need none.
+#define RGPU_CUDA_NEEDS_HOST(c, what, err, errlen)                                            \
+    do {                                                                                      \
+        if ((c)->capturing) {                                                                 \
+            if (err) snprintf(err, errlen, "%s needs the host (a read-back or a sync): it cannot be captured into a graph", what); \
+            return RGPU_ERR_UNSUPPORTED;                                                      \
+        }                                                                                     \
+    } while (0)
 
 // Device scratch from the caching allocator, valid for the current op; freed
 // with rgpu_cuda_scratch_free (stream-ordered: safe to free right after the

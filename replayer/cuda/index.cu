@@ -84,6 +84,7 @@ rgpu_status ix_find_bad_index(rgpu_cuda_ctx *c, const rgpu_view *ix, int nd, con
     ix_walk_strides(&w, 0, ix);
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
+    RGPU_CUDA_NEEDS_HOST(c, "an index bounds check", err, errlen);
     ix_scratch s(c);
     IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the index check");
     RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
@@ -149,6 +150,7 @@ rgpu_status ix_upload_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *h
     int esz = (int)rgpu_dtype_size(dst->dtype);
     walk_contig(&w, 1, esz);
     size_t nbytes = (size_t)n * (size_t)esz;
+    RGPU_CUDA_NEEDS_HOST(c, "an upload from the host", err, errlen);
     ix_scratch s(c);
     IX_SCRATCH(s, tmp, char *, nbytes, "an upload");
     RGPU_CUDA_TRY(cudaMemcpyAsync(tmp, host, nbytes, cudaMemcpyHostToDevice, c->stream), err, errlen);
@@ -168,6 +170,7 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
     int esz = (int)rgpu_dtype_size(v->dtype);
     walk_contig(&w, 0, esz);
     size_t nbytes = (size_t)n * (size_t)esz;
+    RGPU_CUDA_NEEDS_HOST(c, "a read-back to the host", err, errlen);
     ix_scratch s(c);
     IX_SCRATCH(s, tmp, char *, nbytes, "a download");
     k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, tmp, v->dtype, esz, (const char *)v->data, v->dtype, n);
@@ -433,6 +436,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     if (ninner <= 0) return RGPU_OK;
     int64_t m = g->start[g->ng];
     size_t nwords = (size_t)(g->ng + g->ng + 1 + m);
+    RGPU_CUDA_NEEDS_HOST(c, "index groups from the host", err, errlen);
     ix_host h;
     long long *hb = (long long *)h.get(nwords * sizeof(long long));
     if (!hb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
@@ -1058,6 +1062,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
     }
+    RGPU_CUDA_NEEDS_HOST(c, "an index bounds check", err, errlen);
     RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, RGPU_MAX_DIMS * sizeof *bad, c->stream), err, errlen);
     k_geom<<<ix_blocks(g->nbel), IX_THREADS, 0, c->stream>>>(gd, g->nbel, *boff, bad);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1180,6 +1185,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     // boff to the host, grouped by destination; each B element's source
     // offset vB(b) over the B dims of the result
     int64_t nbel = g.nbel;
+    RGPU_CUDA_NEEDS_HOST(c, "index_put (its offsets grouped on the host)", err, errlen);
     ix_host hb, hv;
     int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
     int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));

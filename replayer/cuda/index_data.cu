@@ -320,6 +320,7 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
                                  ix_scratch *hold, ix_scratch *htot, long long **tileoff, int64_t *count,
                                  char *err, size_t errlen)
 {
+    RGPU_CUDA_NEEDS_HOST(c, "a count read back", err, errlen);
     IX_SCRATCH(*htot, dtotal, long long *, sizeof(long long), "a count");
     CPU_FORWARD_IF_ERROR(nz_count(c, w, f, fdt, fset, hold, tileoff, dtotal, err, errlen));
     long long t = 0;
@@ -495,6 +496,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
         if (!same) n++;
     }
     if (count_only) {
+        RGPU_CUDA_NEEDS_HOST(c, name, err, errlen);
         long long hn = n;
         RGPU_CUDA_TRY(cudaMemcpyAsync(e->out[0]->data, &hn, sizeof hn, cudaMemcpyHostToDevice, c->stream), err, errlen);
         RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);

@@ -81,6 +81,7 @@ static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const
                                      int64_t n, char *err, size_t errlen)
 {
     if (n <= 0) return RGPU_OK;
+    RGPU_CUDA_NEEDS_HOST(c, "the target bounds check", err, errlen);
     unsigned long long *bad = (unsigned long long *)rgpu_cuda_scratch(c, sizeof *bad);
     if (bad == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
     unsigned long long first = ~0ull;

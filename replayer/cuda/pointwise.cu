@@ -1372,6 +1372,7 @@ static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_
     if (A->numel == 0) return RGPU_OK;
     bool can_div0 = A->ct == CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
     if (!can_div0) return pw_launch(*A, c->stream, err, errlen);
+    RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
 
     int *flag = (int *)rgpu_cuda_scratch(c, sizeof(int));
     if (flag == NULL) PW_FAIL(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));

@@ -360,6 +360,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
     dgeom g = dgeom_of(pg);
     int64_t nout = g.N * g.C * g.Ho * g.Wo, nin = g.N * g.C * g.H * g.W;
     if (nin == 0) return RGPU_OK;
+    RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
     dcu::scratch sc(c);
     unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
     if (!flags) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", name);

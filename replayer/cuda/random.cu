@@ -165,6 +165,7 @@ static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
     ix_walk w;
     ix_walk_init(&w, p->ndim, p->sizes);
     ix_walk_strides(&w, 0, p);
+    RGPU_CUDA_NEEDS_HOST(c, "bernoulli's p check", err, errlen);
     ix_scratch s(c);
     IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the p check");
     RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);

@@ -6,6 +6,9 @@ file (~/.local/state/rgpu/token). Without RGPU_SERVER, an embedded
 `rgpu-server --unix <tmp>/sock --backend $RGPU_BACKEND` (default auto) is started as a child process
 (token in its private temp dir, no journal: it lives and dies with this
 process) and stopped at exit. RGPU_RECORD=path.rgt also writes the trace there.
+RGPU_GRAPHS=1 starts the embedded server with `--graphs on` (repeated calls of
+a compiled graph replay as captured graphs; results never change);
+RGPU_SERVER_LOG=path appends its log there instead of to its temp dir.
 A dropped connection is resumed by the C client (RGPU_RECONNECT_TIMEOUT);
 when that is impossible, calls raise rgpu.SessionLost.
 The server binary is $RGPU_SERVER_BIN, else <repo>/build/bin/rgpu-server next
@@ -79,11 +82,14 @@ def _connect_embedded(record):
     _tmpdir = tempfile.mkdtemp(prefix="rgpu-")
     sock = os.path.join(_tmpdir, "sock")
     token_file = os.path.join(_tmpdir, "token")
-    log = open(os.path.join(_tmpdir, "server.log"), "w+b")
+    log_path = os.environ.get("RGPU_SERVER_LOG") or os.path.join(_tmpdir, "server.log")
+    log = open(log_path, "a+b")
+    args = [binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"),
+            "--token-file", token_file, "--journal", "none"]
+    if os.environ.get("RGPU_GRAPHS", "") not in ("", "0"):
+        args += ["--graphs", "on"]
     try:
-        _proc = subprocess.Popen([binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"),
-                                  "--token-file", token_file, "--journal", "none"],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        _proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     except OSError as e:
         log.close()
         _cleanup()
