@@ -98,7 +98,8 @@ def test_gpt_compiled_matches_eager_and_ships_graphs_once():
         assert d["ops"] <= 16, comp_d
         assert d["waits"] == 1
     assert min(d["ops"] for d in eager_d[2:]) > 50 * max(d["ops"] for d in comp_d[2:])
-    assert sum(d["bytes_out"] for d in comp_d[2:]) * 5 < sum(d["bytes_out"] for d in eager_d[2:])
+    # bytes: the batch itself (two uploads) is most of what a compiled step sends
+    assert sum(d["bytes_out"] for d in comp_d[2:]) * 3 < sum(d["bytes_out"] for d in eager_d[2:])
 
 
 def test_compiled_run_is_bitwise_repeatable_with_dropout():
