@@ -228,28 +228,35 @@ def test_views_and_aliasing_outputs():
 
 # --- the trace ------------------------------------------------------------------------
 
-PROGRAM = r"""
+def gpt_program(dropout, steps, loss, tail):
+    """A child program: the reduced GPT trained compiled (model and AdamW step);
+    prints `loss` each step (a Python expression of loss_v) then `tail`."""
+    return f"""
 import sys, torch, rgpu
 sys.path.insert(0, "tools")
 from models.gpt import GPT, GPTConfig
 from models.data import train_val, get_batch
 torch.manual_seed(0)
-cfg = GPTConfig.tiny(dropout=0.1)
+cfg = GPTConfig.tiny(dropout={dropout})
 model = GPT(cfg).to("rgpu")
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=True)
 cm = torch.compile(model, backend="rgpu")
 step = torch.compile(lambda: opt.step(), backend="rgpu")
 train, _ = train_val(n_chars=20000)
 g = torch.Generator().manual_seed(0)
-for i in range(5):
+for i in range({steps}):
     x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
     _, loss = cm(x, y)
     loss.backward()
     step()
     opt.zero_grad(set_to_none=True)
-    print(f"{loss.item():.6f}")
-print(rgpu.stats()["compile"]["templates"])
+    loss_v = loss.item()
+    print({loss})
+print({tail})
 """
+
+
+PROGRAM = gpt_program(0.1, 5, 'f"{loss_v:.6f}"', 'rgpu.stats()["compile"]["templates"]')
 
 
 def test_compiled_trace_replays_and_diffs(tmp_path):
@@ -297,28 +304,8 @@ def test_compiled_graph_under_autocast_casts_like_eager():
     assert torch.equal(s.cpu(), se.cpu()) and torch.equal(h.cpu(), he.cpu())
 
 
-GRAPHS_PROGRAM = r"""
-import sys, torch, rgpu
-sys.path.insert(0, "tools")
-from models.gpt import GPT, GPTConfig
-from models.data import train_val, get_batch
-torch.manual_seed(0)
-cfg = GPTConfig.tiny()
-model = GPT(cfg).to("rgpu")
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=True)
-cm = torch.compile(model, backend="rgpu")
-step = torch.compile(lambda: opt.step(), backend="rgpu")
-train, _ = train_val(n_chars=20000)
-g = torch.Generator().manual_seed(0)
-for i in range(6):
-    x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
-    _, loss = cm(x, y)
-    loss.backward()
-    step()
-    opt.zero_grad(set_to_none=True)
-    print(loss.item().hex())
-print(sum(p.double().sum() for p in model.parameters()).item().hex())
-"""
+GRAPHS_PROGRAM = gpt_program(0.0, 6, "loss_v.hex()",
+                             "sum(p.double().sum() for p in model.parameters()).item().hex()")
 
 
 def test_graph_replay_is_bitwise_the_record_by_record_path(tmp_path):
