@@ -721,24 +721,24 @@ static void serve_conn(conn *c) {
     uint64_t a, pk;
     rgpu_session_memory(c->s, &a, &pk);
     bool keep = !c->bye && !c->sent_error && g_grace > 0;
+    rgpu_graph_stats gs;        /* read while this thread still owns the session */
+    if (g_limits.graphs) rgpu_session_graph_stats(c->s, &gs);
     pthread_mutex_lock(&g_mu);
     se->conn = NULL;
     se->detached_at = now_s();
     if (!keep) unlink_sess_locked(se);
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
+    if (g_limits.graphs) {      /* so far, also when the session is kept for a resume */
+        logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
+              se->no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
+              (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
+              gs.last_refusal[0] ? ")" : "");
+    }
     if (keep) {
         logf_("session %u: connection lost at op %llu (%s); kept for %g s (--grace)", se->no,
               (unsigned long long)rgpu_session_applied(c->s), rgpu_status_str(s), g_grace);
     } else {
-        if (g_limits.graphs) {
-            rgpu_graph_stats gs;
-            rgpu_session_graph_stats(c->s, &gs);
-            logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
-                  se->no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
-                  (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
-                  gs.last_refusal[0] ? ")" : "");
-        }
         logf_("session %u: %s after %llu ops (peak %llu bytes)", se->no, c->bye ? "bye" : "closed",
               (unsigned long long)rgpu_session_applied(c->s), (unsigned long long)pk);
         sess_destroy(se);
