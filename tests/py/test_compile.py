@@ -56,7 +56,7 @@ def gpt_run(model, steps, compiled, dropout_seed=None):
         torch.manual_seed(dropout_seed)
     losses, deltas = [], []
     for _ in range(steps):
-        x, y = data.get_batch(train, 4, model.cfg.block_size if hasattr(model, "cfg") else 32, g)
+        x, y = data.get_batch(train, 4, model.cfg.block_size, g)
         s0 = rgpu.stats()
         _, loss = fwd(x.to(DEV), y.to(DEV))
         loss.backward()

@@ -47,26 +47,20 @@ def child(a):
     torch.manual_seed(0)
     model = gpt.GPT(cfg).to(device)
     compiled = getattr(a, "compiled", False)
-    if compiled:
-        # the whole step compiled: model forward/backward and clip + AdamW (its
-        # step counters on the device, capturable=True, so they are graph inputs)
+    if a.compile and device == "rgpu":
+        # compiled, and eager beside it, with AdamW's step counters on the device
+        # (capturable=True) so that they are inputs of the compiled step's graph
         opt = model.configure_optimizer(lr=1e-3, foreach=True, capturable=True)
-        fwd = torch.compile(model, backend="rgpu")
-
-        @torch.compile(backend="rgpu")
-        def update():
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
     else:
-        if a.compile and device == "rgpu":     # eager beside compiled: the same optimizer
-            opt = model.configure_optimizer(lr=1e-3, foreach=True, capturable=True)
-        else:
-            opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
-        fwd = model
+        opt = model.configure_optimizer(lr=1e-3, foreach=a.foreach)
 
-        def update():
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+    def update():
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    fwd = model
+    if compiled:        # the whole step: model forward/backward, clip + AdamW
+        fwd = torch.compile(model, backend="rgpu")
+        update = torch.compile(update, backend="rgpu")
     train, _ = data.train_val(max(200_000, 4 * a.batch * a.block))
     g = torch.Generator().manual_seed(0)
     batches = [data.get_batch(train, a.batch, a.block, g) for _ in range(a.warmup + a.iters)]

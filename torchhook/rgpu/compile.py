@@ -49,25 +49,21 @@ def _warn(what, reason):
 # --- the dynamo backend -------------------------------------------------------------
 
 def _dynamic(gm, example_inputs):
-    """Why the graph has dynamic shapes, or None."""
-    for e in example_inputs:
-        if isinstance(e, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return f"dynamic shapes (symbolic input {e})"
-        if isinstance(e, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in e.shape):
-            return "dynamic shapes (an input with symbolic sizes)"
-    for n in gm.graph.nodes:
-        if n.op == "placeholder":
-            v = n.meta.get("example_value")
-            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                return f"dynamic shapes (symbolic input {n.name})"
-            if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
-                return f"dynamic shapes (input {n.name} has symbolic sizes {tuple(v.shape)})"
+    """Why the graph has dynamic shapes, or None: a symbolic input, or one with
+    symbolic sizes (as passed, or as dynamo traced the placeholder)."""
+    values = list(example_inputs)
+    values += [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    for v in values:
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return f"dynamic shapes (symbolic input {v})"
+        if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
+            return f"dynamic shapes (an input with symbolic sizes {tuple(v.shape)})"
     return None
 
 
 def _foreign(example_inputs):
     for e in example_inputs:
-        if isinstance(e, torch.Tensor) and not isinstance(e, RemoteTensor) and e.device.type != "rgpu":
+        if isinstance(e, torch.Tensor) and e.device.type != "rgpu":
             return f"an input on {e.device}"
     return None
 
@@ -249,9 +245,13 @@ class _Graph:
         self.eager = None           # reason, once the graph can't be shipped
         reason = _unsupported_node(gm)
         if reason:
-            self.eager = reason
-            _counts["eager_graphs"] += 1
-            _warn(f"the {kind} graph", reason)
+            self._give_up(reason)
+
+    def _give_up(self, reason):
+        """From now on this graph runs eagerly; say why, once."""
+        self.eager = reason
+        _counts["eager_graphs"] += 1
+        _warn(f"the {self.kind} graph", reason)
 
     def __call__(self, args):
         _tensor._HIDE_UNFLATTEN[0] = False
@@ -272,9 +272,7 @@ class _Graph:
 
     def _run_eager(self, args, reason=None):
         if reason is not None and self.eager is None:
-            self.eager = reason
-            _counts["eager_graphs"] += 1
-            _warn(f"the {self.kind} graph", reason)
+            self._give_up(reason)
         _counts["eager_calls"] += 1
         return list(self.gm(*args))
 
@@ -290,9 +288,7 @@ class _Graph:
         except Exception as e:          # noqa: BLE001  (any failure: run eagerly, say why)
             _C.capture_abort()
             _random.set_state(*state)
-            self.eager = str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0]
-            _counts["eager_graphs"] += 1
-            _warn(f"the {self.kind} graph", self.eager)
+            self._give_up(str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0])
             return None
         raw = _C.capture_end()
         n_random = (_random.get_state()[1] - state[1]) & ((1 << 64) - 1)
@@ -315,12 +311,15 @@ class _Template:
         # inputs: tensor ids, then storage ids (in first-seen order; _layout
         # fixes which arguments coincide, so every call dedupes alike)
         self.in_pos = []            # argument positions whose tid is bound
-        seen = set()
+        arg_of, arg_tid, st_arg = {}, {}, {}    # argument position by object, tid, sid
         for i, a in enumerate(args):
-            if type(a) is RemoteTensor and a._tid not in seen:
-                seen.add(a._tid)
-                self.in_pos.append(i)
-                slot(a._tid)
+            if type(a) is RemoteTensor:
+                arg_of.setdefault(id(a), i)
+                arg_tid.setdefault(a._tid, i)
+                st_arg.setdefault(a._st.sid, i)
+                if a._tid not in index:
+                    self.in_pos.append(i)
+                    slot(a._tid)
         self.st_pos = []            # argument positions whose sid is bound
         for i, a in enumerate(args):
             if type(a) is RemoteTensor and a._st.sid not in index:
@@ -338,15 +337,6 @@ class _Template:
         # tensor the template defines, bound at out slot `slot`, over storage
         # ("st", slot) a new storage bound at that out slot or ("arg", i)
         # argument i's storage; ("val", v) anything else
-        arg_of = {id(a): i for i, a in enumerate(args) if type(a) is RemoteTensor}
-        arg_tid = {}
-        for i, a in enumerate(args):
-            if type(a) is RemoteTensor:
-                arg_tid.setdefault(a._tid, i)
-        st_arg = {}
-        for i, a in enumerate(args):
-            if type(a) is RemoteTensor:
-                st_arg.setdefault(a._st.sid, i)
         self.n_fixed = len(bind)
         self.outs = []
         self.st_bytes = {}          # out slot of a new storage -> its nbytes
@@ -375,7 +365,6 @@ class _Template:
         blob = struct.pack("<IIIIQ", _MAGIC, _VERSION, len(bind), 0, base_offset)
         blob += struct.pack(f"<{len(bind)}Q", *bind) + bytes(raw)
         self.hash = _C.put_blob(blob)
-        self.nbytes = len(blob)
         _counts["templates"] += 1
 
     def call(self, args):

@@ -848,8 +848,7 @@ def supports(func):
         h = _HANDLERS[id(func)] = _build(func)
     if h is not _unsupported:
         return True
-    factory = not any(isinstance(a.type, torch.TensorType) or "Tensor" in str(a.type)
-                      for a in func._schema.arguments)
+    factory = not any("Tensor" in str(a.type) for a in func._schema.arguments)
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     return factory and (has(func.name(), "PrivateUse1") or has(func.name(), "CompositeExplicitAutograd"))
 

@@ -8,6 +8,8 @@ A RemoteTensor is a wrapper subclass (no local data) on device rgpu:0 holding
         their base's meta storage so meta inference sees aliasing like ATen.
 Every op on it goes to __torch_dispatch__, which the dispatch module installs
 with set_dispatcher()."""
+import copy
+
 import torch
 
 from . import _C, transfer
@@ -104,7 +106,6 @@ class RemoteTensor(torch.Tensor):
         # would give the copy this tensor's server id (freed twice later).
         if id(self) in memo:
             return memo[id(self)]
-        import copy
         with torch.no_grad():
             new = self.clone(memory_format=torch.preserve_format)
         if self.__dict__.get("_is_param") or isinstance(self, torch.nn.Parameter):
