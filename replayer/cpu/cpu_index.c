@@ -166,8 +166,8 @@ void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
 }
 
 /* Out shape must be want (ndim, sizes). */
-static rgpu_status check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
-                                   char *err, size_t errlen)
+rgpu_status cpu_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                      char *err, size_t errlen)
 {
     bool ok = out->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
@@ -183,8 +183,8 @@ static rgpu_status check_out_shape(const rgpu_exec *e, const rgpu_view *out, int
     return RGPU_OK;
 }
 
-static rgpu_status check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
-                                    char *err, size_t errlen)
+rgpu_status cpu_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                       char *err, size_t errlen)
 {
     if (v->dtype != dt)
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
@@ -192,8 +192,8 @@ static rgpu_status check_same_dtype(const rgpu_exec *e, const rgpu_view *v, cons
     return RGPU_OK;
 }
 
-static rgpu_status check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
-                                     char *err, size_t errlen)
+rgpu_status cpu_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                        char *err, size_t errlen)
 {
     if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
     CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
@@ -201,7 +201,7 @@ static rgpu_status check_index_dtype(const rgpu_exec *e, const rgpu_view *v, boo
 }
 
 /* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
-static rgpu_status wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
+rgpu_status cpu_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
 {
     int n = ndim > 0 ? ndim : 1;
     if (dim < -n || dim >= n)
@@ -213,7 +213,7 @@ static rgpu_status wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out,
 
 /* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
  * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
-static int nonempty_sizes(const rgpu_view *v, int64_t *sz)
+int cpu_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
 {
     if (v->ndim == 0) { sz[0] = 1; return 1; }
     for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
@@ -221,7 +221,7 @@ static int nonempty_sizes(const rgpu_view *v, int64_t *sz)
 }
 
 /* Byte stride of dim d (0 for a 0-d view). */
-static int64_t bstride(const rgpu_view *v, int d)
+int64_t cpu_index_bstride(const rgpu_view *v, int d)
 {
     return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
 }
@@ -240,7 +240,7 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
     if (cnt == 0) return RGPU_OK;
     int64_t *v = idx_alloc(cnt, sizeof *v);
     if (v == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
-    int64_t s = bstride(index, 0);
+    int64_t s = cpu_index_bstride(index, 0);
     for (int64_t i = 0; i < cnt; i++) {
         v[i] = idx_load_index((const char *)index->data + i * s, index->dtype);
         if (v[i] < 0 || v[i] >= size) {
@@ -278,13 +278,13 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
     if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     if (cpu_numel(ix) == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
@@ -299,7 +299,7 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
     } while (idx_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(wt->dtype);
-    int64_t ws0 = bstride(wt, 0), ws1 = bstride(wt, 1), os = bstride(out, ix->ndim);
+    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
     idx_walk_init(&w, ix->ndim, ix->sizes);
     idx_walk_strides(&w, 0, ix);
     idx_walk_strides(&w, 1, out);
@@ -332,8 +332,8 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     const char *name = "embedding_dense_backward";
     if (!cpu_dtype_is_float(g->dtype))
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
     if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
     if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
     int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
@@ -342,7 +342,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, 2, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
 
     idx_walk wi;
     if (n > 0) {   /* validate before writing */
@@ -386,7 +386,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     idx_walk_strides(&wg, 0, g);
     idx_walk_init(&wi, ix->ndim, ix->sizes);
     idx_walk_strides(&wi, 0, ix);
-    int64_t gs = bstride(g, g->ndim - 1), os0 = bstride(out, 0), os1 = bstride(out, 1);
+    int64_t gs = cpu_index_bstride(g, g->ndim - 1), os0 = cpu_index_bstride(out, 0), os1 = cpu_index_bstride(out, 1);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
         if (k != pad) {
@@ -421,19 +421,19 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(ix, isz) != nd)
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(ix, isz) != nd)
         CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
             CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
     if (cpu_numel(ix) == 0) return RGPU_OK;
 
     idx_walk w;
@@ -447,7 +447,7 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     } while (idx_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = bstride(self, dim);
+    int64_t sdim = cpu_index_bstride(self, dim);
     idx_walk_init(&w, nd, isz);
     idx_walk_strides(&w, 0, ix);
     idx_walk_strides(&w, 1, out);
@@ -544,16 +544,16 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
             cpu_index_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(ix, isz) != nd || (src && nonempty_sizes(src, rsz) != nd))
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
             CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
@@ -578,7 +578,7 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    int64_t odim = bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
     idx_alpha one = idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
     facc f;
@@ -611,12 +611,12 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
+    int nd = cpu_index_nonempty_sizes(self, ssz);
     int64_t *iv, n;
     if (self->ndim == 0 && cpu_numel(ix) != 1)
         CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
@@ -624,13 +624,13 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
     if (self->ndim > 0) want[dim] = cpu_numel(ix);
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, self->ndim, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     CPU_FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
     if (cpu_numel(out) == 0) { free(iv); return RGPU_OK; }
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = bstride(self, dim), osz[RGPU_MAX_DIMS];
-    nonempty_sizes(out, osz);
+    int64_t sdim = cpu_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
+    cpu_index_nonempty_sizes(out, osz);
     idx_walk w;
     idx_walk_init(&w, nd, osz);
     idx_walk_strides(&w, 0, out);
@@ -656,9 +656,9 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "source", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
     if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
@@ -681,10 +681,10 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
     a.f = idx_round_to(dt, a.f);
 
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(src, rsz) != nd)
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(src, rsz) != nd)
         CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
     if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
     if (rsz[dim] != cpu_numel(ix))
@@ -709,7 +709,7 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
         st = facc_init(e, &f, out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
     contig_strides(ssz, nd, cst);
     idx_walk w;
     idx_walk_init(&w, nd, rsz);
@@ -762,7 +762,7 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        CPU_FORWARD_IF_ERROR(check_index_dtype(e, v, true, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -815,7 +815,7 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++)
             w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
-        int64_t size = self->sizes[k], ts = bstride(target, k);
+        int64_t size = self->sizes[k], ts = cpu_index_bstride(target, k);
         int64_t b = 0;
         do {
             int64_t x = idx_load_index((const char *)v->data + w.off[0], v->dtype);
@@ -840,7 +840,7 @@ static void geom_walk(const idx_geom *g, idx_walk *w, const rgpu_view *target)
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
@@ -851,15 +851,15 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
     CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     idx_geom g;
     CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
-    rgpu_status st = check_out_shape(e, out, g.R, g.rsz, err, errlen);
+    rgpu_status st = cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen);
     if (st == RGPU_OK && cpu_numel(out) > 0) {
         size_t esz = rgpu_dtype_size(self->dtype);
         idx_walk w;
         geom_walk(&g, &w, self);
-        for (int r = 0; r < g.R; r++) w.st[0][r] = bstride(out, r);
+        for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
         do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
         while (idx_walk_next(&w));
     }
@@ -878,8 +878,8 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, vals, "values", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     idx_geom g;
     CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));

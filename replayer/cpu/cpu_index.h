@@ -45,6 +45,55 @@ const char *cpu_index_shape_str(const rgpu_view *v, char *buf, size_t n);
 void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src);
 
 /* ---------------------------------------------------------------------------
+ * Checks and arg helpers of the family's ops, shared with the CUDA backend
+ * (replayer/cuda/index*.cu, random.cu) so both give the same messages. */
+
+/* cpu_index.c */
+/* Out shape must be (nd, sizes). */
+rgpu_status cpu_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                      char *err, size_t errlen);
+/* v's dtype must be dt. */
+rgpu_status cpu_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                       char *err, size_t errlen);
+/* An index dtype: int64, or int32 too when allow_i32. */
+rgpu_status cpu_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                        char *err, size_t errlen);
+/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
+rgpu_status cpu_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen);
+/* Sizes with a 0-d view read as 1-d of size 1 (ATen's ensure_nonempty_size),
+ * into sz; returns the dim count (>= 1). */
+int cpu_index_nonempty_sizes(const rgpu_view *v, int64_t *sz);
+/* Byte stride of dim d (0 for a 0-d view). */
+int64_t cpu_index_bstride(const rgpu_view *v, int d);
+
+/* cpu_index_data.c */
+/* A legacy empty 1-d tensor (size (0,)), which cat skips. */
+bool cpu_index_cat_skipped(const rgpu_view *t);
+/* CAT's io, arg and shape checks; *dim is the wrapped dim, or -1 when every
+ * input is skipped (out then is empty: nothing to do). */
+rgpu_status cpu_index_cat_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+/* CONSTANT_PAD_ND's io, arg and shape checks: *value is the fill value's bits
+ * in out's dtype; lo[RGPU_MAX_DIMS] the pad before each dim (0 where none),
+ * want[0..ndim) out's sizes. */
+rgpu_status cpu_index_pad_check(const rgpu_exec *e, uint64_t *value, int64_t *lo, int64_t *want,
+                                char *err, size_t errlen);
+/* out[0] of a WAIT op: a one-element i64 scratch. */
+rgpu_status cpu_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen);
+
+/* cpu_index_random.c */
+/* args[i], args[i + 1]: seed and offset (INTs read as u64). */
+rgpu_status cpu_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+                                  char *err, size_t errlen);
+/* v's dtype must be floating (what names it). */
+rgpu_status cpu_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
+/* Largest finite value of a floating dtype. */
+double cpu_index_float_max(int dt);
+/* 2^digits of a floating dtype (the exact-integer limit). */
+int64_t cpu_index_float_digits_pow(int dt);
+/* Range of an integer dtype (bool: [0, 1]). */
+void cpu_index_int_range(int dt, int64_t *lo, int64_t *hi);
+
+/* ---------------------------------------------------------------------------
  * N-d walk in row-major order over sizes[0..nd), keeping up to IDX_NW byte
  * offsets (one per stride set). Usage:
  *   idx_walk w; idx_walk_init(&w, nd, sizes);  set w.st[k][d];  then

@@ -17,10 +17,11 @@
  * dtype. A legacy empty 1-d tensor (size (0,)) is skipped as ATen does; dim
  * is wrapped against the first input that is not skipped. */
 
-static bool cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
+bool cpu_index_cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
 
-rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status cpu_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size_t errlen)
 {
+    *dim_out = -1;
     CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
     int64_t dim64;
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
@@ -28,7 +29,7 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *ref = NULL;
     int iref = 0;
     for (int i = 0; i < e->n_in && ref == NULL; i++)
-        if (!cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
+        if (!cpu_index_cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
     if (ref == NULL) {   /* every input is legacy-empty: the result is empty too */
         if (cpu_numel(out) != 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
         return RGPU_OK;
@@ -42,7 +43,7 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
     int64_t total = 0;
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cat_skipped(t)) continue;
+        if (cpu_index_cat_skipped(t)) continue;
         if (t->ndim != nd)
             CPU_FAIL(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
         for (int d = 0; d < nd; d++)
@@ -59,11 +60,21 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
         CPU_FAIL(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
                  cpu_index_shape_str(out, a, sizeof a), (long long)total, dim);
     }
+    *dim_out = dim;
+    return RGPU_OK;
+}
 
+rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
+{
+    int dim;
+    CPU_FORWARD_IF_ERROR(cpu_index_cat_check(e, &dim, err, errlen));
+    if (dim < 0) return RGPU_OK;   /* every input is legacy-empty */
+    rgpu_view *out = e->out[0];
+    int nd = out->ndim;
     int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cat_skipped(t)) continue;
+        if (cpu_index_cat_skipped(t)) continue;
         char *base = (char *)out->data + pos * odim;
         pos += t->sizes[dim];
         if (cpu_numel(t) == 0) continue;
@@ -89,7 +100,8 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
  * backwards, negative entries crop; new cells get value (scalar arg, NONE or
  * absent = 0) cast to out's dtype. */
 
-rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status cpu_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t *lo, int64_t *want,
+                                char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
     if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
@@ -114,7 +126,7 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
     if (np / 2 > (uint32_t)nd)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad should be no more than twice the number of "
                  "dimensions of the input (pad %u, %d dims)", np, nd);
-    int64_t lo[RGPU_MAX_DIMS] = {0}, want[RGPU_MAX_DIMS];
+    for (int d = 0; d < RGPU_MAX_DIMS; d++) lo[d] = 0;
     for (int d = 0; d < nd; d++) want[d] = in->sizes[d];
     for (uint32_t i = 0; i < np / 2; i++) {
         int d = nd - 1 - (int)i;
@@ -136,6 +148,18 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
         char a[96];
         CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", cpu_index_shape_str(out, a, sizeof a));
     }
+    *value_out = value;
+    return RGPU_OK;
+}
+
+rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
+{
+    uint64_t value;
+    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
+    CPU_FORWARD_IF_ERROR(cpu_index_pad_check(e, &value, lo, want, err, errlen));
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    int dt = out->dtype, nd = in->ndim;
     if (cpu_numel(out) == 0) return RGPU_OK;
 
     size_t esz = rgpu_dtype_size(dt);
@@ -182,7 +206,7 @@ static int64_t count_nonzero(const rgpu_view *x)
 }
 
 /* out[0] of a WAIT op: a one-element i64 scratch. */
-static rgpu_status check_count_out(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status cpu_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *o = e->out[0];
     if (o->dtype != RGPU_I64 || cpu_numel(o) != 1)
@@ -195,7 +219,7 @@ static rgpu_status check_count_out(const rgpu_exec *e, char *err, size_t errlen)
 rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
     *(int64_t *)e->out[0]->data = count_nonzero(e->in[0]);
     return RGPU_OK;
 }
@@ -306,7 +330,7 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
     bool want_inv = false, want_cnt = false, sorted;
     if (count_only) {
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
     } else {
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
         CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));

@@ -181,63 +181,8 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
 }
 
 // ---------------------------------------------------------------------------
-// Checks, as the static ones of cpu_index.c
-
-static rgpu_status check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
-                                   char *err, size_t errlen)
-{
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
-    if (!ok) {
-        rgpu_view want;
-        memset(&want, 0, sizeof want);
-        want.ndim = nd;
-        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
-        char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
-                 cpu_index_shape_str(out, a, sizeof a), cpu_index_shape_str(&want, b, sizeof b));
-    }
-    return RGPU_OK;
-}
-
-static rgpu_status check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
-                                    char *err, size_t errlen)
-{
-    if (v->dtype != dt)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
-    return RGPU_OK;
-}
-
-static rgpu_status check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
-                                     char *err, size_t errlen)
-{
-    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
-             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
-}
-
-static rgpu_status wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
-{
-    int n = ndim > 0 ? ndim : 1;
-    if (dim < -n || dim >= n)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
-    *out = (int)(dim < 0 ? dim + n : dim);
-    return RGPU_OK;
-}
-
-static int nonempty_sizes(const rgpu_view *v, int64_t *sz)
-{
-    if (v->ndim == 0) { sz[0] = 1; return 1; }
-    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
-    return v->ndim;
-}
-
-static int64_t bstride(const rgpu_view *v, int d)
-{
-    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
-}
+// Checks: cpu_index.h's cpu_index_check_out_shape, _check_same_dtype,
+// _check_index_dtype, _wrap_dim, _nonempty_sizes and _bstride, plus these.
 
 static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
@@ -511,13 +456,13 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
     if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     int64_t n = cpu_numel(ix);
     if (n == 0) return RGPU_OK;
 
@@ -537,7 +482,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
     const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
     char *op = (char *)out->data;
-    int64_t ws0 = bstride(wt, 0), ws1 = bstride(wt, 1), os = bstride(out, ix->ndim);
+    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
     switch (rgpu_dtype_size(wt->dtype)) {
     case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
     case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
@@ -566,8 +511,8 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     const char *name = "embedding_dense_backward";
     if (!cpu_dtype_is_float(g->dtype))
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
     if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
     if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
     int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
@@ -576,7 +521,7 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, 2, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
@@ -608,9 +553,9 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     int64_t Dsz = D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
-    inner.st[0][0] = bstride(out, 1);
-    inner.st[1][0] = bstride(g, g->ndim - 1);
-    return run_groups(c, e, &gr, bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
+    inner.st[0][0] = cpu_index_bstride(out, 1);
+    inner.st[1][0] = cpu_index_bstride(g, g->ndim - 1);
+    return run_groups(c, e, &gr, cpu_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
                       out->dtype, IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
 }
 
@@ -636,19 +581,19 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(ix, isz) != nd)
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(ix, isz) != nd)
         CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
             CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
     if (cpu_numel(ix) == 0) return RGPU_OK;
 
     bool found;
@@ -664,7 +609,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     w.st[2][dim] = 0;
     long long n = ix_walk_numel(&w);
     k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
-                                                         (const char *)self->data, bstride(self, dim),
+                                                         (const char *)self->data, cpu_index_bstride(self, dim),
                                                          (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -734,16 +679,16 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
             cpu_index_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(ix, isz) != nd || (src && nonempty_sizes(src, rsz) != nd))
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
             CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
@@ -787,9 +732,9 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     if (src) ix_walk_strides(&w, 2, src);
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     long long nlines = ix_walk_numel(&w);
-    long long ixs = bstride(ix, dim), srcs = src ? bstride(src, dim) : 0;
+    long long ixs = cpu_index_bstride(ix, dim), srcs = src ? cpu_index_bstride(src, dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, isz[dim], ixs, srcs, bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
+        w, nlines, isz[dim], ixs, srcs, cpu_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
         (char *)out->data, src ? (const char *)src->data : NULL, value, dt, (int)reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
@@ -824,19 +769,19 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
+    int nd = cpu_index_nonempty_sizes(self, ssz);
     if (self->ndim == 0 && cpu_numel(ix) != 1)
         CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
                  (long long)cpu_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
     if (self->ndim > 0) want[dim] = cpu_numel(ix);
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, self->ndim, want, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     if (ix->ndim > 1)
         CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
     bool found;
@@ -846,16 +791,16 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     if (cpu_numel(out) == 0) return RGPU_OK;
 
     int64_t osz[RGPU_MAX_DIMS];
-    nonempty_sizes(out, osz);
+    cpu_index_nonempty_sizes(out, osz);
     ix_walk w;
     ix_walk_init(&w, nd, osz);
     ix_walk_strides(&w, 0, out);
     ix_walk_strides(&w, 1, self);
     w.st[1][dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, bstride(ix, 0),
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, cpu_index_bstride(ix, 0),
                                                                (char *)out->data, (const char *)self->data,
-                                                               bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
+                                                               cpu_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -874,9 +819,9 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, src, "source", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
     if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
@@ -894,10 +839,10 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     a.f = idx_round_to(dt, a.f);
 
     int dim;
-    CPU_FORWARD_IF_ERROR(wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = nonempty_sizes(self, ssz);
-    if (nonempty_sizes(src, rsz) != nd)
+    int nd = cpu_index_nonempty_sizes(self, ssz);
+    if (cpu_index_nonempty_sizes(src, rsz) != nd)
         CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
     if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
     if (rsz[dim] != cpu_numel(ix))
@@ -928,11 +873,11 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
         inner.sz[inner.nd] = rsz[d];
-        inner.st[0][inner.nd] = bstride(out, d);
-        inner.st[1][inner.nd] = bstride(src, d);
+        inner.st[0][inner.nd] = cpu_index_bstride(out, d);
+        inner.st[1][inner.nd] = cpu_index_bstride(src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, bstride(out, dim), NULL, bstride(src, dim), &inner, (char *)out->data,
+    return run_groups(c, e, &gr, cpu_index_bstride(out, dim), NULL, cpu_index_bstride(src, dim), &inner, (char *)out->data,
                       (const char *)src->data, dt, IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
 }
 
@@ -990,7 +935,7 @@ static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        CPU_FORWARD_IF_ERROR(check_index_dtype(e, v, true, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -1057,7 +1002,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom
         gd.t[j].dt = v->dtype;
         gd.t[j].k = k;
         gd.t[j].size = self->sizes[k];
-        gd.t[j].ts = bstride(target, k);
+        gd.t[j].ts = cpu_index_bstride(target, k);
         int lead = g->nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
@@ -1104,7 +1049,7 @@ static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
@@ -1114,7 +1059,7 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
@@ -1122,12 +1067,12 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     ix_scratch hold(c);
     long long *boff;
     CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
     long long n = cpu_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     geom_walk(&g, &w, self);
-    for (int r = 0; r < g.R; r++) w.st[0][r] = bstride(out, r);
+    for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
     k_index<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, (const char *)self->data, boff,
                                                         (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1145,8 +1090,8 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(check_same_dtype(e, vals, "values", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
     if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     geom g;
     const rgpu_view *const *idx = &e->in[2];
@@ -1199,7 +1144,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) {
         if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
         inner.sz[inner.nd] = g.rsz[r];
-        inner.st[0][inner.nd] = bstride(out, g.rdim[r]);
+        inner.st[0][inner.nd] = cpu_index_bstride(out, g.rdim[r]);
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }

@@ -20,54 +20,19 @@ namespace rgpu_ix {
 // empty 1-d tensor (size (0,)) is skipped; dim is wrapped against the first
 // input that is not skipped.
 
-static bool cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
-
 rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
-    int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    int dim;
+    CPU_FORWARD_IF_ERROR(cpu_index_cat_check(e, &dim, err, errlen));
+    if (dim < 0) return RGPU_OK;   // every input is legacy-empty
     rgpu_view *out = e->out[0];
-    const rgpu_view *ref = NULL;
-    int iref = 0;
-    for (int i = 0; i < e->n_in && ref == NULL; i++)
-        if (!cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
-    if (ref == NULL) {
-        if (cpu_numel(out) != 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
-        return RGPU_OK;
-    }
-    int nd = ref->ndim;
-    if (nd == 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", iref);
-    if (dim64 < -nd || dim64 >= nd)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "cat: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                 -nd, nd - 1, (long long)dim64);
-    int dim = (int)(dim64 < 0 ? dim64 + nd : dim64);
-    int64_t total = 0;
-    for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *t = e->in[i];
-        if (cat_skipped(t)) continue;
-        if (t->ndim != nd)
-            CPU_FAIL(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
-        for (int d = 0; d < nd; d++)
-            if (d != dim && t->sizes[d] != ref->sizes[d])
-                CPU_FAIL(RGPU_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %d. Expected size %lld "
-                         "but got size %lld for tensor number %d in the list", dim, (long long)ref->sizes[d],
-                         (long long)t->sizes[d], i);
-        total += t->sizes[dim];
-    }
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == (d == dim ? total : ref->sizes[d]);
-    if (!ok) {
-        char a[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
-                 cpu_index_shape_str(out, a, sizeof a), (long long)total, dim);
-    }
+    int nd = out->ndim;
 
     // each input into its slice of out: a view of out at the input's shape
     int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cat_skipped(t)) continue;
+        if (cpu_index_cat_skipped(t)) continue;
         rgpu_view slice = *out;
         slice.data = (char *)out->data + pos * odim;
         for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
@@ -111,50 +76,12 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
 
 rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 0 (pad) must be ints");
-    const rgpu_arg *pad = &e->args[0];
+    uint64_t value;
+    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
+    CPU_FORWARD_IF_ERROR(cpu_index_pad_check(e, &value, lo, want, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    int dt = out->dtype;
-    if (in->dtype != dt)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "constant_pad_nd: out dtype %s differs from input's %s",
-                 rgpu_dtype_name(dt), rgpu_dtype_name(in->dtype));
-    uint64_t value = 0;
-    if (e->n_args >= 2 && e->args[1].kind != RGPU_ARG_NONE) {
-        int k = e->args[1].kind;
-        if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 1 (value) has kind %d, want a number", k);
-        cpu_index_scalar_to(&e->args[1], dt, &value);
-    }
-    uint32_t np = pad->v.ints.n;
-    int nd = in->ndim;
-    if (np % 2 != 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad must be even but instead it equals %u", np);
-    if (np / 2 > (uint32_t)nd)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad should be no more than twice the number of "
-                 "dimensions of the input (pad %u, %d dims)", np, nd);
-    int64_t lo[RGPU_MAX_DIMS] = { 0 }, want[RGPU_MAX_DIMS];
-    for (int d = 0; d < nd; d++) want[d] = in->sizes[d];
-    for (uint32_t i = 0; i < np / 2; i++) {
-        int d = nd - 1 - (int)i;
-        int64_t a = rgpu_arg_int_at(pad, 2 * i), b = rgpu_arg_int_at(pad, 2 * i + 1);
-        if (a > (INT64_C(1) << 62) || a < -(INT64_C(1) << 62) || b > (INT64_C(1) << 62) || b < -(INT64_C(1) << 62))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: pad (%lld, %lld) is too large", (long long)a, (long long)b);
-        lo[d] = a;
-        if (__builtin_add_overflow(in->sizes[d], a + b, &want[d]))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: padded size of dim %d overflows", d);
-        if (want[d] < 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: the input size %lld, plus negative padding %lld and %lld "
-                     "resulted in a negative output size, which is invalid. Check dimension %d of your input.",
-                     (long long)in->sizes[d], (long long)a, (long long)b, d);
-    }
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == want[d];
-    if (!ok) {
-        char a[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", cpu_index_shape_str(out, a, sizeof a));
-    }
+    int dt = out->dtype, nd = in->ndim;
     long long n = cpu_numel(out);
     if (n == 0) return RGPU_OK;
 
@@ -305,15 +232,6 @@ static rgpu_status nz_count(rgpu_cuda_ctx *c, const ix_walk *w, const char *f, i
     return RGPU_OK;
 }
 
-static rgpu_status check_count_out(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const rgpu_view *o = e->out[0];
-    if (o->dtype != RGPU_I64 || cpu_numel(o) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out[0] must be one int64 element, got %s with %lld elements",
-                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)cpu_numel(o));
-    return RGPU_OK;
-}
-
 // The count of flags, on the host (passes 1-2, one sync); the tile offsets
 // stay in *hold for pass 3.
 static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char *f, int fdt, int fset,
@@ -334,7 +252,7 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
 rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
     const rgpu_view *x = e->in[0];
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
@@ -451,7 +369,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     bool want_inv = false, want_cnt = false, sorted;
     if (count_only) {
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(check_count_out(e, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
     } else {
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
         CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));

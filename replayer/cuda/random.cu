@@ -17,57 +17,6 @@
 
 namespace rgpu_ix {
 
-static rgpu_status seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
-                               char *err, size_t errlen)
-{
-    int64_t s, o;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, i, "seed", &s, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, i + 1, "offset", &o, err, errlen));
-    *seed = (uint64_t)s;
-    *offset = (uint64_t)o;
-    return RGPU_OK;
-}
-
-static rgpu_status need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
-{
-    if (!cpu_dtype_is_float(v->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s dtype %s is not floating", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-static double float_max(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return 3.4028234663852886e38;
-    case RGPU_F16: return 65504.0;
-    case RGPU_BF16: return 3.3895313892515355e38;
-    default: return 1.7976931348623157e308;
-    }
-}
-
-static int64_t float_digits_pow(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return INT64_C(1) << 24;
-    case RGPU_F16: return INT64_C(1) << 11;
-    case RGPU_BF16: return INT64_C(1) << 8;
-    default: return INT64_C(1) << 53;
-    }
-}
-
-static void int_range(int dt, int64_t *lo, int64_t *hi)
-{
-    switch (dt) {
-    case RGPU_I64: *lo = INT64_MIN; *hi = INT64_MAX; break;
-    case RGPU_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
-    case RGPU_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
-    case RGPU_I8:  *lo = INT8_MIN;  *hi = INT8_MAX; break;
-    case RGPU_U8:  *lo = 0; *hi = UINT8_MAX; break;
-    default:       *lo = 0; *hi = 1; break;
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The per-element generators (cpu_index_random.c's rnd_element).
 
@@ -151,7 +100,7 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
 static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
                                   char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(need_float(e, p, "p", err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
     bool ok = p->ndim <= out->ndim;
     int lead = out->ndim - p->ndim;
     for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
@@ -203,13 +152,13 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
         CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
         CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
-        CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
-        CPU_FORWARD_IF_ERROR(need_float(e, out, "out", err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
         if (uni) {
             if (!(r.a <= r.b))
                 CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
-            if (!(r.b - r.a <= float_max(out->dtype)))
+            if (!(r.b - r.a <= cpu_index_float_max(out->dtype)))
                 CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
                          r.b, r.a);
             r.af = (float)r.a;
@@ -221,7 +170,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     }
     case RGPU_OP_BERNOULLI: {
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         const rgpu_view *p = e->in[0];
         if (p != NULL) {
@@ -239,13 +188,13 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
         int64_t from;
         CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
-        CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         int dt = out->dtype;
         bool fl = cpu_dtype_is_float(dt);
         int64_t lo = 0, hi = 0;
-        if (fl) { hi = float_digits_pow(dt); lo = -hi; }
-        else int_range(dt, &lo, &hi);
+        if (fl) { hi = cpu_index_float_digits_pow(dt); lo = -hi; }
+        else cpu_index_int_range(dt, &lo, &hi);
         const char *dn = rgpu_dtype_name(dt);
         if (cpu_index_arg_none(e, 1)) {
             if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
@@ -274,18 +223,18 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
     int64_t n;
     CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
-    CPU_FORWARD_IF_ERROR(seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
     rgpu_view *out = e->out[0];
     int dt = out->dtype;
     if (n < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
     if (cpu_dtype_is_float(dt)) {
-        if (n > float_digits_pow(dt) + 1)
+        if (n > cpu_index_float_digits_pow(dt) + 1)
             CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
+                     (long long)(cpu_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
     } else {
         int64_t lo, hi;
-        int_range(dt, &lo, &hi);
+        cpu_index_int_range(dt, &lo, &hi);
         if (n > 0 && n - 1 > hi)
             CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
     }
@@ -351,12 +300,12 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     uint64_t seed, offset;
     CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
     if (!cpu_index_arg_none(e, 1)) CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
-    CPU_FORWARD_IF_ERROR(seed_offset(e, 2, &seed, &offset, err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     if (!(p >= 0.0 && p <= 1.0))
         CPU_FAIL(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    CPU_FORWARD_IF_ERROR(need_float(e, x, "input", err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
     if (y->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
@@ -417,8 +366,8 @@ rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     double scale;
     CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(need_float(e, out, "out", err, errlen));
-    CPU_FORWARD_IF_ERROR(need_float(e, e->in[0], "grad", err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
+    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
     // the CPU's broadcast checks and messages (metadata only; nothing is read)
     cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
     cpu_iter it;
