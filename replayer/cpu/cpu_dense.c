@@ -278,7 +278,7 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
 /* How BLAS can read a (rows, cols) operand with element strides s0, s1 in
  * place: row-major (no transpose, ld = s0) or column-major (transpose,
  * ld = s1). Size-1 dims take any stride. False when neither fits. */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld)
+bool dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld)
 {
     int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
     if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= c1)) {
@@ -303,7 +303,7 @@ static void view_span(const rgpu_view *v, uintptr_t *lo, uintptr_t *hi)
     *hi = *lo + (uintptr_t)((last + 1) * (int64_t)rgpu_dtype_size(v->dtype));
 }
 
-static bool views_overlap(const rgpu_view *a, const rgpu_view *b)
+bool dense_views_overlap(const rgpu_view *a, const rgpu_view *b)
 {
     uintptr_t alo, ahi, blo, bhi;
     view_span(a, &alo, &ahi);
@@ -349,32 +349,34 @@ static void mat_copy_same_dtype(const mat_ref *dst, const mat_ref *src)
 }
 #undef MAT_COPY
 
-rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    memset(q, 0, sizeof *q);
     const char *name = rgpu_op_name(e->op);
-    bool batched = e->op == RGPU_OP_BMM || e->op == RGPU_OP_BADDBMM;
-    bool has_self = e->op == RGPU_OP_ADDMM || e->op == RGPU_OP_BADDBMM;
-    const rgpu_view *self = has_self ? e->in[0] : NULL;
-    const rgpu_view *a = e->in[has_self ? 1 : 0], *b = e->in[has_self ? 2 : 1];
-    rgpu_view *out = e->out[0];
-    int nd = batched ? 3 : 2;
+    bool batched = q->batched = e->op == RGPU_OP_BMM || e->op == RGPU_OP_BADDBMM;
+    bool has_self = q->has_self = e->op == RGPU_OP_ADDMM || e->op == RGPU_OP_BADDBMM;
+    const rgpu_view *self = q->self = has_self ? e->in[0] : NULL;
+    const rgpu_view *a = q->a = e->in[has_self ? 1 : 0], *b = q->b = e->in[has_self ? 2 : 1];
+    rgpu_view *out = q->out = e->out[0];
+    int nd = q->nd = batched ? 3 : 2;
     char s1[96], s2[96];
 
     if (a->ndim != nd || b->ndim != nd)
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: operands must be %d-d, got %d-d and %d-d", name, nd, a->ndim, b->ndim);
-    int64_t nb = batched ? a->sizes[0] : 1;
-    int64_t n = a->sizes[nd - 2], k = a->sizes[nd - 1], m = b->sizes[nd - 1];
+    int64_t nb = q->nb = batched ? a->sizes[0] : 1;
+    int64_t n = q->n = a->sizes[nd - 2], k = q->k = a->sizes[nd - 1], m = q->m = b->sizes[nd - 1];
     if (b->sizes[nd - 2] != k || (batched && b->sizes[0] != nb))
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
                  dense_shape_str(s1, sizeof s1, a->sizes, nd), dense_shape_str(s2, sizeof s2, b->sizes, nd));
-    int dt = out->dtype;
+    int dt = q->dt = out->dtype;
     if (a->dtype != dt || b->dtype != dt || (self && self->dtype != dt))
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: operands must share the output's dtype %s (got %s, %s%s%s)", name,
                  rgpu_dtype_name(dt), rgpu_dtype_name(a->dtype), rgpu_dtype_name(b->dtype),
                  self ? ", " : "", self ? rgpu_dtype_name(self->dtype) : "");
     if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    int64_t want[3] = { nb, n, m };
+    int64_t *want = q->want;
+    want[0] = nb; want[1] = n; want[2] = m;
     CPU_FORWARD_IF_ERROR(dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
     if (n > INT_MAX || m > INT_MAX || k > INT_MAX)
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: a dimension over %d is too large for BLAS", name, INT_MAX);
@@ -396,10 +398,11 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
             alpha = (double)(args[1]->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(alpha) : rgpu_arg_as_i64(args[1]));
         }
     }
-    bool use_self = has_self && beta != 0.0;
+    q->alpha = alpha; q->beta = beta;
+    q->use_self = has_self && beta != 0.0;
 
     /* self broadcast over out's (B, n, m): strides ss, 0 on broadcast dims */
-    int64_t ss[3] = { 0, 0, 0 };
+    int64_t *ss = q->ss;
     if (self) {
         if (self->ndim > nd)
             CPU_FAIL(RGPU_ERR_SHAPE, "%s: self has %d dims, more than the output's %d", name, self->ndim, nd);
@@ -412,6 +415,21 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
             ss[d + (batched ? 0 : 1)] = s == 1 ? 0 : self->strides[d - lead];
         }
     }
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
+{
+    dense_mm q;
+    CPU_FORWARD_IF_ERROR(dense_mm_args(e, &q, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    bool batched = q.batched, use_self = q.use_self;
+    const rgpu_view *self = q.self, *a = q.a, *b = q.b;
+    rgpu_view *out = q.out;
+    int nd = q.nd, dt = q.dt;
+    int64_t nb = q.nb, n = q.n, k = q.k, m = q.m;
+    const int64_t *want = q.want, *ss = q.ss;
+    double alpha = q.alpha, beta = q.beta;
     if (cpu_numel(out) == 0) return RGPU_OK;
 
     int ct = dense_ct_of(dt);
@@ -426,8 +444,8 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 
     bool ta = false, tb = false, to = false;
     int64_t lda = k, ldb = m, ldo = m;
-    bool a_direct = native && blas_layout(n, k, A.s0, A.s1, &ta, &lda);
-    bool b_direct = native && blas_layout(k, m, Bm.s0, Bm.s1, &tb, &ldb);
+    bool a_direct = native && dense_blas_layout(n, k, A.s0, A.s1, &ta, &lda);
+    bool b_direct = native && dense_blas_layout(k, m, Bm.s0, Bm.s1, &tb, &ldb);
     if (!a_direct) { ta = false; lda = k > 0 ? k : 1; }
     if (!b_direct) { tb = false; ldb = m; }
 
@@ -442,9 +460,9 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     }
     /* Writing out while reading an operand it overlaps would corrupt it:
      * then the whole result goes to a buffer first and is stored last. */
-    bool overlap = views_overlap(out, a) || views_overlap(out, b) ||
-                   (use_self && !self_is_out && views_overlap(out, self));
-    bool o_direct = native && !overlap && blas_layout(n, m, O.s0, O.s1, &to, &ldo);
+    bool overlap = dense_views_overlap(out, a) || dense_views_overlap(out, b) ||
+                   (use_self && !self_is_out && dense_views_overlap(out, self));
+    bool o_direct = native && !overlap && dense_blas_layout(n, m, O.s0, O.s1, &to, &ldo);
 
     void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
     if (!a_direct) abuf = dense_alloc(n * k, (size_t)csz);

@@ -42,6 +42,9 @@ rgpu_status dense_arg_float(const rgpu_exec *e, int i, const char *what, double 
 /* True when args[i] is NONE. */
 bool dense_arg_is_none(const rgpu_exec *e, int i);
 
+/* Ops the dense family owns (as cpu_families.h; the CUDA dense dispatch asks it too). */
+bool cpu_dense_owns(int op);
+
 /* "[2, 3, 4]" into buf (truncated to fit). */
 const char *dense_shape_str(char *buf, size_t n, const int64_t *sizes, int ndim);
 /* v has exactly these sizes; otherwise RGPU_ERR_SHAPE naming what. */
@@ -80,12 +83,73 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc);
 
 /* ---------------------------------------------------------------------------
- * Op entry points (one file each) */
+ * Op entry points (one file each), with the argument parsing and checks the
+ * CUDA dense files share (both backends accept the same records and report
+ * the same messages). */
 rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen);          /* cpu_dense.c */
+
+/* Matmul operands, checked: out = beta*self + alpha*(a @ b) over nb batches
+ * of (n, k) @ (k, m); self (NULL for mm/bmm) broadcast to out with strides
+ * ss (0 on broadcast dims). */
+typedef struct dense_mm {
+    bool batched, has_self, use_self;
+    const rgpu_view *self, *a, *b;
+    rgpu_view *out;
+    int nd, dt;
+    int64_t nb, n, k, m;
+    int64_t want[3];               /* { nb, n, m } */
+    int64_t ss[3];
+    double alpha, beta;
+} dense_mm;
+rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t errlen);
+/* How BLAS can read a (rows, cols) operand with element strides s0, s1 in
+ * place: row-major (no transpose, ld = s0) or column-major (transpose,
+ * ld = s1). Size-1 dims take any stride. False when neither fits. */
+bool dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld);
+/* a and b touch a common byte. */
+bool dense_views_overlap(const rgpu_view *a, const rgpu_view *b);
+
 rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen);            /* cpu_dense_conv.c */
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen);
+/* Convolution geometry, parsed and checked once for both backends. */
+typedef struct conv_geom {
+    int64_t N, C, H, W;            /* I side */
+    int64_t O, Ho, Wo;             /* G side */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t groups, Cg, Og;
+    bool pointwise;                /* 1x1, stride 1, no padding, same size: im2col(I) == I */
+} conv_geom;
+typedef struct conv_args {
+    int spatial;                   /* 1 or 2 */
+    bool transposed;
+    int64_t stride[2], padding[2], dilation[2], out_pad[2], groups;
+} conv_args;
+/* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
+rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen);
+/* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
+ * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
+rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
+                          conv_geom *g, int64_t y[4], char *err, size_t errlen);
+/* Products the cores need must fit BLAS's int and size_t. */
+rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen);
+/* 3-d views (N,C,L) become (N,C,1,L). */
+rgpu_view conv_as_4d(const rgpu_view *v);
+
 rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen);      /* cpu_dense_norm.c */
 rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
+/* Batch norm args and checks, for both backends. saves (forward only):
+ * save_mean / save_invstd, NULL when absent or empty (eval). */
+typedef struct bn_setup {
+    bool training;
+    double momentum, eps;          /* momentum: forward only */
+    int64_t C, n;                  /* channels, elements per channel */
+    rgpu_view *saves[2];
+    int stat_dt;                   /* forward: the dtype ATen keeps the stats in */
+} bn_setup;
+/* in x, w?, b?, running_mean?, running_var?; training, momentum, eps; outs y, save_mean, save_invstd */
+rgpu_status bn_forward_setup(const rgpu_exec *e, bn_setup *s, char *err, size_t errlen);
+/* in grad, x, w?, running_mean?, running_var?, save_mean?, save_invstd?; training, eps; outs dx?, dw?, db? */
+rgpu_status bn_backward_setup(const rgpu_exec *e, bn_setup *s, char *err, size_t errlen);
 /* Pooling geometry, parsed and checked once for both backends (cpu_dense_pool.c). */
 typedef struct pool_geom {
     int64_t N, C, H, W, Ho, Wo;
@@ -101,6 +165,13 @@ rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, cha
 rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, size_t errlen);
 /* Sizes of x with the last two dims replaced by (h, w). */
 void pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4]);
+/* Each pooling op's args and checks, up to the kernel (both backends). */
+rgpu_status pool_max_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
+rgpu_status pool_max_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
+rgpu_status pool_avg_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
+rgpu_status pool_avg_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
+rgpu_status pool_adaptive_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
+rgpu_status pool_adaptive_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen);
 
 rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen);        /* cpu_dense_pool.c */
 rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen);

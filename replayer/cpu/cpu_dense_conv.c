@@ -22,19 +22,7 @@
 /* ---------------------------------------------------------------------------
  * Geometry */
 
-typedef struct conv_geom {
-    int64_t N, C, H, W;            /* I side */
-    int64_t O, Ho, Wo;             /* G side */
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-    int64_t groups, Cg, Og;
-    bool pointwise;                /* 1x1, stride 1, no padding, same size: im2col(I) == I */
-} conv_geom;
-
-typedef struct conv_args {
-    int spatial;                   /* 1 or 2 */
-    bool transposed;
-    int64_t stride[2], padding[2], dilation[2], out_pad[2], groups;
-} conv_args;
+/* conv_geom, conv_args: cpu_dense.h (the CUDA backend parses the same way). */
 
 #define CONV_PARAM_MAX (1LL << 31)
 
@@ -56,7 +44,7 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
 }
 
 /* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
-static rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
+rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
 {
     a->spatial = spatial;
     CPU_FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
@@ -72,8 +60,8 @@ static rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, co
 
 /* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
  * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
-static rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
-                                 conv_geom *g, int64_t y[4], char *err, size_t errlen)
+rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
+                          conv_geom *g, int64_t y[4], char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     int sp = a->spatial;
@@ -138,7 +126,7 @@ static rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const r
 
 /* Products the cores need must fit BLAS's int and size_t. Called after the
  * shapes were matched against real views. */
-static rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen)
+rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen)
 {
     int64_t kd, hwo, hw, col, ob, ib;
     if (__builtin_mul_overflow(g->Cg, g->kh * g->kw, &kd) || __builtin_mul_overflow(g->Ho, g->Wo, &hwo) ||
@@ -150,7 +138,7 @@ static rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char
 }
 
 /* 3-d views (N,C,L) become (N,C,1,L). */
-static rgpu_view conv_as_4d(const rgpu_view *v)
+rgpu_view conv_as_4d(const rgpu_view *v)
 {
     return v->ndim == 3 ? dense_unsqueeze(v, 2) : *v;
 }

@@ -63,30 +63,29 @@ static rgpu_status check_x(const rgpu_exec *e, const rgpu_view *x, int64_t *C, i
 
 /* in x, w?, b?, running_mean?, running_var?; training, momentum, eps;
  * outs y, save_mean, save_invstd (size 0 in eval, as ATen) */
-rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status bn_forward_setup(const rgpu_exec *e, bn_setup *s, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0x1eu, 0x6u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
     rgpu_view *y = e->out[0], *sm = e->out[1], *si = e->out[2];
-    bool training;
-    double momentum, eps;
-    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, 0, "training", &training, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 1, "momentum", &momentum, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 2, "eps", &eps, err, errlen));
-    int64_t C, n;
-    CPU_FORWARD_IF_ERROR(check_x(e, x, &C, &n, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, 0, "training", &s->training, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 1, "momentum", &s->momentum, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 2, "eps", &s->eps, err, errlen));
+    CPU_FORWARD_IF_ERROR(check_x(e, x, &s->C, &s->n, err, errlen));
+    int64_t C = s->C;
     CPU_FORWARD_IF_ERROR(check_param(e, w, "weight", C, err, errlen));
     CPU_FORWARD_IF_ERROR(check_param(e, b, "bias", C, err, errlen));
     CPU_FORWARD_IF_ERROR(check_param(e, rm, "running_mean", C, err, errlen));
     CPU_FORWARD_IF_ERROR(check_param(e, rv, "running_var", C, err, errlen));
-    if (!training && (!rm || !rv))
+    if (!s->training && (!rm || !rv))
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: running_mean and running_var must be defined in evaluation mode", name);
     CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", x->sizes, x->ndim, e->op, err, errlen));
     if (!cpu_dtype_is_float(y->dtype))
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output dtype %s is not floating", name, rgpu_dtype_name(y->dtype));
     /* save_mean / save_invstd: (C) when written, empty when not (eval) */
-    rgpu_view *saves[2] = { sm, si };
+    rgpu_view **saves = s->saves;
+    saves[0] = sm; saves[1] = si;
     for (int k = 0; k < 2; k++) {
         if (!saves[k]) continue;
         if (cpu_numel(saves[k]) == 0) { saves[k] = NULL; continue; }
@@ -94,17 +93,32 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
         if (!cpu_dtype_is_float(saves[k]->dtype))
             CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: saved stats must be floating", name);
     }
+    /* ATen keeps the stats in tensors of x's dtype, or f32 when the params
+     * are f32 and x is reduced ("mixed type"), and normalises with them as
+     * stored: we round the same way */
+    s->stat_dt = x->dtype;
+    if (sm) s->stat_dt = sm->dtype;
+    else if ((w && w->dtype != x->dtype) || (b && b->dtype != x->dtype) || (rm && rm->dtype != x->dtype) ||
+             (rv && rv->dtype != x->dtype)) s->stat_dt = RGPU_F32;
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
+{
+    bn_setup su;
+    CPU_FORWARD_IF_ERROR(bn_forward_setup(e, &su, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
+    rgpu_view *y = e->out[0];
+    bool training = su.training;
+    double momentum = su.momentum, eps = su.eps;
+    int64_t C = su.C, n = su.n;
+    rgpu_view **saves = su.saves;
+    int stat_dt = su.stat_dt;
 
     double *buf = dense_alloc(n, sizeof(double));
     if (!buf) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
     bool f64 = x->dtype == RGPU_F64;
-    /* ATen keeps the stats in tensors of x's dtype, or f32 when the params
-     * are f32 and x is reduced ("mixed type"), and normalises with them as
-     * stored: we round the same way */
-    int stat_dt = x->dtype;
-    if (sm) stat_dt = sm->dtype;
-    else if ((w && w->dtype != x->dtype) || (b && b->dtype != x->dtype) || (rm && rm->dtype != x->dtype) ||
-             (rv && rv->dtype != x->dtype)) stat_dt = RGPU_F32;
     for (int64_t c = 0; c < C; c++) {
         rgpu_view xc = dense_subview(x, 1, c), yc = dense_subview(y, 1, c);
         dense_load(&xc, DCT_F64, buf);
@@ -150,19 +164,19 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
 
 /* in grad, x, w?, running_mean?, running_var?, save_mean?, save_invstd?;
  * training, eps; outs dx?, dw?, db? */
-rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status bn_backward_setup(const rgpu_exec *e, bn_setup *s, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0x7cu, 0x7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
     const rgpu_view *sm = e->in[5], *si = e->in[6];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    bool training;
-    double eps;
-    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, 0, "training", &training, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 1, "eps", &eps, err, errlen));
-    int64_t C, n;
-    CPU_FORWARD_IF_ERROR(check_x(e, x, &C, &n, err, errlen));
+    memset(s, 0, sizeof *s);
+    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, 0, "training", &s->training, err, errlen));
+    CPU_FORWARD_IF_ERROR(dense_arg_float(e, 1, "eps", &s->eps, err, errlen));
+    bool training = s->training;
+    CPU_FORWARD_IF_ERROR(check_x(e, x, &s->C, &s->n, err, errlen));
+    int64_t C = s->C;
     CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", x->sizes, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(check_param(e, w, "weight", C, err, errlen));
     CPU_FORWARD_IF_ERROR(check_param(e, rm, "running_mean", C, err, errlen));
@@ -182,6 +196,20 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
     for (int k = 0; k < 3; k++)
         if (outs[k] && !cpu_dtype_is_float(outs[k]->dtype))
             CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out[%d] dtype %s is not floating", name, k, rgpu_dtype_name(outs[k]->dtype));
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    bn_setup su;
+    CPU_FORWARD_IF_ERROR(bn_backward_setup(e, &su, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
+    const rgpu_view *sm = e->in[5], *si = e->in[6];
+    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
+    bool training = su.training;
+    double eps = su.eps;
+    int64_t C = su.C, n = su.n;
 
     double *xb = dense_alloc(n, sizeof(double)), *gb = dense_alloc(n, sizeof(double));
     if (!xb || !gb) {

@@ -348,47 +348,61 @@ done:
  * Entry points */
 
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
-rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_max_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *ind = e->out[1];
-    pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, true, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
     if (x->dtype == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     if (y->dtype != x->dtype || ind->dtype != RGPU_I64)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
                  rgpu_dtype_name(x->dtype), rgpu_dtype_name(y->dtype), rgpu_dtype_name(ind->dtype));
     int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
-    return run_planes(e, PK_MAX, dense_ct_of(x->dtype), &g, x, NULL, y, ind, err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_max_check(e, &g, err, errlen));
+    const rgpu_view *x = e->in[0];
+    return run_planes(e, PK_MAX, dense_ct_of(x->dtype), &g, x, NULL, e->out[0], e->out[1], err, errlen);
 }
 
 /* in grad, x, indices; same args as forward; out dx */
-rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_max_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *ind = e->in[2];
     rgpu_view *dx = e->out[0];
-    pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, true, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
     if (!cpu_dtype_is_float(x->dtype))
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype || ind->dtype != RGPU_I64)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    return run_planes(e, PK_MAX_BW, dense_ct_of(x->dtype), &g, gr, ind, dx, NULL, err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_max_backward_check(e, &g, err, errlen));
+    const rgpu_view *x = e->in[1];
+    return run_planes(e, PK_MAX_BW, dense_ct_of(x->dtype), &g, e->in[0], e->in[2], e->out[0], NULL, err, errlen);
 }
 
 static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t errlen)
@@ -400,42 +414,56 @@ static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
-rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_avg_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, false, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
     CPU_FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (y->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    return run_planes(e, PK_AVG, dense_ct_of(x->dtype), &g, x, NULL, y, NULL, err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_avg_check(e, &g, err, errlen));
+    const rgpu_view *x = e->in[0];
+    return run_planes(e, PK_AVG, dense_ct_of(x->dtype), &g, x, NULL, e->out[0], NULL, err, errlen);
 }
 
 /* in grad, x; same args as forward; out dx */
-rgpu_status cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_avg_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, false, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    CPU_FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
     CPU_FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    return run_planes(e, PK_AVG_BW, dense_ct_of(x->dtype), &g, gr, NULL, dx, NULL, err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_avg_backward_check(e, &g, err, errlen));
+    const rgpu_view *x = e->in[1];
+    return run_planes(e, PK_AVG_BW, dense_ct_of(x->dtype), &g, e->in[0], NULL, e->out[0], NULL, err, errlen);
 }
 
 static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
@@ -452,53 +480,69 @@ static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, pool_
 }
 
 /* in x; ints output_size (2) */
-rgpu_status cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_adaptive_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    pool_geom g;
-    memset(&g, 0, sizeof g);
+    memset(g, 0, sizeof *g);
     int64_t os[2];
     uint32_t n;
     CPU_FORWARD_IF_ERROR(dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
     if (os[0] < 0 || os[1] < 0)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
                  (long long)os[0], (long long)os[1]);
-    g.Ho = os[0]; g.Wo = os[1];
+    g->Ho = os[0]; g->Wo = os[1];
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
-    pool_shape(x, g.Ho, g.Wo, ys);
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (y->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_adaptive_check(e, &g, err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *y = e->out[0];
     if (cpu_numel(y) == 0) return RGPU_OK;
     return run_planes(e, PK_ADA, dense_ct_of(x->dtype), &g, x, NULL, y, NULL, err, errlen);
 }
 
 /* in grad (.., Ho, Wo), x; out dx */
-rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status pool_adaptive_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
     CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    pool_geom g;
-    memset(&g, 0, sizeof g);
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, &g, err, errlen));
+    memset(g, 0, sizeof *g);
+    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
     if (gr->ndim != x->ndim)
         CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
-    g.Ho = gr->sizes[gr->ndim - 2];
-    g.Wo = gr->sizes[gr->ndim - 1];
+    g->Ho = gr->sizes[gr->ndim - 2];
+    g->Wo = gr->sizes[gr->ndim - 1];
     int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
+    pool_shape(x, g->Ho, g->Wo, ys);
     CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
     CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, &g, err, errlen));
+    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
+    return RGPU_OK;
+}
+
+rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    pool_geom g;
+    CPU_FORWARD_IF_ERROR(pool_adaptive_backward_check(e, &g, err, errlen));
+    const rgpu_view *gr = e->in[0], *x = e->in[1];
+    rgpu_view *dx = e->out[0];
     if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
         int64_t n = cpu_numel(dx);
         void *z = dense_calloc(n, 8);

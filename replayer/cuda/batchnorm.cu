@@ -17,30 +17,7 @@
 
 #define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
 
-static rgpu_status check_param(const rgpu_exec *e, const rgpu_view *v, const char *what, int64_t C,
-                               char *err, size_t errlen)
-{
-    if (v == NULL) return RGPU_OK;
-    if (v->ndim != 1 || v->sizes[0] != C)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s must be a vector of %lld channels", rgpu_op_name(e->op), what, (long long)C);
-    if (!cpu_dtype_is_float(v->dtype))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has dtype %s, want a floating dtype", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-static rgpu_status check_x(const rgpu_exec *e, const rgpu_view *x, int64_t *C, int64_t *n, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (x->ndim < 2) CPU_FAIL(RGPU_ERR_SHAPE, "%s: input must be (N,C) or (N,C,*), got %d-d", name, x->ndim);
-    if (!cpu_dtype_is_float(x->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
-    int64_t numel = cpu_numel(x);
-    if (numel == 0) CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least one element", name);
-    *C = x->sizes[1];
-    *n = numel / *C;
-    return RGPU_OK;
-}
+// Args and checks: bn_forward_setup / bn_backward_setup from cpu_dense.h (the CPU's).
 
 // ---------------------------------------------------------------------------
 // Device side
@@ -240,54 +217,24 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
  * outs y, save_mean, save_invstd (size 0 in eval, as ATen) */
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0x1eu, 0x6u, err, errlen));
+    bn_setup su;
+    TRY(bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
-    rgpu_view *y = e->out[0], *sm = e->out[1], *si = e->out[2];
-    bool training;
-    double momentum, eps;
-    TRY(dense_arg_bool(e, 0, "training", &training, err, errlen));
-    TRY(dense_arg_float(e, 1, "momentum", &momentum, err, errlen));
-    TRY(dense_arg_float(e, 2, "eps", &eps, err, errlen));
-    int64_t C, n;
-    TRY(check_x(e, x, &C, &n, err, errlen));
-    TRY(check_param(e, w, "weight", C, err, errlen));
-    TRY(check_param(e, b, "bias", C, err, errlen));
-    TRY(check_param(e, rm, "running_mean", C, err, errlen));
-    TRY(check_param(e, rv, "running_var", C, err, errlen));
-    if (!training && (!rm || !rv))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: running_mean and running_var must be defined in evaluation mode", name);
-    TRY(dense_check_shape(y, "out", x->sizes, x->ndim, e->op, err, errlen));
-    if (!cpu_dtype_is_float(y->dtype))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output dtype %s is not floating", name, rgpu_dtype_name(y->dtype));
-    rgpu_view *saves[2] = { sm, si };
-    for (int k = 0; k < 2; k++) {
-        if (!saves[k]) continue;
-        if (cpu_numel(saves[k]) == 0) { saves[k] = NULL; continue; }
-        TRY(dense_check_shape(saves[k], k ? "save_invstd" : "save_mean", &C, 1, e->op, err, errlen));
-        if (!cpu_dtype_is_float(saves[k]->dtype))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: saved stats must be floating", name);
-    }
-    /* ATen keeps the stats in tensors of x's dtype, or f32 when the params
-     * are f32 and x is reduced ("mixed type"), and normalises with them as
-     * stored: we round the same way */
-    int stat_dt = x->dtype;
-    if (sm) stat_dt = sm->dtype;
-    else if ((w && w->dtype != x->dtype) || (b && b->dtype != x->dtype) || (rm && rm->dtype != x->dtype) ||
-             (rv && rv->dtype != x->dtype)) stat_dt = RGPU_F32;
-
+    const rgpu_view *x = e->in[0], *y = e->out[0];
+    int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(2 * C, sizeof(double));
     if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_fwd_args a;
     a.x = chan_view_of(x);
-    a.C = C; a.n = n;
-    a.training = training;
+    a.C = C; a.n = su.n;
+    a.training = su.training;
     a.f64 = x->dtype == RGPU_F64;
-    a.momentum = momentum; a.eps = eps;
-    a.stat_dt = stat_dt;
-    a.w = dcu::param_of(w); a.b = dcu::param_of(b); a.rm = dcu::param_of(rm); a.rv = dcu::param_of(rv);
-    a.sm = dcu::param_of(saves[0]); a.si = dcu::param_of(saves[1]);
+    a.momentum = su.momentum; a.eps = su.eps;
+    a.stat_dt = su.stat_dt;
+    a.w = dcu::param_of(e->in[1]); a.b = dcu::param_of(e->in[2]);
+    a.rm = dcu::param_of(e->in[3]); a.rv = dcu::param_of(e->in[4]);
+    a.sm = dcu::param_of(su.saves[0]); a.si = dcu::param_of(su.saves[1]);
     a.coef = coef;
     bn_fwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -302,50 +249,24 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
  * training, eps; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0x7cu, 0x7u, err, errlen));
+    bn_setup su;
+    TRY(bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
-    const rgpu_view *sm = e->in[5], *si = e->in[6];
-    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    bool training;
-    double eps;
-    TRY(dense_arg_bool(e, 0, "training", &training, err, errlen));
-    TRY(dense_arg_float(e, 1, "eps", &eps, err, errlen));
-    int64_t C, n;
-    TRY(check_x(e, x, &C, &n, err, errlen));
-    TRY(dense_check_shape(gr, "grad", x->sizes, x->ndim, e->op, err, errlen));
-    TRY(check_param(e, w, "weight", C, err, errlen));
-    TRY(check_param(e, rm, "running_mean", C, err, errlen));
-    TRY(check_param(e, rv, "running_var", C, err, errlen));
-    TRY(check_param(e, sm, "save_mean", C, err, errlen));
-    TRY(check_param(e, si, "save_invstd", C, err, errlen));
-    if (training && (!sm || !si))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: save_mean and save_invstd must be defined in training mode", name);
-    if (!training && (!rm || !rv))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: running_mean and running_var must be defined in evaluation mode", name);
-    if (!cpu_dtype_is_float(gr->dtype))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(gr->dtype));
-    if (dx) TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    if (dw) TRY(dense_check_shape(dw, "grad_weight", &C, 1, e->op, err, errlen));
-    if (db) TRY(dense_check_shape(db, "grad_bias", &C, 1, e->op, err, errlen));
-    rgpu_view *outs[3] = { dx, dw, db };
-    for (int k = 0; k < 3; k++)
-        if (outs[k] && !cpu_dtype_is_float(outs[k]->dtype))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out[%d] dtype %s is not floating", name, k, rgpu_dtype_name(outs[k]->dtype));
-
+    const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
+    int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(5 * C, sizeof(double));
     if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_bwd_args a;
     a.x = chan_view_of(x);
     a.g = chan_view_of(gr);
-    a.C = C; a.n = n;
-    a.training = training;
+    a.C = C; a.n = su.n;
+    a.training = su.training;
     a.f64 = x->dtype == RGPU_F64;
-    a.eps = eps;
-    a.w = dcu::param_of(w); a.rm = dcu::param_of(rm); a.rv = dcu::param_of(rv);
-    a.sm = dcu::param_of(sm); a.si = dcu::param_of(si);
-    a.dw = dcu::param_of(dw); a.db = dcu::param_of(db);
+    a.eps = su.eps;
+    a.w = dcu::param_of(e->in[2]); a.rm = dcu::param_of(e->in[3]); a.rv = dcu::param_of(e->in[4]);
+    a.sm = dcu::param_of(e->in[5]); a.si = dcu::param_of(e->in[6]);
+    a.dw = dcu::param_of(e->out[1]); a.db = dcu::param_of(e->out[2]);
     a.coef = coef;
     bn_bwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -353,7 +274,7 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
         int64_t numel = cpu_numel(x);
         bn_bwd_dx_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
             rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(gr), gr->dtype, rgpu_cuda_view_of(dx), dx->dtype,
-            numel, C, inner_of(x), training, coef);
+            numel, C, inner_of(x), su.training, coef);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     return RGPU_OK;

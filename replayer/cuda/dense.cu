@@ -8,20 +8,8 @@
 // ---------------------------------------------------------------------------
 // Dispatch
 
-extern "C" bool rgpu_cuda_dense_owns(int op)
-{
-    switch (op) {
-    case RGPU_OP_MM: case RGPU_OP_BMM: case RGPU_OP_ADDMM: case RGPU_OP_BADDBMM:
-    case RGPU_OP_CONVOLUTION: case RGPU_OP_CONVOLUTION_BACKWARD:
-    case RGPU_OP_BATCH_NORM: case RGPU_OP_BATCH_NORM_BACKWARD:
-    case RGPU_OP_MAX_POOL2D: case RGPU_OP_MAX_POOL2D_BACKWARD:
-    case RGPU_OP_AVG_POOL2D: case RGPU_OP_AVG_POOL2D_BACKWARD:
-    case RGPU_OP_ADAPTIVE_AVG_POOL2D: case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
-        return true;
-    default:
-        return false;
-    }
-}
+// The same ops as the CPU dense family.
+extern "C" bool rgpu_cuda_dense_owns(int op) { return cpu_dense_owns(op); }
 
 extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {

@@ -11,41 +11,8 @@
 // copied out last. Integers: packed to int64, a plain wrapping kernel.
 #include "dense.cuh"
 
-// How cuBLAS can read a (rows, cols) operand with element strides s0, s1 in
-// place: row-major (no transpose, ld = s0) or column-major (transpose,
-// ld = s1). Size-1 dims take any stride. False when neither fits.
-static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld)
-{
-    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
-    if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= c1)) {
-        *trans = false;
-        *ld = rows == 1 ? c1 : s0;
-    } else if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= r1)) {
-        *trans = true;
-        *ld = cols == 1 ? r1 : s1;
-    } else {
-        return false;
-    }
-    return *ld <= INT_MAX;
-}
-
-// Byte range [lo, hi) a view's elements can touch (empty view: lo == hi).
-static void view_span(const rgpu_view *v, uintptr_t *lo, uintptr_t *hi)
-{
-    *lo = *hi = (uintptr_t)v->data;
-    if (cpu_numel(v) == 0) return;
-    int64_t last = 0;
-    for (int d = 0; d < v->ndim; d++) last += (v->sizes[d] - 1) * v->strides[d];
-    *hi = *lo + (uintptr_t)((last + 1) * (int64_t)rgpu_dtype_size(v->dtype));
-}
-
-static bool views_overlap(const rgpu_view *a, const rgpu_view *b)
-{
-    uintptr_t alo, ahi, blo, bhi;
-    view_span(a, &alo, &ahi);
-    view_span(b, &blo, &bhi);
-    return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
-}
+// Args, checks, and the in-place layouts (dense_blas_layout: row-major, or
+// column-major for a transposed read; dense_views_overlap) from cpu_dense.h.
 
 // A (nb, rows, cols) view over data with strides (sb, s0, s1).
 static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols, int64_t sb, int64_t s0, int64_t s1)
@@ -65,69 +32,16 @@ static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols
 
 rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
+    dense_mm q;
+    TRY(dense_mm_args(e, &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    bool batched = e->op == RGPU_OP_BMM || e->op == RGPU_OP_BADDBMM;
-    bool has_self = e->op == RGPU_OP_ADDMM || e->op == RGPU_OP_BADDBMM;
-    const rgpu_view *self = has_self ? e->in[0] : NULL;
-    const rgpu_view *a = e->in[has_self ? 1 : 0], *b = e->in[has_self ? 2 : 1];
-    rgpu_view *out = e->out[0];
-    int nd = batched ? 3 : 2;
-    char s1[96], s2[96];
-
-    if (a->ndim != nd || b->ndim != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: operands must be %d-d, got %d-d and %d-d", name, nd, a->ndim, b->ndim);
-    int64_t nb = batched ? a->sizes[0] : 1;
-    int64_t n = a->sizes[nd - 2], k = a->sizes[nd - 1], m = b->sizes[nd - 1];
-    if (b->sizes[nd - 2] != k || (batched && b->sizes[0] != nb))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
-                 dense_shape_str(s1, sizeof s1, a->sizes, nd), dense_shape_str(s2, sizeof s2, b->sizes, nd));
-    int dt = out->dtype;
-    if (a->dtype != dt || b->dtype != dt || (self && self->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: operands must share the output's dtype %s (got %s, %s%s%s)", name,
-                 rgpu_dtype_name(dt), rgpu_dtype_name(a->dtype), rgpu_dtype_name(b->dtype),
-                 self ? ", " : "", self ? rgpu_dtype_name(self->dtype) : "");
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    int64_t want[3] = { nb, n, m };
-    TRY(dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
-    if (n > INT_MAX || m > INT_MAX || k > INT_MAX)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: a dimension over %d is too large for BLAS", name, INT_MAX);
-
-    double alpha = 1.0, beta = 0.0;
-    if (has_self) {
-        const rgpu_arg *args[2];
-        for (int i = 0; i < 2; i++) {
-            const char *what = i ? "alpha" : "beta";
-            if (i >= e->n_args || e->args == NULL)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", name, i, what);
-            args[i] = &e->args[i];
-            int kd = args[i]->kind;
-            if (kd != RGPU_ARG_INT && kd != RGPU_ARG_FLOAT && kd != RGPU_ARG_BOOL)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a scalar", name, i, what, kd);
-        }
-        beta = rgpu_arg_as_f64(args[0]);
-        alpha = rgpu_arg_as_f64(args[1]);
-        if (!cpu_dtype_is_float(dt)) {   /* Scalar.to<int>() truncates */
-            beta = (double)(args[0]->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(beta) : rgpu_arg_as_i64(args[0]));
-            alpha = (double)(args[1]->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(alpha) : rgpu_arg_as_i64(args[1]));
-        }
-    }
-    bool use_self = has_self && beta != 0.0;
-
-    /* self broadcast over out's (B, n, m): strides ss, 0 on broadcast dims */
-    int64_t ss[3] = { 0, 0, 0 };
-    if (self) {
-        if (self->ndim > nd)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: self has %d dims, more than the output's %d", name, self->ndim, nd);
-        int lead = nd - self->ndim;
-        for (int d = lead; d < nd; d++) {
-            int64_t s = self->sizes[d - lead], o = (batched ? want : want + 1)[d];
-            if (s != o && s != 1)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: self %s does not broadcast to the output's shape", name,
-                         dense_shape_str(s1, sizeof s1, self->sizes, self->ndim));
-            ss[d + (batched ? 0 : 1)] = s == 1 ? 0 : self->strides[d - lead];
-        }
-    }
+    bool batched = q.batched, use_self = q.use_self;
+    const rgpu_view *self = q.self, *a = q.a, *b = q.b;
+    rgpu_view *out = q.out;
+    int nd = q.nd, dt = q.dt;
+    int64_t nb = q.nb, n = q.n, k = q.k, m = q.m;
+    const int64_t *want = q.want, *ss = q.ss;
+    double alpha = q.alpha, beta = q.beta;
     if (cpu_numel(out) == 0) return RGPU_OK;
 
     int64_t ab = batched ? a->strides[0] : 0, bb = batched ? b->strides[0] : 0;
@@ -156,8 +70,8 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     bool ta = false, tb = false, to = false;
     int64_t lda = k, ldb = m, ldo = m, sa = ab, sb = bb;
     const void *pa = a->data, *pb = b->data;
-    bool a_direct = blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
-    bool b_direct = blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
+    bool a_direct = dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
+    bool b_direct = dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
     if (!a_direct) {
         int64_t sz[3] = { nb, n, k };
         void *buf = sc.get(nb * n * k, (size_t)esz);
@@ -187,9 +101,9 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     }
     /* Writing out while reading an operand it overlaps would corrupt it:
      * then the whole result goes to a buffer first and is copied last. */
-    bool overlap = views_overlap(out, a) || views_overlap(out, b) ||
-                   (use_self && !self_is_out && views_overlap(out, self));
-    bool o_direct = !overlap && blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
+    bool overlap = dense_views_overlap(out, a) || dense_views_overlap(out, b) ||
+                   (use_self && !self_is_out && dense_views_overlap(out, self));
+    bool o_direct = !overlap && dense_blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
     if (o_direct && nb > 1) {   /* one batch's matrix must end before the next starts */
         int64_t span = (n - 1) * O.strides[1] + (m - 1) * O.strides[2] + 1;
         if (ob < span) o_direct = false;

@@ -396,74 +396,31 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
 // ---------------------------------------------------------------------------
 // Entry points
 
+// Args and checks: pool_*_check from cpu_dense.h (the CPU's, up to its kernels).
+
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
 static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x = e->in[0];
-    rgpu_view *y = e->out[0], *ind = e->out[1];
     pool_geom g;
-    TRY(pool_input(e, x, &g, err, errlen));
-    TRY(pool_args(e, true, &g, err, errlen));
-    if (x->dtype == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    if (y->dtype != x->dtype || ind->dtype != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
-                 rgpu_dtype_name(x->dtype), rgpu_dtype_name(y->dtype), rgpu_dtype_name(ind->dtype));
-    int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    TRY(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
-    return max_forward(c, &g, x, y, ind, err, errlen);
+    TRY(pool_max_check(e, &g, err, errlen));
+    return max_forward(c, &g, e->in[0], e->out[0], e->out[1], err, errlen);
 }
 
 /* in grad, x, indices; same args as forward; out dx */
 static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *gr = e->in[0], *x = e->in[1], *ind = e->in[2];
-    rgpu_view *dx = e->out[0];
     pool_geom g;
-    TRY(pool_input(e, x, &g, err, errlen));
-    TRY(pool_args(e, true, &g, err, errlen));
-    if (!cpu_dtype_is_float(x->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
-    if (gr->dtype != x->dtype || dx->dtype != x->dtype || ind->dtype != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
-                 rgpu_dtype_name(x->dtype));
-    int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    TRY(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
-    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    return max_backward(c, name, &g, gr, ind, dx, err, errlen);
-}
-
-static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t errlen)
-{
-    if (!cpu_dtype_is_float(dt) && dt != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating or int64, as ATen)",
-                 rgpu_op_name(e->op), rgpu_dtype_name(dt));
-    return RGPU_OK;
+    TRY(pool_max_backward_check(e, &g, err, errlen));
+    return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
 static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
+    pool_geom g;
+    TRY(pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    pool_geom g;
-    TRY(pool_input(e, x, &g, err, errlen));
-    TRY(pool_args(e, false, &g, err, errlen));
-    TRY(avg_check_dtype(e, x->dtype, err, errlen));
-    if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
-                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     int ct = dense_ct_of(x->dtype);
@@ -476,20 +433,10 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 /* in grad, x; same args as forward; out dx */
 static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
+    pool_geom g;
+    TRY(pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    pool_geom g;
-    TRY(pool_input(e, x, &g, err, errlen));
-    TRY(pool_args(e, false, &g, err, errlen));
-    TRY(avg_check_dtype(e, x->dtype, err, errlen));
-    if (gr->dtype != x->dtype || dx->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
-                 rgpu_dtype_name(x->dtype));
-    int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
     int ct = dense_ct_of(x->dtype);
@@ -499,41 +446,13 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     return RGPU_OK;
 }
 
-static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
-{
-    TRY(pool_input(e, x, g, err, errlen));
-    if (!cpu_dtype_is_float(x->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", rgpu_op_name(e->op),
-                 rgpu_dtype_name(x->dtype));
-    int64_t p;
-    if (__builtin_mul_overflow(g->Ho + 1, g->H, &p) || __builtin_mul_overflow(g->Wo + 1, g->W, &p))
-        CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: output size times input size overflows", rgpu_op_name(e->op));
-    return RGPU_OK;
-}
-
 /* in x; ints output_size (2) */
 static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
+    pool_geom g;
+    TRY(pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    pool_geom g;
-    memset(&g, 0, sizeof g);
-    int64_t os[2];
-    uint32_t n;
-    TRY(dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
-    if (os[0] < 0 || os[1] < 0)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
-                 (long long)os[0], (long long)os[1]);
-    g.Ho = os[0]; g.Wo = os[1];
-    int64_t ys[4];
-    TRY(pool_input(e, x, &g, err, errlen));
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    TRY(adaptive_common(e, x, &g, err, errlen));
-    if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
-                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     if (cpu_numel(y) == 0) return RGPU_OK;
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
@@ -545,24 +464,10 @@ static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 /* in grad (.., Ho, Wo), x; out dx */
 static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 0, err, errlen));
+    pool_geom g;
+    TRY(pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    pool_geom g;
-    memset(&g, 0, sizeof g);
-    TRY(pool_input(e, x, &g, err, errlen));
-    if (gr->ndim != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
-    g.Ho = gr->sizes[gr->ndim - 2];
-    g.Wo = gr->sizes[gr->ndim - 1];
-    int64_t ys[4];
-    pool_shape(x, g.Ho, g.Wo, ys);
-    TRY(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    TRY(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    TRY(adaptive_common(e, x, &g, err, errlen));
-    if (gr->dtype != x->dtype || dx->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
-                 rgpu_dtype_name(x->dtype));
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
     if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
