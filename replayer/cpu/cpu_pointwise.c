@@ -19,11 +19,10 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cpu_internal.h"
 #include "cpu_families.h"
+#include "cpu_pointwise.h"
 
 #define CHUNK CPU_CHUNK
-#define PW_MAX_IN 3
 #define PW_MAX_OPS (1 + PW_MAX_IN)
 
 /* libm constants spelled out (M_SQRT2 etc. need feature macros) */
@@ -32,18 +31,9 @@
 #define PW_2_SQRTPI  1.12837916709551257390
 
 /* ---------------------------------------------------------------------------
- * Op layouts: which input slots may hold a scalar, how many args, where the
- * op's own arg sits, whether the result is boolean. */
+ * Op layouts (pw_layout: cpu_pointwise.h) */
 
-typedef struct pw_layout {
-    unsigned slots;      /* bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent) */
-    unsigned optional;   /* bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds) */
-    int nargs;           /* args the record must carry; the DTYPE compute is the last */
-    int own;             /* index of the op's own scalar/int arg, -1 if none */
-    bool res_bool;       /* result is 0/1: comparisons, logical ops, isnan */
-} pw_layout;
-
-static bool pw_layout_of(int op, pw_layout *L)
+bool cpu_pointwise_layout_of(int op, pw_layout *L)
 {
     memset(L, 0, sizeof *L);
     L->own = -1;
@@ -90,10 +80,8 @@ static bool pw_layout_of(int op, pw_layout *L)
     }
 }
 
-/* Compute classes: the opmath type the loops run in. */
-enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
-
-static int compute_class(int dt)
+/* Compute classes (CT_*: cpu_pointwise.h): the opmath type the loops run in. */
+int cpu_pointwise_compute_class(int dt)
 {
     switch (dt) {
     case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
@@ -105,7 +93,7 @@ static int compute_class(int dt)
 
 /* Which compute classes ATen's CPU kernel of each op accepts (its
  * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
-static bool pw_supports(int op, int ct)
+bool cpu_pointwise_supports(int op, int ct)
 {
     bool fl = ct == CT_F32 || ct == CT_F64;
     switch (op) {
@@ -276,7 +264,7 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
         for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) <= th ? 0 : a[i];
         break;
     }
-    default: break;   /* pw_supports() let no other op through */
+    default: break;   /* cpu_pointwise_supports() let no other op through */
     }
 }
 
@@ -531,7 +519,8 @@ static void set_pow_exponent(pw_ctx *c, const rgpu_arg *a)
 /* ---------------------------------------------------------------------------
  * The elementwise ops */
 
-static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *err, size_t errlen)
+rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+                                char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_op_info *info = &rgpu_op_table[e->op];
@@ -549,7 +538,6 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 
     /* inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing */
     int ntensor = 0;
-    bool present[PW_MAX_IN];
     for (int i = 0; i < e->n_in; i++) {
         present[i] = true;
         if (e->in[i] != NULL) {
@@ -567,17 +555,25 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
                      name, i, i, k);
     }
     if (ntensor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    return check_broadcast(e, e->out[0], err, errlen);
+}
+
+static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool present[PW_MAX_IN];
+    CPU_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(check_broadcast(e, out, err, errlen));
 
     pw_ctx c;
     memset(&c, 0, sizeof c);
     c.op = e->op;
     c.cdt = (int)dta->v.i;
-    c.ct = compute_class(c.cdt);
+    c.ct = cpu_pointwise_compute_class(c.cdt);
     c.nin = e->n_in;
     c.res_bool = L->res_bool;
-    if (!pw_supports(e->op, c.ct))
+    if (!cpu_pointwise_supports(e->op, c.ct))
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
     /* the op's own args */
@@ -656,7 +652,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
  * j - i <= diagonal (tril) / j - i >= diagonal (triu), else 0. out has x's
  * shape and dtype (in place when it is x). */
 
-static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
+rgpu_status cpu_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_in != 1 || e->n_out != 1)
@@ -680,6 +676,15 @@ static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errl
     if (out->dtype != x->dtype)
         CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
+    return RGPU_OK;
+}
+
+static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
+{
+    CPU_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
+    const rgpu_view *x = e->in[0];
+    rgpu_view *out = e->out[0];
+    int nd = x->ndim;
     if (cpu_numel(out) == 0) return RGPU_OK;
 
     int64_t R = x->sizes[nd - 2], C = x->sizes[nd - 1];
@@ -730,7 +735,7 @@ static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errl
 bool cpu_pointwise_owns(int op)
 {
     pw_layout L;
-    return pw_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
+    return cpu_pointwise_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
 }
 
 rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
@@ -740,7 +745,7 @@ rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_TRIL: return op_tri(e, false, err, errlen);
     case RGPU_OP_TRIU: return op_tri(e, true, err, errlen);
     default:
-        if (pw_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
+        if (cpu_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
         CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
     }
 }

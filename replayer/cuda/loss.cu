@@ -23,14 +23,14 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                                  int a0, nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    RF_FORWARD(rf_arg(e, a0, RF_K(RGPU_ARG_INT), "reduction", err, errlen));
-    RF_FORWARD(rf_arg(e, a0 + 1, RF_K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    RF_FORWARD(r2_arg(e, a0, R2K(RGPU_ARG_INT), "reduction", err, errlen));
+    RF_FORWARD(r2_arg(e, a0 + 1, R2K(RGPU_ARG_INT), "ignore_index", err, errlen));
     s->reduction = e->args[a0].v.i;
     s->ignore = e->args[a0 + 1].v.i;
     if (s->reduction < 0 || s->reduction > 2)
         RF_FAIL(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
                 (long long)s->reduction);
-    RF_FORWARD(rf_want_float(e, logp, "logp", err, errlen));
+    RF_FORWARD(r2_want_float(e, logp, "logp", err, errlen));
     if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
         RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
                 rgpu_dtype_name(t->dtype));
@@ -52,7 +52,7 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                 (long long)t->sizes[0]);
     s->ws = 0;
     if (w) {
-        RF_FORWARD(rf_want_float(e, w, "weight", err, errlen));
+        RF_FORWARD(r2_want_float(e, w, "weight", err, errlen));
         if (w->ndim != 1 || w->sizes[0] != s->C)
             RF_FAIL(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
                     "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
@@ -182,11 +182,11 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     nll_shape s;
     RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    RF_FORWARD(rf_want_float(e, loss, "out[0] (loss)", err, errlen));
-    RF_FORWARD(rf_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    RF_FORWARD(r2_want_float(e, loss, "out[0] (loss)", err, errlen));
+    RF_FORWARD(r2_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
     if (tw) {
-        RF_FORWARD(rf_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        RF_FORWARD(rf_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+        RF_FORWARD(r2_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        RF_FORWARD(r2_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
     }
     // as ATen: a reduced loss over an empty logp checks no target
     RF_FORWARD(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
@@ -250,17 +250,17 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     nll_shape s;
     RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    RF_FORWARD(rf_want_float(e, go, "in[0] (grad)", err, errlen));
-    RF_FORWARD(rf_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    RF_FORWARD(rf_want_float(e, gx, "out[0]", err, errlen));
-    RF_FORWARD(rf_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) RF_FORWARD(rf_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
-    else if (rf_numel(go) != 1)
+    RF_FORWARD(r2_want_float(e, go, "in[0] (grad)", err, errlen));
+    RF_FORWARD(r2_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    RF_FORWARD(r2_want_float(e, gx, "out[0]", err, errlen));
+    RF_FORWARD(r2_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) RF_FORWARD(r2_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    else if (cpu_numel(go) != 1)
         RF_FAIL(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                (long long)rf_numel(go));
-    if (rf_numel(twv) != 1)
+                (long long)cpu_numel(go));
+    if (cpu_numel(twv) != 1)
         RF_FAIL(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                name, (long long)rf_numel(twv));
+                name, (long long)cpu_numel(twv));
     RF_FORWARD(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
 

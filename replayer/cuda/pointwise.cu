@@ -27,6 +27,10 @@
 
 #include <type_traits>
 
+extern "C" {
+#include "cpu/cpu_pointwise.h"
+}
+
 #define PW_HD static __host__ __device__ inline
 #ifdef __CUDA_ARCH__
 #define PW_UNROLL _Pragma("unroll")
@@ -34,7 +38,6 @@
 #define PW_UNROLL
 #endif
 
-#define PW_MAX_IN 3
 #define PW_NOPS (1 + PW_MAX_IN)     // out + inputs
 #define PW_THREADS 256
 #define PW_MAX_BLOCKS 8192          // grid-stride beyond this
@@ -331,7 +334,6 @@ template <> __host__ __device__ inline double pw_nan<double>() { return (double)
 // MUL_TENSOR and DIV_TENSOR for its four kinds (Scalar overloads and rsub
 // become those with a 0-d operand).
 
-enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
 enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
 enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
 
@@ -786,31 +788,6 @@ __global__ void __launch_bounds__(PW_THREADS) pw_tri_kernel(const __grid_constan
 // Host side: validation (cpu_kernels.c's and cpu_pointwise.c's checks and
 // messages) and the kernel arguments.
 
-static int64_t pw_numel(const rgpu_view *v) {
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-    return n;
-}
-
-// cpu_check_view
-static rgpu_status pw_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        PW_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        PW_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            PW_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                    (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
 static bool pw_is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
 static bool pw_dtype_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16; }
 
@@ -818,16 +795,6 @@ static bool pw_dtype_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 
 static void pw_scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
     if (a->kind == RGPU_ARG_FLOAT) pw_store_f64((char *)buf, dt, a->v.f);
     else pw_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
-}
-
-// Compute class of a dtype (f16/bf16 -> float opmath, ints -> int64).
-static int pw_compute_class(int dt) {
-    switch (dt) {
-    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
-    case RGPU_F64: return CT_F64;
-    case RGPU_BOOL: return CT_BOOL;
-    default: return CT_I64;
-    }
 }
 
 // An operand before iteration set-up: a view, or a scalar of dtype sdt held
@@ -848,7 +815,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
     memset(st, 0, sizeof st);
     long long esz0 = (long long)rgpu_dtype_size(out->dtype);
     A->nin = nin;
-    A->numel = pw_numel(out);
+    A->numel = cpu_numel(out);
     A->base[0] = (char *)out->data;
     A->dt[0] = out->dtype;
     for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
@@ -940,12 +907,12 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
     for (int i = 0; i < e->n_in; i++) {
         char what[24];
         snprintf(what, sizeof what, "in[%d]", i);
-        PW_FORWARD_IF_ERROR(pw_check_view(e->in[i], what, e->op, err, errlen));
+        PW_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
     }
     for (int i = 0; i < e->n_out; i++) {
         char what[24];
         snprintf(what, sizeof what, "out[%d]", i);
-        PW_FORWARD_IF_ERROR(pw_check_view(e->out[i], what, e->op, err, errlen));
+        PW_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
     }
 
     int kind, other_arg = -1, alpha_arg = -1;
@@ -967,7 +934,7 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
     rgpu_view *out = e->out[0];
     memset(A, 0, sizeof *A);
     A->op = kind;
-    A->ct = pw_compute_class(out->dtype);
+    A->ct = cpu_pointwise_compute_class(out->dtype);
     A->cdt = out->dtype;
 
     // ATen's own rejections
@@ -1013,122 +980,6 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
 // ---------------------------------------------------------------------------
 // The training set's pointwise ops (cpu_pointwise.c op_pointwise).
 
-struct pw_layout {
-    unsigned slots;      // bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent)
-    unsigned optional;   // bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds)
-    int nargs;           // args the record must carry; the DTYPE compute is the last
-    int own;             // index of the op's own scalar/int arg, -1 if none
-    bool res_bool;       // result is 0/1: comparisons, logical ops, isnan
-};
-
-static bool pw_layout_of(int op, pw_layout *L) {
-    memset(L, 0, sizeof *L);
-    L->own = -1;
-    switch (op) {
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
-    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
-    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
-    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
-    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-        L->nargs = 1;
-        return true;
-    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
-        L->nargs = 1; L->res_bool = true;
-        return true;
-    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   // int approximate
-    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       // scalar value
-    case RGPU_OP_THRESHOLD_BACKWARD:                  // scalar threshold
-        L->nargs = 2; L->own = 0;
-        return true;
-    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
-    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
-    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2:
-        L->slots = 3u; L->nargs = 3;
-        return true;
-    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
-    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
-        L->slots = 3u; L->nargs = 3; L->res_bool = true;
-        return true;
-    case RGPU_OP_DIV_MODE:                            // a_s, b_s, int mode
-        L->slots = 3u; L->nargs = 4; L->own = 2;
-        return true;
-    case RGPU_OP_WHERE:                               // cond, a|s, b|s
-        L->slots = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_CLAMP:                               // x, min?|s, max?|s
-        L->slots = 6u; L->optional = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_LERP:                                // start, end, weight|s
-        L->slots = 4u; L->nargs = 4;
-        return true;
-    default:
-        return false;
-    }
-}
-
-// Which compute classes ATen's kernel of each op accepts (pw_supports).
-static bool pw_supports(int op, int ct) {
-    bool fl = ct == CT_F32 || ct == CT_F64;
-    switch (op) {
-    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
-    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
-    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
-    case RGPU_OP_ATAN2: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-        return fl;
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
-    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
-    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
-    case RGPU_OP_THRESHOLD_BACKWARD:
-        return ct != CT_BOOL;
-    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
-    case RGPU_OP_BITWISE_XOR:
-        return !fl;
-    default:   // sign, logical_*, isnan, maximum, minimum, comparisons, where
-        return true;
-    }
-}
-
-static void pw_fmt_shape(char *buf, size_t n, const int64_t *sizes, int nd) {
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, n - o, "[");
-    for (int d = 0; d < nd && o < n; d++)
-        o += (size_t)snprintf(buf + o, n - o, d ? ",%lld" : "%lld", (long long)sizes[d]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-}
-
-// out's shape must be the broadcast of the tensor inputs' shapes.
-static rgpu_status pw_check_broadcast(const rgpu_exec *e, const rgpu_view *out, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(e->op);
-    int nd = 0;
-    for (int i = 0; i < e->n_in; i++)
-        if (e->in[i] && e->in[i]->ndim > nd) nd = e->in[i]->ndim;
-    int64_t shape[RGPU_MAX_DIMS];
-    for (int d = 0; d < nd; d++) shape[d] = 1;
-    for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *v = e->in[i];
-        if (v == NULL) continue;
-        int lead = nd - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d];
-            if (shape[lead + d] == 1) shape[lead + d] = s;
-            else if (s != 1 && s != shape[lead + d])
-                PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
-                        name, i, (long long)s, d, (long long)shape[lead + d]);
-        }
-    }
-    bool same = out->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
-    if (!same) {
-        char want[160], got[160];
-        pw_fmt_shape(want, sizeof want, shape, nd);
-        pw_fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        PW_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
-    }
-    return RGPU_OK;
-}
-
 // The op's own scalar in each opmath type; integers wrapped to cdt.
 static void pw_set_own(pw_args *A, const rgpu_arg *a) {
     double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
@@ -1160,48 +1011,17 @@ static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
 
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                name, e->n_in, e->n_out, info->n_in, info->n_out);
-    PW_FORWARD_IF_ERROR(pw_check_view(e->out[0], "out[0]", e->op, err, errlen));
-    if (e->n_args != L->nargs || e->args == NULL)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
-    const rgpu_arg *dta = &e->args[L->nargs - 1];
-    if (dta->kind != RGPU_ARG_DTYPE)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
-    if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
-        PW_FAIL(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
-
-    // inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing
-    int ntensor = 0;
     bool present[PW_MAX_IN];
-    for (int i = 0; i < e->n_in; i++) {
-        present[i] = true;
-        if (e->in[i] != NULL) {
-            char what[16];
-            snprintf(what, sizeof what, "in[%d]", i);
-            PW_FORWARD_IF_ERROR(pw_check_view(e->in[i], what, e->op, err, errlen));
-            ntensor++;
-            continue;
-        }
-        if (!(L->slots & (1u << i))) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
-        int k = e->args[i].kind;
-        if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
-        if (!pw_is_scalar_kind(k))
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
-                    name, i, i, k);
-    }
-    if (ntensor == 0) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    PW_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
-    PW_FORWARD_IF_ERROR(pw_check_broadcast(e, out, err, errlen));
 
     memset(A, 0, sizeof *A);
     A->op = e->op;
     A->cdt = (int)dta->v.i;
-    A->ct = pw_compute_class(A->cdt);
+    A->ct = cpu_pointwise_compute_class(A->cdt);
     A->res_bool = L->res_bool;
-    if (!pw_supports(e->op, A->ct))
+    if (!cpu_pointwise_supports(e->op, A->ct))
         PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
 
     // the op's own args
@@ -1274,7 +1094,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         if (A->ct == CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
         else if (A->ct == CT_I64) A->fix_out = out->dtype != A->cdt;
     }
-    if (pw_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
+    if (cpu_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
     return pw_setup_iter(A, out, ops, e->n_in, e->op, err, errlen);
 }
 
@@ -1282,30 +1102,12 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
 // TRIL / TRIU (cpu_pointwise.c op_tri)
 
 static rgpu_status pw_prepare_tri(const rgpu_exec *e, bool upper, pw_tri_args *A, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(e->op);
-    if (e->n_in != 1 || e->n_out != 1)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
-    PW_FORWARD_IF_ERROR(pw_check_view(e->in[0], "in[0]", e->op, err, errlen));
-    PW_FORWARD_IF_ERROR(pw_check_view(e->out[0], "out[0]", e->op, err, errlen));
-    if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
+    PW_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
-    if (nd < 2) PW_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
-    bool same = out->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
-    if (!same) {
-        char want[160], got[160];
-        pw_fmt_shape(want, sizeof want, x->sizes, nd);
-        pw_fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        PW_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
-    }
-    if (out->dtype != x->dtype)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
-                rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
     memset(A, 0, sizeof *A);
-    A->numel = pw_numel(out);
+    A->numel = cpu_numel(out);
     if (A->numel == 0) return RGPU_OK;
 
     long long R = x->sizes[nd - 2], C = x->sizes[nd - 1];
@@ -1415,7 +1217,7 @@ static bool pw_is_binary(int op) {
 
 extern "C" bool rgpu_cuda_pointwise_owns(int op) {
     pw_layout L;
-    return pw_is_binary(op) || pw_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
+    return pw_is_binary(op) || cpu_pointwise_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
 }
 
 extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
@@ -1436,7 +1238,7 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
         return pw_run(c, &A, e->op, err, errlen);
     }
     pw_layout L;
-    if (!pw_layout_of(e->op, &L))
+    if (!cpu_pointwise_layout_of(e->op, &L))
         PW_FAIL(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
     PW_FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);

@@ -356,7 +356,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     }
     if (dims->v.ints.n == 0)
         for (int d = 0; d < nd; d++) red[d] = true;
-    if (mean && !rf_is_float(out->dtype))
+    if (mean && !cpu_dtype_is_float(out->dtype))
         RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
 
     red_dims rd;
@@ -399,7 +399,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     g.in = in->data; g.idt = in->dtype;
     g.out0 = out->data; g.odt = out->dtype;
     int kind;
-    if (rf_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
+    if (cpu_dtype_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
     else { kind = out->dtype == RGPU_BOOL ? RK_COUNT : RK_SUMU; g.fin = FIN_U; }
     return red_run(c, name, kind, g, err, errlen);
 }
@@ -417,7 +417,7 @@ static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, boo
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        RF_FORWARD(rf_wrap_dim(e, d, nd, &w, err, errlen));
+        RF_FORWARD(r2_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
         if (*seen) RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
@@ -450,7 +450,7 @@ static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        RF_FORWARD(rf_want_shape(e, outs[k], what, ond, want, err, errlen));
+        RF_FORWARD(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     red_args_set(g, &rd);
     return RGPU_OK;
@@ -461,22 +461,22 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = RF_K(RGPU_ARG_INTS) | RF_K(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? RF_K(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = RF_K(RGPU_ARG_FLOAT) | RF_K(RGPU_ARG_INT);
+    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
     int a_dims = 0, a_keep = 1;
     double correction = 1.0, ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        RF_FORWARD(rf_arg(e, 1, num_kinds | RF_K(RGPU_ARG_NONE), "correction", err, errlen));
+        RF_FORWARD(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        RF_FORWARD(rf_arg(e, 0, num_kinds, "ord", err, errlen));
+        RF_FORWARD(r2_arg(e, 0, num_kinds, "ord", err, errlen));
         ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    RF_FORWARD(rf_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    RF_FORWARD(rf_arg(e, a_keep, RF_K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    RF_FORWARD(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    RF_FORWARD(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[a_keep].v.i != 0;
 
     bool red[RF_MAXD];
@@ -490,7 +490,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     RF_FORWARD(plan_build(&g, e, in, red, keepdim, &out, 1, err, errlen));
 
     int idt = in->dtype, odt = out->dtype;
-    bool fl = rf_is_float(idt);
+    bool fl = cpu_dtype_is_float(idt);
     int kind = RK_SUMF;
     bool is_var = false;
     switch (e->op) {
@@ -499,18 +499,18 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     case RGPU_OP_ANY: kind = RK_ANY; g.fin = FIN_U; break;
     case RGPU_OP_ALL: kind = RK_ALL; g.fin = FIN_U; break;
     case RGPU_OP_PROD:   // input is cast to out's dtype
-        fl = rf_is_float(odt);
+        fl = cpu_dtype_is_float(odt);
         kind = fl ? RK_PRODF : RK_PRODU;
         g.fin = fl ? FIN_F : FIN_U;
         break;
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        RF_FORWARD(rf_want_float(e, in, "in[0]", err, errlen));
-        RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+        RF_FORWARD(r2_want_float(e, in, "in[0]", err, errlen));
+        RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
         is_var = true;
         break;
     case RGPU_OP_NORM:
-        RF_FORWARD(rf_want_float(e, in, "in[0]", err, errlen));
-        RF_FORWARD(rf_want_float(e, out, "out[0]", err, errlen));
+        RF_FORWARD(r2_want_float(e, in, "in[0]", err, errlen));
+        RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
         g.fin = FIN_F;
         if (ord == 0.0) kind = RK_NORM0;
         else if (ord == 1.0) kind = RK_NORM1;
@@ -565,8 +565,8 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT) | (is_arg ? RF_K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    RF_FORWARD(rf_arg(e, 1, RF_K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    RF_FORWARD(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[1].v.i != 0;
     bool red[RF_MAXD];
     RF_FORWARD(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
@@ -587,7 +587,7 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
                 RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (g.outer == 0) return RGPU_OK;
-    bool fl = rf_is_float(in->dtype);
+    bool fl = cpu_dtype_is_float(in->dtype);
     g.in = in->data; g.idt = in->dtype;
     g.out0 = vals ? vals->data : NULL;
     g.odt = vals ? vals->dtype : 0;
@@ -662,10 +662,10 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    RF_FORWARD(rf_arg(e, 0, RF_K(RGPU_ARG_INT), "dim", err, errlen));
+    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    RF_FORWARD(rf_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    RF_FORWARD(rf_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    RF_FORWARD(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    RF_FORWARD(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     cumsum_args a;
     int64_t osz[RF_MAXD];
     for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
@@ -716,38 +716,38 @@ extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *
                 e->n_in, e->n_out, e->n_args);
     switch (e->op) {
     case RGPU_OP_SUM: case RGPU_OP_MEAN:
-        RF_FORWARD(rf_check_exec(e, 0, 0, false, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, false, err, errlen));
         return op_sum_mean(c, e, e->op == RGPU_OP_MEAN, err, errlen);
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
         return op_reduce(c, e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   // either output may be unwanted
-        RF_FORWARD(rf_check_exec(e, 0, 3u, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 3u, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_CUMSUM:
-        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
         return op_cumsum(c, e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax(c, e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        RF_FORWARD(rf_check_exec(e, 0, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax_backward(c, e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   // weight, bias optional; mean, rstd may be unwanted
-        RF_FORWARD(rf_check_exec(e, 6u, 6u, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 6u, 6u, true, err, errlen));
         return rgpu_cuda_red_layer_norm(c, e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   // weight, bias optional; each output optional
-        RF_FORWARD(rf_check_exec(e, 0x30u, 7u, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 0x30u, 7u, true, err, errlen));
         return rgpu_cuda_red_layer_norm_backward(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
-        RF_FORWARD(rf_check_exec(e, 4u, 2u, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 4u, 2u, true, err, errlen));
         return rgpu_cuda_red_nll_loss(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   // weight optional
-        RF_FORWARD(rf_check_exec(e, 8u, 0, true, err, errlen));
+        RF_FORWARD(cpu_check_exec(e, 8u, 0, true, err, errlen));
         return rgpu_cuda_red_nll_loss_backward(c, e, err, errlen);
     default:
         RF_FAIL(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",

@@ -1,6 +1,6 @@
 // reduce.cuh — private to the reduce family (reduce.cu, softmax.cu, norm.cu,
-// loss.cu): host-side argument checks that mirror replayer/cpu/cpu_reduce2.c
-// word for word (same codes, same messages), an N-d counter with per-operand
+// loss.cu): host-side argument checks taken from replayer/cpu/cpu_reduce2.h
+// (the CPU reference's own functions: same codes, same messages), an N-d counter with per-operand
 // element strides, element loads/stores that mirror cpu_internal.h's
 // conversions, and fixed-order warp/block sums.
 //
@@ -17,6 +17,10 @@
 #include <math.h>
 #include <string.h>
 
+extern "C" {
+#include "cpu/cpu_reduce2.h"
+}
+
 #define RF_MAXD RGPU_MAX_DIMS
 
 // One line into err, then return code (as the CPU's CPU_FAIL).
@@ -30,121 +34,12 @@
         rgpu_status s_ = (expr);                  \
         if (s_ != RGPU_OK) return s_;             \
     } while (0)
-#define RF_K(kind) (1u << (kind))
 
 // ---------------------------------------------------------------------------
-// Host checks (mirrors of cpu_check_view, r2_check_exec, r2_arg, ...)
-
-static inline bool rf_is_float(int dt)
-{
-    return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16;
-}
-
-static inline int64_t rf_numel(const rgpu_view *v)
-{
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-    return n;
-}
-
-static inline rgpu_status rf_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) RF_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        RF_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        RF_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            RF_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                    (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) RF_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
-// Arity as ops.def says; every present view well formed. in[i]/out[i] may be
-// NULL only when bit i of opt_in / opt_out is set. check_args: also refuse
-// n_args > 0 with no arg array (r2_check_exec does, cpu_kernels' check_arity
-// does not).
-static inline rgpu_status rf_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, bool check_args,
-                                        char *err, size_t errlen)
-{
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        RF_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    if (check_args && e->n_args > 0 && e->args == NULL)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    for (int i = 0; i < e->n_in; i++) {
-        if (e->in[i] == NULL && (opt_in >> i & 1u)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        RF_FORWARD(rf_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        if (e->out[i] == NULL && (opt_out >> i & 1u)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        RF_FORWARD(rf_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-static inline rgpu_status rf_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
-{
-    if (i >= e->n_args)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k < 0 || k >= 32 || !(mask >> k & 1u))
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d", rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-static inline rgpu_status rf_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err,
-                                        size_t errlen)
-{
-    if (!rf_is_float(v->dtype))
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want a floating dtype",
-                rgpu_op_name(e->op), what, rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-static inline void rf_fmt_shape(char *buf, size_t n, int nd, const int64_t *sizes)
-{
-    size_t l = 0;
-    buf[0] = '\0';
-    for (int d = 0; d < nd && l + 24 < n; d++)
-        l += (size_t)snprintf(buf + l, n - l, "%s%lld", d ? "," : "", (long long)sizes[d]);
-}
-
-static inline rgpu_status rf_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
-                                        const int64_t *sizes, char *err, size_t errlen)
-{
-    bool ok = v->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = v->sizes[d] == sizes[d];
-    if (!ok) {
-        char got[128], want[128];
-        rf_fmt_shape(got, sizeof got, v->ndim, v->sizes);
-        rf_fmt_shape(want, sizeof want, nd, sizes);
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: %s has shape [%s], want [%s]", rgpu_op_name(e->op), what, got, want);
-    }
-    return RGPU_OK;
-}
-
-static inline rgpu_status rf_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
-{
-    int64_t w = nd > 0 ? nd : 1;
-    if (dim < -w || dim >= w)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                rgpu_op_name(e->op), (long long)-w, (long long)(w - 1), (long long)dim);
-    if (dim < 0) dim += w;
-    *out = nd > 0 ? (int)dim : 0;
-    return RGPU_OK;
-}
+// Host checks: the CPU reference's own (cpu_check_view, cpu_check_exec,
+// cpu_numel, cpu_dtype_is_float from cpu_internal.h; r2_arg, R2K,
+// r2_want_float, r2_want_shape, r2_wrap_dim from cpu_reduce2.h), so the
+// messages are the same by construction.
 
 // ---------------------------------------------------------------------------
 // N-d counter over sizes (row-major) with K operands, strides in elements.
@@ -461,7 +356,7 @@ static inline unsigned rf_row_grid(long long rows, bool blk)
 }
 
 // ---------------------------------------------------------------------------
-// The family's other files (their exec functions run after rf_check_exec).
+// The family's other files (their exec functions run after cpu_check_exec).
 rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen);

@@ -1,0 +1,42 @@
+/* cpu_pointwise.h — private to the pointwise family (cpu_pointwise.c and the
+ * CUDA backend's pointwise.cu, which includes it inside extern "C"): the op
+ * layouts, compute classes and ATen's per-op dtype support, and the
+ * host-side argument checks, so both backends validate with the same code
+ * and the same messages. */
+#ifndef RGPU_CPU_POINTWISE_H
+#define RGPU_CPU_POINTWISE_H
+
+#include "cpu_internal.h"
+
+#define PW_MAX_IN 3
+
+/* Op layouts: which input slots may hold a scalar, how many args, where the
+ * op's own arg sits, whether the result is boolean. */
+typedef struct pw_layout {
+    unsigned slots;      /* bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent) */
+    unsigned optional;   /* bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds) */
+    int nargs;           /* args the record must carry; the DTYPE compute is the last */
+    int own;             /* index of the op's own scalar/int arg, -1 if none */
+    bool res_bool;       /* result is 0/1: comparisons, logical ops, isnan */
+} pw_layout;
+
+/* The layout of a pointwise op of the training set; false for any other op. */
+bool cpu_pointwise_layout_of(int op, pw_layout *L);
+
+/* Compute classes: the opmath type the loops run in. */
+enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
+int cpu_pointwise_compute_class(int dt);
+/* Whether ATen's kernel of op accepts compute class ct (its AT_DISPATCH list). */
+bool cpu_pointwise_supports(int op, int ct);
+
+/* op_pointwise's checks up to the compute dtype's support: arity, out, the
+ * args and the DTYPE last arg, each input (a tensor, a scalar arg, or for an
+ * optional slot nothing: present[i] false), at least one tensor, and out's
+ * shape the broadcast of the inputs'. */
+rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+                                char *err, size_t errlen);
+/* TRIL / TRIU's checks: arity, views, the int diagonal arg, x at least 2-d,
+ * out of x's shape and dtype. */
+rgpu_status cpu_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
+
+#endif
