@@ -84,7 +84,7 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_) -c $< -o $@
 
-$(B)/obj/%.o: %.cu $(HEADERS) replayer/cuda/common.cuh
+$(B)/obj/%.o: %.cu $(HEADERS) $(wildcard replayer/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
