@@ -14,6 +14,7 @@ from . import factories as _factories   # noqa: E402
 from . import random as _random         # noqa: E402  (registers the random ops)
 from . import datadep as _datadep       # noqa: E402  (nonzero, masked_select, unique, x[mask])
 from . import memory as _memory         # noqa: E402
+from . import resize as _resize         # noqa: E402
 from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
 from . import server                    # noqa: E402
 from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))
@@ -34,6 +35,8 @@ def stats():
     return s
 
 
+_resize.install()        # UntypedStorage.resize_ of rgpu storages (no Python hook for it)
+_compile.skip_our_frames()  # dynamo must never trace rgpu's own frames (torch._C only, cheap)
 if "torch._dynamo" in __import__("sys").modules:
     _compile.register()     # dynamo is loaded already; otherwise its entry point finds us
 

@@ -20,6 +20,7 @@ output shape or value depends on data), an op rgpu can't run.
 See FORMAT.md §5.1 for the template layout and the CALL record."""
 import struct
 import warnings
+import weakref
 
 import torch
 
@@ -33,11 +34,12 @@ _MAGIC = 0x50544752         # "RGTP"
 _VERSION = 1
 _LOCAL = 1 << 62            # ids made while capturing (template-local)
 
-_counts = {"graphs": 0, "templates": 0, "calls": 0, "eager_graphs": 0, "eager_calls": 0}
+_counts = {"graphs": 0, "templates": 0, "calls": 0, "eager_graphs": 0, "eager_calls": 0, "eager_frames": 0}
 
 
 def counts():
-    """Compile counters: graphs compiled, templates captured, CALL records, graphs run eagerly."""
+    """Compile counters: graphs compiled, templates captured, CALL records, graphs
+    run eagerly and their calls, frames dynamo could not compile (run eagerly)."""
     return dict(_counts)
 
 
@@ -100,19 +102,21 @@ def _lift_attrs(gm):
 _SKIPPED = [False]
 
 
-def _skip_our_frames():
+def skip_our_frames():
     """Tell dynamo never to trace rgpu's own Python (dispatch, __del__, the
-    handlers...) nor what it calls: while a compiled function runs, dynamo
-    sees every Python frame, e.g. our __torch_dispatch__ in the eager parts
-    between graphs. Marks each code object once (no cost per call)."""
+    handlers, the view bookkeeping in tensor.py...) nor what it calls: while a
+    compiled function runs, dynamo's frame hook sees every Python frame, e.g.
+    our __torch_dispatch__ in the eager parts between graphs; tracing
+    record_view that way crashed dynamo (GPT-2). Marks each code object once
+    (no cost per call), through torch._C only, so `import rgpu` does it before
+    the first torch.compile without importing torch._dynamo."""
     if _SKIPPED[0]:
         return
     _SKIPPED[0] = True
     import sys
     import types
-    from torch._dynamo.eval_frame import set_code_exec_strategy
-    from torch._dynamo.types import FrameAction, FrameExecStrategy
-    skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)
     seen = set()
 
     def mark(code):
@@ -148,17 +152,149 @@ def _skip_our_frames():
         visit(h)
 
 
-def rgpu_backend(gm, example_inputs):
+# --- a frame dynamo can't compile runs eagerly ----------------------------------------
+
+_HOOKED = [False]
+_FRAME_FAILURES = {}        # (code, id of its first argument) -> weak reference to that argument
+
+
+class _Strong:
+    """A 'reference' to an object that can't be weakly referenced (None, ints...)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __call__(self):
+        return self.obj
+
+
+def _frame_key(frame):
+    """Which frame failed: its code and the object it runs on (its first
+    argument, e.g. the module of a forward), so another model reaching the
+    same code is compiled afresh."""
+    code = frame.f_code
+    first = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    try:
+        ref = weakref.ref(first)
+    except TypeError:
+        ref = _Strong(first)
+    return (code, id(first)), ref
+
+
+def _ours(fn):
+    """Whether a dynamo compiler callable wraps the rgpu backend."""
+    for _ in range(16):
+        if fn is _backend:
+            return True
+        nxt = getattr(fn, "_torchdynamo_orig_backend", None)
+        if nxt is None:                             # torch._TorchCompileWrapper
+            nxt = getattr(fn, "compiler_fn", None)
+        if nxt is None or nxt is fn:
+            return False
+        fn = nxt
+    return False
+
+
+def _cause(e):
+    """One line naming why dynamo failed: the innermost cause's type and message."""
+    seen = set()
+    while True:
+        inner = e.__cause__ or getattr(e, "inner_exception", None)
+        if inner is None or id(inner) in seen or str(inner) == "":
+            break
+        seen.add(id(e))
+        e = inner
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0] if msg else ''}"
+
+
+def _reset_after_failure():
+    """Undo what a failed trace may have left set: the tangent flag of
+    tensor.py, an error deferred from a backward that never ran, a capture
+    left open."""
+    _tensor._HIDE_UNFLATTEN[0] = False
+    _dispatch._DEFERRED.clear()
+    _C.capture_abort()          # no-op without a capture
+
+
+def _fullgraph():
+    """Whether the frame being compiled must be one graph (fullgraph=True)."""
+    try:
+        from torch._dynamo.symbolic_convert import _get_error_on_graph_break
+        return bool(_get_error_on_graph_break())
+    except Exception:       # noqa: BLE001  (another torch: treat as not fullgraph)
+        return False
+
+
+def install():
+    """Hook dynamo for the rgpu backend, once (needs torch._dynamo): rgpu's
+    package is a skipped directory (dynamo never inlines into it), and a frame
+    whose compile fails for any reason (dynamo's tracing, fake tensors,
+    aot_autograd, our backend) runs eagerly after one warning naming the
+    cause, instead of raising. With fullgraph=True (error_on_graph_break) the
+    error is raised as dynamo raises it. Other backends are left alone."""
+    if _HOOKED[0]:
+        return
+    _HOOKED[0] = True
+    skip_our_frames()
+    from torch._dynamo import convert_frame, trace_rules
+    from torch._dynamo.types import ConvertFrameReturn
+    from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy
+    trace_rules.add("rgpu")
+    orig = convert_frame.ConvertFrame.__call__
+    resume_error = getattr(convert_frame, "ResumePrologueTracingError", ())
+
+    def __call_(self, frame, cache_entry, hooks, frame_state, skip=0):
+        if not _ours(getattr(self, "_torchdynamo_orig_backend", None)):
+            return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
+        try:
+            return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
+        except Exception as e:      # noqa: BLE001  (any failure: this frame runs eagerly, say why)
+            _reset_after_failure()
+            box = getattr(getattr(self, "_inner_convert", None), "_box", None)
+            if getattr(box, "error_on_graph_break", False) or (resume_error and isinstance(e, resume_error)):
+                raise
+            key, owner = _frame_key(frame)
+            if key not in _FRAME_FAILURES:
+                _FRAME_FAILURES[key] = owner
+                _counts["eager_frames"] += 1
+                code = frame.f_code
+                warnings.warn(f"rgpu: torch.compile could not compile {code.co_name} "
+                              f"({code.co_filename}:{code.co_firstlineno}); it runs eagerly: {_cause(e)}",
+                              stacklevel=2)
+            return _EAGER()
+
+    def _EAGER():
+        # this call of the frame and everything it calls run eagerly (not one
+        # warning per nested function dynamo would try next); only this call:
+        # the code (e.g. transformers' forward wrapper) is shared by every
+        # model, and the next model must compile normally
+        return ConvertFrameReturn(frame_exec_strategy=_FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP),
+                                  apply_to_code=False, skip_reason="rgpu: compile failed")
+
+    def __call__(self, frame, cache_entry, hooks, frame_state, skip=0):
+        if _FRAME_FAILURES and _ours(getattr(self, "_torchdynamo_orig_backend", None)):
+            key, owner = _frame_key(frame)
+            if key in _FRAME_FAILURES and _FRAME_FAILURES[key]() is owner():
+                return _EAGER()         # failed before for this object: don't trace it again
+        return __call_(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
+
+    convert_frame.ConvertFrame.__call__ = __call__
+
+
+def _backend(gm, example_inputs):
     """The "rgpu" backend for torch.compile (see the module docstring)."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    _skip_our_frames()
+    install()
     _counts["graphs"] += 1
     reason = _dynamic(gm, example_inputs) or _foreign(example_inputs)
     if reason:
         _counts["eager_graphs"] += 1
         _warn("a graph", reason)
         return gm.forward
+    orig_forward = gm.forward
     gm, lifted = _lift_attrs(gm)
     example_inputs = lifted + list(example_inputs)
     fake_mode = torch._guards.detect_fake_mode(example_inputs)
@@ -171,8 +307,16 @@ def rgpu_backend(gm, example_inputs):
                 e = torch.empty_strided(e.shape, e.stride(), dtype=e.dtype, device=_tensor.DEVICE,
                                         requires_grad=e.requires_grad)
             plain.append(e)
-    compiled = aot_module_simplified(gm, plain, fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
-                                     decompositions={}, keep_inference_input_mutations=True)
+    try:
+        compiled = aot_module_simplified(gm, plain, fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+                                         decompositions={}, keep_inference_input_mutations=True)
+    except Exception as e:      # noqa: BLE001  (aot_autograd failed: this graph runs eagerly, say why)
+        _reset_after_failure()
+        if _fullgraph():
+            raise
+        _counts["eager_graphs"] += 1
+        _warn("a graph", f"aot_autograd failed: {_cause(e)}")
+        return orig_forward
     if not lifted:
         return compiled
 
@@ -191,7 +335,18 @@ def register():
     from torch._dynamo import register_backend
     from torch._dynamo.backends.registry import _BACKENDS
     if "rgpu" not in _BACKENDS:
-        register_backend(name="rgpu")(rgpu_backend)
+        register_backend(name="rgpu")(_backend)
+    install()
+
+
+def __getattr__(name):
+    # The entry point "rgpu = rgpu.compile:rgpu_backend" is loaded when
+    # torch.compile first looks the backend up, before dynamo traces anything:
+    # the moment to hook dynamo (install) when rgpu was imported before it.
+    if name == "rgpu_backend":
+        install()
+        return _backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- one aot graph ------------------------------------------------------------------

@@ -17,7 +17,7 @@ Meta inference is the slow part (10-200 us; many meta kernels are Python), so
 its result is cached under (op, input metadata, non-tensor args)."""
 import torch
 
-from . import _C, decomp, opmap, transfer
+from . import _C, decomp, opmap, resize, transfer
 from .tensor import (DEVICE, RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, record_view,
                      set_dispatcher, wrap)
 
@@ -776,11 +776,29 @@ def _item(func, args, kwargs):
     return transfer.item(args[0])
 
 
+_FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
+
+
+def _lift_fresh(func, args, kwargs):
+    """lift_fresh(t) is t. Under a FakeTensorMode (dynamo and aot_autograd
+    tracing `torch.tensor(data, device="rgpu")`) torch.tensor builds a real
+    rgpu tensor, as it does a real CUDA tensor, and lift_fresh is where the
+    fake mode turns it into a fake; the fake mode leaves tensor subclasses to
+    their own dispatch, so the fake is made here (metadata only: the value
+    is never needed while tracing)."""
+    t = args[0]
+    mode = torch._C._get_dispatch_mode(_FAKE_KEY) or torch._guards.detect_fake_mode()
+    if mode is None:
+        return t
+    with mode:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=DEVICE)
+
+
 def _resize_(func, args, kwargs):
     self = args[0]
-    if tuple(args[1]) == self._key[0]:
+    if tuple(args[1]) == self._key[0] and kwargs.get("memory_format") is None:
         return self
-    raise NotImplementedError("rgpu: resize_ to a different shape is not supported yet")
+    return resize.resize_tensor(self, args[1], _arg(args, kwargs, 2, "memory_format", None))
 
 
 def _shallow_copy_ok(func, args, kwargs):
@@ -810,6 +828,7 @@ def _specials():
         aten.arange.out: _arange_out,
         aten._unsafe_view.default: _view_handler,
         aten.resize_.default: _resize_,
+        aten.lift_fresh.default: _lift_fresh,
         aten._has_compatible_shallow_copy_type.default: _shallow_copy_ok,
     }
 

@@ -9,6 +9,7 @@ A RemoteTensor is a wrapper subclass (no local data) on device rgpu:0 holding
 Every op on it goes to __torch_dispatch__, which the dispatch module installs
 with set_dispatcher()."""
 import copy
+import weakref
 
 import torch
 
@@ -124,6 +125,14 @@ class RemoteTensor(torch.Tensor):
     def _meta(self):
         return meta_of(self)
 
+    def untyped_storage(self):
+        # the storage remembers its tensor: UntypedStorage.resize_ of the rgpu
+        # device (resize.py) rebinds that tensor to a reallocated storage
+        s = super().untyped_storage()
+        if "_rgpu_owner" not in s.__dict__:
+            s._rgpu_owner = weakref.ref(self)
+        return s
+
     @property
     def _sid(self):
         return self._st.sid
@@ -180,10 +189,18 @@ def meta_of(t):
     return m
 
 
-def rebind(t, key, st, tid, m=None):
+def rebind(t, key, st, tid, m=None, storage_size=None):
     """Point the existing Python object t at another server tensor with other
-    metadata (out= resizing, in-place view ops); frees t's old tensor id."""
-    tmp = wrap(key, st, 0, None)
+    metadata (out= resizing, in-place view ops, resize_); frees t's old tensor
+    id. storage_size: the bytes t.untyped_storage() reports, when not those
+    its metadata spans."""
+    if storage_size is None:
+        tmp = wrap(key, st, 0, None)
+    else:
+        sizes, strides, offset, dtype = key
+        tmp = _make(RemoteTensor, sizes, strides=strides, storage_offset=offset, dtype=dtype, device=DEVICE,
+                    storage_size=storage_size)
+        tmp._key, tmp._st, tmp._tid, tmp._m = key, st, 0, None
     t.data = tmp            # copies sizes/strides/offset/dtype into t's TensorImpl
     old = t._tid
     t._key, t._st, t._tid, t._m = key, st, tid, m
