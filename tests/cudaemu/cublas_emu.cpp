@@ -1,0 +1,203 @@
+// cublas_emu.cpp — a reference for exactly the cuBLAS entry points that
+// replayer/cuda/cublas_loader.cu resolves, built as cudaemu's
+// libcublas.so.13 so the backend finds it through its own loader (the
+// emulated binaries' RUNPATH, or $RGPU_CUBLAS_PATH). Each GEMM is checked
+// when called and queued on the handle's stream (so a capture records it);
+// it runs at the stream's next synchronisation.
+//
+// Column-major, as cuBLAS: C[i + j*ldc] = alpha * sum_p op(A)[i,p] op(B)[p,j]
+// + beta * C (C is not read when beta == 0). Products are summed in p order
+// in double (for 32F compute, rounded once at the end; TF32 compute rounds
+// the inputs to 10 mantissa bits first), so results are deterministic.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaemu_api.h"
+
+namespace {
+
+enum { ST_OK = 0, ST_NOT_INITIALIZED = 1, ST_INVALID_VALUE = 7, ST_EXECUTION_FAILED = 13, ST_NOT_SUPPORTED = 15 };
+enum { R_32F = 0, R_64F = 1, R_16F = 2, R_16BF = 14 };
+enum { C_32F = 68, C_32F_TF32 = 77, C_64F = 70 };
+
+struct handle {
+    cudaStream_t stream;
+    int math_mode;
+};
+
+struct gemm {
+    int ta, tb, m, n, k;
+    double alpha, beta;
+    const void *A, *B;
+    void *C;
+    int at, bt, ct, lda, ldb, ldc;
+    long long sA, sB, sC;
+    int batch;
+    bool tf32;
+};
+
+size_t esize(int t) { return t == R_64F ? 8 : t == R_32F ? 4 : 2; }
+
+double load(const void *p, int t, long long i) {
+    switch (t) {
+    case R_32F: return ((const float *)p)[i];
+    case R_64F: return ((const double *)p)[i];
+    case R_16F: return (double)__half2float(((const __half *)p)[i]);
+    default: return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    }
+}
+
+void store(void *p, int t, long long i, double v) {
+    switch (t) {
+    case R_32F: ((float *)p)[i] = (float)v; break;
+    case R_64F: ((double *)p)[i] = v; break;
+    case R_16F: ((__half *)p)[i] = __float2half_rn((float)v); break;
+    default: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
+    }
+}
+
+double tf32(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1)) & ~0x1fffu;   // nearest even
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// Bytes a strided batched operand spans (0 when empty), for the range check.
+bool span(int rows, int cols, int ld, long long stride, int batch, size_t es, size_t *out) {
+    if (!rows || !cols || !batch) { *out = 0; return true; }
+    unsigned long long last = (unsigned long long)(cols - 1) * (unsigned)ld + (unsigned)rows;
+    last += (unsigned long long)(batch - 1) * (unsigned long long)(stride < 0 ? -stride : stride);
+    *out = (size_t)(last * es);
+    return true;
+}
+
+void run_gemm(void *arg) {
+    const gemm &g = *(const gemm *)arg;
+    // operand ranges, checked when the GEMM runs (the memory must still be there)
+    struct { const void *p; int r, c, ld; long long s; int t; const char *name; } ops[3] = {
+        { g.A, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda, g.sA, g.at, "A" },
+        { g.B, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.sB, g.bt, "B" },
+        { g.C, g.m, g.n, g.ldc, g.sC, g.ct, "C" },
+    };
+    for (auto &o : ops) {
+        size_t bytes;
+        span(o.r, o.c, o.ld, o.s, g.batch, esize(o.t), &bytes);
+        if (bytes && !cudaemu_device_range_ok(o.p, bytes)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "cuBLAS gemm (m=%d n=%d k=%d batch=%d): operand %s (%zu bytes at %p) is not inside one device allocation",
+                     g.m, g.n, g.k, g.batch, o.name, bytes, o.p);
+            cudaemu_report_fault(msg);
+            return;
+        }
+    }
+    for (int b = 0; b < g.batch; b++) {
+        const char *A = (const char *)g.A + (long long)b * g.sA * (long long)esize(g.at);
+        const char *B = (const char *)g.B + (long long)b * g.sB * (long long)esize(g.bt);
+        char *C = (char *)g.C + (long long)b * g.sC * (long long)esize(g.ct);
+        for (int j = 0; j < g.n; j++)
+            for (int i = 0; i < g.m; i++) {
+                double acc = 0;
+                for (int p = 0; p < g.k; p++) {
+                    double a = load(A, g.at, g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda);
+                    double bb = load(B, g.bt, g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb);
+                    if (g.tf32) { a = tf32(a); bb = tf32(bb); }
+                    acc += a * bb;
+                }
+                long long ci = i + (long long)j * g.ldc;
+                double v = g.alpha * acc;
+                if (g.beta != 0) v += g.beta * load(C, g.ct, ci);
+                store(C, g.ct, ci, v);
+            }
+    }
+}
+
+int enqueue(handle *h, const gemm &g0) {
+    if (!h) return ST_NOT_INITIALIZED;
+    if (g0.m < 0 || g0.n < 0 || g0.k < 0 || g0.batch < 0 || (g0.ta != 0 && g0.ta != 1) || (g0.tb != 0 && g0.tb != 1) ||
+        g0.ldc < (g0.m > 1 ? g0.m : 1) || g0.lda < ((g0.ta ? g0.k : g0.m) > 1 ? (g0.ta ? g0.k : g0.m) : 1) ||
+        g0.ldb < ((g0.tb ? g0.n : g0.k) > 1 ? (g0.tb ? g0.n : g0.k) : 1))
+        return ST_INVALID_VALUE;
+    if (!g0.m || !g0.n || !g0.batch) return ST_OK;
+    gemm *g = new gemm(g0);
+    int e = cudaemu_enqueue_host(h->stream, "cublas gemm", run_gemm, g, [](void *p) { delete (gemm *)p; });
+    return e ? ST_EXECUTION_FAILED : ST_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int cublasCreate_v2(void **out) {
+    *out = new handle{ nullptr, 0 };
+    return ST_OK;
+}
+
+int cublasDestroy_v2(void *h) {
+    delete (handle *)h;
+    return ST_OK;
+}
+
+int cublasSetStream_v2(void *h, cudaStream_t s) {
+    if (!h) return ST_NOT_INITIALIZED;
+    ((handle *)h)->stream = s;
+    return ST_OK;
+}
+
+int cublasSetMathMode(void *h, int mode) {
+    if (!h) return ST_NOT_INITIALIZED;
+    ((handle *)h)->math_mode = mode;
+    return ST_OK;
+}
+
+int cublasSetWorkspace_v2(void *h, void *ws, size_t bytes) {
+    if (!h) return ST_NOT_INITIALIZED;
+    if (bytes && !cudaemu_device_range_ok(ws, bytes)) return ST_INVALID_VALUE;
+    return ST_OK;
+}
+
+int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A, int lda,
+                              long long sA, const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,
+                              long long sC, int batch) {
+    gemm g = { ta, tb, m, n, k, *alpha, *beta, A, B, C, R_32F, R_32F, R_32F, lda, ldb, ldc, sA, sB, sC, batch, false };
+    return enqueue((handle *)h, g);
+}
+
+int cublasDgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const double *alpha, const double *A, int lda,
+                              long long sA, const double *B, int ldb, long long sB, const double *beta, double *C, int ldc,
+                              long long sC, int batch) {
+    gemm g = { ta, tb, m, n, k, *alpha, *beta, A, B, C, R_64F, R_64F, R_64F, lda, ldb, ldc, sA, sB, sC, batch, false };
+    return enqueue((handle *)h, g);
+}
+
+int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int Atype,
+                               int lda, long long sA, const void *B, int Btype, int ldb, long long sB, const void *beta,
+                               void *C, int Ctype, int ldc, long long sC, int batch, int compute, int algo) {
+    (void)algo;
+    auto ok_type = [](int t) { return t == R_32F || t == R_64F || t == R_16F || t == R_16BF; };
+    if (!ok_type(Atype) || !ok_type(Btype) || !ok_type(Ctype)) return ST_NOT_SUPPORTED;
+    double al, be;
+    if (compute == C_64F) {
+        if (Atype != R_64F || Btype != R_64F || Ctype != R_64F) return ST_NOT_SUPPORTED;
+        al = *(const double *)alpha;
+        be = *(const double *)beta;
+    } else if (compute == C_32F || compute == C_32F_TF32) {
+        if (Atype == R_64F || Btype == R_64F || Ctype == R_64F) return ST_NOT_SUPPORTED;
+        al = *(const float *)alpha;
+        be = *(const float *)beta;
+    } else {
+        return ST_NOT_SUPPORTED;
+    }
+    gemm g = { ta, tb, m, n, k, al, be, A, B, C, Atype, Btype, Ctype, lda, ldb, ldc, sA, sB, sC, batch,
+               compute == C_32F_TF32 && Atype == R_32F };
+    return enqueue((handle *)h, g);
+}
+
+}  // extern "C"
