@@ -193,16 +193,36 @@ def test_unsupported_op_falls_back_naming_it():
             cf(x.to(DEV))
 
 
-def test_dynamic_shapes_fall_back_to_eager():
+def test_dynamic_shapes_capture_a_template_per_shape(monkeypatch):
+    """A graph traced with symbolic shapes is captured once per concrete input
+    shape (one warning saying so, at the second shape), up to MAX_SHAPES; past
+    that it runs eagerly after one warning."""
     def f(x):
         return (x * x).sum(0)
+    monkeypatch.setattr(rgpu._compile, "MAX_SHAPES", 3)
     cf = torch.compile(f, backend="rgpu", dynamic=True)
-    x = torch.randn(7, 3)
-    with pytest.warns(UserWarning, match="dynamic shapes"):
-        r = cf(x.to(DEV))
-    torch.testing.assert_close(r.cpu(), (x * x).sum(0))
-    x2 = torch.randn(9, 3)
-    torch.testing.assert_close(cf(x2.to(DEV)).cpu(), (x2 * x2).sum(0))
+    c0 = cc()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        x = torch.randn(7, 3)
+        torch.testing.assert_close(cf(x.to(DEV)).cpu(), (x * x).sum(0))
+    assert rgpu_warnings(rec) == []
+    with pytest.warns(UserWarning, match="captured once per input shape"):
+        x2 = torch.randn(9, 3)
+        torch.testing.assert_close(cf(x2.to(DEV)).cpu(), (x2 * x2).sum(0))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(cf(x.to(DEV)).cpu(), (x * x).sum(0))      # template of shape 1 again
+        x3 = torch.randn(4, 3)
+        torch.testing.assert_close(cf(x3.to(DEV)).cpu(), (x3 * x3).sum(0))
+    assert rgpu_warnings(rec) == []
+    c1 = cc()
+    assert c1["templates"] - c0["templates"] == 3 and c1["calls"] - c0["calls"] == 4
+    assert c1["eager_calls"] == c0["eager_calls"]
+    with pytest.warns(UserWarning, match="more than 3 input shapes"):
+        x4 = torch.randn(5, 3)
+        torch.testing.assert_close(cf(x4.to(DEV)).cpu(), (x4 * x4).sum(0))
+    assert cc()["eager_calls"] == c0["eager_calls"] + 1
 
 
 def test_views_and_aliasing_outputs():

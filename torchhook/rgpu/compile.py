@@ -15,8 +15,13 @@ binding the template's ids to this call's tensors; the outputs' metadata is
 known from the capture, so a call never waits.
 
 A graph that can't be shipped runs eagerly (every op recorded as usual) after
-one warning naming the reason: dynamic shapes, an op that needs a wait (its
-output shape or value depends on data), an op rgpu can't run.
+one warning naming the reason: an op that needs a wait (its output shape or
+value depends on data), an op rgpu can't run, aot_autograd failing on it. A
+graph traced with dynamic shapes gets one template per concrete input shape
+(a warning at the second, at most MAX_SHAPES). A frame dynamo itself can't
+compile (any exception while it traces, fakeifies or calls this backend)
+runs eagerly after one warning (install()); fullgraph=True raises instead.
+rgpu's own Python is never traced by dynamo (skip_our_frames()).
 See FORMAT.md §5.1 for the template layout and the CALL record."""
 import struct
 import warnings
@@ -34,6 +39,8 @@ _MAGIC = 0x50544752         # "RGTP"
 _VERSION = 1
 _LOCAL = 1 << 62            # ids made while capturing (template-local)
 
+MAX_SHAPES = 64            # templates one dynamic-shape graph may capture (one per input shape)
+
 _counts = {"graphs": 0, "templates": 0, "calls": 0, "eager_graphs": 0, "eager_calls": 0, "eager_frames": 0}
 
 
@@ -50,17 +57,16 @@ def _warn(what, reason):
 
 # --- the dynamo backend -------------------------------------------------------------
 
-def _dynamic(gm, example_inputs):
-    """Why the graph has dynamic shapes, or None: a symbolic input, or one with
-    symbolic sizes (as passed, or as dynamo traced the placeholder)."""
-    values = list(example_inputs)
-    values += [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-    for v in values:
-        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return f"dynamic shapes (symbolic input {v})"
-        if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
-            return f"dynamic shapes (an input with symbolic sizes {tuple(v.shape)})"
-    return None
+def _symbolic(gm):
+    """Whether dynamo traced the graph with dynamic shapes (a symbolic input)."""
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            v = n.meta.get("example_value")
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return True
+            if isinstance(v, torch.Tensor) and any(isinstance(x, torch.SymInt) for x in (*v.shape, *v.stride())):
+                return True
+    return False
 
 
 def _foreign(example_inputs):
@@ -289,14 +295,22 @@ def _backend(gm, example_inputs):
 
     install()
     _counts["graphs"] += 1
-    reason = _dynamic(gm, example_inputs) or _foreign(example_inputs)
+    reason = _foreign(example_inputs)
     if reason:
         _counts["eager_graphs"] += 1
         _warn("a graph", reason)
         return gm.forward
     orig_forward = gm.forward
+    dynamic = _symbolic(gm)
+    # what dynamo traced each input as: symbolic sizes and ints under dynamic
+    # shapes (the example inputs themselves are the concrete tensors)
+    traced = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     gm, lifted = _lift_attrs(gm)
-    example_inputs = lifted + list(example_inputs)
+    example_inputs = list(example_inputs)
+    if len(traced) == len(example_inputs):
+        example_inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)) else e
+                          for v, e in zip(traced, example_inputs)]
+    example_inputs = lifted + example_inputs
     fake_mode = torch._guards.detect_fake_mode(example_inputs)
     plain = []
     with fake_mode:
@@ -307,8 +321,10 @@ def _backend(gm, example_inputs):
                 e = torch.empty_strided(e.shape, e.stride(), dtype=e.dtype, device=_tensor.DEVICE,
                                         requires_grad=e.requires_grad)
             plain.append(e)
+    kinds = ("forward", "backward") if not dynamic else ("forward (dynamic shapes)", "backward (dynamic shapes)")
     try:
-        compiled = aot_module_simplified(gm, plain, fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+        compiled = aot_module_simplified(gm, plain, fw_compiler=_compiler(kinds[0], dynamic),
+                                         bw_compiler=_compiler(kinds[1], dynamic),
                                          decompositions={}, keep_inference_input_mutations=True)
     except Exception as e:      # noqa: BLE001  (aot_autograd failed: this graph runs eagerly, say why)
         _reset_after_failure()
@@ -325,9 +341,9 @@ def _backend(gm, example_inputs):
     return run
 
 
-def _compiler(kind):
+def _compiler(kind, dynamic):
     def compile_graph(g, example_inputs):
-        return _Graph(g, kind)
+        return _Graph(g, kind, dynamic)
     return compile_graph
 
 
@@ -393,9 +409,10 @@ class _Graph:
     """A forward or backward graph from aot_autograd: templates by layout."""
     _boxed_call = True
 
-    def __init__(self, gm, kind):
+    def __init__(self, gm, kind, dynamic=False):
         self.gm = gm
         self.kind = kind
+        self.dynamic = dynamic      # traced with symbolic shapes: one template per concrete layout
         self.templates = {}
         self.eager = None           # reason, once the graph can't be shipped
         reason = _unsupported_node(gm)
@@ -417,6 +434,13 @@ class _Graph:
                 return self._run_eager(args, "an argument that is not an rgpu tensor")
             t = self.templates.get(lay)
             if t is None:
+                if self.dynamic and self.templates:
+                    n = len(self.templates)
+                    if n >= MAX_SHAPES:
+                        return self._run_eager(args, f"dynamic shapes: more than {MAX_SHAPES} input shapes")
+                    if n == 1:
+                        warnings.warn(f"rgpu: the {self.kind} graph is captured once per input shape (a template "
+                                      f"each, at most {MAX_SHAPES}, then it runs eagerly)", stacklevel=2)
                 t = self._capture(args)
                 if t is None:
                     return self._run_eager(args)

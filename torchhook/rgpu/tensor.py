@@ -51,9 +51,14 @@ _OWN_ATTRS = frozenset(("_tid", "_st", "_key", "_m", "_ref", "_is_param", "_fm")
 
 
 def _unflatten(inner, ctx, outer_size, outer_stride):
-    m = inner["_meta"]          # dynamo's fake of the meta tensor: move it to rgpu
+    # dynamo's fake of the meta tensor: move it to rgpu. Sizes and strides are
+    # the outer ones: with dynamic shapes they are the symbols dynamo guards
+    # and passes as the graph's size inputs (the inner tensor gets its own)
+    m = inner["_meta"]
+    if outer_size is None:
+        outer_size, outer_stride = m.shape, m.stride()
     with m.fake_mode:
-        fm = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=DEVICE)
+        fm = torch.empty_strided(outer_size, outer_stride, dtype=m.dtype, device=DEVICE)
         if m.storage_offset():
             fm = fm.as_strided(m.shape, m.stride(), m.storage_offset())
     return fake_of(fm)
