@@ -72,6 +72,10 @@ struct rgpu_backend {
     rgpu_status (*graph_end)(rgpu_backend *b, void **graph, char *err, size_t errlen);
     rgpu_status (*graph_launch)(rgpu_backend *b, void *graph, char *err, size_t errlen);
     void (*graph_destroy)(rgpu_backend *b, void *graph);
+
+    /* Storages live in device memory, not the host's (cuda): they are not
+     * taken from the session's host-memory pool (false: cpu, null). */
+    bool device_memory;
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a

@@ -183,6 +183,7 @@ rgpu_backend *rgpu_backend_cpu_create(void) {
         /* .graph_end     = */ cpu_graph_end,
         /* .graph_launch  = */ cpu_graph_launch,
         /* .graph_destroy = */ cpu_graph_destroy,
+        /* .device_memory = */ false,
     };
     return b;
 }
@@ -220,6 +221,7 @@ rgpu_backend *rgpu_backend_null_create(void) {
         /* .supports = */ null_supports,
         /* .destroy  = */ host_destroy,
         /* graphs: none */ NULL, NULL, NULL, NULL,
+        /* .device_memory = */ false,
     };
     return b;
 }

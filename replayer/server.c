@@ -30,16 +30,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #define TOKEN_HEX       64                 /* 32 random bytes, hex */
 #define MAX_TOKEN_LEN   1024               /* a HELLO token longer than this is refused */
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
+#define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
 
 static rgpu_backend *g_backend;
 static bool g_quiet, g_no_auth;
@@ -52,7 +56,11 @@ static double g_grace = 300;              /* --grace SECONDS */
 static uint64_t g_max_msg = RGPU_MAX_FRAME;       /* --max-message */
 static uint64_t g_max_chunk = RGPU_MAX_CHUNK_RAW; /* --max-chunk */
 static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes, --graphs */
+static rgpu_mem_pool g_pool;              /* --max-memory: host memory of all sessions and messages */
 static uint64_t g_epoch;                  /* high 32 bits of this process's session ids */
+static double g_hs_timeout = 10;          /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
+static uint32_t g_max_conns = 256;        /* --max-connections */
+static uint32_t g_conns;                  /* open connections (atomic) */
 
 static void logf_(const char *fmt, ...) {
     if (g_quiet) return;
@@ -94,6 +102,7 @@ typedef struct sess {
     struct conn *conn;            /* attached connection, or NULL (detached) */
     double detached_at;
     uint64_t mem_bytes;           /* storages + blobs, updated by the owning thread (atomic) */
+    bool busy;                    /* its connection's thread is handling a message (atomic) */
     sent_result *sent;            /* newest first */
     size_t sent_bytes;
 } sess;
@@ -129,7 +138,7 @@ static void sess_destroy(sess *se) {
     rgpu_rgt_close(se->rec);
     rgpu_rgt_close(se->jnl);
     remove_journal(se->jnl_path);
-    while (se->sent) { sent_result *r = se->sent; se->sent = r->next; free(r->p); free(r); }
+    while (se->sent) { sent_result *r = se->sent; se->sent = r->next; rgpu_mem_pool_give(&g_pool, r->n); free(r->p); free(r); }
     free(se);
 }
 
@@ -143,15 +152,13 @@ static void log_stats(const char *why) {
         bytes += __atomic_load_n(&e->mem_bytes, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&g_mu);
-    logf_("stats (%s): sessions %llu (detached %llu), session bytes %llu", why, (unsigned long long)n,
-          (unsigned long long)detached, (unsigned long long)bytes);
+    logf_("stats (%s): sessions %llu (detached %llu), session bytes %llu, host memory %llu of %llu (--max-memory)",
+          why, (unsigned long long)n, (unsigned long long)detached, (unsigned long long)bytes,
+          (unsigned long long)rgpu_mem_pool_used(&g_pool), (unsigned long long)g_pool.limit);
 }
 
 static void sess_update_mem(sess *se) {
-    uint64_t a, pk;
-    rgpu_session_memory(se->s, &a, &pk);
-    __atomic_store_n(&se->mem_bytes, a + rgpu_session_blob_bytes(se->s) + rgpu_session_template_bytes(se->s),
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&se->mem_bytes, rgpu_session_held(se->s), __ATOMIC_RELAXED);
 }
 
 /* Free detached sessions whose grace period is over (main thread, 2/s). */
@@ -179,13 +186,32 @@ typedef struct deferred { struct deferred *next; rgpu_msg_header h; uint8_t *p; 
 typedef struct conn {
     int fd;
     uint32_t no;              /* for logs before a session is attached */
+    char peer[80];            /* the peer's address, in every log line about the connection */
     sess *se;                 /* after the handshake */
     rgpu_session *s;          /* se->s */
     deferred *dq_head, *dq_tail;
     size_t ndeferred;
     bool sent_error;          /* an ERROR went out: the session ends */
+    bool link_err;            /* a read or write on the socket failed: the peer is gone */
     bool bye;
+    char why[256];            /* detail of the last failure inside a fetch, for the ERROR */
 } conn;
+
+/* "session 3 (127.0.0.1:40312)" or, before a session, "connection 7 (…)". */
+static const char *tag(const conn *c, char *buf, size_t n) {
+    if (c->se) snprintf(buf, n, "session %u (%s)", c->se->no, c->peer);
+    else snprintf(buf, n, "connection %u (%s)", c->no, c->peer);
+    return buf;
+}
+#define TAG(c) tag((c), (char[120]){ 0 }, 120)
+
+/* Every wire message's payload is host memory taken from the pool while it
+ * is held (read, deferred, processed). */
+static void msg_free(uint8_t *p, uint64_t len) {
+    if (!p) return;
+    free(p);
+    rgpu_mem_pool_give(&g_pool, len);
+}
 
 static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
     uint8_t buf[8 + 512];
@@ -198,38 +224,66 @@ static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
     if (n < 0) n = 0;
     if (n > 511) n = 511;
     c->sent_error = true;
-    logf_("session %u: error %s: %s", c->se ? c->se->no : c->no, rgpu_status_name(code), (char *)buf + 8);
+    logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), (char *)buf + 8);
     return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
 }
 
-/* Read one message, enforcing --max-message with the offending size in the
- * error (the header is decoded before the length check fails). */
+/* The largest payload a message of this type can need: a CHUNK carries at
+ * most --max-chunk raw bytes (compressed: zstd's bound), a BLOB at most
+ * --max-message, anything else is small. */
+static uint64_t max_payload(int type) {
+    uint64_t m = g_max_msg;
+    if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_max_chunk);
+    else if (type != RGPU_MSG_BLOB) m = MAX_SMALL_MSG;
+    return m < g_max_msg ? m : g_max_msg;
+}
+
+/* Read one message. Its length is checked against the limit for its type
+ * (--max-message, --max-chunk) and taken from the memory pool *before*
+ * anything is reserved, with the offending size and the limit in the error. */
 static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     uint8_t hb[RGPU_WIRE_HEADER];
     *p = NULL;
     rgpu_status s = rgpu_io_read_all(c->fd, hb, sizeof hb);
-    if (s) return s;
-    if ((s = rgpu_wire_header_decode(hb, g_max_msg, h))) {
-        if (s == RGPU_ERR_TOO_LARGE)
-            send_error(c, s, "a %s message of %llu bytes is over this server's limit of %llu (--max-message)",
-                       rgpu_msg_name(h->type), (unsigned long long)h->len, (unsigned long long)g_max_msg);
-        else
-            send_error(c, s, "reading message: %s", rgpu_status_str(s));
+    if (s) { c->link_err = true; return s; }
+    if ((s = rgpu_wire_header_decode(hb, UINT64_MAX, h))) {
+        send_error(c, s, "reading message: %s", rgpu_status_str(s));
         return s;
     }
-    if (h->len > SIZE_MAX - 1) return send_error(c, RGPU_ERR_TOO_LARGE, "message too large"), RGPU_ERR_TOO_LARGE;
+    uint64_t lim = max_payload(h->type);
+    if (h->len > lim || h->len > SIZE_MAX - 1) {
+        send_error(c, RGPU_ERR_TOO_LARGE, "a %s message of %llu bytes is over this server's limit of %llu for it (%s)",
+                   rgpu_msg_name(h->type), (unsigned long long)h->len, (unsigned long long)lim,
+                   h->type == RGPU_MSG_CHUNK && lim < g_max_msg ? "--max-chunk" : "--max-message");
+        return RGPU_ERR_TOO_LARGE;
+    }
+    if (!rgpu_mem_pool_take(&g_pool, h->len)) {
+        send_error(c, RGPU_ERR_LIMIT, "a %s message of %llu bytes would pass the server's memory limit of %llu bytes "
+                   "(--max-memory; %llu in use)", rgpu_msg_name(h->type), (unsigned long long)h->len,
+                   (unsigned long long)g_pool.limit, (unsigned long long)rgpu_mem_pool_used(&g_pool));
+        return RGPU_ERR_LIMIT;
+    }
     uint8_t *b = malloc(h->len ? h->len : 1);
-    if (!b) return send_error(c, RGPU_ERR_NOMEM, "no memory for a %llu-byte message", (unsigned long long)h->len), RGPU_ERR_NOMEM;
+    if (!b) {
+        rgpu_mem_pool_give(&g_pool, h->len);
+        return send_error(c, RGPU_ERR_NOMEM, "no memory for a %llu-byte message", (unsigned long long)h->len), RGPU_ERR_NOMEM;
+    }
     if ((s = rgpu_io_read_all(c->fd, b, h->len))) {
-        free(b);
+        msg_free(b, h->len);
+        c->link_err = true;
         return s == RGPU_ERR_CLOSED && h->len ? RGPU_ERR_TRUNCATED : s;
     }
     *p = b;
     return RGPU_OK;
 }
 
-/* The peer is gone (a detach, not a protocol error): no ERROR to send. */
-static bool link_lost(rgpu_status s) { return s == RGPU_ERR_CLOSED || s == RGPU_ERR_TRUNCATED || s == RGPU_ERR_IO; }
+/* The peer is gone (a detach, not a protocol error): no ERROR to send. Only
+ * a failed read or write on the socket says so (c->link_err): the same
+ * codes from decoding a record (a record cut short inside a valid frame)
+ * are protocol errors. */
+static bool link_lost(const conn *c, rgpu_status s) {
+    return c->link_err && (s == RGPU_ERR_CLOSED || s == RGPU_ERR_TRUNCATED || s == RGPU_ERR_IO);
+}
 
 /* Read the next message: deferred ones first. */
 static rgpu_status next_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
@@ -245,23 +299,57 @@ static rgpu_status next_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     return recv_msg(c, h, p);
 }
 
-static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const uint8_t *frame, size_t n) {
-    if (c->se->rec) rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n);
-    if (c->se->jnl) rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n);
+/* A write to a session's journal failed (a full disk, an I/O error): the
+ * session goes on without one, loudly, rather than ending (training keeps
+ * going; only a server restart would lose it). The file is kept: it is
+ * consistent up to its last commit, but no longer resumable after a restart,
+ * so it is removed when the session ends like any journal. */
+static void jnl_failed(sess *se) {
+    logf_("session %u: WARNING: journal %s: %s: the session continues WITHOUT a journal (a server restart "
+          "will not resume it)", se->no, se->jnl_path, rgpu_rgt_errmsg(se->jnl));
+    rgpu_rgt_close(se->jnl);
+    se->jnl = NULL;
+    remove_journal(se->jnl_path);   /* missing chunks from here: a restart must not rebuild a wrong state */
+    se->jnl_path[0] = 0;
 }
 
-static rgpu_status blob_from_msg(const uint8_t *p, uint64_t len, rgpu_hash *h, uint8_t **data, size_t *n) {
+/* A write to a --record trace failed: recording stops there; the trace keeps
+ * everything up to its last commit (readable, replayable to that point). */
+static void rec_failed(sess *se) {
+    logf_("session %u: WARNING: --record trace: %s: recording stopped; the trace holds the ops up to its last "
+          "commit", se->no, rgpu_rgt_errmsg(se->rec));
+    rgpu_rgt_close(se->rec);
+    se->rec = NULL;
+}
+
+static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const uint8_t *frame, size_t n) {
+    if (c->se->rec && rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n)) rec_failed(c->se);
+    if (c->se->jnl && rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n)) jnl_failed(c->se);
+}
+
+/* A BLOB message's blob: inflated only when it fits in max_n bytes (else
+ * RGPU_ERR_LIMIT, *n its size), hash checked, then (and only then) kept in
+ * the journal and the --record trace. */
+static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64_t max_n, rgpu_hash *h,
+                                 uint8_t **data, size_t *n) {
+    *data = NULL; *n = 0;
     if (len < 16) return RGPU_ERR_TRUNCATED;
     memcpy(h->b, p, 16);
-    return rgpu_frame_decompress(p + 16, len - 16, RGPU_MAX_BLOB_RAW, data, n);
+    rgpu_status s = rgpu_frame_decompress(p + 16, len - 16, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
+    if (s == RGPU_ERR_TOO_LARGE && *n <= RGPU_MAX_BLOB_RAW) return RGPU_ERR_LIMIT;
+    if (s) return s;
+    rgpu_hash real = rgpu_hash_bytes(*data, *n);
+    if (!rgpu_hash_eq(&real, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
+    jnl_put_blob(c, h, *n, p + 16, len - 16);
+    return RGPU_OK;
 }
 
 /* Session callback: an UPLOAD needs a blob we don't have. Errors from here
- * are reported by the caller (handle_chunk). */
-static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, size_t *n) {
+ * are reported by the caller (handle_chunk; the session for LIMIT). */
+static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, uint8_t **data, size_t *n) {
     conn *c = ud;
     rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_NEED, want->b, 16, NULL, 0);
-    if (s) return s;
+    if (s) { c->link_err = true; return s; }
     for (;;) {
         rgpu_msg_header h;
         uint8_t *p;
@@ -270,23 +358,25 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, s
             rgpu_hash got;
             uint8_t *d;
             size_t dn;
-            s = blob_from_msg(p, h.len, &got, &d, &dn);
-            if (!s) jnl_put_blob(c, &got, dn, p + 16, h.len - 16);
-            free(p);
-            if (s) return s;
-            if (rgpu_hash_eq(&got, want)) {
-                rgpu_hash real = rgpu_hash_bytes(d, dn);
-                if (!rgpu_hash_eq(&real, want)) { free(d); return RGPU_ERR_BAD_CHECKSUM; }
-                *data = d; *n = dn;
-                return RGPU_OK;
-            }
-            if ((s = rgpu_session_put_blob(c->s, &got, d, dn))) return s;
+            bool wanted = h.len >= 16 && !memcmp(p, want->b, 16);
+            s = blob_from_msg(c, p, h.len, wanted ? max_n : rgpu_session_room(c->s, NULL, 0), &got, &d, &dn);
+            msg_free(p, h.len);
+            if (wanted) { *data = d; *n = dn; return s; }
+            if (s == RGPU_ERR_LIMIT) { logf_("%s: a pushed blob of %zu bytes dropped: over the memory limits", TAG(c), dn); continue; }
+            if (s) { snprintf(c->why, sizeof c->why, "BLOB: %s", rgpu_status_str(s)); return s; }
+            s = rgpu_session_put_blob(c->s, &got, d, dn);
+            if (s && s != RGPU_ERR_LIMIT) return s;
             continue;
         }
-        if (h.type == RGPU_MSG_ERROR || h.type == RGPU_MSG_BYE) { free(p); return RGPU_ERR_MISSING_BLOB; }
-        if (c->ndeferred >= MAX_DEFERRED) { free(p); return RGPU_ERR_TOO_LARGE; }
+        if (h.type == RGPU_MSG_ERROR || h.type == RGPU_MSG_BYE) { msg_free(p, h.len); return RGPU_ERR_MISSING_BLOB; }
+        if (c->ndeferred >= MAX_DEFERRED) {
+            msg_free(p, h.len);
+            snprintf(c->why, sizeof c->why, "%u messages sent while the server waits for a blob (at most %u)",
+                     MAX_DEFERRED + 1, MAX_DEFERRED);
+            return RGPU_ERR_TOO_LARGE;
+        }
         deferred *dm = calloc(1, sizeof *dm);
-        if (!dm) { free(p); return RGPU_ERR_NOMEM; }
+        if (!dm) { msg_free(p, h.len); return RGPU_ERR_NOMEM; }
         dm->h = h; dm->p = p;
         if (c->dq_tail) c->dq_tail->next = dm; else c->dq_head = dm;
         c->dq_tail = dm;
@@ -297,7 +387,9 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint8_t **data, s
 static rgpu_status send_ack(conn *c) {
     uint8_t b[8];
     rgpu_st64(b, rgpu_session_applied(c->s));
-    return rgpu_wire_send(c->fd, RGPU_MSG_ACK, b, 8, NULL, 0);
+    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_ACK, b, 8, NULL, 0);
+    if (s) c->link_err = true;
+    return s;
 }
 
 /* Chunks apply whole: a chunk ending at or before `applied` is a resend and
@@ -331,33 +423,37 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
     /* Fetch missing blobs first: if the link drops now, nothing was applied. */
+    c->why[0] = 0;
     s = rgpu_session_prefetch(c->s, raw, n);
     if (s) {
         free(raw);
-        if (link_lost(s)) return s;
-        return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
+        if (link_lost(c, s)) return s;
+        return send_error(c, s, "CHUNK at op %llu: %s%s%s", (unsigned long long)first, rgpu_status_str(s),
+                          c->why[0] ? ": " : "", c->why), s;
     }
-    if (c->se->rec) rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32);
-    if (c->se->jnl && (s = rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32))) {
+    /* A record that does not decode is a protocol error, found before
+     * anything is journaled or run (run_chunk checks again). */
+    if ((s = rgpu_session_check_chunk(c->s, raw, n, first, count, c->why, sizeof c->why))) {
         free(raw);
-        return send_error(c, RGPU_ERR_DB, "journal %s: %s", c->se->jnl_path, rgpu_rgt_errmsg(c->se->jnl)), RGPU_ERR_DB;
+        return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, c->why), s;
     }
+    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
+    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     sess_update_mem(c->se);
-    if (c->se->rec) rgpu_rgt_flush(c->se->rec);   /* WAL, synchronous=NORMAL: a commit, no fsync */
-    if (c->se->jnl && (s = rgpu_rgt_flush(c->se->jnl)))   /* committed before the ACK */
-        return send_error(c, RGPU_ERR_DB, "journal %s: %s", c->se->jnl_path, rgpu_rgt_errmsg(c->se->jnl)), RGPU_ERR_DB;
+    if (c->se->rec && rgpu_rgt_flush(c->se->rec)) rec_failed(c->se);   /* WAL, synchronous=NORMAL: a commit, no fsync */
+    if (c->se->jnl && rgpu_rgt_flush(c->se->jnl)) jnl_failed(c->se);    /* committed before the ACK */
     return send_ack(c);
 }
 
 /* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
  * (the session hands each result out once). Bounded by RESULT_KEEP. */
 static void keep_result(sess *se, uint64_t op, const uint8_t *hdr, size_t hn, const uint8_t *data, size_t dn) {
-    if (hn + dn > RESULT_KEEP) return;
+    if (hn + dn > RESULT_KEEP || !rgpu_mem_pool_take(&g_pool, hn + dn)) return;
     sent_result *r = calloc(1, sizeof *r);
-    if (!r || !(r->p = malloc(hn + dn))) { free(r); return; }
+    if (!r || !(r->p = malloc(hn + dn))) { free(r); rgpu_mem_pool_give(&g_pool, hn + dn); return; }
     memcpy(r->p, hdr, hn);
     if (dn) memcpy(r->p + hn, data, dn);
     r->n = hn + dn; r->op = op;
@@ -370,6 +466,7 @@ static void keep_result(sess *se, uint64_t op, const uint8_t *hdr, size_t hn, co
         sent_result **pp = &se->sent;
         while ((*pp)->next) pp = &(*pp)->next;
         se->sent_bytes -= (*pp)->n;
+        rgpu_mem_pool_give(&g_pool, (*pp)->n);
         free((*pp)->p); free(*pp); *pp = NULL;
     }
     pthread_mutex_unlock(&g_mu);
@@ -396,6 +493,7 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     sent_result *kept = take_kept_result(c->se, op);
     if (kept) {   /* answered on a connection that dropped: answer the same again */
         rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, kept->p, kept->n, NULL, 0);
+        rgpu_mem_pool_give(&g_pool, kept->n);
         free(kept->p); free(kept);
         return s;
     }
@@ -430,14 +528,15 @@ static void journal_path(uint64_t id, char *out, size_t n) {
 
 typedef struct rebuild_ctx { rgpu_rgt *t; } rebuild_ctx;
 
-static rgpu_status journal_fetch(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n) {
+static rgpu_status journal_fetch(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n) {
     rebuild_ctx *r = ud;
     uint8_t *frame;
     size_t fn;
     rgpu_status s = rgpu_rgt_get_blob(r->t, h, &frame, &fn);
     if (s) return s;
-    s = rgpu_frame_decompress(frame, fn, RGPU_MAX_BLOB_RAW, data, n);
+    s = rgpu_frame_decompress(frame, fn, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
     free(frame);
+    if (s == RGPU_ERR_TOO_LARGE && *n <= RGPU_MAX_BLOB_RAW) return RGPU_ERR_LIMIT;
     if (s) return s;
     rgpu_hash got = rgpu_hash_bytes(*data, *n);
     if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
@@ -548,18 +647,29 @@ static bool token_ok(const uint8_t *t, size_t n) {
  * has not noticed its drop yet), or rebuilt from a journal. */
 static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     char why[512] = "";
-    pthread_mutex_lock(&g_rebuild_mu);
+    /* Still attached to a connection that has not noticed its drop: cut it;
+     * its thread detaches at its next read. While that thread is inside a
+     * long op (busy), wait for the op, however long: the op's results belong
+     * to the session being resumed. Idle, it gets 10 s. */
     pthread_mutex_lock(&g_mu);
     sess *se = find_sess_locked(id);
     if (se && se->conn) {
-        shutdown(se->conn->fd, SHUT_RDWR);   /* its thread detaches */
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += 10;
-        while (se->conn && pthread_cond_timedwait(&g_cv, &g_mu, &dl) == 0) {}
-        se = find_sess_locked(id);
-        if (se && se->conn) snprintf(why, sizeof why, "it is still attached to another connection");
+        shutdown(se->conn->fd, SHUT_RDWR);
+        double t0 = now_s();
+        while ((se = find_sess_locked(id)) && se->conn && !g_stop &&
+               (__atomic_load_n(&se->busy, __ATOMIC_RELAXED) || now_s() - t0 < 10)) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_nsec += 250000000;
+            if (dl.tv_nsec >= 1000000000) { dl.tv_sec++; dl.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&g_cv, &g_mu, &dl);
+        }
     }
+    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_lock(&g_rebuild_mu);
+    pthread_mutex_lock(&g_mu);
+    se = find_sess_locked(id);
+    if (se && se->conn) snprintf(why, sizeof why, "it is still attached to another connection");
     if (!se && !why[0] && g_journal_dir[0]) {   /* a journal left by an earlier server process */
         char path[4200];
         journal_path(id, path, sizeof path);
@@ -595,17 +705,59 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     pthread_mutex_lock(&g_mu);
     for (sent_result *r = se->sent; r; r = r->next) r->earlier_conn = true;
     pthread_mutex_unlock(&g_mu);
-    logf_("session %u: resumed at op %llu (client saw %llu acknowledged)", se->no,
+    logf_("session %u (%s): resumed at op %llu (client saw %llu acknowledged)", se->no, c->peer,
           (unsigned long long)rgpu_session_applied(se->s), (unsigned long long)last_ack);
     return se;
+}
+
+/* Read n bytes by an absolute deadline (CLOCK_MONOTONIC seconds): a peer
+ * that trickles bytes gets no more time than one that sends nothing. */
+static rgpu_status read_by(int fd, void *buf, size_t n, double deadline) {
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        double left = deadline - now_s();
+        if (left <= 0) return RGPU_ERR_TIMEOUT;
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        int r = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return RGPU_ERR_IO;
+        if (r == 0) continue;
+        ssize_t k = read(fd, p + got, n - got);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (k < 0) return RGPU_ERR_IO;
+        if (k == 0) return got ? RGPU_ERR_TRUNCATED : RGPU_ERR_CLOSED;
+        got += (size_t)k;
+    }
+    return RGPU_OK;
+}
+
+/* HELLO, whole, within --handshake-timeout of the connection's accept. */
+static rgpu_status recv_hello(conn *c, rgpu_msg_header *h, uint8_t **p) {
+    double deadline = now_s() + g_hs_timeout;
+    uint8_t hb[RGPU_WIRE_HEADER];
+    *p = NULL;
+    rgpu_status s = read_by(c->fd, hb, sizeof hb, deadline);
+    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, h);
+    if (s) return s;
+    uint8_t *b = malloc(h->len ? h->len : 1);
+    if (!b) return RGPU_ERR_NOMEM;
+    if ((s = read_by(c->fd, b, h->len, deadline))) { free(b); return s == RGPU_ERR_CLOSED && h->len ? RGPU_ERR_TRUNCATED : s; }
+    *p = b;
+    return RGPU_OK;
 }
 
 static sess *handshake(conn *c) {
     rgpu_msg_header h;
     uint8_t *p;
-    rgpu_status s = rgpu_wire_recv(c->fd, 40 + MAX_TOKEN_LEN, &h, &p);
+    rgpu_status s = recv_hello(c, &h, &p);
     if (s) {
-        if (s != RGPU_ERR_CLOSED) send_error(c, s, "bad handshake: %s", rgpu_status_str(s));
+        if (s == RGPU_ERR_TIMEOUT)
+            send_error(c, s, "no complete HELLO within %g s (--handshake-timeout)", g_hs_timeout);
+        else if (s != RGPU_ERR_CLOSED)
+            send_error(c, s, "bad handshake: %s", rgpu_status_str(s));
+        else
+            logf_("%s: closed before its HELLO", TAG(c));
         return NULL;
     }
     sess *se = NULL;
@@ -631,7 +783,7 @@ static sess *handshake(conn *c) {
         c->se = se;
         if (g_journal_dir[0]) {
             journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
-            if (rgpu_rgt_create(se->jnl_path, "rgpu-server --journal", &se->jnl)) {
+            if (rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl)) {
                 send_error(c, RGPU_ERR_DB, "cannot create the session journal: %s", rgpu_rgt_errmsg(NULL));
                 se->jnl_path[0] = 0;
                 sess_destroy(se);
@@ -644,7 +796,7 @@ static sess *handshake(conn *c) {
         if (se && g_record_dir) {
             char path[4096];
             snprintf(path, sizeof path, "%s/session-%u.rgt", g_record_dir, se->no);
-            if (rgpu_rgt_create(path, "rgpu-server --record", &se->rec)) {
+            if (rgpu_rgt_create_new(path, "rgpu-server --record", &se->rec)) {   /* never over an earlier run's */
                 send_error(c, RGPU_ERR_DB, "cannot record the session: %s", rgpu_rgt_errmsg(NULL));
                 sess_destroy(se);
                 se = c->se = NULL;
@@ -658,7 +810,7 @@ static sess *handshake(conn *c) {
             se->next = g_sessions;
             g_sessions = se;
             pthread_mutex_unlock(&g_mu);
-            logf_("session %u: started (id %016llx)", se->no, (unsigned long long)se->id);
+            logf_("%s: started (id %016llx)", TAG(c), (unsigned long long)se->id);
         }
     }
     free(p);
@@ -689,16 +841,17 @@ static void serve_conn(conn *c) {
         rgpu_msg_header h;
         uint8_t *p;
         if ((s = next_msg(c, &h, &p))) break;
+        __atomic_store_n(&se->busy, true, __ATOMIC_RELAXED);
         switch (h.type) {
         case RGPU_MSG_CHUNK: s = handle_chunk(c, p, h.len); break;
         case RGPU_MSG_WAIT: s = handle_wait(c, p, h.len); break;
-        case RGPU_MSG_BLOB: {
+        case RGPU_MSG_BLOB: {   /* pushed: kept while the session has room, else dropped (NEED asks again) */
             rgpu_hash bh;
             uint8_t *d;
             size_t dn;
-            s = blob_from_msg(p, h.len, &bh, &d, &dn);
-            if (!s) jnl_put_blob(c, &bh, dn, p + 16, h.len - 16);
+            s = blob_from_msg(c, p, h.len, rgpu_session_room(c->s, NULL, 0), &bh, &d, &dn);
             if (!s) s = rgpu_session_put_blob(c->s, &bh, d, dn);
+            if (s == RGPU_ERR_LIMIT) s = RGPU_OK;
             if (s) send_error(c, s, "BLOB: %s", rgpu_status_str(s));
             break;
         }
@@ -715,8 +868,10 @@ static void serve_conn(conn *c) {
             send_error(c, s, "unexpected %s message", rgpu_msg_name(h.type));
             break;
         }
-        free(p);
+        msg_free(p, h.len);
+        __atomic_store_n(&se->busy, false, __ATOMIC_RELAXED);
     }
+    __atomic_store_n(&se->busy, false, __ATOMIC_RELAXED);
     sess_update_mem(se);
     uint64_t a, pk;
     rgpu_session_memory(c->s, &a, &pk);
@@ -736,16 +891,16 @@ static void serve_conn(conn *c) {
               gs.last_refusal[0] ? ")" : "");
     }
     if (keep) {
-        logf_("session %u: connection lost at op %llu (%s); kept for %g s (--grace)", se->no,
+        logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", TAG(c),
               (unsigned long long)rgpu_session_applied(c->s), rgpu_status_str(s), g_grace);
     } else {
-        logf_("session %u: %s after %llu ops (peak %llu bytes)", se->no, c->bye ? "bye" : "closed",
+        logf_("%s: %s after %llu ops (peak %llu bytes)", TAG(c), c->bye ? "bye" : "closed",
               (unsigned long long)rgpu_session_applied(c->s), (unsigned long long)pk);
         sess_destroy(se);
     }
     log_stats(keep ? "session detached" : "session ended");
 out:
-    while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; free(d->p); free(d); }
+    while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; msg_free(d->p, d->h.len); free(d); }
     if (c->sent_error) {
         /* Let the ERROR reach the peer: closing with unread input would
          * send a TCP reset that can discard it. Read what is in flight (at
@@ -762,7 +917,41 @@ out:
 
 static void *conn_main(void *arg) {
     serve_conn(arg);
+    __atomic_sub_fetch(&g_conns, 1, __ATOMIC_RELAXED);
     return NULL;
+}
+
+/* Over --max-connections: say so and close, on the accepting thread (a
+ * short write to a new socket's empty buffer does not block). */
+static void refuse_conn(int fd, const char *peer) {
+    uint8_t buf[8 + 200];
+    rgpu_st32(buf, RGPU_ERR_LIMIT);
+    rgpu_st32(buf + 4, 0);
+    int n = snprintf((char *)buf + 8, 200, "the server has %u connections, its limit (--max-connections): try again later",
+                     g_max_conns);
+    struct timeval tv = { 0, 200000 };
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    rgpu_wire_send(fd, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
+    close(fd);
+    static double last;
+    double t = now_s();
+    if (t - last > 5) { logf_("connection from %s refused: %u connections (--max-connections)", peer, g_max_conns); last = t; }
+}
+
+static void peer_name(const struct sockaddr_storage *sa, socklen_t len, char *out, size_t n) {
+    char host[64] = "?";
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)sa;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(out, n, "%s:%u", host, ntohs(a->sin_port));
+    } else if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        snprintf(out, n, "[%s]:%u", host, ntohs(a->sin6_port));
+    } else {
+        (void)len;
+        snprintf(out, n, "unix");
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -799,6 +988,17 @@ static int listen_tcp(const char *spec) {
 static int listen_unix(const char *path) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     char tmp[sizeof sa.sun_path];
+    /* a live server there keeps its path: refuse rather than take it over */
+    if (strlen(path) < sizeof sa.sun_path) {
+        strcpy(sa.sun_path, path);
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0) {
+            close(probe);
+            fprintf(stderr, "rgpu-server: unix:%s: another server is listening there; refusing to take it over\n", path);
+            return -1;
+        }
+        if (probe >= 0) close(probe);
+    }
     if (snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
         fprintf(stderr, "rgpu-server: --unix path too long\n");
         return -1;
@@ -848,19 +1048,42 @@ static bool is_hex_token(const char *s) {
     return true;
 }
 
-/* Reuse the token in path when it is ours, mode 0600 and well-formed (so a
- * restarted server, and servers sharing the default file, keep one token);
- * else write a fresh one from /dev/urandom (tmp file + rename, mode 0600). */
+/* An existing token file is used only when it is a regular file (not a
+ * link), owned by this user, mode 0600 (no group/other bits) and holds a
+ * well-formed token (so a restarted server, and servers sharing the default
+ * file, keep one token); anything else refuses to start with the reason:
+ * the file is never replaced, since another program may own it. When the
+ * file is absent, a fresh token from /dev/urandom is created (O_EXCL, 0600). */
 static int setup_token(const char *path) {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[TOKEN_HEX + 2] = { 0 };
-        ssize_t r = read(fd, buf, sizeof buf - 1);
-        bool ok = fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 && r >= TOKEN_HEX;
-        close(fd);
-        buf[strcspn(buf, "\r\n")] = 0;
-        if (ok && is_hex_token(buf)) { memcpy(g_token, buf, TOKEN_HEX + 1); return 0; }
+    if (lstat(path, &st) == 0) {
+        const char *bad = NULL;
+        char buf[TOKEN_HEX + 3] = { 0 };
+        if (!S_ISREG(st.st_mode)) bad = S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file";
+        else if (st.st_uid != geteuid()) bad = "is owned by another user";
+        else if (st.st_mode & 077) bad = "is readable or writable by others (chmod 600 it)";
+        else {
+            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+            if (fd >= 0) close(fd);
+            if (r < 0) bad = "cannot be read";
+            else {
+                buf[r < 0 ? 0 : r] = 0;
+                buf[strcspn(buf, "\r\n")] = 0;
+                if (!is_hex_token(buf)) bad = "does not hold an rgpu token (64 hex digits)";
+            }
+        }
+        if (bad) {
+            fprintf(stderr, "rgpu-server: token file %s %s; refusing to start (remove it to have a new token "
+                    "written, or name another with --token-file)\n", path, bad);
+            return -1;
+        }
+        memcpy(g_token, buf, TOKEN_HEX + 1);
+        return 0;
+    }
+    if (errno != ENOENT) {
+        fprintf(stderr, "rgpu-server: token file %s: %s\n", path, strerror(errno));
+        return -1;
     }
     uint8_t rnd[TOKEN_HEX / 2];
     int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -871,16 +1094,53 @@ static int setup_token(const char *path) {
     }
     close(u);
     for (size_t i = 0; i < sizeof rnd; i++) snprintf(g_token + 2 * i, 3, "%02x", rnd[i]);
+    /* written under a temporary name, then linked in only if the path is
+     * still free (link fails on an existing name): never half a token, never
+     * over another's file */
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, g_token, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
-        rename(tmp, path) != 0) {
-        fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(errno));
+        link(tmp, path) != 0) {
+        int e = errno;
         unlink(tmp);
+        if (e == EEXIST) return setup_token(path);   /* another server wrote it just now: use (or refuse) it */
+        fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(e));
         return -1;
     }
+    unlink(tmp);
     return 0;
+}
+
+/* One server per journal or record directory: an exclusive lock on
+ * DIR/.rgpu-server.lock, held for the process's life, with the holder's pid
+ * in it. Also proves the directory writable at start. */
+static int lock_dir(const char *dir, const char *opt) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/.rgpu-server.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "rgpu-server: %s %s is not writable: %s\n", opt, dir, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+        if (r > 0) pid[r] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        fprintf(stderr, "rgpu-server: %s %s is in use by another rgpu-server (pid %s); give this one its own "
+                "directory\n", opt, dir, pid[0] ? pid : "?");
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        fprintf(stderr, "rgpu-server: %s %s is not writable: %s\n", opt, dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;   /* kept open: the lock lives as long as the process */
 }
 
 /* Journals left by an earlier process become dormant sessions: a client has
@@ -908,6 +1168,21 @@ static void adopt_journals(void) {
     if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_journal_dir, n, g_grace);
 }
 
+/* --max-memory's default: 3/4 of the memory this process may use (the
+ * machine's, or its cgroup's limit when lower), so that the limits make an
+ * OOM kill impossible while leaving room for the rest of the host. */
+static uint64_t default_max_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    unsigned long long cg;
+    if (f) {
+        if (fscanf(f, "%llu", &cg) == 1 && cg > 0 && cg < mem) mem = cg;
+        fclose(f);
+    }
+    return mem / 4 * 3;
+}
+
 static bool parse_u64(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
@@ -926,7 +1201,8 @@ static void usage(FILE *f) {
         "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
         "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
-        "                   [--max-storages N] [--graphs on|off] [--record DIR] [--quiet]\n"
+        "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
+        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
         "\n"
         "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
         "\n"
@@ -937,26 +1213,38 @@ static void usage(FILE *f) {
         "                      for measuring the client), auto (cuda when usable, else cpu;\n"
         "                      default)\n"
         "  --token-file PATH   the token clients must send (RGPU_TOKEN / RGPU_TOKEN_FILE);\n"
-        "                      kept if PATH already holds one of ours (mode 0600), else a new\n"
-        "                      random one is written there (default DATA/token, where DATA is\n"
-        "                      $XDG_STATE_HOME/rgpu or ~/.local/state/rgpu)\n"
+        "                      used if PATH is a regular file of this user, mode 0600, holding a\n"
+        "                      token; created when absent; anything else refuses to start\n"
+        "                      (default DATA/token, where DATA is $XDG_STATE_HOME/rgpu or\n"
+        "                      ~/.local/state/rgpu)\n"
         "  --no-auth           accept clients without a token (tests only: anyone who can\n"
         "                      connect can run ops and read the session's memory)\n"
         "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
         "                      acknowledging it, so a restarted server resumes the session\n"
-        "                      (default DATA/journal/<listen address>)\n"
+        "                      (default DATA/journal/<listen address>); one server per DIR\n"
+        "                      (locked); a failed journal write turns it off for that session,\n"
+        "                      loudly, and the session goes on\n"
         "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
         "                      client to resume it (default 300)\n"
-        "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB)\n"
+        "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB; a CHUNK\n"
+        "                      is also bounded by --max-chunk, other messages by 1 MiB)\n"
         "  --max-chunk BYTES   largest decoded chunk accepted (default 64 MiB)\n"
+        "  --max-memory BYTES  host memory for all sessions together: storages (cpu backend),\n"
+        "                      uploads, templates, results, messages (default 3/4 of the\n"
+        "                      machine's or the cgroup's memory)\n"
         "  --max-session-bytes BYTES, --max-storages N\n"
-        "                      per-session limits on storage bytes and live storages; an op\n"
-        "                      over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
+        "                      per-session limits on bytes held (storages, uploads, templates,\n"
+        "                      results; default 3/4 of --max-memory, 0: none) and live storages;\n"
+        "                      an op over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
+        "  --max-connections N open connections (default 256); more are refused with an ERROR\n"
+        "  --handshake-timeout SECONDS\n"
+        "                      a client's HELLO must arrive whole within this (default 10)\n"
         "  --graphs on|off     replay the second and later calls of a compiled graph's\n"
         "                      template as one captured graph where the backend can (cuda;\n"
         "                      cpu for testing); results never change (default off)\n"
         "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
-        "                      DIR/session-N.rgt, replayable with rgpu-replay\n"
+        "                      DIR/session-N.rgt, replayable with rgpu-replay (N goes on past\n"
+        "                      the traces already there: none is overwritten; one server per DIR)\n"
         "  --quiet             no log lines on stderr\n"
         "  --help              this text\n"
         "Sizes take K, M, G suffixes.\n");
@@ -965,6 +1253,7 @@ static void usage(FILE *f) {
 #ifndef RGPU_SERVER_NO_MAIN
 int main(int argc, char **argv) {
     const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
+    bool session_bytes_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -984,8 +1273,22 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--max-message") && more) { if (!parse_u64(argv[++i], &g_max_msg) || g_max_msg < 4096) goto bad_size; }
         else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &g_max_chunk) || !g_max_chunk) goto bad_size; }
-        else if (!strcmp(a, "--max-session-bytes") && more) { if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size; }
+        else if (!strcmp(a, "--max-session-bytes") && more) {
+            if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size;
+            session_bytes_given = true;   /* 0: no per-session limit (the global one still holds) */
+        }
         else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
+        else if (!strcmp(a, "--max-memory") && more) { if (!parse_u64(argv[++i], &g_pool.limit) || !g_pool.limit) goto bad_size; }
+        else if (!strcmp(a, "--max-connections") && more) {
+            uint64_t v;
+            if (!parse_u64(argv[++i], &v) || !v || v > 1000000) goto bad_size;
+            g_max_conns = (uint32_t)v;
+        }
+        else if (!strcmp(a, "--handshake-timeout") && more) {
+            char *end;
+            g_hs_timeout = strtod(argv[++i], &end);
+            if (*end || !(g_hs_timeout > 0)) { fprintf(stderr, "rgpu-server: --handshake-timeout wants seconds > 0\n"); return 2; }
+        }
         else if (!strcmp(a, "--graphs") && more) {
             const char *v = argv[++i];
             if (!strcmp(v, "on")) g_limits.graphs = true;
@@ -999,9 +1302,25 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
+    if (!g_pool.limit) g_pool.limit = default_max_memory();
+    if (!session_bytes_given) g_limits.max_total_bytes = g_pool.limit / 4 * 3;
+    g_limits.pool = &g_pool;
     if (g_record_dir && mkdir(g_record_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "rgpu-server: --record %s: %s\n", g_record_dir, strerror(errno));
         return 1;
+    }
+    if (g_record_dir) {
+        if (lock_dir(g_record_dir, "--record") < 0) return 1;
+        /* session numbers go on past an earlier run's traces: none is overwritten */
+        DIR *d = opendir(g_record_dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            unsigned no;
+            char tail[8];
+            if (sscanf(e->d_name, "session-%u.%7s", &no, tail) == 2 && !strcmp(tail, "rgt") && no >= g_next_no)
+                g_next_no = no + 1;
+        }
+        if (d) closedir(d);
     }
     char data[1024];
     data_dir(data, sizeof data);
@@ -1040,6 +1359,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "rgpu-server: --journal %s: %s\n", g_journal_dir, strerror(errno));
             return 1;
         }
+        if (lock_dir(g_journal_dir, "--journal") < 0) return 1;
         adopt_journals();
     }
 
@@ -1068,24 +1388,48 @@ int main(int argc, char **argv) {
           tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", g_backend->name,
           RGPU_FORMAT_VERSION, RGPU_OP_COUNT, g_journal_dir[0] ? g_journal_dir : "none", g_grace);
 
+    uint32_t conn_no = 0;
     while (!g_stop) {
         int n = poll(pf, (nfds_t)npf, 250);
         reap_expired();
         if (n < 0) { if (errno == EINTR) continue; break; }
         for (int i = 0; i < npf; i++) {
             if (!(pf[i].revents & POLLIN)) continue;
-            int fd = accept4(pf[i].fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd < 0) continue;
+            struct sockaddr_storage sa;
+            socklen_t sl = sizeof sa;
+            int fd = accept4(pf[i].fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
+            if (fd < 0) {
+                /* out of file descriptors (or memory): the pending connection
+                 * stays queued; back off instead of spinning on it */
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                    static double last;
+                    double t = now_s();
+                    if (t - last > 5) { logf_("accept: %s: backing off (connections open: %u)", strerror(errno), g_conns); last = t; }
+                    usleep(100000);
+                }
+                continue;
+            }
+            char peer[80];
+            peer_name(&sa, sl, peer, sizeof peer);
+            if (__atomic_load_n(&g_conns, __ATOMIC_RELAXED) >= g_max_conns) { refuse_conn(fd, peer); continue; }
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             conn *c = calloc(1, sizeof *c);
             if (!c) { close(fd); continue; }
             c->fd = fd;
+            c->no = ++conn_no;
+            snprintf(c->peer, sizeof c->peer, "%s", peer);
+            __atomic_add_fetch(&g_conns, 1, __ATOMIC_RELAXED);
             pthread_t t;
             pthread_attr_t at;
             pthread_attr_init(&at);
             pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-            if (pthread_create(&t, &at, conn_main, c)) { close(fd); free(c); }
+            if (pthread_create(&t, &at, conn_main, c)) {
+                __atomic_sub_fetch(&g_conns, 1, __ATOMIC_RELAXED);
+                logf_("connection %u (%s): no thread for it: %s", c->no, peer, strerror(errno));
+                close(fd);
+                free(c);
+            }
             pthread_attr_destroy(&at);
         }
     }

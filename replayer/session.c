@@ -35,6 +35,7 @@ typedef struct blobent {
     rgpu_hash h;
     uint8_t *data;
     size_t n;
+    uint64_t gen;             /* the chunk it was fetched for: not evicted before that chunk ran */
     struct blobent *next;     /* FIFO for eviction */
 } blobent;
 
@@ -74,8 +75,10 @@ struct rgpu_session {
     rgpu_blob_fetch_fn fetch;
     void *fetch_ud;
     u64map tensors, storages, blobs, results;
+    u64map refused;           /* blob key -> 1: blobs refused for a memory limit (their UPLOADs fail) */
+    char refused_why[200];    /* the last refusal, for those UPLOADs' errors */
     blobent *blob_head, *blob_tail;
-    uint64_t blob_bytes;
+    uint64_t blob_bytes, blob_gen;
     /* templates, and the state of the CALL being executed */
     u64map tpls;
     uint64_t tpl_bytes, tpl_clock;
@@ -90,7 +93,8 @@ struct rgpu_session {
     struct gcall *g;          /* the graphed CALL running (logging or replaying), or NULL */
     rgpu_graph_stats gst;
     uint64_t applied;
-    uint64_t mem, peak;
+    uint64_t mem, peak;       /* storage bytes (torch.rgpu.memory_allocated) */
+    uint64_t held, held_host; /* everything held (max_total_bytes), and of it host memory (the pool) */
     /* first failure since the last take_result */
     int err_status;
     uint64_t err_op;
@@ -110,7 +114,75 @@ rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) 
     s->lim.max_templates = (lim && lim->max_templates) ? lim->max_templates : 1024;
     s->lim.max_template_bytes = (lim && lim->max_template_bytes) ? lim->max_template_bytes : (256u << 20);
     s->lim.graphs = lim && lim->graphs;
+    s->lim.pool = lim ? lim->pool : NULL;
     return s;
+}
+
+/* ---------------------------------------------------------------------------
+ * Memory accounting: every byte held is taken before it is allocated */
+bool rgpu_mem_pool_take(rgpu_mem_pool *p, uint64_t n) {
+    if (!p) return true;
+    uint64_t cur = __atomic_load_n(&p->used, __ATOMIC_RELAXED), next;
+    do {
+        if (__builtin_add_overflow(cur, n, &next) || (p->limit && next > p->limit)) return false;
+    } while (!__atomic_compare_exchange_n(&p->used, &cur, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    uint64_t pk = __atomic_load_n(&p->peak, __ATOMIC_RELAXED);
+    while (next > pk && !__atomic_compare_exchange_n(&p->peak, &pk, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return true;
+}
+void rgpu_mem_pool_give(rgpu_mem_pool *p, uint64_t n) { if (p) __atomic_sub_fetch(&p->used, n, __ATOMIC_RELAXED); }
+uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p) { return p ? __atomic_load_n(&p->used, __ATOMIC_RELAXED) : 0; }
+
+/* Take n bytes of `what` for the session (host: from the pool too), or say
+ * which limit it would pass. */
+static rgpu_status mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
+    uint64_t lim = s->lim.max_total_bytes;
+    if (lim && (n > lim || s->held > lim - n)) {
+        if (why) snprintf(why, whylen, "%s of %llu bytes would pass the session limit of %llu bytes "
+                          "(--max-session-bytes; %llu held)", what, (unsigned long long)n,
+                          (unsigned long long)lim, (unsigned long long)s->held);
+        return RGPU_ERR_LIMIT;
+    }
+    if (host && !rgpu_mem_pool_take(s->lim.pool, n)) {
+        if (why) snprintf(why, whylen, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
+                          "(--max-memory; %llu in use by all sessions)", what, (unsigned long long)n,
+                          (unsigned long long)s->lim.pool->limit, (unsigned long long)rgpu_mem_pool_used(s->lim.pool));
+        return RGPU_ERR_LIMIT;
+    }
+    s->held += n;
+    if (host) s->held_host += n;
+    return RGPU_OK;
+}
+
+static void mem_give(rgpu_session *s, uint64_t n, bool host) {
+    s->held -= n;
+    if (host) { s->held_host -= n; rgpu_mem_pool_give(s->lim.pool, n); }
+}
+
+/* Storages of a host backend are host memory. */
+static bool storage_host(const rgpu_session *s) { return !s->b->device_memory; }
+
+uint64_t rgpu_session_held(const rgpu_session *s) { return s->held; }
+uint64_t rgpu_session_held_host(const rgpu_session *s) { return s->held_host; }
+
+uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
+    uint64_t room = UINT64_MAX;
+    if (why && whylen) why[0] = 0;
+    if (s->lim.max_total_bytes) {
+        room = s->held < s->lim.max_total_bytes ? s->lim.max_total_bytes - s->held : 0;
+        if (why) snprintf(why, whylen, "the session limit of %llu bytes (--max-session-bytes; %llu held)",
+                          (unsigned long long)s->lim.max_total_bytes, (unsigned long long)s->held);
+    }
+    const rgpu_mem_pool *p = s->lim.pool;
+    if (p && p->limit) {
+        uint64_t used = rgpu_mem_pool_used(p), r = used < p->limit ? p->limit - used : 0;
+        if (r < room) {
+            room = r;
+            if (why) snprintf(why, whylen, "the server's memory limit of %llu bytes (--max-memory; %llu in use)",
+                              (unsigned long long)p->limit, (unsigned long long)used);
+        }
+    }
+    return room;
 }
 
 void rgpu_session_set_fetch(rgpu_session *s, rgpu_blob_fetch_fn fn, void *ud) { s->fetch = fn; s->fetch_ud = ud; }
@@ -127,6 +199,7 @@ static void storage_unref(rgpu_session *s, storage *st) {
     u64map_del(&s->storages, st->sid);
     if (!st->borrowed) s->b->free(s->b, st->data);
     s->mem -= st->nbytes;
+    if (!st->borrowed) mem_give(s, st->nbytes, storage_host(s));
     free(st);
 }
 
@@ -136,6 +209,14 @@ static void tensor_drop(rgpu_session *s, tensor *t) {
 }
 
 static void inst_free(rgpu_session *s, tplent *e, struct ginst *gi);
+static void tpl_free(rgpu_session *s, tplent *e);
+
+/* A template entry leaving the cache (its bytes were taken in tpl_add). */
+static void tpl_drop(rgpu_session *s, tplent *e) {
+    s->tpl_bytes -= e->bytes;
+    mem_give(s, e->bytes, true);
+    tpl_free(s, e);
+}
 
 static void tpl_free(rgpu_session *s, tplent *e) {
     if (!e) return;
@@ -153,11 +234,13 @@ void rgpu_session_free(rgpu_session *s) {
     u64map_free(&s->storages);
     while (s->blob_head) { blobent *e = s->blob_head; s->blob_head = e->next; free(e->data); free(e); }
     u64map_free(&s->blobs);
+    u64map_free(&s->refused);
     for (size_t i = 0; i < s->results.cap; i++)
-        if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }
+        if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }   /* pool: below */
     u64map_free(&s->results);
     for (size_t i = 0; i < s->tpls.cap; i++)
         if (s->tpls.keys[i]) tpl_free(s, s->tpls.vals[i]);
+    rgpu_mem_pool_give(s->lim.pool, s->held_host);   /* blobs, results, templates: all it still held */
     u64map_free(&s->tpls);
     u64map_free(&s->locals);
     free(s);
@@ -175,28 +258,40 @@ static blobent *blob_find(rgpu_session *s, const rgpu_hash *h) {
     return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
 }
 
-static void blob_evict(rgpu_session *s) {
-    while (s->blob_bytes > s->lim.max_blob_cache && s->blob_head) {
-        blobent *e = s->blob_head;
-        s->blob_head = e->next;
-        if (!s->blob_head) s->blob_tail = NULL;
+/* Drop the oldest blobs until those kept fit in `keep` bytes, sparing the
+ * ones fetched for the chunk about to run (gen == blob_gen) unless all. */
+static void blob_evict_to(rgpu_session *s, uint64_t keep, bool all) {
+    blobent **pp = &s->blob_head, *prev = NULL;
+    while (s->blob_bytes > keep && *pp) {
+        blobent *e = *pp;
+        if (!all && e->gen == s->blob_gen) { prev = e; pp = &e->next; continue; }
+        *pp = e->next;
+        if (s->blob_tail == e) s->blob_tail = prev;
         if (u64map_get(&s->blobs, blob_key(&e->h)) == e) u64map_del(&s->blobs, blob_key(&e->h));
         s->blob_bytes -= e->n;
+        mem_give(s, e->n, true);
         free(e->data);
         free(e);
     }
 }
 
+/* After a chunk ran: what its uploads consumed may go, past the dedupe cache. */
+static void blob_evict(rgpu_session *s) { blob_evict_to(s, s->lim.max_blob_cache, true); }
+
 rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n) {
     rgpu_hash got = rgpu_hash_bytes(data, n);
     if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
     if (blob_find(s, h)) { free(data); return RGPU_OK; }
+    /* room first: older blobs beyond the cache go before this one is counted */
+    blob_evict_to(s, n < s->lim.max_blob_cache ? s->lim.max_blob_cache - n : 0, false);
+    rgpu_status st = mem_take(s, n, true, "an uploaded blob", NULL, 0);
+    if (st) { free(data); return st; }
     blobent *e = calloc(1, sizeof *e);
-    if (!e) { free(data); return RGPU_ERR_NOMEM; }
-    e->h = *h; e->data = data; e->n = n;
+    if (!e) { mem_give(s, n, true); free(data); return RGPU_ERR_NOMEM; }
+    e->h = *h; e->data = data; e->n = n; e->gen = s->blob_gen;
     blobent *old = u64map_get(&s->blobs, blob_key(h));
     (void)old;  /* a colliding 64-bit prefix: the newer blob wins the slot */
-    if (!u64map_put(&s->blobs, blob_key(h), e)) { free(data); free(e); return RGPU_ERR_NOMEM; }
+    if (!u64map_put(&s->blobs, blob_key(h), e)) { mem_give(s, n, true); free(data); free(e); return RGPU_ERR_NOMEM; }
     if (s->blob_tail) s->blob_tail->next = e; else s->blob_head = e;
     s->blob_tail = e;
     s->blob_bytes += n;
@@ -204,6 +299,54 @@ rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *
 }
 
 bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return blob_find(s, h) != NULL; }
+
+/* Fetch blob h through the fetch callback, bounded by the session's room: a
+ * blob over it is refused before it is inflated (RGPU_ERR_LIMIT, why names
+ * the limit). The bytes' hash is checked. */
+static rgpu_status fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
+    *data = NULL; *n = 0;
+    if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
+    char lim[160];
+    uint64_t room = rgpu_session_room(s, lim, sizeof lim);
+    rgpu_status st = s->fetch(s->fetch_ud, h, room, data, n);
+    if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > room)) {
+        char hex[33];
+        rgpu_hash_hex(h, hex);
+        if (why) snprintf(why, whylen, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
+        return RGPU_ERR_LIMIT;
+    }
+    if (st) return st;
+    rgpu_hash got = rgpu_hash_bytes(*data, *n);
+    if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
+    return RGPU_OK;
+}
+
+/* The blob an UPLOAD names: kept, or fetched and kept. A blob refused for a
+ * memory limit is remembered, so its UPLOAD fails at once with the reason
+ * instead of asking the client for it again. */
+static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, char *why, size_t whylen) {
+    if ((*out = blob_find(s, h))) return RGPU_OK;
+    if (u64map_get(&s->refused, blob_key(h))) {
+        if (why) snprintf(why, whylen, "%s", s->refused_why);
+        return RGPU_ERR_LIMIT;
+    }
+    uint8_t *data;
+    size_t n;
+    rgpu_status st = fetch_checked(s, h, &data, &n, s->refused_why, sizeof s->refused_why);
+    if (!st) {
+        st = rgpu_session_put_blob(s, h, data, n);
+        if (st == RGPU_ERR_LIMIT)
+            rgpu_session_room(s, s->refused_why, sizeof s->refused_why);
+    }
+    if (st == RGPU_ERR_LIMIT) {
+        u64map_put(&s->refused, blob_key(h), (void *)1);
+        if (why) snprintf(why, whylen, "%s", s->refused_why);
+        return st;
+    }
+    if (st) return st;
+    *out = blob_find(s, h);
+    return *out ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
+}
 
 /* ---------------------------------------------------------------------------
  * Templates (keyed like blobs; least recently used evicted first) */
@@ -221,8 +364,7 @@ static void tpl_evict(rgpu_session *s, const tplent *keep) {
         }
         if (!old) return;
         u64map_del(&s->tpls, blob_key(&old->h));
-        s->tpl_bytes -= old->bytes;
-        tpl_free(s, old);
+        tpl_drop(s, old);
     }
 }
 
@@ -245,9 +387,11 @@ static rgpu_status tpl_add(rgpu_session *s, const rgpu_hash *h, uint8_t *data, s
             }
         e->bytes += n + e->bind.cap * (sizeof(uint64_t) + sizeof(void *));
     }
+    rgpu_status st = mem_take(s, e->bytes, true, "a template", NULL, 0);
+    if (st) { tpl_free(s, e); return st; }
     tplent *old = u64map_get(&s->tpls, blob_key(h));   /* a colliding 64-bit prefix: replaced */
-    if (!u64map_put(&s->tpls, blob_key(h), e)) { tpl_free(s, e); return RGPU_ERR_NOMEM; }
-    if (old) { s->tpl_bytes -= old->bytes; tpl_free(s, old); }
+    if (!u64map_put(&s->tpls, blob_key(h), e)) { mem_give(s, e->bytes, true); tpl_free(s, e); return RGPU_ERR_NOMEM; }
+    if (old) tpl_drop(s, old);
     s->tpl_bytes += e->bytes;
     e->last_use = ++s->tpl_clock;
     tpl_evict(s, e);
@@ -268,11 +412,8 @@ static rgpu_status tpl_get(rgpu_session *s, const rgpu_hash *h, tplent **out) {
             if (!(data = malloc(b->n ? b->n : 1))) return RGPU_ERR_NOMEM;
             if (b->n) memcpy(data, b->data, b->n);
             n = b->n;
-        } else {
-            if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
-            if ((st = s->fetch(s->fetch_ud, h, &data, &n))) return st;
-            rgpu_hash got = rgpu_hash_bytes(data, n);
-            if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
+        } else if ((st = fetch_checked(s, h, &data, &n, NULL, 0))) {
+            return st;
         }
         if ((st = tpl_add(s, h, data, n, &e))) return st;
     }
@@ -310,6 +451,7 @@ rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, 
     snprintf(msg, msglen, "%s", s->err_status ? s->err_msg : "");
     s->err_status = 0;
     if (r) {
+        mem_give(s, r->n, true);   /* the caller owns the bytes now */
         if (!*status) { *data = r->data; *n = r->n; } else free(r->data);
         free(r);
     }
@@ -341,7 +483,12 @@ static bool tensor_contiguous(const tensor *t) {
     return true;
 }
 
-/* Result bytes of a WAIT-flag op: the tensor's elements, contiguous. */
+/* Result bytes of a WAIT-flag op: the tensor's elements, contiguous. The
+ * bytes are taken from the session's memory (they stay held as a result
+ * until the client's WAIT takes them: result_taken gives them back), and so
+ * is the temporary a strided tensor is gathered into. n cannot overflow:
+ * every tensor's numel x element size is bounded at its definition
+ * (rgpu_tdef_check_bounds). */
 static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max_numel,
                                    uint8_t **out, size_t *outn, char *why, size_t whylen) {
     int64_t numel = tensor_numel(t);
@@ -350,16 +497,21 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
         return RGPU_ERR_SHAPE;
     }
     size_t es = rgpu_dtype_size(t->dtype), n = (size_t)numel * es;
+    rgpu_status st = mem_take(s, n, true, "a download", why, whylen);
+    if (st) return st;
     uint8_t *host = malloc(n ? n : 1);
-    if (!host) return RGPU_ERR_NOMEM;
+    if (!host) { mem_give(s, n, true); return RGPU_ERR_NOMEM; }
     rgpu_view v;
     view_of(t, &v);
-    rgpu_status st;
     if (tensor_contiguous(t)) {
         st = s->b->download(s->b, host, v.data, n);
     } else {
+        bool th = storage_host(s);
+        if ((st = mem_take(s, n, th, "a download's gather buffer", why, whylen))) {
+            free(host); mem_give(s, n, true); return st;
+        }
         void *tmp = s->b->alloc(s->b, n);
-        if (!tmp) { free(host); return RGPU_ERR_NOMEM; }
+        if (!tmp) { mem_give(s, n, th); free(host); mem_give(s, n, true); return RGPU_ERR_NOMEM; }
         rgpu_view dst = v;
         dst.data = tmp;
         int64_t stride = 1;
@@ -370,21 +522,38 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
         st = s->b->exec(s->b, &e, why, whylen);
         if (!st) st = s->b->download(s->b, host, tmp, n);
         s->b->free(s->b, tmp);
+        mem_give(s, n, th);
     }
-    if (st) { free(host); return st; }
+    if (st) { free(host); mem_give(s, n, true); return st; }
     *out = host; *outn = n;
     return RGPU_OK;
 }
 
-/* Keep the result bytes of WAIT op idx until the client's WAIT takes them. */
+/* Keep the result bytes of WAIT op idx until the client's WAIT takes them.
+ * data's n bytes are already taken from the session's memory (download_tensor,
+ * take_small); they are given back when the result is taken or dropped. */
+static void result_drop(rgpu_session *s, result *r) {
+    mem_give(s, r->n, true);
+    free(r->data);
+    free(r);
+}
+
 static rgpu_status store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n) {
     result *res = calloc(1, sizeof *res);
-    if (!res) { free(data); return RGPU_ERR_NOMEM; }
+    if (!res) { free(data); mem_give(s, n, true); return RGPU_ERR_NOMEM; }
     res->data = data; res->n = n;
     result *old = u64map_del(&s->results, idx + 1);
-    if (old) { free(old->data); free(old); }
-    if (!u64map_put(&s->results, idx + 1, res)) { free(data); free(res); return RGPU_ERR_NOMEM; }
+    if (old) result_drop(s, old);
+    if (!u64map_put(&s->results, idx + 1, res)) { result_drop(s, res); return RGPU_ERR_NOMEM; }
     return RGPU_OK;
+}
+
+/* A small result (counts, memory stats): n bytes taken, then allocated. */
+static uint8_t *take_small(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen) {
+    if ((*st = mem_take(s, n, true, "a result", why, whylen))) return NULL;
+    uint8_t *p = malloc(n);
+    if (!p) { mem_give(s, n, true); *st = RGPU_ERR_NOMEM; }
+    return p;
 }
 
 /* ---------------------------------------------------------------------------
@@ -399,6 +568,15 @@ typedef struct ctx {
 static void *graph_storage_data(rgpu_session *s, storage *sg, int *slot);
 static void graph_storage_made(rgpu_session *s, storage *sg, int slot);
 static void graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs, const tensor **ins);
+
+/* Why rgpu_tdef_check_bounds refused d (st), into c->why. */
+static rgpu_status tdef_refused(ctx *c, const rgpu_tdef *d, rgpu_status st) {
+    if (st == RGPU_ERR_TOO_LARGE)
+        snprintf(c->why, sizeof c->why, "tensor %llu: %lld elements of %zu bytes are over the limit of %llu bytes "
+                 "for any tensor, views included", (unsigned long long)d->tid, (long long)rgpu_tdef_numel(d),
+                 rgpu_dtype_size(d->dtype), (unsigned long long)RGPU_MAX_TENSOR_BYTES);
+    return st;
+}
 
 /* Define a new tensor from a tdef: storage allocation or alias, bounds. */
 static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
@@ -436,28 +614,26 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
             t->poisoned = true;
             return RGPU_ERR_LIMIT;
         }
-        if (s->lim.max_total_bytes &&
-            (d->nbytes > s->lim.max_total_bytes || s->mem > s->lim.max_total_bytes - d->nbytes)) {
-            snprintf(c->why, sizeof c->why, "%llu more bytes would pass the session limit of %llu (--max-session-bytes; %llu in use)",
-                     (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_total_bytes, (unsigned long long)s->mem);
-            t->poisoned = true;
-            return RGPU_ERR_LIMIT;
-        }
-        if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return st; }
+        if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return tdef_refused(c, d, st); }
         sg = calloc(1, sizeof *sg);
         if (!sg) { t->poisoned = true; return RGPU_ERR_NOMEM; }
         sg->sid = d->sid; sg->nbytes = d->nbytes;
         int slot = -1;   /* a graph replay's static buffer for it, or its output slot */
         if (s->g) sg->data = graph_storage_data(s, sg, &slot);
-        if (!sg->data) sg->data = s->b->alloc(s->b, (size_t)d->nbytes);
-        if (!sg->data) {
+        if (!sg->data && (st = mem_take(s, d->nbytes, storage_host(s), "a storage", c->why, sizeof c->why))) {
+            free(sg);
+            t->poisoned = true;
+            return st;
+        }
+        if (!sg->data && !(sg->data = s->b->alloc(s->b, (size_t)d->nbytes))) {
+            mem_give(s, d->nbytes, storage_host(s));
             free(sg);
             snprintf(c->why, sizeof c->why, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
         }
         if (!u64map_put(&s->storages, sg->sid, sg)) {
-            if (!sg->borrowed) s->b->free(s->b, sg->data);
+            if (!sg->borrowed) { s->b->free(s->b, sg->data); mem_give(s, d->nbytes, storage_host(s)); }
             free(sg);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
@@ -473,9 +649,10 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
             return RGPU_ERR_UNKNOWN_STORAGE;
         }
         if ((st = rgpu_tdef_check_bounds(d, sg->nbytes))) {
+            t->poisoned = true;
+            if (st == RGPU_ERR_TOO_LARGE) return tdef_refused(c, d, st);
             snprintf(c->why, sizeof c->why, "tensor %llu outside storage %llu of %llu bytes", (unsigned long long)d->tid,
                      (unsigned long long)d->sid, (unsigned long long)sg->nbytes);
-            t->poisoned = true;
             return st;
         }
     }
@@ -521,19 +698,11 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
                      (unsigned long long)outs[0]->st->nbytes);
             return RGPU_ERR_BAD_ARG;
         }
-        blobent *e = blob_find(s, &r->args[0].v.h);
-        if (!e) {
-            uint8_t *data = NULL;
-            size_t dn = 0;
-            if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
-            if ((st = s->fetch(s->fetch_ud, &r->args[0].v.h, &data, &dn))) return st;
-            if ((st = rgpu_session_put_blob(s, &r->args[0].v.h, data, dn))) return st;
-            e = blob_find(s, &r->args[0].v.h);
-            if (!e) return RGPU_ERR_MISSING_BLOB;
-        }
+        blobent *e;
+        if ((st = blob_get(s, &r->args[0].v.h, &e, c->why, sizeof c->why))) return st;
         if (e->n != n) { snprintf(c->why, sizeof c->why, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n); return RGPU_ERR_BAD_ARG; }
         st = s->b->upload(s->b, outs[0]->st->data, e->data, e->n);
-        blob_evict(s);
+        blob_evict_to(s, s->lim.max_blob_cache, false);
         return st;
     }
     case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE: {
@@ -549,8 +718,8 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         return exec_call(c);
     case RGPU_OP_MEMORY_STATS: {
         if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_BOOL) return RGPU_ERR_BAD_ARG;
-        uint8_t *data = malloc(16);
-        if (!data) return RGPU_ERR_NOMEM;
+        uint8_t *data = take_small(s, 16, &st, c->why, sizeof c->why);
+        if (!data) return st;
         rgpu_st64(data, s->mem);
         rgpu_st64(data + 8, s->peak);
         if (r->args[0].v.i) s->peak = s->mem;
@@ -584,8 +753,8 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         if (!st) st = s->b->download(s->b, &host, tmp, 8);
         s->b->free(s->b, tmp);
         if (st) return st;
-        uint8_t *data = malloc(8);
-        if (!data) return RGPU_ERR_NOMEM;
+        uint8_t *data = take_small(s, 8, &st, c->why, sizeof c->why);
+        if (!data) return st;
         rgpu_st64(data, (uint64_t)host);
         return store_result(s, c->idx, data, 8);
     }
@@ -1196,7 +1365,7 @@ static bool replay_fits(const rgpu_session *s, const ginst *gi) {
      * except the session limits: leave calls near them to that path */
     uint64_t created = gi->n_slots - gi->n_in;
     if (s->lim.max_storages && s->storages.len + created > s->lim.max_storages) return false;
-    if (s->lim.max_total_bytes && s->mem + gi->created_bytes > s->lim.max_total_bytes) return false;
+    if (s->lim.max_total_bytes && s->held + gi->created_bytes > s->lim.max_total_bytes) return false;
     return true;
 }
 
@@ -1478,11 +1647,9 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
         off += used;
         if (r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH || !s->fetch) continue;
         if (r.op == RGPU_OP_UPLOAD) {
-            if (blob_find(s, &r.args[0].v.h)) continue;
-            uint8_t *data;
-            size_t dn;
-            if ((st = s->fetch(s->fetch_ud, &r.args[0].v.h, &data, &dn))) return st;
-            if ((st = rgpu_session_put_blob(s, &r.args[0].v.h, data, dn))) return st;
+            blobent *e;
+            st = blob_get(s, &r.args[0].v.h, &e, NULL, 0);
+            if (st && st != RGPU_ERR_LIMIT) return st;   /* a refused blob fails its UPLOAD when it runs */
         } else if (r.op == RGPU_OP_CALL && templates) {
             tplent *e;
             if ((st = tpl_get(s, &r.args[0].v.h, &e))) return st;
@@ -1493,26 +1660,46 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
 }
 
 rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+    s->blob_gen++;   /* what this fetches stays until the chunk ran */
     return prefetch_records(s, raw, n, true);
 }
 
-rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
-                                   uint64_t first_op, uint32_t count) {
-    if (first_op != s->applied) return RGPU_ERR_SEQUENCE;
-    /* Decode everything first: a malformed chunk is rejected whole, so no
-     * half-applied chunk exists and the index stays consistent. */
+rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
+                                     uint32_t count, char *why, size_t whylen) {
+    if (first_op != s->applied) {
+        snprintf(why, whylen, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
+        return RGPU_ERR_SEQUENCE;
+    }
     size_t off = 0;
     uint32_t k = 0;
     rgpu_record r;
     while (off < n) {
         size_t used;
         rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
-        if (st) return st;
+        if (st) {
+            snprintf(why, whylen, "record %u (op %llu, byte %zu of %zu) does not decode: %s", k,
+                     (unsigned long long)(first_op + k), off, n, rgpu_status_str(st));
+            return st;
+        }
         off += used;
         k++;
     }
-    if (k != count) return RGPU_ERR_BAD_MESSAGE;
-    off = 0;
+    if (k != count) {
+        snprintf(why, whylen, "holds %u records, its header says %u", k, count);
+        return RGPU_ERR_BAD_MESSAGE;
+    }
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
+                                   uint64_t first_op, uint32_t count) {
+    /* Decode everything first: a malformed chunk is rejected whole, so no
+     * half-applied chunk exists and the index stays consistent. */
+    char why[160];
+    rgpu_status st0 = rgpu_session_check_chunk(s, raw, n, first_op, count, why, sizeof why);
+    if (st0) return st0;
+    size_t off = 0;
+    rgpu_record r;
     for (uint32_t i = 0; i < count; i++) {
         size_t used;
         rgpu_record_decode(raw + off, n - off, &r, &used);
@@ -1520,5 +1707,6 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         run_record(s, &r, first_op + i, false, 0);
         s->applied++;
     }
+    blob_evict(s);
     return RGPU_OK;
 }

@@ -12,14 +12,33 @@
 typedef struct rgpu_session rgpu_session;
 
 /* Called when an UPLOAD (or a CALL, for its template) names a blob the session lacks. Must return the
- * bytes (malloc'd; the session takes ownership) or an error status. */
-typedef rgpu_status (*rgpu_blob_fetch_fn)(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n);
+ * bytes (malloc'd; the session takes ownership) or an error status. max_n is the room the session has
+ * left (its limit and the pool's): a blob that inflates to more must be refused *before* inflating,
+ * with RGPU_ERR_LIMIT and *n set to its size (the session names the limit in the op's error). */
+typedef rgpu_status (*rgpu_blob_fetch_fn)(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n);
+
+/* Host memory shared by the sessions of one process (rgpu-server
+ * --max-memory). Every byte a session holds in host memory (storages of a
+ * host backend, uploaded blobs, templates, results not yet taken, download
+ * temporaries) is taken from the pool before it is allocated and given back
+ * when freed; the server takes its message buffers from it too. Thread-safe.
+ * limit 0: unbounded (only counted). */
+typedef struct rgpu_mem_pool {
+    uint64_t limit;
+    uint64_t used, peak;          /* atomics: read with rgpu_mem_pool_used */
+} rgpu_mem_pool;
+/* false (and nothing taken) when n more bytes would pass the limit. */
+bool rgpu_mem_pool_take(rgpu_mem_pool *p, uint64_t n);
+void rgpu_mem_pool_give(rgpu_mem_pool *p, uint64_t n);
+uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p);
 
 typedef struct rgpu_session_limits {
     uint64_t max_storage_bytes;   /* one storage */
-    uint64_t max_blob_cache;      /* bytes of uploaded blobs kept for dedupe */
+    uint64_t max_blob_cache;      /* bytes of uploaded blobs kept for dedupe after their chunk ran */
     uint64_t max_storages;        /* live storages; 0 = no limit */
-    uint64_t max_total_bytes;     /* bytes of all live storages; 0 = no limit */
+    uint64_t max_total_bytes;     /* bytes of everything the session holds: storages, blobs,
+                                     templates, results not yet taken; 0 = no limit */
+    rgpu_mem_pool *pool;          /* shared host-memory pool, or NULL */
     uint64_t max_templates;       /* parsed templates kept (0: 1024); evicted ones are fetched again */
     uint64_t max_template_bytes;  /* their bytes (0: 256 MiB) */
     bool graphs;                  /* replay templates as captured graphs where the backend
@@ -39,6 +58,10 @@ uint64_t rgpu_session_applied(const rgpu_session *s);
  * poisons its outputs and is reported by the next take_result. */
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
                                    uint64_t first_op, uint32_t count);
+/* The checks run_chunk makes before it runs anything: first_op == applied,
+ * every record decodes, count records. why names the failing record. */
+rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
+                                     uint32_t count, char *why, size_t whylen);
 
 /* Before running a chunk: fetch (through the fetch callback) every blob its
  * UPLOAD records name that the session lacks, every template its CALL records
@@ -82,6 +105,15 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
 
 /* Bytes currently allocated for storages, and the peak. */
 void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
+/* Bytes the session holds in all (storages, blobs, templates, results: what
+ * max_total_bytes bounds), and of them in host memory (what it took from the
+ * pool). */
+uint64_t rgpu_session_held(const rgpu_session *s);
+uint64_t rgpu_session_held_host(const rgpu_session *s);
+/* How many more bytes of host memory the session may take now (session limit
+ * and pool together): a blob that inflates to more is refused before it is
+ * inflated. why (when not NULL) gets the limit that binds, for an error. */
+uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen);
 uint64_t rgpu_session_tensor_count(const rgpu_session *s);
 /* Bytes of uploaded blobs the session keeps, and its live storage count. */
 uint64_t rgpu_session_blob_bytes(const rgpu_session *s);

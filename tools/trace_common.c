@@ -210,7 +210,7 @@ rgpu_status tc_next_chunk(tc_trace *t, tc_chunk *c) {
     return c->raw ? RGPU_OK : RGPU_ERR_NOMEM;
 }
 
-rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n) {
+rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n) {
     tc_trace *t = ud;
     uint8_t *frame = NULL;
     size_t flen = 0;
@@ -218,8 +218,9 @@ rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint8_t **data, size_t *
     rgpu_hash_hex(h, hex);
     rgpu_status s = rgpu_rgt_get_blob(t->rgt, h, &frame, &flen);
     if (!s) {
-        s = rgpu_frame_decompress(frame, flen, RGPU_MAX_BLOB_RAW, data, n);
+        s = rgpu_frame_decompress(frame, flen, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
         free(frame);
+        if (s == RGPU_ERR_TOO_LARGE && *n <= RGPU_MAX_BLOB_RAW) return RGPU_ERR_LIMIT;   /* *n: its size */
         if (!s) {
             rgpu_hash got = rgpu_hash_bytes(*data, *n);
             if (rgpu_hash_eq(&got, h)) {

@@ -53,7 +53,7 @@ rgpu_status tc_next_chunk(tc_trace *t, tc_chunk *c);
 /* Session blob callback over a tc_trace (ud): reads, decompresses and checks
  * the blob. A failure is also kept in t->blob_err/t->err, so the tool can
  * tell a bad trace from a failing op. */
-rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n);
+rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n);
 
 /* Recorded wait results, sorted by op index. data points into the array's
  * own storage. */

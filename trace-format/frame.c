@@ -31,7 +31,7 @@ rgpu_status rgpu_frame_decompress(const uint8_t *p, size_t n, uint64_t max_raw,
     if (rgpu_ld32(p) != RGPU_FRAME_MAGIC) return RGPU_ERR_BAD_MAGIC;
     if (rgpu_ld32(p + 4) != 0) return RGPU_ERR_RESERVED;
     uint64_t len = rgpu_ld64(p + 8), sum = rgpu_ld64(p + 16);
-    if (len > max_raw || len > SIZE_MAX - 1) return RGPU_ERR_TOO_LARGE;
+    if (len > max_raw || len > SIZE_MAX - 1) { *raw_len = (size_t)(len > SIZE_MAX ? SIZE_MAX : len); return RGPU_ERR_TOO_LARGE; }
     const uint8_t *z = p + RGPU_FRAME_HEADER;
     size_t zn = n - RGPU_FRAME_HEADER;
     unsigned long long fsz = ZSTD_getFrameContentSize(z, zn);

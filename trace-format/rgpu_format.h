@@ -28,6 +28,8 @@ extern "C" {
 #define RGPU_MAX_CHUNK_RAW    (64u << 20)  /* decoded chunk bytes */
 #define RGPU_MAX_BLOB_RAW     (1ull << 34) /* one upload: 16 GiB */
 #define RGPU_MAX_FRAME        ((1ull << 34) + 4096) /* one wire message payload */
+#define RGPU_MAX_TENSOR_BYTES (1ull << 34) /* numel x element size of any tensor, views included:
+                                              16 GiB (a [2^50] stride-0 view of 4 bytes is refused) */
 
 /* ---------------------------------------------------------------------------
  * Status codes: stable numbers, never renumbered, only appended. */
@@ -189,7 +191,11 @@ rgpu_status rgpu_record_encode(rgpu_buf *b, const rgpu_record *r);
 rgpu_status rgpu_record_decode(const uint8_t *p, size_t n, rgpu_record *r, size_t *used);
 
 /* Validate that a tensor definition lies inside a storage of nbytes:
- * overflow-checked; negative strides/offsets rejected. */
+ * overflow-checked; negative strides/offsets rejected; a tensor whose
+ * logical size (numel x element size, stride-0 dims counted in full) passes
+ * RGPU_MAX_TENSOR_BYTES is RGPU_ERR_TOO_LARGE, whatever its storage: every
+ * size computation downstream (downloads, copies, kernels) fits in 64 bits
+ * and no op does absurd work for its storage. The one place this is checked. */
 rgpu_status rgpu_tdef_check_bounds(const rgpu_tdef *t, uint64_t storage_nbytes);
 /* Number of elements (sizes product); -1 on overflow. */
 int64_t rgpu_tdef_numel(const rgpu_tdef *t);
@@ -236,7 +242,8 @@ bool rgpu_op_is_random(int op);
 #define RGPU_FRAME_HEADER 24
 rgpu_status rgpu_frame_compress(const void *raw, size_t n, int level, rgpu_buf *out);
 /* Decompress into *raw (malloc'd, caller frees). raw_len over max_raw is
- * rejected before allocating. */
+ * rejected before allocating: RGPU_ERR_TOO_LARGE with *raw_len set to the
+ * size the frame declares (so the caller can name it in an error). */
 rgpu_status rgpu_frame_decompress(const uint8_t *p, size_t n, uint64_t max_raw,
                                   uint8_t **raw, size_t *raw_len);
 
@@ -286,8 +293,12 @@ static inline uint64_t rgpu_ld64(const uint8_t *p) { uint64_t v = 0; for (int i 
 /* ---------------------------------------------------------------------------
  * .rgt container (SQLite, WAL). Schema in FORMAT.md. */
 typedef struct rgpu_rgt rgpu_rgt;
-/* Create (truncating) a trace file for writing; meta keys written. */
+/* Create (truncating) a trace file for writing; meta keys written. The
+ * file is mode 0600 (and so are its -wal and -shm). */
 rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out);
+/* The same, but never over an existing file: RGPU_ERR_DUPLICATE_ID when
+ * path exists (rgpu-server --journal and --record). */
+rgpu_status rgpu_rgt_create_new(const char *path, const char *creator, rgpu_rgt **out);
 /* Open an existing trace read-only; checks magic/version/op-table hash.
  * A different op-table hash fails with RGPU_ERR_OP_TABLE. */
 rgpu_status rgpu_rgt_open(const char *path, rgpu_rgt **out);

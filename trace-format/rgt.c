@@ -4,10 +4,14 @@
  * close, so recording a long run costs one fsync per flush, not per chunk. */
 #include "rgpu_format.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct rgpu_rgt {
     sqlite3 *db;
@@ -50,14 +54,26 @@ static int prepare_writes(rgpu_rgt *t) {
     return 0;
 }
 
-rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out) {
+static rgpu_status create_trace(const char *path, const char *creator, bool excl, rgpu_rgt **out) {
     *out = NULL;
     rgpu_rgt *t = calloc(1, sizeof *t);
     if (!t) return RGPU_ERR_NOMEM;
-    remove(path);
     char wal[4096];
-    snprintf(wal, sizeof wal, "%s-wal", path); remove(wal);
-    snprintf(wal, sizeof wal, "%s-shm", path); remove(wal);
+    if (!excl) {
+        remove(path);
+        snprintf(wal, sizeof wal, "%s-wal", path); remove(wal);
+        snprintf(wal, sizeof wal, "%s-shm", path); remove(wal);
+    }
+    /* the file exists (empty: a valid empty database) before SQLite opens it,
+     * mode 0600: traces hold tensor data; SQLite gives its -wal and -shm
+     * files the same mode */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(last_err, sizeof last_err, "cannot create trace %.500s: %s", path, strerror(errno));
+        free(t);
+        return errno == EEXIST ? RGPU_ERR_DUPLICATE_ID : RGPU_ERR_IO;
+    }
+    close(fd);
     if (sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK)
         goto fail;
     if (sqlite3_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK) goto fail;
@@ -79,6 +95,14 @@ fail:;
     snprintf(last_err, sizeof last_err, "cannot create trace %.500s: %.255s", path, t->err);
     rgpu_rgt_close(t);
     return e;
+}
+
+rgpu_status rgpu_rgt_create(const char *path, const char *creator, rgpu_rgt **out) {
+    return create_trace(path, creator, false, out);
+}
+
+rgpu_status rgpu_rgt_create_new(const char *path, const char *creator, rgpu_rgt **out) {
+    return create_trace(path, creator, true, out);
 }
 
 static bool get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen) {

@@ -779,6 +779,7 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->graph_end = cu_graph_end;
     b->graph_launch = cu_graph_launch;
     b->graph_destroy = cu_graph_destroy;
+    b->device_memory = true;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;
     cb->c.alloc_state = cb;

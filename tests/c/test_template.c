@@ -42,7 +42,8 @@ typedef struct store {
 
 static store g_store;
 
-static rgpu_status store_fetch(void *ud, const rgpu_hash *h, uint8_t **data, size_t *n) {
+static rgpu_status store_fetch(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n) {
+    (void)max_n;   /* the test store holds small blobs */
     store *st = ud;
     st->fetches++;
     for (int i = 0; i < st->n; i++) {
