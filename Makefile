@@ -10,6 +10,10 @@ SHELL   := /bin/bash
 PYTHON  ?= python3
 CC      ?= gcc
 B       := build
+# CUDA_EMU=1: the CUDA backend on cudaemu (tests/cudaemu), in its own tree
+ifeq ($(CUDA_EMU),1)
+B       := build-emu
+endif
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
@@ -32,7 +36,10 @@ HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h repl
 FORMAT_OBJ   := $(FORMAT_SRC:%.c=$(B)/obj/%.o)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)
 REPLAYER_OBJ := $(REPLAYER_SRC:%.c=$(B)/obj/%.o)
-ifneq ($(NVCC),)
+ifeq ($(CUDA_EMU),1)
+CUDA_OBJ     := $(CUDA_SRC:%.cu=$(B)/emu/%.o)
+CUDA_LIBS    := -L$(B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(B)/lib -lstdc++ -ldl -lpthread
+else ifneq ($(NVCC),)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -ldl -lpthread
 else
@@ -46,7 +53,7 @@ TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
-all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(PYEXT) develop
+all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) develop)
 
 help:
 	@sed -n '3,8p' Makefile
@@ -205,3 +212,53 @@ fuzz-smoke:
 
 clean:
 	rm -rf $(B) build-asan $(FZ) $(PYEXT)
+
+# ---------------------------------------------------------------- CUDA on the CPU (tests/cudaemu)
+# cudaemu compiles replayer/cuda/*.cu unchanged with g++ against the toolkit's
+# headers (rewrite.py turns <<<...>>> into a launch call), runs kernels as
+# fibers on the CPU, and supplies a reference cuBLAS through the backend's own
+# loader. `make CUDA_EMU=1 all` builds the server and tools on it in
+# build-emu/; `make test-cuda-emu` runs the backend's tests on it (README there).
+EMU_B      := build-emu
+CXX        ?= g++
+CUDA_INC   ?= $(patsubst %/cuda_runtime_api.h,%,$(firstword $(wildcard $(if $(NVCC),$(dir $(realpath $(NVCC)))../include/cuda_runtime_api.h) /usr/local/cuda/include/cuda_runtime_api.h /usr/local/cuda-*/include/cuda_runtime_api.h)))
+EMU_DIR    := tests/cudaemu
+EMU_CXX    := $(CXX) -std=c++17 $(OPT) $(SAN) -fPIC -ffp-contract=off -Wall -Werror -I$(CUDA_INC) -I$(EMU_DIR)
+EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format -Ireplayer
+EMU_CUH    := $(patsubst %,$(EMU_B)/emu/src/%,$(wildcard replayer/cuda/*.cuh))
+EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13
+
+# (kept: compiler messages point at replayer/cuda/ through #line, the copies help a debugger)
+.PRECIOUS: $(EMU_B)/emu/src/%
+$(EMU_B)/emu/src/%: % $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) $(EMU_DIR)/rewrite.py $< $@
+$(EMU_B)/emu/%.o: $(EMU_B)/emu/src/%.cu $(EMU_CUH) $(HEADERS) $(EMU_DIR)/cudaemu.h
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_KFLAGS) -c $< -o $@
+$(EMU_B)/lib/libcudaemu.so: $(EMU_DIR)/runtime.cpp $(EMU_DIR)/cudaemu.h $(EMU_DIR)/cudaemu_api.h
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -shared -o $@ $< -lpthread
+$(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.so
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
+ifeq ($(CUDA_EMU),1)
+$(SERVER) $(TOOLS) $(C_TESTS): | $(EMU_LIBS)
+endif
+
+# The layer's own tests: kernels written for them, through the same pipeline.
+$(EMU_B)/tests/test_cudaemu: $(EMU_B)/emu/src/$(EMU_DIR)/test_cudaemu.cu $(EMU_DIR)/cudaemu.h $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_KFLAGS) -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -ldl
+
+.PHONY: cuda-emu test-cuda-emu test-cuda-emu-quick
+cuda-emu:
+	@test -n "$(CUDA_INC)" || { echo "rgpu: no CUDA toolkit headers (cuda_runtime_api.h): cudaemu cannot be built"; exit 1; }
+	@$(MAKE) --no-print-directory CUDA_EMU=1 all $(EMU_B)/tests/test_cudaemu \
+	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools,$(C_TESTS)))
+	@$(MAKE) --no-print-directory $(PYEXT) develop
+
+# EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in.
+EMU_CONFORMANCE_ORDERS ?= forward random
+test-cuda-emu: cuda-emu
+	@EMU_B=$(EMU_B) PYTHON=$(PYTHON) ORDERS="$(EMU_CONFORMANCE_ORDERS)" $(EMU_DIR)/run-tests.sh

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# run-tests.sh — what `make test-cuda-emu` runs, on binaries built by
+# `make CUDA_EMU=1` (the CUDA backend on cudaemu) in $EMU_B (default build-emu):
+#   1. the layer's own tests (test_cudaemu)
+#   2. the Check suites that start or link the backend (test_server, test_tools),
+#      built against the emulated backend
+#   3. tests/py/test_conformance.py on --backend cuda, once per thread order
+#      in $ORDERS (forward, reverse, random)
+#   4. tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
+#   5. tests/py/test_amp.py on cuda
+#   6. the reduced GPT trained 20 steps on cuda (recorded), then
+#      rgpu-diff --a cuda --b cuda (bitwise) and --a cuda --b cpu --resync
+# A cudaemu FAULT line in any server log fails the run. STOP_ON_FAIL=1 stops
+# at the first failure (the mutation check uses it). Exit status 0 = all passed.
+set -u
+cd "$(dirname "$0")/../.."
+EMU_B=${EMU_B:-build-emu}
+PY=${PYTHON:-python3}
+ORDERS=${ORDERS:-forward random}
+STOP=${STOP_ON_FAIL:-0}
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/cudaemu-tests.XXXXXX")
+export RGPU_SERVER_BIN=$PWD/$EMU_B/bin/rgpu-server RGPU_BACKEND=cuda
+unset RGPU_SERVER RGPU_RECORD RGPU_GRAPHS CUDAEMU_ORDER
+RESULTS=()
+FAILED=0
+T0=$(date +%s)
+
+step() {   # NAME COMMAND...: runs it with a server log of its own; a FAULT there fails it
+    local name=$1; shift
+    local log=$LOGS/$(echo "$name" | tr -c 'a-zA-Z0-9_\n-' '_').log t=$(date +%s)
+    echo "== cuda-emu: $name"
+    RGPU_SERVER_LOG=$log.server "$@" > "$log" 2>&1
+    local rc=$?
+    if [ $rc -eq 0 ] && grep -qs "cudaemu: FAULT" "$log.server"; then rc=99; fi
+    local dt=$(( $(date +%s) - t ))
+    if [ $rc -eq 0 ]; then
+        RESULTS+=("PASS  $name (${dt}s): $(grep -E 'passed|failed|checks|over tolerance|ok$' "$log" | tail -1)")
+    else
+        FAILED=1
+        RESULTS+=("FAIL  $name (rc $rc, ${dt}s)")
+        tail -40 "$log"
+        grep -hs "cudaemu: FAULT" "$log.server" | head -5
+        if [ "$STOP" = 1 ]; then summary; exit 1; fi
+    fi
+}
+
+summary() {
+    echo ""
+    echo "== cuda-emu summary ($(( $(date +%s) - T0 ))s; logs in $LOGS)"
+    printf '%s\n' "${RESULTS[@]}"
+}
+
+step "layer tests (test_cudaemu)" "$EMU_B/tests/test_cudaemu"
+for t in test_server test_tools; do
+    [ -x "$EMU_B/tests/$t" ] && step "check $t" "$EMU_B/tests/$t"
+done
+for o in $ORDERS; do
+    step "conformance on cuda, $o thread order" env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ \
+        $PY -m pytest -q -p no:cacheprovider tests/py/test_conformance.py
+done
+step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
+step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
+
+gpt() {
+    local trace=$LOGS/gpt-cuda.rgt
+    rm -f "$trace"
+    RGPU_RECORD=$trace $PY tests/cudaemu/gpt_trace.py 20 || return 1
+    "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cuda --quiet || return 1
+    "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cpu --resync --quiet --top 5
+}
+step "reduced GPT: rgpu-diff cuda vs cuda, cuda vs cpu --resync" gpt
+
+summary
+exit $FAILED
