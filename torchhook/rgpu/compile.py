@@ -160,6 +160,8 @@ def skip_our_frames():
 
 # --- a frame dynamo can't compile runs eagerly ----------------------------------------
 
+_ZEROS = {}                 # metadata key -> the shared zero tensor bound for materialized grads
+
 _HOOKED = [False]
 _FRAME_FAILURES = {}        # (code, id of its first argument) -> weak reference to that argument
 
@@ -428,6 +430,8 @@ class _Graph:
     def __call__(self, args):
         _tensor._HIDE_UNFLATTEN[0] = False
         args = list(args)
+        if _tensor.PENDING:
+            self._bind_zeros(args)
         if self.eager is None:
             lay = _layout(args)
             if lay is None:
@@ -449,6 +453,28 @@ class _Graph:
             return t.call(args)
         return self._run_eager(args)
 
+    def _bind_zeros(self, args):
+        """Arguments that are zeros autograd made for outputs without a gradient
+        (tensor.PENDING, not recorded yet) are replaced by one shared zero
+        tensor per metadata, made once: the graph only reads them (aot_autograd
+        graphs never write their tangents), and the pending ones die unrecorded."""
+        pending = _tensor.PENDING
+        for i, a in enumerate(args):
+            if type(a) is not RemoteTensor or a._tid not in pending:
+                continue
+            if not self.kind.startswith("backward") or "_ref" in a.__dict__:
+                _tensor.flush_pending()         # a graph that may write it, or shared: record them now
+                return
+            z = _ZEROS.get(a._key)
+            if z is None:
+                k = a._key
+                pending.pop(a._tid)         # this one is recorded and kept
+                _C.record(_C.OP_FULL, ((a._tid, a._st.sid) + _tensor.out_def(k, a._st.nbytes),), (), (0,))
+                z = _ZEROS[k] = a
+            args[i] = z
+        # zeros the graph does not take stay pending: they die unrecorded after
+        # backward, or are recorded when something uses them (tensor.flush_pending)
+
     def _run_eager(self, args, reason=None):
         if reason is not None and self.eager is None:
             self._give_up(reason)
@@ -459,6 +485,8 @@ class _Graph:
         state = _random.get_state()
         consts = [getattr(self.gm, n.target) for n in self.gm.graph.nodes if n.op == "get_attr"]
         consts = [c for c in consts if type(c) is RemoteTensor]
+        if _tensor.PENDING:
+            _tensor.flush_pending()     # recorded now, not into the template by the first op
         try:
             _C.capture_begin()
             outs = list(_Capture(self.gm).run(*args))

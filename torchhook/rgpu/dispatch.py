@@ -18,8 +18,8 @@ its result is cached under (op, input metadata, non-tensor args)."""
 import torch
 
 from . import _C, decomp, opmap, resize, transfer
-from .tensor import (DEVICE, RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, record_view,
-                     set_dispatcher, wrap)
+from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
+                     rebind, record_new, record_view, record_zero_later, set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
@@ -42,6 +42,8 @@ _graph_task_id = torch._C._current_graph_task_id
 
 
 def dispatch(func, args, kwargs):
+    if _PENDING:
+        flush_pending()
     if _DEFERRED and _graph_task_id() == -1:
         e = _DEFERRED[0]
         _DEFERRED.clear()
@@ -743,6 +745,8 @@ def _fresh(value_of):
         v = value_of(args, kwargs)
         if v is None:
             return record_new(_C.OP_EMPTY, spec[0], spec[1], (), (), m)
+        if func is _ZEROS_LIKE and _graph_task_id() != -1:
+            return record_zero_later(spec[0], spec[1], m)     # likely a materialized grad
         return record_new(_C.OP_FULL, spec[0], spec[1], (), (v,), m)
     return handler
 
@@ -777,6 +781,7 @@ def _item(func, args, kwargs):
 
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
+_ZEROS_LIKE = aten.zeros_like.default
 
 
 def _lift_fresh(func, args, kwargs):

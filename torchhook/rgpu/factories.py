@@ -11,6 +11,7 @@ the op that fills the empty tensor, which raises NotImplementedError naming it."
 import torch
 
 from . import _C, server, transfer
+from . import tensor as _tensor
 from .tensor import RemoteTensor, key_of, out_def, record_new
 
 _lib = torch.library.Library("aten", "IMPL")    # kept alive for the process
@@ -47,9 +48,16 @@ def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None
     return _new(m, _C.OP_FULL, (fill_value,))
 
 
+_graph_task_id = torch._C._current_graph_task_id
+
+
 def zeros(size, dtype=None, layout=None, device=None, pin_memory=None):
     _check(device, layout)
-    return _new(torch.empty(size, dtype=dtype, device=_META), _C.OP_FULL, (0,))
+    m = torch.empty(size, dtype=dtype, device=_META)
+    if _graph_task_id() != -1:      # inside backward: likely a materialized grad (tensor.PENDING)
+        k = key_of(m)
+        return _tensor.record_zero_later(k, out_def(k, m.untyped_storage().nbytes()), m)
+    return _new(m, _C.OP_FULL, (0,))
 
 
 def ones(size, dtype=None, layout=None, device=None, pin_memory=None):
@@ -73,6 +81,8 @@ def arange(end, dtype=None, layout=None, device=None, pin_memory=None):
 
 def copy_from(self, dst, non_blocking=False):
     """dst := self where one of them is on rgpu (Python key excluded: record only)."""
+    if _tensor.PENDING:
+        _tensor.flush_pending()
     if type(dst) is RemoteTensor:
         if tuple(self.shape) != tuple(dst.shape):
             torch.broadcast_shapes(self.shape, dst.shape)   # raises for impossible shapes

@@ -105,6 +105,8 @@ class RemoteTensor(torch.Tensor):
             return
         tid = d.get("_tid")
         if tid:
+            if PENDING and PENDING.pop(tid, None) is not None:
+                return          # never recorded: the server never saw it
             _free(tid)
 
     def __deepcopy__(self, memo):
@@ -163,6 +165,28 @@ class RemoteTensor(torch.Tensor):
         else:
             extra2 = ""
         return head + extra + tail + extra2 + ")"
+
+
+# Zeros autograd makes inside backward for outputs that got no gradient
+# (materialized grads), recorded only when first used: a compiled backward
+# binds a shared zero instead (compile.py), so they cost no record at all.
+# tid -> the FULL record's output definition.
+PENDING = {}
+
+
+def record_zero_later(key, odef, m=None):
+    """A zero tensor whose FULL record waits in PENDING until flush_pending()."""
+    tid, sid = _new_id(), _new_id()
+    PENDING[tid] = (tid, sid) + odef
+    return wrap(key, Storage(sid, odef[4], None if m is None else m.untyped_storage()), tid, m)
+
+
+def flush_pending():
+    """Record the pending zeros (before any record that may use them)."""
+    defs = list(PENDING.values())
+    PENDING.clear()
+    for d in defs:
+        _C.record(_C.OP_FULL, (d,), (), (0,))
 
 
 def wrap(key, st, tid, m=None):
@@ -237,6 +261,8 @@ class _TidRef:
         self.tid = tid
 
     def __del__(self):
+        if PENDING and PENDING.pop(self.tid, None) is not None:
+            return
         _free(self.tid)
 
 

@@ -7,6 +7,7 @@ import ctypes
 import torch
 
 from . import _C
+from . import tensor as _tensor
 from ._dtypes import decode_scalar, rgpu_dtype
 
 
@@ -46,6 +47,8 @@ def copy_from_cpu(dst, src):
 
 def download(t):
     """The elements of rgpu tensor t as a new contiguous CPU tensor (waits)."""
+    if _tensor.PENDING:
+        _tensor.flush_pending()
     data = _C.wait(_C.record(_C.OP_DOWNLOAD, (), (t._tid,), ()))
     shape, dtype = t.shape, t.dtype
     n = t.numel()
