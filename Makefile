@@ -259,6 +259,6 @@ cuda-emu:
 	@$(MAKE) --no-print-directory $(PYEXT) develop
 
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in.
-EMU_CONFORMANCE_ORDERS ?= forward random
+EMU_CONFORMANCE_ORDERS ?= forward reverse random
 test-cuda-emu: cuda-emu
 	@EMU_B=$(EMU_B) PYTHON=$(PYTHON) ORDERS="$(EMU_CONFORMANCE_ORDERS)" $(EMU_DIR)/run-tests.sh

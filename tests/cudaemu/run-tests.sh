@@ -6,7 +6,9 @@
 #      built against the emulated backend
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
-#   4. tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
+#   4. test_datadep.py (ops that read back to the host), test_random.py (Philox
+#      equal to the cpu backend's), test_basic.py on cuda;
+#      tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
 #   5. tests/py/test_amp.py on cuda
 #   6. the reduced GPT trained 20 steps on cuda (recorded), then
 #      rgpu-diff --a cuda --b cuda (bitwise) and --a cuda --b cpu --resync
@@ -58,6 +60,8 @@ for o in $ORDERS; do
     step "conformance on cuda, $o thread order" env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ \
         $PY -m pytest -q -p no:cacheprovider tests/py/test_conformance.py
 done
+step "test_datadep.py, test_random.py, test_basic.py on cuda" \
+    $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
 

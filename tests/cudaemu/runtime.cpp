@@ -158,6 +158,27 @@ static void fault(const char *fmt, ...) {
     fprintf(stderr, "cudaemu: FAULT: %s\n", msg);
 }
 
+// Guard bytes after every allocation: a kernel (or cuBLAS call) that writes
+// past the end of one is reported after it runs, with or without ASan.
+static const size_t GUARD = 64;
+static const unsigned char GUARD_BYTE = 0x5a;
+
+static void guard_fill(void *m, size_t n) { memset((char *)m + n, GUARD_BYTE, GUARD); }
+
+// The first allocation whose guard was written, as a fault naming `who`.
+static void guard_check(const char *who) {
+    for (auto &kv : g_allocs) {
+        const unsigned char *g = (const unsigned char *)kv.first + kv.second.size;
+        for (size_t k = 0; k < GUARD; k++)
+            if (g[k] != GUARD_BYTE) {
+                fault("%s wrote past the end of a %zu-byte %s allocation at %p (byte +%zu)", who, kv.second.size,
+                      kv.second.pinned ? "pinned host" : "device", (void *)kv.first, k);
+                guard_fill((void *)kv.first, kv.second.size);
+                return;
+            }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Fibers (x86-64): a context is a saved stack pointer; the switch saves the
 // callee-saved registers, MXCSR and the x87 control word on the old stack.
@@ -522,6 +543,9 @@ static void run_kernel(const op &o) {
             }
     g_kernels_run++;
     g_blk = prev;
+    char who[300];
+    snprintf(who, sizeof who, "kernel %s (launched at %s:%d)", s.name, s.file, s.line);
+    guard_check(who);
 }
 
 // ---------------------------------------------------------------------------
@@ -550,7 +574,7 @@ static void run_op(stream *st, op &o) {
         memset(o.dst, o.value, o.n);
         break;
     case op::EVENT: break;
-    case op::HOST: o.fn(); break;
+    case op::HOST: o.fn(); guard_check(o.what); break;
     }
     (void)st;
 }
@@ -739,9 +763,10 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     if (g_sticky) return ret(g_sticky);
     if (!has_device()) return ret(cudaErrorNoDevice);
     if (n > mem_total() - std::min(mem_total(), g_device_bytes)) return ret(cudaErrorMemoryAllocation);
-    void *m = malloc(n ? n : 1);
+    void *m = malloc(n + GUARD);
     if (!m) return ret(cudaErrorMemoryAllocation);
     memset(m, 0xff, n);   // poisoned: NaN, -1
+    guard_fill(m, n);
     g_allocs[(uintptr_t)m] = alloc_info{n, false};
     g_device_bytes += n;
     *p = m;
@@ -766,9 +791,10 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
     guard g(g_mu);
     (void)flags;
     *p = nullptr;
-    void *m = malloc(n ? n : 1);
+    void *m = malloc(n + GUARD);
     if (!m) return ret(cudaErrorMemoryAllocation);
     memset(m, 0xff, n);
+    guard_fill(m, n);
     g_allocs[(uintptr_t)m] = alloc_info{n, true};
     *p = m;
     return cudaSuccess;

@@ -90,6 +90,12 @@ __global__ void write_idx(int *out, int n) {
     if (i < n) out[i] = i * 3 + 1;
 }
 
+// Writes one element past n.
+__global__ void write_past(int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) out[i] = i;
+}
+
 __global__ void add_one(int *p) { p[threadIdx.x] += 1; }
 
 __global__ void atomic_min_kernel(unsigned long long *m, int *flag) {
@@ -303,6 +309,19 @@ static void test_bounds() {
     cudaFree(d);
 }
 
+static void test_guard() {
+    int *d;
+    cudaMalloc(&d, 100 * sizeof(int));
+    write_past<<<1, 128>>>(d, 99);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "in bounds");
+    write_past<<<1, 128>>>(d, 100);
+    CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure, "a write past the allocation is a fault");
+    CHECK(strstr(cudaemu_last_fault(), "write_past") && strstr(cudaemu_last_fault(), "past the end"),
+          "fault names the kernel: '%s'", cudaemu_last_fault());
+    cudaemu_reset_for_tests();
+    cudaFree(d);
+}
+
 static void test_launch_validation() {
     int *d;
     cudaMalloc(&d, 4096 * sizeof(int));
@@ -429,6 +448,7 @@ int main() {
     test_deferral();
     test_capture();
     test_bounds();
+    test_guard();
     test_launch_validation();
     test_atomics_dims();
     test_fp();
