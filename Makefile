@@ -147,6 +147,8 @@ test: deps
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-py
+	@if [ -n "$(CUDA_INC)" ]; then $(MAKE) --no-print-directory test-cuda-emu; \
+	else echo "rgpu: no CUDA toolkit headers: test-cuda-emu (the CUDA backend on cudaemu) skipped"; fi
 
 # Sanitizer build of the C parts in its own tree.
 # (sanitizers slow the suites down: Check's per-test timeouts are stretched)
