@@ -29,7 +29,7 @@ NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wal
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
 HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
 
@@ -257,7 +257,7 @@ $(EMU_B)/tests/test_cudaemu: $(EMU_B)/emu/src/$(EMU_DIR)/test_cudaemu.cu $(EMU_D
 cuda-emu:
 	@test -n "$(CUDA_INC)" || { echo "rgpu: no CUDA toolkit headers (cuda_runtime_api.h): cudaemu cannot be built"; exit 1; }
 	@$(MAKE) --no-print-directory CUDA_EMU=1 all $(EMU_B)/tests/test_cudaemu \
-	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools,$(C_TESTS)))
+	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools %/test_selfcheck,$(C_TESTS)))
 	@$(MAKE) --no-print-directory $(PYEXT) develop
 
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in.

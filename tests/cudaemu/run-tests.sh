@@ -2,7 +2,8 @@
 # run-tests.sh — what `make test-cuda-emu` runs, on binaries built by
 # `make CUDA_EMU=1` (the CUDA backend on cudaemu) in $EMU_B (default build-emu):
 #   1. the layer's own tests (test_cudaemu)
-#   2. the Check suites that start or link the backend (test_server, test_tools),
+#   2. the Check suites that start or link the backend (test_server, test_tools,
+#      test_selfcheck: auto's self-check against the emulated cuda backend),
 #      built against the emulated backend
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
@@ -53,7 +54,7 @@ summary() {
 }
 
 step "layer tests (test_cudaemu)" "$EMU_B/tests/test_cudaemu"
-for t in test_server test_tools; do
+for t in test_server test_tools test_selfcheck; do
     [ -x "$EMU_B/tests/$t" ] && step "check $t" "$EMU_B/tests/$t"
 done
 for o in $ORDERS; do
