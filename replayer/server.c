@@ -422,6 +422,12 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
+    /* A record that does not decode is a protocol error, found before
+     * anything is fetched, journaled or run (run_chunk checks again). */
+    if ((s = rgpu_session_check_chunk(c->s, raw, n, first, count, c->why, sizeof c->why))) {
+        free(raw);
+        return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, c->why), s;
+    }
     /* Fetch missing blobs first: if the link drops now, nothing was applied. */
     c->why[0] = 0;
     s = rgpu_session_prefetch(c->s, raw, n);
@@ -430,12 +436,6 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         if (link_lost(c, s)) return s;
         return send_error(c, s, "CHUNK at op %llu: %s%s%s", (unsigned long long)first, rgpu_status_str(s),
                           c->why[0] ? ": " : "", c->why), s;
-    }
-    /* A record that does not decode is a protocol error, found before
-     * anything is journaled or run (run_chunk checks again). */
-    if ((s = rgpu_session_check_chunk(c->s, raw, n, first, count, c->why, sizeof c->why))) {
-        free(raw);
-        return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, c->why), s;
     }
     if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
     if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);

@@ -467,6 +467,12 @@ int main(int argc, char **argv) {
             rgpu_session_take_result(d->a, idx, &sa, &eo, ma, sizeof ma, &da, &na);
             rgpu_session_take_result(d->b, idx, &sb, &eo, mb, sizeof mb, &db, &nb);
             free(da); free(db);
+            if (tc_malformed(sa) || tc_malformed(sb)) {
+                tc_progress_end(&prog);
+                fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, tc_malformed(sa) ? ma : mb);
+                rc = 2; done = true;
+                break;
+            }
             /* a CALL's outputs are the tensors its template defines through its bindings */
             size_t n = 0;
             if (r.op == RGPU_OP_CALL) {

@@ -195,6 +195,13 @@ int main(int argc, char **argv) {
             uint8_t *data;
             size_t n;
             rgpu_session_take_result(s, idx, &status, &err_op, msg, sizeof msg, &data, &n);
+            if (tc_malformed(status)) {
+                tc_progress_end(&prog);
+                fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, msg);
+                free(data);
+                rc = 2; done = true;
+                break;
+            }
             if (status) {
                 if (!failed++) { snprintf(first_fail_msg, sizeof first_fail_msg, "%s", msg); }
                 if (!pending) { pending = status; snprintf(pending_msg, sizeof pending_msg, "%s", msg); }

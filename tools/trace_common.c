@@ -241,6 +241,16 @@ rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t 
     return s;
 }
 
+bool tc_malformed(int status) {
+    switch (status) {
+    case RGPU_ERR_OUT_OF_BOUNDS: case RGPU_ERR_TOO_LARGE: case RGPU_ERR_OVERFLOW: case RGPU_ERR_TOO_MANY_DIMS:
+    case RGPU_ERR_UNKNOWN_TENSOR: case RGPU_ERR_UNKNOWN_STORAGE: case RGPU_ERR_DUPLICATE_ID:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Results and sizes */
 rgpu_status tc_load_results(tc_trace *t, tc_results *out) {

@@ -55,6 +55,12 @@ rgpu_status tc_next_chunk(tc_trace *t, tc_chunk *c);
  * tell a bad trace from a failing op. */
 rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n);
 
+/* An op status that no honest recording can produce: a tensor definition
+ * out of bounds, over the size bound, overflowing, or naming an id that is
+ * not there (or already is). A replay that meets one stops: the trace is
+ * malformed (exit 2), not a run whose op failed. */
+bool tc_malformed(int status);
+
 /* Recorded wait results, sorted by op index. data points into the array's
  * own storage. */
 typedef struct tc_result { uint64_t op; int status; uint8_t *data; size_t n; } tc_result;

@@ -20,175 +20,30 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "recorder.h"
 #include "check_util.h"
+#include "check_server.h"
 
-static pid_t g_pid;
-static char g_dir[64], g_sock[128], g_addr[160], g_token_file[128], g_journal[128], g_token[128];
-static rgpu_client *g_honest;
-static uint64_t g_x_tid;
-
-static void start_server(void) {
-    const char *bin = getenv("RGPU_SERVER_BIN");
-    ck_assert_msg(bin != NULL, "set RGPU_SERVER_BIN");
-    strcpy(g_dir, "/tmp/rgpu-test-XXXXXX");
-    ck_assert(mkdtemp(g_dir) != NULL);
-    snprintf(g_sock, sizeof g_sock, "%s/sock", g_dir);
-    snprintf(g_addr, sizeof g_addr, "unix:%s", g_sock);
-    snprintf(g_token_file, sizeof g_token_file, "%s/token", g_dir);
-    snprintf(g_journal, sizeof g_journal, "%s/journal", g_dir);
-    g_pid = fork();
-    if (g_pid == 0) {
-        execl(bin, bin, "--unix", g_sock, "--backend", "cpu", "--quiet", "--token-file", g_token_file,
-              "--journal", g_journal, "--max-message", "1M", "--max-chunk", "1M", "--max-storages", "64",
-              "--max-session-bytes", "4M",
-              (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500 && access(g_sock, F_OK) != 0; i++) usleep(10000);
-    ck_assert_msg(access(g_sock, F_OK) == 0, "server did not start");
-    FILE *f = fopen(g_token_file, "r");
-    ck_assert_msg(f != NULL, "no token file");
-    ck_assert(fgets(g_token, sizeof g_token, f) != NULL);
-    fclose(f);
-    g_token[strcspn(g_token, "\n")] = 0;
-    ck_assert_int_eq((int)strlen(g_token), 64);
-    setenv("RGPU_TOKEN_FILE", g_token_file, 1);
-}
-
-static void stop_server(void) {
-    kill(g_pid, SIGTERM);
-    int st;
-    waitpid(g_pid, &st, 0);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static int raw_connect(void) {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strcpy(sa.sun_path, g_sock);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    ck_assert(fd >= 0);
-    ck_assert(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    return fd;
-}
-
-/* HELLO with the given token (NULL: the server's), session and last ack. */
-static void send_hello_full(int fd, uint32_t version, int break_table, const char *token, uint64_t session) {
-    uint8_t h[40 + 128] = { 0 };
-    rgpu_st32(h, version);
-    rgpu_op_table_hash(h + 4);
-    if (break_table) h[4] ^= 1;
-    if (!token) token = g_token;
-    size_t tl = strlen(token);
-    rgpu_st64(h + 20, session);
-    rgpu_st32(h + 36, (uint32_t)tl);
-    memcpy(h + 40, token, tl);
-    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0), RGPU_OK);
-}
-
-static void send_hello(int fd, uint32_t version, int break_table) {
-    send_hello_full(fd, version, break_table, NULL, 0);
-}
-
-/* A raw session (new when session is 0, else resumed); *applied from WELCOME. */
-static int raw_session_at(uint64_t session, uint64_t *id, uint64_t *applied) {
-    int fd = raw_connect();
-    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, session);
-    rgpu_msg_header mh;
-    uint8_t *p;
-    ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
-    ck_assert_int_eq(mh.type, RGPU_MSG_WELCOME);
-    if (id) *id = rgpu_ld64(p + 20);
-    if (applied) *applied = rgpu_ld64(p + 28);
-    free(p);
-    return fd;
-}
-
-static int raw_session(void) { return raw_session_at(0, NULL, NULL); }
-
-/* Read until ERROR; return its code. Fails the test on anything else. */
-static int expect_error(int fd) {
-    for (;;) {
-        rgpu_msg_header mh;
-        uint8_t *p;
-        rgpu_status s = rgpu_wire_recv(fd, 1 << 20, &mh, &p);
-        ck_assert_msg(s == RGPU_OK, "no ERROR message, got status %s", rgpu_status_name(s));
-        if (mh.type == RGPU_MSG_ACK) { free(p); continue; }
-        ck_assert_int_eq(mh.type, RGPU_MSG_ERROR);
-        int code = (int)rgpu_ld32(p);
-        free(p);
-        /* and then the server closes the connection */
-        uint8_t b;
-        ck_assert(read(fd, &b, 1) <= 0);   /* EOF, or a reset when unread bytes remained */
-        close(fd);
-        return code;
-    }
-}
-
-/* The honest session computes sum(full(4, v) * 2) and checks it. */
-static void honest_roundtrip(float v) {
-    rgpu_record r = { .op = RGPU_OP_FULL, .n_out = 1, .n_args = 1 };
-    r.out[0] = (rgpu_tdef){ .tid = g_x_tid, .flags = RGPU_TDEF_EXISTING };
-    r.args[0].kind = RGPU_ARG_FLOAT; r.args[0].v.f = v;
-    uint64_t idx;
-    ck_assert_int_eq(rgpu_client_record(g_honest, &r, &idx), RGPU_OK);
-    rgpu_record m = { .op = RGPU_OP_MUL_SCALAR, .n_out = 1, .n_in = 1, .n_args = 1 };
-    m.out[0] = (rgpu_tdef){ .tid = g_x_tid, .flags = RGPU_TDEF_EXISTING };
-    m.in[0] = g_x_tid;
-    m.args[0].kind = RGPU_ARG_INT; m.args[0].v.i = 2;
-    ck_assert_int_eq(rgpu_client_record(g_honest, &m, &idx), RGPU_OK);
-    rgpu_record d = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
-    d.in[0] = g_x_tid;
-    ck_assert_int_eq(rgpu_client_record(g_honest, &d, &idx), RGPU_OK);
-    uint8_t *data;
-    size_t n;
-    char err[256];
-    ck_assert_int_eq(rgpu_client_wait(g_honest, idx, &data, &n, err, sizeof err), RGPU_OK);
-    ck_assert_uint_eq(n, 16);
-    float f[4];
-    memcpy(f, data, 16);
-    free(data);
-    for (int i = 0; i < 4; i++) ck_assert_float_eq(f[i], 2 * v);
-}
+static srv g_srv;
+/* the names the tests below use */
+#define g_addr g_srv.addr
+#define g_token g_srv.token
+#define g_token_file g_srv.token_file
+#define raw_connect() srv_connect(&g_srv)
+#define send_hello_full(fd, version, brk, token, session) srv_hello(&g_srv, fd, version, brk, token, session)
+#define send_hello(fd, version, brk) srv_hello(&g_srv, fd, version, brk, NULL, 0)
+#define raw_session_at(session, id, applied) srv_session(&g_srv, session, id, applied)
+#define raw_session() srv_session(&g_srv, 0, NULL, NULL)
 
 static void setup(void) {
-    start_server();
-    char err[256] = "";
-    ck_assert_msg(rgpu_client_connect(g_addr, NULL, &g_honest, err, sizeof err) == RGPU_OK, "%s", err);
-    g_x_tid = rgpu_client_new_id(g_honest);
-    rgpu_record r = { .op = RGPU_OP_EMPTY, .n_out = 1 };
-    r.out[0] = (rgpu_tdef){ .tid = g_x_tid, .sid = rgpu_client_new_id(g_honest), .flags = RGPU_TDEF_NEW_STORAGE,
-                            .dtype = RGPU_F32, .ndim = 1, .nbytes = 16, .sizes = { 4 }, .strides = { 1 } };
-    uint64_t idx;
-    ck_assert_int_eq(rgpu_client_record(g_honest, &r, &idx), RGPU_OK);
-    honest_roundtrip(1.0f);
+    static const char *const opts[] = { "--quiet", "--max-message", "1M", "--max-chunk", "1M", "--max-storages", "64",
+                                        "--max-session-bytes", "4M", NULL };
+    srv_start(&g_srv, opts);
+    honest_open(&g_srv);
 }
 
 static void teardown(void) {
-    rgpu_client_close(g_honest);
-    g_honest = NULL;
-    stop_server();
-}
-
-/* A chunk message around raw record bytes; corrupt = 0 valid, 1 bad frame
- * magic, 2 bad checksum, 3 truncated frame, 4 wrong hash. */
-static void send_chunk(int fd, const uint8_t *raw, size_t n, uint64_t first, uint32_t count, int corrupt) {
-    rgpu_buf f = { 0 };
-    ck_assert_int_eq(rgpu_frame_compress(raw, n, 1, &f), RGPU_OK);
-    if (corrupt == 1) f.p[0] ^= 0xff;
-    if (corrupt == 2) f.p[16] ^= 1;
-    if (corrupt == 3) f.len -= 3;
-    uint8_t hdr[32];
-    rgpu_st64(hdr, first);
-    rgpu_st32(hdr + 8, count);
-    rgpu_st32(hdr + 12, 0);
-    rgpu_hash h = rgpu_hash_bytes(raw, n);
-    if (corrupt == 4) h.b[0] ^= 1;
-    memcpy(hdr + 16, h.b, 16);
-    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_CHUNK, hdr, 32, f.p, f.len), RGPU_OK);
-    rgpu_buf_free(&f);
+    honest_close();
+    srv_stop(&g_srv);
 }
 
 static void valid_record(rgpu_buf *b, uint64_t tid) {
@@ -467,16 +322,6 @@ END_TEST
 
 /* ---------------------------------------------------------------------------
  * Resume at the wire level */
-static uint64_t read_ack(int fd) {
-    rgpu_msg_header mh;
-    uint8_t *p;
-    ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
-    ck_assert_int_eq(mh.type, RGPU_MSG_ACK);
-    uint64_t a = rgpu_ld64(p);
-    free(p);
-    return a;
-}
-
 START_TEST(resume_on_a_new_connection) {
     uint64_t id, applied;
     int fd = raw_session_at(0, &id, &applied);

@@ -31,6 +31,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     g_limits.max_total_bytes = 8 << 20;
     g_limits.max_storages = 256;
     g_limits.max_blob_cache = 4 << 20;
+    g_pool.limit = 64 << 20;          /* the global host-memory pool, as rgpu-server sets it */
+    g_limits.pool = &g_pool;
     g_epoch = 1;
     signal(SIGPIPE, SIG_IGN);
     return 0;
@@ -55,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     conn *c = calloc(1, sizeof *c);
     if (!c) abort();
     c->fd = sv[0];
+    snprintf(c->peer, sizeof c->peer, "fuzz");
     serve_conn(c);                  /* closes sv[0] */
     pthread_join(t, NULL);
     close(sv[1]);

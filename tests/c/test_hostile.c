@@ -1,0 +1,724 @@
+/* test_hostile.c — a client that holds the token, or a crafted .rgt, against
+ * rgpu-server and the offline tools (issue: hostile input can't crash,
+ * exhaust or corrupt the server).
+ *
+ * The standard fixture starts $RGPU_SERVER_BIN with --max-memory 512M,
+ * --max-session-bytes 64M, --max-connections 12 and --handshake-timeout 1,
+ * and keeps an honest session (the real recorder) open throughout: after
+ * each attack the server must be alive, its resident memory bounded, and the
+ * honest session must still compute right. Tests that need other options
+ * (a tiny global limit, --record, a file-size limit, a bad token file)
+ * start their own server. Every case here was a crash, an OOM kill, a hang
+ * or a silent loss before. */
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "check_util.h"
+#include "check_records.h"
+#include "check_server.h"
+
+static srv g_srv;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static const char *const STD_OPTS[] = { "--max-memory", "512M", "--max-session-bytes", "64M", "--max-connections", "12",
+                                        "--handshake-timeout", "1", NULL };
+
+static void setup(void) {
+    srv_start(&g_srv, STD_OPTS);
+    honest_open(&g_srv);
+}
+
+static void teardown(void) {
+    honest_close();
+    srv_stop(&g_srv);
+}
+
+/* Survived, memory bounded, honest session fine. */
+static void after_attack(float v, long max_peak_mb) {
+    ck_assert_msg(srv_alive(&g_srv), "the server died (see %s)", g_srv.log);
+    long peak = srv_rss_kb(&g_srv, 1);
+    ck_assert_msg(peak < max_peak_mb * 1024, "server peak RSS %ld KiB over %ld MiB", peak, max_peak_mb);
+    honest_roundtrip(v);
+}
+
+/* A 1-element f32 storage x (tid 1, sid 2) and a view over it. */
+static void rec_small(rgpu_buf *b) { rec_empty(b, vec_def(1, 2, 1)); }
+
+static rgpu_tdef view_def(uint64_t tid, uint64_t sid, int ndim, const int64_t *sizes, const int64_t *strides) {
+    rgpu_tdef d = { .tid = tid, .sid = sid, .dtype = RGPU_F32, .ndim = (uint8_t)ndim };
+    for (int i = 0; i < ndim; i++) { d.sizes[i] = sizes[i]; d.strides[i] = strides[i]; }
+    return d;
+}
+
+static void rec_download(rgpu_buf *b, uint64_t tid) {
+    rgpu_record r = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
+    r.in[0] = tid;
+    enc(b, &r);
+}
+
+static void rec_sync(rgpu_buf *b) {
+    rgpu_record r = { .op = RGPU_OP_SYNC };
+    enc(b, &r);
+}
+
+static void rec_sum(rgpu_buf *b, uint64_t out_tid, uint64_t in) {
+    rgpu_record r = { .op = RGPU_OP_SUM, .n_out = 1, .n_in = 1, .n_args = 2 };
+    rgpu_tdef o = { .tid = out_tid, .sid = out_tid + 1, .flags = RGPU_TDEF_NEW_STORAGE, .dtype = RGPU_F32, .nbytes = 4 };
+    r.out[0] = o;
+    r.in[0] = in;
+    r.args[0].kind = RGPU_ARG_INTS; r.args[0].v.ints.p = (const uint8_t *)""; r.args[0].v.ints.n = 0;
+    r.args[1].kind = RGPU_ARG_BOOL; r.args[1].v.i = 0;
+    enc(b, &r);
+}
+
+static void rec_full(rgpu_buf *b, uint64_t tid, double v) {
+    rgpu_record r = { .op = RGPU_OP_FULL, .n_out = 1, .n_args = 1 };
+    r.out[0] = existing(tid);
+    r.args[0].kind = RGPU_ARG_FLOAT; r.args[0].v.f = v;
+    enc(b, &r);
+}
+
+/* Send b's records as one chunk at first, expect its ACK. */
+static void run_chunk(int fd, rgpu_buf *b, uint64_t first, uint32_t count) {
+    send_chunk(fd, b->p, b->len, first, count, 0);
+    ck_assert_uint_eq(read_ack(fd), first + count);
+    rgpu_buf_free(b);
+}
+
+/* ---------------------------------------------------------------------------
+ * 1. Sizes: the view that overflowed the heap, and its relatives */
+START_TEST(stride0_view_of_2_62_refused) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    int64_t sz = (int64_t)1 << 62, st = 0;
+    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_download(&b, 3);
+    run_chunk(fd, &b, 0, 3);
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 2, msg, sizeof msg, NULL, NULL), RGPU_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(msg, "op 1 (rgpu::alias)") && strstr(msg, "over the limit"), "%s", msg);
+    /* the session goes on */
+    b = (rgpu_buf){ 0 };
+    rec_sync(&b);
+    run_chunk(fd, &b, 3, 1);
+    ck_assert_int_eq(wait_result(fd, 3, msg, sizeof msg, NULL, NULL), RGPU_OK);
+    close(fd);
+    after_attack(2.0f, 200);
+}
+END_TEST
+
+/* [2^29] stride 0: 2 GiB to download under a 64 MiB session: refused up
+ * front, nothing allocated (it used to allocate 4 GiB of temporaries). */
+START_TEST(stride0_download_over_the_session_limit) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    int64_t sz = (int64_t)1 << 29, st = 0;
+    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_download(&b, 3);
+    run_chunk(fd, &b, 0, 3);
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 2, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(msg, "op 2 (rgpu::download)") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    close(fd);
+    after_attack(3.0f, 200);
+}
+END_TEST
+
+/* A copy into, and a sum over, a [2^50] view of 4 bytes: refused at the
+ * view, not run for days. */
+START_TEST(absurd_work_refused_up_front) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    int64_t sz[2] = { (int64_t)1 << 25, (int64_t)1 << 25 }, st[2] = { 0, 0 };
+    rec_alias(&b, view_def(3, 2, 2, sz, st), 1);
+    rgpu_record c = { .op = RGPU_OP_COPY, .n_out = 1, .n_in = 1 };
+    c.out[0] = existing(3);
+    c.in[0] = 1;
+    enc(&b, &c);
+    rec_sum(&b, 5, 3);
+    rec_sync(&b);
+    double t0 = now_s();
+    run_chunk(fd, &b, 0, 5);
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 4, msg, sizeof msg, NULL, NULL), RGPU_ERR_TOO_LARGE);
+    ck_assert_msg(now_s() - t0 < 5, "took %.1f s", now_s() - t0);
+    close(fd);
+    after_attack(4.0f, 200);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 2. Memory */
+
+/* Zip bombs: ~600 MiB of zeros compress to a few hundred KiB. Pushed BLOBs
+ * that would pass the session's room are dropped before inflating; one an
+ * UPLOAD asked for fails that op with the limit named. */
+START_TEST(blob_bombs_are_not_inflated) {
+    size_t n = 600u << 20;
+    uint8_t *zeros = calloc(1, n);
+    ck_assert(zeros != NULL);
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    for (int k = 0; k < 3; k++) {
+        zeros[0] = (uint8_t)(k + 1);
+        send_blob(fd, zeros, n);
+    }
+    /* an UPLOAD that names a bomb: its storage alone passes the session limit */
+    zeros[0] = 9;
+    rgpu_hash h = rgpu_hash_bytes(zeros, n);
+    rgpu_buf b = { 0 };
+    rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    u.out[0] = vec_def(1, 2, (int64_t)(n / 4));
+    u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = h;
+    u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = (int64_t)n;
+    enc(&b, &u);
+    rec_sync(&b);
+    send_chunk(fd, b.p, b.len, 0, 2, 0);
+    rgpu_buf_free(&b);
+    rgpu_msg_header mh;
+    uint8_t *p = expect_msg(fd, RGPU_MSG_NEED, &mh);   /* the prefetch asks for it */
+    free(p);
+    send_blob(fd, zeros, n);
+    free(zeros);
+    ck_assert_uint_eq(read_ack(fd), 2);
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 1, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(msg, "op 0 (rgpu::upload)") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    close(fd);
+    after_attack(5.0f, 250);
+}
+END_TEST
+
+/* Length fields are checked before anything is reserved: a CHUNK claiming
+ * 16 GiB, a BLOB claiming 8 GiB (over --max-memory), a WAIT claiming 1 GiB. */
+START_TEST(lengths_checked_before_reserving) {
+    struct { int type; uint64_t len; int code; const char *names; } cases[] = {
+        { RGPU_MSG_CHUNK, 16ull << 30, RGPU_ERR_TOO_LARGE, "--max-chunk" },
+        { RGPU_MSG_BLOB, 8ull << 30, RGPU_ERR_LIMIT, "--max-memory" },
+        { RGPU_MSG_WAIT, 1ull << 30, RGPU_ERR_TOO_LARGE, "--max-message" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int fd = srv_session(&g_srv, 0, NULL, NULL);
+        uint8_t h[RGPU_WIRE_HEADER + 4096] = { 0 };
+        rgpu_wire_header_encode(h, cases[i].type, cases[i].len);
+        ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+        char msg[512];
+        ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), cases[i].code);
+        ck_assert_msg(strstr(msg, cases[i].names), "%s", msg);
+    }
+    after_attack(6.0f, 200);
+}
+END_TEST
+
+/* DOWNLOADs nobody waits for: each result is held, counted, and once the
+ * session's limit is reached the next fails (the server stays small). */
+START_TEST(results_never_taken_are_bounded) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    rec_empty(&b, vec_def(1, 2, 1 << 18));          /* 1 MiB */
+    for (int i = 0; i < 100; i++) rec_download(&b, 1);
+    rec_sync(&b);
+    run_chunk(fd, &b, 0, 102);
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 101, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(msg, "rgpu::download") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    close(fd);
+    after_attack(7.0f, 250);
+}
+END_TEST
+
+/* Messages piled up while the server waits for a blob it asked for. */
+START_TEST(messages_deferred_behind_need_are_bounded) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    uint8_t blob[16] = { 1 };
+    rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    u.out[0] = vec_def(1, 2, 4);
+    u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = rgpu_hash_bytes(blob, 16);
+    u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = 16;
+    enc(&b, &u);
+    send_chunk(fd, b.p, b.len, 0, 1, 0);
+    rgpu_buf_free(&b);
+    rgpu_msg_header mh;
+    free(expect_msg(fd, RGPU_MSG_NEED, &mh));
+    uint8_t w[8] = { 0 };
+    for (int i = 0; i < 5000; i++)
+        if (rgpu_wire_send(fd, RGPU_MSG_WAIT, w, 8, NULL, 0)) break;
+    char msg[512];
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(msg, "waits for a blob"), "%s", msg);
+    after_attack(8.0f, 200);
+}
+END_TEST
+
+/* The global limit counts every session, detached ones too, until freed. */
+START_TEST(global_limit_counts_dropped_sessions) {
+    srv s;
+    const char *opts[] = { "--max-memory", "96M", "--grace", "60", NULL };
+    srv_start(&s, opts);
+    int fds[3];
+    int st[3];
+    char msg[3][512];
+    for (int k = 0; k < 3; k++) {   /* 40 MiB each; the third passes 96 MiB */
+        fds[k] = srv_session(&s, 0, NULL, NULL);
+        rgpu_buf b = { 0 };
+        rec_empty(&b, vec_def(1, 2, 10 << 20));
+        rec_full(&b, 1, 1.0);
+        rec_sync(&b);
+        run_chunk(fds[k], &b, 0, 3);
+        st[k] = wait_result(fds[k], 2, msg[k], sizeof msg[k], NULL, NULL);
+        if (k < 2) close(fds[k]);   /* dropped: kept for --grace, still holding its memory */
+    }
+    ck_assert_int_eq(st[0], RGPU_OK);
+    ck_assert_int_eq(st[1], RGPU_OK);
+    ck_assert_int_eq(st[2], RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(msg[2], "--max-memory"), "%s", msg[2]);
+    close(fds[2]);
+    ck_assert(srv_alive(&s));
+    srv_stop(&s);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 3. Protocol errors are errors */
+
+/* A record cut short inside a frame whose checksum and hash are right: the
+ * session ends with ERROR naming the record (it used to be taken for a
+ * dropped link: kept for 300 s, the client resending forever). */
+START_TEST(malformed_record_in_a_valid_frame) {
+    uint64_t id;
+    int fd = srv_session(&g_srv, 0, &id, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    size_t one = b.len;
+    rec_small(&b);
+    b.len = one + (b.len - one) / 2;   /* the second record cut in half */
+    send_chunk(fd, b.p, b.len, 0, 2, 0);
+    rgpu_buf_free(&b);
+    char msg[512];
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_TRUNCATED);
+    ck_assert_msg(strstr(msg, "record 1"), "%s", msg);
+    /* and the session is gone, not waiting for a resume */
+    fd = srv_connect(&g_srv);
+    srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
+    after_attack(9.0f, 200);
+}
+END_TEST
+
+/* A resume that arrives while the session is inside a long op waits for it
+ * and gets the op's results. */
+START_TEST(resume_during_a_long_op) {
+    uint64_t id, applied;
+    int fd = srv_session(&g_srv, 0, &id, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    rec_full(&b, 1, 0.5);
+    int64_t sz = (int64_t)1 << 30, st = 0;   /* a 4 GiB read of 4 bytes: allowed, takes a while */
+    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_sum(&b, 5, 3);
+    rec_download(&b, 5);
+    send_chunk(fd, b.p, b.len, 0, 5, 0);
+    rgpu_buf_free(&b);
+    usleep(100000);
+    close(fd);                                /* the link drops mid-op */
+    fd = srv_session(&g_srv, id, NULL, &applied);
+    ck_assert_uint_eq(applied, 5);
+    uint8_t *data;
+    size_t n;
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 4, msg, sizeof msg, &data, &n), RGPU_OK);
+    ck_assert_uint_eq(n, 4);
+    float f;
+    memcpy(&f, data, 4);
+    free(data);
+    ck_assert_msg(f > 0.999f * (float)(1 << 29) && f < 1.001f * (float)(1 << 29), "sum %g", (double)f);
+    close(fd);
+    after_attack(10.0f, 200);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 4. Before authentication */
+START_TEST(handshake_deadline_silent_and_trickling) {
+    int fd = srv_connect(&g_srv);
+    double t0 = now_s();
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TIMEOUT);
+    ck_assert_msg(now_s() - t0 < 4, "took %.1f s", now_s() - t0);
+    /* one byte every 100 ms keeps no per-read timer from firing */
+    fd = srv_connect(&g_srv);
+    uint8_t h[RGPU_WIRE_HEADER + 40] = { 0 };
+    rgpu_wire_header_encode(h, RGPU_MSG_HELLO, 40);
+    t0 = now_s();
+    for (size_t i = 0; i < sizeof h; i++) {
+        if (write(fd, h + i, 1) != 1) break;
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, 100) > 0) break;       /* the server answered */
+    }
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TIMEOUT);
+    ck_assert_msg(now_s() - t0 < 4, "took %.1f s", now_s() - t0);
+    after_attack(11.0f, 200);
+}
+END_TEST
+
+START_TEST(connection_cap) {
+    int fds[32], n = 0;
+    char msg[512] = "";
+    int code = 0;
+    for (; n < 32; n++) {   /* sessions, so the handshake deadline does not close them */
+        int fd = srv_connect(&g_srv);
+        srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, 0);
+        rgpu_msg_header mh;
+        uint8_t *p;
+        ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
+        if (mh.type == RGPU_MSG_ERROR) {
+            code = (int)rgpu_ld32(p);
+            snprintf(msg, sizeof msg, "%.*s", (int)mh.len - 8, (char *)p + 8);
+            free(p);
+            close(fd);
+            break;
+        }
+        free(p);
+        fds[n] = fd;
+    }
+    ck_assert_int_eq(n, 11);   /* 12 connections: the honest one and 11 more */
+    ck_assert_int_eq(code, RGPU_ERR_LIMIT);
+    ck_assert_msg(strstr(msg, "--max-connections"), "%s", msg);
+    for (int i = 0; i < n; i++) close(fds[i]);
+    usleep(300000);
+    close(srv_session(&g_srv, 0, NULL, NULL));   /* room again */
+    after_attack(12.0f, 200);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 5. Files: no data loss across runs */
+
+/* Run the server binary with args; its exit status and stderr. */
+static int run_server(const char *const *args, char *err, size_t errlen, double timeout) {
+    const char *bin = getenv("RGPU_SERVER_BIN");
+    char path[] = "/tmp/rgpu-test-err-XXXXXX";
+    int efd = mkstemp(path);
+    ck_assert(efd >= 0);
+    const char *argv[32] = { bin };
+    int n = 1;
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(efd, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    double t0 = now_s();
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (now_s() - t0 > timeout) { kill(pid, SIGKILL); waitpid(pid, &st, 0); st = -1; break; }
+        usleep(20000);
+    }
+    ssize_t r = pread(efd, err, errlen - 1, 0);
+    err[r > 0 ? r : 0] = 0;
+    close(efd);
+    unlink(path);
+    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+START_TEST(one_server_per_journal_and_socket) {
+    char err[2048], pid[32], sock2[160];
+    snprintf(pid, sizeof pid, "pid %d", (int)g_srv.pid);
+    snprintf(sock2, sizeof sock2, "%s/sock2", g_srv.dir);
+    const char *a[] = { "--unix", sock2, "--token-file", g_srv.token_file, "--journal", g_srv.journal, NULL };
+    ck_assert_int_eq(run_server(a, err, sizeof err, 10), 1);
+    ck_assert_msg(strstr(err, "in use by another rgpu-server") && strstr(err, pid), "%s", err);
+    char j2[160];
+    snprintf(j2, sizeof j2, "%s/journal2", g_srv.dir);
+    const char *b[] = { "--unix", g_srv.sock, "--token-file", g_srv.token_file, "--journal", j2, NULL };
+    ck_assert_int_eq(run_server(b, err, sizeof err, 10), 1);
+    ck_assert_msg(strstr(err, "another server is listening"), "%s", err);
+    after_attack(13.0f, 200);   /* the first still owns both */
+}
+END_TEST
+
+static void file_digest(const char *path, rgpu_hash *h, mode_t *mode) {
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "%s missing", path);
+    *mode = st.st_mode & 0777;
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = malloc((size_t)st.st_size + 1);
+    ck_assert(fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+    fclose(f);
+    *h = rgpu_hash_bytes(buf, (size_t)st.st_size);
+    free(buf);
+}
+
+/* --record: a restarted server never overwrites an earlier trace; traces,
+ * journals and their companions are 0600; a blob whose bytes don't match its
+ * hash never reaches the trace. */
+START_TEST(record_never_overwritten_and_private) {
+    srv s;
+    char rec[160], t1[200], t2[200];
+    strcpy(rec, "/tmp/rgpu-test-rec-XXXXXX");
+    ck_assert(mkdtemp(rec) != NULL);
+    const char *opts[] = { "--record", rec, NULL };
+    srv_start(&s, opts);
+    int fd = srv_session(&s, 0, NULL, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    run_chunk(fd, &b, 0, 1);
+    /* a BLOB whose hash is wrong: ERROR, and not in the trace */
+    uint8_t data[64] = { 7 };
+    rgpu_buf f = { 0 };
+    ck_assert_int_eq(rgpu_frame_compress(data, sizeof data, 1, &f), RGPU_OK);
+    rgpu_hash wrong = rgpu_hash_bytes(data, sizeof data);
+    wrong.b[3] ^= 1;
+    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_BLOB, wrong.b, 16, f.p, f.len), RGPU_OK);
+    rgpu_buf_free(&f);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_CHECKSUM);
+    snprintf(t1, sizeof t1, "%s/session-1.rgt", rec);
+    /* the journal of a live session is private too */
+    fd = srv_session(&s, 0, NULL, NULL);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "test -z \"$(find '%s' '%s' -name 'session-*' -perm /077)\"", s.journal, rec);
+    ck_assert_msg(system(cmd) == 0, "a trace or journal file is readable by others");
+    close(fd);
+    srv_stop(&s);
+    rgpu_rgt *t;
+    ck_assert_int_eq(rgpu_rgt_open(t1, &t), RGPU_OK);
+    uint8_t *fr;
+    size_t fn;
+    ck_assert_int_eq(rgpu_rgt_get_blob(t, &wrong, &fr, &fn), RGPU_ERR_MISSING_BLOB);
+    rgpu_rgt_close(t);
+    rgpu_hash before, after;
+    mode_t mode;
+    file_digest(t1, &before, &mode);
+    ck_assert_int_eq(mode, 0600);
+    /* restarted on the same folder */
+    srv_start(&s, opts);
+    fd = srv_session(&s, 0, NULL, NULL);
+    b = (rgpu_buf){ 0 };
+    rec_small(&b);
+    run_chunk(fd, &b, 0, 1);
+    close(fd);
+    srv_stop(&s);
+    file_digest(t1, &after, &mode);
+    ck_assert_msg(rgpu_hash_eq(&before, &after), "session-1.rgt of the first run was overwritten");
+    snprintf(t2, sizeof t2, "%s/session-3.rgt", rec);   /* the first run had sessions 1 and 2 */
+    file_digest(t2, &after, &mode);
+    ck_assert_int_eq(mode, 0600);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", rec);
+    ck_assert_int_eq(system(cmd), 0);
+    after_attack(14.0f, 200);
+}
+END_TEST
+
+/* A journal write that fails (here: a file-size limit, as a full disk
+ * would) turns the journal off for that session, loudly; training goes on. */
+START_TEST(journal_write_failure_keeps_the_session) {
+    srv s;
+    struct rlimit old, lim = { 256 << 10, 256 << 10 };
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_IGN);            /* inherited: a write past the limit fails with EFBIG */
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    srv_start(&s, NULL);
+    setrlimit(RLIMIT_FSIZE, &old);
+    int fd = srv_session(&s, 0, NULL, NULL);
+    /* 1 MiB of incompressible data uploaded: the journal cannot hold it */
+    size_t n = 1 << 20;
+    uint32_t *data = malloc(n);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n / 4; i++) { x = x * 1664525u + 1013904223u; data[i] = x; }
+    rgpu_buf b = { 0 };
+    rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    u.out[0] = vec_def(1, 2, (int64_t)(n / 4));
+    u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = rgpu_hash_bytes(data, n);
+    u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = (int64_t)n;
+    enc(&b, &u);
+    rec_sum(&b, 3, 1);
+    rec_download(&b, 3);
+    send_chunk(fd, b.p, b.len, 0, 3, 0);
+    rgpu_buf_free(&b);
+    rgpu_msg_header mh;
+    free(expect_msg(fd, RGPU_MSG_NEED, &mh));
+    send_blob(fd, data, n);
+    ck_assert_uint_eq(read_ack(fd), 3);
+    uint8_t *res;
+    size_t rn;
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, 2, msg, sizeof msg, &res, &rn), RGPU_OK);
+    ck_assert_uint_eq(rn, 4);
+    free(res);
+    free(data);
+    close(fd);
+    FILE *lf = fopen(s.log, "r");
+    char line[1024];
+    int warned = 0;
+    while (lf && fgets(line, sizeof line, lf)) warned |= strstr(line, "WITHOUT a journal") != NULL;
+    if (lf) fclose(lf);
+    ck_assert_msg(warned, "no warning in %s", s.log);
+    srv_stop(&s);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 6. The token file is used or refused, never replaced */
+START_TEST(token_file_refused_unless_ours_and_private) {
+    char dir[] = "/tmp/rgpu-test-tok-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char tok[128], sock[128], jnl[128], err[2048], link[128];
+    snprintf(tok, sizeof tok, "%s/token", dir);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    snprintf(jnl, sizeof jnl, "%s/journal", dir);
+    snprintf(link, sizeof link, "%s/link", dir);
+    const char *a[] = { "--unix", sock, "--token-file", tok, "--journal", jnl, NULL };
+    struct { const char *content; mode_t mode; const char *why; } cases[] = {
+        { "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n", 0644, "readable or writable by others" },
+        { "not a token\n", 0600, "does not hold an rgpu token" },
+    };
+    for (size_t i = 0; i < 2; i++) {
+        FILE *f = fopen(tok, "w");
+        fputs(cases[i].content, f);
+        fclose(f);
+        chmod(tok, cases[i].mode);
+        ck_assert_int_eq(run_server(a, err, sizeof err, 10), 1);
+        ck_assert_msg(strstr(err, cases[i].why), "%s", err);
+        char back[128] = "";
+        f = fopen(tok, "r");
+        ck_assert(fgets(back, sizeof back, f) != NULL);
+        fclose(f);
+        ck_assert_str_eq(back, cases[i].content);   /* untouched */
+        unlink(tok);
+    }
+    /* a symbolic link to a good token is refused too */
+    FILE *f = fopen(link, "w");
+    fputs("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n", f);
+    fclose(f);
+    chmod(link, 0600);
+    ck_assert_int_eq(symlink(link, tok), 0);
+    ck_assert_int_eq(run_server(a, err, sizeof err, 10), 1);
+    ck_assert_msg(strstr(err, "symbolic link"), "%s", err);
+    unlink(tok);
+    /* absent: created, 0600 */
+    srv s;
+    srv_start(&s, NULL);
+    struct stat st;
+    ck_assert_int_eq(stat(s.token_file, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    srv_stop(&s);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * 7. Crafted traces: the offline tools exit 2, never crash */
+static void tool_path(const char *name, char *out, size_t n) {
+    snprintf(out, n, "%s", getenv("RGPU_SERVER_BIN"));
+    char *slash = strrchr(out, '/');
+    snprintf(slash + 1, n - (size_t)(slash + 1 - out), "%s", name);
+}
+
+static int run_tool(const char *name, const char *arg1, const char *arg2, char *err, size_t errlen) {
+    char bin[512];
+    tool_path(name, bin, sizeof bin);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' %s '%s' > /dev/null 2> /tmp/rgpu-tool-err.%d", bin, arg1, arg2, (int)getpid());
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "/tmp/rgpu-tool-err.%d", (int)getpid());
+    FILE *f = fopen(cmd, "r");
+    size_t r = f ? fread(err, 1, errlen - 1, f) : 0;
+    err[r] = 0;
+    if (f) fclose(f);
+    unlink(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void write_trace(const char *path, const rgpu_buf *raw, uint32_t count, int corrupt_frame) {
+    rgpu_rgt *t;
+    ck_assert_int_eq(rgpu_rgt_create(path, "test_hostile", &t), RGPU_OK);
+    rgpu_buf f = { 0 };
+    ck_assert_int_eq(rgpu_frame_compress(raw->p, raw->len, 1, &f), RGPU_OK);
+    if (corrupt_frame) f.p[f.len - 2] ^= 0x55;
+    rgpu_hash h = rgpu_hash_bytes(raw->p, raw->len);
+    ck_assert_int_eq(rgpu_rgt_put_chunk(t, &h, 0, count, raw->len, f.p, f.len), RGPU_OK);
+    rgpu_buf_free(&f);
+    ck_assert_int_eq(rgpu_rgt_flush(t), RGPU_OK);
+    rgpu_rgt_close(t);
+}
+
+START_TEST(crafted_traces_exit_2) {
+    char dir[] = "/tmp/rgpu-test-rgt-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[128], err[4096];
+    /* the heap overflow's trace, its 4 GiB-temporaries relative, and a copy into a [2^62] view */
+    int64_t big = (int64_t)1 << 62, zero = 0;
+    for (int k = 0; k < 2; k++) {
+        rgpu_buf b = { 0 };
+        rec_small(&b);
+        rec_alias(&b, view_def(3, 2, 1, &big, &zero), 1);
+        if (k == 0) rec_download(&b, 3);
+        else {
+            rgpu_record c = { .op = RGPU_OP_COPY, .n_out = 1, .n_in = 1 };
+            c.out[0] = existing(3);
+            c.in[0] = 1;
+            enc(&b, &c);
+        }
+        snprintf(path, sizeof path, "%s/crafted-%d.rgt", dir, k);
+        write_trace(path, &b, 3, 0);
+        rgpu_buf_free(&b);
+        ck_assert_int_eq(run_tool("rgpu-replay", "--quiet", path, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, "malformed trace") && strstr(err, "rgpu::alias"), "%s", err);
+        ck_assert_int_eq(run_tool("rgpu-diff", "--a cpu", path, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, "malformed trace"), "%s", err);
+    }
+    /* a chunk whose frame is corrupt: info says so */
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    snprintf(path, sizeof path, "%s/corrupt.rgt", dir);
+    write_trace(path, &b, 1, 1);
+    rgpu_buf_free(&b);
+    ck_assert_int_eq(run_tool("rgpu-trace", "info", path, err, sizeof err), 2);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("hostile");
+    TCase *tc = tcase_create("server");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, stride0_view_of_2_62_refused);
+    tcase_add_test(tc, stride0_download_over_the_session_limit);
+    tcase_add_test(tc, absurd_work_refused_up_front);
+    tcase_add_test(tc, blob_bombs_are_not_inflated);
+    tcase_add_test(tc, lengths_checked_before_reserving);
+    tcase_add_test(tc, results_never_taken_are_bounded);
+    tcase_add_test(tc, messages_deferred_behind_need_are_bounded);
+    tcase_add_test(tc, malformed_record_in_a_valid_frame);
+    tcase_add_test(tc, resume_during_a_long_op);
+    tcase_add_test(tc, handshake_deadline_silent_and_trickling);
+    tcase_add_test(tc, connection_cap);
+    tcase_add_test(tc, one_server_per_journal_and_socket);
+    tcase_add_test(tc, record_never_overwritten_and_private);
+    suite_add_tcase(s, tc);
+    TCase *own = tcase_create("own server");
+    tcase_set_timeout(own, 120);
+    tcase_add_test(own, global_limit_counts_dropped_sessions);
+    tcase_add_test(own, journal_write_failure_keeps_the_session);
+    tcase_add_test(own, token_file_refused_unless_ours_and_private);
+    tcase_add_test(own, crafted_traces_exit_2);
+    suite_add_tcase(s, own);
+    return run_suite(s);
+}
