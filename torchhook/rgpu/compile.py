@@ -160,7 +160,7 @@ def skip_our_frames():
 
 # --- a frame dynamo can't compile runs eagerly ----------------------------------------
 
-_ZEROS = {}                 # metadata key -> the shared zero tensor bound for materialized grads
+_CONSTS = {}                # (metadata key, fill) -> the shared constant bound for seeds and materialized grads
 
 _HOOKED = [False]
 _FRAME_FAILURES = {}        # (code, id of its first argument) -> weak reference to that argument
@@ -454,26 +454,29 @@ class _Graph:
         return self._run_eager(args)
 
     def _bind_zeros(self, args):
-        """Arguments that are zeros autograd made for outputs without a gradient
-        (tensor.PENDING, not recorded yet) are replaced by one shared zero
-        tensor per metadata, made once: the graph only reads them (aot_autograd
-        graphs never write their tangents), and the pending ones die unrecorded."""
+        """Arguments of a backward graph that are constant tensors not recorded
+        yet (tensor.PENDING FULLs: autograd's seed gradient, the zeros it
+        materializes for outputs without a gradient) are replaced by one shared
+        tensor per metadata and value, made once: the graph only reads its
+        tangents (aot_autograd never writes them), and the pending ones die
+        unrecorded. Any other graph records them first."""
         pending = _tensor.PENDING
         for i, a in enumerate(args):
             if type(a) is not RemoteTensor or a._tid not in pending:
                 continue
-            if not self.kind.startswith("backward") or "_ref" in a.__dict__:
+            op, odef, fill = pending[a._tid]
+            if not self.kind.startswith("backward") or "_ref" in a.__dict__ or op != _C.OP_FULL:
                 _tensor.flush_pending()         # a graph that may write it, or shared: record them now
                 return
-            z = _ZEROS.get(a._key)
+            ck = (a._key, type(fill[0]), fill[0])
+            z = _CONSTS.get(ck)
             if z is None:
-                k = a._key
-                pending.pop(a._tid)         # this one is recorded and kept
-                _C.record(_C.OP_FULL, ((a._tid, a._st.sid) + _tensor.out_def(k, a._st.nbytes),), (), (0,))
-                z = _ZEROS[k] = a
+                del pending[a._tid]             # this one is recorded and kept
+                _C.record(op, (odef,), (), fill)
+                z = _CONSTS[ck] = a
             args[i] = z
-        # zeros the graph does not take stay pending: they die unrecorded after
-        # backward, or are recorded when something uses them (tensor.flush_pending)
+        # constants the graph does not take stay pending: they die unrecorded
+        # after backward, or are recorded when something uses them
 
     def _run_eager(self, args, reason=None):
         if reason is not None and self.eager is None:
@@ -492,8 +495,11 @@ class _Graph:
             outs = list(_Capture(self.gm).run(*args))
             if _dispatch._DEFERRED:          # an op failed inside backward
                 raise _dispatch._DEFERRED.pop()
+            if _tensor.PENDING:             # made inside: their records belong to the template
+                _tensor.flush_pending()
         except Exception as e:          # noqa: BLE001  (any failure: run eagerly, say why)
             _C.capture_abort()
+            _tensor.PENDING.clear()         # ids of the dropped capture
             _random.set_state(*state)
             self._give_up(str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0])
             return None

@@ -67,6 +67,9 @@ def synchronize(device=None):
     """Block until the server has executed every op recorded so far; raises
     rgpu.RemoteError for an op that failed since the last wait."""
     server.ensure()
+    from . import tensor            # (imported after the device is registered)
+    if tensor.PENDING:              # tensors whose record waits for their first use
+        tensor.flush_pending()
     _C.wait(_C.record(_C.OP_SYNC, (), (), ()))
 
 

@@ -19,7 +19,7 @@ import torch
 
 from . import _C, decomp, opmap, resize, transfer
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
-                     rebind, record_new, record_view, record_zero_later, set_dispatcher, wrap)
+                     rebind, record_later, record_new, record_view, set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
@@ -37,13 +37,18 @@ _EMPTY_KW = {}
 _META = torch.device("meta")
 
 
+_COPY = aten.copy_.default
 _DEFERRED = []          # errors raised during backward, re-raised at the next op outside it
 _graph_task_id = torch._C._current_graph_task_id
 
 
 def dispatch(func, args, kwargs):
     if _PENDING:
-        flush_pending()
+        if (func is _COPY and not kwargs and type(args[0]) is RemoteTensor and type(args[1]) is not RemoteTensor
+                and transfer.upload_into(args[0], args[1])):
+            return args[0]
+        if _uses_pending(args) or (kwargs and _uses_pending(kwargs.values())):
+            flush_pending()
     if _DEFERRED and _graph_task_id() == -1:
         e = _DEFERRED[0]
         _DEFERRED.clear()
@@ -58,6 +63,18 @@ def dispatch(func, args, kwargs):
         if _graph_task_id() == -1:
             raise
         return _defer(func, args, kwargs or _EMPTY_KW, e)
+
+
+def _uses_pending(args):
+    """Whether an argument (or a tensor in a list argument) is a tensor not recorded yet."""
+    for a in args:
+        ta = type(a)
+        if ta is RemoteTensor:
+            if a._tid in _PENDING:
+                return True
+        elif (ta is list or ta is tuple) and _uses_pending(a):
+            return True
+    return False
 
 
 def _defer(func, args, kwargs, err):
@@ -745,8 +762,10 @@ def _fresh(value_of):
         v = value_of(args, kwargs)
         if v is None:
             return record_new(_C.OP_EMPTY, spec[0], spec[1], (), (), m)
-        if func is _ZEROS_LIKE and _graph_task_id() != -1:
-            return record_zero_later(spec[0], spec[1], m)     # likely a materialized grad
+        if func in _LATER:
+            # autograd's seed (ones_like) and materialized grads (zeros_like):
+            # a compiled backward binds shared constants instead (compile.py)
+            return record_later(_C.OP_FULL, spec[0], spec[1], (v,), m)
         return record_new(_C.OP_FULL, spec[0], spec[1], (), (v,), m)
     return handler
 
@@ -781,7 +800,7 @@ def _item(func, args, kwargs):
 
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
-_ZEROS_LIKE = aten.zeros_like.default
+_LATER = frozenset((aten.zeros_like.default, aten.ones_like.default))
 
 
 def _lift_fresh(func, args, kwargs):

@@ -31,15 +31,21 @@ def _new(m, op, args):
     return record_new(op, k, out_def(k, m.untyped_storage().nbytes()), (), args, m)
 
 
+def _empty(m):
+    # recorded at first use (tensor.PENDING): a copy from the CPU that fills
+    # it all (x.to("rgpu"), torch.tensor) then makes it with one UPLOAD
+    k = key_of(m)
+    return _tensor.record_later(_C.OP_EMPTY, k, out_def(k, m.untyped_storage().nbytes()), (), m)
+
+
 def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     _check(device, layout)
-    m = torch.empty(size, dtype=dtype, device=_META, memory_format=memory_format)
-    return _new(m, _C.OP_EMPTY, ())
+    return _empty(torch.empty(size, dtype=dtype, device=_META, memory_format=memory_format))
 
 
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
     _check(device, layout)
-    return _new(torch.empty_strided(size, stride, dtype=dtype, device=_META), _C.OP_EMPTY, ())
+    return _empty(torch.empty_strided(size, stride, dtype=dtype, device=_META))
 
 
 def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
@@ -82,6 +88,8 @@ def arange(end, dtype=None, layout=None, device=None, pin_memory=None):
 def copy_from(self, dst, non_blocking=False):
     """dst := self where one of them is on rgpu (Python key excluded: record only)."""
     if _tensor.PENDING:
+        if type(dst) is RemoteTensor and type(self) is not RemoteTensor and transfer.upload_into(dst, self):
+            return dst
         _tensor.flush_pending()
     if type(dst) is RemoteTensor:
         if tuple(self.shape) != tuple(dst.shape):

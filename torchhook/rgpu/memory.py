@@ -9,10 +9,13 @@ of the query."""
 import struct
 
 from . import _C, server
+from . import tensor as _tensor
 
 
 def _query(reset_peak=False):
     server.ensure()
+    if _tensor.PENDING:                 # tensors whose record waits for their first use
+        _tensor.flush_pending()
     _C.flush()                          # pending FREE records go before the query
     data = _C.wait(_C.record(_C.OP_MEMORY_STATS, (), (), (bool(reset_peak),)))
     if len(data) != 16:

@@ -24,6 +24,7 @@ import sys
 import torch
 
 from . import _C
+from . import tensor as _tensor
 from .tensor import DEVICE, RemoteTensor, key_of, out_def, rebind, record_new, record_view
 
 _U8 = torch.uint8
@@ -84,6 +85,8 @@ def resize_tensor(t, size, memory_format=None):
 
 def resize_storage(storage, nbytes):
     """UntypedStorage.resize_(nbytes) for a storage of the rgpu device."""
+    if _tensor.PENDING:
+        _tensor.flush_pending()
     owner = storage.__dict__.get("_rgpu_owner")
     t = owner() if owner is not None else None
     nbytes = int(nbytes)

@@ -105,7 +105,7 @@ class RemoteTensor(torch.Tensor):
             return
         tid = d.get("_tid")
         if tid:
-            if PENDING and PENDING.pop(tid, None) is not None:
+            if PENDING and _drop_pending(tid):
                 return          # never recorded: the server never saw it
             _free(tid)
 
@@ -167,26 +167,46 @@ class RemoteTensor(torch.Tensor):
         return head + extra + tail + extra2 + ")"
 
 
-# Zeros autograd makes inside backward for outputs that got no gradient
-# (materialized grads), recorded only when first used: a compiled backward
-# binds a shared zero instead (compile.py), so they cost no record at all.
-# tid -> the FULL record's output definition.
+# Records of new tensors made later, when first used (tensor id -> (op, output
+# definition, args)): zeros autograd makes inside backward for outputs that got
+# no gradient (a compiled backward binds a shared zero instead, compile.py),
+# and empty tensors from the factories (torch.tensor / x.to("rgpu") fill one
+# at once: one UPLOAD then defines it, dispatch.py). Every path that records
+# a tensor's id calls flush_pending() first when PENDING is not empty; a
+# pending tensor that dies was never recorded and is not freed.
 PENDING = {}
 
 
-def record_zero_later(key, odef, m=None):
-    """A zero tensor whose FULL record waits in PENDING until flush_pending()."""
+def record_later(op, key, odef, args, m=None):
+    """A new tensor (on a new storage) whose record waits in PENDING until flush_pending()."""
     tid, sid = _new_id(), _new_id()
-    PENDING[tid] = (tid, sid) + odef
+    PENDING[tid] = (op, (tid, sid) + odef, args)
     return wrap(key, Storage(sid, odef[4], None if m is None else m.untyped_storage()), tid, m)
 
 
+def record_zero_later(key, odef, m=None):
+    return record_later(_C.OP_FULL, key, odef, (0,), m)
+
+
+def _drop_pending(tid):
+    """A pending tensor dies: a constant (FULL) never used is never recorded
+    (returns True); an allocation (EMPTY) is recorded as the program made it,
+    so memory statistics see it, and then freed as usual (returns False)."""
+    p = PENDING.pop(tid, None)
+    if p is None:
+        return False
+    if p[0] == _C.OP_FULL:
+        return True
+    _C.record(p[0], (p[1],), (), p[2])
+    return False
+
+
 def flush_pending():
-    """Record the pending zeros (before any record that may use them)."""
-    defs = list(PENDING.values())
+    """Record the pending tensors (before any record that may use them)."""
+    recs = list(PENDING.values())
     PENDING.clear()
-    for d in defs:
-        _C.record(_C.OP_FULL, (d,), (), (0,))
+    for op, d, args in recs:
+        _C.record(op, (d,), (), args)
 
 
 def wrap(key, st, tid, m=None):
@@ -261,7 +281,7 @@ class _TidRef:
         self.tid = tid
 
     def __del__(self):
-        if PENDING and PENDING.pop(self.tid, None) is not None:
+        if PENDING and _drop_pending(self.tid):
             return
         _free(self.tid)
 

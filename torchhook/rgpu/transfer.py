@@ -38,6 +38,24 @@ def upload_tensor(src):
     return tid
 
 
+def upload_into(dst, src):
+    """dst := src by one UPLOAD that defines dst, when dst is a new empty tensor
+    not recorded yet (tensor.PENDING) that src fills exactly (same shape and
+    dtype, dst contiguous over its whole storage, src a CPU tensor). Returns
+    whether it did (else nothing happened)."""
+    pend = _tensor.PENDING.get(dst._tid)
+    if pend is None or pend[0] != _C.OP_EMPTY or not isinstance(src, torch.Tensor) or src.device.type != "cpu":
+        return False
+    sizes, strides, offset, dtype = dst._key
+    if (src.dtype != dtype or tuple(src.shape) != sizes or offset != 0 or strides != contiguous_strides(sizes)
+            or pend[1][6] != src.numel() * src.element_size() or src.requires_grad):
+        return False
+    src = src.resolve_conj().resolve_neg().contiguous()
+    del _tensor.PENDING[dst._tid]
+    _C.upload(pend[1], _cpu_buffer(src))
+    return True
+
+
 def copy_from_cpu(dst, src):
     """dst (an rgpu tensor) := src (a CPU tensor), broadcast and cast like copy_."""
     tmp = upload_tensor(src)
