@@ -23,6 +23,9 @@ ORDERS=${ORDERS:-forward random}
 STOP=${STOP_ON_FAIL:-0}
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/cudaemu-tests.XXXXXX")
 export RGPU_SERVER_BIN=$PWD/$EMU_B/bin/rgpu-server RGPU_BACKEND=cuda
+# the emulated cuBLAS, also where the binaries' RUNPATH is not used (an ASan
+# build: its dlopen interceptor hides the caller)
+export RGPU_CUBLAS_PATH=$PWD/$EMU_B/lib LD_LIBRARY_PATH=$PWD/$EMU_B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset RGPU_SERVER RGPU_RECORD RGPU_GRAPHS CUDAEMU_ORDER
 RESULTS=()
 FAILED=0

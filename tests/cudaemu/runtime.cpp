@@ -41,6 +41,13 @@
 
 #include "cudaemu_api.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define STACK_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define STACK_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace cudaemu {
 
 thread_ctx *cur_thread;
@@ -242,6 +249,8 @@ static char *stack_get() {
 }
 
 static void *stack_init(char *stack, void (*fn)(void *), void *arg) {
+    // a reused stack still carries ASan's redzones of frames that never returned
+    STACK_UNPOISON(stack, STACK_BYTES);
     uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
     uint64_t *sp = (uint64_t *)(top - 80);
     // [0] mxcsr | fpucw, [1] r15, [2] r14, [3] r13 = fn, [4] r12 = arg, [5] rbx, [6] rbp, [7] return -> entry
