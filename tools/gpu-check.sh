@@ -13,8 +13,9 @@
 #   7. training: the reduced GPT (GPTConfig.tiny), 20 AdamW steps on the cuda
 #      backend and on the cpu backend, loss curves compared (1e-4 relative);
 #      the cuda run is recorded (RGPU_RECORD) for step 8
+#   2b. per-kernel registers, spills, shared memory (tools/ptxas-table.sh)
 #   8. determinism: the cuda training run's trace replayed by rgpu-diff,
-#      cuda against cuda (bitwise) and cuda against cpu (tolerances)
+#      cuda against cuda (bitwise) and cuda against cpu (tolerances, --resync)
 #   8b. graphs: `rgpu-server --backend cuda --graphs on` (its log kept):
 #      tests/py/test_compile.py against it, then the reduced GPT compiled
 #      (model and AdamW step), 12 steps with graphs on and off: losses and
@@ -149,6 +150,9 @@ build() {
         return 1
     fi
 }
+
+# ---------------------------------------------------------------- 2b. kernel resources (no GPU needed)
+step "kernel registers/spills/smem (tools/ptxas-table.sh, nvcc -Xptxas -v)" 120 tools/ptxas-table.sh sm_90
 
 # ---------------------------------------------------------------- 3. the CUDA backend
 # Starts `rgpu-server --backend cuda` once without RGPU_CUDA_PARTIAL: it
@@ -480,6 +484,9 @@ HAVE_PYEXT=0; [ -f torchhook/rgpu/_C.abi3.so ] && HAVE_PYEXT=1
 [ $HAVE_SERVER = 0 ] && note "no build/bin/rgpu-server: later steps cannot run"
 [ $HAVE_PYEXT = 0 ] && note "no torchhook/rgpu/_C.abi3.so (Python.h missing?): python steps cannot run"
 
+# ---------------------------------------------------------------- 2b. kernel resources (no GPU needed)
+step "kernel registers/spills/smem (tools/ptxas-table.sh, nvcc -Xptxas -v)" 120 tools/ptxas-table.sh sm_90
+
 # ---------------------------------------------------------------- 3. the CUDA backend
 FULL_COVERAGE=0
 if [ $HAVE_SERVER = 1 ]; then
@@ -526,8 +533,10 @@ fi
 if [ -s "$OUT/gpt-cuda.rgt" ] && [ -x build/bin/rgpu-diff ]; then
     step "determinism: rgpu-diff --a cuda --b cuda (bitwise)" 45 \
         build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cuda --quiet
-    step "rgpu-diff --a cuda --b cpu (per-dtype tolerances)" 45 \
-        build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cpu --quiet --top 15
+    # --resync: b's state is reset to a's after every op, so one op's rounding
+    # difference is judged alone instead of growing through 20 AdamW steps
+    step "rgpu-diff --a cuda --b cpu --resync (per-dtype tolerances)" 45 \
+        build/bin/rgpu-diff "$OUT/gpt-cuda.rgt" --a cuda --b cpu --resync --quiet --top 15
 else
     skip "determinism" "no trace recorded (training step failed?) or no rgpu-diff"
 fi
