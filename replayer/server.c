@@ -61,6 +61,7 @@ static uint64_t g_epoch;                  /* high 32 bits of this process's sess
 static double g_hs_timeout = 10;          /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
 static uint32_t g_max_conns = 256;        /* --max-connections */
 static uint32_t g_conns;                  /* open connections (atomic) */
+static uint64_t g_compact = 64ull << 20;  /* --journal-compact BYTES: checkpoint after this much journal */
 
 static void logf_(const char *fmt, ...) {
     if (g_quiet) return;
@@ -103,6 +104,8 @@ typedef struct sess {
     double detached_at;
     uint64_t mem_bytes;           /* storages + blobs, updated by the owning thread (atomic) */
     bool busy;                    /* its connection's thread is handling a message (atomic) */
+    uint64_t jnl_since;           /* frame bytes journaled since the last checkpoint */
+    uint64_t jnl_state;           /* bytes of state the last checkpoint held */
     sent_result *sent;            /* newest first */
     size_t sent_bytes;
 } sess;
@@ -325,6 +328,69 @@ static void rec_failed(sess *se) {
 static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const uint8_t *frame, size_t n) {
     if (c->se->rec && rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n)) rec_failed(c->se);
     if (c->se->jnl && rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n)) jnl_failed(c->se);
+    c->se->jnl_since += n;
+}
+
+/* ---------------------------------------------------------------------------
+ * Journal compaction: once a session's journal has grown by --journal-compact
+ * bytes (and by twice its last checkpoint) since its last checkpoint, the
+ * session's state is written into it as a checkpoint (FORMAT.md §7.3) and
+ * everything older goes: a long run's journal stays about the size of its
+ * state, not of its history. */
+typedef struct ckput { rgpu_rgt *t; rgpu_hash *keep; size_t n, cap; } ckput;
+
+static rgpu_status ck_put(void *ud, const rgpu_hash *h, const void *data, size_t n) {
+    ckput *cp = ud;
+    if (cp->n == cp->cap) {
+        size_t cap = cp->cap ? 2 * cp->cap : 64;
+        rgpu_hash *k = realloc(cp->keep, cap * sizeof *k);
+        if (!k) return RGPU_ERR_NOMEM;
+        cp->keep = k; cp->cap = cap;
+    }
+    cp->keep[cp->n++] = *h;
+    rgpu_buf f = { 0 };
+    rgpu_status s = rgpu_frame_compress(data, n, 1, &f);
+    if (!s) s = rgpu_rgt_put_blob(cp->t, h, n, f.p, f.len);
+    rgpu_buf_free(&f);
+    return s;
+}
+
+static void jnl_compact(conn *c) {
+    sess *se = c->se;
+    uint64_t want = g_compact > 2 * se->jnl_state ? g_compact : 2 * se->jnl_state;
+    if (!se->jnl || se->jnl_since < want) return;
+    double t0 = now_s();
+    uint64_t op = rgpu_session_applied(c->s), state = 0, results_from = op;
+    ckput cp = { se->jnl, NULL, 0, 0 };
+    rgpu_buf ck = { 0 };
+    rgpu_status s = rgpu_session_checkpoint(c->s, ck_put, &cp, &ck, &state);
+    rgpu_hash h = rgpu_hash_bytes(ck.p, ck.len);
+    char hex[33], num[24];
+    rgpu_hash_hex(&h, hex);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)op);
+    if (!s) s = ck_put(&cp, &h, ck.p, ck.len);
+    if (!s) s = rgpu_rgt_set_meta(se->jnl, "checkpoint_hash", hex);
+    if (!s) s = rgpu_rgt_set_meta(se->jnl, "checkpoint_op", num);
+    /* results a resent WAIT may still ask for stay */
+    pthread_mutex_lock(&g_mu);
+    for (sent_result *r = se->sent; r; r = r->next) if (r->op < results_from) results_from = r->op;
+    pthread_mutex_unlock(&g_mu);
+    if (!s) s = rgpu_rgt_compact(se->jnl, op, cp.keep, cp.n, results_from);
+    free(cp.keep);
+    rgpu_buf_free(&ck);
+    if (s == RGPU_ERR_LIMIT || s == RGPU_ERR_NOMEM) {   /* no room for it now: later */
+        logf_("session %u: journal checkpoint skipped at op %llu: %s", se->no, (unsigned long long)op, rgpu_status_str(s));
+        se->jnl_state = se->jnl_since;
+        se->jnl_since = 0;
+        return;
+    }
+    if (s) { jnl_failed(se); return; }
+    struct stat st;
+    long long size = stat(se->jnl_path, &st) == 0 ? (long long)st.st_size : -1;
+    logf_("session %u: journal compacted at op %llu: checkpoint of %llu state bytes in %.3f s, journal file %lld bytes",
+          se->no, (unsigned long long)op, (unsigned long long)state, now_s() - t0, size);
+    se->jnl_state = state;
+    se->jnl_since = 0;
 }
 
 /* A BLOB message's blob: inflated only when it fits in max_n bytes (else
@@ -439,13 +505,16 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     }
     if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
     if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);
+    c->se->jnl_since += len - 32;
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     sess_update_mem(c->se);
     if (c->se->rec && rgpu_rgt_flush(c->se->rec)) rec_failed(c->se);   /* WAL, synchronous=NORMAL: a commit, no fsync */
     if (c->se->jnl && rgpu_rgt_flush(c->se->jnl)) jnl_failed(c->se);    /* committed before the ACK */
-    return send_ack(c);
+    s = send_ack(c);
+    if (!s) jnl_compact(c);
+    return s;
 }
 
 /* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
@@ -587,6 +656,23 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
     uint64_t count = 0;
     result_walk w = { .se = se };
+    char ckhex[64];
+    if (rgpu_rgt_get_meta(t, "checkpoint_hash", ckhex, sizeof ckhex) == RGPU_OK) {   /* a compacted journal */
+        rgpu_hash ch;
+        uint8_t *ck = NULL;
+        size_t ckn = 0;
+        s = rgpu_hash_from_hex(ckhex, &ch) ? RGPU_OK : RGPU_ERR_BAD_TRACE;
+        if (!s) s = journal_fetch(&rc, &ch, UINT64_MAX, &ck, &ckn);
+        if (!s) s = rgpu_session_restore(se->s, ck, ckn);
+        free(ck);
+        if (s) {
+            rgpu_rgt_close(t);
+            snprintf(why, whylen, "its journal's checkpoint does not load (%s)", rgpu_status_str(s));
+            return s;
+        }
+        w.upto = rgpu_session_applied(se->s);
+        rgpu_rgt_each_result(t, take_journaled_result, &w);
+    }
     s = rgpu_rgt_stream_count(t, &count);
     for (uint64_t seq = 0; !s && seq < count; seq++) {
         rgpu_hash h;
@@ -1224,6 +1310,9 @@ static void usage(FILE *f) {
         "                      (default DATA/journal/<listen address>); one server per DIR\n"
         "                      (locked); a failed journal write turns it off for that session,\n"
         "                      loudly, and the session goes on\n"
+        "  --journal-compact BYTES\n"
+        "                      after this much journal (and twice the last checkpoint) a session's\n"
+        "                      state is checkpointed into it and older entries dropped (64M)\n"
         "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
         "                      client to resume it (default 300)\n"
         "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB; a CHUNK\n"
@@ -1278,6 +1367,7 @@ int main(int argc, char **argv) {
             session_bytes_given = true;   /* 0: no per-session limit (the global one still holds) */
         }
         else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
+        else if (!strcmp(a, "--journal-compact") && more) { if (!parse_u64(argv[++i], &g_compact) || !g_compact) goto bad_size; }
         else if (!strcmp(a, "--max-memory") && more) { if (!parse_u64(argv[++i], &g_pool.limit) || !g_pool.limit) goto bad_size; }
         else if (!strcmp(a, "--max-connections") && more) {
             uint64_t v;

@@ -1710,3 +1710,199 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
     blob_evict(s);
     return RGPU_OK;
 }
+
+/* ---------------------------------------------------------------------------
+ * Checkpoints (FORMAT.md §7.3): the state between chunks, for journal
+ * compaction. All little-endian:
+ *   u32 magic 'RGCK' | u32 version 1 | u64 applied | u64 peak
+ *   i32 err_status | u32 err_msg_len | u64 err_op | err_msg bytes
+ *   u64 n; n × storage: u64 sid | u64 nbytes | hash(bytes)
+ *   u64 n; n × tensor:  u64 tid | u64 sid (0: none) | u8 dtype | u8 ndim | u8 poisoned | u8 0
+ *                       | u64 poison_op | i64 offset | ndim × i64 sizes | ndim × i64 strides
+ *   u64 n; n × result:  u64 op | hash(bytes)
+ *   u64 n; n × hash     (the upload blob cache, oldest first)
+ *   u64 n; n × hash     (templates: kept in the journal, parsed again on use) */
+#define CKPT_MAGIC 0x4b434752u   /* "RGCK" */
+
+static rgpu_status put_u64(rgpu_buf *b, uint64_t v) { uint8_t x[8]; rgpu_st64(x, v); return rgpu_buf_append(b, x, 8); }
+
+rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void *ud, rgpu_buf *out,
+                                    uint64_t *state_bytes) {
+    rgpu_status st = RGPU_OK;
+    *state_bytes = 0;
+    size_t ml = s->err_status ? strlen(s->err_msg) : 0;
+    uint8_t h[40];
+    rgpu_st32(h, CKPT_MAGIC); rgpu_st32(h + 4, 1);
+    rgpu_st64(h + 8, s->applied); rgpu_st64(h + 16, s->peak);
+    rgpu_st32(h + 24, (uint32_t)s->err_status); rgpu_st32(h + 28, (uint32_t)ml); rgpu_st64(h + 32, s->err_op);
+    if ((st = rgpu_buf_append(out, h, 40)) || (ml && (st = rgpu_buf_append(out, s->err_msg, ml)))) return st;
+    /* storages: their bytes, one at a time through host memory */
+    if ((st = put_u64(out, s->storages.len))) return st;
+    for (size_t i = 0; i < s->storages.cap && !st; i++) {
+        if (!s->storages.keys[i]) continue;
+        storage *sg = s->storages.vals[i];
+        size_t n = (size_t)sg->nbytes;
+        if ((st = mem_take(s, n, true, "a checkpoint buffer", NULL, 0))) break;
+        uint8_t *host = malloc(n ? n : 1);
+        if (!host) st = RGPU_ERR_NOMEM;
+        if (!st) st = s->b->download(s->b, host, sg->data, n);
+        rgpu_hash hh = st ? (rgpu_hash){ { 0 } } : rgpu_hash_bytes(host, n);
+        if (!st) st = put(ud, &hh, host, n);
+        free(host);
+        mem_give(s, n, true);
+        if (!st && !(st = put_u64(out, sg->sid)) && !(st = put_u64(out, sg->nbytes))) st = rgpu_buf_append(out, hh.b, 16);
+        *state_bytes += n;
+    }
+    if (st || (st = put_u64(out, s->tensors.len))) return st;
+    for (size_t i = 0; i < s->tensors.cap && !st; i++) {
+        if (!s->tensors.keys[i]) continue;
+        const tensor *t = s->tensors.vals[i];
+        uint8_t x[40];
+        rgpu_st64(x, t->tid); rgpu_st64(x + 8, t->st ? t->st->sid : 0);
+        x[16] = t->dtype; x[17] = t->ndim; x[18] = t->poisoned; x[19] = 0; rgpu_st32(x + 20, 0);
+        rgpu_st64(x + 24, t->poison_op); rgpu_st64(x + 32, (uint64_t)t->offset);
+        if ((st = rgpu_buf_append(out, x, 40))) break;
+        for (int d = 0; d < t->ndim && !st; d++) st = put_u64(out, (uint64_t)t->sizes[d]);
+        for (int d = 0; d < t->ndim && !st; d++) st = put_u64(out, (uint64_t)t->strides[d]);
+    }
+    if (st || (st = put_u64(out, s->results.len))) return st;
+    for (size_t i = 0; i < s->results.cap && !st; i++) {
+        if (!s->results.keys[i]) continue;
+        const result *r = s->results.vals[i];
+        rgpu_hash hh = rgpu_hash_bytes(r->data, r->n);
+        if (!(st = put(ud, &hh, r->data, r->n)) && !(st = put_u64(out, s->results.keys[i] - 1)))
+            st = rgpu_buf_append(out, hh.b, 16);
+        *state_bytes += r->n;
+    }
+    uint64_t nb = 0;
+    for (const blobent *e = s->blob_head; e; e = e->next) nb++;
+    if (st || (st = put_u64(out, nb))) return st;
+    for (const blobent *e = s->blob_head; e && !st; e = e->next)
+        if (!(st = put(ud, &e->h, e->data, e->n))) st = rgpu_buf_append(out, e->h.b, 16);
+    uint64_t nt = 0;
+    for (size_t i = 0; i < s->tpls.cap; i++)
+        if (s->tpls.keys[i] && !((tplent *)s->tpls.vals[i])->status) nt++;
+    if (st || (st = put_u64(out, nt))) return st;
+    for (size_t i = 0; i < s->tpls.cap && !st; i++) {
+        const tplent *e = s->tpls.vals[i];
+        if (!s->tpls.keys[i] || e->status) continue;
+        if (!(st = put(ud, &e->h, e->raw, e->n))) st = rgpu_buf_append(out, e->h.b, 16);
+    }
+    return st;
+}
+
+/* A reader over checkpoint bytes: every field is bounds-checked. */
+typedef struct ckr { const uint8_t *p; size_t n, off; bool bad; } ckr;
+static const uint8_t *ck_take(ckr *r, size_t n) {
+    if (r->bad || n > r->n - r->off) { r->bad = true; return NULL; }
+    const uint8_t *q = r->p + r->off;
+    r->off += n;
+    return q;
+}
+static uint64_t ck_u64(ckr *r) { const uint8_t *q = ck_take(r, 8); return q ? rgpu_ld64(q) : 0; }
+
+/* The bytes of blob h (n of them when n != SIZE_MAX), fetched within the session's room. */
+static rgpu_status ck_blob(rgpu_session *s, const uint8_t *hb, size_t want, uint8_t **data, size_t *n) {
+    rgpu_hash h;
+    memcpy(h.b, hb, 16);
+    rgpu_status st = fetch_checked(s, &h, data, n, NULL, 0);
+    if (!st && want != SIZE_MAX && *n != want) { free(*data); *data = NULL; st = RGPU_ERR_BAD_TRACE; }
+    return st;
+}
+
+rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
+    if (s->applied || s->tensors.len || s->storages.len) return RGPU_ERR_SEQUENCE;
+    ckr r = { p, n, 0, false };
+    const uint8_t *h = ck_take(&r, 40);
+    if (!h || rgpu_ld32(h) != CKPT_MAGIC || rgpu_ld32(h + 4) != 1) return RGPU_ERR_BAD_TRACE;
+    uint64_t applied = rgpu_ld64(h + 8), peak = rgpu_ld64(h + 16), err_op = rgpu_ld64(h + 32);
+    int err_status = (int)rgpu_ld32(h + 24);
+    uint32_t ml = rgpu_ld32(h + 28);
+    const uint8_t *msg = ck_take(&r, ml);
+    if (!msg || ml >= sizeof s->err_msg) return RGPU_ERR_BAD_TRACE;
+    rgpu_status st = RGPU_OK;
+    uint64_t ns = ck_u64(&r);
+    for (uint64_t i = 0; i < ns && !st && !r.bad; i++) {
+        uint64_t sid = ck_u64(&r), nbytes = ck_u64(&r);
+        const uint8_t *hb = ck_take(&r, 16);
+        if (!hb || !sid || nbytes > s->lim.max_storage_bytes || u64map_get(&s->storages, sid)) { st = RGPU_ERR_BAD_TRACE; break; }
+        uint8_t *data;
+        size_t dn;
+        if ((st = ck_blob(s, hb, (size_t)nbytes, &data, &dn))) break;
+        storage *sg = calloc(1, sizeof *sg);
+        if (!sg || (st = mem_take(s, nbytes, storage_host(s), "a storage", NULL, 0))) {
+            free(sg); free(data);
+            if (!st) st = RGPU_ERR_NOMEM;
+            break;
+        }
+        sg->sid = sid; sg->nbytes = nbytes;
+        if (!(sg->data = s->b->alloc(s->b, (size_t)nbytes)) || !u64map_put(&s->storages, sid, sg)) {
+            if (sg->data) s->b->free(s->b, sg->data);
+            mem_give(s, nbytes, storage_host(s));
+            free(sg); free(data);
+            st = RGPU_ERR_NOMEM;
+            break;
+        }
+        s->mem += nbytes;
+        st = s->b->upload(s->b, sg->data, data, dn);
+        free(data);
+    }
+    uint64_t nt = st ? 0 : ck_u64(&r);
+    for (uint64_t i = 0; i < nt && !st && !r.bad; i++) {
+        const uint8_t *x = ck_take(&r, 40);
+        if (!x) break;
+        rgpu_tdef d = { .tid = rgpu_ld64(x), .sid = rgpu_ld64(x + 8), .dtype = x[16], .ndim = x[17],
+                        .offset = (int64_t)rgpu_ld64(x + 32) };
+        if (d.ndim > RGPU_MAX_DIMS) { st = RGPU_ERR_BAD_TRACE; break; }
+        for (int k = 0; k < d.ndim; k++) d.sizes[k] = (int64_t)ck_u64(&r);
+        for (int k = 0; k < d.ndim; k++) d.strides[k] = (int64_t)ck_u64(&r);
+        storage *sg = d.sid ? u64map_get(&s->storages, d.sid) : NULL;
+        if (r.bad || !d.tid || u64map_get(&s->tensors, d.tid) || (d.sid && !sg) ||
+            (sg && rgpu_tdef_check_bounds(&d, sg->nbytes)) || !rgpu_dtype_size(d.dtype)) { st = RGPU_ERR_BAD_TRACE; break; }
+        tensor *t = calloc(1, sizeof *t);
+        if (!t || !u64map_put(&s->tensors, d.tid, t)) { free(t); st = RGPU_ERR_NOMEM; break; }
+        t->tid = d.tid; t->dtype = d.dtype; t->ndim = d.ndim; t->offset = d.offset;
+        memcpy(t->sizes, d.sizes, sizeof d.sizes);
+        memcpy(t->strides, d.strides, sizeof d.strides);
+        t->poisoned = x[18] != 0;
+        t->poison_op = rgpu_ld64(x + 24);
+        t->st = sg;
+        if (sg) sg->refs++;
+    }
+    uint64_t nr = st ? 0 : ck_u64(&r);
+    for (uint64_t i = 0; i < nr && !st && !r.bad; i++) {
+        uint64_t op = ck_u64(&r);
+        const uint8_t *hb = ck_take(&r, 16);
+        uint8_t *data;
+        size_t dn;
+        if (!hb || op >= applied) { st = RGPU_ERR_BAD_TRACE; break; }
+        if ((st = ck_blob(s, hb, SIZE_MAX, &data, &dn))) break;
+        if ((st = mem_take(s, dn, true, "a result", NULL, 0))) { free(data); break; }
+        st = store_result(s, op, data, dn);
+    }
+    uint64_t nb = st ? 0 : ck_u64(&r);
+    for (uint64_t i = 0; i < nb && !st && !r.bad; i++) {
+        const uint8_t *hb = ck_take(&r, 16);
+        uint8_t *data;
+        size_t dn;
+        rgpu_hash bh;
+        if (!hb) break;
+        memcpy(bh.b, hb, 16);
+        if ((st = ck_blob(s, hb, SIZE_MAX, &data, &dn))) break;
+        st = rgpu_session_put_blob(s, &bh, data, dn);
+    }
+    uint64_t ntp = st ? 0 : ck_u64(&r);
+    if (!st && !r.bad) ck_take(&r, (size_t)(ntp < n ? ntp : n) * 16);   /* templates: fetched again on use */
+    /* storages no tensor refers to cannot exist: such a checkpoint is malformed */
+    for (size_t i = 0; i < s->storages.cap && !st; i++)
+        if (s->storages.keys[i] && !((storage *)s->storages.vals[i])->refs) st = RGPU_ERR_BAD_TRACE;
+    if (!st && (r.bad || r.off != r.n)) st = RGPU_ERR_BAD_TRACE;
+    if (st) return st;
+    s->applied = applied;
+    s->peak = peak > s->mem ? peak : s->mem;
+    s->err_status = err_status;
+    s->err_op = err_op;
+    memcpy(s->err_msg, msg, ml);
+    s->err_msg[ml] = 0;
+    return RGPU_OK;
+}

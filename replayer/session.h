@@ -103,6 +103,21 @@ rgpu_status rgpu_session_read_tensor(rgpu_session *s, uint64_t tid, uint8_t **da
  * its strides; clears its poison. */
 rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8_t *data, size_t n);
 
+/* Checkpoint (server journals, FORMAT.md §7.3): the session's whole state
+ * between chunks — storages (their bytes), tensors (views, poison), results
+ * not yet taken, the pending error, the blob cache and templates — as bytes
+ * appended to out, naming blobs by hash. Every blob it names is handed to
+ * put (storage bytes, results, cached uploads, template blobs), so that
+ * everything else a journal holds before this op can go. *state_bytes gets
+ * the bytes of storages and results put. */
+typedef rgpu_status (*rgpu_blob_put_fn)(void *ud, const rgpu_hash *h, const void *data, size_t n);
+rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void *ud, rgpu_buf *out,
+                                    uint64_t *state_bytes);
+/* Load a checkpoint into a fresh session (applied == 0), its blobs through
+ * the fetch callback; afterwards applied is the checkpoint's op. A
+ * malformed checkpoint gives RGPU_ERR_BAD_TRACE. */
+rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n);
+
 /* Bytes currently allocated for storages, and the peak. */
 void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
 /* Bytes the session holds in all (storages, blobs, templates, results: what

@@ -115,6 +115,16 @@ rgpu_hash rgpu_hash_bytes(const void *p, size_t n) {
     XXH128_canonicalFromHash((XXH128_canonical_t *)r.b, h);
     return r;
 }
+bool rgpu_hash_from_hex(const char *s, rgpu_hash *h) {
+    for (int i = 0; i < 32; i++) {
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0) return false;
+        if (i % 2 == 0) h->b[i / 2] = (uint8_t)(v << 4); else h->b[i / 2] |= (uint8_t)v;
+    }
+    return s[32] == 0;
+}
+
 void rgpu_hash_hex(const rgpu_hash *h, char out[33]) {
     for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", h->b[i]);
 }

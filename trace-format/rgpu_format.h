@@ -119,6 +119,8 @@ void rgpu_op_table_hash(uint8_t out[16]);
 typedef struct rgpu_hash { uint8_t b[16]; } rgpu_hash;   /* XXH3-128, canonical (big-endian) bytes */
 rgpu_hash rgpu_hash_bytes(const void *p, size_t n);
 void rgpu_hash_hex(const rgpu_hash *h, char out[33]);
+/* The inverse: 32 hex digits (either case) into h; false when s is not that. */
+bool rgpu_hash_from_hex(const char *s, rgpu_hash *h);
 bool rgpu_hash_eq(const rgpu_hash *a, const rgpu_hash *b);
 
 /* ---------------------------------------------------------------------------
@@ -325,6 +327,15 @@ rgpu_status rgpu_rgt_get_stream(rgpu_rgt *t, uint64_t seq, rgpu_hash *h, uint64_
 rgpu_status rgpu_rgt_get_blob(rgpu_rgt *t, const rgpu_hash *h, uint8_t **frame, size_t *frame_len);
 /* Commit pending writes (writes are batched in a transaction). */
 rgpu_status rgpu_rgt_flush(rgpu_rgt *t);
+/* Meta value of key (RGPU_ERR_MISSING_BLOB when absent). */
+rgpu_status rgpu_rgt_get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen);
+/* Server journals (FORMAT.md §7.3): after a checkpoint of the session at
+ * upto_op was written (its blob and the blobs it names put, meta
+ * `checkpoint_op`/`checkpoint_hash` set), drop the stream entries before
+ * upto_op, the chunks no entry names, every blob not in keep, and results
+ * before results_from; commit; give the freed pages back. The stream's seq
+ * numbers start at 0 again. */
+rgpu_status rgpu_rgt_compact(rgpu_rgt *t, uint64_t upto_op, const rgpu_hash *keep, size_t n_keep, uint64_t results_from);
 /* Last error text of t; with t == NULL, why this thread's last create/open failed. */
 const char *rgpu_rgt_errmsg(rgpu_rgt *t);
 

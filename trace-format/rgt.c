@@ -76,7 +76,10 @@ static rgpu_status create_trace(const char *path, const char *creator, bool excl
     close(fd);
     if (sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK)
         goto fail;
-    if (sqlite3_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK) goto fail;
+    /* incremental auto-vacuum: a compacted server journal (rgpu_rgt_compact)
+     * gives its free pages back to the file system */
+    if (sqlite3_exec(t->db, "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                     NULL, NULL, NULL) != SQLITE_OK) goto fail;
     if (sqlite3_exec(t->db, SCHEMA, NULL, NULL, NULL) != SQLITE_OK) goto fail;
     if (prepare_writes(t)) goto fail;
     char hex[33], ver[16];
@@ -254,6 +257,43 @@ rgpu_status rgpu_rgt_each_result(rgpu_rgt *t, int (*fn)(void *ud, uint64_t op, i
     rgpu_status s = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? RGPU_OK : db_err(t);
     sqlite3_finalize(st);
     return s;
+}
+
+rgpu_status rgpu_rgt_get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen) {
+    return get_meta(t, key, out, outlen) ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
+}
+
+static rgpu_status exec_sql(rgpu_rgt *t, const char *sql) {
+    return sqlite3_exec(t->db, sql, NULL, NULL, NULL) == SQLITE_OK ? RGPU_OK : db_err(t);
+}
+
+rgpu_status rgpu_rgt_compact(rgpu_rgt *t, uint64_t upto_op, const rgpu_hash *keep, size_t n_keep, uint64_t results_from) {
+    rgpu_status s = begin(t);
+    sqlite3_stmt *st = NULL;
+    char sql[160];
+    if (s) return s;
+    snprintf(sql, sizeof sql, "DELETE FROM stream WHERE first_op < %llu", (unsigned long long)upto_op);
+    if ((s = exec_sql(t, sql)) || (s = exec_sql(t, "DELETE FROM chunks WHERE hash NOT IN (SELECT hash FROM stream)")) ||
+        (s = exec_sql(t, "CREATE TEMP TABLE IF NOT EXISTS keep_blobs(hash BLOB PRIMARY KEY)")) ||
+        (s = exec_sql(t, "DELETE FROM keep_blobs")))
+        return s;
+    if (sqlite3_prepare_v2(t->db, "INSERT OR IGNORE INTO keep_blobs VALUES(?)", -1, &st, NULL) != SQLITE_OK) return db_err(t);
+    for (size_t i = 0; i < n_keep && !s; i++) {
+        sqlite3_bind_blob(st, 1, keep[i].b, 16, SQLITE_STATIC);
+        s = step_reset(t, st);
+    }
+    sqlite3_finalize(st);
+    if (s) return s;
+    snprintf(sql, sizeof sql, "DELETE FROM results WHERE op_index < %llu", (unsigned long long)results_from);
+    if ((s = exec_sql(t, "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM keep_blobs)")) || (s = exec_sql(t, sql)) ||
+        (s = exec_sql(t, "UPDATE stream SET seq = seq - (SELECT min(seq) FROM stream)")))
+        return s;
+    uint64_t n;
+    if ((s = rgpu_rgt_stream_count(t, &n)) || (s = rgpu_rgt_flush(t))) return s;
+    t->next_seq = n;
+    /* the WAL back into the file, and the freed pages out of it */
+    sqlite3_exec(t->db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA incremental_vacuum;", NULL, NULL, NULL);
+    return RGPU_OK;
 }
 
 rgpu_status rgpu_rgt_stream_count(rgpu_rgt *t, uint64_t *count) {

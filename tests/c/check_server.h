@@ -105,8 +105,10 @@ static inline int srv_connect(const srv *s) {
     return fd;
 }
 
-/* HELLO with the given token (NULL: the server's), session and last ack. */
-static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_table, const char *token, uint64_t session) {
+/* HELLO with the given token (NULL: the server's), session and last ack;
+ * the send's status (a server that refuses at accept may have closed). */
+static inline rgpu_status srv_hello_try(const srv *s, int fd, uint32_t version, int break_table, const char *token,
+                                        uint64_t session) {
     uint8_t h[40 + 128] = { 0 };
     rgpu_st32(h, version);
     rgpu_op_table_hash(h + 4);
@@ -116,7 +118,11 @@ static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_t
     rgpu_st64(h + 20, session);
     rgpu_st32(h + 36, (uint32_t)tl);
     memcpy(h + 40, token, tl);
-    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0), RGPU_OK);
+    return rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0);
+}
+
+static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_table, const char *token, uint64_t session) {
+    ck_assert_int_eq(srv_hello_try(s, fd, version, break_table, token, session), RGPU_OK);
 }
 
 /* A raw session (new when session is 0, else resumed); *applied from WELCOME. */

@@ -376,7 +376,7 @@ START_TEST(connection_cap) {
     int code = 0;
     for (; n < 32; n++) {   /* sessions, so the handshake deadline does not close them */
         int fd = srv_connect(&g_srv);
-        srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, 0);
+        srv_hello_try(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, 0);   /* a refused one may be closed already */
         rgpu_msg_header mh;
         uint8_t *p;
         ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
@@ -568,6 +568,123 @@ START_TEST(journal_write_failure_keeps_the_session) {
 }
 END_TEST
 
+/* A compacted journal: the session's state checkpointed and its history
+ * dropped; a server killed and restarted on it rebuilds the session from the
+ * checkpoint (views, poison, a pending result and the upload cache
+ * included); a checkpoint that does not load is SESSION_LOST, not a crash. */
+static int log_count(const srv *s, const char *what) {
+    FILE *f = fopen(s->log, "r");
+    char line[1024];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
+    if (f) fclose(f);
+    return n;
+}
+
+START_TEST(compacted_journal_rebuilds_the_session) {
+    srv s;
+    const char *opts[] = { "--journal-compact", "4K", "--grace", "60", NULL };
+    srv_start(&s, opts);
+    uint64_t id;
+    int fd = srv_session(&s, 0, &id, NULL);
+    uint64_t op = 0;
+    static float data[32768];
+    uint32_t x = 1;
+    for (int k = 0; k < 8; k++) {   /* 8 chunks, each uploads 4 KiB (incompressible): a checkpoint every few */
+        for (int i = 0; i < 1024; i++) {
+            x = x * 1664525u + 1013904223u;
+            data[i] = (float)(k * 1024 + i) + (float)(x >> 8) * 0x1p-30f;
+        }
+        rgpu_buf b = { 0 };
+        rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+        u.out[0] = vec_def(100 + 2 * (uint64_t)k, 101 + 2 * (uint64_t)k, 1024);
+        u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = rgpu_hash_bytes(data, 4096);
+        u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = 4096;
+        enc(&b, &u);
+        send_chunk(fd, b.p, b.len, op, 1, 0);
+        rgpu_buf_free(&b);
+        rgpu_msg_header mh;
+        free(expect_msg(fd, RGPU_MSG_NEED, &mh));
+        send_blob(fd, data, 4096);
+        ck_assert_uint_eq(read_ack(fd), ++op);
+    }
+    float last[4];
+    memcpy(last, (float[]){ data[0], data[2], data[4], data[6] }, sizeof last);
+    /* a view, a poisoned tensor and a result not yet taken */
+    rgpu_buf b = { 0 };
+    int64_t sz = 4, st = 2;
+    rec_alias(&b, view_def(200, 115, 1, &sz, &st), 114);            /* every other element of the last upload */
+    int64_t big = (int64_t)1 << 62, zero = 0;
+    rec_alias(&b, view_def(202, 115, 1, &big, &zero), 114);         /* poisoned */
+    rec_download(&b, 200);
+    run_chunk(fd, &b, op, 3);
+    op += 3;
+    /* one more upload, big enough that a checkpoint comes after all that */
+    for (int i = 0; i < 32768; i++) { x = x * 1664525u + 1013904223u; data[i] = (float)(x >> 8); }
+    b = (rgpu_buf){ 0 };
+    rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    u.out[0] = vec_def(300, 301, 32768);
+    u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = rgpu_hash_bytes(data, sizeof data);
+    u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = (int64_t)sizeof data;
+    enc(&b, &u);
+    send_chunk(fd, b.p, b.len, op, 1, 0);
+    rgpu_buf_free(&b);
+    rgpu_msg_header mh;
+    free(expect_msg(fd, RGPU_MSG_NEED, &mh));
+    send_blob(fd, data, sizeof data);
+    ck_assert_uint_eq(read_ack(fd), ++op);
+    close(fd);
+    /* the checkpoint is written right after the chunk's ACK */
+    for (int i = 0; i < 500 && !log_count(&s, "journal compacted at op 12:"); i++) usleep(10000);
+    ck_assert_msg(log_count(&s, "journal compacted at op 12:") == 1, "no checkpoint after the last chunk (see %s)", s.log);
+    /* killed, restarted on the same folder */
+    kill(s.pid, SIGKILL);
+    int wst;
+    waitpid(s.pid, &wst, 0);
+    srv s2 = s;
+    const char *opts2[] = { "--unix", s.sock, "--backend", "cpu", "--token-file", s.token_file, "--journal", s.journal,
+                            "--journal-compact", "4K", NULL };
+    char err[2048];
+    (void)err;
+    unlink(s.sock);
+    s2.pid = fork();
+    if (s2.pid == 0) {
+        if (!freopen(s.log, "a", stderr)) _exit(126);
+        const char *argv[16] = { getenv("RGPU_SERVER_BIN") };
+        for (int i = 0; opts2[i]; i++) argv[i + 1] = opts2[i];
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000 && access(s.sock, F_OK) != 0; i++) usleep(10000);
+    uint64_t applied;
+    fd = srv_session(&s2, id, NULL, &applied);
+    ck_assert_uint_eq(applied, op);
+    ck_assert_int_ge(log_count(&s2, "rebuilt from its journal"), 1);
+    char msg[512];
+    uint8_t *res;
+    size_t rn;
+    /* the pending error (the poisoned view) comes first, with the download's wait */
+    ck_assert_int_eq(wait_result(fd, 10, msg, sizeof msg, &res, &rn), RGPU_ERR_TOO_LARGE);
+    free(res);
+    b = (rgpu_buf){ 0 };
+    rec_download(&b, 200);
+    rec_download(&b, 300);
+    run_chunk(fd, &b, op, 2);
+    ck_assert_int_eq(wait_result(fd, op, msg, sizeof msg, &res, &rn), RGPU_OK);
+    ck_assert_uint_eq(rn, 16);
+    float v[4];
+    memcpy(v, res, 16);
+    free(res);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(v[i], last[i]);
+    ck_assert_int_eq(wait_result(fd, op + 1, msg, sizeof msg, &res, &rn), RGPU_OK);
+    ck_assert_uint_eq(rn, sizeof data);
+    ck_assert_int_eq(memcmp(res, data, sizeof data), 0);
+    free(res);
+    close(fd);
+    srv_stop(&s2);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
  * 6. The token file is used or refused, never replaced */
 START_TEST(token_file_refused_unless_ours_and_private) {
@@ -717,6 +834,7 @@ int main(void) {
     tcase_set_timeout(own, 120);
     tcase_add_test(own, global_limit_counts_dropped_sessions);
     tcase_add_test(own, journal_write_failure_keeps_the_session);
+    tcase_add_test(own, compacted_journal_rebuilds_the_session);
     tcase_add_test(own, token_file_refused_unless_ours_and_private);
     tcase_add_test(own, crafted_traces_exit_2);
     suite_add_tcase(s, own);

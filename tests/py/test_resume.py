@@ -11,6 +11,7 @@ import os
 import random
 import re
 import signal
+import sqlite3
 import socket
 import subprocess
 import sys
@@ -276,6 +277,41 @@ def test_sigkilled_server_restarted_on_its_journal_resumes(tmp_path, baseline):
     log = srv.log()
     assert "rebuilt from its journal" in log and r["stats"]["reconnects"] == 1, log[-3000:]
     assert "token in " + srv.token_file in log
+
+
+def test_compacted_journal_stays_small_and_resumes(tmp_path, baseline):
+    """--journal-compact: the journal checkpoints the session's state and drops
+    its history; a server SIGKILLed after several compactions rebuilds the
+    session from the last checkpoint and the run ends with the undisturbed
+    losses."""
+    journal = tmp_path / "journal"
+    srv = Server(tmp_path, "--journal", str(journal), "--journal-compact", "24K")
+    p = child(TRAIN, srv.port, srv.token_file)
+    try:
+        while not p.stdout.readline().startswith("step 150"):
+            assert p.poll() is None, p.stderr.read()[-3000:]
+        srv.kill(signal.SIGKILL)
+        (jf,) = list(journal.glob("session-*.rgt"))
+        con = sqlite3.connect(f"file:{jf}?mode=ro", uri=True)
+        ck_op = int(con.execute("select value from meta where key='checkpoint_op'").fetchone()[0])
+        first = con.execute("select min(first_op) from stream").fetchone()[0]
+        n_stream = con.execute("select count(*) from stream").fetchone()[0]
+        con.close()
+        assert ck_op > 0 and (first is None or first >= ck_op), (ck_op, first)
+        srv.start()
+        r = finish(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.stop()
+    log = srv.log()
+    n = log.count("journal compacted at op")
+    assert n >= 3, log[-3000:]
+    sizes = [int(m) for m in re.findall(r"journal file (\d+) bytes", log)]
+    assert max(sizes) < 400_000, sizes          # a few chunks after a checkpoint, not 150 steps of history
+    assert n_stream < 150, n_stream
+    assert "rebuilt from its journal" in log and r["stats"]["reconnects"] == 1, log[-3000:]
+    assert r["losses"] == baseline
 
 
 ABANDON = """
