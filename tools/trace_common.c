@@ -62,6 +62,14 @@ rgpu_status tc_open(const char *path, tc_trace **out, char *err, size_t errlen) 
         free(t);
         return s;
     }
+    char ck[32];
+    if (rgpu_rgt_get_meta(t->rgt, "checkpoint_op", ck, sizeof ck) == RGPU_OK) {
+        snprintf(err, errlen, "%s: a compacted rgpu-server journal (its history before op %s is a checkpoint): "
+                 "only the server rebuilds from it (RGPU_ERR_BAD_TRACE)", path, ck);
+        rgpu_rgt_close(t->rgt);
+        free(t);
+        return RGPU_ERR_BAD_TRACE;
+    }
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         t->db = db;

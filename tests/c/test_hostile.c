@@ -20,6 +20,7 @@
 #include "check_server.h"
 
 static srv g_srv;
+static int run_tool(const char *name, const char *arg1, const char *arg2, char *err, size_t errlen);
 
 static double now_s(void) {
     struct timespec t;
@@ -641,6 +642,11 @@ START_TEST(compacted_journal_rebuilds_the_session) {
     kill(s.pid, SIGKILL);
     int wst;
     waitpid(s.pid, &wst, 0);
+    /* the offline tools say what it is instead of failing on it */
+    char jpath[256], terr[2048];
+    snprintf(jpath, sizeof jpath, "%s/session-%016llx.rgt", s.journal, (unsigned long long)id);
+    ck_assert_int_eq(run_tool("rgpu-replay", "--quiet", jpath, terr, sizeof terr), 2);
+    ck_assert_msg(strstr(terr, "compacted rgpu-server journal"), "%s", terr);
     srv s2 = s;
     const char *opts2[] = { "--unix", s.sock, "--backend", "cpu", "--token-file", s.token_file, "--journal", s.journal,
                             "--journal-compact", "4K", NULL };

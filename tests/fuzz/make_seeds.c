@@ -71,6 +71,88 @@ static void msg(rgpu_buf *out, int type, const void *a, size_t an, const void *b
     if (bn) rgpu_buf_append(out, b, bn);
 }
 
+/* A server input (HELLO sent by the harness) of one chunk of raw records
+ * (count of them) and a WAIT for op `wait`. */
+static void chunk_seed(const char *name, const rgpu_buf *raw, uint32_t count, uint64_t wait, const rgpu_buf *pre) {
+    rgpu_buf s = { 0 }, f = { 0 };
+    uint8_t zero = 0, hdr[32], w[8];
+    rgpu_buf_append(&s, &zero, 1);
+    if (pre) rgpu_buf_append(&s, pre->p, pre->len);
+    rgpu_frame_compress(raw->p, raw->len, 1, &f);
+    rgpu_st64(hdr, 0); rgpu_st32(hdr + 8, count); rgpu_st32(hdr + 12, 0);
+    memcpy(hdr + 16, rgpu_hash_bytes(raw->p, raw->len).b, 16);
+    msg(&s, RGPU_MSG_CHUNK, hdr, 32, f.p, f.len);
+    rgpu_st64(w, wait);
+    msg(&s, RGPU_MSG_WAIT, w, 8, NULL, 0);
+    put("server", name, s.p, s.len);
+    rgpu_buf_free(&s); rgpu_buf_free(&f);
+}
+
+/* Seeds from the hostile-input suite (tests/c/test_hostile.c): a 4-byte
+ * storage viewed as [2^62] and [2^29] stride 0 then downloaded, a copy into
+ * such a view, a record cut short in a valid frame, a pushed blob bomb, a
+ * CHUNK header claiming 16 GiB; and the first as a trace for fuzz_rgt. */
+static void hostile_seeds(void) {
+    static const int64_t sizes[2] = { (int64_t)1 << 62, (int64_t)1 << 29 };
+    for (int k = 0; k < 3; k++) {
+        rgpu_buf b = { 0 };
+        rgpu_record e = { .op = RGPU_OP_EMPTY, .n_out = 1 };
+        e.out[0] = (rgpu_tdef){ .tid = 1, .flags = RGPU_TDEF_NEW_STORAGE, .sid = 2, .dtype = RGPU_F32, .ndim = 1, .nbytes = 4 };
+        e.out[0].sizes[0] = 1; e.out[0].strides[0] = 1;
+        rgpu_record_encode(&b, &e);
+        rgpu_record a = { .op = RGPU_OP_ALIAS, .n_out = 1, .n_in = 1 };
+        a.out[0] = (rgpu_tdef){ .tid = 3, .sid = 2, .dtype = RGPU_F32, .ndim = 1 };
+        a.out[0].sizes[0] = sizes[k == 1]; a.out[0].strides[0] = 0;
+        a.in[0] = 1;
+        rgpu_record_encode(&b, &a);
+        rgpu_record d = { .op = k == 2 ? RGPU_OP_COPY : RGPU_OP_DOWNLOAD, .n_in = 1, .n_out = k == 2 };
+        d.in[0] = k == 2 ? 1 : 3;
+        if (k == 2) d.out[0] = (rgpu_tdef){ .tid = 3, .flags = RGPU_TDEF_EXISTING };
+        rgpu_record_encode(&b, &d);
+        chunk_seed(k == 0 ? "view-2-62" : k == 1 ? "view-2-29" : "copy-into-2-62", &b, 3, 2, NULL);
+        if (k == 0) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/rgt/view-2-62.rgt", g_dir);
+            rgpu_rgt *t;
+            rgpu_buf f = { 0 };
+            rgpu_frame_compress(b.p, b.len, 1, &f);
+            rgpu_hash h = rgpu_hash_bytes(b.p, b.len);
+            if (!rgpu_rgt_create(path, "make_seeds", &t)) {
+                rgpu_rgt_put_chunk(t, &h, 0, 3, b.len, f.p, f.len);
+                rgpu_rgt_close(t);
+            }
+            snprintf(path, sizeof path, "rm -f '%s/rgt/view-2-62.rgt-wal' '%s/rgt/view-2-62.rgt-shm'", g_dir, g_dir);
+            if (system(path)) {}
+            rgpu_buf_free(&f);
+            /* the same chunk with its last record cut in half */
+            rgpu_buf cut = { 0 };
+            rgpu_buf_append(&cut, b.p, b.len - 4);
+            chunk_seed("record-cut-short", &cut, 3, 2, NULL);
+            rgpu_buf_free(&cut);
+        }
+        rgpu_buf_free(&b);
+    }
+    /* a pushed blob that inflates to 16 MiB (the harness's session holds 8) */
+    size_t n = 16u << 20;
+    uint8_t *zeros = calloc(1, n);
+    rgpu_buf f = { 0 }, pre = { 0 }, none = { 0 };
+    rgpu_frame_compress(zeros, n, 19, &f);
+    msg(&pre, RGPU_MSG_BLOB, rgpu_hash_bytes(zeros, n).b, 16, f.p, f.len);
+    free(zeros);
+    rgpu_record sy = { .op = RGPU_OP_SYNC };
+    rgpu_record_encode(&none, &sy);
+    chunk_seed("blob-bomb", &none, 1, 0, &pre);
+    rgpu_buf_free(&f); rgpu_buf_free(&pre); rgpu_buf_free(&none);
+    /* a CHUNK header claiming 16 GiB */
+    rgpu_buf s = { 0 };
+    uint8_t zero = 0, h[RGPU_WIRE_HEADER + 64] = { 0 };
+    rgpu_buf_append(&s, &zero, 1);
+    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 16ull << 30);
+    rgpu_buf_append(&s, h, sizeof h);
+    put("server", "chunk-claims-16g", s.p, s.len);
+    rgpu_buf_free(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) { fprintf(stderr, "usage: make_seeds DIR\n"); return 2; }
     g_dir = argv[1];
@@ -155,5 +237,6 @@ int main(int argc, char **argv) {
     rgpu_st64(w, 4);
     msg(&s3, RGPU_MSG_WAIT, w, 8, NULL, 0);
     put("server", "hello", s3.p, s3.len);
+    hostile_seeds();
     return 0;
 }
