@@ -41,7 +41,7 @@ step() {   # NAME COMMAND...: runs it with a server log of its own; a FAULT ther
     if [ $rc -eq 0 ] && grep -qs "cudaemu: FAULT" "$log.server"; then rc=99; fi
     local dt=$(( $(date +%s) - t ))
     if [ $rc -eq 0 ]; then
-        RESULTS+=("PASS  $name (${dt}s): $(grep -E 'passed|failed|checks|over tolerance|ok$' "$log" | tail -1)")
+        RESULTS+=("PASS  $name (${dt}s): $(grep -E 'passed|failed|checks|Checks|over tolerance|ok$' "$log" | tail -1)")
     else
         FAILED=1
         RESULTS+=("FAIL  $name (rc $rc, ${dt}s)")
