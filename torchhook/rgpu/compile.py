@@ -178,11 +178,13 @@ class _Strong:
 
 
 def _frame_key(frame):
-    """Which frame failed: its code and the object it runs on (its first
-    argument, e.g. the module of a forward), so another model reaching the
-    same code is compiled afresh."""
+    """Which frame failed: its code and, for a method, the object it runs on
+    (e.g. the module of a forward), so another model reaching the same code
+    is compiled afresh."""
     code = frame.f_code
-    first = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    first = None                # a function: the code alone
+    if code.co_argcount and code.co_varnames[0] == "self":     # a method: the object too
+        first = frame.f_locals.get("self")
     try:
         ref = weakref.ref(first)
     except TypeError:
@@ -261,8 +263,9 @@ def install():
         except Exception as e:      # noqa: BLE001  (any failure: this frame runs eagerly, say why)
             _reset_after_failure()
             box = getattr(getattr(self, "_inner_convert", None), "_box", None)
-            if getattr(box, "error_on_graph_break", False) or (resume_error and isinstance(e, resume_error)):
-                raise
+            if (getattr(box, "error_on_graph_break", False) or _fullgraph()
+                    or (resume_error and isinstance(e, resume_error))):
+                raise                       # fullgraph=True: the error is the answer
             key, owner = _frame_key(frame)
             if key not in _FRAME_FAILURES:
                 _FRAME_FAILURES[key] = owner
@@ -289,6 +292,14 @@ def install():
         return __call_(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
 
     convert_frame.ConvertFrame.__call__ = __call__
+
+    dynamo_reset = torch._dynamo.reset
+
+    def reset():
+        dynamo_reset()
+        _FRAME_FAILURES.clear()     # "as if a fresh process": failed frames are tried again
+    reset.__doc__ = dynamo_reset.__doc__
+    torch._dynamo.reset = reset
 
 
 def _backend(gm, example_inputs):
@@ -399,10 +410,16 @@ class _Capture(torch.fx.Interpreter):
             raise _NodeFailed(f"{what} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
 
 
+def _on_cpu(n):
+    """A node computing a CPU tensor (a lifted torch.tensor constant): runs on the CPU."""
+    v = n.meta.get("val")
+    return isinstance(v, torch.Tensor) and v.device.type == "cpu"
+
+
 def _unsupported_node(gm):
     for n in gm.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
-                and not _dispatch.supports(n.target):
+                and not _on_cpu(n) and not _dispatch.supports(n.target):
             return f"{n.target} has no rgpu kernel or decomposition"
     return None
 

@@ -808,14 +808,25 @@ def _lift_fresh(func, args, kwargs):
     tracing `torch.tensor(data, device="rgpu")`) torch.tensor builds a real
     rgpu tensor, as it does a real CUDA tensor, and lift_fresh is where the
     fake mode turns it into a fake; the fake mode leaves tensor subclasses to
-    their own dispatch, so the fake is made here (metadata only: the value
-    is never needed while tracing)."""
+    their own dispatch, so the fake is made here."""
     t = args[0]
     mode = torch._C._get_dispatch_mode(_FAKE_KEY) or torch._guards.detect_fake_mode()
     if mode is None:
         return t
+    # the constant's value is part of the program: lift it as a CPU constant
+    # (the graph keeps it, as it keeps torch.tensor(data) on the CPU) and move
+    # that to the device, an op of the graph (one UPLOAD in its template)
+    if t.numel() == 0:
+        with mode:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=DEVICE)
+    with torch.utils._python_dispatch._disable_current_modes():
+        values = transfer.download(t).tolist()
     with mode:
-        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=DEVICE)
+        if t.numel() == 1:      # (a one-element CPU constant would be propagated through the copy)
+            while isinstance(values, list):
+                values = values[0]
+            return torch.full(t.shape, values, dtype=t.dtype, device=DEVICE)
+        return aten._to_copy.default(torch.tensor(values, dtype=t.dtype), device=DEVICE)
 
 
 def _resize_(func, args, kwargs):
