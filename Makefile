@@ -68,6 +68,7 @@ endif
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3
 FUZZ_PKGS := clang-14 libclang-rt-14-dev
+TRANSFORMERS_VERSION := 5.23.0
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -85,6 +86,11 @@ deps:
 	@$(PYTHON) -c 'import torch, pytest, numpy' 2>/dev/null || { \
 	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
+	@# transformers for tests/py/test_compile_models.py; torch held at the installed version (a constraint)
+	@$(PYTHON) -c 'import sys, transformers; sys.exit(transformers.__version__ != "$(TRANSFORMERS_VERSION)")' 2>/dev/null || { \
+	  echo "rgpu: installing transformers==$(TRANSFORMERS_VERSION) (torch stays $$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
+	  $(PYTHON) -m pip install -q -c <(echo "torch==$$($(PYTHON) -c 'import torch; print(torch.__version__.split("+")[0])')") \
+	    transformers==$(TRANSFORMERS_VERSION); }
 
 # ---------------------------------------------------------------- C
 $(B)/obj/%.o: %.c $(HEADERS)
