@@ -104,6 +104,7 @@ typedef struct sess {
     double detached_at;
     uint64_t mem_bytes;           /* storages + blobs, updated by the owning thread (atomic) */
     bool busy;                    /* its connection's thread is handling a message (atomic) */
+    bool resuming;                /* a resume is taking it over (atomic): its old link's end is not a cancel */
     uint64_t jnl_since;           /* frame bytes journaled since the last checkpoint */
     uint64_t jnl_state;           /* bytes of state the last checkpoint held */
     sent_result *sent;            /* newest first */
@@ -196,6 +197,7 @@ typedef struct conn {
     size_t ndeferred;
     bool sent_error;          /* an ERROR went out: the session ends */
     bool link_err;            /* a read or write on the socket failed: the peer is gone */
+    double gone_at, polled_at; /* while a chunk runs: when the peer was first seen gone (0: not), last look */
     bool bye;
     char why[256];            /* detail of the last failure inside a fetch, for the ERROR */
 } conn;
@@ -329,6 +331,22 @@ static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const ui
     if (c->se->rec && rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n)) rec_failed(c->se);
     if (c->se->jnl && rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n)) jnl_failed(c->se);
     c->se->jnl_since += n;
+}
+
+/* Between the records of a chunk (session cancel hook): has the client been
+ * gone longer than --grace? Then nobody can resume the session any more and
+ * the rest of the chunk is not worth running. Looks at the socket at most
+ * every 100 ms; a link cut by a resume taking the session over is no cancel
+ * (the resume waits for the chunk instead). */
+static bool peer_gone_too_long(void *ud) {
+    conn *c = ud;
+    double t = now_s();
+    if (t - c->polled_at < 0.1) return c->gone_at > 0 && t - c->gone_at > g_grace;
+    c->polled_at = t;
+    if (__atomic_load_n(&c->se->resuming, __ATOMIC_RELAXED)) return false;
+    struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
+    if (!c->gone_at && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) c->gone_at = t;
+    return c->gone_at > 0 && t - c->gone_at > g_grace;
 }
 
 /* ---------------------------------------------------------------------------
@@ -506,8 +524,16 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
     if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);
     c->se->jnl_since += len - 32;
+    c->gone_at = c->polled_at = 0;
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
+    if (s == RGPU_ERR_TIMEOUT) {   /* cancelled: mid-chunk, the session cannot go on */
+        c->sent_error = true;
+        logf_("%s: client gone for more than %g s (--grace) inside the chunk at op %llu: the rest of it is "
+              "cancelled at op %llu and the session ends", TAG(c), g_grace, (unsigned long long)first,
+              (unsigned long long)rgpu_session_applied(c->s));
+        return s;
+    }
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     sess_update_mem(c->se);
     if (c->se->rec && rgpu_rgt_flush(c->se->rec)) rec_failed(c->se);   /* WAL, synchronous=NORMAL: a commit, no fsync */
@@ -740,6 +766,7 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     pthread_mutex_lock(&g_mu);
     sess *se = find_sess_locked(id);
     if (se && se->conn) {
+        __atomic_store_n(&se->resuming, true, __ATOMIC_RELAXED);
         shutdown(se->conn->fd, SHUT_RDWR);
         double t0 = now_s();
         while ((se = find_sess_locked(id)) && se->conn && !g_stop &&
@@ -790,6 +817,7 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     }
     pthread_mutex_lock(&g_mu);
     for (sent_result *r = se->sent; r; r = r->next) r->earlier_conn = true;
+    __atomic_store_n(&se->resuming, false, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_mu);
     logf_("session %u (%s): resumed at op %llu (client saw %llu acknowledged)", se->no, c->peer,
           (unsigned long long)rgpu_session_applied(se->s), (unsigned long long)last_ack);
@@ -908,7 +936,7 @@ static sess *handshake(conn *c) {
     memcpy(w + 4, table, 16);
     rgpu_st64(w + 20, se->id);
     rgpu_st64(w + 28, rgpu_session_applied(se->s));
-    snprintf((char *)w + 36, 32, "%s", g_backend->name);
+    snprintf((char *)w + 36, 32, "%s", rgpu_backend_describe(g_backend));   /* "cuda (NVIDIA H200)" */
     rgpu_st32(w + 68, RGPU_OP_COUNT);
     for (int i = 0; i < RGPU_OP_COUNT; i++)
         if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
@@ -922,6 +950,7 @@ static void serve_conn(conn *c) {
     sess *se = handshake(c);
     if (!se) goto out;
     rgpu_session_set_fetch(c->s, fetch_blob, c);
+    rgpu_session_set_cancel(c->s, peer_gone_too_long, c);
     rgpu_status s = RGPU_OK;
     while (!s) {
         rgpu_msg_header h;

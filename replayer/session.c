@@ -95,6 +95,8 @@ struct rgpu_session {
     uint64_t applied;
     uint64_t mem, peak;       /* storage bytes (torch.rgpu.memory_allocated) */
     uint64_t held, held_host; /* everything held (max_total_bytes), and of it host memory (the pool) */
+    bool (*cancel)(void *ud); /* asked between records: true stops the chunk (rgpu_session_set_cancel) */
+    void *cancel_ud;
     /* first failure since the last take_result */
     int err_status;
     uint64_t err_op;
@@ -1704,12 +1706,15 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         size_t used;
         rgpu_record_decode(raw + off, n - off, &r, &used);
         off += used;
+        if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
         run_record(s, &r, first_op + i, false, 0);
         s->applied++;
     }
     blob_evict(s);
     return RGPU_OK;
 }
+
+void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud) { s->cancel = fn; s->cancel_ud = ud; }
 
 /* ---------------------------------------------------------------------------
  * Checkpoints (FORMAT.md §7.3): the state between chunks, for journal

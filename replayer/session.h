@@ -58,6 +58,12 @@ uint64_t rgpu_session_applied(const rgpu_session *s);
  * poisons its outputs and is reported by the next take_result. */
 rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n,
                                    uint64_t first_op, uint32_t count);
+/* Asked between the records of a chunk: when fn returns true the rest of
+ * the chunk is not run and run_chunk returns RGPU_ERR_TIMEOUT — the session
+ * is then mid-chunk and must end (rgpu-server: its client has been gone
+ * longer than --grace). NULL: never. */
+void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud);
+
 /* The checks run_chunk makes before it runs anything: first_op == applied,
  * every record decodes, count records. why names the failing record. */
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,

@@ -21,6 +21,7 @@
 
 static srv g_srv;
 static int run_tool(const char *name, const char *arg1, const char *arg2, char *err, size_t errlen);
+static int log_count(const srv *s, const char *what);
 
 static double now_s(void) {
     struct timespec t;
@@ -345,6 +346,35 @@ START_TEST(resume_during_a_long_op) {
     ck_assert_msg(f > 0.999f * (float)(1 << 29) && f < 1.001f * (float)(1 << 29), "sum %g", (double)f);
     close(fd);
     after_attack(10.0f, 200);
+}
+END_TEST
+
+/* A chunk of long ops whose client is gone for good (longer than --grace,
+ * here 1 s): the rest of the chunk is cancelled and the session ends; it
+ * used to run to its end however long that took. */
+START_TEST(long_chunk_cancelled_when_its_client_is_gone) {
+    srv s;
+    const char *opts[] = { "--grace", "1", NULL };
+    srv_start(&s, opts);
+    uint64_t id;
+    int fd = srv_session(&s, 0, &id, NULL);
+    rgpu_buf b = { 0 };
+    rec_small(&b);
+    int64_t sz = (int64_t)1 << 28, st = 0;   /* 1 GiB read of 4 bytes: a fraction of a second each */
+    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    for (int i = 0; i < 400; i++) rec_sum(&b, 10 + 2 * (uint64_t)i, 3);
+    send_chunk(fd, b.p, b.len, 0, 402, 0);
+    rgpu_buf_free(&b);
+    usleep(300000);
+    double t0 = now_s();
+    close(fd);
+    while (now_s() - t0 < 20 && !log_count(&s, "the rest of it is cancelled")) usleep(20000);
+    ck_assert_msg(log_count(&s, "the rest of it is cancelled"), "not cancelled (see %s)", s.log);
+    ck_assert_msg(now_s() - t0 < 10, "cancelled after %.1f s", now_s() - t0);
+    fd = srv_connect(&s);
+    srv_hello(&s, fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
+    srv_stop(&s);
 }
 END_TEST
 
@@ -841,6 +871,7 @@ int main(void) {
     tcase_add_test(own, global_limit_counts_dropped_sessions);
     tcase_add_test(own, journal_write_failure_keeps_the_session);
     tcase_add_test(own, compacted_journal_rebuilds_the_session);
+    tcase_add_test(own, long_chunk_cancelled_when_its_client_is_gone);
     tcase_add_test(own, token_file_refused_unless_ours_and_private);
     tcase_add_test(own, crafted_traces_exit_2);
     suite_add_tcase(s, own);
