@@ -87,6 +87,13 @@ static void rec_full(rgpu_buf *b, uint64_t tid, double v) {
     enc(b, &r);
 }
 
+/* WAIT for op: its RESULT must carry status code and a message holding a and b. */
+static void expect_wait_error(int fd, uint64_t op, int code, const char *a, const char *b) {
+    char msg[512];
+    ck_assert_int_eq(wait_result(fd, op, msg, sizeof msg, NULL, NULL), code);
+    ck_assert_msg(strstr(msg, a) && strstr(msg, b), "%s", msg);
+}
+
 /* Send b's records as one chunk at first, expect its ACK. */
 static void run_chunk(int fd, rgpu_buf *b, uint64_t first, uint32_t count) {
     send_chunk(fd, b->p, b->len, first, count, 0);
@@ -104,14 +111,12 @@ START_TEST(stride0_view_of_2_62_refused) {
     rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
     rec_download(&b, 3);
     run_chunk(fd, &b, 0, 3);
-    char msg[512];
-    ck_assert_int_eq(wait_result(fd, 2, msg, sizeof msg, NULL, NULL), RGPU_ERR_TOO_LARGE);
-    ck_assert_msg(strstr(msg, "op 1 (rgpu::alias)") && strstr(msg, "over the limit"), "%s", msg);
+    expect_wait_error(fd, 2, RGPU_ERR_TOO_LARGE, "op 1 (rgpu::alias)", "over the limit");
     /* the session goes on */
     b = (rgpu_buf){ 0 };
     rec_sync(&b);
     run_chunk(fd, &b, 3, 1);
-    ck_assert_int_eq(wait_result(fd, 3, msg, sizeof msg, NULL, NULL), RGPU_OK);
+    ck_assert_int_eq(wait_result(fd, 3, NULL, 0, NULL, NULL), RGPU_OK);
     close(fd);
     after_attack(2.0f, 200);
 }
@@ -127,9 +132,7 @@ START_TEST(stride0_download_over_the_session_limit) {
     rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
     rec_download(&b, 3);
     run_chunk(fd, &b, 0, 3);
-    char msg[512];
-    ck_assert_int_eq(wait_result(fd, 2, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
-    ck_assert_msg(strstr(msg, "op 2 (rgpu::download)") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    expect_wait_error(fd, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
     close(fd);
     after_attack(3.0f, 200);
 }
@@ -192,9 +195,7 @@ START_TEST(blob_bombs_are_not_inflated) {
     send_blob(fd, zeros, n);
     free(zeros);
     ck_assert_uint_eq(read_ack(fd), 2);
-    char msg[512];
-    ck_assert_int_eq(wait_result(fd, 1, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
-    ck_assert_msg(strstr(msg, "op 0 (rgpu::upload)") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    expect_wait_error(fd, 1, RGPU_ERR_LIMIT, "op 0 (rgpu::upload)", "--max-session-bytes");
     close(fd);
     after_attack(5.0f, 250);
 }
@@ -230,9 +231,7 @@ START_TEST(results_never_taken_are_bounded) {
     for (int i = 0; i < 100; i++) rec_download(&b, 1);
     rec_sync(&b);
     run_chunk(fd, &b, 0, 102);
-    char msg[512];
-    ck_assert_int_eq(wait_result(fd, 101, msg, sizeof msg, NULL, NULL), RGPU_ERR_LIMIT);
-    ck_assert_msg(strstr(msg, "rgpu::download") && strstr(msg, "--max-session-bytes"), "%s", msg);
+    expect_wait_error(fd, 101, RGPU_ERR_LIMIT, "rgpu::download", "--max-session-bytes");
     close(fd);
     after_attack(7.0f, 250);
 }
