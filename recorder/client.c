@@ -772,7 +772,9 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
             set_err(err, errlen, "cannot create trace %s", record_path);
             goto fail;
         }
-        rgpu_rgt_set_meta(c->rgt, "backend", c->info.backend);
+        char bname[32];   /* the backend's name: "cuda" of "cuda (NVIDIA H200)" */
+        snprintf(bname, sizeof bname, "%.*s", (int)strcspn(c->info.backend, " "), c->info.backend);
+        rgpu_rgt_set_meta(c->rgt, "backend", bname);
         rgpu_rgt_flush(c->rgt);
     }
     if (pthread_create(&c->sender, NULL, sender_main, c)) { s = RGPU_ERR_NOMEM; goto fail; }

@@ -93,6 +93,12 @@ void rgpu_backend_cpu_graph_refuse(rgpu_backend *b, int refuse_op, bool transien
 rgpu_backend *rgpu_backend_null_create(void);
 /* NULL when the CUDA backend is not built or no device is usable; *why says which. */
 rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen);
+/* The name of CUDA device 0 ("" when there is none or no CUDA in the build). */
+void rgpu_cuda_device_name(char *out, size_t n);
+/* b's name for people and the handshake: "cuda (NVIDIA H200)" for a cuda
+ * backend, "cpu (cuda self-check failed: mm)" when auto fell back after the
+ * self-check, else b->name. Valid while b lives. */
+const char *rgpu_backend_describe(const rgpu_backend *b);
 
 /* ---------------------------------------------------------------------------
  * CPU kernel entry point (replayer/cpu/): executes e on host memory. */

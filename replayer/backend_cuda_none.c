@@ -8,3 +8,7 @@ rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     if (why && whylen) snprintf(why, whylen, "this rgpu-server was built without CUDA (no nvcc at build time)");
     return NULL;
 }
+
+void rgpu_cuda_device_name(char *out, size_t n) {
+    if (out && n) out[0] = 0;
+}

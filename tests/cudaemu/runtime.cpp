@@ -738,11 +738,11 @@ static size_t mem_total() {
     return mb << 20;
 }
 
-cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp *p, int device) {
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     guard g(g_mu);
     if (!has_device() || device != 0) return ret(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "cudaemu (CUDA on the CPU)");
+    snprintf(p->name, sizeof p->name, "cudaemu");   // "cuda (cudaemu)" in the handshake
     p->totalGlobalMem = mem_total();
     p->sharedMemPerBlock = STATIC_SMEM_LIMIT;
     p->sharedMemPerBlockOptin = STATIC_SMEM_LIMIT;

@@ -27,15 +27,19 @@ manual_seed = _device.manual_seed
 
 
 def stats():
-    """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more), and
-    "decomposed": {op name: calls decomposed into other ops}."""
+    """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more),
+    "decomposed": {op name: calls decomposed into other ops}, and once
+    connected "backend": the server's backend as its handshake names it."""
     s = _C.stats()
     s["decomposed"] = _decomp.counts()
     s["compile"] = _compile.counts()
+    if server.is_connected():   # "cuda (NVIDIA H200)", "cpu (cuda self-check failed: mm)", "cpu"
+        s["backend"] = server.info()["backend"]
     return s
 
 
 _resize.install()        # UntypedStorage.resize_ of rgpu storages (no Python hook for it)
+_compile.no_fake_constants()    # rgpu tensors are never FakeTensorMode constants
 _compile.skip_our_frames()  # dynamo must never trace rgpu's own frames (torch._C only, cheap)
 if "torch._dynamo" in __import__("sys").modules:
     _compile.register()     # dynamo is loaded already; otherwise its entry point finds us

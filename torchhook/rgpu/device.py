@@ -56,7 +56,7 @@ def set_device(device):
 
 
 def get_device_name(device=None):
-    return "rgpu (" + server.info()["backend"] + ")"
+    return server.info()["backend"]   # e.g. "cuda (NVIDIA H200)", "cpu"
 
 
 def _is_in_bad_fork():

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import warnings
 import time
 
 from . import _C
@@ -58,6 +59,9 @@ def _connect():
         else:
             _info = _connect_embedded(record)
         atexit.register(shutdown)
+        if _info.get("backend", "").startswith("cpu (cuda"):   # a GPU host whose cuda failed its self-check
+            warnings.warn(f"rgpu: the server is not using its GPU: backend {_info['backend']}", RuntimeWarning,
+                          stacklevel=3)
         return _info
 
 
