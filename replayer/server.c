@@ -32,6 +32,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1284,8 +1285,8 @@ static void adopt_journals(void) {
 }
 
 /* --max-memory's default: 3/4 of the memory this process may use (the
- * machine's, or its cgroup's limit when lower), so that the limits make an
- * OOM kill impossible while leaving room for the rest of the host. */
+ * machine's, or less: its cgroup's limit, RLIMIT_AS, RLIMIT_DATA), so that
+ * the limits make an OOM kill impossible while leaving room for the rest. */
 static uint64_t default_max_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
@@ -1294,6 +1295,11 @@ static uint64_t default_max_memory(void) {
     if (f) {
         if (fscanf(f, "%llu", &cg) == 1 && cg > 0 && cg < mem) mem = cg;
         fclose(f);
+    }
+    int which[2] = { RLIMIT_AS, RLIMIT_DATA };
+    for (int i = 0; i < 2; i++) {
+        struct rlimit rl;
+        if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < mem) mem = rl.rlim_cur;
     }
     return mem / 4 * 3;
 }
