@@ -43,6 +43,10 @@ START_TEST(test_auto_falls_back) {
     ck_assert_ptr_nonnull(b);
     ck_assert_str_eq(b->name, "cpu");
     ck_assert_msg(strstr(why, "cuda not used"), "%s", why);
+    /* the handshake's name: "cpu", or "cpu (cuda failed: _softmax)" where a cuda backend was there */
+    const char *d = rgpu_backend_describe(b);
+    ck_assert_msg(!strcmp(d, "cpu") || !strcmp(d, "cpu (cuda failed: _softmax)"), "describe: '%s'", d);
+    ck_assert_msg(strlen(d) <= 31, "'%s' does not fit the handshake", d);
     b->destroy(b);
     unsetenv("RGPU_SELFCHECK_FAULT");
 }
