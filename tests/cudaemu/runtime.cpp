@@ -526,9 +526,22 @@ static void run_kernel(const op &o) {
     cur_block.gdim = s.grid;
     if (g_verbose) fprintf(stderr, "cudaemu: run %s <<<(%u,%u,%u),(%u,%u,%u),%zu>>> from %s:%d\n", s.name, s.grid.x, s.grid.y,
                            s.grid.z, s.block.x, s.block.y, s.block.z, s.shmem, s.file, s.line);
-    for (unsigned bz = 0; bz < s.grid.z && !b.faulted; bz++)
-        for (unsigned by = 0; by < s.grid.y && !b.faulted; by++)
-            for (unsigned bx = 0; bx < s.grid.x && !b.faulted; bx++) {
+    // blocks in the same order as threads (CUDA promises none): forward,
+    // reverse, or shuffled, so a kernel that counts on one block running
+    // before another is exposed
+    unsigned long long nblocks = (unsigned long long)s.grid.x * s.grid.y * s.grid.z;
+    std::vector<unsigned long long> border;
+    if (g_order != 0) {
+        border.resize(nblocks);
+        for (unsigned long long i = 0; i < nblocks; i++) border[i] = g_order == 1 ? nblocks - 1 - i : i;
+        if (g_order == 2)
+            for (unsigned long long i = nblocks; i > 1; i--) std::swap(border[i - 1], border[rng_next() % i]);
+    }
+    for (unsigned long long k = 0; k < nblocks && !b.faulted; k++) {
+            {
+                unsigned long long lin = g_order ? border[k] : k;
+                unsigned bx = (unsigned)(lin % s.grid.x), by = (unsigned)(lin / s.grid.x % s.grid.y),
+                         bz = (unsigned)(lin / s.grid.x / s.grid.y);
                 cur_block.bid = make_uint3(bx, by, bz);
                 unsigned i = 0;
                 for (unsigned z = 0; z < s.block.z; z++)
@@ -550,6 +563,7 @@ static void run_kernel(const op &o) {
                         if (t.st != T_NEW && t.st != T_DONE && t.stack) g_free_stacks.push_back(t.stack);
                 }
             }
+    }
     g_kernels_run++;
     g_blk = prev;
     char who[300];

@@ -96,6 +96,11 @@ __global__ void write_past(int *out, int n) {
     if (i <= n) out[i] = i;
 }
 
+// Records the order blocks ran in.
+__global__ void block_order(int *counter, int *order) {
+    if (threadIdx.x == 0) order[atomicAdd(counter, 1)] = blockIdx.x + blockIdx.y * gridDim.x;
+}
+
 __global__ void add_one(int *p) { p[threadIdx.x] += 1; }
 
 __global__ void atomic_min_kernel(unsigned long long *m, int *flag) {
@@ -148,6 +153,27 @@ static void test_barrier() {
     set_order("forward");
     cudaFree(din);
     cudaFree(dout);
+}
+
+static void test_block_order() {
+    int *counter, *order, h[12];
+    cudaMalloc(&counter, sizeof(int));
+    cudaMalloc(&order, sizeof h);
+    const char *orders[] = { "forward", "reverse", "random" };
+    for (int k = 0; k < 3; k++) {
+        set_order(orders[k]);
+        cudaMemset(counter, 0, sizeof(int));
+        block_order<<<dim3(4, 3), 32>>>(counter, order);
+        cudaMemcpy(h, order, sizeof h, cudaMemcpyDeviceToHost);
+        int seen = 0, in_order = 1;
+        for (int i = 0; i < 12; i++) { seen |= 1 << h[i]; in_order &= h[i] == (k == 1 ? 11 - i : i); }
+        CHECK(seen == 0xfff, "%s: every block ran once (%03x)", orders[k], seen);
+        if (k < 2) CHECK(in_order, "%s: blocks in %s order", orders[k], orders[k]);
+        else CHECK(!in_order, "random: blocks not in launch order");
+    }
+    set_order("forward");
+    cudaFree(counter);
+    cudaFree(order);
 }
 
 static void test_divergent_barrier() {
@@ -442,6 +468,7 @@ int main() {
     int n = 0;
     CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 1, "one device");
     test_barrier();
+    test_block_order();
     test_divergent_barrier();
     test_shuffle();
     test_smem_poison();
