@@ -30,7 +30,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <deque>
 #include <functional>
@@ -116,12 +118,42 @@ static cudaError_t ret(cudaError_t e) {
     return e;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+static bool g_protect = false;
+#else
+static bool g_protect = true;
+#endif
+
+// A fault on a device allocation from host code gets a line saying so before
+// the process dies as it would have (the handler is reset by SA_RESETHAND).
+static void segv_note(int sig, siginfo_t *si, void *) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg, "cudaemu: signal %d at %p: host code touched device memory (a device pointer "
+                     "used on the host), or a kernel overflowed its fiber stack\n", sig, si->si_addr);
+    if (n > 0) { ssize_t w = write(2, msg, (size_t)n); (void)w; }
+}
+
+static void install_segv_note() {
+    static bool done;
+    if (done) return;
+    done = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = segv_note;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    struct sigaction old;
+    if (sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(SIGSEGV, &sa, NULL);
+}
+
 static void init_env() {
     if (g_order >= 0) return;
     const char *o = getenv("CUDAEMU_ORDER");
     g_order = !o || !*o || !strcmp(o, "forward") ? 0 : !strcmp(o, "reverse") ? 1 : 2;
     const char *sd = getenv("CUDAEMU_SEED");
     if (sd && *sd) g_rng = strtoull(sd, NULL, 0) * 2654435761ull + 1;
+    const char *pr = getenv("CUDAEMU_PROTECT");
+    if (pr && *pr) g_protect = strcmp(pr, "0") != 0;
+    install_segv_note();
     const char *v = getenv("CUDAEMU_VERBOSE");
     g_verbose = v && *v && strcmp(v, "0");
 }
@@ -173,6 +205,25 @@ static const unsigned char GUARD_BYTE = 0x5a;
 static void guard_fill(void *m, size_t n) { memset((char *)m + n, GUARD_BYTE, GUARD); }
 
 // The first allocation whose guard was written, as a fault naming `who`.
+// Device memory is mapped PROT_NONE except while queued work runs, so host
+// code that dereferences a device pointer faults here as it does next to a
+// real GPU (instead of reading host memory that happens to be there).
+// CUDAEMU_PROTECT=0 turns it off (plain malloc; the default under ASan, which
+// then checks the accesses itself).
+static int g_open_depth;
+
+static size_t map_bytes(size_t n) { return (n + GUARD + 4095) / 4096 * 4096; }
+
+static void set_device_access(bool open) {
+    for (auto &kv : g_allocs)
+        if (!kv.second.pinned) mprotect((void *)kv.first, map_bytes(kv.second.size), open ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+struct device_open {
+    device_open() { if (g_protect && g_open_depth++ == 0) set_device_access(true); }
+    ~device_open() { if (g_protect && --g_open_depth == 0) set_device_access(false); }
+};
+
 static void guard_check(const char *who) {
     for (auto &kv : g_allocs) {
         const unsigned char *g = (const unsigned char *)kv.first + kv.second.size;
@@ -604,6 +655,8 @@ static void run_op(stream *st, op &o) {
 
 // Runs s's queue until s->done >= upto.
 static void drain(stream *s, uint64_t upto) {
+    if (s->done >= upto || s->q.empty()) return;
+    device_open open_;
     while (s->done < upto && !s->q.empty()) {
         op o = std::move(s->q.front());
         s->q.pop_front();
@@ -786,10 +839,17 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     if (g_sticky) return ret(g_sticky);
     if (!has_device()) return ret(cudaErrorNoDevice);
     if (n > mem_total() - std::min(mem_total(), g_device_bytes)) return ret(cudaErrorMemoryAllocation);
-    void *m = malloc(n + GUARD);
-    if (!m) return ret(cudaErrorMemoryAllocation);
+    init_env();
+    void *m;
+    if (g_protect) {
+        m = mmap(NULL, map_bytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return ret(cudaErrorMemoryAllocation);
+    } else if (!(m = malloc(n + GUARD))) {
+        return ret(cudaErrorMemoryAllocation);
+    }
     memset(m, 0xff, n);   // poisoned: NaN, -1
     guard_fill(m, n);
+    if (g_protect && !g_open_depth) mprotect(m, map_bytes(n), PROT_NONE);
     g_allocs[(uintptr_t)m] = alloc_info{n, false};
     g_device_bytes += n;
     *p = m;
@@ -804,8 +864,12 @@ cudaError_t cudaFree(void *p) {
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.pinned) return ret(cudaErrorInvalidValue);
     g_device_bytes -= it->second.size;
-    memset(p, 0xfe, it->second.size);   // a use after free reads garbage
-    free(p);
+    if (g_protect) {
+        munmap(p, map_bytes(it->second.size));   // a use after free faults
+    } else {
+        memset(p, 0xfe, it->second.size);        // a use after free reads garbage
+        free(p);
+    }
     g_allocs.erase(it);
     return g_sticky ? ret(g_sticky) : cudaSuccess;
 }

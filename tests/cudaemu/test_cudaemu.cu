@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cudaemu_api.h"
 
@@ -269,10 +271,10 @@ static void test_deferral() {
     cudaMemcpyAsync(d, &two, sizeof two, cudaMemcpyHostToDevice, s);
     cudaEventSynchronize(ev);
     CHECK(cudaemu_pending(s) == 1, "the event sync ran past its event: %zu left", cudaemu_pending(s));
-    memcpy(&got, d, sizeof got);   // the host can peek: device memory is host memory here
+    cudaMemcpy(&got, d, sizeof got, cudaMemcpyDeviceToHost);   // legacy stream: does not wait for s (non-blocking)
     CHECK(got == 1, "pageable H2D source is taken at the call: %d", got);
     cudaStreamSynchronize(s);
-    memcpy(&got, d, sizeof got);
+    cudaMemcpy(&got, d, sizeof got, cudaMemcpyDeviceToHost);
     CHECK(got == 2, "second copy: %d", got);
     // pinned source: read when the copy runs
     int *pin;
@@ -281,7 +283,7 @@ static void test_deferral() {
     cudaMemcpyAsync(d, pin, sizeof(int), cudaMemcpyHostToDevice, s);
     *pin = 12;
     cudaStreamSynchronize(s);
-    memcpy(&got, d, sizeof got);
+    cudaMemcpy(&got, d, sizeof got, cudaMemcpyDeviceToHost);
     CHECK(got == 12, "pinned H2D reads at run time: %d", got);
     cudaFreeHost(pin);
     cudaEventDestroy(ev);
@@ -345,6 +347,26 @@ static void test_guard() {
     CHECK(strstr(cudaemu_last_fault(), "write_past") && strstr(cudaemu_last_fault(), "past the end"),
           "fault names the kernel: '%s'", cudaemu_last_fault());
     cudaemu_reset_for_tests();
+    cudaFree(d);
+}
+
+// Host code dereferencing a device pointer faults, as next to a real GPU.
+static void test_host_deref_faults() {
+    int *d;
+    cudaMalloc(&d, 64);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile int v = *(volatile int *)d;   // must fault
+        (void)v;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "host read of device memory did not fault (status %d)", st);
+    write_idx<<<1, 16>>>(d, 16);   // kernels still reach it
+    int h[16];
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[15] == 46, "kernel after: %d", h[15]);
     cudaFree(d);
 }
 
@@ -476,6 +498,8 @@ int main() {
     test_capture();
     test_bounds();
     test_guard();
+    const char *prot = getenv("CUDAEMU_PROTECT");
+    if (!prot || strcmp(prot, "0")) test_host_deref_faults();
     test_launch_validation();
     test_atomics_dims();
     test_fp();
