@@ -5,6 +5,7 @@
 #   make demo     deps + build + train a small model on device="rgpu"
 #   make deps     install Debian and Python dependencies (idempotent)
 #   make fuzz     libFuzzer targets (clang-14), each for FUZZ_SECONDS (default 60)
+#   make test-cuda-emu  the CUDA backend's suites on cudaemu (CUDA on the CPU, tests/cudaemu)
 
 SHELL   := /bin/bash
 PYTHON  ?= python3
@@ -56,7 +57,7 @@ C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) develop)
 
 help:
-	@sed -n '3,8p' Makefile
+	@sed -n '3,9p' Makefile
 
 cuda-note:
 ifeq ($(NVCC),)
