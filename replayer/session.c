@@ -1663,6 +1663,7 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
 
 rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
     s->blob_gen++;   /* what this fetches stays until the chunk ran */
+    u64map_free(&s->refused);   /* refusals hold for one chunk: memory may have been freed since */
     return prefetch_records(s, raw, n, true);
 }
 
