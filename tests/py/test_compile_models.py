@@ -124,7 +124,6 @@ def test_compiled_training_equals_eager_cpu(name):
     for ops, calls, waits, chunks in steady:
         assert calls >= 3 and ops - chunks <= 2 * calls, per_step
         assert waits == 1, per_step
-    assert min(ops - 2 * calls for ops, calls, _, _ in steady) <= 0, per_step
 
 
 # --- generation -------------------------------------------------------------------------
@@ -368,3 +367,68 @@ def test_one_failing_model_does_not_stop_the_next():
     assert cc()["templates"] > c0["templates"] and cc()["eager_frames"] == c0["eager_frames"]
     for a, b in zip(l2, ref2):
         assert abs(a - b) <= 1e-5 * abs(b)
+
+
+# --- torch.nn recurrent models ----------------------------------------------------------------
+
+class _Seq(torch.nn.Module):
+    """Embedding, a two-layer recurrent net, a linear head; cross-entropy loss."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.e = torch.nn.Embedding(V, 8)
+        self.rnn = rnn(8, 16, num_layers=2, batch_first=True)
+        self.h = torch.nn.Linear(16, V)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.h(self.rnn(self.e(x))[0]).flatten(0, 1), y.flatten())
+
+
+@pytest.mark.parametrize("rnn", [torch.nn.LSTM, torch.nn.GRU], ids=["lstm", "gru"])
+def test_recurrent_nets_eager_and_compiled_equal_cpu(rnn):
+    """nn.LSTM and nn.GRU on rgpu run the fused cells of a GPU (decomposed in
+    decomp.py); compiled, dynamo traces them into the graph (allow_rnn for
+    rgpu's frames), so a step is a few CALLs, not ~900 records."""
+    torch.manual_seed(0)
+    base = _Seq(rnn)
+    data = batches(5)
+
+    def run(model, dev, compiled):
+        model = model.to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9, foreach=True)
+        f = torch.compile(model, backend="rgpu") if compiled else model
+
+        def step():
+            opt.step()
+        step = torch.compile(step, backend="rgpu") if compiled else step
+        losses, per_step = [], []
+        for b in data:
+            s0 = rgpu.stats()
+            b = b.to(dev)
+            loss = f(b, b)
+            loss.backward()
+            step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            s1 = rgpu.stats()
+            per_step.append((s1["ops"] - s0["ops"], s1["compile"]["calls"] - s0["compile"]["calls"],
+                             s1["chunks"] - s0["chunks"]))
+        return losses, per_step, model
+
+    ref, _, ref_m = run(copy.deepcopy(base), "cpu", False)
+    eager, _, eager_m = run(copy.deepcopy(base), DEV, False)
+    c0 = cc()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got, per_step, got_m = run(copy.deepcopy(base), DEV, True)
+    c1 = cc()
+    assert rgpu_warnings(rec) == []
+    for k in ("eager_graphs", "eager_calls", "eager_frames"):
+        assert c1[k] == c0[k], (k, c0, c1)
+    for a, b, c in zip(got, eager, ref):
+        assert abs(a - c) <= 1e-5 * abs(c) and abs(b - c) <= 1e-5 * abs(c), (got, eager, ref)
+    for (n, p), q, r in zip(got_m.named_parameters(), eager_m.parameters(), ref_m.parameters()):
+        torch.testing.assert_close(p.cpu(), r, rtol=1e-4, atol=1e-5, msg=n)
+        torch.testing.assert_close(q.cpu(), r, rtol=1e-4, atol=1e-5, msg=n)
+    for ops, calls, chunks in per_step[2:]:
+        assert calls >= 3 and ops - chunks <= 2 * calls, per_step

@@ -39,6 +39,7 @@ def stats():
 
 
 _resize.install()        # UntypedStorage.resize_ of rgpu storages (no Python hook for it)
+_compile.no_fake_constants()    # rgpu tensors are never FakeTensorMode constants
 _compile.skip_our_frames()  # dynamo must never trace rgpu's own frames (torch._C only, cheap)
 if "torch._dynamo" in __import__("sys").modules:
     _compile.register()     # dynamo is loaded already; otherwise its entry point finds us

@@ -158,6 +158,28 @@ def skip_our_frames():
         visit(h)
 
 
+def no_fake_constants():
+    """FakeTensorMode propagates constants: an op whose inputs are all small
+    constants runs for real and its output becomes a constant fake, which
+    needs a plain local tensor. On rgpu the real output is a RemoteTensor (a
+    wrapper subclass whose data is on the server), and making it a constant
+    failed ("fake_tensor must be a FakeTensor with a constant": Mistral's
+    `scalar.to(device)`, torch.tensor(5.0, device="rgpu")). rgpu tensors are
+    never fake constants: the op then takes the ordinary fake path. Patched
+    once, at import (torch imports fake_tensor itself); other devices are
+    unaffected."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    may = FakeTensorMode.may_turn_const
+    if getattr(may, "_rgpu", False):
+        return
+    rgpu_type = _tensor.DEVICE.type
+
+    def may_turn_const(self, t):
+        return t.device.type != rgpu_type and may(self, t)
+    may_turn_const._rgpu = True
+    FakeTensorMode.may_turn_const = may_turn_const
+
+
 # --- a frame dynamo can't compile runs eagerly ----------------------------------------
 
 _CONSTS = {}                # (metadata key, fill) -> the shared constant bound for seeds and materialized grads
@@ -259,7 +281,10 @@ def install():
         if not _ours(getattr(self, "_torchdynamo_orig_backend", None)):
             return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
         try:
-            return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
+            # nn.LSTM/GRU/RNN traced into the graph (dynamo's default breaks the
+            # graph there and runs them op by op, ~100 records a step each)
+            with torch._dynamo.config.patch(allow_rnn=True):
+                return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
         except Exception as e:      # noqa: BLE001  (any failure: this frame runs eagerly, say why)
             _reset_after_failure()
             box = getattr(getattr(self, "_inner_convert", None), "_box", None)

@@ -100,8 +100,87 @@ def _copy(self, src, non_blocking=False):
     return aten.copy_.default(r, src)
 
 
+def _fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_lstm_cell (nn.LSTM on a device that isn't the CPU): the CUDA
+    kernel's math. gates (B, 4H) in the order i, f, g, o; returns hy, cy and
+    the workspace, the activated gates, that the backward reads."""
+    gates = aten.add.Tensor(input_gates, hidden_gates)
+    if input_bias is not None:
+        gates = aten.add.Tensor(aten.add.Tensor(gates, input_bias), hidden_bias)
+    i, f, g, o = aten.split.Tensor(gates, gates.shape[1] // 4, 1)
+    i, f, g, o = aten.sigmoid.default(i), aten.sigmoid.default(f), aten.tanh.default(g), aten.sigmoid.default(o)
+    cy = aten.add.Tensor(aten.mul.Tensor(f, cx), aten.mul.Tensor(i, g))
+    hy = aten.mul.Tensor(o, aten.tanh.default(cy))
+    return hy, cy, aten.cat.default([i, f, g, o], 1)
+
+
+def _fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """_thnn_fused_lstm_cell_backward_impl: gradients of the gates (B, 4H), of
+    cx, and of the bias (the gates' gradient summed over the batch)."""
+    i, f, g, o = aten.split.Tensor(workspace, workspace.shape[1] // 4, 1)
+    tcy = aten.tanh.default(cy)
+
+    def dsig(y):                        # sigmoid' from its output: y (1 - y)
+        return aten.mul.Tensor(y, aten.rsub.Scalar(y, 1))
+
+    def dtanh(y):                       # tanh' from its output: 1 - y^2
+        return aten.rsub.Scalar(aten.mul.Tensor(y, y), 1)
+    if grad_hy is None:
+        go = aten.zeros_like.default(o)
+        gc = aten.zeros_like.default(cy)
+    else:
+        go = aten.mul.Tensor(aten.mul.Tensor(grad_hy, tcy), dsig(o))
+        gc = aten.mul.Tensor(aten.mul.Tensor(dtanh(tcy), o), grad_hy)
+    if grad_cy is not None:
+        gc = aten.add.Tensor(gc, grad_cy)
+    gi = aten.mul.Tensor(aten.mul.Tensor(dsig(i), gc), g)
+    gf = aten.mul.Tensor(aten.mul.Tensor(dsig(f), gc), cx)
+    gg = aten.mul.Tensor(aten.mul.Tensor(dtanh(g), gc), i)
+    grad_gates = aten.cat.default([gi, gf, gg, go], 1)
+    grad_cx = aten.mul.Tensor(gc, f)
+    grad_bias = aten.sum.dim_IntList(grad_gates, [0]) if has_bias else None
+    return grad_gates, grad_cx, grad_bias
+
+
+def _fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_gru_cell (nn.GRU off the CPU), the CUDA kernel's math: gates
+    (B, 3H) in the order r, z, n; returns hy and the workspace (B, 5H): r, z,
+    n, the hidden n-gate with its bias, hx."""
+    if input_bias is not None:
+        input_gates = aten.add.Tensor(input_gates, input_bias)
+        hidden_gates = aten.add.Tensor(hidden_gates, hidden_bias)
+    h = input_gates.shape[1] // 3
+    ir, iz, i_n = aten.split.Tensor(input_gates, h, 1)
+    hr, hz, hn = aten.split.Tensor(hidden_gates, h, 1)
+    r = aten.sigmoid.default(aten.add.Tensor(ir, hr))
+    z = aten.sigmoid.default(aten.add.Tensor(iz, hz))
+    n = aten.tanh.default(aten.add.Tensor(i_n, aten.mul.Tensor(r, hn)))
+    hy = aten.add.Tensor(n, aten.mul.Tensor(z, aten.sub.Tensor(hx, n)))
+    return hy, aten.cat.default([r, z, n, hn, hx], 1)
+
+
+def _fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    """_thnn_fused_gru_cell_backward: gradients of the input gates, hidden
+    gates, hx and the two biases."""
+    r, z, n, hn, hx = aten.split.Tensor(workspace, workspace.shape[1] // 5, 1)
+    one_minus = lambda y: aten.rsub.Scalar(y, 1)       # noqa: E731
+    gz = aten.mul.Tensor(aten.mul.Tensor(grad_hy, aten.sub.Tensor(hx, n)), aten.mul.Tensor(z, one_minus(z)))
+    ghx = aten.mul.Tensor(grad_hy, z)
+    gn = aten.mul.Tensor(aten.mul.Tensor(grad_hy, one_minus(z)), one_minus(aten.mul.Tensor(n, n)))
+    ghn = aten.mul.Tensor(gn, r)
+    gr = aten.mul.Tensor(aten.mul.Tensor(gn, hn), aten.mul.Tensor(r, one_minus(r)))
+    gi = aten.cat.default([gr, gz, gn], 1)
+    gh = aten.cat.default([gr, gz, ghn], 1)
+    if has_bias:
+        return gi, gh, ghx, aten.sum.dim_IntList(gi, [0]), aten.sum.dim_IntList(gh, [0])
+    return gi, gh, ghx, None, None
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
-        aten.std_mean.correction: _std_mean}
+        aten.std_mean.correction: _std_mean, aten._thnn_fused_lstm_cell.default: _fused_lstm_cell,
+        aten._thnn_fused_lstm_cell_backward_impl.default: _fused_lstm_cell_backward,
+        aten._thnn_fused_gru_cell.default: _fused_gru_cell,
+        aten._thnn_fused_gru_cell_backward.default: _fused_gru_cell_backward}
 _OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
 
 
