@@ -258,6 +258,23 @@ def test_resize_tensor_and_storage():
     torch.testing.assert_close(v.cpu(), torch.arange(1.0, 4.0))
 
 
+def test_storage_resize_inside_a_compiled_function():
+    """dynamo makes untyped_storage().resize_ an inductor.resize_storage_bytes_
+    node: the graph runs eagerly (it rebinds its input), after one warning."""
+    def f(x):
+        y = x * 2
+        x.untyped_storage().resize_(x.numel() * x.element_size() * 2)
+        return y + 1
+
+    x = torch.arange(4.0)
+    xr = x.to(DEV)
+    with pytest.warns(UserWarning, match="resizes a storage"):
+        out = torch.compile(f, backend="rgpu")(xr)
+    torch.testing.assert_close(out.cpu(), x * 2 + 1)
+    assert xr.untyped_storage().nbytes() == 32
+    torch.testing.assert_close(xr.cpu(), x)
+
+
 # --- failures: eager with one warning, nothing left behind ------------------------------------
 
 def _fn(x, w):

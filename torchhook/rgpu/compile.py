@@ -229,16 +229,23 @@ def _ours(fn):
 
 
 def _cause(e):
-    """One line naming why dynamo failed: the innermost cause's type and message."""
-    seen = set()
-    while True:
-        inner = e.__cause__ or getattr(e, "inner_exception", None)
-        if inner is None or id(inner) in seen or str(inner) == "":
+    """One line naming why dynamo failed: the exception, and the innermost one
+    of its chain when that is another (dynamo wraps the real error)."""
+    chain = [e]
+    while len(chain) < 16:
+        x = chain[-1]
+        n = x.__cause__ or x.__context__ or getattr(x, "inner_exception", None)
+        if n is None or any(n is c for c in chain):
             break
-        seen.add(id(e))
-        e = inner
-    msg = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {msg[0] if msg else ''}"
+        chain.append(n)
+
+    def line(x):
+        msg = str(x).strip().splitlines()
+        return f"{type(x).__name__}: {msg[0] if msg else ''}"
+    inner = chain[-1]
+    if inner is e or line(inner) in line(e):
+        return line(e)
+    return f"{line(e)} (from {line(inner)})"
 
 
 def _reset_after_failure():
@@ -259,6 +266,24 @@ def _fullgraph():
         return False
 
 
+_EAGER_ONLY = {}            # OpOverload -> why a graph holding it runs eagerly
+
+
+def _register_storage_resize():
+    """dynamo turns `t.untyped_storage().resize_(n)` into inductor.resize_storage_bytes_:
+    run eagerly (resize.py) as the graph's only way: it rebinds its argument."""
+    op = getattr(getattr(torch.ops, "inductor", None), "resize_storage_bytes_", None)
+    op = getattr(op, "default", None)
+    if op is None:
+        return
+    from . import resize
+
+    def handler(func, args, kwargs):
+        resize.resize_storage(args[0].untyped_storage(), args[1])
+    _dispatch.register([op], handler)
+    _EAGER_ONLY[op] = "it resizes a storage (untyped_storage().resize_), which rebinds its tensor"
+
+
 def install():
     """Hook dynamo for the rgpu backend, once (needs torch._dynamo): rgpu's
     package is a skipped directory (dynamo never inlines into it), and a frame
@@ -274,12 +299,16 @@ def install():
     from torch._dynamo.types import ConvertFrameReturn
     from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy
     trace_rules.add("rgpu")
+    _register_storage_resize()
     orig = convert_frame.ConvertFrame.__call__
     resume_error = getattr(convert_frame, "ResumePrologueTracingError", ())
 
     def __call_(self, frame, cache_entry, hooks, frame_state, skip=0):
         if not _ours(getattr(self, "_torchdynamo_orig_backend", None)):
             return orig(self, frame, cache_entry, hooks, frame_state, skip=skip + 1)
+        # a backward that stopped between aot's tangent check and our compiled
+        # backward (an exception) leaves the flag set: never trace with it set
+        _tensor._HIDE_UNFLATTEN[0] = False
         try:
             # nn.LSTM/GRU/RNN traced into the graph (dynamo's default breaks the
             # graph there and runs them op by op, ~100 records a step each)
@@ -443,6 +472,8 @@ def _on_cpu(n):
 
 def _unsupported_node(gm):
     for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in _EAGER_ONLY:
+            return f"{n.target}: {_EAGER_ONLY[n.target]}"
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
                 and not _on_cpu(n) and not _dispatch.supports(n.target):
             return f"{n.target} has no rgpu kernel or decomposition"
