@@ -504,7 +504,7 @@ class _Graph:
         _tensor._HIDE_UNFLATTEN[0] = False
         args = list(args)
         if _tensor.PENDING:
-            self._bind_zeros(args)
+            self._bind_constants(args)
         if self.eager is None:
             lay = _layout(args)
             if lay is None:
@@ -526,7 +526,7 @@ class _Graph:
             return t.call(args)
         return self._run_eager(args)
 
-    def _bind_zeros(self, args):
+    def _bind_constants(self, args):
         """Arguments of a backward graph that are constant tensors not recorded
         yet (tensor.PENDING FULLs: autograd's seed gradient, the zeros it
         materializes for outputs without a gradient) are replaced by one shared

@@ -203,9 +203,11 @@ def _drop_pending(tid):
 
 def flush_pending():
     """Record the pending tensors (before any record that may use them)."""
-    recs = list(PENDING.values())
-    PENDING.clear()
-    for op, d, args in recs:
+    while PENDING:              # (popitem: atomic, another thread may add or take)
+        try:
+            _, (op, d, args) = PENDING.popitem()
+        except KeyError:
+            break
         _C.record(op, (d,), (), args)
 
 

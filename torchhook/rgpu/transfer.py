@@ -50,8 +50,9 @@ def upload_into(dst, src):
     if (src.dtype != dtype or tuple(src.shape) != sizes or offset != 0 or strides != contiguous_strides(sizes)
             or pend[1][6] != src.numel() * src.element_size() or src.requires_grad):
         return False
+    if _tensor.PENDING.pop(dst._tid, None) is None:
+        return False                    # another thread recorded it meanwhile
     src = src.resolve_conj().resolve_neg().contiguous()
-    del _tensor.PENDING[dst._tid]
     _C.upload(pend[1], _cpu_buffer(src))
     return True
 
