@@ -214,9 +214,52 @@ static int g_open_depth;
 
 static size_t map_bytes(size_t n) { return (n + GUARD + 4095) / 4096 * 4096; }
 
+// Protected device memory comes from one reserved arena, so opening and
+// closing it is one mprotect however many allocations there are: first fit
+// over the freed ranges (page multiples, coalesced), else past the end.
+static char *g_arena;
+static const size_t ARENA_BYTES = (size_t)256 << 30;   // address space only (MAP_NORESERVE)
+static size_t g_arena_high;
+static std::map<size_t, size_t> g_arena_free;          // offset -> bytes
+
+static void *arena_alloc(size_t bytes) {
+    if (!g_arena) {
+        void *m = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return nullptr;
+        g_arena = (char *)m;
+    }
+    for (auto it = g_arena_free.begin(); it != g_arena_free.end(); ++it)
+        if (it->second >= bytes) {
+            size_t off = it->first, left = it->second - bytes;
+            g_arena_free.erase(it);
+            if (left) g_arena_free[off + bytes] = left;
+            return g_arena + off;
+        }
+    if (bytes > ARENA_BYTES - g_arena_high) return nullptr;
+    size_t off = g_arena_high;
+    g_arena_high += bytes;
+    return g_arena + off;
+}
+
+static void arena_free(void *p, size_t bytes) {
+    size_t off = (size_t)((char *)p - g_arena);
+    auto next = g_arena_free.lower_bound(off);
+    if (next != g_arena_free.end() && next->first == off + bytes) {
+        bytes += next->second;
+        next = g_arena_free.erase(next);
+    }
+    if (next != g_arena_free.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == off) {
+            prev->second += bytes;
+            return;
+        }
+    }
+    g_arena_free[off] = bytes;
+}
+
 static void set_device_access(bool open) {
-    for (auto &kv : g_allocs)
-        if (!kv.second.pinned) mprotect((void *)kv.first, map_bytes(kv.second.size), open ? PROT_READ | PROT_WRITE : PROT_NONE);
+    if (g_arena_high) mprotect(g_arena, g_arena_high, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 struct device_open {
@@ -842,8 +885,8 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     init_env();
     void *m;
     if (g_protect) {
-        m = mmap(NULL, map_bytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) return ret(cudaErrorMemoryAllocation);
+        if (!(m = arena_alloc(map_bytes(n)))) return ret(cudaErrorMemoryAllocation);
+        mprotect(m, map_bytes(n), PROT_READ | PROT_WRITE);
     } else if (!(m = malloc(n + GUARD))) {
         return ret(cudaErrorMemoryAllocation);
     }
@@ -864,8 +907,11 @@ cudaError_t cudaFree(void *p) {
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.pinned) return ret(cudaErrorInvalidValue);
     g_device_bytes -= it->second.size;
-    if (g_protect) {
-        munmap(p, map_bytes(it->second.size));   // a use after free faults
+    if (g_protect) {   // a use after free reads garbage in a kernel, faults on the host
+        mprotect(p, map_bytes(it->second.size), PROT_READ | PROT_WRITE);
+        memset(p, 0xfe, map_bytes(it->second.size));
+        if (!g_open_depth) mprotect(p, map_bytes(it->second.size), PROT_NONE);
+        arena_free(p, map_bytes(it->second.size));
     } else {
         memset(p, 0xfe, it->second.size);        // a use after free reads garbage
         free(p);
