@@ -43,7 +43,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 /* An item for the sender, in send order. */
-enum { ITEM_CHUNK = 1, ITEM_MSG = 2, ITEM_NEED = 3, ITEM_RGT_BLOB = 4 };
+enum { ITEM_CHUNK = 1, ITEM_MSG = 2, ITEM_NEED = 3, ITEM_RGT_BLOB = 4, ITEM_PUSH = 5 };
 typedef struct item {
     struct item *next;
     int kind;
@@ -51,7 +51,7 @@ typedef struct item {
     int msg_type;            /* MSG */
     uint64_t first_op;       /* CHUNK */
     uint32_t count;          /* CHUNK */
-    rgpu_hash hash;          /* NEED, RGT_BLOB; CHUNK: hash of the raw records */
+    rgpu_hash hash;          /* NEED, RGT_BLOB, PUSH; CHUNK: hash of the raw records */
     rgpu_buf frame;          /* CHUNK: the compressed frame, kept for a resend */
     bool teed;               /* CHUNK: already in the .rgt tee */
 } item;
@@ -106,6 +106,12 @@ struct rgpu_client {
     item *sent_head, *sent_tail;   /* sent chunks not yet acknowledged, in op order */
     uint64_t backlog;        /* bytes of chunks queued (raw) or sent (frame), not acknowledged */
     blob *blobs;
+    /* Blobs pushed in this session (so the server holds them, or NEEDs them
+     * back): a FIFO ring of hash prefixes bounded like the server's upload
+     * cache, so a repeated upload is sent by hash only. */
+    struct { uint64_t key, n; } *known;
+    size_t known_cap, known_len, known_head;
+    uint64_t known_bytes;
     waiter *waiters;
     uint64_t *frees;
     size_t nfree, capfree;
@@ -293,6 +299,53 @@ static void enqueue(rgpu_client *c, item *it, bool front) {
     pthread_cond_signal(&c->cv_send);
 }
 
+/* ---------------------------------------------------------------------------
+ * Pushed blobs: the bytes of an upload the server does not hold travel
+ * before the chunk that names them (FORMAT.md §7.2), never waiting for a NEED */
+#define KNOWN_MAX_BYTES (256ull << 20)   /* the server's default upload cache */
+#define KNOWN_MAX       8192
+
+static uint64_t known_key(const rgpu_hash *h) { return rgpu_ld64(h->b) | 1; }
+
+static bool known_has_locked(const rgpu_client *c, const rgpu_hash *h) {
+    uint64_t k = known_key(h);
+    for (size_t i = 0; i < c->known_len; i++)
+        if (c->known[(c->known_head + i) % c->known_cap].key == k) return true;
+    return false;
+}
+
+static void known_add_locked(rgpu_client *c, const rgpu_hash *h, uint64_t n) {
+    if (!c->known) {
+        if (!(c->known = calloc(KNOWN_MAX, sizeof *c->known))) return;
+        c->known_cap = KNOWN_MAX;
+    }
+    while (c->known_len && (c->known_len == c->known_cap || c->known_bytes + n > KNOWN_MAX_BYTES)) {
+        c->known_bytes -= c->known[c->known_head].n;
+        c->known_head = (c->known_head + 1) % c->known_cap;
+        c->known_len--;
+    }
+    size_t at = (c->known_head + c->known_len) % c->known_cap;
+    c->known[at].key = known_key(h);
+    c->known[at].n = n;
+    c->known_len++;
+    c->known_bytes += n;
+}
+
+static void enqueue(rgpu_client *c, item *it, bool front);
+
+/* Queue b's bytes for the server unless this session pushed them already
+ * (mu held). Called right after its UPLOAD went into the open chunk, so the
+ * BLOB goes out before that chunk. */
+static void push_blob_locked(rgpu_client *c, const blob *b) {
+    if (known_has_locked(c, &b->hash)) { c->st.blobs_deduped++; return; }
+    item *it = calloc(1, sizeof *it);
+    if (!it) return;   /* the server will NEED it */
+    it->kind = ITEM_PUSH;
+    it->hash = b->hash;
+    enqueue(c, it, false);
+    known_add_locked(c, &b->hash, b->n);
+}
+
 static void item_free(item *it) {
     rgpu_buf_free(&it->buf);
     rgpu_buf_free(&it->frame);
@@ -443,7 +496,7 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             c->st.bytes_out += RGPU_WIRE_HEADER + it->buf.len;
             pthread_mutex_unlock(&c->mu);
         }
-    } else if (it->kind == ITEM_NEED || it->kind == ITEM_RGT_BLOB) {
+    } else if (it->kind == ITEM_NEED || it->kind == ITEM_RGT_BLOB || it->kind == ITEM_PUSH) {
         /* The blob cannot be freed while we use it: only this thread reaps. */
         pthread_mutex_lock(&c->mu);
         blob *b = find_blob_locked(c, &it->hash);
@@ -637,11 +690,23 @@ static bool resume_session(rgpu_client *c) {
         c->q_head = keep_h;
     }
     c->sent_head = c->sent_tail = NULL;
+    /* the bytes of uploads not yet applied go again first: pushed on the
+     * dropped link, they may never have arrived */
+    for (blob *b = c->blobs; b; b = b->next) {
+        if (b->pinned || b->op_index < c->acked || !b->data) continue;
+        item *it = calloc(1, sizeof *it);
+        if (!it) continue;   /* the server NEEDs it */
+        it->kind = ITEM_PUSH;
+        it->hash = b->hash;
+        it->next = c->q_head;
+        c->q_head = it;
+    }
     c->q_tail = NULL;
     for (item *it = c->q_head; it; it = it->next) c->q_tail = it;
     for (waiter *w = c->waiters; w; w = w->next)
         if (!w->done) enqueue_wait_locked(c, w->op);
     c->st.reconnects++;
+    c->st.round_trips++;
     c->broken = false;
     pthread_cond_broadcast(&c->cv_send);
     pthread_mutex_unlock(&c->mu);
@@ -683,6 +748,7 @@ static void *receiver_main(void *arg) {
             if (h.len >= 16) {
                 item *it = calloc(1, sizeof *it);
                 if (it) { it->kind = ITEM_NEED; memcpy(it->hash.b, p, 16); enqueue(c, it, true); }
+                c->st.round_trips++;   /* the server waits for these bytes */
             }
             break;
         case RGPU_MSG_RESULT:
@@ -767,6 +833,7 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     uint64_t applied;
     if (c->fd < 0) { s = RGPU_ERR_IO; goto fail; }
     if ((s = handshake(c->fd, c->token, 0, 0, &c->info, &applied, err, errlen))) goto fail;
+    c->st.round_trips = 1;   /* the handshake */
     if (record_path && *record_path) {
         if ((s = rgpu_rgt_create(record_path, "rgpu recorder", &c->rgt))) {
             set_err(err, errlen, "cannot create trace %s", record_path);
@@ -925,6 +992,7 @@ static blob *add_blob_locked(rgpu_client *c, blob *b, bool pin) {
         if (it) { it->kind = ITEM_RGT_BLOB; it->hash = b->hash; enqueue(c, it, false); }
         else b->need_rgt = false;
     }
+    push_blob_locked(c, b);
     return b;
 }
 
@@ -1003,6 +1071,7 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
             if (it) { it->kind = ITEM_RGT_BLOB; it->hash = h; enqueue(c, it, false); }
             else b->need_rgt = false;
         }
+        push_blob_locked(c, b);
         if (c->cur.len >= RGPU_CHUNK_BYTES) s = close_chunk_locked(c);
     }
     pthread_mutex_unlock(&c->mu);
@@ -1051,6 +1120,7 @@ rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, 
     w.next = c->waiters;
     c->waiters = &w;
     c->st.waits++;
+    c->st.round_trips++;
     /* A WAIT message asks for a RESULT at op_index whatever the op is; for
      * ops with RGPU_OPF_WAIT the server answers on its own. The message goes
      * after the chunk holding the op, in queue order. (While the link is
@@ -1130,6 +1200,7 @@ void rgpu_client_close(rgpu_client *c) {
     while (c->q_head) { item *it = c->q_head; c->q_head = it->next; item_free(it); }
     while (c->sent_head) { item *it = c->sent_head; c->sent_head = it->next; item_free(it); }
     while (c->blobs) { blob *b = c->blobs; c->blobs = b->next; free(b->data); free(b); }
+    free(c->known);
     rgpu_buf_free(&c->cur);
     free(c->frees);
     pthread_mutex_destroy(&c->mu);

@@ -382,13 +382,14 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client_stats s = { 0 };
     if (g_client) rgpu_client_get_stats(g_client, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
                          "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
                          "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
                          "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
                          "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees,
                          "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes,
-                         "templates", (unsigned long long)s.templates, "calls", (unsigned long long)s.calls);
+                         "templates", (unsigned long long)s.templates, "calls", (unsigned long long)s.calls,
+                         "round_trips", (unsigned long long)s.round_trips);
 }
 
 static PyObject *py_op_table_hash(PyObject *self, PyObject *noargs) {

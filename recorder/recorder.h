@@ -39,6 +39,8 @@ typedef struct rgpu_client_stats {
     uint64_t unacked_bytes;   /* chunk bytes held for a resend (now) */
     uint64_t templates;       /* distinct blobs registered with rgpu_client_put_blob */
     uint64_t calls;           /* CALL records recorded */
+    uint64_t round_trips;     /* times the program or the server waited on the network: the
+                                 handshake, waits, the server's NEEDs, reconnects */
 } rgpu_client_stats;
 
 typedef struct rgpu_server_info {

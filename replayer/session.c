@@ -327,7 +327,10 @@ static rgpu_status fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **
  * memory limit is remembered, so its UPLOAD fails at once with the reason
  * instead of asking the client for it again. */
 static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, char *why, size_t whylen) {
-    if ((*out = blob_find(s, h))) return RGPU_OK;
+    if ((*out = blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
+        (*out)->gen = s->blob_gen;
+        return RGPU_OK;
+    }
     if (u64map_get(&s->refused, blob_key(h))) {
         if (why) snprintf(why, whylen, "%s", s->refused_why);
         return RGPU_ERR_LIMIT;
