@@ -552,16 +552,10 @@ END_TEST
 
 /* A journal write that fails (here: a file-size limit, as a full disk
  * would) turns the journal off for that session, loudly; training goes on. */
-START_TEST(journal_write_failure_keeps_the_session) {
-    srv s;
-    struct rlimit old, lim = { 256 << 10, 256 << 10 };
-    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-    signal(SIGXFSZ, SIG_IGN);            /* inherited: a write past the limit fails with EFBIG */
-    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    srv_start(&s, NULL);
-    setrlimit(RLIMIT_FSIZE, &old);
-    int fd = srv_session(&s, 0, NULL, NULL);
-    /* 1 MiB of incompressible data uploaded: the journal cannot hold it */
+/* 1 MiB of incompressible data uploaded through a raw session, summed and
+ * downloaded: the session must answer right whatever happened to its files. */
+static void upload_sum_download(const srv *s) {
+    int fd = srv_session(s, 0, NULL, NULL);
     size_t n = 1 << 20;
     uint32_t *data = malloc(n);
     uint32_t x = 12345;
@@ -574,11 +568,9 @@ START_TEST(journal_write_failure_keeps_the_session) {
     enc(&b, &u);
     rec_sum(&b, 3, 1);
     rec_download(&b, 3);
+    send_blob(fd, data, n);            /* pushed, as the client does */
     send_chunk(fd, b.p, b.len, 0, 3, 0);
     rgpu_buf_free(&b);
-    rgpu_msg_header mh;
-    free(expect_msg(fd, RGPU_MSG_NEED, &mh));
-    send_blob(fd, data, n);
     ck_assert_uint_eq(read_ack(fd), 3);
     uint8_t *res;
     size_t rn;
@@ -588,13 +580,46 @@ START_TEST(journal_write_failure_keeps_the_session) {
     free(res);
     free(data);
     close(fd);
-    FILE *lf = fopen(s.log, "r");
-    char line[1024];
-    int warned = 0;
-    while (lf && fgets(line, sizeof line, lf)) warned |= strstr(line, "WITHOUT a journal") != NULL;
-    if (lf) fclose(lf);
-    ck_assert_msg(warned, "no warning in %s", s.log);
+}
+
+/* Start s with extra options under a file-size limit (as a full disk would
+ * fail its writes, with EFBIG instead of ENOSPC). */
+static void srv_start_small_disk(srv *s, const char *const *extra) {
+    struct rlimit old, lim = { 256 << 10, 256 << 10 };
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_IGN);            /* inherited: a write past the limit fails with EFBIG */
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    srv_start(s, extra);
+    setrlimit(RLIMIT_FSIZE, &old);
+}
+
+/* A journal write that fails turns the journal off for that session,
+ * loudly; training goes on. */
+START_TEST(journal_write_failure_keeps_the_session) {
+    srv s;
+    srv_start_small_disk(&s, NULL);
+    upload_sum_download(&s);
+    ck_assert_msg(log_count(&s, "WITHOUT a journal"), "no warning in %s", s.log);
     srv_stop(&s);
+}
+END_TEST
+
+/* A --record trace whose writes fail stops there, loudly, stays readable,
+ * and the session goes on. */
+START_TEST(record_write_failure_keeps_the_session) {
+    srv s;
+    char rec[160], path[200], err[2048];
+    strcpy(rec, "/tmp/rgpu-test-rec-XXXXXX");
+    ck_assert(mkdtemp(rec) != NULL);
+    const char *opts[] = { "--record", rec, "--journal", "none", NULL };
+    srv_start_small_disk(&s, opts);
+    upload_sum_download(&s);
+    ck_assert_msg(log_count(&s, "recording stopped"), "no warning in %s", s.log);
+    srv_stop(&s);
+    snprintf(path, sizeof path, "%s/session-1.rgt", rec);
+    ck_assert_int_eq(run_tool("rgpu-trace", "info", path, err, sizeof err), 0);
+    snprintf(path, sizeof path, "rm -rf '%s'", rec);
+    ck_assert_int_eq(system(path), 0);
 }
 END_TEST
 
@@ -869,6 +894,7 @@ int main(void) {
     tcase_set_timeout(own, 120);
     tcase_add_test(own, global_limit_counts_dropped_sessions);
     tcase_add_test(own, journal_write_failure_keeps_the_session);
+    tcase_add_test(own, record_write_failure_keeps_the_session);
     tcase_add_test(own, compacted_journal_rebuilds_the_session);
     tcase_add_test(own, long_chunk_cancelled_when_its_client_is_gone);
     tcase_add_test(own, token_file_refused_unless_ours_and_private);
