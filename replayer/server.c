@@ -898,23 +898,24 @@ static sess *handshake(conn *c) {
         c->se = se;
         if (g_journal_dir[0]) {
             journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
-            if (rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl)) {
-                send_error(c, RGPU_ERR_DB, "cannot create the session journal: %s", rgpu_rgt_errmsg(NULL));
+            rgpu_status js = rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl);
+            if (js) {
+                /* a full disk: the session runs, loudly, without a journal */
+                logf_("%s: WARNING: cannot create its journal (%s): the session runs WITHOUT a journal (a server "
+                      "restart will not resume it)", TAG(c), rgpu_rgt_errmsg(NULL));
+                if (js != RGPU_ERR_DUPLICATE_ID) remove_journal(se->jnl_path);   /* what the failed create left */
                 se->jnl_path[0] = 0;
-                sess_destroy(se);
-                se = c->se = NULL;
-            } else {
-                rgpu_rgt_set_meta(se->jnl, "backend", g_backend->name);
-                rgpu_rgt_flush(se->jnl);
+            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_backend->name) || rgpu_rgt_flush(se->jnl)) {
+                jnl_failed(se);
             }
         }
         if (se && g_record_dir) {
             char path[4096];
             snprintf(path, sizeof path, "%s/session-%u.rgt", g_record_dir, se->no);
             if (rgpu_rgt_create_new(path, "rgpu-server --record", &se->rec)) {   /* never over an earlier run's */
-                send_error(c, RGPU_ERR_DB, "cannot record the session: %s", rgpu_rgt_errmsg(NULL));
-                sess_destroy(se);
-                se = c->se = NULL;
+                logf_("%s: WARNING: cannot record the session (%s): it runs without its --record trace", TAG(c),
+                      rgpu_rgt_errmsg(NULL));
+                se->rec = NULL;
             } else {
                 rgpu_rgt_set_meta(se->rec, "backend", g_backend->name);
                 logf_("session %u: recording to %s", se->no, path);
