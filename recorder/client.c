@@ -54,6 +54,7 @@ typedef struct item {
     rgpu_hash hash;          /* NEED, RGT_BLOB, PUSH; CHUNK: hash of the raw records */
     rgpu_buf frame;          /* CHUNK: the compressed frame, kept for a resend */
     bool teed;               /* CHUNK: already in the .rgt tee */
+    uint64_t push_n;         /* PUSH: its blob's bytes, counted in the backlog until sent */
 } item;
 
 typedef struct blob {
@@ -342,6 +343,8 @@ static void push_blob_locked(rgpu_client *c, const blob *b) {
     if (!it) return;   /* the server will NEED it */
     it->kind = ITEM_PUSH;
     it->hash = b->hash;
+    it->push_n = b->n;
+    c->backlog += b->n;   /* RGPU_MAX_UNACKED bounds uploads in flight too */
     enqueue(c, it, false);
     known_add_locked(c, &b->hash, b->n);
 }
@@ -511,6 +514,28 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             }
             goto out;
         }
+        if (it->kind != ITEM_RGT_BLOB && b->n > RGPU_BLOB_PIECE) {
+            /* a big blob goes in pieces: one piece's frame in memory at a time */
+            for (uint64_t off = 0; off < b->n && !s; off += RGPU_BLOB_PIECE) {
+                size_t pn = b->n - off < RGPU_BLOB_PIECE ? (size_t)(b->n - off) : RGPU_BLOB_PIECE;
+                uint8_t hdr[32];
+                memcpy(hdr, b->hash.b, 16);
+                rgpu_st64(hdr + 16, b->n);
+                rgpu_st64(hdr + 24, off);
+                frame.len = 0;
+                if ((s = rgpu_frame_compress(b->data + off, pn, 1, &frame))) break;
+                s = rgpu_wire_send(c->fd, RGPU_MSG_BLOB_PART, hdr, 32, frame.p, frame.len);
+                pthread_mutex_lock(&c->mu);
+                c->st.bytes_out += RGPU_WIRE_HEADER + 32 + frame.len;
+                pthread_mutex_unlock(&c->mu);
+            }
+            if (!s) {
+                pthread_mutex_lock(&c->mu);
+                c->st.blobs_sent++;
+                pthread_mutex_unlock(&c->mu);
+            }
+            goto out;
+        }
         if ((s = rgpu_frame_compress(b->data, b->n, 1, &frame))) goto out;
         if (it->kind == ITEM_RGT_BLOB) {
             pthread_mutex_lock(&c->rgt_mu);
@@ -569,6 +594,7 @@ static void *sender_main(void *arg) {
         pthread_mutex_lock(&c->mu);
         c->sending = false;
         c->in_flight = NULL;
+        if (it->kind == ITEM_PUSH) c->backlog -= it->push_n;   /* sent (or, the link dropped: pushed again at the resume) */
         pthread_cond_broadcast(&c->cv_wait);
         if (it->kind != ITEM_CHUNK) item_free(it);
         if (s) {
@@ -679,7 +705,9 @@ static bool resume_session(rgpu_client *c) {
     item *old = c->q_head, *keep_h = NULL, **keep_t = &keep_h;
     while (old) {
         item *n = old->next;
-        if (old->kind == ITEM_NEED || (old->kind == ITEM_MSG && old->msg_type == RGPU_MSG_WAIT)) item_free(old);
+        if (old->kind == ITEM_PUSH) c->backlog -= old->push_n;   /* pushed again below when still needed */
+        if (old->kind == ITEM_NEED || old->kind == ITEM_PUSH || (old->kind == ITEM_MSG && old->msg_type == RGPU_MSG_WAIT))
+            item_free(old);
         else { old->next = NULL; *keep_t = old; keep_t = &old->next; }
         old = n;
     }
@@ -698,6 +726,8 @@ static bool resume_session(rgpu_client *c) {
         if (!it) continue;   /* the server NEEDs it */
         it->kind = ITEM_PUSH;
         it->hash = b->hash;
+        it->push_n = b->n;
+        c->backlog += b->n;
         it->next = c->q_head;
         c->q_head = it;
     }

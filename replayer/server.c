@@ -188,6 +188,15 @@ static void reap_expired(void) {
  * A connection */
 typedef struct deferred { struct deferred *next; rgpu_msg_header h; uint8_t *p; } deferred;
 
+/* A blob arriving in BLOB_PART pieces (FORMAT.md §7.1), in order. buf NULL:
+ * refused (over the memory limits); its remaining pieces are skipped. */
+typedef struct part {
+    struct part *next;
+    rgpu_hash h;
+    uint8_t *buf;
+    uint64_t total, got;
+} part;
+
 typedef struct conn {
     int fd;
     uint32_t no;              /* for logs before a session is attached */
@@ -201,6 +210,7 @@ typedef struct conn {
     double gone_at, polled_at; /* while a chunk runs: when the peer was first seen gone (0: not), last look */
     bool bye;
     char why[256];            /* detail of the last failure inside a fetch, for the ERROR */
+    part *parts;              /* blobs being assembled from BLOB_PART pieces */
 } conn;
 
 /* "session 3 (127.0.0.1:40312)" or, before a session, "connection 7 (…)". */
@@ -217,6 +227,13 @@ static void msg_free(uint8_t *p, uint64_t len) {
     if (!p) return;
     free(p);
     rgpu_mem_pool_give(&g_pool, len);
+}
+
+static void part_free(conn *c, part *pt) {
+    for (part **pp = &c->parts; *pp; pp = &(*pp)->next)
+        if (*pp == pt) { *pp = pt->next; break; }
+    if (pt->buf) { free(pt->buf); rgpu_mem_pool_give(&g_pool, pt->total); }
+    free(pt);
 }
 
 static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
@@ -240,6 +257,7 @@ static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
 static uint64_t max_payload(int type) {
     uint64_t m = g_max_msg;
     if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_max_chunk);
+    else if (type == RGPU_MSG_BLOB_PART) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound(RGPU_BLOB_PIECE);
     else if (type != RGPU_MSG_BLOB) m = MAX_SMALL_MSG;
     return m < g_max_msg ? m : g_max_msg;
 }
@@ -429,6 +447,73 @@ static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64
     return RGPU_OK;
 }
 
+/* One BLOB_PART: u8 hash[16] | u64 total | u64 offset | frame of the piece
+ * at offset. Pieces of a blob come in order (offset == what arrived; offset
+ * 0 starts it again, as after a resume). The whole blob is taken from the
+ * pool at its first piece, or refused (over the session's room: its pieces
+ * are then skipped, *n = total, RGPU_ERR_LIMIT once); when the last piece
+ * arrived, its hash is checked, it is journaled (compressed again, whole)
+ * and handed over: *data (owned by the caller, no longer in the pool), *h. */
+static rgpu_status blob_part(conn *c, const uint8_t *p, uint64_t len, rgpu_hash *h, uint8_t **data, size_t *n) {
+    *data = NULL; *n = 0;
+    if (len < 32 + RGPU_FRAME_HEADER) return RGPU_ERR_TRUNCATED;
+    memcpy(h->b, p, 16);
+    uint64_t total = rgpu_ld64(p + 16), off = rgpu_ld64(p + 24);
+    if (total > RGPU_MAX_BLOB_RAW || off >= total) return RGPU_ERR_BAD_MESSAGE;
+    part *pt = c->parts;
+    while (pt && !rgpu_hash_eq(&pt->h, h)) pt = pt->next;
+    if (pt && (off == 0 || pt->total != total)) { part_free(c, pt); pt = NULL; }
+    if (!pt) {
+        if (off != 0) return RGPU_ERR_SEQUENCE;
+        int k = 0;
+        for (part *q = c->parts; q; q = q->next)
+            if (++k >= 16 && q->next) { part_free(c, q->next); break; }   /* at most 16 at once: the oldest goes */
+        if (!(pt = calloc(1, sizeof *pt))) return RGPU_ERR_NOMEM;
+        pt->h = *h; pt->total = total;
+        pt->next = c->parts;
+        c->parts = pt;
+        if (total <= rgpu_session_room(c->s, NULL, 0) && rgpu_mem_pool_take(&g_pool, total)) {
+            if (!(pt->buf = malloc(total))) { rgpu_mem_pool_give(&g_pool, total); part_free(c, pt); return RGPU_ERR_NOMEM; }
+        }
+    }
+    if (off != pt->got) return RGPU_ERR_SEQUENCE;
+    uint8_t *raw;
+    size_t rn;
+    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, total - off, &raw, &rn);
+    if (s) return s == RGPU_ERR_TOO_LARGE ? RGPU_ERR_BAD_MESSAGE : s;
+    if (!rn) { free(raw); return RGPU_ERR_BAD_MESSAGE; }
+    if (pt->buf) memcpy(pt->buf + off, raw, rn);
+    free(raw);
+    pt->got += rn;
+    if (pt->got < total) return RGPU_OK;
+    if (!pt->buf) {   /* refused: all its pieces are in */
+        *n = total;
+        part_free(c, pt);
+        return RGPU_ERR_LIMIT;
+    }
+    rgpu_hash real = rgpu_hash_bytes(pt->buf, total);
+    if (!rgpu_hash_eq(&real, h)) { part_free(c, pt); return RGPU_ERR_BAD_CHECKSUM; }
+    if (c->se->rec || c->se->jnl) {
+        rgpu_buf f = { 0 };
+        if (!rgpu_frame_compress(pt->buf, total, 1, &f)) jnl_put_blob(c, h, total, f.p, f.len);
+        rgpu_buf_free(&f);
+    }
+    *data = pt->buf; *n = total;
+    pt->buf = NULL;
+    rgpu_mem_pool_give(&g_pool, total);   /* the session takes it (put_blob) or the fetch's caller */
+    part_free(c, pt);
+    return RGPU_OK;
+}
+
+/* A blob that arrived whole (BLOB) or completed (BLOB_PART) while nobody
+ * asked for it: kept while the session has room, else dropped (NEED asks
+ * again when it is needed). */
+static rgpu_status keep_pushed(conn *c, const rgpu_hash *h, rgpu_status s, uint8_t *d, size_t dn) {
+    if (!s && d) s = rgpu_session_put_blob(c->s, h, d, dn);
+    if (s == RGPU_ERR_LIMIT) { logf_("%s: a pushed blob of %zu bytes dropped: over the memory limits", TAG(c), dn); s = RGPU_OK; }
+    return s;
+}
+
 /* Session callback: an UPLOAD needs a blob we don't have. Errors from here
  * are reported by the caller (handle_chunk; the session for LIMIT). */
 static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, uint8_t **data, size_t *n) {
@@ -447,10 +532,24 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
             s = blob_from_msg(c, p, h.len, wanted ? max_n : rgpu_session_room(c->s, NULL, 0), &got, &d, &dn);
             msg_free(p, h.len);
             if (wanted) { *data = d; *n = dn; return s; }
-            if (s == RGPU_ERR_LIMIT) { logf_("%s: a pushed blob of %zu bytes dropped: over the memory limits", TAG(c), dn); continue; }
-            if (s) { snprintf(c->why, sizeof c->why, "BLOB: %s", rgpu_status_str(s)); return s; }
-            s = rgpu_session_put_blob(c->s, &got, d, dn);
-            if (s && s != RGPU_ERR_LIMIT) return s;
+            if (s && s != RGPU_ERR_LIMIT) { snprintf(c->why, sizeof c->why, "BLOB: %s", rgpu_status_str(s)); return s; }
+            if ((s = keep_pushed(c, &got, s, d, dn))) return s;
+            continue;
+        }
+        if (h.type == RGPU_MSG_BLOB_PART) {
+            rgpu_hash got;
+            uint8_t *d;
+            size_t dn;
+            s = blob_part(c, p, h.len, &got, &d, &dn);
+            msg_free(p, h.len);
+            bool wanted = rgpu_hash_eq(&got, want);
+            if (s && s != RGPU_ERR_LIMIT) { snprintf(c->why, sizeof c->why, "BLOB_PART: %s", rgpu_status_str(s)); return s; }
+            if (wanted && (d || s)) {
+                if (!s && dn > max_n) { free(d); d = NULL; s = RGPU_ERR_LIMIT; }
+                *data = d; *n = dn;
+                return s;
+            }
+            if ((s = keep_pushed(c, &got, s, d, dn))) return s;
             continue;
         }
         if (h.type == RGPU_MSG_ERROR || h.type == RGPU_MSG_BYE) { msg_free(p, h.len); return RGPU_ERR_MISSING_BLOB; }
@@ -967,9 +1066,17 @@ static void serve_conn(conn *c) {
             uint8_t *d;
             size_t dn;
             s = blob_from_msg(c, p, h.len, rgpu_session_room(c->s, NULL, 0), &bh, &d, &dn);
-            if (!s) s = rgpu_session_put_blob(c->s, &bh, d, dn);
-            if (s == RGPU_ERR_LIMIT) s = RGPU_OK;
+            if (!s || s == RGPU_ERR_LIMIT) s = keep_pushed(c, &bh, s, d, dn);
             if (s) send_error(c, s, "BLOB: %s", rgpu_status_str(s));
+            break;
+        }
+        case RGPU_MSG_BLOB_PART: {
+            rgpu_hash bh;
+            uint8_t *d;
+            size_t dn;
+            s = blob_part(c, p, h.len, &bh, &d, &dn);
+            if (!s || s == RGPU_ERR_LIMIT) s = keep_pushed(c, &bh, s, d, dn);
+            if (s) send_error(c, s, "BLOB_PART: %s", rgpu_status_str(s));
             break;
         }
         case RGPU_MSG_CHUNK_REF:
@@ -1018,6 +1125,7 @@ static void serve_conn(conn *c) {
     log_stats(keep ? "session detached" : "session ended");
 out:
     while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; msg_free(d->p, d->h.len); free(d); }
+    while (c->parts) part_free(c, c->parts);
     if (c->sent_error) {
         /* Let the ERROR reach the peer: closing with unread input would
          * send a TCP reset that can discard it. Read what is in flight (at

@@ -28,6 +28,7 @@ extern "C" {
 #define RGPU_MAX_CHUNK_RAW    (64u << 20)  /* decoded chunk bytes */
 #define RGPU_MAX_BLOB_RAW     (1ull << 34) /* one upload: 16 GiB */
 #define RGPU_MAX_FRAME        ((1ull << 34) + 4096) /* one wire message payload */
+#define RGPU_BLOB_PIECE       (4u << 20)   /* a blob larger than this travels as BLOB_PART pieces of this size */
 #define RGPU_MAX_TENSOR_BYTES (1ull << 34) /* numel x element size of any tensor, views included:
                                               16 GiB (a [2^50] stride-0 view of 4 bytes is refused) */
 
@@ -267,7 +268,8 @@ typedef enum rgpu_msg_type {
     RGPU_MSG_ACK = 9,         /* s->c: last applied op index + 1 */
     RGPU_MSG_ERROR = 10,      /* either: fatal protocol error, code + message */
     RGPU_MSG_BYE = 11,        /* either: orderly close */
-    RGPU_MSG_TYPE_COUNT_ = 12
+    RGPU_MSG_BLOB_PART = 12,  /* c->s: hash, total raw length, offset, frame of the next piece */
+    RGPU_MSG_TYPE_COUNT_ = 13
 } rgpu_msg_type;
 const char *rgpu_msg_name(int type);
 

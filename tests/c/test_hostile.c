@@ -201,6 +201,75 @@ START_TEST(blob_bombs_are_not_inflated) {
 }
 END_TEST
 
+/* BLOB_PART pieces of n zero bytes (the first byte tag) named h; corrupt = 1
+ * sends piece 1 before piece 0. */
+static void send_parts(int fd, const rgpu_hash *h, size_t n, uint8_t tag, int corrupt) {
+    uint8_t *piece = calloc(1, RGPU_BLOB_PIECE);
+    size_t k = (n + RGPU_BLOB_PIECE - 1) / RGPU_BLOB_PIECE;
+    for (size_t j = 0; j < k; j++) {
+        size_t i = corrupt == 1 ? (j == 0 ? 1 : j == 1 ? 0 : j) : j;
+        size_t off = i * RGPU_BLOB_PIECE, pn = n - off < RGPU_BLOB_PIECE ? n - off : RGPU_BLOB_PIECE;
+        piece[0] = i == 0 ? tag : 0;
+        rgpu_buf f = { 0 };
+        ck_assert_int_eq(rgpu_frame_compress(piece, pn, 1, &f), RGPU_OK);
+        uint8_t hdr[32];
+        memcpy(hdr, h->b, 16);
+        rgpu_st64(hdr + 16, n);
+        rgpu_st64(hdr + 24, off);
+        rgpu_status s = rgpu_wire_send(fd, RGPU_MSG_BLOB_PART, hdr, 32, f.p, f.len);
+        rgpu_buf_free(&f);
+        if (s) break;   /* the server ended the session */
+    }
+    free(piece);
+}
+
+/* Pieces: a blob over the session's room is skipped piece by piece, never
+ * held; its UPLOAD fails with the limit named; pieces out of order and a
+ * whole whose hash is wrong end the session. */
+START_TEST(blob_parts_checked) {
+    size_t big = 100u << 20, small = 9u << 20;
+    uint8_t *z = calloc(1, big);
+    z[0] = 5;
+    rgpu_hash hb = rgpu_hash_bytes(z, big), hs = rgpu_hash_bytes(z, small);
+    free(z);
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    send_parts(fd, &hb, big, 5, 0);       /* 100 MiB into a 64 MiB session: skipped */
+    send_parts(fd, &hs, small, 5, 0);     /* 9 MiB: kept */
+    rgpu_buf b = { 0 };
+    rgpu_record u = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    u.out[0] = vec_def(1, 2, (int64_t)(small / 4));
+    u.args[0].kind = RGPU_ARG_HASH; u.args[0].v.h = hs;
+    u.args[1].kind = RGPU_ARG_INT; u.args[1].v.i = (int64_t)small;
+    enc(&b, &u);
+    rec_sum(&b, 3, 1);
+    rec_download(&b, 3);
+    run_chunk(fd, &b, 0, 3);              /* no NEED: the pieces made the blob */
+    uint8_t *res;
+    size_t rn;
+    ck_assert_int_eq(wait_result(fd, 2, NULL, 0, &res, &rn), RGPU_OK);
+    float sum, want;
+    uint32_t bits = 5;                    /* zeros but the first byte: the sum is that one denormal */
+    memcpy(&want, &bits, 4);
+    memcpy(&sum, res, 4);
+    free(res);
+    ck_assert_float_eq(sum, want);
+    close(fd);
+    long peak = srv_rss_kb(&g_srv, 1);
+    ck_assert_msg(peak < 150 * 1024, "peak RSS %ld KiB: the refused blob was held", peak);
+    /* out of order */
+    fd = srv_session(&g_srv, 0, NULL, NULL);
+    send_parts(fd, &hs, small, 5, 1);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SEQUENCE);
+    /* a whole whose hash is not the one named */
+    fd = srv_session(&g_srv, 0, NULL, NULL);
+    rgpu_hash wrong = hs;
+    wrong.b[0] ^= 1;
+    send_parts(fd, &wrong, small, 5, 0);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_CHECKSUM);
+    after_attack(15.0f, 200);
+}
+END_TEST
+
 /* Length fields are checked before anything is reserved: a CHUNK claiming
  * 16 GiB, a BLOB claiming 8 GiB (over --max-memory), a WAIT claiming 1 GiB. */
 START_TEST(lengths_checked_before_reserving) {
@@ -881,6 +950,7 @@ int main(void) {
     tcase_add_test(tc, absurd_work_refused_up_front);
     tcase_add_test(tc, blob_bombs_are_not_inflated);
     tcase_add_test(tc, lengths_checked_before_reserving);
+    tcase_add_test(tc, blob_parts_checked);
     tcase_add_test(tc, results_never_taken_are_bounded);
     tcase_add_test(tc, messages_deferred_behind_need_are_bounded);
     tcase_add_test(tc, malformed_record_in_a_valid_frame);
