@@ -275,6 +275,44 @@ def test_storage_resize_inside_a_compiled_function():
     torch.testing.assert_close(xr.cpu(), x)
 
 
+def test_gradient_that_is_the_seed_is_not_shared():
+    """d(loss)/d(b) for loss = ... + b is the seed gradient itself: the compiled
+    backward returns the tensor it was given, not the shared constant it binds
+    in its place (which a .grad kept and zeroed in place, zero_grad without
+    set_to_none, or a hook writing its argument would change)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3))
+            self.b = torch.nn.Parameter(torch.tensor(0.5))
+
+        def forward(self, x):
+            return (x * self.w).sum() + self.b
+
+    torch.manual_seed(0)
+    base = M()
+    xs = [torch.randn(3) for _ in range(4)]
+
+    def run(model, dev, compiled):
+        model = model.to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        f = torch.compile(model, backend="rgpu") if compiled else model
+        out = []
+        for x in xs:
+            loss = f(x.to(dev))
+            loss.backward()
+            out.append((loss.item(), model.b.grad.item(), model.w.grad.cpu().clone()))
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+        return out
+
+    ref = run(copy.deepcopy(base), "cpu", False)
+    got = run(copy.deepcopy(base), DEV, True)
+    for (la, ba, wa), (lb, bb, wb) in zip(got, ref):
+        assert abs(la - lb) <= 1e-5 * abs(lb) and ba == bb == 1.0
+        torch.testing.assert_close(wa, wb)
+
+
 # --- failures: eager with one warning, nothing left behind ------------------------------------
 
 def _fn(x, w):

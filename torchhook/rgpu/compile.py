@@ -504,7 +504,23 @@ class _Graph:
         _tensor._HIDE_UNFLATTEN[0] = False
         args = list(args)
         if _tensor.PENDING:
-            self._bind_constants(args)
+            subst = self._bind_constants(args)
+            if subst:
+                return self._unshare(self._call(args), subst)
+        return self._call(args)
+
+    @staticmethod
+    def _unshare(outs, subst):
+        """A graph that returns a tangent as it is (the gradient of an identity)
+        would hand the shared constant to autograd, which may keep it as a
+        .grad and write it: return the tensor it replaced instead."""
+        for i, o in enumerate(outs):
+            orig = subst.get(id(o))
+            if orig:
+                outs[i] = orig.pop()
+        return outs
+
+    def _call(self, args):
         if self.eager is None:
             lay = _layout(args)
             if lay is None:
@@ -530,26 +546,30 @@ class _Graph:
         """Arguments of a backward graph that are constant tensors not recorded
         yet (tensor.PENDING FULLs: autograd's seed gradient, the zeros it
         materializes for outputs without a gradient) are replaced by one shared
-        tensor per metadata and value, made once: the graph only reads its
-        tangents (aot_autograd never writes them), and the pending ones die
-        unrecorded. Any other graph records them first."""
+        tensor per metadata and value, made once and never handed out: the
+        graph only reads its tangents (aot_autograd never writes them), and the
+        pending ones die unrecorded. Any other graph records them first.
+        Returns {id(shared constant): the arguments it replaced}, or None."""
         pending = _tensor.PENDING
+        todo = []
         for i, a in enumerate(args):
-            if type(a) is not RemoteTensor or a._tid not in pending:
-                continue
-            op, odef, fill = pending[a._tid]
-            if not self.kind.startswith("backward") or "_ref" in a.__dict__ or op != _C.OP_FULL:
-                _tensor.flush_pending()         # a graph that may write it, or shared: record them now
-                return
+            if type(a) is RemoteTensor and a._tid in pending:
+                op, odef, fill = pending[a._tid]
+                if not self.kind.startswith("backward") or "_ref" in a.__dict__ or op != _C.OP_FULL:
+                    _tensor.flush_pending()     # a graph that may write it, or shared: record them now
+                    return None
+                todo.append((i, a, odef, fill))
+        subst = {}
+        for i, a, odef, fill in todo:
             ck = (a._key, type(fill[0]), fill[0])
             z = _CONSTS.get(ck)
             if z is None:
-                del pending[a._tid]             # this one is recorded and kept
-                _C.record(op, (odef,), (), fill)
-                z = _CONSTS[ck] = a
+                z = _CONSTS[ck] = _tensor.record_new(_C.OP_FULL, a._key, odef[2:], (), fill)
+            subst.setdefault(id(z), []).append(a)
             args[i] = z
         # constants the graph does not take stay pending: they die unrecorded
         # after backward, or are recorded when something uses them
+        return subst
 
     def _run_eager(self, args, reason=None):
         if reason is not None and self.eager is None:
