@@ -592,7 +592,8 @@ class _Graph:
                 _tensor.flush_pending()
         except Exception as e:          # noqa: BLE001  (any failure: run eagerly, say why)
             _C.capture_abort()
-            _tensor.PENDING.clear()         # ids of the dropped capture
+            for tid in [t for t in _tensor.PENDING if t & _LOCAL]:
+                _tensor.PENDING.pop(tid, None)  # made by the dropped capture: its ids mean nothing now
             _random.set_state(*state)
             self._give_up(str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0])
             return None
