@@ -25,6 +25,7 @@
 #include "recorder.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,10 +34,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 /* Error texts are built with snprintf into fixed buffers; cutting a long one
  * short is intended. */
@@ -86,6 +92,8 @@ struct rgpu_client {
     rgpu_rgt *rgt;
     pthread_mutex_t rgt_mu;
     char address[512];
+    pid_t ssh_pid;              /* ssh://: the ssh process carrying the link (0: none) */
+    int ssh_err;                /* ... and its stderr, a temporary file (0: none) */
     char token[1024];           /* given at connect; "" = look it up at each (re)connect */
     double reconnect_timeout;   /* seconds; 0 = no resume */
     uint64_t max_unacked;
@@ -178,8 +186,107 @@ static struct timespec deadline_in(double s) {
 
 /* ---------------------------------------------------------------------------
  * Connection */
-static int dial(const char *address, char *err, size_t errlen) {
+/* ssh:// links: the user's own OpenSSH (RGPU_SSH replaces the command)
+ * runs `rgpu-server --stdio` on the host (RGPU_REMOTE_SERVER replaces the
+ * path), and the protocol goes over its stdin/stdout: one end of a socket
+ * pair here, so the rest of the client sees a socket as for TCP. Its stderr
+ * goes to a temporary file, whose last line is named in connection errors. */
+static void ssh_stop(rgpu_client *c) {
+    if (c->ssh_pid > 0) {
+        kill(c->ssh_pid, SIGTERM);
+        waitpid(c->ssh_pid, NULL, 0);
+        c->ssh_pid = 0;
+    }
+    if (c->ssh_err > 0) { close(c->ssh_err); c->ssh_err = 0; }
+}
+
+/* ssh's last line on stderr, for an error message ("" when none). */
+static void ssh_errline(const rgpu_client *c, char *out, size_t n) {
+    out[0] = 0;
+    if (c->ssh_err <= 0) return;
+    char buf[2048];
+    ssize_t r = pread(c->ssh_err, buf, sizeof buf - 1, 0);
+    if (r <= 0) return;
+    buf[r] = 0;
+    while (r > 0 && (buf[r - 1] == '\n' || buf[r - 1] == '\r')) buf[--r] = 0;
+    char *line = strrchr(buf, '\n');
+    snprintf(out, n, "%s", line ? line + 1 : buf);
+}
+
+static int dial_ssh(rgpu_client *c, const char *spec, char *err, size_t errlen) {
+    ssh_stop(c);
+    char target[300], port[16] = "", cmd[600], opt_to[64];
+    snprintf(target, sizeof target, "%s", spec);
+    char *colon = strrchr(target, ':');
+    if (colon) { snprintf(port, sizeof port, "%s", colon + 1); *colon = 0; }
+    if (!target[0] || strchr(target, '/') || target[0] == '-') {
+        set_err(err, errlen, "bad server address 'ssh://%s' (want ssh://[user@]host[:port])", spec);
+        return -1;
+    }
+    const char *remote = getenv("RGPU_REMOTE_SERVER");
+    snprintf(cmd, sizeof cmd, "%s --stdio", remote && *remote ? remote : "rgpu-server");
+    const char *to = getenv("RGPU_CONNECT_TIMEOUT");
+    snprintf(opt_to, sizeof opt_to, "ConnectTimeout=%d", to && atoi(to) > 0 ? atoi(to) : 30);
+    char sshcmd[512];
+    const char *rs = getenv("RGPU_SSH");
+    snprintf(sshcmd, sizeof sshcmd, "%s", rs && *rs ? rs : "ssh");
+    char *argv[48];
+    int n = 0;
+    for (char *tok = strtok(sshcmd, " \t"); tok && n < 32; tok = strtok(NULL, " \t")) argv[n++] = tok;
+    if (!n) argv[n++] = "ssh";
+    argv[n++] = "-T";                            /* no terminal: a byte stream */
+    argv[n++] = "-o"; argv[n++] = "BatchMode=yes";   /* no password prompt nobody would see */
+    argv[n++] = "-o"; argv[n++] = opt_to;
+    if (port[0]) { argv[n++] = "-p"; argv[n++] = port; }
+    argv[n++] = target;
+    argv[n++] = cmd;
+    argv[n] = NULL;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+        set_err(err, errlen, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    char ep[] = "/tmp/rgpu-ssh-XXXXXX";
+    int ef = mkostemp(ep, O_CLOEXEC);
+    if (ef >= 0) unlink(ep);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+    if (ef >= 0) posix_spawn_file_actions_adddup2(&fa, ef, 2);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(sv[1]);
+    if (rc) {
+        set_err(err, errlen, "cannot run '%s' for ssh://%s: %s (RGPU_SSH)", argv[0], spec, strerror(rc));
+        close(sv[0]);
+        if (ef >= 0) close(ef);
+        return -1;
+    }
+    c->ssh_pid = pid;
+    c->ssh_err = ef > 0 ? ef : 0;
+    return sv[0];
+}
+
+/* After a failed handshake over ssh: wait for ssh to end (it says why on
+ * stderr as it exits) and append its last line to err. */
+static void ssh_note(rgpu_client *c, char *err, size_t errlen) {
+    if (c->ssh_pid <= 0) return;
+    pid_t r = 0;
+    for (int i = 0; i < 50 && (r = waitpid(c->ssh_pid, NULL, WNOHANG)) == 0; i++) usleep(20000);
+    if (r == c->ssh_pid) c->ssh_pid = -1;   /* reaped */
+    char line[400];
+    ssh_errline(c, line, sizeof line);
+    if (line[0]) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen > l ? errlen - l : 0, " (ssh: %s)", line);
+    }
+}
+
+static int dial(rgpu_client *c, const char *address, char *err, size_t errlen) {
     int fd = -1;
+    if (strncmp(address, "ssh://", 6) == 0) return dial_ssh(c, address + 6, err, errlen);
     if (strncmp(address, "unix:", 5) == 0) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(address + 5) >= sizeof sa.sun_path) { set_err(err, errlen, "unix socket path too long"); return -1; }
@@ -625,11 +732,12 @@ static rgpu_status redial(rgpu_client *c, uint64_t session, uint64_t last_ack, i
     double deadline = mono_now() + c->reconnect_timeout, delay = 0.02;
     char err[512] = "";
     for (int attempt = 1;; attempt++) {
-        int fd = dial(c->address, err, sizeof err);
+        int fd = dial(c, c->address, err, sizeof err);
         if (fd >= 0) {
             rgpu_status s = handshake(fd, c->token, session, last_ack, info, applied, err, sizeof err);
             if (!s) { *fd_out = fd; return RGPU_OK; }
             close(fd);
+            ssh_note(c, err, sizeof err);
             if (!link_lost(s) && s != RGPU_ERR_TIMEOUT) {   /* the server answered: no */
                 snprintf(why, whylen, "%s", err);
                 return s;
@@ -858,11 +966,11 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     pthread_cond_init(&c->cv_send, &ca);
     pthread_cond_init(&c->cv_wait, &ca);
     pthread_condattr_destroy(&ca);
-    c->fd = dial(address, err, errlen);
+    c->fd = dial(c, address, err, errlen);
     rgpu_status s;
     uint64_t applied;
     if (c->fd < 0) { s = RGPU_ERR_IO; goto fail; }
-    if ((s = handshake(c->fd, c->token, 0, 0, &c->info, &applied, err, errlen))) goto fail;
+    if ((s = handshake(c->fd, c->token, 0, 0, &c->info, &applied, err, errlen))) { ssh_note(c, err, errlen); goto fail; }
     c->st.round_trips = 1;   /* the handshake */
     if (record_path && *record_path) {
         if ((s = rgpu_rgt_create(record_path, "rgpu recorder", &c->rgt))) {
@@ -888,6 +996,7 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     return RGPU_OK;
 fail:
     if (c->fd >= 0) close(c->fd);
+    ssh_stop(c);
     rgpu_rgt_close(c->rgt);
     free(c);
     return s;
@@ -1226,6 +1335,7 @@ void rgpu_client_close(rgpu_client *c) {
         pthread_join(c->receiver, NULL);
     }
     if (c->fd >= 0) close(c->fd);
+    ssh_stop(c);
     if (c->rgt) { rgpu_rgt_flush(c->rgt); rgpu_rgt_close(c->rgt); }
     while (c->q_head) { item *it = c->q_head; c->q_head = it->next; item_free(it); }
     while (c->sent_head) { item *it = c->sent_head; c->sent_head = it->next; item_free(it); }

@@ -35,10 +35,14 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <spawn.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
+
+extern char **environ;
 
 #define TOKEN_HEX       64                 /* 32 random bytes, hex */
 #define MAX_TOKEN_LEN   1024               /* a HELLO token longer than this is refused */
@@ -1434,6 +1438,8 @@ static void usage(FILE *f) {
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
         "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
         "\n"
+        "       rgpu-server --stdio   (the host end of RGPU_SERVER=ssh://host: see below)\n"
+        "\n"
         "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
         "\n"
         "  --listen HOST:PORT  TCP address (default 127.0.0.1:7437 when no --unix is given;\n"
@@ -1479,8 +1485,132 @@ static void usage(FILE *f) {
         "                      DIR/session-N.rgt, replayable with rgpu-replay (N goes on past\n"
         "                      the traces already there: none is overwritten; one server per DIR)\n"
         "  --quiet             no log lines on stderr\n"
+        "  --stdio             relay stdin/stdout to this user's daemon (an rgpu-server on\n"
+        "                      DATA/daemon/sock, started detached when none runs, log in\n"
+        "                      DATA/daemon/log), putting its token into the client's HELLO:\n"
+        "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host\n"
         "  --help              this text\n"
         "Sizes take K, M, G suffixes.\n");
+}
+
+/* ---------------------------------------------------------------------------
+ * rgpu-server --stdio: the host end of an ssh:// link (FORMAT.md §7.4). It
+ * connects to this user's daemon — an ordinary rgpu-server on a Unix socket
+ * in DATA/daemon/ (0700) — starting it detached when none runs (under a lock,
+ * so two links never start two), puts the daemon's token into the client's
+ * HELLO (the token never crosses the network: SSH authenticated the user),
+ * and relays bytes between stdin/stdout and the daemon until either side
+ * ends. The daemon keeps the session when the link drops, so the client's
+ * resume works over a new ssh. */
+static int unix_connect(const char *path) {
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa.sun_path) return -1;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+/* An ERROR to the client on stdout (it reads the protocol there) and the same
+ * line on stderr (ssh shows it). */
+static int bridge_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bridge_fail(int code, const char *fmt, ...) {
+    uint8_t buf[8 + 512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf((char *)buf + 8, 512, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if (n > 511) n = 511;
+    rgpu_st32(buf, (uint32_t)code);
+    rgpu_st32(buf + 4, 0);
+    rgpu_wire_send(1, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
+    fprintf(stderr, "rgpu-server --stdio: %s\n", (char *)buf + 8);
+    return 1;
+}
+
+static int stdio_bridge(void) {
+    char data[1024], dir[1100], sock[1200], lockp[1200], logp[1200], tokf[1200], self[4096];
+    data_dir(data, sizeof data);
+    snprintf(dir, sizeof dir, "%s/daemon", data);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    snprintf(lockp, sizeof lockp, "%s/lock", dir);
+    snprintf(logp, sizeof logp, "%s/log", dir);
+    snprintf(tokf, sizeof tokf, "%s/token", data);
+    struct stat st;
+    if (mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+        return bridge_fail(RGPU_ERR_IO, "%s must be a directory of this user, mode 0700", dir);
+    int fd = unix_connect(sock);
+    if (fd < 0) {
+        int lk = open(lockp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (lk < 0 || flock(lk, LOCK_EX)) return bridge_fail(RGPU_ERR_IO, "cannot lock %s: %s", lockp, strerror(errno));
+        if ((fd = unix_connect(sock)) < 0) {   /* none came up while we waited for the lock: start it */
+            ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (sl <= 0) return bridge_fail(RGPU_ERR_IO, "cannot find this program: %s", strerror(errno));
+            self[sl] = 0;
+            unlink(sock);
+            char *argv[] = { self, "--unix", sock, "--token-file", tokf, NULL };
+            posix_spawn_file_actions_t fa;
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+            posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
+            posix_spawn_file_actions_adddup2(&fa, 1, 2);
+            posix_spawnattr_t at;
+            posix_spawnattr_init(&at);
+            posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);   /* outlives this ssh session */
+            pid_t pid;
+            int rc = posix_spawn(&pid, self, &fa, &at, argv, environ);
+            posix_spawn_file_actions_destroy(&fa);
+            posix_spawnattr_destroy(&at);
+            if (rc) return bridge_fail(RGPU_ERR_IO, "cannot start the rgpu-server daemon: %s", strerror(rc));
+            for (int i = 0; i < 600 && (fd = unix_connect(sock)) < 0; i++) {
+                int ws;
+                if (waitpid(pid, &ws, WNOHANG) == pid)
+                    return bridge_fail(RGPU_ERR_IO, "the rgpu-server daemon exited at start (see %s)", logp);
+                usleep(50000);
+            }
+        }
+        close(lk);
+        if (fd < 0) return bridge_fail(RGPU_ERR_TIMEOUT, "the rgpu-server daemon did not come up in 30 s (see %s)", logp);
+    }
+    /* the client's HELLO, its token replaced by the daemon's */
+    if (setup_token(tokf)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
+    double deadline = now_s() + 60;
+    uint8_t hb[RGPU_WIRE_HEADER];
+    rgpu_msg_header h;
+    rgpu_status s = read_by(0, hb, sizeof hb, deadline);
+    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, &h);
+    if (!s && h.type != RGPU_MSG_HELLO) s = RGPU_ERR_BAD_MESSAGE;
+    uint8_t *hello = NULL;
+    if (!s && h.len < 40) s = RGPU_ERR_TRUNCATED;
+    if (!s && !(hello = malloc(40 + TOKEN_HEX))) s = RGPU_ERR_NOMEM;
+    uint8_t rest[MAX_TOKEN_LEN];
+    if (!s) s = read_by(0, hello, 40, deadline);
+    if (!s) s = read_by(0, rest, h.len - 40, deadline);
+    if (s) { free(hello); return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s)); }
+    rgpu_st32(hello + 36, TOKEN_HEX);
+    memcpy(hello + 40, g_token, TOKEN_HEX);
+    s = rgpu_wire_send(fd, RGPU_MSG_HELLO, hello, 40 + TOKEN_HEX, NULL, 0);
+    free(hello);
+    if (s) return bridge_fail(s, "the daemon closed: %s", rgpu_status_str(s));
+    /* relay */
+    struct pollfd pf[2] = { { .fd = 0, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
+    int out[2] = { fd, 1 };
+    static uint8_t buf[1 << 16];
+    while (pf[1].fd >= 0) {
+        if (poll(pf, 2, -1) < 0) { if (errno == EINTR) continue; break; }
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t r = read(pf[i].fd, buf, sizeof buf);
+            if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (r <= 0 || rgpu_io_write_all(out[i], buf, (size_t)r)) {
+                if (i == 0) { shutdown(fd, SHUT_WR); pf[0].fd = -1; }   /* the client is done sending */
+                else pf[1].fd = -1;                                      /* the daemon closed: we are done */
+            }
+        }
+    }
+    return 0;
 }
 
 #ifndef RGPU_SERVER_NO_MAIN
@@ -1491,6 +1621,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return stdio_bridge(); }
         else if (!strcmp(a, "--quiet")) g_quiet = true;
         else if (!strcmp(a, "--no-auth")) g_no_auth = true;
         else if (!strcmp(a, "--listen") && more) tcp = argv[++i];

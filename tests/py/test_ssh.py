@@ -1,0 +1,123 @@
+"""RGPU_SERVER=ssh://host: the client runs ssh (here tests/py/fake_ssh.py in
+its place, through RGPU_SSH: the remote command runs on this machine), whose
+remote command `rgpu-server --stdio` bridges to the user's rgpu-server daemon
+(started on first use, kept across links); a killed ssh is resumed like any
+dropped link. Each case in a child process, with its own state folder."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SERVER = os.path.join(REPO, "build", "bin", "rgpu-server")
+TORCHHOOK = os.path.join(REPO, "torchhook")
+
+
+@pytest.fixture
+def env(tmp_path):
+    pids = tmp_path / "ssh-pids"
+    pids.mkdir()
+    e = dict(os.environ, PYTHONPATH=TORCHHOOK, XDG_STATE_HOME=str(tmp_path / "state"),
+             RGPU_SERVER="ssh://tester@gpuhost", RGPU_SSH=f"{sys.executable} {HERE}/fake_ssh.py",
+             RGPU_REMOTE_SERVER=SERVER, FAKE_SSH_PIDS=str(pids), RGPU_RECONNECT_TIMEOUT="60")
+    for k in ("RGPU_TOKEN", "RGPU_TOKEN_FILE"):
+        e.pop(k, None)
+    yield e
+    # the daemon outlives its links by design: stop it
+    lock = list((tmp_path / "state" / "rgpu" / "journal").glob("*/.rgpu-server.lock"))
+    for f in lock:
+        try:
+            os.kill(int(f.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError):
+            pass
+
+
+def run(code, env, timeout=180):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_hello_world_over_ssh_and_the_daemon_is_reused(env, tmp_path):
+    code = """
+        import torch, rgpu
+        x = torch.ones(4, device="rgpu")
+        print((x * 2).sum().item(), rgpu.stats()["backend"])
+    """
+    for _ in range(2):
+        p = run(code, env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert p.stdout.split()[0] == "8.0", p.stdout
+    log = (tmp_path / "state" / "rgpu" / "daemon" / "log").read_text()
+    assert log.count("listening on") == 1, log            # one daemon, two clients
+    assert log.count("started (id") == 2, log
+    assert (tmp_path / "state" / "rgpu" / "daemon").stat().st_mode & 0o777 == 0o700
+
+
+TRAIN = """
+import json, os, sys, torch, torch.nn as nn, torch.nn.functional as F, rgpu
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("rgpu")
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+g = torch.Generator().manual_seed(1)
+losses = []
+for i in range(60):
+    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+    loss = F.mse_loss(model(x.to("rgpu")), y.to("rgpu"))
+    opt.zero_grad(); loss.backward(); opt.step()
+    losses.append(loss.item().hex())
+    print("step", i, flush=True)
+    if i == 20: sys.stdin.readline()          # the test kills the ssh here
+print(json.dumps({"losses": losses, "reconnects": rgpu.stats()["reconnects"]}), flush=True)
+"""
+
+
+def test_killed_ssh_is_resumed_bitwise(env, tmp_path):
+    base = subprocess.run([sys.executable, "-c", TRAIN], env=dict(env, RGPU_SERVER=""), input="\n",
+                          capture_output=True, text=True, timeout=300)
+    assert base.returncode == 0, base.stderr[-3000:]
+    ref = json.loads(base.stdout.strip().splitlines()[-1])
+    p = subprocess.Popen([sys.executable, "-c", TRAIN], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        while not p.stdout.readline().startswith("step 20"):
+            assert p.poll() is None, p.stderr.read()[-3000:]
+        pids = [int(f.name) for f in (tmp_path / "ssh-pids").iterdir()]
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)              # the link's ssh dies mid-training
+        p.stdin.write("\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["reconnects"] == 1 and r["losses"] == ref["losses"]
+    assert len(list((tmp_path / "ssh-pids").iterdir())) == 2
+
+
+@pytest.mark.parametrize("case", ["unreachable", "no-server"])
+def test_clear_errors_in_bounded_time(env, case):
+    e = dict(env)
+    if case == "unreachable":
+        e["RGPU_SERVER"] = "ssh://unreachable"
+    else:
+        e["RGPU_REMOTE_SERVER"] = "/nonexistent/rgpu-server"
+    t0 = time.monotonic()
+    p = run("""
+        import torch, rgpu
+        try:
+            torch.ones(4, device="rgpu").sum().item()
+        except ConnectionError as e:
+            print("ConnectionError:", e)
+    """, e, timeout=120)
+    assert time.monotonic() - t0 < 60
+    assert p.returncode == 0, p.stderr[-2000:]
+    want = "Could not resolve hostname unreachable" if case == "unreachable" else "/nonexistent/rgpu-server: not found"
+    assert "ConnectionError:" in p.stdout and want in p.stdout, p.stdout + p.stderr[-2000:]
