@@ -356,8 +356,9 @@ def install():
     torch._dynamo.reset = reset
 
 
-def _backend(gm, example_inputs):
-    """The "rgpu" backend for torch.compile (see the module docstring)."""
+def _backend(gm, example_inputs, **options):
+    """The "rgpu" backend for torch.compile (see the module docstring).
+    torch.compile's mode= and options= (inductor's) have no meaning here."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
     install()
