@@ -67,7 +67,7 @@ else
 endif
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3
+DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3 openssh-server openssh-client
 FUZZ_PKGS := clang-14 libclang-rt-14-dev
 TRANSFORMERS_VERSION := 5.23.0
 deps:

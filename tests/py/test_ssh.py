@@ -121,3 +121,134 @@ def test_clear_errors_in_bounded_time(env, case):
     assert p.returncode == 0, p.stderr[-2000:]
     want = "Could not resolve hostname unreachable" if case == "unreachable" else "/nonexistent/rgpu-server: not found"
     assert "ConnectionError:" in p.stdout and want in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+# --- a real OpenSSH server on 127.0.0.1, with its own keys and config ---------------------
+
+@pytest.fixture
+def sshd(tmp_path):
+    """sshd on a free loopback port for the current user, key-only; yields the
+    environment a client needs to reach it as ssh://testhost."""
+    import getpass
+    import socket
+    d = tmp_path / "ssh"
+    d.mkdir(mode=0o700)
+    for name in ("host", "user"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_text((d / "user.pub").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(textwrap.dedent(f"""\
+        Port {port}
+        ListenAddress 127.0.0.1
+        HostKey {d}/host
+        PidFile {d}/sshd.pid
+        AuthorizedKeysFile {d}/authorized_keys
+        PasswordAuthentication no
+        KbdInteractiveAuthentication no
+        PubkeyAuthentication yes
+        PermitRootLogin prohibit-password
+        StrictModes no
+        UsePAM no
+        """))
+    (d / "ssh_config").write_text(textwrap.dedent(f"""\
+        Host testhost
+          HostName 127.0.0.1
+          Port {port}
+          User {getpass.getuser()}
+          IdentityFile {d}/user
+          IdentitiesOnly yes
+          StrictHostKeyChecking no
+          UserKnownHostsFile /dev/null
+          LogLevel ERROR
+        """))
+    os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                            stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb"))
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, (d / "sshd.log").read_text()
+            time.sleep(0.05)
+    state = tmp_path / "state"
+    e = dict(os.environ, PYTHONPATH=TORCHHOOK, RGPU_SERVER="ssh://testhost", RGPU_SSH=f"ssh -F {d}/ssh_config",
+             RGPU_REMOTE_SERVER=f"env XDG_STATE_HOME={state} {SERVER}", RGPU_RECONNECT_TIMEOUT="60",
+             XDG_STATE_HOME=str(state))
+    for k in ("RGPU_TOKEN", "RGPU_TOKEN_FILE", "FAKE_SSH_PIDS"):
+        e.pop(k, None)
+    yield e, d
+    proc.terminate()
+    proc.wait()
+    for f in (state / "rgpu" / "journal").glob("*/.rgpu-server.lock"):
+        try:
+            os.kill(int(f.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError):
+            pass
+
+
+def ssh_children(pid):
+    """The ssh processes pid started (from /proc)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            st = open(f"/proc/{p}/stat").read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        ppid = int(st[st.rindex(")") + 2:].split()[1])
+        if ppid == pid and comm == "ssh":
+            out.append(int(p))
+    return out
+
+
+def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
+    e, d = sshd
+    p = run("""
+        import torch, rgpu
+        print((torch.ones(4, device="rgpu") * 2).sum().item())
+    """, e)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip() == "8.0"
+    base = subprocess.run([sys.executable, "-c", TRAIN], env=dict(e, RGPU_SERVER=""), input="\n",
+                          capture_output=True, text=True, timeout=300)
+    ref = json.loads(base.stdout.strip().splitlines()[-1])
+    c = subprocess.Popen([sys.executable, "-c", TRAIN], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        while not c.stdout.readline().startswith("step 20"):
+            assert c.poll() is None, c.stderr.read()[-3000:]
+        kids = ssh_children(c.pid)
+        assert len(kids) == 1, kids
+        os.kill(kids[0], signal.SIGKILL)
+        c.stdin.write("\n")
+        c.stdin.flush()
+        out, err = c.communicate(timeout=300)
+    finally:
+        if c.poll() is None:
+            c.kill()
+    assert c.returncode == 0, err[-3000:]
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["reconnects"] == 1 and r["losses"] == ref["losses"]
+
+
+def test_real_sshd_authentication_failure_is_one_clear_line(sshd, tmp_path):
+    e, d = sshd
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "other")], check=True)
+    cfg = (d / "ssh_config").read_text().replace(f"IdentityFile {d}/user", f"IdentityFile {d}/other")
+    (d / "ssh_config_bad").write_text(cfg)
+    t0 = time.monotonic()
+    p = run("""
+        import torch, rgpu
+        try:
+            torch.ones(4, device="rgpu").sum().item()
+        except ConnectionError as e:
+            print("ConnectionError:", e)
+    """, dict(e, RGPU_SSH=f"ssh -F {d}/ssh_config_bad"))
+    assert time.monotonic() - t0 < 60
+    assert "ConnectionError:" in p.stdout and "Permission denied" in p.stdout, p.stdout + p.stderr[-2000:]
