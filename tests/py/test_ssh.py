@@ -59,6 +59,19 @@ def test_hello_world_over_ssh_and_the_daemon_is_reused(env, tmp_path):
     assert (tmp_path / "state" / "rgpu" / "daemon").stat().st_mode & 0o777 == 0o700
 
 
+HELLO_EXIT = "import torch, rgpu, sys; print((torch.ones(4, device='rgpu') * 2).sum().item()); sys.exit(3)"
+
+
+def test_rgpu_run_over_ssh_keeps_the_exit_status(env, tmp_path):
+    e = dict(env)
+    e.pop("RGPU_SERVER")
+    p = subprocess.run([sys.executable, "-m", "rgpu.run", "--host", "tester@gpuhost", "--", sys.executable, "-c",
+                        HELLO_EXIT], env=e, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert p.stdout.strip() == "8.0"
+    assert len(list((tmp_path / "ssh-pids").iterdir())) == 1     # it went over the ssh stand-in
+
+
 TRAIN = """
 import json, os, sys, torch, torch.nn as nn, torch.nn.functional as F, rgpu
 torch.manual_seed(0)
@@ -215,6 +228,10 @@ def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
     """, e)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip() == "8.0"
+    r = subprocess.run([sys.executable, "-m", "rgpu.run", "--host", "testhost", "--", sys.executable, "-c", HELLO_EXIT],
+                       env={k: v for k, v in e.items() if k != "RGPU_SERVER"}, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 3 and r.stdout.strip() == "8.0", r.stderr[-3000:]
     base = subprocess.run([sys.executable, "-c", TRAIN], env=dict(e, RGPU_SERVER=""), input="\n",
                           capture_output=True, text=True, timeout=300)
     ref = json.loads(base.stdout.strip().splitlines()[-1])
