@@ -240,19 +240,36 @@ static void part_free(conn *c, part *pt) {
     free(pt);
 }
 
-static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
-    uint8_t buf[8 + 512];
+/* An ERROR payload (FORMAT.md §7.1) into buf: code, the formatted message
+ * (NUL-terminated at buf + 8, cut at 511 bytes); returns its length. */
+#define ERROR_BUF (8 + 512)
+static size_t error_payload(uint8_t buf[ERROR_BUF], int code, const char *fmt, va_list ap) {
     rgpu_st32(buf, (uint32_t)code);
     rgpu_st32(buf + 4, 0);
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf((char *)buf + 8, 512, fmt, ap);
-    va_end(ap);
     if (n < 0) n = 0;
     if (n > 511) n = 511;
+    return 8 + (size_t)n;
+}
+
+static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = error_payload(buf, code, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
+    uint8_t buf[ERROR_BUF];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = error_payload(buf, code, fmt, ap);
+    va_end(ap);
     c->sent_error = true;
     logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), (char *)buf + 8);
-    return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
+    return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
 }
 
 /* The largest payload a message of this type can need: a CHUNK carries at
@@ -1153,14 +1170,12 @@ static void *conn_main(void *arg) {
 /* Over --max-connections: say so and close, on the accepting thread (a
  * short write to a new socket's empty buffer does not block). */
 static void refuse_conn(int fd, const char *peer) {
-    uint8_t buf[8 + 200];
-    rgpu_st32(buf, RGPU_ERR_LIMIT);
-    rgpu_st32(buf + 4, 0);
-    int n = snprintf((char *)buf + 8, 200, "the server has %u connections, its limit (--max-connections): try again later",
-                     g_max_conns);
+    uint8_t buf[ERROR_BUF];
+    size_t n = error_payloadf(buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
+                              "try again later", g_max_conns);
     struct timeval tv = { 0, 200000 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    rgpu_wire_send(fd, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
+    rgpu_wire_send(fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
     close(fd);
     static double last;
     double t = now_s();
@@ -1516,16 +1531,12 @@ static int unix_connect(const char *path) {
  * line on stderr (ssh shows it). */
 static int bridge_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bridge_fail(int code, const char *fmt, ...) {
-    uint8_t buf[8 + 512];
+    uint8_t buf[ERROR_BUF];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf((char *)buf + 8, 512, fmt, ap);
+    size_t n = error_payload(buf, code, fmt, ap);
     va_end(ap);
-    if (n < 0) n = 0;
-    if (n > 511) n = 511;
-    rgpu_st32(buf, (uint32_t)code);
-    rgpu_st32(buf + 4, 0);
-    rgpu_wire_send(1, RGPU_MSG_ERROR, buf, 8 + (size_t)n, NULL, 0);
+    rgpu_wire_send(1, RGPU_MSG_ERROR, buf, n, NULL, 0);
     fprintf(stderr, "rgpu-server --stdio: %s\n", (char *)buf + 8);
     return 1;
 }

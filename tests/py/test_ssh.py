@@ -90,7 +90,10 @@ print(json.dumps({"losses": losses, "reconnects": rgpu.stats()["reconnects"]}), 
 """
 
 
-def test_killed_ssh_is_resumed_bitwise(env, tmp_path):
+def train_killing_ssh(env, ssh_pids):
+    """TRAIN over ssh, with the link's ssh killed at step 20 (ssh_pids(child
+    pid) finds it); checked bitwise against the same run on the embedded
+    server."""
     base = subprocess.run([sys.executable, "-c", TRAIN], env=dict(env, RGPU_SERVER=""), input="\n",
                           capture_output=True, text=True, timeout=300)
     assert base.returncode == 0, base.stderr[-3000:]
@@ -100,8 +103,8 @@ def test_killed_ssh_is_resumed_bitwise(env, tmp_path):
     try:
         while not p.stdout.readline().startswith("step 20"):
             assert p.poll() is None, p.stderr.read()[-3000:]
-        pids = [int(f.name) for f in (tmp_path / "ssh-pids").iterdir()]
-        assert len(pids) == 1
+        pids = ssh_pids(p.pid)
+        assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)              # the link's ssh dies mid-training
         p.stdin.write("\n")
         p.stdin.flush()
@@ -112,6 +115,10 @@ def test_killed_ssh_is_resumed_bitwise(env, tmp_path):
     assert p.returncode == 0, err[-3000:]
     r = json.loads(out.strip().splitlines()[-1])
     assert r["reconnects"] == 1 and r["losses"] == ref["losses"]
+
+
+def test_killed_ssh_is_resumed_bitwise(env, tmp_path):
+    train_killing_ssh(env, lambda pid: [int(f.name) for f in (tmp_path / "ssh-pids").iterdir()])
     assert len(list((tmp_path / "ssh-pids").iterdir())) == 2
 
 
@@ -232,26 +239,7 @@ def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
                        env={k: v for k, v in e.items() if k != "RGPU_SERVER"}, capture_output=True, text=True,
                        timeout=180)
     assert r.returncode == 3 and r.stdout.strip() == "8.0", r.stderr[-3000:]
-    base = subprocess.run([sys.executable, "-c", TRAIN], env=dict(e, RGPU_SERVER=""), input="\n",
-                          capture_output=True, text=True, timeout=300)
-    ref = json.loads(base.stdout.strip().splitlines()[-1])
-    c = subprocess.Popen([sys.executable, "-c", TRAIN], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        while not c.stdout.readline().startswith("step 20"):
-            assert c.poll() is None, c.stderr.read()[-3000:]
-        kids = ssh_children(c.pid)
-        assert len(kids) == 1, kids
-        os.kill(kids[0], signal.SIGKILL)
-        c.stdin.write("\n")
-        c.stdin.flush()
-        out, err = c.communicate(timeout=300)
-    finally:
-        if c.poll() is None:
-            c.kill()
-    assert c.returncode == 0, err[-3000:]
-    r = json.loads(out.strip().splitlines()[-1])
-    assert r["reconnects"] == 1 and r["losses"] == ref["losses"]
+    train_killing_ssh(e, ssh_children)
 
 
 def test_real_sshd_authentication_failure_is_one_clear_line(sshd, tmp_path):
