@@ -7,7 +7,7 @@
 #include <time.h>
 
 /* the description of the last backend created here (one per process in practice) */
-static char g_desc[64];
+static char g_desc[192];   /* room for the format and its 128-byte argument */
 static const rgpu_backend *g_desc_for;
 
 static rgpu_backend *described(rgpu_backend *b, const char *fmt, const char *arg) {
