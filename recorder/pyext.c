@@ -450,6 +450,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     for (int i = 0; i < RGPU_OP_COUNT; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(rgpu_op_name(i)));
     if (PyModule_AddObject(m, "op_names", names)) return NULL;
     if (PyModule_AddIntConstant(m, "OP_COUNT", RGPU_OP_COUNT)) return NULL;
+    if (PyModule_AddStringConstant(m, "VERSION", RGPU_VERSION)) return NULL;
     if (PyModule_AddIntConstant(m, "TEMPLATE_MAGIC", RGPU_TEMPLATE_MAGIC)) return NULL;
     if (PyModule_AddIntConstant(m, "TEMPLATE_VERSION", RGPU_TEMPLATE_VERSION)) return NULL;
     PyObject *bit = PyLong_FromUnsignedLongLong(RGPU_TEMPLATE_LOCAL_BIT);

@@ -1504,6 +1504,7 @@ static void usage(FILE *f) {
         "                      DATA/daemon/sock, started detached when none runs, log in\n"
         "                      DATA/daemon/log), putting its token into the client's HELLO:\n"
         "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host\n"
+        "  --version           the version, trace format and op table\n"
         "  --help              this text\n"
         "Sizes take K, M, G suffixes.\n");
 }
@@ -1632,6 +1633,13 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--version")) {
+            uint8_t t[16];
+            rgpu_op_table_hash(t);
+            printf("rgpu-server %s (trace format %u, %d ops, op table %02x%02x%02x%02x...)\n", RGPU_VERSION,
+                   RGPU_FORMAT_VERSION, RGPU_OP_COUNT, t[0], t[1], t[2], t[3]);
+            return 0;
+        }
         else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return stdio_bridge(); }
         else if (!strcmp(a, "--quiet")) g_quiet = true;
         else if (!strcmp(a, "--no-auth")) g_no_auth = true;

@@ -19,6 +19,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------------------
  * Versions and limits */
+#define RGPU_VERSION          "0.1.0"  /* the software (pyproject.toml's version) */
 #define RGPU_FORMAT_VERSION   1u
 #define RGPU_MAX_DIMS         12       /* ndim above this is rejected */
 #define RGPU_MAX_OUT          8        /* outputs per record */

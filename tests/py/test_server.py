@@ -133,3 +133,15 @@ def test_bad_rgpu_server_address_raises():
     """, RGPU_SERVER="unix:/nonexistent/rgpu.sock")
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("ERR")
+
+
+def test_versions_agree():
+    """rgpu-server --version, rgpu.__version__ and pyproject.toml name one version."""
+    import re
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    out = subprocess.run([os.path.join(repo, "build", "bin", "rgpu-server"), "--version"], capture_output=True,
+                         text=True, timeout=30).stdout
+    m = re.match(r"rgpu-server (\S+) \(trace format 1, (\d+) ops", out)
+    assert m and m.group(1) == rgpu.__version__ and int(m.group(2)) == rgpu._C.OP_COUNT, out
+    pyproject = open(os.path.join(repo, "pyproject.toml")).read()
+    assert f'version = "{rgpu.__version__}"' in pyproject

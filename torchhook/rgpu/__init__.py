@@ -4,6 +4,8 @@
 RemoteTensor dispatch and the factory kernels. The connection to the server is
 made on first use (see server.py for RGPU_SERVER, RGPU_RECORD)."""
 from . import _C
+
+__version__ = _C.VERSION                 # the C library's: client and extension are one build
 from . import device as _device
 
 _device._register()
