@@ -160,7 +160,7 @@ test: deps
 # Sanitizer build of the C parts in its own tree.
 # (sanitizers slow the suites down: Check's per-test timeouts are stretched)
 test-asan: deps
-	@CK_TIMEOUT_MULTIPLIER=10 $(MAKE) --no-print-directory B=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" \
+	@CK_TIMEOUT_MULTIPLIER=10 ASAN_OPTIONS=quarantine_size_mb=64 $(MAKE) --no-print-directory B=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" \
 	  NVCC= test-c
 
 demo: deps
