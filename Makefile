@@ -53,7 +53,7 @@ SERVER := $(B)/bin/rgpu-server
 TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
+.PHONY: install all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
 all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) develop)
 
 help:
@@ -218,6 +218,14 @@ fuzz-smoke:
 	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); \
 	else echo "rgpu: $(FUZZ_CC) not found: fuzz smoke skipped (make deps installs it)"; fi
+
+# The server and the tools onto a GPU host, no Python or torch needed there
+# (the CUDA backend is in when nvcc exists): make install PREFIX=~/.local
+PREFIX ?= /usr/local
+install: $(SERVER) $(TOOLS)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(SERVER) $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	@echo "rgpu: installed rgpu-server, rgpu-replay, rgpu-diff, rgpu-trace in $(DESTDIR)$(PREFIX)/bin"
 
 clean:
 	rm -rf $(B) build-asan $(FZ) $(PYEXT)

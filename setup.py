@@ -11,13 +11,19 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
+PROGRAMS = ["rgpu-server", "rgpu-replay", "rgpu-diff", "rgpu-trace"]
+
+
 class build_py_with_server(build_py):
+    """The package carries the C programs (rgpu/bin/): the embedded server and
+    the console scripts of rgpu_cli run them."""
     def run(self):
         super().run()
-        subprocess.check_call(["make", "build/bin/rgpu-server"])
+        subprocess.check_call(["make"] + [f"build/bin/{p}" for p in PROGRAMS])
         dst = os.path.join(self.build_lib, "rgpu", "bin")
         os.makedirs(dst, exist_ok=True)
-        shutil.copy2("build/bin/rgpu-server", dst)
+        for p in PROGRAMS:
+            shutil.copy2(f"build/bin/{p}", dst)
 
 
 ext = Extension(
@@ -32,7 +38,8 @@ ext = Extension(
 
 setup(
     packages=["rgpu"],
-    package_dir={"rgpu": "torchhook/rgpu"},
+    py_modules=["rgpu_cli"],
+    package_dir={"rgpu": "torchhook/rgpu", "": "torchhook"},
     ext_modules=[ext],
     cmdclass={"build_py": build_py_with_server},
     options={"bdist_wheel": {"py_limited_api": "cp311"}},

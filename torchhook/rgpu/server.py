@@ -11,8 +11,9 @@ a compiled graph replay as captured graphs; results never change);
 RGPU_SERVER_LOG=path appends its log there instead of to its temp dir.
 A dropped connection is resumed by the C client (RGPU_RECONNECT_TIMEOUT);
 when that is impossible, calls raise rgpu.SessionLost.
-The server binary is $RGPU_SERVER_BIN, else <repo>/build/bin/rgpu-server next
-to this package, else `rgpu-server` on PATH."""
+The server binary is $RGPU_SERVER_BIN, else the one installed in this package
+(rgpu/bin/, pip install .), else <repo>/build/bin/rgpu-server next to it (a
+checkout), else `rgpu-server` on PATH."""
 import atexit
 import os
 import shutil
@@ -70,9 +71,10 @@ def server_binary():
     if path:
         return path
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.normpath(os.path.join(here, "..", "..", "build", "bin", "rgpu-server"))
-    if os.access(path, os.X_OK):
-        return path
+    for path in (os.path.join(here, "bin", "rgpu-server"),                                  # pip install .
+                 os.path.normpath(os.path.join(here, "..", "..", "build", "bin", "rgpu-server"))):  # a checkout
+        if os.access(path, os.X_OK):
+            return path
     path = shutil.which("rgpu-server")
     if path:
         return path
