@@ -373,6 +373,11 @@ static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64
         int code = mh.len >= 4 ? (int)rgpu_ld32(p) : RGPU_ERR_BAD_MESSAGE;
         set_err(err, errlen, "server refused: %.*s", (int)(mh.len > 8 ? (mh.len - 8 < 400 ? mh.len - 8 : 400) : 0),
                 (const char *)p + 8);
+        if (code == RGPU_ERR_BAD_VERSION || code == RGPU_ERR_OP_TABLE) {   /* name this side too */
+            size_t l = strlen(err);
+            snprintf(err + l, errlen > l ? errlen - l : 0, " [this client: rgpu %s, trace format %u, %d ops]",
+                     RGPU_VERSION, RGPU_FORMAT_VERSION, RGPU_OP_COUNT);
+        }
         free(p);
         return code ? code : RGPU_ERR_BAD_MESSAGE;
     }

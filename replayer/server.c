@@ -1001,9 +1001,12 @@ static sess *handshake(conn *c) {
     if (h.type != RGPU_MSG_HELLO || h.len < 40) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
     } else if (rgpu_ld32(p) != RGPU_FORMAT_VERSION) {
-        send_error(c, RGPU_ERR_BAD_VERSION, "client speaks format %u, server %u", rgpu_ld32(p), RGPU_FORMAT_VERSION);
+        send_error(c, RGPU_ERR_BAD_VERSION, "client speaks trace format %u, this server (rgpu-server %s) format %u",
+                   rgpu_ld32(p), RGPU_VERSION, RGPU_FORMAT_VERSION);
     } else if (memcmp(p + 4, table, 16) != 0) {
-        send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def");
+        send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client op table "
+                   "%02x%02x%02x%02x..., this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
+                   p[4], p[5], p[6], p[7], RGPU_VERSION, RGPU_OP_COUNT, table[0], table[1], table[2], table[3]);
     } else if (rgpu_ld32(p + 36) != h.len - 40) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", rgpu_ld32(p + 36));
     } else if (!g_no_auth && !token_ok(p + 40, h.len - 40)) {

@@ -125,12 +125,16 @@ START_TEST(out_of_sequence_chunk) {
 END_TEST
 
 START_TEST(wrong_version_and_table) {
+    char msg[512], want[64];
+    snprintf(want, sizeof want, "rgpu-server %s", RGPU_VERSION);
     int fd = raw_connect();
     send_hello(fd, RGPU_FORMAT_VERSION + 1, 0);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_VERSION);
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_VERSION);
+    ck_assert_msg(strstr(msg, "format 2") && strstr(msg, want), "%s", msg);   /* both versions named */
     fd = raw_connect();
     send_hello(fd, RGPU_FORMAT_VERSION, 1);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_OP_TABLE);
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_OP_TABLE);
+    ck_assert_msg(strstr(msg, "client op table") && strstr(msg, want), "%s", msg);
     honest_roundtrip(8.0f);
 }
 END_TEST
