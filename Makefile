@@ -53,7 +53,7 @@ SERVER := $(B)/bin/rgpu-server
 TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: install all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
+.PHONY: client-clang install all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
 all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) develop)
 
 help:
@@ -152,10 +152,20 @@ test-py: all
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory client-clang
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-py
 	@if [ -n "$(CUDA_INC)" ]; then $(MAKE) --no-print-directory test-cuda-emu; \
 	else echo "rgpu: no CUDA toolkit headers: test-cuda-emu (the CUDA backend on cudaemu) skipped"; fi
+
+# The client (recorder/, the extension, trace-format/) with a second
+# compiler, clang, as a macOS laptop would build it: warnings are errors.
+client-clang:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	  for f in $(RECORDER_SRC) recorder/pyext.c $(FORMAT_SRC); do \
+	    $(FUZZ_CC) $(CSTD) -Wall -Wextra -Werror -fsyntax-only -Itrace-format -Irecorder -I$(PY_INC) $$f || exit 1; \
+	  done; echo "rgpu: the client compiles with $(FUZZ_CC) -Wall -Wextra -Werror"; \
+	else echo "rgpu: $(FUZZ_CC) not found: client-clang skipped (make deps installs it)"; fi
 
 # Sanitizer build of the C parts in its own tree.
 # (sanitizers slow the suites down: Check's per-test timeouts are stretched)

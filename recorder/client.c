@@ -44,9 +44,17 @@
 
 extern char **environ;
 
+#ifdef SOCK_CLOEXEC
+#define RGPU_HAVE_SOCK_CLOEXEC 1
+#else
+#define SOCK_CLOEXEC 0
+#endif
+
 /* Error texts are built with snprintf into fixed buffers; cutting a long one
  * short is intended. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 /* An item for the sender, in send order. */
 enum { ITEM_CHUNK = 1, ITEM_MSG = 2, ITEM_NEED = 3, ITEM_RGT_BLOB = 4, ITEM_PUSH = 5 };
@@ -175,6 +183,45 @@ static double mono_now(void) {
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Portability: the client (recorder/, trace-format/, the extension) is
+ * POSIX, so that it builds on a macOS laptop too. There, no SOCK_CLOEXEC
+ * (set with fcntl), no MSG_NOSIGNAL (SO_NOSIGPIPE on the socket instead, see
+ * wire.c), and condition variables only wait on the realtime clock (the
+ * monotonic deadlines used here are converted). */
+static int cloexec(int fd) {
+#ifndef RGPU_HAVE_SOCK_CLOEXEC
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+#endif
+#ifdef SO_NOSIGPIPE
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+    return fd;
+}
+
+#ifdef __APPLE__
+#define RGPU_COND_MONOTONIC 0
+#else
+#define RGPU_COND_MONOTONIC 1
+#endif
+
+/* pthread_cond_timedwait until a CLOCK_MONOTONIC deadline. */
+static int cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *mono) {
+#if RGPU_COND_MONOTONIC
+    return pthread_cond_timedwait(cv, mu, mono);
+#else
+    struct timespec now, rt;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    clock_gettime(CLOCK_REALTIME, &rt);
+    long long ns = (long long)(mono->tv_sec - now.tv_sec) * 1000000000LL + (mono->tv_nsec - now.tv_nsec);
+    if (ns < 0) ns = 0;
+    rt.tv_sec += (time_t)(ns / 1000000000LL);
+    rt.tv_nsec += (long)(ns % 1000000000LL);
+    if (rt.tv_nsec >= 1000000000L) { rt.tv_sec++; rt.tv_nsec -= 1000000000L; }
+    return pthread_cond_timedwait(cv, mu, &rt);
+#endif
+}
+
 static struct timespec deadline_in(double s) {
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
@@ -242,7 +289,7 @@ static int dial_ssh(rgpu_client *c, const char *spec, char *err, size_t errlen) 
     argv[n++] = cmd;
     argv[n] = NULL;
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) || cloexec(sv[0]) < 0 || cloexec(sv[1]) < 0) {
         set_err(err, errlen, "socketpair: %s", strerror(errno));
         return -1;
     }
@@ -291,7 +338,7 @@ static int dial(rgpu_client *c, const char *address, char *err, size_t errlen) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(address + 5) >= sizeof sa.sun_path) { set_err(err, errlen, "unix socket path too long"); return -1; }
         strcpy(sa.sun_path, address + 5);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fd = cloexec(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
             set_err(err, errlen, "cannot connect to %s: %s", address, strerror(errno));
             if (fd >= 0) close(fd);
@@ -312,7 +359,7 @@ static int dial(rgpu_client *c, const char *address, char *err, size_t errlen) {
     int rc = getaddrinfo(host, colon + 1, &hints, &res);
     if (rc) { set_err(err, errlen, "cannot resolve %s: %s", address, gai_strerror(rc)); return -1; }
     for (ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        fd = cloexec(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
         if (fd < 0) continue;
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         close(fd); fd = -1;
@@ -685,7 +732,7 @@ static void *sender_main(void *arg) {
                     close_chunk_locked(c);
                     continue;
                 }
-                pthread_cond_timedwait(&c->cv_send, &c->mu, &dl);
+                cond_wait_until(&c->cv_send, &c->mu, &dl);
             } else {
                 pthread_cond_wait(&c->cv_send, &c->mu);
             }
@@ -967,7 +1014,9 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     pthread_mutex_init(&c->rgt_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
+#if RGPU_COND_MONOTONIC
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+#endif
     pthread_cond_init(&c->cv_send, &ca);
     pthread_cond_init(&c->cv_wait, &ca);
     pthread_condattr_destroy(&ca);
@@ -1041,7 +1090,7 @@ static rgpu_status throttle_locked(rgpu_client *c) {
     double to = wait_timeout_s();
     struct timespec dl = deadline_in(to);
     while (c->backlog > c->max_unacked && !c->dead) {
-        if (pthread_cond_timedwait(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && c->backlog > c->max_unacked) {
+        if (cond_wait_until(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && c->backlog > c->max_unacked) {
             mark_dead_locked(c, RGPU_ERR_TIMEOUT, "rgpu-server acknowledged nothing for RGPU_WAIT_TIMEOUT seconds "
                              "while RGPU_MAX_UNACKED bytes of ops were waiting");
             break;
@@ -1274,7 +1323,7 @@ rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, 
     double to = wait_timeout_s();
     struct timespec dl = deadline_in(to);
     while (!w.done && !c->dead) {
-        if (pthread_cond_timedwait(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && !w.done) {
+        if (cond_wait_until(&c->cv_wait, &c->mu, &dl) == ETIMEDOUT && !w.done) {
             set_err(err, errlen, "no answer from rgpu-server for op %llu within %g s (RGPU_WAIT_TIMEOUT)%s",
                     (unsigned long long)op_index, to, c->broken ? "; the connection is down and being resumed" : "");
             s = RGPU_ERR_TIMEOUT;

@@ -36,6 +36,10 @@ rgpu_status rgpu_wire_header_decode(const uint8_t in[RGPU_WIRE_HEADER], uint64_t
     return RGPU_OK;
 }
 
+#ifndef MSG_NOSIGNAL      /* macOS: the client's sockets carry SO_NOSIGPIPE instead */
+#define MSG_NOSIGNAL 0
+#endif
+
 rgpu_status rgpu_io_write_all(int fd, const void *p, size_t n) {
     const uint8_t *b = p;
     while (n) {
