@@ -428,10 +428,10 @@ START_TEST(long_chunk_cancelled_when_its_client_is_gone) {
     int fd = srv_session(&s, 0, &id, NULL);
     rgpu_buf b = { 0 };
     rec_small(&b);
-    int64_t sz = (int64_t)1 << 28, st = 0;   /* 1 GiB read of 4 bytes: a fraction of a second each */
+    int64_t sz = (int64_t)1 << 26, st = 0;   /* 256 MiB read of 4 bytes: a few hundredths of a second each */
     rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
-    for (int i = 0; i < 400; i++) rec_sum(&b, 10 + 2 * (uint64_t)i, 3);
-    send_chunk(fd, b.p, b.len, 0, 402, 0);
+    for (int i = 0; i < 3000; i++) rec_sum(&b, 10 + 2 * (uint64_t)i, 3);   /* a minute or more in all */
+    send_chunk(fd, b.p, b.len, 0, 3002, 0);
     rgpu_buf_free(&b);
     usleep(300000);
     double t0 = now_s();
