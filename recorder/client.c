@@ -29,6 +29,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -331,6 +332,38 @@ static void ssh_note(rgpu_client *c, char *err, size_t errlen) {
     }
 }
 
+/* RGPU_CONNECT_TIMEOUT (seconds, default 30): a connect, and a handshake,
+ * take no longer (an unreachable host or a server that never answers is an
+ * error in bounded time, not a hang). */
+static double connect_timeout_s(void) {
+    const char *e = getenv("RGPU_CONNECT_TIMEOUT");
+    double t = e ? strtod(e, NULL) : 0;
+    return t > 0 ? t : 30.0;
+}
+
+/* connect(2) that gives up after `to` seconds (errno ETIMEDOUT). */
+static int connect_within(int fd, const struct sockaddr *sa, socklen_t len, double to) {
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    int rc = connect(fd, sa, len);
+    if (rc < 0 && errno == EINPROGRESS) {
+        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+        int pr;
+        do pr = poll(&pf, 1, (int)(to * 1000)); while (pr < 0 && errno == EINTR);
+        if (pr == 0) { errno = ETIMEDOUT; rc = -1; }
+        else {
+            int e = 0;
+            socklen_t el = sizeof e;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+            if (e) { errno = e; rc = -1; } else rc = 0;
+        }
+    }
+    int saved = errno;
+    fcntl(fd, F_SETFL, fl);
+    errno = saved;
+    return rc;
+}
+
 static int dial(rgpu_client *c, const char *address, char *err, size_t errlen) {
     int fd = -1;
     if (strncmp(address, "ssh://", 6) == 0) return dial_ssh(c, address + 6, err, errlen);
@@ -358,10 +391,11 @@ static int dial(rgpu_client *c, const char *address, char *err, size_t errlen) {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
     int rc = getaddrinfo(host, colon + 1, &hints, &res);
     if (rc) { set_err(err, errlen, "cannot resolve %s: %s", address, gai_strerror(rc)); return -1; }
+    double to = connect_timeout_s();
     for (ai = res; ai; ai = ai->ai_next) {
         fd = cloexec(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
         if (fd < 0) continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (connect_within(fd, ai->ai_addr, ai->ai_addrlen, to) == 0) break;
         close(fd); fd = -1;
     }
     freeaddrinfo(res);
@@ -399,8 +433,29 @@ static size_t read_token(const char *given, char *out, size_t cap) {
 /* HELLO: u32 version | hash[16] op table | u64 session | u64 last_ack | u32 token_len | token
  * WELCOME: u32 version | hash[16] | u64 session | u64 applied | u8[32] backend | u32 nbits | bitmap
  * On an ERROR reply, returns its code (err: the server's message). */
+static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
+                              uint64_t *applied, char *err, size_t errlen);
+
+/* The handshake within RGPU_CONNECT_TIMEOUT: the socket's timeouts are set
+ * for it and cleared after (a WAIT may then take as long as its op). */
 static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
                              uint64_t *applied, char *err, size_t errlen) {
+    double to = connect_timeout_s();
+    struct timeval tv = { (time_t)to, (suseconds_t)((to - (double)(time_t)to) * 1e6) }, zero = { 0, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    rgpu_status s = handshake_(fd, token, session, last_ack, info, applied, err, errlen);
+    if (s == RGPU_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        s = RGPU_ERR_TIMEOUT;
+        set_err(err, errlen, "no answer to the handshake within %g s (RGPU_CONNECT_TIMEOUT)", to);
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero);
+    return s;
+}
+
+static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
+                              uint64_t *applied, char *err, size_t errlen) {
     uint8_t h[40 + 1024] = { 0 };
     rgpu_st32(h, RGPU_FORMAT_VERSION);
     rgpu_op_table_hash(h + 4);

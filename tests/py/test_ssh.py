@@ -257,3 +257,27 @@ def test_real_sshd_authentication_failure_is_one_clear_line(sshd, tmp_path):
     """, dict(e, RGPU_SSH=f"ssh -F {d}/ssh_config_bad"))
     assert time.monotonic() - t0 < 60
     assert "ConnectionError:" in p.stdout and "Permission denied" in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+def test_a_server_that_never_answers_is_an_error_in_bounded_time(tmp_path):
+    """RGPU_CONNECT_TIMEOUT bounds the handshake too (here a socket that
+    accepts and never speaks)."""
+    import socket
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    e = dict(os.environ, PYTHONPATH=TORCHHOOK, RGPU_SERVER=f"127.0.0.1:{ls.getsockname()[1]}",
+             RGPU_CONNECT_TIMEOUT="2")
+    t0 = time.monotonic()
+    try:
+        p = run("""
+            import torch, rgpu
+            try:
+                torch.ones(4, device="rgpu").sum().item()
+            except ConnectionError as e:
+                print("ConnectionError:", e)
+        """, e)
+    finally:
+        ls.close()
+    assert time.monotonic() - t0 < 30
+    assert "ConnectionError:" in p.stdout and "RGPU_CONNECT_TIMEOUT" in p.stdout, p.stdout + p.stderr[-2000:]
