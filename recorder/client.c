@@ -322,14 +322,17 @@ static int dial_ssh(rgpu_client *c, const char *spec, char *err, size_t errlen) 
 static void ssh_note(rgpu_client *c, char *err, size_t errlen) {
     if (c->ssh_pid <= 0) return;
     pid_t r = 0;
-    for (int i = 0; i < 50 && (r = waitpid(c->ssh_pid, NULL, WNOHANG)) == 0; i++) usleep(20000);
+    int ws = 0;
+    for (int i = 0; i < 50 && (r = waitpid(c->ssh_pid, &ws, WNOHANG)) == 0; i++) usleep(20000);
     if (r == c->ssh_pid) c->ssh_pid = -1;   /* reaped */
     char line[400];
     ssh_errline(c, line, sizeof line);
-    if (line[0]) {
-        size_t l = strlen(err);
-        snprintf(err + l, errlen > l ? errlen - l : 0, " (ssh: %s)", line);
-    }
+    size_t l = strlen(err);
+    if (line[0]) snprintf(err + l, errlen > l ? errlen - l : 0, " (ssh: %s)", line);
+    l = strlen(err);
+    if (r > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 127)   /* the remote shell found no such command */
+        snprintf(err + l, errlen > l ? errlen - l : 0, "; no rgpu-server on the host's PATH (install it there, "
+                 "or name it with RGPU_REMOTE_SERVER)");
 }
 
 /* RGPU_CONNECT_TIMEOUT (seconds, default 30): a connect, and a handshake,

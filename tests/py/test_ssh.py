@@ -139,7 +139,7 @@ def test_clear_errors_in_bounded_time(env, case):
     """, e, timeout=120)
     assert time.monotonic() - t0 < 60
     assert p.returncode == 0, p.stderr[-2000:]
-    want = "Could not resolve hostname unreachable" if case == "unreachable" else "/nonexistent/rgpu-server: not found"
+    want = "Could not resolve hostname unreachable" if case == "unreachable" else "no rgpu-server on the host"
     assert "ConnectionError:" in p.stdout and want in p.stdout, p.stdout + p.stderr[-2000:]
 
 
@@ -239,14 +239,23 @@ def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
                        env={k: v for k, v in e.items() if k != "RGPU_SERVER"}, capture_output=True, text=True,
                        timeout=180)
     assert r.returncode == 3 and r.stdout.strip() == "8.0", r.stderr[-3000:]
+    log = (tmp_path / "state" / "rgpu" / "daemon" / "log").read_text()
+    assert log.count("listening on") == 1 and log.count("started (id") == 2, log   # one daemon, reused
     train_killing_ssh(e, ssh_children)
 
 
-def test_real_sshd_authentication_failure_is_one_clear_line(sshd, tmp_path):
+@pytest.mark.parametrize("case", ["auth", "unknown-host", "no-server"])
+def test_real_ssh_errors_are_one_clear_line(sshd, tmp_path, case):
     e, d = sshd
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "other")], check=True)
-    cfg = (d / "ssh_config").read_text().replace(f"IdentityFile {d}/user", f"IdentityFile {d}/other")
-    (d / "ssh_config_bad").write_text(cfg)
+    if case == "auth":
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "other")], check=True)
+        cfg = (d / "ssh_config").read_text().replace(f"IdentityFile {d}/user", f"IdentityFile {d}/other")
+        (d / "ssh_config_bad").write_text(cfg)
+        e, want = dict(e, RGPU_SSH=f"ssh -F {d}/ssh_config_bad"), "Permission denied"
+    elif case == "unknown-host":
+        e, want = dict(e, RGPU_SERVER="ssh://no-such-host.invalid"), "Could not resolve hostname"
+    else:
+        e, want = dict(e, RGPU_REMOTE_SERVER="/nonexistent/rgpu-server"), "no rgpu-server on the host"
     t0 = time.monotonic()
     p = run("""
         import torch, rgpu
@@ -254,9 +263,10 @@ def test_real_sshd_authentication_failure_is_one_clear_line(sshd, tmp_path):
             torch.ones(4, device="rgpu").sum().item()
         except ConnectionError as e:
             print("ConnectionError:", e)
-    """, dict(e, RGPU_SSH=f"ssh -F {d}/ssh_config_bad"))
+    """, e)
     assert time.monotonic() - t0 < 60
-    assert "ConnectionError:" in p.stdout and "Permission denied" in p.stdout, p.stdout + p.stderr[-2000:]
+    lines = [x for x in p.stdout.splitlines() if x.startswith("ConnectionError:")]
+    assert len(lines) == 1 and want in lines[0], p.stdout + p.stderr[-2000:]
 
 
 def test_a_server_that_never_answers_is_an_error_in_bounded_time(tmp_path):
