@@ -466,7 +466,10 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint6
     rgpu_st64(h + 28, last_ack);
     size_t tl = read_token(token, (char *)h + 40, 1024);
     rgpu_st32(h + 36, (uint32_t)tl);
-    rgpu_status s = rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0);
+    uint8_t ver[1 + sizeof RGPU_VERSION];   /* after the token: u8 n | this client's version */
+    ver[0] = (uint8_t)strlen(RGPU_VERSION);
+    memcpy(ver + 1, RGPU_VERSION, strlen(RGPU_VERSION));
+    rgpu_status s = rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, ver, 1 + strlen(RGPU_VERSION));
     if (s) { set_err(err, errlen, "handshake: %s", rgpu_status_str(s)); return s; }
     rgpu_msg_header mh;
     uint8_t *p;
@@ -498,6 +501,9 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint6
     uint32_t nbits = rgpu_ld32(p + 68);
     size_t nb = (nbits + 7) / 8;
     if (mh.len >= 72 + nb) memcpy(info->supports, p + 72, nb < sizeof info->supports ? nb : sizeof info->supports);
+    snprintf(info->version, sizeof info->version, "?");
+    if (mh.len > 72 + nb && mh.len >= 72 + nb + 1 + p[72 + nb] && p[72 + nb] < sizeof info->version)
+        snprintf(info->version, sizeof info->version, "%.*s", (int)p[72 + nb], (const char *)p + 73 + nb);
     free(p);
     return RGPU_OK;
 }

@@ -4,7 +4,8 @@
  * every supported Python. Not built against libtorch: the torch side lives in
  * the Python modules in torchhook/rgpu/ and calls these functions with ints, tuples and buffers.
  *
- *   connect(address, record_path=None, token=None) -> {"backend": str, "session": int, "supports": bytes}
+ *   connect(address, record_path=None, token=None) -> {"backend": str, "session": int, "supports": bytes,
+ *                                                       "server_version": str}
  *       token None: RGPU_TOKEN, else the file RGPU_TOKEN_FILE, else the server's default token file
  *   close()
  *   new_id() -> int
@@ -82,8 +83,9 @@ static PyObject *py_connect(PyObject *self, PyObject *args) {
     }
     g_client = c;
     const rgpu_server_info *i = rgpu_client_server(c);
-    return Py_BuildValue("{s:s,s:K,s:y#}", "backend", i->backend, "session", (unsigned long long)i->session,
-                         "supports", (const char *)i->supports, (Py_ssize_t)sizeof i->supports);
+    return Py_BuildValue("{s:s,s:K,s:y#,s:s}", "backend", i->backend, "session", (unsigned long long)i->session,
+                         "supports", (const char *)i->supports, (Py_ssize_t)sizeof i->supports,
+                         "server_version", i->version);
 }
 
 static PyObject *py_close(PyObject *self, PyObject *noargs) {

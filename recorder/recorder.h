@@ -47,6 +47,7 @@ typedef struct rgpu_server_info {
     char backend[32];
     uint64_t session;
     uint8_t supports[(RGPU_OP_COUNT + 7) / 8];   /* bit op set: backend runs it */
+    char version[33];                             /* the server's software version ("?": not said) */
 } rgpu_server_info;
 
 /* Connect to "unix:/path" or "host:port" and handshake. record_path, when

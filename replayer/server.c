@@ -998,19 +998,28 @@ static sess *handshake(conn *c) {
     sess *se = NULL;
     uint8_t table[16];
     rgpu_op_table_hash(table);
+    /* after the token, optionally: u8 n | the client's version (n ≤ 32 bytes) */
+    char cver[40] = "?";
+    uint32_t tl = h.len >= 40 ? rgpu_ld32(p + 36) : 0;
+    bool hello_ok = h.len >= 40 && tl <= h.len - 40;
+    if (hello_ok && h.len - 40 - tl > 0) {
+        size_t rest = h.len - 40 - tl, vn = p[40 + tl];
+        hello_ok = rest == 1 + vn && vn <= 32;
+        if (hello_ok) snprintf(cver, sizeof cver, "%.*s", (int)vn, (const char *)p + 41 + tl);
+    }
     if (h.type != RGPU_MSG_HELLO || h.len < 40) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
     } else if (rgpu_ld32(p) != RGPU_FORMAT_VERSION) {
-        send_error(c, RGPU_ERR_BAD_VERSION, "client speaks trace format %u, this server (rgpu-server %s) format %u",
-                   rgpu_ld32(p), RGPU_VERSION, RGPU_FORMAT_VERSION);
+        send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks trace format %u, this server (rgpu-server %s) "
+                   "format %u", cver, rgpu_ld32(p), RGPU_VERSION, RGPU_FORMAT_VERSION);
     } else if (memcmp(p + 4, table, 16) != 0) {
-        send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client op table "
-                   "%02x%02x%02x%02x..., this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
-                   p[4], p[5], p[6], p[7], RGPU_VERSION, RGPU_OP_COUNT, table[0], table[1], table[2], table[3]);
-    } else if (rgpu_ld32(p + 36) != h.len - 40) {
-        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", rgpu_ld32(p + 36));
-    } else if (!g_no_auth && !token_ok(p + 40, h.len - 40)) {
-        send_error(c, RGPU_ERR_AUTH, h.len == 40 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
+        send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client: rgpu %s, op "
+                   "table %02x%02x%02x%02x...; this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
+                   cver, p[4], p[5], p[6], p[7], RGPU_VERSION, RGPU_OP_COUNT, table[0], table[1], table[2], table[3]);
+    } else if (!hello_ok) {
+        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", tl);
+    } else if (!g_no_auth && !token_ok(p + 40, tl)) {
+        send_error(c, RGPU_ERR_AUTH, tl == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
                                                  : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
     } else if (rgpu_ld64(p + 20)) {
         se = resume(c, rgpu_ld64(p + 20), rgpu_ld64(p + 28));
@@ -1049,14 +1058,14 @@ static sess *handshake(conn *c) {
             se->next = g_sessions;
             g_sessions = se;
             pthread_mutex_unlock(&g_mu);
-            logf_("%s: started (id %016llx)", TAG(c), (unsigned long long)se->id);
+            logf_("%s: started (id %016llx, client rgpu %s)", TAG(c), (unsigned long long)se->id, cver);
         }
     }
     free(p);
     if (!se) return NULL;
     c->se = se;
     c->s = se->s;
-    uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8] = { 0 };
+    uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8 + 1 + sizeof RGPU_VERSION] = { 0 };
     rgpu_st32(w, RGPU_FORMAT_VERSION);
     memcpy(w + 4, table, 16);
     rgpu_st64(w + 20, se->id);
@@ -1065,7 +1074,10 @@ static sess *handshake(conn *c) {
     rgpu_st32(w + 68, RGPU_OP_COUNT);
     for (int i = 0; i < RGPU_OP_COUNT; i++)
         if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
-    rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, sizeof w, NULL, 0);   /* a failure shows at the next read */
+    size_t vat = 72 + (RGPU_OP_COUNT + 7) / 8;   /* after the bitmap: u8 n | this server's version */
+    w[vat] = (uint8_t)strlen(RGPU_VERSION);
+    memcpy(w + vat + 1, RGPU_VERSION, strlen(RGPU_VERSION));
+    rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, vat + 1 + strlen(RGPU_VERSION), NULL, 0);   /* a failure shows at the next read */
     return se;
 }
 
@@ -1597,17 +1609,18 @@ static int stdio_bridge(void) {
     rgpu_status s = read_by(0, hb, sizeof hb, deadline);
     if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, &h);
     if (!s && h.type != RGPU_MSG_HELLO) s = RGPU_ERR_BAD_MESSAGE;
-    uint8_t *hello = NULL;
+    uint8_t in[40 + MAX_TOKEN_LEN], hello[40 + TOKEN_HEX + MAX_TOKEN_LEN];
     if (!s && h.len < 40) s = RGPU_ERR_TRUNCATED;
-    if (!s && !(hello = malloc(40 + TOKEN_HEX))) s = RGPU_ERR_NOMEM;
-    uint8_t rest[MAX_TOKEN_LEN];
-    if (!s) s = read_by(0, hello, 40, deadline);
-    if (!s) s = read_by(0, rest, h.len - 40, deadline);
-    if (s) { free(hello); return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s)); }
+    if (!s) s = read_by(0, in, h.len, deadline);
+    uint32_t itl = s ? 0 : rgpu_ld32(in + 36);
+    if (!s && itl > h.len - 40) s = RGPU_ERR_BAD_MESSAGE;
+    if (s) return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s));
+    size_t trailer = h.len - 40 - itl;   /* the client's version, kept */
+    memcpy(hello, in, 40);
     rgpu_st32(hello + 36, TOKEN_HEX);
     memcpy(hello + 40, g_token, TOKEN_HEX);
-    s = rgpu_wire_send(fd, RGPU_MSG_HELLO, hello, 40 + TOKEN_HEX, NULL, 0);
-    free(hello);
+    memcpy(hello + 40 + TOKEN_HEX, in + 40 + itl, trailer);
+    s = rgpu_wire_send(fd, RGPU_MSG_HELLO, hello, 40 + TOKEN_HEX + trailer, NULL, 0);
     if (s) return bridge_fail(s, "the daemon closed: %s", rgpu_status_str(s));
     /* relay */
     struct pollfd pf[2] = { { .fd = 0, .events = POLLIN }, { .fd = fd, .events = POLLIN } };

@@ -134,7 +134,7 @@ START_TEST(wrong_version_and_table) {
     fd = raw_connect();
     send_hello(fd, RGPU_FORMAT_VERSION, 1);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_OP_TABLE);
-    ck_assert_msg(strstr(msg, "client op table") && strstr(msg, want), "%s", msg);
+    ck_assert_msg(strstr(msg, "client: rgpu") && strstr(msg, want), "%s", msg);
     honest_roundtrip(8.0f);
 }
 END_TEST

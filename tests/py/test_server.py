@@ -145,3 +145,5 @@ def test_versions_agree():
     assert m and m.group(1) == rgpu.__version__ and int(m.group(2)) == rgpu._C.OP_COUNT, out
     pyproject = open(os.path.join(repo, "pyproject.toml")).read()
     assert f'version = "{rgpu.__version__}"' in pyproject
+    torch.ones(1, device="rgpu").sum().item()
+    assert rgpu.stats()["server_version"] == rgpu.__version__      # the handshake carries it

@@ -31,12 +31,14 @@ manual_seed = _device.manual_seed
 def stats():
     """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more),
     "decomposed": {op name: calls decomposed into other ops}, and once
-    connected "backend": the server's backend as its handshake names it."""
+    connected "backend": the server's backend as its handshake names it, and
+    "server_version": the server's rgpu version (rgpu.__version__ is ours)."""
     s = _C.stats()
     s["decomposed"] = _decomp.counts()
     s["compile"] = _compile.counts()
     if server.is_connected():   # "cuda (NVIDIA H200)", "cpu (cuda self-check failed: mm)", "cpu"
         s["backend"] = server.info()["backend"]
+        s["server_version"] = server.info().get("server_version", "?")
     return s
 
 
