@@ -6,6 +6,7 @@ dropped link. Each case in a child process, with its own state folder."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -244,7 +245,7 @@ def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
     train_killing_ssh(e, ssh_children)
 
 
-@pytest.mark.parametrize("case", ["auth", "unknown-host", "no-server"])
+@pytest.mark.parametrize("case", ["auth", "unknown-host", "refused", "no-server"])
 def test_real_ssh_errors_are_one_clear_line(sshd, tmp_path, case):
     e, d = sshd
     if case == "auth":
@@ -254,6 +255,11 @@ def test_real_ssh_errors_are_one_clear_line(sshd, tmp_path, case):
         e, want = dict(e, RGPU_SSH=f"ssh -F {d}/ssh_config_bad"), "Permission denied"
     elif case == "unknown-host":
         e, want = dict(e, RGPU_SERVER="ssh://no-such-host.invalid"), "Could not resolve hostname"
+    elif case == "refused":
+        with socket.socket() as sk:          # a port nobody listens on
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        e, want = dict(e, RGPU_SERVER=f"ssh://127.0.0.1:{port}"), "Connection refused"
     else:
         e, want = dict(e, RGPU_REMOTE_SERVER="/nonexistent/rgpu-server"), "no rgpu-server on the host"
     t0 = time.monotonic()
