@@ -44,6 +44,15 @@ def run(code, env, timeout=180):
                           timeout=timeout)
 
 
+CONNECT = """
+import torch, rgpu
+try:
+    torch.ones(4, device="rgpu").sum().item()
+except ConnectionError as e:
+    print("ConnectionError:", e)
+"""
+
+
 def test_hello_world_over_ssh_and_the_daemon_is_reused(env, tmp_path):
     code = """
         import torch, rgpu
@@ -131,13 +140,7 @@ def test_clear_errors_in_bounded_time(env, case):
     else:
         e["RGPU_REMOTE_SERVER"] = "/nonexistent/rgpu-server"
     t0 = time.monotonic()
-    p = run("""
-        import torch, rgpu
-        try:
-            torch.ones(4, device="rgpu").sum().item()
-        except ConnectionError as e:
-            print("ConnectionError:", e)
-    """, e, timeout=120)
+    p = run(CONNECT, e, timeout=120)
     assert time.monotonic() - t0 < 60
     assert p.returncode == 0, p.stderr[-2000:]
     want = "Could not resolve hostname unreachable" if case == "unreachable" else "no rgpu-server on the host"
@@ -263,13 +266,7 @@ def test_real_ssh_errors_are_one_clear_line(sshd, tmp_path, case):
     else:
         e, want = dict(e, RGPU_REMOTE_SERVER="/nonexistent/rgpu-server"), "no rgpu-server on the host"
     t0 = time.monotonic()
-    p = run("""
-        import torch, rgpu
-        try:
-            torch.ones(4, device="rgpu").sum().item()
-        except ConnectionError as e:
-            print("ConnectionError:", e)
-    """, e)
+    p = run(CONNECT, e)
     assert time.monotonic() - t0 < 60
     lines = [x for x in p.stdout.splitlines() if x.startswith("ConnectionError:")]
     assert len(lines) == 1 and want in lines[0], p.stdout + p.stderr[-2000:]
