@@ -1138,24 +1138,32 @@ static void serve_conn(conn *c) {
     bool keep = !c->bye && !c->sent_error && g_grace > 0;
     rgpu_graph_stats gs;        /* read while this thread still owns the session */
     if (g_limits.graphs) rgpu_session_graph_stats(c->s, &gs);
+    /* Once detached, a kept session belongs to whoever resumes it, who may
+     * end and free it at once: what the lines below say is read before. */
+    uint64_t applied = rgpu_session_applied(c->s);
+    uint32_t no = se->no;
+    char tg[120];
+    tag(c, tg, sizeof tg);
     pthread_mutex_lock(&g_mu);
     se->conn = NULL;
     se->detached_at = now_s();
     if (!keep) unlink_sess_locked(se);
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
+    c->se = NULL;
+    c->s = NULL;
     if (g_limits.graphs) {      /* so far, also when the session is kept for a resume */
         logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
-              se->no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
+              no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
               (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
               gs.last_refusal[0] ? ")" : "");
     }
     if (keep) {
-        logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", TAG(c),
-              (unsigned long long)rgpu_session_applied(c->s), rgpu_status_str(s), g_grace);
+        logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", tg, (unsigned long long)applied,
+              rgpu_status_str(s), g_grace);
     } else {
-        logf_("%s: %s after %llu ops (peak %llu bytes)", TAG(c), c->bye ? "bye" : "closed",
-              (unsigned long long)rgpu_session_applied(c->s), (unsigned long long)pk);
+        logf_("%s: %s after %llu ops (peak %llu bytes)", tg, c->bye ? "bye" : "closed", (unsigned long long)applied,
+              (unsigned long long)pk);
         sess_destroy(se);
     }
     log_stats(keep ? "session detached" : "session ended");
