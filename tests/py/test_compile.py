@@ -24,19 +24,7 @@ from models import data, gpt  # noqa: E402
 DEV = "rgpu"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def cc():
-    return rgpu.stats()["compile"]
-
-
-def rgpu_warnings(rec):
-    return [str(w.message) for w in rec if "rgpu:" in str(w.message)]
+from compile_util import cc, fresh_dynamo, rgpu_warnings  # noqa: E402,F401  (fresh_dynamo: autouse)
 
 
 # --- the reduced GPT ---------------------------------------------------------------

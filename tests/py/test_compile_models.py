@@ -22,19 +22,7 @@ DEV = "rgpu"
 V = 100                 # vocabulary of every tiny model
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def cc():
-    return rgpu.stats()["compile"]
-
-
-def rgpu_warnings(rec):
-    return [str(w.message) for w in rec if "rgpu:" in str(w.message)]
+from compile_util import cc, fresh_dynamo, rgpu_warnings  # noqa: E402,F401  (fresh_dynamo: autouse)
 
 
 def tiny(name):
