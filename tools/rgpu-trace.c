@@ -18,6 +18,7 @@ static void usage(FILE *f) {
         "usage: rgpu-trace info TRACE.rgt\n"
         "       rgpu-trace ops  TRACE.rgt\n"
         "       rgpu-trace dump TRACE.rgt [--from N] [--to M]\n"
+        "       rgpu-trace digest TRACE.rgt\n"
         "\n"
         "  info   meta (format version, op-table hash, creator, backend, ...), op count,\n"
         "         chunks (stream entries and unique chunks) with raw and compressed\n"
@@ -32,6 +33,10 @@ static void usage(FILE *f) {
         "         inputs are tTID or None; long int lists are abbreviated. A CALL\n"
         "         (rgpu::call) ends with template=HASH bindings=N.\n"
         "         --from N / --to M print only ops in [N, M).\n"
+        "  digest `records N ops HASH frees HASH`: the content hash of every record's\n"
+        "         bytes but FREE's, in stream order (blobs and templates are named by\n"
+        "         hash inside records), and of the sorted freed ids: two traces of one\n"
+        "         program agree, however the client chunked and batched its FREEs\n"
         "  --help this text\n"
         "\n"
         "Exit status: 0 ok, 2 usage error or unreadable, corrupt or version-mismatched\n"
@@ -216,6 +221,70 @@ static int cmd_dump(tc_trace *t, uint64_t from, uint64_t to) {
     return 0;
 }
 
+/* Appends n bytes to a growing buffer; false when out of memory. */
+static bool buf_put(uint8_t **b, size_t *n, size_t *cap, const void *p, size_t len) {
+    if (*n + len > *cap) {
+        size_t nc = *cap ? *cap : 1 << 20;
+        while (nc < *n + len) nc *= 2;
+        uint8_t *q = realloc(*b, nc);
+        if (!q) return false;
+        *b = q, *cap = nc;
+    }
+    memcpy(*b + *n, p, len);
+    *n += len;
+    return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The ops (every record but FREE, bytes in stream order) and the frees (every
+ * freed id, sorted): the client batches FREEs when it flushes, which timing
+ * decides; everything else a program records is its own. */
+static int cmd_digest(tc_trace *t) {
+    uint8_t *ops = NULL, *freed = NULL;
+    size_t n_ops = 0, cap_ops = 0, n_freed = 0, cap_freed = 0;
+    uint64_t records = 0;
+    int rc = 0;
+    for (;;) {
+        tc_chunk c;
+        if (tc_next_chunk(t, &c)) { fprintf(stderr, "%s: %s\n", PROG, t->err); rc = 2; break; }
+        if (!c.raw) break;
+        size_t off = 0;
+        for (uint32_t k = 0; k < c.count && !rc; k++) {
+            rgpu_record r;
+            size_t used;
+            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
+            bool ok = true;
+            if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS) {
+                for (uint32_t i = 0; i < r.args[0].v.ints.n && ok; i++) {
+                    uint64_t tid = (uint64_t)rgpu_arg_int_at(&r.args[0], i);
+                    ok = buf_put(&freed, &n_freed, &cap_freed, &tid, sizeof tid);
+                }
+            } else {
+                ok = buf_put(&ops, &n_ops, &cap_ops, c.raw + off, used);
+            }
+            if (!ok) { fprintf(stderr, "%s: out of memory\n", PROG); rc = 2; }
+            off += used, records++;
+        }
+        free(c.raw);
+        if (rc) break;
+    }
+    if (!rc) {
+        qsort(freed, n_freed / sizeof(uint64_t), sizeof(uint64_t), cmp_u64);
+        rgpu_hash h1 = rgpu_hash_bytes(ops, n_ops), h2 = rgpu_hash_bytes(freed, n_freed);
+        char x1[33], x2[33];
+        rgpu_hash_hex(&h1, x1);
+        rgpu_hash_hex(&h2, x2);
+        printf("records %llu ops %s frees %s\n", (unsigned long long)records, x1, x2);
+    }
+    free(ops);
+    free(freed);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *cmd = NULL, *path = NULL;
     uint64_t from = 0, to = UINT64_MAX;
@@ -229,16 +298,17 @@ int main(int argc, char **argv) {
         else if (!path) path = a;
         else return usage_error("unexpected argument '%s'", a);
     }
-    if (!cmd) return usage_error("%s", "no command (info, ops or dump)");
-    if (strcmp(cmd, "info") && strcmp(cmd, "ops") && strcmp(cmd, "dump"))
-        return usage_error("unknown command '%s' (info, ops or dump)", cmd);
+    if (!cmd) return usage_error("%s", "no command (info, ops, dump or digest)");
+    if (strcmp(cmd, "info") && strcmp(cmd, "ops") && strcmp(cmd, "dump") && strcmp(cmd, "digest"))
+        return usage_error("unknown command '%s' (info, ops, dump or digest)", cmd);
     if (!path) return usage_error("%s", "no trace given");
     if ((from || to != UINT64_MAX) && strcmp(cmd, "dump")) return usage_error("%s", "--from/--to go with dump");
 
     char err[640];
     tc_trace *t;
     if (tc_open(path, &t, err, sizeof err)) { fprintf(stderr, "%s: %s\n", PROG, err); return 2; }
-    int rc = !strcmp(cmd, "info") ? cmd_info(t) : !strcmp(cmd, "ops") ? cmd_ops(t) : cmd_dump(t, from, to);
+    int rc = !strcmp(cmd, "info") ? cmd_info(t) : !strcmp(cmd, "ops") ? cmd_ops(t)
+           : !strcmp(cmd, "digest") ? cmd_digest(t) : cmd_dump(t, from, to);
     if (fflush(stdout) != 0 && !rc) rc = 2;
     tc_close(t);
     return rc;
