@@ -6,6 +6,7 @@
 #   make deps     install Debian and Python dependencies (idempotent)
 #   make fuzz     libFuzzer targets (clang-14), each for FUZZ_SECONDS (default 60)
 #   make test-cuda-emu  the CUDA backend's suites on cudaemu (CUDA on the CPU, tests/cudaemu)
+#   NO_DEVELOP=1  build rgpu._C without pointing site-packages at this checkout (worktrees)
 
 SHELL   := /bin/bash
 PYTHON  ?= python3
@@ -54,7 +55,7 @@ TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: client-clang install all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
-all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) develop)
+all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) $(if $(NO_DEVELOP),,develop))
 
 help:
 	@sed -n '3,9p' Makefile
