@@ -284,7 +284,7 @@ cuda-emu:
 	@test -n "$(CUDA_INC)" || { echo "rgpu: no CUDA toolkit headers (cuda_runtime_api.h): cudaemu cannot be built"; exit 1; }
 	@$(MAKE) --no-print-directory CUDA_EMU=1 all $(EMU_B)/tests/test_cudaemu \
 	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools %/test_selfcheck,$(C_TESTS)))
-	@$(MAKE) --no-print-directory $(PYEXT) develop
+	@$(MAKE) --no-print-directory $(PYEXT) $(if $(NO_DEVELOP),,develop)
 
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in.
 EMU_CONFORMANCE_ORDERS ?= forward reverse random
