@@ -17,6 +17,7 @@ import torch
 
 from . import _C
 from .dispatch import register
+from .opmap import device_error, need_remote
 from .tensor import RemoteTensor, out_def, record_multi, record_new
 
 aten = torch.ops.aten
@@ -29,11 +30,6 @@ def _count(op, x):
     if len(data) != 8:
         raise RuntimeError(f"rgpu: a count returned {len(data)} bytes, expected 8")
     return struct.unpack("<q", data)[0]
-
-
-def _need_remote(t, func):
-    if type(t) is not RemoteTensor:
-        raise RuntimeError(f"rgpu: {func}: expected an rgpu tensor, got one on {t.device}")
 
 
 # --- nonzero ---------------------------------------------------------------------
@@ -49,7 +45,7 @@ def nonzero(x):
 
 def _nonzero(func, args, kwargs):
     x = args[0]
-    _need_remote(x, func)
+    need_remote(x, func)
     if x.dtype.is_complex:
         raise NotImplementedError(f"rgpu: nonzero of {x.dtype}")
     return nonzero(x)
@@ -59,13 +55,12 @@ def _nonzero(func, args, kwargs):
 
 def _masked_select(func, args, kwargs):
     x, mask = args[0], args[1]
-    _need_remote(x, func)
+    need_remote(x, func)
     if mask.dtype is not torch.bool:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     if type(mask) is not RemoteTensor:
         if mask.dim() != 0:
-            raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
-                               f"devices, rgpu:0 and {mask.device}!")
+            raise device_error(mask)
         mask = mask.to(x.device)
     shape = torch.broadcast_shapes(x.shape, mask.shape)
     xs = x if x.shape == shape else x.expand(shape)
@@ -81,7 +76,7 @@ def _unique2(func, args, kwargs):
     """(values, inverse, counts); inverse/counts not asked for are empty (0,) int64
     tensors, as ATen returns. Values are sorted (CPU ATen sorts either way)."""
     x = args[0]
-    _need_remote(x, func)
+    need_remote(x, func)
     names = ("sorted", "return_inverse", "return_counts")
     srt, inv, cnt = (bool(args[i + 1]) if len(args) > i + 1 else bool(kwargs.get(nm, nm == "sorted"))
                      for i, nm in enumerate(names))

@@ -1,15 +1,18 @@
 """__torch_dispatch__ for RemoteTensor: every ATen op on an rgpu tensor becomes records.
 
 Each OpOverload gets one handler, built on first sight and kept in _HANDLERS:
-  table ops     ops of trace-format/ops.def (add, mul, sum, fill_, copy_ ...):
-                output metadata from the meta kernel, then one record whose
-                output is a new tensor or, for in-place and out= ops, the
-                written argument itself (returned as the very same object)
+  table ops     the overloads of the op table (opmap.TABLE: add, mul, sum,
+                fill_, copy_ ...): output metadata from the meta kernel, then
+                one record whose output is a new tensor or, for in-place and
+                out= ops, the written argument itself (returned as the very
+                same object); the entry's pre-pass, if any, first
   views         any op whose schema returns an alias of its input (view,
                 slice, transpose, expand, split ...): one ALIAS record, no data
   in-place views  transpose_, unsqueeze_ ...: ALIAS, then the wrapper is rebound
-  specials      transfers (_to_copy, copy_ across devices, item()), clone and
-                the *_like / new_* factories
+  specials      transfers (_to_copy, _copy_from, item()), clone and the
+                *_like / new_* factories
+  registered    handlers of op families with state of their own (random.py,
+                datadep.py, amp.py: register())
   anything else raises NotImplementedError naming the op, at the call.
 Writes are checked for overlapping inputs like TensorIterator does, since meta
 kernels can't (meta tensors have no addresses).
@@ -18,6 +21,7 @@ its result is cached under (op, input metadata, non-tensor args)."""
 import torch
 
 from . import _C, decomp, opmap, resize, transfer
+from .opmap import arg, device_error
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
                      rebind, record_later, record_new, record_view, set_dispatcher, wrap)
 
@@ -173,11 +177,6 @@ def _remember(key, spec):
 
 # --- meta inference -------------------------------------------------------------------
 
-def _device_error(t):
-    return RuntimeError("Expected all tensors to be on the same device, but found at least two "
-                        f"devices, rgpu:0 and {t.device}!")
-
-
 def _to_meta(a):
     ta = type(a)
     if ta is RemoteTensor:
@@ -191,22 +190,13 @@ def _to_meta(a):
             return a
         if a.dim() == 0 and a.device.type == "cpu":     # CPU scalars may mix with device tensors
             return torch.empty((), dtype=a.dtype, device=_META)
-        raise _device_error(a)
+        raise device_error(a)
     return a
 
 
 def infer(func, args, kwargs):
     """Run func on meta tensors standing in for args."""
     return func(*[_to_meta(a) for a in args], **{k: _to_meta(v) for k, v in kwargs.items()})
-
-
-def _operand(x, temps):
-    """The tid of a tensor operand, uploading a CPU scalar tensor (freed after the record)."""
-    if type(x) is RemoteTensor:
-        return x._tid
-    tid = transfer.upload_tensor(x)
-    temps.append(tid)
-    return tid
 
 
 # --- table ops: one record, output new or written in place ---------------------------
@@ -298,7 +288,7 @@ def _table_handler(func, mapper, check_overlap=True, prep=None):
             t = target(args, kwargs)
             if t is not None:
                 if type(t) is not RemoteTensor:
-                    raise _device_error(t)
+                    raise device_error(t)
                 if check_overlap:
                     _check_overlap(t, args, kwargs)
             m = infer(func, args, kwargs)
@@ -338,108 +328,6 @@ def _table_handler(func, mapper, check_overlap=True, prep=None):
 def _free_temps(temps):
     for tid in temps:
         _free(tid)
-
-
-def _arg(args, kwargs, pos, name, default):
-    return args[pos] if len(args) > pos else kwargs.get(name, default)
-
-
-def _binary(op_t, op_s, alpha_pos):
-    """add/sub (alpha_pos: where alpha sits, -1 for kwarg-only) and mul/div (alpha_pos None)."""
-    def mapper(args, kwargs, _):
-        a, b = args[0], args[1]
-        temps = []
-        if alpha_pos is None:
-            targs = ()
-        else:
-            alpha = kwargs.get("alpha", 1) if alpha_pos < 0 else _arg(args, kwargs, alpha_pos, "alpha", 1)
-            targs = (alpha,)
-        if isinstance(b, torch.Tensor):
-            if type(b) is RemoteTensor or type(a) is not RemoteTensor:
-                return op_t, (_operand(a, temps), _operand(b, temps)), targs, temps
-            b = b.item()                        # CPU scalar tensor: a scalar op
-        return op_s, (_operand(a, temps),), (b,) + targs, temps
-    return mapper
-
-
-def _rsub(args, kwargs, _):
-    a, b = args[0], args[1]                     # b - alpha * a
-    alpha = _arg(args, kwargs, 2, "alpha", 1)
-    temps = []
-    if isinstance(b, torch.Tensor):
-        return _C.OP_SUB_TENSOR, (_operand(b, temps), _operand(a, temps)), (alpha,), temps
-    return _C.OP_RSUB_SCALAR, (_operand(a, temps),), (b, alpha), temps
-
-
-def _reduce(op, has_dims):
-    def mapper(args, kwargs, _):
-        x = args[0]
-        temps = []
-        tid = _operand(x, temps)
-        if not has_dims:
-            return op, (tid,), ([], False), temps
-        dims = _arg(args, kwargs, 1, "dim", None)
-        keep = bool(_arg(args, kwargs, 2, "keepdim", False))
-        nd = x.dim()
-        if dims is None or nd == 0:
-            dims = []
-        elif type(dims) is int:
-            dims = [dims % nd]
-        else:
-            dims = [d % nd for d in dims]
-        return op, (tid,), (dims, keep), temps
-    return mapper
-
-
-def _fill(args, kwargs, _):
-    v = args[1]
-    if isinstance(v, torch.Tensor):
-        if v.dim() != 0:
-            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
-                               f"{v.dim()} dimensions.")
-        if type(v) is RemoteTensor:
-            return _C.OP_COPY, (v._tid,), (), None
-        v = v.item()
-    return _C.OP_FULL, (), (v,), None
-
-
-def _zero(args, kwargs, _):
-    return _C.OP_FULL, (), (0,), None
-
-
-def _copy(args, kwargs, _):
-    return _C.OP_COPY, (args[1]._tid,), (), None
-
-
-def _table():
-    C = _C
-    t = {}
-    for name, op_t, op_s, alpha in (("add", C.OP_ADD_TENSOR, C.OP_ADD_SCALAR, True),
-                                    ("sub", C.OP_SUB_TENSOR, C.OP_SUB_SCALAR, True),
-                                    ("mul", C.OP_MUL_TENSOR, C.OP_MUL_SCALAR, False),
-                                    ("div", C.OP_DIV_TENSOR, C.OP_DIV_SCALAR, False)):
-        fam, fam_ = getattr(aten, name), getattr(aten, name + "_")
-        for f in (fam.Tensor, fam_.Tensor, fam.out, fam.Scalar, fam_.Scalar, fam.Scalar_out):
-            if not alpha:
-                pos = None
-            else:
-                arg = next(a for a in f._schema.arguments if a.name == "alpha")
-                pos = -1 if arg.kwarg_only else f._schema.arguments.index(arg)
-            t[f] = _binary(op_t, op_s, pos)
-    for f in (aten.rsub.Tensor, aten.rsub.Scalar, aten.rsub.Tensor_out, aten.rsub.Scalar_out):
-        t[f] = _rsub
-    for f in (aten.sum.dim_IntList, aten.sum.IntList_out):
-        t[f] = _reduce(C.OP_SUM, True)
-    for f in (aten.sum.default, aten.sum.out):
-        t[f] = _reduce(C.OP_SUM, False)
-    for f in (aten.mean.dim, aten.mean.out):
-        t[f] = _reduce(C.OP_MEAN, True)
-    for f in (aten.mean.default, aten.mean.dtype_out):
-        t[f] = _reduce(C.OP_MEAN, False)
-    t[aten.fill_.Scalar] = _fill
-    t[aten.fill_.Tensor] = _fill
-    t[aten.zero_.default] = _zero
-    return t
 
 
 # --- multi-output ops ----------------------------------------------------------------------
@@ -495,146 +383,14 @@ def _multi_handler(func, mapper, prep=None):
     return handler
 
 
-# --- composites: re-enter dispatch with table ops -------------------------------------------
-
-def _stack(func, args, kwargs):
-    ts = args[0]
-    if not ts:
-        raise RuntimeError("stack expects a non-empty TensorList")
-    dim = _arg(args, kwargs, 1, "dim", 0)
-    nd = ts[0].dim() + 1
-    if not -nd <= dim < nd:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
-                         f"but got {dim})")
-    dim %= nd
-    for i, t in enumerate(ts):
-        if t.shape != ts[0].shape:
-            raise RuntimeError("stack expects each tensor to be equal size, but got "
-                               f"{list(ts[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
-    parts = [aten.unsqueeze.default(t, dim) for t in ts]
-    out = kwargs.get("out")
-    if out is not None:
-        return aten.cat.out(parts, dim, out=out)
-    return aten.cat.default(parts, dim)
-
-
-def _mv(func, args, kwargs):
-    a, v = args[0], args[1]
-    if a.dim() != 2 or v.dim() != 1:
-        raise RuntimeError(f"vector + matrix @ vector expected, got {a.dim()}, {v.dim()}")
-    r = aten.mm.default(a, aten.unsqueeze.default(v, 1))
-    r = aten.squeeze.dim(r, 1)
-    out = kwargs.get("out")
-    return r if out is None else aten.copy_.default(_resized(out, r), r)
-
-
-def _dot(func, args, kwargs):
-    a, b = args[0], args[1]
-    if a.dim() != 1 or b.dim() != 1:
-        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
-    if a.dtype != b.dtype:
-        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
-                           f"{a.dtype} and {b.dtype}")
-    r = aten.squeeze.dim(aten.mm.default(aten.unsqueeze.default(a, 0), aten.unsqueeze.default(b, 1)), 0)
-    r = aten.squeeze.dim(r, 0)
-    out = kwargs.get("out")
-    return r if out is None else aten.copy_.default(_resized(out, r), r)
-
-
-def _resized(out, like):
-    if out.shape != like.shape:
-        aten.resize_.default(out, like.shape)
-    return out
-
-
-_PASS = object()
-
-
-def _cat_pre(func, args, kwargs):
-    """cat of more tensors than a record takes: cat groups, then the groups."""
-    ts = args[0]
-    n = _C_MAX_IN
-    if len(ts) <= n:
-        return _PASS
-    dim = _arg(args, kwargs, 1, "dim", 0)
-    parts = [aten.cat.default(list(ts[i:i + n]), dim) for i in range(0, len(ts), n)]
-    return func(parts, dim, **kwargs)
-
-
-def _to_rgpu_index(i):
-    if i is None or type(i) is RemoteTensor:
-        return i
-    if isinstance(i, torch.Tensor) and i.device.type == "cpu":
-        return i.to(DEVICE)
-    return i
-
-
-def _expand_masks(self, indices):
-    """Boolean (and uint8) index tensors become the integer indices of their
-    nonzero elements, one per mask dim, as ATen's expandTensors does (one wait
-    for an rgpu mask, none for a CPU one), with ATen's mask shape checks."""
-    from .datadep import expand_masks       # datadep imports this module
-    return [_to_rgpu_index(i) for i in expand_masks(self, list(indices))]
-
-
-def _needs_pre(indices):
-    for i in indices:
-        if i is not None and (type(i) is not RemoteTensor or i.dtype in (torch.bool, torch.uint8)):
-            return True
-    return False
-
-
-def _index_pre(func, args, kwargs):
-    if not _needs_pre(args[1]):
-        return _PASS
-    indices = _expand_masks(args[0], args[1])
-    return func(args[0], indices, *args[2:], **kwargs)
-
-
-def _index_put_pre(func, args, kwargs):
-    indices = args[1]
-    if not _needs_pre(indices):
-        return _PASS
-    self, values = args[0], args[2]
-    indices = [_to_rgpu_index(i) for i in indices]
-    accumulate = _arg(args, kwargs, 3, "accumulate", False)
-    m = indices[0] if len(indices) == 1 else None
-    if (m is not None and m.dtype is torch.bool and not accumulate and values.numel() == 1
-            and m.dim() <= self.dim() and tuple(m.shape) == tuple(self.shape[:m.dim()])):
-        # self[mask] = v: a masked fill, no wait for the mask's count
-        m = aten.view.default(m, list(m.shape) + [1] * (self.dim() - m.dim()))
-        v = values if values.dim() == 0 else aten.view.default(values, [])
-        out = kwargs.get("out")
-        if func in _INPLACE_INDEX_PUT:
-            return aten.masked_fill_.Tensor(self, m, v)
-        if out is not None:
-            return aten.masked_fill.Tensor_out(self, m, v, out=out)
-        return aten.masked_fill.Tensor(self, m, v)
-    return func(self, _expand_masks(self, args[1]), values, *args[3:], **kwargs)
-
-
-_INPLACE_INDEX_PUT = frozenset(f for f in opmap.PREPASS["index_put"] if f._schema.name.endswith("_"))
-_C_MAX_IN = 16      # RGPU_MAX_IN
-
-
 def _with_pre(pre, inner):
+    """The table's pre-pass (opmap.py) in front of an op's handler."""
     def handler(func, args, kwargs):
         r = pre(func, args, kwargs)
-        if r is _PASS:
+        if r is opmap.PASS:
             return inner(func, args, kwargs)
         return r
     return handler
-
-
-_TABLE = _table()
-_OPMAP = opmap.build({"stack": _stack, "mv": _mv, "dot": _dot})
-_PRE = {}
-for _f in opmap.PREPASS["cat"]:
-    _PRE[_f] = _cat_pre
-for _f in opmap.PREPASS["index"]:
-    _PRE[_f] = _index_pre
-for _f in opmap.PREPASS["index_put"]:
-    _PRE[_f] = _index_put_pre
 
 
 # --- views -------------------------------------------------------------------------------
@@ -697,28 +453,9 @@ def _cached_meta_key(func, args, kwargs):
     return spec, m
 
 
-def _copy_(func, args, kwargs):
-    dst, src = args[0], args[1]
-    if type(dst) is RemoteTensor:
-        if type(src) is RemoteTensor:
-            return _copy_table(func, args, kwargs)
-        if not isinstance(src, torch.Tensor):
-            raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
-        meta_of(dst).copy_(torch.empty(src.shape, dtype=src.dtype, device=_META))   # shape check
-        transfer.copy_from_cpu(dst, src)
-        return dst
-    if dst.device.type != "cpu":
-        raise NotImplementedError(f"rgpu: copy from rgpu to {dst.device} is not supported")
-    dst.copy_(transfer.download(src))
-    return dst
-
-
-_copy_table = _table_handler(aten.copy_.default, _copy)
-
-
 def _copy_from(func, args, kwargs):
     src, dst = args[0], args[1]
-    _copy_(aten.copy_.default, (dst, src), _EMPTY_KW)
+    _handler(_COPY)(_COPY, (dst, src), _EMPTY_KW)
     return dst
 
 
@@ -779,7 +516,7 @@ def _arange_out(func, args, kwargs):
     if func is aten.arange.out:
         start, step = 0, 1
     else:
-        start, step = args[0], _arg(args, kwargs, 2, "step", 1)
+        start, step = args[0], arg(args, kwargs, 2, "step", 1)
     n, dtype = m.shape[0], m.dtype
     k = ((n,), (1,), 0, dtype)
     resized = key_of(m) != out._key
@@ -833,7 +570,7 @@ def _resize_(func, args, kwargs):
     self = args[0]
     if tuple(args[1]) == self._key[0] and kwargs.get("memory_format") is None:
         return self
-    return resize.resize_tensor(self, args[1], _arg(args, kwargs, 2, "memory_format", None))
+    return resize.resize_tensor(self, args[1], arg(args, kwargs, 2, "memory_format", None))
 
 
 def _shallow_copy_ok(func, args, kwargs):
@@ -845,7 +582,6 @@ def _specials():
     one = lambda args, kwargs: 1              # noqa: E731
     empty = lambda args, kwargs: None         # noqa: E731
     return {
-        aten.copy_.default: _copy_,
         aten._copy_from.default: _copy_from,
         aten._to_copy.default: _to_copy,
         aten.clone.default: _clone,
@@ -897,24 +633,25 @@ def register(funcs, handler):
 def supports(func):
     """Whether rgpu can run OpOverload func (a kernel, a handler or a decomposition,
     or for a factory (no tensor arguments) a PrivateUse1 kernel)."""
-    h = _HANDLERS.get(id(func))
-    if h is None:
-        h = _HANDLERS[id(func)] = _build(func)
-    if h is not _unsupported:
+    if _handler(func) is not _unsupported:
         return True
     factory = not any("Tensor" in str(a.type) for a in func._schema.arguments)
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     return factory and (has(func.name(), "PrivateUse1") or has(func.name(), "CompositeExplicitAutograd"))
 
 
+def _handler(func):
+    h = _HANDLERS.get(id(func))
+    if h is None:
+        h = _HANDLERS[id(func)] = _build(func)
+    return h
+
+
 def _build(func):
     h = _SPECIAL.get(func) or _REGISTERED.get(func)
     if h is not None:
         return h
-    mapper = _TABLE.get(func)
-    if mapper is not None:
-        return _table_handler(func, mapper, mapper not in (_fill, _zero))
-    e = _OPMAP.get(func)
+    e = opmap.TABLE.get(func)
     if e is not None:
         if e.kind == "handler":
             return e.mapper
@@ -922,8 +659,7 @@ def _build(func):
             h = _multi_handler(func, e.mapper, e.prep)
         else:
             h = _table_handler(func, e.mapper, e.overlap, e.prep)
-        pre = _PRE.get(func)
-        return h if pre is None else _with_pre(pre, h)
+        return h if e.pre is None else _with_pre(e.pre, h)
     if isinstance(func, _OpOverload):
         if torch.Tag.inplace_view in func.tags:
             return _inplace_view_handler

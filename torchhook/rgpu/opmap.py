@@ -1,58 +1,80 @@
-"""Which record each ATen overload becomes: the mapping table of dispatch.py.
+"""The op table: which record each ATen overload on rgpu tensors becomes.
 
-TABLE maps an OpOverload to an Entry(kind, mapper, prep, overlap):
+TABLE maps an OpOverload to an Entry(kind, op, mapper, prep, overlap, pre); every
+overload rgpu runs as ops of trace-format/ops.def is here, once. dispatch.py
+turns an entry into the overload's handler (output metadata, the cache,
+recording); it keeps only overloads that aren't one op: views, transfers,
+the *_like factories, and the op families that register handlers of their
+own (random.py, datadep.py, amp.py).
   kind "one"    one record with one output: new, or the written in-place/out=
-                argument itself
+                argument itself (overlap: check the written argument for
+                overlapping inputs, as TensorIterator does; fill_ doesn't)
   kind "multi"  one record with several new outputs (an output ATen returns
                 as None, output_mask false, is recorded absent: tid 0)
   kind "handler" mapper is a whole handler(func, args, kwargs): composites that
-                re-enter dispatch with smaller ops (stack, cat of >16, index
-                with bool or CPU indices, mv, dot)
+                re-enter dispatch with smaller ops (stack, mv, dot)
 mapper(args, kwargs, extra) -> (op, ins, record args, temps to free or None)
 runs per op; prep(args, kwargs) -> extra runs once per cache key (dispatch
 keeps it in the cached spec): the DTYPE compute of pointwise ops and every
 record arg that depends only on the key (normalised dims, pool windows ...).
-Only ops of trace-format/ops.def are here; others go to decomp.py.
+pre(func, args, kwargs) runs before the handler and returns PASS, or the
+op's result when it did the op itself (cat of more tensors than a record
+takes, index with boolean or CPU indices, copy_ across devices).
+
+Adding an op is one line in _table() (or in _UNARY / _BINARY for a pointwise
+op); ops of other kinds go to decomp.py. Per-op facts that are ops.def's
+(compute class, input limits) come from opinfo.py.
 
 Conventions from ops.def: a "t|s" slot holds a tensor id, or 0 with the
 scalar in the record arg of the same position; the last arg of a pointwise op
 is its DTYPE compute, the dtype TensorIterator computes in."""
 import torch
 
-from . import _C, transfer
+from . import _C, opinfo, transfer
 from ._dtypes import TO_RGPU
-from .tensor import RemoteTensor
+from .tensor import DEVICE, RemoteTensor, meta_of
 
 aten = torch.ops.aten
 C = _C
+_META = torch.device("meta")
 
 DT = {d: bytes((n,)) for d, n in TO_RGPU.items()}       # a DTYPE record arg (rgpu._C)
+PASS = object()         # a pre's answer: go on to the op's handler
 
 
 class Entry:
-    __slots__ = ("kind", "mapper", "prep", "overlap")
+    __slots__ = ("kind", "op", "mapper", "prep", "overlap", "pre")
 
-    def __init__(self, kind, mapper, prep=None, overlap=True):
-        self.kind, self.mapper, self.prep, self.overlap = kind, mapper, prep, overlap
+    def __init__(self, kind, op, mapper, prep=None, overlap=True, pre=None):
+        self.kind, self.op, self.mapper, self.prep, self.overlap, self.pre = kind, op, mapper, prep, overlap, pre
 
 
-def _device_error(t):
+# --- argument helpers (also used by dispatch.py, random.py, datadep.py) -----------------
+
+def device_error(t):
     return RuntimeError("Expected all tensors to be on the same device, but found at least two "
                         f"devices, rgpu:0 and {t.device}!")
 
 
-def _arg(args, kwargs, pos, name, default=None):
+def arg(args, kwargs, pos, name, default=None):
+    """Argument pos (or keyword name) of an ATen call, default when absent."""
     return args[pos] if len(args) > pos else kwargs.get(name, default)
+
+
+def need_remote(t, func):
+    if type(t) is not RemoteTensor:
+        raise RuntimeError(f"rgpu: {func}: expected an rgpu tensor, got one on {t.device}")
 
 
 def _tid(x):
     if type(x) is RemoteTensor:
         return x._tid
-    raise _device_error(x)
+    raise device_error(x)
 
 
-def _operand(x, temps):
-    """The tid of a tensor input (None stays None), uploading a CPU scalar tensor."""
+def operand(x, temps):
+    """The tid of a tensor input (None stays None), uploading a CPU scalar tensor
+    (its tid is appended to temps, freed after the record)."""
     if type(x) is RemoteTensor:
         return x._tid
     if x is None:
@@ -61,7 +83,7 @@ def _operand(x, temps):
         tid = transfer.upload_tensor(x)
         temps.append(tid)
         return tid
-    raise _device_error(x)
+    raise device_error(x)
 
 
 def _slot(x):
@@ -71,7 +93,7 @@ def _slot(x):
         return x._tid, None
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu" or x.dim() != 0:
-            raise _device_error(x)
+            raise device_error(x)
         return None, x.item()
     return None, x
 
@@ -125,18 +147,90 @@ def _compute(floaty, *xs):
     return DT[dt]
 
 
+# --- arithmetic: ops.def's first ops, a tensor and a scalar form each -------------------
+
+def _arith(op_t, op_s, alpha_pos):
+    """add/sub (alpha_pos: where alpha sits, -1 for kwarg-only) and mul/div (alpha_pos None)."""
+    def mapper(args, kwargs, _):
+        a, b = args[0], args[1]
+        temps = []
+        if alpha_pos is None:
+            targs = ()
+        else:
+            alpha = kwargs.get("alpha", 1) if alpha_pos < 0 else arg(args, kwargs, alpha_pos, "alpha", 1)
+            targs = (alpha,)
+        if isinstance(b, torch.Tensor):
+            if type(b) is RemoteTensor or type(a) is not RemoteTensor:
+                return op_t, (operand(a, temps), operand(b, temps)), targs, temps
+            b = b.item()                        # CPU scalar tensor: a scalar op
+        return op_s, (operand(a, temps),), (b,) + targs, temps
+    return op_t, None, mapper
+
+
+def _alpha_pos(f):
+    """Where f's alpha argument sits: its position, or -1 when it is keyword-only."""
+    a = next(a for a in f._schema.arguments if a.name == "alpha")
+    return -1 if a.kwarg_only else f._schema.arguments.index(a)
+
+
+def _rsub(args, kwargs, _):
+    a, b = args[0], args[1]                     # b - alpha * a
+    alpha = arg(args, kwargs, 2, "alpha", 1)
+    temps = []
+    if isinstance(b, torch.Tensor):
+        return C.OP_SUB_TENSOR, (operand(b, temps), operand(a, temps)), (alpha,), temps
+    return C.OP_RSUB_SCALAR, (operand(a, temps),), (b, alpha), temps
+
+
+def _fill(args, kwargs, _):
+    v = args[1]
+    if isinstance(v, torch.Tensor):
+        if v.dim() != 0:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{v.dim()} dimensions.")
+        if type(v) is RemoteTensor:
+            return C.OP_COPY, (v._tid,), (), None
+        v = v.item()
+    return C.OP_FULL, (), (v,), None
+
+
+def _zero(args, kwargs, _):
+    return C.OP_FULL, (), (0,), None
+
+
+def _copy(args, kwargs, _):
+    return C.OP_COPY, (args[1]._tid,), (), None
+
+
+def _copy_pre(func, args, kwargs):
+    """copy_ between rgpu tensors is the table's COPY; from or to a CPU tensor, a transfer."""
+    dst, src = args[0], args[1]
+    if type(dst) is RemoteTensor:
+        if type(src) is RemoteTensor:
+            return PASS
+        if not isinstance(src, torch.Tensor):
+            raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+        meta_of(dst).copy_(torch.empty(src.shape, dtype=src.dtype, device=_META))   # shape check
+        transfer.copy_from_cpu(dst, src)
+        return dst
+    if dst.device.type != "cpu":
+        raise NotImplementedError(f"rgpu: copy from rgpu to {dst.device} is not supported")
+    dst.copy_(transfer.download(src))
+    return dst
+
+
 # --- pointwise --------------------------------------------------------------------------
 
 _APPROX = {"none": 0, "tanh": 1}
-_FLOATY = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "sin",
-           "cos", "erf", "atan2"}
 
 
 def _gelu_approx(args, kwargs):
     return _APPROX[kwargs.get("approximate", "none")]
 
 
-def _unary(op, floaty, own=None):
+def _unary(op, own=None):
+    floaty = op in opinfo.FLOAT_COMPUTE
+
     def prep(args, kwargs):
         return _compute(floaty, args[0])
     if own is None:
@@ -145,49 +239,44 @@ def _unary(op, floaty, own=None):
     else:
         def mapper(args, kwargs, dt):
             return op, (_tid(args[0]),), (own(args, kwargs), dt), None
-    return prep, mapper
+    return op, prep, mapper
 
 
-def _binary_slots(op, floaty=False):
+def _binary_slots(op, mode=None):
+    """op(a, b) with two "t|s" slots; mode: DIV_MODE's rounding arg, before the DTYPE."""
+    floaty = op in opinfo.FLOAT_COMPUTE
+
     def prep(args, kwargs):
         return _compute(floaty, args[0], args[1])
-
-    def mapper(args, kwargs, dt):
-        ta, sa = _slot(args[0])
-        tb, sb = _slot(args[1])
-        return op, (ta, tb), (sa, sb, dt), None
-    return prep, mapper
+    if mode is None:
+        def mapper(args, kwargs, dt):
+            ta, sa = _slot(args[0])
+            tb, sb = _slot(args[1])
+            return op, (ta, tb), (sa, sb, dt), None
+    else:
+        def mapper(args, kwargs, dt):
+            ta, sa = _slot(args[0])
+            tb, sb = _slot(args[1])
+            return op, (ta, tb), (sa, sb, mode, dt), None
+    return op, prep, mapper
 
 
 def _div_mode(op_t, op_s):
     """div.Tensor_mode / div.Scalar_mode: DIV_MODE for trunc/floor, plain div for None."""
-    def prep(args, kwargs):
-        return _compute(False, args[0], args[1])
+    _, prep, trunc = _binary_slots(C.OP_DIV_MODE, 1)
+    floor = _binary_slots(C.OP_DIV_MODE, 2)[2]
 
     def mapper(args, kwargs, dt):
         mode = kwargs.get("rounding_mode")
-        a, b = args[0], args[1]
         if mode is None:
+            a, b = args[0], args[1]
             if isinstance(b, torch.Tensor) and type(b) is RemoteTensor:
                 return op_t, (_tid(a), b._tid), (), None
             if isinstance(b, torch.Tensor):
                 b = b.item()
             return op_s, (_tid(a),), (b,), None
-        ta, sa = _slot(a)
-        tb, sb = _slot(b)
-        return C.OP_DIV_MODE, (ta, tb), (sa, sb, 1 if mode == "trunc" else 2, dt), None
-    return prep, mapper
-
-
-def _floor_divide():
-    def prep(args, kwargs):
-        return _compute(False, args[0], args[1])
-
-    def mapper(args, kwargs, dt):
-        ta, sa = _slot(args[0])
-        tb, sb = _slot(args[1])
-        return C.OP_DIV_MODE, (ta, tb), (sa, sb, 2, dt), None
-    return prep, mapper
+        return (trunc if mode == "trunc" else floor)(args, kwargs, dt)
+    return C.OP_DIV_MODE, prep, mapper
 
 
 def _where():
@@ -198,7 +287,7 @@ def _where():
         ta, sa = _slot(args[1])
         tb, sb = _slot(args[2])
         return C.OP_WHERE, (_tid(args[0]), ta, tb), (None, sa, sb, dt), None
-    return prep, mapper
+    return C.OP_WHERE, prep, mapper
 
 
 def _masked_fill():
@@ -209,14 +298,14 @@ def _masked_fill():
     def mapper(args, kwargs, dt):
         tv, sv = _slot(args[2])
         return C.OP_WHERE, (_tid(args[1]), tv, _tid(args[0])), (None, sv, None, dt), None
-    return prep, mapper
+    return C.OP_WHERE, prep, mapper
 
 
 def _clamp(min_pos, max_pos):
     """clamp(self, min?, max?); clamp_min/clamp_max have one bound at position 1."""
     def bounds(args, kwargs):
-        lo = _arg(args, kwargs, 1, "min") if min_pos else None
-        hi = _arg(args, kwargs, max_pos, "max") if max_pos else None
+        lo = arg(args, kwargs, 1, "min") if min_pos else None
+        hi = arg(args, kwargs, max_pos, "max") if max_pos else None
         return lo, hi
 
     def prep(args, kwargs):
@@ -228,7 +317,7 @@ def _clamp(min_pos, max_pos):
         tl, sl = _slot(lo)
         th, sh = _slot(hi)
         return C.OP_CLAMP, (_tid(args[0]), tl, th), (None, sl, sh, dt), None
-    return prep, mapper
+    return C.OP_CLAMP, prep, mapper
 
 
 def _lerp():
@@ -238,7 +327,7 @@ def _lerp():
     def mapper(args, kwargs, dt):
         tw, sw = _slot(args[2])
         return C.OP_LERP, (_tid(args[0]), _tid(args[1]), tw), (None, None, sw, dt), None
-    return prep, mapper
+    return C.OP_LERP, prep, mapper
 
 
 def _addc(op):
@@ -248,7 +337,7 @@ def _addc(op):
     def mapper(args, kwargs, dt):
         return (op, (_tid(args[0]), _tid(args[1]), _tid(args[2])),
                 (kwargs.get("value", 1), dt), None)
-    return prep, mapper
+    return op, prep, mapper
 
 
 def _act_backward(op, own=None):
@@ -260,7 +349,7 @@ def _act_backward(op, own=None):
     else:
         def mapper(args, kwargs, dt):
             return op, (_tid(args[0]), _tid(args[1])), (own(args, kwargs), dt), None
-    return prep, mapper
+    return op, prep, mapper
 
 
 # --- ops whose record args depend only on the cache key ------------------------------------
@@ -271,14 +360,14 @@ def _fixed(op, tensor_pos, prep):
     if len(tensor_pos) == 1 and tensor_pos[0][0] == 0:
         def mapper(args, kwargs, ra):
             return op, (_tid(args[0]),), ra, None
-        return prep, mapper
+        return op, prep, mapper
 
     def mapper(args, kwargs, ra):
         temps = []
-        ins = tuple(None if p is None else _operand(_arg(args, kwargs, p, n), temps)
+        ins = tuple(None if p is None else operand(arg(args, kwargs, p, n), temps)
                     for p, n in tensor_pos)
         return op, ins, ra, temps
-    return prep, mapper
+    return op, prep, mapper
 
 
 def _wrap(d, nd):
@@ -298,23 +387,23 @@ def _dims(x, dim):
 def _dims_keep(dim_pos, keep_pos):
     def prep(args, kwargs):
         x = args[0]
-        dims = [] if dim_pos is None else _dims(x, _arg(args, kwargs, dim_pos, "dim"))
-        keep = False if keep_pos is None else bool(_arg(args, kwargs, keep_pos, "keepdim", False))
+        dims = [] if dim_pos is None else _dims(x, arg(args, kwargs, dim_pos, "dim"))
+        keep = False if keep_pos is None else bool(arg(args, kwargs, keep_pos, "keepdim", False))
         return (dims, keep)
     return prep
 
 
 def _argdim():
     def prep(args, kwargs):
-        d = _arg(args, kwargs, 1, "dim")
+        d = arg(args, kwargs, 1, "dim")
         return (None if d is None else _wrap(d, args[0].dim()),
-                bool(_arg(args, kwargs, 2, "keepdim", False)))
+                bool(arg(args, kwargs, 2, "keepdim", False)))
     return prep
 
 
 def _dim_keep_int():
     def prep(args, kwargs):
-        return (_wrap(args[1], args[0].dim()), bool(_arg(args, kwargs, 2, "keepdim", False)))
+        return (_wrap(args[1], args[0].dim()), bool(arg(args, kwargs, 2, "keepdim", False)))
     return prep
 
 
@@ -322,7 +411,7 @@ def _var():
     def prep(args, kwargs):
         x = args[0]
         c = kwargs.get("correction")
-        return (_dims(x, _arg(args, kwargs, 1, "dim")), 1.0 if c is None else float(c),
+        return (_dims(x, arg(args, kwargs, 1, "dim")), 1.0 if c is None else float(c),
                 bool(kwargs.get("keepdim", False)))
     return prep
 
@@ -330,20 +419,20 @@ def _var():
 def _norm():
     def prep(args, kwargs):
         x = args[0]
-        return (float(_arg(args, kwargs, 1, "ord", 2)), _dims(x, _arg(args, kwargs, 2, "dim")),
-                bool(_arg(args, kwargs, 3, "keepdim", False)))
+        return (float(arg(args, kwargs, 1, "ord", 2)), _dims(x, arg(args, kwargs, 2, "dim")),
+                bool(arg(args, kwargs, 3, "keepdim", False)))
     return prep
 
 
 def _one_dim(pos):
     def prep(args, kwargs):
-        return (_wrap(_arg(args, kwargs, pos, "dim"), args[0].dim()),)
+        return (_wrap(arg(args, kwargs, pos, "dim"), args[0].dim()),)
     return prep
 
 
 def _int_arg(pos, name, default):
     def prep(args, kwargs):
-        return (_arg(args, kwargs, pos, name, default),)
+        return (arg(args, kwargs, pos, name, default),)
     return prep
 
 
@@ -366,22 +455,22 @@ def _pair(v, default=None):
 
 def _pool_max(k_pos):
     def prep(args, kwargs):
-        k = _pair(_arg(args, kwargs, k_pos, "kernel_size"))
-        s = _pair(_arg(args, kwargs, k_pos + 1, "stride", []), k)
-        p = _pair(_arg(args, kwargs, k_pos + 2, "padding", 0))
-        d = _pair(_arg(args, kwargs, k_pos + 3, "dilation", 1))
-        return (k, s, p, d, bool(_arg(args, kwargs, k_pos + 4, "ceil_mode", False)))
+        k = _pair(arg(args, kwargs, k_pos, "kernel_size"))
+        s = _pair(arg(args, kwargs, k_pos + 1, "stride", []), k)
+        p = _pair(arg(args, kwargs, k_pos + 2, "padding", 0))
+        d = _pair(arg(args, kwargs, k_pos + 3, "dilation", 1))
+        return (k, s, p, d, bool(arg(args, kwargs, k_pos + 4, "ceil_mode", False)))
     return prep
 
 
 def _pool_avg(k_pos):
     def prep(args, kwargs):
-        k = _pair(_arg(args, kwargs, k_pos, "kernel_size"))
-        s = _pair(_arg(args, kwargs, k_pos + 1, "stride", []), k)
-        p = _pair(_arg(args, kwargs, k_pos + 2, "padding", 0))
-        return (k, s, p, bool(_arg(args, kwargs, k_pos + 3, "ceil_mode", False)),
-                bool(_arg(args, kwargs, k_pos + 4, "count_include_pad", True)),
-                _arg(args, kwargs, k_pos + 5, "divisor_override"))
+        k = _pair(arg(args, kwargs, k_pos, "kernel_size"))
+        s = _pair(arg(args, kwargs, k_pos + 1, "stride", []), k)
+        p = _pair(arg(args, kwargs, k_pos + 2, "padding", 0))
+        return (k, s, p, bool(arg(args, kwargs, k_pos + 3, "ceil_mode", False)),
+                bool(arg(args, kwargs, k_pos + 4, "count_include_pad", True)),
+                arg(args, kwargs, k_pos + 5, "divisor_override"))
     return prep
 
 
@@ -410,7 +499,7 @@ def _scatter(has_src, has_reduce):
         if isinstance(v, torch.Tensor):
             v = v.item()
         return C.OP_SCATTER, (_tid(args[0]), _tid(args[2]), None), (dim, v, red), None
-    return prep, mapper
+    return C.OP_SCATTER, prep, mapper
 
 
 def _index_add():
@@ -420,26 +509,26 @@ def _index_add():
     def mapper(args, kwargs, dim):
         return (C.OP_INDEX_ADD, (_tid(args[0]), _tid(args[2]), _tid(args[3])),
                 (dim, kwargs.get("alpha", 1)), None)
-    return prep, mapper
+    return C.OP_INDEX_ADD, prep, mapper
 
 
 def _mm(op, has_self):
     if not has_self:
         def mapper(args, kwargs, _):
             return op, (_tid(args[0]), _tid(args[1])), (), None
-        return None, mapper
+        return op, None, mapper
 
     def mapper(args, kwargs, _):
         temps = []
-        return (op, (_operand(args[0], temps), _tid(args[1]), _tid(args[2])),
+        return (op, (operand(args[0], temps), _tid(args[1]), _tid(args[2])),
                 (kwargs.get("beta", 1), kwargs.get("alpha", 1)), temps)
-    return None, mapper
+    return op, None, mapper
 
 
 def _pad():
     def mapper(args, kwargs, pad):
-        return C.OP_CONSTANT_PAD_ND, (_tid(args[0]),), (pad, _arg(args, kwargs, 2, "value", 0)), None
-    return (lambda args, kwargs: list(args[1])), mapper
+        return C.OP_CONSTANT_PAD_ND, (_tid(args[0]),), (pad, arg(args, kwargs, 2, "value", 0)), None
+    return C.OP_CONSTANT_PAD_ND, (lambda args, kwargs: list(args[1])), mapper
 
 
 def _legacy_empty(t):
@@ -452,28 +541,146 @@ def _cat():
         ts = args[0]
         keep = tuple(i for i, t in enumerate(ts) if not _legacy_empty(t)) or (0,)
         nd = ts[keep[0]].dim()
-        return (_wrap(_arg(args, kwargs, 1, "dim", 0), nd),), keep
+        return (_wrap(arg(args, kwargs, 1, "dim", 0), nd),), keep
 
     def mapper(args, kwargs, extra):
         ra, keep = extra
         ts = args[0]
         return C.OP_CAT, tuple(_tid(ts[i]) for i in keep), ra, None
-    return prep, mapper
+    return C.OP_CAT, prep, mapper
 
 
 def _index():
     def mapper(args, kwargs, _):
         return C.OP_INDEX, (_tid(args[0]),) + tuple(None if i is None else _tid(i) for i in args[1]), (), None
-    return None, mapper
+    return C.OP_INDEX, None, mapper
 
 
 def _index_put():
     def mapper(args, kwargs, _):
         temps = []
-        ins = (_tid(args[0]), _operand(args[2], temps)) + tuple(None if i is None else _tid(i)
+        ins = (_tid(args[0]), operand(args[2], temps)) + tuple(None if i is None else _tid(i)
                                                                 for i in args[1])
-        return C.OP_INDEX_PUT, ins, (bool(_arg(args, kwargs, 3, "accumulate", False)),), temps
-    return None, mapper
+        return C.OP_INDEX_PUT, ins, (bool(arg(args, kwargs, 3, "accumulate", False)),), temps
+    return C.OP_INDEX_PUT, None, mapper
+
+
+# --- composites: re-enter dispatch with table ops -------------------------------------------
+
+def _stack(func, args, kwargs):
+    ts = args[0]
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    dim = arg(args, kwargs, 1, "dim", 0)
+    nd = ts[0].dim() + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dim})")
+    dim %= nd
+    for i, t in enumerate(ts):
+        if t.shape != ts[0].shape:
+            raise RuntimeError("stack expects each tensor to be equal size, but got "
+                               f"{list(ts[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
+    parts = [aten.unsqueeze.default(t, dim) for t in ts]
+    out = kwargs.get("out")
+    if out is not None:
+        return aten.cat.out(parts, dim, out=out)
+    return aten.cat.default(parts, dim)
+
+
+def _mm_squeezed(a, b, dims, kwargs):
+    """mm(a, b) with dims squeezed away, into kwargs' out when there is one."""
+    r = aten.mm.default(a, b)
+    for d in dims:
+        r = aten.squeeze.dim(r, d)
+    out = kwargs.get("out")
+    if out is None:
+        return r
+    if out.shape != r.shape:
+        aten.resize_.default(out, r.shape)
+    return aten.copy_.default(out, r)
+
+
+def _mv(func, args, kwargs):
+    a, v = args[0], args[1]
+    if a.dim() != 2 or v.dim() != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {a.dim()}, {v.dim()}")
+    return _mm_squeezed(a, aten.unsqueeze.default(v, 1), (1,), kwargs)
+
+
+def _dot(func, args, kwargs):
+    a, b = args[0], args[1]
+    if a.dim() != 1 or b.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{a.dtype} and {b.dtype}")
+    return _mm_squeezed(aten.unsqueeze.default(a, 0), aten.unsqueeze.default(b, 1), (0, 0), kwargs)
+
+
+# --- pre-passes: what a record can't take becomes table ops first ------------------------------
+
+def _cat_pre(func, args, kwargs):
+    """cat of more tensors than a record takes: cat groups, then the groups."""
+    ts = args[0]
+    n = opinfo.CAT_MAX_IN
+    if len(ts) <= n:
+        return PASS
+    dim = arg(args, kwargs, 1, "dim", 0)
+    parts = [aten.cat.default(list(ts[i:i + n]), dim) for i in range(0, len(ts), n)]
+    return func(parts, dim, **kwargs)
+
+
+def _to_rgpu_index(i):
+    if i is None or type(i) is RemoteTensor:
+        return i
+    if isinstance(i, torch.Tensor) and i.device.type == "cpu":
+        return i.to(DEVICE)
+    return i
+
+
+def _expand_masks(self, indices):
+    """Boolean (and uint8) index tensors become the integer indices of their
+    nonzero elements, one per mask dim, as ATen's expandTensors does (one wait
+    for an rgpu mask, none for a CPU one), with ATen's mask shape checks."""
+    from .datadep import expand_masks       # datadep imports dispatch, which imports this module
+    return [_to_rgpu_index(i) for i in expand_masks(self, list(indices))]
+
+
+def _needs_pre(indices):
+    for i in indices:
+        if i is not None and (type(i) is not RemoteTensor or i.dtype in (torch.bool, torch.uint8)):
+            return True
+    return False
+
+
+def _index_pre(func, args, kwargs):
+    if not _needs_pre(args[1]):
+        return PASS
+    indices = _expand_masks(args[0], args[1])
+    return func(args[0], indices, *args[2:], **kwargs)
+
+
+def _index_put_pre(func, args, kwargs):
+    indices = args[1]
+    if not _needs_pre(indices):
+        return PASS
+    self, values = args[0], args[2]
+    indices = [_to_rgpu_index(i) for i in indices]
+    accumulate = arg(args, kwargs, 3, "accumulate", False)
+    m = indices[0] if len(indices) == 1 else None
+    if (m is not None and m.dtype is torch.bool and not accumulate and values.numel() == 1
+            and m.dim() <= self.dim() and tuple(m.shape) == tuple(self.shape[:m.dim()])):
+        # self[mask] = v: a masked fill, no wait for the mask's count
+        m = aten.view.default(m, list(m.shape) + [1] * (self.dim() - m.dim()))
+        v = values if values.dim() == 0 else aten.view.default(values, [])
+        out = kwargs.get("out")
+        if func._schema.name.endswith("_"):
+            return aten.masked_fill_.Tensor(self, m, v)
+        if out is not None:
+            return aten.masked_fill.Tensor_out(self, m, v, out=out)
+        return aten.masked_fill.Tensor(self, m, v)
+    return func(self, _expand_masks(self, args[1]), values, *args[3:], **kwargs)
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -504,176 +711,192 @@ _BINARY_OVERLOADS = ("default", "out", "Tensor", "Scalar", "Scalar_Tensor", "Ten
                      "Tensor_Tensor_out", "Tensor_Scalar_out")
 
 
-def _put(t, funcs, kind, pm, overlap=True):
-    prep, mapper = pm
-    e = Entry(kind, mapper, prep, overlap)
+def _put(t, funcs, spec, overlap=True, pre=None):
+    """Map each OpOverload of funcs to spec = (op, prep, mapper), op the record's op
+    (the tensor form's where a mapper picks one of two); several outputs make it a
+    "multi" entry."""
+    op, prep, mapper = spec
+    e = Entry("multi" if opinfo.multi_out(op) else "one", op, mapper, prep, overlap, pre)
     for f in funcs:
+        assert f not in t, f"rgpu: {f} is in the op table twice"
         t[f] = e
 
 
-def build(handlers):
-    """The table; handlers holds the composite handlers dispatch provides (keyed by name)."""
+def _composite(t, funcs, handler):
+    e = Entry("handler", None, handler)
+    for f in funcs:
+        assert f not in t, f"rgpu: {f} is in the op table twice"
+        t[f] = e
+
+
+def _table():
     t = {}
-    one, multi = "one", "multi"
+    # arithmetic, fills and copies
+    for name, op_t, op_s, alpha in (("add", C.OP_ADD_TENSOR, C.OP_ADD_SCALAR, True),
+                                    ("sub", C.OP_SUB_TENSOR, C.OP_SUB_SCALAR, True),
+                                    ("mul", C.OP_MUL_TENSOR, C.OP_MUL_SCALAR, False),
+                                    ("div", C.OP_DIV_TENSOR, C.OP_DIV_SCALAR, False)):
+        fam, fam_ = getattr(aten, name), getattr(aten, name + "_")
+        for f in (fam.Tensor, fam_.Tensor, fam.out, fam.Scalar, fam_.Scalar, fam.Scalar_out):
+            _put(t, [f], _arith(op_t, op_s, _alpha_pos(f) if alpha else None))
+    _put(t, [aten.rsub.Tensor, aten.rsub.Scalar, aten.rsub.Tensor_out, aten.rsub.Scalar_out],
+         (C.OP_SUB_TENSOR, None, _rsub))
+    _put(t, [aten.fill_.Scalar, aten.fill_.Tensor], (C.OP_FULL, None, _fill), overlap=False)
+    _put(t, [aten.zero_.default], (C.OP_FULL, None, _zero), overlap=False)
+    _put(t, [aten.copy_.default], (C.OP_COPY, None, _copy), pre=_copy_pre)
+
+    # pointwise
     for name, op in _UNARY:
         own = _gelu_approx if name == "gelu" else None
-        pm = _unary(getattr(C, "OP_" + op), name in _FLOATY, own)
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)), one, pm)
+        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
+             _unary(getattr(C, "OP_" + op), own))
     for name, op in _BINARY:
-        pm = _binary_slots(getattr(C, "OP_" + op), name in _FLOATY)
         _put(t, _overloads(name, _BINARY_OVERLOADS) + _overloads(name + "_", _BINARY_OVERLOADS),
-             one, pm)
-    _put(t, [aten.max.other, aten.max.out], one, _binary_slots(C.OP_MAXIMUM))
-    _put(t, [aten.min.other, aten.min.out], one, _binary_slots(C.OP_MINIMUM))
+             _binary_slots(getattr(C, "OP_" + op)))
+    _put(t, [aten.max.other, aten.max.out], _binary_slots(C.OP_MAXIMUM))
+    _put(t, [aten.min.other, aten.min.out], _binary_slots(C.OP_MINIMUM))
     _put(t, [aten.div.Tensor_mode, aten.div_.Tensor_mode, aten.div.out_mode, aten.div.Scalar_mode,
-             aten.div_.Scalar_mode, aten.div.Scalar_mode_out], one,
-         _div_mode(C.OP_DIV_TENSOR, C.OP_DIV_SCALAR))
+             aten.div_.Scalar_mode, aten.div.Scalar_mode_out], _div_mode(C.OP_DIV_TENSOR, C.OP_DIV_SCALAR))
     _put(t, _overloads("floor_divide", _BINARY_OVERLOADS) + _overloads("floor_divide_", _BINARY_OVERLOADS),
-         one, _floor_divide())
-    _put(t, _overloads("where", ("self", "ScalarSelf", "ScalarOther", "Scalar", "self_out")), one, _where())
+         _binary_slots(C.OP_DIV_MODE, 2))
+    _put(t, _overloads("where", ("self", "ScalarSelf", "ScalarOther", "Scalar", "self_out")), _where())
     _put(t, _overloads("masked_fill", ("Scalar", "Tensor", "Scalar_out", "Tensor_out"))
-         + _overloads("masked_fill_", ("Scalar", "Tensor")), one, _masked_fill())
+         + _overloads("masked_fill_", ("Scalar", "Tensor")), _masked_fill())
     cl = ("default", "Tensor", "out", "Tensor_out")
-    _put(t, _overloads("clamp", cl) + _overloads("clamp_", cl), one, _clamp(1, 2))
-    _put(t, _overloads("clamp_min", cl) + _overloads("clamp_min_", cl), one, _clamp(1, 0))
-    _put(t, _overloads("clamp_max", cl) + _overloads("clamp_max_", cl), one, _clamp(0, 1))
+    _put(t, _overloads("clamp", cl) + _overloads("clamp_", cl), _clamp(1, 2))
+    _put(t, _overloads("clamp_min", cl) + _overloads("clamp_min_", cl), _clamp(1, 0))
+    _put(t, _overloads("clamp_max", cl) + _overloads("clamp_max_", cl), _clamp(0, 1))
     lo = ("Scalar", "Tensor", "Scalar_out", "Tensor_out")
-    _put(t, _overloads("lerp", lo) + _overloads("lerp_", lo), one, _lerp())
+    _put(t, _overloads("lerp", lo) + _overloads("lerp_", lo), _lerp())
     for name, op in (("addcmul", C.OP_ADDCMUL), ("addcdiv", C.OP_ADDCDIV)):
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)), one, _addc(op))
+        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)), _addc(op))
     bw = ("default", "grad_input")
-    _put(t, _overloads("threshold_backward", bw), one,
+    _put(t, _overloads("threshold_backward", bw),
          _act_backward(C.OP_THRESHOLD_BACKWARD, lambda args, kwargs: args[2]))
-    _put(t, _overloads("gelu_backward", bw), one, _act_backward(C.OP_GELU_BACKWARD, _gelu_approx))
-    _put(t, _overloads("silu_backward", bw), one, _act_backward(C.OP_SILU_BACKWARD))
-    _put(t, _overloads("sigmoid_backward", bw), one, _act_backward(C.OP_SIGMOID_BACKWARD))
-    _put(t, _overloads("tanh_backward", bw), one, _act_backward(C.OP_TANH_BACKWARD))
+    _put(t, _overloads("gelu_backward", bw), _act_backward(C.OP_GELU_BACKWARD, _gelu_approx))
+    _put(t, _overloads("silu_backward", bw), _act_backward(C.OP_SILU_BACKWARD))
+    _put(t, _overloads("sigmoid_backward", bw), _act_backward(C.OP_SIGMOID_BACKWARD))
+    _put(t, _overloads("tanh_backward", bw), _act_backward(C.OP_TANH_BACKWARD))
     for name, op in (("tril", C.OP_TRIL), ("triu", C.OP_TRIU)):
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)), one,
+        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
              _fixed(op, ((0, "self"),), _int_arg(1, "diagonal", 0)))
 
     # reductions
     x = ((0, "self"),)
+    _put(t, [aten.sum.dim_IntList, aten.sum.IntList_out], _fixed(C.OP_SUM, x, _dims_keep(1, 2)))
+    _put(t, [aten.sum.default, aten.sum.out], _fixed(C.OP_SUM, x, _dims_keep(None, None)))
+    _put(t, [aten.mean.dim, aten.mean.out], _fixed(C.OP_MEAN, x, _dims_keep(1, 2)))
+    _put(t, [aten.mean.default, aten.mean.dtype_out], _fixed(C.OP_MEAN, x, _dims_keep(None, None)))
     for name, op in (("amax", C.OP_AMAX), ("amin", C.OP_AMIN)):
-        _put(t, _overloads(name, ("default", "out")), one, _fixed(op, x, _dims_keep(1, 2)))
-    _put(t, _overloads("max", ("default", "unary_out")), one, _fixed(C.OP_AMAX, x, _dims_keep(None, None)))
-    _put(t, _overloads("min", ("default", "unary_out")), one, _fixed(C.OP_AMIN, x, _dims_keep(None, None)))
+        _put(t, _overloads(name, ("default", "out")), _fixed(op, x, _dims_keep(1, 2)))
+    _put(t, _overloads("max", ("default", "unary_out")), _fixed(C.OP_AMAX, x, _dims_keep(None, None)))
+    _put(t, _overloads("min", ("default", "unary_out")), _fixed(C.OP_AMIN, x, _dims_keep(None, None)))
     for name, op in (("argmax", C.OP_ARGMAX), ("argmin", C.OP_ARGMIN)):
-        _put(t, _overloads(name, ("default", "out")), one, _fixed(op, x, _argdim()))
-    _put(t, [aten.max.dim], multi, _fixed(C.OP_MAX_DIM, x, _dim_keep_int()))
-    _put(t, [aten.min.dim], multi, _fixed(C.OP_MIN_DIM, x, _dim_keep_int()))
+        _put(t, _overloads(name, ("default", "out")), _fixed(op, x, _argdim()))
+    _put(t, [aten.max.dim], _fixed(C.OP_MAX_DIM, x, _dim_keep_int()))
+    _put(t, [aten.min.dim], _fixed(C.OP_MIN_DIM, x, _dim_keep_int()))
     for name, op in (("var", C.OP_VAR), ("std", C.OP_STD)):
-        _put(t, _overloads(name, ("correction", "correction_out")), one, _fixed(op, x, _var()))
-    _put(t, _overloads("linalg_vector_norm", ("default", "out")), one, _fixed(C.OP_NORM, x, _norm()))
+        _put(t, _overloads(name, ("correction", "correction_out")), _fixed(op, x, _var()))
+    _put(t, _overloads("linalg_vector_norm", ("default", "out")), _fixed(C.OP_NORM, x, _norm()))
     for name, op in (("any", C.OP_ANY), ("all", C.OP_ALL)):
-        _put(t, _overloads(name, ("default", "all_out")), one, _fixed(op, x, _dims_keep(None, None)))
-        _put(t, _overloads(name, ("dim", "dims", "out", "dims_out")), one, _fixed(op, x, _dims_keep(1, 2)))
-    _put(t, _overloads("prod", ("default", "out")), one, _fixed(C.OP_PROD, x, _dims_keep(None, None)))
-    _put(t, _overloads("prod", ("dim_int", "int_out")), one, _fixed(C.OP_PROD, x, _dims_keep(1, 2)))
-    _put(t, _overloads("cumsum", ("default", "out")) + _overloads("cumsum_", ("default",)), one,
+        _put(t, _overloads(name, ("default", "all_out")), _fixed(op, x, _dims_keep(None, None)))
+        _put(t, _overloads(name, ("dim", "dims", "out", "dims_out")), _fixed(op, x, _dims_keep(1, 2)))
+    _put(t, _overloads("prod", ("default", "out")), _fixed(C.OP_PROD, x, _dims_keep(None, None)))
+    _put(t, _overloads("prod", ("dim_int", "int_out")), _fixed(C.OP_PROD, x, _dims_keep(1, 2)))
+    _put(t, _overloads("cumsum", ("default", "out")) + _overloads("cumsum_", ("default",)),
          _fixed(C.OP_CUMSUM, x, _one_dim(1)))
 
     # softmax, norms, losses
     for name, op in (("_softmax", C.OP_SOFTMAX), ("_log_softmax", C.OP_LOG_SOFTMAX)):
-        _put(t, _overloads(name, ("default", "out")), one, _fixed(op, x, _softmax_prep))
+        _put(t, _overloads(name, ("default", "out")), _fixed(op, x, _softmax_prep))
     gy = ((0, "grad_output"), (1, "output"))
-    _put(t, _overloads("_softmax_backward_data", ("default", "out")), one,
+    _put(t, _overloads("_softmax_backward_data", ("default", "out")),
          _fixed(C.OP_SOFTMAX_BACKWARD, gy, _softmax_bw_prep))
-    _put(t, _overloads("_log_softmax_backward_data", ("default", "out")), one,
+    _put(t, _overloads("_log_softmax_backward_data", ("default", "out")),
          _fixed(C.OP_LOG_SOFTMAX_BACKWARD, gy, _softmax_bw_prep))
-    _put(t, [aten.native_layer_norm.default], multi,
+    _put(t, [aten.native_layer_norm.default],
          _fixed(C.OP_LAYER_NORM, ((0, "input"), (2, "weight"), (3, "bias")),
                 lambda args, kwargs: (list(args[1]), float(args[4]))))
-    _put(t, [aten.native_layer_norm_backward.default], multi,
+    _put(t, [aten.native_layer_norm_backward.default],
          _fixed(C.OP_LAYER_NORM_BACKWARD, ((0, "grad_out"), (1, "input"), (3, "mean"), (4, "rstd"),
                                            (5, "weight"), (6, "bias")),
                 lambda args, kwargs: (list(args[2]),)))
-    _put(t, [aten.nll_loss_forward.default], multi,
+    _put(t, [aten.nll_loss_forward.default],
          _fixed(C.OP_NLL_LOSS, ((0, "self"), (1, "target"), (2, "weight")),
                 lambda args, kwargs: (args[3], args[4])))
-    _put(t, _overloads("nll_loss_backward", ("default", "grad_input")), one,
+    _put(t, _overloads("nll_loss_backward", ("default", "grad_input")),
          _fixed(C.OP_NLL_LOSS_BACKWARD, ((0, "grad_output"), (1, "self"), (2, "target"), (3, "weight"),
                                          (6, "total_weight")),
                 lambda args, kwargs: (args[4], args[5])))
 
     # dense
-    _put(t, _overloads("mm", ("default", "out")), one, _mm(C.OP_MM, False))
-    _put(t, _overloads("bmm", ("default", "out")), one, _mm(C.OP_BMM, False))
-    _put(t, _overloads("addmm", ("default", "out")) + _overloads("addmm_", ("default",)), one,
+    _put(t, _overloads("mm", ("default", "out")), _mm(C.OP_MM, False))
+    _put(t, _overloads("bmm", ("default", "out")), _mm(C.OP_BMM, False))
+    _put(t, _overloads("addmm", ("default", "out")) + _overloads("addmm_", ("default",)),
          _mm(C.OP_ADDMM, True))
-    _put(t, _overloads("baddbmm", ("default", "out")) + _overloads("baddbmm_", ("default",)), one,
+    _put(t, _overloads("baddbmm", ("default", "out")) + _overloads("baddbmm_", ("default",)),
          _mm(C.OP_BADDBMM, True))
-    _put(t, _overloads("convolution", ("default", "out")), one,
+    _put(t, _overloads("convolution", ("default", "out")),
          _fixed(C.OP_CONVOLUTION, ((0, "input"), (1, "weight"), (2, "bias")), _conv_prep))
-    _put(t, [aten.convolution_backward.default], multi,
+    _put(t, [aten.convolution_backward.default],
          _fixed(C.OP_CONVOLUTION_BACKWARD, ((0, "grad_output"), (1, "input"), (2, "weight")), _conv_bw_prep))
     bn_in = ((0, "input"), (1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var"))
-    _put(t, [aten.native_batch_norm.default, aten._native_batch_norm_legit.default], multi,
+    _put(t, [aten.native_batch_norm.default, aten._native_batch_norm_legit.default],
          _fixed(C.OP_BATCH_NORM, bn_in, lambda args, kwargs: (bool(args[5]), float(args[6]), float(args[7]))))
-    _put(t, [aten._native_batch_norm_legit.no_stats], multi,
+    _put(t, [aten._native_batch_norm_legit.no_stats],
          _fixed(C.OP_BATCH_NORM, ((0, "input"), (1, "weight"), (2, "bias"), (None, None), (None, None)),
                 lambda args, kwargs: (bool(args[3]), float(args[4]), float(args[5]))))
-    _put(t, [aten._native_batch_norm_legit_no_training.default], multi,
+    _put(t, [aten._native_batch_norm_legit_no_training.default],
          _fixed(C.OP_BATCH_NORM, bn_in, lambda args, kwargs: (False, float(args[5]), float(args[6]))))
-    _put(t, [aten.native_batch_norm_backward.default], multi,
+    _put(t, [aten.native_batch_norm_backward.default],
          _fixed(C.OP_BATCH_NORM_BACKWARD, ((0, "grad_out"), (1, "input"), (2, "weight"), (3, "running_mean"),
                                            (4, "running_var"), (5, "save_mean"), (6, "save_invstd")),
                 lambda args, kwargs: (bool(args[7]), float(args[8]))))
-    _put(t, [aten.max_pool2d_with_indices.default], multi, _fixed(C.OP_MAX_POOL2D, x, _pool_max(1)))
-    _put(t, _overloads("max_pool2d_with_indices_backward", ("default", "grad_input")), one,
+    _put(t, [aten.max_pool2d_with_indices.default], _fixed(C.OP_MAX_POOL2D, x, _pool_max(1)))
+    _put(t, _overloads("max_pool2d_with_indices_backward", ("default", "grad_input")),
          _fixed(C.OP_MAX_POOL2D_BACKWARD, ((0, "grad_output"), (1, "self"), (7, "indices")), _pool_max(2)))
-    _put(t, _overloads("avg_pool2d", ("default", "out")), one, _fixed(C.OP_AVG_POOL2D, x, _pool_avg(1)))
-    _put(t, _overloads("avg_pool2d_backward", ("default", "grad_input")), one,
+    _put(t, _overloads("avg_pool2d", ("default", "out")), _fixed(C.OP_AVG_POOL2D, x, _pool_avg(1)))
+    _put(t, _overloads("avg_pool2d_backward", ("default", "grad_input")),
          _fixed(C.OP_AVG_POOL2D_BACKWARD, ((0, "grad_output"), (1, "self")), _pool_avg(2)))
-    _put(t, _overloads("_adaptive_avg_pool2d", ("default", "out")), one,
+    _put(t, _overloads("_adaptive_avg_pool2d", ("default", "out")),
          _fixed(C.OP_ADAPTIVE_AVG_POOL2D, x, lambda args, kwargs: (list(args[1]),)))
-    _put(t, _overloads("_adaptive_avg_pool2d_backward", ("default", "out")), one,
+    _put(t, _overloads("_adaptive_avg_pool2d_backward", ("default", "out")),
          _fixed(C.OP_ADAPTIVE_AVG_POOL2D_BACKWARD, ((0, "grad_output"), (1, "self")),
                 lambda args, kwargs: ()))
 
     # index family
-    _put(t, _overloads("embedding", ("default", "out")), one,
+    _put(t, _overloads("embedding", ("default", "out")),
          _fixed(C.OP_EMBEDDING, ((0, "weight"), (1, "indices")), _int_arg(2, "padding_idx", -1)))
-    _put(t, _overloads("embedding_dense_backward", ("default", "out")), one,
+    _put(t, _overloads("embedding_dense_backward", ("default", "out")),
          _fixed(C.OP_EMBEDDING_BACKWARD, ((0, "grad_output"), (1, "indices")),
                 lambda args, kwargs: (args[2], args[3], bool(args[4]))))
     si = ((0, "self"), (2, "index"))
-    _put(t, _overloads("gather", ("default", "out")), one, _fixed(C.OP_GATHER, si, _one_dim(1)))
-    _put(t, _overloads("index_select", ("default", "out")), one, _fixed(C.OP_INDEX_SELECT, si, _one_dim(1)))
-    _put(t, _overloads("scatter_add", ("default", "out")) + _overloads("scatter_add_", ("default",)), one,
+    _put(t, _overloads("gather", ("default", "out")), _fixed(C.OP_GATHER, si, _one_dim(1)))
+    _put(t, _overloads("index_select", ("default", "out")), _fixed(C.OP_INDEX_SELECT, si, _one_dim(1)))
+    _put(t, _overloads("scatter_add", ("default", "out")) + _overloads("scatter_add_", ("default",)),
          _fixed(C.OP_SCATTER_ADD, ((0, "self"), (2, "index"), (3, "src")), _one_dim(1)))
-    _put(t, _overloads("scatter", ("src", "src_out")) + _overloads("scatter_", ("src",)), one,
+    _put(t, _overloads("scatter", ("src", "src_out")) + _overloads("scatter_", ("src",)),
          _scatter(True, False))
-    _put(t, _overloads("scatter", ("value", "value_out")) + _overloads("scatter_", ("value",)), one,
+    _put(t, _overloads("scatter", ("value", "value_out")) + _overloads("scatter_", ("value",)),
          _scatter(False, False))
-    _put(t, _overloads("scatter", ("reduce", "reduce_out")) + _overloads("scatter_", ("reduce",)), one,
+    _put(t, _overloads("scatter", ("reduce", "reduce_out")) + _overloads("scatter_", ("reduce",)),
          _scatter(True, True))
     _put(t, _overloads("scatter", ("value_reduce", "value_reduce_out")) + _overloads("scatter_", ("value_reduce",)),
-         one, _scatter(False, True))
-    _put(t, _overloads("index_add", ("default", "out")) + _overloads("index_add_", ("default",)), one,
+         _scatter(False, True))
+    _put(t, _overloads("index_add", ("default", "out")) + _overloads("index_add_", ("default",)),
          _index_add())
-    _put(t, _overloads("constant_pad_nd", ("default", "out")), one, _pad())
-    _put(t, _overloads("cat", ("default", "out")), one, _cat())
-    _put(t, _overloads("index", ("Tensor", "Tensor_out")), one, _index())
+    _put(t, _overloads("constant_pad_nd", ("default", "out")), _pad())
+    _put(t, _overloads("cat", ("default", "out")), _cat(), pre=_cat_pre)
+    _put(t, _overloads("index", ("Tensor", "Tensor_out")), _index(), pre=_index_pre)
     _put(t, _overloads("index_put", ("default", "out")) + _overloads("index_put_", ("default",))
          + _overloads("_index_put_impl", ("default", "out")) + _overloads("_index_put_impl_", ("default",)),
-         one, _index_put())
+         _index_put(), pre=_index_put_pre)
 
-    # composites (handlers from dispatch, which re-enter it with table ops)
-    for funcs, name in (([aten.stack.default, aten.stack.out], "stack"),
-                        ([aten.mv.default, aten.mv.out], "mv"),
-                        ([aten.dot.default, aten.dot.out], "dot")):
-        e = Entry("handler", handlers[name])
-        for f in funcs:
-            t[f] = e
+    # composites and pre-passes
+    _composite(t, [aten.stack.default, aten.stack.out], _stack)
+    _composite(t, [aten.mv.default, aten.mv.out], _mv)
+    _composite(t, [aten.dot.default, aten.dot.out], _dot)
     return t
 
 
-# which of the composites' table entries get a pre-pass in dispatch
-PREPASS = {
-    "cat": _overloads("cat", ("default", "out")),
-    "index": _overloads("index", ("Tensor", "Tensor_out")),
-    "index_put": (_overloads("index_put", ("default", "out")) + _overloads("index_put_", ("default",))
-                  + _overloads("_index_put_impl", ("default", "out"))
-                  + _overloads("_index_put_impl_", ("default",))),
-}
+TABLE = _table()

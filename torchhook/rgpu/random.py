@@ -28,6 +28,7 @@ import torch
 
 from . import _C, transfer
 from .dispatch import _cached_meta_key, register
+from .opmap import arg, need_remote
 from .tensor import RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, wrap
 
 aten = torch.ops.aten
@@ -125,11 +126,6 @@ def _no_generator(func, kwargs):
                                   "rgpu has one generator per process (torch.manual_seed)")
 
 
-def _need_remote(t, func):
-    if type(t) is not RemoteTensor:
-        raise RuntimeError(f"rgpu: {func}: expected an rgpu tensor, got one on {t.device}")
-
-
 def _need_float(t, name):
     if not t.dtype.is_floating_point:
         raise NotImplementedError(f'"{name}" not implemented for \'{_tname(t.dtype)}\'')
@@ -140,16 +136,12 @@ def _tname(dtype):
             torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
-def _arg(args, kwargs, pos, name, default):
-    return args[pos] if len(args) > pos else kwargs.get(name, default)
-
-
 def _uniform_(func, args, kwargs):
     self = args[0]
-    _need_remote(self, func)
+    need_remote(self, func)
     _no_generator(func, kwargs)
-    lo = float(_arg(args, kwargs, 1, "from", 0.0))
-    hi = float(_arg(args, kwargs, 2, "to", 1.0))
+    lo = float(arg(args, kwargs, 1, "from", 0.0))
+    hi = float(arg(args, kwargs, 2, "to", 1.0))
     _need_float(self, "check_uniform_bounds")
     if not lo <= hi:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={lo} > to={hi}")
@@ -162,10 +154,10 @@ def _uniform_(func, args, kwargs):
 
 def _normal_(func, args, kwargs):
     self = args[0]
-    _need_remote(self, func)
+    need_remote(self, func)
     _no_generator(func, kwargs)
-    mean = float(_arg(args, kwargs, 1, "mean", 0.0))
-    std = float(_arg(args, kwargs, 2, "std", 1.0))
+    mean = float(arg(args, kwargs, 1, "mean", 0.0))
+    std = float(arg(args, kwargs, 2, "std", 1.0))
     _need_float(self, "normal_kernel_cpu")
     if not std >= 0.0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
@@ -177,8 +169,8 @@ def _normal_fn(func, args, kwargs):
     """normal.Tensor_float / float_Tensor / Tensor_Tensor: mean + std * N(0, 1),
     N(0, 1) drawn into a tensor of the broadcast result's metadata."""
     _no_generator(func, kwargs)
-    mean = _arg(args, kwargs, 0, "mean", 0.0)
-    std = _arg(args, kwargs, 1, "std", 1.0)
+    mean = arg(args, kwargs, 0, "mean", 0.0)
+    std = arg(args, kwargs, 1, "std", 1.0)
     if not isinstance(std, torch.Tensor) and not std >= 0.0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     spec, m = _cached_meta_key(func, args, kwargs)
@@ -188,9 +180,9 @@ def _normal_fn(func, args, kwargs):
 
 def _bernoulli_float_(func, args, kwargs):
     self = args[0]
-    _need_remote(self, func)
+    need_remote(self, func)
     _no_generator(func, kwargs)
-    p = float(_arg(args, kwargs, 1, "p", 0.5))
+    p = float(arg(args, kwargs, 1, "p", 0.5))
     if not 0.0 <= p <= 1.0:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     _C.record(_C.OP_BERNOULLI, (self._tid,), (None,), (p,) + _draw())
@@ -211,8 +203,8 @@ def _p_operand(p, shape, temps):
 
 
 def _bernoulli_tensor_(func, args, kwargs):
-    self, p = args[0], _arg(args, kwargs, 1, "p", None)
-    _need_remote(self, func)
+    self, p = args[0], arg(args, kwargs, 1, "p", None)
+    need_remote(self, func)
     _no_generator(func, kwargs)
     temps = []
     pid = _p_operand(p, self.shape, temps)
@@ -226,17 +218,17 @@ def _bernoulli(func, args, kwargs):
     """bernoulli(self): self is p; bernoulli.p(self, p): scalar p; bernoulli.Tensor(self, p).
     The result has self's metadata (ATen: empty_like(self).bernoulli_(p))."""
     self = args[0]
-    _need_remote(self, func)
+    need_remote(self, func)
     _no_generator(func, kwargs)
     spec, m = _cached_meta_key(aten.empty_like.default, (self,), {})
     temps = []
     if func is aten.bernoulli.p:
-        p = float(_arg(args, kwargs, 1, "p", 0.5))
+        p = float(arg(args, kwargs, 1, "p", 0.5))
         if not 0.0 <= p <= 1.0:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
         ins, a0 = (None,), p
     else:
-        p = self if func is aten.bernoulli.default else _arg(args, kwargs, 1, "p", None)
+        p = self if func is aten.bernoulli.default else arg(args, kwargs, 1, "p", None)
         ins, a0 = (_p_operand(p, self.shape, temps),), None
     r = record_new(_C.OP_BERNOULLI, spec[0], spec[1], ins, (a0,) + _draw(), m)
     for t in temps:
@@ -250,14 +242,14 @@ def _random_(func, args, kwargs):
     """random_(): [0, 2^digits] for floats, [0, max] for ints; random_(to): [0, to);
     random_(from, to): [from, to), to None: [from, 2^digits or max]."""
     self = args[0]
-    _need_remote(self, func)
+    need_remote(self, func)
     _no_generator(func, kwargs)
     if func is aten.random_.default:
         lo, hi = 0, None
     elif func is aten.random_.to:
-        lo, hi = 0, _arg(args, kwargs, 1, "to", None)
+        lo, hi = 0, arg(args, kwargs, 1, "to", None)
     else:
-        lo, hi = _arg(args, kwargs, 1, "from", 0), _arg(args, kwargs, 2, "to", None)
+        lo, hi = arg(args, kwargs, 1, "from", 0), arg(args, kwargs, 2, "to", None)
     lo = int(lo)
     hi = None if hi is None else int(hi)
     dt = self.dtype
@@ -318,7 +310,7 @@ def _fill_randint(func, r, args, kwargs):
 def _randperm_out(func, args, kwargs):
     n = int(args[0])
     out = kwargs["out"]
-    _need_remote(out, func)
+    need_remote(out, func)
     _no_generator(func, kwargs)
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
@@ -371,7 +363,7 @@ def _new_out(spec):
 def _native_dropout(func, args, kwargs):
     """(y, mask): y = x * keep / (1 - p), mask = keep (bool), keep_i ~ Bernoulli(1 - p)."""
     x = args[0]
-    _need_remote(x, func)
+    need_remote(x, func)
     p = float(args[1]) if len(args) > 1 else float(kwargs["p"])
     train = args[2] if len(args) > 2 else kwargs.get("train")
     if not 0.0 <= p <= 1.0:
@@ -386,9 +378,9 @@ def _native_dropout(func, args, kwargs):
 
 def _native_dropout_backward(func, args, kwargs):
     grad, mask = args[0], args[1]
-    scale = float(_arg(args, kwargs, 2, "scale", 1.0))
-    _need_remote(grad, func)
-    _need_remote(mask, func)
+    scale = float(arg(args, kwargs, 2, "scale", 1.0))
+    need_remote(grad, func)
+    need_remote(mask, func)
     spec, m = _cached_meta_key(func, args, kwargs)
     return record_new(_C.OP_NATIVE_DROPOUT_BACKWARD, spec[0], spec[1], (grad._tid, mask._tid), (scale,), m)
 
