@@ -21,14 +21,13 @@ its result is cached under (op, input metadata, non-tensor args)."""
 import torch
 
 from . import _C, decomp, opmap, resize, transfer
-from .opmap import arg, device_error
+from .opmap import arg, device_error, free_temps
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
                      rebind, record_later, record_new, record_view, set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
 _new_id = _C.new_id
-_free = _C.free
 _OpOverload = torch._ops.OpOverload
 
 _HANDLERS = {}
@@ -308,7 +307,7 @@ def _table_handler(func, mapper, check_overlap=True, prep=None):
                 op, ins, rargs, temps = mapper(args, kwargs, extra)
                 r = record_new(op, k, out_def(k, m.untyped_storage().nbytes()), ins, rargs, m)
                 if temps:
-                    _free_temps(temps)
+                    free_temps(temps)
                 rebind(t, r._key, r._st, r._tid, m)
                 r._tid = 0                  # t owns the tensor id now
                 return t
@@ -320,14 +319,9 @@ def _table_handler(func, mapper, check_overlap=True, prep=None):
         else:
             t = record_new(op, k, spec[1], ins, rargs, m)
         if temps:
-            _free_temps(temps)
+            free_temps(temps)
         return t
     return handler
-
-
-def _free_temps(temps):
-    for tid in temps:
-        _free(tid)
 
 
 # --- multi-output ops ----------------------------------------------------------------------
@@ -378,7 +372,7 @@ def _multi_handler(func, mapper, prep=None):
         op, ins, rargs, temps = mapper(args, kwargs, spec[1])
         r = _record_outs(op, spec[0], ins, rargs, metas)
         if temps:
-            _free_temps(temps)
+            free_temps(temps)
         return r
     return handler
 

@@ -80,10 +80,21 @@ def operand(x, temps):
     if x is None:
         return None
     if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() == 0:
-        tid = transfer.upload_tensor(x)
-        temps.append(tid)
-        return tid
+        return upload_temp(x, temps)
     raise device_error(x)
+
+
+def upload_temp(x, temps):
+    """Upload CPU tensor x for one record: its tid, also appended to temps."""
+    tid = transfer.upload_tensor(x)
+    temps.append(tid)
+    return tid
+
+
+def free_temps(temps):
+    """Free the tensors upload_temp made, once their record is made."""
+    for tid in temps:
+        _C.free(tid)
 
 
 def _slot(x):
@@ -145,6 +156,13 @@ def _compute(floaty, *xs):
     if floaty and not dt.is_floating_point:
         dt = torch.get_default_dtype()
     return DT[dt]
+
+
+def _compute_of(*pos, floaty=False):
+    """A prep: the DTYPE compute of the arguments at positions pos."""
+    def prep(args, kwargs):
+        return _compute(floaty, *[args[p] for p in pos])
+    return prep
 
 
 # --- arithmetic: ops.def's first ops, a tensor and a scalar form each -------------------
@@ -229,10 +247,7 @@ def _gelu_approx(args, kwargs):
 
 
 def _unary(op, own=None):
-    floaty = op in opinfo.FLOAT_COMPUTE
-
-    def prep(args, kwargs):
-        return _compute(floaty, args[0])
+    prep = _compute_of(0, floaty=op in opinfo.FLOAT_COMPUTE)
     if own is None:
         def mapper(args, kwargs, dt):
             return op, (_tid(args[0]),), (dt,), None
@@ -244,10 +259,7 @@ def _unary(op, own=None):
 
 def _binary_slots(op, mode=None):
     """op(a, b) with two "t|s" slots; mode: DIV_MODE's rounding arg, before the DTYPE."""
-    floaty = op in opinfo.FLOAT_COMPUTE
-
-    def prep(args, kwargs):
-        return _compute(floaty, args[0], args[1])
+    prep = _compute_of(0, 1, floaty=op in opinfo.FLOAT_COMPUTE)
     if mode is None:
         def mapper(args, kwargs, dt):
             ta, sa = _slot(args[0])
@@ -280,8 +292,7 @@ def _div_mode(op_t, op_s):
 
 
 def _where():
-    def prep(args, kwargs):
-        return _compute(False, args[1], args[2])
+    prep = _compute_of(1, 2)
 
     def mapper(args, kwargs, dt):
         ta, sa = _slot(args[1])
@@ -321,8 +332,7 @@ def _clamp(min_pos, max_pos):
 
 
 def _lerp():
-    def prep(args, kwargs):
-        return _compute(False, args[0], args[1])
+    prep = _compute_of(0, 1)
 
     def mapper(args, kwargs, dt):
         tw, sw = _slot(args[2])
@@ -331,8 +341,7 @@ def _lerp():
 
 
 def _addc(op):
-    def prep(args, kwargs):
-        return _compute(False, args[0], args[1], args[2])
+    prep = _compute_of(0, 1, 2)
 
     def mapper(args, kwargs, dt):
         return (op, (_tid(args[0]), _tid(args[1]), _tid(args[2])),
@@ -341,8 +350,7 @@ def _addc(op):
 
 
 def _act_backward(op, own=None):
-    def prep(args, kwargs):
-        return _compute(False, args[0], args[1])
+    prep = _compute_of(0, 1)
     if own is None:
         def mapper(args, kwargs, dt):
             return op, (_tid(args[0]), _tid(args[1])), (dt,), None

@@ -26,9 +26,9 @@ import threading
 
 import torch
 
-from . import _C, transfer
+from . import _C
 from .dispatch import _cached_meta_key, register
-from .opmap import arg, need_remote
+from .opmap import arg, free_temps, need_remote, upload_temp
 from .tensor import RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, wrap
 
 aten = torch.ops.aten
@@ -136,13 +136,20 @@ def _tname(dtype):
             torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
-def _uniform_(func, args, kwargs):
+def _float_fill(func, args, kwargs, a, b, kernel):
+    """self of uniform_/normal_ (an rgpu float tensor) and its two float args,
+    a and b (name, default), checked in ATen's order (kernel names the error)."""
     self = args[0]
     need_remote(self, func)
     _no_generator(func, kwargs)
-    lo = float(arg(args, kwargs, 1, "from", 0.0))
-    hi = float(arg(args, kwargs, 2, "to", 1.0))
-    _need_float(self, "check_uniform_bounds")
+    x = float(arg(args, kwargs, 1, a[0], a[1]))
+    y = float(arg(args, kwargs, 2, b[0], b[1]))
+    _need_float(self, kernel)
+    return self, x, y
+
+
+def _uniform_(func, args, kwargs):
+    self, lo, hi = _float_fill(func, args, kwargs, ("from", 0.0), ("to", 1.0), "check_uniform_bounds")
     if not lo <= hi:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={lo} > to={hi}")
     if not hi - lo <= _FLOAT_MAX[self.dtype]:
@@ -153,12 +160,7 @@ def _uniform_(func, args, kwargs):
 
 
 def _normal_(func, args, kwargs):
-    self = args[0]
-    need_remote(self, func)
-    _no_generator(func, kwargs)
-    mean = float(arg(args, kwargs, 1, "mean", 0.0))
-    std = float(arg(args, kwargs, 2, "std", 1.0))
-    _need_float(self, "normal_kernel_cpu")
+    self, mean, std = _float_fill(func, args, kwargs, ("mean", 0.0), ("std", 1.0), "normal_kernel_cpu")
     if not std >= 0.0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     _C.record(_C.OP_NORMAL, (self._tid,), (), (mean, std) + _draw())
@@ -197,9 +199,7 @@ def _p_operand(p, shape, temps):
         raise RuntimeError(f"expand: p of shape {tuple(p.shape)} cannot be broadcast to {tuple(shape)}")
     if type(p) is RemoteTensor:
         return p._tid
-    tid = transfer.upload_tensor(p)
-    temps.append(tid)
-    return tid
+    return upload_temp(p, temps)
 
 
 def _bernoulli_tensor_(func, args, kwargs):
@@ -209,8 +209,7 @@ def _bernoulli_tensor_(func, args, kwargs):
     temps = []
     pid = _p_operand(p, self.shape, temps)
     _C.record(_C.OP_BERNOULLI, (self._tid,), (pid,), (None,) + _draw())
-    for t in temps:
-        _C.free(t)
+    free_temps(temps)
     return self
 
 
@@ -231,8 +230,7 @@ def _bernoulli(func, args, kwargs):
         p = self if func is aten.bernoulli.default else arg(args, kwargs, 1, "p", None)
         ins, a0 = (_p_operand(p, self.shape, temps),), None
     r = record_new(_C.OP_BERNOULLI, spec[0], spec[1], ins, (a0,) + _draw(), m)
-    for t in temps:
-        _C.free(t)
+    free_temps(temps)
     return r
 
 
