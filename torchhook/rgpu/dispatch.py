@@ -459,9 +459,7 @@ def _to_copy(func, args, kwargs):
     dev = kwargs.get("device")
     k = spec[0]
     if dev is None or dev.type == "rgpu":
-        r = record_new(_C.OP_EMPTY, k, spec[1], (), (), m)
-        _record(_C.OP_COPY, (r._tid,), (x._tid,), ())
-        return r
+        return _copy_new(spec, m, x)
     if dev.type != "cpu":
         raise NotImplementedError(f"rgpu: copying an rgpu tensor to {dev} is not supported")
     c = transfer.download(x)
@@ -474,8 +472,13 @@ def _to_copy(func, args, kwargs):
 
 def _clone(func, args, kwargs):
     spec, m = _cached_meta_key(func, args, kwargs)
+    return _copy_new(spec, m, args[0])
+
+
+def _copy_new(spec, m, x):
+    """A new tensor of spec = (key, out_def) holding x's values (EMPTY, then COPY)."""
     r = record_new(_C.OP_EMPTY, spec[0], spec[1], (), (), m)
-    _record(_C.OP_COPY, (r._tid,), (args[0]._tid,), ())
+    _record(_C.OP_COPY, (r._tid,), (x._tid,), ())
     return r
 
 
