@@ -5,7 +5,8 @@ Each OpOverload gets one handler, built on first sight and kept in _HANDLERS:
                 fill_, copy_ ...): output metadata from the meta kernel, then
                 one record whose output is a new tensor or, for in-place and
                 out= ops, the written argument itself (returned as the very
-                same object); the entry's pre-pass, if any, first
+                same object); an entry's pre-pass (opmap.py) runs first and
+                calls that handler when one record does the op
   views         any op whose schema returns an alias of its input (view,
                 slice, transpose, expand, split ...): one ALIAS record, no data
   in-place views  transpose_, unsqueeze_ ...: ALIAS, then the wrapper is rebound
@@ -18,6 +19,8 @@ Writes are checked for overlapping inputs like TensorIterator does, since meta
 kernels can't (meta tensors have no addresses).
 Meta inference is the slow part (10-200 us; many meta kernels are Python), so
 its result is cached under (op, input metadata, non-tensor args)."""
+import functools
+
 import torch
 
 from . import _C, decomp, opmap, resize, transfer
@@ -377,16 +380,6 @@ def _multi_handler(func, mapper, prep=None):
     return handler
 
 
-def _with_pre(pre, inner):
-    """The table's pre-pass (opmap.py) in front of an op's handler."""
-    def handler(func, args, kwargs):
-        r = pre(func, args, kwargs)
-        if r is opmap.PASS:
-            return inner(func, args, kwargs)
-        return r
-    return handler
-
-
 # --- views -------------------------------------------------------------------------------
 
 def _view_handler(func, args, kwargs):
@@ -656,7 +649,7 @@ def _build(func):
             h = _multi_handler(func, e.mapper, e.prep)
         else:
             h = _table_handler(func, e.mapper, e.overlap, e.prep)
-        return h if e.pre is None else _with_pre(e.pre, h)
+        return h if e.pre is None else functools.partial(e.pre, h)
     if isinstance(func, _OpOverload):
         if torch.Tag.inplace_view in func.tags:
             return _inplace_view_handler

@@ -17,9 +17,10 @@ mapper(args, kwargs, extra) -> (op, ins, record args, temps to free or None)
 runs per op; prep(args, kwargs) -> extra runs once per cache key (dispatch
 keeps it in the cached spec): the DTYPE compute of pointwise ops and every
 record arg that depends only on the key (normalised dims, pool windows ...).
-pre(func, args, kwargs) runs before the handler and returns PASS, or the
-op's result when it did the op itself (cat of more tensors than a record
-takes, index with boolean or CPU indices, copy_ across devices).
+pre(handler, func, args, kwargs) runs in place of the op's handler: it calls
+handler(func, args, kwargs) when one record can do the op, and otherwise
+does it itself (cat of more tensors than a record takes, index with boolean
+or CPU indices, copy_ across devices).
 
 Adding an op is one line in _table() (or in _UNARY / _BINARY for a pointwise
 op); ops of other kinds go to decomp.py. Per-op facts that are ops.def's
@@ -39,7 +40,6 @@ C = _C
 _META = torch.device("meta")
 
 DT = {d: bytes((n,)) for d, n in TO_RGPU.items()}       # a DTYPE record arg (rgpu._C)
-PASS = object()         # a pre's answer: go on to the op's handler
 
 
 class Entry:
@@ -220,12 +220,12 @@ def _copy(args, kwargs, _):
     return C.OP_COPY, (args[1]._tid,), (), None
 
 
-def _copy_pre(func, args, kwargs):
+def _copy_pre(handler, func, args, kwargs):
     """copy_ between rgpu tensors is the table's COPY; from or to a CPU tensor, a transfer."""
     dst, src = args[0], args[1]
     if type(dst) is RemoteTensor:
         if type(src) is RemoteTensor:
-            return PASS
+            return handler(func, args, kwargs)
         if not isinstance(src, torch.Tensor):
             raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
         meta_of(dst).copy_(torch.empty(src.shape, dtype=src.dtype, device=_META))   # shape check
@@ -628,12 +628,12 @@ def _dot(func, args, kwargs):
 
 # --- pre-passes: what a record can't take becomes table ops first ------------------------------
 
-def _cat_pre(func, args, kwargs):
+def _cat_pre(handler, func, args, kwargs):
     """cat of more tensors than a record takes: cat groups, then the groups."""
     ts = args[0]
     n = opinfo.CAT_MAX_IN
     if len(ts) <= n:
-        return PASS
+        return handler(func, args, kwargs)
     dim = arg(args, kwargs, 1, "dim", 0)
     parts = [aten.cat.default(list(ts[i:i + n]), dim) for i in range(0, len(ts), n)]
     return func(parts, dim, **kwargs)
@@ -662,17 +662,17 @@ def _needs_pre(indices):
     return False
 
 
-def _index_pre(func, args, kwargs):
+def _index_pre(handler, func, args, kwargs):
     if not _needs_pre(args[1]):
-        return PASS
+        return handler(func, args, kwargs)
     indices = _expand_masks(args[0], args[1])
     return func(args[0], indices, *args[2:], **kwargs)
 
 
-def _index_put_pre(func, args, kwargs):
+def _index_put_pre(handler, func, args, kwargs):
     indices = args[1]
     if not _needs_pre(indices):
-        return PASS
+        return handler(func, args, kwargs)
     self, values = args[0], args[2]
     indices = [_to_rgpu_index(i) for i in indices]
     accumulate = arg(args, kwargs, 3, "accumulate", False)
