@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "rgpu_format.h"
+#include "check_util.h"
 
 static inline rgpu_tdef vec_def(uint64_t tid, uint64_t sid, int64_t n) {
     rgpu_tdef d = { .tid = tid, .flags = RGPU_TDEF_NEW_STORAGE, .sid = sid, .dtype = RGPU_F32, .ndim = 1,

@@ -237,16 +237,9 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("cpu_amp");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_unscale_f32);
-    tcase_add_test(tc, test_unscale_half_strided);
-    tcase_add_test(tc, test_unscale_errors);
-    tcase_add_test(tc, test_update_scale);
-    tcase_add_test(tc, test_update_scale_errors);
-    tcase_add_test(tc, test_family);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "ops", 60, setup, teardown);
+    ADD_TESTS(tc, test_unscale_f32, test_unscale_half_strided, test_unscale_errors, test_update_scale,
+                  test_update_scale_errors, test_family);
     return s;
 }
 

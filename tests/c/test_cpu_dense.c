@@ -1721,39 +1721,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_dense");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_mm_basic);
-    tcase_add_test(tc, test_mm_layouts);
-    tcase_add_test(tc, test_mm_dtypes);
-    tcase_add_test(tc, test_addmm);
-    tcase_add_test(tc, test_mm_zero_size);
-    tcase_add_test(tc, test_bmm);
-    tcase_add_test(tc, test_mm_alias);
-    tcase_add_test(tc, test_mm_large);
-    tcase_add_test(tc, test_matmul_errors);
-    tcase_add_test(tc, test_conv2d);
-    tcase_add_test(tc, test_conv2d_backward);
-    tcase_add_test(tc, test_conv_channels_last);
-    tcase_add_test(tc, test_conv1d);
-    tcase_add_test(tc, test_conv_pointwise_f64);
-    tcase_add_test(tc, test_conv_f16_i64);
-    tcase_add_test(tc, test_conv_transposed);
-    tcase_add_test(tc, test_conv_empty_batch);
-    tcase_add_test(tc, test_conv_errors);
-    tcase_add_test(tc, test_bn_train);
-    tcase_add_test(tc, test_bn_eval);
-    tcase_add_test(tc, test_bn_bf16);
-    tcase_add_test(tc, test_bn_errors);
-    tcase_add_test(tc, test_max_pool);
-    tcase_add_test(tc, test_max_pool_nan_dilation);
-    tcase_add_test(tc, test_avg_pool);
-    tcase_add_test(tc, test_adaptive_pool);
-    tcase_add_test(tc, test_pool_backward_f16);
-    tcase_add_test(tc, test_pool_empty_batch);
-    tcase_add_test(tc, test_pool_errors);
-    tcase_add_test(tc, test_dense_dispatch);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 120, NULL, NULL);
+    ADD_TESTS(tc, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
+                  test_mm_alias, test_mm_large, test_matmul_errors, test_conv2d, test_conv2d_backward,
+                  test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
+                  test_conv_transposed, test_conv_empty_batch, test_conv_errors, test_bn_train, test_bn_eval,
+                  test_bn_bf16, test_bn_errors, test_max_pool, test_max_pool_nan_dilation, test_avg_pool,
+                  test_adaptive_pool, test_pool_backward_f16, test_pool_empty_batch, test_pool_errors,
+                  test_dense_dispatch);
 
     return run_suite(s);
 }

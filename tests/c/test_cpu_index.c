@@ -1158,30 +1158,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_index");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_philox_kat);
-    tcase_add_test(tc, test_embedding);
-    tcase_add_test(tc, test_embedding_backward);
-    tcase_add_test(tc, test_gather);
-    tcase_add_test(tc, test_scatter);
-    tcase_add_test(tc, test_index_select);
-    tcase_add_test(tc, test_index_add);
-    tcase_add_test(tc, test_index);
-    tcase_add_test(tc, test_index_put);
-    tcase_add_test(tc, test_cat);
-    tcase_add_test(tc, test_pad);
-    tcase_add_test(tc, test_uniform);
-    tcase_add_test(tc, test_normal);
-    tcase_add_test(tc, test_bernoulli);
-    tcase_add_test(tc, test_random);
-    tcase_add_test(tc, test_randperm);
-    tcase_add_test(tc, test_dropout);
-    tcase_add_test(tc, test_dropout_backward);
-    tcase_add_test(tc, test_nonzero);
-    tcase_add_test(tc, test_unique);
-    tcase_add_test(tc, test_family);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
+    ADD_TESTS(tc, test_philox_kat, test_embedding, test_embedding_backward, test_gather, test_scatter,
+                  test_index_select, test_index_add, test_index, test_index_put, test_cat, test_pad,
+                  test_uniform, test_normal, test_bernoulli, test_random, test_randperm, test_dropout,
+                  test_dropout_backward, test_nonzero, test_unique, test_family);
 
     return run_suite(s);
 }

@@ -1097,35 +1097,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_kernels");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_f16_known);
-    tcase_add_test(tc, test_f16_exhaustive);
-    tcase_add_test(tc, test_bf16);
-    tcase_add_test(tc, test_full);
-    tcase_add_test(tc, test_full_strided_and_empty);
-    tcase_add_test(tc, test_full_errors);
-    tcase_add_test(tc, test_arange);
-    tcase_add_test(tc, test_arange_errors);
-    tcase_add_test(tc, test_copy_layouts);
-    tcase_add_test(tc, test_copy_guard_and_empty);
-    tcase_add_test(tc, test_copy_shape_errors);
-    tcase_add_test(tc, test_copy_casts);
-    tcase_add_test(tc, test_add_f32_fast);
-    tcase_add_test(tc, test_add_broadcast_transposed);
-    tcase_add_test(tc, test_add_mixed_dtypes);
-    tcase_add_test(tc, test_add_int_and_bool);
-    tcase_add_test(tc, test_sub_and_scalar_ops);
-    tcase_add_test(tc, test_mul_div);
-    tcase_add_test(tc, test_binary_chunks_3d);
-    tcase_add_test(tc, test_binary_errors);
-    tcase_add_test(tc, test_sum_dims);
-    tcase_add_test(tc, test_sum_dtypes);
-    tcase_add_test(tc, test_sum_0d_and_empty);
-    tcase_add_test(tc, test_sum_errors);
-    tcase_add_test(tc, test_mean);
-    tcase_add_test(tc, test_dispatch);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
+    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_bf16, test_full, test_full_strided_and_empty,
+                  test_full_errors, test_arange, test_arange_errors, test_copy_layouts,
+                  test_copy_guard_and_empty, test_copy_shape_errors, test_copy_casts, test_add_f32_fast,
+                  test_add_broadcast_transposed, test_add_mixed_dtypes, test_add_int_and_bool,
+                  test_sub_and_scalar_ops, test_mul_div, test_binary_chunks_3d, test_binary_errors,
+                  test_sum_dims, test_sum_dtypes, test_sum_0d_and_empty, test_sum_errors, test_mean,
+                  test_dispatch);
 
     return run_suite(s);
 }

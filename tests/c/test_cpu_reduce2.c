@@ -926,28 +926,11 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("cpu_reduce2");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_amax_amin);
-    tcase_add_test(tc, test_amax_dtypes);
-    tcase_add_test(tc, test_amax_errors);
-    tcase_add_test(tc, test_argmax);
-    tcase_add_test(tc, test_max_min_dim);
-    tcase_add_test(tc, test_var_std);
-    tcase_add_test(tc, test_norm);
-    tcase_add_test(tc, test_any_all);
-    tcase_add_test(tc, test_prod);
-    tcase_add_test(tc, test_cumsum);
-    tcase_add_test(tc, test_softmax);
-    tcase_add_test(tc, test_softmax_backward);
-    tcase_add_test(tc, test_layer_norm);
-    tcase_add_test(tc, test_layer_norm_backward);
-    tcase_add_test(tc, test_nll_loss);
-    tcase_add_test(tc, test_nll_loss_backward);
-    tcase_add_test(tc, test_family);
-    tcase_add_test(tc, test_large_rows);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "ops", 60, NULL, teardown);
+    ADD_TESTS(tc, test_amax_amin, test_amax_dtypes, test_amax_errors, test_argmax, test_max_min_dim,
+                  test_var_std, test_norm, test_any_all, test_prod, test_cumsum, test_softmax,
+                  test_softmax_backward, test_layer_norm, test_layer_norm_backward, test_nll_loss,
+                  test_nll_loss_backward, test_family, test_large_rows);
     return s;
 }
 

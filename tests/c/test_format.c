@@ -1433,61 +1433,29 @@ static Suite *format_suite(void) {
     Suite *s = suite_create("trace-format");
     TCase *tc;
 
-    tc = tcase_create("records");
+    tc = add_tcase(s, "records", 0, NULL, NULL);
     tcase_add_loop_test(tc, test_roundtrip_op, 0, RGPU_OP_COUNT);
-    tcase_add_test(tc, test_roundtrip_sequence);
-    tcase_add_test(tc, test_record_layout);
-    tcase_add_test(tc, test_arg_accessors);
-    suite_add_tcase(s, tc);
+    ADD_TESTS(tc, test_roundtrip_sequence, test_record_layout, test_arg_accessors);
 
-    tc = tcase_create("corrupt");
-    tcase_add_test(tc, test_bad_op);
-    tcase_add_test(tc, test_too_many_dims);
-    tcase_add_test(tc, test_bad_dtype);
-    tcase_add_test(tc, test_reserved);
-    tcase_add_test(tc, test_arity);
-    tcase_add_test(tc, test_bad_args);
-    tcase_add_test(tc, test_encode_rejects_undecodable);
-    tcase_add_test(tc, test_absurd_ints);
-    tcase_add_test(tc, test_negative_view_fields);
-    tcase_add_test(tc, test_bounds);
-    tcase_add_test(tc, test_bounds_empty_view);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "corrupt", 0, NULL, NULL);
+    ADD_TESTS(tc, test_bad_op, test_too_many_dims, test_bad_dtype, test_reserved, test_arity, test_bad_args,
+                  test_encode_rejects_undecodable, test_absurd_ints, test_negative_view_fields, test_bounds,
+                  test_bounds_empty_view);
 
-    tc = tcase_create("frames");
-    tcase_add_test(tc, test_frame_roundtrip);
-    tcase_add_test(tc, test_frame_corrupt);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "frames", 0, NULL, NULL);
+    ADD_TESTS(tc, test_frame_roundtrip, test_frame_corrupt);
 
-    tc = tcase_create("fuzz");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fuzz_records);
-    tcase_add_test(tc, test_fuzz_frames);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "fuzz", 120, NULL, NULL);
+    ADD_TESTS(tc, test_fuzz_records, test_fuzz_frames);
 
-    tc = tcase_create("wire");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_wire_header);
-    tcase_add_test(tc, test_wire_roundtrip);
-    tcase_add_test(tc, test_wire_peer_closes);
-    tcase_add_test(tc, test_wire_pipe);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "wire", 30, NULL, NULL);
+    ADD_TESTS(tc, test_wire_header, test_wire_roundtrip, test_wire_peer_closes, test_wire_pipe);
 
-    tc = tcase_create("rgt");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, rgt_setup, rgt_teardown);
-    tcase_add_test(tc, test_rgt_roundtrip);
-    tcase_add_test(tc, test_rgt_bad_meta);
-    tcase_add_test(tc, test_rgt_not_a_trace);
-    tcase_add_test(tc, test_rgt_truncated);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "rgt", 60, rgt_setup, rgt_teardown);
+    ADD_TESTS(tc, test_rgt_roundtrip, test_rgt_bad_meta, test_rgt_not_a_trace, test_rgt_truncated);
 
-    tc = tcase_create("tables");
-    tcase_add_test(tc, test_status_strings);
-    tcase_add_test(tc, test_op_table);
-    tcase_add_test(tc, test_dtypes_and_hash);
-    tcase_add_test(tc, test_le_helpers);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "tables", 0, NULL, NULL);
+    ADD_TESTS(tc, test_status_strings, test_op_table, test_dtypes_and_hash, test_le_helpers);
     return s;
 }
 

@@ -481,26 +481,13 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("graph");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_same_inputs);
-    tcase_add_test(tc, test_new_inputs);
-    tcase_add_test(tc, test_input_moves);
-    tcase_add_test(tc, test_inplace_update);
-    tcase_add_test(tc, test_aliasing_layouts);
-    tcase_add_test(tc, test_random_never_graphed);
-    tcase_add_test(tc, test_capture_refused);
-    tcase_add_test(tc, test_capture_transient);
-    tcase_add_test(tc, test_failing_record);
-    tcase_add_test(tc, test_off_and_no_hooks);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 0, setup, teardown);
+    ADD_TESTS(tc, test_same_inputs, test_new_inputs, test_input_moves, test_inplace_update,
+                  test_aliasing_layouts, test_random_never_graphed, test_capture_refused,
+                  test_capture_transient, test_failing_record, test_off_and_no_hooks);
     return s;
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

@@ -942,33 +942,17 @@ END_TEST
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("server");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, stride0_view_of_2_62_refused);
-    tcase_add_test(tc, stride0_download_over_the_session_limit);
-    tcase_add_test(tc, absurd_work_refused_up_front);
-    tcase_add_test(tc, blob_bombs_are_not_inflated);
-    tcase_add_test(tc, lengths_checked_before_reserving);
-    tcase_add_test(tc, blob_parts_checked);
-    tcase_add_test(tc, results_never_taken_are_bounded);
-    tcase_add_test(tc, messages_deferred_behind_need_are_bounded);
-    tcase_add_test(tc, malformed_record_in_a_valid_frame);
-    tcase_add_test(tc, resume_during_a_long_op);
-    tcase_add_test(tc, handshake_deadline_silent_and_trickling);
-    tcase_add_test(tc, connection_cap);
-    tcase_add_test(tc, one_server_per_journal_and_socket);
-    tcase_add_test(tc, record_never_overwritten_and_private);
-    suite_add_tcase(s, tc);
-    TCase *own = tcase_create("own server");
-    tcase_set_timeout(own, 120);
-    tcase_add_test(own, global_limit_counts_dropped_sessions);
-    tcase_add_test(own, journal_write_failure_keeps_the_session);
-    tcase_add_test(own, record_write_failure_keeps_the_session);
-    tcase_add_test(own, compacted_journal_rebuilds_the_session);
-    tcase_add_test(own, long_chunk_cancelled_when_its_client_is_gone);
-    tcase_add_test(own, token_file_refused_unless_ours_and_private);
-    tcase_add_test(own, crafted_traces_exit_2);
-    suite_add_tcase(s, own);
+    TCase *tc = add_tcase(s, "server", 120, setup, teardown);
+    ADD_TESTS(tc, stride0_view_of_2_62_refused, stride0_download_over_the_session_limit,
+                  absurd_work_refused_up_front, blob_bombs_are_not_inflated, lengths_checked_before_reserving,
+                  blob_parts_checked, results_never_taken_are_bounded,
+                  messages_deferred_behind_need_are_bounded, malformed_record_in_a_valid_frame,
+                  resume_during_a_long_op, handshake_deadline_silent_and_trickling, connection_cap,
+                  one_server_per_journal_and_socket, record_never_overwritten_and_private);
+    TCase *own = add_tcase(s, "own server", 120, NULL, NULL);
+    ADD_TESTS(own, global_limit_counts_dropped_sessions, journal_write_failure_keeps_the_session,
+                   record_write_failure_keeps_the_session, compacted_journal_rebuilds_the_session,
+                   long_chunk_cancelled_when_its_client_is_gone, token_file_refused_unless_ours_and_private,
+                   crafted_traces_exit_2);
     return run_suite(s);
 }

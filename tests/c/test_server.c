@@ -377,24 +377,11 @@ END_TEST
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("server");
-    TCase *tc = tcase_create("hostile input");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, bad_wire_magic);
-    tcase_add_test(tc, absurd_length);
-    tcase_add_test(tc, bad_frame_magic_checksum_truncated_hash);
-    tcase_add_test(tc, op_out_of_range);
-    tcase_add_test(tc, ndim_over_limit);
-    tcase_add_test(tc, out_of_sequence_chunk);
-    tcase_add_test(tc, wrong_version_and_table);
-    tcase_add_test(tc, garbage_and_half_frames);
-    tcase_add_test(tc, view_outside_storage_reported_at_wait);
-    tcase_add_test(tc, many_sessions_at_once);
-    tcase_add_test(tc, token_required_and_checked);
-    tcase_add_test(tc, message_over_max_message);
-    tcase_add_test(tc, chunk_over_max_chunk);
-    tcase_add_test(tc, storage_limits_reported_at_wait);
-    tcase_add_test(tc, resume_on_a_new_connection);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "hostile input", 30, setup, teardown);
+    ADD_TESTS(tc, bad_wire_magic, absurd_length, bad_frame_magic_checksum_truncated_hash, op_out_of_range,
+                  ndim_over_limit, out_of_sequence_chunk, wrong_version_and_table, garbage_and_half_frames,
+                  view_outside_storage_reported_at_wait, many_sessions_at_once, token_required_and_checked,
+                  message_over_max_message, chunk_over_max_chunk, storage_limits_reported_at_wait,
+                  resume_on_a_new_connection);
     return run_suite(s);
 }

@@ -610,18 +610,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("template");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_parse_ok);
-    tcase_add_test(tc, test_parse_bad);
-    tcase_add_test(tc, test_call_values_and_locals);
-    tcase_add_test(tc, test_call_view_of_bound_storage);
-    tcase_add_test(tc, test_call_random_rebased);
-    tcase_add_test(tc, test_call_failing_record);
-    tcase_add_test(tc, test_call_rejected);
-    tcase_add_test(tc, test_prefetch_and_cache);
-    tcase_add_test(tc, test_cache_eviction);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, setup, teardown);
+    ADD_TESTS(tc, test_parse_ok, test_parse_bad, test_call_values_and_locals, test_call_view_of_bound_storage,
+                  test_call_random_rebased, test_call_failing_record, test_call_rejected,
+                  test_prefetch_and_cache, test_cache_eviction);
     return run_suite(s);
 }

@@ -341,30 +341,23 @@ def test_failed_compiles_fall_back_once_and_leave_no_state(monkeypatch):
     torch._dynamo.reset()
 
     import torch._functorch.aot_autograd as aot
-
-    def broken_aot(*a, **k):
-        raise RuntimeError("injected aot failure")
-    monkeypatch.setattr(aot, "aot_module_simplified", broken_aot)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        _check_eager_result(torch.compile(_fn, backend="rgpu"))
-    w = rgpu_warnings(rec)
-    assert len(w) == 1 and "aot_autograd failed: RuntimeError: injected aot failure" in w[0], w
-    monkeypatch.undo()
-    torch._dynamo.reset()
-
     from rgpu import compile as rc
 
-    def broken_lift(gm):
-        raise RuntimeError("injected backend failure")
-    monkeypatch.setattr(rc, "_lift_attrs", broken_lift)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        _check_eager_result(torch.compile(_fn, backend="rgpu"))
-    w = rgpu_warnings(rec)
-    assert len(w) == 1 and "injected backend failure" in w[0], w
-    monkeypatch.undo()
-    torch._dynamo.reset()
+    def broken(what):
+        def fail(*a, **k):
+            raise RuntimeError(f"injected {what} failure")
+        return fail
+    for module, name, what, want in [
+            (aot, "aot_module_simplified", "aot", "aot_autograd failed: RuntimeError: injected aot failure"),
+            (rc, "_lift_attrs", "backend", "injected backend failure")]:
+        monkeypatch.setattr(module, name, broken(what))
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            _check_eager_result(torch.compile(_fn, backend="rgpu"))
+        w = rgpu_warnings(rec)
+        assert len(w) == 1 and want in w[0], w
+        monkeypatch.undo()
+        torch._dynamo.reset()
 
     # nothing left behind: a model compiles and trains like the CPU
     assert not rt._HIDE_UNFLATTEN[0] and not rt.PENDING
