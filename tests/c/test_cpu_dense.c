@@ -1074,14 +1074,7 @@ START_TEST(test_matmul_errors)
     rgpu_view bo3 = view(out, RGPU_F32, 3, SZ(2, 3, 5), NULL);
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_BMM, INS(&ba3, &bb3), OUTS(&bo3), NOARGS);
     /* arity and missing inputs */
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = RGPU_OP_MM;
-    e.n_in = 1;
-    e.n_out = 1;
-    e.in[0] = &va;
-    e.out[0] = &vo;
-    ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
+    ck_assert_int_eq(exec_op(RGPU_OP_MM, INS(&va), 1, OUTS(&vo), 1, NOARGS), RGPU_ERR_ARITY);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MM, INS(&va, NULL), OUTS(&vo), NOARGS);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MM, INS(&va, &vb), OUTS(NULL), NOARGS);
 }
@@ -1708,12 +1701,8 @@ START_TEST(test_dense_dispatch)
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         ck_assert_msg(rgpu_cpu_supports(ops[i]), "%s", rgpu_op_name(ops[i]));
         /* every op checks its arity before touching anything */
-        rgpu_exec e;
-        memset(&e, 0, sizeof e);
-        e.op = ops[i];
-        e.n_in = rgpu_op_table[ops[i]].n_in + 1;
-        e.n_out = rgpu_op_table[ops[i]].n_out;
-        ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
+        ck_assert_int_eq(exec_op(ops[i], INS(NULL), rgpu_op_table[ops[i]].n_in + 1, OUTS(NULL),
+                                 rgpu_op_table[ops[i]].n_out, NOARGS), RGPU_ERR_ARITY);
     }
 }
 END_TEST
