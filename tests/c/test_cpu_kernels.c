@@ -141,56 +141,38 @@ END_TEST
 
 START_TEST(test_full)
 {
-    float f[4];
-    rgpu_view vf = view(f, RGPU_F32, 2, SZ(2, 2), NULL);
-    rgpu_arg a = a_flt(1.5);
-    RUN_OK(RGPU_OP_FULL, &vf, NULL, NULL, &a, 1);
-    for (int i = 0; i < 4; i++) ASSERT_F32_BITS(f[i], 1.5f);
-
-    int32_t i32[3];
-    rgpu_view vi = view(i32, RGPU_I32, 1, SZ(3), NULL);
-    a = a_flt(-2.7);
-    RUN_OK(RGPU_OP_FULL, &vi, NULL, NULL, &a, 1);
-    for (int i = 0; i < 3; i++) ck_assert_int_eq(i32[i], -2);
-    a = a_flt(3e9);   /* out of range: clamped, not UB */
-    RUN_OK(RGPU_OP_FULL, &vi, NULL, NULL, &a, 1);
-    ck_assert_int_eq(i32[0], INT32_MAX);
-
-    uint8_t b[2];
-    rgpu_view vb = view(b, RGPU_BOOL, 1, SZ(2), NULL);
-    a = a_flt(0.0);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 0); ck_assert_int_eq(b[1], 0);
-    a = a_flt(0.1);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 1); ck_assert_int_eq(b[1], 1);
-    a = a_int(-3);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 1);
-
-    uint16_t h[2];
-    rgpu_view vh = view(h, RGPU_F16, 1, SZ(2), NULL);
-    a = a_flt(0.1);
-    RUN_OK(RGPU_OP_FULL, &vh, NULL, NULL, &a, 1);
-    ck_assert_uint_eq(h[1], 0x2e66);
-    vh.dtype = RGPU_BF16;
-    RUN_OK(RGPU_OP_FULL, &vh, NULL, NULL, &a, 1);
-    ck_assert_uint_eq(h[1], 0x3dcd);
-
-    double d[2];
-    rgpu_view vd = view(d, RGPU_F64, 1, SZ(2), NULL);
-    a = a_int(7);
-    RUN_OK(RGPU_OP_FULL, &vd, NULL, NULL, &a, 1);
-    ck_assert(d[0] == 7.0 && d[1] == 7.0);
-
-    int64_t l[2];
-    rgpu_view vl = view(l, RGPU_I64, 1, SZ(2), NULL);
-    a = a_bool(1);
-    RUN_OK(RGPU_OP_FULL, &vl, NULL, NULL, &a, 1);
-    ck_assert_int_eq(l[0], 1);
-    a = a_int(INT64_MIN);
-    RUN_OK(RGPU_OP_FULL, &vl, NULL, NULL, &a, 1);
-    ck_assert(l[1] == INT64_MIN);
+    /* every element of a (2,2) output holds want's low bytes: float args are
+     * truncated and clamped into ints, anything nonzero (NaN too) is true */
+#define FL(x) { .kind = RGPU_ARG_FLOAT, .v.f = (x) }
+#define IN_(x) { .kind = RGPU_ARG_INT, .v.i = (x) }
+    static const struct { int dt; rgpu_arg a; uint64_t want; } t[] = {
+        { RGPU_F32, FL(1.5), 0x3fc00000u },
+        { RGPU_I32, FL(-2.7), 0xfffffffeu },
+        { RGPU_I32, FL(3e9), 0x7fffffffu },               /* out of range: clamped, not UB */
+        { RGPU_BOOL, FL(0.0), 0 },
+        { RGPU_BOOL, FL(0.1), 1 },
+        { RGPU_BOOL, IN_(-3), 1 },
+        { RGPU_F16, FL(0.1), 0x2e66 },
+        { RGPU_BF16, FL(0.1), 0x3dcd },
+        { RGPU_F64, IN_(7), 0x401c000000000000ull },      /* 7.0 */
+        { RGPU_I64, { .kind = RGPU_ARG_BOOL, .v.i = 1 }, 1 },
+        { RGPU_I64, IN_(INT64_MIN), 0x8000000000000000ull },
+    };
+#undef FL
+#undef IN_
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        uint8_t buf[4 * 8];
+        memset(buf, GUARD, sizeof buf);
+        rgpu_view v = view(buf, t[k].dt, 2, SZ(2, 2), NULL);
+        RUN_OK(RGPU_OP_FULL, &v, NULL, NULL, &t[k].a, 1);
+        size_t es = rgpu_dtype_size(t[k].dt);
+        for (int i = 0; i < 4; i++) {
+            uint64_t got = 0;
+            memcpy(&got, buf + i * es, es);
+            ck_assert_msg(got == t[k].want, "case %zu element %d: 0x%llx, want 0x%llx", k, i,
+                          (unsigned long long)got, (unsigned long long)t[k].want);
+        }
+    }
 }
 END_TEST
 

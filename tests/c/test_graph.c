@@ -99,15 +99,7 @@ static void unhold(uint64_t tid) {
 /* Run the records in b as one chunk on both sessions (b emptied); both must
  * report the same status. Returns it. */
 static int run(rgpu_buf *b) {
-    uint32_t count = 0;
-    size_t off = 0;
-    rgpu_record r;
-    while (off < b->len) {
-        size_t used;
-        ck_assert_int_eq(rgpu_record_decode(b->p + off, b->len - off, &r, &used), RGPU_OK);
-        off += used;
-        count++;
-    }
+    uint32_t count = count_records(b);
     int st[2];
     char msg[2][256];
     for (int k = 0; k < 2; k++) {
