@@ -131,32 +131,23 @@ static rgpu_arg a_dt(int dt) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGP
 #define RUN_OK(...) ASSERT_STATUS_OK(run_op(__VA_ARGS__))
 #define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run_op(__VA_ARGS__))
 
-static double rtol_of(int dt)
+/* the comparison tolerances for dtype dt (integers and bool: exact) */
+static void tolerances(int dt, double *rt, double *at)
 {
-    switch (dt) {
-    case RGPU_F32: return 1.3e-6;
-    case RGPU_F64: return 1e-7;
-    case RGPU_F16: return 1e-3;
-    case RGPU_BF16: return 1.6e-2;
-    default: return 0.0;
-    }
-}
-static double atol_of(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return 1e-5;
-    case RGPU_F64: return 1e-7;
-    case RGPU_F16: return 1e-3;
-    case RGPU_BF16: return 1.6e-2;
-    default: return 0.0;
-    }
+    static const struct { int dt; double rtol, atol; } t[] = {
+        { RGPU_F32, 1.3e-6, 1e-5 }, { RGPU_F64, 1e-7, 1e-7 }, { RGPU_F16, 1e-3, 1e-3 }, { RGPU_BF16, 1.6e-2, 1.6e-2 },
+    };
+    *rt = *at = 0.0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i].dt == dt) *rt = t[i].rtol, *at = t[i].atol;
 }
 
 /* v's elements (logical order) against want[0..n), at v's dtype tolerance */
 static void expect_at(const rgpu_view *v, const double *want, int64_t n, const char *what, int line)
 {
     ck_assert_msg(numel(v) == n, "%s (line %d): %lld elements, want %lld", what, line, (long long)numel(v), (long long)n);
-    double rt = rtol_of(v->dtype), at = atol_of(v->dtype);
+    double rt, at;
+    tolerances(v->dtype, &rt, &at);
     for (int64_t i = 0; i < n; i++) {
         double g = vget(v, i), w = want[i];
         if (isnan(w)) { ck_assert_msg(isnan(g), "%s (line %d)[%lld]: got %.9g, want NaN", what, line, (long long)i, g); continue; }
