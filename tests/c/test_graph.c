@@ -196,6 +196,23 @@ static rgpu_hash template_affine(void) {
     return template_of(0, ids, 4, &r);
 }
 
+/* template_affine, with x = 1 (storage 2) and w = 3 (storage 4) made */
+static rgpu_hash affine_with_inputs(void) {
+    rgpu_hash h = template_affine();
+    make_vec(1, 2, 1.5f, -2);
+    make_vec(3, 4, 0.5f, 1);
+    return h;
+}
+
+/* Call k of h on x and w = 3, its output 10 + 2k (storage 11 + 2k) held;
+ * both sessions must then agree. */
+static void call_affine(const rgpu_hash *h, uint64_t x, int k, const char *what) {
+    uint64_t bind[] = { x, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
+    call(h, bind, 4);
+    hold(bind[2]);
+    same_everywhere(what);
+}
+
 /* ---------------------------------------------------------------------------
  * Cases */
 
@@ -204,15 +221,10 @@ static rgpu_hash template_affine(void) {
  * while later calls replay. */
 START_TEST(test_same_inputs)
 {
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 5; k++) {
         set_vec(1, (float)k);          /* the graph must read the input's current bytes */
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("same inputs");
+        call_affine(&h, 1, k, "same inputs");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.calls, (uint64_t)k + 1);
         ck_assert_uint_eq(st.captures, k >= 1);                 /* captured at the second call */
@@ -238,10 +250,7 @@ START_TEST(test_new_inputs)
     for (int k = 0; k < 5; k++) {
         uint64_t x = 200 + 2 * (uint64_t)k;
         make_vec(x, x + 1, (float)k + 0.25f, (float)-k);
-        uint64_t bind[] = { x, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("new inputs");
+        call_affine(&h, x, k, "new inputs");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.replays, k >= 2 ? (uint64_t)k - 1 : 0);
         ck_assert_uint_eq(st.input_copies, k >= 2 ? (uint64_t)k - 1 : 0);   /* x only: w is direct */
@@ -254,17 +263,12 @@ END_TEST
  * and captured again with the input staged; later calls replay. */
 START_TEST(test_input_moves)
 {
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     uint64_t xs[5] = { 1, 1, 1, 300, 302 };
     uint64_t replays[5] = { 0, 0, 1, 1, 2 }, captures[5] = { 0, 1, 1, 2, 2 }, copies[5] = { 0, 0, 0, 0, 1 };
     for (int k = 0; k < 5; k++) {
         if (xs[k] != 1) make_vec(xs[k], xs[k] + 1, 2.0f, (float)k);
-        uint64_t bind[] = { xs[k], 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("input moves");
+        call_affine(&h, xs[k], k, "input moves");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.replays, replays[k]);
         ck_assert_uint_eq(st.captures, captures[k]);
@@ -380,14 +384,9 @@ END_TEST
 START_TEST(test_capture_refused)
 {
     rgpu_backend_cpu_graph_refuse(g_b[1], RGPU_OP_MUL_TENSOR, false);
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 5; k++) {
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("refused");
+        call_affine(&h, 1, k, "refused");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.captures, 0);
@@ -402,15 +401,10 @@ END_TEST
 START_TEST(test_capture_transient)
 {
     rgpu_backend_cpu_graph_refuse(g_b[1], RGPU_OP_MUL_TENSOR, true);
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 6; k++) {
         if (k == 2) rgpu_backend_cpu_graph_refuse(g_b[1], -1, false);
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("transient");
+        call_affine(&h, 1, k, "transient");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.refusals, 1);   /* call 1's capture; call 2 captured; 3, 4, 5 replayed */

@@ -101,6 +101,15 @@ static void run_chunk(int fd, rgpu_buf *b, uint64_t first, uint32_t count) {
     rgpu_buf_free(b);
 }
 
+/* The chunk b (count records; b freed) on a new session: the wait on op
+ * fails with code and a message holding a and why; the session is closed. */
+static void refused_at_wait(rgpu_buf *b, uint32_t count, uint64_t op, int code, const char *a, const char *why) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    run_chunk(fd, b, 0, count);
+    expect_wait_error(fd, op, code, a, why);
+    close(fd);
+}
+
 /* ---------------------------------------------------------------------------
  * 1. Sizes: the view that overflowed the heap, and its relatives */
 START_TEST(stride0_view_of_2_62_refused) {
@@ -125,15 +134,12 @@ END_TEST
 /* [2^29] stride 0: 2 GiB to download under a 64 MiB session: refused up
  * front, nothing allocated (it used to allocate 4 GiB of temporaries). */
 START_TEST(stride0_download_over_the_session_limit) {
-    int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
     rec_small(&b);
     int64_t sz = (int64_t)1 << 29, st = 0;
     rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
     rec_download(&b, 3);
-    run_chunk(fd, &b, 0, 3);
-    expect_wait_error(fd, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
-    close(fd);
+    refused_at_wait(&b, 3, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
     after_attack(3.0f, 200);
 }
 END_TEST
@@ -294,14 +300,11 @@ END_TEST
 /* DOWNLOADs nobody waits for: each result is held, counted, and once the
  * session's limit is reached the next fails (the server stays small). */
 START_TEST(results_never_taken_are_bounded) {
-    int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
     rec_empty(&b, vec_def(1, 2, 1 << 18));          /* 1 MiB */
     for (int i = 0; i < 100; i++) rec_download(&b, 1);
     rec_sync(&b);
-    run_chunk(fd, &b, 0, 102);
-    expect_wait_error(fd, 101, RGPU_ERR_LIMIT, "rgpu::download", "--max-session-bytes");
-    close(fd);
+    refused_at_wait(&b, 102, 101, RGPU_ERR_LIMIT, "rgpu::download", "--max-session-bytes");
     after_attack(7.0f, 250);
 }
 END_TEST

@@ -53,6 +53,18 @@ static void valid_record(rgpu_buf *b, uint64_t tid) {
     ck_assert_int_eq(rgpu_record_encode(b, &r), RGPU_OK);
 }
 
+/* valid_record(5), changed by poke (NULL: not), sent on a new session as
+ * chunk seq with send_chunk's corruption: the error that ends the session. */
+static int send_bad_chunk(void (*poke)(rgpu_buf *), uint64_t seq, int corrupt) {
+    int fd = raw_session();
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    if (poke) poke(&b);
+    send_chunk(fd, b.p, b.len, seq, 1, corrupt);
+    rgpu_buf_free(&b);
+    return expect_error(fd);
+}
+
 START_TEST(bad_wire_magic) {
     int fd = raw_session();
     uint8_t h[RGPU_WIRE_HEADER];
@@ -77,49 +89,31 @@ END_TEST
 START_TEST(bad_frame_magic_checksum_truncated_hash) {
     static const int expect[5] = { 0, RGPU_ERR_BAD_MAGIC, RGPU_ERR_BAD_CHECKSUM, RGPU_ERR_TRUNCATED, RGPU_ERR_BAD_CHECKSUM };
     for (int k = 1; k <= 4; k++) {
-        int fd = raw_session();
-        rgpu_buf b = { 0 };
-        valid_record(&b, 5);
-        send_chunk(fd, b.p, b.len, 0, 1, k);
-        rgpu_buf_free(&b);
-        int code = expect_error(fd);
+        int code = send_bad_chunk(NULL, 0, k);
         ck_assert_msg(code == expect[k], "corruption %d gave %s", k, rgpu_status_name(code));
         honest_roundtrip((float)k);
     }
 }
 END_TEST
 
+static void poke_op(rgpu_buf *b) { rgpu_st16(b->p, RGPU_OP_COUNT + 7); }
+/* header 6, tid+flags 9, sid+dtype 9, then ndim */
+static void poke_ndim(rgpu_buf *b) { b->p[6 + 9 + 9] = RGPU_MAX_DIMS + 1; }
+
 START_TEST(op_out_of_range) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    rgpu_st16(b.p, RGPU_OP_COUNT + 7);
-    send_chunk(fd, b.p, b.len, 0, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_OP);
+    ck_assert_int_eq(send_bad_chunk(poke_op, 0, 0), RGPU_ERR_BAD_OP);
     honest_roundtrip(5.0f);
 }
 END_TEST
 
 START_TEST(ndim_over_limit) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    b.p[6 + 9 + 9] = RGPU_MAX_DIMS + 1;   /* header 6, tid+flags 9, sid+dtype 9, then ndim */
-    send_chunk(fd, b.p, b.len, 0, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_MANY_DIMS);
+    ck_assert_int_eq(send_bad_chunk(poke_ndim, 0, 0), RGPU_ERR_TOO_MANY_DIMS);
     honest_roundtrip(6.0f);
 }
 END_TEST
 
 START_TEST(out_of_sequence_chunk) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    send_chunk(fd, b.p, b.len, 42, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SEQUENCE);
+    ck_assert_int_eq(send_bad_chunk(NULL, 42, 0), RGPU_ERR_SEQUENCE);
     honest_roundtrip(7.0f);
 }
 END_TEST
