@@ -177,6 +177,14 @@ static void call(const rgpu_hash *h, const uint64_t *bind, uint32_t n) {
     rgpu_buf_free(&b);
 }
 
+/* call(h, bind, n), then hold bind[first .. first + n_held) (its outputs) and
+ * check that both sessions agree. */
+static void call_held(const rgpu_hash *h, const uint64_t *bind, uint32_t n, int first, int n_held, const char *what) {
+    call(h, bind, n);
+    for (int i = first; i < first + n_held; i++) hold(bind[i]);
+    same_everywhere(what);
+}
+
 static rgpu_graph_stats stats(void) {
     rgpu_graph_stats st;
     rgpu_session_graph_stats(g_s[1], &st);
@@ -208,9 +216,7 @@ static rgpu_hash affine_with_inputs(void) {
  * both sessions must then agree. */
 static void call_affine(const rgpu_hash *h, uint64_t x, int k, const char *what) {
     uint64_t bind[] = { x, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-    call(h, bind, 4);
-    hold(bind[2]);
-    same_everywhere(what);
+    call_held(h, bind, 4, 2, 1, what);
 }
 
 /* ---------------------------------------------------------------------------
@@ -300,9 +306,7 @@ START_TEST(test_inplace_update)
     for (int k = 0; k < 7; k++) {
         bool two = k >= 3 && (k & 1);
         uint64_t bind[] = { two ? 5 : 1, two ? 7 : 3, 9, 11, 40 + 2 * (uint64_t)k, 41 + 2 * (uint64_t)k };
-        call(&h, bind, 6);
-        hold(bind[4]);
-        same_everywhere("in-place update");
+        call_held(&h, bind, 6, 4, 1, "in-place update");
     }
     rgpu_graph_stats st = stats();
     /* calls 0, 1 (capture), 2 replayed; 3 moves p, m: captured again (staged);
@@ -336,10 +340,7 @@ START_TEST(test_aliasing_layouts)
         bool alias = k & 1;
         uint64_t bind[] = { 1, alias ? 5 : 3, alias ? 2 : 2, 60 + 3 * (uint64_t)k, 61 + 3 * (uint64_t)k, 62 + 3 * (uint64_t)k };
         set_vec(1, 0.5f);
-        call(&h, bind, 6);
-        hold(bind[3]);
-        hold(bind[4]);
-        same_everywhere("aliasing");
+        call_held(&h, bind, 6, 3, 2, "aliasing");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.instances, 2);

@@ -53,6 +53,17 @@ static void valid_record(rgpu_buf *b, uint64_t tid) {
     ck_assert_int_eq(rgpu_record_encode(b, &r), RGPU_OK);
 }
 
+/* A lone message header (type, length; its magic spoiled when spoil) on a
+ * new session: the error that ends the session. */
+static int send_bad_header(int type, uint64_t len, bool spoil) {
+    int fd = raw_session();
+    uint8_t h[RGPU_WIRE_HEADER];
+    rgpu_wire_header_encode(h, type, len);
+    if (spoil) h[4] ^= 0x55;
+    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+    return expect_error(fd);
+}
+
 /* valid_record(5), changed by poke (NULL: not), sent on a new session as
  * chunk seq with send_chunk's corruption: the error that ends the session. */
 static int send_bad_chunk(void (*poke)(rgpu_buf *), uint64_t seq, int corrupt) {
@@ -66,22 +77,13 @@ static int send_bad_chunk(void (*poke)(rgpu_buf *), uint64_t seq, int corrupt) {
 }
 
 START_TEST(bad_wire_magic) {
-    int fd = raw_session();
-    uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_WAIT, 8);
-    h[4] ^= 0x55;
-    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MAGIC);
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_WAIT, 8, true), RGPU_ERR_BAD_MAGIC);
     honest_roundtrip(3.0f);
 }
 END_TEST
 
 START_TEST(absurd_length) {
-    int fd = raw_session();
-    uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 1ull << 62);
-    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_CHUNK, 1ull << 62, false), RGPU_ERR_TOO_LARGE);
     honest_roundtrip(4.0f);
 }
 END_TEST
@@ -258,11 +260,8 @@ START_TEST(token_required_and_checked) {
 END_TEST
 
 START_TEST(message_over_max_message) {
-    int fd = raw_session();
-    uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_BLOB, (2u << 20));   /* server runs with --max-message 1M */
-    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    /* the server runs with --max-message 1M */
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_BLOB, 2u << 20, false), RGPU_ERR_TOO_LARGE);
     honest_roundtrip(14.0f);
 }
 END_TEST
