@@ -1086,6 +1086,73 @@ END_TEST
 /* args: stride, padding, dilation, transposed, output_padding, groups */
 #define CONV_ARGS(s, p, d, t, op, g) s, p, d, a_bool(t), op, a_int(g)
 
+/* n elements of dtype dt (F32, F64, F16 or I64) from gen(i, seed), integers
+ * as fill_i64 with scale 8, in a fresh buffer (free it) */
+static void *filled(int dt, int64_t n, int seed)
+{
+    void *p = calloc((size_t)n + 1, 8);
+    ck_assert_ptr_nonnull(p);
+    switch (dt) {
+    case RGPU_F32: fill_f32(p, n, seed); break;
+    case RGPU_F64: fill_f64(p, n, seed); break;
+    case RGPU_F16: fill_f16(p, n, seed); break;
+    case RGPU_I64: fill_i64(p, n, seed, 8); break;
+    default: ck_abort_msg("dtype %d", dt);
+    }
+    return p;
+}
+
+/* got vs want (want in expect_<dtype>'s type) */
+static void expect_dt(int dt, const void *got, const void *want, int64_t n)
+{
+    switch (dt) {
+    case RGPU_F32: expect_f32(got, want, n); break;
+    case RGPU_F64: expect_f64(got, want, n); break;
+    case RGPU_F16: expect_f16(got, want, n, false); break;
+    default: expect_i64(got, want, n); break;
+    }
+}
+
+static int64_t prod(const int64_t *v, int n) { int64_t p = 1; for (int i = 0; i < n; i++) p *= v[i]; return p; }
+
+/* A convolution and, when want_dx is set, its backward: x, w, y of nd dims;
+ * a bias of y[1] channels or none. Inputs from gen: x seed, w seed + 1, bias
+ * seed + 2, the grad the next seed after those. The expected values are in
+ * expect_dt's types; want_db NULL: db not wanted (bias_sizes None). */
+typedef struct conv_case {
+    int dt, nd;
+    int64_t x[4], w[4], y[4];
+    int seed;
+    bool bias;
+    const void *want_y, *want_dx, *want_dw, *want_db;
+} conv_case;
+
+static void run_conv(const conv_case *c, rgpu_arg stride, rgpu_arg padding, rgpu_arg dilation, int transposed,
+                     rgpu_arg output_padding, int groups)
+{
+    const rgpu_arg a[7] = { c->want_db ? A_INTS(c->y[1]) : a_none(),
+                            CONV_ARGS(stride, padding, dilation, transposed, output_padding, groups) };
+    int64_t nx = prod(c->x, c->nd), nw = prod(c->w, c->nd), ny = prod(c->y, c->nd), nb = c->y[1];
+    void *x = filled(c->dt, nx, c->seed), *w = filled(c->dt, nw, c->seed + 1);
+    void *b = filled(c->dt, nb, c->seed + 2), *y = calloc((size_t)ny, 8);
+    rgpu_view vx = view(x, c->dt, c->nd, c->x, NULL), vw = view(w, c->dt, c->nd, c->w, NULL);
+    rgpu_view vb = view(b, c->dt, 1, &nb, NULL), vy = view(y, c->dt, c->nd, c->y, NULL);
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, c->bias ? &vb : NULL), OUTS(&vy), a + 1, 6);
+    expect_dt(c->dt, y, c->want_y, ny);
+    if (c->want_dx) {
+        void *g = filled(c->dt, ny, c->seed + 2 + (c->bias || c->want_db));
+        void *dx = calloc((size_t)nx, 8), *dw = calloc((size_t)nw, 8), *db = calloc((size_t)nb, 8);
+        rgpu_view vg = view(g, c->dt, c->nd, c->y, NULL), vdx = view(dx, c->dt, c->nd, c->x, NULL);
+        rgpu_view vdw = view(dw, c->dt, c->nd, c->w, NULL), vdb = view(db, c->dt, 1, &nb, NULL);
+        RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, c->want_db ? &vdb : NULL), a, 7);
+        expect_dt(c->dt, dx, c->want_dx, nx);
+        expect_dt(c->dt, dw, c->want_dw, nw);
+        if (c->want_db) expect_dt(c->dt, db, c->want_db, nb);
+        free(g); free(dx); free(dw); free(db);
+    }
+    free(x); free(w); free(b); free(y);
+}
+
 /* x (2,4,5,5), w (6,2,3,3), bias, stride (2,1), padding (1,2), dilation (1,2), groups 2 */
 START_TEST(test_conv2d)
 {
@@ -1154,69 +1221,32 @@ END_TEST
 /* 1-d: x (2,3,7), w (4,3,3), stride 2, padding 1; backward without bias */
 START_TEST(test_conv1d)
 {
-    float x[42], w[36], y[32], g[32], dx[42], dw[36];
-    fill_f32(x, 42, 19);
-    fill_f32(w, 36, 20);
-    fill_f32(g, 32, 21);
-    rgpu_view vx = view(x, RGPU_F32, 3, SZ(2, 3, 7), NULL), vw = view(w, RGPU_F32, 3, SZ(4, 3, 3), NULL);
-    rgpu_view vy = view(y, RGPU_F32, 3, SZ(2, 4, 4), NULL), vg = view(g, RGPU_F32, 3, SZ(2, 4, 4), NULL);
-    rgpu_view vdx = view(dx, RGPU_F32, 3, SZ(2, 3, 7), NULL), vdw = view(dw, RGPU_F32, 3, SZ(4, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1)));
-    expect_f32(y, W_CONV1D, 32);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, NULL),
-           ARGS(a_none(), CONV_ARGS(A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1)));
-    expect_f32(dx, W_CONV1D_DX, 42);
-    expect_f32(dw, W_CONV1D_DW, 36);
+    static const conv_case c = { RGPU_F32, 3, { 2, 3, 7 }, { 4, 3, 3 }, { 2, 4, 4 }, 19, false,
+                                 W_CONV1D, W_CONV1D_DX, W_CONV1D_DW, NULL };
+    run_conv(&c, A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1);
 }
 END_TEST
 
 /* 1x1 kernel (no im2col), f64, with bias, forward and backward */
 START_TEST(test_conv_pointwise_f64)
 {
-    double x[96], w[15], bias[5], y[160], g[160], dx[96], dw[15], db[5];
-    fill_f64(x, 96, 22);
-    fill_f64(w, 15, 23);
-    fill_f64(bias, 5, 24);
-    fill_f64(g, 160, 25);
-    rgpu_view vx = view(x, RGPU_F64, 4, SZ(2, 3, 4, 4), NULL), vw = view(w, RGPU_F64, 4, SZ(5, 3, 1, 1), NULL);
-    rgpu_view vb = view(bias, RGPU_F64, 1, SZ(5), NULL), vy = view(y, RGPU_F64, 4, SZ(2, 5, 4, 4), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f64(y, W_CONV_PW, 160);
-    rgpu_view vg = view(g, RGPU_F64, 4, SZ(2, 5, 4, 4), NULL), vdx = view(dx, RGPU_F64, 4, SZ(2, 3, 4, 4), NULL);
-    rgpu_view vdw = view(dw, RGPU_F64, 4, SZ(5, 3, 1, 1), NULL), vdb = view(db, RGPU_F64, 1, SZ(5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(5), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f64(dx, W_CONV_PW_DX, 96);
-    expect_f64(dw, W_CONV_PW_DW, 15);
-    expect_f64(db, W_CONV_PW_DB, 5);
+    static const conv_case c = { RGPU_F64, 4, { 2, 3, 4, 4 }, { 5, 3, 1, 1 }, { 2, 5, 4, 4 }, 22, true,
+                                 W_CONV_PW, W_CONV_PW_DX, W_CONV_PW_DW, W_CONV_PW_DB };
+    run_conv(&c, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
 }
 END_TEST
 
 START_TEST(test_conv_f16_i64)
 {
-    uint16_t x[32], w[24], bias[3], y[27];
-    fill_f16(x, 32, 26);
-    fill_f16(w, 24, 27);
-    fill_f16(bias, 3, 28);
-    rgpu_view vx = view(x, RGPU_F16, 4, SZ(1, 2, 4, 4), NULL), vw = view(w, RGPU_F16, 4, SZ(3, 2, 2, 2), NULL);
-    rgpu_view vb = view(bias, RGPU_F16, 1, SZ(3), NULL), vy = view(y, RGPU_F16, 4, SZ(1, 3, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f16(y, W_CONV_F16, 27, false);
-    int64_t xi[32], wi[24], bi[3], yi[27];
-    fill_i64(xi, 32, 26, 8);
-    fill_i64(wi, 24, 27, 8);
-    fill_i64(bi, 3, 28, 8);
-    vx = view(xi, RGPU_I64, 4, SZ(1, 2, 4, 4), NULL); vw = view(wi, RGPU_I64, 4, SZ(3, 2, 2, 2), NULL);
-    vb = view(bi, RGPU_I64, 1, SZ(3), NULL); vy = view(yi, RGPU_I64, 4, SZ(1, 3, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_i64(yi, W_CONV_I64, 27);
+    static const conv_case h = { RGPU_F16, 4, { 1, 2, 4, 4 }, { 3, 2, 2, 2 }, { 1, 3, 3, 3 }, 26, true, W_CONV_F16,
+                                 NULL, NULL, NULL };
+    static const conv_case i = { RGPU_I64, 4, { 1, 2, 4, 4 }, { 3, 2, 2, 2 }, { 1, 3, 3, 3 }, 26, true, W_CONV_I64,
+                                 NULL, NULL, NULL };
+    run_conv(&h, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
+    run_conv(&i, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
     /* integer backward is not implemented in ATen either */
-    int64_t gi[27], dxi[32];
-    rgpu_view vg = view(gi, RGPU_I64, 4, SZ(1, 3, 3, 3), NULL), vdx = view(dxi, RGPU_I64, 4, SZ(1, 2, 4, 4), NULL);
+    rgpu_view vx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL), vw = mk(RGPU_I64, 4, SZ(3, 2, 2, 2), NULL);
+    rgpu_view vg = mk(RGPU_I64, 4, SZ(1, 3, 3, 3), NULL), vdx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, NULL, NULL),
             ARGS(a_none(), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
 }
@@ -1225,24 +1255,12 @@ END_TEST
 /* transposed: x (1,4,3,3), w (4,3,3,3), groups 2 (C_out 6), stride 2, padding 1, output_padding 1 */
 START_TEST(test_conv_transposed)
 {
-    float x[36], w[108], bias[6], y[216], g[216], dx[36], dw[108], db[6];
-    fill_f32(x, 36, 29);
-    fill_f32(w, 108, 30);
-    fill_f32(bias, 6, 31);
-    fill_f32(g, 216, 32);
-    rgpu_view vx = view(x, RGPU_F32, 4, SZ(1, 4, 3, 3), NULL), vw = view(w, RGPU_F32, 4, SZ(4, 3, 3, 3), NULL);
-    rgpu_view vb = view(bias, RGPU_F32, 1, SZ(6), NULL), vy = view(y, RGPU_F32, 4, SZ(1, 6, 6, 6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2)));
-    expect_f32(y, W_CONVT, 216);
-    rgpu_view vg = view(g, RGPU_F32, 4, SZ(1, 6, 6, 6), NULL), vdx = view(dx, RGPU_F32, 4, SZ(1, 4, 3, 3), NULL);
-    rgpu_view vdw = view(dw, RGPU_F32, 4, SZ(4, 3, 3, 3), NULL), vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2)));
-    expect_f32(dx, W_CONVT_DX, 36);
-    expect_f32(dw, W_CONVT_DW, 108);
-    expect_f32(db, W_CONVT_DB, 6);
+    static const conv_case c = { RGPU_F32, 4, { 1, 4, 3, 3 }, { 4, 3, 3, 3 }, { 1, 6, 6, 6 }, 29, true,
+                                 W_CONVT, W_CONVT_DX, W_CONVT_DW, W_CONVT_DB };
+    run_conv(&c, A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2);
     /* output_padding must be below stride or dilation */
+    rgpu_view vx = mk(RGPU_F32, 4, SZ(1, 4, 3, 3), NULL), vw = mk(RGPU_F32, 4, SZ(4, 3, 3, 3), NULL);
+    rgpu_view vb = mk(RGPU_F32, 1, SZ(6), NULL), vy = mk(RGPU_F32, 4, SZ(1, 6, 6, 6), NULL);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
             ARGS(CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(2, 2), 2)));
 }
@@ -1710,7 +1728,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_dense");
-    TCase *tc = add_tcase(s, "core", 120, NULL, NULL);
+    TCase *tc = add_tcase(s, "core", 120, NULL, teardown);
     ADD_TESTS(tc, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
                   test_mm_alias, test_mm_large, test_matmul_errors, test_conv2d, test_conv2d_backward,
                   test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
