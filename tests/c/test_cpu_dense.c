@@ -1547,37 +1547,26 @@ START_TEST(test_avg_pool)
 {
     float x[252], y[168], g[168], dx[252];
     fill_f32(x, 252, 45);
-    fill_f32(g, 168, 50);
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 3, 7, 6), NULL), vdx = view(dx, RGPU_F32, 4, SZ(2, 3, 7, 6), NULL);
-    /* kernel 3, stride 2, padding 1, ceil_mode, count_include_pad off */
-    rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL), vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none()));
-    expect_f32(y, W_AP1, 96);
-    fill_f32(g, 96, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none()));
-    expect_f32(dx, W_AP1_DX, 252);
-    /* kernel (3,2), stride (2,1), padding 1, count_include_pad */
-    vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 7), NULL);
-    vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 7), NULL);
-    fill_f32(g, 168, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none()));
-    expect_f32(y, W_AP2, 168);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none()));
-    expect_f32(dx, W_AP2_DX, 252);
-    /* kernel 2, stride = kernel, padding (0,1), ceil_mode, divisor_override 3 */
-    vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    fill_f32(g, 96, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
-    expect_f32(y, W_AP3, 96);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
-    expect_f32(dx, W_AP3_DX, 252);
+    /* output (2,3,h,w), the args, y and dx */
+    const struct { int64_t h, w; rgpu_arg a[6]; const float *y, *dx; } c[] = {
+        /* kernel 3, stride 2, padding 1, ceil_mode, count_include_pad off */
+        { 4, 4, { A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none() }, W_AP1, W_AP1_DX },
+        /* kernel (3,2), stride (2,1), padding 1, count_include_pad */
+        { 4, 7, { A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none() }, W_AP2, W_AP2_DX },
+        /* kernel 2, stride = kernel, padding (0,1), ceil_mode, divisor_override 3 */
+        { 4, 4, { A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3) }, W_AP3, W_AP3_DX },
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        int64_t ny = 6 * c[k].h * c[k].w;
+        rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 3, c[k].h, c[k].w), NULL);
+        rgpu_view vg = view(g, RGPU_F32, 4, SZ(2, 3, c[k].h, c[k].w), NULL);
+        fill_f32(g, ny, 50);
+        RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy), c[k].a, 6);
+        expect_f32(y, c[k].y, ny);
+        RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx), c[k].a, 6);
+        expect_f32(dx, c[k].dx, 252);
+    }
     /* int64: integer division */
     int64_t xi[252], yi[96];
     fill_i64(xi, 252, 45, 8);
