@@ -1085,6 +1085,13 @@ END_TEST
 
 /* args: stride, padding, dilation, transposed, output_padding, groups */
 #define CONV_ARGS(s, p, d, t, op, g) s, p, d, a_bool(t), op, a_int(g)
+/* the args as one list: CONV(geometry) for the forward, CONV_B(bias_sizes,
+ * geometry) for the backward; the geometries several tests use */
+#define CONV_ARGS_(...) CONV_ARGS(__VA_ARGS__)
+#define CONV(...) ARGS(CONV_ARGS_(__VA_ARGS__))
+#define CONV_B(bias_sizes, ...) ARGS(bias_sizes, CONV_ARGS_(__VA_ARGS__))
+#define GEOM_2D A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2   /* stride (2,1), padding (1,2), dilation (1,2), groups 2 */
+#define GEOM_1X1 A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1  /* stride 1, no padding */
 
 /* n elements of dtype dt (F32, F64, F16 or I64) from gen(i, seed), integers
  * as fill_i64 with scale 8, in a fresh buffer (free it) */
@@ -1163,14 +1170,12 @@ START_TEST(test_conv2d)
     memset(y, GUARD, sizeof y);
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vw = view(w, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vb = view(bias, RGPU_F32, 1, SZ(6), NULL), vy = view(y, RGPU_F32, 4, SZ(2, 6, 3, 5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy), CONV(GEOM_2D));
     expect_f32(y, W_CONV, 180);
     check_guard(y + 180, 16);
     /* wrong output shape */
     rgpu_view vbad = view(y, RGPU_F32, 4, SZ(2, 6, 3, 4), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vbad),
-            ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vbad), CONV(GEOM_2D));
 }
 END_TEST
 
@@ -1184,16 +1189,14 @@ START_TEST(test_conv2d_backward)
     rgpu_view vg = view(g, RGPU_F32, 4, SZ(2, 6, 3, 5), NULL);
     rgpu_view vdx = view(dx, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vdw = view(dw, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb), CONV_B(A_INTS(6), GEOM_2D));
     expect_f32(dx, W_CONV_DX, 200);
     expect_f32(dw, W_CONV_DW, 108);
     expect_f32(db, W_CONV_DB, 6);
     /* only dw wanted: dx and db stay untouched */
     for (int i = 0; i < 200; i++) dx[i] = 42.0f;
     memset(dw, 0, sizeof dw);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL),
-           ARGS(a_none(), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL), CONV_B(a_none(), GEOM_2D));
     expect_f32(dw, W_CONV_DW, 108);
     for (int i = 0; i < 200; i++) ck_assert(dx[i] == 42.0f);
 }
@@ -1209,7 +1212,7 @@ START_TEST(test_conv_channels_last)
     /* output channels-last too */
     rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 6, 5, 5), SZ(150, 1, 30, 6));
     RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_NOINTS, 1)));
+           CONV(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_NOINTS, 1));
     for (int n = 0; n < 2; n++)
         for (int c = 0; c < 6; c++)
             for (int h = 0; h < 5; h++)
@@ -1232,7 +1235,7 @@ START_TEST(test_conv_pointwise_f64)
 {
     static const conv_case c = { RGPU_F64, 4, { 2, 3, 4, 4 }, { 5, 3, 1, 1 }, { 2, 5, 4, 4 }, 22, true,
                                  W_CONV_PW, W_CONV_PW_DX, W_CONV_PW_DW, W_CONV_PW_DB };
-    run_conv(&c, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
+    run_conv(&c, GEOM_1X1);
 }
 END_TEST
 
@@ -1242,13 +1245,13 @@ START_TEST(test_conv_f16_i64)
                                  NULL, NULL, NULL };
     static const conv_case i = { RGPU_I64, 4, { 1, 2, 4, 4 }, { 3, 2, 2, 2 }, { 1, 3, 3, 3 }, 26, true, W_CONV_I64,
                                  NULL, NULL, NULL };
-    run_conv(&h, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
-    run_conv(&i, A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1);
+    run_conv(&h, GEOM_1X1);
+    run_conv(&i, GEOM_1X1);
     /* integer backward is not implemented in ATen either */
     rgpu_view vx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL), vw = mk(RGPU_I64, 4, SZ(3, 2, 2, 2), NULL);
     rgpu_view vg = mk(RGPU_I64, 4, SZ(1, 3, 3, 3), NULL), vdx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, NULL, NULL),
-            ARGS(a_none(), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_none(), GEOM_1X1));
 }
 END_TEST
 
@@ -1262,7 +1265,7 @@ START_TEST(test_conv_transposed)
     rgpu_view vx = mk(RGPU_F32, 4, SZ(1, 4, 3, 3), NULL), vw = mk(RGPU_F32, 4, SZ(4, 3, 3, 3), NULL);
     rgpu_view vb = mk(RGPU_F32, 1, SZ(6), NULL), vy = mk(RGPU_F32, 4, SZ(1, 6, 6, 6), NULL);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(2, 2), 2)));
+            CONV(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(2, 2), 2));
 }
 END_TEST
 
@@ -1273,14 +1276,12 @@ START_TEST(test_conv_empty_batch)
     fill_f32(w, 108, 14);
     rgpu_view vx = view(NULL, RGPU_F32, 4, SZ(0, 4, 5, 5), NULL), vw = view(w, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vy = view(NULL, RGPU_F32, 4, SZ(0, 6, 3, 5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy), CONV(GEOM_2D));
     for (int i = 0; i < 108; i++) dw[i] = 5.0f;
     for (int i = 0; i < 6; i++) db[i] = 5.0f;
     rgpu_view vdx = view(NULL, RGPU_F32, 4, SZ(0, 4, 5, 5), NULL), vdw = view(dw, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(&vdx, &vdw, &vdb), CONV_B(A_INTS(6), GEOM_2D));
     for (int i = 0; i < 108; i++) ck_assert(dw[i] == 0.0f);
     for (int i = 0; i < 6; i++) ck_assert(db[i] == 0.0f);
 }
@@ -1294,18 +1295,17 @@ START_TEST(test_conv_errors)
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vy = view(y, RGPU_F32, 4, SZ(2, 6, 3, 3), NULL);
     rgpu_view vw = view(w, RGPU_F32, 4, SZ(6, 4, 3, 3), NULL), vw3 = view(w, RGPU_F32, 4, SZ(6, 3, 3, 3), NULL);
     /* channels do not match the weight */
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw3, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw3, NULL), OUTS(&vy), CONV(GEOM_1X1));
     /* groups that do not divide the channels */
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 3)));
+            CONV(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 3));
     /* stride 0, negative padding, 3 strides for a 2-d conv */
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(0, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(0, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(-1, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(1, 1), A_INTS(-1, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(1, 1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     /* bad arg kinds: groups as a list, transposed as ints */
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
             ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), a_bool(0), A_INTS(0, 0), A_INTS(1)));
@@ -1314,31 +1314,27 @@ START_TEST(test_conv_errors)
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy), ARGS(A_INTS(1, 1)));
     /* kernel larger than the padded input */
     rgpu_view vsmall = view(x, RGPU_F32, 4, SZ(1, 4, 2, 2), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vsmall, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vsmall, &vw, NULL), OUTS(&vy), CONV(GEOM_1X1));
     /* 3-d convolution, dtype mismatch, bias of the wrong size */
     rgpu_view v5 = view(x, RGPU_F32, 5, SZ(1, 1, 2, 2, 2), NULL), w5 = view(w, RGPU_F32, 5, SZ(1, 1, 1, 1, 1), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION, INS(&v5, &w5, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1, 1), A_INTS(0, 0, 0), A_INTS(1, 1, 1), 0, A_INTS(0, 0, 0), 1)));
+            CONV(A_INTS(1, 1, 1), A_INTS(0, 0, 0), A_INTS(1, 1, 1), 0, A_INTS(0, 0, 0), 1));
     rgpu_view vw64 = view(w, RGPU_F64, 4, SZ(6, 4, 3, 3), NULL);
-    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw64, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw64, NULL), OUTS(&vy), CONV(GEOM_1X1));
     float bias[5];
     rgpu_view vb5 = view(bias, RGPU_F32, 1, SZ(5), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb5), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb5), OUTS(&vy), CONV(GEOM_1X1));
     /* backward: grad of the wrong shape, bias_sizes of the wrong kind */
     float g[54];
     rgpu_view vg = view(g, RGPU_F32, 4, SZ(1, 6, 3, 3), NULL);
     float dw[216];
     rgpu_view vdw = view(dw, RGPU_F32, 4, SZ(6, 4, 3, 3), NULL);
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL),
-            ARGS(a_none(), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_none(), GEOM_1X1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(NULL, &vdw, NULL),
-            ARGS(a_flt(1), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_flt(1), GEOM_1X1));
     /* missing weight */
-    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, NULL, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, NULL, NULL), OUTS(&vy), CONV(GEOM_1X1));
 }
 END_TEST
 
