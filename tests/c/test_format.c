@@ -651,6 +651,12 @@ static void frame_of(const void *raw, size_t n, rgpu_buf *out) {
     ck_assert_int_eq(rgpu_frame_compress(raw, n, 3, out), RGPU_OK);
 }
 
+/* make_chunk's records in chunk, and their frame in f */
+static void framed_chunk(rgpu_buf *chunk, rgpu_buf *f) {
+    make_chunk(chunk, NULL);
+    frame_of(chunk->p, chunk->len, f);
+}
+
 START_TEST(test_frame_roundtrip)
 {
     rgpu_buf chunk = { 0 };
@@ -677,10 +683,8 @@ END_TEST
 
 START_TEST(test_frame_corrupt)
 {
-    rgpu_buf chunk = { 0 };
-    make_chunk(&chunk, NULL);
-    rgpu_buf f;
-    frame_of(chunk.p, chunk.len, &f);
+    rgpu_buf chunk = { 0 }, f;
+    framed_chunk(&chunk, &f);
     uint8_t *raw; size_t rn;
     uint8_t *c = malloc(f.len);
 
@@ -796,10 +800,8 @@ END_TEST
 
 START_TEST(test_fuzz_frames)
 {
-    rgpu_buf chunk = { 0 };
-    make_chunk(&chunk, NULL);
-    rgpu_buf f;
-    frame_of(chunk.p, chunk.len, &f);
+    rgpu_buf chunk = { 0 }, f;
+    framed_chunk(&chunk, &f);
     uint8_t *work = malloc(f.len + 16);
     rng_state = 7;
     for (int it = 0; it < 3000; it++) {
