@@ -1037,8 +1037,19 @@ static void sql_exec(const char *path, const char *q) {
 /* Write a trace: chunks A, B, A (A stored once, streamed twice), a blob
  * (put twice), a big incompressible blob, two results. */
 static uint8_t big_blob[256 * 1024];
-static void write_trace(const char *path, test_chunk ch[2], rgpu_buf *blob_frame, rgpu_hash *blob_h,
-                        rgpu_buf *big_frame, rgpu_hash *big_h) {
+/* What write_trace wrote: its two chunks, the small blob and the big one
+ * (frames and hashes). */
+typedef struct written { test_chunk ch[2]; rgpu_buf bf, bigf; rgpu_hash bh, bigh; } written;
+
+static void written_free(written *w) {
+    free_test_chunk(&w->ch[0]); free_test_chunk(&w->ch[1]);
+    rgpu_buf_free(&w->bf); rgpu_buf_free(&w->bigf);
+}
+
+static void write_trace(const char *path, written *w) {
+    test_chunk *ch = w->ch;
+    rgpu_buf *blob_frame = &w->bf, *big_frame = &w->bigf;
+    rgpu_hash *blob_h = &w->bh, *big_h = &w->bigh;
     make_test_chunk(&ch[0], 0, 0);
     make_test_chunk(&ch[1], 1, RGPU_OP_COUNT);
     static const char blob[] = "tensor bytes tensor bytes tensor bytes";
@@ -1100,10 +1111,8 @@ START_TEST(test_rgt_roundtrip)
 {
     char path[512];
     tpath(path, sizeof path, "t.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
-    write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+    written w;
+    write_trace(path, &w);
 
     ck_assert_int_eq(sql_int(path, "select count(*) from chunks"), 2);
     ck_assert_int_eq(sql_int(path, "select count(*) from stream"), 3);
@@ -1128,14 +1137,14 @@ START_TEST(test_rgt_roundtrip)
 
     rgpu_rgt *t;
     ck_assert_int_eq(rgpu_rgt_open(path, &t), RGPU_OK);
-    check_trace_stream(t, ch);
+    check_trace_stream(t, w.ch);
     rgpu_hash h; uint64_t first; uint32_t count; uint8_t *frame; size_t flen;
     ck_assert_int_eq(rgpu_rgt_get_stream(t, 3, &h, &first, &count, &frame, &flen), RGPU_ERR_BAD_TRACE);
-    ck_assert_int_eq(rgpu_rgt_get_blob(t, &bh, &frame, &flen), RGPU_OK);
-    ck_assert_uint_eq(flen, bf.len);
-    ck_assert_mem_eq(frame, bf.p, flen);
+    ck_assert_int_eq(rgpu_rgt_get_blob(t, &w.bh, &frame, &flen), RGPU_OK);
+    ck_assert_uint_eq(flen, w.bf.len);
+    ck_assert_mem_eq(frame, w.bf.p, flen);
     free(frame);
-    ck_assert_int_eq(rgpu_rgt_get_blob(t, &bigh, &frame, &flen), RGPU_OK);
+    ck_assert_int_eq(rgpu_rgt_get_blob(t, &w.bigh, &frame, &flen), RGPU_OK);
     uint8_t *raw; size_t rn;
     ck_assert_int_eq(rgpu_frame_decompress(frame, flen, RGPU_MAX_BLOB_RAW, &raw, &rn), RGPU_OK);
     ck_assert_uint_eq(rn, sizeof big_blob);
@@ -1160,8 +1169,7 @@ START_TEST(test_rgt_roundtrip)
     ck_assert_uint_eq(n, 0);
     rgpu_rgt_close(t);
 
-    free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-    rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+    written_free(&w);
 }
 END_TEST
 
@@ -1169,9 +1177,7 @@ START_TEST(test_rgt_bad_meta)
 {
     char path[512];
     tpath(path, sizeof path, "m.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
+    written w;
     rgpu_rgt *t;
     struct { const char *sql; rgpu_status want; } cases[] = {
         { "update meta set value='2' where key='format_version'", RGPU_ERR_BAD_VERSION },
@@ -1183,13 +1189,12 @@ START_TEST(test_rgt_bad_meta)
         { "drop table meta", RGPU_ERR_BAD_MAGIC },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+        write_trace(path, &w);
         sql_exec(path, cases[i].sql);
         t = (rgpu_rgt *)&t;
         ck_assert_msg(rgpu_rgt_open(path, &t) == cases[i].want, "%s", cases[i].sql);
         ck_assert_ptr_null(t);
-        free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-        rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+        written_free(&w);
     }
 }
 END_TEST
@@ -1245,10 +1250,8 @@ START_TEST(test_rgt_truncated)
     char path[512], cut[512];
     tpath(path, sizeof path, "full.rgt");
     tpath(cut, sizeof cut, "cut.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
-    write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+    written w;
+    write_trace(path, &w);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     size_t full = (size_t)st.st_size;
@@ -1272,7 +1275,7 @@ START_TEST(test_rgt_truncated)
         rgpu_rgt *t;
         if (rgpu_rgt_open(cut, &t) == RGPU_OK) {
             uint8_t *frame; size_t flen;
-            rgpu_status s = rgpu_rgt_get_blob(t, &bigh, &frame, &flen);
+            rgpu_status s = rgpu_rgt_get_blob(t, &w.bigh, &frame, &flen);
             if (s == RGPU_OK) {
                 uint8_t *raw; size_t rn;
                 s = rgpu_frame_decompress(frame, flen, RGPU_MAX_BLOB_RAW, &raw, &rn);
@@ -1287,8 +1290,7 @@ START_TEST(test_rgt_truncated)
     }
     ck_assert_int_eq(read_everything(path), 0);
     free(bytes);
-    free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-    rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+    written_free(&w);
 }
 END_TEST
 
