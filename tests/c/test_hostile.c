@@ -59,6 +59,16 @@ static rgpu_tdef view_def(uint64_t tid, uint64_t sid, int ndim, const int64_t *s
     return d;
 }
 
+#define SZ1(...) ((const int64_t[]){ __VA_ARGS__ })
+
+/* rec_small, then tensor 3: a view of its 4 bytes with sizes sz[0..nd) and
+ * every stride 0 */
+static void rec_stride0_view(rgpu_buf *b, int nd, const int64_t *sz) {
+    static const int64_t st[RGPU_MAX_DIMS] = { 0 };
+    rec_small(b);
+    rec_alias(b, view_def(3, 2, nd, sz, st), 1);
+}
+
 static void rec_download(rgpu_buf *b, uint64_t tid) {
     rgpu_record r = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
     r.in[0] = tid;
@@ -115,9 +125,7 @@ static void refused_at_wait(rgpu_buf *b, uint32_t count, uint64_t op, int code, 
 START_TEST(stride0_view_of_2_62_refused) {
     int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 62, st = 0;
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 62));
     rec_download(&b, 3);
     run_chunk(fd, &b, 0, 3);
     expect_wait_error(fd, 2, RGPU_ERR_TOO_LARGE, "op 1 (rgpu::alias)", "over the limit");
@@ -135,9 +143,7 @@ END_TEST
  * front, nothing allocated (it used to allocate 4 GiB of temporaries). */
 START_TEST(stride0_download_over_the_session_limit) {
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 29, st = 0;
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 29));
     rec_download(&b, 3);
     refused_at_wait(&b, 3, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
     after_attack(3.0f, 200);
@@ -149,9 +155,7 @@ END_TEST
 START_TEST(absurd_work_refused_up_front) {
     int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz[2] = { (int64_t)1 << 25, (int64_t)1 << 25 }, st[2] = { 0, 0 };
-    rec_alias(&b, view_def(3, 2, 2, sz, st), 1);
+    rec_stride0_view(&b, 2, SZ1(1ll << 25, 1ll << 25));
     rgpu_record c = { .op = RGPU_OP_COPY, .n_out = 1, .n_in = 1 };
     c.out[0] = existing(3);
     c.in[0] = 1;
@@ -430,9 +434,7 @@ START_TEST(long_chunk_cancelled_when_its_client_is_gone) {
     uint64_t id;
     int fd = srv_session(&s, 0, &id, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 26, st = 0;   /* 256 MiB read of 4 bytes: a few hundredths of a second each */
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 26));   /* 256 MiB read of 4 bytes: a few hundredths of a second each */
     for (int i = 0; i < 3000; i++) rec_sum(&b, 10 + 2 * (uint64_t)i, 3);   /* a minute or more in all */
     send_chunk(fd, b.p, b.len, 0, 3002, 0);
     rgpu_buf_free(&b);
