@@ -93,6 +93,11 @@ step() {
 }
 skip() { log ""; log "== SKIP $1: $2"; RESULTS+=("SKIP     $1 ($2)"); }
 note() { RESULTS+=("NOTE     $*"); log "NOTE: $*"; }
+# SKIPNAME NAME MAX CMD...: step NAME when rgpu-server and rgpu._C were built, else skip SKIPNAME
+built_step() {
+    local what=$1; shift
+    if [ "$HAVE_SERVER" = 1 ] && [ "$HAVE_PYEXT" = 1 ]; then step "$@"; else skip "$what" "no build"; fi
+}
 
 # ================================================================ the steps' functions
 # ---------------------------------------------------------------- 1. environment
@@ -230,23 +235,13 @@ import json, os, sys, time
 sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
 import torch
 import rgpu
-from models import data, gpt
+from models.train import check_gpt
 info = rgpu.connect()
-torch.manual_seed(0)
-model = gpt.GPT(gpt.GPTConfig.tiny()).to("rgpu")
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
-train, _ = data.train_val(50_000)
-g = torch.Generator().manual_seed(0)
+step = check_gpt()
 losses = []
 t0 = time.perf_counter()
 for _ in range(20):
-    x, y = data.get_batch(train, 4, 32, g)
-    _, loss = model(x.to("rgpu"), y.to("rgpu"))
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    losses.append(loss.item())
+    losses.append(step().item())
 print("RESULT " + json.dumps({"backend": info.get("backend"), "losses": losses,
                               "s_per_step": (time.perf_counter() - t0) / 20}))
 PY
@@ -508,26 +503,14 @@ else
 fi
 
 # ---------------------------------------------------------------- 5. smoke
-if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
-    step "smoke: a few ops on rgpu-server --backend cuda" 40 fn smoke
-else
-    skip "smoke" "no build"
-fi
+built_step smoke "smoke: a few ops on rgpu-server --backend cuda" 40 fn smoke
 
 # ---------------------------------------------------------------- 6. conformance
-if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
-    step "conformance suite on cuda (tests/py/test_conformance.py)" 150 \
-        env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=line -W ignore tests/py/test_conformance.py
-else
-    skip "conformance" "no build"
-fi
+built_step conformance "conformance suite on cuda (tests/py/test_conformance.py)" 150 \
+    env RGPU_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider --tb=line -W ignore tests/py/test_conformance.py
 
 # ---------------------------------------------------------------- 7. training
-if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
-    step "train reduced GPT 20 steps: cuda vs cpu backend" 90 fn compare_training
-else
-    skip "training" "no build"
-fi
+built_step training "train reduced GPT 20 steps: cuda vs cpu backend" 90 fn compare_training
 
 # ---------------------------------------------------------------- 8. determinism
 if [ -s "$OUT/gpt-cuda.rgt" ] && [ -x build/bin/rgpu-diff ]; then
@@ -542,18 +525,10 @@ else
 fi
 
 # ---------------------------------------------------------------- 8b. graphs
-if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
-    step "graphs: test_compile.py and compiled GPT on cuda --graphs on (bitwise vs off)" 150 fn graphs_check
-else
-    skip "graphs" "no build"
-fi
+built_step graphs "graphs: test_compile.py and compiled GPT on cuda --graphs on (bitwise vs off)" 150 fn graphs_check
 
 # ---------------------------------------------------------------- 9. bench
-if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then
-    step "bench: nanogpt.py rgpu-on-cuda vs PyTorch eager CUDA" 120 fn bench
-else
-    skip "bench" "no build"
-fi
+built_step bench "bench: nanogpt.py rgpu-on-cuda vs PyTorch eager CUDA" 120 fn bench
 
 # ---------------------------------------------------------------- 10. extra, with the time left
 if [ $HAVE_SERVER = 1 ] && [ $HAVE_PYEXT = 1 ]; then

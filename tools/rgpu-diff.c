@@ -17,54 +17,45 @@
 
 static const char *PROG = "rgpu-diff";
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: rgpu-diff TRACE.rgt [--a BACKEND] [--b BACKEND] [--rtol R] [--atol A]\n"
-        "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
-        "\n"
-        "Replays the trace on backends a and b at once and compares every output\n"
-        "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
-        "a CALL's outputs are the tensors its template defines through its bindings),\n"
-        "with b as the reference. Reports the first op over tolerance (index, name,\n"
-        "dtypes, shapes, max abs and rel error) and a table of the worst ops by name.\n"
-        "\n"
-        "  --a BACKEND   backend under test: cuda (default), cpu, null or auto\n"
-        "  --b BACKEND   reference backend: cpu (default), cuda, null or auto\n"
-        "  --rtol R      relative tolerance for floating outputs (default per dtype:\n"
-        "                float32 1e-5, float64 1e-12, float16 1e-3, bfloat16 1e-2)\n"
-        "  --atol A      absolute tolerance (default per dtype: float32 1e-6, float64\n"
-        "                1e-12, float16 1e-5, bfloat16 1e-4); integer and bool\n"
-        "                outputs are always compared exactly. An element fails when\n"
-        "                |a-b| > atol + rtol*|b|, or when NaN/Inf disagree. When a\n"
-        "                and b are the same backend and neither option is given, the\n"
-        "                comparison is bitwise (kernels are deterministic).\n"
-        "  --op NAME     compare only ops with this name (e.g. mul.Tensor); all ops\n"
-        "                still execute\n"
-        "  --resync      after each op copy a's outputs into b, so a difference is\n"
-        "                reported at the op that makes it and not downstream of it\n"
-        "  --json        print a machine-readable report on stdout instead\n"
-        "  --top K       rows in the worst-ops table (default 10)\n"
-        "  --quiet       no progress bar\n"
-        "  --help        this text\n"
-        "\n"
-        "An op that fails on one backend only is a difference, except an op the\n"
-        "backend has no kernel for (RGPU_ERR_UNSUPPORTED), which is listed as skipped.\n"
-        "\n"
-        "Environment (test-only): RGPU_CPU_FAULT=OPNAME makes backend b, when it is\n"
-        "cpu, a faulty cpu whose OPNAME results are one ulp off in their first element,\n"
-        "so that `rgpu-diff --a cpu --b cpu` must fail and name that op. Never set it\n"
-        "outside tests.\n"
-        "\n"
-        "Exit status: 0 no differences, 1 differences, 2 usage error, unreadable,\n"
-        "corrupt or version-mismatched trace, or unavailable backend.\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "%s: ", PROG);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see %s --help)\n", PROG);
-    return 2;
-}
+static const char USAGE[] =
+    "usage: rgpu-diff TRACE.rgt [--a BACKEND] [--b BACKEND] [--rtol R] [--atol A]\n"
+    "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
+    "\n"
+    "Replays the trace on backends a and b at once and compares every output\n"
+    "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
+    "a CALL's outputs are the tensors its template defines through its bindings),\n"
+    "with b as the reference. Reports the first op over tolerance (index, name,\n"
+    "dtypes, shapes, max abs and rel error) and a table of the worst ops by name.\n"
+    "\n"
+    "  --a BACKEND   backend under test: cuda (default), cpu, null or auto\n"
+    "  --b BACKEND   reference backend: cpu (default), cuda, null or auto\n"
+    "  --rtol R      relative tolerance for floating outputs (default per dtype:\n"
+    "                float32 1e-5, float64 1e-12, float16 1e-3, bfloat16 1e-2)\n"
+    "  --atol A      absolute tolerance (default per dtype: float32 1e-6, float64\n"
+    "                1e-12, float16 1e-5, bfloat16 1e-4); integer and bool\n"
+    "                outputs are always compared exactly. An element fails when\n"
+    "                |a-b| > atol + rtol*|b|, or when NaN/Inf disagree. When a\n"
+    "                and b are the same backend and neither option is given, the\n"
+    "                comparison is bitwise (kernels are deterministic).\n"
+    "  --op NAME     compare only ops with this name (e.g. mul.Tensor); all ops\n"
+    "                still execute\n"
+    "  --resync      after each op copy a's outputs into b, so a difference is\n"
+    "                reported at the op that makes it and not downstream of it\n"
+    "  --json        print a machine-readable report on stdout instead\n"
+    "  --top K       rows in the worst-ops table (default 10)\n"
+    "  --quiet       no progress bar\n"
+    "  --help        this text\n"
+    "\n"
+    "An op that fails on one backend only is a difference, except an op the\n"
+    "backend has no kernel for (RGPU_ERR_UNSUPPORTED), which is listed as skipped.\n"
+    "\n"
+    "Environment (test-only): RGPU_CPU_FAULT=OPNAME makes backend b, when it is\n"
+    "cpu, a faulty cpu whose OPNAME results are one ulp off in their first element,\n"
+    "so that `rgpu-diff --a cpu --b cpu` must fail and name that op. Never set it\n"
+    "outside tests.\n"
+    "\n"
+    "Exit status: 0 no differences, 1 differences, 2 usage error, unreadable,\n"
+    "corrupt or version-mismatched trace, or unavailable backend.\n";
 
 /* Per op name. */
 typedef struct opstat {
@@ -393,26 +384,26 @@ int main(int argc, char **argv) {
     d->only_op = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--resync")) d->resync = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
-        else if (!strcmp(a, "--a")) { if (++i >= argc) return usage_error("%s needs a backend", a); an = argv[i]; }
-        else if (!strcmp(a, "--b")) { if (++i >= argc) return usage_error("%s needs a backend", a); bn = argv[i]; }
-        else if (!strcmp(a, "--op")) { if (++i >= argc) return usage_error("%s needs an op name", a); opname = argv[i]; }
-        else if (!strcmp(a, "--rtol")) { if (++i >= argc || !tc_parse_f64(argv[i], &d->rtol)) return usage_error("%s needs a number >= 0", a); d->have_rtol = true; }
-        else if (!strcmp(a, "--atol")) { if (++i >= argc || !tc_parse_f64(argv[i], &d->atol)) return usage_error("%s needs a number >= 0", a); d->have_atol = true; }
-        else if (!strcmp(a, "--top")) { if (++i >= argc || !tc_parse_u64(argv[i], &top)) return usage_error("%s needs a count", a); }
-        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
-        else if (path) return usage_error("one trace at a time ('%s' is extra)", a);
+        else if (!strcmp(a, "--a")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a backend", a); an = argv[i]; }
+        else if (!strcmp(a, "--b")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a backend", a); bn = argv[i]; }
+        else if (!strcmp(a, "--op")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs an op name", a); opname = argv[i]; }
+        else if (!strcmp(a, "--rtol")) { if (++i >= argc || !tc_parse_f64(argv[i], &d->rtol)) return tc_usage_error(PROG, "%s needs a number >= 0", a); d->have_rtol = true; }
+        else if (!strcmp(a, "--atol")) { if (++i >= argc || !tc_parse_f64(argv[i], &d->atol)) return tc_usage_error(PROG, "%s needs a number >= 0", a); d->have_atol = true; }
+        else if (!strcmp(a, "--top")) { if (++i >= argc || !tc_parse_u64(argv[i], &top)) return tc_usage_error(PROG, "%s needs a count", a); }
+        else if (a[0] == '-' && a[1]) return tc_usage_error(PROG, "unknown option '%s'", a);
+        else if (path) return tc_usage_error(PROG, "one trace at a time ('%s' is extra)", a);
         else path = a;
     }
-    if (!path) return usage_error("%s", "no trace given");
-    if (opname && (d->only_op = tc_op_by_name(opname)) < 0) return usage_error("--op: no op named '%s' in the op table", opname);
+    if (!path) return tc_usage_error(PROG, "%s", "no trace given");
+    if (opname && (d->only_op = tc_op_by_name(opname)) < 0) return tc_usage_error(PROG, "--op: no op named '%s' in the op table", opname);
     const char *fault = getenv("RGPU_CPU_FAULT");
     int fault_op = -1;
     if (fault && *fault && !strcmp(bn, "cpu") && (fault_op = tc_op_by_name(fault)) < 0)
-        return usage_error("RGPU_CPU_FAULT: no op named '%s' in the op table", fault);
+        return tc_usage_error(PROG, "RGPU_CPU_FAULT: no op named '%s' in the op table", fault);
 
     char err[640];
     tc_trace *t;

@@ -12,48 +12,39 @@
 
 static const char *PROG = "rgpu-replay";
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
-        "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
-        "\n"
-        "Executes a trace recorded by the client (RGPU_RECORD=path) or by the server\n"
-        "(rgpu-server --record DIR), without a client: chunks in stream order, uploads\n"
-        "from the trace's blobs.\n"
-        "\n"
-        "  --backend NAME   cpu (reference), cuda, null (executes nothing) or auto (cuda\n"
-        "                   when usable, else cpu; default)\n"
-        "  --verify         check every result the live run received at a wait (the\n"
-        "                   trace's results table) against the replayed one: bitwise\n"
-        "                   when replaying on the backend that recorded it (meta key\n"
-        "                   \"backend\"), else within per-dtype tolerances (float32\n"
-        "                   rtol 1e-5 atol 1e-6, float64 1e-12/1e-12, float16 1e-3/1e-5,\n"
-        "                   bfloat16 1e-2/1e-4, integers and bool exact); a failed op\n"
-        "                   must fail in both. Prints the first mismatch with its op\n"
-        "                   index and name.\n"
-        "  --from N         verify and report only ops with index >= N (earlier ops\n"
-        "                   still execute: they build the state)\n"
-        "  --to M           stop executing at op M (exclusive)\n"
-        "  --dump-results FILE\n"
-        "                   write every wait-op result of the replay in [N, M) to FILE,\n"
-        "                   one line each: index, op name, status, hex bytes (two\n"
-        "                   replays on one backend give identical files)\n"
-        "  --quiet          no progress bar and no summary line\n"
-        "  --help           this text\n"
-        "\n"
-        "A progress bar is drawn on stderr when it is a terminal and the replay takes\n"
-        "a while; a summary line (ops, ops/s, bytes, wall time) goes to stdout.\n"
-        "\n"
-        "Exit status: 0 replayed (and verified), 1 a result differs, 2 usage error,\n"
-        "unreadable, corrupt or version-mismatched trace, or unavailable backend.\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "%s: ", PROG);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see %s --help)\n", PROG);
-    return 2;
-}
+static const char USAGE[] =
+    "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
+    "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
+    "\n"
+    "Executes a trace recorded by the client (RGPU_RECORD=path) or by the server\n"
+    "(rgpu-server --record DIR), without a client: chunks in stream order, uploads\n"
+    "from the trace's blobs.\n"
+    "\n"
+    "  --backend NAME   cpu (reference), cuda, null (executes nothing) or auto (cuda\n"
+    "                   when usable, else cpu; default)\n"
+    "  --verify         check every result the live run received at a wait (the\n"
+    "                   trace's results table) against the replayed one: bitwise\n"
+    "                   when replaying on the backend that recorded it (meta key\n"
+    "                   \"backend\"), else within per-dtype tolerances (float32\n"
+    "                   rtol 1e-5 atol 1e-6, float64 1e-12/1e-12, float16 1e-3/1e-5,\n"
+    "                   bfloat16 1e-2/1e-4, integers and bool exact); a failed op\n"
+    "                   must fail in both. Prints the first mismatch with its op\n"
+    "                   index and name.\n"
+    "  --from N         verify and report only ops with index >= N (earlier ops\n"
+    "                   still execute: they build the state)\n"
+    "  --to M           stop executing at op M (exclusive)\n"
+    "  --dump-results FILE\n"
+    "                   write every wait-op result of the replay in [N, M) to FILE,\n"
+    "                   one line each: index, op name, status, hex bytes (two\n"
+    "                   replays on one backend give identical files)\n"
+    "  --quiet          no progress bar and no summary line\n"
+    "  --help           this text\n"
+    "\n"
+    "A progress bar is drawn on stderr when it is a terminal and the replay takes\n"
+    "a while; a summary line (ops, ops/s, bytes, wall time) goes to stdout.\n"
+    "\n"
+    "Exit status: 0 replayed (and verified), 1 a result differs, 2 usage error,\n"
+    "unreadable, corrupt or version-mismatched trace, or unavailable backend.\n";
 
 typedef struct verifier {
     bool same_backend;
@@ -119,19 +110,19 @@ int main(int argc, char **argv) {
     uint64_t from = 0, to = UINT64_MAX;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--verify")) verify = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
-        else if (!strcmp(a, "--backend")) { if (++i >= argc) return usage_error("%s needs a value", a); backend_name = argv[i]; }
-        else if (!strcmp(a, "--dump-results")) { if (++i >= argc) return usage_error("%s needs a file", a); dump_path = argv[i]; }
-        else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return usage_error("%s needs an op index", a); }
-        else if (!strcmp(a, "--to")) { if (++i >= argc || !tc_parse_u64(argv[i], &to)) return usage_error("%s needs an op index", a); }
-        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
-        else if (path) return usage_error("one trace at a time ('%s' is extra)", a);
+        else if (!strcmp(a, "--backend")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a value", a); backend_name = argv[i]; }
+        else if (!strcmp(a, "--dump-results")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a file", a); dump_path = argv[i]; }
+        else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return tc_usage_error(PROG, "%s needs an op index", a); }
+        else if (!strcmp(a, "--to")) { if (++i >= argc || !tc_parse_u64(argv[i], &to)) return tc_usage_error(PROG, "%s needs an op index", a); }
+        else if (a[0] == '-' && a[1]) return tc_usage_error(PROG, "unknown option '%s'", a);
+        else if (path) return tc_usage_error(PROG, "one trace at a time ('%s' is extra)", a);
         else path = a;
     }
-    if (!path) return usage_error("%s", "no trace given");
-    if (from > to) return usage_error("%s", "--from is after --to");
+    if (!path) return tc_usage_error(PROG, "%s", "no trace given");
+    if (from > to) return tc_usage_error(PROG, "%s", "--from is after --to");
 
     char err[640];
     tc_trace *t;

@@ -13,42 +13,33 @@
 
 static const char *PROG = "rgpu-trace";
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: rgpu-trace info TRACE.rgt\n"
-        "       rgpu-trace ops  TRACE.rgt\n"
-        "       rgpu-trace dump TRACE.rgt [--from N] [--to M]\n"
-        "       rgpu-trace digest TRACE.rgt\n"
-        "\n"
-        "  info   meta (format version, op-table hash, creator, backend, ...), op count,\n"
-        "         chunks (stream entries and unique chunks) with raw and compressed\n"
-        "         bytes and the compression ratio, the dedupe ratio (stream chunk bytes\n"
-        "         / unique chunk bytes), blobs (count, bytes), recorded wait results\n"
-        "  ops    histogram of op names, most frequent first: count, share, name\n"
-        "  dump   one line per record:\n"
-        "           INDEX NAME out=[...] in=[...] args=[...]\n"
-        "         an output is tTID=sSID:DTYPE[SIZES]/[STRIDES]+OFFSET followed by\n"
-        "         new(NBYTES) for a new storage, view for a view of an existing one;\n"
-        "         tTID=existing writes into a defined tensor, - is an unwanted output;\n"
-        "         inputs are tTID or None; long int lists are abbreviated. A CALL\n"
-        "         (rgpu::call) ends with template=HASH bindings=N.\n"
-        "         --from N / --to M print only ops in [N, M).\n"
-        "  digest `records N ops HASH frees HASH`: the content hash of every record's\n"
-        "         bytes but FREE's, in stream order (blobs and templates are named by\n"
-        "         hash inside records), and of the sorted freed ids: two traces of one\n"
-        "         program agree, however the client chunked and batched its FREEs\n"
-        "  --help this text\n"
-        "\n"
-        "Exit status: 0 ok, 2 usage error or unreadable, corrupt or version-mismatched\n"
-        "trace (one line on stderr).\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "%s: ", PROG);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see %s --help)\n", PROG);
-    return 2;
-}
+static const char USAGE[] =
+    "usage: rgpu-trace info TRACE.rgt\n"
+    "       rgpu-trace ops  TRACE.rgt\n"
+    "       rgpu-trace dump TRACE.rgt [--from N] [--to M]\n"
+    "       rgpu-trace digest TRACE.rgt\n"
+    "\n"
+    "  info   meta (format version, op-table hash, creator, backend, ...), op count,\n"
+    "         chunks (stream entries and unique chunks) with raw and compressed\n"
+    "         bytes and the compression ratio, the dedupe ratio (stream chunk bytes\n"
+    "         / unique chunk bytes), blobs (count, bytes), recorded wait results\n"
+    "  ops    histogram of op names, most frequent first: count, share, name\n"
+    "  dump   one line per record:\n"
+    "           INDEX NAME out=[...] in=[...] args=[...]\n"
+    "         an output is tTID=sSID:DTYPE[SIZES]/[STRIDES]+OFFSET followed by\n"
+    "         new(NBYTES) for a new storage, view for a view of an existing one;\n"
+    "         tTID=existing writes into a defined tensor, - is an unwanted output;\n"
+    "         inputs are tTID or None; long int lists are abbreviated. A CALL\n"
+    "         (rgpu::call) ends with template=HASH bindings=N.\n"
+    "         --from N / --to M print only ops in [N, M).\n"
+    "  digest `records N ops HASH frees HASH`: the content hash of every record's\n"
+    "         bytes but FREE's, in stream order (blobs and templates are named by\n"
+    "         hash inside records), and of the sorted freed ids: two traces of one\n"
+    "         program agree, however the client chunked and batched its FREEs\n"
+    "  --help this text\n"
+    "\n"
+    "Exit status: 0 ok, 2 usage error or unreadable, corrupt or version-mismatched\n"
+    "trace (one line on stderr).\n";
 
 /* ---------------------------------------------------------------------------
  * info */
@@ -108,21 +99,15 @@ static int by_count(const void *a, const void *b) {
 
 static int cmd_ops(tc_trace *t) {
     uint64_t counts[RGPU_OP_COUNT] = { 0 }, total = 0;
-    for (;;) {
-        tc_chunk c;
-        if (tc_next_chunk(t, &c)) { fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
-        if (!c.raw) break;
-        size_t off = 0;
-        for (uint32_t k = 0; k < c.count; k++) {
-            rgpu_record r;
-            size_t used;
-            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
-            off += used;
-            counts[r.op]++;
-            total++;
-        }
-        free(c.raw);
+    tc_walk w = { 0 };
+    rgpu_record r;
+    bool more;
+    rgpu_status st;
+    while (!(st = tc_next_record(t, &w, &r, &more)) && more) {
+        counts[r.op]++;
+        total++;
     }
+    if (st) { fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
     opcount v[RGPU_OP_COUNT];
     int n = 0;
     for (int i = 0; i < RGPU_OP_COUNT; i++)
@@ -200,24 +185,14 @@ static void print_record(uint64_t idx, const rgpu_record *r) {
 }
 
 static int cmd_dump(tc_trace *t, uint64_t from, uint64_t to) {
-    for (;;) {
-        tc_chunk c;
-        if (tc_next_chunk(t, &c)) { fflush(stdout); fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
-        if (!c.raw) break;
-        if (c.first_op + c.count <= from) { free(c.raw); continue; }
-        size_t off = 0;
-        for (uint32_t k = 0; k < c.count; k++) {
-            rgpu_record r;
-            size_t used;
-            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
-            off += used;
-            uint64_t idx = c.first_op + k;
-            if (idx >= to) break;
-            if (idx >= from) print_record(idx, &r);
-        }
-        free(c.raw);
-        if (c.first_op + c.count >= to) break;
-    }
+    tc_walk w = { 0 };
+    rgpu_record r;
+    bool more;
+    rgpu_status st;
+    while (!(st = tc_next_record(t, &w, &r, &more)) && more && w.idx < to)
+        if (w.idx >= from) print_record(w.idx, &r);
+    tc_walk_end(&w);
+    if (st) { fflush(stdout); fprintf(stderr, "%s: %s\n", PROG, t->err); return 2; }
     return 0;
 }
 
@@ -248,30 +223,25 @@ static int cmd_digest(tc_trace *t) {
     size_t n_ops = 0, cap_ops = 0, n_freed = 0, cap_freed = 0;
     uint64_t records = 0;
     int rc = 0;
-    for (;;) {
-        tc_chunk c;
-        if (tc_next_chunk(t, &c)) { fprintf(stderr, "%s: %s\n", PROG, t->err); rc = 2; break; }
-        if (!c.raw) break;
-        size_t off = 0;
-        for (uint32_t k = 0; k < c.count && !rc; k++) {
-            rgpu_record r;
-            size_t used;
-            rgpu_record_decode(c.raw + off, c.raw_len - off, &r, &used);
-            bool ok = true;
-            if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS) {
-                for (uint32_t i = 0; i < r.args[0].v.ints.n && ok; i++) {
-                    uint64_t tid = (uint64_t)rgpu_arg_int_at(&r.args[0], i);
-                    ok = buf_put(&freed, &n_freed, &cap_freed, &tid, sizeof tid);
-                }
-            } else {
-                ok = buf_put(&ops, &n_ops, &cap_ops, c.raw + off, used);
+    tc_walk w = { 0 };
+    rgpu_record r;
+    bool more;
+    rgpu_status st = RGPU_OK;
+    while (!rc && !(st = tc_next_record(t, &w, &r, &more)) && more) {
+        bool ok = true;
+        if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS) {
+            for (uint32_t i = 0; i < r.args[0].v.ints.n && ok; i++) {
+                uint64_t tid = (uint64_t)rgpu_arg_int_at(&r.args[0], i);
+                ok = buf_put(&freed, &n_freed, &cap_freed, &tid, sizeof tid);
             }
-            if (!ok) { fprintf(stderr, "%s: out of memory\n", PROG); rc = 2; }
-            off += used, records++;
+        } else {
+            ok = buf_put(&ops, &n_ops, &cap_ops, w.bytes, w.n_bytes);
         }
-        free(c.raw);
-        if (rc) break;
+        if (!ok) { fprintf(stderr, "%s: out of memory\n", PROG); rc = 2; }
+        records++;
     }
+    tc_walk_end(&w);
+    if (st) { fprintf(stderr, "%s: %s\n", PROG, t->err); rc = 2; }
     if (!rc) {
         qsort(freed, n_freed / sizeof(uint64_t), sizeof(uint64_t), cmp_u64);
         rgpu_hash h1 = rgpu_hash_bytes(ops, n_ops), h2 = rgpu_hash_bytes(freed, n_freed);
@@ -290,19 +260,19 @@ int main(int argc, char **argv) {
     uint64_t from = 0, to = UINT64_MAX;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return usage_error("%s needs an op index", a); }
-        else if (!strcmp(a, "--to")) { if (++i >= argc || !tc_parse_u64(argv[i], &to)) return usage_error("%s needs an op index", a); }
-        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
+        else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return tc_usage_error(PROG, "%s needs an op index", a); }
+        else if (!strcmp(a, "--to")) { if (++i >= argc || !tc_parse_u64(argv[i], &to)) return tc_usage_error(PROG, "%s needs an op index", a); }
+        else if (a[0] == '-' && a[1]) return tc_usage_error(PROG, "unknown option '%s'", a);
         else if (!cmd) cmd = a;
         else if (!path) path = a;
-        else return usage_error("unexpected argument '%s'", a);
+        else return tc_usage_error(PROG, "unexpected argument '%s'", a);
     }
-    if (!cmd) return usage_error("%s", "no command (info, ops, dump or digest)");
+    if (!cmd) return tc_usage_error(PROG, "%s", "no command (info, ops, dump or digest)");
     if (strcmp(cmd, "info") && strcmp(cmd, "ops") && strcmp(cmd, "dump") && strcmp(cmd, "digest"))
-        return usage_error("unknown command '%s' (info, ops, dump or digest)", cmd);
-    if (!path) return usage_error("%s", "no trace given");
-    if ((from || to != UINT64_MAX) && strcmp(cmd, "dump")) return usage_error("%s", "--from/--to go with dump");
+        return tc_usage_error(PROG, "unknown command '%s' (info, ops, dump or digest)", cmd);
+    if (!path) return tc_usage_error(PROG, "%s", "no trace given");
+    if ((from || to != UINT64_MAX) && strcmp(cmd, "dump")) return tc_usage_error(PROG, "%s", "--from/--to go with dump");
 
     char err[640];
     tc_trace *t;

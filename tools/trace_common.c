@@ -218,6 +218,30 @@ rgpu_status tc_next_chunk(tc_trace *t, tc_chunk *c) {
     return c->raw ? RGPU_OK : RGPU_ERR_NOMEM;
 }
 
+rgpu_status tc_next_record(tc_trace *t, tc_walk *w, rgpu_record *r, bool *more) {
+    while (!w->c.raw || w->k >= w->c.count) {
+        free(w->c.raw);
+        w->off = 0, w->k = 0;
+        rgpu_status s = tc_next_chunk(t, &w->c);
+        if (s || !w->c.raw) { *more = false; return s; }
+        w->chunks++;
+    }
+    size_t used;
+    rgpu_record_decode(w->c.raw + w->off, w->c.raw_len - w->off, r, &used);   /* checked by tc_next_chunk */
+    w->idx = w->c.first_op + w->k;
+    w->bytes = w->c.raw + w->off;
+    w->n_bytes = used;
+    w->off += used;
+    w->k++;
+    *more = true;
+    return RGPU_OK;
+}
+
+void tc_walk_end(tc_walk *w) {
+    free(w->c.raw);
+    w->c.raw = NULL;
+}
+
 rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n) {
     tc_trace *t = ud;
     uint8_t *frame = NULL;
@@ -447,6 +471,13 @@ void tc_compare(int dtype, const void *a, const void *b, size_t n, tc_tol tol, t
 
 /* ---------------------------------------------------------------------------
  * Printing */
+int tc_usage_error(const char *prog, const char *fmt, const char *arg) {
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see %s --help)\n", prog);
+    return 2;
+}
+
 double tc_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

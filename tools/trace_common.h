@@ -50,6 +50,24 @@ typedef struct tc_chunk {
 } tc_chunk;
 rgpu_status tc_next_chunk(tc_trace *t, tc_chunk *c);
 
+/* The stream record by record, over tc_next_chunk (every chunk checked as it
+ * says). Start from a zeroed tc_walk; each RGPU_OK call with *more true gives
+ * the next record in r, its op index in idx and its encoded bytes in
+ * bytes/n_bytes (r's pointers and bytes point into the current chunk: valid
+ * until the next call). *more false: the stream has ended. tc_walk_end frees
+ * the chunk held (after an early stop too). */
+typedef struct tc_walk {
+    tc_chunk c;
+    size_t off;
+    uint32_t k;
+    uint64_t chunks;          /* chunks read so far */
+    uint64_t idx;
+    const uint8_t *bytes;
+    size_t n_bytes;
+} tc_walk;
+rgpu_status tc_next_record(tc_trace *t, tc_walk *w, rgpu_record *r, bool *more);
+void tc_walk_end(tc_walk *w);
+
 /* Session blob callback over a tc_trace (ud): reads, decompresses and checks
  * the blob. A failure is also kept in t->blob_err/t->err, so the tool can
  * tell a bad trace from a failing op. */
@@ -104,6 +122,8 @@ double tc_elem(int dtype, const void *p, size_t i);
 
 /* ---------------------------------------------------------------------------
  * Printing and arguments */
+/* "PROG: " fmt-with-arg " (see PROG --help)" on stderr; returns 2, the usage exit status. */
+int tc_usage_error(const char *prog, const char *fmt, const char *arg);
 double tc_now(void);                                   /* monotonic seconds */
 const char *tc_bytes(uint64_t n, char buf[32]);        /* "1.2 MiB" */
 const char *tc_rate(double per_s, char buf[32]);       /* "12.3k" */

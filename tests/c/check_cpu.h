@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu/cpu_internal.h"
 #include "cpu/half.h"
 #include "check_util.h"
 
@@ -29,6 +30,23 @@ static char g_err[256];
 /* ---------------------------------------------------------------------------
  * Views over caller buffers */
 
+/* sizes and strides (NULL: contiguous) into v; returns the span of its
+ * elements, in elements (0 when it has none) */
+static inline int64_t set_shape(rgpu_view *v, int nd, const int64_t *sizes, const int64_t *strides)
+{
+    int64_t s = 1, maxoff = 0;
+    bool empty = false;
+    v->ndim = nd;
+    for (int d = nd - 1; d >= 0; d--) {
+        v->sizes[d] = sizes[d];
+        v->strides[d] = strides ? strides[d] : s;
+        s *= sizes[d];
+        if (sizes[d] == 0) empty = true;
+        else maxoff += (sizes[d] - 1) * v->strides[d];
+    }
+    return empty ? 0 : maxoff + 1;
+}
+
 /* A view over data; strides NULL means contiguous. */
 static inline rgpu_view view(void *data, int dtype, int ndim, const int64_t *sizes, const int64_t *strides)
 {
@@ -36,13 +54,7 @@ static inline rgpu_view view(void *data, int dtype, int ndim, const int64_t *siz
     memset(&v, 0, sizeof v);
     v.data = data;
     v.dtype = dtype;
-    v.ndim = ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-    }
+    set_shape(&v, ndim, sizes, strides);
     return v;
 }
 
@@ -61,17 +73,18 @@ static inline rgpu_arg a_flt(double f) { rgpu_arg a; memset(&a, 0, sizeof a); a.
 static inline rgpu_arg a_bool(int b) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_BOOL; a.v.i = b != 0; return a; }
 static inline rgpu_arg a_none(void) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGPU_ARG_NONE; return a; }
 
-/* INTS arg of v[0..n) (at most RGPU_MAX_DIMS are stored); the bytes live in
- * a ring of static buffers, so the last 64 stay valid. */
+/* INTS arg of v[0..n) (at most A_INTS_MAX are stored); the bytes live in a
+ * ring of static buffers, so the last 64 stay valid. */
+#define A_INTS_MAX 64
 static inline rgpu_arg a_ints_n(const int64_t *v, uint32_t n)
 {
-    static uint8_t bufs[64][8 * RGPU_MAX_DIMS];
+    static uint8_t bufs[64][8 * A_INTS_MAX];
     static int next;
     uint8_t *buf = bufs[next++ % 64];
     rgpu_arg a;
     memset(&a, 0, sizeof a);
     a.kind = RGPU_ARG_INTS;
-    for (uint32_t i = 0; i < n && i < RGPU_MAX_DIMS; i++) rgpu_st64(buf + 8 * i, (uint64_t)v[i]);
+    for (uint32_t i = 0; i < n && i < A_INTS_MAX; i++) rgpu_st64(buf + 8 * i, (uint64_t)v[i]);
     a.v.ints.p = buf;
     a.v.ints.n = n;
     return a;
@@ -88,16 +101,6 @@ static inline rgpu_arg a_ints_n(const int64_t *v, uint32_t n)
 static struct { uint8_t *mem; size_t span; } g_t[MAXT];
 static int g_nt;
 
-static inline size_t esize(int dt)
-{
-    switch (dt) {
-    case RGPU_F64: case RGPU_I64: return 8;
-    case RGPU_F32: case RGPU_I32: return 4;
-    case RGPU_F16: case RGPU_BF16: case RGPU_I16: return 2;
-    default: return 1;
-    }
-}
-
 static inline int64_t numel(const rgpu_view *v)
 {
     int64_t n = 1;
@@ -113,41 +116,12 @@ static inline int64_t offset_of(const rgpu_view *v, int64_t i)
         off += (i % v->sizes[d]) * v->strides[d];
         i /= v->sizes[d];
     }
-    return off * (int64_t)esize(v->dtype);
+    return off * (int64_t)rgpu_dtype_size(v->dtype);
 }
 
-static inline double load(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return *(const float *)p;
-    case RGPU_F64: return *(const double *)p;
-    case RGPU_F16: return rgpu_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return rgpu_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64: return (double)*(const int64_t *)p;
-    case RGPU_I32: return *(const int32_t *)p;
-    case RGPU_I16: return *(const int16_t *)p;
-    case RGPU_I8: return *(const int8_t *)p;
-    default: return *(const uint8_t *)p;
-    }
-}
-
-static inline void store(char *p, int dt, double x)
-{
-    switch (dt) {
-    case RGPU_F32: *(float *)p = (float)x; break;
-    case RGPU_F64: *(double *)p = x; break;
-    case RGPU_F16: *(uint16_t *)p = rgpu_float_to_half((float)x); break;
-    case RGPU_BF16: *(uint16_t *)p = rgpu_float_to_bf16((float)x); break;
-    case RGPU_I64: *(int64_t *)p = (int64_t)x; break;
-    case RGPU_I32: *(int32_t *)p = (int32_t)x; break;
-    case RGPU_I16: *(int16_t *)p = (int16_t)x; break;
-    case RGPU_I8: *(int8_t *)p = (int8_t)x; break;
-    case RGPU_BOOL: *(uint8_t *)p = x != 0; break;
-    default: *(uint8_t *)p = (uint8_t)x; break;
-    }
-}
-
-static inline double vget(const rgpu_view *v, int64_t i) { return load((const char *)v->data + offset_of(v, i), v->dtype); }
+/* element i (logical order) of v; elements load and store with the CPU
+ * backend's conversions (cpu/cpu_internal.h) */
+static inline double vget(const rgpu_view *v, int64_t i) { return cpu_load_f64((const char *)v->data + offset_of(v, i), v->dtype); }
 
 /* A tensor of sizes with strides (NULL: contiguous) in fresh storage fenced
  * by guard bytes; vals (logical order) or NULL (storage left as guard bytes). */
@@ -156,17 +130,7 @@ static inline rgpu_view mk_s(int dt, int nd, const int64_t *sizes, const int64_t
     rgpu_view v;
     memset(&v, 0, sizeof v);
     v.dtype = dt;
-    v.ndim = nd;
-    int64_t s = 1, maxoff = 0;
-    bool empty = false;
-    for (int d = nd - 1; d >= 0; d--) {
-        v.sizes[d] = sizes[d];
-        v.strides[d] = strides ? strides[d] : s;
-        s *= sizes[d];
-        if (sizes[d] == 0) empty = true;
-        else maxoff += (sizes[d] - 1) * v.strides[d];
-    }
-    size_t span = empty ? 0 : (size_t)(maxoff + 1) * esize(dt);
+    size_t span = (size_t)set_shape(&v, nd, sizes, strides) * rgpu_dtype_size(dt);
     ck_assert_int_lt(g_nt, MAXT);
     uint8_t *mem = malloc(span + 2 * GUARD_N);
     ck_assert_ptr_nonnull(mem);
@@ -175,7 +139,7 @@ static inline rgpu_view mk_s(int dt, int nd, const int64_t *sizes, const int64_t
     g_t[g_nt++].span = span;
     v.data = mem + GUARD_N;
     if (vals)
-        for (int64_t i = 0; i < numel(&v); i++) store((char *)v.data + offset_of(&v, i), dt, vals[i]);
+        for (int64_t i = 0; i < numel(&v); i++) cpu_store_f64((char *)v.data + offset_of(&v, i), dt, vals[i]);
     return v;
 }
 static inline rgpu_view mk(int dt, int nd, const int64_t *sizes, const double *vals)
@@ -212,24 +176,32 @@ static inline void teardown(void)
 /* ---------------------------------------------------------------------------
  * Running one op */
 
-/* Runs op with ops.def's arity; ins/outs arrays may hold NULLs. Checks the
- * guard bytes of the tensors made by mk/mk_s afterwards. */
-static inline rgpu_status run_op(int op, const rgpu_view *const *ins, rgpu_view *const *outs,
-                                 const rgpu_arg *args, int nargs)
+/* Runs op with n_in inputs and n_out outputs, whatever ops.def says (the
+ * arity checks use it); ins/outs arrays may hold NULLs. Checks the guard
+ * bytes of the tensors made by mk/mk_s afterwards. */
+static inline rgpu_status exec_op(int op, const rgpu_view *const *ins, int n_in, rgpu_view *const *outs, int n_out,
+                                  const rgpu_arg *args, int nargs)
 {
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = op;
-    e.n_in = rgpu_op_table[op].n_in;
-    e.n_out = rgpu_op_table[op].n_out;
-    for (int i = 0; i < e.n_in; i++) e.in[i] = ins[i];
-    for (int i = 0; i < e.n_out; i++) e.out[i] = outs[i];
+    e.n_in = n_in;
+    e.n_out = n_out;
+    for (int i = 0; i < n_in && i < RGPU_MAX_IN; i++) e.in[i] = ins[i];
+    for (int i = 0; i < n_out && i < RGPU_MAX_OUT; i++) e.out[i] = outs[i];
     e.args = args;
     e.n_args = nargs;
     g_err[0] = '\0';
     rgpu_status st = rgpu_cpu_exec(&e, g_err, sizeof g_err);
     check_guards();
     return st;
+}
+
+/* Runs op with ops.def's arity. */
+static inline rgpu_status run_op(int op, const rgpu_view *const *ins, rgpu_view *const *outs,
+                                 const rgpu_arg *args, int nargs)
+{
+    return exec_op(op, ins, rgpu_op_table[op].n_in, outs, rgpu_op_table[op].n_out, args, nargs);
 }
 
 /* arrays for run_op, padded with NULL to the most an op can take */

@@ -7,6 +7,16 @@
 #include <stdlib.h>
 
 #include "rgpu_format.h"
+#include "check_util.h"
+
+/* The number of records in b, each of which must decode. */
+static inline uint32_t count_records(const rgpu_buf *b) {
+    uint32_t count = 0;
+    rgpu_record r;
+    for (size_t off = 0, used; off < b->len; off += used, count++)
+        ck_assert_int_eq(rgpu_record_decode(b->p + off, b->len - off, &r, &used), RGPU_OK);
+    return count;
+}
 
 static inline rgpu_tdef vec_def(uint64_t tid, uint64_t sid, int64_t n) {
     rgpu_tdef d = { .tid = tid, .flags = RGPU_TDEF_NEW_STORAGE, .sid = sid, .dtype = RGPU_F32, .ndim = 1,

@@ -209,14 +209,7 @@ START_TEST(test_update_scale_errors)
     ck_assert_int_eq(run_op(RGPU_OP_AMP_UPDATE_SCALE, INS(&vf), OUTS(&vs, &vt), ARGS(a_flt(2), a_flt(0.5), a_flt(3))),
                      RGPU_ERR_BAD_ARG);
     ck_assert(vget(&vs, 0) == 4.0 && vget(&vt, 0) == 1.0);   /* untouched */
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = RGPU_OP_AMP_UPDATE_SCALE;
-    e.n_in = 1;
-    e.n_out = 1;
-    e.in[0] = &vf;
-    e.out[0] = &vs;
-    ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
+    ck_assert_int_eq(exec_op(RGPU_OP_AMP_UPDATE_SCALE, INS(&vf), 1, OUTS(&vs), 1, NOARGS), RGPU_ERR_ARITY);
 }
 END_TEST
 
@@ -237,16 +230,9 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("cpu_amp");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_unscale_f32);
-    tcase_add_test(tc, test_unscale_half_strided);
-    tcase_add_test(tc, test_unscale_errors);
-    tcase_add_test(tc, test_update_scale);
-    tcase_add_test(tc, test_update_scale_errors);
-    tcase_add_test(tc, test_family);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "ops", 60, setup, teardown);
+    ADD_TESTS(tc, test_unscale_f32, test_unscale_half_strided, test_unscale_errors, test_update_scale,
+                  test_update_scale_errors, test_family);
     return s;
 }
 

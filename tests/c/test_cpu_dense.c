@@ -1074,14 +1074,7 @@ START_TEST(test_matmul_errors)
     rgpu_view bo3 = view(out, RGPU_F32, 3, SZ(2, 3, 5), NULL);
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_BMM, INS(&ba3, &bb3), OUTS(&bo3), NOARGS);
     /* arity and missing inputs */
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = RGPU_OP_MM;
-    e.n_in = 1;
-    e.n_out = 1;
-    e.in[0] = &va;
-    e.out[0] = &vo;
-    ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
+    ck_assert_int_eq(exec_op(RGPU_OP_MM, INS(&va), 1, OUTS(&vo), 1, NOARGS), RGPU_ERR_ARITY);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MM, INS(&va, NULL), OUTS(&vo), NOARGS);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MM, INS(&va, &vb), OUTS(NULL), NOARGS);
 }
@@ -1092,6 +1085,80 @@ END_TEST
 
 /* args: stride, padding, dilation, transposed, output_padding, groups */
 #define CONV_ARGS(s, p, d, t, op, g) s, p, d, a_bool(t), op, a_int(g)
+/* the args as one list: CONV(geometry) for the forward, CONV_B(bias_sizes,
+ * geometry) for the backward; the geometries several tests use */
+#define CONV_ARGS_(...) CONV_ARGS(__VA_ARGS__)
+#define CONV(...) ARGS(CONV_ARGS_(__VA_ARGS__))
+#define CONV_B(bias_sizes, ...) ARGS(bias_sizes, CONV_ARGS_(__VA_ARGS__))
+#define GEOM_2D A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2   /* stride (2,1), padding (1,2), dilation (1,2), groups 2 */
+#define GEOM_1X1 A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1  /* stride 1, no padding */
+
+/* n elements of dtype dt (F32, F64, F16 or I64) from gen(i, seed), integers
+ * as fill_i64 with scale 8, in a fresh buffer (free it) */
+static void *filled(int dt, int64_t n, int seed)
+{
+    void *p = calloc((size_t)n + 1, 8);
+    ck_assert_ptr_nonnull(p);
+    switch (dt) {
+    case RGPU_F32: fill_f32(p, n, seed); break;
+    case RGPU_F64: fill_f64(p, n, seed); break;
+    case RGPU_F16: fill_f16(p, n, seed); break;
+    case RGPU_I64: fill_i64(p, n, seed, 8); break;
+    default: ck_abort_msg("dtype %d", dt);
+    }
+    return p;
+}
+
+/* got vs want (want in expect_<dtype>'s type) */
+static void expect_dt(int dt, const void *got, const void *want, int64_t n)
+{
+    switch (dt) {
+    case RGPU_F32: expect_f32(got, want, n); break;
+    case RGPU_F64: expect_f64(got, want, n); break;
+    case RGPU_F16: expect_f16(got, want, n, false); break;
+    default: expect_i64(got, want, n); break;
+    }
+}
+
+static int64_t prod(const int64_t *v, int n) { int64_t p = 1; for (int i = 0; i < n; i++) p *= v[i]; return p; }
+
+/* A convolution and, when want_dx is set, its backward: x, w, y of nd dims;
+ * a bias of y[1] channels or none. Inputs from gen: x seed, w seed + 1, bias
+ * seed + 2, the grad the next seed after those. The expected values are in
+ * expect_dt's types; want_db NULL: db not wanted (bias_sizes None). */
+typedef struct conv_case {
+    int dt, nd;
+    int64_t x[4], w[4], y[4];
+    int seed;
+    bool bias;
+    const void *want_y, *want_dx, *want_dw, *want_db;
+} conv_case;
+
+static void run_conv(const conv_case *c, rgpu_arg stride, rgpu_arg padding, rgpu_arg dilation, int transposed,
+                     rgpu_arg output_padding, int groups)
+{
+    const rgpu_arg a[7] = { c->want_db ? A_INTS(c->y[1]) : a_none(),
+                            CONV_ARGS(stride, padding, dilation, transposed, output_padding, groups) };
+    int64_t nx = prod(c->x, c->nd), nw = prod(c->w, c->nd), ny = prod(c->y, c->nd), nb = c->y[1];
+    void *x = filled(c->dt, nx, c->seed), *w = filled(c->dt, nw, c->seed + 1);
+    void *b = filled(c->dt, nb, c->seed + 2), *y = calloc((size_t)ny, 8);
+    rgpu_view vx = view(x, c->dt, c->nd, c->x, NULL), vw = view(w, c->dt, c->nd, c->w, NULL);
+    rgpu_view vb = view(b, c->dt, 1, &nb, NULL), vy = view(y, c->dt, c->nd, c->y, NULL);
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, c->bias ? &vb : NULL), OUTS(&vy), a + 1, 6);
+    expect_dt(c->dt, y, c->want_y, ny);
+    if (c->want_dx) {
+        void *g = filled(c->dt, ny, c->seed + 2 + (c->bias || c->want_db));
+        void *dx = calloc((size_t)nx, 8), *dw = calloc((size_t)nw, 8), *db = calloc((size_t)nb, 8);
+        rgpu_view vg = view(g, c->dt, c->nd, c->y, NULL), vdx = view(dx, c->dt, c->nd, c->x, NULL);
+        rgpu_view vdw = view(dw, c->dt, c->nd, c->w, NULL), vdb = view(db, c->dt, 1, &nb, NULL);
+        RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, c->want_db ? &vdb : NULL), a, 7);
+        expect_dt(c->dt, dx, c->want_dx, nx);
+        expect_dt(c->dt, dw, c->want_dw, nw);
+        if (c->want_db) expect_dt(c->dt, db, c->want_db, nb);
+        free(g); free(dx); free(dw); free(db);
+    }
+    free(x); free(w); free(b); free(y);
+}
 
 /* x (2,4,5,5), w (6,2,3,3), bias, stride (2,1), padding (1,2), dilation (1,2), groups 2 */
 START_TEST(test_conv2d)
@@ -1103,14 +1170,12 @@ START_TEST(test_conv2d)
     memset(y, GUARD, sizeof y);
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vw = view(w, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vb = view(bias, RGPU_F32, 1, SZ(6), NULL), vy = view(y, RGPU_F32, 4, SZ(2, 6, 3, 5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy), CONV(GEOM_2D));
     expect_f32(y, W_CONV, 180);
     check_guard(y + 180, 16);
     /* wrong output shape */
     rgpu_view vbad = view(y, RGPU_F32, 4, SZ(2, 6, 3, 4), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vbad),
-            ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vbad), CONV(GEOM_2D));
 }
 END_TEST
 
@@ -1124,16 +1189,14 @@ START_TEST(test_conv2d_backward)
     rgpu_view vg = view(g, RGPU_F32, 4, SZ(2, 6, 3, 5), NULL);
     rgpu_view vdx = view(dx, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vdw = view(dw, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb), CONV_B(A_INTS(6), GEOM_2D));
     expect_f32(dx, W_CONV_DX, 200);
     expect_f32(dw, W_CONV_DW, 108);
     expect_f32(db, W_CONV_DB, 6);
     /* only dw wanted: dx and db stay untouched */
     for (int i = 0; i < 200; i++) dx[i] = 42.0f;
     memset(dw, 0, sizeof dw);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL),
-           ARGS(a_none(), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL), CONV_B(a_none(), GEOM_2D));
     expect_f32(dw, W_CONV_DW, 108);
     for (int i = 0; i < 200; i++) ck_assert(dx[i] == 42.0f);
 }
@@ -1149,7 +1212,7 @@ START_TEST(test_conv_channels_last)
     /* output channels-last too */
     rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 6, 5, 5), SZ(150, 1, 30, 6));
     RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_NOINTS, 1)));
+           CONV(A_INTS(1), A_INTS(1), A_INTS(1, 1), 0, A_NOINTS, 1));
     for (int n = 0; n < 2; n++)
         for (int c = 0; c < 6; c++)
             for (int h = 0; h < 5; h++)
@@ -1161,97 +1224,48 @@ END_TEST
 /* 1-d: x (2,3,7), w (4,3,3), stride 2, padding 1; backward without bias */
 START_TEST(test_conv1d)
 {
-    float x[42], w[36], y[32], g[32], dx[42], dw[36];
-    fill_f32(x, 42, 19);
-    fill_f32(w, 36, 20);
-    fill_f32(g, 32, 21);
-    rgpu_view vx = view(x, RGPU_F32, 3, SZ(2, 3, 7), NULL), vw = view(w, RGPU_F32, 3, SZ(4, 3, 3), NULL);
-    rgpu_view vy = view(y, RGPU_F32, 3, SZ(2, 4, 4), NULL), vg = view(g, RGPU_F32, 3, SZ(2, 4, 4), NULL);
-    rgpu_view vdx = view(dx, RGPU_F32, 3, SZ(2, 3, 7), NULL), vdw = view(dw, RGPU_F32, 3, SZ(4, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1)));
-    expect_f32(y, W_CONV1D, 32);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, NULL),
-           ARGS(a_none(), CONV_ARGS(A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1)));
-    expect_f32(dx, W_CONV1D_DX, 42);
-    expect_f32(dw, W_CONV1D_DW, 36);
+    static const conv_case c = { RGPU_F32, 3, { 2, 3, 7 }, { 4, 3, 3 }, { 2, 4, 4 }, 19, false,
+                                 W_CONV1D, W_CONV1D_DX, W_CONV1D_DW, NULL };
+    run_conv(&c, A_INTS(2), A_INTS(1), A_INTS(1), 0, A_INTS(0), 1);
 }
 END_TEST
 
 /* 1x1 kernel (no im2col), f64, with bias, forward and backward */
 START_TEST(test_conv_pointwise_f64)
 {
-    double x[96], w[15], bias[5], y[160], g[160], dx[96], dw[15], db[5];
-    fill_f64(x, 96, 22);
-    fill_f64(w, 15, 23);
-    fill_f64(bias, 5, 24);
-    fill_f64(g, 160, 25);
-    rgpu_view vx = view(x, RGPU_F64, 4, SZ(2, 3, 4, 4), NULL), vw = view(w, RGPU_F64, 4, SZ(5, 3, 1, 1), NULL);
-    rgpu_view vb = view(bias, RGPU_F64, 1, SZ(5), NULL), vy = view(y, RGPU_F64, 4, SZ(2, 5, 4, 4), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f64(y, W_CONV_PW, 160);
-    rgpu_view vg = view(g, RGPU_F64, 4, SZ(2, 5, 4, 4), NULL), vdx = view(dx, RGPU_F64, 4, SZ(2, 3, 4, 4), NULL);
-    rgpu_view vdw = view(dw, RGPU_F64, 4, SZ(5, 3, 1, 1), NULL), vdb = view(db, RGPU_F64, 1, SZ(5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(5), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f64(dx, W_CONV_PW_DX, 96);
-    expect_f64(dw, W_CONV_PW_DW, 15);
-    expect_f64(db, W_CONV_PW_DB, 5);
+    static const conv_case c = { RGPU_F64, 4, { 2, 3, 4, 4 }, { 5, 3, 1, 1 }, { 2, 5, 4, 4 }, 22, true,
+                                 W_CONV_PW, W_CONV_PW_DX, W_CONV_PW_DW, W_CONV_PW_DB };
+    run_conv(&c, GEOM_1X1);
 }
 END_TEST
 
 START_TEST(test_conv_f16_i64)
 {
-    uint16_t x[32], w[24], bias[3], y[27];
-    fill_f16(x, 32, 26);
-    fill_f16(w, 24, 27);
-    fill_f16(bias, 3, 28);
-    rgpu_view vx = view(x, RGPU_F16, 4, SZ(1, 2, 4, 4), NULL), vw = view(w, RGPU_F16, 4, SZ(3, 2, 2, 2), NULL);
-    rgpu_view vb = view(bias, RGPU_F16, 1, SZ(3), NULL), vy = view(y, RGPU_F16, 4, SZ(1, 3, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_f16(y, W_CONV_F16, 27, false);
-    int64_t xi[32], wi[24], bi[3], yi[27];
-    fill_i64(xi, 32, 26, 8);
-    fill_i64(wi, 24, 27, 8);
-    fill_i64(bi, 3, 28, 8);
-    vx = view(xi, RGPU_I64, 4, SZ(1, 2, 4, 4), NULL); vw = view(wi, RGPU_I64, 4, SZ(3, 2, 2, 2), NULL);
-    vb = view(bi, RGPU_I64, 1, SZ(3), NULL); vy = view(yi, RGPU_I64, 4, SZ(1, 3, 3, 3), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
-    expect_i64(yi, W_CONV_I64, 27);
+    static const conv_case h = { RGPU_F16, 4, { 1, 2, 4, 4 }, { 3, 2, 2, 2 }, { 1, 3, 3, 3 }, 26, true, W_CONV_F16,
+                                 NULL, NULL, NULL };
+    static const conv_case i = { RGPU_I64, 4, { 1, 2, 4, 4 }, { 3, 2, 2, 2 }, { 1, 3, 3, 3 }, 26, true, W_CONV_I64,
+                                 NULL, NULL, NULL };
+    run_conv(&h, GEOM_1X1);
+    run_conv(&i, GEOM_1X1);
     /* integer backward is not implemented in ATen either */
-    int64_t gi[27], dxi[32];
-    rgpu_view vg = view(gi, RGPU_I64, 4, SZ(1, 3, 3, 3), NULL), vdx = view(dxi, RGPU_I64, 4, SZ(1, 2, 4, 4), NULL);
+    rgpu_view vx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL), vw = mk(RGPU_I64, 4, SZ(3, 2, 2, 2), NULL);
+    rgpu_view vg = mk(RGPU_I64, 4, SZ(1, 3, 3, 3), NULL), vdx = mk(RGPU_I64, 4, SZ(1, 2, 4, 4), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, NULL, NULL),
-            ARGS(a_none(), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_none(), GEOM_1X1));
 }
 END_TEST
 
 /* transposed: x (1,4,3,3), w (4,3,3,3), groups 2 (C_out 6), stride 2, padding 1, output_padding 1 */
 START_TEST(test_conv_transposed)
 {
-    float x[36], w[108], bias[6], y[216], g[216], dx[36], dw[108], db[6];
-    fill_f32(x, 36, 29);
-    fill_f32(w, 108, 30);
-    fill_f32(bias, 6, 31);
-    fill_f32(g, 216, 32);
-    rgpu_view vx = view(x, RGPU_F32, 4, SZ(1, 4, 3, 3), NULL), vw = view(w, RGPU_F32, 4, SZ(4, 3, 3, 3), NULL);
-    rgpu_view vb = view(bias, RGPU_F32, 1, SZ(6), NULL), vy = view(y, RGPU_F32, 4, SZ(1, 6, 6, 6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2)));
-    expect_f32(y, W_CONVT, 216);
-    rgpu_view vg = view(g, RGPU_F32, 4, SZ(1, 6, 6, 6), NULL), vdx = view(dx, RGPU_F32, 4, SZ(1, 4, 3, 3), NULL);
-    rgpu_view vdw = view(dw, RGPU_F32, 4, SZ(4, 3, 3, 3), NULL), vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2)));
-    expect_f32(dx, W_CONVT_DX, 36);
-    expect_f32(dw, W_CONVT_DW, 108);
-    expect_f32(db, W_CONVT_DB, 6);
+    static const conv_case c = { RGPU_F32, 4, { 1, 4, 3, 3 }, { 4, 3, 3, 3 }, { 1, 6, 6, 6 }, 29, true,
+                                 W_CONVT, W_CONVT_DX, W_CONVT_DW, W_CONVT_DB };
+    run_conv(&c, A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(1, 1), 2);
     /* output_padding must be below stride or dilation */
+    rgpu_view vx = mk(RGPU_F32, 4, SZ(1, 4, 3, 3), NULL), vw = mk(RGPU_F32, 4, SZ(4, 3, 3, 3), NULL);
+    rgpu_view vb = mk(RGPU_F32, 1, SZ(6), NULL), vy = mk(RGPU_F32, 4, SZ(1, 6, 6, 6), NULL);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(2, 2), 2)));
+            CONV(A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), 1, A_INTS(2, 2), 2));
 }
 END_TEST
 
@@ -1262,14 +1276,12 @@ START_TEST(test_conv_empty_batch)
     fill_f32(w, 108, 14);
     rgpu_view vx = view(NULL, RGPU_F32, 4, SZ(0, 4, 5, 5), NULL), vw = view(w, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vy = view(NULL, RGPU_F32, 4, SZ(0, 6, 3, 5), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-           ARGS(CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy), CONV(GEOM_2D));
     for (int i = 0; i < 108; i++) dw[i] = 5.0f;
     for (int i = 0; i < 6; i++) db[i] = 5.0f;
     rgpu_view vdx = view(NULL, RGPU_F32, 4, SZ(0, 4, 5, 5), NULL), vdw = view(dw, RGPU_F32, 4, SZ(6, 2, 3, 3), NULL);
     rgpu_view vdb = view(db, RGPU_F32, 1, SZ(6), NULL);
-    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(&vdx, &vdw, &vdb),
-           ARGS(A_INTS(6), CONV_ARGS(A_INTS(2, 1), A_INTS(1, 2), A_INTS(1, 2), 0, A_INTS(0, 0), 2)));
+    RUN_OK(RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(&vdx, &vdw, &vdb), CONV_B(A_INTS(6), GEOM_2D));
     for (int i = 0; i < 108; i++) ck_assert(dw[i] == 0.0f);
     for (int i = 0; i < 6; i++) ck_assert(db[i] == 0.0f);
 }
@@ -1283,18 +1295,17 @@ START_TEST(test_conv_errors)
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 4, 5, 5), NULL), vy = view(y, RGPU_F32, 4, SZ(2, 6, 3, 3), NULL);
     rgpu_view vw = view(w, RGPU_F32, 4, SZ(6, 4, 3, 3), NULL), vw3 = view(w, RGPU_F32, 4, SZ(6, 3, 3, 3), NULL);
     /* channels do not match the weight */
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw3, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw3, NULL), OUTS(&vy), CONV(GEOM_1X1));
     /* groups that do not divide the channels */
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 3)));
+            CONV(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 3));
     /* stride 0, negative padding, 3 strides for a 2-d conv */
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(0, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(0, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(-1, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(1, 1), A_INTS(-1, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV(A_INTS(1, 1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1));
     /* bad arg kinds: groups as a list, transposed as ints */
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy),
             ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), a_bool(0), A_INTS(0, 0), A_INTS(1)));
@@ -1303,31 +1314,27 @@ START_TEST(test_conv_errors)
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw, NULL), OUTS(&vy), ARGS(A_INTS(1, 1)));
     /* kernel larger than the padded input */
     rgpu_view vsmall = view(x, RGPU_F32, 4, SZ(1, 4, 2, 2), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vsmall, &vw, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vsmall, &vw, NULL), OUTS(&vy), CONV(GEOM_1X1));
     /* 3-d convolution, dtype mismatch, bias of the wrong size */
     rgpu_view v5 = view(x, RGPU_F32, 5, SZ(1, 1, 2, 2, 2), NULL), w5 = view(w, RGPU_F32, 5, SZ(1, 1, 1, 1, 1), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION, INS(&v5, &w5, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1, 1), A_INTS(0, 0, 0), A_INTS(1, 1, 1), 0, A_INTS(0, 0, 0), 1)));
+            CONV(A_INTS(1, 1, 1), A_INTS(0, 0, 0), A_INTS(1, 1, 1), 0, A_INTS(0, 0, 0), 1));
     rgpu_view vw64 = view(w, RGPU_F64, 4, SZ(6, 4, 3, 3), NULL);
-    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw64, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw64, NULL), OUTS(&vy), CONV(GEOM_1X1));
     float bias[5];
     rgpu_view vb5 = view(bias, RGPU_F32, 1, SZ(5), NULL);
-    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb5), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vx, &vw, &vb5), OUTS(&vy), CONV(GEOM_1X1));
     /* backward: grad of the wrong shape, bias_sizes of the wrong kind */
     float g[54];
     rgpu_view vg = view(g, RGPU_F32, 4, SZ(1, 6, 3, 3), NULL);
     float dw[216];
     rgpu_view vdw = view(dw, RGPU_F32, 4, SZ(6, 4, 3, 3), NULL);
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vg, &vx, &vw), OUTS(NULL, &vdw, NULL),
-            ARGS(a_none(), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_none(), GEOM_1X1));
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION_BACKWARD, INS(&vy, &vx, &vw), OUTS(NULL, &vdw, NULL),
-            ARGS(a_flt(1), CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+            CONV_B(a_flt(1), GEOM_1X1));
     /* missing weight */
-    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, NULL, NULL), OUTS(&vy),
-            ARGS(CONV_ARGS(A_INTS(1, 1), A_INTS(0, 0), A_INTS(1, 1), 0, A_INTS(0, 0), 1)));
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, NULL, NULL), OUTS(&vy), CONV(GEOM_1X1));
 }
 END_TEST
 
@@ -1536,37 +1543,26 @@ START_TEST(test_avg_pool)
 {
     float x[252], y[168], g[168], dx[252];
     fill_f32(x, 252, 45);
-    fill_f32(g, 168, 50);
     rgpu_view vx = view(x, RGPU_F32, 4, SZ(2, 3, 7, 6), NULL), vdx = view(dx, RGPU_F32, 4, SZ(2, 3, 7, 6), NULL);
-    /* kernel 3, stride 2, padding 1, ceil_mode, count_include_pad off */
-    rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL), vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none()));
-    expect_f32(y, W_AP1, 96);
-    fill_f32(g, 96, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none()));
-    expect_f32(dx, W_AP1_DX, 252);
-    /* kernel (3,2), stride (2,1), padding 1, count_include_pad */
-    vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 7), NULL);
-    vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 7), NULL);
-    fill_f32(g, 168, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none()));
-    expect_f32(y, W_AP2, 168);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none()));
-    expect_f32(dx, W_AP2_DX, 252);
-    /* kernel 2, stride = kernel, padding (0,1), ceil_mode, divisor_override 3 */
-    vy = view(y, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    vg = view(g, RGPU_F32, 4, SZ(2, 3, 4, 4), NULL);
-    fill_f32(g, 96, 50);
-    RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy),
-           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
-    expect_f32(y, W_AP3, 96);
-    RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx),
-           ARGS(A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3)));
-    expect_f32(dx, W_AP3_DX, 252);
+    /* output (2,3,h,w), the args, y and dx */
+    const struct { int64_t h, w; rgpu_arg a[6]; const float *y, *dx; } c[] = {
+        /* kernel 3, stride 2, padding 1, ceil_mode, count_include_pad off */
+        { 4, 4, { A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), a_bool(1), a_bool(0), a_none() }, W_AP1, W_AP1_DX },
+        /* kernel (3,2), stride (2,1), padding 1, count_include_pad */
+        { 4, 7, { A_INTS(3, 2), A_INTS(2, 1), A_INTS(1, 1), a_bool(0), a_bool(1), a_none() }, W_AP2, W_AP2_DX },
+        /* kernel 2, stride = kernel, padding (0,1), ceil_mode, divisor_override 3 */
+        { 4, 4, { A_INTS(2, 2), A_NOINTS, A_INTS(0, 1), a_bool(1), a_bool(1), a_int(3) }, W_AP3, W_AP3_DX },
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        int64_t ny = 6 * c[k].h * c[k].w;
+        rgpu_view vy = view(y, RGPU_F32, 4, SZ(2, 3, c[k].h, c[k].w), NULL);
+        rgpu_view vg = view(g, RGPU_F32, 4, SZ(2, 3, c[k].h, c[k].w), NULL);
+        fill_f32(g, ny, 50);
+        RUN_OK(RGPU_OP_AVG_POOL2D, INS(&vx), OUTS(&vy), c[k].a, 6);
+        expect_f32(y, c[k].y, ny);
+        RUN_OK(RGPU_OP_AVG_POOL2D_BACKWARD, INS(&vg, &vx), OUTS(&vdx), c[k].a, 6);
+        expect_f32(dx, c[k].dx, 252);
+    }
     /* int64: integer division */
     int64_t xi[252], yi[96];
     fill_i64(xi, 252, 45, 8);
@@ -1708,12 +1704,8 @@ START_TEST(test_dense_dispatch)
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         ck_assert_msg(rgpu_cpu_supports(ops[i]), "%s", rgpu_op_name(ops[i]));
         /* every op checks its arity before touching anything */
-        rgpu_exec e;
-        memset(&e, 0, sizeof e);
-        e.op = ops[i];
-        e.n_in = rgpu_op_table[ops[i]].n_in + 1;
-        e.n_out = rgpu_op_table[ops[i]].n_out;
-        ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
+        ck_assert_int_eq(exec_op(ops[i], INS(NULL), rgpu_op_table[ops[i]].n_in + 1, OUTS(NULL),
+                                 rgpu_op_table[ops[i]].n_out, NOARGS), RGPU_ERR_ARITY);
     }
 }
 END_TEST
@@ -1721,39 +1713,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_dense");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_mm_basic);
-    tcase_add_test(tc, test_mm_layouts);
-    tcase_add_test(tc, test_mm_dtypes);
-    tcase_add_test(tc, test_addmm);
-    tcase_add_test(tc, test_mm_zero_size);
-    tcase_add_test(tc, test_bmm);
-    tcase_add_test(tc, test_mm_alias);
-    tcase_add_test(tc, test_mm_large);
-    tcase_add_test(tc, test_matmul_errors);
-    tcase_add_test(tc, test_conv2d);
-    tcase_add_test(tc, test_conv2d_backward);
-    tcase_add_test(tc, test_conv_channels_last);
-    tcase_add_test(tc, test_conv1d);
-    tcase_add_test(tc, test_conv_pointwise_f64);
-    tcase_add_test(tc, test_conv_f16_i64);
-    tcase_add_test(tc, test_conv_transposed);
-    tcase_add_test(tc, test_conv_empty_batch);
-    tcase_add_test(tc, test_conv_errors);
-    tcase_add_test(tc, test_bn_train);
-    tcase_add_test(tc, test_bn_eval);
-    tcase_add_test(tc, test_bn_bf16);
-    tcase_add_test(tc, test_bn_errors);
-    tcase_add_test(tc, test_max_pool);
-    tcase_add_test(tc, test_max_pool_nan_dilation);
-    tcase_add_test(tc, test_avg_pool);
-    tcase_add_test(tc, test_adaptive_pool);
-    tcase_add_test(tc, test_pool_backward_f16);
-    tcase_add_test(tc, test_pool_empty_batch);
-    tcase_add_test(tc, test_pool_errors);
-    tcase_add_test(tc, test_dense_dispatch);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 120, NULL, teardown);
+    ADD_TESTS(tc, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
+                  test_mm_alias, test_mm_large, test_matmul_errors, test_conv2d, test_conv2d_backward,
+                  test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
+                  test_conv_transposed, test_conv_empty_batch, test_conv_errors, test_bn_train, test_bn_eval,
+                  test_bn_bf16, test_bn_errors, test_max_pool, test_max_pool_nan_dilation, test_avg_pool,
+                  test_adaptive_pool, test_pool_backward_f16, test_pool_empty_batch, test_pool_errors,
+                  test_dense_dispatch);
 
     return run_suite(s);
 }

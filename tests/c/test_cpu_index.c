@@ -26,34 +26,6 @@
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static uint8_t g_ints_buf[8 * 64];
-static rgpu_arg a_ints(const int64_t *v, uint32_t n)
-{
-    rgpu_arg a;
-    memset(&a, 0, sizeof a);
-    a.kind = RGPU_ARG_INTS;
-    for (uint32_t i = 0; i < n; i++) rgpu_st64(g_ints_buf + 8 * i, (uint64_t)v[i]);
-    a.v.ints.p = g_ints_buf;
-    a.v.ints.n = n;
-    return a;
-}
-
-static rgpu_status exec_op(int op, const rgpu_view *const *in, int nin, rgpu_view *const *out, int nout,
-                           const rgpu_arg *args, int nargs)
-{
-    rgpu_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = op;
-    e.n_in = nin;
-    e.n_out = nout;
-    for (int i = 0; i < nin; i++) e.in[i] = in[i];
-    for (int i = 0; i < nout; i++) e.out[i] = out[i];
-    e.args = args;
-    e.n_args = nargs;
-    g_err[0] = '\0';
-    return rgpu_cpu_exec(&e, g_err, sizeof g_err);
-}
-
 #define IN(...) (const rgpu_view *const[]){__VA_ARGS__}, (int)(sizeof((const rgpu_view *[]){__VA_ARGS__}) / sizeof(rgpu_view *))
 #define OUT(...) (rgpu_view *const[]){__VA_ARGS__}, (int)(sizeof((rgpu_view *[]){__VA_ARGS__}) / sizeof(rgpu_view *))
 #define NOIN NULL, 0
@@ -653,37 +625,37 @@ START_TEST(test_pad)
     fill_seq(x, 6, 0, 1);
     rgpu_view X = view(x, RGPU_F32, 2, SZ(2, 3), NULL), O = view(o, RGPU_F32, 2, SZ(2, 6), NULL);
     const int64_t p1[4] = { 1, 2, -1, 1 };
-    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p1, 4), a_flt(7.5)));
+    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p1, 4), a_flt(7.5)));
     EXPECT(&O, 7.5, 3.0, 4.0, 5.0, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5);
     /* int64, pad only the last dim, transposed input */
     int64_t y[4] = { 0, 2, 1, 3 }, yo[6];
     rgpu_view Y = view(y, RGPU_I64, 2, SZ(2, 2), SZ(1, 2)), YO = view(yo, RGPU_I64, 2, SZ(2, 3), NULL);
     const int64_t p2[2] = { 0, 1 };
-    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&Y), OUT(&YO), ARGS(a_ints(p2, 2), a_int(-3)));
+    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&Y), OUT(&YO), ARGS(a_ints_n(p2, 2), a_int(-3)));
     EXPECT(&YO, 0, 1, -3, 2, 3, -3);
     /* value NONE = 0; crop everything on one dim -> empty */
     rgpu_view O0 = view(o, RGPU_F32, 2, SZ(2, 5), NULL);
     const int64_t p3[2] = { 1, 1 };
-    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O0), ARGS(a_ints(p3, 2), a_none()));
+    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O0), ARGS(a_ints_n(p3, 2), a_none()));
     EXPECT(&O0, 0, 0, 1, 2, 0, 0, 3, 4, 5, 0);
     const int64_t p4[2] = { -2, -1 };
     rgpu_view OE = view(o, RGPU_F32, 2, SZ(2, 0), NULL);
-    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&OE), ARGS(a_ints(p4, 2), a_flt(1)));
+    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&OE), ARGS(a_ints_n(p4, 2), a_flt(1)));
     /* pad entirely outside the input: all value */
     const int64_t p5[2] = { -3, 2 };
     rgpu_view O2 = view(o, RGPU_F32, 2, SZ(2, 2), NULL);
-    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O2), ARGS(a_ints(p5, 2), a_flt(4)));
+    OK(RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O2), ARGS(a_ints_n(p5, 2), a_flt(4)));
     EXPECT(&O2, 4, 4, 4, 4);
     /* errors */
-    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p1, 3), a_flt(0)));
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p1, 3), a_flt(0)));
     const int64_t p6[6] = { 0, 0, 0, 0, 1, 1 };
-    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p6, 6), a_flt(0)));
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p6, 6), a_flt(0)));
     const int64_t p7[2] = { -3, -1 };
-    ERR(RGPU_ERR_SHAPE, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p7, 2), a_flt(0)));
-    ERR(RGPU_ERR_SHAPE, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p3, 2), a_flt(0)));
+    ERR(RGPU_ERR_SHAPE, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p7, 2), a_flt(0)));
+    ERR(RGPU_ERR_SHAPE, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p3, 2), a_flt(0)));
     ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_int(1), a_flt(0)));
     const int64_t p8[2] = { INT64_MAX, 0 };
-    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints(p8, 2), a_flt(0)));
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONSTANT_PAD_ND, IN(&X), OUT(&O), ARGS(a_ints_n(p8, 2), a_flt(0)));
 }
 END_TEST
 
@@ -985,7 +957,7 @@ START_TEST(test_dropout_backward)
     int32_t gi[4];
     rgpu_view GI = view(gi, RGPU_I32, 1, SZ(4), NULL);
     ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&GI, &M), OUT(&GI), ARGS(a_flt(2.0)));
-    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &M), OUT(&O), ARGS(a_ints(NULL, 0)));
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &M), OUT(&O), ARGS(a_ints_n(NULL, 0)));
     rgpu_view M3 = view(m, RGPU_BOOL, 1, SZ(3), NULL);
     ERR(RGPU_ERR_SHAPE, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &M3), OUT(&O), ARGS(a_flt(2.0)));
 }
@@ -1158,30 +1130,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_index");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_philox_kat);
-    tcase_add_test(tc, test_embedding);
-    tcase_add_test(tc, test_embedding_backward);
-    tcase_add_test(tc, test_gather);
-    tcase_add_test(tc, test_scatter);
-    tcase_add_test(tc, test_index_select);
-    tcase_add_test(tc, test_index_add);
-    tcase_add_test(tc, test_index);
-    tcase_add_test(tc, test_index_put);
-    tcase_add_test(tc, test_cat);
-    tcase_add_test(tc, test_pad);
-    tcase_add_test(tc, test_uniform);
-    tcase_add_test(tc, test_normal);
-    tcase_add_test(tc, test_bernoulli);
-    tcase_add_test(tc, test_random);
-    tcase_add_test(tc, test_randperm);
-    tcase_add_test(tc, test_dropout);
-    tcase_add_test(tc, test_dropout_backward);
-    tcase_add_test(tc, test_nonzero);
-    tcase_add_test(tc, test_unique);
-    tcase_add_test(tc, test_family);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
+    ADD_TESTS(tc, test_philox_kat, test_embedding, test_embedding_backward, test_gather, test_scatter,
+                  test_index_select, test_index_add, test_index, test_index_put, test_cat, test_pad,
+                  test_uniform, test_normal, test_bernoulli, test_random, test_randperm, test_dropout,
+                  test_dropout_backward, test_nonzero, test_unique, test_family);
 
     return run_suite(s);
 }

@@ -20,18 +20,6 @@
 /* ---------------------------------------------------------------------------
  * Helpers */
 
-/* INTS arg over buf (n LE int64s written there). */
-static rgpu_arg a_ints(uint8_t *buf, const int64_t *v, uint32_t n)
-{
-    rgpu_arg a;
-    memset(&a, 0, sizeof a);
-    a.kind = RGPU_ARG_INTS;
-    for (uint32_t i = 0; i < n; i++) rgpu_st64(buf + 8 * i, (uint64_t)v[i]);
-    a.v.ints.p = buf;
-    a.v.ints.n = n;
-    return a;
-}
-
 /* Runs op with ops.def's arity: out, up to two inputs, args. */
 static rgpu_status run(int op, rgpu_view *out, const rgpu_view *in0, const rgpu_view *in1,
                        const rgpu_arg *args, int nargs)
@@ -153,56 +141,38 @@ END_TEST
 
 START_TEST(test_full)
 {
-    float f[4];
-    rgpu_view vf = view(f, RGPU_F32, 2, SZ(2, 2), NULL);
-    rgpu_arg a = a_flt(1.5);
-    RUN_OK(RGPU_OP_FULL, &vf, NULL, NULL, &a, 1);
-    for (int i = 0; i < 4; i++) ASSERT_F32_BITS(f[i], 1.5f);
-
-    int32_t i32[3];
-    rgpu_view vi = view(i32, RGPU_I32, 1, SZ(3), NULL);
-    a = a_flt(-2.7);
-    RUN_OK(RGPU_OP_FULL, &vi, NULL, NULL, &a, 1);
-    for (int i = 0; i < 3; i++) ck_assert_int_eq(i32[i], -2);
-    a = a_flt(3e9);   /* out of range: clamped, not UB */
-    RUN_OK(RGPU_OP_FULL, &vi, NULL, NULL, &a, 1);
-    ck_assert_int_eq(i32[0], INT32_MAX);
-
-    uint8_t b[2];
-    rgpu_view vb = view(b, RGPU_BOOL, 1, SZ(2), NULL);
-    a = a_flt(0.0);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 0); ck_assert_int_eq(b[1], 0);
-    a = a_flt(0.1);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 1); ck_assert_int_eq(b[1], 1);
-    a = a_int(-3);
-    RUN_OK(RGPU_OP_FULL, &vb, NULL, NULL, &a, 1);
-    ck_assert_int_eq(b[0], 1);
-
-    uint16_t h[2];
-    rgpu_view vh = view(h, RGPU_F16, 1, SZ(2), NULL);
-    a = a_flt(0.1);
-    RUN_OK(RGPU_OP_FULL, &vh, NULL, NULL, &a, 1);
-    ck_assert_uint_eq(h[1], 0x2e66);
-    vh.dtype = RGPU_BF16;
-    RUN_OK(RGPU_OP_FULL, &vh, NULL, NULL, &a, 1);
-    ck_assert_uint_eq(h[1], 0x3dcd);
-
-    double d[2];
-    rgpu_view vd = view(d, RGPU_F64, 1, SZ(2), NULL);
-    a = a_int(7);
-    RUN_OK(RGPU_OP_FULL, &vd, NULL, NULL, &a, 1);
-    ck_assert(d[0] == 7.0 && d[1] == 7.0);
-
-    int64_t l[2];
-    rgpu_view vl = view(l, RGPU_I64, 1, SZ(2), NULL);
-    a = a_bool(1);
-    RUN_OK(RGPU_OP_FULL, &vl, NULL, NULL, &a, 1);
-    ck_assert_int_eq(l[0], 1);
-    a = a_int(INT64_MIN);
-    RUN_OK(RGPU_OP_FULL, &vl, NULL, NULL, &a, 1);
-    ck_assert(l[1] == INT64_MIN);
+    /* every element of a (2,2) output holds want's low bytes: float args are
+     * truncated and clamped into ints, anything nonzero (NaN too) is true */
+#define FL(x) { .kind = RGPU_ARG_FLOAT, .v.f = (x) }
+#define IN_(x) { .kind = RGPU_ARG_INT, .v.i = (x) }
+    static const struct { int dt; rgpu_arg a; uint64_t want; } t[] = {
+        { RGPU_F32, FL(1.5), 0x3fc00000u },
+        { RGPU_I32, FL(-2.7), 0xfffffffeu },
+        { RGPU_I32, FL(3e9), 0x7fffffffu },               /* out of range: clamped, not UB */
+        { RGPU_BOOL, FL(0.0), 0 },
+        { RGPU_BOOL, FL(0.1), 1 },
+        { RGPU_BOOL, IN_(-3), 1 },
+        { RGPU_F16, FL(0.1), 0x2e66 },
+        { RGPU_BF16, FL(0.1), 0x3dcd },
+        { RGPU_F64, IN_(7), 0x401c000000000000ull },      /* 7.0 */
+        { RGPU_I64, { .kind = RGPU_ARG_BOOL, .v.i = 1 }, 1 },
+        { RGPU_I64, IN_(INT64_MIN), 0x8000000000000000ull },
+    };
+#undef FL
+#undef IN_
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        uint8_t buf[4 * 8];
+        memset(buf, GUARD, sizeof buf);
+        rgpu_view v = view(buf, t[k].dt, 2, SZ(2, 2), NULL);
+        RUN_OK(RGPU_OP_FULL, &v, NULL, NULL, &t[k].a, 1);
+        size_t es = rgpu_dtype_size(t[k].dt);
+        for (int i = 0; i < 4; i++) {
+            uint64_t got = 0;
+            memcpy(&got, buf + i * es, es);
+            ck_assert_msg(got == t[k].want, "case %zu element %d: 0x%llx, want 0x%llx", k, i,
+                          (unsigned long long)got, (unsigned long long)t[k].want);
+        }
+    }
 }
 END_TEST
 
@@ -238,8 +208,7 @@ START_TEST(test_full_errors)
 {
     float f[2];
     rgpu_view v = view(f, RGPU_F32, 1, SZ(2), NULL);
-    uint8_t buf[16];
-    rgpu_arg a = a_ints(buf, SZ(1, 2), 2);
+    rgpu_arg a = a_ints_n(SZ(1, 2), 2);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_FULL, &v, NULL, NULL, &a, 1);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_FULL, &v, NULL, NULL, NULL, 0);
     rgpu_arg n;
@@ -315,8 +284,7 @@ START_TEST(test_arange_errors)
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_ARANGE, &v2, NULL, NULL, a, 2);
     rgpu_view v = view(f, RGPU_F32, 1, SZ(4), NULL);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ARANGE, &v, NULL, NULL, a, 1);
-    uint8_t buf[8];
-    a[1] = a_ints(buf, SZ(1), 1);
+    a[1] = a_ints_n(SZ(1), 1);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ARANGE, &v, NULL, NULL, a, 2);
 }
 END_TEST
@@ -824,8 +792,7 @@ START_TEST(test_binary_errors)
     al = a_bool(1);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ADD_TENSOR, &vfo, &vf, &vf, &al, 1);  /* bool alpha, float out */
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ADD_TENSOR, &vfo, &vf, &vf, NULL, 0); /* missing alpha */
-    uint8_t buf[8];
-    al = a_ints(buf, SZ(1), 1);
+    al = a_ints_n(SZ(1), 1);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ADD_TENSOR, &vfo, &vf, &vf, &al, 1);
     al = a_int(1);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_ADD_TENSOR, &vfo, &vf, NULL, &al, 1); /* NULL input */
@@ -837,17 +804,13 @@ START_TEST(test_binary_errors)
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SUB_SCALAR, &vfo, &vf, NULL, sa, 1);  /* no alpha */
 
     /* arity */
+    ck_assert_int_eq(exec_op(RGPU_OP_MUL_TENSOR, INS(&vf), 1, OUTS(&vfo), 1, NOARGS), RGPU_ERR_ARITY);
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_MUL_TENSOR;
-    e.n_in = 1;
-    e.n_out = 1;
-    e.in[0] = &vf;
-    e.out[0] = &vfo;
+    e.n_in = 2; e.in[0] = &vf; e.in[1] = &vf; e.n_out = 0;
     ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
-    e.n_in = 2; e.in[1] = &vf; e.n_out = 0;
-    ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, sizeof g_err), RGPU_ERR_ARITY);
-    e.n_out = 1;
+    e.n_out = 1; e.out[0] = &vfo;
     ck_assert_int_eq(rgpu_cpu_exec(&e, NULL, 0), RGPU_OK);   /* no err buffer is fine */
     e.n_in = 1000;
     ck_assert_int_eq(rgpu_cpu_exec(&e, g_err, 1), RGPU_ERR_ARITY);
@@ -861,8 +824,7 @@ END_TEST
 
 static rgpu_status reduce(int op, rgpu_view *out, const rgpu_view *in, const int64_t *dims, uint32_t nd, int keepdim)
 {
-    uint8_t buf[8 * RGPU_MAX_DIMS + 8];
-    rgpu_arg a[2] = { a_ints(buf, dims, nd), a_bool(keepdim) };
+    rgpu_arg a[2] = { a_ints_n(dims, nd), a_bool(keepdim) };
     return run(op, out, in, NULL, a, 2);
 }
 #define RED_OK(...) ASSERT_STATUS_OK(reduce(__VA_ARGS__))
@@ -1017,8 +979,7 @@ START_TEST(test_sum_errors)
     /* arg kinds */
     rgpu_arg a[2] = { a_int(1), a_bool(0) };
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SUM, &o2, &vx, NULL, a, 2);
-    uint8_t buf[8];
-    a[0] = a_ints(buf, SZ(1), 1);
+    a[0] = a_ints_n(SZ(1), 1);
     a[1] = a_flt(0);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SUM, &o2, &vx, NULL, a, 2);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SUM, &o2, &vx, NULL, a, 1);
@@ -1097,35 +1058,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_kernels");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_f16_known);
-    tcase_add_test(tc, test_f16_exhaustive);
-    tcase_add_test(tc, test_bf16);
-    tcase_add_test(tc, test_full);
-    tcase_add_test(tc, test_full_strided_and_empty);
-    tcase_add_test(tc, test_full_errors);
-    tcase_add_test(tc, test_arange);
-    tcase_add_test(tc, test_arange_errors);
-    tcase_add_test(tc, test_copy_layouts);
-    tcase_add_test(tc, test_copy_guard_and_empty);
-    tcase_add_test(tc, test_copy_shape_errors);
-    tcase_add_test(tc, test_copy_casts);
-    tcase_add_test(tc, test_add_f32_fast);
-    tcase_add_test(tc, test_add_broadcast_transposed);
-    tcase_add_test(tc, test_add_mixed_dtypes);
-    tcase_add_test(tc, test_add_int_and_bool);
-    tcase_add_test(tc, test_sub_and_scalar_ops);
-    tcase_add_test(tc, test_mul_div);
-    tcase_add_test(tc, test_binary_chunks_3d);
-    tcase_add_test(tc, test_binary_errors);
-    tcase_add_test(tc, test_sum_dims);
-    tcase_add_test(tc, test_sum_dtypes);
-    tcase_add_test(tc, test_sum_0d_and_empty);
-    tcase_add_test(tc, test_sum_errors);
-    tcase_add_test(tc, test_mean);
-    tcase_add_test(tc, test_dispatch);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
+    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_bf16, test_full, test_full_strided_and_empty,
+                  test_full_errors, test_arange, test_arange_errors, test_copy_layouts,
+                  test_copy_guard_and_empty, test_copy_shape_errors, test_copy_casts, test_add_f32_fast,
+                  test_add_broadcast_transposed, test_add_mixed_dtypes, test_add_int_and_bool,
+                  test_sub_and_scalar_ops, test_mul_div, test_binary_chunks_3d, test_binary_errors,
+                  test_sum_dims, test_sum_dtypes, test_sum_0d_and_empty, test_sum_errors, test_mean,
+                  test_dispatch);
 
     return run_suite(s);
 }

@@ -2394,21 +2394,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cpu_pointwise");
-    TCase *tc = tcase_create("pointwise");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = add_tcase(s, "pointwise", 120, NULL, NULL);
     tcase_add_loop_test(tc, test_generated, 0, N_CASES);
-    tcase_add_test(tc, test_generated_coverage);
-    tcase_add_test(tc, test_owns);
-    tcase_add_test(tc, test_inplace);
-    tcase_add_test(tc, test_zero_size);
-    tcase_add_test(tc, test_fast_path_matches_generic);
-    tcase_add_test(tc, test_compute_dtype);
-    tcase_add_test(tc, test_signed_zeros);
-    tcase_add_test(tc, test_tri_extremes);
-    tcase_add_test(tc, test_errors_args);
-    tcase_add_test(tc, test_errors_shapes_dtypes);
-    tcase_add_test(tc, test_errors_integer_math);
-    suite_add_tcase(s, tc);
+    ADD_TESTS(tc, test_generated_coverage, test_owns, test_inplace, test_zero_size,
+                  test_fast_path_matches_generic, test_compute_dtype, test_signed_zeros, test_tri_extremes,
+                  test_errors_args, test_errors_shapes_dtypes, test_errors_integer_math);
 
     return run_suite(s);
 }

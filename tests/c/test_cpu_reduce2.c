@@ -131,32 +131,23 @@ static rgpu_arg a_dt(int dt) { rgpu_arg a; memset(&a, 0, sizeof a); a.kind = RGP
 #define RUN_OK(...) ASSERT_STATUS_OK(run_op(__VA_ARGS__))
 #define RUN_ERR(code, ...) ASSERT_STATUS_ERR(code, run_op(__VA_ARGS__))
 
-static double rtol_of(int dt)
+/* the comparison tolerances for dtype dt (integers and bool: exact) */
+static void tolerances(int dt, double *rt, double *at)
 {
-    switch (dt) {
-    case RGPU_F32: return 1.3e-6;
-    case RGPU_F64: return 1e-7;
-    case RGPU_F16: return 1e-3;
-    case RGPU_BF16: return 1.6e-2;
-    default: return 0.0;
-    }
-}
-static double atol_of(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return 1e-5;
-    case RGPU_F64: return 1e-7;
-    case RGPU_F16: return 1e-3;
-    case RGPU_BF16: return 1.6e-2;
-    default: return 0.0;
-    }
+    static const struct { int dt; double rtol, atol; } t[] = {
+        { RGPU_F32, 1.3e-6, 1e-5 }, { RGPU_F64, 1e-7, 1e-7 }, { RGPU_F16, 1e-3, 1e-3 }, { RGPU_BF16, 1.6e-2, 1.6e-2 },
+    };
+    *rt = *at = 0.0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i].dt == dt) *rt = t[i].rtol, *at = t[i].atol;
 }
 
 /* v's elements (logical order) against want[0..n), at v's dtype tolerance */
 static void expect_at(const rgpu_view *v, const double *want, int64_t n, const char *what, int line)
 {
     ck_assert_msg(numel(v) == n, "%s (line %d): %lld elements, want %lld", what, line, (long long)numel(v), (long long)n);
-    double rt = rtol_of(v->dtype), at = atol_of(v->dtype);
+    double rt, at;
+    tolerances(v->dtype, &rt, &at);
     for (int64_t i = 0; i < n; i++) {
         double g = vget(v, i), w = want[i];
         if (isnan(w)) { ck_assert_msg(isnan(g), "%s (line %d)[%lld]: got %.9g, want NaN", what, line, (long long)i, g); continue; }
@@ -167,6 +158,8 @@ static void expect_at(const rgpu_view *v, const double *want, int64_t n, const c
 }
 #define EXPECT(v, want) expect_at(&(v), (want), (int64_t)(sizeof(want) / sizeof((want)[0])), #want, __LINE__)
 #define EXPECT_N(v, want, n) expect_at(&(v), (want), (n), #want, __LINE__)
+/* RUN_OK(op, ...) and then EXPECT(out, want) */
+#define RUN_EXPECT(out, want, ...) do { RUN_OK(__VA_ARGS__); EXPECT(out, want); } while (0)
 
 /* X24 as a (2,3,4) tensor of dtype dt; its transpose(0,2) */
 static rgpu_view mkX(int dt) { return mk(dt, 3, SZ(2, 3, 4), X24); }
@@ -185,28 +178,22 @@ START_TEST(test_amax_amin)
 {
     rgpu_view x = mkX(RGPU_F32);
     rgpu_view o = mk(RGPU_F32, 3, SZ(1, 3, 1), NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&x), OUTS(&o), ARGS(A_INTS(0, -1), a_bool(1)));
-    EXPECT(o, AMAX_02K);
+    RUN_EXPECT(o, AMAX_02K, RGPU_OP_AMAX, INS(&x), OUTS(&o), ARGS(A_INTS(0, -1), a_bool(1)));
     rgpu_view o2 = mk(RGPU_F32, 2, SZ(2, 4), NULL);
-    RUN_OK(RGPU_OP_AMIN, INS(&x), OUTS(&o2), ARGS(A_INTS(-2), a_bool(0)));
-    EXPECT(o2, AMIN_1);
+    RUN_EXPECT(o2, AMIN_1, RGPU_OP_AMIN, INS(&x), OUTS(&o2), ARGS(A_INTS(-2), a_bool(0)));
     rgpu_view o0 = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&x), OUTS(&o0), ARGS(A_NOINTS, a_bool(0)));
-    EXPECT(o0, AMAX_ALL);
+    RUN_EXPECT(o0, AMAX_ALL, RGPU_OP_AMAX, INS(&x), OUTS(&o0), ARGS(A_NOINTS, a_bool(0)));
     RUN_OK(RGPU_OP_AMAX, INS(&x), OUTS(&o0), ARGS(a_none(), a_bool(0)));   /* dims None = all */
     EXPECT(o0, AMAX_ALL);
     /* transposed input, strided output (every other element of a row) */
     rgpu_view xt = tr(x, 0, 2);
     rgpu_view ot = mk_s(RGPU_F32, 2, SZ(4, 3), SZ(6, 2), NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&xt), OUTS(&ot), ARGS(A_INTS(2), a_bool(0)));
-    EXPECT(ot, AMAX_T_2);
+    RUN_EXPECT(ot, AMAX_T_2, RGPU_OP_AMAX, INS(&xt), OUTS(&ot), ARGS(A_INTS(2), a_bool(0)));
     /* NaN propagates */
     rgpu_view xn = mkXn();
     rgpu_view on = mk(RGPU_F32, 2, SZ(2, 3), NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&xn), OUTS(&on), ARGS(A_INTS(2), a_bool(0)));
-    EXPECT(on, AMAX_N_2);
-    RUN_OK(RGPU_OP_AMIN, INS(&xn), OUTS(&o2), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o2, AMIN_N_1);
+    RUN_EXPECT(on, AMAX_N_2, RGPU_OP_AMAX, INS(&xn), OUTS(&on), ARGS(A_INTS(2), a_bool(0)));
+    RUN_EXPECT(o2, AMIN_N_1, RGPU_OP_AMIN, INS(&xn), OUTS(&o2), ARGS(A_INTS(1), a_bool(0)));
 }
 END_TEST
 
@@ -215,10 +202,8 @@ START_TEST(test_amax_dtypes)
     static const double xi[] = {3, -7, 9, 9, -2, -2, 5, 0};
     rgpu_view x = mk(RGPU_I32, 2, SZ(2, 4), xi);
     rgpu_view o = mk(RGPU_I32, 1, SZ(2), NULL), o4 = mk(RGPU_I32, 1, SZ(4), NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o, AMAX_I_1);
-    RUN_OK(RGPU_OP_AMIN, INS(&x), OUTS(&o4), ARGS(A_INTS(0), a_bool(0)));
-    EXPECT(o4, AMIN_I_0);
+    RUN_EXPECT(o, AMAX_I_1, RGPU_OP_AMAX, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
+    RUN_EXPECT(o4, AMIN_I_0, RGPU_OP_AMIN, INS(&x), OUTS(&o4), ARGS(A_INTS(0), a_bool(0)));
     /* int64 beyond 2^53 compares exactly */
     static const int64_t big[] = {INT64_MAX - 1, INT64_MAX, INT64_MIN, INT64_MIN + 1};
     rgpu_view xb = mk(RGPU_I64, 1, SZ(4), NULL);
@@ -235,13 +220,11 @@ START_TEST(test_amax_dtypes)
     static const double bmax[] = {1, 0};
     EXPECT(obool, bmax);
     rgpu_view xh = mkX(RGPU_BF16), oh = mk(RGPU_BF16, 3, SZ(1, 3, 1), NULL);
-    RUN_OK(RGPU_OP_AMAX, INS(&xh), OUTS(&oh), ARGS(A_INTS(0, 2), a_bool(1)));
-    EXPECT(oh, AMAX_02K);
+    RUN_EXPECT(oh, AMAX_02K, RGPU_OP_AMAX, INS(&xh), OUTS(&oh), ARGS(A_INTS(0, 2), a_bool(1)));
     /* 0-d input, dim 0 and -1 */
     static const double v3[] = {3};
     rgpu_view x0 = mk(RGPU_F64, 0, NULL, v3), o0 = mk(RGPU_F64, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_AMIN, INS(&x0), OUTS(&o0), ARGS(A_INTS(-1), a_bool(1)));
-    EXPECT(o0, v3);
+    RUN_EXPECT(o0, v3, RGPU_OP_AMIN, INS(&x0), OUTS(&o0), ARGS(A_INTS(-1), a_bool(1)));
 }
 END_TEST
 
@@ -280,33 +263,25 @@ START_TEST(test_argmax)
     RUN_OK(RGPU_OP_ARGMAX, INS(&x), OUTS(&o), ARGS(a_int(2), a_bool(0)));
     EXPECT(o, ARGMAX_2);   /* ties -> first index */
     rgpu_view ok = mk(RGPU_I64, 3, SZ(2, 1, 4), NULL);
-    RUN_OK(RGPU_OP_ARGMIN, INS(&x), OUTS(&ok), ARGS(a_int(1), a_bool(1)));
-    EXPECT(ok, ARGMIN_1K);
+    RUN_EXPECT(ok, ARGMIN_1K, RGPU_OP_ARGMIN, INS(&x), OUTS(&ok), ARGS(a_int(1), a_bool(1)));
     rgpu_view o0 = mk(RGPU_I64, 0, NULL, NULL), o111 = mk(RGPU_I64, 3, SZ(1, 1, 1), NULL);
-    RUN_OK(RGPU_OP_ARGMAX, INS(&x), OUTS(&o0), ARGS(a_none(), a_bool(0)));
-    EXPECT(o0, ARGMAX_ALL);
-    RUN_OK(RGPU_OP_ARGMIN, INS(&x), OUTS(&o111), ARGS(a_none(), a_bool(1)));
-    EXPECT(o111, ARGMIN_ALL);
+    RUN_EXPECT(o0, ARGMAX_ALL, RGPU_OP_ARGMAX, INS(&x), OUTS(&o0), ARGS(a_none(), a_bool(0)));
+    RUN_EXPECT(o111, ARGMIN_ALL, RGPU_OP_ARGMIN, INS(&x), OUTS(&o111), ARGS(a_none(), a_bool(1)));
     /* flattened over a transposed view: logical order, not memory order */
     rgpu_view xt = tr(x, 0, 2);
     RUN_OK(RGPU_OP_ARGMAX, INS(&xt), OUTS(&o0), ARGS(a_none(), a_bool(0)));
     ck_assert_int_eq(*(int64_t *)o0.data, 3);   /* X[1,1,0] = XT[0,1,1] */
     rgpu_view ot = mk(RGPU_I64, 2, SZ(3, 2), NULL);
-    RUN_OK(RGPU_OP_ARGMAX, INS(&xt), OUTS(&ot), ARGS(a_int(0), a_bool(0)));
-    EXPECT(ot, ARGMAX_T_0);
+    RUN_EXPECT(ot, ARGMAX_T_0, RGPU_OP_ARGMAX, INS(&xt), OUTS(&ot), ARGS(a_int(0), a_bool(0)));
     /* NaN is the max and the min; the first NaN wins */
     rgpu_view xn = mkXn();
-    RUN_OK(RGPU_OP_ARGMAX, INS(&xn), OUTS(&o), ARGS(a_int(2), a_bool(0)));
-    EXPECT(o, ARGMAX_N_2);
-    RUN_OK(RGPU_OP_ARGMIN, INS(&xn), OUTS(&o), ARGS(a_int(-1), a_bool(0)));
-    EXPECT(o, ARGMIN_N_2);
+    RUN_EXPECT(o, ARGMAX_N_2, RGPU_OP_ARGMAX, INS(&xn), OUTS(&o), ARGS(a_int(2), a_bool(0)));
+    RUN_EXPECT(o, ARGMIN_N_2, RGPU_OP_ARGMIN, INS(&xn), OUTS(&o), ARGS(a_int(-1), a_bool(0)));
     /* ints */
     static const double xi[] = {3, -7, 9, 9, -2, -2, 5, 0};
     rgpu_view x2 = mk(RGPU_I32, 2, SZ(2, 4), xi), o2 = mk(RGPU_I64, 1, SZ(2), NULL);
-    RUN_OK(RGPU_OP_ARGMAX, INS(&x2), OUTS(&o2), ARGS(a_int(1), a_bool(0)));
-    EXPECT(o2, ARGMAX_I_1);
-    RUN_OK(RGPU_OP_ARGMIN, INS(&x2), OUTS(&o2), ARGS(a_int(1), a_bool(0)));
-    EXPECT(o2, ARGMIN_I_1);
+    RUN_EXPECT(o2, ARGMAX_I_1, RGPU_OP_ARGMAX, INS(&x2), OUTS(&o2), ARGS(a_int(1), a_bool(0)));
+    RUN_EXPECT(o2, ARGMIN_I_1, RGPU_OP_ARGMIN, INS(&x2), OUTS(&o2), ARGS(a_int(1), a_bool(0)));
     /* errors: bool input, empty, non-int64 out, dim kind */
     rgpu_view xb = mk(RGPU_BOOL, 1, SZ(2), NULL);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_ARGMAX, INS(&xb), OUTS(&o0), ARGS(a_int(0), a_bool(0)));
@@ -323,22 +298,18 @@ START_TEST(test_max_min_dim)
 {
     rgpu_view x = mkX(RGPU_F32);
     rgpu_view v = mk(RGPU_F32, 2, SZ(2, 4), NULL), i = mk(RGPU_I64, 2, SZ(2, 4), NULL);
-    RUN_OK(RGPU_OP_MAX_DIM, INS(&x), OUTS(&v, &i), ARGS(a_int(1), a_bool(0)));
-    EXPECT(v, MAX1_V);
+    RUN_EXPECT(v, MAX1_V, RGPU_OP_MAX_DIM, INS(&x), OUTS(&v, &i), ARGS(a_int(1), a_bool(0)));
     EXPECT(i, MAX1_I);
     rgpu_view xn = mkXn();
     rgpu_view v2 = mk(RGPU_F32, 3, SZ(2, 3, 1), NULL), i2 = mk_s(RGPU_I64, 3, SZ(2, 3, 1), SZ(1, 2, 1), NULL);
-    RUN_OK(RGPU_OP_MIN_DIM, INS(&xn), OUTS(&v2, &i2), ARGS(a_int(2), a_bool(1)));
-    EXPECT(v2, MINN2_V);
+    RUN_EXPECT(v2, MINN2_V, RGPU_OP_MIN_DIM, INS(&xn), OUTS(&v2, &i2), ARGS(a_int(2), a_bool(1)));
     EXPECT(i2, MINN2_I);
     /* indices not wanted */
-    RUN_OK(RGPU_OP_MAX_DIM, INS(&x), OUTS(&v, NULL), ARGS(a_int(1), a_bool(0)));
-    EXPECT(v, MAX1_V);
+    RUN_EXPECT(v, MAX1_V, RGPU_OP_MAX_DIM, INS(&x), OUTS(&v, NULL), ARGS(a_int(1), a_bool(0)));
     /* 0-d */
     static const double v7[] = {7}, z[] = {0};
     rgpu_view x0 = mk(RGPU_I16, 0, NULL, v7), v0 = mk(RGPU_I16, 0, NULL, NULL), i0 = mk(RGPU_I64, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_MAX_DIM, INS(&x0), OUTS(&v0, &i0), ARGS(a_int(0), a_bool(0)));
-    EXPECT(v0, v7);
+    RUN_EXPECT(v0, v7, RGPU_OP_MAX_DIM, INS(&x0), OUTS(&v0, &i0), ARGS(a_int(0), a_bool(0)));
     EXPECT(i0, z);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MAX_DIM, INS(&x), OUTS(&v, &i), ARGS(a_none(), a_bool(0)));
 }
@@ -351,33 +322,25 @@ START_TEST(test_var_std)
 {
     rgpu_view x = mkX(RGPU_F32);
     rgpu_view o = mk(RGPU_F32, 2, SZ(2, 3), NULL);
-    RUN_OK(RGPU_OP_VAR, INS(&x), OUTS(&o), ARGS(A_INTS(2), a_flt(1), a_bool(0)));
-    EXPECT(o, VAR_2);
+    RUN_EXPECT(o, VAR_2, RGPU_OP_VAR, INS(&x), OUTS(&o), ARGS(A_INTS(2), a_flt(1), a_bool(0)));
     RUN_OK(RGPU_OP_VAR, INS(&x), OUTS(&o), ARGS(A_INTS(2), a_none(), a_bool(0)));   /* default correction 1 */
     EXPECT(o, VAR_2);
     rgpu_view ok = mk(RGPU_F32, 3, SZ(1, 1, 4), NULL);
-    RUN_OK(RGPU_OP_STD, INS(&x), OUTS(&ok), ARGS(A_INTS(0, 1), a_int(1), a_bool(1)));
-    EXPECT(ok, STD_01K);
+    RUN_EXPECT(ok, STD_01K, RGPU_OP_STD, INS(&x), OUTS(&ok), ARGS(A_INTS(0, 1), a_int(1), a_bool(1)));
     rgpu_view o0 = mk(RGPU_F64, 0, NULL, NULL);
     rgpu_view x64 = mkX(RGPU_F64);
-    RUN_OK(RGPU_OP_VAR, INS(&x64), OUTS(&o0), ARGS(A_NOINTS, a_flt(0), a_bool(0)));
-    EXPECT(o0, VAR_ALL_C0);
+    RUN_EXPECT(o0, VAR_ALL_C0, RGPU_OP_VAR, INS(&x64), OUTS(&o0), ARGS(A_NOINTS, a_flt(0), a_bool(0)));
     rgpu_view xt = tr(x, 0, 2), ot = mk(RGPU_F32, 2, SZ(4, 2), NULL);
-    RUN_OK(RGPU_OP_STD, INS(&xt), OUTS(&ot), ARGS(A_INTS(1), a_flt(2), a_bool(0)));
-    EXPECT(ot, STD_T_1_C2);
+    RUN_EXPECT(ot, STD_T_1_C2, RGPU_OP_STD, INS(&xt), OUTS(&ot), ARGS(A_INTS(1), a_flt(2), a_bool(0)));
     rgpu_view xh = mkX(RGPU_F16), oh = mk(RGPU_F16, 2, SZ(2, 3), NULL);
-    RUN_OK(RGPU_OP_VAR, INS(&xh), OUTS(&oh), ARGS(A_INTS(2), a_flt(1), a_bool(0)));
-    EXPECT(oh, VAR_H_2);
+    RUN_EXPECT(oh, VAR_H_2, RGPU_OP_VAR, INS(&xh), OUTS(&oh), ARGS(A_INTS(2), a_flt(1), a_bool(0)));
     /* N - correction <= 0: 0/0 = NaN, x/0 = inf; empty: NaN */
     static const double one[] = {1}, two[] = {1, 2}, nan1[] = {NAN}, inf1[] = {INFINITY};
     rgpu_view x1 = mk(RGPU_F32, 1, SZ(1), one), x2 = mk(RGPU_F32, 1, SZ(2), two), xe = mk(RGPU_F32, 1, SZ(0), NULL);
     rgpu_view s = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_VAR, INS(&x1), OUTS(&s), ARGS(A_INTS(0), a_flt(1), a_bool(0)));
-    EXPECT(s, nan1);
-    RUN_OK(RGPU_OP_VAR, INS(&x2), OUTS(&s), ARGS(A_INTS(0), a_flt(3), a_bool(0)));
-    EXPECT(s, inf1);
-    RUN_OK(RGPU_OP_STD, INS(&xe), OUTS(&s), ARGS(A_INTS(0), a_flt(1), a_bool(0)));
-    EXPECT(s, nan1);
+    RUN_EXPECT(s, nan1, RGPU_OP_VAR, INS(&x1), OUTS(&s), ARGS(A_INTS(0), a_flt(1), a_bool(0)));
+    RUN_EXPECT(s, inf1, RGPU_OP_VAR, INS(&x2), OUTS(&s), ARGS(A_INTS(0), a_flt(3), a_bool(0)));
+    RUN_EXPECT(s, nan1, RGPU_OP_STD, INS(&xe), OUTS(&s), ARGS(A_INTS(0), a_flt(1), a_bool(0)));
     /* integer input is not supported (ATen: floating point and complex only) */
     rgpu_view xi = mk(RGPU_I32, 1, SZ(2), two);
     RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_VAR, INS(&xi), OUTS(&s), ARGS(A_INTS(0), a_flt(1), a_bool(0)));
@@ -400,20 +363,16 @@ START_TEST(test_norm)
     RUN_OK(RGPU_OP_NORM, INS(&x), OUTS(&o), ARGS(a_int(2), A_INTS(-1), a_bool(0)));   /* int ord */
     EXPECT(o, NORM_2_2);
     rgpu_view o0 = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_NORM, INS(&x), OUTS(&o0), ARGS(a_flt(2), A_NOINTS, a_bool(0)));
-    EXPECT(o0, NORM_2_ALL);
+    RUN_EXPECT(o0, NORM_2_ALL, RGPU_OP_NORM, INS(&x), OUTS(&o0), ARGS(a_flt(2), A_NOINTS, a_bool(0)));
     rgpu_view xn = mkXn();
-    RUN_OK(RGPU_OP_NORM, INS(&xn), OUTS(&o), ARGS(a_flt(INFINITY), A_INTS(2), a_bool(0)));
-    EXPECT(o, NORM_INF_N_2);
+    RUN_EXPECT(o, NORM_INF_N_2, RGPU_OP_NORM, INS(&xn), OUTS(&o), ARGS(a_flt(INFINITY), A_INTS(2), a_bool(0)));
     /* dtype=float64 on a transposed f32 input */
     rgpu_view xt = tr(x, 0, 2), od = mk(RGPU_F64, 1, SZ(2), NULL);
-    RUN_OK(RGPU_OP_NORM, INS(&xt), OUTS(&od), ARGS(a_flt(2), A_INTS(0, 1), a_bool(0)));
-    EXPECT(od, NORM_2_T_01_D);
+    RUN_EXPECT(od, NORM_2_T_01_D, RGPU_OP_NORM, INS(&xt), OUTS(&od), ARGS(a_flt(2), A_INTS(0, 1), a_bool(0)));
     /* empty: 2-norm is 0, inf-norm has no identity */
     rgpu_view xe = mk(RGPU_F32, 2, SZ(0, 3), NULL), oe = mk(RGPU_F32, 1, SZ(3), NULL);
     static const double z3[] = {0, 0, 0};
-    RUN_OK(RGPU_OP_NORM, INS(&xe), OUTS(&oe), ARGS(a_flt(2), A_INTS(0), a_bool(0)));
-    EXPECT(oe, z3);
+    RUN_EXPECT(oe, z3, RGPU_OP_NORM, INS(&xe), OUTS(&oe), ARGS(a_flt(2), A_INTS(0), a_bool(0)));
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_NORM, INS(&xe), OUTS(&oe), ARGS(a_flt(INFINITY), A_INTS(0), a_bool(0)));
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_NORM, INS(&xe), OUTS(&oe), ARGS(a_flt(-1), A_INTS(0), a_bool(0)));
     rgpu_view xi = mk(RGPU_I64, 1, SZ(3), z3), oi = mk(RGPU_F32, 0, NULL, NULL);
@@ -429,19 +388,14 @@ START_TEST(test_any_all)
 {
     static const double xa[] = {0, 0, 1, 0, 0, 0, 2, -1, 3};
     rgpu_view x = mk(RGPU_F32, 2, SZ(3, 3), xa), o = mk(RGPU_BOOL, 1, SZ(3), NULL);
-    RUN_OK(RGPU_OP_ANY, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o, ANY_1);
-    RUN_OK(RGPU_OP_ALL, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o, ALL_1);
+    RUN_EXPECT(o, ANY_1, RGPU_OP_ANY, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
+    RUN_EXPECT(o, ALL_1, RGPU_OP_ALL, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
     rgpu_view xt = tr(x, 0, 1);
-    RUN_OK(RGPU_OP_ALL, INS(&xt), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o, ALL_0);
+    RUN_EXPECT(o, ALL_0, RGPU_OP_ALL, INS(&xt), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
     static const double xu[] = {0, 7, 3, 0};
     rgpu_view u = mk(RGPU_U8, 2, SZ(2, 2), xu), u0 = mk(RGPU_U8, 0, NULL, NULL), u1 = mk(RGPU_U8, 1, SZ(2), NULL);
-    RUN_OK(RGPU_OP_ANY, INS(&u), OUTS(&u0), ARGS(A_NOINTS, a_bool(0)));
-    EXPECT(u0, ANY_U_ALL);
-    RUN_OK(RGPU_OP_ALL, INS(&u), OUTS(&u1), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(u1, ALL_U_1);
+    RUN_EXPECT(u0, ANY_U_ALL, RGPU_OP_ANY, INS(&u), OUTS(&u0), ARGS(A_NOINTS, a_bool(0)));
+    RUN_EXPECT(u1, ALL_U_1, RGPU_OP_ALL, INS(&u), OUTS(&u1), ARGS(A_INTS(1), a_bool(0)));
     /* any.dims(x, []) reduces nothing (ATen), told apart from "all" by out's shape */
     rgpu_view ob = mk(RGPU_BOOL, 2, SZ(3, 3), NULL);
     RUN_OK(RGPU_OP_ANY, INS(&xt), OUTS(&ob), ARGS(A_NOINTS, a_bool(0)));
@@ -454,13 +408,10 @@ START_TEST(test_any_all)
     /* NaN is true; empty: any false, all true */
     static const double nanv[] = {NAN}, t[] = {1}, f[] = {0};
     rgpu_view xn = mk(RGPU_F64, 1, SZ(1), nanv), b0 = mk(RGPU_BOOL, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_ALL, INS(&xn), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
-    EXPECT(b0, t);
+    RUN_EXPECT(b0, t, RGPU_OP_ALL, INS(&xn), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
     rgpu_view xe = mk(RGPU_F32, 1, SZ(0), NULL);
-    RUN_OK(RGPU_OP_ANY, INS(&xe), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
-    EXPECT(b0, f);
-    RUN_OK(RGPU_OP_ALL, INS(&xe), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
-    EXPECT(b0, t);
+    RUN_EXPECT(b0, f, RGPU_OP_ANY, INS(&xe), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
+    RUN_EXPECT(b0, t, RGPU_OP_ALL, INS(&xe), OUTS(&b0), ARGS(A_INTS(0), a_bool(0)));
 }
 END_TEST
 
@@ -468,15 +419,12 @@ START_TEST(test_prod)
 {
     static const double xp[] = {2, -3, 4, 5, 1, -1};
     rgpu_view x = mk(RGPU_I32, 2, SZ(2, 3), xp), o = mk(RGPU_I64, 1, SZ(2), NULL);
-    RUN_OK(RGPU_OP_PROD, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
-    EXPECT(o, PROD_I_1);
+    RUN_EXPECT(o, PROD_I_1, RGPU_OP_PROD, INS(&x), OUTS(&o), ARGS(A_INTS(1), a_bool(0)));
     RUN_OK(RGPU_OP_PROD, INS(&x), OUTS(&o), ARGS(a_int(-1), a_bool(0)));   /* prod.dim_int: one int */
     EXPECT(o, PROD_I_1);
     rgpu_view xf = mkX(RGPU_F32), of = mk(RGPU_F32, 2, SZ(2, 3), NULL), o0 = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_PROD, INS(&xf), OUTS(&of), ARGS(A_INTS(2), a_bool(0)));
-    EXPECT(of, PROD_F_02);
-    RUN_OK(RGPU_OP_PROD, INS(&xf), OUTS(&o0), ARGS(A_NOINTS, a_bool(0)));
-    EXPECT(o0, PROD_ALL);
+    RUN_EXPECT(of, PROD_F_02, RGPU_OP_PROD, INS(&xf), OUTS(&of), ARGS(A_INTS(2), a_bool(0)));
+    RUN_EXPECT(o0, PROD_ALL, RGPU_OP_PROD, INS(&xf), OUTS(&o0), ARGS(A_NOINTS, a_bool(0)));
     /* int64 wraps */
     rgpu_view xb = mk(RGPU_I64, 1, SZ(2), NULL), ob = mk(RGPU_I64, 0, NULL, NULL);
     ((int64_t *)xb.data)[0] = INT64_C(1) << 62;
@@ -486,44 +434,35 @@ START_TEST(test_prod)
     /* empty: 1 */
     static const double one[] = {1, 1, 1};
     rgpu_view xe = mk(RGPU_F32, 2, SZ(0, 3), NULL), oe = mk(RGPU_F32, 1, SZ(3), NULL);
-    RUN_OK(RGPU_OP_PROD, INS(&xe), OUTS(&oe), ARGS(A_INTS(0), a_bool(0)));
-    EXPECT(oe, one);
+    RUN_EXPECT(oe, one, RGPU_OP_PROD, INS(&xe), OUTS(&oe), ARGS(A_INTS(0), a_bool(0)));
 }
 END_TEST
 
 START_TEST(test_cumsum)
 {
     rgpu_view x = mkX(RGPU_F32), o = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&x), OUTS(&o), ARGS(a_int(2)));
-    EXPECT(o, CUMSUM_2);
+    RUN_EXPECT(o, CUMSUM_2, RGPU_OP_CUMSUM, INS(&x), OUTS(&o), ARGS(a_int(2)));
     rgpu_view xt = tr(x, 0, 2), ot = mk(RGPU_F32, 3, SZ(4, 3, 2), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&xt), OUTS(&ot), ARGS(a_int(0)));
-    EXPECT(ot, CUMSUM_T_0);
+    RUN_EXPECT(ot, CUMSUM_T_0, RGPU_OP_CUMSUM, INS(&xt), OUTS(&ot), ARGS(a_int(0)));
     /* in place on a transposed view */
     rgpu_view xi = mkX(RGPU_F32), xit = tr(xi, 0, 2);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&xit), OUTS(&xit), ARGS(a_int(-3)));
-    EXPECT(xit, CUMSUM_T_0);
+    RUN_EXPECT(xit, CUMSUM_T_0, RGPU_OP_CUMSUM, INS(&xit), OUTS(&xit), ARGS(a_int(-3)));
     /* int32 -> int64, bf16 (float accumulation), f32 -> f64 */
     static const double xiv[] = {3, -7, 9, 9, -2, -2, 5, 0};
     rgpu_view x2 = mk(RGPU_I32, 2, SZ(2, 4), xiv), o2 = mk(RGPU_I64, 2, SZ(2, 4), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&x2), OUTS(&o2), ARGS(a_int(1)));
-    EXPECT(o2, CUMSUM_I);
+    RUN_EXPECT(o2, CUMSUM_I, RGPU_OP_CUMSUM, INS(&x2), OUTS(&o2), ARGS(a_int(1)));
     rgpu_view xb = mkX(RGPU_BF16), ob = mk(RGPU_BF16, 3, SZ(2, 3, 4), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&xb), OUTS(&ob), ARGS(a_int(1)));
-    EXPECT(ob, CUMSUM_BF_1);
+    RUN_EXPECT(ob, CUMSUM_BF_1, RGPU_OP_CUMSUM, INS(&xb), OUTS(&ob), ARGS(a_int(1)));
     rgpu_view od = mk(RGPU_F64, 3, SZ(2, 3, 4), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&x), OUTS(&od), ARGS(a_int(1)));
-    EXPECT(od, CUMSUM_F64_1);
+    RUN_EXPECT(od, CUMSUM_F64_1, RGPU_OP_CUMSUM, INS(&x), OUTS(&od), ARGS(a_int(1)));
     /* bool -> int64 counts */
     static const double bv[] = {1, 0, 1}, bc[] = {1, 1, 2};
     rgpu_view xbool = mk(RGPU_BOOL, 1, SZ(3), bv), obool = mk(RGPU_I64, 1, SZ(3), NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&xbool), OUTS(&obool), ARGS(a_int(0)));
-    EXPECT(obool, bc);
+    RUN_EXPECT(obool, bc, RGPU_OP_CUMSUM, INS(&xbool), OUTS(&obool), ARGS(a_int(0)));
     /* 0-d, zero-size */
     static const double v3[] = {3};
     rgpu_view x0 = mk(RGPU_F32, 0, NULL, v3), o0 = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_CUMSUM, INS(&x0), OUTS(&o0), ARGS(a_int(0)));
-    EXPECT(o0, v3);
+    RUN_EXPECT(o0, v3, RGPU_OP_CUMSUM, INS(&x0), OUTS(&o0), ARGS(a_int(0)));
     rgpu_view xe = mk(RGPU_F32, 2, SZ(3, 0), NULL), oe = mk(RGPU_F32, 2, SZ(3, 0), NULL);
     RUN_OK(RGPU_OP_CUMSUM, INS(&xe), OUTS(&oe), ARGS(a_int(1)));
     /* errors */
@@ -539,44 +478,33 @@ END_TEST
 START_TEST(test_softmax)
 {
     rgpu_view x = mkX(RGPU_F32), o = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(-1), a_bool(0)));
-    EXPECT(o, SM_2);
-    RUN_OK(RGPU_OP_LOG_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(2), a_bool(0)));
-    EXPECT(o, LSM_2);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(0), a_bool(0)));
-    EXPECT(o, SM_0);
+    RUN_EXPECT(o, SM_2, RGPU_OP_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(-1), a_bool(0)));
+    RUN_EXPECT(o, LSM_2, RGPU_OP_LOG_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(2), a_bool(0)));
+    RUN_EXPECT(o, SM_0, RGPU_OP_SOFTMAX, INS(&x), OUTS(&o), ARGS(a_int(0), a_bool(0)));
     /* transposed input, strided output */
     rgpu_view xt = tr(x, 0, 2), ot = tr(mk(RGPU_F32, 3, SZ(2, 3, 4), NULL), 0, 2);
-    RUN_OK(RGPU_OP_LOG_SOFTMAX, INS(&xt), OUTS(&ot), ARGS(a_int(1), a_bool(0)));
-    EXPECT(ot, LSM_T_1);
+    RUN_EXPECT(ot, LSM_T_1, RGPU_OP_LOG_SOFTMAX, INS(&xt), OUTS(&ot), ARGS(a_int(1), a_bool(0)));
     /* in place */
     rgpu_view xi = mkX(RGPU_F32);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&xi), OUTS(&xi), ARGS(a_int(2), a_bool(0)));
-    EXPECT(xi, SM_2);
+    RUN_EXPECT(xi, SM_2, RGPU_OP_SOFTMAX, INS(&xi), OUTS(&xi), ARGS(a_int(2), a_bool(0)));
     /* -inf entries; an all -inf row is NaN */
     double xinf[24];
     memcpy(xinf, X24, sizeof xinf);
     for (int i = 0; i < 4; i++) xinf[i] = -INFINITY;
     xinf[5] = -INFINITY;
     rgpu_view xf = mk(RGPU_F32, 3, SZ(2, 3, 4), xinf);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&xf), OUTS(&o), ARGS(a_int(2), a_bool(0)));
-    EXPECT(o, SM_INF_2);
-    RUN_OK(RGPU_OP_LOG_SOFTMAX, INS(&xf), OUTS(&o), ARGS(a_int(2), a_bool(0)));
-    EXPECT(o, LSM_INF_2);
+    RUN_EXPECT(o, SM_INF_2, RGPU_OP_SOFTMAX, INS(&xf), OUTS(&o), ARGS(a_int(2), a_bool(0)));
+    RUN_EXPECT(o, LSM_INF_2, RGPU_OP_LOG_SOFTMAX, INS(&xf), OUTS(&o), ARGS(a_int(2), a_bool(0)));
     /* f16 in, half_to_float: f32 out; bf16 in and out */
     rgpu_view xh = mkX(RGPU_F16);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&xh), OUTS(&o), ARGS(a_int(2), a_bool(1)));
-    EXPECT(o, SM_H_2);
+    RUN_EXPECT(o, SM_H_2, RGPU_OP_SOFTMAX, INS(&xh), OUTS(&o), ARGS(a_int(2), a_bool(1)));
     rgpu_view xb = mkX(RGPU_BF16), ob = mk(RGPU_BF16, 3, SZ(2, 3, 4), NULL);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&xb), OUTS(&ob), ARGS(a_int(1), a_bool(0)));
-    EXPECT(ob, SM_BF_1);
+    RUN_EXPECT(ob, SM_BF_1, RGPU_OP_SOFTMAX, INS(&xb), OUTS(&ob), ARGS(a_int(1), a_bool(0)));
     /* 0-d: 1; zero-size */
     static const double v3[] = {3}, one[] = {1}, zero[] = {0};
     rgpu_view x0 = mk(RGPU_F64, 0, NULL, v3), o0 = mk(RGPU_F64, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_SOFTMAX, INS(&x0), OUTS(&o0), ARGS(a_int(0), a_bool(0)));
-    EXPECT(o0, one);
-    RUN_OK(RGPU_OP_LOG_SOFTMAX, INS(&x0), OUTS(&o0), ARGS(a_int(-1), a_bool(0)));
-    EXPECT(o0, zero);
+    RUN_EXPECT(o0, one, RGPU_OP_SOFTMAX, INS(&x0), OUTS(&o0), ARGS(a_int(0), a_bool(0)));
+    RUN_EXPECT(o0, zero, RGPU_OP_LOG_SOFTMAX, INS(&x0), OUTS(&o0), ARGS(a_int(-1), a_bool(0)));
     rgpu_view xe = mk(RGPU_F32, 2, SZ(0, 5), NULL), oe = mk(RGPU_F32, 2, SZ(0, 5), NULL);
     RUN_OK(RGPU_OP_SOFTMAX, INS(&xe), OUTS(&oe), ARGS(a_int(1), a_bool(0)));
     /* errors */
@@ -593,18 +521,14 @@ START_TEST(test_softmax_backward)
     rgpu_view x = mkX(RGPU_F32), g = mk(RGPU_F32, 3, SZ(2, 3, 4), G24);
     rgpu_view y = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL), gx = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
     RUN_OK(RGPU_OP_SOFTMAX, INS(&x), OUTS(&y), ARGS(a_int(2), a_bool(0)));
-    RUN_OK(RGPU_OP_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gx), ARGS(a_int(2), a_dt(RGPU_F32)));
-    EXPECT(gx, SMB_2);
+    RUN_EXPECT(gx, SMB_2, RGPU_OP_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gx), ARGS(a_int(2), a_dt(RGPU_F32)));
     RUN_OK(RGPU_OP_SOFTMAX, INS(&x), OUTS(&y), ARGS(a_int(1), a_bool(0)));
     rgpu_view gt = tr(mk(RGPU_F32, 3, SZ(4, 3, 2), NULL), 0, 2);   /* strided out */
-    RUN_OK(RGPU_OP_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gt), ARGS(a_int(1), a_dt(RGPU_F32)));
-    EXPECT(gt, SMB_1);
+    RUN_EXPECT(gt, SMB_1, RGPU_OP_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gt), ARGS(a_int(1), a_dt(RGPU_F32)));
     RUN_OK(RGPU_OP_LOG_SOFTMAX, INS(&x), OUTS(&y), ARGS(a_int(2), a_bool(0)));
-    RUN_OK(RGPU_OP_LOG_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gx), ARGS(a_int(-1), a_dt(RGPU_F32)));
-    EXPECT(gx, LSMB_2);
+    RUN_EXPECT(gx, LSMB_2, RGPU_OP_LOG_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&gx), ARGS(a_int(-1), a_dt(RGPU_F32)));
     /* in place over grad */
-    RUN_OK(RGPU_OP_LOG_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&g), ARGS(a_int(-1), a_dt(RGPU_F32)));
-    EXPECT(g, LSMB_2);
+    RUN_EXPECT(g, LSMB_2, RGPU_OP_LOG_SOFTMAX_BACKWARD, INS(&g, &y), OUTS(&g), ARGS(a_int(-1), a_dt(RGPU_F32)));
     /* half_to_float backward: f32 grads, f16 result */
     rgpu_view gh = mk(RGPU_F16, 3, SZ(2, 3, 4), NULL);
     RUN_OK(RGPU_OP_LOG_SOFTMAX_BACKWARD, INS(&gx, &y), OUTS(&gh), ARGS(a_int(-1), a_dt(RGPU_F16)));
@@ -620,42 +544,43 @@ END_TEST
 /* ---------------------------------------------------------------------------
  * layer norm */
 
+/* layer norm of the (2,3,4) x over its last dim, with w and b, eps 1e-5: y,
+ * mean and rstd against the 24, 6 and 6 values of want_y, want_m, want_r */
+static void expect_layer_norm(rgpu_view *x, rgpu_view *w, rgpu_view *b, rgpu_view *y, rgpu_view *m, rgpu_view *r,
+                              const double *want_y, const double *want_m, const double *want_r)
+{
+    RUN_OK(RGPU_OP_LAYER_NORM, INS(x, w, b), OUTS(y, m, r), ARGS(A_INTS(4), a_flt(1e-5)));
+    EXPECT_N(*y, want_y, 24);
+    EXPECT_N(*m, want_m, 6);
+    EXPECT_N(*r, want_r, 6);
+}
+
 START_TEST(test_layer_norm)
 {
     rgpu_view x = mkX(RGPU_F32), w = mk(RGPU_F32, 1, SZ(4), W4), b = mk(RGPU_F32, 1, SZ(4), B4);
     rgpu_view y = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
     rgpu_view m = mk(RGPU_F32, 3, SZ(2, 3, 1), NULL), r = mk(RGPU_F32, 3, SZ(2, 3, 1), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&x, &w, &b), OUTS(&y, &m, &r), ARGS(A_INTS(4), a_flt(1e-5)));
-    EXPECT(y, LN_Y);
-    EXPECT(m, LN_M);
-    EXPECT(r, LN_R);
+    expect_layer_norm(&x, &w, &b, &y, &m, &r, LN_Y, LN_M, LN_R);
     /* two normalized dims, no weight / bias */
     rgpu_view m2 = mk(RGPU_F32, 3, SZ(2, 1, 1), NULL), r2 = mk(RGPU_F32, 3, SZ(2, 1, 1), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&x, NULL, NULL), OUTS(&y, &m2, &r2), ARGS(A_INTS(3, 4), a_flt(1e-5)));
-    EXPECT(y, LN2_Y);
+    RUN_EXPECT(y, LN2_Y, RGPU_OP_LAYER_NORM, INS(&x, NULL, NULL), OUTS(&y, &m2, &r2), ARGS(A_INTS(3, 4), a_flt(1e-5)));
     EXPECT(m2, LN2_M);
     EXPECT(r2, LN2_R);
     /* transposed x (rows strided), strided bias, mean/rstd not wanted */
     rgpu_view xt = tr(x, 0, 2), yt = mk(RGPU_F32, 3, SZ(4, 3, 2), NULL);
     rgpu_view bt = mk_s(RGPU_F32, 1, SZ(2), SZ(3), B4);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&xt, NULL, &bt), OUTS(&yt, NULL, NULL), ARGS(A_INTS(2), a_flt(1e-3)));
-    EXPECT(yt, LNT_Y);
+    RUN_EXPECT(yt, LNT_Y, RGPU_OP_LAYER_NORM, INS(&xt, NULL, &bt), OUTS(&yt, NULL, NULL), ARGS(A_INTS(2), a_flt(1e-3)));
     rgpu_view mt = mk(RGPU_F32, 3, SZ(4, 3, 1), NULL), rt = mk(RGPU_F32, 3, SZ(4, 3, 1), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&xt, NULL, &bt), OUTS(&yt, &mt, &rt), ARGS(A_INTS(2), a_flt(1e-3)));
-    EXPECT(mt, LNT_M);
+    RUN_EXPECT(mt, LNT_M, RGPU_OP_LAYER_NORM, INS(&xt, NULL, &bt), OUTS(&yt, &mt, &rt), ARGS(A_INTS(2), a_flt(1e-3)));
     EXPECT(rt, LNT_R);
     /* f16 */
     rgpu_view xh = mkX(RGPU_F16), wh = mk(RGPU_F16, 1, SZ(4), W4), bh = mk(RGPU_F16, 1, SZ(4), B4);
     rgpu_view yh = mk(RGPU_F16, 3, SZ(2, 3, 4), NULL);
     rgpu_view mh = mk(RGPU_F16, 3, SZ(2, 3, 1), NULL), rh = mk(RGPU_F16, 3, SZ(2, 3, 1), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&xh, &wh, &bh), OUTS(&yh, &mh, &rh), ARGS(A_INTS(4), a_flt(1e-5)));
-    EXPECT(yh, LNH_Y);
-    EXPECT(mh, LNH_M);
-    EXPECT(rh, LNH_R);
+    expect_layer_norm(&xh, &wh, &bh, &yh, &mh, &rh, LNH_Y, LNH_M, LNH_R);
     /* in place over x */
     rgpu_view xi = mkX(RGPU_F32);
-    RUN_OK(RGPU_OP_LAYER_NORM, INS(&xi, &w, &b), OUTS(&xi, &m, &r), ARGS(A_INTS(4), a_flt(1e-5)));
-    EXPECT(xi, LN_Y);
+    RUN_EXPECT(xi, LN_Y, RGPU_OP_LAYER_NORM, INS(&xi, &w, &b), OUTS(&xi, &m, &r), ARGS(A_INTS(4), a_flt(1e-5)));
     /* zero-size: no rows; empty rows give mean 0, rstd NaN */
     rgpu_view xe = mk(RGPU_F32, 2, SZ(0, 3), NULL), ye = mk(RGPU_F32, 2, SZ(0, 3), NULL);
     rgpu_view me = mk(RGPU_F32, 2, SZ(0, 1), NULL);
@@ -683,22 +608,22 @@ START_TEST(test_layer_norm_backward)
     rgpu_view m = mk(RGPU_F32, 3, SZ(2, 3, 1), LN_M), r = mk(RGPU_F32, 3, SZ(2, 3, 1), LN_R);
     rgpu_view dx = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
     rgpu_view dw = mk(RGPU_F32, 1, SZ(4), NULL), db = mk(RGPU_F32, 1, SZ(4), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, &b), OUTS(&dx, &dw, &db), ARGS(A_INTS(4)));
-    EXPECT(dx, LNB_DX);
+    RUN_EXPECT(dx, LNB_DX, RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, &b), OUTS(&dx, &dw, &db),
+               ARGS(A_INTS(4)));
     EXPECT(dw, LNB_DW);
     EXPECT(db, LNB_DB);
     /* only dw, db (strided); only dx */
     rgpu_view dws = mk_s(RGPU_F32, 1, SZ(4), SZ(2), NULL), dbs = mk_s(RGPU_F32, 1, SZ(4), SZ(3), NULL);
-    RUN_OK(RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, NULL), OUTS(NULL, &dws, &dbs), ARGS(A_INTS(4)));
-    EXPECT(dws, LNB_DW);
+    RUN_EXPECT(dws, LNB_DW, RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, NULL), OUTS(NULL, &dws, &dbs),
+               ARGS(A_INTS(4)));
     EXPECT(dbs, LNB_DB);
     rgpu_view dxt = tr(mk(RGPU_F32, 3, SZ(4, 3, 2), NULL), 0, 2);
-    RUN_OK(RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, &b), OUTS(&dxt, NULL, NULL), ARGS(A_INTS(4)));
-    EXPECT(dxt, LNB_DX);
+    RUN_EXPECT(dxt, LNB_DX, RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m, &r, &w, &b), OUTS(&dxt, NULL, NULL),
+               ARGS(A_INTS(4)));
     /* two normalized dims, no weight */
     rgpu_view m2 = mk(RGPU_F32, 3, SZ(2, 1, 1), LN2_M), r2 = mk(RGPU_F32, 3, SZ(2, 1, 1), LN2_R);
-    RUN_OK(RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m2, &r2, NULL, NULL), OUTS(&dx, NULL, NULL), ARGS(A_INTS(3, 4)));
-    EXPECT(dx, LNB2_DX);
+    RUN_EXPECT(dx, LNB2_DX, RGPU_OP_LAYER_NORM_BACKWARD, INS(&g, &x, &m2, &r2, NULL, NULL), OUTS(&dx, NULL, NULL),
+               ARGS(A_INTS(3, 4)));
     /* no rows: dw, db are zeros */
     rgpu_view xe = mk(RGPU_F32, 2, SZ(0, 4), NULL), me = mk(RGPU_F32, 2, SZ(0, 1), NULL);
     RUN_OK(RGPU_OP_LAYER_NORM_BACKWARD, INS(&xe, &xe, &me, &me, &w, NULL), OUTS(&xe, &dw, &db), ARGS(A_INTS(4)));
@@ -723,23 +648,17 @@ START_TEST(test_nll_loss)
 {
     rgpu_view lp = mk(RGPU_F32, 2, SZ(6, 4), LP), t = mk(RGPU_I64, 1, SZ(6), T6), w = mk(RGPU_F32, 1, SZ(4), WC4);
     rgpu_view l0 = mk(RGPU_F32, 1, SZ(6), NULL), l = mk(RGPU_F32, 0, NULL, NULL), tw = mk(RGPU_F32, 0, NULL, NULL);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l0, &tw), ARGS(a_int(0), a_int(-100)));
-    EXPECT(l0, NLL_W_0);
+    RUN_EXPECT(l0, NLL_W_0, RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l0, &tw), ARGS(a_int(0), a_int(-100)));
     EXPECT(tw, NLL_W_0_TW);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
-    EXPECT(l, NLL_W_1);
+    RUN_EXPECT(l, NLL_W_1, RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
     EXPECT(tw, NLL_W_1_TW);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
-    EXPECT(l, NLL_W_2);
+    RUN_EXPECT(l, NLL_W_2, RGPU_OP_NLL_LOSS, INS(&lp, &t, &w), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
     EXPECT(tw, NLL_W_2_TW);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l0, &tw), ARGS(a_int(0), a_int(-100)));
-    EXPECT(l0, NLL_0);
+    RUN_EXPECT(l0, NLL_0, RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l0, &tw), ARGS(a_int(0), a_int(-100)));
     EXPECT(tw, NLL_0_TW);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
-    EXPECT(l, NLL_1);
+    RUN_EXPECT(l, NLL_1, RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
     EXPECT(tw, NLL_1_TW);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
-    EXPECT(l, NLL_2);
+    RUN_EXPECT(l, NLL_2, RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
     EXPECT(tw, NLL_2_TW);
     RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp, &t, NULL), OUTS(&l, NULL), ARGS(a_int(2), a_int(-100)));   /* no total_weight */
     EXPECT(l, NLL_2);
@@ -755,20 +674,16 @@ START_TEST(test_nll_loss)
     rgpu_view lp1 = mk(RGPU_F32, 1, SZ(4), LP + 4);
     static const double two[] = {2};
     rgpu_view t0 = mk(RGPU_I64, 0, NULL, two);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp1, &t0, &w), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
-    EXPECT(l, NLL_1D);
+    RUN_EXPECT(l, NLL_1D, RGPU_OP_NLL_LOSS, INS(&lp1, &t0, &w), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
     EXPECT(tw, NLL_1D_TW);
     /* all ignored: mean is NaN, sum 0; empty */
     static const double ign[] = {-100, -100}, nan1[] = {NAN}, zero1[] = {0};
     rgpu_view lp2 = mk(RGPU_F32, 2, SZ(2, 4), LP), ti = mk(RGPU_I64, 1, SZ(2), ign);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lp2, &ti, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
-    EXPECT(l, nan1);
+    RUN_EXPECT(l, nan1, RGPU_OP_NLL_LOSS, INS(&lp2, &ti, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
     EXPECT(tw, zero1);
     rgpu_view lpe = mk(RGPU_F32, 2, SZ(0, 4), NULL), te = mk(RGPU_I64, 1, SZ(0), NULL);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lpe, &te, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
-    EXPECT(l, nan1);
-    RUN_OK(RGPU_OP_NLL_LOSS, INS(&lpe, &te, NULL), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
-    EXPECT(l, zero1);
+    RUN_EXPECT(l, nan1, RGPU_OP_NLL_LOSS, INS(&lpe, &te, NULL), OUTS(&l, &tw), ARGS(a_int(1), a_int(-100)));
+    RUN_EXPECT(l, zero1, RGPU_OP_NLL_LOSS, INS(&lpe, &te, NULL), OUTS(&l, &tw), ARGS(a_int(2), a_int(-100)));
     /* errors */
     static const double bad[] = {0, 70};
     rgpu_view tb = mk(RGPU_I64, 1, SZ(2), bad);
@@ -795,17 +710,17 @@ START_TEST(test_nll_loss_backward)
     rgpu_view gx = mk(RGPU_F32, 2, SZ(6, 4), NULL);
     static const double g17[] = {1.7}, tw[] = {NLL_W_1_TW[0]};
     rgpu_view go = mk(RGPU_F32, 0, NULL, g17), twv = mk(RGPU_F32, 0, NULL, tw);
-    RUN_OK(RGPU_OP_NLL_LOSS_BACKWARD, INS(&go, &lp, &t, &w, &twv), OUTS(&gx), ARGS(a_int(1), a_int(-100)));
-    EXPECT(gx, NLLB_W_1);
+    RUN_EXPECT(gx, NLLB_W_1, RGPU_OP_NLL_LOSS_BACKWARD, INS(&go, &lp, &t, &w, &twv), OUTS(&gx),
+               ARGS(a_int(1), a_int(-100)));
     static const double gov[] = {0.5, -1., 2., 1.5, 0.25, -0.75}, z[] = {0};
     rgpu_view go6 = mk(RGPU_F32, 1, SZ(6), gov), tz = mk(RGPU_F32, 0, NULL, z);
     rgpu_view gxt = tr(mk(RGPU_F32, 2, SZ(4, 6), NULL), 0, 1);
-    RUN_OK(RGPU_OP_NLL_LOSS_BACKWARD, INS(&go6, &lp, &t, &w, &tz), OUTS(&gxt), ARGS(a_int(0), a_int(-100)));
-    EXPECT(gxt, NLLB_W_0);
+    RUN_EXPECT(gxt, NLLB_W_0, RGPU_OP_NLL_LOSS_BACKWARD, INS(&go6, &lp, &t, &w, &tz), OUTS(&gxt),
+               ARGS(a_int(0), a_int(-100)));
     static const double gm5[] = {-0.5}, five[] = {5};
     rgpu_view gs = mk(RGPU_F64, 1, SZ(1), gm5), t5 = mk(RGPU_F64, 0, NULL, five);
-    RUN_OK(RGPU_OP_NLL_LOSS_BACKWARD, INS(&gs, &lp, &t, NULL, &t5), OUTS(&gx), ARGS(a_int(2), a_int(-100)));
-    EXPECT(gx, NLLB_2);
+    RUN_EXPECT(gx, NLLB_2, RGPU_OP_NLL_LOSS_BACKWARD, INS(&gs, &lp, &t, NULL, &t5), OUTS(&gx),
+               ARGS(a_int(2), a_int(-100)));
     /* errors */
     static const double bad[] = {0, 3, 4, 2, 1, 3};
     rgpu_view tb = mk(RGPU_I64, 1, SZ(6), bad);
@@ -926,28 +841,11 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("cpu_reduce2");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_amax_amin);
-    tcase_add_test(tc, test_amax_dtypes);
-    tcase_add_test(tc, test_amax_errors);
-    tcase_add_test(tc, test_argmax);
-    tcase_add_test(tc, test_max_min_dim);
-    tcase_add_test(tc, test_var_std);
-    tcase_add_test(tc, test_norm);
-    tcase_add_test(tc, test_any_all);
-    tcase_add_test(tc, test_prod);
-    tcase_add_test(tc, test_cumsum);
-    tcase_add_test(tc, test_softmax);
-    tcase_add_test(tc, test_softmax_backward);
-    tcase_add_test(tc, test_layer_norm);
-    tcase_add_test(tc, test_layer_norm_backward);
-    tcase_add_test(tc, test_nll_loss);
-    tcase_add_test(tc, test_nll_loss_backward);
-    tcase_add_test(tc, test_family);
-    tcase_add_test(tc, test_large_rows);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "ops", 60, NULL, teardown);
+    ADD_TESTS(tc, test_amax_amin, test_amax_dtypes, test_amax_errors, test_argmax, test_max_min_dim,
+                  test_var_std, test_norm, test_any_all, test_prod, test_cumsum, test_softmax,
+                  test_softmax_backward, test_layer_norm, test_layer_norm_backward, test_nll_loss,
+                  test_nll_loss_backward, test_family, test_large_rows);
     return s;
 }
 

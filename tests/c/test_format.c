@@ -429,6 +429,14 @@ START_TEST(test_reserved)
 }
 END_TEST
 
+/* r does not encode: code, and nothing is appended */
+static void encode_refused(const rgpu_record *r, int code) {
+    rgpu_buf b = { 0 };
+    ck_assert_int_eq(rgpu_record_encode(&b, r), code);
+    ck_assert_uint_eq(b.len, 0);
+    rgpu_buf_free(&b);
+}
+
 START_TEST(test_arity)
 {
     rgpu_buf b;
@@ -454,18 +462,16 @@ START_TEST(test_arity)
         make_record(op, 0, &r);
         if (rgpu_op_table[op].flags & RGPU_OPF_VARIADIC) {
             r.n_in = (uint8_t)(rgpu_op_table[op].n_in - 1);   /* below the minimum */
-            if (rgpu_op_table[op].n_in > 0) ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
+            if (rgpu_op_table[op].n_in > 0) encode_refused(&r, RGPU_ERR_ARITY);
             r.n_in = (uint8_t)rgpu_op_table[op].n_in;
         } else {
             r.n_in++;
-            ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
+            encode_refused(&r, RGPU_ERR_ARITY);
             r.n_in--;
         }
         r.n_out++;
-        ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_ARITY);
+        encode_refused(&r, RGPU_ERR_ARITY);
     }
-    ck_assert_uint_eq(b.len, 0);
-    rgpu_buf_free(&b);
 }
 END_TEST
 
@@ -474,26 +480,23 @@ START_TEST(test_encode_rejects_undecodable)
     /* What the encoder accepts, the decoder must accept: otherwise the client
      * ships a chunk the server rejects whole, far from the call that made it. */
     rgpu_record r;
-    rgpu_buf b = { 0 };
     make_record(RGPU_OP_EMPTY, 0, &r);
     r.out[0].flags = RGPU_TDEF_EXISTING | RGPU_TDEF_NEW_STORAGE;
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_RESERVED);
+    encode_refused(&r, RGPU_ERR_RESERVED);
     make_record(RGPU_OP_EMPTY, 0, &r);
     r.out[0].offset = -1;
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_OUT_OF_BOUNDS);
+    encode_refused(&r, RGPU_ERR_OUT_OF_BOUNDS);
     make_record(RGPU_OP_EMPTY, 0, &r);
     r.out[0].strides[0] = -1;
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_OUT_OF_BOUNDS);
+    encode_refused(&r, RGPU_ERR_OUT_OF_BOUNDS);
     make_record(RGPU_OP_SUM, 2, &r);                 /* ints, bool, dtype */
     r.args[1].v.i = 2;
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_BAD_ARG);
+    encode_refused(&r, RGPU_ERR_BAD_ARG);
     r.args[1].v.i = 256;                             /* would encode as 0 */
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_BAD_ARG);
+    encode_refused(&r, RGPU_ERR_BAD_ARG);
     make_record(RGPU_OP_SUM, 2, &r);
     r.args[2].v.i = RGPU_DTYPE_COUNT;
-    ck_assert_int_eq(rgpu_record_encode(&b, &r), RGPU_ERR_BAD_DTYPE);
-    ck_assert_uint_eq(b.len, 0);
-    rgpu_buf_free(&b);
+    encode_refused(&r, RGPU_ERR_BAD_DTYPE);
 }
 END_TEST
 
@@ -648,6 +651,12 @@ static void frame_of(const void *raw, size_t n, rgpu_buf *out) {
     ck_assert_int_eq(rgpu_frame_compress(raw, n, 3, out), RGPU_OK);
 }
 
+/* make_chunk's records in chunk, and their frame in f */
+static void framed_chunk(rgpu_buf *chunk, rgpu_buf *f) {
+    make_chunk(chunk, NULL);
+    frame_of(chunk->p, chunk->len, f);
+}
+
 START_TEST(test_frame_roundtrip)
 {
     rgpu_buf chunk = { 0 };
@@ -674,10 +683,8 @@ END_TEST
 
 START_TEST(test_frame_corrupt)
 {
-    rgpu_buf chunk = { 0 };
-    make_chunk(&chunk, NULL);
-    rgpu_buf f;
-    frame_of(chunk.p, chunk.len, &f);
+    rgpu_buf chunk = { 0 }, f;
+    framed_chunk(&chunk, &f);
     uint8_t *raw; size_t rn;
     uint8_t *c = malloc(f.len);
 
@@ -793,10 +800,8 @@ END_TEST
 
 START_TEST(test_fuzz_frames)
 {
-    rgpu_buf chunk = { 0 };
-    make_chunk(&chunk, NULL);
-    rgpu_buf f;
-    frame_of(chunk.p, chunk.len, &f);
+    rgpu_buf chunk = { 0 }, f;
+    framed_chunk(&chunk, &f);
     uint8_t *work = malloc(f.len + 16);
     rng_state = 7;
     for (int it = 0; it < 3000; it++) {
@@ -1032,8 +1037,19 @@ static void sql_exec(const char *path, const char *q) {
 /* Write a trace: chunks A, B, A (A stored once, streamed twice), a blob
  * (put twice), a big incompressible blob, two results. */
 static uint8_t big_blob[256 * 1024];
-static void write_trace(const char *path, test_chunk ch[2], rgpu_buf *blob_frame, rgpu_hash *blob_h,
-                        rgpu_buf *big_frame, rgpu_hash *big_h) {
+/* What write_trace wrote: its two chunks, the small blob and the big one
+ * (frames and hashes). */
+typedef struct written { test_chunk ch[2]; rgpu_buf bf, bigf; rgpu_hash bh, bigh; } written;
+
+static void written_free(written *w) {
+    free_test_chunk(&w->ch[0]); free_test_chunk(&w->ch[1]);
+    rgpu_buf_free(&w->bf); rgpu_buf_free(&w->bigf);
+}
+
+static void write_trace(const char *path, written *w) {
+    test_chunk *ch = w->ch;
+    rgpu_buf *blob_frame = &w->bf, *big_frame = &w->bigf;
+    rgpu_hash *blob_h = &w->bh, *big_h = &w->bigh;
     make_test_chunk(&ch[0], 0, 0);
     make_test_chunk(&ch[1], 1, RGPU_OP_COUNT);
     static const char blob[] = "tensor bytes tensor bytes tensor bytes";
@@ -1095,10 +1111,8 @@ START_TEST(test_rgt_roundtrip)
 {
     char path[512];
     tpath(path, sizeof path, "t.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
-    write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+    written w;
+    write_trace(path, &w);
 
     ck_assert_int_eq(sql_int(path, "select count(*) from chunks"), 2);
     ck_assert_int_eq(sql_int(path, "select count(*) from stream"), 3);
@@ -1123,14 +1137,14 @@ START_TEST(test_rgt_roundtrip)
 
     rgpu_rgt *t;
     ck_assert_int_eq(rgpu_rgt_open(path, &t), RGPU_OK);
-    check_trace_stream(t, ch);
+    check_trace_stream(t, w.ch);
     rgpu_hash h; uint64_t first; uint32_t count; uint8_t *frame; size_t flen;
     ck_assert_int_eq(rgpu_rgt_get_stream(t, 3, &h, &first, &count, &frame, &flen), RGPU_ERR_BAD_TRACE);
-    ck_assert_int_eq(rgpu_rgt_get_blob(t, &bh, &frame, &flen), RGPU_OK);
-    ck_assert_uint_eq(flen, bf.len);
-    ck_assert_mem_eq(frame, bf.p, flen);
+    ck_assert_int_eq(rgpu_rgt_get_blob(t, &w.bh, &frame, &flen), RGPU_OK);
+    ck_assert_uint_eq(flen, w.bf.len);
+    ck_assert_mem_eq(frame, w.bf.p, flen);
     free(frame);
-    ck_assert_int_eq(rgpu_rgt_get_blob(t, &bigh, &frame, &flen), RGPU_OK);
+    ck_assert_int_eq(rgpu_rgt_get_blob(t, &w.bigh, &frame, &flen), RGPU_OK);
     uint8_t *raw; size_t rn;
     ck_assert_int_eq(rgpu_frame_decompress(frame, flen, RGPU_MAX_BLOB_RAW, &raw, &rn), RGPU_OK);
     ck_assert_uint_eq(rn, sizeof big_blob);
@@ -1155,8 +1169,7 @@ START_TEST(test_rgt_roundtrip)
     ck_assert_uint_eq(n, 0);
     rgpu_rgt_close(t);
 
-    free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-    rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+    written_free(&w);
 }
 END_TEST
 
@@ -1164,9 +1177,7 @@ START_TEST(test_rgt_bad_meta)
 {
     char path[512];
     tpath(path, sizeof path, "m.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
+    written w;
     rgpu_rgt *t;
     struct { const char *sql; rgpu_status want; } cases[] = {
         { "update meta set value='2' where key='format_version'", RGPU_ERR_BAD_VERSION },
@@ -1178,13 +1189,12 @@ START_TEST(test_rgt_bad_meta)
         { "drop table meta", RGPU_ERR_BAD_MAGIC },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+        write_trace(path, &w);
         sql_exec(path, cases[i].sql);
         t = (rgpu_rgt *)&t;
         ck_assert_msg(rgpu_rgt_open(path, &t) == cases[i].want, "%s", cases[i].sql);
         ck_assert_ptr_null(t);
-        free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-        rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+        written_free(&w);
     }
 }
 END_TEST
@@ -1240,10 +1250,8 @@ START_TEST(test_rgt_truncated)
     char path[512], cut[512];
     tpath(path, sizeof path, "full.rgt");
     tpath(cut, sizeof cut, "cut.rgt");
-    test_chunk ch[2];
-    rgpu_buf bf, bigf;
-    rgpu_hash bh, bigh;
-    write_trace(path, ch, &bf, &bh, &bigf, &bigh);
+    written w;
+    write_trace(path, &w);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     size_t full = (size_t)st.st_size;
@@ -1267,7 +1275,7 @@ START_TEST(test_rgt_truncated)
         rgpu_rgt *t;
         if (rgpu_rgt_open(cut, &t) == RGPU_OK) {
             uint8_t *frame; size_t flen;
-            rgpu_status s = rgpu_rgt_get_blob(t, &bigh, &frame, &flen);
+            rgpu_status s = rgpu_rgt_get_blob(t, &w.bigh, &frame, &flen);
             if (s == RGPU_OK) {
                 uint8_t *raw; size_t rn;
                 s = rgpu_frame_decompress(frame, flen, RGPU_MAX_BLOB_RAW, &raw, &rn);
@@ -1282,8 +1290,7 @@ START_TEST(test_rgt_truncated)
     }
     ck_assert_int_eq(read_everything(path), 0);
     free(bytes);
-    free_test_chunk(&ch[0]); free_test_chunk(&ch[1]);
-    rgpu_buf_free(&bf); rgpu_buf_free(&bigf);
+    written_free(&w);
 }
 END_TEST
 
@@ -1433,61 +1440,29 @@ static Suite *format_suite(void) {
     Suite *s = suite_create("trace-format");
     TCase *tc;
 
-    tc = tcase_create("records");
+    tc = add_tcase(s, "records", 0, NULL, NULL);
     tcase_add_loop_test(tc, test_roundtrip_op, 0, RGPU_OP_COUNT);
-    tcase_add_test(tc, test_roundtrip_sequence);
-    tcase_add_test(tc, test_record_layout);
-    tcase_add_test(tc, test_arg_accessors);
-    suite_add_tcase(s, tc);
+    ADD_TESTS(tc, test_roundtrip_sequence, test_record_layout, test_arg_accessors);
 
-    tc = tcase_create("corrupt");
-    tcase_add_test(tc, test_bad_op);
-    tcase_add_test(tc, test_too_many_dims);
-    tcase_add_test(tc, test_bad_dtype);
-    tcase_add_test(tc, test_reserved);
-    tcase_add_test(tc, test_arity);
-    tcase_add_test(tc, test_bad_args);
-    tcase_add_test(tc, test_encode_rejects_undecodable);
-    tcase_add_test(tc, test_absurd_ints);
-    tcase_add_test(tc, test_negative_view_fields);
-    tcase_add_test(tc, test_bounds);
-    tcase_add_test(tc, test_bounds_empty_view);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "corrupt", 0, NULL, NULL);
+    ADD_TESTS(tc, test_bad_op, test_too_many_dims, test_bad_dtype, test_reserved, test_arity, test_bad_args,
+                  test_encode_rejects_undecodable, test_absurd_ints, test_negative_view_fields, test_bounds,
+                  test_bounds_empty_view);
 
-    tc = tcase_create("frames");
-    tcase_add_test(tc, test_frame_roundtrip);
-    tcase_add_test(tc, test_frame_corrupt);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "frames", 0, NULL, NULL);
+    ADD_TESTS(tc, test_frame_roundtrip, test_frame_corrupt);
 
-    tc = tcase_create("fuzz");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fuzz_records);
-    tcase_add_test(tc, test_fuzz_frames);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "fuzz", 120, NULL, NULL);
+    ADD_TESTS(tc, test_fuzz_records, test_fuzz_frames);
 
-    tc = tcase_create("wire");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_wire_header);
-    tcase_add_test(tc, test_wire_roundtrip);
-    tcase_add_test(tc, test_wire_peer_closes);
-    tcase_add_test(tc, test_wire_pipe);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "wire", 30, NULL, NULL);
+    ADD_TESTS(tc, test_wire_header, test_wire_roundtrip, test_wire_peer_closes, test_wire_pipe);
 
-    tc = tcase_create("rgt");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, rgt_setup, rgt_teardown);
-    tcase_add_test(tc, test_rgt_roundtrip);
-    tcase_add_test(tc, test_rgt_bad_meta);
-    tcase_add_test(tc, test_rgt_not_a_trace);
-    tcase_add_test(tc, test_rgt_truncated);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "rgt", 60, rgt_setup, rgt_teardown);
+    ADD_TESTS(tc, test_rgt_roundtrip, test_rgt_bad_meta, test_rgt_not_a_trace, test_rgt_truncated);
 
-    tc = tcase_create("tables");
-    tcase_add_test(tc, test_status_strings);
-    tcase_add_test(tc, test_op_table);
-    tcase_add_test(tc, test_dtypes_and_hash);
-    tcase_add_test(tc, test_le_helpers);
-    suite_add_tcase(s, tc);
+    tc = add_tcase(s, "tables", 0, NULL, NULL);
+    ADD_TESTS(tc, test_status_strings, test_op_table, test_dtypes_and_hash, test_le_helpers);
     return s;
 }
 

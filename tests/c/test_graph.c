@@ -99,15 +99,7 @@ static void unhold(uint64_t tid) {
 /* Run the records in b as one chunk on both sessions (b emptied); both must
  * report the same status. Returns it. */
 static int run(rgpu_buf *b) {
-    uint32_t count = 0;
-    size_t off = 0;
-    rgpu_record r;
-    while (off < b->len) {
-        size_t used;
-        ck_assert_int_eq(rgpu_record_decode(b->p + off, b->len - off, &r, &used), RGPU_OK);
-        off += used;
-        count++;
-    }
+    uint32_t count = count_records(b);
     int st[2];
     char msg[2][256];
     for (int k = 0; k < 2; k++) {
@@ -185,6 +177,14 @@ static void call(const rgpu_hash *h, const uint64_t *bind, uint32_t n) {
     rgpu_buf_free(&b);
 }
 
+/* call(h, bind, n), then hold bind[first .. first + n_held) (its outputs) and
+ * check that both sessions agree. */
+static void call_held(const rgpu_hash *h, const uint64_t *bind, uint32_t n, int first, int n_held, const char *what) {
+    call(h, bind, n);
+    for (int i = first; i < first + n_held; i++) hold(bind[i]);
+    same_everywhere(what);
+}
+
 static rgpu_graph_stats stats(void) {
     rgpu_graph_stats st;
     rgpu_session_graph_stats(g_s[1], &st);
@@ -204,6 +204,21 @@ static rgpu_hash template_affine(void) {
     return template_of(0, ids, 4, &r);
 }
 
+/* template_affine, with x = 1 (storage 2) and w = 3 (storage 4) made */
+static rgpu_hash affine_with_inputs(void) {
+    rgpu_hash h = template_affine();
+    make_vec(1, 2, 1.5f, -2);
+    make_vec(3, 4, 0.5f, 1);
+    return h;
+}
+
+/* Call k of h on x and w = 3, its output 10 + 2k (storage 11 + 2k) held;
+ * both sessions must then agree. */
+static void call_affine(const rgpu_hash *h, uint64_t x, int k, const char *what) {
+    uint64_t bind[] = { x, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
+    call_held(h, bind, 4, 2, 1, what);
+}
+
 /* ---------------------------------------------------------------------------
  * Cases */
 
@@ -212,15 +227,10 @@ static rgpu_hash template_affine(void) {
  * while later calls replay. */
 START_TEST(test_same_inputs)
 {
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 5; k++) {
         set_vec(1, (float)k);          /* the graph must read the input's current bytes */
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("same inputs");
+        call_affine(&h, 1, k, "same inputs");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.calls, (uint64_t)k + 1);
         ck_assert_uint_eq(st.captures, k >= 1);                 /* captured at the second call */
@@ -246,10 +256,7 @@ START_TEST(test_new_inputs)
     for (int k = 0; k < 5; k++) {
         uint64_t x = 200 + 2 * (uint64_t)k;
         make_vec(x, x + 1, (float)k + 0.25f, (float)-k);
-        uint64_t bind[] = { x, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("new inputs");
+        call_affine(&h, x, k, "new inputs");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.replays, k >= 2 ? (uint64_t)k - 1 : 0);
         ck_assert_uint_eq(st.input_copies, k >= 2 ? (uint64_t)k - 1 : 0);   /* x only: w is direct */
@@ -262,17 +269,12 @@ END_TEST
  * and captured again with the input staged; later calls replay. */
 START_TEST(test_input_moves)
 {
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     uint64_t xs[5] = { 1, 1, 1, 300, 302 };
     uint64_t replays[5] = { 0, 0, 1, 1, 2 }, captures[5] = { 0, 1, 1, 2, 2 }, copies[5] = { 0, 0, 0, 0, 1 };
     for (int k = 0; k < 5; k++) {
         if (xs[k] != 1) make_vec(xs[k], xs[k] + 1, 2.0f, (float)k);
-        uint64_t bind[] = { xs[k], 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("input moves");
+        call_affine(&h, xs[k], k, "input moves");
         rgpu_graph_stats st = stats();
         ck_assert_uint_eq(st.replays, replays[k]);
         ck_assert_uint_eq(st.captures, captures[k]);
@@ -304,9 +306,7 @@ START_TEST(test_inplace_update)
     for (int k = 0; k < 7; k++) {
         bool two = k >= 3 && (k & 1);
         uint64_t bind[] = { two ? 5 : 1, two ? 7 : 3, 9, 11, 40 + 2 * (uint64_t)k, 41 + 2 * (uint64_t)k };
-        call(&h, bind, 6);
-        hold(bind[4]);
-        same_everywhere("in-place update");
+        call_held(&h, bind, 6, 4, 1, "in-place update");
     }
     rgpu_graph_stats st = stats();
     /* calls 0, 1 (capture), 2 replayed; 3 moves p, m: captured again (staged);
@@ -340,10 +340,7 @@ START_TEST(test_aliasing_layouts)
         bool alias = k & 1;
         uint64_t bind[] = { 1, alias ? 5 : 3, alias ? 2 : 2, 60 + 3 * (uint64_t)k, 61 + 3 * (uint64_t)k, 62 + 3 * (uint64_t)k };
         set_vec(1, 0.5f);
-        call(&h, bind, 6);
-        hold(bind[3]);
-        hold(bind[4]);
-        same_everywhere("aliasing");
+        call_held(&h, bind, 6, 3, 2, "aliasing");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.instances, 2);
@@ -388,14 +385,9 @@ END_TEST
 START_TEST(test_capture_refused)
 {
     rgpu_backend_cpu_graph_refuse(g_b[1], RGPU_OP_MUL_TENSOR, false);
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 5; k++) {
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("refused");
+        call_affine(&h, 1, k, "refused");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.captures, 0);
@@ -410,15 +402,10 @@ END_TEST
 START_TEST(test_capture_transient)
 {
     rgpu_backend_cpu_graph_refuse(g_b[1], RGPU_OP_MUL_TENSOR, true);
-    rgpu_hash h = template_affine();
-    make_vec(1, 2, 1.5f, -2);
-    make_vec(3, 4, 0.5f, 1);
+    rgpu_hash h = affine_with_inputs();
     for (int k = 0; k < 6; k++) {
         if (k == 2) rgpu_backend_cpu_graph_refuse(g_b[1], -1, false);
-        uint64_t bind[] = { 1, 3, 10 + 2 * (uint64_t)k, 11 + 2 * (uint64_t)k };
-        call(&h, bind, 4);
-        hold(bind[2]);
-        same_everywhere("transient");
+        call_affine(&h, 1, k, "transient");
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.refusals, 1);   /* call 1's capture; call 2 captured; 3, 4, 5 replayed */
@@ -481,26 +468,13 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("graph");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_same_inputs);
-    tcase_add_test(tc, test_new_inputs);
-    tcase_add_test(tc, test_input_moves);
-    tcase_add_test(tc, test_inplace_update);
-    tcase_add_test(tc, test_aliasing_layouts);
-    tcase_add_test(tc, test_random_never_graphed);
-    tcase_add_test(tc, test_capture_refused);
-    tcase_add_test(tc, test_capture_transient);
-    tcase_add_test(tc, test_failing_record);
-    tcase_add_test(tc, test_off_and_no_hooks);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 0, setup, teardown);
+    ADD_TESTS(tc, test_same_inputs, test_new_inputs, test_input_moves, test_inplace_update,
+                  test_aliasing_layouts, test_random_never_graphed, test_capture_refused,
+                  test_capture_transient, test_failing_record, test_off_and_no_hooks);
     return s;
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

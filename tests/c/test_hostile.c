@@ -59,6 +59,16 @@ static rgpu_tdef view_def(uint64_t tid, uint64_t sid, int ndim, const int64_t *s
     return d;
 }
 
+#define SZ1(...) ((const int64_t[]){ __VA_ARGS__ })
+
+/* rec_small, then tensor 3: a view of its 4 bytes with sizes sz[0..nd) and
+ * every stride 0 */
+static void rec_stride0_view(rgpu_buf *b, int nd, const int64_t *sz) {
+    static const int64_t st[RGPU_MAX_DIMS] = { 0 };
+    rec_small(b);
+    rec_alias(b, view_def(3, 2, nd, sz, st), 1);
+}
+
 static void rec_download(rgpu_buf *b, uint64_t tid) {
     rgpu_record r = { .op = RGPU_OP_DOWNLOAD, .n_in = 1 };
     r.in[0] = tid;
@@ -101,14 +111,21 @@ static void run_chunk(int fd, rgpu_buf *b, uint64_t first, uint32_t count) {
     rgpu_buf_free(b);
 }
 
+/* The chunk b (count records; b freed) on a new session: the wait on op
+ * fails with code and a message holding a and why; the session is closed. */
+static void refused_at_wait(rgpu_buf *b, uint32_t count, uint64_t op, int code, const char *a, const char *why) {
+    int fd = srv_session(&g_srv, 0, NULL, NULL);
+    run_chunk(fd, b, 0, count);
+    expect_wait_error(fd, op, code, a, why);
+    close(fd);
+}
+
 /* ---------------------------------------------------------------------------
  * 1. Sizes: the view that overflowed the heap, and its relatives */
 START_TEST(stride0_view_of_2_62_refused) {
     int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 62, st = 0;
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 62));
     rec_download(&b, 3);
     run_chunk(fd, &b, 0, 3);
     expect_wait_error(fd, 2, RGPU_ERR_TOO_LARGE, "op 1 (rgpu::alias)", "over the limit");
@@ -125,15 +142,10 @@ END_TEST
 /* [2^29] stride 0: 2 GiB to download under a 64 MiB session: refused up
  * front, nothing allocated (it used to allocate 4 GiB of temporaries). */
 START_TEST(stride0_download_over_the_session_limit) {
-    int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 29, st = 0;
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 29));
     rec_download(&b, 3);
-    run_chunk(fd, &b, 0, 3);
-    expect_wait_error(fd, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
-    close(fd);
+    refused_at_wait(&b, 3, 2, RGPU_ERR_LIMIT, "op 2 (rgpu::download)", "--max-session-bytes");
     after_attack(3.0f, 200);
 }
 END_TEST
@@ -143,9 +155,7 @@ END_TEST
 START_TEST(absurd_work_refused_up_front) {
     int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz[2] = { (int64_t)1 << 25, (int64_t)1 << 25 }, st[2] = { 0, 0 };
-    rec_alias(&b, view_def(3, 2, 2, sz, st), 1);
+    rec_stride0_view(&b, 2, SZ1(1ll << 25, 1ll << 25));
     rgpu_record c = { .op = RGPU_OP_COPY, .n_out = 1, .n_in = 1 };
     c.out[0] = existing(3);
     c.in[0] = 1;
@@ -294,14 +304,11 @@ END_TEST
 /* DOWNLOADs nobody waits for: each result is held, counted, and once the
  * session's limit is reached the next fails (the server stays small). */
 START_TEST(results_never_taken_are_bounded) {
-    int fd = srv_session(&g_srv, 0, NULL, NULL);
     rgpu_buf b = { 0 };
     rec_empty(&b, vec_def(1, 2, 1 << 18));          /* 1 MiB */
     for (int i = 0; i < 100; i++) rec_download(&b, 1);
     rec_sync(&b);
-    run_chunk(fd, &b, 0, 102);
-    expect_wait_error(fd, 101, RGPU_ERR_LIMIT, "rgpu::download", "--max-session-bytes");
-    close(fd);
+    refused_at_wait(&b, 102, 101, RGPU_ERR_LIMIT, "rgpu::download", "--max-session-bytes");
     after_attack(7.0f, 250);
 }
 END_TEST
@@ -427,9 +434,7 @@ START_TEST(long_chunk_cancelled_when_its_client_is_gone) {
     uint64_t id;
     int fd = srv_session(&s, 0, &id, NULL);
     rgpu_buf b = { 0 };
-    rec_small(&b);
-    int64_t sz = (int64_t)1 << 26, st = 0;   /* 256 MiB read of 4 bytes: a few hundredths of a second each */
-    rec_alias(&b, view_def(3, 2, 1, &sz, &st), 1);
+    rec_stride0_view(&b, 1, SZ1(1ll << 26));   /* 256 MiB read of 4 bytes: a few hundredths of a second each */
     for (int i = 0; i < 3000; i++) rec_sum(&b, 10 + 2 * (uint64_t)i, 3);   /* a minute or more in all */
     send_chunk(fd, b.p, b.len, 0, 3002, 0);
     rgpu_buf_free(&b);
@@ -942,33 +947,17 @@ END_TEST
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("server");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, stride0_view_of_2_62_refused);
-    tcase_add_test(tc, stride0_download_over_the_session_limit);
-    tcase_add_test(tc, absurd_work_refused_up_front);
-    tcase_add_test(tc, blob_bombs_are_not_inflated);
-    tcase_add_test(tc, lengths_checked_before_reserving);
-    tcase_add_test(tc, blob_parts_checked);
-    tcase_add_test(tc, results_never_taken_are_bounded);
-    tcase_add_test(tc, messages_deferred_behind_need_are_bounded);
-    tcase_add_test(tc, malformed_record_in_a_valid_frame);
-    tcase_add_test(tc, resume_during_a_long_op);
-    tcase_add_test(tc, handshake_deadline_silent_and_trickling);
-    tcase_add_test(tc, connection_cap);
-    tcase_add_test(tc, one_server_per_journal_and_socket);
-    tcase_add_test(tc, record_never_overwritten_and_private);
-    suite_add_tcase(s, tc);
-    TCase *own = tcase_create("own server");
-    tcase_set_timeout(own, 120);
-    tcase_add_test(own, global_limit_counts_dropped_sessions);
-    tcase_add_test(own, journal_write_failure_keeps_the_session);
-    tcase_add_test(own, record_write_failure_keeps_the_session);
-    tcase_add_test(own, compacted_journal_rebuilds_the_session);
-    tcase_add_test(own, long_chunk_cancelled_when_its_client_is_gone);
-    tcase_add_test(own, token_file_refused_unless_ours_and_private);
-    tcase_add_test(own, crafted_traces_exit_2);
-    suite_add_tcase(s, own);
+    TCase *tc = add_tcase(s, "server", 120, setup, teardown);
+    ADD_TESTS(tc, stride0_view_of_2_62_refused, stride0_download_over_the_session_limit,
+                  absurd_work_refused_up_front, blob_bombs_are_not_inflated, lengths_checked_before_reserving,
+                  blob_parts_checked, results_never_taken_are_bounded,
+                  messages_deferred_behind_need_are_bounded, malformed_record_in_a_valid_frame,
+                  resume_during_a_long_op, handshake_deadline_silent_and_trickling, connection_cap,
+                  one_server_per_journal_and_socket, record_never_overwritten_and_private);
+    TCase *own = add_tcase(s, "own server", 120, NULL, NULL);
+    ADD_TESTS(own, global_limit_counts_dropped_sessions, journal_write_failure_keeps_the_session,
+                   record_write_failure_keeps_the_session, compacted_journal_rebuilds_the_session,
+                   long_chunk_cancelled_when_its_client_is_gone, token_file_refused_unless_ours_and_private,
+                   crafted_traces_exit_2);
     return run_suite(s);
 }

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "backend_selfcheck.h"
+#include "check_util.h"
 
 START_TEST(test_reference_agrees) {
     unsetenv("RGPU_SELFCHECK_FAULT");
@@ -54,14 +55,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("selfcheck");
-    TCase *tc = tcase_create("core");
+    TCase *tc = add_tcase(s, "core", 0, NULL, NULL);
     tcase_add_test(tc, test_reference_agrees);
     tcase_add_loop_test(tc, test_wrong_result_named, 0, 8);
     tcase_add_test(tc, test_auto_falls_back);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

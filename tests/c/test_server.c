@@ -53,23 +53,37 @@ static void valid_record(rgpu_buf *b, uint64_t tid) {
     ck_assert_int_eq(rgpu_record_encode(b, &r), RGPU_OK);
 }
 
-START_TEST(bad_wire_magic) {
+/* A lone message header (type, length; its magic spoiled when spoil) on a
+ * new session: the error that ends the session. */
+static int send_bad_header(int type, uint64_t len, bool spoil) {
     int fd = raw_session();
     uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_WAIT, 8);
-    h[4] ^= 0x55;
+    rgpu_wire_header_encode(h, type, len);
+    if (spoil) h[4] ^= 0x55;
     ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MAGIC);
+    return expect_error(fd);
+}
+
+/* valid_record(5), changed by poke (NULL: not), sent on a new session as
+ * chunk seq with send_chunk's corruption: the error that ends the session. */
+static int send_bad_chunk(void (*poke)(rgpu_buf *), uint64_t seq, int corrupt) {
+    int fd = raw_session();
+    rgpu_buf b = { 0 };
+    valid_record(&b, 5);
+    if (poke) poke(&b);
+    send_chunk(fd, b.p, b.len, seq, 1, corrupt);
+    rgpu_buf_free(&b);
+    return expect_error(fd);
+}
+
+START_TEST(bad_wire_magic) {
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_WAIT, 8, true), RGPU_ERR_BAD_MAGIC);
     honest_roundtrip(3.0f);
 }
 END_TEST
 
 START_TEST(absurd_length) {
-    int fd = raw_session();
-    uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_CHUNK, 1ull << 62);
-    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_CHUNK, 1ull << 62, false), RGPU_ERR_TOO_LARGE);
     honest_roundtrip(4.0f);
 }
 END_TEST
@@ -77,49 +91,31 @@ END_TEST
 START_TEST(bad_frame_magic_checksum_truncated_hash) {
     static const int expect[5] = { 0, RGPU_ERR_BAD_MAGIC, RGPU_ERR_BAD_CHECKSUM, RGPU_ERR_TRUNCATED, RGPU_ERR_BAD_CHECKSUM };
     for (int k = 1; k <= 4; k++) {
-        int fd = raw_session();
-        rgpu_buf b = { 0 };
-        valid_record(&b, 5);
-        send_chunk(fd, b.p, b.len, 0, 1, k);
-        rgpu_buf_free(&b);
-        int code = expect_error(fd);
+        int code = send_bad_chunk(NULL, 0, k);
         ck_assert_msg(code == expect[k], "corruption %d gave %s", k, rgpu_status_name(code));
         honest_roundtrip((float)k);
     }
 }
 END_TEST
 
+static void poke_op(rgpu_buf *b) { rgpu_st16(b->p, RGPU_OP_COUNT + 7); }
+/* header 6, tid+flags 9, sid+dtype 9, then ndim */
+static void poke_ndim(rgpu_buf *b) { b->p[6 + 9 + 9] = RGPU_MAX_DIMS + 1; }
+
 START_TEST(op_out_of_range) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    rgpu_st16(b.p, RGPU_OP_COUNT + 7);
-    send_chunk(fd, b.p, b.len, 0, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_OP);
+    ck_assert_int_eq(send_bad_chunk(poke_op, 0, 0), RGPU_ERR_BAD_OP);
     honest_roundtrip(5.0f);
 }
 END_TEST
 
 START_TEST(ndim_over_limit) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    b.p[6 + 9 + 9] = RGPU_MAX_DIMS + 1;   /* header 6, tid+flags 9, sid+dtype 9, then ndim */
-    send_chunk(fd, b.p, b.len, 0, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_MANY_DIMS);
+    ck_assert_int_eq(send_bad_chunk(poke_ndim, 0, 0), RGPU_ERR_TOO_MANY_DIMS);
     honest_roundtrip(6.0f);
 }
 END_TEST
 
 START_TEST(out_of_sequence_chunk) {
-    int fd = raw_session();
-    rgpu_buf b = { 0 };
-    valid_record(&b, 5);
-    send_chunk(fd, b.p, b.len, 42, 1, 0);
-    rgpu_buf_free(&b);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SEQUENCE);
+    ck_assert_int_eq(send_bad_chunk(NULL, 42, 0), RGPU_ERR_SEQUENCE);
     honest_roundtrip(7.0f);
 }
 END_TEST
@@ -264,11 +260,8 @@ START_TEST(token_required_and_checked) {
 END_TEST
 
 START_TEST(message_over_max_message) {
-    int fd = raw_session();
-    uint8_t h[RGPU_WIRE_HEADER];
-    rgpu_wire_header_encode(h, RGPU_MSG_BLOB, (2u << 20));   /* server runs with --max-message 1M */
-    ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-    ck_assert_int_eq(expect_error(fd), RGPU_ERR_TOO_LARGE);
+    /* the server runs with --max-message 1M */
+    ck_assert_int_eq(send_bad_header(RGPU_MSG_BLOB, 2u << 20, false), RGPU_ERR_TOO_LARGE);
     honest_roundtrip(14.0f);
 }
 END_TEST
@@ -377,24 +370,11 @@ END_TEST
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("server");
-    TCase *tc = tcase_create("hostile input");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, bad_wire_magic);
-    tcase_add_test(tc, absurd_length);
-    tcase_add_test(tc, bad_frame_magic_checksum_truncated_hash);
-    tcase_add_test(tc, op_out_of_range);
-    tcase_add_test(tc, ndim_over_limit);
-    tcase_add_test(tc, out_of_sequence_chunk);
-    tcase_add_test(tc, wrong_version_and_table);
-    tcase_add_test(tc, garbage_and_half_frames);
-    tcase_add_test(tc, view_outside_storage_reported_at_wait);
-    tcase_add_test(tc, many_sessions_at_once);
-    tcase_add_test(tc, token_required_and_checked);
-    tcase_add_test(tc, message_over_max_message);
-    tcase_add_test(tc, chunk_over_max_chunk);
-    tcase_add_test(tc, storage_limits_reported_at_wait);
-    tcase_add_test(tc, resume_on_a_new_connection);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "hostile input", 30, setup, teardown);
+    ADD_TESTS(tc, bad_wire_magic, absurd_length, bad_frame_magic_checksum_truncated_hash, op_out_of_range,
+                  ndim_over_limit, out_of_sequence_chunk, wrong_version_and_table, garbage_and_half_frames,
+                  view_outside_storage_reported_at_wait, many_sessions_at_once, token_required_and_checked,
+                  message_over_max_message, chunk_over_max_chunk, storage_limits_reported_at_wait,
+                  resume_on_a_new_connection);
     return run_suite(s);
 }

@@ -86,15 +86,7 @@ static void teardown(void) {
 
 /* Run the records in b as one chunk (b emptied). */
 static void run(rgpu_buf *b) {
-    uint32_t count = 0;
-    size_t off = 0;
-    rgpu_record r;
-    while (off < b->len) {
-        size_t used;
-        ck_assert_int_eq(rgpu_record_decode(b->p + off, b->len - off, &r, &used), RGPU_OK);
-        off += used;
-        count++;
-    }
+    uint32_t count = count_records(b);
     rgpu_status ps = rgpu_session_prefetch(g_s, b->p, b->len);
     ck_assert(ps == RGPU_OK || ps == RGPU_ERR_MISSING_BLOB);   /* the one a CALL of a missing template gets */
     ck_assert_int_eq(rgpu_session_run_chunk(g_s, b->p, b->len, g_op, count), RGPU_OK);
@@ -111,6 +103,13 @@ static int result(char *msg, size_t n) {
     ck_assert_int_eq(rgpu_session_take_result(g_s, g_op - 1, &st, &eo, msg, n, &data, &dn), RGPU_OK);
     free(data);
     return st;
+}
+
+/* Runs the records in b (b emptied); the last one must succeed. */
+static void run_ok(rgpu_buf *b) {
+    run(b);
+    char msg[256];
+    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
 }
 
 /* A new f32 vector tid (storage sid) holding v[0..n). */
@@ -268,9 +267,7 @@ START_TEST(test_call_values_and_locals)
     rgpu_buf b = { 0 };
     uint64_t bind1[] = { 1, 3, 5, 6 };
     rec_call(&b, &h, bind1, 4, 0, 0);
-    run(&b);
-    char msg[256];
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     float out[4];
     read_vec(5, out, 4);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(out[i], (A[i] + B[i]) * A[i]);
@@ -289,8 +286,7 @@ START_TEST(test_call_values_and_locals)
     /* again with other bindings: (b + a) * b; the template is cached */
     uint64_t bind2[] = { 3, 1, 7, 8 };
     rec_call(&b, &h, bind2, 4, 0, 0);
-    run(&b);
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     read_vec(7, out, 4);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(out[i], (B[i] + A[i]) * B[i]);
     read_vec(5, out, 4);
@@ -302,8 +298,7 @@ START_TEST(test_call_values_and_locals)
     /* the outputs are ordinary session tensors: a plain record uses one, FREE drops it */
     rec_binary(&b, RGPU_OP_ADD_TENSOR, vec_def(9, 10, 4), 5, 7);
     rec_free(&b, 5);
-    run(&b);
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     read_vec(9, out, 4);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(out[i], (A[i] + B[i]) * A[i] + (B[i] + A[i]) * B[i]);
     ck_assert_uint_eq(rgpu_session_tensor_count(g_s), 4);
@@ -342,9 +337,7 @@ START_TEST(test_call_view_of_bound_storage)
     rgpu_buf b = { 0 };
     uint64_t bind[] = { 1, 2, 11, 12, 13 };
     rec_call(&b, &h, bind, 5, 0, 0);
-    run(&b);
-    char msg[256];
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     float v[2];
     read_vec(11, v, 2);
     ck_assert_float_eq(v[0], 2); ck_assert_float_eq(v[1], 3);
@@ -380,9 +373,7 @@ START_TEST(test_call_random_rebased)
     /* and one that must differ (the template's own seed and offset) */
     rec_empty(&b, vec_def(5, 6, 64));
     rec_uniform(&b, 5, 1234, 43);
-    run(&b);
-    char msg[256];
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     float u[64], p[64], q[64];
     read_vec(1, u, 64);
     read_vec(3, p, 64);
@@ -395,8 +386,7 @@ START_TEST(test_call_random_rebased)
     rec_call(&b, &h, bind, 2, 99, 0);   /* offset 0 - 40 + 43 = 3 */
     rec_empty(&b, vec_def(9, 10, 64));
     rec_uniform(&b, 9, 99, 3);
-    run(&b);
-    ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+    run_ok(&b);
     read_vec(7, u, 64);
     read_vec(9, p, 64);
     ck_assert_int_eq(memcmp(u, p, sizeof u), 0);
@@ -590,9 +580,7 @@ START_TEST(test_cache_eviction)
         uint64_t b1[] = { 1, 3, next, next + 1 }, b2[] = { 3, 1, next + 2, next + 3 };
         rec_call(&b, &h1, b1, 4, 0, 0);
         rec_call(&b, &h2, b2, 4, 0, 0);
-        run(&b);
-        char msg[256];
-        ck_assert_msg(result(msg, sizeof msg) == 0, "%s", msg);
+        run_ok(&b);
         float v[4];
         read_vec(next, v, 4);
         ck_assert_float_eq(v[1], (A[1] + B[1]) * A[1]);
@@ -610,18 +598,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("template");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_parse_ok);
-    tcase_add_test(tc, test_parse_bad);
-    tcase_add_test(tc, test_call_values_and_locals);
-    tcase_add_test(tc, test_call_view_of_bound_storage);
-    tcase_add_test(tc, test_call_random_rebased);
-    tcase_add_test(tc, test_call_failing_record);
-    tcase_add_test(tc, test_call_rejected);
-    tcase_add_test(tc, test_prefetch_and_cache);
-    tcase_add_test(tc, test_cache_eviction);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "core", 60, setup, teardown);
+    ADD_TESTS(tc, test_parse_ok, test_parse_bad, test_call_values_and_locals, test_call_view_of_bound_storage,
+                  test_call_random_rebased, test_call_failing_record, test_call_rejected,
+                  test_prefetch_and_cache, test_cache_eviction);
     return run_suite(s);
 }

@@ -479,17 +479,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("tools");
-    TCase *tc = tcase_create("tools");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, replay_verifies_good_trace);
-    tcase_add_test(tc, replay_twice_is_bitwise_equal);
-    tcase_add_test(tc, replay_names_corrupted_result);
-    tcase_add_test(tc, diff_finds_the_faulty_op);
-    tcase_add_test(tc, trace_info_ops_dump);
-    tcase_add_test(tc, bad_traces_exit_2);
-    tcase_add_test(tc, usage_errors);
-    tcase_add_test(tc, long_trace_replays_fast);
-    suite_add_tcase(s, tc);
+    TCase *tc = add_tcase(s, "tools", 120, setup, teardown);
+    ADD_TESTS(tc, replay_verifies_good_trace, replay_twice_is_bitwise_equal, replay_names_corrupted_result,
+                  diff_finds_the_faulty_op, trace_info_ops_dump, bad_traces_exit_2, usage_errors,
+                  long_trace_replays_fast);
     return run_suite(s);
 }

@@ -194,20 +194,18 @@ static inline double atomicAdd(double *p, double v) { return cudaemu_atomic_add_
 // Rounding intrinsics: IEEE operations in round-to-nearest. The layer is
 // compiled with -ffp-contract=off, so a*b+c stays two roundings as written;
 // the fma intrinsics are the one place with a single rounding.
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fsub_rn(float a, float b) { return a - b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fdiv_rn(float a, float b) { return a / b; }
-static inline float __fsqrt_rn(float a) { return sqrtf(a); }
-static inline float __frcp_rn(float a) { return 1.0f / a; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double __dadd_rn(double a, double b) { return a + b; }
-static inline double __dsub_rn(double a, double b) { return a - b; }
-static inline double __dmul_rn(double a, double b) { return a * b; }
-static inline double __ddiv_rn(double a, double b) { return a / b; }
-static inline double __dsqrt_rn(double a) { return sqrt(a); }
-static inline double __drcp_rn(double a) { return 1.0 / a; }
-static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+// CUDAEMU_RN(T, p, FMA, fma) defines __padd_rn ... __prcp_rn for T, and FMA.
+#define CUDAEMU_RN(T, p, FMA, fma)                                                 \
+    static inline T __##p##add_rn(T a, T b) { return a + b; }                      \
+    static inline T __##p##sub_rn(T a, T b) { return a - b; }                      \
+    static inline T __##p##mul_rn(T a, T b) { return a * b; }                      \
+    static inline T __##p##div_rn(T a, T b) { return a / b; }                      \
+    static inline T __##p##sqrt_rn(T a) { return std::sqrt(a); }                   \
+    static inline T __##p##rcp_rn(T a) { return T(1) / a; }                        \
+    static inline T FMA(T a, T b, T c) { return fma(a, b, c); }
+CUDAEMU_RN(float, f, __fmaf_rn, fmaf)
+CUDAEMU_RN(double, d, __fma_rn, fma)
+#undef CUDAEMU_RN
 
 // Bit casts
 static inline float __uint_as_float(unsigned int u) { float f; memcpy(&f, &u, 4); return f; }

@@ -184,12 +184,13 @@ static bool is_pinned(const void *p, size_t n) {
     return a && a->pinned;
 }
 
+// the arguments after fmt, printf-formatted into the char array buf
+#define FORMAT_VARARGS(buf, fmt) do { va_list ap_; va_start(ap_, fmt); \
+    vsnprintf(buf, sizeof buf, fmt, ap_); va_end(ap_); } while (0)
+
 static void fault(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
     char msg[900];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    FORMAT_VARARGS(msg, fmt);
     if (g_sticky == cudaSuccess) {
         snprintf(g_fault, sizeof g_fault, "%s", msg);
         g_sticky = cudaErrorLaunchFailure;
@@ -417,11 +418,8 @@ static void yield_to_scheduler(fthread *t) {
 }
 
 static void blk_fault(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
     char msg[700];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    FORMAT_VARARGS(msg, fmt);
     const launch_site *s = g_blk->site;
     fault("kernel %s (launched at %s:%d) block (%u,%u,%u): %s", s->name, s->file, s->line, cur_block.bid.x,
           cur_block.bid.y, cur_block.bid.z, msg);

@@ -373,16 +373,17 @@ static void test_host_deref_faults() {
 static void test_launch_validation() {
     int *d;
     cudaMalloc(&d, 4096 * sizeof(int));
-    write_idx<<<1, 1025>>>(d, 4096);
-    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block");
-    write_idx<<<0, 32>>>(d, 4096);
-    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "empty grid");
-    write_idx<<<dim3(1, 70000), 32>>>(d, 4096);
-    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid y over 65535");
-    write_idx<<<dim3(1), dim3(8, 8, 65)>>>(d, 4096);
-    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "block z over 64");
-    write_idx<<<1, 32, 64 * 1024>>>(d, 4096);
-    CHECK(cudaGetLastError() == cudaErrorInvalidValue, "64 KiB dynamic shared memory");
+    static const struct { dim3 grid, block; size_t shared; cudaError_t want; const char *what; } bad[] = {
+        { dim3(1), dim3(1025), 0, cudaErrorInvalidConfiguration, "1025 threads per block" },
+        { dim3(0), dim3(32), 0, cudaErrorInvalidConfiguration, "empty grid" },
+        { dim3(1, 70000), dim3(32), 0, cudaErrorInvalidConfiguration, "grid y over 65535" },
+        { dim3(1), dim3(8, 8, 65), 0, cudaErrorInvalidConfiguration, "block z over 64" },
+        { dim3(1), dim3(32), 64 * 1024, cudaErrorInvalidValue, "64 KiB dynamic shared memory" },
+    };
+    for (const auto &c : bad) {
+        write_idx<<<c.grid, c.block, c.shared>>>(d, 4096);
+        CHECK(cudaGetLastError() == c.want, "%s", c.what);
+    }
     CHECK(cudaemu_pending(0) == 0, "no invalid launch was queued");
     write_idx<<<1, 1024>>>(d, 4096);
     CHECK(cudaGetLastError() == cudaSuccess, "1024 threads is fine");

@@ -1,16 +1,15 @@
 """rgpu against PyTorch CPU: every result computed on rgpu is compared with the same
 computation on CPU tensors (dtype, shape, values; strides where ATen fixes them)."""
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import torch
 
 import rgpu
+from proc_util import free_port, stop, wait_listening
 
 DEV = "rgpu"
 RGPU0 = torch.device("rgpu", 0)
@@ -580,30 +579,16 @@ def test_unsupported_op_names_itself():
 
 # --- a separately started server ---------------------------------------------------------
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_rgpu_server_env_uses_a_running_server(tmp_path):
     try:
         binary = rgpu.server.server_binary()
     except RuntimeError as e:
         pytest.skip(str(e))
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "server.log", "w+b")
     srv = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert srv.poll() is None, "server exited: " + (tmp_path / "server.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "server never listened"
-                time.sleep(0.05)
+        wait_listening(srv, port, (tmp_path / "server.log").read_text)
         env = dict(os.environ, RGPU_SERVER=f"127.0.0.1:{port}", PYTHONPATH=TORCHHOOK)
         code = ("import torch, rgpu\n"
                 "print((torch.ones(4, device='rgpu') * 2).sum().item())\n"
@@ -613,11 +598,7 @@ def test_rgpu_server_env_uses_a_running_server(tmp_path):
         assert p.returncode == 0, p.stderr
         assert p.stdout.split() == ["8.0", "True"], (p.stdout, p.stderr)
     finally:
-        srv.terminate()
-        try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        stop(srv)
         log.close()
 
 

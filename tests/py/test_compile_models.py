@@ -90,17 +90,25 @@ def train(model, dev, compiled, data, lr=0.1, loss_of=lm_loss):
 
 # --- training ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "t5"])
-def test_compiled_training_equals_eager_cpu(name):
+def train_cpu_and_compiled(name, n_batches):
+    """Model `name` trained on n_batches batches eagerly on the CPU, then
+    compiled on rgpu: (train()'s result for each, rgpu's warnings during the
+    compiled run, the compile counters before it)."""
     base = tiny(name)
-    data = batches(5)
-    ref, _, ref_m = train(copy.deepcopy(base), "cpu", False, data)
+    data = batches(n_batches)
+    ref = train(copy.deepcopy(base), "cpu", False, data)
     c0 = cc()
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        got, per_step, got_m = train(copy.deepcopy(base), DEV, True, data)
+        got = train(copy.deepcopy(base), DEV, True, data)
+    return ref, got, rgpu_warnings(rec), c0
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "t5"])
+def test_compiled_training_equals_eager_cpu(name):
+    (ref, _, ref_m), (got, per_step, got_m), warned, c0 = train_cpu_and_compiled(name, 5)
     c1 = cc()
-    assert rgpu_warnings(rec) == []
+    assert warned == []
     for k in ("eager_graphs", "eager_calls", "eager_frames"):
         assert c1[k] == c0[k], (k, c0, c1)
     assert c1["templates"] > c0["templates"]
@@ -341,41 +349,28 @@ def test_failed_compiles_fall_back_once_and_leave_no_state(monkeypatch):
     torch._dynamo.reset()
 
     import torch._functorch.aot_autograd as aot
-
-    def broken_aot(*a, **k):
-        raise RuntimeError("injected aot failure")
-    monkeypatch.setattr(aot, "aot_module_simplified", broken_aot)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        _check_eager_result(torch.compile(_fn, backend="rgpu"))
-    w = rgpu_warnings(rec)
-    assert len(w) == 1 and "aot_autograd failed: RuntimeError: injected aot failure" in w[0], w
-    monkeypatch.undo()
-    torch._dynamo.reset()
-
     from rgpu import compile as rc
 
-    def broken_lift(gm):
-        raise RuntimeError("injected backend failure")
-    monkeypatch.setattr(rc, "_lift_attrs", broken_lift)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        _check_eager_result(torch.compile(_fn, backend="rgpu"))
-    w = rgpu_warnings(rec)
-    assert len(w) == 1 and "injected backend failure" in w[0], w
-    monkeypatch.undo()
-    torch._dynamo.reset()
+    def broken(what):
+        def fail(*a, **k):
+            raise RuntimeError(f"injected {what} failure")
+        return fail
+    for module, name, what, want in [
+            (aot, "aot_module_simplified", "aot", "aot_autograd failed: RuntimeError: injected aot failure"),
+            (rc, "_lift_attrs", "backend", "injected backend failure")]:
+        monkeypatch.setattr(module, name, broken(what))
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            _check_eager_result(torch.compile(_fn, backend="rgpu"))
+        w = rgpu_warnings(rec)
+        assert len(w) == 1 and want in w[0], w
+        monkeypatch.undo()
+        torch._dynamo.reset()
 
     # nothing left behind: a model compiles and trains like the CPU
     assert not rt._HIDE_UNFLATTEN[0] and not rt.PENDING
-    base = tiny("gpt2")
-    data = batches(3)
-    ref, _, _ = train(copy.deepcopy(base), "cpu", False, data)
-    c1 = cc()
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        got, _, _ = train(copy.deepcopy(base), DEV, True, data)
-    assert rgpu_warnings(rec) == []
+    (ref, _, _), (got, _, _), warned, c1 = train_cpu_and_compiled("gpt2", 3)
+    assert warned == []
     assert cc()["eager_frames"] == c1["eager_frames"] and cc()["templates"] > c1["templates"]
     for a, b in zip(got, ref):
         assert abs(a - b) <= 1e-5 * abs(b), (got, ref)

@@ -13,21 +13,8 @@ BIN = os.environ.get("RGPU_BIN") or os.path.join(REPO, "build", "bin")
 PROGRAM = r"""
 import sys, torch, rgpu
 sys.path.insert(0, "tools")
-from models.gpt import GPT, GPTConfig
-from models.data import train_val, get_batch
-torch.manual_seed(0)
-cfg = GPTConfig.tiny(dropout=0.1)
-model = GPT(cfg).to("rgpu")
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-train, _ = train_val(n_chars=20000)
-g = torch.Generator().manual_seed(0)
-for step in range(8):
-    x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
-    _, loss = model(x, y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
+from models.train import tiny_gpt_steps
+for loss in tiny_gpt_steps(8, data_seed=0, clip=True):
     print(f"{loss.item():.6f}")
 print(rgpu.stats()["ops"])
 """

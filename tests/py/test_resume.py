@@ -21,38 +21,29 @@ import time
 
 import pytest
 
+from proc_util import free_port, stop, wait_listening
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHHOOK = os.path.join(HERE, "..", "..", "torchhook")
+TOOLS = os.path.join(HERE, "..", "..", "tools")
 SERVER = os.environ.get("RGPU_SERVER_BIN") or os.path.join(HERE, "..", "..", "build", "bin", "rgpu-server")
 STEPS = 200
 
 # A small MLP trained with SGD on fresh batches uploaded every step (so a
 # resumed server also has to NEED blobs again); the loss is read each step.
-TRAIN = """
+# The loops are tools/models/train.py's (child() puts tools/ on PYTHONPATH).
+TRAIN_LOOP = """
 import json, os, sys
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch
 import rgpu
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("rgpu")
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-g = torch.Generator().manual_seed(1)
+from models.train import {steps}
 losses = []
-for i in range(int(os.environ["STEPS"])):
-    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
-    loss = F.mse_loss(model(x.to("rgpu")), y.to("rgpu"))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+for i, loss in enumerate({steps}(int(os.environ["STEPS"]){args})):
     losses.append(loss.item().hex())
     print("step", i, flush=True)
-print(json.dumps({"losses": losses, "stats": {k: v for k, v in rgpu.stats().items() if isinstance(v, int)}}), flush=True)
+print(json.dumps({{"losses": losses, "stats": {{k: v for k, v in rgpu.stats().items() if isinstance(v, int)}}}}), flush=True)
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+TRAIN = TRAIN_LOOP.format(steps="mlp_steps", args="")
 
 
 class Server:
@@ -72,15 +63,7 @@ class Server:
                                       "--token-file", self.token_file, *self.args],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                assert self.proc.poll() is None, self.log()
-                assert time.monotonic() < deadline, "server did not start\n" + self.log()
-                time.sleep(0.02)
+        wait_listening(self.proc, self.port, self.log)
 
     def log(self):
         return self.log_path.read_text(errors="replace")
@@ -99,13 +82,7 @@ class Server:
         self.proc.wait(10)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 class FaultProxy:
@@ -200,7 +177,7 @@ class FaultProxy:
 
 
 def child(code, port, token_file, timeout=240, **env):
-    e = dict(os.environ, PYTHONPATH=TORCHHOOK, RGPU_SERVER=f"127.0.0.1:{port}", RGPU_TOKEN_FILE=token_file,
+    e = dict(os.environ, PYTHONPATH=TORCHHOOK + os.pathsep + TOOLS, RGPU_SERVER=f"127.0.0.1:{port}", RGPU_TOKEN_FILE=token_file,
              STEPS=str(STEPS), RGPU_RECONNECT_TIMEOUT="60", RGPU_WAIT_TIMEOUT="120")
     e.pop("RGPU_TOKEN", None)
     e.update(env)
@@ -227,6 +204,29 @@ def finish(p, timeout=240):
     out, err = rest(p, timeout=timeout)
     assert p.returncode == 0, f"child failed ({p.returncode}):\n{err[-4000:]}"
     return json.loads(out.strip().splitlines()[-1])
+
+
+def until_step(p, step):
+    """Reads the child's output up to its line `step N`."""
+    while not p.stdout.readline().startswith(f"step {step}"):
+        assert p.poll() is None, p.stderr.read()[-3000:]
+
+
+def restart_during(srv, p, step, down=lambda: None):
+    """Once child p says `step N`: SIGKILL srv, call down() while it is down,
+    start it again (same port, journal folder and token file) and return
+    (finish(p), what down() returned). p is killed and srv stopped whatever
+    happens."""
+    try:
+        until_step(p, step)
+        srv.kill(signal.SIGKILL)
+        got = down()
+        srv.start()
+        return finish(p), got
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -262,17 +262,9 @@ def test_sigkilled_server_restarted_on_its_journal_resumes(tmp_path, baseline):
     journal = tmp_path / "journal"
     srv = Server(tmp_path, "--journal", str(journal))
     p = child(TRAIN, srv.port, srv.token_file)
-    try:
-        while not p.stdout.readline().startswith("step 80"):
-            assert p.poll() is None, p.stderr.read()[-3000:]
-        srv.kill(signal.SIGKILL)
+    def down():
         assert list(journal.glob("session-*.rgt")), "no journal file"
-        srv.start()                     # same port, journal folder and token file
-        r = finish(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        srv.stop()
+    r, _ = restart_during(srv, p, 80, down)
     assert r["losses"] == baseline
     log = srv.log()
     assert "rebuilt from its journal" in log and r["stats"]["reconnects"] == 1, log[-3000:]
@@ -287,10 +279,7 @@ def test_compacted_journal_stays_small_and_resumes(tmp_path, baseline):
     journal = tmp_path / "journal"
     srv = Server(tmp_path, "--journal", str(journal), "--journal-compact", "24K")
     p = child(TRAIN, srv.port, srv.token_file)
-    try:
-        while not p.stdout.readline().startswith("step 150"):
-            assert p.poll() is None, p.stderr.read()[-3000:]
-        srv.kill(signal.SIGKILL)
+    def down():
         (jf,) = list(journal.glob("session-*.rgt"))
         con = sqlite3.connect(f"file:{jf}?mode=ro", uri=True)
         ck_op = int(con.execute("select value from meta where key='checkpoint_op'").fetchone()[0])
@@ -298,12 +287,8 @@ def test_compacted_journal_stays_small_and_resumes(tmp_path, baseline):
         n_stream = con.execute("select count(*) from stream").fetchone()[0]
         con.close()
         assert ck_op > 0 and (first is None or first >= ck_op), (ck_op, first)
-        srv.start()
-        r = finish(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        srv.stop()
+        return n_stream
+    r, n_stream = restart_during(srv, p, 150, down)
     log = srv.log()
     n = log.count("journal compacted at op")
     assert n >= 3, log[-3000:]
@@ -488,44 +473,20 @@ def test_backlog_of_unacknowledged_ops_is_bounded(tmp_path):
 
 # The reduced GPT (dropout on: the random ops' (seed, offset) must survive the
 # resumes too), AdamW, batches uploaded every step, loss read every step.
-TRAIN_GPT = """
-import json, os, sys
-sys.path.insert(0, os.path.join(os.environ["REPO"], "tools"))
-import torch
-import rgpu
-from models.gpt import GPT, GPTConfig
-from models.data import train_val, get_batch
-torch.manual_seed(0)
-cfg = GPTConfig.tiny(dropout=0.1)
-model = GPT(cfg).to("rgpu")
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-train, _ = train_val(n_chars=20000)
-g = torch.Generator().manual_seed(1)
-losses = []
-for i in range(int(os.environ["STEPS"])):
-    x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
-    _, loss = model(x, y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    losses.append(loss.item().hex())
-    print("step", i, flush=True)
-print(json.dumps({"losses": losses, "stats": {k: v for k, v in rgpu.stats().items() if isinstance(v, int)}}), flush=True)
-"""
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+TRAIN_GPT = TRAIN_LOOP.format(steps="tiny_gpt_steps", args=", data_seed=1")
 
 
 def test_twenty_dropped_connections_lose_nothing_gpt(tmp_path):
     srv = Server(tmp_path, "--journal", "none", "--grace", "60")
     try:
-        base = finish(child(TRAIN_GPT, srv.port, srv.token_file, REPO=REPO), timeout=600)
+        base = finish(child(TRAIN_GPT, srv.port, srv.token_file), timeout=600)
     finally:
         srv.stop()
     assert base["stats"]["reconnects"] == 0 and len(base["losses"]) == STEPS
     srv = Server(tmp_path, "--journal", "none", "--grace", "60")
     proxy = FaultProxy(srv.port, seed=int(os.environ.get("RGPU_TEST_SEED", "4321")), cuts=20)
     try:
-        r = finish(child(TRAIN_GPT, proxy.port, srv.token_file, REPO=REPO), timeout=600)
+        r = finish(child(TRAIN_GPT, proxy.port, srv.token_file), timeout=600)
     finally:
         proxy.close()
         srv.stop()

@@ -92,47 +92,44 @@ def test_rgpu_record_writes_a_trace(tmp_path):
     assert int(sql("select count(*) from results")) == 2
 
 
-def test_server_that_dies_at_start_is_reported_with_its_output(tmp_path):
-    fake = tmp_path / "bad-server"
-    fake.write_text("#!/bin/sh\necho 'no GPU and no luck' >&2\nexit 3\n")
+def fake_server(tmp_path, name, script):
+    """An executable shell script standing in for rgpu-server."""
+    fake = tmp_path / name
+    fake.write_text("#!/bin/sh\n" + script)
     fake.chmod(0o755)
-    p = child("""
-        import torch, rgpu
-        try:
-            torch.ones(1, device="rgpu")
-        except RuntimeError as e:
-            print("ERR", e)
-    """, RGPU_SERVER_BIN=str(fake))
-    assert p.returncode == 0, p.stderr
-    assert "ERR" in p.stdout and "status 3" in p.stdout and "no GPU and no luck" in p.stdout
+    return str(fake)
 
 
-def test_server_that_never_listens_times_out(tmp_path):
-    fake = tmp_path / "mute-server"
-    fake.write_text("#!/bin/sh\necho 'starting slowly' >&2\nexec sleep 60\n")
-    fake.chmod(0o755)
-    p = child("""
+def first_op_error(exc, **env):
+    """A child's first op on device "rgpu" with env; returns its output, which
+    is `ERR <seconds> <message>` when the op raised exc."""
+    p = child(f"""
         import time, torch, rgpu
         t = time.monotonic()
         try:
             torch.ones(1, device="rgpu")
-        except RuntimeError as e:
+        except {exc} as e:
             print("ERR", round(time.monotonic() - t), e)
-    """, RGPU_SERVER_BIN=str(fake), RGPU_SERVER_TIMEOUT="1")
+    """, **env)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("ERR 1 ") and "did not accept" in p.stdout and "starting slowly" in p.stdout
+    return p.stdout
+
+
+def test_server_that_dies_at_start_is_reported_with_its_output(tmp_path):
+    fake = fake_server(tmp_path, "bad-server", "echo 'no GPU and no luck' >&2\nexit 3\n")
+    out = first_op_error("RuntimeError", RGPU_SERVER_BIN=fake)
+    assert "ERR" in out and "status 3" in out and "no GPU and no luck" in out
+
+
+def test_server_that_never_listens_times_out(tmp_path):
+    fake = fake_server(tmp_path, "mute-server", "echo 'starting slowly' >&2\nexec sleep 60\n")
+    out = first_op_error("RuntimeError", RGPU_SERVER_BIN=fake, RGPU_SERVER_TIMEOUT="1")
+    assert out.startswith("ERR 1 ") and "did not accept" in out and "starting slowly" in out
 
 
 def test_bad_rgpu_server_address_raises():
-    p = child("""
-        import torch, rgpu
-        try:
-            torch.ones(1, device="rgpu")
-        except ConnectionError as e:
-            print("ERR", e)
-    """, RGPU_SERVER="unix:/nonexistent/rgpu.sock")
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("ERR")
+    out = first_op_error("ConnectionError", RGPU_SERVER="unix:/nonexistent/rgpu.sock")
+    assert out.startswith("ERR")
 
 
 def test_versions_agree():

@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SERVER = os.path.join(REPO, "build", "bin", "rgpu-server")
 TORCHHOOK = os.path.join(REPO, "torchhook")
+TOOLS = os.path.join(REPO, "tools")
 
 
 @pytest.fixture
@@ -82,17 +83,12 @@ def test_rgpu_run_over_ssh_keeps_the_exit_status(env, tmp_path):
     assert len(list((tmp_path / "ssh-pids").iterdir())) == 1     # it went over the ssh stand-in
 
 
-TRAIN = """
-import json, os, sys, torch, torch.nn as nn, torch.nn.functional as F, rgpu
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("rgpu")
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-g = torch.Generator().manual_seed(1)
+# tools/models/train.py's MLP loop; the ssh link is killed at step 20
+TRAIN = f"import sys; sys.path.insert(0, {TOOLS!r})\n" + """
+import json, sys, torch, rgpu
+from models.train import mlp_steps
 losses = []
-for i in range(60):
-    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
-    loss = F.mse_loss(model(x.to("rgpu")), y.to("rgpu"))
-    opt.zero_grad(); loss.backward(); opt.step()
+for i, loss in enumerate(mlp_steps(60)):
     losses.append(loss.item().hex())
     print("step", i, flush=True)
     if i == 20: sys.stdin.readline()          # the test kills the ssh here

@@ -5,7 +5,6 @@ outputs, and compare with PyTorch CPU. Also: what a capture refuses, frees of
 template-local ids, other threads during a capture, Philox offsets rebased per
 call, a failing CALL, and a recorded trace with CALLs replayed offline."""
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -290,7 +289,7 @@ print(json.dumps({"out": out, "stats": {k: v for k, v in rgpu.stats().items() if
 
 
 def test_calls_survive_a_server_restart_on_its_journal(tmp_path):
-    from test_resume import Server, child, finish
+    from test_resume import Server, child, finish, restart_during
     steps = "60"
     base = tmp_path / "base"
     base.mkdir()
@@ -303,16 +302,6 @@ def test_calls_survive_a_server_restart_on_its_journal(tmp_path):
     assert len(set(want["out"])) > 50          # the values move (random op, feedback)
     journal = tmp_path / "journal"
     srv = Server(tmp_path, "--journal", str(journal))
-    p = child(LOOP, srv.port, srv.token_file, STEPS=steps)
-    try:
-        while not p.stdout.readline().startswith("step 20"):
-            assert p.poll() is None, p.stderr.read()[-3000:]
-        srv.kill(signal.SIGKILL)
-        srv.start()
-        got = finish(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        srv.stop()
+    got, _ = restart_during(srv, child(LOOP, srv.port, srv.token_file, STEPS=steps), 20)
     assert got["out"] == want["out"]
     assert "rebuilt from its journal" in srv.log() and got["stats"]["reconnects"] == 1

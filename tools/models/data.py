@@ -40,32 +40,31 @@ PLACES = ["London", "Verona", "Padua", "Milan", "Rome", "Bohemia", "Venice", "Il
           "York", "Windsor", "Elsinore", "Naples", "Tyre", "Ephesus", "Athens", "Kent"]
 
 
+def _by_chance(r, *forms):
+    """One of forms, (bound, make) pairs with rising bounds, the last 1: the
+    first whose bound is above one draw of r.random(); returns make()."""
+    k = r.random()
+    return next(make for bound, make in forms if k < bound)()
+
+
 def _np(r):
     """a noun phrase: 'the noble king', 'my heart', "the king's crown" ..."""
     det = r.choice(["the", "my", "thy", "your", "his", "her", "our", "this", "that"])
     n = r.choice(NOUNS)
-    k = r.random()
-    if k < 0.3:
-        return f"{det} {r.choice(ADJS)} {n}"
-    if k < 0.4:
-        return f"{det} {n}'s {r.choice(NOUNS)}"
-    if k < 0.5:
-        return f"{det} {n} of {r.choice(PLACES)}"
-    return f"{det} {n}"
+    return _by_chance(r, (0.3, lambda: f"{det} {r.choice(ADJS)} {n}"),
+                      (0.4, lambda: f"{det} {n}'s {r.choice(NOUNS)}"),
+                      (0.5, lambda: f"{det} {n} of {r.choice(PLACES)}"),
+                      (1, lambda: f"{det} {n}"))
 
 
 def _clause(r):
     s = r.choice(SUBJECTS)
     third = s in ("he", "she", "my lord", "your grace", "the king")
     v = r.choice(VERBS_3) if third else r.choice(VERBS)
-    k = r.random()
-    if k < 0.15:
-        return f"{s} will {r.choice(VERBS)} {_np(r)}"
-    if k < 0.25:
-        return f"{s} {v} {_np(r)} and {_np(r)}"
-    if k < 0.32:
-        return f"{s} {v} {_np(r)} - {_np(r)}"
-    return f"{s} {v} {_np(r)}"
+    return _by_chance(r, (0.15, lambda: f"{s} will {r.choice(VERBS)} {_np(r)}"),
+                      (0.25, lambda: f"{s} {v} {_np(r)} and {_np(r)}"),
+                      (0.32, lambda: f"{s} {v} {_np(r)} - {_np(r)}"),
+                      (1, lambda: f"{s} {v} {_np(r)}"))
 
 
 def _sentence(r):
