@@ -45,7 +45,6 @@
 extern char **environ;
 
 #define TOKEN_HEX       64                 /* 32 random bytes, hex */
-#define MAX_TOKEN_LEN   1024               /* a HELLO token longer than this is refused */
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 #define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
@@ -240,36 +239,35 @@ static void part_free(conn *c, part *pt) {
     free(pt);
 }
 
-/* An ERROR payload (FORMAT.md §7.1) into buf: code, the formatted message
- * (NUL-terminated at buf + 8, cut at 511 bytes); returns its length. */
-#define ERROR_BUF (8 + 512)
-static size_t error_payload(uint8_t buf[ERROR_BUF], int code, const char *fmt, va_list ap) {
-    rgpu_st32(buf, (uint32_t)code);
-    rgpu_st32(buf + 4, 0);
-    int n = vsnprintf((char *)buf + 8, 512, fmt, ap);
-    if (n < 0) n = 0;
-    if (n > 511) n = 511;
-    return 8 + (size_t)n;
+/* An ERROR (FORMAT.md §7.1) of code with the formatted message, its text
+ * in buf (NUL-terminated, cut at RGPU_MAX_ERROR_MSG bytes). */
+static rgpu_msg_error error_msg(char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, va_list ap) {
+    int n = vsnprintf(buf, RGPU_MAX_ERROR_MSG + 1, fmt, ap);
+    if (n < 0) { n = 0; buf[0] = 0; }
+    if (n > RGPU_MAX_ERROR_MSG) n = RGPU_MAX_ERROR_MSG;
+    return (rgpu_msg_error){ .code = (uint32_t)code, .msg_len = (uint32_t)n, .msg = buf };
 }
 
-static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) {
+/* The same, sent on fd. */
+static rgpu_status error_sendf(int fd, char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static rgpu_status error_sendf(int fd, char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
-    return n;
+    return rgpu_msg_error_send(fd, &e);
 }
 
 static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
-    uint8_t buf[ERROR_BUF];
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
     c->sent_error = true;
-    logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), (char *)buf + 8);
-    return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
+    logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), buf);
+    return rgpu_msg_error_send(c->fd, &e);
 }
 
 /* The largest payload a message of this type can need: a CHUNK carries at
@@ -457,19 +455,21 @@ static void jnl_compact(conn *c) {
 static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64_t max_n, rgpu_hash *h,
                                  uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
-    if (len < 16) return RGPU_ERR_TRUNCATED;
-    memcpy(h->b, p, 16);
-    rgpu_status s = rgpu_frame_decompress(p + 16, len - 16, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
+    rgpu_msg_blob m;
+    rgpu_status s = rgpu_msg_blob_decode(p, len, &m);
+    if (s) return s;
+    *h = m.hash;
+    s = rgpu_frame_decompress(m.frame, m.frame_len, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
     if (s == RGPU_ERR_TOO_LARGE && *n <= RGPU_MAX_BLOB_RAW) return RGPU_ERR_LIMIT;
     if (s) return s;
     rgpu_hash real = rgpu_hash_bytes(*data, *n);
     if (!rgpu_hash_eq(&real, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
-    jnl_put_blob(c, h, *n, p + 16, len - 16);
+    jnl_put_blob(c, h, *n, m.frame, m.frame_len);
     return RGPU_OK;
 }
 
-/* One BLOB_PART: u8 hash[16] | u64 total | u64 offset | frame of the piece
- * at offset. Pieces of a blob come in order (offset == what arrived; offset
+/* One BLOB_PART: the piece of the blob `hash` (total bytes) at offset.
+ * Pieces of a blob come in order (offset == what arrived; offset
  * 0 starts it again, as after a resume). The whole blob is taken from the
  * pool at its first piece, or refused (over the session's room: its pieces
  * are then skipped, *n = total, RGPU_ERR_LIMIT once); when the last piece
@@ -477,10 +477,11 @@ static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64
  * and handed over: *data (owned by the caller, no longer in the pool), *h. */
 static rgpu_status blob_part(conn *c, const uint8_t *p, uint64_t len, rgpu_hash *h, uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
-    if (len < 32 + RGPU_FRAME_HEADER) return RGPU_ERR_TRUNCATED;
-    memcpy(h->b, p, 16);
-    uint64_t total = rgpu_ld64(p + 16), off = rgpu_ld64(p + 24);
-    if (total > RGPU_MAX_BLOB_RAW || off >= total) return RGPU_ERR_BAD_MESSAGE;
+    rgpu_msg_blob_part m;
+    rgpu_status s = rgpu_msg_blob_part_decode(p, len, &m);
+    if (s) return s;
+    *h = m.hash;
+    uint64_t total = m.total, off = m.offset;
     part *pt = c->parts;
     while (pt && !rgpu_hash_eq(&pt->h, h)) pt = pt->next;
     if (pt && (off == 0 || pt->total != total)) { part_free(c, pt); pt = NULL; }
@@ -500,7 +501,7 @@ static rgpu_status blob_part(conn *c, const uint8_t *p, uint64_t len, rgpu_hash 
     if (off != pt->got) return RGPU_ERR_SEQUENCE;
     uint8_t *raw;
     size_t rn;
-    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, total - off, &raw, &rn);
+    s = rgpu_frame_decompress(m.frame, m.frame_len, total - off, &raw, &rn);
     if (s) return s == RGPU_ERR_TOO_LARGE ? RGPU_ERR_BAD_MESSAGE : s;
     if (!rn) { free(raw); return RGPU_ERR_BAD_MESSAGE; }
     if (pt->buf) memcpy(pt->buf + off, raw, rn);
@@ -539,7 +540,7 @@ static rgpu_status keep_pushed(conn *c, const rgpu_hash *h, rgpu_status s, uint8
  * are reported by the caller (handle_chunk; the session for LIMIT). */
 static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, uint8_t **data, size_t *n) {
     conn *c = ud;
-    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_NEED, want->b, 16, NULL, 0);
+    rgpu_status s = rgpu_msg_need_send(c->fd, &(rgpu_msg_need){ *want });
     if (s) { c->link_err = true; return s; }
     for (;;) {
         rgpu_msg_header h;
@@ -549,7 +550,8 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
             rgpu_hash got;
             uint8_t *d;
             size_t dn;
-            bool wanted = h.len >= 16 && !memcmp(p, want->b, 16);
+            rgpu_msg_blob bm;
+            bool wanted = !rgpu_msg_blob_decode(p, h.len, &bm) && rgpu_hash_eq(&bm.hash, want);
             s = blob_from_msg(c, p, h.len, wanted ? max_n : rgpu_session_room(c->s, NULL, 0), &got, &d, &dn);
             msg_free(p, h.len);
             if (wanted) { *data = d; *n = dn; return s; }
@@ -590,9 +592,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
 }
 
 static rgpu_status send_ack(conn *c) {
-    uint8_t b[8];
-    rgpu_st64(b, rgpu_session_applied(c->s));
-    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_ACK, b, 8, NULL, 0);
+    rgpu_status s = rgpu_msg_ack_send(c->fd, &(rgpu_msg_ack){ rgpu_session_applied(c->s) });
     if (s) c->link_err = true;
     return s;
 }
@@ -601,12 +601,12 @@ static rgpu_status send_ack(conn *c) {
  * is dropped (but acknowledged, so the client frees it); one starting
  * anywhere but at `applied` is a sequence error. */
 static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
-    if (len < 32) return send_error(c, RGPU_ERR_TRUNCATED, "CHUNK shorter than its header"), RGPU_ERR_TRUNCATED;
-    uint64_t first = rgpu_ld64(p);
-    uint32_t count = rgpu_ld32(p + 8);
-    if (rgpu_ld32(p + 12)) return send_error(c, RGPU_ERR_RESERVED, "CHUNK reserved field not zero"), RGPU_ERR_RESERVED;
-    rgpu_hash h;
-    memcpy(h.b, p + 16, 16);
+    rgpu_msg_chunk m;
+    rgpu_status s = rgpu_msg_chunk_decode(p, len, &m);
+    if (s) return send_error(c, s, s == RGPU_ERR_RESERVED ? "CHUNK reserved field not zero" : "CHUNK shorter than its header"), s;
+    uint64_t first = m.first_op;
+    uint32_t count = m.count;
+    rgpu_hash h = m.hash;
     uint64_t applied = rgpu_session_applied(c->s);
     if (count && first + count > first && first + count <= applied) return send_ack(c);   /* resent: drop */
     if (first != applied) {
@@ -619,11 +619,10 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     }
     uint8_t *raw;
     size_t n;
-    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, g_max_chunk, &raw, &n);
-    if (s == RGPU_ERR_TOO_LARGE)
+    s = rgpu_frame_decompress(m.frame, m.frame_len, g_max_chunk, &raw, &n);
+    if (s == RGPU_ERR_TOO_LARGE)   /* n: the raw size the frame declares */
         return send_error(c, s, "CHUNK at op %llu: %llu raw bytes over this server's limit of %llu (--max-chunk)",
-                          (unsigned long long)first, (unsigned long long)(len >= 32 + 16 ? rgpu_ld64(p + 32 + 8) : 0),
-                          (unsigned long long)g_max_chunk), s;
+                          (unsigned long long)first, (unsigned long long)n, (unsigned long long)g_max_chunk), s;
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
@@ -642,9 +641,9 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         return send_error(c, s, "CHUNK at op %llu: %s%s%s", (unsigned long long)first, rgpu_status_str(s),
                           c->why[0] ? ": " : "", c->why), s;
     }
-    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
-    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);
-    c->se->jnl_since += len - 32;
+    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, m.frame, m.frame_len)) rec_failed(c->se);
+    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, m.frame, m.frame_len)) jnl_failed(c->se);
+    c->se->jnl_since += m.frame_len;
     c->gone_at = c->polled_at = 0;
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
@@ -666,13 +665,12 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
 
 /* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
  * (the session hands each result out once). Bounded by RESULT_KEEP. */
-static void keep_result(sess *se, uint64_t op, const uint8_t *hdr, size_t hn, const uint8_t *data, size_t dn) {
-    if (hn + dn > RESULT_KEEP || !rgpu_mem_pool_take(&g_pool, hn + dn)) return;
+static void keep_result(sess *se, const rgpu_msg_result *m) {
+    size_t n = rgpu_msg_result_size(m);
+    if (n > RESULT_KEEP || !rgpu_mem_pool_take(&g_pool, n)) return;
     sent_result *r = calloc(1, sizeof *r);
-    if (!r || !(r->p = malloc(hn + dn))) { free(r); rgpu_mem_pool_give(&g_pool, hn + dn); return; }
-    memcpy(r->p, hdr, hn);
-    if (dn) memcpy(r->p + hn, data, dn);
-    r->n = hn + dn; r->op = op;
+    if (!r || !(r->p = malloc(n))) { free(r); rgpu_mem_pool_give(&g_pool, n); return; }
+    r->n = rgpu_msg_result_encode(m, r->p, n); r->op = m->op;
     pthread_mutex_lock(&g_mu);
     r->next = se->sent;
     se->sent = r;
@@ -704,8 +702,10 @@ static void jnl_put_result(sess *se, uint64_t op, int status, const uint8_t *dat
 }
 
 static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
-    if (len != 8) return send_error(c, RGPU_ERR_BAD_MESSAGE, "WAIT payload is %llu bytes", (unsigned long long)len), RGPU_ERR_BAD_MESSAGE;
-    uint64_t op = rgpu_ld64(p);
+    rgpu_msg_wait wm;
+    if (rgpu_msg_wait_decode(p, len, &wm))
+        return send_error(c, RGPU_ERR_BAD_MESSAGE, "WAIT payload is %llu bytes", (unsigned long long)len), RGPU_ERR_BAD_MESSAGE;
+    uint64_t op = wm.op_index;
     sent_result *kept = take_kept_result(c->se, op);
     if (kept) {   /* answered on a connection that dropped: answer the same again */
         rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, kept->p, kept->n, NULL, 0);
@@ -721,17 +721,11 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_status s = rgpu_session_take_result(c->s, op, &status, &err_op, msg, sizeof msg, &data, &n);
     if (s) return send_error(c, s, "WAIT for op %llu, only %llu applied", (unsigned long long)op,
                              (unsigned long long)rgpu_session_applied(c->s)), s;
-    size_t ml = strlen(msg);
-    uint8_t hdr[28 + 256];
-    rgpu_st64(hdr, op);
-    rgpu_st32(hdr + 8, (uint32_t)status);
-    rgpu_st32(hdr + 12, 0);
-    rgpu_st64(hdr + 16, err_op);
-    rgpu_st32(hdr + 24, (uint32_t)ml);
-    memcpy(hdr + 28, msg, ml);
-    keep_result(c->se, op, hdr, 28 + ml, data, n);
+    rgpu_msg_result r = { .op = op, .status = (uint32_t)status, .err_op = err_op, .msg_len = (uint32_t)strlen(msg),
+                          .msg = msg, .data = data, .data_len = n };
+    keep_result(c->se, &r);
     jnl_put_result(c->se, op, status, data, n);
-    s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, hdr, 28 + ml, data, n);
+    s = rgpu_msg_result_send(c->fd, &r);
     free(data);
     return s;
 }
@@ -775,15 +769,12 @@ static int take_journaled_result(void *ud, uint64_t op, int status, const void *
     uint8_t *d;
     size_t dn;
     if (rgpu_session_take_result(w->se->s, op, &st, &eo, msg, sizeof msg, &d, &dn) == RGPU_OK) free(d);
-    uint8_t hdr[28 + 128];
-    int ml = status ? snprintf((char *)hdr + 28, 128, "op %llu failed (%s); details lost in a server restart",
+    char m[128];
+    int ml = status ? snprintf(m, sizeof m, "op %llu failed (%s); details lost in a server restart",
                                (unsigned long long)op, rgpu_status_name(status)) : 0;
-    rgpu_st64(hdr, op);
-    rgpu_st32(hdr + 8, (uint32_t)status);
-    rgpu_st32(hdr + 12, 0);
-    rgpu_st64(hdr + 16, op);
-    rgpu_st32(hdr + 24, (uint32_t)ml);
-    keep_result(w->se, op, hdr, 28 + (size_t)ml, data, status ? 0 : n);
+    rgpu_msg_result r = { .op = op, .status = (uint32_t)status, .err_op = op, .msg_len = (uint32_t)ml, .msg = m,
+                          .data = data, .data_len = status ? 0 : n };
+    keep_result(w->se, &r);
     return 0;
 }
 
@@ -973,7 +964,7 @@ static rgpu_status recv_hello(conn *c, rgpu_msg_header *h, uint8_t **p) {
     uint8_t hb[RGPU_WIRE_HEADER];
     *p = NULL;
     rgpu_status s = read_by(c->fd, hb, sizeof hb, deadline);
-    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, h);
+    if (!s) s = rgpu_wire_header_decode(hb, RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN, h);
     if (s) return s;
     uint8_t *b = malloc(h->len ? h->len : 1);
     if (!b) return RGPU_ERR_NOMEM;
@@ -998,31 +989,28 @@ static sess *handshake(conn *c) {
     sess *se = NULL;
     uint8_t table[16];
     rgpu_op_table_hash(table);
-    /* after the token, optionally: u8 n | the client's version (n ≤ 32 bytes) */
+    /* a malformed token or trailer is named after the version and op table */
+    rgpu_msg_hello m = { 0 };
+    rgpu_status ms = h.type == RGPU_MSG_HELLO ? rgpu_msg_hello_decode(p, h.len, &m) : RGPU_ERR_BAD_MESSAGE;
     char cver[40] = "?";
-    uint32_t tl = h.len >= 40 ? rgpu_ld32(p + 36) : 0;
-    bool hello_ok = h.len >= 40 && tl <= h.len - 40;
-    if (hello_ok && h.len - 40 - tl > 0) {
-        size_t rest = h.len - 40 - tl, vn = p[40 + tl];
-        hello_ok = rest == 1 + vn && vn <= 32;
-        if (hello_ok) snprintf(cver, sizeof cver, "%.*s", (int)vn, (const char *)p + 41 + tl);
-    }
-    if (h.type != RGPU_MSG_HELLO || h.len < 40) {
+    if (!ms && m.has_sw_version) snprintf(cver, sizeof cver, "%.*s", (int)m.sw_version_len, m.sw_version);
+    if (h.type != RGPU_MSG_HELLO || h.len < RGPU_MSG_HELLO_HEAD) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
-    } else if (rgpu_ld32(p) != RGPU_FORMAT_VERSION) {
+    } else if (m.version != RGPU_FORMAT_VERSION) {
         send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks trace format %u, this server (rgpu-server %s) "
-                   "format %u", cver, rgpu_ld32(p), RGPU_VERSION, RGPU_FORMAT_VERSION);
-    } else if (memcmp(p + 4, table, 16) != 0) {
+                   "format %u", cver, m.version, RGPU_VERSION, RGPU_FORMAT_VERSION);
+    } else if (memcmp(m.op_table, table, 16) != 0) {
         send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client: rgpu %s, op "
                    "table %02x%02x%02x%02x...; this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
-                   cver, p[4], p[5], p[6], p[7], RGPU_VERSION, RGPU_OP_COUNT, table[0], table[1], table[2], table[3]);
-    } else if (!hello_ok) {
-        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", tl);
-    } else if (!g_no_auth && !token_ok(p + 40, tl)) {
-        send_error(c, RGPU_ERR_AUTH, tl == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
-                                                 : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
-    } else if (rgpu_ld64(p + 20)) {
-        se = resume(c, rgpu_ld64(p + 20), rgpu_ld64(p + 28));
+                   cver, m.op_table[0], m.op_table[1], m.op_table[2], m.op_table[3], RGPU_VERSION, RGPU_OP_COUNT,
+                   table[0], table[1], table[2], table[3]);
+    } else if (ms) {
+        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", m.token_len);
+    } else if (!g_no_auth && !token_ok(m.token, m.token_len)) {
+        send_error(c, RGPU_ERR_AUTH, m.token_len == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
+                                                      : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
+    } else if (m.session) {
+        se = resume(c, m.session, m.last_ack);
     } else if (!(se = new_sess())) {
         send_error(c, RGPU_ERR_NOMEM, "no memory for a session");
     } else {
@@ -1065,19 +1053,15 @@ static sess *handshake(conn *c) {
     if (!se) return NULL;
     c->se = se;
     c->s = se->s;
-    uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8 + 1 + sizeof RGPU_VERSION] = { 0 };
-    rgpu_st32(w, RGPU_FORMAT_VERSION);
-    memcpy(w + 4, table, 16);
-    rgpu_st64(w + 20, se->id);
-    rgpu_st64(w + 28, rgpu_session_applied(se->s));
-    snprintf((char *)w + 36, 32, "%s", rgpu_backend_describe(g_backend));   /* "cuda (NVIDIA H200)" */
-    rgpu_st32(w + 68, RGPU_OP_COUNT);
+    uint8_t bits[(RGPU_OP_COUNT + 7) / 8] = { 0 };
     for (int i = 0; i < RGPU_OP_COUNT; i++)
-        if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
-    size_t vat = 72 + (RGPU_OP_COUNT + 7) / 8;   /* after the bitmap: u8 n | this server's version */
-    w[vat] = (uint8_t)strlen(RGPU_VERSION);
-    memcpy(w + vat + 1, RGPU_VERSION, strlen(RGPU_VERSION));
-    rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, vat + 1 + strlen(RGPU_VERSION), NULL, 0);   /* a failure shows at the next read */
+        if (g_backend->supports(g_backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
+    rgpu_msg_welcome w = { .version = RGPU_FORMAT_VERSION, .session = se->id, .applied = rgpu_session_applied(se->s),
+                           .nbits = RGPU_OP_COUNT, .bitmap = bits, .has_sw_version = true,
+                           .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
+    memcpy(w.op_table, table, 16);
+    snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_backend));   /* "cuda (NVIDIA H200)" */
+    rgpu_msg_welcome_send(c->fd, &w);   /* a failure shows at the next read */
     return se;
 }
 
@@ -1193,12 +1177,11 @@ static void *conn_main(void *arg) {
 /* Over --max-connections: say so and close, on the accepting thread (a
  * short write to a new socket's empty buffer does not block). */
 static void refuse_conn(int fd, const char *peer) {
-    uint8_t buf[ERROR_BUF];
-    size_t n = error_payloadf(buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
-                              "try again later", g_max_conns);
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     struct timeval tv = { 0, 200000 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    rgpu_wire_send(fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
+    error_sendf(fd, buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
+                "try again later", g_max_conns);
     close(fd);
     static double last;
     double t = now_s();
@@ -1555,13 +1538,13 @@ static int unix_connect(const char *path) {
  * line on stderr (ssh shows it). */
 static int bridge_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bridge_fail(int code, const char *fmt, ...) {
-    uint8_t buf[ERROR_BUF];
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
-    rgpu_wire_send(1, RGPU_MSG_ERROR, buf, n, NULL, 0);
-    fprintf(stderr, "rgpu-server --stdio: %s\n", (char *)buf + 8);
+    rgpu_msg_error_send(1, &e);
+    fprintf(stderr, "rgpu-server --stdio: %s\n", buf);
     return 1;
 }
 
@@ -1615,20 +1598,17 @@ static int stdio_bridge(void) {
     uint8_t hb[RGPU_WIRE_HEADER];
     rgpu_msg_header h;
     rgpu_status s = read_by(0, hb, sizeof hb, deadline);
-    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, &h);
+    if (!s) s = rgpu_wire_header_decode(hb, RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN, &h);
     if (!s && h.type != RGPU_MSG_HELLO) s = RGPU_ERR_BAD_MESSAGE;
-    uint8_t in[40 + MAX_TOKEN_LEN], hello[40 + TOKEN_HEX + MAX_TOKEN_LEN];
-    if (!s && h.len < 40) s = RGPU_ERR_TRUNCATED;
+    uint8_t in[RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN];
+    rgpu_msg_hello m = { 0 };
+    if (!s && h.len < RGPU_MSG_HELLO_HEAD) s = RGPU_ERR_TRUNCATED;
     if (!s) s = read_by(0, in, h.len, deadline);
-    uint32_t itl = s ? 0 : rgpu_ld32(in + 36);
-    if (!s && itl > h.len - 40) s = RGPU_ERR_BAD_MESSAGE;
+    if (!s) s = rgpu_msg_hello_decode(in, h.len, &m);
     if (s) return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s));
-    size_t trailer = h.len - 40 - itl;   /* the client's version, kept */
-    memcpy(hello, in, 40);
-    rgpu_st32(hello + 36, TOKEN_HEX);
-    memcpy(hello + 40, g_token, TOKEN_HEX);
-    memcpy(hello + 40 + TOKEN_HEX, in + 40 + itl, trailer);
-    s = rgpu_wire_send(fd, RGPU_MSG_HELLO, hello, 40 + TOKEN_HEX + trailer, NULL, 0);
+    m.token = (const uint8_t *)g_token;   /* the rest, the client's version too, kept */
+    m.token_len = TOKEN_HEX;
+    s = rgpu_msg_hello_send(fd, &m);
     if (s) return bridge_fail(s, "the daemon closed: %s", rgpu_status_str(s));
     /* relay */
     struct pollfd pf[2] = { { .fd = 0, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
