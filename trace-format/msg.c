@@ -4,7 +4,8 @@
  * WELCOME and ERROR, the variable bytes that follow them) and, for CHUNK,
  * BLOB, BLOB_PART and RESULT, a bulk tail (a frame, result bytes) that _send
  * passes to the gathered write from where it lies. The offsets live here and
- * nowhere else: client.c and server.c speak through these functions. */
+ * nowhere else: client.c and the server (replayer/server_loop.c) speak
+ * through these functions. */
 #include "rgpu_format.h"
 
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* server.c — rgpu-server: accept clients, one thread per connection, speak the
- * wire protocol (FORMAT.md §7), execute chunks on the chosen backend.
+/* server_loop.c — rgpu-server's connection loop (API: server.h): accept
+ * clients, one thread per connection, speak the wire protocol (FORMAT.md
+ * §7), execute chunks on the chosen backend. main is in server_main.c.
  *
  * A connection's thread reads messages in order. CHUNK: decode, fetch the
  * blobs its uploads lack and the templates its CALLs name (NEED), journal,
@@ -15,7 +16,7 @@
  * started again on the same directory rebuilds a session by replaying its
  * journal when the client comes back. Every HELLO must carry the token the
  * server wrote to --token-file (compared in constant time). */
-#include "session.h"
+#include "server.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,31 +45,19 @@
 
 extern char **environ;
 
-#define TOKEN_HEX       64                 /* 32 random bytes, hex */
+#define TOKEN_HEX       RGPU_SERVER_TOKEN_HEX
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 #define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
 
-static rgpu_backend *g_backend;
-static bool g_quiet, g_no_auth;
-static char g_token[TOKEN_HEX + 1];
+static rgpu_server_config g_cfg;        /* the options (rgpu_server_init) */
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t g_stop;
-static const char *g_record_dir;          /* --record DIR: one .rgt per session, kept */
-static char g_journal_dir[4096];          /* --journal DIR; "" = none */
-static double g_grace = 300;              /* --grace SECONDS */
-static uint64_t g_max_msg = RGPU_MAX_FRAME;       /* --max-message */
-static uint64_t g_max_chunk = RGPU_MAX_CHUNK_RAW; /* --max-chunk */
-static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes, --graphs */
-static rgpu_mem_pool g_pool;              /* --max-memory: host memory of all sessions and messages */
-static uint64_t g_epoch;                  /* high 32 bits of this process's session ids */
-static double g_hs_timeout = 10;          /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
-static uint32_t g_max_conns = 256;        /* --max-connections */
+static rgpu_mem_pool g_pool;              /* g_cfg.max_memory: host memory of all sessions and messages */
 static uint32_t g_conns;                  /* open connections (atomic) */
-static uint64_t g_compact = 64ull << 20;  /* --journal-compact BYTES: checkpoint after this much journal */
 
-static void logf_(const char *fmt, ...) {
-    if (g_quiet) return;
+void rgpu_server_log(const char *fmt, ...) {
+    if (g_cfg.quiet) return;
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&g_log_mu);
@@ -79,6 +68,7 @@ static void logf_(const char *fmt, ...) {
     pthread_mutex_unlock(&g_log_mu);
     va_end(ap);
 }
+#define logf_ rgpu_server_log   /* this file says rgpu_server_log as logf_ */
 
 static double now_s(void) {
     struct timespec t;
@@ -175,12 +165,12 @@ static void reap_expired(void) {
     for (;;) {
         pthread_mutex_lock(&g_mu);
         sess *se = g_sessions;
-        while (se && (se->conn || t - se->detached_at < g_grace)) se = se->next;
+        while (se && (se->conn || t - se->detached_at < g_cfg.grace)) se = se->next;
         if (se) unlink_sess_locked(se);
         pthread_mutex_unlock(&g_mu);
         if (!se) return;
         uint64_t bytes = __atomic_load_n(&se->mem_bytes, __ATOMIC_RELAXED);
-        logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_grace,
+        logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_cfg.grace,
               (unsigned long long)bytes, se->jnl_path[0] ? ", journal removed" : "");
         sess_destroy(se);
         log_stats("session expired");
@@ -274,11 +264,11 @@ static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
  * most --max-chunk raw bytes (compressed: zstd's bound), a BLOB at most
  * --max-message, anything else is small. */
 static uint64_t max_payload(int type) {
-    uint64_t m = g_max_msg;
-    if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_max_chunk);
+    uint64_t m = g_cfg.max_msg;
+    if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_cfg.max_chunk);
     else if (type == RGPU_MSG_BLOB_PART) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound(RGPU_BLOB_PIECE);
     else if (type != RGPU_MSG_BLOB) m = MAX_SMALL_MSG;
-    return m < g_max_msg ? m : g_max_msg;
+    return m < g_cfg.max_msg ? m : g_cfg.max_msg;
 }
 
 /* Read one message. Its length is checked against the limit for its type
@@ -297,7 +287,7 @@ static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     if (h->len > lim || h->len > SIZE_MAX - 1) {
         send_error(c, RGPU_ERR_TOO_LARGE, "a %s message of %llu bytes is over this server's limit of %llu for it (%s)",
                    rgpu_msg_name(h->type), (unsigned long long)h->len, (unsigned long long)lim,
-                   h->type == RGPU_MSG_CHUNK && lim < g_max_msg ? "--max-chunk" : "--max-message");
+                   h->type == RGPU_MSG_CHUNK && lim < g_cfg.max_msg ? "--max-chunk" : "--max-message");
         return RGPU_ERR_TOO_LARGE;
     }
     if (!rgpu_mem_pool_take(&g_pool, h->len)) {
@@ -379,12 +369,12 @@ static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const ui
 static bool peer_gone_too_long(void *ud) {
     conn *c = ud;
     double t = now_s();
-    if (t - c->polled_at < 0.1) return c->gone_at > 0 && t - c->gone_at > g_grace;
+    if (t - c->polled_at < 0.1) return c->gone_at > 0 && t - c->gone_at > g_cfg.grace;
     c->polled_at = t;
     if (__atomic_load_n(&c->se->resuming, __ATOMIC_RELAXED)) return false;
     struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
     if (!c->gone_at && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) c->gone_at = t;
-    return c->gone_at > 0 && t - c->gone_at > g_grace;
+    return c->gone_at > 0 && t - c->gone_at > g_cfg.grace;
 }
 
 /* ---------------------------------------------------------------------------
@@ -413,7 +403,7 @@ static rgpu_status ck_put(void *ud, const rgpu_hash *h, const void *data, size_t
 
 static void jnl_compact(conn *c) {
     sess *se = c->se;
-    uint64_t want = g_compact > 2 * se->jnl_state ? g_compact : 2 * se->jnl_state;
+    uint64_t want = g_cfg.compact > 2 * se->jnl_state ? g_cfg.compact : 2 * se->jnl_state;
     if (!se->jnl || se->jnl_since < want) return;
     double t0 = now_s();
     uint64_t op = rgpu_session_applied(c->s), state = 0, results_from = op;
@@ -619,10 +609,10 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     }
     uint8_t *raw;
     size_t n;
-    s = rgpu_frame_decompress(m.frame, m.frame_len, g_max_chunk, &raw, &n);
+    s = rgpu_frame_decompress(m.frame, m.frame_len, g_cfg.max_chunk, &raw, &n);
     if (s == RGPU_ERR_TOO_LARGE)   /* n: the raw size the frame declares */
         return send_error(c, s, "CHUNK at op %llu: %llu raw bytes over this server's limit of %llu (--max-chunk)",
-                          (unsigned long long)first, (unsigned long long)n, (unsigned long long)g_max_chunk), s;
+                          (unsigned long long)first, (unsigned long long)n, (unsigned long long)g_cfg.max_chunk), s;
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
@@ -650,7 +640,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     if (s == RGPU_ERR_TIMEOUT) {   /* cancelled: mid-chunk, the session cannot go on */
         c->sent_error = true;
         logf_("%s: client gone for more than %g s (--grace) inside the chunk at op %llu: the rest of it is "
-              "cancelled at op %llu and the session ends", TAG(c), g_grace, (unsigned long long)first,
+              "cancelled at op %llu and the session ends", TAG(c), g_cfg.grace, (unsigned long long)first,
               (unsigned long long)rgpu_session_applied(c->s));
         return s;
     }
@@ -733,7 +723,7 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
 /* ---------------------------------------------------------------------------
  * Journal: create for a new session, rebuild a session after a restart */
 static void journal_path(uint64_t id, char *out, size_t n) {
-    snprintf(out, n, "%s/session-%016llx.rgt", g_journal_dir, (unsigned long long)id);
+    snprintf(out, n, "%s/session-%016llx.rgt", g_cfg.journal_dir, (unsigned long long)id);
 }
 
 typedef struct rebuild_ctx { rgpu_rgt *t; } rebuild_ctx;
@@ -789,7 +779,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         return s;
     }
     rebuild_ctx rc = { t };
-    se->s = rgpu_session_new(g_backend, &g_limits);
+    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (!se->s) { rgpu_rgt_close(t); snprintf(why, whylen, "out of memory"); return RGPU_ERR_NOMEM; }
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
     uint64_t count = 0;
@@ -849,11 +839,11 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
 static sess *new_sess(void) {
     sess *se = calloc(1, sizeof *se);
     if (!se) return NULL;
-    se->s = rgpu_session_new(g_backend, &g_limits);
+    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (!se->s) { free(se); return NULL; }
     pthread_mutex_lock(&g_mu);
     se->no = g_next_no++;
-    se->id = g_epoch << 32 | se->no;
+    se->id = g_cfg.epoch << 32 | se->no;
     pthread_mutex_unlock(&g_mu);
     return se;
 }
@@ -861,9 +851,9 @@ static sess *new_sess(void) {
 /* ---------------------------------------------------------------------------
  * Handshake: HELLO → WELCOME (new or resumed session) or ERROR */
 static bool token_ok(const uint8_t *t, size_t n) {
-    size_t want = strlen(g_token);
+    size_t want = strlen(g_cfg.token);
     unsigned diff = (unsigned)(n != want);
-    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_token[i] ^ (i < n ? t[i] : 0));
+    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_cfg.token[i] ^ (i < n ? t[i] : 0));
     return diff == 0;
 }
 
@@ -895,7 +885,7 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     pthread_mutex_lock(&g_mu);
     se = find_sess_locked(id);
     if (se && se->conn) snprintf(why, sizeof why, "it is still attached to another connection");
-    if (!se && !why[0] && g_journal_dir[0]) {   /* a journal left by an earlier server process */
+    if (!se && !why[0] && g_cfg.journal_dir[0]) {   /* a journal left by an earlier server process */
         char path[4200];
         journal_path(id, path, sizeof path);
         if (access(path, F_OK) == 0 && (se = calloc(1, sizeof *se))) {
@@ -960,7 +950,7 @@ static rgpu_status read_by(int fd, void *buf, size_t n, double deadline) {
 
 /* HELLO, whole, within --handshake-timeout of the connection's accept. */
 static rgpu_status recv_hello(conn *c, rgpu_msg_header *h, uint8_t **p) {
-    double deadline = now_s() + g_hs_timeout;
+    double deadline = now_s() + g_cfg.hs_timeout;
     uint8_t hb[RGPU_WIRE_HEADER];
     *p = NULL;
     rgpu_status s = read_by(c->fd, hb, sizeof hb, deadline);
@@ -979,7 +969,7 @@ static sess *handshake(conn *c) {
     rgpu_status s = recv_hello(c, &h, &p);
     if (s) {
         if (s == RGPU_ERR_TIMEOUT)
-            send_error(c, s, "no complete HELLO within %g s (--handshake-timeout)", g_hs_timeout);
+            send_error(c, s, "no complete HELLO within %g s (--handshake-timeout)", g_cfg.hs_timeout);
         else if (s != RGPU_ERR_CLOSED)
             send_error(c, s, "bad handshake: %s", rgpu_status_str(s));
         else
@@ -1006,7 +996,7 @@ static sess *handshake(conn *c) {
                    table[0], table[1], table[2], table[3]);
     } else if (ms) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", m.token_len);
-    } else if (!g_no_auth && !token_ok(m.token, m.token_len)) {
+    } else if (!g_cfg.no_auth && !token_ok(m.token, m.token_len)) {
         send_error(c, RGPU_ERR_AUTH, m.token_len == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
                                                       : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
     } else if (m.session) {
@@ -1016,7 +1006,7 @@ static sess *handshake(conn *c) {
     } else {
         se->conn = c;
         c->se = se;
-        if (g_journal_dir[0]) {
+        if (g_cfg.journal_dir[0]) {
             journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
             rgpu_status js = rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl);
             if (js) {
@@ -1025,19 +1015,19 @@ static sess *handshake(conn *c) {
                       "restart will not resume it)", TAG(c), rgpu_rgt_errmsg(NULL));
                 if (js != RGPU_ERR_DUPLICATE_ID) remove_journal(se->jnl_path);   /* what the failed create left */
                 se->jnl_path[0] = 0;
-            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_backend->name) || rgpu_rgt_flush(se->jnl)) {
+            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) || rgpu_rgt_flush(se->jnl)) {
                 jnl_failed(se);
             }
         }
-        if (se && g_record_dir) {
+        if (se && g_cfg.record_dir) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/session-%u.rgt", g_record_dir, se->no);
+            snprintf(path, sizeof path, "%s/session-%u.rgt", g_cfg.record_dir, se->no);
             if (rgpu_rgt_create_new(path, "rgpu-server --record", &se->rec)) {   /* never over an earlier run's */
                 logf_("%s: WARNING: cannot record the session (%s): it runs without its --record trace", TAG(c),
                       rgpu_rgt_errmsg(NULL));
                 se->rec = NULL;
             } else {
-                rgpu_rgt_set_meta(se->rec, "backend", g_backend->name);
+                rgpu_rgt_set_meta(se->rec, "backend", g_cfg.backend->name);
                 logf_("session %u: recording to %s", se->no, path);
             }
         }
@@ -1055,12 +1045,12 @@ static sess *handshake(conn *c) {
     c->s = se->s;
     uint8_t bits[(RGPU_OP_COUNT + 7) / 8] = { 0 };
     for (int i = 0; i < RGPU_OP_COUNT; i++)
-        if (g_backend->supports(g_backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
+        if (g_cfg.backend->supports(g_cfg.backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
     rgpu_msg_welcome w = { .version = RGPU_FORMAT_VERSION, .session = se->id, .applied = rgpu_session_applied(se->s),
                            .nbits = RGPU_OP_COUNT, .bitmap = bits, .has_sw_version = true,
                            .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
     memcpy(w.op_table, table, 16);
-    snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_backend));   /* "cuda (NVIDIA H200)" */
+    snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_cfg.backend));   /* "cuda (NVIDIA H200)" */
     rgpu_msg_welcome_send(c->fd, &w);   /* a failure shows at the next read */
     return se;
 }
@@ -1119,9 +1109,9 @@ static void serve_conn(conn *c) {
     sess_update_mem(se);
     uint64_t a, pk;
     rgpu_session_memory(c->s, &a, &pk);
-    bool keep = !c->bye && !c->sent_error && g_grace > 0;
+    bool keep = !c->bye && !c->sent_error && g_cfg.grace > 0;
     rgpu_graph_stats gs;        /* read while this thread still owns the session */
-    if (g_limits.graphs) rgpu_session_graph_stats(c->s, &gs);
+    if (g_cfg.limits.graphs) rgpu_session_graph_stats(c->s, &gs);
     /* Once detached, a kept session belongs to whoever resumes it, who may
      * end and free it at once: what the lines below say is read before. */
     uint64_t applied = rgpu_session_applied(c->s);
@@ -1136,7 +1126,7 @@ static void serve_conn(conn *c) {
     pthread_mutex_unlock(&g_mu);
     c->se = NULL;
     c->s = NULL;
-    if (g_limits.graphs) {      /* so far, also when the session is kept for a resume */
+    if (g_cfg.limits.graphs) {      /* so far, also when the session is kept for a resume */
         logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
               no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
               (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
@@ -1144,7 +1134,7 @@ static void serve_conn(conn *c) {
     }
     if (keep) {
         logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", tg, (unsigned long long)applied,
-              rgpu_status_str(s), g_grace);
+              rgpu_status_str(s), g_cfg.grace);
     } else {
         logf_("%s: %s after %llu ops (peak %llu bytes)", tg, c->bye ? "bye" : "closed", (unsigned long long)applied,
               (unsigned long long)pk);
@@ -1181,11 +1171,11 @@ static void refuse_conn(int fd, const char *peer) {
     struct timeval tv = { 0, 200000 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     error_sendf(fd, buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
-                "try again later", g_max_conns);
+                "try again later", g_cfg.max_conns);
     close(fd);
     static double last;
     double t = now_s();
-    if (t - last > 5) { logf_("connection from %s refused: %u connections (--max-connections)", peer, g_max_conns); last = t; }
+    if (t - last > 5) { logf_("connection from %s refused: %u connections (--max-connections)", peer, g_cfg.max_conns); last = t; }
 }
 
 static void peer_name(const struct sockaddr_storage *sa, socklen_t len, char *out, size_t n) {
@@ -1206,7 +1196,7 @@ static void peer_name(const struct sockaddr_storage *sa, socklen_t len, char *ou
 
 /* ---------------------------------------------------------------------------
  * Listening */
-static int listen_tcp(const char *spec) {
+int rgpu_server_listen_tcp(const char *spec) {
     char host[256] = "127.0.0.1", port[32] = "7437";
     const char *colon = strrchr(spec, ':');
     if (colon) {
@@ -1235,7 +1225,7 @@ static int listen_tcp(const char *spec) {
 
 /* Bound under a temporary name and renamed once listening, so the path
  * appears only when connecting to it works. */
-static int listen_unix(const char *path) {
+int rgpu_server_listen_unix(const char *path) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     char tmp[sizeof sa.sun_path];
     /* a live server there keeps its path: refuse rather than take it over */
@@ -1268,11 +1258,10 @@ static int listen_unix(const char *path) {
     return fd;
 }
 
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 /* ---------------------------------------------------------------------------
  * Setup: data directory, token, journal directory */
-static int mkdirs(const char *path) {
+int rgpu_server_mkdirs(const char *path) {
     char p[4096];
     snprintf(p, sizeof p, "%s", path);
     for (char *q = p + 1; *q; q++) {
@@ -1285,7 +1274,7 @@ static int mkdirs(const char *path) {
 }
 
 /* $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
-static void data_dir(char *out, size_t n) {
+void rgpu_server_data_dir(char *out, size_t n) {
     const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     if (x && x[0] == '/') snprintf(out, n, "%s/rgpu", x);
     else snprintf(out, n, "%s/.local/state/rgpu", home && *home ? home : "/tmp");
@@ -1304,7 +1293,7 @@ static bool is_hex_token(const char *s) {
  * file, keep one token); anything else refuses to start with the reason:
  * the file is never replaced, since another program may own it. When the
  * file is absent, a fresh token from /dev/urandom is created (O_EXCL, 0600). */
-static int setup_token(const char *path) {
+int rgpu_server_setup_token(const char *path, char out[RGPU_SERVER_TOKEN_HEX + 1]) {
     struct stat st;
     if (lstat(path, &st) == 0) {
         const char *bad = NULL;
@@ -1328,7 +1317,7 @@ static int setup_token(const char *path) {
                     "written, or name another with --token-file)\n", path, bad);
             return -1;
         }
-        memcpy(g_token, buf, TOKEN_HEX + 1);
+        memcpy(out, buf, TOKEN_HEX + 1);
         return 0;
     }
     if (errno != ENOENT) {
@@ -1343,18 +1332,18 @@ static int setup_token(const char *path) {
         return -1;
     }
     close(u);
-    for (size_t i = 0; i < sizeof rnd; i++) snprintf(g_token + 2 * i, 3, "%02x", rnd[i]);
+    for (size_t i = 0; i < sizeof rnd; i++) snprintf(out + 2 * i, 3, "%02x", rnd[i]);
     /* written under a temporary name, then linked in only if the path is
      * still free (link fails on an existing name): never half a token, never
      * over another's file */
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, g_token, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
+    if (fd < 0 || write(fd, out, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
         link(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        if (e == EEXIST) return setup_token(path);   /* another server wrote it just now: use (or refuse) it */
+        if (e == EEXIST) return rgpu_server_setup_token(path, out);   /* another server wrote it just now: use (or refuse) it */
         fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(e));
         return -1;
     }
@@ -1365,7 +1354,7 @@ static int setup_token(const char *path) {
 /* One server per journal or record directory: an exclusive lock on
  * DIR/.rgpu-server.lock, held for the process's life, with the holder's pid
  * in it. Also proves the directory writable at start. */
-static int lock_dir(const char *dir, const char *opt) {
+int rgpu_server_lock_dir(const char *dir, const char *opt) {
     char path[4300];
     snprintf(path, sizeof path, "%s/.rgpu-server.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -1396,7 +1385,7 @@ static int lock_dir(const char *dir, const char *opt) {
 /* Journals left by an earlier process become dormant sessions: a client has
  * --grace seconds from now to resume one before it is removed. */
 static void adopt_journals(void) {
-    DIR *d = opendir(g_journal_dir);
+    DIR *d = opendir(g_cfg.journal_dir);
     if (!d) return;
     struct dirent *e;
     unsigned n = 0;
@@ -1415,13 +1404,13 @@ static void adopt_journals(void) {
         n++;
     }
     closedir(d);
-    if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_journal_dir, n, g_grace);
+    if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_cfg.journal_dir, n, g_cfg.grace);
 }
 
 /* --max-memory's default: 3/4 of the memory this process may use (the
  * machine's, or less: its cgroup's limit, RLIMIT_AS, RLIMIT_DATA), so that
  * the limits make an OOM kill impossible while leaving room for the rest. */
-static uint64_t default_max_memory(void) {
+uint64_t rgpu_server_default_max_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
     FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
@@ -1436,83 +1425,6 @@ static uint64_t default_max_memory(void) {
         if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < mem) mem = rl.rlim_cur;
     }
     return mem / 4 * 3;
-}
-
-static bool parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return false;
-    if (*end == 'K' || *end == 'k') { v <<= 10; end++; }
-    else if (*end == 'M' || *end == 'm') { v <<= 20; end++; }
-    else if (*end == 'G' || *end == 'g') { v <<= 30; end++; }
-    if (*end) return false;
-    *out = v;
-    return true;
-}
-
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
-        "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
-        "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
-        "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
-        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
-        "\n"
-        "       rgpu-server --stdio   (the host end of RGPU_SERVER=ssh://host: see below)\n"
-        "\n"
-        "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
-        "\n"
-        "  --listen HOST:PORT  TCP address (default 127.0.0.1:7437 when no --unix is given;\n"
-        "                      the host defaults to 127.0.0.1: expose it through an SSH tunnel)\n"
-        "  --unix PATH         also (or only) listen on a Unix socket, mode 0600\n"
-        "  --backend NAME      cpu (reference), cuda, null (executes nothing, answers zeros:\n"
-        "                      for measuring the client), auto (cuda when usable, else cpu;\n"
-        "                      default)\n"
-        "  --token-file PATH   the token clients must send (RGPU_TOKEN / RGPU_TOKEN_FILE);\n"
-        "                      used if PATH is a regular file of this user, mode 0600, holding a\n"
-        "                      token; created when absent; anything else refuses to start\n"
-        "                      (default DATA/token, where DATA is $XDG_STATE_HOME/rgpu or\n"
-        "                      ~/.local/state/rgpu)\n"
-        "  --no-auth           accept clients without a token (tests only: anyone who can\n"
-        "                      connect can run ops and read the session's memory)\n"
-        "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
-        "                      acknowledging it, so a restarted server resumes the session\n"
-        "                      (default DATA/journal/<listen address>); one server per DIR\n"
-        "                      (locked); a failed journal write turns it off for that session,\n"
-        "                      loudly, and the session goes on\n"
-        "  --journal-compact BYTES\n"
-        "                      after this much journal (and twice the last checkpoint) a session's\n"
-        "                      state is checkpointed into it and older entries dropped (64M)\n"
-        "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
-        "                      client to resume it (default 300)\n"
-        "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB; a CHUNK\n"
-        "                      is also bounded by --max-chunk, other messages by 1 MiB)\n"
-        "  --max-chunk BYTES   largest decoded chunk accepted (default 64 MiB)\n"
-        "  --max-memory BYTES  host memory for all sessions together: storages (cpu backend),\n"
-        "                      uploads, templates, results, messages (default 3/4 of the\n"
-        "                      machine's or the cgroup's memory)\n"
-        "  --max-session-bytes BYTES, --max-storages N\n"
-        "                      per-session limits on bytes held (storages, uploads, templates,\n"
-        "                      results; default 3/4 of --max-memory, 0: none) and live storages;\n"
-        "                      an op over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
-        "  --max-connections N open connections (default 256); more are refused with an ERROR\n"
-        "  --handshake-timeout SECONDS\n"
-        "                      a client's HELLO must arrive whole within this (default 10)\n"
-        "  --graphs on|off     replay the second and later calls of a compiled graph's\n"
-        "                      template as one captured graph where the backend can (cuda;\n"
-        "                      cpu for testing); results never change (default off)\n"
-        "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
-        "                      DIR/session-N.rgt, replayable with rgpu-replay (N goes on past\n"
-        "                      the traces already there: none is overwritten; one server per DIR)\n"
-        "  --quiet             no log lines on stderr\n"
-        "  --stdio             relay stdin/stdout to this user's daemon (an rgpu-server on\n"
-        "                      DATA/daemon/sock, started detached when none runs, log in\n"
-        "                      DATA/daemon/log), putting its token into the client's HELLO:\n"
-        "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host\n"
-        "  --version           the version, trace format and op table\n"
-        "  --help              this text\n"
-        "Sizes take K, M, G suffixes.\n");
 }
 
 /* ---------------------------------------------------------------------------
@@ -1548,16 +1460,16 @@ static int bridge_fail(int code, const char *fmt, ...) {
     return 1;
 }
 
-static int stdio_bridge(void) {
+int rgpu_server_stdio_bridge(void) {
     char data[1024], dir[1100], sock[1200], lockp[1200], logp[1200], tokf[1200], self[4096];
-    data_dir(data, sizeof data);
+    rgpu_server_data_dir(data, sizeof data);
     snprintf(dir, sizeof dir, "%s/daemon", data);
     snprintf(sock, sizeof sock, "%s/sock", dir);
     snprintf(lockp, sizeof lockp, "%s/lock", dir);
     snprintf(logp, sizeof logp, "%s/log", dir);
     snprintf(tokf, sizeof tokf, "%s/token", data);
     struct stat st;
-    if (mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+    if (rgpu_server_mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
         return bridge_fail(RGPU_ERR_IO, "%s must be a directory of this user, mode 0700", dir);
     int fd = unix_connect(sock);
     if (fd < 0) {
@@ -1593,7 +1505,8 @@ static int stdio_bridge(void) {
         if (fd < 0) return bridge_fail(RGPU_ERR_TIMEOUT, "the rgpu-server daemon did not come up in 30 s (see %s)", logp);
     }
     /* the client's HELLO, its token replaced by the daemon's */
-    if (setup_token(tokf)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
+    char token[TOKEN_HEX + 1];
+    if (rgpu_server_setup_token(tokf, token)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
     double deadline = now_s() + 60;
     uint8_t hb[RGPU_WIRE_HEADER];
     rgpu_msg_header h;
@@ -1606,7 +1519,7 @@ static int stdio_bridge(void) {
     if (!s) s = read_by(0, in, h.len, deadline);
     if (!s) s = rgpu_msg_hello_decode(in, h.len, &m);
     if (s) return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s));
-    m.token = (const uint8_t *)g_token;   /* the rest, the client's version too, kept */
+    m.token = (const uint8_t *)token;   /* the rest, the client's version too, kept */
     m.token_len = TOKEN_HEX;
     s = rgpu_msg_hello_send(fd, &m);
     if (s) return bridge_fail(s, "the daemon closed: %s", rgpu_status_str(s));
@@ -1629,158 +1542,46 @@ static int stdio_bridge(void) {
     return 0;
 }
 
-#ifndef RGPU_SERVER_NO_MAIN
-int main(int argc, char **argv) {
-    const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
-    bool session_bytes_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--version")) {
-            uint8_t t[16];
-            rgpu_op_table_hash(t);
-            printf("rgpu-server %s (trace format %u, %d ops, op table %02x%02x%02x%02x...)\n", RGPU_VERSION,
-                   RGPU_FORMAT_VERSION, RGPU_OP_COUNT, t[0], t[1], t[2], t[3]);
-            return 0;
-        }
-        else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return stdio_bridge(); }
-        else if (!strcmp(a, "--quiet")) g_quiet = true;
-        else if (!strcmp(a, "--no-auth")) g_no_auth = true;
-        else if (!strcmp(a, "--listen") && more) tcp = argv[++i];
-        else if (!strcmp(a, "--unix") && more) unix_path = argv[++i];
-        else if (!strcmp(a, "--backend") && more) backend = argv[++i];
-        else if (!strcmp(a, "--record") && more) g_record_dir = argv[++i];
-        else if (!strcmp(a, "--token-file") && more) token_file = argv[++i];
-        else if (!strcmp(a, "--journal") && more) journal = argv[++i];
-        else if (!strcmp(a, "--grace") && more) {
-            char *end;
-            g_grace = strtod(argv[++i], &end);
-            if (*end || g_grace < 0) { fprintf(stderr, "rgpu-server: --grace wants seconds >= 0\n"); return 2; }
-        }
-        else if (!strcmp(a, "--max-message") && more) { if (!parse_u64(argv[++i], &g_max_msg) || g_max_msg < 4096) goto bad_size; }
-        else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &g_max_chunk) || !g_max_chunk) goto bad_size; }
-        else if (!strcmp(a, "--max-session-bytes") && more) {
-            if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size;
-            session_bytes_given = true;   /* 0: no per-session limit (the global one still holds) */
-        }
-        else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
-        else if (!strcmp(a, "--journal-compact") && more) { if (!parse_u64(argv[++i], &g_compact) || !g_compact) goto bad_size; }
-        else if (!strcmp(a, "--max-memory") && more) { if (!parse_u64(argv[++i], &g_pool.limit) || !g_pool.limit) goto bad_size; }
-        else if (!strcmp(a, "--max-connections") && more) {
-            uint64_t v;
-            if (!parse_u64(argv[++i], &v) || !v || v > 1000000) goto bad_size;
-            g_max_conns = (uint32_t)v;
-        }
-        else if (!strcmp(a, "--handshake-timeout") && more) {
-            char *end;
-            g_hs_timeout = strtod(argv[++i], &end);
-            if (*end || !(g_hs_timeout > 0)) { fprintf(stderr, "rgpu-server: --handshake-timeout wants seconds > 0\n"); return 2; }
-        }
-        else if (!strcmp(a, "--graphs") && more) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "on")) g_limits.graphs = true;
-            else if (!strcmp(v, "off")) g_limits.graphs = false;
-            else { fprintf(stderr, "rgpu-server: --graphs wants on or off, not '%s'\n", v); return 2; }
-        }
-        else { fprintf(stderr, "rgpu-server: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-        continue;
-    bad_size:
-        fprintf(stderr, "rgpu-server: %s: bad size '%s'\n", a, argv[i]);
-        return 2;
-    }
-    if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
-    if (!g_pool.limit) g_pool.limit = default_max_memory();
-    if (!session_bytes_given) g_limits.max_total_bytes = g_pool.limit / 4 * 3;
-    g_limits.pool = &g_pool;
-    if (g_record_dir && mkdir(g_record_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "rgpu-server: --record %s: %s\n", g_record_dir, strerror(errno));
-        return 1;
-    }
-    if (g_record_dir) {
-        if (lock_dir(g_record_dir, "--record") < 0) return 1;
-        /* session numbers go on past an earlier run's traces: none is overwritten */
-        DIR *d = opendir(g_record_dir);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            unsigned no;
-            char tail[8];
-            if (sscanf(e->d_name, "session-%u.%7s", &no, tail) == 2 && !strcmp(tail, "rgt") && no >= g_next_no)
-                g_next_no = no + 1;
-        }
-        if (d) closedir(d);
-    }
-    char data[1024];
-    data_dir(data, sizeof data);
+/* ---------------------------------------------------------------------------
+ * The API (server.h) */
+void rgpu_server_config_default(rgpu_server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->grace = 300;
+    c->max_msg = RGPU_MAX_FRAME;
+    c->max_chunk = RGPU_MAX_CHUNK_RAW;
+    c->hs_timeout = 10;
+    c->max_conns = 256;
+    c->compact = 64ull << 20;
+    c->first_session_no = 1;
+}
 
-    /* session ids: a random epoch in the high half, so that ids from an
-     * earlier process (resumed from its journal) never collide with new ones */
-    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    uint32_t ep = 0;
-    if (u >= 0) { if (read(u, &ep, sizeof ep) != (ssize_t)sizeof ep) ep = 0; close(u); }
-    ep ^= (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
-    g_epoch = (ep & 0x7fffffffu) | 1u;
+void rgpu_server_init(const rgpu_server_config *c) {
+    g_cfg = *c;
+    g_pool.limit = g_cfg.max_memory;
+    g_cfg.limits.pool = &g_pool;
+    g_next_no = g_cfg.first_session_no ? g_cfg.first_session_no : 1;
+    if (g_cfg.journal_dir[0]) adopt_journals();
+}
 
-    if (!g_no_auth) {
-        char tf[4200];
-        if (token_file) snprintf(tf, sizeof tf, "%s", token_file);
-        else if (mkdirs(data) == 0) snprintf(tf, sizeof tf, "%s/token", data);
-        else { fprintf(stderr, "rgpu-server: cannot create %s for the token file: %s\n", data, strerror(errno)); return 1; }
-        if (setup_token(tf)) return 1;
-        logf_("token in %s (clients: RGPU_TOKEN_FILE=%s)", tf, tf);
-    } else {
-        logf_("--no-auth: accepting clients without a token");
-    }
-    if (!journal) {
-        /* one folder per listen address: a server restarted on the same
-         * address finds its journals; two servers never share one */
-        char addr[512];
-        snprintf(addr, sizeof addr, "%s%s%s", tcp ? tcp : "", tcp && unix_path ? "+" : "", unix_path ? unix_path : "");
-        for (char *q = addr; *q; q++)
-            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '.' || *q == '-')) *q = '_';
-        snprintf(g_journal_dir, sizeof g_journal_dir, "%s/journal/%s", data, addr);
-    } else if (strcmp(journal, "none") != 0) {
-        snprintf(g_journal_dir, sizeof g_journal_dir, "%s", journal);
-    }
-    if (g_journal_dir[0]) {
-        if (mkdirs(g_journal_dir)) {
-            fprintf(stderr, "rgpu-server: --journal %s: %s\n", g_journal_dir, strerror(errno));
-            return 1;
-        }
-        if (lock_dir(g_journal_dir, "--journal") < 0) return 1;
-        adopt_journals();
-    }
+void rgpu_server_serve(int fd, const char *peer) {
+    conn *c = calloc(1, sizeof *c);
+    if (!c) { close(fd); return; }
+    c->fd = fd;
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    serve_conn(c);
+}
 
-    char why[256] = "";
-    g_backend = rgpu_backend_create(backend, why, sizeof why);
-    if (!g_backend) {
-        fprintf(stderr, "rgpu-server: --backend %s: %s\n", backend, why);
-        return strncmp(why, "unknown", 7) ? 1 : 2;
-    }
-    if (why[0]) logf_("%s", why);
-    if (g_limits.graphs)
-        logf_(g_backend->graph_begin ? "--graphs on: repeated template calls replay as %s graphs"
-                                     : "--graphs on: the %s backend has no graphs; every call runs record by record",
-              g_backend->name);
+void rgpu_server_stop(void) { g_stop = 1; }
 
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    struct pollfd pf[2];
+int rgpu_server_run(const int *fds, int n) {
+    struct pollfd pf[8];
     int npf = 0;
-    if (tcp) { int fd = listen_tcp(tcp); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
-    if (unix_path) { int fd = listen_unix(unix_path); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
-    logf_("listening on %s%s%s%s (backend %s, format %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
-          tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", g_backend->name,
-          RGPU_FORMAT_VERSION, RGPU_OP_COUNT, g_journal_dir[0] ? g_journal_dir : "none", g_grace);
-
+    for (int i = 0; i < n && npf < 8; i++) pf[npf++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
     uint32_t conn_no = 0;
     while (!g_stop) {
-        int n = poll(pf, (nfds_t)npf, 250);
+        int k = poll(pf, (nfds_t)npf, 250);
         reap_expired();
-        if (n < 0) { if (errno == EINTR) continue; break; }
+        if (k < 0) { if (errno == EINTR) continue; return -1; }
         for (int i = 0; i < npf; i++) {
             if (!(pf[i].revents & POLLIN)) continue;
             struct sockaddr_storage sa;
@@ -1799,7 +1600,7 @@ int main(int argc, char **argv) {
             }
             char peer[80];
             peer_name(&sa, sl, peer, sizeof peer);
-            if (__atomic_load_n(&g_conns, __ATOMIC_RELAXED) >= g_max_conns) { refuse_conn(fd, peer); continue; }
+            if (__atomic_load_n(&g_conns, __ATOMIC_RELAXED) >= g_cfg.max_conns) { refuse_conn(fd, peer); continue; }
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             conn *c = calloc(1, sizeof *c);
@@ -1821,9 +1622,5 @@ int main(int argc, char **argv) {
             pthread_attr_destroy(&at);
         }
     }
-    for (int i = 0; i < npf; i++) close(pf[i].fd);
-    if (unix_path) unlink(unix_path);
-    logf_("stopped");
     return 0;
 }
-#endif /* RGPU_SERVER_NO_MAIN */
