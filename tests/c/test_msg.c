@@ -72,6 +72,11 @@ static const rgpu_msg_blob_part PART = { .hash = { { 0xee, 1, 0xee, 2 } }, .tota
 static const char RMSG[] = "op 7 failed";
 static const uint8_t RDATA[5] = { 9, 8, 7, 6, 5 };
 static const char EMSG[] = "something went wrong";
+static const rgpu_msg_result RESULT_M = { .op = 0x7172737475767778ull, .status = 0x81828384, .err_op = 0x9192939495969798ull,
+                                        .msg_len = sizeof RMSG - 1, .msg = RMSG, .data = RDATA, .data_len = sizeof RDATA };
+static const rgpu_msg_error ERROR_M = { .code = 0xb1b2b3b4, .msg_len = sizeof EMSG - 1, .msg = EMSG };
+static const rgpu_msg_wait WAIT = { 0x0102030405060708ull };
+static const rgpu_msg_ack ACK = { 0xa1a2a3a4a5a6a7a8ull };
 
 static sample make(int type) {
     sample s = { .type = type, .name = rgpu_msg_name(type) };
@@ -116,34 +121,26 @@ static sample make(int type) {
         s.len = rgpu_msg_need_encode(&(rgpu_msg_need){ H }, s.enc, sizeof s.enc);
         put_bytes(&s, "hash", H.b, 16);
         break;
-    case RGPU_MSG_WAIT:
-        s.head = RGPU_MSG_WAIT_HEAD;
-        s.len = rgpu_msg_wait_encode(&(rgpu_msg_wait){ 0x0102030405060708ull }, s.enc, sizeof s.enc);
-        put_int(&s, "op_index", 0x0102030405060708ull, 8);
+    case RGPU_MSG_WAIT: case RGPU_MSG_ACK:   /* one u64 */
+        s.head = type == RGPU_MSG_WAIT ? RGPU_MSG_WAIT_HEAD : RGPU_MSG_ACK_HEAD;
+        s.len = type == RGPU_MSG_WAIT ? rgpu_msg_wait_encode(&WAIT, s.enc, sizeof s.enc)
+                                      : rgpu_msg_ack_encode(&ACK, s.enc, sizeof s.enc);
+        put_int(&s, type == RGPU_MSG_WAIT ? "op_index" : "applied", type == RGPU_MSG_WAIT ? WAIT.op_index : ACK.applied, 8);
         break;
-    case RGPU_MSG_RESULT: {
-        rgpu_msg_result m = { .op = 0x7172737475767778ull, .status = 0x81828384, .err_op = 0x9192939495969798ull,
-                              .msg_len = sizeof RMSG - 1, .msg = RMSG, .data = RDATA, .data_len = sizeof RDATA };
+    case RGPU_MSG_RESULT:
         s.head = RGPU_MSG_RESULT_HEAD;
-        s.len = rgpu_msg_result_encode(&m, s.enc, sizeof s.enc);
-        s.msg_len = m.msg_len;
-        put_int(&s, "op", m.op, 8); put_int(&s, "status", m.status, 4); put_int(&s, "reserved", 0, 4);
-        put_int(&s, "err_op", m.err_op, 8); put_int(&s, "msg_len", m.msg_len, 4);
-        put_bytes(&s, "msg", RMSG, m.msg_len); put_bytes(&s, "data", RDATA, sizeof RDATA);
+        s.len = rgpu_msg_result_encode(&RESULT_M, s.enc, sizeof s.enc);
+        s.msg_len = RESULT_M.msg_len;
+        put_int(&s, "op", RESULT_M.op, 8); put_int(&s, "status", RESULT_M.status, 4); put_int(&s, "reserved", 0, 4);
+        put_int(&s, "err_op", RESULT_M.err_op, 8); put_int(&s, "msg_len", RESULT_M.msg_len, 4);
+        put_bytes(&s, "msg", RMSG, RESULT_M.msg_len); put_bytes(&s, "data", RDATA, sizeof RDATA);
         break;
-    }
-    case RGPU_MSG_ACK:
-        s.head = RGPU_MSG_ACK_HEAD;
-        s.len = rgpu_msg_ack_encode(&(rgpu_msg_ack){ 0xa1a2a3a4a5a6a7a8ull }, s.enc, sizeof s.enc);
-        put_int(&s, "applied", 0xa1a2a3a4a5a6a7a8ull, 8);
-        break;
-    case RGPU_MSG_ERROR: {
-        rgpu_msg_error m = { .code = 0xb1b2b3b4, .msg_len = sizeof EMSG - 1, .msg = EMSG };
+    case RGPU_MSG_ERROR:
         s.head = RGPU_MSG_ERROR_HEAD;
-        s.len = rgpu_msg_error_encode(&m, s.enc, sizeof s.enc);
-        put_int(&s, "code", m.code, 4); put_int(&s, "reserved", 0, 4); put_bytes(&s, "UTF-8 message", EMSG, m.msg_len);
+        s.len = rgpu_msg_error_encode(&ERROR_M, s.enc, sizeof s.enc);
+        put_int(&s, "code", ERROR_M.code, 4); put_int(&s, "reserved", 0, 4);
+        put_bytes(&s, "UTF-8 message", EMSG, ERROR_M.msg_len);
         break;
-    }
     case RGPU_MSG_BYE:
         s.head = RGPU_MSG_BYE_HEAD;
         s.len = rgpu_msg_bye_encode(&(rgpu_msg_bye){ 0 }, s.enc, sizeof s.enc);
@@ -236,23 +233,23 @@ START_TEST(test_round_trips) {
     rgpu_msg_wait wt;
     s = make(RGPU_MSG_WAIT);
     ck_assert_int_eq(rgpu_msg_wait_decode(s.enc, s.len, &wt), RGPU_OK);
-    ck_assert(wt.op_index == 0x0102030405060708ull);
+    ck_assert(wt.op_index == WAIT.op_index);
     rgpu_msg_ack a;
     s = make(RGPU_MSG_ACK);
     ck_assert_int_eq(rgpu_msg_ack_decode(s.enc, s.len, &a), RGPU_OK);
-    ck_assert(a.applied == 0xa1a2a3a4a5a6a7a8ull);
+    ck_assert(a.applied == ACK.applied);
 
     rgpu_msg_result r;
     s = make(RGPU_MSG_RESULT);
     ck_assert_int_eq(rgpu_msg_result_decode(s.enc, s.len, &r), RGPU_OK);
-    ck_assert(r.op == 0x7172737475767778ull && r.status == 0x81828384 && r.err_op == 0x9192939495969798ull);
+    ck_assert(r.op == RESULT_M.op && r.status == RESULT_M.status && r.err_op == RESULT_M.err_op);
     ck_assert(r.msg_len == sizeof RMSG - 1 && !memcmp(r.msg, RMSG, r.msg_len));
     ck_assert(r.data_len == sizeof RDATA && !memcmp(r.data, RDATA, sizeof RDATA));
 
     rgpu_msg_error e;
     s = make(RGPU_MSG_ERROR);
     ck_assert_int_eq(rgpu_msg_error_decode(s.enc, s.len, &e), RGPU_OK);
-    ck_assert(e.code == 0xb1b2b3b4 && e.msg_len == sizeof EMSG - 1 && !memcmp(e.msg, EMSG, e.msg_len));
+    ck_assert(e.code == ERROR_M.code && e.msg_len == sizeof EMSG - 1 && !memcmp(e.msg, EMSG, e.msg_len));
 
     rgpu_msg_bye y;
     s = make(RGPU_MSG_BYE);
@@ -287,9 +284,6 @@ START_TEST(test_send_is_encode) {
     rgpu_msg_hello h = hello_sample();
     rgpu_msg_welcome w = welcome_sample();
     rgpu_msg_blob b = { .hash = H, .frame = FRAME, .frame_len = sizeof FRAME };
-    rgpu_msg_result r = { .op = 0x7172737475767778ull, .status = 0x81828384, .err_op = 0x9192939495969798ull,
-                          .msg_len = sizeof RMSG - 1, .msg = RMSG, .data = RDATA, .data_len = sizeof RDATA };
-    rgpu_msg_error e = { .code = 0xb1b2b3b4, .msg_len = sizeof EMSG - 1, .msg = EMSG };
     check_sent(RGPU_MSG_HELLO, send_hello, &h);
     check_sent(RGPU_MSG_WELCOME, send_welcome, &w);
     check_sent(RGPU_MSG_CHUNK, send_chunk, &CHUNK);
@@ -297,10 +291,10 @@ START_TEST(test_send_is_encode) {
     check_sent(RGPU_MSG_BLOB, send_blob, &b);
     check_sent(RGPU_MSG_BLOB_PART, send_blob_part, &PART);
     check_sent(RGPU_MSG_NEED, send_need, &(rgpu_msg_need){ H });
-    check_sent(RGPU_MSG_WAIT, send_wait, &(rgpu_msg_wait){ 0x0102030405060708ull });
-    check_sent(RGPU_MSG_ACK, send_ack, &(rgpu_msg_ack){ 0xa1a2a3a4a5a6a7a8ull });
-    check_sent(RGPU_MSG_RESULT, send_result, &r);
-    check_sent(RGPU_MSG_ERROR, send_error, &e);
+    check_sent(RGPU_MSG_WAIT, send_wait, &WAIT);
+    check_sent(RGPU_MSG_ACK, send_ack, &ACK);
+    check_sent(RGPU_MSG_RESULT, send_result, &RESULT_M);
+    check_sent(RGPU_MSG_ERROR, send_error, &ERROR_M);
     check_sent(RGPU_MSG_BYE, send_bye, &(rgpu_msg_bye){ 0 });
 }
 END_TEST
@@ -547,7 +541,7 @@ START_TEST(test_format_md_agrees) {
             const char *eol = strchr(row, '\n'), *opt = strstr(row, "then, optionally, `u8 n |");
             ck_assert_msg(opt && opt < eol, "FORMAT.md %s: the optional version trailer is not documented", s.name);
         }
-        /* "Fixed sizes: HELLO 40 + …; … RESULT ≥ 28; …" */
+        /* "Fixed sizes: HELLO 40 + …; … RESULT_M ≥ 28; …" */
         const char *p = fixed, *para_end = strstr(fixed, "\n\n");
         size_t nl = strlen(s.name);
         while ((p = strstr(p + 1, s.name)) && (!para_end || p < para_end) &&
@@ -571,9 +565,5 @@ int main(void) {
     tcase_add_test(tc, test_damaged_fields);
     tcase_add_test(tc, test_format_md_agrees);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }
