@@ -31,7 +31,7 @@ NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wal
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+REPLAYER_SRC := replayer/session.c replayer/graph.c replayer/server_loop.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
 HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
 
@@ -110,7 +110,7 @@ $(B)/lib/librgpu_recorder.a: $(RECORDER_OBJ)
 $(B)/lib/librgpu_replayer.a: $(REPLAYER_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
-$(SERVER): $(B)/obj/replayer/server.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
+$(SERVER): $(B)/obj/replayer/server_main.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
@@ -180,7 +180,7 @@ demo: deps
 
 # ---------------------------------------------------------------- fuzzing (libFuzzer, clang-14)
 # Targets in tests/fuzz/: record decoder, frame codec + wire header, .rgt
-# reader, and rgpu-server's message loop (server.c compiled in, one session
+# reader, and rgpu-server's message loop (server_loop.c linked, one session
 # per input over a socketpair). Built in build-fuzz/ with ASan+UBSan; seeds
 # from tests/fuzz/make_seeds.c; corpora grow in build-fuzz/corpus/, crashes
 # land in build-fuzz/crashes/. `make fuzz` runs each FUZZ_SECONDS; `make test`
@@ -199,7 +199,7 @@ $(FZ)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FZ)/bin/fuzz_server: tests/fuzz/fuzz_server.c replayer/server.c $(FUZZ_REP_OBJ) $(FUZZ_FMT_OBJ)
+$(FZ)/bin/fuzz_server: tests/fuzz/fuzz_server.c $(FUZZ_REP_OBJ) $(FUZZ_FMT_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_REP_OBJ) $(FUZZ_FMT_OBJ) $(LIBS)
 $(FZ)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FMT_OBJ)

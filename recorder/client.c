@@ -433,9 +433,8 @@ static size_t read_token(const char *given, char *out, size_t cap) {
     return strlen(out);
 }
 
-/* HELLO: u32 version | hash[16] op table | u64 session | u64 last_ack | u32 token_len | token
- * WELCOME: u32 version | hash[16] | u64 session | u64 applied | u8[32] backend | u32 nbits | bitmap
- * On an ERROR reply, returns its code (err: the server's message). */
+/* HELLO, then WELCOME (rgpu_msg.h). On an ERROR reply, returns its code
+ * (err: the server's message). */
 static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
                               uint64_t *applied, char *err, size_t errlen);
 
@@ -459,17 +458,13 @@ static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64
 
 static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
                               uint64_t *applied, char *err, size_t errlen) {
-    uint8_t h[40 + 1024] = { 0 };
-    rgpu_st32(h, RGPU_FORMAT_VERSION);
-    rgpu_op_table_hash(h + 4);
-    rgpu_st64(h + 20, session);
-    rgpu_st64(h + 28, last_ack);
-    size_t tl = read_token(token, (char *)h + 40, 1024);
-    rgpu_st32(h + 36, (uint32_t)tl);
-    uint8_t ver[1 + sizeof RGPU_VERSION];   /* after the token: u8 n | this client's version */
-    ver[0] = (uint8_t)strlen(RGPU_VERSION);
-    memcpy(ver + 1, RGPU_VERSION, strlen(RGPU_VERSION));
-    rgpu_status s = rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, ver, 1 + strlen(RGPU_VERSION));
+    char tok[RGPU_MAX_TOKEN_LEN] = { 0 };
+    rgpu_msg_hello hello = { .version = RGPU_FORMAT_VERSION, .session = session, .last_ack = last_ack,
+                             .token = (const uint8_t *)tok, .has_sw_version = true,   /* this client's version */
+                             .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
+    rgpu_op_table_hash(hello.op_table);
+    hello.token_len = (uint32_t)read_token(token, tok, sizeof tok);
+    rgpu_status s = rgpu_msg_hello_send(fd, &hello);
     if (s) { set_err(err, errlen, "handshake: %s", rgpu_status_str(s)); return s; }
     rgpu_msg_header mh;
     uint8_t *p;
@@ -478,9 +473,9 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint6
         return s;
     }
     if (mh.type == RGPU_MSG_ERROR) {
-        int code = mh.len >= 4 ? (int)rgpu_ld32(p) : RGPU_ERR_BAD_MESSAGE;
-        set_err(err, errlen, "server refused: %.*s", (int)(mh.len > 8 ? (mh.len - 8 < 400 ? mh.len - 8 : 400) : 0),
-                (const char *)p + 8);
+        rgpu_msg_error e;
+        int code = rgpu_msg_error_decode(p, mh.len, &e) ? RGPU_ERR_BAD_MESSAGE : (int)e.code;
+        set_err(err, errlen, "server refused: %.*s", (int)(e.msg_len < 400 ? e.msg_len : 400), e.msg ? e.msg : "");
         if (code == RGPU_ERR_BAD_VERSION || code == RGPU_ERR_OP_TABLE) {   /* name this side too */
             size_t l = strlen(err);
             snprintf(err + l, errlen > l ? errlen - l : 0, " [this client: rgpu %s, trace format %u, %d ops]",
@@ -489,21 +484,21 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint6
         free(p);
         return code ? code : RGPU_ERR_BAD_MESSAGE;
     }
-    if (mh.type != RGPU_MSG_WELCOME || mh.len < 72) {
+    rgpu_msg_welcome w;
+    if (mh.type != RGPU_MSG_WELCOME || rgpu_msg_welcome_decode(p, mh.len, &w)) {
         free(p);
-        set_err(err, errlen, "handshake: expected WELCOME, got %s", rgpu_msg_name(mh.type));
+        set_err(err, errlen, mh.type == RGPU_MSG_WELCOME ? "handshake: malformed WELCOME"
+                                                         : "handshake: expected WELCOME, got %s", rgpu_msg_name(mh.type));
         return RGPU_ERR_BAD_MESSAGE;
     }
-    info->session = rgpu_ld64(p + 20);
-    *applied = rgpu_ld64(p + 28);
-    memcpy(info->backend, p + 36, 31);
-    info->backend[31] = 0;
-    uint32_t nbits = rgpu_ld32(p + 68);
-    size_t nb = (nbits + 7) / 8;
-    if (mh.len >= 72 + nb) memcpy(info->supports, p + 72, nb < sizeof info->supports ? nb : sizeof info->supports);
+    info->session = w.session;
+    *applied = w.applied;
+    snprintf(info->backend, sizeof info->backend, "%s", w.backend);
+    size_t nb = ((size_t)w.nbits + 7) / 8;
+    memcpy(info->supports, w.bitmap, nb < sizeof info->supports ? nb : sizeof info->supports);
     snprintf(info->version, sizeof info->version, "?");
-    if (mh.len > 72 + nb && mh.len >= 72 + nb + 1 + p[72 + nb] && p[72 + nb] < sizeof info->version)
-        snprintf(info->version, sizeof info->version, "%.*s", (int)p[72 + nb], (const char *)p + 73 + nb);
+    if (w.has_sw_version && w.sw_version_len < sizeof info->version)
+        snprintf(info->version, sizeof info->version, "%.*s", (int)w.sw_version_len, w.sw_version);
     free(p);
     return RGPU_OK;
 }
@@ -693,11 +688,6 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             pthread_mutex_unlock(&c->mu);
             rgpu_buf_free(&it->buf);
         }
-        uint8_t hdr[32];
-        rgpu_st64(hdr, it->first_op);
-        rgpu_st32(hdr + 8, it->count);
-        rgpu_st32(hdr + 12, 0);
-        memcpy(hdr + 16, it->hash.b, 16);
         if (c->rgt && !it->teed) {
             uint8_t *raw;
             size_t rn;
@@ -709,10 +699,12 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             pthread_mutex_unlock(&c->rgt_mu);
             it->teed = true;
         }
-        s = rgpu_wire_send(c->fd, RGPU_MSG_CHUNK, hdr, sizeof hdr, it->frame.p, it->frame.len);
+        rgpu_msg_chunk m = { .first_op = it->first_op, .count = it->count, .hash = it->hash, .frame = it->frame.p,
+                             .frame_len = it->frame.len };
+        s = rgpu_msg_chunk_send(c->fd, &m);
         if (!s) {
             pthread_mutex_lock(&c->mu);
-            c->st.bytes_out += RGPU_WIRE_HEADER + sizeof hdr + it->frame.len;
+            c->st.bytes_out += RGPU_WIRE_HEADER + RGPU_MSG_CHUNK_HEAD + it->frame.len;
             pthread_mutex_unlock(&c->mu);
         }
     } else if (it->kind == ITEM_MSG) {
@@ -730,10 +722,9 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
         if (!b) {
             if (it->kind == ITEM_NEED) {
                 /* Unknown hash: tell the server plainly instead of hanging it. */
-                uint8_t e[8 + 64];
-                rgpu_st32(e, RGPU_ERR_MISSING_BLOB); rgpu_st32(e + 4, 0);
-                int n = snprintf((char *)e + 8, 64, "client does not hold the requested blob");
-                s = rgpu_wire_send(c->fd, RGPU_MSG_ERROR, e, 8 + (size_t)n, NULL, 0);
+                static const char why[] = "client does not hold the requested blob";
+                rgpu_msg_error e = { .code = RGPU_ERR_MISSING_BLOB, .msg_len = sizeof why - 1, .msg = why };
+                s = rgpu_msg_error_send(c->fd, &e);
             }
             goto out;
         }
@@ -741,15 +732,13 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             /* a big blob goes in pieces: one piece's frame in memory at a time */
             for (uint64_t off = 0; off < b->n && !s; off += RGPU_BLOB_PIECE) {
                 size_t pn = b->n - off < RGPU_BLOB_PIECE ? (size_t)(b->n - off) : RGPU_BLOB_PIECE;
-                uint8_t hdr[32];
-                memcpy(hdr, b->hash.b, 16);
-                rgpu_st64(hdr + 16, b->n);
-                rgpu_st64(hdr + 24, off);
                 frame.len = 0;
                 if ((s = rgpu_frame_compress(b->data + off, pn, 1, &frame))) break;
-                s = rgpu_wire_send(c->fd, RGPU_MSG_BLOB_PART, hdr, 32, frame.p, frame.len);
+                rgpu_msg_blob_part m = { .hash = b->hash, .total = b->n, .offset = off, .frame = frame.p,
+                                         .frame_len = frame.len };
+                s = rgpu_msg_blob_part_send(c->fd, &m);
                 pthread_mutex_lock(&c->mu);
-                c->st.bytes_out += RGPU_WIRE_HEADER + 32 + frame.len;
+                c->st.bytes_out += RGPU_WIRE_HEADER + RGPU_MSG_BLOB_PART_HEAD + frame.len;
                 pthread_mutex_unlock(&c->mu);
             }
             if (!s) {
@@ -768,9 +757,10 @@ static rgpu_status send_item(rgpu_client *c, item *it) {
             b->need_rgt = false;
             pthread_mutex_unlock(&c->mu);
         } else {
-            s = rgpu_wire_send(c->fd, RGPU_MSG_BLOB, b->hash.b, 16, frame.p, frame.len);
+            rgpu_msg_blob m = { .hash = b->hash, .frame = frame.p, .frame_len = frame.len };
+            s = rgpu_msg_blob_send(c->fd, &m);
             pthread_mutex_lock(&c->mu);
-            c->st.bytes_out += RGPU_WIRE_HEADER + 16 + frame.len;
+            c->st.bytes_out += RGPU_WIRE_HEADER + RGPU_MSG_BLOB_HEAD + frame.len;
             c->st.blobs_sent++;
             pthread_mutex_unlock(&c->mu);
         }
@@ -876,9 +866,9 @@ static rgpu_status redial(rgpu_client *c, uint64_t session, uint64_t last_ack, i
 /* Put a WAIT for op at the tail of the queue (mu held). */
 static rgpu_status enqueue_wait_locked(rgpu_client *c, uint64_t op) {
     item *it = calloc(1, sizeof *it);
-    if (!it || rgpu_buf_reserve(&it->buf, 8)) { free(it); return RGPU_ERR_NOMEM; }
+    if (!it || rgpu_buf_reserve(&it->buf, RGPU_MSG_WAIT_HEAD)) { free(it); return RGPU_ERR_NOMEM; }
     it->kind = ITEM_MSG; it->msg_type = RGPU_MSG_WAIT;
-    rgpu_st64(it->buf.p, op); it->buf.len = 8;
+    it->buf.len = rgpu_msg_wait_encode(&(rgpu_msg_wait){ op }, it->buf.p, RGPU_MSG_WAIT_HEAD);
     enqueue(c, it, false);
     return RGPU_OK;
 }
@@ -994,50 +984,51 @@ static void *receiver_main(void *arg) {
         pthread_mutex_lock(&c->mu);
         c->st.bytes_in += RGPU_WIRE_HEADER + h.len;
         switch (h.type) {
-        case RGPU_MSG_ACK:
-            if (h.len >= 8) { uint64_t a = rgpu_ld64(p); if (a > c->acked) c->acked = a; }
+        case RGPU_MSG_ACK: {
+            rgpu_msg_ack a;
+            if (!rgpu_msg_ack_decode(p, h.len, &a) && a.applied > c->acked) c->acked = a.applied;
             reap_sent_locked(c);
             break;
-        case RGPU_MSG_NEED:
-            if (h.len >= 16) {
+        }
+        case RGPU_MSG_NEED: {
+            rgpu_msg_need nd;
+            if (!rgpu_msg_need_decode(p, h.len, &nd)) {
                 item *it = calloc(1, sizeof *it);
-                if (it) { it->kind = ITEM_NEED; memcpy(it->hash.b, p, 16); enqueue(c, it, true); }
+                if (it) { it->kind = ITEM_NEED; it->hash = nd.hash; enqueue(c, it, true); }
                 c->st.round_trips++;   /* the server waits for these bytes */
             }
             break;
-        case RGPU_MSG_RESULT:
-            /* u64 op | u32 status | u32 reserved | u64 err_op | u32 msg_len | msg | data */
-            if (h.len >= 28) {
-                uint64_t op = rgpu_ld64(p);
-                uint32_t ml = rgpu_ld32(p + 24);
-                if (ml <= h.len - 28) {
-                    if (op + 1 > c->acked) c->acked = op + 1;   /* chunks apply whole: op's chunk is done */
-                    reap_sent_locked(c);
-                    for (waiter *w = c->waiters; w; w = w->next) {
-                        if (w->op != op || w->done) continue;
-                        w->status = (int)rgpu_ld32(p + 8);
-                        w->msg = strndup((const char *)p + 28, ml);
-                        w->n = h.len - 28 - ml;
-                        w->data = malloc(w->n ? w->n : 1);
-                        if (w->data) memcpy(w->data, p + 28 + ml, w->n);
-                        w->done = true;
-                        if (c->rgt) {
-                            pthread_mutex_lock(&c->rgt_mu);
-                            rgpu_rgt_put_result(c->rgt, op, w->status, w->data, w->status ? 0 : w->n);
-                            pthread_mutex_unlock(&c->rgt_mu);
-                        }
-                        break;
+        }
+        case RGPU_MSG_RESULT: {
+            rgpu_msg_result r;
+            if (!rgpu_msg_result_decode(p, h.len, &r)) {
+                if (r.op + 1 > c->acked) c->acked = r.op + 1;   /* chunks apply whole: op's chunk is done */
+                reap_sent_locked(c);
+                for (waiter *w = c->waiters; w; w = w->next) {
+                    if (w->op != r.op || w->done) continue;
+                    w->status = (int)r.status;
+                    w->msg = strndup(r.msg, r.msg_len);
+                    w->n = r.data_len;
+                    w->data = malloc(w->n ? w->n : 1);
+                    if (w->data) memcpy(w->data, r.data, w->n);
+                    w->done = true;
+                    if (c->rgt) {
+                        pthread_mutex_lock(&c->rgt_mu);
+                        rgpu_rgt_put_result(c->rgt, r.op, w->status, w->data, w->status ? 0 : w->n);
+                        pthread_mutex_unlock(&c->rgt_mu);
                     }
-                    pthread_cond_broadcast(&c->cv_wait);
+                    break;
                 }
+                pthread_cond_broadcast(&c->cv_wait);
             }
             break;
+        }
         case RGPU_MSG_ERROR: {
             char m[256];
-            int code = h.len >= 4 ? (int)rgpu_ld32(p) : RGPU_ERR_BAD_MESSAGE;
+            rgpu_msg_error e;
+            int code = rgpu_msg_error_decode(p, h.len, &e) ? RGPU_ERR_BAD_MESSAGE : (int)e.code;
             snprintf(m, sizeof m, "rgpu-server closed the session: %.*s (%s)",
-                     (int)(h.len > 8 ? (h.len - 8 < 200 ? h.len - 8 : 200) : 0), (const char *)p + 8,
-                     rgpu_status_str(code));
+                     (int)(e.msg_len < 200 ? e.msg_len : 200), e.msg ? e.msg : "", rgpu_status_str(code));
             mark_dead_locked(c, code ? code : RGPU_ERR_BAD_MESSAGE, m);
             break;
         }

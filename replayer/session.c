@@ -4,104 +4,15 @@
  * looked up, every new tensor is bounds-checked against its storage, every
  * size is overflow-checked, before any kernel sees a pointer. Failures of a
  * single op poison its outputs and are reported at the next wait; they never
- * stop the session. */
-#include "session.h"
-#include "u64map.h"
+ * stop the session. Templates, CALL and graphs are in graph.c (the two
+ * share session_internal.h). */
+#include "session_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct storage {
-    uint64_t sid;
-    void *data;
-    uint64_t nbytes;
-    uint32_t refs;            /* tensors over this storage */
-    bool borrowed;            /* data is a graph instance's static buffer: not freed with it */
-} storage;
-
-typedef struct tensor {
-    uint64_t tid;
-    storage *st;              /* NULL when poisoned at definition */
-    uint8_t dtype, ndim;
-    int64_t offset;
-    int64_t sizes[RGPU_MAX_DIMS], strides[RGPU_MAX_DIMS];
-    bool poisoned;
-    uint64_t poison_op;       /* the failed op that poisoned it */
-} tensor;
-
-typedef struct blobent {
-    rgpu_hash h;
-    uint8_t *data;
-    size_t n;
-    uint64_t gen;             /* the chunk it was fetched for: not evicted before that chunk ran */
-    struct blobent *next;     /* FIFO for eviction */
-} blobent;
-
-typedef struct result {
-    uint8_t *data;
-    size_t n;
-} result;
-
-/* A parsed template (FORMAT.md §5.1), kept per session apart from the
- * evictable upload blobs. A blob that is no template is remembered too, with
- * its status, so a bad CALL fails at once instead of fetching it again. */
-typedef struct tplent {
-    rgpu_hash h;
-    rgpu_status status;       /* RGPU_OK, or why the blob is not a template */
-    uint8_t *raw;             /* the blob (NULL when status != OK) */
-    size_t n;
-    rgpu_template_info info;  /* points into raw */
-    u64map bind;              /* bind id -> its index + 1 */
-    uint64_t last_use;        /* LRU clock */
-    uint64_t bytes;           /* accounted against max_template_bytes */
-    int8_t graphable;         /* 0: not looked at yet; 1: may be graphed; -1: never */
-    struct ginst *inst;       /* its graph instances (one per bindings layout) */
-    uint32_t n_inst;
-} tplent;
-
-struct gcall;
-
-_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "call-local ids are kept in pointer-sized map values");
-
-/* Ids the server makes for a call's template-local tensors and storages:
- * the top bit set, which client ids never have (FORMAT.md §5.1). */
-#define LOCAL_ID_BIT (1ull << 63)
-
-struct rgpu_session {
-    rgpu_backend *b;
-    rgpu_session_limits lim;
-    rgpu_blob_fetch_fn fetch;
-    void *fetch_ud;
-    u64map tensors, storages, blobs, results;
-    u64map refused;           /* blob key -> 1: blobs refused for a memory limit (their UPLOADs fail) */
-    char refused_why[200];    /* the last refusal, for those UPLOADs' errors */
-    blobent *blob_head, *blob_tail;
-    uint64_t blob_bytes, blob_gen;
-    /* templates, and the state of the CALL being executed */
-    u64map tpls;
-    uint64_t tpl_bytes, tpl_clock;
-    u64map locals;            /* template-local id -> server id, for one call */
-    uint64_t local_next;
-    bool in_call, call_nomem;
-    uint32_t call_rec;        /* position of the template record running */
-    const tplent *call_tpl;
-    const uint64_t *call_bind;
-    uint32_t call_fail;       /* records of this call that failed */
-    int rec_out;              /* output position of the tdef being defined */
-    struct gcall *g;          /* the graphed CALL running (logging or replaying), or NULL */
-    rgpu_graph_stats gst;
-    uint64_t applied;
-    uint64_t mem, peak;       /* storage bytes (torch.rgpu.memory_allocated) */
-    uint64_t held, held_host; /* everything held (max_total_bytes), and of it host memory (the pool) */
-    bool (*cancel)(void *ud); /* asked between records: true stops the chunk (rgpu_session_set_cancel) */
-    void *cancel_ud;
-    /* first failure since the last take_result */
-    int err_status;
-    uint64_t err_op;
-    char err_msg[256];
-};
 
 /* ---------------------------------------------------------------------------
  * Tables */
@@ -137,7 +48,7 @@ uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p) { return p ? __atomic_load_n
 
 /* Take n bytes of `what` for the session (host: from the pool too), or say
  * which limit it would pass. */
-static rgpu_status mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
+rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
     uint64_t lim = s->lim.max_total_bytes;
     if (lim && (n > lim || s->held > lim - n)) {
         if (why) snprintf(why, whylen, "%s of %llu bytes would pass the session limit of %llu bytes "
@@ -156,7 +67,7 @@ static rgpu_status mem_take(rgpu_session *s, uint64_t n, bool host, const char *
     return RGPU_OK;
 }
 
-static void mem_give(rgpu_session *s, uint64_t n, bool host) {
+void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host) {
     s->held -= n;
     if (host) { s->held_host -= n; rgpu_mem_pool_give(s->lim.pool, n); }
 }
@@ -196,42 +107,25 @@ uint64_t rgpu_session_storage_count(const rgpu_session *s) { return s->storages.
 uint64_t rgpu_session_template_count(const rgpu_session *s) { return s->tpls.len; }
 uint64_t rgpu_session_template_bytes(const rgpu_session *s) { return s->tpl_bytes; }
 
-static void storage_unref(rgpu_session *s, storage *st) {
+void rgpu_sess_storage_unref(rgpu_session *s, storage *st) {
     if (!st || --st->refs) return;
     u64map_del(&s->storages, st->sid);
     if (!st->borrowed) s->b->free(s->b, st->data);
     s->mem -= st->nbytes;
-    if (!st->borrowed) mem_give(s, st->nbytes, storage_host(s));
+    if (!st->borrowed) rgpu_sess_mem_give(s, st->nbytes, storage_host(s));
     free(st);
 }
 
-static void tensor_drop(rgpu_session *s, tensor *t) {
-    storage_unref(s, t->st);
+void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t) {
+    rgpu_sess_storage_unref(s, t->st);
     free(t);
 }
 
-static void inst_free(rgpu_session *s, tplent *e, struct ginst *gi);
-static void tpl_free(rgpu_session *s, tplent *e);
-
-/* A template entry leaving the cache (its bytes were taken in tpl_add). */
-static void tpl_drop(rgpu_session *s, tplent *e) {
-    s->tpl_bytes -= e->bytes;
-    mem_give(s, e->bytes, true);
-    tpl_free(s, e);
-}
-
-static void tpl_free(rgpu_session *s, tplent *e) {
-    if (!e) return;
-    while (e->inst) inst_free(s, e, e->inst);
-    free(e->raw);
-    u64map_free(&e->bind);
-    free(e);
-}
 
 void rgpu_session_free(rgpu_session *s) {
     if (!s) return;
     for (size_t i = 0; i < s->tensors.cap; i++)
-        if (s->tensors.keys[i]) tensor_drop(s, s->tensors.vals[i]);
+        if (s->tensors.keys[i]) rgpu_sess_tensor_drop(s, s->tensors.vals[i]);
     u64map_free(&s->tensors);
     u64map_free(&s->storages);
     while (s->blob_head) { blobent *e = s->blob_head; s->blob_head = e->next; free(e->data); free(e); }
@@ -241,7 +135,7 @@ void rgpu_session_free(rgpu_session *s) {
         if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }   /* pool: below */
     u64map_free(&s->results);
     for (size_t i = 0; i < s->tpls.cap; i++)
-        if (s->tpls.keys[i]) tpl_free(s, s->tpls.vals[i]);
+        if (s->tpls.keys[i]) rgpu_sess_tpl_free(s, s->tpls.vals[i]);
     rgpu_mem_pool_give(s->lim.pool, s->held_host);   /* blobs, results, templates: all it still held */
     u64map_free(&s->tpls);
     u64map_free(&s->locals);
@@ -250,13 +144,13 @@ void rgpu_session_free(rgpu_session *s) {
 
 /* ---------------------------------------------------------------------------
  * Blobs (keyed by the first 8 hash bytes; full hash compared) */
-static uint64_t blob_key(const rgpu_hash *h) {
+uint64_t rgpu_sess_blob_key(const rgpu_hash *h) {
     uint64_t k = rgpu_ld64(h->b);
     return k ? k : 1;
 }
 
-static blobent *blob_find(rgpu_session *s, const rgpu_hash *h) {
-    blobent *e = u64map_get(&s->blobs, blob_key(h));
+blobent *rgpu_sess_blob_find(rgpu_session *s, const rgpu_hash *h) {
+    blobent *e = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
     return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
 }
 
@@ -269,9 +163,9 @@ static void blob_evict_to(rgpu_session *s, uint64_t keep, bool all) {
         if (!all && e->gen == s->blob_gen) { prev = e; pp = &e->next; continue; }
         *pp = e->next;
         if (s->blob_tail == e) s->blob_tail = prev;
-        if (u64map_get(&s->blobs, blob_key(&e->h)) == e) u64map_del(&s->blobs, blob_key(&e->h));
+        if (u64map_get(&s->blobs, rgpu_sess_blob_key(&e->h)) == e) u64map_del(&s->blobs, rgpu_sess_blob_key(&e->h));
         s->blob_bytes -= e->n;
-        mem_give(s, e->n, true);
+        rgpu_sess_mem_give(s, e->n, true);
         free(e->data);
         free(e);
     }
@@ -283,29 +177,29 @@ static void blob_evict(rgpu_session *s) { blob_evict_to(s, s->lim.max_blob_cache
 rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n) {
     rgpu_hash got = rgpu_hash_bytes(data, n);
     if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
-    if (blob_find(s, h)) { free(data); return RGPU_OK; }
+    if (rgpu_sess_blob_find(s, h)) { free(data); return RGPU_OK; }
     /* room first: older blobs beyond the cache go before this one is counted */
     blob_evict_to(s, n < s->lim.max_blob_cache ? s->lim.max_blob_cache - n : 0, false);
-    rgpu_status st = mem_take(s, n, true, "an uploaded blob", NULL, 0);
+    rgpu_status st = rgpu_sess_mem_take(s, n, true, "an uploaded blob", NULL, 0);
     if (st) { free(data); return st; }
     blobent *e = calloc(1, sizeof *e);
-    if (!e) { mem_give(s, n, true); free(data); return RGPU_ERR_NOMEM; }
+    if (!e) { rgpu_sess_mem_give(s, n, true); free(data); return RGPU_ERR_NOMEM; }
     e->h = *h; e->data = data; e->n = n; e->gen = s->blob_gen;
-    blobent *old = u64map_get(&s->blobs, blob_key(h));
+    blobent *old = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
     (void)old;  /* a colliding 64-bit prefix: the newer blob wins the slot */
-    if (!u64map_put(&s->blobs, blob_key(h), e)) { mem_give(s, n, true); free(data); free(e); return RGPU_ERR_NOMEM; }
+    if (!u64map_put(&s->blobs, rgpu_sess_blob_key(h), e)) { rgpu_sess_mem_give(s, n, true); free(data); free(e); return RGPU_ERR_NOMEM; }
     if (s->blob_tail) s->blob_tail->next = e; else s->blob_head = e;
     s->blob_tail = e;
     s->blob_bytes += n;
     return RGPU_OK;
 }
 
-bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return blob_find(s, h) != NULL; }
+bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return rgpu_sess_blob_find(s, h) != NULL; }
 
 /* Fetch blob h through the fetch callback, bounded by the session's room: a
  * blob over it is refused before it is inflated (RGPU_ERR_LIMIT, why names
  * the limit). The bytes' hash is checked. */
-static rgpu_status fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
+rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
     *data = NULL; *n = 0;
     if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
     char lim[160];
@@ -327,109 +221,34 @@ static rgpu_status fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **
  * memory limit is remembered, so its UPLOAD fails at once with the reason
  * instead of asking the client for it again. */
 static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, char *why, size_t whylen) {
-    if ((*out = blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
+    if ((*out = rgpu_sess_blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
         (*out)->gen = s->blob_gen;
         return RGPU_OK;
     }
-    if (u64map_get(&s->refused, blob_key(h))) {
+    if (u64map_get(&s->refused, rgpu_sess_blob_key(h))) {
         if (why) snprintf(why, whylen, "%s", s->refused_why);
         return RGPU_ERR_LIMIT;
     }
     uint8_t *data;
     size_t n;
-    rgpu_status st = fetch_checked(s, h, &data, &n, s->refused_why, sizeof s->refused_why);
+    rgpu_status st = rgpu_sess_fetch_checked(s, h, &data, &n, s->refused_why, sizeof s->refused_why);
     if (!st) {
         st = rgpu_session_put_blob(s, h, data, n);
         if (st == RGPU_ERR_LIMIT)
             rgpu_session_room(s, s->refused_why, sizeof s->refused_why);
     }
     if (st == RGPU_ERR_LIMIT) {
-        u64map_put(&s->refused, blob_key(h), (void *)1);
+        u64map_put(&s->refused, rgpu_sess_blob_key(h), (void *)1);
         if (why) snprintf(why, whylen, "%s", s->refused_why);
         return st;
     }
     if (st) return st;
-    *out = blob_find(s, h);
+    *out = rgpu_sess_blob_find(s, h);
     return *out ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
 }
-
-/* ---------------------------------------------------------------------------
- * Templates (keyed like blobs; least recently used evicted first) */
-static tplent *tpl_find(rgpu_session *s, const rgpu_hash *h) {
-    tplent *e = u64map_get(&s->tpls, blob_key(h));
-    return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
-}
-
-static void tpl_evict(rgpu_session *s, const tplent *keep) {
-    while (s->tpls.len > s->lim.max_templates || s->tpl_bytes > s->lim.max_template_bytes) {
-        tplent *old = NULL;
-        for (size_t i = 0; i < s->tpls.cap; i++) {
-            tplent *e = s->tpls.vals[i];
-            if (s->tpls.keys[i] && e != keep && (!old || e->last_use < old->last_use)) old = e;
-        }
-        if (!old) return;
-        u64map_del(&s->tpls, blob_key(&old->h));
-        tpl_drop(s, old);
-    }
-}
-
-/* Parse blob bytes (owned from here) into a cache entry, a bad one too. */
-static rgpu_status tpl_add(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n, tplent **out) {
-    tplent *e = calloc(1, sizeof *e);
-    if (!e) { free(data); return RGPU_ERR_NOMEM; }
-    e->h = *h;
-    e->status = rgpu_template_parse(data, n, &e->info);
-    if (e->status == RGPU_ERR_NOMEM) { free(data); free(e); return RGPU_ERR_NOMEM; }   /* not the blob's fault */
-    e->bytes = sizeof *e;
-    if (e->status) {
-        free(data);
-    } else {
-        e->raw = data; e->n = n;
-        for (uint32_t i = 0; i < e->info.n_bind; i++)
-            if (!u64map_put(&e->bind, rgpu_template_bind_id(&e->info, i), (void *)(uintptr_t)(i + 1))) {
-                tpl_free(s, e);
-                return RGPU_ERR_NOMEM;
-            }
-        e->bytes += n + e->bind.cap * (sizeof(uint64_t) + sizeof(void *));
-    }
-    rgpu_status st = mem_take(s, e->bytes, true, "a template", NULL, 0);
-    if (st) { tpl_free(s, e); return st; }
-    tplent *old = u64map_get(&s->tpls, blob_key(h));   /* a colliding 64-bit prefix: replaced */
-    if (!u64map_put(&s->tpls, blob_key(h), e)) { mem_give(s, e->bytes, true); tpl_free(s, e); return RGPU_ERR_NOMEM; }
-    if (old) tpl_drop(s, old);
-    s->tpl_bytes += e->bytes;
-    e->last_use = ++s->tpl_clock;
-    tpl_evict(s, e);
-    *out = e;
-    return RGPU_OK;
-}
-
-/* The template named h: cached, among the upload blobs, or fetched. A blob
- * that is no template still gives RGPU_OK here, with (*out)->status set. */
-static rgpu_status tpl_get(rgpu_session *s, const rgpu_hash *h, tplent **out) {
-    tplent *e = tpl_find(s, h);
-    if (!e) {
-        uint8_t *data = NULL;
-        size_t n = 0;
-        const blobent *b = blob_find(s, h);
-        rgpu_status st;
-        if (b) {
-            if (!(data = malloc(b->n ? b->n : 1))) return RGPU_ERR_NOMEM;
-            if (b->n) memcpy(data, b->data, b->n);
-            n = b->n;
-        } else if ((st = fetch_checked(s, h, &data, &n, NULL, 0))) {
-            return st;
-        }
-        if ((st = tpl_add(s, h, data, n, &e))) return st;
-    }
-    e->last_use = ++s->tpl_clock;
-    *out = e;
-    return RGPU_OK;
-}
-
 /* ---------------------------------------------------------------------------
  * Errors */
-static rgpu_status op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
+rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
     if (s->in_call) s->call_fail++;
     if (!s->err_status) {
         s->err_status = st;
@@ -456,7 +275,7 @@ rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, 
     snprintf(msg, msglen, "%s", s->err_status ? s->err_msg : "");
     s->err_status = 0;
     if (r) {
-        mem_give(s, r->n, true);   /* the caller owns the bytes now */
+        rgpu_sess_mem_give(s, r->n, true);   /* the caller owns the bytes now */
         if (!*status) { *data = r->data; *n = r->n; } else free(r->data);
         free(r);
     }
@@ -502,21 +321,21 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
         return RGPU_ERR_SHAPE;
     }
     size_t es = rgpu_dtype_size(t->dtype), n = (size_t)numel * es;
-    rgpu_status st = mem_take(s, n, true, "a download", why, whylen);
+    rgpu_status st = rgpu_sess_mem_take(s, n, true, "a download", why, whylen);
     if (st) return st;
     uint8_t *host = malloc(n ? n : 1);
-    if (!host) { mem_give(s, n, true); return RGPU_ERR_NOMEM; }
+    if (!host) { rgpu_sess_mem_give(s, n, true); return RGPU_ERR_NOMEM; }
     rgpu_view v;
     view_of(t, &v);
     if (tensor_contiguous(t)) {
         st = s->b->download(s->b, host, v.data, n);
     } else {
         bool th = storage_host(s);
-        if ((st = mem_take(s, n, th, "a download's gather buffer", why, whylen))) {
-            free(host); mem_give(s, n, true); return st;
+        if ((st = rgpu_sess_mem_take(s, n, th, "a download's gather buffer", why, whylen))) {
+            free(host); rgpu_sess_mem_give(s, n, true); return st;
         }
         void *tmp = s->b->alloc(s->b, n);
-        if (!tmp) { mem_give(s, n, th); free(host); mem_give(s, n, true); return RGPU_ERR_NOMEM; }
+        if (!tmp) { rgpu_sess_mem_give(s, n, th); free(host); rgpu_sess_mem_give(s, n, true); return RGPU_ERR_NOMEM; }
         rgpu_view dst = v;
         dst.data = tmp;
         int64_t stride = 1;
@@ -527,9 +346,9 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
         st = s->b->exec(s->b, &e, why, whylen);
         if (!st) st = s->b->download(s->b, host, tmp, n);
         s->b->free(s->b, tmp);
-        mem_give(s, n, th);
+        rgpu_sess_mem_give(s, n, th);
     }
-    if (st) { free(host); mem_give(s, n, true); return st; }
+    if (st) { free(host); rgpu_sess_mem_give(s, n, true); return st; }
     *out = host; *outn = n;
     return RGPU_OK;
 }
@@ -538,14 +357,14 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
  * data's n bytes are already taken from the session's memory (download_tensor,
  * take_small); they are given back when the result is taken or dropped. */
 static void result_drop(rgpu_session *s, result *r) {
-    mem_give(s, r->n, true);
+    rgpu_sess_mem_give(s, r->n, true);
     free(r->data);
     free(r);
 }
 
 static rgpu_status store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n) {
     result *res = calloc(1, sizeof *res);
-    if (!res) { free(data); mem_give(s, n, true); return RGPU_ERR_NOMEM; }
+    if (!res) { free(data); rgpu_sess_mem_give(s, n, true); return RGPU_ERR_NOMEM; }
     res->data = data; res->n = n;
     result *old = u64map_del(&s->results, idx + 1);
     if (old) result_drop(s, old);
@@ -555,24 +374,14 @@ static rgpu_status store_result(rgpu_session *s, uint64_t idx, uint8_t *data, si
 
 /* A small result (counts, memory stats): n bytes taken, then allocated. */
 static uint8_t *take_small(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen) {
-    if ((*st = mem_take(s, n, true, "a result", why, whylen))) return NULL;
+    if ((*st = rgpu_sess_mem_take(s, n, true, "a result", why, whylen))) return NULL;
     uint8_t *p = malloc(n);
-    if (!p) { mem_give(s, n, true); *st = RGPU_ERR_NOMEM; }
+    if (!p) { rgpu_sess_mem_give(s, n, true); *st = RGPU_ERR_NOMEM; }
     return p;
 }
 
 /* ---------------------------------------------------------------------------
  * One record */
-typedef struct ctx {
-    rgpu_session *s;
-    const rgpu_record *r;
-    uint64_t idx;
-    char why[200];
-} ctx;
-
-static void *graph_storage_data(rgpu_session *s, storage *sg, int *slot);
-static void graph_storage_made(rgpu_session *s, storage *sg, int slot);
-static void graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs, const tensor **ins);
 
 /* Why rgpu_tdef_check_bounds refused d (st), into c->why. */
 static rgpu_status tdef_refused(ctx *c, const rgpu_tdef *d, rgpu_status st) {
@@ -624,28 +433,28 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
         if (!sg) { t->poisoned = true; return RGPU_ERR_NOMEM; }
         sg->sid = d->sid; sg->nbytes = d->nbytes;
         int slot = -1;   /* a graph replay's static buffer for it, or its output slot */
-        if (s->g) sg->data = graph_storage_data(s, sg, &slot);
-        if (!sg->data && (st = mem_take(s, d->nbytes, storage_host(s), "a storage", c->why, sizeof c->why))) {
+        if (s->g) sg->data = rgpu_sess_graph_storage_data(s, sg, &slot);
+        if (!sg->data && (st = rgpu_sess_mem_take(s, d->nbytes, storage_host(s), "a storage", c->why, sizeof c->why))) {
             free(sg);
             t->poisoned = true;
             return st;
         }
         if (!sg->data && !(sg->data = s->b->alloc(s->b, (size_t)d->nbytes))) {
-            mem_give(s, d->nbytes, storage_host(s));
+            rgpu_sess_mem_give(s, d->nbytes, storage_host(s));
             free(sg);
             snprintf(c->why, sizeof c->why, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
         }
         if (!u64map_put(&s->storages, sg->sid, sg)) {
-            if (!sg->borrowed) { s->b->free(s->b, sg->data); mem_give(s, d->nbytes, storage_host(s)); }
+            if (!sg->borrowed) { s->b->free(s->b, sg->data); rgpu_sess_mem_give(s, d->nbytes, storage_host(s)); }
             free(sg);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
         }
         s->mem += sg->nbytes;
         if (s->mem > s->peak) s->peak = s->mem;
-        if (s->g) graph_storage_made(s, sg, slot);
+        if (s->g) rgpu_sess_graph_storage_made(s, sg, slot);
     } else {
         sg = u64map_get(&s->storages, d->sid);
         if (!sg) {
@@ -666,9 +475,6 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     return RGPU_OK;
 }
 
-static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
-static rgpu_status exec_call(ctx *c);
-static bool graph_replaying(const rgpu_session *s);
 
 static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     rgpu_session *s = c->s;
@@ -691,7 +497,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
                 if (!first) { first = RGPU_ERR_UNKNOWN_TENSOR; snprintf(c->why, sizeof c->why, "free of tensor %llu", (unsigned long long)tid); }
                 continue;
             }
-            tensor_drop(s, t);
+            rgpu_sess_tensor_drop(s, t);
         }
         return first;
     }
@@ -720,7 +526,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     case RGPU_OP_SYNC:
         return s->b->sync(s->b);
     case RGPU_OP_CALL:
-        return exec_call(c);
+        return rgpu_sess_exec_call(c);
     case RGPU_OP_MEMORY_STATS: {
         if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_BOOL) return RGPU_ERR_BAD_ARG;
         uint8_t *data = take_small(s, 16, &st, c->why, sizeof c->why);
@@ -763,784 +569,15 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         rgpu_st64(data, (uint64_t)host);
         return store_result(s, c->idx, data, 8);
     }
-    if (s->g && graph_replaying(s)) return RGPU_OK;   /* the call's graph computes it */
+    if (s->g && rgpu_sess_graph_replaying(s)) return RGPU_OK;   /* the call's graph computes it */
     rgpu_status st2 = s->b->exec(s->b, &e, c->why, sizeof c->why);
-    if (!st2 && s->g) graph_log_exec(s, &e, outs, ins);
+    if (!st2 && s->g) rgpu_sess_graph_log_exec(s, &e, outs, ins);
     return st2;
-}
-
-/* ---------------------------------------------------------------------------
- * CALL: run a template's records with its ids remapped (FORMAT.md §5.1) */
-
-/* A template id as this call sees it: a bind id becomes its binding; any
- * other id is local to the call and gets a fresh server id on first sight. */
-static uint64_t call_map(rgpu_session *s, uint64_t id) {
-    if (!id) return 0;
-    void *v = u64map_get(&s->call_tpl->bind, id);
-    if (v) return s->call_bind[(uintptr_t)v - 1];
-    if ((v = u64map_get(&s->locals, id))) return (uint64_t)(uintptr_t)v;
-    uint64_t fresh = LOCAL_ID_BIT | ++s->local_next;
-    if (!u64map_put(&s->locals, id, (void *)(uintptr_t)fresh)) { s->call_nomem = true; return 0; }
-    return fresh;
-}
-
-/* Free what the call's locals still hold (their storages go with their last
- * tensor) and empty the map, keeping its capacity for the next call. */
-static void call_free_locals(rgpu_session *s) {
-    for (size_t i = 0; i < s->locals.cap; i++) {
-        if (!s->locals.keys[i]) continue;
-        tensor *t = u64map_del(&s->tensors, (uint64_t)(uintptr_t)s->locals.vals[i]);
-        if (t) tensor_drop(s, t);
-    }
-    if (s->locals.cap) {
-        memset(s->locals.keys, 0, s->locals.cap * sizeof *s->locals.keys);
-        memset(s->locals.vals, 0, s->locals.cap * sizeof *s->locals.vals);
-    }
-    s->locals.len = 0;
-}
-
-/* Check a CALL record's args against its template; on success *tp is the
- * template and *bind the bindings (malloc'd, n_bind of them). */
-static rgpu_status call_prepare(rgpu_session *s, const rgpu_record *r, tplent **tp, uint64_t **bind,
-                                char *why, size_t whylen) {
-    *bind = NULL;
-    if (r->n_args != 4 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INTS ||
-        r->args[2].kind != RGPU_ARG_INT || r->args[3].kind != RGPU_ARG_INT) {
-        snprintf(why, whylen, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
-        return RGPU_ERR_BAD_ARG;
-    }
-    char hex[33];
-    rgpu_hash_hex(&r->args[0].v.h, hex);
-    tplent *e;
-    rgpu_status st = tpl_get(s, &r->args[0].v.h, &e);
-    if (st) {
-        snprintf(why, whylen, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
-        return st;
-    }
-    if (e->status) {
-        snprintf(why, whylen, "template %s is not a valid template (%s)", hex, rgpu_status_name(e->status));
-        return e->status;
-    }
-    uint32_t nb = r->args[1].v.ints.n;
-    if (nb != e->info.n_bind) {
-        snprintf(why, whylen, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
-        return RGPU_ERR_BAD_ARG;
-    }
-    uint64_t *b = malloc(sizeof *b * (nb ? nb : 1));
-    if (!b) return RGPU_ERR_NOMEM;
-    for (uint32_t i = 0; i < nb; i++) {
-        if (!(b[i] = (uint64_t)rgpu_arg_int_at(&r->args[1], i))) {
-            snprintf(why, whylen, "binding %u is id 0", i);
-            free(b);
-            return RGPU_ERR_BAD_ARG;
-        }
-    }
-    *tp = e;
-    *bind = b;
-    return RGPU_OK;
-}
-
-/* Run template e's records as op c->idx with bindings bind, record by
- * record (with s->g set: logged for a capture, or replayed as a graph, whose
- * hooks are in define_tensor and exec_record). A failure of one template
- * record is reported as that record's (op_fail names the CALL, the position
- * and the op) and poisons what depends on it; the call goes on, like a
- * chunk after a failing op. The call's locals are freed at the end. */
-static void call_records(ctx *c, const tplent *e, const uint64_t *bind, uint64_t seed, uint64_t offset,
-                         bool poisoned, uint64_t poison_op) {
-    rgpu_session *s = c->s;
-    uint8_t *ids = NULL;                 /* a FREE record's remapped ids */
-    size_t ids_cap = 0;
-    s->in_call = true;
-    s->call_fail = 0;
-    s->call_nomem = false;
-    s->call_tpl = e;
-    s->call_bind = bind;
-    size_t off = 0;
-    for (uint32_t k = 0; k < e->info.n_records; k++) {
-        rgpu_record r;
-        size_t used;
-        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);   /* checked at parse */
-        off += used;
-        s->call_rec = k;
-        for (int i = 0; i < r.n_out; i++) {
-            r.out[i].tid = call_map(s, r.out[i].tid);
-            if (!(r.out[i].flags & RGPU_TDEF_EXISTING)) r.out[i].sid = call_map(s, r.out[i].sid);
-        }
-        for (int i = 0; i < r.n_in; i++) r.in[i] = call_map(s, r.in[i]);
-        if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS) {
-            size_t need = 8 * (size_t)r.args[0].v.ints.n;
-            if (need > ids_cap) {
-                uint8_t *p = realloc(ids, need);
-                if (!p) { s->call_nomem = true; } else { ids = p; ids_cap = need; }
-            }
-            if (!s->call_nomem) {
-                for (uint32_t i = 0; i < r.args[0].v.ints.n; i++)
-                    rgpu_st64(ids + 8 * (size_t)i, call_map(s, (uint64_t)rgpu_arg_int_at(&r.args[0], i)));
-                r.args[0].v.ints.p = ids;
-            }
-        }
-        if (rgpu_op_is_random(r.op)) {   /* the capture's Philox offsets, rebased to this call's */
-            rgpu_arg *sa = &r.args[r.n_args - 2], *oa = &r.args[r.n_args - 1];
-            sa->v.i = (int64_t)seed;
-            oa->v.i = (int64_t)((uint64_t)oa->v.i - e->info.base_offset + offset);
-        }
-        if (s->call_nomem) {
-            op_fail(s, c->idx, r.op, RGPU_ERR_NOMEM, "mapping the template's ids");
-            break;
-        }
-        run_record(s, &r, c->idx, poisoned && r.op != RGPU_OP_FREE, poison_op);
-    }
-    call_free_locals(s);
-    s->in_call = false;
-    s->call_tpl = NULL;
-    s->call_bind = NULL;
-    free(ids);
-}
-
-static bool graphs_on(const rgpu_session *s) {
-    const rgpu_backend *b = s->b;
-    return s->lim.graphs && b->graph_begin && b->graph_end && b->graph_launch && b->graph_destroy;
-}
-static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, uint64_t offset);
-
-static rgpu_status exec_call(ctx *c) {
-    rgpu_session *s = c->s;
-    if (s->in_call) { snprintf(c->why, sizeof c->why, "a template cannot CALL"); return RGPU_ERR_BAD_OP; }
-    tplent *e;
-    uint64_t *bind;
-    rgpu_status st = call_prepare(s, c->r, &e, &bind, c->why, sizeof c->why);
-    if (st) return st;
-    /* A poisoned binding poisons everything the template defines or writes,
-     * without running it and without a second report. */
-    bool poisoned = false;
-    uint64_t poison_op = 0;
-    for (uint32_t i = 0; i < e->info.n_bind && !poisoned; i++) {
-        const tensor *t = u64map_get(&s->tensors, bind[i]);
-        if (t && (t->poisoned || !t->st)) { poisoned = true; poison_op = t->poison_op; }
-    }
-    uint64_t seed = (uint64_t)c->r->args[2].v.i, offset = (uint64_t)c->r->args[3].v.i;
-    if (!poisoned && graphs_on(s)) call_graphed(c, e, bind, seed, offset);
-    else call_records(c, e, bind, seed, offset, poisoned, poison_op);
-    free(bind);
-    return RGPU_OK;
-}
-
-/* ---------------------------------------------------------------------------
- * Graphs: the later calls of a template replayed as one captured graph
- *
- * Per template and bindings layout (call_layout: what each binding names,
- * with shapes and aliasing) a graph instance goes through three states:
- *   SEEN   its first call ran record by record; the bound storages' device
- *          pointers were noted. The next call runs record by record too, with
- *          its execs logged, and the log is then captured (graph_begin, the
- *          execs over the instance's static buffers, graph_end): capture on
- *          the second call, so that inputs whose pointer did not change
- *          between two calls (parameters, optimizer state) are read in place
- *          (direct) and only the others are copied (staged), and a template
- *          called once costs nothing.
- *   READY  a call with every direct input at its captured pointer (and room
- *          under the session's limits) is replayed: staged inputs copied into
- *          their static buffers, the records run for their bookkeeping only
- *          (tensors defined, locals over static buffers, no exec), the graph
- *          launched, staged inputs the template writes copied back, outputs
- *          copied from their static buffers into the call's fresh storages.
- *          A direct input at another pointer becomes staged for good and the
- *          call is logged and captured again (at most GRAPH_MAX_CAPTURES).
- *   OFF    never graphed (why in the stats): a record failed while logging,
- *          the backend refused the capture (UNSUPPORTED: a kernel needs the
- *          host), or transient refusals (NOMEM) GRAPH_MAX_TRANSIENT times.
- * The capture replays the log after the logged call has finished, so a
- * refusal never leaves anything half done: that call's results came from
- * the record-by-record path already. Templates with random ops (the CALL's
- * seed and offset change their args every call), UPLOAD records, or a FREE
- * of a bound id are never graphed. A graph runs the same kernels with the
- * same arguments over the same byte offsets as the records would: results
- * are bitwise those of the record-by-record path. */
-
-enum { GRAPH_MAX_INSTANCES = 4, GRAPH_MAX_CAPTURES = 8, GRAPH_MAX_TRANSIENT = 3 };
-enum { GI_SEEN, GI_READY, GI_OFF };
-enum { GS_INPUT, GS_LOCAL, GS_OUTPUT };
-
-typedef struct gslot {
-    uint64_t nbytes;
-    void *buf;                /* the instance's static buffer; NULL for a direct input */
-    void *ptr;                /* an input: its session pointer at capture (what a direct one is read at) */
-    uint64_t sid;             /* created: its storage id in the logged call */
-    const storage *st;        /* created, while logging: its storage */
-    uint64_t where;           /* created: (template record << 4 | output position) + 1 */
-    uint8_t kind;
-    bool staged, written;     /* inputs */
-} gslot;
-
-typedef struct gview { int32_t slot; uint64_t off; rgpu_view v; } gview;   /* slot -1: absent */
-
-typedef struct gexec {
-    int op, n_in, n_out, n_args;
-    rgpu_arg args[RGPU_MAX_ARGS];   /* INTS point into the template, alive for the call */
-    gview v[];                      /* n_in inputs, then n_out outputs */
-} gexec;
-
-typedef struct ginst {
-    struct ginst *next;
-    uint64_t *key;
-    size_t key_n;
-    int state;
-    uint32_t n_in, n_slots;   /* slots: the n_in bound storages, then those the call creates */
-    gslot *slots;
-    void **seen;              /* n_in: input pointers of the last call run record by record */
-    bool *force_staged;       /* n_in: inputs once found at another pointer */
-    u64map slot_of;           /* created slot's where -> slot + 1 */
-    void *graph;
-    uint32_t calls, captures, transient;
-    uint64_t last_use, bytes, created_bytes;
-} ginst;
-
-typedef struct gcall {
-    bool replay;
-    ginst *gi;
-    storage **in;             /* the bound storages (a reference held on each) */
-    uint32_t n_in;
-    /* logging */
-    gslot *slots;             /* inputs, then created storages */
-    uint32_t n_slots, cap_slots;
-    u64map slot_of_st;        /* storage pointer -> slot + 1 */
-    gexec **ex;
-    size_t n_ex, cap_ex;
-    bool bad;
-    char why[200];
-    /* replaying: per slot, the storage the call defined for it */
-    storage **made;
-    uint64_t *made_sid;
-} gcall;
-
-static bool graph_replaying(const rgpu_session *s) { return s->g && s->g->replay; }
-
-static void graph_refused(rgpu_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void graph_refused(rgpu_session *s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->gst.last_refusal, sizeof s->gst.last_refusal, fmt, ap);
-    va_end(ap);
-    s->gst.refusals++;
-}
-
-void rgpu_session_graph_stats(const rgpu_session *s, rgpu_graph_stats *st) { *st = s->gst; }
-
-/* Templates that are never graphed, found once per template. */
-static bool tpl_graphable(rgpu_session *s, tplent *e) {
-    if (e->graphable) return e->graphable > 0;
-    e->graphable = 1;
-    const char *why = NULL;
-    size_t off = 0;
-    for (uint32_t k = 0; k < e->info.n_records && !why; k++) {
-        rgpu_record r;
-        size_t used;
-        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);   /* checked at parse */
-        off += used;
-        if (rgpu_op_is_random(r.op)) why = "it has random ops (their seed and offset change with every call)";
-        else if (r.op == RGPU_OP_UPLOAD) why = "it has UPLOAD records";
-        else if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS)
-            for (uint32_t i = 0; i < r.args[0].v.ints.n && !why; i++)
-                if (u64map_get(&e->bind, (uint64_t)rgpu_arg_int_at(&r.args[0], i))) why = "it frees a bound id";
-    }
-    if (why) {
-        char hex[33];
-        rgpu_hash_hex(&e->h, hex);
-        graph_refused(s, "template %.12s is not graphed: %s", hex, why);
-        e->graphable = -1;
-    }
-    return e->graphable > 0;
-}
-
-/* ---- the bindings layout */
-typedef struct u64vec { uint64_t *p; size_t n, cap; bool nomem; } u64vec;
-static void vpush(u64vec *v, uint64_t x) {
-    if (v->nomem) return;
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? 2 * v->cap : 64;
-        uint64_t *p = realloc(v->p, cap * sizeof *p);
-        if (!p) { v->nomem = true; return; }
-        v->p = p; v->cap = cap;
-    }
-    v->p[v->n++] = x;
-}
-
-static void inputs_release(rgpu_session *s, storage **in, uint32_t n) {
-    if (!in) return;
-    for (uint32_t j = 0; j < n; j++) storage_unref(s, in[j]);
-    free(in);
-}
-
-/* For each binding, what the session holds under its id: a tensor (its
- * storage's position among the call's distinct bound storages, dtype,
- * shape, strides, offset), a storage (its position), or nothing; each
- * storage's size at its first position. Equal layouts mean the same views of
- * the same number of storages with the same aliasing: what a graph bakes in.
- * The distinct storages go to *in, each with a reference held. */
-static rgpu_status call_layout(rgpu_session *s, const tplent *e, const uint64_t *bind, uint64_t **key, size_t *key_n,
-                               storage ***in, uint32_t *n_in) {
-    u64vec k = { 0 };
-    u64map pos = { 0 };
-    storage **st = NULL;
-    uint32_t n = 0, cap = 0;
-    bool nomem = false;
-    for (uint32_t i = 0; i < e->info.n_bind && !nomem; i++) {
-        const tensor *t = u64map_get(&s->tensors, bind[i]);
-        storage *sg = u64map_get(&s->storages, bind[i]);
-        vpush(&k, (t ? 1u : 0u) | (sg ? 2u : 0u));
-        storage *both[2] = { t ? t->st : NULL, sg };
-        if (t && !t->st) { nomem = true; break; }   /* poisoned at definition: not graphed (caller checks first) */
-        for (int w = 0; w < 2 && !nomem; w++) {
-            storage *x = both[w];
-            if (!x) continue;
-            uintptr_t p = (uintptr_t)u64map_get(&pos, (uint64_t)(uintptr_t)x);
-            if (!p) {
-                if (n == cap) {
-                    uint32_t nc = cap ? 2 * cap : 16;
-                    storage **q = realloc(st, nc * sizeof *q);
-                    if (!q) { nomem = true; break; }
-                    st = q; cap = nc;
-                }
-                st[n++] = x;
-                x->refs++;
-                p = n;
-                if (!u64map_put(&pos, (uint64_t)(uintptr_t)x, (void *)p)) { nomem = true; break; }
-                vpush(&k, x->nbytes);
-            }
-            vpush(&k, p);
-        }
-        if (t && !nomem) {
-            vpush(&k, ((uint64_t)t->dtype << 8) | t->ndim);
-            vpush(&k, (uint64_t)t->offset);
-            for (int d = 0; d < t->ndim; d++) { vpush(&k, (uint64_t)t->sizes[d]); vpush(&k, (uint64_t)t->strides[d]); }
-        }
-    }
-    u64map_free(&pos);
-    if (nomem || k.nomem) {
-        inputs_release(s, st, n);
-        free(k.p);
-        return RGPU_ERR_NOMEM;
-    }
-    *key = k.p; *key_n = k.n;
-    *in = st; *n_in = n;
-    return RGPU_OK;
-}
-
-/* ---- instances */
-static void inst_release(rgpu_session *s, ginst *gi) {   /* its graph and static buffers */
-    if (gi->graph) s->b->graph_destroy(s->b, gi->graph);   /* after its launches: backend.h */
-    gi->graph = NULL;
-    for (uint32_t k = 0; k < gi->n_slots; k++)
-        if (gi->slots[k].buf) s->b->free(s->b, gi->slots[k].buf);
-    free(gi->slots);
-    gi->slots = NULL;
-    gi->n_slots = 0;
-    u64map_free(&gi->slot_of);
-    s->gst.bytes -= gi->bytes;
-    gi->bytes = gi->created_bytes = 0;
-}
-
-static void inst_free(rgpu_session *s, tplent *e, ginst *gi) {
-    for (ginst **pp = &e->inst; *pp; pp = &(*pp)->next)
-        if (*pp == gi) { *pp = gi->next; break; }
-    e->n_inst--;
-    s->gst.instances--;
-    inst_release(s, gi);
-    free(gi->key);
-    free(gi->seen);
-    free(gi->force_staged);
-    free(gi);
-}
-
-static void inst_off(rgpu_session *s, const tplent *e, ginst *gi, const char *why) {
-    char hex[33];
-    rgpu_hash_hex(&e->h, hex);
-    inst_release(s, gi);
-    gi->state = GI_OFF;
-    graph_refused(s, "template %.12s is not graphed: %s", hex, why);
-}
-
-/* ---- the hooks in define_tensor and exec_record */
-
-/* Replaying: a local storage's data is its static buffer (*slot set too); an
- * output gets fresh memory (NULL: allocate), the graph's result is copied
- * into it after the launch. Logging: nothing to do before allocation. */
-static void *graph_storage_data(rgpu_session *s, storage *sg, int *slot) {
-    gcall *g = s->g;
-    *slot = -1;
-    if (!g->replay) return NULL;
-    uintptr_t k = (uintptr_t)u64map_get(&g->gi->slot_of, (((uint64_t)s->call_rec << 4) | (uint64_t)s->rec_out) + 1);
-    if (!k || g->gi->slots[k - 1].nbytes != sg->nbytes) return NULL;   /* cannot happen: same template, same layout */
-    *slot = (int)(k - 1);
-    if (g->gi->slots[k - 1].kind != GS_LOCAL) return NULL;
-    sg->borrowed = true;
-    return g->gi->slots[k - 1].buf;
-}
-
-static void graph_storage_made(rgpu_session *s, storage *sg, int slot) {
-    gcall *g = s->g;
-    if (g->replay) {
-        if (slot >= 0) { g->made[slot] = sg; g->made_sid[slot] = sg->sid; }
-        return;
-    }
-    if (g->bad) return;
-    if (g->n_slots == g->cap_slots) {
-        uint32_t cap = g->cap_slots ? 2 * g->cap_slots : 16;
-        gslot *p = realloc(g->slots, cap * sizeof *p);
-        if (!p) { g->bad = true; snprintf(g->why, sizeof g->why, "out of host memory"); return; }
-        g->slots = p; g->cap_slots = cap;
-    }
-    gslot *x = &g->slots[g->n_slots];
-    memset(x, 0, sizeof *x);
-    x->nbytes = sg->nbytes; x->sid = sg->sid; x->st = sg; x->kind = GS_LOCAL;
-    x->where = (((uint64_t)s->call_rec << 4) | (uint64_t)s->rec_out) + 1;
-    g->n_slots++;
-    if (!u64map_put(&g->slot_of_st, (uint64_t)(uintptr_t)sg, (void *)(uintptr_t)g->n_slots)) {
-        g->bad = true;
-        snprintf(g->why, sizeof g->why, "out of host memory");
-    }
-}
-
-static int32_t log_view(gcall *g, const rgpu_view *v, const tensor *t, gview *out) {
-    memset(out, 0, sizeof *out);
-    out->slot = -1;
-    if (!v || !t) return -1;
-    uintptr_t k = (uintptr_t)u64map_get(&g->slot_of_st, (uint64_t)(uintptr_t)t->st);
-    if (!k) {
-        g->bad = true;
-        snprintf(g->why, sizeof g->why, "a view of a storage the call neither binds nor creates");
-        return -1;
-    }
-    out->slot = (int32_t)(k - 1);
-    out->off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)t->st->data);
-    out->v = *v;
-    out->v.data = NULL;
-    return out->slot;
-}
-
-/* Logging: keep exec e (done already) in terms of slots and byte offsets. */
-static void graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs, const tensor **ins) {
-    gcall *g = s->g;
-    if (g->bad) return;
-    if (g->n_ex == g->cap_ex) {
-        size_t cap = g->cap_ex ? 2 * g->cap_ex : 64;
-        gexec **p = realloc(g->ex, cap * sizeof *p);
-        if (!p) { g->bad = true; snprintf(g->why, sizeof g->why, "out of host memory"); return; }
-        g->ex = p; g->cap_ex = cap;
-    }
-    gexec *x = malloc(sizeof *x + (size_t)(e->n_in + e->n_out) * sizeof(gview));
-    if (!x) { g->bad = true; snprintf(g->why, sizeof g->why, "out of host memory"); return; }
-    x->op = e->op; x->n_in = e->n_in; x->n_out = e->n_out; x->n_args = e->n_args;
-    for (int i = 0; i < e->n_args; i++) x->args[i] = e->args[i];
-    for (int i = 0; i < e->n_in; i++) log_view(g, e->in[i], ins[i], &x->v[i]);
-    for (int i = 0; i < e->n_out; i++) {
-        int32_t k = log_view(g, e->out[i], outs[i], &x->v[e->n_in + i]);
-        if (k >= 0 && (uint32_t)k < g->n_in) g->slots[k].written = true;
-    }
-    g->ex[g->n_ex++] = x;
-}
-
-static void gcall_free(gcall *g) {
-    for (size_t i = 0; i < g->n_ex; i++) free(g->ex[i]);
-    free(g->ex);
-    free(g->slots);
-    u64map_free(&g->slot_of_st);
-    free(g->made);
-    free(g->made_sid);
-}
-
-/* Contiguous bytes, device to device, as one COPY exec. */
-static rgpu_status dev_copy(rgpu_session *s, void *dst, const void *src, uint64_t n, char *why, size_t whylen) {
-    if (!n || dst == src) return RGPU_OK;
-    rgpu_view vs = { .data = (void *)src, .dtype = RGPU_U8, .ndim = 1 }, vd;
-    vs.sizes[0] = (int64_t)n;
-    vs.strides[0] = 1;
-    vd = vs;
-    vd.data = dst;
-    rgpu_exec e = { .op = RGPU_OP_COPY, .n_in = 1, .n_out = 1 };
-    e.in[0] = &vs;
-    e.out[0] = &vd;
-    return s->b->exec(s->b, &e, why, whylen);
-}
-
-/* ---- capture, after a logged call that went through without a failure */
-static void inst_capture(rgpu_session *s, tplent *e, ginst *gi, gcall *g) {
-    char why[320] = "";
-    if (++gi->captures > GRAPH_MAX_CAPTURES) {
-        snprintf(why, sizeof why, "captured %d times: its inputs keep moving", GRAPH_MAX_CAPTURES);
-        inst_off(s, e, gi, why);
-        return;
-    }
-    if (!g->n_ex) { inst_off(s, e, gi, "no kernels to capture"); return; }
-    inst_release(s, gi);
-    gi->slots = g->slots;                /* taken over */
-    gi->n_slots = g->n_slots;
-    g->slots = NULL;
-    g->n_slots = g->cap_slots = 0;
-    rgpu_status st = RGPU_OK;
-    for (uint32_t k = 0; k < gi->n_slots && !st; k++) {
-        gslot *x = &gi->slots[k];
-        if (k < gi->n_in) {
-            x->ptr = g->in[k]->data;
-            x->staged = gi->force_staged[k] || gi->seen[k] != x->ptr;
-            gi->force_staged[k] = x->staged;
-        } else {
-            const storage *sg = u64map_get(&s->storages, x->sid);
-            x->kind = sg && sg == x->st ? GS_OUTPUT : GS_LOCAL;   /* alive after the call: an output */
-            x->st = NULL;
-            gi->created_bytes += x->nbytes;
-            if (!u64map_put(&gi->slot_of, x->where, (void *)(uintptr_t)(k + 1))) st = RGPU_ERR_NOMEM;
-        }
-        if (!st && (k >= gi->n_in || x->staged)) {
-            /* before graph_begin: nothing is allocated during a capture */
-            if (!(x->buf = s->b->alloc(s->b, (size_t)x->nbytes))) st = RGPU_ERR_NOMEM;
-            else { gi->bytes += x->nbytes; s->gst.bytes += x->nbytes; }
-        }
-    }
-    if (st) snprintf(why, sizeof why, "no memory for its static buffers");
-    bool begun = false;
-    if (!st) {
-        st = s->b->graph_begin(s->b, why, sizeof why);
-        begun = !st;
-    }
-    for (size_t i = 0; i < g->n_ex && !st; i++) {
-        const gexec *x = g->ex[i];
-        rgpu_view v[RGPU_MAX_IN + RGPU_MAX_OUT];
-        rgpu_exec ex = { .op = x->op, .n_in = x->n_in, .n_out = x->n_out, .n_args = x->n_args, .args = x->args };
-        for (int j = 0; j < x->n_in + x->n_out; j++) {
-            const gview *gv = &x->v[j];
-            rgpu_view *p = NULL;
-            if (gv->slot >= 0) {
-                const gslot *sl = &gi->slots[gv->slot];
-                v[j] = gv->v;
-                v[j].data = (uint8_t *)(sl->buf ? sl->buf : sl->ptr) + gv->off;
-                p = &v[j];
-            }
-            if (j < x->n_in) ex.in[j] = p; else ex.out[j - x->n_in] = p;
-        }
-        char ewhy[160] = "";
-        if ((st = s->b->exec(s->b, &ex, ewhy, sizeof ewhy)))
-            snprintf(why, sizeof why, "capturing %s: %s%s%s", rgpu_op_name(x->op), rgpu_status_str(st), *ewhy ? ": " : "", ewhy);
-    }
-    if (begun) {
-        void *graph = NULL;
-        char ewhy[160] = "";
-        rgpu_status est = s->b->graph_end(s->b, &graph, ewhy, sizeof ewhy);
-        if (!st && est) { st = est; snprintf(why, sizeof why, "the backend refused the capture: %s", ewhy); }
-        if (st && graph) s->b->graph_destroy(s->b, graph);
-        else gi->graph = graph;
-    }
-    if (!st) {
-        gi->state = GI_READY;
-        s->gst.captures++;
-        return;
-    }
-    if (st == RGPU_ERR_NOMEM && ++gi->transient < GRAPH_MAX_TRANSIENT) {
-        inst_release(s, gi);           /* a later call tries again */
-        gi->state = GI_SEEN;
-        char hex[33];
-        rgpu_hash_hex(&e->h, hex);
-        graph_refused(s, "template %.12s: capture failed, will retry: %s", hex, why);
-        return;
-    }
-    inst_off(s, e, gi, why);
-}
-
-/* Poison what the template defines or writes among the bindings (a replay
- * whose launch failed). */
-static void call_poison_outputs(rgpu_session *s, const tplent *e, const uint64_t *bind, uint64_t idx) {
-    size_t off = 0;
-    for (uint32_t k = 0; k < e->info.n_records; k++) {
-        rgpu_record r;
-        size_t used;
-        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);
-        off += used;
-        for (int i = 0; i < r.n_out; i++) {
-            void *v = u64map_get(&e->bind, r.out[i].tid);
-            tensor *t = v ? u64map_get(&s->tensors, bind[(uintptr_t)v - 1]) : NULL;
-            if (t) { t->poisoned = true; t->poison_op = idx; }
-        }
-    }
-}
-
-/* ---- replay */
-static bool replay_fits(const rgpu_session *s, const ginst *gi) {
-    /* the records' own checks see what the record-by-record path would,
-     * except the session limits: leave calls near them to that path */
-    uint64_t created = gi->n_slots - gi->n_in;
-    if (s->lim.max_storages && s->storages.len + created > s->lim.max_storages) return false;
-    if (s->lim.max_total_bytes && s->held + gi->created_bytes > s->lim.max_total_bytes) return false;
-    return true;
-}
-
-static void call_replay(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, uint64_t offset, ginst *gi, storage **in) {
-    rgpu_session *s = c->s;
-    char why[200] = "";
-    rgpu_status st = RGPU_OK;
-    gcall g = { .replay = true, .gi = gi, .in = in, .n_in = gi->n_in };
-    g.made = calloc(gi->n_slots, sizeof *g.made);
-    g.made_sid = calloc(gi->n_slots, sizeof *g.made_sid);
-    if (!g.made || !g.made_sid) st = RGPU_ERR_NOMEM;
-    uint64_t copies = 0;
-    for (uint32_t j = 0; j < gi->n_in && !st; j++)
-        if (gi->slots[j].staged) {
-            st = dev_copy(s, gi->slots[j].buf, in[j]->data, in[j]->nbytes, why, sizeof why);
-            copies++;
-        }
-    if (st) {   /* nothing is defined yet: the record-by-record path does the call */
-        gcall_free(&g);
-        call_records(c, e, bind, seed, offset, false, 0);
-        return;
-    }
-    s->gst.input_copies += copies;
-    s->g = &g;
-    call_records(c, e, bind, seed, offset, false, 0);   /* bookkeeping: no exec */
-    s->g = NULL;
-    st = s->b->graph_launch(s->b, gi->graph, why, sizeof why);
-    for (uint32_t j = 0; j < gi->n_in && !st; j++)
-        if (gi->slots[j].staged && gi->slots[j].written)
-            st = dev_copy(s, in[j]->data, gi->slots[j].buf, in[j]->nbytes, why, sizeof why);
-    for (uint32_t k = gi->n_in; k < gi->n_slots && !st; k++) {
-        if (gi->slots[k].kind != GS_OUTPUT || !g.made[k]) continue;
-        if (u64map_get(&s->storages, g.made_sid[k]) != g.made[k]) continue;   /* gone (a failed record's) */
-        st = dev_copy(s, g.made[k]->data, gi->slots[k].buf, gi->slots[k].nbytes, why, sizeof why);
-    }
-    if (st) {
-        char msg[240];
-        snprintf(msg, sizeof msg, "graph replay: %s", why);
-        op_fail(s, c->idx, RGPU_OP_CALL, st, msg);
-        call_poison_outputs(s, e, bind, c->idx);
-    }
-    s->gst.replays++;
-    gcall_free(&g);
-}
-
-static ginst *inst_new(rgpu_session *s, tplent *e, uint64_t *key, size_t key_n, uint32_t n_in) {
-    if (e->n_inst >= GRAPH_MAX_INSTANCES) {   /* least recently used out */
-        ginst *old = e->inst;
-        for (ginst *x = e->inst; x; x = x->next) if (x->last_use < old->last_use) old = x;
-        inst_free(s, e, old);
-    }
-    ginst *gi = calloc(1, sizeof *gi);
-    if (!gi) return NULL;
-    gi->seen = calloc(n_in ? n_in : 1, sizeof *gi->seen);
-    gi->force_staged = calloc(n_in ? n_in : 1, sizeof *gi->force_staged);
-    if (!gi->seen || !gi->force_staged) { free(gi->seen); free(gi->force_staged); free(gi); return NULL; }
-    gi->key = key; gi->key_n = key_n;
-    gi->n_in = n_in;
-    gi->state = GI_SEEN;
-    gi->next = e->inst;
-    e->inst = gi;
-    e->n_inst++;
-    s->gst.instances++;
-    return gi;
-}
-
-static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, uint64_t offset) {
-    rgpu_session *s = c->s;
-    s->gst.calls++;
-    uint64_t *key;
-    size_t key_n;
-    storage **in;
-    uint32_t n_in;
-    if (!tpl_graphable(s, e) || call_layout(s, e, bind, &key, &key_n, &in, &n_in)) {
-        call_records(c, e, bind, seed, offset, false, 0);
-        return;
-    }
-    ginst *gi = e->inst;
-    while (gi && !(gi->key_n == key_n && !memcmp(gi->key, key, key_n * sizeof *key))) gi = gi->next;
-    if (gi) free(key);
-    else if (!(gi = inst_new(s, e, key, key_n, n_in))) free(key);
-    if (!gi) {
-        call_records(c, e, bind, seed, offset, false, 0);
-        inputs_release(s, in, n_in);
-        return;
-    }
-    gi->last_use = ++s->tpl_clock;
-    bool first = gi->calls++ == 0;
-    if (gi->state == GI_READY) {
-        bool same = true;
-        for (uint32_t j = 0; j < n_in; j++)
-            if (!gi->slots[j].staged && gi->slots[j].ptr != in[j]->data) { same = false; gi->force_staged[j] = true; }
-        if (same && replay_fits(s, gi)) {
-            call_replay(c, e, bind, seed, offset, gi, in);
-            inputs_release(s, in, n_in);
-            return;
-        }
-        if (same) {   /* near a session limit */
-            call_records(c, e, bind, seed, offset, false, 0);
-            inputs_release(s, in, n_in);
-            return;
-        }
-        inst_release(s, gi);   /* an input moved: log this call and capture again */
-        gi->state = GI_SEEN;
-    }
-    if (gi->state == GI_OFF || first) {
-        call_records(c, e, bind, seed, offset, false, 0);
-        for (uint32_t j = 0; j < n_in; j++) gi->seen[j] = in[j]->data;
-        inputs_release(s, in, n_in);
-        return;
-    }
-    /* seen before: run this call logged, then capture the log */
-    gcall g = { .gi = gi, .in = in, .n_in = n_in };
-    if (n_in) {
-        g.slots = calloc(n_in, sizeof *g.slots);
-        g.cap_slots = n_in;
-        if (!g.slots) g.bad = true;
-    }
-    for (uint32_t j = 0; j < n_in && !g.bad; j++) {
-        g.slots[j].nbytes = in[j]->nbytes;
-        g.slots[j].kind = GS_INPUT;
-        if (!u64map_put(&g.slot_of_st, (uint64_t)(uintptr_t)in[j], (void *)(uintptr_t)(j + 1))) g.bad = true;
-    }
-    g.n_slots = n_in;
-    if (g.bad) snprintf(g.why, sizeof g.why, "out of host memory");
-    s->g = &g;
-    call_records(c, e, bind, seed, offset, false, 0);
-    s->g = NULL;
-    if (!g.bad && s->call_fail) { g.bad = true; snprintf(g.why, sizeof g.why, "a record failed"); }
-    if (g.bad) inst_off(s, e, gi, g.why);
-    else inst_capture(s, e, gi, &g);
-    for (uint32_t j = 0; j < n_in; j++) gi->seen[j] = in[j]->data;
-    gcall_free(&g);
-    inputs_release(s, in, n_in);
-}
-
-rgpu_status rgpu_session_call_outputs(rgpu_session *s, const rgpu_record *r, uint64_t *tids, size_t max, size_t *n) {
-    *n = 0;
-    if (r->op != RGPU_OP_CALL) return RGPU_ERR_BAD_ARG;
-    tplent *e;
-    uint64_t *bind;
-    char why[200];
-    rgpu_status st = call_prepare(s, r, &e, &bind, why, sizeof why);
-    if (st) return st;
-    u64map seen = { 0 };
-    size_t off = 0;
-    for (uint32_t k = 0; k < e->info.n_records && !st; k++) {
-        rgpu_record rr;
-        size_t used;
-        rgpu_record_decode(e->info.records + off, e->info.records_len - off, &rr, &used);
-        off += used;
-        if (rr.op == RGPU_OP_EMPTY) continue;   /* undefined bytes; a later write names it again */
-        for (int i = 0; i < rr.n_out; i++) {
-            void *v = u64map_get(&e->bind, rr.out[i].tid);
-            if (!v) continue;
-            uint64_t tid = bind[(uintptr_t)v - 1];
-            if (u64map_get(&seen, tid)) continue;
-            if (!u64map_put(&seen, tid, (void *)1)) { st = RGPU_ERR_NOMEM; break; }
-            if (*n < max) tids[*n] = tid;
-            (*n)++;
-        }
-    }
-    u64map_free(&seen);
-    free(bind);
-    return st;
 }
 
 /* force_poison: run r as if an input were poisoned by op poison_op (a CALL
  * with a poisoned binding): its outputs are defined, poisoned, not computed. */
-static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op) {
+void rgpu_sess_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op) {
     ctx c = { .s = s, .r = r, .idx = idx };
     tensor *outs[RGPU_MAX_OUT] = { 0 };
     const tensor *ins[RGPU_MAX_IN] = { 0 };
@@ -1572,7 +609,7 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
         for (int i = 0; i < r->n_out; i++) if (outs[i]) { outs[i]->poisoned = true; outs[i]->poison_op = poison_op; }
         if (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT) {
             snprintf(c.why, sizeof c.why, "input poisoned by failed op %llu", (unsigned long long)poison_op);
-            op_fail(s, idx, r->op, RGPU_ERR_POISONED, c.why);
+            rgpu_sess_op_fail(s, idx, r->op, RGPU_ERR_POISONED, c.why);
         }
         return;
     }
@@ -1581,14 +618,14 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
     }
     if (!st) st = exec_record(&c, outs, ins);
     if (st) {
-        op_fail(s, idx, r->op, st, c.why);
+        rgpu_sess_op_fail(s, idx, r->op, st, c.why);
         for (int i = 0; i < r->n_out; i++) if (outs[i]) { outs[i]->poisoned = true; outs[i]->poison_op = idx; }
     }
 }
 
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (idx != s->applied) return RGPU_ERR_SEQUENCE;
-    run_record(s, r, idx, false, 0);
+    rgpu_sess_run_record(s, r, idx, false, 0);
     s->applied++;
     return RGPU_OK;
 }
@@ -1657,7 +694,7 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
             if (st && st != RGPU_ERR_LIMIT) return st;   /* a refused blob fails its UPLOAD when it runs */
         } else if (r.op == RGPU_OP_CALL && templates) {
             tplent *e;
-            if ((st = tpl_get(s, &r.args[0].v.h, &e))) return st;
+            if ((st = rgpu_sess_tpl_get(s, &r.args[0].v.h, &e))) return st;
             if (!e->status && (st = prefetch_records(s, e->info.records, e->info.records_len, false))) return st;
         }
     }
@@ -1711,7 +748,7 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         rgpu_record_decode(raw + off, n - off, &r, &used);
         off += used;
         if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
-        run_record(s, &r, first_op + i, false, 0);
+        rgpu_sess_run_record(s, &r, first_op + i, false, 0);
         s->applied++;
     }
     blob_evict(s);
@@ -1751,14 +788,14 @@ rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void 
         if (!s->storages.keys[i]) continue;
         storage *sg = s->storages.vals[i];
         size_t n = (size_t)sg->nbytes;
-        if ((st = mem_take(s, n, true, "a checkpoint buffer", NULL, 0))) break;
+        if ((st = rgpu_sess_mem_take(s, n, true, "a checkpoint buffer", NULL, 0))) break;
         uint8_t *host = malloc(n ? n : 1);
         if (!host) st = RGPU_ERR_NOMEM;
         if (!st) st = s->b->download(s->b, host, sg->data, n);
         rgpu_hash hh = st ? (rgpu_hash){ { 0 } } : rgpu_hash_bytes(host, n);
         if (!st) st = put(ud, &hh, host, n);
         free(host);
-        mem_give(s, n, true);
+        rgpu_sess_mem_give(s, n, true);
         if (!st && !(st = put_u64(out, sg->sid)) && !(st = put_u64(out, sg->nbytes))) st = rgpu_buf_append(out, hh.b, 16);
         *state_bytes += n;
     }
@@ -1814,7 +851,7 @@ static uint64_t ck_u64(ckr *r) { const uint8_t *q = ck_take(r, 8); return q ? rg
 static rgpu_status ck_blob(rgpu_session *s, const uint8_t *hb, size_t want, uint8_t **data, size_t *n) {
     rgpu_hash h;
     memcpy(h.b, hb, 16);
-    rgpu_status st = fetch_checked(s, &h, data, n, NULL, 0);
+    rgpu_status st = rgpu_sess_fetch_checked(s, &h, data, n, NULL, 0);
     if (!st && want != SIZE_MAX && *n != want) { free(*data); *data = NULL; st = RGPU_ERR_BAD_TRACE; }
     return st;
 }
@@ -1839,7 +876,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         size_t dn;
         if ((st = ck_blob(s, hb, (size_t)nbytes, &data, &dn))) break;
         storage *sg = calloc(1, sizeof *sg);
-        if (!sg || (st = mem_take(s, nbytes, storage_host(s), "a storage", NULL, 0))) {
+        if (!sg || (st = rgpu_sess_mem_take(s, nbytes, storage_host(s), "a storage", NULL, 0))) {
             free(sg); free(data);
             if (!st) st = RGPU_ERR_NOMEM;
             break;
@@ -1847,7 +884,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         sg->sid = sid; sg->nbytes = nbytes;
         if (!(sg->data = s->b->alloc(s->b, (size_t)nbytes)) || !u64map_put(&s->storages, sid, sg)) {
             if (sg->data) s->b->free(s->b, sg->data);
-            mem_give(s, nbytes, storage_host(s));
+            rgpu_sess_mem_give(s, nbytes, storage_host(s));
             free(sg); free(data);
             st = RGPU_ERR_NOMEM;
             break;
@@ -1886,7 +923,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         size_t dn;
         if (!hb || op >= applied) { st = RGPU_ERR_BAD_TRACE; break; }
         if ((st = ck_blob(s, hb, SIZE_MAX, &data, &dn))) break;
-        if ((st = mem_take(s, dn, true, "a result", NULL, 0))) { free(data); break; }
+        if ((st = rgpu_sess_mem_take(s, dn, true, "a result", NULL, 0))) { free(data); break; }
         st = store_result(s, op, data, dn);
     }
     uint64_t nb = st ? 0 : ck_u64(&r);

@@ -254,7 +254,8 @@ rgpu_status rgpu_frame_decompress(const uint8_t *p, size_t n, uint64_t max_raw,
 /* ---------------------------------------------------------------------------
  * Wire messages
  *   header: u8 type | u8 flags=0 | u16 reserved=0 | u32 magic 'RGPW' | u64 payload_len
- * Payload layouts per type are in FORMAT.md. */
+ * Payload layouts per type are in FORMAT.md §7.1, and their codecs in
+ * rgpu_msg.h (included below). */
 #define RGPU_WIRE_MAGIC 0x57504752u    /* "RGPW" */
 #define RGPU_WIRE_HEADER 16
 typedef enum rgpu_msg_type {
@@ -294,6 +295,9 @@ static inline void rgpu_st64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i+
 static inline uint16_t rgpu_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static inline uint32_t rgpu_ld32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = (v << 8) | p[i]; return v; }
 static inline uint64_t rgpu_ld64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = (v << 8) | p[i]; return v; }
+
+/* Each message's payload: a struct and its encode/decode/send (rgpu_msg.h). */
+#include "rgpu_msg.h"
 
 /* ---------------------------------------------------------------------------
  * .rgt container (SQLite, WAL). Schema in FORMAT.md. */

@@ -1,5 +1,6 @@
-/* server.c — rgpu-server: accept clients, one thread per connection, speak the
- * wire protocol (FORMAT.md §7), execute chunks on the chosen backend.
+/* server_loop.c — rgpu-server's connection loop (API: server.h): accept
+ * clients, one thread per connection, speak the wire protocol (FORMAT.md
+ * §7), execute chunks on the chosen backend. main is in server_main.c.
  *
  * A connection's thread reads messages in order. CHUNK: decode, fetch the
  * blobs its uploads lack and the templates its CALLs name (NEED), journal,
@@ -15,7 +16,7 @@
  * started again on the same directory rebuilds a session by replaying its
  * journal when the client comes back. Every HELLO must carry the token the
  * server wrote to --token-file (compared in constant time). */
-#include "session.h"
+#include "server.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,32 +45,19 @@
 
 extern char **environ;
 
-#define TOKEN_HEX       64                 /* 32 random bytes, hex */
-#define MAX_TOKEN_LEN   1024               /* a HELLO token longer than this is refused */
+#define TOKEN_HEX       RGPU_SERVER_TOKEN_HEX
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 #define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
 
-static rgpu_backend *g_backend;
-static bool g_quiet, g_no_auth;
-static char g_token[TOKEN_HEX + 1];
+static rgpu_server_config g_cfg;        /* the options (rgpu_server_init) */
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t g_stop;
-static const char *g_record_dir;          /* --record DIR: one .rgt per session, kept */
-static char g_journal_dir[4096];          /* --journal DIR; "" = none */
-static double g_grace = 300;              /* --grace SECONDS */
-static uint64_t g_max_msg = RGPU_MAX_FRAME;       /* --max-message */
-static uint64_t g_max_chunk = RGPU_MAX_CHUNK_RAW; /* --max-chunk */
-static rgpu_session_limits g_limits;      /* --max-storages, --max-session-bytes, --graphs */
-static rgpu_mem_pool g_pool;              /* --max-memory: host memory of all sessions and messages */
-static uint64_t g_epoch;                  /* high 32 bits of this process's session ids */
-static double g_hs_timeout = 10;          /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
-static uint32_t g_max_conns = 256;        /* --max-connections */
+static rgpu_mem_pool g_pool;              /* g_cfg.max_memory: host memory of all sessions and messages */
 static uint32_t g_conns;                  /* open connections (atomic) */
-static uint64_t g_compact = 64ull << 20;  /* --journal-compact BYTES: checkpoint after this much journal */
 
-static void logf_(const char *fmt, ...) {
-    if (g_quiet) return;
+void rgpu_server_log(const char *fmt, ...) {
+    if (g_cfg.quiet) return;
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&g_log_mu);
@@ -80,6 +68,7 @@ static void logf_(const char *fmt, ...) {
     pthread_mutex_unlock(&g_log_mu);
     va_end(ap);
 }
+#define logf_ rgpu_server_log   /* this file says rgpu_server_log as logf_ */
 
 static double now_s(void) {
     struct timespec t;
@@ -176,12 +165,12 @@ static void reap_expired(void) {
     for (;;) {
         pthread_mutex_lock(&g_mu);
         sess *se = g_sessions;
-        while (se && (se->conn || t - se->detached_at < g_grace)) se = se->next;
+        while (se && (se->conn || t - se->detached_at < g_cfg.grace)) se = se->next;
         if (se) unlink_sess_locked(se);
         pthread_mutex_unlock(&g_mu);
         if (!se) return;
         uint64_t bytes = __atomic_load_n(&se->mem_bytes, __ATOMIC_RELAXED);
-        logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_grace,
+        logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_cfg.grace,
               (unsigned long long)bytes, se->jnl_path[0] ? ", journal removed" : "");
         sess_destroy(se);
         log_stats("session expired");
@@ -240,47 +229,46 @@ static void part_free(conn *c, part *pt) {
     free(pt);
 }
 
-/* An ERROR payload (FORMAT.md §7.1) into buf: code, the formatted message
- * (NUL-terminated at buf + 8, cut at 511 bytes); returns its length. */
-#define ERROR_BUF (8 + 512)
-static size_t error_payload(uint8_t buf[ERROR_BUF], int code, const char *fmt, va_list ap) {
-    rgpu_st32(buf, (uint32_t)code);
-    rgpu_st32(buf + 4, 0);
-    int n = vsnprintf((char *)buf + 8, 512, fmt, ap);
-    if (n < 0) n = 0;
-    if (n > 511) n = 511;
-    return 8 + (size_t)n;
+/* An ERROR (FORMAT.md §7.1) of code with the formatted message, its text
+ * in buf (NUL-terminated, cut at RGPU_MAX_ERROR_MSG bytes). */
+static rgpu_msg_error error_msg(char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, va_list ap) {
+    int n = vsnprintf(buf, RGPU_MAX_ERROR_MSG + 1, fmt, ap);
+    if (n < 0) { n = 0; buf[0] = 0; }
+    if (n > RGPU_MAX_ERROR_MSG) n = RGPU_MAX_ERROR_MSG;
+    return (rgpu_msg_error){ .code = (uint32_t)code, .msg_len = (uint32_t)n, .msg = buf };
 }
 
-static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static size_t error_payloadf(uint8_t buf[ERROR_BUF], int code, const char *fmt, ...) {
+/* The same, sent on fd. */
+static rgpu_status error_sendf(int fd, char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static rgpu_status error_sendf(int fd, char buf[RGPU_MAX_ERROR_MSG + 1], int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
-    return n;
+    return rgpu_msg_error_send(fd, &e);
 }
 
 static rgpu_status send_error(conn *c, int code, const char *fmt, ...) {
-    uint8_t buf[ERROR_BUF];
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
     c->sent_error = true;
-    logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), (char *)buf + 8);
-    return rgpu_wire_send(c->fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
+    logf_("%s: error %s: %s", TAG(c), rgpu_status_name(code), buf);
+    return rgpu_msg_error_send(c->fd, &e);
 }
 
 /* The largest payload a message of this type can need: a CHUNK carries at
  * most --max-chunk raw bytes (compressed: zstd's bound), a BLOB at most
  * --max-message, anything else is small. */
 static uint64_t max_payload(int type) {
-    uint64_t m = g_max_msg;
-    if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_max_chunk);
+    uint64_t m = g_cfg.max_msg;
+    if (type == RGPU_MSG_CHUNK) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound((size_t)g_cfg.max_chunk);
     else if (type == RGPU_MSG_BLOB_PART) m = 32 + RGPU_FRAME_HEADER + ZSTD_compressBound(RGPU_BLOB_PIECE);
     else if (type != RGPU_MSG_BLOB) m = MAX_SMALL_MSG;
-    return m < g_max_msg ? m : g_max_msg;
+    return m < g_cfg.max_msg ? m : g_cfg.max_msg;
 }
 
 /* Read one message. Its length is checked against the limit for its type
@@ -299,7 +287,7 @@ static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     if (h->len > lim || h->len > SIZE_MAX - 1) {
         send_error(c, RGPU_ERR_TOO_LARGE, "a %s message of %llu bytes is over this server's limit of %llu for it (%s)",
                    rgpu_msg_name(h->type), (unsigned long long)h->len, (unsigned long long)lim,
-                   h->type == RGPU_MSG_CHUNK && lim < g_max_msg ? "--max-chunk" : "--max-message");
+                   h->type == RGPU_MSG_CHUNK && lim < g_cfg.max_msg ? "--max-chunk" : "--max-message");
         return RGPU_ERR_TOO_LARGE;
     }
     if (!rgpu_mem_pool_take(&g_pool, h->len)) {
@@ -381,12 +369,12 @@ static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const ui
 static bool peer_gone_too_long(void *ud) {
     conn *c = ud;
     double t = now_s();
-    if (t - c->polled_at < 0.1) return c->gone_at > 0 && t - c->gone_at > g_grace;
+    if (t - c->polled_at < 0.1) return c->gone_at > 0 && t - c->gone_at > g_cfg.grace;
     c->polled_at = t;
     if (__atomic_load_n(&c->se->resuming, __ATOMIC_RELAXED)) return false;
     struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
     if (!c->gone_at && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) c->gone_at = t;
-    return c->gone_at > 0 && t - c->gone_at > g_grace;
+    return c->gone_at > 0 && t - c->gone_at > g_cfg.grace;
 }
 
 /* ---------------------------------------------------------------------------
@@ -415,7 +403,7 @@ static rgpu_status ck_put(void *ud, const rgpu_hash *h, const void *data, size_t
 
 static void jnl_compact(conn *c) {
     sess *se = c->se;
-    uint64_t want = g_compact > 2 * se->jnl_state ? g_compact : 2 * se->jnl_state;
+    uint64_t want = g_cfg.compact > 2 * se->jnl_state ? g_cfg.compact : 2 * se->jnl_state;
     if (!se->jnl || se->jnl_since < want) return;
     double t0 = now_s();
     uint64_t op = rgpu_session_applied(c->s), state = 0, results_from = op;
@@ -457,19 +445,21 @@ static void jnl_compact(conn *c) {
 static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64_t max_n, rgpu_hash *h,
                                  uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
-    if (len < 16) return RGPU_ERR_TRUNCATED;
-    memcpy(h->b, p, 16);
-    rgpu_status s = rgpu_frame_decompress(p + 16, len - 16, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
+    rgpu_msg_blob m;
+    rgpu_status s = rgpu_msg_blob_decode(p, len, &m);
+    if (s) return s;
+    *h = m.hash;
+    s = rgpu_frame_decompress(m.frame, m.frame_len, max_n < RGPU_MAX_BLOB_RAW ? max_n : RGPU_MAX_BLOB_RAW, data, n);
     if (s == RGPU_ERR_TOO_LARGE && *n <= RGPU_MAX_BLOB_RAW) return RGPU_ERR_LIMIT;
     if (s) return s;
     rgpu_hash real = rgpu_hash_bytes(*data, *n);
     if (!rgpu_hash_eq(&real, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
-    jnl_put_blob(c, h, *n, p + 16, len - 16);
+    jnl_put_blob(c, h, *n, m.frame, m.frame_len);
     return RGPU_OK;
 }
 
-/* One BLOB_PART: u8 hash[16] | u64 total | u64 offset | frame of the piece
- * at offset. Pieces of a blob come in order (offset == what arrived; offset
+/* One BLOB_PART: the piece of the blob `hash` (total bytes) at offset.
+ * Pieces of a blob come in order (offset == what arrived; offset
  * 0 starts it again, as after a resume). The whole blob is taken from the
  * pool at its first piece, or refused (over the session's room: its pieces
  * are then skipped, *n = total, RGPU_ERR_LIMIT once); when the last piece
@@ -477,10 +467,11 @@ static rgpu_status blob_from_msg(conn *c, const uint8_t *p, uint64_t len, uint64
  * and handed over: *data (owned by the caller, no longer in the pool), *h. */
 static rgpu_status blob_part(conn *c, const uint8_t *p, uint64_t len, rgpu_hash *h, uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
-    if (len < 32 + RGPU_FRAME_HEADER) return RGPU_ERR_TRUNCATED;
-    memcpy(h->b, p, 16);
-    uint64_t total = rgpu_ld64(p + 16), off = rgpu_ld64(p + 24);
-    if (total > RGPU_MAX_BLOB_RAW || off >= total) return RGPU_ERR_BAD_MESSAGE;
+    rgpu_msg_blob_part m;
+    rgpu_status s = rgpu_msg_blob_part_decode(p, len, &m);
+    if (s) return s;
+    *h = m.hash;
+    uint64_t total = m.total, off = m.offset;
     part *pt = c->parts;
     while (pt && !rgpu_hash_eq(&pt->h, h)) pt = pt->next;
     if (pt && (off == 0 || pt->total != total)) { part_free(c, pt); pt = NULL; }
@@ -500,7 +491,7 @@ static rgpu_status blob_part(conn *c, const uint8_t *p, uint64_t len, rgpu_hash 
     if (off != pt->got) return RGPU_ERR_SEQUENCE;
     uint8_t *raw;
     size_t rn;
-    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, total - off, &raw, &rn);
+    s = rgpu_frame_decompress(m.frame, m.frame_len, total - off, &raw, &rn);
     if (s) return s == RGPU_ERR_TOO_LARGE ? RGPU_ERR_BAD_MESSAGE : s;
     if (!rn) { free(raw); return RGPU_ERR_BAD_MESSAGE; }
     if (pt->buf) memcpy(pt->buf + off, raw, rn);
@@ -539,7 +530,7 @@ static rgpu_status keep_pushed(conn *c, const rgpu_hash *h, rgpu_status s, uint8
  * are reported by the caller (handle_chunk; the session for LIMIT). */
 static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, uint8_t **data, size_t *n) {
     conn *c = ud;
-    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_NEED, want->b, 16, NULL, 0);
+    rgpu_status s = rgpu_msg_need_send(c->fd, &(rgpu_msg_need){ *want });
     if (s) { c->link_err = true; return s; }
     for (;;) {
         rgpu_msg_header h;
@@ -549,7 +540,8 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
             rgpu_hash got;
             uint8_t *d;
             size_t dn;
-            bool wanted = h.len >= 16 && !memcmp(p, want->b, 16);
+            rgpu_msg_blob bm;
+            bool wanted = !rgpu_msg_blob_decode(p, h.len, &bm) && rgpu_hash_eq(&bm.hash, want);
             s = blob_from_msg(c, p, h.len, wanted ? max_n : rgpu_session_room(c->s, NULL, 0), &got, &d, &dn);
             msg_free(p, h.len);
             if (wanted) { *data = d; *n = dn; return s; }
@@ -590,9 +582,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
 }
 
 static rgpu_status send_ack(conn *c) {
-    uint8_t b[8];
-    rgpu_st64(b, rgpu_session_applied(c->s));
-    rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_ACK, b, 8, NULL, 0);
+    rgpu_status s = rgpu_msg_ack_send(c->fd, &(rgpu_msg_ack){ rgpu_session_applied(c->s) });
     if (s) c->link_err = true;
     return s;
 }
@@ -601,12 +591,12 @@ static rgpu_status send_ack(conn *c) {
  * is dropped (but acknowledged, so the client frees it); one starting
  * anywhere but at `applied` is a sequence error. */
 static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
-    if (len < 32) return send_error(c, RGPU_ERR_TRUNCATED, "CHUNK shorter than its header"), RGPU_ERR_TRUNCATED;
-    uint64_t first = rgpu_ld64(p);
-    uint32_t count = rgpu_ld32(p + 8);
-    if (rgpu_ld32(p + 12)) return send_error(c, RGPU_ERR_RESERVED, "CHUNK reserved field not zero"), RGPU_ERR_RESERVED;
-    rgpu_hash h;
-    memcpy(h.b, p + 16, 16);
+    rgpu_msg_chunk m;
+    rgpu_status s = rgpu_msg_chunk_decode(p, len, &m);
+    if (s) return send_error(c, s, s == RGPU_ERR_RESERVED ? "CHUNK reserved field not zero" : "CHUNK shorter than its header"), s;
+    uint64_t first = m.first_op;
+    uint32_t count = m.count;
+    rgpu_hash h = m.hash;
     uint64_t applied = rgpu_session_applied(c->s);
     if (count && first + count > first && first + count <= applied) return send_ack(c);   /* resent: drop */
     if (first != applied) {
@@ -619,11 +609,10 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     }
     uint8_t *raw;
     size_t n;
-    rgpu_status s = rgpu_frame_decompress(p + 32, len - 32, g_max_chunk, &raw, &n);
-    if (s == RGPU_ERR_TOO_LARGE)
+    s = rgpu_frame_decompress(m.frame, m.frame_len, g_cfg.max_chunk, &raw, &n);
+    if (s == RGPU_ERR_TOO_LARGE)   /* n: the raw size the frame declares */
         return send_error(c, s, "CHUNK at op %llu: %llu raw bytes over this server's limit of %llu (--max-chunk)",
-                          (unsigned long long)first, (unsigned long long)(len >= 32 + 16 ? rgpu_ld64(p + 32 + 8) : 0),
-                          (unsigned long long)g_max_chunk), s;
+                          (unsigned long long)first, (unsigned long long)n, (unsigned long long)g_cfg.max_chunk), s;
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
@@ -642,16 +631,16 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         return send_error(c, s, "CHUNK at op %llu: %s%s%s", (unsigned long long)first, rgpu_status_str(s),
                           c->why[0] ? ": " : "", c->why), s;
     }
-    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, p + 32, len - 32)) rec_failed(c->se);
-    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, p + 32, len - 32)) jnl_failed(c->se);
-    c->se->jnl_since += len - 32;
+    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, m.frame, m.frame_len)) rec_failed(c->se);
+    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, m.frame, m.frame_len)) jnl_failed(c->se);
+    c->se->jnl_since += m.frame_len;
     c->gone_at = c->polled_at = 0;
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
     free(raw);
     if (s == RGPU_ERR_TIMEOUT) {   /* cancelled: mid-chunk, the session cannot go on */
         c->sent_error = true;
         logf_("%s: client gone for more than %g s (--grace) inside the chunk at op %llu: the rest of it is "
-              "cancelled at op %llu and the session ends", TAG(c), g_grace, (unsigned long long)first,
+              "cancelled at op %llu and the session ends", TAG(c), g_cfg.grace, (unsigned long long)first,
               (unsigned long long)rgpu_session_applied(c->s));
         return s;
     }
@@ -666,13 +655,12 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
 
 /* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
  * (the session hands each result out once). Bounded by RESULT_KEEP. */
-static void keep_result(sess *se, uint64_t op, const uint8_t *hdr, size_t hn, const uint8_t *data, size_t dn) {
-    if (hn + dn > RESULT_KEEP || !rgpu_mem_pool_take(&g_pool, hn + dn)) return;
+static void keep_result(sess *se, const rgpu_msg_result *m) {
+    size_t n = rgpu_msg_result_size(m);
+    if (n > RESULT_KEEP || !rgpu_mem_pool_take(&g_pool, n)) return;
     sent_result *r = calloc(1, sizeof *r);
-    if (!r || !(r->p = malloc(hn + dn))) { free(r); rgpu_mem_pool_give(&g_pool, hn + dn); return; }
-    memcpy(r->p, hdr, hn);
-    if (dn) memcpy(r->p + hn, data, dn);
-    r->n = hn + dn; r->op = op;
+    if (!r || !(r->p = malloc(n))) { free(r); rgpu_mem_pool_give(&g_pool, n); return; }
+    r->n = rgpu_msg_result_encode(m, r->p, n); r->op = m->op;
     pthread_mutex_lock(&g_mu);
     r->next = se->sent;
     se->sent = r;
@@ -704,8 +692,10 @@ static void jnl_put_result(sess *se, uint64_t op, int status, const uint8_t *dat
 }
 
 static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
-    if (len != 8) return send_error(c, RGPU_ERR_BAD_MESSAGE, "WAIT payload is %llu bytes", (unsigned long long)len), RGPU_ERR_BAD_MESSAGE;
-    uint64_t op = rgpu_ld64(p);
+    rgpu_msg_wait wm;
+    if (rgpu_msg_wait_decode(p, len, &wm))
+        return send_error(c, RGPU_ERR_BAD_MESSAGE, "WAIT payload is %llu bytes", (unsigned long long)len), RGPU_ERR_BAD_MESSAGE;
+    uint64_t op = wm.op_index;
     sent_result *kept = take_kept_result(c->se, op);
     if (kept) {   /* answered on a connection that dropped: answer the same again */
         rgpu_status s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, kept->p, kept->n, NULL, 0);
@@ -721,17 +711,11 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_status s = rgpu_session_take_result(c->s, op, &status, &err_op, msg, sizeof msg, &data, &n);
     if (s) return send_error(c, s, "WAIT for op %llu, only %llu applied", (unsigned long long)op,
                              (unsigned long long)rgpu_session_applied(c->s)), s;
-    size_t ml = strlen(msg);
-    uint8_t hdr[28 + 256];
-    rgpu_st64(hdr, op);
-    rgpu_st32(hdr + 8, (uint32_t)status);
-    rgpu_st32(hdr + 12, 0);
-    rgpu_st64(hdr + 16, err_op);
-    rgpu_st32(hdr + 24, (uint32_t)ml);
-    memcpy(hdr + 28, msg, ml);
-    keep_result(c->se, op, hdr, 28 + ml, data, n);
+    rgpu_msg_result r = { .op = op, .status = (uint32_t)status, .err_op = err_op, .msg_len = (uint32_t)strlen(msg),
+                          .msg = msg, .data = data, .data_len = n };
+    keep_result(c->se, &r);
     jnl_put_result(c->se, op, status, data, n);
-    s = rgpu_wire_send(c->fd, RGPU_MSG_RESULT, hdr, 28 + ml, data, n);
+    s = rgpu_msg_result_send(c->fd, &r);
     free(data);
     return s;
 }
@@ -739,7 +723,7 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
 /* ---------------------------------------------------------------------------
  * Journal: create for a new session, rebuild a session after a restart */
 static void journal_path(uint64_t id, char *out, size_t n) {
-    snprintf(out, n, "%s/session-%016llx.rgt", g_journal_dir, (unsigned long long)id);
+    snprintf(out, n, "%s/session-%016llx.rgt", g_cfg.journal_dir, (unsigned long long)id);
 }
 
 typedef struct rebuild_ctx { rgpu_rgt *t; } rebuild_ctx;
@@ -775,15 +759,12 @@ static int take_journaled_result(void *ud, uint64_t op, int status, const void *
     uint8_t *d;
     size_t dn;
     if (rgpu_session_take_result(w->se->s, op, &st, &eo, msg, sizeof msg, &d, &dn) == RGPU_OK) free(d);
-    uint8_t hdr[28 + 128];
-    int ml = status ? snprintf((char *)hdr + 28, 128, "op %llu failed (%s); details lost in a server restart",
+    char m[128];
+    int ml = status ? snprintf(m, sizeof m, "op %llu failed (%s); details lost in a server restart",
                                (unsigned long long)op, rgpu_status_name(status)) : 0;
-    rgpu_st64(hdr, op);
-    rgpu_st32(hdr + 8, (uint32_t)status);
-    rgpu_st32(hdr + 12, 0);
-    rgpu_st64(hdr + 16, op);
-    rgpu_st32(hdr + 24, (uint32_t)ml);
-    keep_result(w->se, op, hdr, 28 + (size_t)ml, data, status ? 0 : n);
+    rgpu_msg_result r = { .op = op, .status = (uint32_t)status, .err_op = op, .msg_len = (uint32_t)ml, .msg = m,
+                          .data = data, .data_len = status ? 0 : n };
+    keep_result(w->se, &r);
     return 0;
 }
 
@@ -798,7 +779,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         return s;
     }
     rebuild_ctx rc = { t };
-    se->s = rgpu_session_new(g_backend, &g_limits);
+    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (!se->s) { rgpu_rgt_close(t); snprintf(why, whylen, "out of memory"); return RGPU_ERR_NOMEM; }
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
     uint64_t count = 0;
@@ -858,11 +839,11 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
 static sess *new_sess(void) {
     sess *se = calloc(1, sizeof *se);
     if (!se) return NULL;
-    se->s = rgpu_session_new(g_backend, &g_limits);
+    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (!se->s) { free(se); return NULL; }
     pthread_mutex_lock(&g_mu);
     se->no = g_next_no++;
-    se->id = g_epoch << 32 | se->no;
+    se->id = g_cfg.epoch << 32 | se->no;
     pthread_mutex_unlock(&g_mu);
     return se;
 }
@@ -870,9 +851,9 @@ static sess *new_sess(void) {
 /* ---------------------------------------------------------------------------
  * Handshake: HELLO → WELCOME (new or resumed session) or ERROR */
 static bool token_ok(const uint8_t *t, size_t n) {
-    size_t want = strlen(g_token);
+    size_t want = strlen(g_cfg.token);
     unsigned diff = (unsigned)(n != want);
-    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_token[i] ^ (i < n ? t[i] : 0));
+    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_cfg.token[i] ^ (i < n ? t[i] : 0));
     return diff == 0;
 }
 
@@ -904,7 +885,7 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     pthread_mutex_lock(&g_mu);
     se = find_sess_locked(id);
     if (se && se->conn) snprintf(why, sizeof why, "it is still attached to another connection");
-    if (!se && !why[0] && g_journal_dir[0]) {   /* a journal left by an earlier server process */
+    if (!se && !why[0] && g_cfg.journal_dir[0]) {   /* a journal left by an earlier server process */
         char path[4200];
         journal_path(id, path, sizeof path);
         if (access(path, F_OK) == 0 && (se = calloc(1, sizeof *se))) {
@@ -969,11 +950,11 @@ static rgpu_status read_by(int fd, void *buf, size_t n, double deadline) {
 
 /* HELLO, whole, within --handshake-timeout of the connection's accept. */
 static rgpu_status recv_hello(conn *c, rgpu_msg_header *h, uint8_t **p) {
-    double deadline = now_s() + g_hs_timeout;
+    double deadline = now_s() + g_cfg.hs_timeout;
     uint8_t hb[RGPU_WIRE_HEADER];
     *p = NULL;
     rgpu_status s = read_by(c->fd, hb, sizeof hb, deadline);
-    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, h);
+    if (!s) s = rgpu_wire_header_decode(hb, RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN, h);
     if (s) return s;
     uint8_t *b = malloc(h->len ? h->len : 1);
     if (!b) return RGPU_ERR_NOMEM;
@@ -988,7 +969,7 @@ static sess *handshake(conn *c) {
     rgpu_status s = recv_hello(c, &h, &p);
     if (s) {
         if (s == RGPU_ERR_TIMEOUT)
-            send_error(c, s, "no complete HELLO within %g s (--handshake-timeout)", g_hs_timeout);
+            send_error(c, s, "no complete HELLO within %g s (--handshake-timeout)", g_cfg.hs_timeout);
         else if (s != RGPU_ERR_CLOSED)
             send_error(c, s, "bad handshake: %s", rgpu_status_str(s));
         else
@@ -998,37 +979,34 @@ static sess *handshake(conn *c) {
     sess *se = NULL;
     uint8_t table[16];
     rgpu_op_table_hash(table);
-    /* after the token, optionally: u8 n | the client's version (n ≤ 32 bytes) */
+    /* a malformed token or trailer is named after the version and op table */
+    rgpu_msg_hello m = { 0 };
+    rgpu_status ms = h.type == RGPU_MSG_HELLO ? rgpu_msg_hello_decode(p, h.len, &m) : RGPU_ERR_BAD_MESSAGE;
     char cver[40] = "?";
-    uint32_t tl = h.len >= 40 ? rgpu_ld32(p + 36) : 0;
-    bool hello_ok = h.len >= 40 && tl <= h.len - 40;
-    if (hello_ok && h.len - 40 - tl > 0) {
-        size_t rest = h.len - 40 - tl, vn = p[40 + tl];
-        hello_ok = rest == 1 + vn && vn <= 32;
-        if (hello_ok) snprintf(cver, sizeof cver, "%.*s", (int)vn, (const char *)p + 41 + tl);
-    }
-    if (h.type != RGPU_MSG_HELLO || h.len < 40) {
+    if (!ms && m.has_sw_version) snprintf(cver, sizeof cver, "%.*s", (int)m.sw_version_len, m.sw_version);
+    if (h.type != RGPU_MSG_HELLO || h.len < RGPU_MSG_HELLO_HEAD) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
-    } else if (rgpu_ld32(p) != RGPU_FORMAT_VERSION) {
+    } else if (m.version != RGPU_FORMAT_VERSION) {
         send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks trace format %u, this server (rgpu-server %s) "
-                   "format %u", cver, rgpu_ld32(p), RGPU_VERSION, RGPU_FORMAT_VERSION);
-    } else if (memcmp(p + 4, table, 16) != 0) {
+                   "format %u", cver, m.version, RGPU_VERSION, RGPU_FORMAT_VERSION);
+    } else if (memcmp(m.op_table, table, 16) != 0) {
         send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client: rgpu %s, op "
                    "table %02x%02x%02x%02x...; this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
-                   cver, p[4], p[5], p[6], p[7], RGPU_VERSION, RGPU_OP_COUNT, table[0], table[1], table[2], table[3]);
-    } else if (!hello_ok) {
-        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", tl);
-    } else if (!g_no_auth && !token_ok(p + 40, tl)) {
-        send_error(c, RGPU_ERR_AUTH, tl == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
-                                                 : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
-    } else if (rgpu_ld64(p + 20)) {
-        se = resume(c, rgpu_ld64(p + 20), rgpu_ld64(p + 28));
+                   cver, m.op_table[0], m.op_table[1], m.op_table[2], m.op_table[3], RGPU_VERSION, RGPU_OP_COUNT,
+                   table[0], table[1], table[2], table[3]);
+    } else if (ms) {
+        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO token_len %u does not match its payload", m.token_len);
+    } else if (!g_cfg.no_auth && !token_ok(m.token, m.token_len)) {
+        send_error(c, RGPU_ERR_AUTH, m.token_len == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
+                                                      : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
+    } else if (m.session) {
+        se = resume(c, m.session, m.last_ack);
     } else if (!(se = new_sess())) {
         send_error(c, RGPU_ERR_NOMEM, "no memory for a session");
     } else {
         se->conn = c;
         c->se = se;
-        if (g_journal_dir[0]) {
+        if (g_cfg.journal_dir[0]) {
             journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
             rgpu_status js = rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl);
             if (js) {
@@ -1037,19 +1015,19 @@ static sess *handshake(conn *c) {
                       "restart will not resume it)", TAG(c), rgpu_rgt_errmsg(NULL));
                 if (js != RGPU_ERR_DUPLICATE_ID) remove_journal(se->jnl_path);   /* what the failed create left */
                 se->jnl_path[0] = 0;
-            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_backend->name) || rgpu_rgt_flush(se->jnl)) {
+            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) || rgpu_rgt_flush(se->jnl)) {
                 jnl_failed(se);
             }
         }
-        if (se && g_record_dir) {
+        if (se && g_cfg.record_dir) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/session-%u.rgt", g_record_dir, se->no);
+            snprintf(path, sizeof path, "%s/session-%u.rgt", g_cfg.record_dir, se->no);
             if (rgpu_rgt_create_new(path, "rgpu-server --record", &se->rec)) {   /* never over an earlier run's */
                 logf_("%s: WARNING: cannot record the session (%s): it runs without its --record trace", TAG(c),
                       rgpu_rgt_errmsg(NULL));
                 se->rec = NULL;
             } else {
-                rgpu_rgt_set_meta(se->rec, "backend", g_backend->name);
+                rgpu_rgt_set_meta(se->rec, "backend", g_cfg.backend->name);
                 logf_("session %u: recording to %s", se->no, path);
             }
         }
@@ -1065,19 +1043,15 @@ static sess *handshake(conn *c) {
     if (!se) return NULL;
     c->se = se;
     c->s = se->s;
-    uint8_t w[72 + (RGPU_OP_COUNT + 7) / 8 + 1 + sizeof RGPU_VERSION] = { 0 };
-    rgpu_st32(w, RGPU_FORMAT_VERSION);
-    memcpy(w + 4, table, 16);
-    rgpu_st64(w + 20, se->id);
-    rgpu_st64(w + 28, rgpu_session_applied(se->s));
-    snprintf((char *)w + 36, 32, "%s", rgpu_backend_describe(g_backend));   /* "cuda (NVIDIA H200)" */
-    rgpu_st32(w + 68, RGPU_OP_COUNT);
+    uint8_t bits[(RGPU_OP_COUNT + 7) / 8] = { 0 };
     for (int i = 0; i < RGPU_OP_COUNT; i++)
-        if (g_backend->supports(g_backend, i)) w[72 + i / 8] |= (uint8_t)(1u << (i % 8));
-    size_t vat = 72 + (RGPU_OP_COUNT + 7) / 8;   /* after the bitmap: u8 n | this server's version */
-    w[vat] = (uint8_t)strlen(RGPU_VERSION);
-    memcpy(w + vat + 1, RGPU_VERSION, strlen(RGPU_VERSION));
-    rgpu_wire_send(c->fd, RGPU_MSG_WELCOME, w, vat + 1 + strlen(RGPU_VERSION), NULL, 0);   /* a failure shows at the next read */
+        if (g_cfg.backend->supports(g_cfg.backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
+    rgpu_msg_welcome w = { .version = RGPU_FORMAT_VERSION, .session = se->id, .applied = rgpu_session_applied(se->s),
+                           .nbits = RGPU_OP_COUNT, .bitmap = bits, .has_sw_version = true,
+                           .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
+    memcpy(w.op_table, table, 16);
+    snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_cfg.backend));   /* "cuda (NVIDIA H200)" */
+    rgpu_msg_welcome_send(c->fd, &w);   /* a failure shows at the next read */
     return se;
 }
 
@@ -1135,9 +1109,9 @@ static void serve_conn(conn *c) {
     sess_update_mem(se);
     uint64_t a, pk;
     rgpu_session_memory(c->s, &a, &pk);
-    bool keep = !c->bye && !c->sent_error && g_grace > 0;
+    bool keep = !c->bye && !c->sent_error && g_cfg.grace > 0;
     rgpu_graph_stats gs;        /* read while this thread still owns the session */
-    if (g_limits.graphs) rgpu_session_graph_stats(c->s, &gs);
+    if (g_cfg.limits.graphs) rgpu_session_graph_stats(c->s, &gs);
     /* Once detached, a kept session belongs to whoever resumes it, who may
      * end and free it at once: what the lines below say is read before. */
     uint64_t applied = rgpu_session_applied(c->s);
@@ -1152,7 +1126,7 @@ static void serve_conn(conn *c) {
     pthread_mutex_unlock(&g_mu);
     c->se = NULL;
     c->s = NULL;
-    if (g_limits.graphs) {      /* so far, also when the session is kept for a resume */
+    if (g_cfg.limits.graphs) {      /* so far, also when the session is kept for a resume */
         logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
               no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
               (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
@@ -1160,7 +1134,7 @@ static void serve_conn(conn *c) {
     }
     if (keep) {
         logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", tg, (unsigned long long)applied,
-              rgpu_status_str(s), g_grace);
+              rgpu_status_str(s), g_cfg.grace);
     } else {
         logf_("%s: %s after %llu ops (peak %llu bytes)", tg, c->bye ? "bye" : "closed", (unsigned long long)applied,
               (unsigned long long)pk);
@@ -1193,16 +1167,15 @@ static void *conn_main(void *arg) {
 /* Over --max-connections: say so and close, on the accepting thread (a
  * short write to a new socket's empty buffer does not block). */
 static void refuse_conn(int fd, const char *peer) {
-    uint8_t buf[ERROR_BUF];
-    size_t n = error_payloadf(buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
-                              "try again later", g_max_conns);
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     struct timeval tv = { 0, 200000 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    rgpu_wire_send(fd, RGPU_MSG_ERROR, buf, n, NULL, 0);
+    error_sendf(fd, buf, RGPU_ERR_LIMIT, "the server has %u connections, its limit (--max-connections): "
+                "try again later", g_cfg.max_conns);
     close(fd);
     static double last;
     double t = now_s();
-    if (t - last > 5) { logf_("connection from %s refused: %u connections (--max-connections)", peer, g_max_conns); last = t; }
+    if (t - last > 5) { logf_("connection from %s refused: %u connections (--max-connections)", peer, g_cfg.max_conns); last = t; }
 }
 
 static void peer_name(const struct sockaddr_storage *sa, socklen_t len, char *out, size_t n) {
@@ -1223,7 +1196,7 @@ static void peer_name(const struct sockaddr_storage *sa, socklen_t len, char *ou
 
 /* ---------------------------------------------------------------------------
  * Listening */
-static int listen_tcp(const char *spec) {
+int rgpu_server_listen_tcp(const char *spec) {
     char host[256] = "127.0.0.1", port[32] = "7437";
     const char *colon = strrchr(spec, ':');
     if (colon) {
@@ -1252,7 +1225,7 @@ static int listen_tcp(const char *spec) {
 
 /* Bound under a temporary name and renamed once listening, so the path
  * appears only when connecting to it works. */
-static int listen_unix(const char *path) {
+int rgpu_server_listen_unix(const char *path) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     char tmp[sizeof sa.sun_path];
     /* a live server there keeps its path: refuse rather than take it over */
@@ -1285,11 +1258,10 @@ static int listen_unix(const char *path) {
     return fd;
 }
 
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 /* ---------------------------------------------------------------------------
  * Setup: data directory, token, journal directory */
-static int mkdirs(const char *path) {
+int rgpu_server_mkdirs(const char *path) {
     char p[4096];
     snprintf(p, sizeof p, "%s", path);
     for (char *q = p + 1; *q; q++) {
@@ -1302,7 +1274,7 @@ static int mkdirs(const char *path) {
 }
 
 /* $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
-static void data_dir(char *out, size_t n) {
+void rgpu_server_data_dir(char *out, size_t n) {
     const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     if (x && x[0] == '/') snprintf(out, n, "%s/rgpu", x);
     else snprintf(out, n, "%s/.local/state/rgpu", home && *home ? home : "/tmp");
@@ -1321,7 +1293,7 @@ static bool is_hex_token(const char *s) {
  * file, keep one token); anything else refuses to start with the reason:
  * the file is never replaced, since another program may own it. When the
  * file is absent, a fresh token from /dev/urandom is created (O_EXCL, 0600). */
-static int setup_token(const char *path) {
+int rgpu_server_setup_token(const char *path, char out[RGPU_SERVER_TOKEN_HEX + 1]) {
     struct stat st;
     if (lstat(path, &st) == 0) {
         const char *bad = NULL;
@@ -1345,7 +1317,7 @@ static int setup_token(const char *path) {
                     "written, or name another with --token-file)\n", path, bad);
             return -1;
         }
-        memcpy(g_token, buf, TOKEN_HEX + 1);
+        memcpy(out, buf, TOKEN_HEX + 1);
         return 0;
     }
     if (errno != ENOENT) {
@@ -1360,18 +1332,18 @@ static int setup_token(const char *path) {
         return -1;
     }
     close(u);
-    for (size_t i = 0; i < sizeof rnd; i++) snprintf(g_token + 2 * i, 3, "%02x", rnd[i]);
+    for (size_t i = 0; i < sizeof rnd; i++) snprintf(out + 2 * i, 3, "%02x", rnd[i]);
     /* written under a temporary name, then linked in only if the path is
      * still free (link fails on an existing name): never half a token, never
      * over another's file */
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, g_token, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
+    if (fd < 0 || write(fd, out, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
         link(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        if (e == EEXIST) return setup_token(path);   /* another server wrote it just now: use (or refuse) it */
+        if (e == EEXIST) return rgpu_server_setup_token(path, out);   /* another server wrote it just now: use (or refuse) it */
         fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(e));
         return -1;
     }
@@ -1382,7 +1354,7 @@ static int setup_token(const char *path) {
 /* One server per journal or record directory: an exclusive lock on
  * DIR/.rgpu-server.lock, held for the process's life, with the holder's pid
  * in it. Also proves the directory writable at start. */
-static int lock_dir(const char *dir, const char *opt) {
+int rgpu_server_lock_dir(const char *dir, const char *opt) {
     char path[4300];
     snprintf(path, sizeof path, "%s/.rgpu-server.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -1413,7 +1385,7 @@ static int lock_dir(const char *dir, const char *opt) {
 /* Journals left by an earlier process become dormant sessions: a client has
  * --grace seconds from now to resume one before it is removed. */
 static void adopt_journals(void) {
-    DIR *d = opendir(g_journal_dir);
+    DIR *d = opendir(g_cfg.journal_dir);
     if (!d) return;
     struct dirent *e;
     unsigned n = 0;
@@ -1432,13 +1404,13 @@ static void adopt_journals(void) {
         n++;
     }
     closedir(d);
-    if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_journal_dir, n, g_grace);
+    if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_cfg.journal_dir, n, g_cfg.grace);
 }
 
 /* --max-memory's default: 3/4 of the memory this process may use (the
  * machine's, or less: its cgroup's limit, RLIMIT_AS, RLIMIT_DATA), so that
  * the limits make an OOM kill impossible while leaving room for the rest. */
-static uint64_t default_max_memory(void) {
+uint64_t rgpu_server_default_max_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
     FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
@@ -1453,83 +1425,6 @@ static uint64_t default_max_memory(void) {
         if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < mem) mem = rl.rlim_cur;
     }
     return mem / 4 * 3;
-}
-
-static bool parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return false;
-    if (*end == 'K' || *end == 'k') { v <<= 10; end++; }
-    else if (*end == 'M' || *end == 'm') { v <<= 20; end++; }
-    else if (*end == 'G' || *end == 'g') { v <<= 30; end++; }
-    if (*end) return false;
-    *out = v;
-    return true;
-}
-
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
-        "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
-        "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
-        "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
-        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
-        "\n"
-        "       rgpu-server --stdio   (the host end of RGPU_SERVER=ssh://host: see below)\n"
-        "\n"
-        "Executes rgpu op traces streamed by clients (import rgpu; RGPU_SERVER=...).\n"
-        "\n"
-        "  --listen HOST:PORT  TCP address (default 127.0.0.1:7437 when no --unix is given;\n"
-        "                      the host defaults to 127.0.0.1: expose it through an SSH tunnel)\n"
-        "  --unix PATH         also (or only) listen on a Unix socket, mode 0600\n"
-        "  --backend NAME      cpu (reference), cuda, null (executes nothing, answers zeros:\n"
-        "                      for measuring the client), auto (cuda when usable, else cpu;\n"
-        "                      default)\n"
-        "  --token-file PATH   the token clients must send (RGPU_TOKEN / RGPU_TOKEN_FILE);\n"
-        "                      used if PATH is a regular file of this user, mode 0600, holding a\n"
-        "                      token; created when absent; anything else refuses to start\n"
-        "                      (default DATA/token, where DATA is $XDG_STATE_HOME/rgpu or\n"
-        "                      ~/.local/state/rgpu)\n"
-        "  --no-auth           accept clients without a token (tests only: anyone who can\n"
-        "                      connect can run ops and read the session's memory)\n"
-        "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
-        "                      acknowledging it, so a restarted server resumes the session\n"
-        "                      (default DATA/journal/<listen address>); one server per DIR\n"
-        "                      (locked); a failed journal write turns it off for that session,\n"
-        "                      loudly, and the session goes on\n"
-        "  --journal-compact BYTES\n"
-        "                      after this much journal (and twice the last checkpoint) a session's\n"
-        "                      state is checkpointed into it and older entries dropped (64M)\n"
-        "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
-        "                      client to resume it (default 300)\n"
-        "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB; a CHUNK\n"
-        "                      is also bounded by --max-chunk, other messages by 1 MiB)\n"
-        "  --max-chunk BYTES   largest decoded chunk accepted (default 64 MiB)\n"
-        "  --max-memory BYTES  host memory for all sessions together: storages (cpu backend),\n"
-        "                      uploads, templates, results, messages (default 3/4 of the\n"
-        "                      machine's or the cgroup's memory)\n"
-        "  --max-session-bytes BYTES, --max-storages N\n"
-        "                      per-session limits on bytes held (storages, uploads, templates,\n"
-        "                      results; default 3/4 of --max-memory, 0: none) and live storages;\n"
-        "                      an op over them fails (RGPU_ERR_LIMIT, reported at the next wait)\n"
-        "  --max-connections N open connections (default 256); more are refused with an ERROR\n"
-        "  --handshake-timeout SECONDS\n"
-        "                      a client's HELLO must arrive whole within this (default 10)\n"
-        "  --graphs on|off     replay the second and later calls of a compiled graph's\n"
-        "                      template as one captured graph where the backend can (cuda;\n"
-        "                      cpu for testing); results never change (default off)\n"
-        "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
-        "                      DIR/session-N.rgt, replayable with rgpu-replay (N goes on past\n"
-        "                      the traces already there: none is overwritten; one server per DIR)\n"
-        "  --quiet             no log lines on stderr\n"
-        "  --stdio             relay stdin/stdout to this user's daemon (an rgpu-server on\n"
-        "                      DATA/daemon/sock, started detached when none runs, log in\n"
-        "                      DATA/daemon/log), putting its token into the client's HELLO:\n"
-        "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host\n"
-        "  --version           the version, trace format and op table\n"
-        "  --help              this text\n"
-        "Sizes take K, M, G suffixes.\n");
 }
 
 /* ---------------------------------------------------------------------------
@@ -1555,26 +1450,26 @@ static int unix_connect(const char *path) {
  * line on stderr (ssh shows it). */
 static int bridge_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bridge_fail(int code, const char *fmt, ...) {
-    uint8_t buf[ERROR_BUF];
+    char buf[RGPU_MAX_ERROR_MSG + 1];
     va_list ap;
     va_start(ap, fmt);
-    size_t n = error_payload(buf, code, fmt, ap);
+    rgpu_msg_error e = error_msg(buf, code, fmt, ap);
     va_end(ap);
-    rgpu_wire_send(1, RGPU_MSG_ERROR, buf, n, NULL, 0);
-    fprintf(stderr, "rgpu-server --stdio: %s\n", (char *)buf + 8);
+    rgpu_msg_error_send(1, &e);
+    fprintf(stderr, "rgpu-server --stdio: %s\n", buf);
     return 1;
 }
 
-static int stdio_bridge(void) {
+int rgpu_server_stdio_bridge(void) {
     char data[1024], dir[1100], sock[1200], lockp[1200], logp[1200], tokf[1200], self[4096];
-    data_dir(data, sizeof data);
+    rgpu_server_data_dir(data, sizeof data);
     snprintf(dir, sizeof dir, "%s/daemon", data);
     snprintf(sock, sizeof sock, "%s/sock", dir);
     snprintf(lockp, sizeof lockp, "%s/lock", dir);
     snprintf(logp, sizeof logp, "%s/log", dir);
     snprintf(tokf, sizeof tokf, "%s/token", data);
     struct stat st;
-    if (mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+    if (rgpu_server_mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
         return bridge_fail(RGPU_ERR_IO, "%s must be a directory of this user, mode 0700", dir);
     int fd = unix_connect(sock);
     if (fd < 0) {
@@ -1610,25 +1505,23 @@ static int stdio_bridge(void) {
         if (fd < 0) return bridge_fail(RGPU_ERR_TIMEOUT, "the rgpu-server daemon did not come up in 30 s (see %s)", logp);
     }
     /* the client's HELLO, its token replaced by the daemon's */
-    if (setup_token(tokf)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
+    char token[TOKEN_HEX + 1];
+    if (rgpu_server_setup_token(tokf, token)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
     double deadline = now_s() + 60;
     uint8_t hb[RGPU_WIRE_HEADER];
     rgpu_msg_header h;
     rgpu_status s = read_by(0, hb, sizeof hb, deadline);
-    if (!s) s = rgpu_wire_header_decode(hb, 40 + MAX_TOKEN_LEN, &h);
+    if (!s) s = rgpu_wire_header_decode(hb, RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN, &h);
     if (!s && h.type != RGPU_MSG_HELLO) s = RGPU_ERR_BAD_MESSAGE;
-    uint8_t in[40 + MAX_TOKEN_LEN], hello[40 + TOKEN_HEX + MAX_TOKEN_LEN];
-    if (!s && h.len < 40) s = RGPU_ERR_TRUNCATED;
+    uint8_t in[RGPU_MSG_HELLO_HEAD + RGPU_MAX_TOKEN_LEN];
+    rgpu_msg_hello m = { 0 };
+    if (!s && h.len < RGPU_MSG_HELLO_HEAD) s = RGPU_ERR_TRUNCATED;
     if (!s) s = read_by(0, in, h.len, deadline);
-    uint32_t itl = s ? 0 : rgpu_ld32(in + 36);
-    if (!s && itl > h.len - 40) s = RGPU_ERR_BAD_MESSAGE;
+    if (!s) s = rgpu_msg_hello_decode(in, h.len, &m);
     if (s) return bridge_fail(s, "bad HELLO on stdin: %s", rgpu_status_str(s));
-    size_t trailer = h.len - 40 - itl;   /* the client's version, kept */
-    memcpy(hello, in, 40);
-    rgpu_st32(hello + 36, TOKEN_HEX);
-    memcpy(hello + 40, g_token, TOKEN_HEX);
-    memcpy(hello + 40 + TOKEN_HEX, in + 40 + itl, trailer);
-    s = rgpu_wire_send(fd, RGPU_MSG_HELLO, hello, 40 + TOKEN_HEX + trailer, NULL, 0);
+    m.token = (const uint8_t *)token;   /* the rest, the client's version too, kept */
+    m.token_len = TOKEN_HEX;
+    s = rgpu_msg_hello_send(fd, &m);
     if (s) return bridge_fail(s, "the daemon closed: %s", rgpu_status_str(s));
     /* relay */
     struct pollfd pf[2] = { { .fd = 0, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
@@ -1649,158 +1542,46 @@ static int stdio_bridge(void) {
     return 0;
 }
 
-#ifndef RGPU_SERVER_NO_MAIN
-int main(int argc, char **argv) {
-    const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
-    bool session_bytes_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--version")) {
-            uint8_t t[16];
-            rgpu_op_table_hash(t);
-            printf("rgpu-server %s (trace format %u, %d ops, op table %02x%02x%02x%02x...)\n", RGPU_VERSION,
-                   RGPU_FORMAT_VERSION, RGPU_OP_COUNT, t[0], t[1], t[2], t[3]);
-            return 0;
-        }
-        else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return stdio_bridge(); }
-        else if (!strcmp(a, "--quiet")) g_quiet = true;
-        else if (!strcmp(a, "--no-auth")) g_no_auth = true;
-        else if (!strcmp(a, "--listen") && more) tcp = argv[++i];
-        else if (!strcmp(a, "--unix") && more) unix_path = argv[++i];
-        else if (!strcmp(a, "--backend") && more) backend = argv[++i];
-        else if (!strcmp(a, "--record") && more) g_record_dir = argv[++i];
-        else if (!strcmp(a, "--token-file") && more) token_file = argv[++i];
-        else if (!strcmp(a, "--journal") && more) journal = argv[++i];
-        else if (!strcmp(a, "--grace") && more) {
-            char *end;
-            g_grace = strtod(argv[++i], &end);
-            if (*end || g_grace < 0) { fprintf(stderr, "rgpu-server: --grace wants seconds >= 0\n"); return 2; }
-        }
-        else if (!strcmp(a, "--max-message") && more) { if (!parse_u64(argv[++i], &g_max_msg) || g_max_msg < 4096) goto bad_size; }
-        else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &g_max_chunk) || !g_max_chunk) goto bad_size; }
-        else if (!strcmp(a, "--max-session-bytes") && more) {
-            if (!parse_u64(argv[++i], &g_limits.max_total_bytes)) goto bad_size;
-            session_bytes_given = true;   /* 0: no per-session limit (the global one still holds) */
-        }
-        else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &g_limits.max_storages)) goto bad_size; }
-        else if (!strcmp(a, "--journal-compact") && more) { if (!parse_u64(argv[++i], &g_compact) || !g_compact) goto bad_size; }
-        else if (!strcmp(a, "--max-memory") && more) { if (!parse_u64(argv[++i], &g_pool.limit) || !g_pool.limit) goto bad_size; }
-        else if (!strcmp(a, "--max-connections") && more) {
-            uint64_t v;
-            if (!parse_u64(argv[++i], &v) || !v || v > 1000000) goto bad_size;
-            g_max_conns = (uint32_t)v;
-        }
-        else if (!strcmp(a, "--handshake-timeout") && more) {
-            char *end;
-            g_hs_timeout = strtod(argv[++i], &end);
-            if (*end || !(g_hs_timeout > 0)) { fprintf(stderr, "rgpu-server: --handshake-timeout wants seconds > 0\n"); return 2; }
-        }
-        else if (!strcmp(a, "--graphs") && more) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "on")) g_limits.graphs = true;
-            else if (!strcmp(v, "off")) g_limits.graphs = false;
-            else { fprintf(stderr, "rgpu-server: --graphs wants on or off, not '%s'\n", v); return 2; }
-        }
-        else { fprintf(stderr, "rgpu-server: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-        continue;
-    bad_size:
-        fprintf(stderr, "rgpu-server: %s: bad size '%s'\n", a, argv[i]);
-        return 2;
-    }
-    if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
-    if (!g_pool.limit) g_pool.limit = default_max_memory();
-    if (!session_bytes_given) g_limits.max_total_bytes = g_pool.limit / 4 * 3;
-    g_limits.pool = &g_pool;
-    if (g_record_dir && mkdir(g_record_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "rgpu-server: --record %s: %s\n", g_record_dir, strerror(errno));
-        return 1;
-    }
-    if (g_record_dir) {
-        if (lock_dir(g_record_dir, "--record") < 0) return 1;
-        /* session numbers go on past an earlier run's traces: none is overwritten */
-        DIR *d = opendir(g_record_dir);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            unsigned no;
-            char tail[8];
-            if (sscanf(e->d_name, "session-%u.%7s", &no, tail) == 2 && !strcmp(tail, "rgt") && no >= g_next_no)
-                g_next_no = no + 1;
-        }
-        if (d) closedir(d);
-    }
-    char data[1024];
-    data_dir(data, sizeof data);
+/* ---------------------------------------------------------------------------
+ * The API (server.h) */
+void rgpu_server_config_default(rgpu_server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->grace = 300;
+    c->max_msg = RGPU_MAX_FRAME;
+    c->max_chunk = RGPU_MAX_CHUNK_RAW;
+    c->hs_timeout = 10;
+    c->max_conns = 256;
+    c->compact = 64ull << 20;
+    c->first_session_no = 1;
+}
 
-    /* session ids: a random epoch in the high half, so that ids from an
-     * earlier process (resumed from its journal) never collide with new ones */
-    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    uint32_t ep = 0;
-    if (u >= 0) { if (read(u, &ep, sizeof ep) != (ssize_t)sizeof ep) ep = 0; close(u); }
-    ep ^= (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
-    g_epoch = (ep & 0x7fffffffu) | 1u;
+void rgpu_server_init(const rgpu_server_config *c) {
+    g_cfg = *c;
+    g_pool.limit = g_cfg.max_memory;
+    g_cfg.limits.pool = &g_pool;
+    g_next_no = g_cfg.first_session_no ? g_cfg.first_session_no : 1;
+    if (g_cfg.journal_dir[0]) adopt_journals();
+}
 
-    if (!g_no_auth) {
-        char tf[4200];
-        if (token_file) snprintf(tf, sizeof tf, "%s", token_file);
-        else if (mkdirs(data) == 0) snprintf(tf, sizeof tf, "%s/token", data);
-        else { fprintf(stderr, "rgpu-server: cannot create %s for the token file: %s\n", data, strerror(errno)); return 1; }
-        if (setup_token(tf)) return 1;
-        logf_("token in %s (clients: RGPU_TOKEN_FILE=%s)", tf, tf);
-    } else {
-        logf_("--no-auth: accepting clients without a token");
-    }
-    if (!journal) {
-        /* one folder per listen address: a server restarted on the same
-         * address finds its journals; two servers never share one */
-        char addr[512];
-        snprintf(addr, sizeof addr, "%s%s%s", tcp ? tcp : "", tcp && unix_path ? "+" : "", unix_path ? unix_path : "");
-        for (char *q = addr; *q; q++)
-            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '.' || *q == '-')) *q = '_';
-        snprintf(g_journal_dir, sizeof g_journal_dir, "%s/journal/%s", data, addr);
-    } else if (strcmp(journal, "none") != 0) {
-        snprintf(g_journal_dir, sizeof g_journal_dir, "%s", journal);
-    }
-    if (g_journal_dir[0]) {
-        if (mkdirs(g_journal_dir)) {
-            fprintf(stderr, "rgpu-server: --journal %s: %s\n", g_journal_dir, strerror(errno));
-            return 1;
-        }
-        if (lock_dir(g_journal_dir, "--journal") < 0) return 1;
-        adopt_journals();
-    }
+void rgpu_server_serve(int fd, const char *peer) {
+    conn *c = calloc(1, sizeof *c);
+    if (!c) { close(fd); return; }
+    c->fd = fd;
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    serve_conn(c);
+}
 
-    char why[256] = "";
-    g_backend = rgpu_backend_create(backend, why, sizeof why);
-    if (!g_backend) {
-        fprintf(stderr, "rgpu-server: --backend %s: %s\n", backend, why);
-        return strncmp(why, "unknown", 7) ? 1 : 2;
-    }
-    if (why[0]) logf_("%s", why);
-    if (g_limits.graphs)
-        logf_(g_backend->graph_begin ? "--graphs on: repeated template calls replay as %s graphs"
-                                     : "--graphs on: the %s backend has no graphs; every call runs record by record",
-              g_backend->name);
+void rgpu_server_stop(void) { g_stop = 1; }
 
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    struct pollfd pf[2];
+int rgpu_server_run(const int *fds, int n) {
+    struct pollfd pf[8];
     int npf = 0;
-    if (tcp) { int fd = listen_tcp(tcp); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
-    if (unix_path) { int fd = listen_unix(unix_path); if (fd < 0) return 1; pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLIN }; }
-    logf_("listening on %s%s%s%s (backend %s, format %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
-          tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", g_backend->name,
-          RGPU_FORMAT_VERSION, RGPU_OP_COUNT, g_journal_dir[0] ? g_journal_dir : "none", g_grace);
-
+    for (int i = 0; i < n && npf < 8; i++) pf[npf++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
     uint32_t conn_no = 0;
     while (!g_stop) {
-        int n = poll(pf, (nfds_t)npf, 250);
+        int k = poll(pf, (nfds_t)npf, 250);
         reap_expired();
-        if (n < 0) { if (errno == EINTR) continue; break; }
+        if (k < 0) { if (errno == EINTR) continue; return -1; }
         for (int i = 0; i < npf; i++) {
             if (!(pf[i].revents & POLLIN)) continue;
             struct sockaddr_storage sa;
@@ -1819,7 +1600,7 @@ int main(int argc, char **argv) {
             }
             char peer[80];
             peer_name(&sa, sl, peer, sizeof peer);
-            if (__atomic_load_n(&g_conns, __ATOMIC_RELAXED) >= g_max_conns) { refuse_conn(fd, peer); continue; }
+            if (__atomic_load_n(&g_conns, __ATOMIC_RELAXED) >= g_cfg.max_conns) { refuse_conn(fd, peer); continue; }
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             conn *c = calloc(1, sizeof *c);
@@ -1841,9 +1622,5 @@ int main(int argc, char **argv) {
             pthread_attr_destroy(&at);
         }
     }
-    for (int i = 0; i < npf; i++) close(pf[i].fd);
-    if (unix_path) unlink(unix_path);
-    logf_("stopped");
     return 0;
 }
-#endif /* RGPU_SERVER_NO_MAIN */
