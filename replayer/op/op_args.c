@@ -1,0 +1,67 @@
+/* op_args.c — a record's arity and scalar args against ops.def (op_args.h).
+ * The tables are generated (op_gen_args.inc, tools/gen_ops.py). */
+#include "op_args.h"
+
+#include <stdio.h>
+
+#include "op_gen_args.inc"
+
+static const char *const kind_name[RGPU_ARG_KIND_COUNT] = { "none", "an int", "a float", "a bool", "an int list",
+                                                            "a dtype", "a hash" };
+
+const op_argspec *rgpu_op_argspecs(int op, int *n)
+{
+    if (op < 0 || op >= RGPU_OP_COUNT) { *n = 0; return NULL; }
+    *n = op_gen_sig[op].n;
+    return &op_gen_specs[op_gen_sig[op].first];
+}
+
+/* "b", "ints|i?": the kinds of a spec as ops.def writes them, for messages. */
+static void spec_str(const char *sig, int i, char *out, size_t n)
+{
+    out[0] = '\0';
+    for (int k = 0; *sig; k++) {
+        const char *end = sig;
+        while (*end && *end != ',') end++;
+        if (k == i) {
+            while (*sig == ' ') sig++;
+            size_t len = 0;
+            while (sig + len < end && sig[len] != ' ') len++;
+            snprintf(out, n, "%.*s", (int)len, sig);
+            return;
+        }
+        sig = *end ? end + 1 : end;
+    }
+}
+
+rgpu_status rgpu_op_args_check(int op, int n_in, int n_out, int n_args, const rgpu_arg *args, char *why,
+                               size_t whylen)
+{
+    if (op < 0 || op >= RGPU_OP_COUNT) {
+        snprintf(why, whylen, "op number %d", op);
+        return RGPU_ERR_BAD_OP;
+    }
+    const rgpu_op_info *o = &rgpu_op_table[op];
+    bool in_ok = (o->flags & RGPU_OPF_VARIADIC) ? n_in >= o->n_in && n_in <= RGPU_MAX_IN : n_in == o->n_in;
+    if (!in_ok || n_out != o->n_out) {
+        snprintf(why, whylen, "%s: %d inputs / %d outputs, ops.def says %s%d / %d", o->name, n_in, n_out,
+                 (o->flags & RGPU_OPF_VARIADIC) ? "at least " : "", o->n_in, o->n_out);
+        return RGPU_ERR_ARITY;
+    }
+    int n;
+    const op_argspec *sp = rgpu_op_argspecs(op, &n);
+    if (n_args != n || (n_args > 0 && args == NULL)) {
+        snprintf(why, whylen, "%s: %d args, ops.def says %d (%s)", o->name, n_args, n, *o->sig ? o->sig : "none");
+        return RGPU_ERR_BAD_ARG;
+    }
+    for (int i = 0; i < n; i++) {
+        unsigned k = args[i].kind;
+        if (k < RGPU_ARG_KIND_COUNT && (sp[i].kinds >> k & 1u)) continue;
+        char want[24];
+        spec_str(o->sig, i, want, sizeof want);
+        snprintf(why, whylen, "%s: arg %d (%s) is %s, want %s", o->name, i, sp[i].name,
+                 k < RGPU_ARG_KIND_COUNT ? kind_name[k] : "of no kind", want);
+        return RGPU_ERR_BAD_ARG;
+    }
+    return RGPU_OK;
+}
