@@ -57,7 +57,7 @@ BACKENDS = {
 
 
 def parse_sig(sig, where):
-    """ARGS string -> [(name, [kind values], optional)]."""
+    """ARGS string -> [(name, [rgpu_arg_kind values accepted], kinds as written)]."""
     out = []
     for ent in [x.strip() for x in sig.split(",")] if sig.strip() else []:
         parts = ent.split()
@@ -72,7 +72,7 @@ def parse_sig(sig, where):
             vals += [v for v in KINDS[k] if v not in vals]
         if opt and 0 not in vals:
             vals.append(0)
-        out.append((name, vals, opt))
+        out.append((name, vals, kinds))
     return out
 
 
@@ -131,9 +131,9 @@ def args_inc(ops_):
     specs, index = [], []
     for o in ops_:
         index.append(f"    [RGPU_OP_{o['enum']}] = {{ {len(specs)}, {len(o['args'])} }},")
-        for name, vals, _ in o["args"]:
+        for name, vals, kinds in o["args"]:
             mask = " | ".join(f"K({KNAMES[v]})" for v in vals)
-            specs.append(f"    {{ {mask}, \"{name}\" }},   /* {o['enum']} */")
+            specs.append(f"    {{ {mask}, \"{name}\", \"{kinds}\" }},   /* {o['enum']} */")
     return "\n".join([
         f"/* op_gen_args.inc — {GEN}.",
         " * Included by replayer/op/op_args.c: each op's scalar args (ops.def ARGS) as",
@@ -141,7 +141,7 @@ def args_inc(ops_):
         "#define K(k) (1u << RGPU_ARG_##k)",
         "static const op_argspec op_gen_specs[] = {",
         *specs,
-        "    { 0, NULL }",
+        "    { 0, NULL, NULL }",
         "};",
         "#undef K",
         "static const struct { uint16_t first; uint8_t n; } op_gen_sig[RGPU_OP_COUNT] = {",

@@ -16,24 +16,6 @@ const op_argspec *rgpu_op_argspecs(int op, int *n)
     return &op_gen_specs[op_gen_sig[op].first];
 }
 
-/* "b", "ints|i?": the kinds of a spec as ops.def writes them, for messages. */
-static void spec_str(const char *sig, int i, char *out, size_t n)
-{
-    out[0] = '\0';
-    for (int k = 0; *sig; k++) {
-        const char *end = sig;
-        while (*end && *end != ',') end++;
-        if (k == i) {
-            while (*sig == ' ') sig++;
-            size_t len = 0;
-            while (sig + len < end && sig[len] != ' ') len++;
-            snprintf(out, n, "%.*s", (int)len, sig);
-            return;
-        }
-        sig = *end ? end + 1 : end;
-    }
-}
-
 rgpu_status rgpu_op_args_check(int op, int n_in, int n_out, int n_args, const rgpu_arg *args, char *why,
                                size_t whylen)
 {
@@ -57,10 +39,8 @@ rgpu_status rgpu_op_args_check(int op, int n_in, int n_out, int n_args, const rg
     for (int i = 0; i < n; i++) {
         unsigned k = args[i].kind;
         if (k < RGPU_ARG_KIND_COUNT && (sp[i].kinds >> k & 1u)) continue;
-        char want[24];
-        spec_str(o->sig, i, want, sizeof want);
         snprintf(why, whylen, "%s: arg %d (%s) is %s, want %s", o->name, i, sp[i].name,
-                 k < RGPU_ARG_KIND_COUNT ? kind_name[k] : "of no kind", want);
+                 k < RGPU_ARG_KIND_COUNT ? kind_name[k] : "of no kind", sp[i].want);
         return RGPU_ERR_BAD_ARG;
     }
     return RGPU_OK;

@@ -17,6 +17,7 @@ extern "C" {
 typedef struct op_argspec {
     uint16_t kinds;          /* bit k: an arg of rgpu_arg_kind k is accepted */
     const char *name;        /* ops.def's name for it ("keepdim") */
+    const char *want;        /* its kinds as ops.def writes them ("b", "ints|i?") */
 } op_argspec;
 
 /* The ARGS of op: *n specs (NULL and 0 for an op number out of range). */
