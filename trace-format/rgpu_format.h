@@ -99,7 +99,7 @@ enum {
     RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8, RGPU_OPF_VARIADIC = 16,
     RGPU_OPF_HASHED_ = 31,   /* the bits rgpu_op_table_hash covers: the five above */
     RGPU_OPF_SESSION = 32, RGPU_OPF_RANDOM = 64, RGPU_OPF_CUBLAS = 128, RGPU_OPF_DATA_DEPENDENT = 256,
-    RGPU_OPF_FLOATY = 512,
+    RGPU_OPF_FLOATY = 512, RGPU_OPF_INT_TO_FLOAT = 1024,
 };
 
 /* Op families (ops.def's FAMILY column): which family's code executes an op. */

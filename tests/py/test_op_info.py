@@ -41,6 +41,7 @@ def test_facts():
     assert info["rgpu::free"][3] & _C.OPF_SESSION and info["rgpu::free"][4] == "session"
     assert info["mm"][3] & _C.OPF_CUBLAS and info["mm"][4] == "dense"
     assert info["hypot"][3] & _C.OPF_FLOATY and info["hypot"][4] == "pointwise"
+    assert info["atan2"][3] & _C.OPF_INT_TO_FLOAT and not info["hypot"][3] & _C.OPF_INT_TO_FLOAT
     assert info["sum.dim_IntList"][5] == "ints dims, b keepdim"
     for name, n_in, n_out, flags, family, sig in _C.op_info:
         for ent in filter(None, (x.strip() for x in sig.split(","))):
