@@ -31,9 +31,10 @@ NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wal
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/graph.c replayer/server_loop.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+REPLAYER_SRC := replayer/session.c replayer/graph.c replayer/server_loop.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c \
+                $(wildcard replayer/cpu/*.c) $(wildcard replayer/op/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
-HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
+HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h replayer/op/*.h replayer/op/*.inc)
 
 FORMAT_OBJ   := $(FORMAT_SRC:%.c=$(B)/obj/%.o)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)
@@ -144,7 +145,7 @@ $(B)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(B)/lib/librgpu_replayer.a $(
 	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)
 
 test-c: $(C_TESTS) $(SERVER) $(TOOLS)
-	@$(PYTHON) tools/gen_optable.py --check
+	@$(PYTHON) tools/gen_ops.py --check
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
 
 test-py: all

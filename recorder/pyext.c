@@ -437,7 +437,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (!SessionLost || PyModule_AddObject(m, "SessionLost", SessionLost)) return NULL;
     Py_INCREF(SessionLost);
     char name[64];
-#define X(e, nm, nin, nout, flags) \
+#define X(e, nm, nin, nout, flags, fam, sig) \
     snprintf(name, sizeof name, "OP_%s", #e); \
     if (PyModule_AddIntConstant(m, name, RGPU_OP_##e)) return NULL;
 #include "ops.def"
@@ -451,6 +451,28 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (!names) return NULL;
     for (int i = 0; i < RGPU_OP_COUNT; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(rgpu_op_name(i)));
     if (PyModule_AddObject(m, "op_names", names)) return NULL;
+    /* op_info[op] = (name, n_in, n_out, flags, family, signature): ops.def's
+     * columns; flags are the RGPU_OPF_* bits (OPF_* below), family a name
+     * ("pointwise"), signature the ARGS string ("ints dims, b keepdim"). */
+    PyObject *info = PyTuple_New(RGPU_OP_COUNT);
+    if (!info) return NULL;
+    for (int i = 0; i < RGPU_OP_COUNT; i++) {
+        const rgpu_op_info *o = &rgpu_op_table[i];
+        PyObject *t = Py_BuildValue("(siiIss)", o->name, o->n_in, o->n_out, (unsigned)o->flags,
+                                    rgpu_op_family_name(o->family), o->sig);
+        if (!t) { Py_DECREF(info); return NULL; }
+        PyTuple_SetItem(info, i, t);
+    }
+    if (PyModule_AddObject(m, "op_info", info)) return NULL;
+    static const struct { const char *name; int v; } opf[] = {
+        { "OPF_WAIT", RGPU_OPF_WAIT }, { "OPF_FACTORY", RGPU_OPF_FACTORY }, { "OPF_VIEW", RGPU_OPF_VIEW },
+        { "OPF_CONTROL", RGPU_OPF_CONTROL }, { "OPF_VARIADIC", RGPU_OPF_VARIADIC },
+        { "OPF_SESSION", RGPU_OPF_SESSION }, { "OPF_RANDOM", RGPU_OPF_RANDOM }, { "OPF_CUBLAS", RGPU_OPF_CUBLAS },
+        { "OPF_DATA_DEPENDENT", RGPU_OPF_DATA_DEPENDENT }, { "OPF_FLOATY", RGPU_OPF_FLOATY },
+        { "OPF_INT_TO_FLOAT", RGPU_OPF_INT_TO_FLOAT },
+    };
+    for (size_t i = 0; i < sizeof opf / sizeof opf[0]; i++)
+        if (PyModule_AddIntConstant(m, opf[i].name, opf[i].v)) return NULL;
     if (PyModule_AddIntConstant(m, "OP_COUNT", RGPU_OP_COUNT)) return NULL;
     if (PyModule_AddStringConstant(m, "VERSION", RGPU_VERSION)) return NULL;
     if (PyModule_AddIntConstant(m, "TEMPLATE_MAGIC", RGPU_TEMPLATE_MAGIC)) return NULL;

@@ -7,6 +7,7 @@
  * stop the session. Templates, CALL and graphs are in graph.c (the two
  * share session_internal.h). */
 #include "session_internal.h"
+#include "op/op_args.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -480,7 +481,9 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     rgpu_session *s = c->s;
     const rgpu_record *r = c->r;
     rgpu_status st;
-    switch (r->op) {
+    /* arity and scalar args against ops.def: once here, for every backend */
+    if ((st = rgpu_op_args_check(r->op, r->n_in, r->n_out, r->n_args, r->args, c->why, sizeof c->why))) return st;
+    switch (r->op) {   /* the RGPU_OPF_SESSION ops */
     case RGPU_OP_NOP: case RGPU_OP_EMPTY: case RGPU_OP_ALIAS:
         if (r->op == RGPU_OP_ALIAS && outs[0]->st != ins[0]->st) {
             snprintf(c->why, sizeof c->why, "alias over a different storage than its base");
@@ -488,7 +491,6 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         }
         return RGPU_OK;
     case RGPU_OP_FREE: {
-        if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_INTS) return RGPU_ERR_BAD_ARG;
         rgpu_status first = RGPU_OK;
         for (uint32_t i = 0; i < r->args[0].v.ints.n; i++) {
             uint64_t tid = (uint64_t)rgpu_arg_int_at(&r->args[0], i);
@@ -502,7 +504,6 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         return first;
     }
     case RGPU_OP_UPLOAD: {
-        if (r->n_args != 2 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INT) return RGPU_ERR_BAD_ARG;
         uint64_t n = (uint64_t)r->args[1].v.i;
         if (n != outs[0]->st->nbytes) {
             snprintf(c->why, sizeof c->why, "upload of %llu bytes into a storage of %llu", (unsigned long long)n,
@@ -528,7 +529,6 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     case RGPU_OP_CALL:
         return rgpu_sess_exec_call(c);
     case RGPU_OP_MEMORY_STATS: {
-        if (r->n_args != 1 || r->args[0].kind != RGPU_ARG_BOOL) return RGPU_ERR_BAD_ARG;
         uint8_t *data = take_small(s, 16, &st, c->why, sizeof c->why);
         if (!data) return st;
         rgpu_st64(data, s->mem);
@@ -536,7 +536,12 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         if (r->args[0].v.i) s->peak = s->mem;
         return store_result(s, c->idx, data, 16);
     }
-    default: break;
+    default:
+        if (rgpu_op_table[r->op].flags & RGPU_OPF_SESSION) {
+            snprintf(c->why, sizeof c->why, "the session has no handler for %s", rgpu_op_name(r->op));
+            return RGPU_ERR_UNSUPPORTED;
+        }
+        break;
     }
     /* a compute op: hand views to the backend */
     if (!s->b->supports(s->b, r->op)) {

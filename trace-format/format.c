@@ -80,13 +80,17 @@ bool rgpu_dtype_is_float(int d) { return d == RGPU_F32 || d == RGPU_F64 || d == 
 /* ---------------------------------------------------------------------------
  * Op table */
 const rgpu_op_info rgpu_op_table[RGPU_OP_COUNT] = {
-#define X(e, name, nin, nout, flags) [RGPU_OP_##e] = { name, nin, nout, flags },
+#define X(e, name, nin, nout, flags, fam, sig) [RGPU_OP_##e] = { name, nin, nout, RGPU_OPFAM_##fam, flags, sig },
 #include "ops.def"
 #undef X
 };
+static const char *const family_name[RGPU_OPFAM_COUNT_] = {
+    "session", "copy", "arith", "reduce", "pointwise", "reduce2", "dense", "index", "amp" };
+
+const char *rgpu_op_family_name(int f) { return (f >= 0 && f < RGPU_OPFAM_COUNT_) ? family_name[f] : "?"; }
 /* Appending an op changes this number and the table hash: bump nothing else,
  * but update FORMAT.md's op list. */
-_Static_assert(RGPU_OP_COUNT == 140, "op table changed: update FORMAT.md and this count");
+_Static_assert(RGPU_OP_COUNT == 141, "op table changed: update FORMAT.md and this count");
 
 const char *rgpu_op_name(int op) { return (op >= 0 && op < RGPU_OP_COUNT) ? rgpu_op_table[op].name : "?"; }
 
@@ -100,7 +104,7 @@ void rgpu_op_table_hash(uint8_t out[16]) {
         const rgpu_op_info *o = &rgpu_op_table[i];
         XXH3_128bits_update(&st, o->name, strlen(o->name) + 1);
         uint8_t a[6] = { o->n_in, o->n_out };
-        rgpu_st32(a + 2, o->flags);
+        rgpu_st32(a + 2, o->flags & RGPU_OPF_HASHED_);   /* newer flags are not hashed: old traces still open */
         XXH3_128bits_update(&st, a, sizeof a);
     }
     XXH128_hash_t h = XXH3_128bits_digest(&st);

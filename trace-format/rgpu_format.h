@@ -93,13 +93,25 @@ const char *rgpu_dtype_name(int dtype);  /* "float32"…; "?" when invalid */
 bool rgpu_dtype_is_float(int dtype);
 
 /* ---------------------------------------------------------------------------
- * The op table (generated from ops.def) */
-/* WAIT: produces result bytes (answered at the client's WAIT); VARIADIC:
- * n_in in ops.def is the minimum, a record may carry up to RGPU_MAX_IN. */
-enum { RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8, RGPU_OPF_VARIADIC = 16 };
+ * The op table (generated from ops.def; the flags and families are described
+ * there) */
+enum {
+    RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8, RGPU_OPF_VARIADIC = 16,
+    RGPU_OPF_HASHED_ = 31,   /* the bits rgpu_op_table_hash covers: the five above */
+    RGPU_OPF_SESSION = 32, RGPU_OPF_RANDOM = 64, RGPU_OPF_CUBLAS = 128, RGPU_OPF_DATA_DEPENDENT = 256,
+    RGPU_OPF_FLOATY = 512, RGPU_OPF_INT_TO_FLOAT = 1024,
+};
+
+/* Op families (ops.def's FAMILY column): which family's code executes an op. */
+typedef enum rgpu_op_family {
+    RGPU_OPFAM_SESSION, RGPU_OPFAM_COPY, RGPU_OPFAM_ARITH, RGPU_OPFAM_REDUCE, RGPU_OPFAM_POINTWISE,
+    RGPU_OPFAM_REDUCE2, RGPU_OPFAM_DENSE, RGPU_OPFAM_INDEX, RGPU_OPFAM_AMP,
+    RGPU_OPFAM_COUNT_
+} rgpu_op_family;
+const char *rgpu_op_family_name(int family);   /* "pointwise"…; "?" when invalid */
 
 typedef enum rgpu_op {
-#define X(e, name, nin, nout, flags) RGPU_OP_##e,
+#define X(e, name, nin, nout, flags, fam, sig) RGPU_OP_##e,
 #include "ops.def"
 #undef X
     RGPU_OP_COUNT
@@ -108,12 +120,15 @@ typedef enum rgpu_op {
 typedef struct rgpu_op_info {
     const char *name;
     uint8_t n_in, n_out;
-    uint32_t flags;
+    uint8_t family;          /* rgpu_op_family */
+    uint32_t flags;          /* RGPU_OPF_* */
+    const char *sig;         /* the ARGS signature, as written in ops.def */
 } rgpu_op_info;
 
 extern const rgpu_op_info rgpu_op_table[RGPU_OP_COUNT];
 const char *rgpu_op_name(int op);        /* "?" when op >= RGPU_OP_COUNT */
-/* XXH3-128 over the table (names, arities, flags, version): 16 bytes. */
+/* XXH3-128 over the table (names, arities, the RGPU_OPF_HASHED_ flags,
+ * version): 16 bytes. */
 void rgpu_op_table_hash(uint8_t out[16]);
 
 /* ---------------------------------------------------------------------------
@@ -235,7 +250,8 @@ uint64_t rgpu_template_bind_id(const rgpu_template_info *t, uint32_t i);
  * (not validated here: rgpu_template_parse is the check). */
 rgpu_status rgpu_template_write(rgpu_buf *b, uint64_t base_offset, const uint64_t *bind_ids, uint32_t n_bind,
                                 const void *records, size_t records_len);
-/* True for the random ops, whose last two args are INT seed, INT offset. */
+/* True for the random ops (RGPU_OPF_RANDOM), whose last two args are INT
+ * seed, INT offset. */
 bool rgpu_op_is_random(int op);
 
 /* ---------------------------------------------------------------------------

@@ -12,13 +12,7 @@
 #include <string.h>
 
 bool rgpu_op_is_random(int op) {
-    switch (op) {
-    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: case RGPU_OP_BERNOULLI:
-    case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM: case RGPU_OP_NATIVE_DROPOUT:
-        return true;
-    default:
-        return false;
-    }
+    return op >= 0 && op < RGPU_OP_COUNT && (rgpu_op_table[op].flags & RGPU_OPF_RANDOM);
 }
 
 uint64_t rgpu_template_bind_id(const rgpu_template_info *t, uint32_t i) {

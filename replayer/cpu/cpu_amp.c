@@ -158,11 +158,6 @@ static rgpu_status op_update_scale(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * The family */
 
-bool cpu_amp_owns(int op)
-{
-    return op == RGPU_OP_AMP_UNSCALE || op == RGPU_OP_AMP_UPDATE_SCALE;
-}
-
 rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

@@ -20,21 +20,6 @@
 /* ---------------------------------------------------------------------------
  * Dispatch */
 
-bool cpu_dense_owns(int op)
-{
-    switch (op) {
-    case RGPU_OP_MM: case RGPU_OP_BMM: case RGPU_OP_ADDMM: case RGPU_OP_BADDBMM:
-    case RGPU_OP_CONVOLUTION: case RGPU_OP_CONVOLUTION_BACKWARD:
-    case RGPU_OP_BATCH_NORM: case RGPU_OP_BATCH_NORM_BACKWARD:
-    case RGPU_OP_MAX_POOL2D: case RGPU_OP_MAX_POOL2D_BACKWARD:
-    case RGPU_OP_AVG_POOL2D: case RGPU_OP_AVG_POOL2D_BACKWARD:
-    case RGPU_OP_ADAPTIVE_AVG_POOL2D: case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
-        return true;
-    default:
-        return false;
-    }
-}
-
 rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

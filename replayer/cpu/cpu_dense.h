@@ -42,9 +42,6 @@ rgpu_status dense_arg_float(const rgpu_exec *e, int i, const char *what, double 
 /* True when args[i] is NONE. */
 bool dense_arg_is_none(const rgpu_exec *e, int i);
 
-/* Ops the dense family owns (as cpu_families.h; the CUDA dense dispatch asks it too). */
-bool cpu_dense_owns(int op);
-
 /* "[2, 3, 4]" into buf (truncated to fit). */
 const char *dense_shape_str(char *buf, size_t n, const int64_t *sizes, int ndim);
 /* v has exactly these sizes; otherwise RGPU_ERR_SHAPE naming what. */

@@ -924,23 +924,6 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * Dispatch */
 
-bool cpu_index_owns(int op)
-{
-    switch (op) {
-    case RGPU_OP_EMBEDDING: case RGPU_OP_EMBEDDING_BACKWARD: case RGPU_OP_GATHER:
-    case RGPU_OP_SCATTER: case RGPU_OP_SCATTER_ADD: case RGPU_OP_INDEX_SELECT:
-    case RGPU_OP_INDEX_ADD: case RGPU_OP_INDEX: case RGPU_OP_INDEX_PUT: case RGPU_OP_CAT:
-    case RGPU_OP_CONSTANT_PAD_ND: case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL:
-    case RGPU_OP_BERNOULLI: case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
-    case RGPU_OP_NATIVE_DROPOUT: case RGPU_OP_NATIVE_DROPOUT_BACKWARD:
-    case RGPU_OP_COUNT_NONZERO: case RGPU_OP_NONZERO: case RGPU_OP_MASKED_SELECT:
-    case RGPU_OP_COUNT_UNIQUE: case RGPU_OP_UNIQUE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

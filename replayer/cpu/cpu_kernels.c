@@ -369,39 +369,31 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 }
 
 /* ---------------------------------------------------------------------------
- * Dispatch */
+ * Dispatch: the core ops here, the families' through the generated switch */
 
-static const cpu_family families[] = {
-    { "pointwise", cpu_pointwise_owns, cpu_pointwise_exec },
-    { "reduce2",   cpu_reduce2_owns,   cpu_reduce2_exec },
-    { "dense",     cpu_dense_owns,     cpu_dense_exec },
-    { "index",     cpu_index_owns,     cpu_index_exec },
-    { "amp",       cpu_amp_owns,       cpu_amp_exec },
-};
-
-static const cpu_family *family_of(int op)
+static rgpu_status cpu_core_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (families[i].owns(op)) return &families[i];
-    return NULL;
+    CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
+    switch (e->op) {
+    case RGPU_OP_FULL: return op_full(e, err, errlen);
+    case RGPU_OP_ARANGE: return op_arange(e, err, errlen);
+    case RGPU_OP_COPY: return op_copy(e, err, errlen);
+    case RGPU_OP_SUM: return cpu_reduce_sum_mean(e, false, err, errlen);
+    case RGPU_OP_MEAN: return cpu_reduce_sum_mean(e, true, err, errlen);
+    default: return op_binary(e, err, errlen);   /* ARITH */
+    }
 }
+
+static rgpu_status cpu_unsupported(const rgpu_exec *e, char *err, size_t errlen)
+{
+    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+}
+
+#include "op/op_dispatch_cpu.inc"
 
 bool rgpu_cpu_supports(int op)
 {
-    if (op >= 0 && op < RGPU_OP_COUNT && family_of(op)) return true;
-    switch (op) {
-    case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_DOWNLOAD: case RGPU_OP_ALIAS: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_MEMORY_STATS: case RGPU_OP_CALL:
-    case RGPU_OP_EMPTY: case RGPU_OP_FULL: case RGPU_OP_ARANGE: case RGPU_OP_COPY:
-    case RGPU_OP_ADD_TENSOR: case RGPU_OP_ADD_SCALAR: case RGPU_OP_SUB_TENSOR:
-    case RGPU_OP_SUB_SCALAR: case RGPU_OP_RSUB_SCALAR: case RGPU_OP_MUL_TENSOR:
-    case RGPU_OP_MUL_SCALAR: case RGPU_OP_DIV_TENSOR: case RGPU_OP_DIV_SCALAR:
-    case RGPU_OP_SUM: case RGPU_OP_MEAN:
-        return true;
-    default:
-        return false;
-    }
+    return op >= 0 && op < RGPU_OP_COUNT && cpu_dispatch_supports(op);
 }
 
 rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
@@ -413,37 +405,5 @@ rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
         CPU_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
                  e->n_in, e->n_out, e->n_args);
-
-    switch (e->op) {
-    /* the session layer does the work of these */
-    case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_DOWNLOAD: case RGPU_OP_ALIAS: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_MEMORY_STATS: case RGPU_OP_EMPTY: case RGPU_OP_CALL:
-        return RGPU_OK;
-    case RGPU_OP_FULL:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return op_full(e, err, errlen);
-    case RGPU_OP_ARANGE:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return op_arange(e, err, errlen);
-    case RGPU_OP_COPY:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return op_copy(e, err, errlen);
-    case RGPU_OP_ADD_TENSOR: case RGPU_OP_ADD_SCALAR: case RGPU_OP_SUB_TENSOR:
-    case RGPU_OP_SUB_SCALAR: case RGPU_OP_RSUB_SCALAR: case RGPU_OP_MUL_TENSOR:
-    case RGPU_OP_MUL_SCALAR: case RGPU_OP_DIV_TENSOR: case RGPU_OP_DIV_SCALAR:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return op_binary(e, err, errlen);
-    case RGPU_OP_SUM:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return cpu_reduce_sum_mean(e, false, err, errlen);
-    case RGPU_OP_MEAN:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
-        return cpu_reduce_sum_mean(e, true, err, errlen);
-    default: {
-        const cpu_family *f = family_of(e->op);
-        if (f) return f->exec(e, err, errlen);
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
-    }
-    }
+    return cpu_dispatch(e, err, errlen);
 }

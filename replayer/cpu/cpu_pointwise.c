@@ -56,7 +56,7 @@ bool cpu_pointwise_layout_of(int op, pw_layout *L)
         return true;
     case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
     case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
-    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2:
+    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2: case RGPU_OP_HYPOT:
         L->slots = 3u; L->nargs = 3;
         return true;
     case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
@@ -100,7 +100,7 @@ bool cpu_pointwise_supports(int op, int ct)
     case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
     case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
     case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
-    case RGPU_OP_ATAN2: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
+    case RGPU_OP_ATAN2: case RGPU_OP_HYPOT: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
     case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
         return fl;
     case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
@@ -731,12 +731,6 @@ static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errl
 
 /* ---------------------------------------------------------------------------
  * Family entry points */
-
-bool cpu_pointwise_owns(int op)
-{
-    pw_layout L;
-    return cpu_pointwise_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
-}
 
 rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
 {

@@ -102,6 +102,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
     case RGPU_OP_FMOD:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmod)(a[i], b[i]); break;
     case RGPU_OP_ATAN2: for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan2)(a[i], b[i]); break;
+    case RGPU_OP_HYPOT: for (int64_t i = 0; i < n; i++) r[i] = PW_F(hypot)(a[i], b[i]); break;
     case RGPU_OP_DIV_MODE:
         if (c->mode == DIV_TRUNC) {
             for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i] / b[i]);

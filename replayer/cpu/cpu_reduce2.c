@@ -584,22 +584,6 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * The family */
 
-bool cpu_reduce2_owns(int op)
-{
-    switch (op) {
-    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM: case RGPU_OP_VAR: case RGPU_OP_STD:
-    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-    case RGPU_OP_CUMSUM: case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-    case RGPU_OP_LAYER_NORM: case RGPU_OP_LAYER_NORM_BACKWARD:
-    case RGPU_OP_NLL_LOSS: case RGPU_OP_NLL_LOSS_BACKWARD:
-        return true;
-    default:
-        return false;
-    }
-}
-
 rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

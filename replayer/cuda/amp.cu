@@ -253,11 +253,6 @@ static rgpu_status op_update_scale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 // ---------------------------------------------------------------------------
 // The family
 
-extern "C" bool rgpu_cuda_amp_owns(int op)
-{
-    return op == RGPU_OP_AMP_UNSCALE || op == RGPU_OP_AMP_UPDATE_SCALE;
-}
-
 extern "C" rgpu_status rgpu_cuda_amp_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

@@ -477,46 +477,25 @@ static rgpu_status cu_sync(rgpu_backend *b) {
 // ---------------------------------------------------------------------------
 // Dispatch
 
-struct family { bool (*owns)(int); rgpu_status (*exec)(rgpu_cuda_ctx *, const rgpu_exec *, char *, size_t); };
-static const family families[] = {
-    { rgpu_cuda_copy_owns, rgpu_cuda_copy_exec },
-    { rgpu_cuda_pointwise_owns, rgpu_cuda_pointwise_exec },
-    { rgpu_cuda_reduce_owns, rgpu_cuda_reduce_exec },
-    { rgpu_cuda_dense_owns, rgpu_cuda_dense_exec },
-    { rgpu_cuda_index_owns, rgpu_cuda_index_exec },
-    { rgpu_cuda_amp_owns, rgpu_cuda_amp_exec },
-};
-static const family *family_of(int op) {
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (families[i].owns(op)) return &families[i];
-    return NULL;
+static rgpu_status cuda_unsupported(const rgpu_exec *e, char *err, size_t errlen) {
+    set_err(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
+    return RGPU_ERR_UNSUPPORTED;
 }
 
-// Ops that run on cuBLAS (matmul.cu, conv.cu's im2col + gemm): unsupported
-// when it could not be loaded.
-static bool needs_cublas(int op) {
-    return op == RGPU_OP_MM || op == RGPU_OP_BMM || op == RGPU_OP_ADDMM || op == RGPU_OP_BADDBMM ||
-           op == RGPU_OP_CONVOLUTION || op == RGPU_OP_CONVOLUTION_BACKWARD;
-}
+// cuda_dispatch (op -> its family's exec) and cuda_dispatch_supports, from
+// ops.def; SESSION ops run in the session, with alloc/upload/download.
+#include "op/op_dispatch_cuda.inc"
 
-// The session layer does these with alloc/upload/download.
-static bool session_op(int op) {
-    switch (op) {
-    case RGPU_OP_NOP: case RGPU_OP_FREE: case RGPU_OP_SYNC: case RGPU_OP_UPLOAD:
-    case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE:
-    case RGPU_OP_ALIAS: case RGPU_OP_EMPTY: case RGPU_OP_MEMORY_STATS:
-    case RGPU_OP_CALL:   // runs the template's records, each through exec
-        return true;
-    default:
-        return false;
-    }
-}
+// RGPU_OPF_CUBLAS ops (matmul.cu, conv.cu's im2col + gemm) are unsupported
+// when cuBLAS could not be loaded.
+static bool needs_cublas(int op) { return rgpu_op_table[op].flags & RGPU_OPF_CUBLAS; }
+static bool session_op(int op) { return rgpu_op_table[op].flags & RGPU_OPF_SESSION; }
 
 static bool cu_supports(rgpu_backend *b, int op) {
     if (op < 0 || op >= RGPU_OP_COUNT) return false;
     if (session_op(op)) return true;
     if (needs_cublas(op) && !backend_of(b)->c.blas.handle) return false;
-    return family_of(op) != NULL;
+    return cuda_dispatch_supports(op);
 }
 
 static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
@@ -534,13 +513,9 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
         set_err(err, errlen, "%s needs cuBLAS, which is missing: %s", rgpu_op_name(e->op), cb->blas_why);
         return RGPU_ERR_UNSUPPORTED;
     }
-    const family *f = family_of(e->op);
-    if (!f) {
-        set_err(err, errlen, "the cuda backend has no kernel for %s yet", rgpu_op_name(e->op));
-        return RGPU_ERR_UNSUPPORTED;
-    }
+    if (!cuda_dispatch_supports(e->op)) return cuda_unsupported(e, err, errlen);
     pthread_mutex_lock(&cb->exec_mu);
-    rgpu_status st = f->exec(&cb->c, e, err, errlen);
+    rgpu_status st = cuda_dispatch(&cb->c, e, err, errlen);
     // Safety net: a launch error a family did not check, or an asynchronous
     // fault of an earlier kernel that surfaced meanwhile.
     cudaError_t le = cudaGetLastError();

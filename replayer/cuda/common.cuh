@@ -122,11 +122,10 @@ __device__ inline long long rgpu_cuda_offset(const rgpu_cuda_view &v, long long 
 }
 
 // ---------------------------------------------------------------------------
-// Op families: one file (or a few) each, mirroring replayer/cpu/. `owns` is
-// true for exactly the ops the family executes; backend_cuda.cu dispatches
-// by asking each family in turn, and supports() is the union.
+// Op families: one file (or a few) each, mirroring replayer/cpu/. Which
+// family runs an op is ops.def's FAMILY column: backend_cuda.cu dispatches
+// through the generated switch replayer/op/op_dispatch_cuda.inc.
 #define RGPU_CUDA_FAMILY(name) \
-    extern "C" bool rgpu_cuda_##name##_owns(int op); \
     extern "C" rgpu_status rgpu_cuda_##name##_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 RGPU_CUDA_FAMILY(copy)       // copy.cu: COPY (strided, broadcast, cast), FULL, ARANGE
 RGPU_CUDA_FAMILY(pointwise)  // pointwise.cu: add/sub/mul/div + every pointwise op of ops.def

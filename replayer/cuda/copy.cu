@@ -513,10 +513,6 @@ static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // ---------------------------------------------------------------------------
 // Family entry points
 
-extern "C" bool rgpu_cuda_copy_owns(int op) {
-    return op == RGPU_OP_COPY || op == RGPU_OP_FULL || op == RGPU_OP_ARANGE;
-}
-
 extern "C" rgpu_status rgpu_cuda_copy_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)

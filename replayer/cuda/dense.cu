@@ -8,9 +8,6 @@
 // ---------------------------------------------------------------------------
 // Dispatch
 
-// The same ops as the CPU dense family.
-extern "C" bool rgpu_cuda_dense_owns(int op) { return cpu_dense_owns(op); }
-
 extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {

@@ -316,6 +316,7 @@ PW_MATH1(pw_trunc, truncf, trunc)
 PW_MATH2(pw_pow, powf, pow)
 PW_MATH2(pw_fmod, fmodf, fmod)
 PW_MATH2(pw_atan2, atan2f, atan2)
+PW_MATH2(pw_hypot, hypotf, hypot)
 PW_MATH2(pw_copysign, copysignf, copysign)
 #undef PW_MATH1
 #undef PW_MATH2
@@ -474,6 +475,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     }
     case RGPU_OP_FMOD:  return pw_fmod(a, b);
     case RGPU_OP_ATAN2: return pw_atan2(a, b);
+    case RGPU_OP_HYPOT: return pw_hypot(a, b);
     case RGPU_OP_DIV_MODE: {
         if (A.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
         // div_floor_floating (ATen's BinaryOps.h)
@@ -1213,11 +1215,6 @@ static bool pw_is_binary(int op) {
     default:
         return false;
     }
-}
-
-extern "C" bool rgpu_cuda_pointwise_owns(int op) {
-    pw_layout L;
-    return pw_is_binary(op) || cpu_pointwise_layout_of(op, &L) || op == RGPU_OP_TRIL || op == RGPU_OP_TRIU;
 }
 
 extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {

@@ -688,23 +688,6 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // ---------------------------------------------------------------------------
 // The family
 
-extern "C" bool rgpu_cuda_reduce_owns(int op)
-{
-    switch (op) {
-    case RGPU_OP_SUM: case RGPU_OP_MEAN:
-    case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-    case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM: case RGPU_OP_VAR: case RGPU_OP_STD:
-    case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-    case RGPU_OP_CUMSUM: case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-    case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-    case RGPU_OP_LAYER_NORM: case RGPU_OP_LAYER_NORM_BACKWARD:
-    case RGPU_OP_NLL_LOSS: case RGPU_OP_NLL_LOSS_BACKWARD:
-        return true;
-    default:
-        return false;
-    }
-}
-
 extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) err[0] = '\0';

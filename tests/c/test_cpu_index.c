@@ -21,6 +21,12 @@
 #include "cpu/philox.h"
 #include "check_cpu.h"
 
+/* The family of op per ops.def (the generated dispatch reads the same column). */
+static bool family_owns(int op)
+{
+    return op >= 0 && op < RGPU_OP_COUNT && rgpu_op_table[op].family == RGPU_OPFAM_INDEX;
+}
+
 /* ---------------------------------------------------------------------------
  * Helpers */
 
@@ -1099,13 +1105,13 @@ START_TEST(test_family)
         RGPU_OP_NONZERO, RGPU_OP_MASKED_SELECT, RGPU_OP_COUNT_UNIQUE, RGPU_OP_UNIQUE,
     };
     int owned = 0;
-    for (int op = 0; op < RGPU_OP_COUNT; op++) owned += cpu_index_owns(op);
+    for (int op = 0; op < RGPU_OP_COUNT; op++) owned += family_owns(op);
     ck_assert_int_eq(owned, (int)COUNT_OF(ops));
     for (size_t i = 0; i < COUNT_OF(ops); i++) {
-        ck_assert(cpu_index_owns(ops[i]));
+        ck_assert(family_owns(ops[i]));
         ck_assert(rgpu_cpu_supports(ops[i]));
     }
-    ck_assert(!cpu_index_owns(RGPU_OP_ADD_TENSOR));
+    ck_assert(!family_owns(RGPU_OP_ADD_TENSOR));
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_ADD_TENSOR;

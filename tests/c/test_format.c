@@ -1347,7 +1347,12 @@ START_TEST(test_op_table)
         ck_assert_str_eq(n, rgpu_op_table[op].name);
         ck_assert_uint_le(rgpu_op_table[op].n_in, RGPU_MAX_IN);
         ck_assert_uint_le(rgpu_op_table[op].n_out, RGPU_MAX_OUT);
-        ck_assert_uint_eq(rgpu_op_table[op].flags & ~31u, 0);
+        ck_assert_uint_eq(rgpu_op_table[op].flags & ~2047u, 0);
+        ck_assert_int_lt(rgpu_op_table[op].family, RGPU_OPFAM_COUNT_);
+        ck_assert_str_ne(rgpu_op_family_name(rgpu_op_table[op].family), "?");
+        ck_assert_ptr_nonnull(rgpu_op_table[op].sig);
+        ck_assert(((rgpu_op_table[op].flags & RGPU_OPF_SESSION) != 0) ==
+                  (rgpu_op_table[op].family == RGPU_OPFAM_SESSION));
         for (int j = 0; j < op; j++) ck_assert_str_ne(rgpu_op_name(j), n);
     }
     ck_assert_str_eq(rgpu_op_name(RGPU_OP_COUNT), "?");
@@ -1357,9 +1362,12 @@ START_TEST(test_op_table)
     ck_assert_int_eq(RGPU_OP_UPLOAD, 3);
     ck_assert_int_eq(RGPU_OP_ALIAS, 5);
     ck_assert_int_eq(RGPU_OP_MEAN, 21);
-    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_SYNC].flags, RGPU_OPF_WAIT);
-    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_DOWNLOAD].flags, RGPU_OPF_WAIT);
-    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_LOCAL_SCALAR_DENSE].flags, RGPU_OPF_WAIT);
+    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_SYNC].flags, RGPU_OPF_WAIT | RGPU_OPF_SESSION);
+    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_DOWNLOAD].flags, RGPU_OPF_WAIT | RGPU_OPF_SESSION);
+    ck_assert_uint_eq(rgpu_op_table[RGPU_OP_LOCAL_SCALAR_DENSE].flags, RGPU_OPF_WAIT | RGPU_OPF_SESSION);
+    ck_assert(rgpu_op_is_random(RGPU_OP_UNIFORM) && !rgpu_op_is_random(RGPU_OP_ADD_TENSOR) && !rgpu_op_is_random(-1));
+    ck_assert_str_eq(rgpu_op_table[RGPU_OP_SUM].sig, "ints dims, b keepdim");
+    ck_assert_str_eq(rgpu_op_family_name(rgpu_op_table[RGPU_OP_MM].family), "dense");
     ck_assert_str_eq(rgpu_op_name(RGPU_OP_ADD_TENSOR), "add.Tensor");
 }
 END_TEST
@@ -1395,7 +1403,8 @@ START_TEST(test_dtypes_and_hash)
     ck_assert(!rgpu_hash_eq(&e, &h));
 
     /* the op-table hash is XXH3-128 over: u32 version, then per op
-     * name + NUL, u8 n_in, u8 n_out, u32 flags (FORMAT.md) */
+     * name + NUL, u8 n_in, u8 n_out, u32 flags & 31 (FORMAT.md; newer flags
+     * are not hashed, so traces recorded before them still open) */
     rgpu_buf b = { 0 };
     uint8_t v[4];
     rgpu_st32(v, RGPU_FORMAT_VERSION);
@@ -1404,7 +1413,7 @@ START_TEST(test_dtypes_and_hash)
         const rgpu_op_info *o = &rgpu_op_table[op];
         rgpu_buf_append(&b, o->name, strlen(o->name) + 1);
         uint8_t a[6] = { o->n_in, o->n_out };
-        rgpu_st32(a + 2, o->flags);
+        rgpu_st32(a + 2, o->flags & 31u);
         rgpu_buf_append(&b, a, 6);
     }
     rgpu_hash th = rgpu_hash_bytes(b.p, b.len);

@@ -510,7 +510,7 @@ START_TEST(test_call_rejected)
     run(&b);
     char msg[256];
     ck_assert_int_eq(result(msg, sizeof msg), RGPU_ERR_BAD_ARG);
-    ck_assert_msg(strstr(msg, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)"), "%s", msg);
+    ck_assert_msg(strstr(msg, "rgpu::call: 1 args, ops.def says 4 (h template, ints bindings, i seed, i offset)"), "%s", msg);
     /* an output id the session already holds */
     uint64_t dup[] = { 1, 3, 1, 6 };
     expect_call_fails(&h, dup, 4, RGPU_ERR_DUPLICATE_ID, "template record 1 (mul.Tensor)");

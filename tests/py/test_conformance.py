@@ -190,6 +190,7 @@ case("remainder_scalar_tensor", lambda x: torch.remainder(7, x), [(((3, 4), "non
 case("fmod", torch.fmod, BNZ, NUMS)
 case("fmod_scalar", lambda x: torch.fmod(x, -2.5), U[:2], FLOATS)
 case("atan2", torch.atan2, B, FLOATS + [I64])
+case("hypot", torch.hypot, B, FLOATS)
 case("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor"), BNZ, NUMS)
 case("div_trunc", lambda a, b: torch.div(a, b, rounding_mode="trunc"), BNZ, NUMS)
 case("div_floor_scalar", lambda a: torch.div(a, -3, rounding_mode="floor"), U[:2], NUMS)

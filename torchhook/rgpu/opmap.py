@@ -713,7 +713,7 @@ _BINARY = [("pow", "POW"), ("maximum", "MAXIMUM"), ("minimum", "MINIMUM"), ("eq"
            ("logical_or", "LOGICAL_OR"), ("logical_xor", "LOGICAL_XOR"),
            ("bitwise_and", "BITWISE_AND"), ("bitwise_or", "BITWISE_OR"),
            ("bitwise_xor", "BITWISE_XOR"), ("remainder", "REMAINDER"), ("fmod", "FMOD"),
-           ("atan2", "ATAN2")]
+           ("atan2", "ATAN2"), ("hypot", "HYPOT")]
 _BINARY_OVERLOADS = ("default", "out", "Tensor", "Scalar", "Scalar_Tensor", "Tensor_out",
                      "Scalar_out", "Scalar_Tensor_out", "Tensor_Tensor", "Tensor_Scalar",
                      "Tensor_Tensor_out", "Tensor_Scalar_out")
