@@ -15,16 +15,16 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def _ops_def():
-    """{op number: (name, n_in, n_out)} from _C.op_info, else from ops.def's X lines."""
-    if opinfo._INFO is not None:
-        return {i: (t[0], t[1], t[2]) for i, t in enumerate(opinfo._INFO)}
+    """{op number: (name, n_in, n_out)} from _C.op_info (the compiled ops.def)."""
+    return {i: (t[0], t[1], t[2]) for i, t in enumerate(opinfo.INFO)}
+
+
+def test_op_info_is_ops_def():
     path = os.path.join(ROOT, "trace-format", "ops.def")
-    if not os.path.exists(path):
-        pytest.skip("no trace-format/ops.def (installed package)")
     rows = re.findall(r'^X\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(\d+)\s*,\s*(\d+)', open(path).read(), re.M)
-    if len(rows) != _C.OP_COUNT:
-        pytest.skip(f"ops.def's X lines changed shape ({len(rows)} parsed, {_C.OP_COUNT} ops)")
-    return {getattr(_C, "OP_" + e): (n, int(i), int(o)) for e, n, i, o in rows}
+    assert len(rows) == _C.OP_COUNT == len(opinfo.INFO)
+    for e, n, i, o in rows:
+        assert opinfo.INFO[getattr(_C, "OP_" + e)][:3] == (n, int(i), int(o))
 
 
 def test_every_entry_records_an_op_of_ops_def():
@@ -43,8 +43,10 @@ def test_every_op_name_the_package_uses_exists():
     used.discard("COUNT")
     missing = sorted(n for n in used if not isinstance(getattr(_C, "OP_" + n, None), int))
     assert not missing, missing
-    for facts in (opinfo._MULTI_OUT, opinfo.FLOAT_COMPUTE):
-        assert all(0 <= o < _C.OP_COUNT for o in facts)
+    # the compute classes the mappers read: integer inputs of exp, atan2 ...
+    # compute in float, those of add or hypot don't
+    assert {_C.OP_EXP, _C.OP_ATAN2, _C.OP_SIGMOID} <= opinfo.FLOAT_COMPUTE
+    assert not {_C.OP_ADD_TENSOR, _C.OP_HYPOT, _C.OP_NEG} & opinfo.FLOAT_COMPUTE
 
 
 def test_no_overload_is_handled_twice():
