@@ -31,9 +31,9 @@ NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wal
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/cpu/*.c)
+REPLAYER_SRC := replayer/session.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c $(wildcard replayer/op/*.c) $(wildcard replayer/cpu/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
-HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h)
+HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/op/*.h replayer/cpu/*.h)
 
 FORMAT_OBJ   := $(FORMAT_SRC:%.c=$(B)/obj/%.o)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)

@@ -51,7 +51,7 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_ADAPTIVE_AVG_POOL2D:          return cpu_dense_adaptive_pool(e, err, errlen);
     case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD: return cpu_dense_adaptive_pool_backward(e, err, errlen);
     default:
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend (dense): unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }
 }
 
@@ -60,14 +60,14 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen)
 {
-    return cpu_check_exec(e, opt_in, opt_out, false, err, errlen);
+    return op_check_exec(e, opt_in, opt_out, false, err, errlen);
 }
 
 static rgpu_status arg_get(const rgpu_exec *e, int i, const char *what, const rgpu_arg **a,
                            char *err, size_t errlen)
 {
     if (i >= e->n_args || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
     *a = &e->args[i];
     return RGPU_OK;
 }
@@ -81,11 +81,11 @@ rgpu_status dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint32_t
                            int64_t *v, uint32_t *n, char *err, size_t errlen)
 {
     const rgpu_arg *a;
-    CPU_FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
+    FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
     if (a->kind != RGPU_ARG_INTS)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want ints", rgpu_op_name(e->op), i, what, a->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want ints", rgpu_op_name(e->op), i, what, a->kind);
     if (a->v.ints.n < min_n || a->v.ints.n > max_n)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has %u ints, want %u to %u", rgpu_op_name(e->op), i, what,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has %u ints, want %u to %u", rgpu_op_name(e->op), i, what,
                  a->v.ints.n, min_n, max_n);
     for (uint32_t k = 0; k < a->v.ints.n; k++) v[k] = rgpu_arg_int_at(a, k);
     *n = a->v.ints.n;
@@ -95,9 +95,9 @@ rgpu_status dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint32_t
 rgpu_status dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
-    CPU_FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
+    FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
     if (a->kind != RGPU_ARG_BOOL && a->kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool", rgpu_op_name(e->op), i, what, a->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool", rgpu_op_name(e->op), i, what, a->kind);
     *v = a->v.i != 0;
     return RGPU_OK;
 }
@@ -105,9 +105,9 @@ rgpu_status dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
 rgpu_status dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
-    CPU_FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
+    FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
     if (a->kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int", rgpu_op_name(e->op), i, what, a->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int", rgpu_op_name(e->op), i, what, a->kind);
     *v = a->v.i;
     return RGPU_OK;
 }
@@ -115,10 +115,10 @@ rgpu_status dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *
 rgpu_status dense_arg_float(const rgpu_exec *e, int i, const char *what, double *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
-    CPU_FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
+    FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
     if (a->kind == RGPU_ARG_FLOAT) *v = a->v.f;
     else if (a->kind == RGPU_ARG_INT) *v = (double)a->v.i;
-    else CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
+    else RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
     return RGPU_OK;
 }
 
@@ -140,7 +140,7 @@ rgpu_status dense_check_shape(const rgpu_view *v, const char *what, const int64_
     for (int d = 0; ok && d < ndim; d++) ok = v->sizes[d] == sizes[d];
     if (!ok) {
         char got[96], want[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s has shape %s, the op gives %s", rgpu_op_name(op), what,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s has shape %s, the op gives %s", rgpu_op_name(op), what,
                  dense_shape_str(got, sizeof got, v->sizes, v->ndim), dense_shape_str(want, sizeof want, sizes, ndim));
     }
     return RGPU_OK;
@@ -190,7 +190,7 @@ rgpu_view dense_unsqueeze(const rgpu_view *v, int dim)
 /* Row-major walk over v's outer dims; the inner dim is converted as a row. */
 static void dense_walk(const rgpu_view *v, int ct, void *buf, bool store)
 {
-    int64_t numel = cpu_numel(v);
+    int64_t numel = op_numel(v);
     if (numel == 0) return;
     int nd = v->ndim;
     int64_t esz = (int64_t)rgpu_dtype_size(v->dtype), csz = (int64_t)dense_ct_size(ct);
@@ -242,8 +242,8 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
 {
     if (M == 0 || N == 0) return;
     if (ct == DCT_I64) {
-        gemm_i64(ta, tb, M, N, K, (uint64_t)cpu_f64_to_i64_sat(alpha), A, lda, B, ldb,
-                 (uint64_t)cpu_f64_to_i64_sat(beta), C, ldc);
+        gemm_i64(ta, tb, M, N, K, (uint64_t)op_f64_to_i64_sat(alpha), A, lda, B, ldb,
+                 (uint64_t)op_f64_to_i64_sat(beta), C, ldc);
         return;
     }
     if (K == 0) {   /* C = beta*C; BLAS wants lda >= 1 even then, so do it here */
@@ -297,7 +297,7 @@ bool dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool 
 static void view_span(const rgpu_view *v, uintptr_t *lo, uintptr_t *hi)
 {
     *lo = *hi = (uintptr_t)v->data;
-    if (cpu_numel(v) == 0) return;
+    if (op_numel(v) == 0) return;
     int64_t last = 0;
     for (int d = 0; d < v->ndim; d++) last += (v->sizes[d] - 1) * v->strides[d];
     *hi = *lo + (uintptr_t)((last + 1) * (int64_t)rgpu_dtype_size(v->dtype));
@@ -351,7 +351,7 @@ static void mat_copy_same_dtype(const mat_ref *dst, const mat_ref *src)
 
 rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     memset(q, 0, sizeof *q);
     const char *name = rgpu_op_name(e->op);
     bool batched = q->batched = e->op == RGPU_OP_BMM || e->op == RGPU_OP_BADDBMM;
@@ -363,39 +363,39 @@ rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t err
     char s1[96], s2[96];
 
     if (a->ndim != nd || b->ndim != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: operands must be %d-d, got %d-d and %d-d", name, nd, a->ndim, b->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: operands must be %d-d, got %d-d and %d-d", name, nd, a->ndim, b->ndim);
     int64_t nb = q->nb = batched ? a->sizes[0] : 1;
     int64_t n = q->n = a->sizes[nd - 2], k = q->k = a->sizes[nd - 1], m = q->m = b->sizes[nd - 1];
     if (b->sizes[nd - 2] != k || (batched && b->sizes[0] != nb))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
                  dense_shape_str(s1, sizeof s1, a->sizes, nd), dense_shape_str(s2, sizeof s2, b->sizes, nd));
     int dt = q->dt = out->dtype;
     if (a->dtype != dt || b->dtype != dt || (self && self->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: operands must share the output's dtype %s (got %s, %s%s%s)", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: operands must share the output's dtype %s (got %s, %s%s%s)", name,
                  rgpu_dtype_name(dt), rgpu_dtype_name(a->dtype), rgpu_dtype_name(b->dtype),
                  self ? ", " : "", self ? rgpu_dtype_name(self->dtype) : "");
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     int64_t *want = q->want;
     want[0] = nb; want[1] = n; want[2] = m;
-    CPU_FORWARD_IF_ERROR(dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
     if (n > INT_MAX || m > INT_MAX || k > INT_MAX)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: a dimension over %d is too large for BLAS", name, INT_MAX);
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: a dimension over %d is too large for BLAS", name, INT_MAX);
 
     double alpha = 1.0, beta = 0.0;
     if (has_self) {
         const rgpu_arg *args[2];
         for (int i = 0; i < 2; i++) {
-            CPU_FORWARD_IF_ERROR(arg_get(e, i, i ? "alpha" : "beta", &args[i], err, errlen));
+            FORWARD_IF_ERROR(arg_get(e, i, i ? "alpha" : "beta", &args[i], err, errlen));
             int kd = args[i]->kind;
             if (kd != RGPU_ARG_INT && kd != RGPU_ARG_FLOAT && kd != RGPU_ARG_BOOL)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a scalar", name, i,
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a scalar", name, i,
                          i ? "alpha" : "beta", kd);
         }
         beta = rgpu_arg_as_f64(args[0]);
         alpha = rgpu_arg_as_f64(args[1]);
-        if (!cpu_dtype_is_float(dt)) {   /* Scalar.to<int>() truncates */
-            beta = (double)(args[0]->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(beta) : rgpu_arg_as_i64(args[0]));
-            alpha = (double)(args[1]->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(alpha) : rgpu_arg_as_i64(args[1]));
+        if (!op_dtype_is_float(dt)) {   /* Scalar.to<int>() truncates */
+            beta = (double)(args[0]->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(beta) : rgpu_arg_as_i64(args[0]));
+            alpha = (double)(args[1]->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(alpha) : rgpu_arg_as_i64(args[1]));
         }
     }
     q->alpha = alpha; q->beta = beta;
@@ -405,12 +405,12 @@ rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t err
     int64_t *ss = q->ss;
     if (self) {
         if (self->ndim > nd)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: self has %d dims, more than the output's %d", name, self->ndim, nd);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: self has %d dims, more than the output's %d", name, self->ndim, nd);
         int lead = nd - self->ndim;
         for (int d = lead; d < nd; d++) {
             int64_t s = self->sizes[d - lead], o = (batched ? want : want + 1)[d];
             if (s != o && s != 1)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: self %s does not broadcast to the output's shape", name,
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: self %s does not broadcast to the output's shape", name,
                          dense_shape_str(s1, sizeof s1, self->sizes, self->ndim));
             ss[d + (batched ? 0 : 1)] = s == 1 ? 0 : self->strides[d - lead];
         }
@@ -421,7 +421,7 @@ rgpu_status dense_mm_args(const rgpu_exec *e, dense_mm *q, char *err, size_t err
 rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 {
     dense_mm q;
-    CPU_FORWARD_IF_ERROR(dense_mm_args(e, &q, err, errlen));
+    FORWARD_IF_ERROR(dense_mm_args(e, &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
     bool batched = q.batched, use_self = q.use_self;
     const rgpu_view *self = q.self, *a = q.a, *b = q.b;
@@ -430,7 +430,7 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     int64_t nb = q.nb, n = q.n, k = q.k, m = q.m;
     const int64_t *want = q.want, *ss = q.ss;
     double alpha = q.alpha, beta = q.beta;
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     int ct = dense_ct_of(dt);
     int64_t esz = (int64_t)rgpu_dtype_size(dt), csz = (int64_t)dense_ct_size(ct);
@@ -470,7 +470,7 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     if (!o_direct) cbuf = dense_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
     if ((!a_direct && !abuf) || (!b_direct && !bbuf) || (!o_direct && !cbuf)) {
         free(abuf); free(bbuf); free(cbuf);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
                  (long long)n, (long long)k, (long long)m);
     }
 

@@ -18,7 +18,7 @@ enum { DCT_F32, DCT_F64, DCT_I64 };
 static inline int dense_ct_of(int dtype)
 {
     if (dtype == RGPU_F64) return DCT_F64;
-    if (cpu_dtype_is_float(dtype)) return DCT_F32;
+    if (op_dtype_is_float(dtype)) return DCT_F32;
     return DCT_I64;
 }
 
@@ -27,7 +27,7 @@ static inline size_t dense_ct_size(int ct) { return ct == DCT_F32 ? 4 : 8; }
 /* ---------------------------------------------------------------------------
  * Checks and args (cpu_dense.c) */
 
-/* cpu_check_exec without check_args: arity as ops.def says; every
+/* op_check_exec without check_args: arity as ops.def says; every
  * input/output view not NULL is checked; those whose bit is clear in opt_in /
  * opt_out must be present. (The CUDA dense files call it too.) */
 rgpu_status dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen);
@@ -72,7 +72,7 @@ void dense_store(const rgpu_view *v, int ct, const void *src);
 /* Element i of a 1-D view, as double (for per-channel params). */
 static inline double dense_at_f64(const rgpu_view *v, int64_t i)
 {
-    return cpu_load_f64((const char *)v->data + i * v->strides[0] * (int64_t)rgpu_dtype_size(v->dtype), v->dtype);
+    return op_load_f64((const char *)v->data + i * v->strides[0] * (int64_t)rgpu_dtype_size(v->dtype), v->dtype);
 }
 
 /* C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C on row-major compute

@@ -32,11 +32,11 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
 {
     int64_t v[2];
     uint32_t n;
-    CPU_FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
     for (int d = 0; d < spatial; d++) {
         out[d] = n == 0 ? dflt : n == 1 ? v[0] : v[d];
         if (out[d] < lo || out[d] > CONV_PARAM_MAX)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
                      what, (long long)out[d], (long long)lo, (long long)CONV_PARAM_MAX);
     }
     if (spatial == 1) { out[1] = out[0]; }
@@ -47,14 +47,14 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
 rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
 {
     a->spatial = spatial;
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
+    FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
+    FORWARD_IF_ERROR(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
+    FORWARD_IF_ERROR(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
+    FORWARD_IF_ERROR(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
     if (a->groups < 1 || a->groups > CONV_PARAM_MAX)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
     return RGPU_OK;
 }
 
@@ -81,19 +81,19 @@ rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_vie
     g->groups = a->groups;
     g->N = x->sizes[0];
     if (g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
     int64_t xs[2] = { x->sizes[2], x->sizes[3] }, ks[2] = { g->kh, g->kw };
     int64_t outs[2];
     if (!a->transposed) {
         g->C = x->sizes[1]; g->H = x->sizes[2]; g->W = x->sizes[3];
         g->O = w->sizes[0];
         if (g->C % g->groups != 0 || w->sizes[1] * g->groups != g->C || g->O % g->groups != 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
                      name, (long long)w->sizes[0], (long long)w->sizes[1], (long long)g->C, (long long)g->groups);
         for (int i = 0; i < 2; i++) {
             int64_t span = d[i] * (ks[i] - 1) + 1, padded = xs[i] + 2 * p[i];
             if (padded < span)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
                          name, (long long)padded, (long long)span);
             outs[i] = (padded - span) / s[i] + 1;
         }
@@ -103,16 +103,16 @@ rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_vie
         /* x is on the G side: (N, C_in, H, W), weight (C_in, C_out/groups, kh, kw) */
         g->O = x->sizes[1]; g->Ho = x->sizes[2]; g->Wo = x->sizes[3];
         if (w->sizes[0] != g->O || g->O % g->groups != 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
                      name, (long long)w->sizes[0], (long long)g->O, (long long)g->groups);
         g->C = w->sizes[1] * g->groups;
         for (int i = 0; i < 2; i++) {
             if (op[i] >= s[i] && op[i] >= d[i])
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
                          name, (long long)op[i], (long long)s[i], (long long)d[i]);
             outs[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (ks[i] - 1) + op[i] + 1;
             if (outs[i] < 0)   /* 0 is an empty output, as ATen */
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
         }
         g->H = outs[0]; g->W = outs[1];
         y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
@@ -133,7 +133,7 @@ rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, 
         __builtin_mul_overflow(g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
         __builtin_mul_overflow(g->O, hwo, &ob) || __builtin_mul_overflow(g->C, hw, &ib) ||
         kd > INT_MAX || hwo > INT_MAX || hw > INT_MAX || g->Og > INT_MAX || g->Cg > INT_MAX)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
     return RGPU_OK;
 }
 
@@ -224,7 +224,7 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
 }
 
 #define NOMEM_IF(cond) do { if (cond) { st = RGPU_ERR_NOMEM; \
-    cpu_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
+    op_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
 
 /* ---------------------------------------------------------------------------
  * Cores. wbuf is the weight packed as (O, Cg*kh*kw); bias packed per row of
@@ -325,7 +325,7 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
     double *buf = dense_alloc(per, sizeof(double)), *sums = dense_alloc(C, sizeof(double));
     if (!buf || !sums) {
         free(buf); free(sums);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
     }
     for (int64_t c = 0; c < C; c++) {
         rgpu_view v = dense_subview(grad, 1, c);
@@ -342,7 +342,7 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
 /* Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw). */
 static void *pack_weight(int ct, const rgpu_view *w)
 {
-    void *buf = dense_alloc(cpu_numel(w), dense_ct_size(ct));
+    void *buf = dense_alloc(op_numel(w), dense_ct_size(ct));
     if (buf) dense_load(w, ct, buf);
     return buf;
 }
@@ -355,9 +355,9 @@ static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const
 {
     const char *name = rgpu_op_name(e->op);
     if (x->ndim == 5 || w->ndim == 5)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cpu backend", name);
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cpu backend", name);
     if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
                  name, x->ndim, w->ndim);
     return RGPU_OK;
 }
@@ -365,36 +365,36 @@ static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 1u << 2, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 1u << 2, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
     rgpu_view *y0 = e->out[0];
-    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
     int dt = y0->dtype;
     if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     conv_args a;
-    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    FORWARD_IF_ERROR(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
     rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
     conv_geom g;
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
-    CPU_FORWARD_IF_ERROR(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
     int64_t nb = a.transposed ? g.C : g.O;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
-    if (cpu_numel(y0) == 0) return RGPU_OK;
-    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
+    if (op_numel(y0) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
 
     int ct = dense_ct_of(dt);
     void *wb = pack_weight(ct, &w), *bb = NULL;
     if (bias) { bb = dense_alloc(nb, dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
     rgpu_status st;
     if (!wb || (bias && !bb)) {
-        cpu_errf(err, errlen, "%s: out of memory packing the weight", name);
+        op_errf(err, errlen, "%s: out of memory packing the weight", name);
         st = RGPU_ERR_NOMEM;
     } else if (!a.transposed) {
         st = conv_fwd(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
@@ -409,56 +409,56 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 7u, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
     rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
     int dt = x0->dtype;
-    if (!cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+    if (!op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
                  rgpu_dtype_name(dt));
     if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
         (db && db->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
                  rgpu_dtype_name(dt));
     /* bias_sizes only says whether db was wanted; db's shape is checked below */
     if (!dense_arg_is_none(e, 0)) {
         int64_t bs[1];
         uint32_t nbs;
-        CPU_FORWARD_IF_ERROR(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+        FORWARD_IF_ERROR(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
     }
     conv_args a;
-    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    FORWARD_IF_ERROR(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
     rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
     conv_geom g;
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    CPU_FORWARD_IF_ERROR(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) CPU_FORWARD_IF_ERROR(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) CPU_FORWARD_IF_ERROR(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) CPU_FORWARD_IF_ERROR(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
 
     int ct = dense_ct_of(dt);
     rgpu_status st = RGPU_OK;
-    if (dx0 && cpu_numel(dx0) > 0) {
+    if (dx0 && op_numel(dx0) > 0) {
         rgpu_view dx = conv_as_4d(dx0);
         void *wb = pack_weight(ct, &w);
-        if (!wb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
+        if (!wb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
         if (!a.transposed) st = conv_data(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
         else st = conv_fwd(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
         free(wb);
-        CPU_FORWARD_IF_ERROR(st);
+        FORWARD_IF_ERROR(st);
     }
-    if (dw0 && cpu_numel(dw0) > 0) {
+    if (dw0 && op_numel(dw0) > 0) {
         rgpu_view dw = conv_as_4d(dw0);
         if (!a.transposed) st = conv_weight(e->op, ct, &g, &x, &gr, &dw, err, errlen);
         else st = conv_weight(e->op, ct, &g, &gr, &x, &dw, err, errlen);
-        CPU_FORWARD_IF_ERROR(st);
+        FORWARD_IF_ERROR(st);
     }
-    if (db && cpu_numel(db) > 0) CPU_FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
+    if (db && op_numel(db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
     return RGPU_OK;
 }

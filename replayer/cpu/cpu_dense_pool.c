@@ -43,11 +43,11 @@ static rgpu_status pool_pair(const rgpu_exec *e, int i, const char *what, bool a
 {
     int64_t v[2];
     uint32_t n;
-    CPU_FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, 2, v, &n, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, 2, v, &n, err, errlen));
     for (int d = 0; d < 2; d++) {
         out[d] = n == 0 ? dflt[d] : n == 1 ? v[0] : v[d];
         if (out[d] < lo || out[d] > POOL_PARAM_MAX)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op), what,
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op), what,
                      (long long)out[d], (long long)lo, (long long)POOL_PARAM_MAX);
     }
     return RGPU_OK;
@@ -58,12 +58,12 @@ rgpu_status pool_input(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, cha
 {
     char s[96];
     if (x->ndim != 3 && x->ndim != 4)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected a 3-d or 4-d input, got %s", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected a 3-d or 4-d input, got %s", rgpu_op_name(e->op),
                  dense_shape_str(s, sizeof s, x->sizes, x->ndim));
     int l = x->ndim - 3;
     for (int d = l; d < x->ndim; d++)
         if (x->sizes[d] == 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected non-empty C, H, W dims (only the batch may be 0), got %s",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected non-empty C, H, W dims (only the batch may be 0), got %s",
                      rgpu_op_name(e->op), dense_shape_str(s, sizeof s, x->sizes, x->ndim));
     g->N = l ? x->sizes[0] : 1;
     g->C = x->sizes[l];
@@ -78,31 +78,31 @@ rgpu_status pool_args(const rgpu_exec *e, bool is_max, pool_geom *g, char *err, 
 {
     const char *name = rgpu_op_name(e->op);
     int64_t k[2], s[2], p[2], d[2] = { 1, 1 };
-    CPU_FORWARD_IF_ERROR(pool_pair(e, 0, "kernel_size", false, NULL, 1, k, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_pair(e, 1, "stride", true, k, 1, s, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_pair(e, 2, "padding", false, NULL, 0, p, err, errlen));
+    FORWARD_IF_ERROR(pool_pair(e, 0, "kernel_size", false, NULL, 1, k, err, errlen));
+    FORWARD_IF_ERROR(pool_pair(e, 1, "stride", true, k, 1, s, err, errlen));
+    FORWARD_IF_ERROR(pool_pair(e, 2, "padding", false, NULL, 0, p, err, errlen));
     int next = 3;
-    if (is_max) CPU_FORWARD_IF_ERROR(pool_pair(e, next++, "dilation", false, NULL, 1, d, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, next++, "ceil_mode", &g->ceil_mode, err, errlen));
+    if (is_max) FORWARD_IF_ERROR(pool_pair(e, next++, "dilation", false, NULL, 1, d, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_bool(e, next++, "ceil_mode", &g->ceil_mode, err, errlen));
     g->count_include_pad = true;
     g->has_divisor = false;
     if (!is_max) {
-        CPU_FORWARD_IF_ERROR(dense_arg_bool(e, next++, "count_include_pad", &g->count_include_pad, err, errlen));
+        FORWARD_IF_ERROR(dense_arg_bool(e, next++, "count_include_pad", &g->count_include_pad, err, errlen));
         if (!dense_arg_is_none(e, next)) {
-            CPU_FORWARD_IF_ERROR(dense_arg_int(e, next, "divisor_override", &g->divisor, err, errlen));
-            if (g->divisor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: divisor must be not zero", name);
+            FORWARD_IF_ERROR(dense_arg_int(e, next, "divisor_override", &g->divisor, err, errlen));
+            if (g->divisor == 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: divisor must be not zero", name);
             g->has_divisor = true;
         }
     }
     if (k[0] / 2 < p[0] || k[1] / 2 < p[1])
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: pad should be at most half of kernel size, got pad (%lld, %lld), kernel (%lld, %lld)",
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: pad should be at most half of kernel size, got pad (%lld, %lld), kernel (%lld, %lld)",
                  name, (long long)p[0], (long long)p[1], (long long)k[0], (long long)k[1]);
     g->kh = k[0]; g->kw = k[1]; g->sh = s[0]; g->sw = s[1];
     g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
     g->Ho = pool_out_size(g->H, g->kh, g->ph, g->sh, g->dh, g->ceil_mode);
     g->Wo = pool_out_size(g->W, g->kw, g->pw, g->sw, g->dw, g->ceil_mode);
     if (g->Ho < 1 || g->Wo < 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: input (%lld, %lld) gives output size (%lld, %lld), too small", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input (%lld, %lld) gives output size (%lld, %lld), too small", name,
                  (long long)g->H, (long long)g->W, (long long)g->Ho, (long long)g->Wo);
     return RGPU_OK;
 }
@@ -294,7 +294,7 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
     uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? dense_alloc(g->Ho * g->Wo, 8) : NULL;
     rgpu_status st = RGPU_OK;
     if (!in || !out || ((kind == PK_MAX || kind == PK_MAX_BW) && !idx)) {
-        cpu_errf(err, errlen, "%s: out of memory for plane buffers", name);
+        op_errf(err, errlen, "%s: out of memory for plane buffers", name);
         st = RGPU_ERR_NOMEM;
         goto done;
     }
@@ -322,7 +322,7 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
                     int64_t k = (int64_t)idx[i];
                     if (k == -1) continue;
                     if (k < 0 || k >= hw) {
-                        cpu_errf(err, errlen, "%s: index %lld is out of bounds for a plane of size %lld", name,
+                        op_errf(err, errlen, "%s: index %lld is out of bounds for a plane of size %lld", name,
                                  (long long)k, (long long)hw);
                         st = RGPU_ERR_BAD_ARG;
                         goto done;
@@ -350,27 +350,27 @@ done:
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
 rgpu_status pool_max_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *ind = e->out[1];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
-    if (x->dtype == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
+    if (x->dtype == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     if (y->dtype != x->dtype || ind->dtype != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
                  rgpu_dtype_name(x->dtype), rgpu_dtype_name(y->dtype), rgpu_dtype_name(ind->dtype));
     int64_t ys[4];
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_max_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_max_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     return run_planes(e, PK_MAX, dense_ct_of(x->dtype), &g, x, NULL, e->out[0], e->out[1], err, errlen);
 }
@@ -378,37 +378,37 @@ rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
 /* in grad, x, indices; same args as forward; out dx */
 rgpu_status pool_max_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *ind = e->in[2];
     rgpu_view *dx = e->out[0];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
-    if (!cpu_dtype_is_float(x->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_args(e, true, g, err, errlen));
+    if (!op_dtype_is_float(x->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype || ind->dtype != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_max_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_max_backward_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[1];
     return run_planes(e, PK_MAX_BW, dense_ct_of(x->dtype), &g, e->in[0], e->in[2], e->out[0], NULL, err, errlen);
 }
 
 static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t errlen)
 {
-    if (!cpu_dtype_is_float(dt) && dt != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating or int64, as ATen)",
+    if (!op_dtype_is_float(dt) && dt != RGPU_I64)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating or int64, as ATen)",
                  rgpu_op_name(e->op), rgpu_dtype_name(dt));
     return RGPU_OK;
 }
@@ -416,25 +416,25 @@ static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
 rgpu_status pool_avg_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
+    FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     int64_t ys[4];
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_avg_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     return run_planes(e, PK_AVG, dense_ct_of(x->dtype), &g, x, NULL, e->out[0], NULL, err, errlen);
 }
@@ -442,64 +442,64 @@ rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
 /* in grad, x; same args as forward; out dx */
 rgpu_status pool_avg_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
-    CPU_FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_args(e, false, g, err, errlen));
+    FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 rgpu_status cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_avg_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[1];
     return run_planes(e, PK_AVG_BW, dense_ct_of(x->dtype), &g, e->in[0], NULL, e->out[0], NULL, err, errlen);
 }
 
 static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
-    if (!cpu_dtype_is_float(x->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", rgpu_op_name(e->op),
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    if (!op_dtype_is_float(x->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
     int64_t p;
     /* window arithmetic multiplies an output index by an input size */
     if (__builtin_mul_overflow(g->Ho + 1, g->H, &p) || __builtin_mul_overflow(g->Wo + 1, g->W, &p))
-        CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: output size times input size overflows", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: output size times input size overflows", rgpu_op_name(e->op));
     return RGPU_OK;
 }
 
 /* in x; ints output_size (2) */
 rgpu_status pool_adaptive_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     memset(g, 0, sizeof *g);
     int64_t os[2];
     uint32_t n;
-    CPU_FORWARD_IF_ERROR(dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
+    FORWARD_IF_ERROR(dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
     if (os[0] < 0 || os[1] < 0)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
                  (long long)os[0], (long long)os[1]);
     g->Ho = os[0]; g->Wo = os[1];
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     return RGPU_OK;
 }
@@ -507,32 +507,32 @@ rgpu_status pool_adaptive_check(const rgpu_exec *e, pool_geom *g, char *err, siz
 rgpu_status cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_adaptive_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    if (cpu_numel(y) == 0) return RGPU_OK;
+    if (op_numel(y) == 0) return RGPU_OK;
     return run_planes(e, PK_ADA, dense_ct_of(x->dtype), &g, x, NULL, y, NULL, err, errlen);
 }
 
 /* in grad (.., Ho, Wo), x; out dx */
 rgpu_status pool_adaptive_backward_check(const rgpu_exec *e, pool_geom *g, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     memset(g, 0, sizeof *g);
-    CPU_FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(pool_input(e, x, g, err, errlen));
     if (gr->ndim != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
     g->Ho = gr->sizes[gr->ndim - 2];
     g->Wo = gr->sizes[gr->ndim - 1];
     int64_t ys[4];
     pool_shape(x, g->Ho, g->Wo, ys);
-    CPU_FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
     return RGPU_OK;
 }
@@ -540,13 +540,13 @@ rgpu_status pool_adaptive_backward_check(const rgpu_exec *e, pool_geom *g, char 
 rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    CPU_FORWARD_IF_ERROR(pool_adaptive_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
-        int64_t n = cpu_numel(dx);
+    if (op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+        int64_t n = op_numel(dx);
         void *z = dense_calloc(n, 8);
-        if (!z) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
+        if (!z) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
         dense_store(dx, DCT_F64, z);
         free(z);
         return RGPU_OK;

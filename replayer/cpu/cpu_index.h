@@ -14,7 +14,7 @@
 
 /* Inputs/outputs against a slot pattern: one char per slot, 'r' required,
  * '?' optional (may be NULL). n_in/n_out must equal the pattern lengths.
- * Present views pass cpu_check_view. */
+ * Present views pass op_check_view. */
 rgpu_status cpu_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
                                char *err, size_t errlen);
 /* Variadic: n_in in [min_in, RGPU_MAX_IN]; the first n_req inputs required,
@@ -32,8 +32,6 @@ rgpu_status cpu_index_arg_f64(const rgpu_exec *e, int i, const char *what, doubl
                               char *err, size_t errlen);
 /* True when args[i] exists and is NONE. */
 bool cpu_index_arg_none(const rgpu_exec *e, int i);
-/* A scalar arg (INT/FLOAT/BOOL) cast to dtype dt, written to buf (8 bytes). */
-void cpu_index_scalar_to(const rgpu_arg *a, int dt, void *buf);
 
 /* Same view: same data, dtype, shape and strides (an in-place op). */
 bool cpu_index_same_view(const rgpu_view *a, const rgpu_view *b);
@@ -152,8 +150,8 @@ static inline void idx_elem_copy(char *d, const char *s, size_t esz)
 static inline void idx_elem_convert(char *d, int ddt, const char *s, int sdt)
 {
     if (ddt == sdt) idx_elem_copy(d, s, rgpu_dtype_size(ddt));
-    else if (cpu_dtype_is_float(sdt)) cpu_store_f64(d, ddt, cpu_load_f64(s, sdt));
-    else cpu_store_u64(d, ddt, cpu_load_u64(s, sdt));
+    else if (op_dtype_is_float(sdt)) op_store_f64(d, ddt, op_load_f64(s, sdt));
+    else op_store_u64(d, ddt, op_load_u64(s, sdt));
 }
 
 /* Reductions of an element into a destination of the same dtype, in the
@@ -190,13 +188,13 @@ static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, con
     if (mode == IDX_ASSIGN) { idx_elem_copy(d, s, rgpu_dtype_size(dt)); return; }
     switch (dt) {
     case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
-        float x = cpu_load_f32(d, dt), y = cpu_load_f32(s, dt);
+        float x = op_load_f32(d, dt), y = op_load_f32(s, dt);
         if (mode == IDX_MUL) x = x * y;
         else if (a->one) x = x + y;
         else if (a->round_prod) x = x + idx_round_to(dt, y * a->f);
         else if (a->fused) x = fmaf(a->f, y, x);
         else x = x + a->f * y;
-        cpu_store_f32(d, dt, x);
+        op_store_f32(d, dt, x);
         break;
     }
     case RGPU_F64: {
@@ -214,9 +212,9 @@ static inline void idx_elem_reduce(char *d, const char *s, int dt, int mode, con
         break;
     }
     default: {
-        uint64_t x = cpu_load_u64(d, dt), y = cpu_load_u64(s, dt);
+        uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
         x = mode == IDX_MUL ? x * y : x + a->i * y;
-        cpu_store_u64(d, dt, x);
+        op_store_u64(d, dt, x);
         break;
     }
     }

@@ -13,26 +13,6 @@
 /* ---------------------------------------------------------------------------
  * Common checks */
 
-/* args[i] must exist and be a scalar (INT, FLOAT or BOOL). */
-static rgpu_status check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
-{
-    if (i >= e->n_args || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
-                 rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-/* A scalar arg converted to dtype dt (as Scalar.to<T>() does), written to buf. */
-static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf)
-{
-    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
-    else if (a->kind == RGPU_ARG_BOOL) cpu_store_u64((char *)buf, dt, a->v.i != 0);
-    else cpu_store_u64((char *)buf, dt, (uint64_t)a->v.i);
-}
-
 /* ---------------------------------------------------------------------------
  * FULL (fill_): out[...] = value cast to out's dtype */
 
@@ -46,14 +26,14 @@ static void fill_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 
 static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint8_t val[16];   /* [0..8): element bytes, [8]: element size */
     memset(val, 0, sizeof val);
-    scalar_to_dtype(&e->args[0], out->dtype, val);
+    op_scalar_to(&e->args[0], out->dtype, val);
     val[8] = (uint8_t)rgpu_dtype_size(out->dtype);
     cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, NULL, 0, e->op, err, errlen));
+    FORWARD_IF_ERROR(cpu_iter_init(&it, out, NULL, 0, e->op, err, errlen));
     cpu_iter_run(&it, fill_row, val);
     return RGPU_OK;
 }
@@ -66,30 +46,30 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_arange(const rgpu_exec *e, char *err, size_t errlen)
 {
     for (int i = 0; i < 2; i++) {
-        CPU_FORWARD_IF_ERROR(check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
         if (e->args[i].kind == RGPU_ARG_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
     rgpu_view *out = e->out[0];
-    if (out->ndim != 1) CPU_FAIL(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
+    if (out->ndim != 1) RETURN_ERROR(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
     const rgpu_arg *a0 = &e->args[0], *a1 = &e->args[1];
     int dt = out->dtype;
     int64_t n = out->sizes[0], os = out->strides[0] * (int64_t)rgpu_dtype_size(dt);
     char *o = out->data;
-    if (!cpu_dtype_is_float(dt) && dt != RGPU_BOOL) {
-        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(a0->v.f) : a0->v.i);
-        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(a1->v.f) : a1->v.i);
-        for (int64_t i = 0; i < n; i++) cpu_store_u64(o + i * os, dt, start + step * (uint64_t)i);
+    if (!op_dtype_is_float(dt) && dt != RGPU_BOOL) {
+        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a0->v.f) : a0->v.i);
+        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a1->v.f) : a1->v.i);
+        for (int64_t i = 0; i < n; i++) op_store_u64(o + i * os, dt, start + step * (uint64_t)i);
     } else if (dt == RGPU_F16 || dt == RGPU_BF16) {
         float start = a0->kind == RGPU_ARG_FLOAT ? (float)a0->v.f : (float)a0->v.i;
         float step = a1->kind == RGPU_ARG_FLOAT ? (float)a1->v.f : (float)a1->v.i;
-        for (int64_t i = 0; i < n; i++) cpu_store_f32(o + i * os, dt, start + step * (float)i);
+        for (int64_t i = 0; i < n; i++) op_store_f32(o + i * os, dt, start + step * (float)i);
     } else if (dt == RGPU_BOOL) {
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
     } else {
         double start = a0->kind == RGPU_ARG_FLOAT ? a0->v.f : (double)a0->v.i;
         double step = a1->kind == RGPU_ARG_FLOAT ? a1->v.f : (double)a1->v.i;
-        for (int64_t i = 0; i < n; i++) cpu_store_f64(o + i * os, dt, start + step * (double)i);
+        for (int64_t i = 0; i < n; i++) op_store_f64(o + i * os, dt, start + step * (double)i);
     }
     return RGPU_OK;
 }
@@ -119,7 +99,7 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
     }
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        if (cpu_dtype_is_float(sd)) {
+        if (op_dtype_is_float(sd)) {
             double buf[CHUNK];
             cpu_load_row_f64(buf, a + i0 * s[1], sd, s[1], m);
             cpu_store_row_f64(o + i0 * s[0], dd, s[0], buf, m);
@@ -135,7 +115,7 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
 {
     cpu_operand src = { e->in[0], NULL, 0 };
     cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
+    FORWARD_IF_ERROR(cpu_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
     cpu_iter_run(&it, copy_row, &it);
     return RGPU_OK;
 }
@@ -314,8 +294,8 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_MUL_SCALAR: kind = BIN_MUL; other_arg = 0; break;
     default: kind = BIN_DIV; other_arg = 0; break;   /* DIV_SCALAR */
     }
-    if (other_arg >= 0) CPU_FORWARD_IF_ERROR(check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) CPU_FORWARD_IF_ERROR(check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+    if (other_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
 
     rgpu_view *out = e->out[0];
     bin_ctx c;
@@ -325,23 +305,23 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 
     /* ATen's own rejections */
     if (kind == BIN_DIV && (c.ct == CT_I64 || c.ct == CT_BOOL))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
     if (kind == BIN_SUB) {
         bool any_bool = out->dtype == RGPU_BOOL;
         for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
         if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
+        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
     }
     if (alpha_arg >= 0) {
         const rgpu_arg *al = &e->args[alpha_arg];
         if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
-        if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(out->dtype))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
+        if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(out->dtype))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
         c.alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
         c.alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
         c.alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
-        c.alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+        c.alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
         c.alpha_b = c.alpha_f != 0.0f;
     } else {
         c.alpha_one = true;
@@ -354,7 +334,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     ops[0] = (cpu_operand){ e->in[0], NULL, 0 };
     if (other_arg >= 0) {
         int sdt = compute_storage_dtype(c.ct);
-        scalar_to_dtype(&e->args[other_arg], sdt, &scalar_buf);
+        op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
         ops[1] = (cpu_operand){ NULL, &scalar_buf, sdt };
     } else {
         ops[1] = (cpu_operand){ e->in[1], NULL, 0 };
@@ -362,7 +342,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     if (swap) { cpu_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
 
     cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
     cpu_iter_run(&it, bin_row, &c);
     return RGPU_OK;

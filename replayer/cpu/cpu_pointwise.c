@@ -322,7 +322,7 @@ static void wrap_row_int(uint64_t *x, int cdt, int64_t n)
 /* 0/1 values into any dtype. */
 static void store_row_01(char *dst, int dt, int64_t s, const uint8_t *src, int64_t n)
 {
-    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) cpu_store_u64(dst + i * s, DT_, src[i]));
+    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) op_store_u64(dst + i * s, DT_, src[i]));
 }
 
 /* ---------------------------------------------------------------------------
@@ -462,7 +462,7 @@ static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, cha
             int64_t s = v->sizes[d];
             if (shape[lead + d] == 1) shape[lead + d] = s;
             else if (s != 1 && s != shape[lead + d])
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
                          name, i, (long long)s, d, (long long)shape[lead + d]);
         }
     }
@@ -472,19 +472,11 @@ static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, cha
         char want[160], got[160];
         fmt_shape(want, sizeof want, shape, nd);
         fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
     }
     return RGPU_OK;
 }
 
-static bool is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
-
-/* A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()). */
-static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf)
-{
-    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
-    else cpu_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
-}
 
 /* The op's own scalar in each opmath type; integers wrapped to cdt. */
 static void set_own(pw_ctx *c, const rgpu_arg *a)
@@ -493,8 +485,8 @@ static void set_own(pw_ctx *c, const rgpu_arg *a)
     c->own_d = d;
     c->own_f = (float)d;
     uint64_t buf = 0;
-    scalar_to_dtype(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
-    c->own_i = cpu_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
+    op_scalar_to(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
+    c->own_i = op_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
 }
 
 /* pow with a scalar exponent: ATen's pow_tensor_scalar special cases
@@ -525,16 +517,16 @@ rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pre
     const char *name = rgpu_op_name(e->op);
     const rgpu_op_info *info = &rgpu_op_table[e->op];
     if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
                  name, e->n_in, e->n_out, info->n_in, info->n_out);
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
     if (e->n_args != L->nargs || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     if (dta->kind != RGPU_ARG_DTYPE)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
     if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
-        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
 
     /* inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing */
     int ntensor = 0;
@@ -543,18 +535,18 @@ rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pre
         if (e->in[i] != NULL) {
             char what[16];
             snprintf(what, sizeof what, "in[%d]", i);
-            CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+            FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
             ntensor++;
             continue;
         }
-        if (!(L->slots & (1u << i))) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
+        if (!(L->slots & (1u << i))) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
         int k = e->args[i].kind;
         if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
-        if (!is_scalar_kind(k))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
+        if (!op_is_scalar_kind(k))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
                      name, i, i, k);
     }
-    if (ntensor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    if (ntensor == 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
     return check_broadcast(e, e->out[0], err, errlen);
 }
 
@@ -562,7 +554,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    CPU_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
@@ -574,7 +566,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     c.nin = e->n_in;
     c.res_bool = L->res_bool;
     if (!cpu_pointwise_supports(e->op, c.ct))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
     /* the op's own args */
     if (L->own >= 0) {
@@ -582,17 +574,17 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
         switch (e->op) {
         case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
             if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
             c.approx_tanh = a->v.i == 1;
             break;
         case RGPU_OP_DIV_MODE:
             if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
             c.mode = (int)a->v.i;
             break;
         default:   /* addcmul/addcdiv value, threshold */
-            if (!is_scalar_kind(a->kind))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            if (!op_is_scalar_kind(a->kind))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
             set_own(&c, a);
             break;
         }
@@ -600,20 +592,20 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     if (e->op == RGPU_OP_WHERE) {
         int cd = e->in[0]->dtype;
         if (cd != RGPU_BOOL && cd != RGPU_U8)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
         c.cond_first = true;
     }
     if (e->op == RGPU_OP_CLAMP) {
         c.has_lo = present[1];
         c.has_hi = present[2];
         if (!c.has_lo && !c.has_hi)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
     }
     if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
         const rgpu_arg *a = &e->args[1];
         if (c.ct == CT_I64) {
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
             set_pow_exponent(&c, a);
         }
@@ -631,19 +623,19 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
         } else {
             int sdt = c.cdt;
             if (e->op == RGPU_OP_LERP) sdt = c.ct == CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) scalar_to_dtype(&e->args[i], sdt, &sbuf[i]);
+            if (present[i]) op_scalar_to(&e->args[i], sdt, &sbuf[i]);
             ops[i] = (cpu_operand){ NULL, &sbuf[i], sdt };
             c.dt[i + 1] = sdt;
         }
         c.round[i + 1] = (c.cdt == RGPU_F16 || c.cdt == RGPU_BF16) && c.dt[i + 1] != c.cdt
                          && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
     }
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     cpu_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
+    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
     cpu_iter_run(&it, pw_row, &c);
-    if (c.zero_div) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
+    if (c.zero_div) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
     return RGPU_OK;
 }
 
@@ -656,36 +648,36 @@ rgpu_status cpu_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_in != 1 || e->n_out != 1)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[0], "in[0]", e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
+    FORWARD_IF_ERROR(op_check_view(e->in[0], "in[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
     if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
-    if (nd < 2) CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
+    if (nd < 2) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
     bool same = out->ndim == nd;
     for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
     if (!same) {
         char want[160], got[160];
         fmt_shape(want, sizeof want, x->sizes, nd);
         fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
     }
     if (out->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
     return RGPU_OK;
 }
 
 static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t R = x->sizes[nd - 2], C = x->sizes[nd - 1];
     int64_t k = e->args[0].v.i;   /* clamped to [-R, C]: beyond, all or nothing is kept */
@@ -746,6 +738,6 @@ rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_TRIU: return op_tri(e, true, err, errlen);
     default:
         if (cpu_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
     }
 }

@@ -11,7 +11,7 @@
 /* ---------------------------------------------------------------------------
  * Checks (each fails with a one-line message naming the op) */
 
-/* cpu_check_exec with check_args: arity as ops.def says; an args array when
+/* op_check_exec with check_args: arity as ops.def says; an args array when
  * n_args > 0; every present view well formed. in[i]/out[i] may be NULL only
  * when bit i of opt_in / opt_out is set. */
 rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen);

@@ -15,7 +15,6 @@
 // them into FMAs the CPU reference does not do.
 #include "dense.cuh"
 
-#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
 
 // Args and checks: bn_forward_setup / bn_backward_setup from cpu_dense.h (the CPU's).
 
@@ -218,13 +217,13 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     bn_setup su;
-    TRY(bn_forward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(2 * C, sizeof(double));
-    if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
+    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_fwd_args a;
     a.x = chan_view_of(x);
     a.C = C; a.n = su.n;
@@ -238,7 +237,7 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
     a.coef = coef;
     bn_fwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    int64_t numel = cpu_numel(x);
+    int64_t numel = op_numel(x);
     bn_apply_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
         rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(y), y->dtype, numel, C, inner_of(x), a.f64, coef);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -250,13 +249,13 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     bn_setup su;
-    TRY(bn_backward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(5 * C, sizeof(double));
-    if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
+    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_bwd_args a;
     a.x = chan_view_of(x);
     a.g = chan_view_of(gr);
@@ -271,7 +270,7 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
     bn_bwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (dx) {
-        int64_t numel = cpu_numel(x);
+        int64_t numel = op_numel(x);
         bn_bwd_dx_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
             rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(gr), gr->dtype, rgpu_cuda_view_of(dx), dx->dtype,
             numel, C, inner_of(x), su.training, coef);

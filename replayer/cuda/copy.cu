@@ -101,7 +101,7 @@ template <int DT> __host__ __device__ static constexpr bool is_float_dt() {
     return DT == RGPU_F32 || DT == RGPU_F64 || DT == RGPU_F16 || DT == RGPU_BF16;
 }
 
-// cpu_load_f64 (float dtypes only: the only sources copy reads as double)
+// op_load_f64 (float dtypes only: the only sources copy reads as double)
 template <int DT> __host__ __device__ static inline double load_f64(const void *base, long long i) {
     if constexpr (DT == RGPU_F32) return ((const float *)base)[i];
     else if constexpr (DT == RGPU_F64) return ((const double *)base)[i];
@@ -109,7 +109,7 @@ template <int DT> __host__ __device__ static inline double load_f64(const void *
     else if constexpr (DT == RGPU_BF16) return bf16_to_float(((const uint16_t *)base)[i]);
     else return 0.0;
 }
-// cpu_load_u64 (integer and bool dtypes)
+// op_load_u64 (integer and bool dtypes)
 template <int DT> __host__ __device__ static inline uint64_t load_u64(const void *base, long long i) {
     if constexpr (DT == RGPU_I64) return (uint64_t)((const int64_t *)base)[i];
     else if constexpr (DT == RGPU_I32) return (uint64_t)(int64_t)((const int32_t *)base)[i];
@@ -119,7 +119,7 @@ template <int DT> __host__ __device__ static inline uint64_t load_u64(const void
     else if constexpr (DT == RGPU_BOOL) return ((const uint8_t *)base)[i] != 0;
     else return 0;
 }
-// cpu_store_f64
+// op_store_f64
 template <int DT> __host__ __device__ static inline void store_f64(void *base, long long i, double v) {
     if constexpr (DT == RGPU_F32) ((float *)base)[i] = (float)v;
     else if constexpr (DT == RGPU_F64) ((double *)base)[i] = v;
@@ -132,7 +132,7 @@ template <int DT> __host__ __device__ static inline void store_f64(void *base, l
     else if constexpr (DT == RGPU_U8) ((uint8_t *)base)[i] = (uint8_t)(uint64_t)f64_to_i64_sat(v);
     else if constexpr (DT == RGPU_BOOL) ((uint8_t *)base)[i] = v != 0.0;
 }
-// cpu_store_u64: narrower ints wrap
+// op_store_u64: narrower ints wrap
 template <int DT> __host__ __device__ static inline void store_u64(void *base, long long i, uint64_t v) {
     if constexpr (DT == RGPU_F32) ((float *)base)[i] = (float)(int64_t)v;
     else if constexpr (DT == RGPU_F64) ((double *)base)[i] = (double)(int64_t)v;
@@ -144,7 +144,7 @@ template <int DT> __host__ __device__ static inline void store_u64(void *base, l
     else if constexpr (DT == RGPU_I8 || DT == RGPU_U8) ((uint8_t *)base)[i] = (uint8_t)v;
     else if constexpr (DT == RGPU_BOOL) ((uint8_t *)base)[i] = v != 0;
 }
-// cpu_store_f32 (f16/bf16 arange): f32/f16/bf16 directly, others widen exactly
+// op_store_f32 (f16/bf16 arange): f32/f16/bf16 directly, others widen exactly
 template <int DT> __host__ __device__ static inline void store_f32(void *base, long long i, float v) {
     if constexpr (DT == RGPU_F32) ((float *)base)[i] = v;
     else if constexpr (DT == RGPU_F16) ((uint16_t *)base)[i] = float_to_half(v);
@@ -165,65 +165,6 @@ template <int DT> __host__ __device__ static inline void store_f32(void *base, l
     case RGPU_U8:   { constexpr int DT_ = RGPU_U8;   STMT; } break;         \
     case RGPU_BOOL: { constexpr int DT_ = RGPU_BOOL; STMT; } break;         \
     default: break; } } while (0)
-
-// ---------------------------------------------------------------------------
-// Checks (cpu_kernels.c check_arity / check_scalar_arg, cpu_iter.c cpu_check_view)
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-#define FAIL(code, ...) do { errf(err, errlen, __VA_ARGS__); return (code); } while (0)
-#define FORWARD_IF_ERROR(expr) do { rgpu_status s_ = (expr); if (s_ != RGPU_OK) return s_; } while (0)
-
-static rgpu_status check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                 (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
-static rgpu_status check_arity(const rgpu_exec *e, char *err, size_t errlen) {
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-             info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-static rgpu_status check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
-    if (i >= e->n_args || e->args == NULL)
-        FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool", rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
 
 // ---------------------------------------------------------------------------
 // The reduced iteration space (cpu_iter_init with at most one input), strides
@@ -249,14 +190,14 @@ static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_vie
     int nops = in ? 2 : 1;
     if (in) {
         if (in->ndim > nd)
-            FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d", rgpu_op_name(op), 0, in->ndim, nd);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d", rgpu_op_name(op), 0, in->ndim, nd);
         int lead = nd - in->ndim;
         for (int d = lead; d < nd; d++) {
             long long s = in->sizes[d - lead];
             if (s == out->sizes[d]) st[1][d] = (s == 1) ? 0 : in->strides[d - lead];
             else if (s == 1) st[1][d] = 0;
             else
-                FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld", rgpu_op_name(op), 0,
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld", rgpu_op_name(op), 0,
                      s, d - lead, (long long)out->sizes[d]);
         }
     }
@@ -419,12 +360,12 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
         if (src == dst) return RGPU_OK;
         if (src < dst + n && dst < src + n) {                    // overlapping (memmove semantics)
             void *tmp = rgpu_cuda_scratch(c, n);
-            if (!tmp) FAIL(RGPU_ERR_NOMEM, "copy_: no device memory for a %zu-byte overlap buffer", n);
+            if (!tmp) RETURN_ERROR(RGPU_ERR_NOMEM, "copy_: no device memory for a %zu-byte overlap buffer", n);
             cudaError_t ce = cudaMemcpyAsync(tmp, src, n, cudaMemcpyDeviceToDevice, c->stream);
             if (ce == cudaSuccess) ce = cudaMemcpyAsync(dst, tmp, n, cudaMemcpyDeviceToDevice, c->stream);
             rgpu_cuda_scratch_free(c, tmp);   // stream-ordered: safe right after the copies
             if (ce != cudaSuccess)
-                FAIL(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC,
+                RETURN_ERROR(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC,
                      "copy_: cudaMemcpyAsync (overlapping %zu bytes, via a buffer): %s", n, cudaGetErrorString(ce));
             return RGPU_OK;
         }
@@ -442,7 +383,7 @@ static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
 }
 
 static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    FORWARD_IF_ERROR(check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint64_t val = 0;   // element bytes in the low end (little-endian)
     scalar_to_dtype(&e->args[0], out->dtype, &val);
@@ -474,11 +415,11 @@ static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 
 static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     for (int i = 0; i < 2; i++) {
-        FORWARD_IF_ERROR(check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
-        if (e->args[i].kind == RGPU_ARG_BOOL) FAIL(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
+        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        if (e->args[i].kind == RGPU_ARG_BOOL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
     rgpu_view *out = e->out[0];
-    if (out->ndim != 1) FAIL(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
+    if (out->ndim != 1) RETURN_ERROR(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
     const rgpu_arg *a0 = &e->args[0], *a1 = &e->args[1];
     int dt = out->dtype;
     long long n = out->sizes[0], os = out->strides[0];
@@ -498,7 +439,7 @@ static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
         if (dt == RGPU_F16) arange_f32_kernel<RGPU_F16><<<g, THREADS, 0, s>>>(o, n, os, start, step);
         else arange_f32_kernel<RGPU_BF16><<<g, THREADS, 0, s>>>(o, n, os, start, step);
     } else if (dt == RGPU_BOOL) {
-        FAIL(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
     } else {
         double start = a0->kind == RGPU_ARG_FLOAT ? a0->v.f : (double)a0->v.i;
         double step = a1->kind == RGPU_ARG_FLOAT ? a1->v.f : (double)a1->v.i;
@@ -520,19 +461,19 @@ extern "C" bool rgpu_cuda_copy_owns(int op) {
 extern "C" rgpu_status rgpu_cuda_copy_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op), e->n_in, e->n_out,
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op), e->n_in, e->n_out,
              e->n_args);
     switch (e->op) {
     case RGPU_OP_FULL:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_full(c, e, err, errlen);
     case RGPU_OP_ARANGE:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_arange(c, e, err, errlen);
     case RGPU_OP_COPY:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_copy(c, e, err, errlen);
     default:
-        FAIL(RGPU_ERR_UNSUPPORTED, "the cuda copy family has no kernel for %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda copy family has no kernel for %s", rgpu_op_name(e->op));
     }
 }

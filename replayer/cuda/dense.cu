@@ -78,7 +78,7 @@ static __global__ void copy_kernel(rgpu_cuda_view dst, rgpu_cuda_view src, int64
     DCU_LOOP(i, n) ((T *)dst.data)[rgpu_cuda_offset(dst, i)] = ((const T *)src.data)[rgpu_cuda_offset(src, i)];
 }
 
-static int64_t numel(const rgpu_view *v) { return cpu_numel(v); }
+static int64_t numel(const rgpu_view *v) { return op_numel(v); }
 
 rgpu_status pack(rgpu_cuda_ctx *c, const rgpu_view *v, int ct, void *dst, char *err, size_t errlen)
 {
@@ -197,8 +197,8 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
     if (M == 0 || N == 0 || batch == 0) return RGPU_OK;
     if (dt == RGPU_I64) {
         gemm_u64_kernel<<<blocks_for(batch * M * N), THREADS, 0, c->stream>>>(
-            ta, tb, M, N, K, (uint64_t)cpu_f64_to_i64_sat(alpha), (const uint64_t *)A, lda, sA, (const uint64_t *)B,
-            ldb, sB, (uint64_t)cpu_f64_to_i64_sat(beta), (uint64_t *)C, ldc, sC, batch);
+            ta, tb, M, N, K, (uint64_t)op_f64_to_i64_sat(alpha), (const uint64_t *)A, lda, sA, (const uint64_t *)B,
+            ldb, sB, (uint64_t)op_f64_to_i64_sat(beta), (uint64_t *)C, ldc, sC, batch);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         return RGPU_OK;
     }

@@ -188,8 +188,8 @@ static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu
                                       char *err, size_t errlen)
 {
     if (cpu_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && cpu_numel(out) > 0)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+    if (out->data == self->data && op_numel(out) > 0)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
     return ix_copy_view(c, out, self, err, errlen);
 }
@@ -199,7 +199,7 @@ static rgpu_status bad_index(const rgpu_exec *e, const char *name, int64_t v, in
                              char *err, size_t errlen)
 {
     (void)e;
-    CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
              name, (long long)v, dim, (long long)size);
 }
 
@@ -384,7 +384,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     RGPU_CUDA_NEEDS_HOST(c, "index groups from the host", err, errlen);
     ix_host h;
     long long *hb = (long long *)h.get(nwords * sizeof(long long));
-    if (!hb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
+    if (!hb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
     long long *ht = hb, *hs = hb + g->ng, *hl = hb + 2 * g->ng + 1;
     for (int64_t i = 0; i < g->ng; i++) ht[i] = g->gkey[i] * tscale;
     for (int64_t i = 0; i <= g->ng; i++) hs[i] = g->start[i];
@@ -408,13 +408,13 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
 static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *ix, ix_host *h,
                                   int64_t **out, char *err, size_t errlen)
 {
-    int64_t n = cpu_numel(ix);
+    int64_t n = op_numel(ix);
     size_t esz = rgpu_dtype_size(ix->dtype);
     char *raw = (char *)malloc((size_t)(n > 0 ? n : 1) * esz);
     int64_t *v = (int64_t *)h->get((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (!raw || !v) {
         free(raw);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", rgpu_op_name(e->op), (long long)n);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", rgpu_op_name(e->op), (long long)n);
     }
     rgpu_status st = ix_download_view(c, ix, raw, err, errlen);
     if (st == RGPU_OK)
@@ -450,28 +450,28 @@ static unsigned row_threads(long long D)
 
 static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
-    if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
-    int64_t n = cpu_numel(ix);
+    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    int64_t n = op_numel(ix);
     if (n == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
     if (found)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
                  (long long)bad, (long long)V);
     if (D == 0) return RGPU_OK;
 
@@ -500,45 +500,45 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
     int64_t nw, pad;
     bool by_freq;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    if (!cpu_dtype_is_float(g->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
-    if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
-    if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
-    int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
+    int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
     for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
     if (rows != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
     if (n > 0) {   // validate before writing (row-major: the first bad index)
-        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
         for (int64_t i = 0; i < n; i++)
             if (keys[i] != pad && (keys[i] < 0 || keys[i] >= nw))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)keys[i], (long long)nw);
     }
     uint64_t zero = 0;
-    CPU_FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
+    FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
     if (n == 0 || D == 0) return RGPU_OK;
 
     uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
     int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
-    if (!skip || !rowoff) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
+    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
     idx_walk wg;   // grad rows in row-major order, in lockstep with the indices
     idx_walk_init(&wg, g->ndim - 1, g->sizes);
     idx_walk_strides(&wg, 0, g);
@@ -548,7 +548,7 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
         idx_walk_next(&wg);
     }
     ix_grouping gr;
-    if (!group_keys(&gr, keys, skip, n)) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
+    if (!group_keys(&gr, keys, skip, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
 
     int64_t Dsz = D;
     ix_walk inner;
@@ -576,29 +576,29 @@ __global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const ch
 
 static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
     int nd = cpu_index_nonempty_sizes(self, ssz);
     if (cpu_index_nonempty_sizes(ix, isz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
-    if (cpu_numel(ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    if (op_numel(ix) == 0) return RGPU_OK;
 
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "gather", bad, dim, ssz[dim], err, errlen);
 
     ix_walk w;
@@ -663,53 +663,53 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     const char *name = add_only ? "scatter_add" : "scatter";
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
     int64_t dim64, reduce = IDX_ADD;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     uint64_t value = 0;
     if (!add_only) {
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
         if (reduce < 0 || reduce > 2)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
         if (src == NULL) {
             double ignored;
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            cpu_index_scalar_to(&e->args[1], self->dtype, &value);
+            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            op_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
     int nd = cpu_index_nonempty_sizes(self, ssz);
     if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
                      name, (long long)isz[d], (long long)rsz[d], d);
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
                      name, (long long)isz[d], (long long)ssz[d], d);
     }
-    bool any = cpu_numel(ix) > 0;
+    bool any = op_numel(ix) > 0;
     if (any) {
         bool found;
         int64_t bad;
-        CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+        FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
         if (found) return bad_index(e, name, bad, dim, ssz[dim], err, errlen);
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
-    long long nout = cpu_numel(out);
+    long long nout = op_numel(out);
     ix_scratch sacc(c);
     float *acc = NULL;
     uint8_t *touched = NULL;
@@ -764,31 +764,31 @@ __global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long
 
 static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
     int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (self->ndim == 0 && cpu_numel(ix) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)cpu_numel(ix));
+    if (self->ndim == 0 && op_numel(ix) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)op_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[dim] = cpu_numel(ix);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
+    if (self->ndim > 0) want[dim] = op_numel(ix);
+    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     if (ix->ndim > 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "index_select", bad, dim, ssz[dim], err, errlen);
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t osz[RGPU_MAX_DIMS];
     cpu_index_nonempty_sizes(out, osz);
@@ -811,27 +811,27 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 
 static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     double alpha_v;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
-    if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
     if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
     idx_alpha a;
     a.d = alpha_v;
     a.f = (float)alpha_v;
-    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
     a.b = alpha_v != 0.0;
     a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
     a.fused = self->ndim > 1;   // see cpu_index.c: ATen's slice-wise add_ is an fma
@@ -839,35 +839,35 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     a.f = idx_round_to(dt, a.f);
 
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
     int nd = cpu_index_nonempty_sizes(self, ssz);
     if (cpu_index_nonempty_sizes(src, rsz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
-    if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (rsz[dim] != cpu_numel(ix))
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)cpu_numel(ix), (long long)rsz[dim]);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (rsz[dim] != op_numel(ix))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)op_numel(ix), (long long)rsz[dim]);
     for (int d = 0; d < nd; d++)
         if (d != dim && rsz[d] != ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
                      (long long)rsz[d], d, (long long)ssz[d]);
-    int64_t n = cpu_numel(ix);
+    int64_t n = op_numel(ix);
     ix_host hk;
     int64_t *iv = NULL;
     if (n > 0) {
-        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
         for (int64_t i = 0; i < n; i++)
             if (iv[i] < 0 || iv[i] >= ssz[dim]) return bad_index(e, "index_add", iv[i], dim, ssz[dim], err, errlen);
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
-    if (cpu_numel(src) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    if (op_numel(src) == 0) return RGPU_OK;
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
                   alpha_v == 1.0 && ix->dtype == RGPU_I64;
     ix_grouping gr;
-    if (!group_keys(&gr, iv, NULL, n)) CPU_FAIL(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
+    if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
     memset(&inner, 0, sizeof inner);
     for (int d = 0; d < nd; d++) {
@@ -930,12 +930,12 @@ static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self
     const char *name = rgpu_op_name(e->op);
     memset(g, 0, sizeof *g);
     if (nidx > self->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
     int first = -1, last = -1, count = 0;
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -950,13 +950,13 @@ static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self
             int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
             if (*b == 1) *b = s;
             else if (s != 1 && s != *b)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
                          "(size %lld vs %lld)", name, (long long)s, (long long)*b);
         }
     }
     bool adjacent = count == 0 || last - first + 1 == count;
     if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
                  g->nb + self->ndim - count, RGPU_MAX_DIMS);
     int R = 0;
     if (adjacent) {
@@ -1056,19 +1056,19 @@ static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
 
 static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
-    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
-    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
-    long long n = cpu_numel(out);
+    FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     geom_walk(&g, &w, self);
@@ -1084,22 +1084,22 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 // result (the last write wins, adds in that order): grouped by boff.
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     geom g;
     const rgpu_view *const *idx = &e->in[2];
     int nidx = e->n_in - 2;
-    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
-    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
+    FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
 
     // values broadcast to the result shape: vst[r] (bytes)
     int64_t vst[RGPU_MAX_DIMS] = { 0 };
@@ -1118,11 +1118,11 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         rv.ndim = g.R;
         for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
         char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
                  "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
                  cpu_index_shape_str(&rv, b, sizeof b));
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     int64_t nres = 1;
     for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
     if (nres == 0) return RGPU_OK;
@@ -1134,7 +1134,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     ix_host hb, hv;
     int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
     int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));
-    if (!hboff || !vb) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
+    if (!hboff || !vb) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
     RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
                   err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
@@ -1155,7 +1155,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; idx_walk_next(&wb); }
     }
     ix_grouping gr;
-    if (!group_keys(&gr, hboff, NULL, nbel)) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
+    if (!group_keys(&gr, hboff, NULL, nbel)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
     return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)out->data, (const char *)vals->data, dt,
                       acc ? IDX_ADD : IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
 }

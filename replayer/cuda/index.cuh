@@ -421,7 +421,7 @@ struct ix_scratch {
 #define IX_SCRATCH(holder, ptr, type, nbytes, what)                                      \
     type ptr = (type)(holder).get(nbytes);                                               \
     if (ptr == NULL)                                                                     \
-        CPU_FAIL(RGPU_ERR_NOMEM, "out of device memory for %s (%llu bytes)", what,       \
+        RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for %s (%llu bytes)", what,       \
                  (unsigned long long)(nbytes))
 
 // n bytes of device memory at src into host dst, in stream order, waiting

@@ -47,8 +47,6 @@ extern "C" {
 #define PW_SQRT1_2   0.70710678118654752440
 #define PW_2_SQRTPI  1.12837916709551257390
 
-#define PW_FAIL(code, ...) do { if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__); return (code); } while (0)
-#define PW_FORWARD_IF_ERROR(expr) do { rgpu_status s_ = (expr); if (s_ != RGPU_OK) return s_; } while (0)
 
 // Everything up to the entry points has internal linkage (the other family
 // files are linked into the same library).
@@ -815,7 +813,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
     memset(st, 0, sizeof st);
     long long esz0 = (long long)rgpu_dtype_size(out->dtype);
     A->nin = nin;
-    A->numel = cpu_numel(out);
+    A->numel = op_numel(out);
     A->base[0] = (char *)out->data;
     A->dt[0] = out->dtype;
     for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
@@ -835,7 +833,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
         A->base[k + 1] = (char *)v->data;
         A->dt[k + 1] = v->dtype;
         if (v->ndim > nd)
-            PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
                     rgpu_op_name(op), k, v->ndim, nd);
         long long esz = (long long)rgpu_dtype_size(v->dtype);
         int lead = nd - v->ndim;
@@ -844,7 +842,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
             long long s = v->sizes[d - lead];
             if (s == out->sizes[d]) st[k + 1][d] = (s == 1) ? 0 : v->strides[d - lead] * esz;
             else if (s != 1)
-                PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
                         rgpu_op_name(op), k, s, d - lead, (long long)out->sizes[d]);
         }
     }
@@ -890,10 +888,10 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
 
 static rgpu_status pw_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
     if (i >= e->n_args || e->args == NULL)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
     int k = e->args[i].kind;
     if (!pw_is_scalar_kind(k))
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
                 rgpu_op_name(e->op), i, what, k);
     return RGPU_OK;
 }
@@ -902,17 +900,17 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
     const char *name = rgpu_op_name(e->op);
     const rgpu_op_info *info = &rgpu_op_table[e->op];
     if (e->n_in != info->n_in || e->n_out != info->n_out)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
     for (int i = 0; i < e->n_in; i++) {
         char what[24];
         snprintf(what, sizeof what, "in[%d]", i);
-        PW_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
     }
     for (int i = 0; i < e->n_out; i++) {
         char what[24];
         snprintf(what, sizeof what, "out[%d]", i);
-        PW_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(op_check_view(e->out[i], what, e->op, err, errlen));
     }
 
     int kind, other_arg = -1, alpha_arg = -1;
@@ -928,8 +926,8 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
     case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
     default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   // DIV_SCALAR
     }
-    if (other_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+    if (other_arg >= 0) FORWARD_IF_ERROR(pw_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) FORWARD_IF_ERROR(pw_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
 
     rgpu_view *out = e->out[0];
     memset(A, 0, sizeof *A);
@@ -939,19 +937,19 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
 
     // ATen's own rejections
     if (kind == RGPU_OP_DIV_TENSOR && (A->ct == CT_I64 || A->ct == CT_BOOL))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
     if (kind == RGPU_OP_SUB_TENSOR) {
         bool any_bool = out->dtype == RGPU_BOOL;
         for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
         if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
+        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
     }
     if (alpha_arg >= 0) {
         const rgpu_arg *al = &e->args[alpha_arg];
         if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
         if (al->kind == RGPU_ARG_FLOAT && !pw_dtype_is_float(out->dtype))
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
         A->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
         A->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
         A->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
@@ -1012,7 +1010,7 @@ static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    PW_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
@@ -1022,7 +1020,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
     A->ct = cpu_pointwise_compute_class(A->cdt);
     A->res_bool = L->res_bool;
     if (!cpu_pointwise_supports(e->op, A->ct))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
 
     // the op's own args
     if (L->own >= 0) {
@@ -1030,17 +1028,17 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         switch (e->op) {
         case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
             if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
             A->approx_tanh = a->v.i == 1;
             break;
         case RGPU_OP_DIV_MODE:
             if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
             A->mode = (int)a->v.i;
             break;
         default:   // addcmul/addcdiv value, threshold
             if (!pw_is_scalar_kind(a->kind))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
             pw_set_own(A, a);
             break;
         }
@@ -1048,20 +1046,20 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
     if (e->op == RGPU_OP_WHERE) {
         int cd = e->in[0]->dtype;
         if (cd != RGPU_BOOL && cd != RGPU_U8)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
         A->cond_first = true;
     }
     if (e->op == RGPU_OP_CLAMP) {
         A->has_lo = present[1];
         A->has_hi = present[2];
         if (!A->has_lo && !A->has_hi)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
     }
     if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
         const rgpu_arg *a = &e->args[1];
         if (A->ct == CT_I64) {
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
             pw_set_pow_exponent(A, a);
         }
@@ -1094,7 +1092,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         if (A->ct == CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
         else if (A->ct == CT_I64) A->fix_out = out->dtype != A->cdt;
     }
-    if (cpu_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
+    if (op_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
     return pw_setup_iter(A, out, ops, e->n_in, e->op, err, errlen);
 }
 
@@ -1102,12 +1100,12 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
 // TRIL / TRIU (cpu_pointwise.c op_tri)
 
 static rgpu_status pw_prepare_tri(const rgpu_exec *e, bool upper, pw_tri_args *A, char *err, size_t errlen) {
-    PW_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
     memset(A, 0, sizeof *A);
-    A->numel = cpu_numel(out);
+    A->numel = op_numel(out);
     if (A->numel == 0) return RGPU_OK;
 
     long long R = x->sizes[nd - 2], C = x->sizes[nd - 1];
@@ -1177,7 +1175,7 @@ static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_
     RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
 
     int *flag = (int *)rgpu_cuda_scratch(c, sizeof(int));
-    if (flag == NULL) PW_FAIL(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
+    if (flag == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
     A->zero_div = flag;
     int h = 0;
     rgpu_status st = RGPU_OK;
@@ -1192,10 +1190,10 @@ static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_
     rgpu_cuda_scratch_free(c, flag);
     if (st != RGPU_OK) return st;
     if (ce != cudaSuccess) {
-        PW_FAIL(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC, "%s: %s",
+        RETURN_ERROR(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC, "%s: %s",
                 rgpu_op_name(op), cudaGetErrorString(ce));
     }
-    if (h) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", rgpu_op_name(op));
+    if (h) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", rgpu_op_name(op));
     return RGPU_OK;
 }
 
@@ -1222,24 +1220,24 @@ extern "C" bool rgpu_cuda_pointwise_owns(int op) {
 
 extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "cuda exec: no op");
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cuda exec: no op");
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
                 e->n_in, e->n_out, e->n_args);
     if (e->op == RGPU_OP_TRIL || e->op == RGPU_OP_TRIU) {
         pw_tri_args A;
-        PW_FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
+        FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
         if (A.numel == 0) return RGPU_OK;
         return pw_tri_launch(A, c->stream, err, errlen);
     }
     pw_args A;
     if (pw_is_binary(e->op)) {
-        PW_FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
+        FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
         return pw_run(c, &A, e->op, err, errlen);
     }
     pw_layout L;
     if (!cpu_pointwise_layout_of(e->op, &L))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
-    PW_FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
+    FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);
 }

@@ -14,7 +14,6 @@
 // op fall back to one thread per plane scattering in output order.
 #include "dense.cuh"
 
-#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
 
 // ---------------------------------------------------------------------------
 // Geometry: pool_geom, pool_input, pool_args, pool_shape from cpu_dense.h
@@ -363,7 +362,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
     RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
     dcu::scratch sc(c);
     unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
-    if (!flags) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", name);
+    if (!flags) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", name);
     unsigned long long host[2] = { ~0ull, 0ull };
     RGPU_CUDA_TRY(cudaMemcpyAsync(flags, host, sizeof host, cudaMemcpyHostToDevice, c->stream), err, errlen);
     t4 ti = t4_of(ind), tg = t4_of(gr), td = t4_of(dx);
@@ -379,7 +378,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
         const char *p = ti.p + (n * ti.s[0] + ch * ti.s[1] + oh * ti.s[2] + ow * ti.s[3]) * 8;
         RGPU_CUDA_TRY(cudaMemcpyAsync(&k, p, 8, cudaMemcpyDeviceToHost, c->stream), err, errlen);
         RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
                  (long long)(g.H * g.W));
     }
     bool f64 = dx->dtype == RGPU_F64;
@@ -402,7 +401,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
 static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_max_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_max_check(e, &g, err, errlen));
     return max_forward(c, &g, e->in[0], e->out[0], e->out[1], err, errlen);
 }
 
@@ -410,7 +409,7 @@ static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_max_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_max_backward_check(e, &g, err, errlen));
     return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
@@ -418,7 +417,7 @@ static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_avg_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     dgeom dg = dgeom_of(&g);
@@ -434,7 +433,7 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_avg_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
@@ -450,10 +449,10 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_adaptive_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    if (cpu_numel(y) == 0) return RGPU_OK;
+    if (op_numel(y) == 0) return RGPU_OK;
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     if (x->dtype == RGPU_F64) LAUNCH(adaptive_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
@@ -465,12 +464,12 @@ static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     pool_geom g;
-    TRY(pool_adaptive_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
-    if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+    if (op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
         LAUNCH(zero_kernel, total, dg, t4_of(dx));
         return RGPU_OK;
     }

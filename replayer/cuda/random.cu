@@ -13,7 +13,7 @@
 // agrees with the CPU to rounding, possibly not in the last bit.
 // randperm sorts on the host (keys drawn there with the same philox.h).
 #include "index.cuh"
-#include "cpu/philox.h"
+#include "op/philox.h"
 
 namespace rgpu_ix {
 
@@ -81,7 +81,7 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
 static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view *p, rgpu_view *out,
                             char *err, size_t errlen)
 {
-    long long n = cpu_numel(out);
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);
@@ -100,16 +100,16 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
 static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
                                   char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
     bool ok = p->ndim <= out->ndim;
     int lead = out->ndim - p->ndim;
     for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
     if (!ok) {
         char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
                  cpu_index_shape_str(p, a, sizeof a), cpu_index_shape_str(out, b, sizeof b));
     }
-    long long n = cpu_numel(p);
+    long long n = op_numel(p);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, p->ndim, p->sizes);
@@ -127,7 +127,7 @@ static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
     long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
     char buf[8] = { 0 };
     RGPU_CUDA_TRY(ix_read_back(c, buf, (const char *)p->data + off, rgpu_dtype_size(p->dtype)), err, errlen);
-    CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", cpu_load_f64(buf, p->dtype));
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", op_load_f64(buf, p->dtype));
 }
 
 struct perm_kv { uint64_t key, i; };
@@ -149,67 +149,67 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     switch (e->op) {
     case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
         bool uni = e->op == RGPU_OP_UNIFORM;
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
-        CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
+        FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
         if (uni) {
             if (!(r.a <= r.b))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
             if (!(r.b - r.a <= cpu_index_float_max(out->dtype)))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
                          r.b, r.a);
             r.af = (float)r.a;
             r.bf = (float)r.b;
         } else if (!(r.b >= 0.0)) {
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", r.b);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", r.b);
         }
         return rnd_fill(c, &r, NULL, out, err, errlen);
     }
     case RGPU_OP_BERNOULLI: {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
+        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         const rgpu_view *p = e->in[0];
         if (p != NULL) {
-            CPU_FORWARD_IF_ERROR(check_p_tensor(c, e, p, out, err, errlen));
+            FORWARD_IF_ERROR(check_p_tensor(c, e, p, out, err, errlen));
             r.p = (const char *)p->data;
             r.pdt = p->dtype;
         } else {
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &r.a, err, errlen));
+            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &r.a, err, errlen));
             if (!(r.a >= 0.0 && r.a <= 1.0))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
         }
         return rnd_fill(c, &r, p, out, err, errlen);
     }
     case RGPU_OP_RANDOM: {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
         int64_t from;
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
+        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         int dt = out->dtype;
-        bool fl = cpu_dtype_is_float(dt);
+        bool fl = op_dtype_is_float(dt);
         int64_t lo = 0, hi = 0;
         if (fl) { hi = cpu_index_float_digits_pow(dt); lo = -hi; }
         else cpu_index_int_range(dt, &lo, &hi);
         const char *dn = rgpu_dtype_name(dt);
         if (cpu_index_arg_none(e, 1)) {
-            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
+            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
             if (from > hi)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
                          "from=%lld > to_inc=%lld", (long long)from, (long long)hi);
             r.range = (uint64_t)hi - (uint64_t)from + 1u;
         } else {
             int64_t to;
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
+            FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
             if (from >= to)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
                          (long long)from, (long long)to);
-            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (!fl && to - 1 > hi) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
+            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
+            if (!fl && to - 1 > hi) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
             r.range = (uint64_t)to - (uint64_t)from;
         }
         r.from = (uint64_t)from;
@@ -220,26 +220,26 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     }
 
     // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
     int64_t n;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
     rgpu_view *out = e->out[0];
     int dt = out->dtype;
-    if (n < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
-    if (cpu_dtype_is_float(dt)) {
+    if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
+    if (op_dtype_is_float(dt)) {
         if (n > cpu_index_float_digits_pow(dt) + 1)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
                      (long long)(cpu_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
     } else {
         int64_t lo, hi;
         cpu_index_int_range(dt, &lo, &hi);
         if (n > 0 && n - 1 > hi)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
     }
     if (out->ndim != 1 || out->sizes[0] != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
     ix_host ha, hv;
     perm_kv *a = (perm_kv *)idx_alloc(n, sizeof *a);
@@ -247,7 +247,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     size_t esz = rgpu_dtype_size(dt);
     char *vals = (char *)idx_alloc(n, esz);
     hv.p = vals;
-    if (a == NULL || vals == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
+    if (a == NULL || vals == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         uint32_t w[4];
         rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, w);
@@ -255,7 +255,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         a[i].i = (uint64_t)i;
     }
     qsort(a, (size_t)n, sizeof *a, perm_cmp);   // (key, i) pairs are distinct: a total order
-    for (int64_t j = 0; j < n; j++) cpu_store_u64(vals + (size_t)j * esz, dt, a[j].i);
+    for (int64_t j = 0; j < n; j++) op_store_u64(vals + (size_t)j * esz, dt, a[j].i);
     return ix_upload_view(c, out, vals, err, errlen);
 }
 
@@ -294,24 +294,24 @@ __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt,
 
 rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
     double p;
     bool train = true;
     uint64_t seed, offset;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
-    if (!cpu_index_arg_none(e, 1)) CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
+    if (!cpu_index_arg_none(e, 1)) FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     if (!(p >= 0.0 && p <= 1.0))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
+    FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
     if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     if (!cpu_index_same_shape(y, x) || (mask && !cpu_index_same_shape(mask, x)))
-        CPU_FAIL(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
-    long long n = cpu_numel(x);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
+    long long n = op_numel(x);
     if (n == 0) return RGPU_OK;
 
     double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
@@ -362,17 +362,17 @@ static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu
 
 rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
     double scale;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
+    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
     // the CPU's broadcast checks and messages (metadata only; nothing is read)
     cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
     cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
-    long long n = cpu_numel(out);
+    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);

@@ -23,21 +23,11 @@ extern "C" {
 
 #define RF_MAXD RGPU_MAX_DIMS
 
-// One line into err, then return code (as the CPU's CPU_FAIL).
-#define RF_FAIL(code, ...)                                              \
-    do {                                                                \
-        if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__); \
-        return (code);                                                  \
-    } while (0)
-#define RF_FORWARD(expr)                          \
-    do {                                          \
-        rgpu_status s_ = (expr);                  \
-        if (s_ != RGPU_OK) return s_;             \
-    } while (0)
+// One line into err, then return code (as the CPU's RETURN_ERROR).
 
 // ---------------------------------------------------------------------------
-// Host checks: the CPU reference's own (cpu_check_view, cpu_check_exec,
-// cpu_numel, cpu_dtype_is_float from cpu_internal.h; r2_arg, R2K,
+// Host checks: the CPU reference's own (op_check_view, op_check_exec,
+// op_numel, op_dtype_is_float from cpu_internal.h; r2_arg, R2K,
 // r2_want_float, r2_want_shape, r2_wrap_dim from cpu_reduce2.h), so the
 // messages are the same by construction.
 
@@ -356,7 +346,7 @@ static inline unsigned rf_row_grid(long long rows, bool blk)
 }
 
 // ---------------------------------------------------------------------------
-// The family's other files (their exec functions run after cpu_check_exec).
+// The family's other files (their exec functions run after op_check_exec).
 rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/half.h"
+#include "op/half.h"
 #include "check_util.h"
 
 #define SZ(...) ((const int64_t[]){__VA_ARGS__})
