@@ -110,10 +110,10 @@ static rgpu_status op_unscale(const rgpu_exec *e, char *err, size_t errlen)
 
     unscale_ctx c = { g->dtype, *(const float *)inv->data, false, false };
     c.inv_one = c.inv == 1.0f;
-    cpu_operand src = { g, NULL, 0 };
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, out, &src, 1, e->op, err, errlen));
-    cpu_iter_run(&it, unscale_row, &c);
+    op_operand src = { g, NULL, 0 };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, &src, 1, e->op, err, errlen));
+    op_iter_run(&it, unscale_row, &c);
     if (c.found) *(float *)found->data = 1.0f;
     return RGPU_OK;
 }

@@ -149,13 +149,6 @@ rgpu_status dense_check_shape(const rgpu_view *v, const char *what, const int64_
 /* ---------------------------------------------------------------------------
  * Buffers */
 
-void *dense_alloc(int64_t n, size_t esz)
-{
-    if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / esz) return NULL;
-    size_t bytes = (size_t)n * esz;
-    return malloc(bytes ? bytes : 1);
-}
-
 void *dense_calloc(int64_t n, size_t esz)
 {
     if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / esz) return NULL;
@@ -200,12 +193,12 @@ static void dense_walk(const rgpu_view *v, int ct, void *buf, bool store)
     for (int64_t pos = 0; pos < numel; pos += inner) {
         char *p = base + off, *q = b + pos * csz;
         if (store) {
-            if (ct == DCT_F32) cpu_store_row_f32(p, v->dtype, is, (const float *)q, inner);
-            else if (ct == DCT_F64) cpu_store_row_f64(p, v->dtype, is, (const double *)q, inner);
+            if (ct == OP_CT_F32) cpu_store_row_f32(p, v->dtype, is, (const float *)q, inner);
+            else if (ct == OP_CT_F64) cpu_store_row_f64(p, v->dtype, is, (const double *)q, inner);
             else cpu_store_row_u64(p, v->dtype, is, (const uint64_t *)q, inner);
         } else {
-            if (ct == DCT_F32) cpu_load_row_f32((float *)q, p, v->dtype, is, inner);
-            else if (ct == DCT_F64) cpu_load_row_f64((double *)q, p, v->dtype, is, inner);
+            if (ct == OP_CT_F32) cpu_load_row_f32((float *)q, p, v->dtype, is, inner);
+            else if (ct == OP_CT_F64) cpu_load_row_f64((double *)q, p, v->dtype, is, inner);
             else cpu_load_row_u64((uint64_t *)q, p, v->dtype, is, inner);
         }
         for (int d = nd - 2; d >= 0; d--) {
@@ -241,7 +234,7 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
 {
     if (M == 0 || N == 0) return;
-    if (ct == DCT_I64) {
+    if (ct == OP_CT_I64) {
         gemm_i64(ta, tb, M, N, K, (uint64_t)op_f64_to_i64_sat(alpha), A, lda, B, ldb,
                  (uint64_t)op_f64_to_i64_sat(beta), C, ldc);
         return;
@@ -249,7 +242,7 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
     if (K == 0) {   /* C = beta*C; BLAS wants lda >= 1 even then, so do it here */
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
-                if (ct == DCT_F32) {
+                if (ct == OP_CT_F32) {
                     float *c = (float *)C + i * ldc + j;
                     *c = beta == 0 ? 0.0f : (float)beta * *c;
                 } else {
@@ -260,7 +253,7 @@ void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doubl
         return;
     }
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    if (ct == DCT_F32)
+    if (ct == OP_CT_F32)
         cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, (float)alpha, A, (blasint)lda,
                     B, (blasint)ldb, (float)beta, C, (blasint)ldc);
     else
@@ -465,9 +458,9 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     bool o_direct = native && !overlap && dense_blas_layout(n, m, O.s0, O.s1, &to, &ldo);
 
     void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
-    if (!a_direct) abuf = dense_alloc(n * k, (size_t)csz);
-    if (!b_direct) bbuf = dense_alloc(k * m, (size_t)csz);
-    if (!o_direct) cbuf = dense_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
+    if (!a_direct) abuf = op_alloc(n * k, (size_t)csz);
+    if (!b_direct) bbuf = op_alloc(k * m, (size_t)csz);
+    if (!o_direct) cbuf = op_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
     if ((!a_direct && !abuf) || (!b_direct && !bbuf) || (!o_direct && !cbuf)) {
         free(abuf); free(bbuf); free(cbuf);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,

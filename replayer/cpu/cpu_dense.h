@@ -13,16 +13,15 @@
 
 /* Compute types of the dense kernels: f32 for f32/f16/bf16 (ATen's opmath),
  * f64 for f64, int64 with wrapping (held as uint64) for the integer dtypes. */
-enum { DCT_F32, DCT_F64, DCT_I64 };
 
 static inline int dense_ct_of(int dtype)
 {
-    if (dtype == RGPU_F64) return DCT_F64;
-    if (op_dtype_is_float(dtype)) return DCT_F32;
-    return DCT_I64;
+    if (dtype == RGPU_F64) return OP_CT_F64;
+    if (op_dtype_is_float(dtype)) return OP_CT_F32;
+    return OP_CT_I64;
 }
 
-static inline size_t dense_ct_size(int ct) { return ct == DCT_F32 ? 4 : 8; }
+static inline size_t dense_ct_size(int ct) { return ct == OP_CT_F32 ? 4 : 8; }
 
 /* ---------------------------------------------------------------------------
  * Checks and args (cpu_dense.c) */
@@ -54,9 +53,7 @@ rgpu_status dense_check_shape(const rgpu_view *v, const char *what, const int64_
 /* ---------------------------------------------------------------------------
  * Buffers (cpu_dense.c) */
 
-/* malloc(n * esz) (at least one byte), NULL on overflow or out of memory. */
-void *dense_alloc(int64_t n, size_t esz);
-/* Like dense_alloc, zero-filled. */
+/* Like op_alloc, zero-filled. */
 void *dense_calloc(int64_t n, size_t esz);
 
 /* v with dim removed, data advanced to index idx of that dim. */

@@ -197,15 +197,15 @@ DEFINE_IM2COL(uint64_t, i64)
 
 static void im2col(int ct, const void *x, const conv_geom *g, void *col)
 {
-    if (ct == DCT_F32) im2col_f32(x, g, col);
-    else if (ct == DCT_F64) im2col_f64(x, g, col);
+    if (ct == OP_CT_F32) im2col_f32(x, g, col);
+    else if (ct == OP_CT_F64) im2col_f64(x, g, col);
     else im2col_i64(x, g, col);
 }
 
 static void col2im(int ct, const void *col, const conv_geom *g, void *x)
 {
-    if (ct == DCT_F32) col2im_f32(col, g, x);
-    else if (ct == DCT_F64) col2im_f64(col, g, x);
+    if (ct == OP_CT_F32) col2im_f32(col, g, x);
+    else if (ct == OP_CT_F64) col2im_f64(col, g, x);
     else col2im_i64(col, g, x);
 }
 
@@ -214,9 +214,9 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
 {
     if (bias == NULL) return;
     for (int64_t r = 0; r < R; r++) {
-        if (ct == DCT_F32) { float *p = (float *)buf + r * L, b = ((const float *)bias)[r];
+        if (ct == OP_CT_F32) { float *p = (float *)buf + r * L, b = ((const float *)bias)[r];
                              for (int64_t i = 0; i < L; i++) p[i] += b; }
-        else if (ct == DCT_F64) { double *p = (double *)buf + r * L, b = ((const double *)bias)[r];
+        else if (ct == OP_CT_F64) { double *p = (double *)buf + r * L, b = ((const double *)bias)[r];
                                   for (int64_t i = 0; i < L; i++) p[i] += b; }
         else { uint64_t *p = (uint64_t *)buf + r * L, b = ((const uint64_t *)bias)[r];
                for (int64_t i = 0; i < L; i++) p[i] += b; }
@@ -236,9 +236,9 @@ static rgpu_status conv_fwd(int op, int ct, const conv_geom *g, const void *wbuf
     rgpu_status st = RGPU_OK;
     size_t cs = dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *x = dense_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *y = dense_alloc(g->O * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *y = op_alloc(g->O * hwo, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !y);
     for (int64_t n = 0; n < g->N; n++) {
         rgpu_view in = dense_subview(I, 0, n), out = dense_subview(G, 0, n);
@@ -263,9 +263,9 @@ static rgpu_status conv_data(int op, int ct, const conv_geom *g, const void *wbu
     rgpu_status st = RGPU_OK;
     size_t cs = dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *gb = dense_alloc(g->O * hwo, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *x = dense_alloc(g->C * hw, cs);
+    char *gb = op_alloc(g->O * hwo, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
     NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
     for (int64_t n = 0; n < g->N; n++) {
         rgpu_view in = dense_subview(G, 0, n), out = dense_subview(I, 0, n);
@@ -296,9 +296,9 @@ static rgpu_status conv_weight(int op, int ct, const conv_geom *g, const rgpu_vi
     rgpu_status st = RGPU_OK;
     size_t cs = dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *x = dense_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *gb = dense_alloc(g->O * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *gb = op_alloc(g->O * hwo, cs);
     char *wb = dense_calloc(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
     for (int64_t n = 0; n < g->N; n++) {
@@ -322,19 +322,19 @@ done:
 static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
-    double *buf = dense_alloc(per, sizeof(double)), *sums = dense_alloc(C, sizeof(double));
+    double *buf = op_alloc(per, sizeof(double)), *sums = op_alloc(C, sizeof(double));
     if (!buf || !sums) {
         free(buf); free(sums);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
     }
     for (int64_t c = 0; c < C; c++) {
         rgpu_view v = dense_subview(grad, 1, c);
-        dense_load(&v, DCT_F64, buf);
+        dense_load(&v, OP_CT_F64, buf);
         double s = 0.0;
         for (int64_t i = 0; i < per; i++) s += buf[i];
         sums[c] = s;
     }
-    dense_store(db, DCT_F64, sums);
+    dense_store(db, OP_CT_F64, sums);
     free(buf); free(sums);
     return RGPU_OK;
 }
@@ -342,7 +342,7 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
 /* Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw). */
 static void *pack_weight(int ct, const rgpu_view *w)
 {
-    void *buf = dense_alloc(op_numel(w), dense_ct_size(ct));
+    void *buf = op_alloc(op_numel(w), dense_ct_size(ct));
     if (buf) dense_load(w, ct, buf);
     return buf;
 }
@@ -391,7 +391,7 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 
     int ct = dense_ct_of(dt);
     void *wb = pack_weight(ct, &w), *bb = NULL;
-    if (bias) { bb = dense_alloc(nb, dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
+    if (bias) { bb = op_alloc(nb, dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
     rgpu_status st;
     if (!wb || (bias && !bb)) {
         op_errf(err, errlen, "%s: out of memory packing the weight", name);

@@ -116,12 +116,12 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view **saves = su.saves;
     int stat_dt = su.stat_dt;
 
-    double *buf = dense_alloc(n, sizeof(double));
+    double *buf = op_alloc(n, sizeof(double));
     if (!buf) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
     bool f64 = x->dtype == RGPU_F64;
     for (int64_t c = 0; c < C; c++) {
         rgpu_view xc = dense_subview(x, 1, c), yc = dense_subview(y, 1, c);
-        dense_load(&xc, DCT_F64, buf);
+        dense_load(&xc, OP_CT_F64, buf);
         double mean, invstd;
         if (training) {
             double sum = 0.0, var_sum = 0.0;
@@ -156,7 +156,7 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
             float alpha = (float)invstd * (float)wc, beta = (float)bc - (float)mean * alpha;
             for (int64_t i = 0; i < n; i++) buf[i] = (float)buf[i] * alpha + beta;
         }
-        dense_store(&yc, DCT_F64, buf);
+        dense_store(&yc, OP_CT_F64, buf);
     }
     free(buf);
     return RGPU_OK;
@@ -211,7 +211,7 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
     double eps = su.eps;
     int64_t C = su.C, n = su.n;
 
-    double *xb = dense_alloc(n, sizeof(double)), *gb = dense_alloc(n, sizeof(double));
+    double *xb = op_alloc(n, sizeof(double)), *gb = op_alloc(n, sizeof(double));
     if (!xb || !gb) {
         free(xb); free(gb);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
@@ -219,8 +219,8 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
     bool f64 = x->dtype == RGPU_F64;
     for (int64_t c = 0; c < C; c++) {
         rgpu_view xc = dense_subview(x, 1, c), gc = dense_subview(gr, 1, c);
-        dense_load(&xc, DCT_F64, xb);
-        dense_load(&gc, DCT_F64, gb);
+        dense_load(&xc, OP_CT_F64, xb);
+        dense_load(&gc, OP_CT_F64, gb);
         double mean, invstd;
         if (training) {
             mean = opm(f64, dense_at_f64(sm, c));
@@ -244,7 +244,7 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
             } else {
                 for (int64_t i = 0; i < n; i++) gb[i] = gb[i] * invstd * wc;
             }
-            dense_store(&dxc, DCT_F64, gb);
+            dense_store(&dxc, OP_CT_F64, gb);
         }
         if (dw) store_at(dw, c, dotp * invstd);
         if (db) store_at(db, c, sum);

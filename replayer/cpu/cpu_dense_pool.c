@@ -201,12 +201,12 @@ static void avg_plane(int ct, const void *xv, const pool_geom *g, void *yv)
         for (int64_t ow = 0; ow < g->Wo; ow++) {
             int64_t h0, h1, w0, w1, div = 1, o = oh * g->Wo + ow;
             bool any = avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);
-            if (ct == DCT_F32) {
+            if (ct == OP_CT_F32) {
                 const float *x = xv;
                 float sum = 0.0f;
                 if (any) for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) sum += x[ih * g->W + iw];
                 ((float *)yv)[o] = any ? sum / (float)div : 0.0f;
-            } else if (ct == DCT_F64) {
+            } else if (ct == OP_CT_F64) {
                 const double *x = xv;
                 double sum = 0.0;
                 if (any) for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) sum += x[ih * g->W + iw];
@@ -226,11 +226,11 @@ static void avg_plane_backward(int ct, int dt, const void *gv, const pool_geom *
         for (int64_t ow = 0; ow < g->Wo; ow++) {
             int64_t h0, h1, w0, w1, div = 1, o = oh * g->Wo + ow;
             if (!avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div)) continue;
-            if (ct == DCT_F32) {
+            if (ct == OP_CT_F32) {
                 float *dx = dxv, d = rnd_dt(dt, ((const float *)gv)[o] / (float)div);
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] = rnd_dt(dt, dx[ih * g->W + iw] + d);
-            } else if (ct == DCT_F64) {
+            } else if (ct == OP_CT_F64) {
                 double *dx = dxv, d = ((const double *)gv)[o] / (double)div;
                 for (int64_t ih = h0; ih < h1; ih++) for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += d;
             } else {
@@ -251,7 +251,7 @@ static void adaptive_plane(int ct, int dt, const void *xv, const pool_geom *g, v
         for (int64_t ow = 0; ow < g->Wo; ow++) {
             int64_t w0 = ad_start(ow, g->Wo, g->W), w1 = ad_end(ow, g->Wo, g->W);
             int64_t kh = h1 - h0, kw = w1 - w0, o = oh * g->Wo + ow;
-            if (ct == DCT_F32) {
+            if (ct == OP_CT_F32) {
                 if (backward) {
                     float *dx = yv, d = rnd_dt(dt, rnd_dt(dt, ((const float *)xv)[o] / (float)kh) / (float)kw);
                     for (int64_t ih = h0; ih < h1; ih++)
@@ -290,8 +290,8 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
     size_t cs = dense_ct_size(ct);
     bool backward = kind == PK_MAX_BW || kind == PK_AVG_BW || kind == PK_ADA_BW;
     int64_t in_n = backward ? g->Ho * g->Wo : g->H * g->W, out_n = backward ? g->H * g->W : g->Ho * g->Wo;
-    void *in = dense_alloc(in_n, cs), *out = dense_alloc(out_n, cs);
-    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? dense_alloc(g->Ho * g->Wo, 8) : NULL;
+    void *in = op_alloc(in_n, cs), *out = op_alloc(out_n, cs);
+    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? op_alloc(g->Ho * g->Wo, 8) : NULL;
     rgpu_status st = RGPU_OK;
     if (!in || !out || ((kind == PK_MAX || kind == PK_MAX_BW) && !idx)) {
         op_errf(err, errlen, "%s: out of memory for plane buffers", name);
@@ -308,16 +308,16 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
             if (backward) memset(out, 0, (size_t)out_n * cs);
             switch (kind) {
             case PK_MAX: {
-                if (ct == DCT_F32) max_plane_f32(in, g, out, idx);
-                else if (ct == DCT_F64) max_plane_f64(in, g, out, idx);
+                if (ct == OP_CT_F32) max_plane_f32(in, g, out, idx);
+                else if (ct == OP_CT_F64) max_plane_f64(in, g, out, idx);
                 else max_plane_i64(in, g, out, idx);
                 rgpu_view ip = plane(&d24, n, c);
-                dense_store(&ip, DCT_I64, idx);
+                dense_store(&ip, OP_CT_I64, idx);
                 break;
             }
             case PK_MAX_BW: {
                 rgpu_view ip = plane(&a4, n, c);
-                dense_load(&ip, DCT_I64, idx);
+                dense_load(&ip, OP_CT_I64, idx);
                 for (int64_t i = 0; i < in_n; i++) {
                     int64_t k = (int64_t)idx[i];
                     if (k == -1) continue;
@@ -327,7 +327,7 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const pool_g
                         st = RGPU_ERR_BAD_ARG;
                         goto done;
                     }
-                    if (ct == DCT_F32) ((float *)out)[k] = rnd_dt(dst->dtype, ((float *)out)[k] + ((const float *)in)[i]);
+                    if (ct == OP_CT_F32) ((float *)out)[k] = rnd_dt(dst->dtype, ((float *)out)[k] + ((const float *)in)[i]);
                     else ((double *)out)[k] += ((const double *)in)[i];
                 }
                 break;
@@ -547,7 +547,7 @@ rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size
         int64_t n = op_numel(dx);
         void *z = dense_calloc(n, 8);
         if (!z) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
-        dense_store(dx, DCT_F64, z);
+        dense_store(dx, OP_CT_F64, z);
         free(z);
         return RGPU_OK;
     }

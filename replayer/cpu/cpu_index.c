@@ -20,202 +20,19 @@
 #include "cpu_index.h"
 
 /* ---------------------------------------------------------------------------
- * Checks shared by the family */
-
-static rgpu_status check_slot(const rgpu_view *v, char pat, const char *what, int op,
-                              char *err, size_t errlen)
-{
-    if (v == NULL) {
-        if (pat == '?') return RGPU_OK;
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", rgpu_op_name(op), what);
-    }
-    return op_check_view(v, what, op, err, errlen);
-}
-
-rgpu_status cpu_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
-                               char *err, size_t errlen)
-{
-    int nin = (int)strlen(in_pat), nout = (int)strlen(out_pat);
-    if (e->n_in != nin || e->n_out != nout)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d / %d",
-                 rgpu_op_name(e->op), e->n_in, e->n_out, nin, nout);
-    char what[24];
-    for (int i = 0; i < nin; i++) {
-        snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(check_slot(e->in[i], in_pat[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < nout; i++) {
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
-                                   const char *out_pat, char *err, size_t errlen)
-{
-    int nout = (int)strlen(out_pat);
-    if (e->n_in < min_in || e->n_in > RGPU_MAX_IN || e->n_out != nout)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d..%d / %d",
-                 rgpu_op_name(e->op), e->n_in, e->n_out, min_in, RGPU_MAX_IN, nout);
-    char what[24];
-    for (int i = 0; i < e->n_in; i++) {
-        snprintf(what, sizeof what, "in[%d]", i);
-        char pat = (i < n_req || !opt_rest) ? 'r' : '?';
-        FORWARD_IF_ERROR(check_slot(e->in[i], pat, what, e->op, err, errlen));
-    }
-    for (int i = 0; i < nout; i++) {
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-static rgpu_status arg_present(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
-{
-    if (e->args == NULL || i >= e->n_args)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
-                              char *err, size_t errlen)
-{
-    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    if (e->args[i].kind != RGPU_ARG_INT)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int",
-                 rgpu_op_name(e->op), i, what, e->args[i].kind);
-    *v = e->args[i].v.i;
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
-                               char *err, size_t errlen)
-{
-    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    if (e->args[i].kind != RGPU_ARG_BOOL && e->args[i].kind != RGPU_ARG_INT)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool",
-                 rgpu_op_name(e->op), i, what, e->args[i].kind);
-    *v = e->args[i].v.i != 0;
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
-                              char *err, size_t errlen)
-{
-    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a number",
-                 rgpu_op_name(e->op), i, what, k);
-    *v = rgpu_arg_as_f64(&e->args[i]);
-    return RGPU_OK;
-}
-
-bool cpu_index_arg_none(const rgpu_exec *e, int i)
-{
-    return e->args != NULL && i < e->n_args && e->args[i].kind == RGPU_ARG_NONE;
-}
-
-bool cpu_index_same_shape(const rgpu_view *a, const rgpu_view *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->sizes[d] != b->sizes[d]) return false;
-    return true;
-}
-
-bool cpu_index_same_view(const rgpu_view *a, const rgpu_view *b)
-{
-    if (a->data != b->data || a->dtype != b->dtype || !cpu_index_same_shape(a, b)) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->sizes[d] != 1 && a->strides[d] != b->strides[d]) return false;
-    return true;
-}
-
-const char *cpu_index_shape_str(const rgpu_view *v, char *buf, size_t n)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    used += (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < v->ndim && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, d ? ", %lld" : "%lld", (long long)v->sizes[d]);
-    if (used < n) snprintf(buf + used, n - used, "]");
-    return buf;
-}
+ * Views */
 
 void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
 {
-    idx_walk w;
-    idx_walk_init(&w, dst->ndim, dst->sizes);
-    idx_walk_strides(&w, 0, dst);
-    idx_walk_strides(&w, 1, src);
+    op_walk w;
+    op_walk_init(&w, dst->ndim, dst->sizes);
+    op_walk_strides(&w, 0, dst);
+    op_walk_strides(&w, 1, src);
     if (op_numel(dst) == 0) return;
     char *o = dst->data;
     const char *s = src->data;
-    do idx_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
-    while (idx_walk_next(&w));
-}
-
-/* Out shape must be want (ndim, sizes). */
-rgpu_status cpu_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
-                                      char *err, size_t errlen)
-{
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
-    if (!ok) {
-        rgpu_view want;
-        memset(&want, 0, sizeof want);
-        want.ndim = nd;
-        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
-        char a[96], b[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
-                 cpu_index_shape_str(out, a, sizeof a), cpu_index_shape_str(&want, b, sizeof b));
-    }
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
-                                       char *err, size_t errlen)
-{
-    if (v->dtype != dt)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
-                                        char *err, size_t errlen)
-{
-    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
-    RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
-             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
-}
-
-/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
-rgpu_status cpu_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
-{
-    int n = ndim > 0 ? ndim : 1;
-    if (dim < -n || dim >= n)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
-    *out = (int)(dim < 0 ? dim + n : dim);
-    return RGPU_OK;
-}
-
-/* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
- * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
-int cpu_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
-{
-    if (v->ndim == 0) { sz[0] = 1; return 1; }
-    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
-    return v->ndim;
-}
-
-/* Byte stride of dim d (0 for a 0-d view). */
-int64_t cpu_index_bstride(const rgpu_view *v, int d)
-{
-    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
+    do op_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
+    while (op_walk_next(&w));
 }
 
 /* Loads a 0-d or 1-d index into a malloc'd int64 array of *n entries, each
@@ -230,11 +47,11 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
     *out = NULL;
     *n = cnt;
     if (cnt == 0) return RGPU_OK;
-    int64_t *v = idx_alloc(cnt, sizeof *v);
+    int64_t *v = op_alloc(cnt, sizeof *v);
     if (v == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
-    int64_t s = cpu_index_bstride(index, 0);
+    int64_t s = op_index_bstride(index, 0);
     for (int64_t i = 0; i < cnt; i++) {
-        v[i] = idx_load_index((const char *)index->data + i * s, index->dtype);
+        v[i] = op_idx_load_index((const char *)index->data + i * s, index->dtype);
         if (v[i] < 0 || v[i] >= size) {
             long long bad = (long long)v[i];
             free(v);
@@ -250,7 +67,7 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
 static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (cpu_index_same_view(out, self)) return RGPU_OK;
+    if (op_index_same_view(out, self)) return RGPU_OK;
     if (out->data == self->data && op_numel(out) > 0)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
@@ -264,43 +81,43 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
 
 static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
     if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     if (op_numel(ix) == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
-    idx_walk w;
-    idx_walk_init(&w, ix->ndim, ix->sizes);
-    idx_walk_strides(&w, 0, ix);
+    op_walk w;
+    op_walk_init(&w, ix->ndim, ix->sizes);
+    op_walk_strides(&w, 0, ix);
     do {   /* validate first: nothing written on a bad index */
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         if (v < 0 || v >= V)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
                      (long long)v, (long long)V);
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(wt->dtype);
-    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
-    idx_walk_init(&w, ix->ndim, ix->sizes);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
+    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
+    op_walk_init(&w, ix->ndim, ix->sizes);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         const char *src = (const char *)wt->data + v * ws0;
         char *dst = (char *)out->data + w.off[1];
-        for (int64_t j = 0; j < D; j++) idx_elem_copy(dst + j * os, src + j * ws1, esz);
-    } while (idx_walk_next(&w));
+        for (int64_t j = 0; j < D; j++) op_elem_copy(dst + j * os, src + j * ws1, esz);
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -313,19 +130,19 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t nw, pad;
     bool by_freq;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
     if (!op_dtype_is_float(g->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
     if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
     if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
     int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
@@ -334,68 +151,68 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
-    idx_walk wi;
+    op_walk wi;
     if (n > 0) {   /* validate before writing */
-        idx_walk_init(&wi, ix->ndim, ix->sizes);
-        idx_walk_strides(&wi, 0, ix);
+        op_walk_init(&wi, ix->ndim, ix->sizes);
+        op_walk_strides(&wi, 0, ix);
         do {
-            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
             if (k != pad && (k < 0 || k >= nw))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)k, (long long)nw);
-        } while (idx_walk_next(&wi));
+        } while (op_walk_next(&wi));
     }
     int64_t *counts = NULL;
     if (by_freq && n > 0) {
         counts = calloc((size_t)(nw > 0 ? nw : 1), sizeof *counts);
         if (counts == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
-        idx_walk_init(&wi, ix->ndim, ix->sizes);
-        idx_walk_strides(&wi, 0, ix);
+        op_walk_init(&wi, ix->ndim, ix->sizes);
+        op_walk_strides(&wi, 0, ix);
         do {
-            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
             if (k >= 0 && k < nw) counts[k]++;
-        } while (idx_walk_next(&wi));
+        } while (op_walk_next(&wi));
     }
 
     /* out = 0 */
     int dt = out->dtype;
     size_t esz = rgpu_dtype_size(dt);
     if (op_numel(out) > 0) {
-        idx_walk wo;
-        idx_walk_init(&wo, 2, out->sizes);
-        idx_walk_strides(&wo, 0, out);
+        op_walk wo;
+        op_walk_init(&wo, 2, out->sizes);
+        op_walk_strides(&wo, 0, out);
         char zero[8] = {0};
-        do idx_elem_copy((char *)out->data + wo.off[0], zero, esz);
-        while (idx_walk_next(&wo));
+        do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
+        while (op_walk_next(&wo));
     }
     if (n == 0 || D == 0) { free(counts); return RGPU_OK; }
 
     /* grad rows walk in lockstep with the indices (both row-major, n rows) */
-    idx_walk wg;
-    idx_walk_init(&wg, g->ndim - 1, g->sizes);
-    idx_walk_strides(&wg, 0, g);
-    idx_walk_init(&wi, ix->ndim, ix->sizes);
-    idx_walk_strides(&wi, 0, ix);
-    int64_t gs = cpu_index_bstride(g, g->ndim - 1), os0 = cpu_index_bstride(out, 0), os1 = cpu_index_bstride(out, 1);
+    op_walk wg;
+    op_walk_init(&wg, g->ndim - 1, g->sizes);
+    op_walk_strides(&wg, 0, g);
+    op_walk_init(&wi, ix->ndim, ix->sizes);
+    op_walk_strides(&wi, 0, ix);
+    int64_t gs = op_index_bstride(g, g->ndim - 1), os0 = op_index_bstride(out, 0), os1 = op_index_bstride(out, 1);
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+        int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
         if (k != pad) {
-            idx_alpha a = idx_alpha_one();
+            op_idx_alpha a = op_idx_alpha_one();
             if (counts != NULL) {
                 double sc = 1.0 / (double)counts[k];
                 /* grad_weight[k].add_(grad[i], scale): as index_add's slices */
-                a.one = sc == 1.0; a.d = sc; a.f = idx_round_to(dt, (float)sc);
+                a.one = sc == 1.0; a.d = sc; a.f = op_round_to(dt, (float)sc);
                 a.fused = true;
                 a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
             }
             const char *src = (const char *)g->data + wg.off[0];
             char *dst = (char *)out->data + k * os0;
-            for (int64_t j = 0; j < D; j++) idx_elem_reduce(dst + j * os1, src + j * gs, dt, IDX_ADD, &a);
+            for (int64_t j = 0; j < D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
         }
-        idx_walk_next(&wi);
-        idx_walk_next(&wg);
+        op_walk_next(&wi);
+        op_walk_next(&wg);
     }
     free(counts);
     return RGPU_OK;
@@ -408,47 +225,47 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
 
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd)
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
     if (op_numel(ix) == 0) return RGPU_OK;
 
-    idx_walk w;
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
+    op_walk w;
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         if (v < 0 || v >= ssz[dim])
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
                      (long long)v, dim, (long long)ssz[dim]);
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = cpu_index_bstride(self, dim);
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
-    idx_walk_strides(&w, 2, self);
+    int64_t sdim = op_index_bstride(self, dim);
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
+    op_walk_strides(&w, 2, self);
     w.st[2][dim] = 0;
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        idx_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
-    } while (idx_walk_next(&w));
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        op_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -468,7 +285,7 @@ typedef struct facc {
 static rgpu_status facc_init(const rgpu_exec *e, facc *f, const rgpu_view *out, char *err, size_t errlen)
 {
     f->n = op_numel(out);
-    f->acc = idx_alloc(f->n, sizeof *f->acc);
+    f->acc = op_alloc(f->n, sizeof *f->acc);
     f->touched = f->acc ? calloc((size_t)(f->n > 0 ? f->n : 1), 1) : NULL;
     if (f->acc == NULL || f->touched == NULL) {
         free(f->acc);
@@ -484,20 +301,20 @@ static inline void facc_apply(facc *f, int64_t l, const char *dst, const char *s
 {
     if (!f->touched[l]) { f->acc[l] = op_load_f32(dst, dt); f->touched[l] = 1; }
     float y = op_load_f32(src, dt);
-    f->acc[l] = mode == IDX_MUL ? f->acc[l] * y : f->acc[l] + y;
+    f->acc[l] = mode == OP_IDX_MUL ? f->acc[l] * y : f->acc[l] + y;
 }
 
 static void facc_flush(facc *f, rgpu_view *out)
 {
     if (f->n > 0) {
-        idx_walk w;
-        idx_walk_init(&w, out->ndim, out->sizes);
-        idx_walk_strides(&w, 0, out);
+        op_walk w;
+        op_walk_init(&w, out->ndim, out->sizes);
+        op_walk_strides(&w, 0, out);
         int64_t l = 0;
         do {
             if (f->touched[l]) op_store_f32((char *)out->data + w.off[0], out->dtype, f->acc[l]);
             l++;
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
     free(f->acc);
     free(f->touched);
@@ -520,32 +337,32 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     const char *name = add_only ? "scatter_add" : "scatter";
-    FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = IDX_ADD;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = OP_IDX_ADD;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     uint64_t value = 0;
     if (!add_only) {
-        FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
         if (reduce < 0 || reduce > 2)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
         if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
             double ignored;
-            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
             op_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
@@ -555,40 +372,40 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
                      name, (long long)isz[d], (long long)ssz[d], d);
     }
     bool any = op_numel(ix) > 0;
-    idx_walk w;
+    op_walk w;
     if (any) {
-        idx_walk_init(&w, nd, isz);
-        idx_walk_strides(&w, 0, ix);
+        op_walk_init(&w, nd, isz);
+        op_walk_strides(&w, 0, ix);
         do {
-            int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+            int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
             if (v < 0 || v >= ssz[dim])
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                          name, (long long)v, dim, (long long)ssz[dim]);
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
     FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
-    idx_alpha one = idx_alpha_one();
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
+    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    op_idx_alpha one = op_idx_alpha_one();
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
     facc f;
     if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
     contig_strides(ssz, nd, cst);
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
-    if (src) idx_walk_strides(&w, 2, src);
+    if (src) op_walk_strides(&w, 2, src);
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&value;
         char *t = (char *)out->data + w.off[1] + v * odim;
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, (int)reduce);
-        else idx_elem_reduce(t, s, dt, (int)reduce, &one);
-    } while (idx_walk_next(&w));
+        else op_idx_elem_reduce(t, s, dt, (int)reduce, &one);
+    } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, out);
     return RGPU_OK;
 }
@@ -598,17 +415,17 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
 
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
+    int nd = op_index_nonempty_sizes(self, ssz);
     int64_t *iv, n;
     if (self->ndim == 0 && op_numel(ix) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
@@ -616,20 +433,20 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
     if (self->ndim > 0) want[dim] = op_numel(ix);
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
     if (op_numel(out) == 0) { free(iv); return RGPU_OK; }
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = cpu_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
-    cpu_index_nonempty_sizes(out, osz);
-    idx_walk w;
-    idx_walk_init(&w, nd, osz);
-    idx_walk_strides(&w, 0, out);
-    idx_walk_strides(&w, 1, self);
+    int64_t sdim = op_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
+    op_index_nonempty_sizes(out, osz);
+    op_walk w;
+    op_walk_init(&w, nd, osz);
+    op_walk_strides(&w, 0, out);
+    op_walk_strides(&w, 1, self);
     w.st[1][dim] = 0;
-    do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
-    while (idx_walk_next(&w));
+    do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
+    while (op_walk_next(&w));
     free(iv);
     return RGPU_OK;
 }
@@ -640,24 +457,24 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     double alpha_v;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
     if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
     if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    idx_alpha a;
+    op_idx_alpha a;
     a.d = alpha_v;
     a.f = (float)alpha_v;
     a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
@@ -670,13 +487,13 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
      * contiguous slice, a 1-ulp difference we do not mimic). */
     a.fused = self->ndim > 1;
     a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = idx_round_to(dt, a.f);
+    a.f = op_round_to(dt, a.f);
 
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(src, rsz) != nd)
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(src, rsz) != nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
     if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
     if (rsz[dim] != op_numel(ix))
@@ -701,21 +518,21 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
         st = facc_init(e, &f, out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
     contig_strides(ssz, nd, cst);
-    idx_walk w;
-    idx_walk_init(&w, nd, rsz);
-    idx_walk_strides(&w, 0, src);
-    idx_walk_strides(&w, 1, out);
+    op_walk w;
+    op_walk_init(&w, nd, rsz);
+    op_walk_strides(&w, 0, src);
+    op_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
         int64_t v = iv[w.idx[dim]];
         char *t = (char *)out->data + w.off[1] + v * odim;
         const char *s = (const char *)src->data + w.off[0];
-        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, IDX_ADD);
-        else idx_elem_reduce(t, s, dt, IDX_ADD, &a);
-    } while (idx_walk_next(&w));
+        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
+        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &a);
+    } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, out);
     free(iv);
     return RGPU_OK;
@@ -754,7 +571,7 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -794,23 +611,23 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
     g->nbel = 1;
     for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
 
-    g->boff = idx_alloc(g->nbel, sizeof *g->boff);
+    g->boff = op_alloc(g->nbel, sizeof *g->boff);
     if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->nbel > 0 ? g->nbel : 1) * sizeof *g->boff);
     if (g->boff == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->nbel);
     if (g->nbel == 0) return RGPU_OK;
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        idx_walk w;
-        idx_walk_init(&w, g->nb, g->bsz);
+        op_walk w;
+        op_walk_init(&w, g->nb, g->bsz);
         int lead = g->nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++)
             w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
-        int64_t size = self->sizes[k], ts = cpu_index_bstride(target, k);
+        int64_t size = self->sizes[k], ts = op_index_bstride(target, k);
         int64_t b = 0;
         do {
-            int64_t x = idx_load_index((const char *)v->data + w.off[0], v->dtype);
+            int64_t x = op_idx_load_index((const char *)v->data + w.off[0], v->dtype);
             if (x < -size || x >= size) {
                 free(g->boff);
                 g->boff = NULL;
@@ -819,20 +636,20 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
             }
             if (x < 0) x += size;
             g->boff[b++] += x * ts;
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
     return RGPU_OK;
 }
 
 /* Walk over the result dims: stride set 0 = out (or values), 1 = the
  * target's un-indexed dims, 2 = B element number. */
-static void geom_walk(const idx_geom *g, idx_walk *w, const rgpu_view *target)
+static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
 {
-    idx_walk_init(w, g->R, g->rsz);
+    op_walk_init(w, g->R, g->rsz);
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
@@ -840,20 +657,20 @@ static void geom_walk(const idx_geom *g, idx_walk *w, const rgpu_view *target)
 /* INDEX: out (result shape) = self[idx0, idx1, ...]. */
 static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
-    rgpu_status st = cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen);
+    rgpu_status st = op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen);
     if (st == RGPU_OK && op_numel(out) > 0) {
         size_t esz = rgpu_dtype_size(self->dtype);
-        idx_walk w;
+        op_walk w;
         geom_walk(&g, &w, self);
-        for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
-        do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
-        while (idx_walk_next(&w));
+        for (int r = 0; r < g.R; r++) w.st[0][r] = op_index_bstride(out, r);
+        do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
+        while (op_walk_next(&w));
     }
     free(g.boff);
     return st;
@@ -864,20 +681,20 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
  * indices the last write wins, or the adds happen in that order. */
 static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
 
     /* values broadcast to the result shape */
-    idx_walk w;
+    op_walk w;
     geom_walk(&g, &w, out);
     bool ok = vals->ndim <= g.R;
     int lead = g.R - vals->ndim;
@@ -896,18 +713,18 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
         char a[96], b[96];
         free(g.boff);
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
-                 cpu_index_shape_str(&rv, b, sizeof b));
+                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 op_index_shape_str(&rv, b, sizeof b));
     }
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
     int64_t nres = 1;
     for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
     if (st == RGPU_OK && nres > 0) {
-        idx_alpha one = idx_alpha_one();
-        int mode = acc ? IDX_ADD : IDX_ASSIGN;
-        do idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
+        op_idx_alpha one = op_idx_alpha_one();
+        int mode = acc ? OP_IDX_ADD : OP_IDX_ASSIGN;
+        do op_idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
                            dt, mode, &one);
-        while (idx_walk_next(&w));
+        while (op_walk_next(&w));
     }
     free(g.boff);
     return st;

@@ -13,60 +13,6 @@
 #include "cpu_index.h"
 #include "op/philox.h"
 
-rgpu_status cpu_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
-                                     char *err, size_t errlen)
-{
-    int64_t s, o;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, i, "seed", &s, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, i + 1, "offset", &o, err, errlen));
-    *seed = (uint64_t)s;
-    *offset = (uint64_t)o;
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
-{
-    if (!op_dtype_is_float(v->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s dtype %s is not floating", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-/* Largest finite value of a floating dtype. */
-double cpu_index_float_max(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return 3.4028234663852886e38;
-    case RGPU_F16: return 65504.0;
-    case RGPU_BF16: return 3.3895313892515355e38;
-    default: return 1.7976931348623157e308;
-    }
-}
-
-/* 2^digits of a floating dtype (the exact-integer limit). */
-int64_t cpu_index_float_digits_pow(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: return INT64_C(1) << 24;
-    case RGPU_F16: return INT64_C(1) << 11;
-    case RGPU_BF16: return INT64_C(1) << 8;
-    default: return INT64_C(1) << 53;
-    }
-}
-
-/* Range of an integer dtype (bool: [0, 1]). */
-void cpu_index_int_range(int dt, int64_t *lo, int64_t *hi)
-{
-    switch (dt) {
-    case RGPU_I64: *lo = INT64_MIN; *hi = INT64_MAX; break;
-    case RGPU_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
-    case RGPU_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
-    case RGPU_I8:  *lo = INT8_MIN;  *hi = INT8_MAX; break;
-    case RGPU_U8:  *lo = 0; *hi = UINT8_MAX; break;
-    default:       *lo = 0; *hi = 1; break;
-    }
-}
-
 /* ---------------------------------------------------------------------------
  * The per-element generators, walked in out's logical row-major order. */
 
@@ -110,9 +56,9 @@ static void rnd_element(const rnd_ctx *c, char *o, int dt, uint64_t i, const cha
 static void rnd_fill(const rnd_ctx *c, rgpu_view *out)
 {
     if (op_numel(out) == 0) return;
-    idx_walk w;
-    idx_walk_init(&w, out->ndim, out->sizes);
-    idx_walk_strides(&w, 0, out);
+    op_walk w;
+    op_walk_init(&w, out->ndim, out->sizes);
+    op_walk_strides(&w, 0, out);
     if (c->p) {   /* p broadcast to out, trailing dims aligned */
         int lead = out->ndim - c->p->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(c->p->dtype);
@@ -122,31 +68,31 @@ static void rnd_fill(const rnd_ctx *c, rgpu_view *out)
     uint64_t i = 0;
     do rnd_element(c, (char *)out->data + w.off[0], out->dtype, i++,
                    c->p ? (const char *)c->p->data + w.off[1] : NULL);
-    while (idx_walk_next(&w));
+    while (op_walk_next(&w));
 }
 
 /* p (a bernoulli probability tensor) broadcasts to out, and every p is in [0, 1]. */
 static rgpu_status check_p_tensor(const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
                                   char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, p, "p", err, errlen));
     bool ok = p->ndim <= out->ndim;
     int lead = out->ndim - p->ndim;
     for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
     if (!ok) {
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 cpu_index_shape_str(p, a, sizeof a), cpu_index_shape_str(out, b, sizeof b));
+                 op_index_shape_str(p, a, sizeof a), op_index_shape_str(out, b, sizeof b));
     }
     if (op_numel(p) == 0) return RGPU_OK;
-    idx_walk w;
-    idx_walk_init(&w, p->ndim, p->sizes);
-    idx_walk_strides(&w, 0, p);
+    op_walk w;
+    op_walk_init(&w, p->ndim, p->sizes);
+    op_walk_strides(&w, 0, p);
     do {
         double v = op_load_f64((const char *)p->data + w.off[0], p->dtype);
         if (!(v >= 0.0 && v <= 1.0))
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", v);
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -169,16 +115,16 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
     switch (e->op) {
     case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
         bool uni = e->op == RGPU_OP_UNIFORM;
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &c.a, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &c.b, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_f64(e, 0, uni ? "from" : "mean", &c.a, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_f64(e, 1, uni ? "to" : "std", &c.b, err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
         rgpu_view *out = e->out[0];
-        FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
+        FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
         if (uni) {
             if (!(c.a <= c.b))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", c.a, c.b);
-            if (!(c.b - c.a <= cpu_index_float_max(out->dtype)))
+            if (!(c.b - c.a <= op_index_float_max(out->dtype)))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
                          c.b, c.a);
             c.af = (float)c.a;
@@ -190,14 +136,14 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
         return RGPU_OK;
     }
     case RGPU_OP_BERNOULLI: {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "?", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
         rgpu_view *out = e->out[0];
         if (e->in[0] != NULL) {
             FORWARD_IF_ERROR(check_p_tensor(e, e->in[0], out, err, errlen));
             c.p = e->in[0];
         } else {
-            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &c.a, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &c.a, err, errlen));
             if (!(c.a >= 0.0 && c.a <= 1.0))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", c.a);
         }
@@ -205,18 +151,18 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
         return RGPU_OK;
     }
     case RGPU_OP_RANDOM: {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
         int64_t from;
-        FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 0, "from", &from, err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
         rgpu_view *out = e->out[0];
         int dt = out->dtype;
         bool fl = op_dtype_is_float(dt);
         int64_t lo = 0, hi = 0;
-        if (fl) { hi = cpu_index_float_digits_pow(dt); lo = -hi; }
-        else cpu_index_int_range(dt, &lo, &hi);
+        if (fl) { hi = op_index_float_digits_pow(dt); lo = -hi; }
+        else op_index_int_range(dt, &lo, &hi);
         const char *dn = rgpu_dtype_name(dt);
-        if (cpu_index_arg_none(e, 1)) {   /* [from, to_inc] */
+        if (op_index_arg_none(e, 1)) {   /* [from, to_inc] */
             if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
             if (from > hi)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
@@ -224,7 +170,7 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
             c.range = (uint64_t)hi - (uint64_t)from + 1u;   /* 0: the full 2^64 range */
         } else {
             int64_t to;
-            FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_int(e, 1, "to", &to, err, errlen));
             if (from >= to)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
                          (long long)from, (long long)to);
@@ -242,28 +188,28 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
     }
 
     /* RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i) */
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
     int64_t n;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "n", &n, err, errlen));
+    FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
     rgpu_view *out = e->out[0];
     int dt = out->dtype;
     if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
     if (op_dtype_is_float(dt)) {
-        if (n > cpu_index_float_digits_pow(dt) + 1)
+        if (n > op_index_float_digits_pow(dt) + 1)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(cpu_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
+                     (long long)(op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
     } else {
         int64_t lo, hi;
-        cpu_index_int_range(dt, &lo, &hi);
+        op_index_int_range(dt, &lo, &hi);
         if (n > 0 && n - 1 > hi)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
     }
     if (out->ndim != 1 || out->sizes[0] != n)
         RETURN_ERROR(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
-    perm_kv *a = idx_alloc(n, sizeof *a);
+    perm_kv *a = op_alloc(n, sizeof *a);
     if (a == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         uint32_t w[4];
@@ -287,33 +233,33 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r?", err, errlen));
     double p;
     bool train = true;
     uint64_t seed, offset;
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
-    if (!cpu_index_arg_none(e, 1)) FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &p, err, errlen));
+    if (!op_index_arg_none(e, 1)) FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "train", &train, err, errlen));
+    FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &seed, &offset, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     if (!(p >= 0.0 && p <= 1.0))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, x, "input", err, errlen));
     if (y->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    if (!cpu_index_same_shape(y, x) || (mask && !cpu_index_same_shape(mask, x)))
+    if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
         RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
     if (op_numel(x) == 0) return RGPU_OK;
 
     int dt = x->dtype;
     double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
     float scale_f = (float)scale;
-    idx_walk w;
-    idx_walk_init(&w, x->ndim, x->sizes);
-    idx_walk_strides(&w, 0, x);
-    idx_walk_strides(&w, 1, y);
-    if (mask) idx_walk_strides(&w, 2, mask);
+    op_walk w;
+    op_walk_init(&w, x->ndim, x->sizes);
+    op_walk_strides(&w, 0, x);
+    op_walk_strides(&w, 1, y);
+    if (mask) op_walk_strides(&w, 2, mask);
     uint64_t i = 0;
     do {
         const char *xp = (const char *)x->data + w.off[0];
@@ -327,15 +273,15 @@ rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
                 double v = *(const double *)xp * (keep ? 1.0 : 0.0);
                 *(double *)yp = v * scale;
             } else {
-                float v = idx_round_to(dt, op_load_f32(xp, dt) * (keep ? 1.0f : 0.0f));
+                float v = op_round_to(dt, op_load_f32(xp, dt) * (keep ? 1.0f : 0.0f));
                 op_store_f32(yp, dt, v * scale_f);
             }
         } else {
-            idx_elem_copy(yp, xp, rgpu_dtype_size(dt));
+            op_elem_copy(yp, xp, rgpu_dtype_size(dt));
         }
         if (mask) op_store_u64((char *)mask->data + w.off[2], mask->dtype, keep);
         i++;
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -356,7 +302,7 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             double v = op_load_f64(g, c->dt[1]) * op_load_f64(m, c->dt[2]);
             *(double *)o = v * c->scale;
         } else {
-            float v = idx_round_to(dt, op_load_f32(g, c->dt[1]) * op_load_f32(m, c->dt[2]));
+            float v = op_round_to(dt, op_load_f32(g, c->dt[1]) * op_load_f32(m, c->dt[2]));
             op_store_f32(o, dt, v * c->scale_f);
         }
     }
@@ -364,17 +310,17 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 
 rgpu_status cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     dbw_ctx c;
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &c.scale, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", &c.scale, err, errlen));
     c.scale_f = (float)c.scale;
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
-    FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
-    cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
+    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    cpu_iter_run(&it, dbw_row, &c);
+    op_iter_run(&it, dbw_row, &c);
     return RGPU_OK;
 }

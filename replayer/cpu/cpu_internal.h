@@ -13,6 +13,7 @@
 #include "op/check.h"
 #include "op/dtype.h"
 #include "op/error.h"
+#include "op/iter.h"
 
 /* rgpu_cpu_exec (cpu_kernels.c, to be replaced by the generated dispatch)
  * still spells the old names; new code uses op/error.h and op/check.h. */
@@ -54,43 +55,6 @@ static inline void cpu_store_row_u64(char *dst, int dt, int64_t s, const uint64_
 
 /* Elements per chunk when a row is converted through a compute-type buffer. */
 #define CPU_CHUNK 256
-
-/* ---------------------------------------------------------------------------
- * Strided N-d iterator.
- *
- * Operand 0 is the output; every operand is addressed over the output's
- * shape (inputs already broadcast: stride 0 on broadcast dims). Dims are
- * ordered by the output's strides (largest outermost), size-1 dims dropped
- * and mergeable dims coalesced, so a contiguous problem becomes one row.
- * run() calls row() once per innermost row: no div/mod per element. */
-#define CPU_MAX_OPS 4
-
-typedef struct cpu_iter {
-    int nops;
-    int ndim;                                   /* >= 1; ndim-1 is the inner dim */
-    int64_t numel;
-    int64_t sizes[RGPU_MAX_DIMS];
-    int64_t strides[CPU_MAX_OPS][RGPU_MAX_DIMS];  /* bytes */
-    char *base[CPU_MAX_OPS];
-    int dtype[CPU_MAX_OPS];
-} cpu_iter;
-
-/* ptrs: first element of the row per operand; strides: bytes per operand. */
-typedef void (*cpu_row_fn)(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx);
-
-/* Builds an iterator over out's shape. ins[k] (k < nin) are broadcast to out
- * (numpy rules, trailing dims aligned); a NULL in ins with scalar_data set
- * means "a 0-d operand at that address of that dtype" (stride 0 everywhere).
- * Returns RGPU_ERR_SHAPE with a message when an input does not broadcast. */
-typedef struct cpu_operand {
-    const rgpu_view *view;      /* or NULL for a scalar held in memory below */
-    const void *scalar_data;
-    int scalar_dtype;
-} cpu_operand;
-
-rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin,
-                          int op, char *err, size_t errlen);
-void cpu_iter_run(const cpu_iter *it, cpu_row_fn row, void *ctx);
 
 /* ---------------------------------------------------------------------------
  * Kernel families (one file each). */

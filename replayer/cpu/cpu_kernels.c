@@ -32,9 +32,9 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
     memset(val, 0, sizeof val);
     op_scalar_to(&e->args[0], out->dtype, val);
     val[8] = (uint8_t)rgpu_dtype_size(out->dtype);
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, out, NULL, 0, e->op, err, errlen));
-    cpu_iter_run(&it, fill_row, val);
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
+    op_iter_run(&it, fill_row, val);
     return RGPU_OK;
 }
 
@@ -82,7 +82,7 @@ static rgpu_status op_arange(const rgpu_exec *e, char *err, size_t errlen)
 
 static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 {
-    const cpu_iter *it = ctx;
+    const op_iter *it = ctx;
     int dd = it->dtype[0], sd = it->dtype[1];
     char *o = p[0];
     const char *a = p[1];
@@ -113,10 +113,10 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 
 static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
 {
-    cpu_operand src = { e->in[0], NULL, 0 };
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
-    cpu_iter_run(&it, copy_row, &it);
+    op_operand src = { e->in[0], NULL, 0 };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
+    op_iter_run(&it, copy_row, &it);
     return RGPU_OK;
 }
 
@@ -135,7 +135,6 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
  * (-std=c11 keeps -ffp-contract=off). */
 
 enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV };
-enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
 
 typedef struct bin_ctx {
     int kind;              /* BIN_* */
@@ -151,19 +150,19 @@ typedef struct bin_ctx {
 static int compute_type(int out_dtype)
 {
     switch (out_dtype) {
-    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
-    case RGPU_F64: return CT_F64;
-    case RGPU_BOOL: return CT_BOOL;
-    default: return CT_I64;
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return OP_CT_F32;
+    case RGPU_F64: return OP_CT_F64;
+    case RGPU_BOOL: return OP_CT_BOOL;
+    default: return OP_CT_I64;
     }
 }
 
 static int compute_storage_dtype(int ct)
 {
     switch (ct) {
-    case CT_F32: return RGPU_F32;
-    case CT_F64: return RGPU_F64;
-    case CT_BOOL: return RGPU_BOOL;
+    case OP_CT_F32: return RGPU_F32;
+    case OP_CT_F64: return RGPU_F64;
+    case OP_CT_BOOL: return RGPU_BOOL;
     default: return RGPU_I64;
     }
 }
@@ -207,13 +206,13 @@ static bool bin_row_f32_fast(const bin_ctx *c, char *const *p, const int64_t *s,
 static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 {
     const bin_ctx *c = vctx;
-    if (c->ct == CT_F32 && bin_row_f32_fast(c, p, s, n)) return;
+    if (c->ct == OP_CT_F32 && bin_row_f32_fast(c, p, s, n)) return;
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         char *o = p[0] + i0 * s[0];
         const char *pa = p[1] + i0 * s[1], *pb = p[2] + i0 * s[2];
         switch (c->ct) {
-        case CT_F32: {
+        case OP_CT_F32: {
             float A[CHUNK], B[CHUNK], al = c->alpha_f;
             cpu_load_row_f32(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f32(B, pb, c->dt[2], s[2], m);
@@ -230,7 +229,7 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_store_row_f32(o, c->dt[0], s[0], A, m);
             break;
         }
-        case CT_F64: {
+        case OP_CT_F64: {
             double A[CHUNK], B[CHUNK], al = c->alpha_d;
             cpu_load_row_f64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f64(B, pb, c->dt[2], s[2], m);
@@ -247,7 +246,7 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_store_row_f64(o, c->dt[0], s[0], A, m);
             break;
         }
-        case CT_I64: {
+        case OP_CT_I64: {
             uint64_t A[CHUNK], B[CHUNK], al = c->alpha_i;
             cpu_load_row_u64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_u64(B, pb, c->dt[2], s[2], m);
@@ -263,7 +262,7 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_store_row_u64(o, c->dt[0], s[0], A, m);
             break;
         }
-        default: {   /* CT_BOOL: add is a || (alpha && b), mul is a && b */
+        default: {   /* OP_CT_BOOL: add is a || (alpha && b), mul is a && b */
             uint8_t A[CHUNK], B[CHUNK];
             cpu_load_row_bool(A, pa, c->dt[1], s[1], m);
             cpu_load_row_bool(B, pb, c->dt[2], s[2], m);
@@ -304,7 +303,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     c.ct = compute_type(out->dtype);
 
     /* ATen's own rejections */
-    if (kind == BIN_DIV && (c.ct == CT_I64 || c.ct == CT_BOOL))
+    if (kind == BIN_DIV && (c.ct == OP_CT_I64 || c.ct == OP_CT_BOOL))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
     if (kind == BIN_SUB) {
         bool any_bool = out->dtype == RGPU_BOOL;
@@ -329,22 +328,22 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     }
     if (c.alpha_one) { c.alpha_f = 1.0f; c.alpha_d = 1.0; c.alpha_i = 1; c.alpha_b = true; }
 
-    cpu_operand ops[2];
+    op_operand ops[2];
     uint64_t scalar_buf = 0;   /* the scalar, already in the compute type */
-    ops[0] = (cpu_operand){ e->in[0], NULL, 0 };
+    ops[0] = (op_operand){ e->in[0], NULL, 0 };
     if (other_arg >= 0) {
         int sdt = compute_storage_dtype(c.ct);
         op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
-        ops[1] = (cpu_operand){ NULL, &scalar_buf, sdt };
+        ops[1] = (op_operand){ NULL, &scalar_buf, sdt };
     } else {
-        ops[1] = (cpu_operand){ e->in[1], NULL, 0 };
+        ops[1] = (op_operand){ e->in[1], NULL, 0 };
     }
-    if (swap) { cpu_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    if (swap) { op_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
 
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    cpu_iter_run(&it, bin_row, &c);
+    op_iter_run(&it, bin_row, &c);
     return RGPU_OK;
 }
 

@@ -17,65 +17,6 @@
 #include "cpu_reduce2.h"
 
 /* ---------------------------------------------------------------------------
- * Checks */
-
-rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
-{
-    return op_check_exec(e, opt_in, opt_out, true, err, errlen);
-}
-
-rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
-{
-    if (i >= e->n_args)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k < 0 || k >= 32 || !(mask >> k & 1u))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d", rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-rgpu_status r2_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
-{
-    if (!op_dtype_is_float(v->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want a floating dtype",
-                 rgpu_op_name(e->op), what, rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-static void fmt_shape(char *buf, size_t n, int nd, const int64_t *sizes)
-{
-    size_t l = 0;
-    buf[0] = '\0';
-    for (int d = 0; d < nd && l + 24 < n; d++)
-        l += (size_t)snprintf(buf + l, n - l, "%s%lld", d ? "," : "", (long long)sizes[d]);
-}
-
-rgpu_status r2_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
-                          const int64_t *sizes, char *err, size_t errlen)
-{
-    bool ok = v->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = v->sizes[d] == sizes[d];
-    if (!ok) {
-        char got[128], want[128];
-        fmt_shape(got, sizeof got, v->ndim, v->sizes);
-        fmt_shape(want, sizeof want, nd, sizes);
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s has shape [%s], want [%s]", rgpu_op_name(e->op), what, got, want);
-    }
-    return RGPU_OK;
-}
-
-rgpu_status r2_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
-{
-    int64_t w = nd > 0 ? nd : 1;
-    if (dim < -w || dim >= w)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                 rgpu_op_name(e->op), (long long)-w, (long long)(w - 1), (long long)dim);
-    if (dim < 0) dim += w;
-    *out = nd > 0 ? (int)dim : 0;
-    return RGPU_OK;
-}
-
-/* ---------------------------------------------------------------------------
  * N-d counter and row addressing */
 
 void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
@@ -128,7 +69,7 @@ rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, siz
     r->offs = NULL;
     r->stride = c.n > 0 ? c.st[0][c.n - 1] : 0;
     if (c.n <= 1 || c.total == 0) return RGPU_OK;
-    r->offs = r2_alloc(c.total, sizeof *r->offs);
+    r->offs = op_alloc(c.total, sizeof *r->offs);
     if (r->offs == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
     int64_t i = 0;
@@ -174,7 +115,7 @@ static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, boo
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        FORWARD_IF_ERROR(r2_wrap_dim(e, d, nd, &w, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
         if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
@@ -206,7 +147,7 @@ static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view 
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     /* out strides were read at positions the shape check has now vouched for */
     r2_ctr_init(&pl->keep, nk, ksz);
@@ -352,22 +293,22 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
     int a_dims = 0, a_keep = 1;
     double correction = 1.0, ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        FORWARD_IF_ERROR(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(r2_arg(e, 0, num_kinds, "ord", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
         ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    FORWARD_IF_ERROR(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[a_keep].v.i != 0;
 
     bool red[RGPU_MAX_DIMS];
@@ -392,12 +333,12 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_ALL:  k = RK_ALL; break;
     case RGPU_OP_PROD: k = RK_PROD; fl = op_dtype_is_float(odt); break;  /* input is cast to out's dtype */
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         break;
     case RGPU_OP_NORM:
-        FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         if (ord == 0.0) k = RK_NORM0;
         else if (ord == 1.0) k = RK_NORM1;
         else if (ord == 2.0) k = RK_NORM2;
@@ -480,8 +421,8 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[1].v.i != 0;
     bool red[RGPU_MAX_DIMS];
     FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
@@ -529,10 +470,10 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int idt = in->dtype, odt = out->dtype;
     int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
     int64_t n = 1, is = 0, os = 0;
@@ -605,34 +546,34 @@ rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
     switch (e->op) {
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_reduce(e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   /* either output may be unwanted */
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 3u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 3u, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_CUMSUM:
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_cumsum(e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return r2_softmax(e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return r2_softmax_backward(e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   /* weight, bias optional; mean, rstd may be unwanted */
-        FORWARD_IF_ERROR(r2_check_exec(e, 6u, 6u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 6u, 6u, err, errlen));
         return r2_layer_norm(e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   /* weight, bias optional; each output optional */
-        FORWARD_IF_ERROR(r2_check_exec(e, 0x30u, 7u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0x30u, 7u, err, errlen));
         return r2_layer_norm_backward(e, err, errlen);
     case RGPU_OP_NLL_LOSS:   /* weight optional; total_weight may be unwanted */
-        FORWARD_IF_ERROR(r2_check_exec(e, 4u, 2u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 4u, 2u, err, errlen));
         return r2_nll_loss(e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   /* weight optional */
-        FORWARD_IF_ERROR(r2_check_exec(e, 8u, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 8u, 0, err, errlen));
         return r2_nll_loss_backward(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));

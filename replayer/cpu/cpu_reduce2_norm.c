@@ -41,20 +41,20 @@ rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
 
     const rgpu_view *vs[2] = { in, out };
     r2_ctr c;
     int64_t n, rs[2];
     rows_along(&c, vs, 2, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *buf = r2_alloc(n, sizeof *buf);
+    double *buf = op_alloc(n, sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
     do {
         cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
@@ -87,25 +87,25 @@ rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, y, "in[1] (output)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
     if (e->args[1].v.i != out->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
                  rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    FORWARD_IF_ERROR(r2_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
 
     const rgpu_view *vs[3] = { g, y, out };
     r2_ctr c;
     int64_t n, rs[3];
     rows_along(&c, vs, 3, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *gb = r2_alloc(n, 2 * sizeof *gb);
+    double *gb = op_alloc(n, 2 * sizeof *gb);
     if (gb == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
     double *yb = gb + n;
     do {
@@ -187,24 +187,24 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT), "eps", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
     double eps = rgpu_arg_as_f64(&e->args[1]);
     ln_shape s;
     FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, x, "in[0] (x)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, y, "out[0] (y)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
     if (w) {
-        FORWARD_IF_ERROR(r2_want_float(e, w, "in[1] (weight)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[1] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
     }
     if (b) {
-        FORWARD_IF_ERROR(r2_want_float(e, b, "in[2] (bias)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, b, "in[2] (bias)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
     }
-    if (mean) FORWARD_IF_ERROR(r2_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
-    if (rstd) FORWARD_IF_ERROR(r2_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
+    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
@@ -217,7 +217,7 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
     rgpu_status st = r2_row_init(&yr, y, s.lead, err, errlen);
     if (st != RGPU_OK) { r2_row_free(&xr); return st; }
-    double *buf = r2_alloc(s.N, 3 * sizeof *buf);
+    double *buf = op_alloc(s.N, 3 * sizeof *buf);
     if (buf == NULL) {
         r2_row_free(&xr); r2_row_free(&yr);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
@@ -262,38 +262,38 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
     ln_shape s;
     FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, x, "in[1] (x)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, mean, "in[2] (mean)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
     if (w) {
-        FORWARD_IF_ERROR(r2_want_float(e, w, "in[4] (weight)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[4] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
     }
     if (dx) {
-        FORWARD_IF_ERROR(r2_want_float(e, dx, "out[0] (dx)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dx, "out[0] (dx)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
     }
     if (dw) {
-        FORWARD_IF_ERROR(r2_want_float(e, dw, "out[1] (dw)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dw, "out[1] (dw)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
     }
     if (db) {
-        FORWARD_IF_ERROR(r2_want_float(e, db, "out[2] (db)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, db, "out[2] (db)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
     }
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     int64_t N = s.N;
     rgpu_status st = RGPU_OK;
     r2_row gr = {0}, xr = {0}, dxr = {0};
-    double *buf = r2_alloc(N, 6 * sizeof *buf);
+    double *buf = op_alloc(N, 6 * sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
     double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
@@ -367,14 +367,14 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                                  const rgpu_view *w, int a0, nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    FORWARD_IF_ERROR(r2_arg(e, a0, R2K(RGPU_ARG_INT), "reduction", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, a0 + 1, R2K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0 + 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
     s->reduction = e->args[a0].v.i;
     s->ignore = e->args[a0 + 1].v.i;
     if (s->reduction < 0 || s->reduction > 2)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
                  (long long)s->reduction);
-    FORWARD_IF_ERROR(r2_want_float(e, logp, "logp", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
     if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
                  rgpu_dtype_name(t->dtype));
@@ -397,7 +397,7 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                  (long long)t->sizes[0]);
     s->ws = 0;
     if (w) {
-        FORWARD_IF_ERROR(r2_want_float(e, w, "weight", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
         if (w->ndim != 1 || w->sizes[0] != s->C)
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
                      "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
@@ -436,11 +436,11 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
     nll_shape s;
     FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(r2_want_float(e, loss, "out[0] (loss)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
     if (tw) {
-        FORWARD_IF_ERROR(r2_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        FORWARD_IF_ERROR(r2_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
     }
     /* as ATen: a reduced loss over an empty logp checks no target */
     FORWARD_IF_ERROR(nll_check_targets(e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
@@ -488,11 +488,11 @@ rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
     nll_shape s;
     FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(r2_want_float(e, go, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    FORWARD_IF_ERROR(r2_want_float(e, gx, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) FORWARD_IF_ERROR(r2_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
     else if (op_numel(go) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
                  (long long)op_numel(go));

@@ -41,23 +41,6 @@ static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *
 }
 
 // ---------------------------------------------------------------------------
-// Element conversions, as replayer/cpu/half.h (NaN to f16: sign|0x7E00, to
-// bf16: 0x7FC0; CUDA's own rounding gives other NaN bits).
-
-__device__ __forceinline__ float amp_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float amp_bf2f(uint16_t b) { return __uint_as_float((unsigned)b << 16); }
-__device__ __forceinline__ uint16_t amp_f2h(float f)
-{
-    if (f != f) return (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
-    return __half_as_ushort(__float2half_rn(f));
-}
-__device__ __forceinline__ uint16_t amp_f2bf(float f)
-{
-    if (f != f) return 0x7fc0u;
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
-
-// ---------------------------------------------------------------------------
 // AMP_UNSCALE
 
 struct unscale_args {
@@ -91,15 +74,15 @@ __global__ void unscale_kernel(unscale_args a)
             break;
         }
         case RGPU_F16: {
-            float v = amp_h2f(((const uint16_t *)a.g.data)[gi]);
+            float v = rgpu_half_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
-            ((uint16_t *)a.out.data)[oi] = amp_f2h(one ? v : __fmul_rn(v, inv));
+            ((uint16_t *)a.out.data)[oi] = rgpu_float_to_half(one ? v : __fmul_rn(v, inv));
             break;
         }
         default: {   // RGPU_BF16
-            float v = amp_bf2f(((const uint16_t *)a.g.data)[gi]);
+            float v = rgpu_bf16_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
-            ((uint16_t *)a.out.data)[oi] = amp_f2bf(one ? v : __fmul_rn(v, inv));
+            ((uint16_t *)a.out.data)[oi] = rgpu_float_to_bf16(one ? v : __fmul_rn(v, inv));
             break;
         }
         }

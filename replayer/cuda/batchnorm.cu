@@ -50,8 +50,8 @@ static chan_view chan_view_of(const rgpu_view *x)
 }
 __device__ __forceinline__ double chan_at(const chan_view &v, int64_t c, int64_t i)
 {
-    int64_t esz = dcu::esize(v.dt);
-    return dcu::load_f64((const char *)v.rest.data + (c * v.cstride + rgpu_cuda_offset(v.rest, i)) * esz, v.dt);
+    int64_t esz = op_dtype_esize(v.dt);
+    return op_load_f64((const char *)v.rest.data + (c * v.cstride + rgpu_cuda_offset(v.rest, i)) * esz, v.dt);
 }
 
 struct bn_fwd_args {
@@ -122,13 +122,13 @@ static __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
 static __global__ void bn_apply_kernel(rgpu_cuda_view x, int xdt, rgpu_cuda_view y, int ydt, int64_t numel,
                                        int64_t C, int64_t inner, bool f64, const double *coef)
 {
-    int64_t xe = dcu::esize(xdt), ye = dcu::esize(ydt);
+    int64_t xe = op_dtype_esize(xdt), ye = op_dtype_esize(ydt);
     DCU_LOOP(i, numel) {
         int64_t c = (i / inner) % C;
-        double xv = dcu::load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt), r;
+        double xv = op_load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt), r;
         if (f64) r = __dadd_rn(__dmul_rn(xv, coef[2 * c]), coef[2 * c + 1]);
         else r = __fadd_rn(__fmul_rn((float)xv, (float)coef[2 * c]), (float)coef[2 * c + 1]);
-        dcu::store_f64((char *)y.data + rgpu_cuda_offset(y, i) * ye, ydt, r);
+        op_store_f64((char *)y.data + rgpu_cuda_offset(y, i) * ye, ydt, r);
     }
 }
 
@@ -184,19 +184,19 @@ static __global__ void bn_bwd_dx_kernel(rgpu_cuda_view x, int xdt, rgpu_cuda_vie
                                         int dxdt, int64_t numel, int64_t C, int64_t inner, bool training,
                                         const double *coef)
 {
-    int64_t xe = dcu::esize(xdt), ge = dcu::esize(gdt), de = dcu::esize(dxdt);
+    int64_t xe = op_dtype_esize(xdt), ge = op_dtype_esize(gdt), de = op_dtype_esize(dxdt);
     DCU_LOOP(i, numel) {
         int64_t c = (i / inner) % C;
         const double *q = coef + 5 * c;
-        double gv = dcu::load_f64((const char *)g.data + rgpu_cuda_offset(g, i) * ge, gdt), r;
+        double gv = op_load_f64((const char *)g.data + rgpu_cuda_offset(g, i) * ge, gdt), r;
         if (training) {
-            double xv = dcu::load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt);
+            double xv = op_load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt);
             double t = __dsub_rn(__dsub_rn(gv, q[4]), __dmul_rn(__dsub_rn(xv, q[0]), q[3]));
             r = __dmul_rn(__dmul_rn(t, q[1]), q[2]);
         } else {
             r = __dmul_rn(__dmul_rn(gv, q[1]), q[2]);
         }
-        dcu::store_f64((char *)dx.data + rgpu_cuda_offset(dx, i) * de, dxdt, r);
+        op_store_f64((char *)dx.data + rgpu_cuda_offset(dx, i) * de, dxdt, r);
     }
 }
 

@@ -101,12 +101,12 @@ static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, i
                                         dcu::param db)
 {
     __shared__ double sh[dcu::THREADS];
-    int64_t esz = dcu::esize(gdt);
+    int64_t esz = op_dtype_esize(gdt);
     for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
         const char *base = (const char *)gr.data + ch * cstride * esz;
         double s = 0.0;
         for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
-            s += dcu::load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
+            s += op_load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
         s = dcu::block_sum(s, sh);
         if (threadIdx.x == 0) dcu::param_set(db, ch, s);
     }
@@ -181,8 +181,8 @@ static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
 static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *x, void *col,
                           char *err, size_t errlen)
 {
-    if (ct == DCT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
-    if (ct == DCT_F64) return launch_im2col<double>(c, g, nc, x, col, err, errlen);
+    if (ct == OP_CT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
+    if (ct == OP_CT_F64) return launch_im2col<double>(c, g, nc, x, col, err, errlen);
     return launch_im2col<uint64_t>(c, g, nc, x, col, err, errlen);
 }
 
@@ -200,8 +200,8 @@ static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
 static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *col, void *x,
                           char *err, size_t errlen)
 {
-    if (ct == DCT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
-    if (ct == DCT_F64) return launch_col2im<double>(c, g, nc, col, x, err, errlen);
+    if (ct == OP_CT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
+    if (ct == OP_CT_F64) return launch_col2im<double>(c, g, nc, col, x, err, errlen);
     return launch_col2im<uint64_t>(c, g, nc, col, x, err, errlen);
 }
 
@@ -370,7 +370,7 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
 
     int ct = dense_ct_of(dt);
-    if (ct != DCT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    if (ct != OP_CT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     dcu::scratch sc(c);
     rgpu_status st;
     void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);

@@ -49,7 +49,7 @@ __global__ void k_copy(ix_walk w, char *d, int ddt, int desz, const char *s, int
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        ix_elem_convert(d + off[0], ddt, s + off[1], sdt, desz);
+        op_elem_convert(d + off[0], ddt, s + off[1], sdt);
     }
 }
 
@@ -59,7 +59,7 @@ __global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, long long n)
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         uint64_t v = bits;
-        ix_elem_copy(d + off[0], (const char *)&v, esz);
+        op_elem_copy(d + off[0], (const char *)&v, esz);
     }
 }
 
@@ -181,13 +181,13 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
 }
 
 // ---------------------------------------------------------------------------
-// Checks: cpu_index.h's cpu_index_check_out_shape, _check_same_dtype,
+// Checks: cpu_index.h's op_index_check_out_shape, _check_same_dtype,
 // _check_index_dtype, _wrap_dim, _nonempty_sizes and _bstride, plus these.
 
 static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (cpu_index_same_view(out, self)) return RGPU_OK;
+    if (op_index_same_view(out, self)) return RGPU_OK;
     if (out->data == self->data && op_numel(out) > 0)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
@@ -319,8 +319,8 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
         char *d = out + g.target[gi] + off[0];
         const char *sb = src + off[1];
         long long s0 = g.start[gi], s1 = g.start[gi + 1];
-        if (mode == IDX_ASSIGN) {   // the last write wins
-            ix_elem_copy(d, sb + g.list[s1 - 1], ix_esz(dt));
+        if (mode == OP_IDX_ASSIGN) {   // the last write wins
+            op_elem_copy(d, sb + g.list[s1 - 1], op_dtype_esize(dt));
             continue;
         }
         ix_alpha al = a;
@@ -328,28 +328,28 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
             double sc = 1.0 / (double)(s1 - s0);
             al.one = sc == 1.0;
             al.d = sc;
-            al.f = ix_round_to(dt, (float)sc);
+            al.f = op_round_to(dt, (float)sc);
             al.fused = 1;
             al.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
         }
         switch (dt) {
         case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
-            float x = ix_load_f32(d, dt);
+            float x = op_load_f32(d, dt);
             if (f32acc) {
 #pragma unroll 4
-                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, ix_load_f32(sb + g.list[s], dt));
+                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, op_load_f32(sb + g.list[s], dt));
             } else {
 #pragma unroll 4
                 for (long long s = s0; s < s1; s++)
-                    x = ix_round_to(dt, ix_step_f32(x, ix_load_f32(sb + g.list[s], dt), dt, IDX_ADD, al));
+                    x = op_round_to(dt, ix_step_f32(x, op_load_f32(sb + g.list[s], dt), dt, OP_IDX_ADD, al));
             }
-            ix_store_f32(d, dt, x);
+            op_store_f32(d, dt, x);
             break;
         }
         case RGPU_F64: {
             double x = *(const double *)d;
 #pragma unroll 4
-            for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), IDX_ADD, al);
+            for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), OP_IDX_ADD, al);
             *(double *)d = x;
             break;
         }
@@ -360,9 +360,9 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
             break;
         }
         default: {   // integers wrap; keeping 64 bits and narrowing at the end is the same
-            uint64_t x = ix_load_u64(d, dt);
-            for (long long s = s0; s < s1; s++) x += al.i * ix_load_u64(sb + g.list[s], dt);
-            ix_store_u64(d, dt, x);
+            uint64_t x = op_load_u64(d, dt);
+            for (long long s = s0; s < s1; s++) x += al.i * op_load_u64(sb + g.list[s], dt);
+            op_store_u64(d, dt, x);
             break;
         }
         }
@@ -418,7 +418,7 @@ static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
     }
     rgpu_status st = ix_download_view(c, ix, raw, err, errlen);
     if (st == RGPU_OK)
-        for (int64_t i = 0; i < n; i++) v[i] = idx_load_index(raw + (size_t)i * esz, ix->dtype);
+        for (int64_t i = 0; i < n; i++) v[i] = op_idx_load_index(raw + (size_t)i * esz, ix->dtype);
     free(raw);
     *out = v;
     return st;
@@ -450,19 +450,19 @@ static unsigned row_threads(long long D)
 
 static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
     if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     int64_t n = op_numel(ix);
     if (n == 0) return RGPU_OK;
 
@@ -482,7 +482,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
     const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
     char *op = (char *)out->data;
-    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
+    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
     switch (rgpu_dtype_size(wt->dtype)) {
     case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
     case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
@@ -500,19 +500,19 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t nw, pad;
     bool by_freq;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
     if (!op_dtype_is_float(g->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
     if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
     if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
     int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
@@ -521,7 +521,7 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
@@ -539,13 +539,13 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
     int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
     if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
-    idx_walk wg;   // grad rows in row-major order, in lockstep with the indices
-    idx_walk_init(&wg, g->ndim - 1, g->sizes);
-    idx_walk_strides(&wg, 0, g);
+    op_walk wg;   // grad rows in row-major order, in lockstep with the indices
+    op_walk_init(&wg, g->ndim - 1, g->sizes);
+    op_walk_strides(&wg, 0, g);
     for (int64_t i = 0; i < n; i++) {
         skip[i] = keys[i] == pad;
         rowoff[i] = wg.off[0];
-        idx_walk_next(&wg);
+        op_walk_next(&wg);
     }
     ix_grouping gr;
     if (!group_keys(&gr, keys, skip, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
@@ -553,10 +553,10 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     int64_t Dsz = D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
-    inner.st[0][0] = cpu_index_bstride(out, 1);
-    inner.st[1][0] = cpu_index_bstride(g, g->ndim - 1);
-    return run_groups(c, e, &gr, cpu_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
-                      out->dtype, IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
+    inner.st[0][0] = op_index_bstride(out, 1);
+    inner.st[1][0] = op_index_bstride(g, g->ndim - 1);
+    return run_groups(c, e, &gr, op_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
+                      out->dtype, OP_IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -570,30 +570,30 @@ __global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const ch
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(ix + off[0], idt);
-        ix_elem_copy(out + off[1], self + off[2] + v * sdim, esz);
+        op_elem_copy(out + off[1], self + off[2] + v * sdim, esz);
     }
 }
 
 static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd)
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
     if (op_numel(ix) == 0) return RGPU_OK;
 
     bool found;
@@ -609,7 +609,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     w.st[2][dim] = 0;
     long long n = ix_walk_numel(&w);
     k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
-                                                         (const char *)self->data, cpu_index_bstride(self, dim),
+                                                         (const char *)self->data, op_index_bstride(self, dim),
                                                          (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -639,9 +639,9 @@ __global__ void k_scatter_lines(ix_walk w, long long nlines, long long len, long
             char *d = out + off[1] + v * odim;
             if (f32acc) {
                 long long slot = off[3] + v * cdim;
-                if (!touched[slot]) { acc[slot] = ix_load_f32(d, dt); touched[slot] = 1; }
-                float y = ix_load_f32(s, dt);
-                acc[slot] = mode == IDX_MUL ? __fmul_rn(acc[slot], y) : __fadd_rn(acc[slot], y);
+                if (!touched[slot]) { acc[slot] = op_load_f32(d, dt); touched[slot] = 1; }
+                float y = op_load_f32(s, dt);
+                acc[slot] = mode == OP_IDX_MUL ? __fmul_rn(acc[slot], y) : __fadd_rn(acc[slot], y);
             } else {
                 ix_elem_reduce(d, s, dt, mode, one);
             }
@@ -656,39 +656,39 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
         if (!touched[l]) continue;
         long long off[IX_NW];
         ix_walk_at(w, l, off);
-        ix_store_f32(out + off[0], dt, acc[l]);
+        op_store_f32(out + off[0], dt, acc[l]);
     }
 }
 
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     const char *name = add_only ? "scatter_add" : "scatter";
-    FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = IDX_ADD;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = OP_IDX_ADD;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     uint64_t value = 0;
     if (!add_only) {
-        FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
         if (reduce < 0 || reduce > 2)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
         if (src == NULL) {
             double ignored;
-            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
             op_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
@@ -708,7 +708,7 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
     long long nout = op_numel(out);
     ix_scratch sacc(c);
     float *acc = NULL;
@@ -732,9 +732,9 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     if (src) ix_walk_strides(&w, 2, src);
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     long long nlines = ix_walk_numel(&w);
-    long long ixs = cpu_index_bstride(ix, dim), srcs = src ? cpu_index_bstride(src, dim) : 0;
+    long long ixs = op_index_bstride(ix, dim), srcs = src ? op_index_bstride(src, dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, isz[dim], ixs, srcs, cpu_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
+        w, nlines, isz[dim], ixs, srcs, op_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
         (char *)out->data, src ? (const char *)src->data : NULL, value, dt, (int)reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
@@ -758,30 +758,30 @@ __global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long
         long long off[IX_NW];
         long long cd = ix_walk_at_dim(w, i, off, dim);
         long long v = ix_load_index(ix + cd * ixs, idt);
-        ix_elem_copy(out + off[0], self + off[1] + v * sdim, esz);
+        op_elem_copy(out + off[0], self + off[1] + v * sdim, esz);
     }
 }
 
 static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
+    int nd = op_index_nonempty_sizes(self, ssz);
     if (self->ndim == 0 && op_numel(ix) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
                  (long long)op_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
     if (self->ndim > 0) want[dim] = op_numel(ix);
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     if (ix->ndim > 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
     bool found;
@@ -791,16 +791,16 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t osz[RGPU_MAX_DIMS];
-    cpu_index_nonempty_sizes(out, osz);
+    op_index_nonempty_sizes(out, osz);
     ix_walk w;
     ix_walk_init(&w, nd, osz);
     ix_walk_strides(&w, 0, out);
     ix_walk_strides(&w, 1, self);
     w.st[1][dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, cpu_index_bstride(ix, 0),
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, op_index_bstride(ix, 0),
                                                                (char *)out->data, (const char *)self->data,
-                                                               cpu_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
+                                                               op_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -811,24 +811,24 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 
 static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     double alpha_v;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
     if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
     if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    idx_alpha a;
+    op_idx_alpha a;
     a.d = alpha_v;
     a.f = (float)alpha_v;
     a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
@@ -836,13 +836,13 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
     a.fused = self->ndim > 1;   // see cpu_index.c: ATen's slice-wise add_ is an fma
     a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = idx_round_to(dt, a.f);
+    a.f = op_round_to(dt, a.f);
 
     int dim;
-    FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(src, rsz) != nd)
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(src, rsz) != nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
     if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
     if (rsz[dim] != op_numel(ix))
@@ -873,12 +873,12 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
         inner.sz[inner.nd] = rsz[d];
-        inner.st[0][inner.nd] = cpu_index_bstride(out, d);
-        inner.st[1][inner.nd] = cpu_index_bstride(src, d);
+        inner.st[0][inner.nd] = op_index_bstride(out, d);
+        inner.st[1][inner.nd] = op_index_bstride(src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, cpu_index_bstride(out, dim), NULL, cpu_index_bstride(src, dim), &inner, (char *)out->data,
-                      (const char *)src->data, dt, IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
+    return run_groups(c, e, &gr, op_index_bstride(out, dim), NULL, op_index_bstride(src, dim), &inner, (char *)out->data,
+                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -935,7 +935,7 @@ static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -1002,7 +1002,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom
         gd.t[j].dt = v->dtype;
         gd.t[j].k = k;
         gd.t[j].size = self->sizes[k];
-        gd.t[j].ts = cpu_index_bstride(target, k);
+        gd.t[j].ts = op_index_bstride(target, k);
         int lead = g->nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
@@ -1037,7 +1037,7 @@ __global__ void k_index(ix_walk w, char *out, const char *self, const long long 
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        ix_elem_copy(out + off[0], self + off[1] + boff[off[2]], esz);
+        op_elem_copy(out + off[0], self + off[1] + boff[off[2]], esz);
     }
 }
 
@@ -1049,17 +1049,17 @@ static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
 
 static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
@@ -1067,12 +1067,12 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     ix_scratch hold(c);
     long long *boff;
     FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
     long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     geom_walk(&g, &w, self);
-    for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
+    for (int r = 0; r < g.R; r++) w.st[0][r] = op_index_bstride(out, r);
     k_index<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, (const char *)self->data, boff,
                                                         (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1084,15 +1084,15 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 // result (the last write wins, adds in that order): grouped by boff.
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     geom g;
     const rgpu_view *const *idx = &e->in[2];
     int nidx = e->n_in - 2;
@@ -1119,8 +1119,8 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
-                 cpu_index_shape_str(&rv, b, sizeof b));
+                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 op_index_shape_str(&rv, b, sizeof b));
     }
     FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     int64_t nres = 1;
@@ -1144,20 +1144,20 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) {
         if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
         inner.sz[inner.nd] = g.rsz[r];
-        inner.st[0][inner.nd] = cpu_index_bstride(out, g.rdim[r]);
+        inner.st[0][inner.nd] = op_index_bstride(out, g.rdim[r]);
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }
     {
-        idx_walk wb;
-        idx_walk_init(&wb, g.nb, g.bsz);
+        op_walk wb;
+        op_walk_init(&wb, g.nb, g.bsz);
         for (int j = 0; j < g.nb; j++) wb.st[0][j] = vbst[j];
-        for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; idx_walk_next(&wb); }
+        for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; op_walk_next(&wb); }
     }
     ix_grouping gr;
     if (!group_keys(&gr, hboff, NULL, nbel)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
     return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)out->data, (const char *)vals->data, dt,
-                      acc ? IDX_ADD : IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
+                      acc ? OP_IDX_ADD : OP_IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
 }
 
 }  // namespace rgpu_ix

@@ -23,7 +23,7 @@ namespace rgpu_ix {
 rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
-    FORWARD_IF_ERROR(cpu_index_cat_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
     rgpu_view *out = e->out[0];
     int nd = out->ndim;
@@ -32,7 +32,7 @@ rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
     int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cpu_index_cat_skipped(t)) continue;
+        if (op_index_cat_skipped(t)) continue;
         rgpu_view slice = *out;
         slice.data = (char *)out->data + pos * odim;
         for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
@@ -70,7 +70,7 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
             if (cd < p.a[d] || cd >= p.b[d]) inside = false;
             else ioff += (cd - p.lo[d]) * p.ist[d];
         }
-        ix_elem_copy(out + ooff, inside ? in + ioff : (const char *)&val, esz);
+        op_elem_copy(out + ooff, inside ? in + ioff : (const char *)&val, esz);
     }
 }
 
@@ -78,7 +78,7 @@ rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
 {
     uint64_t value;
     int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(cpu_index_pad_check(e, &value, lo, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     int dt = out->dtype, nd = in->ndim;
@@ -147,7 +147,7 @@ __global__ void k_nz_count(ix_walk w, const char *f, int fdt, int fset, long lon
         if (i >= n) break;
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        c += ix_load_bool(f + off[fset], fdt);
+        c += op_load_bool(f + off[fset], fdt);
     }
     long long tot;
     nz_block_scan(c, &tot);
@@ -192,18 +192,18 @@ __global__ void k_nz_write(ix_walk w, int kind, const char *x, int xdt, const ch
         bool flag = false;
         if (i < n) {
             ix_walk_at(w, i, off);
-            flag = ix_load_bool(f + off[fset], fdt);
+            flag = op_load_bool(f + off[fset], fdt);
         }
         long long tot, r = run + nz_block_scan(flag ? 1 : 0, &tot);
         if (flag) {
             if (kind == 0) {
                 long long q = i;
                 for (int d = w.nd - 1; d >= 0; d--) {
-                    ix_store_u64(out + r * rs + d * cs, odt, (uint64_t)(q % w.sz[d]));
+                    op_store_u64(out + r * rs + d * cs, odt, (uint64_t)(q % w.sz[d]));
                     q /= w.sz[d];
                 }
             } else {
-                ix_elem_copy(out + r * rs, x + off[0], esz);
+                op_elem_copy(out + r * rs, x + off[0], esz);
             }
         }
         run += tot;
@@ -251,8 +251,8 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
 // COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts); no sync.
 rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     const rgpu_view *x = e->in[0];
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
@@ -266,7 +266,7 @@ rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // NONZERO: out (n, ndim) i64 (or i32): the coordinates of x's nonzeros in row-major order.
 rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
@@ -296,7 +296,7 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 // elements where mask is true, row-major.
 rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
     if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
@@ -304,10 +304,10 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     if (out->dtype != self->dtype)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!cpu_index_same_shape(self, mask)) {
+    if (!op_index_same_shape(self, mask)) {
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 cpu_index_shape_str(self, a, sizeof a), cpu_index_shape_str(mask, b, sizeof b));
+                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
     }
     ix_walk w;
     ix_walk_init(&w, self->ndim, self->sizes);
@@ -368,13 +368,13 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     const char *name = rgpu_op_name(e->op);
     bool want_inv = false, want_cnt = false, sorted;
     if (count_only) {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     } else {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
         (void)sorted;   // CPU ATen sorts either way, and so do we
         want_inv = want_inv && e->out[1] != NULL;
         want_cnt = want_cnt && e->out[2] != NULL;
@@ -385,7 +385,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
             RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
         if (want_cnt && e->out[2]->dtype != RGPU_I64)
             RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-        if (want_inv && !cpu_index_same_shape(e->out[1], e->in[0]))
+        if (want_inv && !op_index_same_shape(e->out[1], e->in[0]))
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
     }
     const rgpu_view *x = e->in[0];

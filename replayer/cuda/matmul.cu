@@ -56,12 +56,12 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
         uint64_t *pa = (uint64_t *)sc.get(nb * n * k, 8), *pb = (uint64_t *)sc.get(nb * k * m, 8);
         uint64_t *pc = (uint64_t *)sc.get(nb * n * m, 8);
         if (!pa || !pb || !pc) NOMEM(name);
-        FORWARD_IF_ERROR(dcu::pack(c, &A, DCT_I64, pa, err, errlen));
-        FORWARD_IF_ERROR(dcu::pack(c, &Bv, DCT_I64, pb, err, errlen));
-        if (use_self) FORWARD_IF_ERROR(dcu::pack(c, &S, DCT_I64, pc, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &A, OP_CT_I64, pa, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &Bv, OP_CT_I64, pb, err, errlen));
+        if (use_self) FORWARD_IF_ERROR(dcu::pack(c, &S, OP_CT_I64, pc, err, errlen));
         FORWARD_IF_ERROR(dcu::gemm(c, RGPU_I64, false, false, n, m, k, alpha, pa, k, n * k, pb, m, k * m, use_self ? beta : 0.0,
                       pc, m, n * m, nb, name, err, errlen));
-        return dcu::unpack(c, &O, DCT_I64, pc, NULL, 0, 0, err, errlen);
+        return dcu::unpack(c, &O, OP_CT_I64, pc, NULL, 0, 0, err, errlen);
     }
 
     if (k > 0 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;

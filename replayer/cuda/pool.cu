@@ -40,7 +40,7 @@ static t4 t4_of(const rgpu_view *v)
 
 __device__ __forceinline__ char *at4(const t4 &t, int64_t n, int64_t c, int64_t h, int64_t w)
 {
-    return t.p + (n * t.s[0] + c * t.s[1] + h * t.s[2] + w * t.s[3]) * dcu::esize(t.dt);
+    return t.p + (n * t.s[0] + c * t.s[1] + h * t.s[2] + w * t.s[3]) * op_dtype_esize(t.dt);
 }
 
 struct dgeom {
@@ -78,11 +78,11 @@ template <> __device__ __forceinline__ float lowest<float>() { return -INFINITY;
 template <> __device__ __forceinline__ double lowest<double>() { return -INFINITY; }
 template <> __device__ __forceinline__ int64_t lowest<int64_t>() { return INT64_MIN; }
 template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
-template <typename T> __device__ __forceinline__ T load_val(const char *p, int dt) { return dcu::load<T>(p, dt); }
-template <> __device__ __forceinline__ int64_t load_val<int64_t>(const char *p, int dt) { return (int64_t)dcu::load_u64(p, dt); }
-__device__ __forceinline__ void store_val(char *p, int dt, float v) { dcu::store_f32(p, dt, v); }
-__device__ __forceinline__ void store_val(char *p, int dt, double v) { dcu::store_f64(p, dt, v); }
-__device__ __forceinline__ void store_val(char *p, int dt, int64_t v) { dcu::store_u64(p, dt, (uint64_t)v); }
+template <typename T> __device__ __forceinline__ T load_val(const char *p, int dt) { return cvt_load<T>(p, dt); }
+template <> __device__ __forceinline__ int64_t load_val<int64_t>(const char *p, int dt) { return (int64_t)op_load_u64(p, dt); }
+__device__ __forceinline__ void store_val(char *p, int dt, float v) { op_store_f32(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, double v) { op_store_f64(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, int64_t v) { op_store_u64(p, dt, (uint64_t)v); }
 
 template <typename T>
 static __global__ void max_fwd_kernel(dgeom g, t4 x, t4 y, t4 ind)
@@ -149,7 +149,7 @@ static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
         for (int64_t oh = oh0; oh <= oh1; oh++)
             for (int64_t ow = ow0; ow <= ow1; ow++)
                 if (*(const int64_t *)at4(ind, n, c, oh, ow) == k) {
-                    acc = acc + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                    acc = acc + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                     if (sizeof(T) == 4) acc = (T)dcu::rnd_dt(dx.dt, (float)acc);
                 }
         store_val(at4(dx, n, c, ih, iw), dx.dt, acc);
@@ -170,7 +170,7 @@ static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
                 int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
                 if (k < 0 || k >= g.H * g.W) continue;   /* -1; bad ones were refused before */
                 char *p = at4(dx, n, c, k / g.W, k % g.W);
-                T v = dcu::load<T>(p, dx.dt) + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                T v = cvt_load<T>(p, dx.dt) + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 store_val(p, dx.dt, v);   /* f16/bf16: the store is the rounding */
             }
     }
@@ -221,8 +221,8 @@ static __global__ void avg_fwd_kernel(dgeom g, t4 x, t4 y)
         T sum = 0;
         if (any)
             for (int64_t ih = h0; ih < h1; ih++)
-                for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
-        dcu::store(at4(y, n, c, oh, ow), y.dt, any ? avg_div<T>(sum, div) : (T)0);
+                for (int64_t iw = w0; iw < w1; iw++) sum = sum + cvt_load<T>(at4(x, n, c, ih, iw), x.dt);
+        cvt_store(at4(y, n, c, oh, ow), y.dt, any ? avg_div<T>(sum, div) : (T)0);
     }
 }
 
@@ -243,7 +243,7 @@ static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 int64_t h0, h1, w0, w1, div = 1;
                 if (!avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div)) continue;
                 if (ih < h0 || ih >= h1 || iw < w0 || iw >= w1) continue;
-                T d = avg_div<T>(dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
+                T d = avg_div<T>(cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
                 if (sizeof(T) == 4) {
                     d = (T)dcu::rnd_dt(dx.dt, (float)d);
                     acc = (T)dcu::rnd_dt(dx.dt, (float)(acc + d));
@@ -251,7 +251,7 @@ static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
                     acc = acc + d;
                 }
             }
-        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+        cvt_store(at4(dx, n, c, ih, iw), dx.dt, acc);
     }
 }
 
@@ -283,8 +283,8 @@ static __global__ void adaptive_fwd_kernel(dgeom g, t4 x, t4 y)
         int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
         T sum = 0;
         for (int64_t ih = h0; ih < h1; ih++)
-            for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
-        dcu::store(at4(y, n, c, oh, ow), y.dt, sum / (T)(h1 - h0) / (T)(w1 - w0));
+            for (int64_t iw = w0; iw < w1; iw++) sum = sum + cvt_load<T>(at4(x, n, c, ih, iw), x.dt);
+        cvt_store(at4(y, n, c, oh, ow), y.dt, sum / (T)(h1 - h0) / (T)(w1 - w0));
     }
 }
 
@@ -306,7 +306,7 @@ static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
             for (int64_t ow = ow0; ow <= ow1; ow++) {
                 int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
                 if (iw < w0 || iw >= w1) continue;
-                T gv = dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                T gv = cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 if (sizeof(T) == 4) {
                     float d = dcu::rnd_dt(dx.dt, dcu::rnd_dt(dx.dt, (float)gv / (float)(h1 - h0)) / (float)(w1 - w0));
                     acc = (T)dcu::rnd_dt(dx.dt, (float)acc + d);
@@ -315,7 +315,7 @@ static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 }
             }
         }
-        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+        cvt_store(at4(dx, n, c, ih, iw), dx.dt, acc);
     }
 }
 
@@ -327,7 +327,7 @@ static __global__ void zero_kernel(dgeom g, t4 dx)
         int64_t iw = t % g.W, r = t / g.W;
         int64_t ih = r % g.H; r /= g.H;
         int64_t c = r % g.C, n = r / g.C;
-        dcu::store_f64(at4(dx, n, c, ih, iw), dx.dt, 0.0);
+        op_store_f64(at4(dx, n, c, ih, iw), dx.dt, 0.0);
     }
 }
 
@@ -347,8 +347,8 @@ static rgpu_status max_forward(rgpu_cuda_ctx *c, const pool_geom *pg, const rgpu
     dgeom g = dgeom_of(pg);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
-    else if (ct == DCT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    if (ct == OP_CT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    else if (ct == OP_CT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     else LAUNCH(max_fwd_kernel<int64_t>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     return RGPU_OK;
 }
@@ -423,8 +423,8 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
-    else if (ct == DCT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
+    if (ct == OP_CT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
+    else if (ct == OP_CT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
     else LAUNCH(avg_fwd_kernel<uint64_t>, total, dg, t4_of(x), t4_of(y));
     return RGPU_OK;
 }
@@ -439,8 +439,8 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
     int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
-    else if (ct == DCT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
+    if (ct == OP_CT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
+    else if (ct == OP_CT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
     else LAUNCH(avg_bwd_kernel<uint64_t>, total, dg, t4_of(gr), t4_of(dx));
     return RGPU_OK;
 }

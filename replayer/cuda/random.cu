@@ -42,25 +42,25 @@ __global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
         switch (r.kind) {
         case RGPU_OP_UNIFORM:
             if (dt == RGPU_F64)
-                ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
+                op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
             else
-                ix_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
+                op_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
             break;
         case RGPU_OP_NORMAL: {
             double u1 = rgpu_philox_bm_u1(wd), u2 = rgpu_philox_bm_u2(wd);
             double z = __dmul_rn(__dsqrt_rn(__dmul_rn(-2.0, log(u1))),
                                  cos(__dmul_rn(2.0 * 3.14159265358979323846, u2)));
-            ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
+            op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
             break;
         }
         case RGPU_OP_BERNOULLI: {
-            double p = r.p ? ix_load_f64(r.p + off[1], r.pdt) : r.a;
-            ix_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
+            double p = r.p ? op_load_f64(r.p + off[1], r.pdt) : r.a;
+            op_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
             break;
         }
         default: {   // RANDOM
             uint64_t v = rgpu_philox_r64(wd);
-            ix_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
+            op_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
             break;
         }
         }
@@ -73,7 +73,7 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        double v = ix_load_f64(p + off[0], dt);
+        double v = op_load_f64(p + off[0], dt);
         if (!(v >= 0.0 && v <= 1.0)) atomicMin(bad, (unsigned long long)i);
     }
 }
@@ -100,14 +100,14 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
 static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
                                   char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, p, "p", err, errlen));
     bool ok = p->ndim <= out->ndim;
     int lead = out->ndim - p->ndim;
     for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
     if (!ok) {
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 cpu_index_shape_str(p, a, sizeof a), cpu_index_shape_str(out, b, sizeof b));
+                 op_index_shape_str(p, a, sizeof a), op_index_shape_str(out, b, sizeof b));
     }
     long long n = op_numel(p);
     if (n == 0) return RGPU_OK;
@@ -149,16 +149,16 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     switch (e->op) {
     case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
         bool uni = e->op == RGPU_OP_UNIFORM;
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
-        FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
+        FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
         if (uni) {
             if (!(r.a <= r.b))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
-            if (!(r.b - r.a <= cpu_index_float_max(out->dtype)))
+            if (!(r.b - r.a <= op_index_float_max(out->dtype)))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
                          r.b, r.a);
             r.af = (float)r.a;
@@ -169,8 +169,8 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         return rnd_fill(c, &r, NULL, out, err, errlen);
     }
     case RGPU_OP_BERNOULLI: {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "?", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         const rgpu_view *p = e->in[0];
         if (p != NULL) {
@@ -178,25 +178,25 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
             r.p = (const char *)p->data;
             r.pdt = p->dtype;
         } else {
-            FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &r.a, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &r.a, err, errlen));
             if (!(r.a >= 0.0 && r.a <= 1.0))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
         }
         return rnd_fill(c, &r, p, out, err, errlen);
     }
     case RGPU_OP_RANDOM: {
-        FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
         int64_t from;
-        FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
-        FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 0, "from", &from, err, errlen));
+        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
         rgpu_view *out = e->out[0];
         int dt = out->dtype;
         bool fl = op_dtype_is_float(dt);
         int64_t lo = 0, hi = 0;
-        if (fl) { hi = cpu_index_float_digits_pow(dt); lo = -hi; }
-        else cpu_index_int_range(dt, &lo, &hi);
+        if (fl) { hi = op_index_float_digits_pow(dt); lo = -hi; }
+        else op_index_int_range(dt, &lo, &hi);
         const char *dn = rgpu_dtype_name(dt);
-        if (cpu_index_arg_none(e, 1)) {
+        if (op_index_arg_none(e, 1)) {
             if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
             if (from > hi)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
@@ -204,7 +204,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
             r.range = (uint64_t)hi - (uint64_t)from + 1u;
         } else {
             int64_t to;
-            FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
+            FORWARD_IF_ERROR(op_index_arg_int(e, 1, "to", &to, err, errlen));
             if (from >= to)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
                          (long long)from, (long long)to);
@@ -220,21 +220,21 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     }
 
     // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
     int64_t n;
-    FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "n", &n, err, errlen));
+    FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
     rgpu_view *out = e->out[0];
     int dt = out->dtype;
     if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
     if (op_dtype_is_float(dt)) {
-        if (n > cpu_index_float_digits_pow(dt) + 1)
+        if (n > op_index_float_digits_pow(dt) + 1)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(cpu_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
+                     (long long)(op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
     } else {
         int64_t lo, hi;
-        cpu_index_int_range(dt, &lo, &hi);
+        op_index_int_range(dt, &lo, &hi);
         if (n > 0 && n - 1 > hi)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
     }
@@ -242,10 +242,10 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         RETURN_ERROR(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
     ix_host ha, hv;
-    perm_kv *a = (perm_kv *)idx_alloc(n, sizeof *a);
+    perm_kv *a = (perm_kv *)op_alloc(n, sizeof *a);
     ha.p = a;
     size_t esz = rgpu_dtype_size(dt);
-    char *vals = (char *)idx_alloc(n, esz);
+    char *vals = (char *)op_alloc(n, esz);
     hv.p = vals;
     if (a == NULL || vals == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     for (int64_t i = 0; i < n; i++) {
@@ -282,34 +282,34 @@ __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt,
                 double v = __dmul_rn(*(const double *)xp, keep ? 1.0 : 0.0);
                 *(double *)yp = __dmul_rn(v, scale);
             } else {
-                float v = ix_round_to(dt, __fmul_rn(ix_load_f32(xp, dt), keep ? 1.0f : 0.0f));
-                ix_store_f32(yp, dt, __fmul_rn(v, scale_f));
+                float v = op_round_to(dt, __fmul_rn(op_load_f32(xp, dt), keep ? 1.0f : 0.0f));
+                op_store_f32(yp, dt, __fmul_rn(v, scale_f));
             }
         } else {
-            ix_elem_copy(yp, xp, ix_esz(dt));
+            op_elem_copy(yp, xp, op_dtype_esize(dt));
         }
-        if (mask) ix_store_u64(mask + off[2], mdt, keep);
+        if (mask) op_store_u64(mask + off[2], mdt, keep);
     }
 }
 
 rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r?", err, errlen));
     double p;
     bool train = true;
     uint64_t seed, offset;
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
-    if (!cpu_index_arg_none(e, 1)) FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
-    FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &p, err, errlen));
+    if (!op_index_arg_none(e, 1)) FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "train", &train, err, errlen));
+    FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &seed, &offset, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     if (!(p >= 0.0 && p <= 1.0))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, x, "input", err, errlen));
     if (y->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    if (!cpu_index_same_shape(y, x) || (mask && !cpu_index_same_shape(mask, x)))
+    if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
         RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
     long long n = op_numel(x);
     if (n == 0) return RGPU_OK;
@@ -341,17 +341,17 @@ __global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gd
         char *o = out + off[0];
         const char *gp = g + off[1], *mp = m + off[2];
         if (dt == RGPU_F64) {
-            double v = __dmul_rn(ix_load_f64(gp, gdt), ix_load_f64(mp, mdt));
+            double v = __dmul_rn(op_load_f64(gp, gdt), op_load_f64(mp, mdt));
             *(double *)o = __dmul_rn(v, scale);
         } else {
-            float v = ix_round_to(dt, __fmul_rn(ix_load_f32(gp, gdt), ix_load_f32(mp, mdt)));
-            ix_store_f32(o, dt, __fmul_rn(v, scale_f));
+            float v = op_round_to(dt, __fmul_rn(op_load_f32(gp, gdt), op_load_f32(mp, mdt)));
+            op_store_f32(o, dt, __fmul_rn(v, scale_f));
         }
     }
 }
 
 // Byte strides of in broadcast to out (trailing dims aligned) into set k;
-// the shapes were checked by cpu_iter_init.
+// the shapes were checked by op_iter_init.
 static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu_view *out)
 {
     int lead = out->ndim - in->ndim;
@@ -362,16 +362,16 @@ static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu
 
 rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     double scale;
-    FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", &scale, err, errlen));
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
-    FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
     // the CPU's broadcast checks and messages (metadata only; nothing is read)
-    cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
-    cpu_iter it;
-    FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;

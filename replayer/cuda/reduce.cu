@@ -85,33 +85,33 @@ template <bool MAX> __device__ __forceinline__ void red_step_best(red_acc &a, do
 template <int K> __device__ __forceinline__ void red_step(red_acc &a, const red_args &g, long long off, long long r,
                                                           double ctr)
 {
-    if constexpr (K == RK_MAXF) red_step_best<true>(a, rf_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_MINF) red_step_best<false>(a, rf_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
-    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
+    if constexpr (K == RK_MAXF) red_step_best<true>(a, cvt_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_MINF) red_step_best<false>(a, cvt_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
+    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
     else if constexpr (K == RK_MAXI || K == RK_MINI) {
-        unsigned long long v = rf_ld_u64(g.in, off, g.idt);
+        unsigned long long v = cvt_ld_u64(g.in, off, g.idt);
         bool better = K == RK_MAXI ? (long long)v > (long long)a.u : (long long)v < (long long)a.u;
         if (a.idx < 0 || better) { a.u = v; a.idx = r; }
     }
-    else if constexpr (K == RK_SUMF) a.f += rf_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_SUMU) a.u += rf_ld_u64(g.in, off, g.idt);
-    else if constexpr (K == RK_COUNT) a.u += rf_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMF) a.f += cvt_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMU) a.u += cvt_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_COUNT) a.u += cvt_ld_bool(g.in, off, g.idt);
     else if constexpr (K == RK_SQDEV) {
-        double d = rf_ld_f64(g.in, off, g.idt) - ctr;
+        double d = cvt_ld_f64(g.in, off, g.idt) - ctr;
         a.f = __dadd_rn(a.f, __dmul_rn(d, d));   // as the CPU: no fused multiply-add
     }
-    else if constexpr (K == RK_NORM0) a.f += rf_ld_f64(g.in, off, g.idt) != 0.0;
-    else if constexpr (K == RK_NORM1) a.f += fabs(rf_ld_f64(g.in, off, g.idt));
+    else if constexpr (K == RK_NORM0) a.f += cvt_ld_f64(g.in, off, g.idt) != 0.0;
+    else if constexpr (K == RK_NORM1) a.f += fabs(cvt_ld_f64(g.in, off, g.idt));
     else if constexpr (K == RK_NORM2) {
-        double v = rf_ld_f64(g.in, off, g.idt);
+        double v = cvt_ld_f64(g.in, off, g.idt);
         a.f = __dadd_rn(a.f, __dmul_rn(v, v));
     }
-    else if constexpr (K == RK_NORMP) a.f += pow(fabs(rf_ld_f64(g.in, off, g.idt)), g.p);
-    else if constexpr (K == RK_ANY) a.u |= rf_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_ALL) a.u &= rf_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODF) a.f *= rf_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODU) a.u *= rf_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_NORMP) a.f += pow(fabs(cvt_ld_f64(g.in, off, g.idt)), g.p);
+    else if constexpr (K == RK_ANY) a.u |= cvt_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_ALL) a.u &= cvt_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODF) a.f *= cvt_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODU) a.u *= cvt_ld_u64(g.in, off, g.idt);
 }
 
 // Folds two partials. For the max/min kinds the result is the sequential one
@@ -157,22 +157,22 @@ __device__ void red_finish(const red_args &g, long long o, const red_acc &a)
     rf_ctr_offs(g.keep, o, off);
     double n = (double)g.count;
     switch (g.fin) {
-    case FIN_F: rf_st_f64(g.out0, off[1], g.odt, a.f); break;
-    case FIN_U: rf_st_u64(g.out0, off[1], g.odt, a.u); break;
-    case FIN_MEAN: rf_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
+    case FIN_F: cvt_st_f64(g.out0, off[1], g.odt, a.f); break;
+    case FIN_U: cvt_st_u64(g.out0, off[1], g.odt, a.u); break;
+    case FIN_MEAN: cvt_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
     case FIN_VAR: case FIN_STD: {
         double dof = n - g.p;
         double var = a.f / (dof > 0.0 ? dof : 0.0);
         if (g.count == 0) var = NAN;
-        rf_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
+        cvt_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
         break;
     }
-    case FIN_SQRT: rf_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
-    case FIN_POWINV: rf_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
+    case FIN_SQRT: cvt_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
+    case FIN_POWINV: cvt_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
     case FIN_ARGF: case FIN_ARGI:
         if (g.out0) {
-            if (g.fin == FIN_ARGF) rf_st_f64(g.out0, off[1], g.odt, a.f);
-            else rf_st_u64(g.out0, off[1], g.odt, a.u);
+            if (g.fin == FIN_ARGF) cvt_st_f64(g.out0, off[1], g.odt, a.f);
+            else cvt_st_u64(g.out0, off[1], g.odt, a.u);
         }
         if (g.out1) g.out1[off[2]] = a.idx;
         break;
@@ -417,7 +417,7 @@ static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, boo
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        FORWARD_IF_ERROR(r2_wrap_dim(e, d, nd, &w, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
         if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
@@ -450,7 +450,7 @@ static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     red_args_set(g, &rd);
     return RGPU_OK;
@@ -461,22 +461,22 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
     int a_dims = 0, a_keep = 1;
     double correction = 1.0, ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        FORWARD_IF_ERROR(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(r2_arg(e, 0, num_kinds, "ord", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
         ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    FORWARD_IF_ERROR(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[a_keep].v.i != 0;
 
     bool red[RF_MAXD];
@@ -504,13 +504,13 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
         g.fin = fl ? FIN_F : FIN_U;
         break;
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         is_var = true;
         break;
     case RGPU_OP_NORM:
-        FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         g.fin = FIN_F;
         if (ord == 0.0) kind = RK_NORM0;
         else if (ord == 1.0) kind = RK_NORM1;
@@ -565,8 +565,8 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[1].v.i != 0;
     bool red[RF_MAXD];
     FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
@@ -615,7 +615,7 @@ struct cumsum_args {
 __global__ void cumsum_kernel(cumsum_args a)
 {
     const bool same = a.idt == a.odt;
-    const bool ifl = rf_dev_is_float(a.idt);
+    const bool ifl = op_dtype_is_float(a.idt);
     for (long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x; l < a.lines.total;
          l += (long long)gridDim.x * blockDim.x) {
         long long off[2];
@@ -631,27 +631,27 @@ __global__ void cumsum_kernel(cumsum_args a)
             const void *src = a.in;
             long long si = io;
             if (!same) {
-                if (ifl) rf_st_f64(&v, 0, a.odt, rf_ld_f64(a.in, io, a.idt));
-                else rf_st_u64(&v, 0, a.odt, rf_ld_u64(a.in, io, a.idt));
+                if (ifl) cvt_st_f64(&v, 0, a.odt, cvt_ld_f64(a.in, io, a.idt));
+                else cvt_st_u64(&v, 0, a.odt, cvt_ld_u64(a.in, io, a.idt));
                 src = &v;
                 si = 0;
             }
             switch (a.odt) {
             case RGPU_F32: case RGPU_F64:
-                accd += rf_ld_f64(src, si, a.odt);
-                rf_st_f64(a.out, oo, a.odt, accd);
+                accd += cvt_ld_f64(src, si, a.odt);
+                cvt_st_f64(a.out, oo, a.odt, accd);
                 break;
             case RGPU_F16: case RGPU_BF16:
-                accf += rf_ld_f32(src, si, a.odt);
-                rf_st_f32(a.out, oo, a.odt, accf);
+                accf += cvt_ld_f32(src, si, a.odt);
+                cvt_st_f32(a.out, oo, a.odt, accf);
                 break;
             case RGPU_BOOL:
-                accu |= rf_ld_bool(src, si, a.odt);
-                rf_st_u64(a.out, oo, a.odt, accu);
+                accu |= cvt_ld_bool(src, si, a.odt);
+                cvt_st_u64(a.out, oo, a.odt, accu);
                 break;
             default:
-                accu += rf_ld_u64(src, si, a.odt);
-                rf_st_u64(a.out, oo, a.odt, accu);
+                accu += cvt_ld_u64(src, si, a.odt);
+                cvt_st_u64(a.out, oo, a.odt, accu);
                 break;
             }
         }
@@ -662,10 +662,10 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     cumsum_args a;
     int64_t osz[RF_MAXD];
     for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];

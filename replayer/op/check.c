@@ -1,6 +1,7 @@
 /* op/check.c — op_errf and the checks of op/check.h. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -86,4 +87,21 @@ void op_scalar_to(const rgpu_arg *a, int dt, void *buf)
     if (a->kind == RGPU_ARG_FLOAT) op_store_f64((char *)buf, dt, a->v.f);
     else if (a->kind == RGPU_ARG_BOOL) op_store_u64((char *)buf, dt, a->v.i != 0);
     else op_store_u64((char *)buf, dt, (uint64_t)a->v.i);
+}
+
+const char *op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, const char *sep)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    o += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? sep : "", (long long)sizes[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
+
+void *op_alloc(int64_t n, size_t sz)
+{
+    if (n < 0 || sz == 0 || (uint64_t)n > SIZE_MAX / sz) return NULL;
+    return malloc(n > 0 ? (size_t)n * sz : sz);
 }

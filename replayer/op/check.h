@@ -28,6 +28,15 @@ rgpu_status op_check_view(const rgpu_view *v, const char *what, int op, char *er
 rgpu_status op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
                           char *err, size_t errlen);
 
+/* malloc of n elements of sz bytes (at least one element); NULL when n is
+ * negative or n*sz overflows (hostile sizes: a stride-0 view can have a huge
+ * numel over a tiny storage). */
+void *op_alloc(int64_t n, size_t sz);
+
+/* "[2, 3, 4]" (sep ", ") or "[2,3,4]" (sep ",") into buf, truncated to fit;
+ * returns buf. */
+const char *op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, const char *sep);
+
 /* args[i] must exist and be a scalar (INT, FLOAT or BOOL). */
 rgpu_status op_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen);
 /* True for the arg kinds a Scalar arrives as: INT, FLOAT, BOOL. */

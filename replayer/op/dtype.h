@@ -161,6 +161,11 @@ OP_FN bool op_dtype_is_float(int dt)
     return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16;
 }
 
+/* Compute classes: the opmath type a kernel runs in. f16/bf16/f32 compute in
+ * f32 (ATen's opmath), f64 in f64, the integer dtypes in int64 with wrapping
+ * (held as uint64), bool as 0/1 where an op keeps it apart. */
+enum { OP_CT_F32, OP_CT_F64, OP_CT_I64, OP_CT_BOOL };
+
 /* Bytes per element, callable from kernels (rgpu_dtype_size is host-only);
  * 1 for the 1-byte dtypes and anything invalid. */
 OP_FN int op_dtype_esize(int dt)

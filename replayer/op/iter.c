@@ -1,24 +1,23 @@
-/* cpu_iter.c — view validation, broadcasting and the strided N-d iterator
- * every elementwise CPU kernel (and COPY, FULL, ARANGE) runs on. */
+/* op/iter.c — broadcasting and the strided N-d iterator (op/iter.h). */
 #include <stdio.h>
 
-#include "cpu_internal.h"
-
+#include "check.h"
+#include "iter.h"
 
 /* ---------------------------------------------------------------------------
  * Iterator construction */
 
-rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin,
+rgpu_status op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
                           int op, char *err, size_t errlen)
 {
-    if (nin < 0 || nin >= CPU_MAX_OPS)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, CPU_MAX_OPS - 1);
+    if (nin < 0 || nin >= OP_ITER_MAX_OPS)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, OP_ITER_MAX_OPS - 1);
     int nd = out->ndim;
     it->nops = 1 + nin;
     it->numel = op_numel(out);
 
     /* strides over out's dims, in bytes, for each operand */
-    int64_t st[CPU_MAX_OPS][RGPU_MAX_DIMS];
+    int64_t st[OP_ITER_MAX_OPS][RGPU_MAX_DIMS];
     int64_t esz0 = (int64_t)rgpu_dtype_size(out->dtype);
     it->base[0] = (char *)out->data;
     it->dtype[0] = out->dtype;
@@ -92,14 +91,14 @@ rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand 
  * Iteration: a counter over the outer dims, offsets updated incrementally;
  * the inner dim is handed to row() whole. */
 
-void cpu_iter_run(const cpu_iter *it, cpu_row_fn row, void *ctx)
+void op_iter_run(const op_iter *it, op_row_fn row, void *ctx)
 {
     if (it->numel == 0) return;
     int nd = it->ndim, nops = it->nops;
     int64_t idx[RGPU_MAX_DIMS] = {0};
-    int64_t off[CPU_MAX_OPS] = {0};
-    int64_t inner[CPU_MAX_OPS];
-    char *p[CPU_MAX_OPS];
+    int64_t off[OP_ITER_MAX_OPS] = {0};
+    int64_t inner[OP_ITER_MAX_OPS];
+    char *p[OP_ITER_MAX_OPS];
     for (int k = 0; k < nops; k++) inner[k] = it->strides[k][nd - 1];
     int64_t n = it->sizes[nd - 1];
     for (;;) {

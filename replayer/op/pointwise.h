@@ -1,12 +1,19 @@
-/* cpu_pointwise.h — private to the pointwise family (cpu_pointwise.c and the
- * CUDA backend's pointwise.cu, which includes it inside extern "C"): the op
- * layouts, compute classes and ATen's per-op dtype support, and the
- * host-side argument checks, so both backends validate with the same code
- * and the same messages. */
-#ifndef RGPU_CPU_POINTWISE_H
-#define RGPU_CPU_POINTWISE_H
+/* op/pointwise.h — what a pointwise op means, for both backends
+ * (cpu/cpu_pointwise.c, cuda/pointwise.cu): the op layouts, compute classes
+ * and ATen's per-op dtype support, and the host-side argument checks, so
+ * both validate with the same code and the same messages. */
+#ifndef RGPU_OP_POINTWISE_H
+#define RGPU_OP_POINTWISE_H
 
-#include "cpu_internal.h"
+#include <stdbool.h>
+
+#include "backend.h"
+#include "dtype.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PW_MAX_IN 3
 
@@ -21,22 +28,25 @@ typedef struct pw_layout {
 } pw_layout;
 
 /* The layout of a pointwise op of the training set; false for any other op. */
-bool cpu_pointwise_layout_of(int op, pw_layout *L);
+bool op_pointwise_layout_of(int op, pw_layout *L);
 
 /* Compute classes: the opmath type the loops run in. */
-enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
-int cpu_pointwise_compute_class(int dt);
+int op_pointwise_compute_class(int dt);
 /* Whether ATen's kernel of op accepts compute class ct (its AT_DISPATCH list). */
-bool cpu_pointwise_supports(int op, int ct);
+bool op_pointwise_supports(int op, int ct);
 
 /* op_pointwise's checks up to the compute dtype's support: arity, out, the
  * args and the DTYPE last arg, each input (a tensor, a scalar arg, or for an
  * optional slot nothing: present[i] false), at least one tensor, and out's
  * shape the broadcast of the inputs'. */
-rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
                                 char *err, size_t errlen);
 /* TRIL / TRIU's checks: arity, views, the int diagonal arg, x at least 2-d,
  * out of x's shape and dtype. */
-rgpu_status cpu_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
