@@ -16,7 +16,7 @@
 #include "dense.cuh"
 
 
-// Args and checks: bn_forward_setup / bn_backward_setup from cpu_dense.h (the CPU's).
+// Args and checks: op_bn_forward_setup / op_bn_backward_setup from cpu_dense.h (the CPU's).
 
 // ---------------------------------------------------------------------------
 // Device side
@@ -44,7 +44,7 @@ struct chan_view {
 };
 static chan_view chan_view_of(const rgpu_view *x)
 {
-    rgpu_view r = dense_subview(x, 1, 0);
+    rgpu_view r = op_dense_subview(x, 1, 0);
     chan_view cv = { rgpu_cuda_view_of(&r), x->dtype, x->strides[1] };
     return cv;
 }
@@ -216,8 +216,8 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
  * outs y, save_mean, save_invstd (size 0 in eval, as ATen) */
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    bn_setup su;
-    FORWARD_IF_ERROR(bn_forward_setup(e, &su, err, errlen));
+    op_bn_setup su;
+    FORWARD_IF_ERROR(op_bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
@@ -248,8 +248,8 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
  * training, eps; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    bn_setup su;
-    FORWARD_IF_ERROR(bn_backward_setup(e, &su, err, errlen));
+    op_bn_setup su;
+    FORWARD_IF_ERROR(op_bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;

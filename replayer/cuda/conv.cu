@@ -17,22 +17,10 @@
 #include "dense.cuh"
 
 // ---------------------------------------------------------------------------
-// Geometry: conv_geom, conv_args, conv_parse_args, conv_geometry,
-// conv_check_sizes, conv_as_4d from cpu_dense.h (the CPU backend parses and
+// Geometry: op_conv_geom, op_conv_args, op_conv_parse_args, op_conv_geometry,
+// op_conv_check_sizes, op_conv_as_4d from cpu_dense.h (the CPU backend parses and
 // checks the same records).
 
-
-static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w,
-                                   char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (x->ndim == 5 || w->ndim == 5)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cuda backend", name);
-    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
-                 name, x->ndim, w->ndim);
-    return RGPU_OK;
-}
 
 // ---------------------------------------------------------------------------
 // Kernels. x is (nc, C, H, W) packed; col is (nc, C*kh*kw, Ho*Wo) packed, the
@@ -42,7 +30,7 @@ struct kgeom {
     int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-static kgeom kgeom_of(const conv_geom *g)
+static kgeom kgeom_of(const op_conv_geom *g)
 {
     kgeom k = { g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw };
     return k;
@@ -118,7 +106,7 @@ static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, i
 // Buffers per chunk of images stay under this many bytes (at least one image).
 static const int64_t CHUNK_BYTES = 512LL << 20;
 
-static int64_t chunk_images(const conv_geom *g, size_t cs, bool need_col)
+static int64_t chunk_images(const op_conv_geom *g, size_t cs, bool need_col)
 {
     int64_t per = (g->C * g->H * g->W + g->O * g->Ho * g->Wo) * (int64_t)cs;
     if (need_col) per += g->C * g->kh * g->kw * g->Ho * g->Wo * (int64_t)cs;
@@ -168,7 +156,7 @@ static rgpu_status run_gemm2(rgpu_cuda_ctx *c, const gemm2 &q, int64_t nimg, int
 }
 
 template <typename T>
-static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *x, void *col,
+static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *x, void *col,
                                  char *err, size_t errlen)
 {
     int64_t total = nc * g->C * g->kh * g->kw * g->Ho * g->Wo;
@@ -178,7 +166,7 @@ static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
     return RGPU_OK;
 }
 
-static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *x, void *col,
+static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const op_conv_geom *g, int64_t nc, const void *x, void *col,
                           char *err, size_t errlen)
 {
     if (ct == OP_CT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
@@ -187,7 +175,7 @@ static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t 
 }
 
 template <typename T>
-static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *col, void *x,
+static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *col, void *x,
                                  char *err, size_t errlen)
 {
     int64_t total = nc * g->C * g->H * g->W;
@@ -197,7 +185,7 @@ static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
     return RGPU_OK;
 }
 
-static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *col, void *x,
+static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const op_conv_geom *g, int64_t nc, const void *col, void *x,
                           char *err, size_t errlen)
 {
     if (ct == OP_CT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
@@ -210,7 +198,7 @@ static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t 
 
 // wbuf: the weight packed as (O, Cg*kh*kw) in ct; bias: packed per row of the
 // tensor written (O for fwd, C for data), or NULL.
-static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                             const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -242,7 +230,7 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g
     return RGPU_OK;
 }
 
-static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                              const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -279,7 +267,7 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *
     return RGPU_OK;
 }
 
-static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const rgpu_view *I,
+static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const rgpu_view *I,
                                const rgpu_view *G, rgpu_view *dw, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -316,7 +304,7 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom
 static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
-    rgpu_view rest = dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
+    rgpu_view rest = op_dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
     rest.data = grad->data;
     int64_t blocks = C < 65535 ? C : 65535;
     bias_grad_kernel<<<(unsigned)blocks, dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
@@ -345,31 +333,31 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, con
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(dense_check_io(e, 1u << 2, 0, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
     rgpu_view *y0 = e->out[0];
-    FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
     int dt = y0->dtype;
     if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    conv_args a;
-    FORWARD_IF_ERROR(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
-    conv_geom g;
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), y = op_conv_as_4d(y0);
+    op_conv_geom g;
     int64_t ys[4];
-    FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
     int64_t nb = a.transposed ? g.C : g.O;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
     if (op_numel(y0) == 0) return RGPU_OK;
-    FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
+    int ct = op_dense_ct_of(dt);
     if (ct != OP_CT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     dcu::scratch sc(c);
     rgpu_status st;
@@ -389,11 +377,11 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(dense_check_io(e, 0, 7u, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
     rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
     int dt = x0->dtype;
     if (!op_dtype_is_float(dt))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
@@ -402,30 +390,30 @@ rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
         (db && db->dtype != dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
                  rgpu_dtype_name(dt));
-    if (!dense_arg_is_none(e, 0)) {
+    if (!op_dense_arg_is_none(e, 0)) {
         int64_t bs[1];
         uint32_t nbs;
-        FORWARD_IF_ERROR(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
     }
-    conv_args a;
-    FORWARD_IF_ERROR(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
-    conv_geom g;
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), gr = op_conv_as_4d(gr0);
+    op_conv_geom g;
     int64_t ys[4];
-    FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) FORWARD_IF_ERROR(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) FORWARD_IF_ERROR(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) FORWARD_IF_ERROR(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
+    int ct = op_dense_ct_of(dt);
     bool want_dx = dx0 && op_numel(dx0) > 0, want_dw = dw0 && op_numel(dw0) > 0;
     if ((want_dx || want_dw) && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     if (want_dx) {
-        rgpu_view dx = conv_as_4d(dx0);
+        rgpu_view dx = op_conv_as_4d(dx0);
         dcu::scratch sc(c);
         rgpu_status st;
         void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
@@ -434,7 +422,7 @@ rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
         else FORWARD_IF_ERROR(conv_fwd(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
     }
     if (want_dw) {
-        rgpu_view dw = conv_as_4d(dw0);
+        rgpu_view dw = op_conv_as_4d(dw0);
         if (!a.transposed) FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &x, &gr, &dw, err, errlen));
         else FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &gr, &x, &dw, err, errlen));
     }

@@ -9,6 +9,10 @@
 // Dispatch
 
 // The same ops as the CPU dense family.
+// rgpu_cuda_dense_owns (to be replaced by the generated dispatch) asks the CPU
+// family's predicate; declared here, not through a cpu/ header.
+extern "C" bool cpu_dense_owns(int op);
+
 extern "C" bool rgpu_cuda_dense_owns(int op) { return cpu_dense_owns(op); }
 
 extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)

@@ -4,7 +4,7 @@
 // copies, GEMM through cuBLAS or a plain integer kernel).
 //
 // Argument parsing and validation reuse the CPU dense helpers (cpu_dense.h:
-// dense_check_io, dense_arg_*, dense_check_shape, ...) so both backends
+// op_dense_check_io, dense_arg_*, op_dense_check_shape, ...) so both backends
 // accept the same records and report the same messages. Compute types are the
 // CPU's (OP_CT_F32 for f32/f16/bf16, OP_CT_F64, OP_CT_I64 held as uint64 with
 // wrapping arithmetic); conversions round like c10 (cuda_fp16/cuda_bf16 RNE).
@@ -17,9 +17,7 @@
 #include "common.cuh"
 #include "convert.cuh"
 
-extern "C" {
-#include "cpu/cpu_dense.h"
-}
+#include "op/dense.h"
 
 namespace dcu {
 

@@ -11,8 +11,8 @@
 // copied out last. Integers: packed to int64, a plain wrapping kernel.
 #include "dense.cuh"
 
-// Args, checks, and the in-place layouts (dense_blas_layout: row-major, or
-// column-major for a transposed read; dense_views_overlap) from cpu_dense.h.
+// Args, checks, and the in-place layouts (op_dense_blas_layout: row-major, or
+// column-major for a transposed read; op_dense_views_overlap) from cpu_dense.h.
 
 // A (nb, rows, cols) view over data with strides (sb, s0, s1).
 static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols, int64_t sb, int64_t s0, int64_t s1)
@@ -31,8 +31,8 @@ static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols
 
 rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    dense_mm q;
-    FORWARD_IF_ERROR(dense_mm_args(e, &q, err, errlen));
+    op_dense_mm q;
+    FORWARD_IF_ERROR(op_dense_mm_args(e, &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
     bool batched = q.batched, use_self = q.use_self;
     const rgpu_view *self = q.self, *a = q.a, *b = q.b;
@@ -69,8 +69,8 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     bool ta = false, tb = false, to = false;
     int64_t lda = k, ldb = m, ldo = m, sa = ab, sb = bb;
     const void *pa = a->data, *pb = b->data;
-    bool a_direct = dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
-    bool b_direct = dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
+    bool a_direct = op_dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
+    bool b_direct = op_dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
     if (!a_direct) {
         int64_t sz[3] = { nb, n, k };
         void *buf = sc.get(nb * n * k, (size_t)esz);
@@ -100,9 +100,9 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     }
     /* Writing out while reading an operand it overlaps would corrupt it:
      * then the whole result goes to a buffer first and is copied last. */
-    bool overlap = dense_views_overlap(out, a) || dense_views_overlap(out, b) ||
-                   (use_self && !self_is_out && dense_views_overlap(out, self));
-    bool o_direct = !overlap && dense_blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
+    bool overlap = op_dense_views_overlap(out, a) || op_dense_views_overlap(out, b) ||
+                   (use_self && !self_is_out && op_dense_views_overlap(out, self));
+    bool o_direct = !overlap && op_dense_blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
     if (o_direct && nb > 1) {   /* one batch's matrix must end before the next starts */
         int64_t span = (n - 1) * O.strides[1] + (m - 1) * O.strides[2] + 1;
         if (ob < span) o_direct = false;

@@ -16,7 +16,7 @@
 
 
 // ---------------------------------------------------------------------------
-// Geometry: pool_geom, pool_input, pool_args, pool_shape from cpu_dense.h
+// Geometry: op_pool_geom, op_pool_input, op_pool_args, op_pool_shape from cpu_dense.h
 // (the CPU backend parses and checks the same records).
 
 // ---------------------------------------------------------------------------
@@ -30,7 +30,7 @@ struct t4 {
 
 static t4 t4_of(const rgpu_view *v)
 {
-    rgpu_view v4 = v->ndim == 3 ? dense_unsqueeze(v, 0) : *v;
+    rgpu_view v4 = v->ndim == 3 ? op_dense_unsqueeze(v, 0) : *v;
     t4 t;
     t.p = (char *)v4.data;
     t.dt = v4.dtype;
@@ -49,7 +49,7 @@ struct dgeom {
     int64_t divisor;
 };
 
-static dgeom dgeom_of(const pool_geom *g)
+static dgeom dgeom_of(const op_pool_geom *g)
 {
     dgeom d = { g->N, g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw,
                 g->count_include_pad, g->has_divisor, g->divisor };
@@ -341,19 +341,19 @@ static __global__ void zero_kernel(dgeom g, t4 dx)
         }                                                                                       \
     } while (0)
 
-static rgpu_status max_forward(rgpu_cuda_ctx *c, const pool_geom *pg, const rgpu_view *x, rgpu_view *y,
+static rgpu_status max_forward(rgpu_cuda_ctx *c, const op_pool_geom *pg, const rgpu_view *x, rgpu_view *y,
                                rgpu_view *ind, char *err, size_t errlen)
 {
     dgeom g = dgeom_of(pg);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
-    int ct = dense_ct_of(x->dtype);
+    int ct = op_dense_ct_of(x->dtype);
     if (ct == OP_CT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     else if (ct == OP_CT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     else LAUNCH(max_fwd_kernel<int64_t>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     return RGPU_OK;
 }
 
-static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_geom *pg, const rgpu_view *gr,
+static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_pool_geom *pg, const rgpu_view *gr,
                                 const rgpu_view *ind, rgpu_view *dx, char *err, size_t errlen)
 {
     dgeom g = dgeom_of(pg);
@@ -400,29 +400,29 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
 static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_max_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_max_check(e, &g, err, errlen));
     return max_forward(c, &g, e->in[0], e->out[0], e->out[1], err, errlen);
 }
 
 /* in grad, x, indices; same args as forward; out dx */
 static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_max_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_max_backward_check(e, &g, err, errlen));
     return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
 static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_avg_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
-    int ct = dense_ct_of(x->dtype);
+    int ct = op_dense_ct_of(x->dtype);
     if (ct == OP_CT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
     else if (ct == OP_CT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
     else LAUNCH(avg_fwd_kernel<uint64_t>, total, dg, t4_of(x), t4_of(y));
@@ -432,13 +432,13 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 /* in grad, x; same args as forward; out dx */
 static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_avg_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
-    int ct = dense_ct_of(x->dtype);
+    int ct = op_dense_ct_of(x->dtype);
     if (ct == OP_CT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
     else if (ct == OP_CT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
     else LAUNCH(avg_bwd_kernel<uint64_t>, total, dg, t4_of(gr), t4_of(dx));
@@ -448,8 +448,8 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 /* in x; ints output_size (2) */
 static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_adaptive_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     if (op_numel(y) == 0) return RGPU_OK;
@@ -463,8 +463,8 @@ static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 /* in grad (.., Ho, Wo), x; out dx */
 static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    FORWARD_IF_ERROR(pool_adaptive_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
