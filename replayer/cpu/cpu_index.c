@@ -539,24 +539,12 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 }
 
 /* ---------------------------------------------------------------------------
- * Advanced indexing geometry (index.Tensor, index_put).
- *
- * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
- * whole, as do dims >= k. The index tensors broadcast together to B. The
- * result holds B's dims plus the un-indexed self dims: when the indexed dims
- * are adjacent, B replaces them in place (x[:, i, j] -> (d0, *B, d3..)),
- * otherwise B goes first (x[i, :, j] -> (*B, d1, ..)). Each result dim is
- * either a B dim or a self dim. boff[b] is the byte offset into the target
- * (self for index, out for index_put) of B element b, summed over the
- * indexed dims; negative indices wrap once, out of range is an error. */
+ * Advanced indexing geometry (index.Tensor, index_put): op_index_geom_shape
+ * (op/index.h), plus boff[b], the byte offset into the target (self for
+ * index, out for index_put) of B element b. */
 
 typedef struct idx_geom {
-    int nb;
-    int64_t bsz[RGPU_MAX_DIMS];
-    int64_t nbel;
-    int R;
-    int64_t rsz[RGPU_MAX_DIMS];
-    int rdim[RGPU_MAX_DIMS];    /* >= 0: self dim; < 0: B dim -1-rdim */
+    op_index_geom s;
     int64_t *boff;
 } idx_geom;
 
@@ -564,63 +552,18 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
                               const rgpu_view *const *idx, int nidx, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    memset(g, 0, sizeof *g);
-    if (nidx > self->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
-    int first = -1, last = -1, count = 0;
-    for (int k = 0; k < nidx; k++) {
-        const rgpu_view *v = idx[k];
-        if (v == NULL) continue;
-        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
-        if (first < 0) first = k;
-        last = k;
-        count++;
-        if (v->ndim > g->nb) {   /* widen B on the left */
-            int add = v->ndim - g->nb;
-            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
-            for (int d = 0; d < add; d++) g->bsz[d] = 1;
-            g->nb = v->ndim;
-        }
-        int lead = g->nb - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
-            if (*b == 1) *b = s;
-            else if (s != 1 && s != *b)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
-                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
-        }
-    }
-    bool adjacent = count == 0 || last - first + 1 == count;
-    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
-                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
-    int R = 0;
-    if (adjacent) {
-        int lo = count ? first : 0, hi = count ? last : -1;
-        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
-    } else {
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = 0; d < self->ndim; d++)
-            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
-    }
-    g->R = R;
-    for (int r = 0; r < R; r++)
-        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
-    g->nbel = 1;
-    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
-
-    g->boff = op_alloc(g->nbel, sizeof *g->boff);
-    if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->nbel > 0 ? g->nbel : 1) * sizeof *g->boff);
-    if (g->boff == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->nbel);
-    if (g->nbel == 0) return RGPU_OK;
+    g->boff = NULL;
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g->s, self, idx, nidx, err, errlen));
+    g->boff = op_alloc(g->s.nbel, sizeof *g->boff);
+    if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->s.nbel > 0 ? g->s.nbel : 1) * sizeof *g->boff);
+    if (g->boff == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->s.nbel);
+    if (g->s.nbel == 0) return RGPU_OK;
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
         op_walk w;
-        op_walk_init(&w, g->nb, g->bsz);
-        int lead = g->nb - v->ndim;
+        op_walk_init(&w, g->s.nb, g->s.bsz);
+        int lead = g->s.nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++)
             w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
@@ -645,12 +588,12 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
  * target's un-indexed dims, 2 = B element number. */
 static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
 {
-    op_walk_init(w, g->R, g->rsz);
+    op_walk_init(w, g->s.R, g->s.rsz);
     int64_t bst[RGPU_MAX_DIMS], s = 1;
-    for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
-    for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->rdim[r]);
-        else w->st[2][r] = bst[-1 - g->rdim[r]];
+    for (int j = g->s.nb - 1; j >= 0; j--) { bst[j] = s; s *= g->s.bsz[j]; }
+    for (int r = 0; r < g->s.R; r++) {
+        if (g->s.rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->s.rdim[r]);
+        else w->st[2][r] = bst[-1 - g->s.rdim[r]];
     }
 }
 
@@ -663,12 +606,12 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
-    rgpu_status st = op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen);
+    rgpu_status st = op_index_check_out_shape(e, out, g.s.R, g.s.rsz, err, errlen);
     if (st == RGPU_OK && op_numel(out) > 0) {
         size_t esz = rgpu_dtype_size(self->dtype);
         op_walk w;
         geom_walk(&g, &w, self);
-        for (int r = 0; r < g.R; r++) w.st[0][r] = op_index_bstride(out, r);
+        for (int r = 0; r < g.s.R; r++) w.st[0][r] = op_index_bstride(out, r);
         do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
         while (op_walk_next(&w));
     }
@@ -696,20 +639,20 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
     /* values broadcast to the result shape */
     op_walk w;
     geom_walk(&g, &w, out);
-    bool ok = vals->ndim <= g.R;
-    int lead = g.R - vals->ndim;
+    bool ok = vals->ndim <= g.s.R;
+    int lead = g.s.R - vals->ndim;
     int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
     for (int d = 0; ok && d < vals->ndim; d++) {
         int64_t s = vals->sizes[d];
-        if (s == g.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+        if (s == g.s.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
         else if (s == 1) w.st[0][lead + d] = 0;
         else ok = false;
     }
     if (!ok) {
         rgpu_view rv;
         memset(&rv, 0, sizeof rv);
-        rv.ndim = g.R;
-        for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
+        rv.ndim = g.s.R;
+        for (int r = 0; r < g.s.R; r++) rv.sizes[r] = g.s.rsz[r];
         char a[96], b[96];
         free(g.boff);
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
@@ -718,7 +661,7 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
     }
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
     int64_t nres = 1;
-    for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
+    for (int r = 0; r < g.s.R; r++) nres *= g.s.rsz[r];
     if (st == RGPU_OK && nres > 0) {
         op_idx_alpha one = op_idx_alpha_one();
         int mode = acc ? OP_IDX_ADD : OP_IDX_ASSIGN;

@@ -886,15 +886,6 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 // geom_build: the shape part runs on the host; the per-B-element target
 // offsets (boff) and their validation run on the device.
 
-struct geom {
-    int nb;
-    int64_t bsz[RGPU_MAX_DIMS];
-    int64_t nbel;
-    int R;
-    int64_t rsz[RGPU_MAX_DIMS];
-    int rdim[RGPU_MAX_DIMS];
-};
-
 struct geom_dev {
     int nb, nk;
     long long bsz[RGPU_MAX_DIMS];
@@ -924,63 +915,10 @@ __global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned lon
     }
 }
 
-static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self, const rgpu_view *const *idx,
-                              int nidx, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    memset(g, 0, sizeof *g);
-    if (nidx > self->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
-    int first = -1, last = -1, count = 0;
-    for (int k = 0; k < nidx; k++) {
-        const rgpu_view *v = idx[k];
-        if (v == NULL) continue;
-        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
-        if (first < 0) first = k;
-        last = k;
-        count++;
-        if (v->ndim > g->nb) {
-            int add = v->ndim - g->nb;
-            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
-            for (int d = 0; d < add; d++) g->bsz[d] = 1;
-            g->nb = v->ndim;
-        }
-        int lead = g->nb - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
-            if (*b == 1) *b = s;
-            else if (s != 1 && s != *b)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
-                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
-        }
-    }
-    bool adjacent = count == 0 || last - first + 1 == count;
-    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
-                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
-    int R = 0;
-    if (adjacent) {
-        int lo = count ? first : 0, hi = count ? last : -1;
-        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
-    } else {
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = 0; d < self->ndim; d++)
-            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
-    }
-    g->R = R;
-    for (int r = 0; r < R; r++)
-        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
-    g->nbel = 1;
-    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
-    return RGPU_OK;
-}
-
 // boff (device, nbel entries, in the scratch holder) = byte offsets into
 // target of each B element; fails with the CPU's message on a bad index
 // (the first index tensor with one, its first in B's row-major order).
-static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom *g, const rgpu_view *self,
+static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_geom *g, const rgpu_view *self,
                                 const rgpu_view *target, const rgpu_view *const *idx, int nidx, ix_scratch *hold,
                                 long long **boff, char *err, size_t errlen)
 {
@@ -1043,7 +981,7 @@ __global__ void k_index(ix_walk w, char *out, const char *self, const long long 
 
 // Walk over the result dims: set 1 = target's un-indexed dims (bytes),
 // set 2 = B element number (as cpu_index.c's geom_walk).
-static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
+static void geom_walk(const op_index_geom *g, ix_walk *w, const rgpu_view *target)
 {
     ix_walk_init(w, g->R, g->rsz);
     int64_t bst[RGPU_MAX_DIMS], s = 1;
@@ -1060,10 +998,10 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    geom g;
+    op_index_geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
-    FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
     FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
@@ -1093,10 +1031,10 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
     if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
-    geom g;
+    op_index_geom g;
     const rgpu_view *const *idx = &e->in[2];
     int nidx = e->n_in - 2;
-    FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
     FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));

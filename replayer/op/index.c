@@ -359,3 +359,59 @@ void op_index_int_range(int dt, int64_t *lo, int64_t *hi)
     default:       *lo = 0; *hi = 1; break;
     }
 }
+
+/* ---------------------------------------------------------------------------
+ * Advanced indexing geometry (index.Tensor, index_put) */
+
+rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self, const rgpu_view *const *idx,
+                                int nidx, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(g, 0, sizeof *g);
+    if (nidx > self->ndim)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
+    int first = -1, last = -1, count = 0;
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
+        if (first < 0) first = k;
+        last = k;
+        count++;
+        if (v->ndim > g->nb) {   /* widen B on the left */
+            int add = v->ndim - g->nb;
+            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
+            for (int d = 0; d < add; d++) g->bsz[d] = 1;
+            g->nb = v->ndim;
+        }
+        int lead = g->nb - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
+            if (*b == 1) *b = s;
+            else if (s != 1 && s != *b)
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
+                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
+        }
+    }
+    bool adjacent = count == 0 || last - first + 1 == count;
+    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
+                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
+    int R = 0;
+    if (adjacent) {
+        int lo = count ? first : 0, hi = count ? last : -1;
+        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
+    } else {
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = 0; d < self->ndim; d++)
+            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
+    }
+    g->R = R;
+    for (int r = 0; r < R; r++)
+        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
+    g->nbel = 1;
+    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
+    return RGPU_OK;
+}

@@ -90,6 +90,28 @@ rgpu_status op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint
                                   char *err, size_t errlen);
 /* v's dtype must be floating (what names it). */
 rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
+/* Advanced indexing geometry (index.Tensor, index_put).
+ *
+ * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
+ * whole, as do dims >= k. The index tensors broadcast together to B. The
+ * result holds B's dims plus the un-indexed self dims: when the indexed dims
+ * are adjacent, B replaces them in place (x[:, i, j] -> (d0, *B, d3..)),
+ * otherwise B goes first (x[i, :, j] -> (*B, d1, ..)). Each result dim is
+ * either a B dim or a self dim. The backends then compute each B element's
+ * byte offset into the target, summed over the indexed dims (negative
+ * indices wrap once, out of range is an error). */
+typedef struct op_index_geom {
+    int nb;                         /* B's dims */
+    int64_t bsz[RGPU_MAX_DIMS];
+    int64_t nbel;                   /* B's elements */
+    int R;                          /* result dims */
+    int64_t rsz[RGPU_MAX_DIMS];
+    int rdim[RGPU_MAX_DIMS];        /* >= 0: self dim; < 0: B dim -1-rdim */
+} op_index_geom;
+/* The shape part: index dtypes, B (the broadcast of the indices), the result
+ * dims. */
+rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self,
+                                const rgpu_view *const *idx, int nidx, char *err, size_t errlen);
 /* Largest finite value of a floating dtype. */
 double op_index_float_max(int dt);
 /* 2^digits of a floating dtype (the exact-integer limit). */
