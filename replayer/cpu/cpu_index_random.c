@@ -12,20 +12,12 @@
 
 #include "cpu_index.h"
 #include "op/philox.h"
+#include "op/random.h"
 
 /* ---------------------------------------------------------------------------
  * The per-element generators, walked in out's logical row-major order. */
 
-typedef struct rnd_ctx {
-    int kind;               /* RGPU_OP_* */
-    uint64_t seed, offset;
-    double a, b;            /* uniform: from, to; normal: mean, std; bernoulli: p */
-    float af, bf;           /* uniform in f32: (float)from, (float)to */
-    uint64_t from, range;   /* random_: range 0 means 2^64 */
-    const rgpu_view *p;     /* bernoulli p tensor, broadcast to out (walk set 1) */
-} rnd_ctx;
-
-static void rnd_element(const rnd_ctx *c, char *o, int dt, uint64_t i, const char *pp)
+static void rnd_element(const op_random_args *c, char *o, int dt, uint64_t i, const char *pp)
 {
     uint32_t w[4];
     rgpu_philox_draw(c->seed, c->offset, i, w);
@@ -53,7 +45,7 @@ static void rnd_element(const rnd_ctx *c, char *o, int dt, uint64_t i, const cha
     }
 }
 
-static void rnd_fill(const rnd_ctx *c, rgpu_view *out)
+static void rnd_fill(const op_random_args *c, rgpu_view *out)
 {
     if (op_numel(out) == 0) return;
     op_walk w;
@@ -71,19 +63,11 @@ static void rnd_fill(const rnd_ctx *c, rgpu_view *out)
     while (op_walk_next(&w));
 }
 
-/* p (a bernoulli probability tensor) broadcasts to out, and every p is in [0, 1]. */
-static rgpu_status check_p_tensor(const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
-                                  char *err, size_t errlen)
+/* Every p of a bernoulli probability tensor is in [0, 1] (its shape:
+ * op_random_check). */
+static rgpu_status check_p_values(const rgpu_exec *e, const rgpu_view *p, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_need_float(e, p, "p", err, errlen));
-    bool ok = p->ndim <= out->ndim;
-    int lead = out->ndim - p->ndim;
-    for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
-    if (!ok) {
-        char a[96], b[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 op_index_shape_str(p, a, sizeof a), op_index_shape_str(out, b, sizeof b));
-    }
+    (void)e;
     if (op_numel(p) == 0) return RGPU_OK;
     op_walk w;
     op_walk_init(&w, p->ndim, p->sizes);
@@ -96,132 +80,34 @@ static rgpu_status check_p_tensor(const rgpu_exec *e, const rgpu_view *p, const 
     return RGPU_OK;
 }
 
-typedef struct perm_kv { uint64_t key, i; } perm_kv;
-
-static int perm_cmp(const void *pa, const void *pb)
-{
-    const perm_kv *a = pa, *b = pb;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
-}
 
 /* UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
  * RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset. */
 rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
 {
-    rnd_ctx c;
-    memset(&c, 0, sizeof c);
-    c.kind = e->op;
-    switch (e->op) {
-    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
-        bool uni = e->op == RGPU_OP_UNIFORM;
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 0, uni ? "from" : "mean", &c.a, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 1, uni ? "to" : "std", &c.b, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
-        if (uni) {
-            if (!(c.a <= c.b))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", c.a, c.b);
-            if (!(c.b - c.a <= op_index_float_max(out->dtype)))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
-                         c.b, c.a);
-            c.af = (float)c.a;
-            c.bf = (float)c.b;
-        } else if (!(c.b >= 0.0)) {
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", c.b);
-        }
-        rnd_fill(&c, out);
-        return RGPU_OK;
-    }
-    case RGPU_OP_BERNOULLI: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "?", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        if (e->in[0] != NULL) {
-            FORWARD_IF_ERROR(check_p_tensor(e, e->in[0], out, err, errlen));
-            c.p = e->in[0];
-        } else {
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &c.a, err, errlen));
-            if (!(c.a >= 0.0 && c.a <= 1.0))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", c.a);
-        }
-        rnd_fill(&c, out);
-        return RGPU_OK;
-    }
-    case RGPU_OP_RANDOM: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-        int64_t from;
-        FORWARD_IF_ERROR(op_index_arg_int(e, 0, "from", &from, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &c.seed, &c.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        int dt = out->dtype;
-        bool fl = op_dtype_is_float(dt);
-        int64_t lo = 0, hi = 0;
-        if (fl) { hi = op_index_float_digits_pow(dt); lo = -hi; }
-        else op_index_int_range(dt, &lo, &hi);
-        const char *dn = rgpu_dtype_name(dt);
-        if (op_index_arg_none(e, 1)) {   /* [from, to_inc] */
-            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (from > hi)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
-                         "from=%lld > to_inc=%lld", (long long)from, (long long)hi);
-            c.range = (uint64_t)hi - (uint64_t)from + 1u;   /* 0: the full 2^64 range */
-        } else {
-            int64_t to;
-            FORWARD_IF_ERROR(op_index_arg_int(e, 1, "to", &to, err, errlen));
-            if (from >= to)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
-                         (long long)from, (long long)to);
-            /* ATen only warns for floats outside [-2^digits, 2^digits] */
-            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (!fl && to - 1 > hi) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
-            c.range = (uint64_t)to - (uint64_t)from;
-        }
-        c.from = (uint64_t)from;
-        rnd_fill(&c, out);
-        return RGPU_OK;
-    }
-    default:   /* RANDPERM */
-        break;
-    }
-
-    /* RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i) */
-    FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-    int64_t n;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "n", &n, err, errlen));
-    FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &c.seed, &c.offset, err, errlen));
+    op_random_args r;
+    FORWARD_IF_ERROR(op_random_check(e, &r, err, errlen));
     rgpu_view *out = e->out[0];
-    int dt = out->dtype;
-    if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
-    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
-    if (op_dtype_is_float(dt)) {
-        if (n > op_index_float_digits_pow(dt) + 1)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
-    } else {
-        int64_t lo, hi;
-        op_index_int_range(dt, &lo, &hi);
-        if (n > 0 && n - 1 > hi)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
+    if (r.p != NULL) FORWARD_IF_ERROR(check_p_values(e, r.p, err, errlen));
+    if (r.kind != RGPU_OP_RANDPERM) {
+        rnd_fill(&r, out);
+        return RGPU_OK;
     }
-    if (out->ndim != 1 || out->sizes[0] != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
+    /* RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i) */
+    int64_t n = r.n;
     if (n == 0) return RGPU_OK;
-    perm_kv *a = op_alloc(n, sizeof *a);
-    if (a == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t w[4];
-        rgpu_philox_draw(c.seed, c.offset, (uint64_t)i, w);
-        a[i].key = rgpu_philox_r64(w);
-        a[i].i = (uint64_t)i;
+    uint64_t *order = op_alloc(n, sizeof *order);
+    void *scratch = op_alloc(n, OP_RANDPERM_SCRATCH);
+    if (order == NULL || scratch == NULL) {
+        free(order);
+        free(scratch);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     }
-    /* (key, i) pairs are all distinct: the order is total, qsort deterministic */
-    qsort(a, (size_t)n, sizeof *a, perm_cmp);
-    int64_t os = out->strides[0] * (int64_t)rgpu_dtype_size(dt);
-    for (int64_t j = 0; j < n; j++) op_store_u64((char *)out->data + j * os, dt, a[j].i);
-    free(a);
+    op_randperm_order(r.seed, r.offset, n, order, scratch);
+    int64_t os = out->strides[0] * (int64_t)rgpu_dtype_size(out->dtype);
+    for (int64_t j = 0; j < n; j++) op_store_u64((char *)out->data + j * os, out->dtype, order[j]);
+    free(order);
+    free(scratch);
     return RGPU_OK;
 }
 

@@ -14,6 +14,7 @@
 // randperm sorts on the host (keys drawn there with the same philox.h).
 #include "index.cuh"
 #include "op/philox.h"
+#include "op/random.h"
 
 namespace rgpu_ix {
 
@@ -96,19 +97,10 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
     return RGPU_OK;
 }
 
-// p (a bernoulli probability tensor) broadcasts to out, and every p is in [0, 1].
-static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
-                                  char *err, size_t errlen)
+// Every p of a bernoulli probability tensor is in [0, 1] (its dtype and
+// shape: op_random_check); the first bad one is read back for the message.
+static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_need_float(e, p, "p", err, errlen));
-    bool ok = p->ndim <= out->ndim;
-    int lead = out->ndim - p->ndim;
-    for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
-    if (!ok) {
-        char a[96], b[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 op_index_shape_str(p, a, sizeof a), op_index_shape_str(out, b, sizeof b));
-    }
     long long n = op_numel(p);
     if (n == 0) return RGPU_OK;
     ix_walk w;
@@ -130,132 +122,49 @@ static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
     RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", op_load_f64(buf, p->dtype));
 }
 
-struct perm_kv { uint64_t key, i; };
-
-static int perm_cmp(const void *pa, const void *pb)
-{
-    const perm_kv *a = (const perm_kv *)pa, *b = (const perm_kv *)pb;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
-}
-
 // UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
 // RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset.
 rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    rnd_args r;
-    memset(&r, 0, sizeof r);
-    r.kind = e->op;
-    switch (e->op) {
-    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
-        bool uni = e->op == RGPU_OP_UNIFORM;
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
-        if (uni) {
-            if (!(r.a <= r.b))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
-            if (!(r.b - r.a <= op_index_float_max(out->dtype)))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
-                         r.b, r.a);
-            r.af = (float)r.a;
-            r.bf = (float)r.b;
-        } else if (!(r.b >= 0.0)) {
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", r.b);
+    op_random_args q;
+    FORWARD_IF_ERROR(op_random_check(e, &q, err, errlen));
+    rgpu_view *out = e->out[0];
+    if (q.kind != RGPU_OP_RANDPERM) {
+        rnd_args r;
+        memset(&r, 0, sizeof r);
+        r.kind = q.kind;
+        r.seed = q.seed;
+        r.offset = q.offset;
+        r.a = q.a;
+        r.b = q.b;
+        r.af = q.af;
+        r.bf = q.bf;
+        r.from = q.from;
+        r.range = q.range;
+        if (q.p != NULL) {
+            FORWARD_IF_ERROR(check_p_values(c, q.p, err, errlen));
+            r.p = (const char *)q.p->data;
+            r.pdt = q.p->dtype;
         }
-        return rnd_fill(c, &r, NULL, out, err, errlen);
-    }
-    case RGPU_OP_BERNOULLI: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "?", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        const rgpu_view *p = e->in[0];
-        if (p != NULL) {
-            FORWARD_IF_ERROR(check_p_tensor(c, e, p, out, err, errlen));
-            r.p = (const char *)p->data;
-            r.pdt = p->dtype;
-        } else {
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &r.a, err, errlen));
-            if (!(r.a >= 0.0 && r.a <= 1.0))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
-        }
-        return rnd_fill(c, &r, p, out, err, errlen);
-    }
-    case RGPU_OP_RANDOM: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-        int64_t from;
-        FORWARD_IF_ERROR(op_index_arg_int(e, 0, "from", &from, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        int dt = out->dtype;
-        bool fl = op_dtype_is_float(dt);
-        int64_t lo = 0, hi = 0;
-        if (fl) { hi = op_index_float_digits_pow(dt); lo = -hi; }
-        else op_index_int_range(dt, &lo, &hi);
-        const char *dn = rgpu_dtype_name(dt);
-        if (op_index_arg_none(e, 1)) {
-            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (from > hi)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
-                         "from=%lld > to_inc=%lld", (long long)from, (long long)hi);
-            r.range = (uint64_t)hi - (uint64_t)from + 1u;
-        } else {
-            int64_t to;
-            FORWARD_IF_ERROR(op_index_arg_int(e, 1, "to", &to, err, errlen));
-            if (from >= to)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
-                         (long long)from, (long long)to);
-            if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (!fl && to - 1 > hi) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
-            r.range = (uint64_t)to - (uint64_t)from;
-        }
-        r.from = (uint64_t)from;
-        return rnd_fill(c, &r, NULL, out, err, errlen);
-    }
-    default:
-        break;
+        return rnd_fill(c, &r, q.p, out, err, errlen);
     }
 
     // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
-    FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-    int64_t n;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "n", &n, err, errlen));
-    FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
-    rgpu_view *out = e->out[0];
+    int64_t n = q.n;
     int dt = out->dtype;
-    if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
-    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
-    if (op_dtype_is_float(dt)) {
-        if (n > op_index_float_digits_pow(dt) + 1)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
-    } else {
-        int64_t lo, hi;
-        op_index_int_range(dt, &lo, &hi);
-        if (n > 0 && n - 1 > hi)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
-    }
-    if (out->ndim != 1 || out->sizes[0] != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
-    ix_host ha, hv;
-    perm_kv *a = (perm_kv *)op_alloc(n, sizeof *a);
-    ha.p = a;
+    ix_host ho, hs, hv;
+    uint64_t *order = (uint64_t *)op_alloc(n, sizeof *order);
+    ho.p = order;
+    void *scratch = op_alloc(n, OP_RANDPERM_SCRATCH);
+    hs.p = scratch;
     size_t esz = rgpu_dtype_size(dt);
     char *vals = (char *)op_alloc(n, esz);
     hv.p = vals;
-    if (a == NULL || vals == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t w[4];
-        rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, w);
-        a[i].key = rgpu_philox_r64(w);
-        a[i].i = (uint64_t)i;
-    }
-    qsort(a, (size_t)n, sizeof *a, perm_cmp);   // (key, i) pairs are distinct: a total order
-    for (int64_t j = 0; j < n; j++) op_store_u64(vals + (size_t)j * esz, dt, a[j].i);
+    if (order == NULL || scratch == NULL || vals == NULL)
+        RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
+    op_randperm_order(q.seed, q.offset, n, order, scratch);
+    for (int64_t j = 0; j < n; j++) op_store_u64(vals + (size_t)j * esz, dt, order[j]);
     return ix_upload_view(c, out, vals, err, errlen);
 }
 
