@@ -119,23 +119,13 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r?", err, errlen));
-    double p;
-    bool train = true;
-    uint64_t seed, offset;
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &p, err, errlen));
-    if (!op_index_arg_none(e, 1)) FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "train", &train, err, errlen));
-    FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &seed, &offset, err, errlen));
+    op_dropout_args d;
+    FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
+    double p = d.p;
+    bool train = d.train;
+    uint64_t seed = d.seed, offset = d.offset;
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
-    if (!(p >= 0.0 && p <= 1.0))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    FORWARD_IF_ERROR(op_index_need_float(e, x, "input", err, errlen));
-    if (y->dtype != x->dtype)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
-                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
     if (op_numel(x) == 0) return RGPU_OK;
 
     int dt = x->dtype;

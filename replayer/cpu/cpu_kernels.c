@@ -6,6 +6,7 @@
  * one-line message; nothing here aborts. Outputs are written through their
  * own strides; dtypes/sizes/strides were decided by the client. */
 #include "cpu_internal.h"
+#include "op/pointwise.h"
 #include "cpu_families.h"
 
 #define CHUNK CPU_CHUNK   /* elements converted per buffer (cpu_internal.h) */
@@ -134,10 +135,8 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
  * with alpha != 1 may differ from ATen by one rounding; we never contract
  * (-std=c11 keeps -ffp-contract=off). */
 
-enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV };
-
 typedef struct bin_ctx {
-    int kind;              /* BIN_* */
+    int kind;              /* RGPU_OP_ADD/SUB/MUL/DIV_TENSOR (op_binary) */
     int ct;                /* CT_* */
     int dt[3];             /* out, a, b dtypes */
     bool alpha_one;
@@ -146,26 +145,6 @@ typedef struct bin_ctx {
     uint64_t alpha_i;
     bool alpha_b;
 } bin_ctx;
-
-static int compute_type(int out_dtype)
-{
-    switch (out_dtype) {
-    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return OP_CT_F32;
-    case RGPU_F64: return OP_CT_F64;
-    case RGPU_BOOL: return OP_CT_BOOL;
-    default: return OP_CT_I64;
-    }
-}
-
-static int compute_storage_dtype(int ct)
-{
-    switch (ct) {
-    case OP_CT_F32: return RGPU_F32;
-    case OP_CT_F64: return RGPU_F64;
-    case OP_CT_BOOL: return RGPU_BOOL;
-    default: return RGPU_I64;
-    }
-}
 
 /* f32 everywhere, output and a unit-stride, b unit-stride or broadcast:
  * plain loops the compiler vectorises. out may alias a (in-place). */
@@ -179,25 +158,25 @@ static bool bin_row_f32_fast(const bin_ctx *c, char *const *p, const int64_t *s,
     if (s[2] == 0) {
         float bv = b[0];
         switch (c->kind) {
-        case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + bv;
+        case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + bv;
                       else for (int64_t i = 0; i < n; i++) o[i] = a[i] + al * bv;
                       break;
-        case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - bv;
+        case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - bv;
                       else for (int64_t i = 0; i < n; i++) o[i] = a[i] - al * bv;
                       break;
-        case BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * bv; break;
+        case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] * bv; break;
         default:      for (int64_t i = 0; i < n; i++) o[i] = a[i] / bv; break;
         }
         return true;
     }
     switch (c->kind) {
-    case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+    case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
                   else for (int64_t i = 0; i < n; i++) o[i] = a[i] + al * b[i];
                   break;
-    case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i];
+    case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i];
                   else for (int64_t i = 0; i < n; i++) o[i] = a[i] - al * b[i];
                   break;
-    case BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
+    case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
     default:      for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;
     }
     return true;
@@ -217,13 +196,13 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_load_row_f32(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f32(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
-            case BIN_MUL: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
+            case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] / B[i]; break;
             }
             cpu_store_row_f32(o, c->dt[0], s[0], A, m);
@@ -234,13 +213,13 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_load_row_f64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f64(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
-            case BIN_MUL: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
+            case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] / B[i]; break;
             }
             cpu_store_row_f64(o, c->dt[0], s[0], A, m);
@@ -251,10 +230,10 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_load_row_u64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_u64(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;  /* no DIV here */
@@ -266,7 +245,7 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             uint8_t A[CHUNK], B[CHUNK];
             cpu_load_row_bool(A, pa, c->dt[1], s[1], m);
             cpu_load_row_bool(B, pb, c->dt[2], s[2], m);
-            if (c->kind == BIN_ADD) for (int64_t i = 0; i < m; i++) A[i] = A[i] || (c->alpha_b && B[i]);
+            if (c->kind == RGPU_OP_ADD_TENSOR) for (int64_t i = 0; i < m; i++) A[i] = A[i] || (c->alpha_b && B[i]);
             else for (int64_t i = 0; i < m; i++) A[i] = A[i] && B[i];
             for (int64_t i = 0; i < m; i++) *(uint8_t *)(o + i * s[0]) = A[i];
             break;
@@ -279,66 +258,31 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
  * "other" arg (when there is one) becomes a 0-d operand; rsub swaps them. */
 static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    int kind, other_arg = -1, alpha_arg = -1;
-    bool swap = false;
-    switch (e->op) {
-    case RGPU_OP_ADD_TENSOR: kind = BIN_ADD; alpha_arg = 0; break;
-    case RGPU_OP_SUB_TENSOR: kind = BIN_SUB; alpha_arg = 0; break;
-    case RGPU_OP_MUL_TENSOR: kind = BIN_MUL; break;
-    case RGPU_OP_DIV_TENSOR: kind = BIN_DIV; break;
-    case RGPU_OP_ADD_SCALAR: kind = BIN_ADD; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_SUB_SCALAR: kind = BIN_SUB; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_RSUB_SCALAR: kind = BIN_SUB; other_arg = 0; alpha_arg = 1; swap = true; break;
-    case RGPU_OP_MUL_SCALAR: kind = BIN_MUL; other_arg = 0; break;
-    default: kind = BIN_DIV; other_arg = 0; break;   /* DIV_SCALAR */
-    }
-    if (other_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
-
+    op_binary_args bin;
+    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     bin_ctx c;
     memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.ct = compute_type(out->dtype);
-
-    /* ATen's own rejections */
-    if (kind == BIN_DIV && (c.ct == OP_CT_I64 || c.ct == OP_CT_BOOL))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
-    if (kind == BIN_SUB) {
-        bool any_bool = out->dtype == RGPU_BOOL;
-        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
-        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
-    }
-    if (alpha_arg >= 0) {
-        const rgpu_arg *al = &e->args[alpha_arg];
-        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
-        if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(out->dtype))
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
-        c.alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
-        c.alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
-        c.alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
-        c.alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-        c.alpha_b = c.alpha_f != 0.0f;
-    } else {
-        c.alpha_one = true;
-        c.alpha_b = true;
-    }
-    if (c.alpha_one) { c.alpha_f = 1.0f; c.alpha_d = 1.0; c.alpha_i = 1; c.alpha_b = true; }
+    c.kind = bin.kind;
+    c.ct = bin.ct;
+    c.alpha_one = bin.alpha_one;
+    c.alpha_f = bin.alpha_f;
+    c.alpha_d = bin.alpha_d;
+    c.alpha_i = bin.alpha_i;
+    c.alpha_b = bin.alpha_b;
 
     op_operand ops[2];
     uint64_t scalar_buf = 0;   /* the scalar, already in the compute type */
     ops[0] = (op_operand){ e->in[0], NULL, 0 };
     if (other_arg >= 0) {
-        int sdt = compute_storage_dtype(c.ct);
+        int sdt = op_ct_dtype(c.ct);
         op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
         ops[1] = (op_operand){ NULL, &scalar_buf, sdt };
     } else {
         ops[1] = (op_operand){ e->in[1], NULL, 0 };
     }
-    if (swap) { op_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    if (bin.swap) { op_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
 
     op_iter it;
     FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));

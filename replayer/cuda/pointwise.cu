@@ -641,13 +641,6 @@ __global__ void __launch_bounds__(PW_THREADS) pw_tri_kernel(const __grid_constan
 // Host side: validation (cpu_kernels.c's and cpu_pointwise.c's checks and
 // messages) and the kernel arguments.
 
-static bool pw_is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
-
-// A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()).
-static void pw_scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
-    if (a->kind == RGPU_ARG_FLOAT) op_store_f64((char *)buf, dt, a->v.f);
-    else op_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
-}
 
 // An operand before iteration set-up: a view, or a scalar of dtype sdt held
 // in buf (8 bytes), or an absent optional input (view NULL, buf zero).
@@ -740,92 +733,32 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
 // from the OUTPUT dtype, each operand loaded straight into it; the scalar
 // "other" becomes a 0-d operand in the compute type; rsub swaps operands.
 
-static rgpu_status pw_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
-    if (i >= e->n_args || e->args == NULL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (!pw_is_scalar_kind(k))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
-                rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
 static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(op_check_view(e->out[i], what, e->op, err, errlen));
-    }
-
-    int kind, other_arg = -1, alpha_arg = -1;
-    bool swap = false;
-    switch (e->op) {
-    case RGPU_OP_ADD_TENSOR: kind = RGPU_OP_ADD_TENSOR; alpha_arg = 0; break;
-    case RGPU_OP_SUB_TENSOR: kind = RGPU_OP_SUB_TENSOR; alpha_arg = 0; break;
-    case RGPU_OP_MUL_TENSOR: kind = RGPU_OP_MUL_TENSOR; break;
-    case RGPU_OP_DIV_TENSOR: kind = RGPU_OP_DIV_TENSOR; break;
-    case RGPU_OP_ADD_SCALAR: kind = RGPU_OP_ADD_TENSOR; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_SUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_RSUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; swap = true; break;
-    case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
-    default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   // DIV_SCALAR
-    }
-    if (other_arg >= 0) FORWARD_IF_ERROR(pw_check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) FORWARD_IF_ERROR(pw_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
-
+    FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+    op_binary_args bin;
+    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     memset(A, 0, sizeof *A);
-    A->op = kind;
-    A->ct = op_pointwise_compute_class(out->dtype);
+    A->op = bin.kind;
+    A->ct = bin.ct;
     A->cdt = out->dtype;
-
-    // ATen's own rejections
-    if (kind == RGPU_OP_DIV_TENSOR && (A->ct == OP_CT_I64 || A->ct == OP_CT_BOOL))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
-    if (kind == RGPU_OP_SUB_TENSOR) {
-        bool any_bool = out->dtype == RGPU_BOOL;
-        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
-        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
-    }
-    if (alpha_arg >= 0) {
-        const rgpu_arg *al = &e->args[alpha_arg];
-        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
-        if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(out->dtype))
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
-        A->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
-        A->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
-        A->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
-        A->alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-        A->alpha_b = A->alpha_f != 0.0f;
-    } else {
-        A->alpha_one = true;
-        A->alpha_b = true;
-    }
-    if (A->alpha_one) { A->alpha_f = 1.0f; A->alpha_d = 1.0; A->alpha_i = 1; A->alpha_b = true; }
+    A->alpha_one = bin.alpha_one;
+    A->alpha_f = bin.alpha_f;
+    A->alpha_d = bin.alpha_d;
+    A->alpha_i = bin.alpha_i;
+    A->alpha_b = bin.alpha_b;
 
     pw_operand ops[2];
     memset(ops, 0, sizeof ops);
     ops[0].view = e->in[0];
     if (other_arg >= 0) {
-        static const int storage[] = { RGPU_F32, RGPU_F64, RGPU_I64, RGPU_BOOL };   // by CT_*
-        ops[1].sdt = storage[A->ct];
-        pw_scalar_to_dtype(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
+        ops[1].sdt = op_ct_dtype(A->ct);
+        op_scalar_to(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
     } else {
         ops[1].view = e->in[1];
     }
-    if (swap) { pw_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    if (bin.swap) { pw_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
     return pw_setup_iter(A, out, ops, 2, e->op, err, errlen);
 }
 
@@ -839,7 +772,7 @@ static void pw_set_own(pw_args *A, const rgpu_arg *a) {
     A->own_f = (float)d;
     uint64_t buf = 0;
     int idt = A->cdt == RGPU_BOOL ? RGPU_I64 : A->cdt;
-    pw_scalar_to_dtype(a, idt, &buf);
+    op_scalar_to(a, idt, &buf);
     A->own_i = op_load_u64((const char *)&buf, idt);
 }
 
@@ -891,7 +824,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
             A->mode = (int)a->v.i;
             break;
         default:   // addcmul/addcdiv value, threshold
-            if (!pw_is_scalar_kind(a->kind))
+            if (!op_is_scalar_kind(a->kind))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
             pw_set_own(A, a);
             break;
@@ -932,7 +865,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         } else {
             int sdt = A->cdt;
             if (e->op == RGPU_OP_LERP) sdt = A->ct == OP_CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) pw_scalar_to_dtype(&e->args[i], sdt, &ops[i].buf);
+            if (present[i]) op_scalar_to(&e->args[i], sdt, &ops[i].buf);
             ops[i].sdt = sdt;
             dt = sdt;
         }

@@ -166,6 +166,18 @@ OP_FN bool op_dtype_is_float(int dt)
  * (held as uint64), bool as 0/1 where an op keeps it apart. */
 enum { OP_CT_F32, OP_CT_F64, OP_CT_I64, OP_CT_BOOL };
 
+/* The dtype that holds compute class ct's values (a scalar operand already
+ * converted to the compute type). */
+OP_FN int op_ct_dtype(int ct)
+{
+    switch (ct) {
+    case OP_CT_F32: return RGPU_F32;
+    case OP_CT_F64: return RGPU_F64;
+    case OP_CT_BOOL: return RGPU_BOOL;
+    default: return RGPU_I64;
+    }
+}
+
 /* Bytes per element, callable from kernels (rgpu_dtype_size is host-only);
  * 1 for the 1-byte dtypes and anything invalid. */
 OP_FN int op_dtype_esize(int dt)

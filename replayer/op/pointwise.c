@@ -189,3 +189,60 @@ rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
     return RGPU_OK;
 }
+
+/* ---------------------------------------------------------------------------
+ * add/sub/rsub/mul/div, Tensor and Scalar overloads */
+
+rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int kind, other_arg = -1, alpha_arg = -1;
+    bool swap = false;
+    switch (e->op) {
+    case RGPU_OP_ADD_TENSOR: kind = RGPU_OP_ADD_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_SUB_TENSOR: kind = RGPU_OP_SUB_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_MUL_TENSOR: kind = RGPU_OP_MUL_TENSOR; break;
+    case RGPU_OP_DIV_TENSOR: kind = RGPU_OP_DIV_TENSOR; break;
+    case RGPU_OP_ADD_SCALAR: kind = RGPU_OP_ADD_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_SUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_RSUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; swap = true; break;
+    case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
+    default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   /* DIV_SCALAR */
+    }
+    if (other_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+
+    const rgpu_view *out = e->out[0];
+    memset(b, 0, sizeof *b);
+    b->kind = kind;
+    b->other_arg = other_arg;
+    b->swap = swap;
+    b->ct = op_pointwise_compute_class(out->dtype);
+
+    /* ATen's own rejections */
+    if (kind == RGPU_OP_DIV_TENSOR && (b->ct == OP_CT_I64 || b->ct == OP_CT_BOOL))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
+    if (kind == RGPU_OP_SUB_TENSOR) {
+        bool any_bool = out->dtype == RGPU_BOOL;
+        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
+        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
+        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
+    }
+    if (alpha_arg >= 0) {
+        const rgpu_arg *al = &e->args[alpha_arg];
+        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
+        if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(out->dtype))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
+        b->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
+        b->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
+        b->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
+        b->alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+        b->alpha_b = b->alpha_f != 0.0f;
+    } else {
+        b->alpha_one = true;
+        b->alpha_b = true;
+    }
+    if (b->alpha_one) { b->alpha_f = 1.0f; b->alpha_d = 1.0; b->alpha_i = 1; b->alpha_b = true; }
+    return RGPU_OK;
+}

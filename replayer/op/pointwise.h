@@ -45,6 +45,25 @@ rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pres
  * out of x's shape and dtype. */
 rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
 
+/* add/sub/rsub/mul/div (Tensor and Scalar overloads) as the ATen op each
+ * runs: kind is RGPU_OP_ADD_TENSOR, _SUB_TENSOR, _MUL_TENSOR or
+ * _DIV_TENSOR; the compute class comes from the OUTPUT dtype; a Scalar
+ * overload's "other" is args[other_arg] (rsub: swapped, other - in[0]). */
+typedef struct op_binary_args {
+    int kind;
+    int other_arg;             /* -1 for the Tensor overloads */
+    bool swap;
+    int ct;                    /* OP_CT_* */
+    bool alpha_one, alpha_b;   /* alpha == 1; alpha as a bool */
+    float alpha_f;
+    double alpha_d;
+    uint64_t alpha_i;
+} op_binary_args;
+/* The overload's args (scalars), ATen's rejections (true division into an
+ * integer output, bool subtraction, bool/float alpha), alpha in each type.
+ * Arity and views: op_check_exec first. */
+rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

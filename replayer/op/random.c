@@ -147,3 +147,25 @@ void op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *orde
     qsort(a, (size_t)n, sizeof *a, perm_cmp);
     for (int64_t j = 0; j < n; j++) order[j] = a[j].i;
 }
+
+/* NATIVE_DROPOUT: x -> (y, mask); args p, train (bool or NONE = true), seed, offset. */
+rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r?", err, errlen));
+    memset(d, 0, sizeof *d);
+    d->train = true;
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &d->p, err, errlen));
+    if (!op_index_arg_none(e, 1)) FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "train", &d->train, err, errlen));
+    FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &d->seed, &d->offset, err, errlen));
+    const rgpu_view *x = e->in[0];
+    const rgpu_view *y = e->out[0], *mask = e->out[1];
+    if (!(d->p >= 0.0 && d->p <= 1.0))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", d->p);
+    FORWARD_IF_ERROR(op_index_need_float(e, x, "input", err, errlen));
+    if (y->dtype != x->dtype)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
+                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
+    if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
+    return RGPU_OK;
+}

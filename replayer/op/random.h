@@ -5,6 +5,7 @@
 #ifndef RGPU_OP_RANDOM_H
 #define RGPU_OP_RANDOM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -33,6 +34,15 @@ rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, si
  * element i, i). scratch holds n * OP_RANDPERM_SCRATCH bytes. */
 #define OP_RANDPERM_SCRATCH 16
 void op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *order, void *scratch);
+
+/* NATIVE_DROPOUT's args (p, train, seed, offset) and views: x floating, y of
+ * x's dtype, y and mask (optional) of x's shape. */
+typedef struct op_dropout_args {
+    double p;
+    bool train;
+    uint64_t seed, offset;
+} op_dropout_args;
+rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
