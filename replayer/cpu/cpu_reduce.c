@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "cpu_internal.h"
+#include "op/reduce.h"
 
 /* acc += the n elements at p (byte stride s, dtype dt), in order. */
 static double sum_row_f64(double acc, const char *p, int dt, int64_t s, int64_t n)
@@ -85,19 +86,7 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
     }
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) {
-        char got[160], exp[160];
-        int gl = 0, el = 0;
-        got[0] = exp[0] = '\0';
-        for (int d = 0; d < out->ndim && gl < 120; d++)
-            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
-        for (int d = 0, k = 0; d < nd && el < 120; d++) {
-            if (red[d] && !keepdim) continue;
-            el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
-                           red[d] ? 1LL : (long long)in->sizes[d]);
-        }
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
-    }
+    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
     if (outer == 0) return RGPU_OK;
     if (nr == 0) { rsz[0] = 1; rin[0] = 0; nr = 1; }
     if (nk == 0) { ksz[0] = 1; kin[0] = 0; kout[0] = 0; nk = 1; }

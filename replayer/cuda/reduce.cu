@@ -380,19 +380,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     }
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) {
-        char got[160], exp[160];
-        int gl = 0, el = 0;
-        got[0] = exp[0] = '\0';
-        for (int d = 0; d < out->ndim && gl < 120; d++)
-            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
-        for (int d = 0, k = 0; d < nd && el < 120; d++) {
-            if (red[d] && !keepdim) continue;
-            el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
-                           red[d] ? 1LL : (long long)in->sizes[d]);
-        }
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
-    }
+    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
     red_args g;
     red_args_set(&g, &rd);
     if (g.outer == 0) return RGPU_OK;

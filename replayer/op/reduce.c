@@ -50,3 +50,19 @@ rgpu_status op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out
     *out = nd > 0 ? (int)dim : 0;
     return RGPU_OK;
 }
+
+rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_view *out, const bool *red,
+                              bool keepdim, char *err, size_t errlen)
+{
+    char got[160], exp[160];
+    int gl = 0, el = 0;
+    got[0] = exp[0] = '\0';
+    for (int d = 0; d < out->ndim && gl < 120; d++)
+        gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
+    for (int d = 0, k = 0; d < in->ndim && el < 120; d++) {
+        if (red[d] && !keepdim) continue;
+        el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
+                       red[d] ? 1LL : (long long)in->sizes[d]);
+    }
+    RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
+}

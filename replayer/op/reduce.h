@@ -32,6 +32,12 @@ rgpu_status op_reduce_want_shape(const rgpu_exec *e, const rgpu_view *v, const c
 /* Wraps dim into [0, nd) (a 0-d tensor takes 0 and -1, giving 0). */
 rgpu_status op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen);
 
+/* SUM / MEAN: the RGPU_ERR_SHAPE for an out that is not the reduction's
+ * shape (in's sizes, dims with red[d] set kept as 1 with keepdim, else
+ * dropped). */
+rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_view *out, const bool *red,
+                              bool keepdim, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
