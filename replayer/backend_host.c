@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/half.h"
+#include "op/half.h"
 
 static void *host_alloc(rgpu_backend *b, size_t nbytes) {
     (void)b;

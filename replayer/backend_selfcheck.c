@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/half.h"
+#include "op/half.h"
 
 #define MAXT 3   /* tensors per side of a case */
 

@@ -31,11 +31,11 @@
 static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, const char *what,
                                char *err, size_t errlen)
 {
-    if (cpu_numel(v) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements",
-                 rgpu_op_name(e->op), what, (long long)cpu_numel(v));
+    if (op_numel(v) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements",
+                 rgpu_op_name(e->op), what, (long long)op_numel(v));
     if (v->dtype != dt)
-        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
                  rgpu_dtype_name(dt), rgpu_dtype_name(v->dtype));
     return RGPU_OK;
 }
@@ -44,11 +44,11 @@ static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, c
 static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *out, char *err, size_t errlen)
 {
     if (i >= e->n_args)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
     const rgpu_arg *a = &e->args[i];
     if (a->kind == RGPU_ARG_FLOAT) *out = a->v.f;
     else if (a->kind == RGPU_ARG_INT) *out = (double)a->v.i;
-    else CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
+    else RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
     return RGPU_OK;
 }
 
@@ -97,23 +97,23 @@ static rgpu_status op_unscale(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *inv = e->in[1];
     rgpu_view *out = e->out[0], *found = e->out[1];
-    CPU_FORWARD_IF_ERROR(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
-    CPU_FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
-    if (!cpu_dtype_is_float(g->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
     if (out->dtype != g->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(g->dtype));
     bool same = out->ndim == g->ndim;
     for (int d = 0; same && d < g->ndim; d++) same = out->sizes[d] == g->sizes[d];
-    if (!same) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
+    if (!same) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
 
     unscale_ctx c = { g->dtype, *(const float *)inv->data, false, false };
     c.inv_one = c.inv == 1.0f;
-    cpu_operand src = { g, NULL, 0 };
-    cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, &src, 1, e->op, err, errlen));
-    cpu_iter_run(&it, unscale_row, &c);
+    op_operand src = { g, NULL, 0 };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, &src, 1, e->op, err, errlen));
+    op_iter_run(&it, unscale_row, &c);
     if (c.found) *(float *)found->data = 1.0f;
     return RGPU_OK;
 }
@@ -127,14 +127,14 @@ static rgpu_status op_update_scale(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *found = e->in[0];
     rgpu_view *scale = e->out[0], *tracker = e->out[1];
-    CPU_FORWARD_IF_ERROR(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
-    CPU_FORWARD_IF_ERROR(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
-    CPU_FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
     double growth, backoff;
-    CPU_FORWARD_IF_ERROR(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
-    CPU_FORWARD_IF_ERROR(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
+    FORWARD_IF_ERROR(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
+    FORWARD_IF_ERROR(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
     if (e->n_args < 3 || e->args[2].kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
     int64_t interval = e->args[2].v.i;
 
     float *s = scale->data;
@@ -162,12 +162,12 @@ rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_AMP_UNSCALE:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_unscale(e, err, errlen);
     case RGPU_OP_AMP_UPDATE_SCALE:
-        CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_update_scale(e, err, errlen);
     default:
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
     }
 }

@@ -19,136 +19,13 @@
 
 #include "cpu_dense.h"
 
-/* ---------------------------------------------------------------------------
- * Geometry */
-
-/* conv_geom, conv_args: cpu_dense.h (the CUDA backend parses the same way). */
-
-#define CONV_PARAM_MAX (1LL << 31)
-
-/* A spatial param list: 1 value (expanded) or one per spatial dim. */
-static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int spatial, bool allow_empty,
-                              int64_t lo, int64_t dflt, int64_t out[2], char *err, size_t errlen)
-{
-    int64_t v[2];
-    uint32_t n;
-    CPU_FORWARD_IF_ERROR(dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
-    for (int d = 0; d < spatial; d++) {
-        out[d] = n == 0 ? dflt : n == 1 ? v[0] : v[d];
-        if (out[d] < lo || out[d] > CONV_PARAM_MAX)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
-                     what, (long long)out[d], (long long)lo, (long long)CONV_PARAM_MAX);
-    }
-    if (spatial == 1) { out[1] = out[0]; }
-    return RGPU_OK;
-}
-
-/* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
-rgpu_status conv_parse_args(const rgpu_exec *e, int base, int spatial, conv_args *a, char *err, size_t errlen)
-{
-    a->spatial = spatial;
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
-    CPU_FORWARD_IF_ERROR(dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
-    if (a->groups < 1 || a->groups > CONV_PARAM_MAX)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
-    return RGPU_OK;
-}
-
-/* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
- * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
-rgpu_status conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const conv_args *a,
-                          conv_geom *g, int64_t y[4], char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    int sp = a->spatial;
-    memset(g, 0, sizeof *g);
-    /* spatial params apply to (H, W); a 1-d conv has H = 1 with unit params */
-    int64_t s[2], p[2], d[2], op[2];
-    for (int i = 0; i < 2; i++) {
-        int j = sp == 1 ? 0 : i;
-        bool unit = sp == 1 && i == 0;
-        s[i] = unit ? 1 : a->stride[j];
-        p[i] = unit ? 0 : a->padding[j];
-        d[i] = unit ? 1 : a->dilation[j];
-        op[i] = unit ? 0 : a->out_pad[j];
-    }
-    g->kh = w->sizes[2]; g->kw = w->sizes[3];
-    g->sh = s[0]; g->sw = s[1]; g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
-    g->groups = a->groups;
-    g->N = x->sizes[0];
-    if (g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
-    int64_t xs[2] = { x->sizes[2], x->sizes[3] }, ks[2] = { g->kh, g->kw };
-    int64_t outs[2];
-    if (!a->transposed) {
-        g->C = x->sizes[1]; g->H = x->sizes[2]; g->W = x->sizes[3];
-        g->O = w->sizes[0];
-        if (g->C % g->groups != 0 || w->sizes[1] * g->groups != g->C || g->O % g->groups != 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
-                     name, (long long)w->sizes[0], (long long)w->sizes[1], (long long)g->C, (long long)g->groups);
-        for (int i = 0; i < 2; i++) {
-            int64_t span = d[i] * (ks[i] - 1) + 1, padded = xs[i] + 2 * p[i];
-            if (padded < span)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
-                         name, (long long)padded, (long long)span);
-            outs[i] = (padded - span) / s[i] + 1;
-        }
-        g->Ho = outs[0]; g->Wo = outs[1];
-        y[0] = g->N; y[1] = g->O; y[2] = g->Ho; y[3] = g->Wo;
-    } else {
-        /* x is on the G side: (N, C_in, H, W), weight (C_in, C_out/groups, kh, kw) */
-        g->O = x->sizes[1]; g->Ho = x->sizes[2]; g->Wo = x->sizes[3];
-        if (w->sizes[0] != g->O || g->O % g->groups != 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
-                     name, (long long)w->sizes[0], (long long)g->O, (long long)g->groups);
-        g->C = w->sizes[1] * g->groups;
-        for (int i = 0; i < 2; i++) {
-            if (op[i] >= s[i] && op[i] >= d[i])
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
-                         name, (long long)op[i], (long long)s[i], (long long)d[i]);
-            outs[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (ks[i] - 1) + op[i] + 1;
-            if (outs[i] < 0)   /* 0 is an empty output, as ATen */
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
-        }
-        g->H = outs[0]; g->W = outs[1];
-        y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
-    }
-    g->Cg = g->C / g->groups;
-    g->Og = g->O / g->groups;
-    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-                   g->H == g->Ho && g->W == g->Wo;   /* output_padding can make them differ */
-    return RGPU_OK;
-}
-
-/* Products the cores need must fit BLAS's int and size_t. Called after the
- * shapes were matched against real views. */
-rgpu_status conv_check_sizes(const rgpu_exec *e, const conv_geom *g, char *err, size_t errlen)
-{
-    int64_t kd, hwo, hw, col, ob, ib;
-    if (__builtin_mul_overflow(g->Cg, g->kh * g->kw, &kd) || __builtin_mul_overflow(g->Ho, g->Wo, &hwo) ||
-        __builtin_mul_overflow(g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
-        __builtin_mul_overflow(g->O, hwo, &ob) || __builtin_mul_overflow(g->C, hw, &ib) ||
-        kd > INT_MAX || hwo > INT_MAX || hw > INT_MAX || g->Og > INT_MAX || g->Cg > INT_MAX)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
-    return RGPU_OK;
-}
-
-/* 3-d views (N,C,L) become (N,C,1,L). */
-rgpu_view conv_as_4d(const rgpu_view *v)
-{
-    return v->ndim == 3 ? dense_unsqueeze(v, 2) : *v;
-}
 
 /* ---------------------------------------------------------------------------
  * im2col / col2im on one group of one image, per compute type.
  * x is (Cg, H, W); col is (Cg*kh*kw, Ho*Wo); padding reads as zero. */
 
 #define DEFINE_IM2COL(T, SUF)                                                           \
-static void im2col_##SUF(const T *x, const conv_geom *g, T *col)                         \
+static void im2col_##SUF(const T *x, const op_conv_geom *g, T *col)                         \
 {                                                                                        \
     int64_t hwo = g->Ho * g->Wo;                                                         \
     for (int64_t c = 0; c < g->Cg; c++)                                                  \
@@ -170,7 +47,7 @@ static void im2col_##SUF(const T *x, const conv_geom *g, T *col)                
                 }                                                                        \
             }                                                                            \
 }                                                                                        \
-static void col2im_##SUF(const T *col, const conv_geom *g, T *x)                         \
+static void col2im_##SUF(const T *col, const op_conv_geom *g, T *x)                         \
 {                                                                                        \
     int64_t hwo = g->Ho * g->Wo;                                                         \
     for (int64_t c = 0; c < g->Cg; c++)                                                  \
@@ -195,17 +72,17 @@ DEFINE_IM2COL(double, f64)
 DEFINE_IM2COL(uint64_t, i64)
 #undef DEFINE_IM2COL
 
-static void im2col(int ct, const void *x, const conv_geom *g, void *col)
+static void im2col(int ct, const void *x, const op_conv_geom *g, void *col)
 {
-    if (ct == DCT_F32) im2col_f32(x, g, col);
-    else if (ct == DCT_F64) im2col_f64(x, g, col);
+    if (ct == OP_CT_F32) im2col_f32(x, g, col);
+    else if (ct == OP_CT_F64) im2col_f64(x, g, col);
     else im2col_i64(x, g, col);
 }
 
-static void col2im(int ct, const void *col, const conv_geom *g, void *x)
+static void col2im(int ct, const void *col, const op_conv_geom *g, void *x)
 {
-    if (ct == DCT_F32) col2im_f32(col, g, x);
-    else if (ct == DCT_F64) col2im_f64(col, g, x);
+    if (ct == OP_CT_F32) col2im_f32(col, g, x);
+    else if (ct == OP_CT_F64) col2im_f64(col, g, x);
     else col2im_i64(col, g, x);
 }
 
@@ -214,9 +91,9 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
 {
     if (bias == NULL) return;
     for (int64_t r = 0; r < R; r++) {
-        if (ct == DCT_F32) { float *p = (float *)buf + r * L, b = ((const float *)bias)[r];
+        if (ct == OP_CT_F32) { float *p = (float *)buf + r * L, b = ((const float *)bias)[r];
                              for (int64_t i = 0; i < L; i++) p[i] += b; }
-        else if (ct == DCT_F64) { double *p = (double *)buf + r * L, b = ((const double *)bias)[r];
+        else if (ct == OP_CT_F64) { double *p = (double *)buf + r * L, b = ((const double *)bias)[r];
                                   for (int64_t i = 0; i < L; i++) p[i] += b; }
         else { uint64_t *p = (uint64_t *)buf + r * L, b = ((const uint64_t *)bias)[r];
                for (int64_t i = 0; i < L; i++) p[i] += b; }
@@ -224,24 +101,24 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
 }
 
 #define NOMEM_IF(cond) do { if (cond) { st = RGPU_ERR_NOMEM; \
-    cpu_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
+    op_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
 
 /* ---------------------------------------------------------------------------
  * Cores. wbuf is the weight packed as (O, Cg*kh*kw); bias packed per row of
  * the tensor written (O for fwd, C for data), or NULL. */
 
-static rgpu_status conv_fwd(int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_fwd(int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                             const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
 {
     rgpu_status st = RGPU_OK;
-    size_t cs = dense_ct_size(ct);
+    size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *x = dense_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *y = dense_alloc(g->O * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *y = op_alloc(g->O * hwo, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !y);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = dense_subview(I, 0, n), out = dense_subview(G, 0, n);
+        rgpu_view in = op_dense_subview(I, 0, n), out = op_dense_subview(G, 0, n);
         dense_load(&in, ct, x);
         for (int64_t gi = 0; gi < g->groups; gi++) {
             const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
@@ -257,18 +134,18 @@ done:
     return st;
 }
 
-static rgpu_status conv_data(int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_data(int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                              const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
 {
     rgpu_status st = RGPU_OK;
-    size_t cs = dense_ct_size(ct);
+    size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *gb = dense_alloc(g->O * hwo, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *x = dense_alloc(g->C * hw, cs);
+    char *gb = op_alloc(g->O * hwo, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
     NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = dense_subview(G, 0, n), out = dense_subview(I, 0, n);
+        rgpu_view in = op_dense_subview(G, 0, n), out = op_dense_subview(I, 0, n);
         dense_load(&in, ct, gb);
         if (!g->pointwise) memset(x, 0, (size_t)(g->C * hw) * cs);
         for (int64_t gi = 0; gi < g->groups; gi++) {
@@ -290,19 +167,19 @@ done:
     return st;
 }
 
-static rgpu_status conv_weight(int op, int ct, const conv_geom *g, const rgpu_view *I, const rgpu_view *G,
+static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu_view *I, const rgpu_view *G,
                                rgpu_view *dw, char *err, size_t errlen)
 {
     rgpu_status st = RGPU_OK;
-    size_t cs = dense_ct_size(ct);
+    size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
-    char *x = dense_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : dense_alloc(kd * hwo, cs);
-    char *gb = dense_alloc(g->O * hwo, cs);
+    char *x = op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
+    char *gb = op_alloc(g->O * hwo, cs);
     char *wb = dense_calloc(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = dense_subview(I, 0, n), gv = dense_subview(G, 0, n);
+        rgpu_view in = op_dense_subview(I, 0, n), gv = op_dense_subview(G, 0, n);
         dense_load(&in, ct, x);
         dense_load(&gv, ct, gb);
         for (int64_t gi = 0; gi < g->groups; gi++) {
@@ -322,19 +199,19 @@ done:
 static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
-    double *buf = dense_alloc(per, sizeof(double)), *sums = dense_alloc(C, sizeof(double));
+    double *buf = op_alloc(per, sizeof(double)), *sums = op_alloc(C, sizeof(double));
     if (!buf || !sums) {
         free(buf); free(sums);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
     }
     for (int64_t c = 0; c < C; c++) {
-        rgpu_view v = dense_subview(grad, 1, c);
-        dense_load(&v, DCT_F64, buf);
+        rgpu_view v = op_dense_subview(grad, 1, c);
+        dense_load(&v, OP_CT_F64, buf);
         double s = 0.0;
         for (int64_t i = 0; i < per; i++) s += buf[i];
         sums[c] = s;
     }
-    dense_store(db, DCT_F64, sums);
+    dense_store(db, OP_CT_F64, sums);
     free(buf); free(sums);
     return RGPU_OK;
 }
@@ -342,7 +219,7 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
 /* Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw). */
 static void *pack_weight(int ct, const rgpu_view *w)
 {
-    void *buf = dense_alloc(cpu_numel(w), dense_ct_size(ct));
+    void *buf = op_alloc(op_numel(w), op_dense_ct_size(ct));
     if (buf) dense_load(w, ct, buf);
     return buf;
 }
@@ -350,51 +227,39 @@ static void *pack_weight(int ct, const rgpu_view *w)
 /* ---------------------------------------------------------------------------
  * Entry points */
 
-static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w,
-                                   char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (x->ndim == 5 || w->ndim == 5)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cpu backend", name);
-    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
-                 name, x->ndim, w->ndim);
-    return RGPU_OK;
-}
-
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 1u << 2, 0, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
     rgpu_view *y0 = e->out[0];
-    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cpu", err, errlen));
     int dt = y0->dtype;
     if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    conv_args a;
-    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
-    conv_geom g;
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), y = op_conv_as_4d(y0);
+    op_conv_geom g;
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
-    CPU_FORWARD_IF_ERROR(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
     int64_t nb = a.transposed ? g.C : g.O;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
-    if (cpu_numel(y0) == 0) return RGPU_OK;
-    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
+    if (op_numel(y0) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
+    int ct = op_dense_ct_of(dt);
     void *wb = pack_weight(ct, &w), *bb = NULL;
-    if (bias) { bb = dense_alloc(nb, dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
+    if (bias) { bb = op_alloc(nb, op_dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
     rgpu_status st;
     if (!wb || (bias && !bb)) {
-        cpu_errf(err, errlen, "%s: out of memory packing the weight", name);
+        op_errf(err, errlen, "%s: out of memory packing the weight", name);
         st = RGPU_ERR_NOMEM;
     } else if (!a.transposed) {
         st = conv_fwd(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
@@ -409,56 +274,56 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(dense_check_io(e, 0, 7u, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
     rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    CPU_FORWARD_IF_ERROR(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cpu", err, errlen));
     int dt = x0->dtype;
-    if (!cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+    if (!op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
                  rgpu_dtype_name(dt));
     if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
         (db && db->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
                  rgpu_dtype_name(dt));
     /* bias_sizes only says whether db was wanted; db's shape is checked below */
-    if (!dense_arg_is_none(e, 0)) {
+    if (!op_dense_arg_is_none(e, 0)) {
         int64_t bs[1];
         uint32_t nbs;
-        CPU_FORWARD_IF_ERROR(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
     }
-    conv_args a;
-    CPU_FORWARD_IF_ERROR(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
-    conv_geom g;
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), gr = op_conv_as_4d(gr0);
+    op_conv_geom g;
     int64_t ys[4];
-    CPU_FORWARD_IF_ERROR(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    CPU_FORWARD_IF_ERROR(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) CPU_FORWARD_IF_ERROR(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) CPU_FORWARD_IF_ERROR(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) CPU_FORWARD_IF_ERROR(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(conv_check_sizes(e, &g, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
+    int ct = op_dense_ct_of(dt);
     rgpu_status st = RGPU_OK;
-    if (dx0 && cpu_numel(dx0) > 0) {
-        rgpu_view dx = conv_as_4d(dx0);
+    if (dx0 && op_numel(dx0) > 0) {
+        rgpu_view dx = op_conv_as_4d(dx0);
         void *wb = pack_weight(ct, &w);
-        if (!wb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
+        if (!wb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
         if (!a.transposed) st = conv_data(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
         else st = conv_fwd(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
         free(wb);
-        CPU_FORWARD_IF_ERROR(st);
+        FORWARD_IF_ERROR(st);
     }
-    if (dw0 && cpu_numel(dw0) > 0) {
-        rgpu_view dw = conv_as_4d(dw0);
+    if (dw0 && op_numel(dw0) > 0) {
+        rgpu_view dw = op_conv_as_4d(dw0);
         if (!a.transposed) st = conv_weight(e->op, ct, &g, &x, &gr, &dw, err, errlen);
         else st = conv_weight(e->op, ct, &g, &gr, &x, &dw, err, errlen);
-        CPU_FORWARD_IF_ERROR(st);
+        FORWARD_IF_ERROR(st);
     }
-    if (db && cpu_numel(db) > 0) CPU_FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
+    if (db && op_numel(db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
     return RGPU_OK;
 }

@@ -20,210 +20,19 @@
 #include "cpu_index.h"
 
 /* ---------------------------------------------------------------------------
- * Checks shared by the family */
-
-static rgpu_status check_slot(const rgpu_view *v, char pat, const char *what, int op,
-                              char *err, size_t errlen)
-{
-    if (v == NULL) {
-        if (pat == '?') return RGPU_OK;
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", rgpu_op_name(op), what);
-    }
-    return cpu_check_view(v, what, op, err, errlen);
-}
-
-rgpu_status cpu_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
-                               char *err, size_t errlen)
-{
-    int nin = (int)strlen(in_pat), nout = (int)strlen(out_pat);
-    if (e->n_in != nin || e->n_out != nout)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d / %d",
-                 rgpu_op_name(e->op), e->n_in, e->n_out, nin, nout);
-    char what[24];
-    for (int i = 0; i < nin; i++) {
-        snprintf(what, sizeof what, "in[%d]", i);
-        CPU_FORWARD_IF_ERROR(check_slot(e->in[i], in_pat[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < nout; i++) {
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
-                                   const char *out_pat, char *err, size_t errlen)
-{
-    int nout = (int)strlen(out_pat);
-    if (e->n_in < min_in || e->n_in > RGPU_MAX_IN || e->n_out != nout)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d..%d / %d",
-                 rgpu_op_name(e->op), e->n_in, e->n_out, min_in, RGPU_MAX_IN, nout);
-    char what[24];
-    for (int i = 0; i < e->n_in; i++) {
-        snprintf(what, sizeof what, "in[%d]", i);
-        char pat = (i < n_req || !opt_rest) ? 'r' : '?';
-        CPU_FORWARD_IF_ERROR(check_slot(e->in[i], pat, what, e->op, err, errlen));
-    }
-    for (int i = 0; i < nout; i++) {
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-static rgpu_status arg_present(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
-{
-    if (e->args == NULL || i >= e->n_args)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
-                              char *err, size_t errlen)
-{
-    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    if (e->args[i].kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int",
-                 rgpu_op_name(e->op), i, what, e->args[i].kind);
-    *v = e->args[i].v.i;
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
-                               char *err, size_t errlen)
-{
-    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    if (e->args[i].kind != RGPU_ARG_BOOL && e->args[i].kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool",
-                 rgpu_op_name(e->op), i, what, e->args[i].kind);
-    *v = e->args[i].v.i != 0;
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
-                              char *err, size_t errlen)
-{
-    CPU_FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a number",
-                 rgpu_op_name(e->op), i, what, k);
-    *v = rgpu_arg_as_f64(&e->args[i]);
-    return RGPU_OK;
-}
-
-bool cpu_index_arg_none(const rgpu_exec *e, int i)
-{
-    return e->args != NULL && i < e->n_args && e->args[i].kind == RGPU_ARG_NONE;
-}
-
-void cpu_index_scalar_to(const rgpu_arg *a, int dt, void *buf)
-{
-    memset(buf, 0, 8);
-    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
-    else if (a->kind == RGPU_ARG_BOOL) cpu_store_u64((char *)buf, dt, a->v.i != 0);
-    else cpu_store_u64((char *)buf, dt, (uint64_t)a->v.i);
-}
-
-bool cpu_index_same_shape(const rgpu_view *a, const rgpu_view *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->sizes[d] != b->sizes[d]) return false;
-    return true;
-}
-
-bool cpu_index_same_view(const rgpu_view *a, const rgpu_view *b)
-{
-    if (a->data != b->data || a->dtype != b->dtype || !cpu_index_same_shape(a, b)) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->sizes[d] != 1 && a->strides[d] != b->strides[d]) return false;
-    return true;
-}
-
-const char *cpu_index_shape_str(const rgpu_view *v, char *buf, size_t n)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    used += (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < v->ndim && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, d ? ", %lld" : "%lld", (long long)v->sizes[d]);
-    if (used < n) snprintf(buf + used, n - used, "]");
-    return buf;
-}
+ * Views */
 
 void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
 {
-    idx_walk w;
-    idx_walk_init(&w, dst->ndim, dst->sizes);
-    idx_walk_strides(&w, 0, dst);
-    idx_walk_strides(&w, 1, src);
-    if (cpu_numel(dst) == 0) return;
+    op_walk w;
+    op_walk_init(&w, dst->ndim, dst->sizes);
+    op_walk_strides(&w, 0, dst);
+    op_walk_strides(&w, 1, src);
+    if (op_numel(dst) == 0) return;
     char *o = dst->data;
     const char *s = src->data;
-    do idx_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
-    while (idx_walk_next(&w));
-}
-
-/* Out shape must be want (ndim, sizes). */
-rgpu_status cpu_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
-                                      char *err, size_t errlen)
-{
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
-    if (!ok) {
-        rgpu_view want;
-        memset(&want, 0, sizeof want);
-        want.ndim = nd;
-        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
-        char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
-                 cpu_index_shape_str(out, a, sizeof a), cpu_index_shape_str(&want, b, sizeof b));
-    }
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
-                                       char *err, size_t errlen)
-{
-    if (v->dtype != dt)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
-                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
-    return RGPU_OK;
-}
-
-rgpu_status cpu_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
-                                        char *err, size_t errlen)
-{
-    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
-             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
-}
-
-/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
-rgpu_status cpu_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
-{
-    int n = ndim > 0 ? ndim : 1;
-    if (dim < -n || dim >= n)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
-    *out = (int)(dim < 0 ? dim + n : dim);
-    return RGPU_OK;
-}
-
-/* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
- * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
-int cpu_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
-{
-    if (v->ndim == 0) { sz[0] = 1; return 1; }
-    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
-    return v->ndim;
-}
-
-/* Byte stride of dim d (0 for a 0-d view). */
-int64_t cpu_index_bstride(const rgpu_view *v, int d)
-{
-    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
+    do op_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
+    while (op_walk_next(&w));
 }
 
 /* Loads a 0-d or 1-d index into a malloc'd int64 array of *n entries, each
@@ -233,20 +42,20 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
 {
     const char *name = rgpu_op_name(e->op);
     if (index->ndim > 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index is supposed to be a vector, got %d dims", name, index->ndim);
-    int64_t cnt = cpu_numel(index);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index is supposed to be a vector, got %d dims", name, index->ndim);
+    int64_t cnt = op_numel(index);
     *out = NULL;
     *n = cnt;
     if (cnt == 0) return RGPU_OK;
-    int64_t *v = idx_alloc(cnt, sizeof *v);
-    if (v == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
-    int64_t s = cpu_index_bstride(index, 0);
+    int64_t *v = op_alloc(cnt, sizeof *v);
+    if (v == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
+    int64_t s = op_index_bstride(index, 0);
     for (int64_t i = 0; i < cnt; i++) {
-        v[i] = idx_load_index((const char *)index->data + i * s, index->dtype);
+        v[i] = op_idx_load_index((const char *)index->data + i * s, index->dtype);
         if (v[i] < 0 || v[i] >= size) {
             long long bad = (long long)v[i];
             free(v);
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                      name, bad, dim, (long long)size);
         }
     }
@@ -258,9 +67,9 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
 static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (cpu_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && cpu_numel(out) > 0)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+    if (op_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && op_numel(out) > 0)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
     cpu_index_copy_view(out, self);
     return RGPU_OK;
@@ -272,43 +81,43 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
 
 static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
-    if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
-    if (cpu_numel(ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    if (op_numel(ix) == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
-    idx_walk w;
-    idx_walk_init(&w, ix->ndim, ix->sizes);
-    idx_walk_strides(&w, 0, ix);
+    op_walk w;
+    op_walk_init(&w, ix->ndim, ix->sizes);
+    op_walk_strides(&w, 0, ix);
     do {   /* validate first: nothing written on a bad index */
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         if (v < 0 || v >= V)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
                      (long long)v, (long long)V);
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(wt->dtype);
-    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
-    idx_walk_init(&w, ix->ndim, ix->sizes);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
+    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
+    op_walk_init(&w, ix->ndim, ix->sizes);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         const char *src = (const char *)wt->data + v * ws0;
         char *dst = (char *)out->data + w.off[1];
-        for (int64_t j = 0; j < D; j++) idx_elem_copy(dst + j * os, src + j * ws1, esz);
-    } while (idx_walk_next(&w));
+        for (int64_t j = 0; j < D; j++) op_elem_copy(dst + j * os, src + j * ws1, esz);
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -321,89 +130,89 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t nw, pad;
     bool by_freq;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    if (!cpu_dtype_is_float(g->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
-    if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
-    if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
-    int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
+    int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
     for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
     if (rows != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
-    idx_walk wi;
+    op_walk wi;
     if (n > 0) {   /* validate before writing */
-        idx_walk_init(&wi, ix->ndim, ix->sizes);
-        idx_walk_strides(&wi, 0, ix);
+        op_walk_init(&wi, ix->ndim, ix->sizes);
+        op_walk_strides(&wi, 0, ix);
         do {
-            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
             if (k != pad && (k < 0 || k >= nw))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)k, (long long)nw);
-        } while (idx_walk_next(&wi));
+        } while (op_walk_next(&wi));
     }
     int64_t *counts = NULL;
     if (by_freq && n > 0) {
         counts = calloc((size_t)(nw > 0 ? nw : 1), sizeof *counts);
-        if (counts == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
-        idx_walk_init(&wi, ix->ndim, ix->sizes);
-        idx_walk_strides(&wi, 0, ix);
+        if (counts == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
+        op_walk_init(&wi, ix->ndim, ix->sizes);
+        op_walk_strides(&wi, 0, ix);
         do {
-            int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+            int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
             if (k >= 0 && k < nw) counts[k]++;
-        } while (idx_walk_next(&wi));
+        } while (op_walk_next(&wi));
     }
 
     /* out = 0 */
     int dt = out->dtype;
     size_t esz = rgpu_dtype_size(dt);
-    if (cpu_numel(out) > 0) {
-        idx_walk wo;
-        idx_walk_init(&wo, 2, out->sizes);
-        idx_walk_strides(&wo, 0, out);
+    if (op_numel(out) > 0) {
+        op_walk wo;
+        op_walk_init(&wo, 2, out->sizes);
+        op_walk_strides(&wo, 0, out);
         char zero[8] = {0};
-        do idx_elem_copy((char *)out->data + wo.off[0], zero, esz);
-        while (idx_walk_next(&wo));
+        do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
+        while (op_walk_next(&wo));
     }
     if (n == 0 || D == 0) { free(counts); return RGPU_OK; }
 
     /* grad rows walk in lockstep with the indices (both row-major, n rows) */
-    idx_walk wg;
-    idx_walk_init(&wg, g->ndim - 1, g->sizes);
-    idx_walk_strides(&wg, 0, g);
-    idx_walk_init(&wi, ix->ndim, ix->sizes);
-    idx_walk_strides(&wi, 0, ix);
-    int64_t gs = cpu_index_bstride(g, g->ndim - 1), os0 = cpu_index_bstride(out, 0), os1 = cpu_index_bstride(out, 1);
+    op_walk wg;
+    op_walk_init(&wg, g->ndim - 1, g->sizes);
+    op_walk_strides(&wg, 0, g);
+    op_walk_init(&wi, ix->ndim, ix->sizes);
+    op_walk_strides(&wi, 0, ix);
+    int64_t gs = op_index_bstride(g, g->ndim - 1), os0 = op_index_bstride(out, 0), os1 = op_index_bstride(out, 1);
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+        int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
         if (k != pad) {
-            idx_alpha a = idx_alpha_one();
+            op_idx_alpha a = op_idx_alpha_one();
             if (counts != NULL) {
                 double sc = 1.0 / (double)counts[k];
                 /* grad_weight[k].add_(grad[i], scale): as index_add's slices */
-                a.one = sc == 1.0; a.d = sc; a.f = idx_round_to(dt, (float)sc);
+                a.one = sc == 1.0; a.d = sc; a.f = op_round_to(dt, (float)sc);
                 a.fused = true;
                 a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
             }
             const char *src = (const char *)g->data + wg.off[0];
             char *dst = (char *)out->data + k * os0;
-            for (int64_t j = 0; j < D; j++) idx_elem_reduce(dst + j * os1, src + j * gs, dt, IDX_ADD, &a);
+            for (int64_t j = 0; j < D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
         }
-        idx_walk_next(&wi);
-        idx_walk_next(&wg);
+        op_walk_next(&wi);
+        op_walk_next(&wg);
     }
     free(counts);
     return RGPU_OK;
@@ -416,47 +225,47 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
 
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
-    if (cpu_numel(ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    if (op_numel(ix) == 0) return RGPU_OK;
 
-    idx_walk w;
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
+    op_walk w;
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         if (v < 0 || v >= ssz[dim])
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
                      (long long)v, dim, (long long)ssz[dim]);
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = cpu_index_bstride(self, dim);
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
-    idx_walk_strides(&w, 2, self);
+    int64_t sdim = op_index_bstride(self, dim);
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
+    op_walk_strides(&w, 2, self);
     w.st[2][dim] = 0;
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        idx_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
-    } while (idx_walk_next(&w));
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        op_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -475,13 +284,13 @@ typedef struct facc {
 
 static rgpu_status facc_init(const rgpu_exec *e, facc *f, const rgpu_view *out, char *err, size_t errlen)
 {
-    f->n = cpu_numel(out);
-    f->acc = idx_alloc(f->n, sizeof *f->acc);
+    f->n = op_numel(out);
+    f->acc = op_alloc(f->n, sizeof *f->acc);
     f->touched = f->acc ? calloc((size_t)(f->n > 0 ? f->n : 1), 1) : NULL;
     if (f->acc == NULL || f->touched == NULL) {
         free(f->acc);
         free(f->touched);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for an f32 accumulator of %lld elements",
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for an f32 accumulator of %lld elements",
                  rgpu_op_name(e->op), (long long)f->n);
     }
     return RGPU_OK;
@@ -490,22 +299,22 @@ static rgpu_status facc_init(const rgpu_exec *e, facc *f, const rgpu_view *out, 
 /* Element l (at dst in out) op= src (both of dtype dt), in f32. */
 static inline void facc_apply(facc *f, int64_t l, const char *dst, const char *src, int dt, int mode)
 {
-    if (!f->touched[l]) { f->acc[l] = cpu_load_f32(dst, dt); f->touched[l] = 1; }
-    float y = cpu_load_f32(src, dt);
-    f->acc[l] = mode == IDX_MUL ? f->acc[l] * y : f->acc[l] + y;
+    if (!f->touched[l]) { f->acc[l] = op_load_f32(dst, dt); f->touched[l] = 1; }
+    float y = op_load_f32(src, dt);
+    f->acc[l] = mode == OP_IDX_MUL ? f->acc[l] * y : f->acc[l] + y;
 }
 
 static void facc_flush(facc *f, rgpu_view *out)
 {
     if (f->n > 0) {
-        idx_walk w;
-        idx_walk_init(&w, out->ndim, out->sizes);
-        idx_walk_strides(&w, 0, out);
+        op_walk w;
+        op_walk_init(&w, out->ndim, out->sizes);
+        op_walk_strides(&w, 0, out);
         int64_t l = 0;
         do {
-            if (f->touched[l]) cpu_store_f32((char *)out->data + w.off[0], out->dtype, f->acc[l]);
+            if (f->touched[l]) op_store_f32((char *)out->data + w.off[0], out->dtype, f->acc[l]);
             l++;
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
     free(f->acc);
     free(f->touched);
@@ -528,75 +337,75 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     const char *name = add_only ? "scatter_add" : "scatter";
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = IDX_ADD;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = OP_IDX_ADD;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     uint64_t value = 0;
     if (!add_only) {
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
         if (reduce < 0 || reduce > 2)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
         if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
             double ignored;
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            cpu_index_scalar_to(&e->args[1], self->dtype, &value);
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            op_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
                      name, (long long)isz[d], (long long)rsz[d], d);
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
                      name, (long long)isz[d], (long long)ssz[d], d);
     }
-    bool any = cpu_numel(ix) > 0;
-    idx_walk w;
+    bool any = op_numel(ix) > 0;
+    op_walk w;
     if (any) {
-        idx_walk_init(&w, nd, isz);
-        idx_walk_strides(&w, 0, ix);
+        op_walk_init(&w, nd, isz);
+        op_walk_strides(&w, 0, ix);
         do {
-            int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+            int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
             if (v < 0 || v >= ssz[dim])
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                          name, (long long)v, dim, (long long)ssz[dim]);
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
-    idx_alpha one = idx_alpha_one();
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
+    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    op_idx_alpha one = op_idx_alpha_one();
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
     facc f;
-    if (f32acc) CPU_FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
+    if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
     contig_strides(ssz, nd, cst);
-    idx_walk_init(&w, nd, isz);
-    idx_walk_strides(&w, 0, ix);
-    idx_walk_strides(&w, 1, out);
+    op_walk_init(&w, nd, isz);
+    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
-    if (src) idx_walk_strides(&w, 2, src);
+    if (src) op_walk_strides(&w, 2, src);
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
-        int64_t v = idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
         const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&value;
         char *t = (char *)out->data + w.off[1] + v * odim;
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, (int)reduce);
-        else idx_elem_reduce(t, s, dt, (int)reduce, &one);
-    } while (idx_walk_next(&w));
+        else op_idx_elem_reduce(t, s, dt, (int)reduce, &one);
+    } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, out);
     return RGPU_OK;
 }
@@ -606,38 +415,38 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
 
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
+    int nd = op_index_nonempty_sizes(self, ssz);
     int64_t *iv, n;
-    if (self->ndim == 0 && cpu_numel(ix) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)cpu_numel(ix));
+    if (self->ndim == 0 && op_numel(ix) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)op_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[dim] = cpu_numel(ix);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
-    CPU_FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
-    if (cpu_numel(out) == 0) { free(iv); return RGPU_OK; }
+    if (self->ndim > 0) want[dim] = op_numel(ix);
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
+    FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
+    if (op_numel(out) == 0) { free(iv); return RGPU_OK; }
 
     size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = cpu_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
-    cpu_index_nonempty_sizes(out, osz);
-    idx_walk w;
-    idx_walk_init(&w, nd, osz);
-    idx_walk_strides(&w, 0, out);
-    idx_walk_strides(&w, 1, self);
+    int64_t sdim = op_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
+    op_index_nonempty_sizes(out, osz);
+    op_walk w;
+    op_walk_init(&w, nd, osz);
+    op_walk_strides(&w, 0, out);
+    op_walk_strides(&w, 1, self);
     w.st[1][dim] = 0;
-    do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
-    while (idx_walk_next(&w));
+    do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
+    while (op_walk_next(&w));
     free(iv);
     return RGPU_OK;
 }
@@ -648,27 +457,27 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     double alpha_v;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
-    if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
     if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    idx_alpha a;
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+    op_idx_alpha a;
     a.d = alpha_v;
     a.f = (float)alpha_v;
-    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
     a.b = alpha_v != 0.0;
     a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
     /* ATen: f32/f64 slice-wise add_(source, alpha) is fma(alpha, s, d); the
@@ -678,26 +487,26 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
      * contiguous slice, a 1-ulp difference we do not mimic). */
     a.fused = self->ndim > 1;
     a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = idx_round_to(dt, a.f);
+    a.f = op_round_to(dt, a.f);
 
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(src, rsz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
-    if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (rsz[dim] != cpu_numel(ix))
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)cpu_numel(ix), (long long)rsz[dim]);
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(src, rsz) != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (rsz[dim] != op_numel(ix))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)op_numel(ix), (long long)rsz[dim]);
     for (int d = 0; d < nd; d++)
         if (d != dim && rsz[d] != ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
                      (long long)rsz[d], d, (long long)ssz[d]);
     int64_t *iv, n;
-    CPU_FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
+    FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
-    if (st != RGPU_OK || cpu_numel(src) == 0) { free(iv); return st; }
+    if (st != RGPU_OK || op_numel(src) == 0) { free(iv); return st; }
 
     /* ATen sends a multi-dim index_add along the first or last dim with
      * alpha 1 and an int64 index through scatter_add, which accumulates
@@ -709,45 +518,33 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
         st = facc_init(e, &f, out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = cpu_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
     contig_strides(ssz, nd, cst);
-    idx_walk w;
-    idx_walk_init(&w, nd, rsz);
-    idx_walk_strides(&w, 0, src);
-    idx_walk_strides(&w, 1, out);
+    op_walk w;
+    op_walk_init(&w, nd, rsz);
+    op_walk_strides(&w, 0, src);
+    op_walk_strides(&w, 1, out);
     w.st[1][dim] = 0;
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
         int64_t v = iv[w.idx[dim]];
         char *t = (char *)out->data + w.off[1] + v * odim;
         const char *s = (const char *)src->data + w.off[0];
-        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, IDX_ADD);
-        else idx_elem_reduce(t, s, dt, IDX_ADD, &a);
-    } while (idx_walk_next(&w));
+        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
+        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &a);
+    } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, out);
     free(iv);
     return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
- * Advanced indexing geometry (index.Tensor, index_put).
- *
- * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
- * whole, as do dims >= k. The index tensors broadcast together to B. The
- * result holds B's dims plus the un-indexed self dims: when the indexed dims
- * are adjacent, B replaces them in place (x[:, i, j] -> (d0, *B, d3..)),
- * otherwise B goes first (x[i, :, j] -> (*B, d1, ..)). Each result dim is
- * either a B dim or a self dim. boff[b] is the byte offset into the target
- * (self for index, out for index_put) of B element b, summed over the
- * indexed dims; negative indices wrap once, out of range is an error. */
+ * Advanced indexing geometry (index.Tensor, index_put): op_index_geom_shape
+ * (op/index.h), plus boff[b], the byte offset into the target (self for
+ * index, out for index_put) of B element b. */
 
 typedef struct idx_geom {
-    int nb;
-    int64_t bsz[RGPU_MAX_DIMS];
-    int64_t nbel;
-    int R;
-    int64_t rsz[RGPU_MAX_DIMS];
-    int rdim[RGPU_MAX_DIMS];    /* >= 0: self dim; < 0: B dim -1-rdim */
+    op_index_geom s;
     int64_t *boff;
 } idx_geom;
 
@@ -755,113 +552,68 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
                               const rgpu_view *const *idx, int nidx, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    memset(g, 0, sizeof *g);
-    if (nidx > self->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
-    int first = -1, last = -1, count = 0;
+    g->boff = NULL;
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g->s, self, idx, nidx, err, errlen));
+    g->boff = op_alloc(g->s.nbel, sizeof *g->boff);
+    if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->s.nbel > 0 ? g->s.nbel : 1) * sizeof *g->boff);
+    if (g->boff == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->s.nbel);
+    if (g->s.nbel == 0) return RGPU_OK;
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
-        if (first < 0) first = k;
-        last = k;
-        count++;
-        if (v->ndim > g->nb) {   /* widen B on the left */
-            int add = v->ndim - g->nb;
-            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
-            for (int d = 0; d < add; d++) g->bsz[d] = 1;
-            g->nb = v->ndim;
-        }
-        int lead = g->nb - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
-            if (*b == 1) *b = s;
-            else if (s != 1 && s != *b)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
-                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
-        }
-    }
-    bool adjacent = count == 0 || last - first + 1 == count;
-    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
-                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
-    int R = 0;
-    if (adjacent) {
-        int lo = count ? first : 0, hi = count ? last : -1;
-        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
-    } else {
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = 0; d < self->ndim; d++)
-            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
-    }
-    g->R = R;
-    for (int r = 0; r < R; r++)
-        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
-    g->nbel = 1;
-    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
-
-    g->boff = idx_alloc(g->nbel, sizeof *g->boff);
-    if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->nbel > 0 ? g->nbel : 1) * sizeof *g->boff);
-    if (g->boff == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->nbel);
-    if (g->nbel == 0) return RGPU_OK;
-    for (int k = 0; k < nidx; k++) {
-        const rgpu_view *v = idx[k];
-        if (v == NULL) continue;
-        idx_walk w;
-        idx_walk_init(&w, g->nb, g->bsz);
-        int lead = g->nb - v->ndim;
+        op_walk w;
+        op_walk_init(&w, g->s.nb, g->s.bsz);
+        int lead = g->s.nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++)
             w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
-        int64_t size = self->sizes[k], ts = cpu_index_bstride(target, k);
+        int64_t size = self->sizes[k], ts = op_index_bstride(target, k);
         int64_t b = 0;
         do {
-            int64_t x = idx_load_index((const char *)v->data + w.off[0], v->dtype);
+            int64_t x = op_idx_load_index((const char *)v->data + w.off[0], v->dtype);
             if (x < -size || x >= size) {
                 free(g->boff);
                 g->boff = NULL;
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                          name, (long long)x, k, (long long)size);
             }
             if (x < 0) x += size;
             g->boff[b++] += x * ts;
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
     }
     return RGPU_OK;
 }
 
 /* Walk over the result dims: stride set 0 = out (or values), 1 = the
  * target's un-indexed dims, 2 = B element number. */
-static void geom_walk(const idx_geom *g, idx_walk *w, const rgpu_view *target)
+static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
 {
-    idx_walk_init(w, g->R, g->rsz);
+    op_walk_init(w, g->s.R, g->s.rsz);
     int64_t bst[RGPU_MAX_DIMS], s = 1;
-    for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
-    for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
-        else w->st[2][r] = bst[-1 - g->rdim[r]];
+    for (int j = g->s.nb - 1; j >= 0; j--) { bst[j] = s; s *= g->s.bsz[j]; }
+    for (int r = 0; r < g->s.R; r++) {
+        if (g->s.rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->s.rdim[r]);
+        else w->st[2][r] = bst[-1 - g->s.rdim[r]];
     }
 }
 
 /* INDEX: out (result shape) = self[idx0, idx1, ...]. */
 static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     idx_geom g;
-    CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
-    rgpu_status st = cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen);
-    if (st == RGPU_OK && cpu_numel(out) > 0) {
+    FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
+    rgpu_status st = op_index_check_out_shape(e, out, g.s.R, g.s.rsz, err, errlen);
+    if (st == RGPU_OK && op_numel(out) > 0) {
         size_t esz = rgpu_dtype_size(self->dtype);
-        idx_walk w;
+        op_walk w;
         geom_walk(&g, &w, self);
-        for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
-        do idx_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
-        while (idx_walk_next(&w));
+        for (int r = 0; r < g.s.R; r++) w.st[0][r] = op_index_bstride(out, r);
+        do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
+        while (op_walk_next(&w));
     }
     free(g.boff);
     return st;
@@ -872,50 +624,50 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
  * indices the last write wins, or the adds happen in that order. */
 static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     idx_geom g;
-    CPU_FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
+    FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
 
     /* values broadcast to the result shape */
-    idx_walk w;
+    op_walk w;
     geom_walk(&g, &w, out);
-    bool ok = vals->ndim <= g.R;
-    int lead = g.R - vals->ndim;
+    bool ok = vals->ndim <= g.s.R;
+    int lead = g.s.R - vals->ndim;
     int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
     for (int d = 0; ok && d < vals->ndim; d++) {
         int64_t s = vals->sizes[d];
-        if (s == g.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+        if (s == g.s.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
         else if (s == 1) w.st[0][lead + d] = 0;
         else ok = false;
     }
     if (!ok) {
         rgpu_view rv;
         memset(&rv, 0, sizeof rv);
-        rv.ndim = g.R;
-        for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
+        rv.ndim = g.s.R;
+        for (int r = 0; r < g.s.R; r++) rv.sizes[r] = g.s.rsz[r];
         char a[96], b[96];
         free(g.boff);
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
-                 cpu_index_shape_str(&rv, b, sizeof b));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
+                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 op_index_shape_str(&rv, b, sizeof b));
     }
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
     int64_t nres = 1;
-    for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
+    for (int r = 0; r < g.s.R; r++) nres *= g.s.rsz[r];
     if (st == RGPU_OK && nres > 0) {
-        idx_alpha one = idx_alpha_one();
-        int mode = acc ? IDX_ADD : IDX_ASSIGN;
-        do idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
+        op_idx_alpha one = op_idx_alpha_one();
+        int mode = acc ? OP_IDX_ADD : OP_IDX_ASSIGN;
+        do op_idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
                            dt, mode, &one);
-        while (idx_walk_next(&w));
+        while (op_walk_next(&w));
     }
     free(g.boff);
     return st;
@@ -949,6 +701,6 @@ rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_COUNT_UNIQUE:       return cpu_index_unique(e, true, err, errlen);
     case RGPU_OP_UNIQUE:             return cpu_index_unique(e, false, err, errlen);
     default:
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu index family: unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu index family: unsupported op %s", rgpu_op_name(e->op));
     }
 }

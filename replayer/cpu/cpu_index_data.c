@@ -17,79 +17,32 @@
  * dtype. A legacy empty 1-d tensor (size (0,)) is skipped as ATen does; dim
  * is wrapped against the first input that is not skipped. */
 
-bool cpu_index_cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
-
-rgpu_status cpu_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size_t errlen)
-{
-    *dim_out = -1;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
-    int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    rgpu_view *out = e->out[0];
-    const rgpu_view *ref = NULL;
-    int iref = 0;
-    for (int i = 0; i < e->n_in && ref == NULL; i++)
-        if (!cpu_index_cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
-    if (ref == NULL) {   /* every input is legacy-empty: the result is empty too */
-        if (cpu_numel(out) != 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
-        return RGPU_OK;
-    }
-    int nd = ref->ndim;
-    if (nd == 0) CPU_FAIL(RGPU_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", iref);
-    if (dim64 < -nd || dim64 >= nd)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "cat: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                 -nd, nd - 1, (long long)dim64);
-    int dim = (int)(dim64 < 0 ? dim64 + nd : dim64);
-    int64_t total = 0;
-    for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *t = e->in[i];
-        if (cpu_index_cat_skipped(t)) continue;
-        if (t->ndim != nd)
-            CPU_FAIL(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
-        for (int d = 0; d < nd; d++)
-            if (d != dim && t->sizes[d] != ref->sizes[d])
-                CPU_FAIL(RGPU_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %d. Expected size %lld "
-                         "but got size %lld for tensor number %d in the list", dim, (long long)ref->sizes[d],
-                         (long long)t->sizes[d], i);
-        total += t->sizes[dim];
-    }
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == (d == dim ? total : ref->sizes[d]);
-    if (!ok) {
-        char a[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
-                 cpu_index_shape_str(out, a, sizeof a), (long long)total, dim);
-    }
-    *dim_out = dim;
-    return RGPU_OK;
-}
-
 rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_cat_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   /* every input is legacy-empty */
     rgpu_view *out = e->out[0];
     int nd = out->ndim;
     int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cpu_index_cat_skipped(t)) continue;
+        if (op_index_cat_skipped(t)) continue;
         char *base = (char *)out->data + pos * odim;
         pos += t->sizes[dim];
-        if (cpu_numel(t) == 0) continue;
-        idx_walk w;
-        idx_walk_init(&w, nd, t->sizes);
-        idx_walk_strides(&w, 0, t);
-        idx_walk_strides(&w, 1, out);
+        if (op_numel(t) == 0) continue;
+        op_walk w;
+        op_walk_init(&w, nd, t->sizes);
+        op_walk_strides(&w, 0, t);
+        op_walk_strides(&w, 1, out);
         const char *src = t->data;
         if (t->dtype == out->dtype) {
             size_t esz = rgpu_dtype_size(out->dtype);
-            do idx_elem_copy(base + w.off[1], src + w.off[0], esz);
-            while (idx_walk_next(&w));
+            do op_elem_copy(base + w.off[1], src + w.off[0], esz);
+            while (op_walk_next(&w));
         } else {
-            do idx_elem_convert(base + w.off[1], out->dtype, src + w.off[0], t->dtype);
-            while (idx_walk_next(&w));
+            do op_elem_convert(base + w.off[1], out->dtype, src + w.off[0], t->dtype);
+            while (op_walk_next(&w));
         }
     }
     return RGPU_OK;
@@ -100,74 +53,22 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
  * backwards, negative entries crop; new cells get value (scalar arg, NONE or
  * absent = 0) cast to out's dtype. */
 
-rgpu_status cpu_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t *lo, int64_t *want,
-                                char *err, size_t errlen)
-{
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 0 (pad) must be ints");
-    const rgpu_arg *pad = &e->args[0];
-    const rgpu_view *in = e->in[0];
-    rgpu_view *out = e->out[0];
-    int dt = out->dtype;
-    if (in->dtype != dt)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "constant_pad_nd: out dtype %s differs from input's %s",
-                 rgpu_dtype_name(dt), rgpu_dtype_name(in->dtype));
-    uint64_t value = 0;
-    if (e->n_args >= 2 && e->args[1].kind != RGPU_ARG_NONE) {
-        int k = e->args[1].kind;
-        if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 1 (value) has kind %d, want a number", k);
-        cpu_index_scalar_to(&e->args[1], dt, &value);
-    }
-    uint32_t np = pad->v.ints.n;
-    int nd = in->ndim;
-    if (np % 2 != 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad must be even but instead it equals %u", np);
-    if (np / 2 > (uint32_t)nd)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad should be no more than twice the number of "
-                 "dimensions of the input (pad %u, %d dims)", np, nd);
-    for (int d = 0; d < RGPU_MAX_DIMS; d++) lo[d] = 0;
-    for (int d = 0; d < nd; d++) want[d] = in->sizes[d];
-    for (uint32_t i = 0; i < np / 2; i++) {
-        int d = nd - 1 - (int)i;
-        int64_t a = rgpu_arg_int_at(pad, 2 * i), b = rgpu_arg_int_at(pad, 2 * i + 1);
-        /* |pad| beyond 2^62 can't be a real size; it would only overflow below */
-        if (a > (INT64_C(1) << 62) || a < -(INT64_C(1) << 62) || b > (INT64_C(1) << 62) || b < -(INT64_C(1) << 62))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: pad (%lld, %lld) is too large", (long long)a, (long long)b);
-        lo[d] = a;
-        if (__builtin_add_overflow(in->sizes[d], a + b, &want[d]))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "constant_pad_nd: padded size of dim %d overflows", d);
-        if (want[d] < 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: the input size %lld, plus negative padding %lld and %lld "
-                     "resulted in a negative output size, which is invalid. Check dimension %d of your input.",
-                     (long long)in->sizes[d], (long long)a, (long long)b, d);
-    }
-    bool ok = out->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == want[d];
-    if (!ok) {
-        char a[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", cpu_index_shape_str(out, a, sizeof a));
-    }
-    *value_out = value;
-    return RGPU_OK;
-}
-
 rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 {
     uint64_t value;
     int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    CPU_FORWARD_IF_ERROR(cpu_index_pad_check(e, &value, lo, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     int dt = out->dtype, nd = in->ndim;
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     size_t esz = rgpu_dtype_size(dt);
-    idx_walk w;
-    idx_walk_init(&w, nd, out->sizes);
-    idx_walk_strides(&w, 0, out);
-    do idx_elem_copy((char *)out->data + w.off[0], (const char *)&value, esz);
-    while (idx_walk_next(&w));
+    op_walk w;
+    op_walk_init(&w, nd, out->sizes);
+    op_walk_strides(&w, 0, out);
+    do op_elem_copy((char *)out->data + w.off[0], (const char *)&value, esz);
+    while (op_walk_next(&w));
 
     /* the part of out the input covers: out [max(0, lo), min(out, lo + in)) */
     int64_t rsz[RGPU_MAX_DIMS], ooff = 0, ioff = 0;
@@ -179,13 +80,13 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
         ooff += a * out->strides[d] * (int64_t)esz;
         ioff += (a - lo[d]) * in->strides[d] * (int64_t)esz;
     }
-    idx_walk_init(&w, nd, rsz);
-    idx_walk_strides(&w, 0, out);
-    idx_walk_strides(&w, 1, in);
+    op_walk_init(&w, nd, rsz);
+    op_walk_strides(&w, 0, out);
+    op_walk_strides(&w, 1, in);
     char *o = (char *)out->data + ooff;
     const char *s = (const char *)in->data + ioff;
-    do idx_elem_copy(o + w.off[0], s + w.off[1], esz);
-    while (idx_walk_next(&w));
+    do op_elem_copy(o + w.off[0], s + w.off[1], esz);
+    while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -194,32 +95,22 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 
 static int64_t count_nonzero(const rgpu_view *x)
 {
-    if (cpu_numel(x) == 0) return 0;
+    if (op_numel(x) == 0) return 0;
     int64_t n = 0;
-    idx_walk w;
-    idx_walk_init(&w, x->ndim, x->sizes);
-    idx_walk_strides(&w, 0, x);
+    op_walk w;
+    op_walk_init(&w, x->ndim, x->sizes);
+    op_walk_strides(&w, 0, x);
     const char *p = x->data;
-    do n += cpu_load_bool(p + w.off[0], x->dtype);
-    while (idx_walk_next(&w));
+    do n += op_load_bool(p + w.off[0], x->dtype);
+    while (op_walk_next(&w));
     return n;
-}
-
-/* out[0] of a WAIT op: a one-element i64 scratch. */
-rgpu_status cpu_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const rgpu_view *o = e->out[0];
-    if (o->dtype != RGPU_I64 || cpu_numel(o) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out[0] must be one int64 element, got %s with %lld elements",
-                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)cpu_numel(o));
-    return RGPU_OK;
 }
 
 /* COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts). */
 rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     *(int64_t *)e->out[0]->data = count_nonzero(e->in[0]);
     return RGPU_OK;
 }
@@ -228,28 +119,28 @@ rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen
  * row-major order. */
 rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
     int64_t n = count_nonzero(x);
     if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
                  (long long)n, x->ndim, (long long)n);
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
     int64_t rs = out->strides[0] * esz, cs = out->strides[1] * esz;
-    idx_walk w;
-    idx_walk_init(&w, x->ndim, x->sizes);
-    idx_walk_strides(&w, 0, x);
+    op_walk w;
+    op_walk_init(&w, x->ndim, x->sizes);
+    op_walk_strides(&w, 0, x);
     const char *p = x->data;
     char *row = out->data;
     do {
-        if (!cpu_load_bool(p + w.off[0], x->dtype)) continue;
-        for (int d = 0; d < x->ndim; d++) cpu_store_u64(row + d * cs, out->dtype, (uint64_t)w.idx[d]);
+        if (!op_load_bool(p + w.off[0], x->dtype)) continue;
+        for (int d = 0; d < x->ndim; d++) op_store_u64(row + d * cs, out->dtype, (uint64_t)w.idx[d]);
         row += rs;
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -257,36 +148,36 @@ rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
  * elements where mask is true, row-major. */
 rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
     if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
     if (out->dtype != self->dtype)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!cpu_index_same_shape(self, mask)) {
+    if (!op_index_same_shape(self, mask)) {
         char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 cpu_index_shape_str(self, a, sizeof a), cpu_index_shape_str(mask, b, sizeof b));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
+                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
     }
     int64_t n = count_nonzero(mask);
     if (out->ndim != 1 || out->sizes[0] != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
                  (long long)n, (long long)n);
     if (n == 0) return RGPU_OK;
     size_t esz = rgpu_dtype_size(self->dtype);
     int64_t os = out->strides[0] * (int64_t)esz;
-    idx_walk w;
-    idx_walk_init(&w, self->ndim, self->sizes);
-    idx_walk_strides(&w, 0, self);
-    idx_walk_strides(&w, 1, mask);
+    op_walk w;
+    op_walk_init(&w, self->ndim, self->sizes);
+    op_walk_strides(&w, 0, self);
+    op_walk_strides(&w, 1, mask);
     char *o = out->data;
     do {
         if (*((const uint8_t *)mask->data + w.off[1]) == 0) continue;
-        idx_elem_copy(o, (const char *)self->data + w.off[0], esz);
+        op_elem_copy(o, (const char *)self->data + w.off[0], esz);
         o += os;
-    } while (idx_walk_next(&w));
+    } while (op_walk_next(&w));
     return RGPU_OK;
 }
 
@@ -329,45 +220,45 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
     const char *name = rgpu_op_name(e->op);
     bool want_inv = false, want_cnt = false, sorted;
     if (count_only) {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     } else {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
         (void)sorted;   /* CPU ATen sorts either way, and so do we */
         want_inv = want_inv && e->out[1] != NULL;   /* ATen's placeholder outputs are left alone */
         want_cnt = want_cnt && e->out[2] != NULL;
         if (e->out[0]->dtype != e->in[0]->dtype)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
                      rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
         if (want_inv && e->out[1]->dtype != RGPU_I64)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
         if (want_cnt && e->out[2]->dtype != RGPU_I64)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-        if (want_inv && !cpu_index_same_shape(e->out[1], e->in[0]))
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
+        if (want_inv && !op_index_same_shape(e->out[1], e->in[0]))
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
     }
     const rgpu_view *x = e->in[0];
-    int64_t N = cpu_numel(x);
-    bool fl = cpu_dtype_is_float(x->dtype);
+    int64_t N = op_numel(x);
+    bool fl = op_dtype_is_float(x->dtype);
     uq_item *it = NULL;
     if (N > 0) {
-        it = idx_alloc(N, sizeof *it);
-        if (it == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
-        idx_walk w;
-        idx_walk_init(&w, x->ndim, x->sizes);
-        idx_walk_strides(&w, 0, x);
+        it = op_alloc(N, sizeof *it);
+        if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+        op_walk w;
+        op_walk_init(&w, x->ndim, x->sizes);
+        op_walk_strides(&w, 0, x);
         int64_t i = 0;
         const char *p = x->data;
         do {
-            if (fl) it[i].k.f = cpu_load_f64(p + w.off[0], x->dtype);
-            else it[i].k.i = (int64_t)cpu_load_u64(p + w.off[0], x->dtype);
+            if (fl) it[i].k.f = op_load_f64(p + w.off[0], x->dtype);
+            else it[i].k.i = (int64_t)op_load_u64(p + w.off[0], x->dtype);
             it[i].pos = i;
             it[i].off = w.off[0];
             i++;
-        } while (idx_walk_next(&w));
+        } while (op_walk_next(&w));
         qsort(it, (size_t)N, sizeof *it, fl ? uq_cmp_f : uq_cmp_i);
     }
     /* groups: a new one starts where the value differs from the previous */
@@ -384,14 +275,14 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
     const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
     rgpu_status st = RGPU_OK;
     if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n))) {
-        cpu_errf(err, errlen, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
+        op_errf(err, errlen, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
                  name, (long long)n, (long long)n);
         st = RGPU_ERR_SHAPE;
     }
     int64_t *inv = NULL;
     if (st == RGPU_OK && want_inv && N > 0) {
-        inv = idx_alloc(N, sizeof *inv);
-        if (inv == NULL) { cpu_errf(err, errlen, "%s: out of memory", name); st = RGPU_ERR_NOMEM; }
+        inv = op_alloc(N, sizeof *inv);
+        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", name); st = RGPU_ERR_NOMEM; }
     }
     if (st == RGPU_OK && N > 0) {
         size_t esz = rgpu_dtype_size(x->dtype);
@@ -403,7 +294,7 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
                 if (co && g >= 0) *(int64_t *)((char *)co->data + g * cs) = cnt;
                 g++;
                 cnt = 0;
-                idx_elem_copy((char *)vo->data + g * vs, (const char *)x->data + it[i].off, esz);
+                op_elem_copy((char *)vo->data + g * vs, (const char *)x->data + it[i].off, esz);
             }
             cnt++;
             if (inv) inv[it[i].pos] = g;
@@ -411,12 +302,12 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
         if (co) *(int64_t *)((char *)co->data + g * cs) = cnt;
         if (inv) {
             const rgpu_view *io = e->out[1];
-            idx_walk w;
-            idx_walk_init(&w, io->ndim, io->sizes);
-            idx_walk_strides(&w, 0, io);
+            op_walk w;
+            op_walk_init(&w, io->ndim, io->sizes);
+            op_walk_strides(&w, 0, io);
             int64_t i = 0;
             do *(int64_t *)((char *)io->data + w.off[0]) = inv[i++];
-            while (idx_walk_next(&w));
+            while (op_walk_next(&w));
         }
     }
     free(inv);

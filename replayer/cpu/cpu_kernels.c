@@ -6,32 +6,13 @@
  * one-line message; nothing here aborts. Outputs are written through their
  * own strides; dtypes/sizes/strides were decided by the client. */
 #include "cpu_internal.h"
+#include "op/pointwise.h"
 #include "cpu_families.h"
 
 #define CHUNK CPU_CHUNK   /* elements converted per buffer (cpu_internal.h) */
 
 /* ---------------------------------------------------------------------------
  * Common checks */
-
-/* args[i] must exist and be a scalar (INT, FLOAT or BOOL). */
-static rgpu_status check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
-{
-    if (i >= e->n_args || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
-                 rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-/* A scalar arg converted to dtype dt (as Scalar.to<T>() does), written to buf. */
-static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf)
-{
-    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
-    else if (a->kind == RGPU_ARG_BOOL) cpu_store_u64((char *)buf, dt, a->v.i != 0);
-    else cpu_store_u64((char *)buf, dt, (uint64_t)a->v.i);
-}
 
 /* ---------------------------------------------------------------------------
  * FULL (fill_): out[...] = value cast to out's dtype */
@@ -46,15 +27,15 @@ static void fill_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 
 static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint8_t val[16];   /* [0..8): element bytes, [8]: element size */
     memset(val, 0, sizeof val);
-    scalar_to_dtype(&e->args[0], out->dtype, val);
+    op_scalar_to(&e->args[0], out->dtype, val);
     val[8] = (uint8_t)rgpu_dtype_size(out->dtype);
-    cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, NULL, 0, e->op, err, errlen));
-    cpu_iter_run(&it, fill_row, val);
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
+    op_iter_run(&it, fill_row, val);
     return RGPU_OK;
 }
 
@@ -66,30 +47,30 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_arange(const rgpu_exec *e, char *err, size_t errlen)
 {
     for (int i = 0; i < 2; i++) {
-        CPU_FORWARD_IF_ERROR(check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
         if (e->args[i].kind == RGPU_ARG_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
     rgpu_view *out = e->out[0];
-    if (out->ndim != 1) CPU_FAIL(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
+    if (out->ndim != 1) RETURN_ERROR(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
     const rgpu_arg *a0 = &e->args[0], *a1 = &e->args[1];
     int dt = out->dtype;
     int64_t n = out->sizes[0], os = out->strides[0] * (int64_t)rgpu_dtype_size(dt);
     char *o = out->data;
-    if (!cpu_dtype_is_float(dt) && dt != RGPU_BOOL) {
-        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(a0->v.f) : a0->v.i);
-        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? cpu_f64_to_i64_sat(a1->v.f) : a1->v.i);
-        for (int64_t i = 0; i < n; i++) cpu_store_u64(o + i * os, dt, start + step * (uint64_t)i);
+    if (!op_dtype_is_float(dt) && dt != RGPU_BOOL) {
+        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a0->v.f) : a0->v.i);
+        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a1->v.f) : a1->v.i);
+        for (int64_t i = 0; i < n; i++) op_store_u64(o + i * os, dt, start + step * (uint64_t)i);
     } else if (dt == RGPU_F16 || dt == RGPU_BF16) {
         float start = a0->kind == RGPU_ARG_FLOAT ? (float)a0->v.f : (float)a0->v.i;
         float step = a1->kind == RGPU_ARG_FLOAT ? (float)a1->v.f : (float)a1->v.i;
-        for (int64_t i = 0; i < n; i++) cpu_store_f32(o + i * os, dt, start + step * (float)i);
+        for (int64_t i = 0; i < n; i++) op_store_f32(o + i * os, dt, start + step * (float)i);
     } else if (dt == RGPU_BOOL) {
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
     } else {
         double start = a0->kind == RGPU_ARG_FLOAT ? a0->v.f : (double)a0->v.i;
         double step = a1->kind == RGPU_ARG_FLOAT ? a1->v.f : (double)a1->v.i;
-        for (int64_t i = 0; i < n; i++) cpu_store_f64(o + i * os, dt, start + step * (double)i);
+        for (int64_t i = 0; i < n; i++) op_store_f64(o + i * os, dt, start + step * (double)i);
     }
     return RGPU_OK;
 }
@@ -102,7 +83,7 @@ static rgpu_status op_arange(const rgpu_exec *e, char *err, size_t errlen)
 
 static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 {
-    const cpu_iter *it = ctx;
+    const op_iter *it = ctx;
     int dd = it->dtype[0], sd = it->dtype[1];
     char *o = p[0];
     const char *a = p[1];
@@ -119,7 +100,7 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
     }
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        if (cpu_dtype_is_float(sd)) {
+        if (op_dtype_is_float(sd)) {
             double buf[CHUNK];
             cpu_load_row_f64(buf, a + i0 * s[1], sd, s[1], m);
             cpu_store_row_f64(o + i0 * s[0], dd, s[0], buf, m);
@@ -133,10 +114,10 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 
 static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
 {
-    cpu_operand src = { e->in[0], NULL, 0 };
-    cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
-    cpu_iter_run(&it, copy_row, &it);
+    op_operand src = { e->in[0], NULL, 0 };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
+    op_iter_run(&it, copy_row, &it);
     return RGPU_OK;
 }
 
@@ -154,11 +135,8 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
  * with alpha != 1 may differ from ATen by one rounding; we never contract
  * (-std=c11 keeps -ffp-contract=off). */
 
-enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV };
-enum { CT_F32, CT_F64, CT_I64, CT_BOOL };
-
 typedef struct bin_ctx {
-    int kind;              /* BIN_* */
+    int kind;              /* RGPU_OP_ADD/SUB/MUL/DIV_TENSOR (op_binary) */
     int ct;                /* CT_* */
     int dt[3];             /* out, a, b dtypes */
     bool alpha_one;
@@ -167,26 +145,6 @@ typedef struct bin_ctx {
     uint64_t alpha_i;
     bool alpha_b;
 } bin_ctx;
-
-static int compute_type(int out_dtype)
-{
-    switch (out_dtype) {
-    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
-    case RGPU_F64: return CT_F64;
-    case RGPU_BOOL: return CT_BOOL;
-    default: return CT_I64;
-    }
-}
-
-static int compute_storage_dtype(int ct)
-{
-    switch (ct) {
-    case CT_F32: return RGPU_F32;
-    case CT_F64: return RGPU_F64;
-    case CT_BOOL: return RGPU_BOOL;
-    default: return RGPU_I64;
-    }
-}
 
 /* f32 everywhere, output and a unit-stride, b unit-stride or broadcast:
  * plain loops the compiler vectorises. out may alias a (in-place). */
@@ -200,25 +158,25 @@ static bool bin_row_f32_fast(const bin_ctx *c, char *const *p, const int64_t *s,
     if (s[2] == 0) {
         float bv = b[0];
         switch (c->kind) {
-        case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + bv;
+        case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + bv;
                       else for (int64_t i = 0; i < n; i++) o[i] = a[i] + al * bv;
                       break;
-        case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - bv;
+        case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - bv;
                       else for (int64_t i = 0; i < n; i++) o[i] = a[i] - al * bv;
                       break;
-        case BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * bv; break;
+        case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] * bv; break;
         default:      for (int64_t i = 0; i < n; i++) o[i] = a[i] / bv; break;
         }
         return true;
     }
     switch (c->kind) {
-    case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+    case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
                   else for (int64_t i = 0; i < n; i++) o[i] = a[i] + al * b[i];
                   break;
-    case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i];
+    case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i];
                   else for (int64_t i = 0; i < n; i++) o[i] = a[i] - al * b[i];
                   break;
-    case BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
+    case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
     default:      for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;
     }
     return true;
@@ -227,55 +185,55 @@ static bool bin_row_f32_fast(const bin_ctx *c, char *const *p, const int64_t *s,
 static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 {
     const bin_ctx *c = vctx;
-    if (c->ct == CT_F32 && bin_row_f32_fast(c, p, s, n)) return;
+    if (c->ct == OP_CT_F32 && bin_row_f32_fast(c, p, s, n)) return;
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         char *o = p[0] + i0 * s[0];
         const char *pa = p[1] + i0 * s[1], *pb = p[2] + i0 * s[2];
         switch (c->ct) {
-        case CT_F32: {
+        case OP_CT_F32: {
             float A[CHUNK], B[CHUNK], al = c->alpha_f;
             cpu_load_row_f32(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f32(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
-            case BIN_MUL: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
+            case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] / B[i]; break;
             }
             cpu_store_row_f32(o, c->dt[0], s[0], A, m);
             break;
         }
-        case CT_F64: {
+        case OP_CT_F64: {
             double A[CHUNK], B[CHUNK], al = c->alpha_d;
             cpu_load_row_f64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_f64(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
-            case BIN_MUL: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
+            case RGPU_OP_MUL_TENSOR: for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] / B[i]; break;
             }
             cpu_store_row_f64(o, c->dt[0], s[0], A, m);
             break;
         }
-        case CT_I64: {
+        case OP_CT_I64: {
             uint64_t A[CHUNK], B[CHUNK], al = c->alpha_i;
             cpu_load_row_u64(A, pa, c->dt[1], s[1], m);
             cpu_load_row_u64(B, pb, c->dt[2], s[2], m);
             switch (c->kind) {
-            case BIN_ADD: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
+            case RGPU_OP_ADD_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] + B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] + al * B[i];
                           break;
-            case BIN_SUB: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
+            case RGPU_OP_SUB_TENSOR: if (c->alpha_one) for (int64_t i = 0; i < m; i++) A[i] = A[i] - B[i];
                           else for (int64_t i = 0; i < m; i++) A[i] = A[i] - al * B[i];
                           break;
             default:      for (int64_t i = 0; i < m; i++) A[i] = A[i] * B[i]; break;  /* no DIV here */
@@ -283,11 +241,11 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
             cpu_store_row_u64(o, c->dt[0], s[0], A, m);
             break;
         }
-        default: {   /* CT_BOOL: add is a || (alpha && b), mul is a && b */
+        default: {   /* OP_CT_BOOL: add is a || (alpha && b), mul is a && b */
             uint8_t A[CHUNK], B[CHUNK];
             cpu_load_row_bool(A, pa, c->dt[1], s[1], m);
             cpu_load_row_bool(B, pb, c->dt[2], s[2], m);
-            if (c->kind == BIN_ADD) for (int64_t i = 0; i < m; i++) A[i] = A[i] || (c->alpha_b && B[i]);
+            if (c->kind == RGPU_OP_ADD_TENSOR) for (int64_t i = 0; i < m; i++) A[i] = A[i] || (c->alpha_b && B[i]);
             else for (int64_t i = 0; i < m; i++) A[i] = A[i] && B[i];
             for (int64_t i = 0; i < m; i++) *(uint8_t *)(o + i * s[0]) = A[i];
             break;
@@ -300,71 +258,36 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
  * "other" arg (when there is one) becomes a 0-d operand; rsub swaps them. */
 static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    int kind, other_arg = -1, alpha_arg = -1;
-    bool swap = false;
-    switch (e->op) {
-    case RGPU_OP_ADD_TENSOR: kind = BIN_ADD; alpha_arg = 0; break;
-    case RGPU_OP_SUB_TENSOR: kind = BIN_SUB; alpha_arg = 0; break;
-    case RGPU_OP_MUL_TENSOR: kind = BIN_MUL; break;
-    case RGPU_OP_DIV_TENSOR: kind = BIN_DIV; break;
-    case RGPU_OP_ADD_SCALAR: kind = BIN_ADD; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_SUB_SCALAR: kind = BIN_SUB; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_RSUB_SCALAR: kind = BIN_SUB; other_arg = 0; alpha_arg = 1; swap = true; break;
-    case RGPU_OP_MUL_SCALAR: kind = BIN_MUL; other_arg = 0; break;
-    default: kind = BIN_DIV; other_arg = 0; break;   /* DIV_SCALAR */
-    }
-    if (other_arg >= 0) CPU_FORWARD_IF_ERROR(check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) CPU_FORWARD_IF_ERROR(check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
-
+    op_binary_args bin;
+    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     bin_ctx c;
     memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.ct = compute_type(out->dtype);
+    c.kind = bin.kind;
+    c.ct = bin.ct;
+    c.alpha_one = bin.alpha_one;
+    c.alpha_f = bin.alpha_f;
+    c.alpha_d = bin.alpha_d;
+    c.alpha_i = bin.alpha_i;
+    c.alpha_b = bin.alpha_b;
 
-    /* ATen's own rejections */
-    if (kind == BIN_DIV && (c.ct == CT_I64 || c.ct == CT_BOOL))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
-    if (kind == BIN_SUB) {
-        bool any_bool = out->dtype == RGPU_BOOL;
-        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
-        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
-    }
-    if (alpha_arg >= 0) {
-        const rgpu_arg *al = &e->args[alpha_arg];
-        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
-        if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(out->dtype))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
-        c.alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
-        c.alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
-        c.alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
-        c.alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-        c.alpha_b = c.alpha_f != 0.0f;
-    } else {
-        c.alpha_one = true;
-        c.alpha_b = true;
-    }
-    if (c.alpha_one) { c.alpha_f = 1.0f; c.alpha_d = 1.0; c.alpha_i = 1; c.alpha_b = true; }
-
-    cpu_operand ops[2];
+    op_operand ops[2];
     uint64_t scalar_buf = 0;   /* the scalar, already in the compute type */
-    ops[0] = (cpu_operand){ e->in[0], NULL, 0 };
+    ops[0] = (op_operand){ e->in[0], NULL, 0 };
     if (other_arg >= 0) {
-        int sdt = compute_storage_dtype(c.ct);
-        scalar_to_dtype(&e->args[other_arg], sdt, &scalar_buf);
-        ops[1] = (cpu_operand){ NULL, &scalar_buf, sdt };
+        int sdt = op_ct_dtype(c.ct);
+        op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
+        ops[1] = (op_operand){ NULL, &scalar_buf, sdt };
     } else {
-        ops[1] = (cpu_operand){ e->in[1], NULL, 0 };
+        ops[1] = (op_operand){ e->in[1], NULL, 0 };
     }
-    if (swap) { cpu_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    if (bin.swap) { op_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
 
-    cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    cpu_iter_run(&it, bin_row, &c);
+    op_iter_run(&it, bin_row, &c);
     return RGPU_OK;
 }
 
@@ -373,7 +296,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status cpu_core_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_check_exec(e, 0, 0, false, err, errlen));
+    FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
     switch (e->op) {
     case RGPU_OP_FULL: return op_full(e, err, errlen);
     case RGPU_OP_ARANGE: return op_arange(e, err, errlen);
@@ -386,7 +309,7 @@ static rgpu_status cpu_core_exec(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status cpu_unsupported(const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+    RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
 }
 
 #include "op/op_dispatch_cpu.inc"
@@ -399,11 +322,11 @@ bool rgpu_cpu_supports(int op)
 rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) CPU_FAIL(RGPU_ERR_BAD_ARG, "cpu exec: no op");
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cpu exec: no op");
     if (e->op < 0 || e->op >= RGPU_OP_COUNT)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
                  e->n_in, e->n_out, e->n_args);
     return cpu_dispatch(e, err, errlen);
 }

@@ -11,8 +11,8 @@
  * the compute dtype before the cast to out's dtype. Comparisons, logical ops
  * and isnan produce 0/1 in whatever dtype out has (normally bool).
  *
- * Layout: per-op layout and dtype support tables, a 4-operand strided
- * iterator (cpu_iter), per-compute-class chunk loops that
+ * Layout: (the per-op layouts, dtype support and checks are op/pointwise.c) a 4-operand strided
+ * iterator (op_iter), per-compute-class chunk loops that
  * convert operands into 256-element buffers (contiguous operands already in
  * the compute type are used in place: the f32 fast path), and the compute
  * loops themselves (floating ones in cpu_pointwise_float.h). */
@@ -20,7 +20,8 @@
 #include <stdio.h>
 
 #include "cpu_families.h"
-#include "cpu_pointwise.h"
+#include "cpu_internal.h"
+#include "op/pointwise.h"
 
 #define CHUNK CPU_CHUNK
 #define PW_MAX_OPS (1 + PW_MAX_IN)
@@ -29,92 +30,6 @@
 #define PW_SQRT2     1.41421356237309504880
 #define PW_SQRT1_2   0.70710678118654752440
 #define PW_2_SQRTPI  1.12837916709551257390
-
-/* ---------------------------------------------------------------------------
- * Op layouts (pw_layout: cpu_pointwise.h) */
-
-bool cpu_pointwise_layout_of(int op, pw_layout *L)
-{
-    memset(L, 0, sizeof *L);
-    L->own = -1;
-    switch (op) {
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
-    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
-    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
-    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
-    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-        L->nargs = 1;
-        return true;
-    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
-        L->nargs = 1; L->res_bool = true;
-        return true;
-    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   /* int approximate */
-    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       /* scalar value */
-    case RGPU_OP_THRESHOLD_BACKWARD:                  /* scalar threshold */
-        L->nargs = 2; L->own = 0;
-        return true;
-    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
-    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
-    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2: case RGPU_OP_HYPOT:
-        L->slots = 3u; L->nargs = 3;
-        return true;
-    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
-    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
-        L->slots = 3u; L->nargs = 3; L->res_bool = true;
-        return true;
-    case RGPU_OP_DIV_MODE:                            /* a_s, b_s, int mode */
-        L->slots = 3u; L->nargs = 4; L->own = 2;
-        return true;
-    case RGPU_OP_WHERE:                               /* cond, a|s, b|s */
-        L->slots = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_CLAMP:                               /* x, min?|s, max?|s */
-        L->slots = 6u; L->optional = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_LERP:                                /* start, end, weight|s */
-        L->slots = 4u; L->nargs = 4;
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Compute classes (CT_*: cpu_pointwise.h): the opmath type the loops run in. */
-int cpu_pointwise_compute_class(int dt)
-{
-    switch (dt) {
-    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return CT_F32;
-    case RGPU_F64: return CT_F64;
-    case RGPU_BOOL: return CT_BOOL;
-    default: return CT_I64;
-    }
-}
-
-/* Which compute classes ATen's CPU kernel of each op accepts (its
- * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
-bool cpu_pointwise_supports(int op, int ct)
-{
-    bool fl = ct == CT_F32 || ct == CT_F64;
-    switch (op) {
-    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
-    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
-    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
-    case RGPU_OP_ATAN2: case RGPU_OP_HYPOT: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-        return fl;
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
-    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
-    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
-    case RGPU_OP_THRESHOLD_BACKWARD:
-        return ct != CT_BOOL;
-    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
-    case RGPU_OP_BITWISE_XOR:
-        return !fl;
-    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where */
-        return true;
-    }
-}
 
 /* ---------------------------------------------------------------------------
  * Kernel context */
@@ -128,7 +43,7 @@ typedef struct pw_ctx {
     int cdt;                 /* the compute dtype */
     int nin;                 /* inputs (operands 1..nin) */
     int dt[PW_MAX_OPS];      /* operand dtypes: out, in0, in1, in2 */
-    bool round[PW_MAX_OPS];  /* CT_F32 with f16/bf16 compute: round this operand to cdt on load */
+    bool round[PW_MAX_OPS];  /* OP_CT_F32 with f16/bf16 compute: round this operand to cdt on load */
     bool res_bool;
     bool cond_first;         /* WHERE: in0 is the condition, read as bool */
     bool approx_tanh;        /* GELU, GELU_BACKWARD */
@@ -264,7 +179,7 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
         for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) <= th ? 0 : a[i];
         break;
     }
-    default: break;   /* cpu_pointwise_supports() let no other op through */
+    default: break;   /* op_pointwise_supports() let no other op through */
     }
 }
 
@@ -322,7 +237,7 @@ static void wrap_row_int(uint64_t *x, int cdt, int64_t n)
 /* 0/1 values into any dtype. */
 static void store_row_01(char *dst, int dt, int64_t s, const uint8_t *src, int64_t n)
 {
-    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) cpu_store_u64(dst + i * s, DT_, src[i]));
+    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) op_store_u64(dst + i * s, DT_, src[i]));
 }
 
 /* ---------------------------------------------------------------------------
@@ -425,9 +340,9 @@ static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         switch (c->ct) {
-        case CT_F32: chunk_f32(c, p, s, i0, m); break;
-        case CT_F64: chunk_f64(c, p, s, i0, m); break;
-        case CT_I64: chunk_i64(c, p, s, i0, m); break;
+        case OP_CT_F32: chunk_f32(c, p, s, i0, m); break;
+        case OP_CT_F64: chunk_f64(c, p, s, i0, m); break;
+        case OP_CT_I64: chunk_i64(c, p, s, i0, m); break;
         default:     chunk_bool(c, p, s, i0, m); break;
         }
     }
@@ -436,55 +351,6 @@ static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 /* ---------------------------------------------------------------------------
  * Validation helpers */
 
-static void fmt_shape(char *buf, size_t n, const int64_t *sizes, int nd)
-{
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, n - o, "[");
-    for (int d = 0; d < nd && o < n; d++)
-        o += (size_t)snprintf(buf + o, n - o, d ? ",%lld" : "%lld", (long long)sizes[d]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-}
-
-/* out's shape must be the broadcast of the tensor inputs' shapes. */
-static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    int nd = 0;
-    for (int i = 0; i < e->n_in; i++)
-        if (e->in[i] && e->in[i]->ndim > nd) nd = e->in[i]->ndim;
-    int64_t shape[RGPU_MAX_DIMS];
-    for (int d = 0; d < nd; d++) shape[d] = 1;
-    for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *v = e->in[i];
-        if (v == NULL) continue;
-        int lead = nd - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d];
-            if (shape[lead + d] == 1) shape[lead + d] = s;
-            else if (s != 1 && s != shape[lead + d])
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
-                         name, i, (long long)s, d, (long long)shape[lead + d]);
-        }
-    }
-    bool same = out->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
-    if (!same) {
-        char want[160], got[160];
-        fmt_shape(want, sizeof want, shape, nd);
-        fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
-    }
-    return RGPU_OK;
-}
-
-static bool is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
-
-/* A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()). */
-static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf)
-{
-    if (a->kind == RGPU_ARG_FLOAT) cpu_store_f64((char *)buf, dt, a->v.f);
-    else cpu_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
-}
 
 /* The op's own scalar in each opmath type; integers wrapped to cdt. */
 static void set_own(pw_ctx *c, const rgpu_arg *a)
@@ -493,8 +359,8 @@ static void set_own(pw_ctx *c, const rgpu_arg *a)
     c->own_d = d;
     c->own_f = (float)d;
     uint64_t buf = 0;
-    scalar_to_dtype(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
-    c->own_i = cpu_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
+    op_scalar_to(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
+    c->own_i = op_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
 }
 
 /* pow with a scalar exponent: ATen's pow_tensor_scalar special cases
@@ -519,50 +385,11 @@ static void set_pow_exponent(pw_ctx *c, const rgpu_arg *a)
 /* ---------------------------------------------------------------------------
  * The elementwise ops */
 
-rgpu_status cpu_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
-                                char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 name, e->n_in, e->n_out, info->n_in, info->n_out);
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
-    if (e->n_args != L->nargs || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
-    const rgpu_arg *dta = &e->args[L->nargs - 1];
-    if (dta->kind != RGPU_ARG_DTYPE)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
-    if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
-        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
-
-    /* inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing */
-    int ntensor = 0;
-    for (int i = 0; i < e->n_in; i++) {
-        present[i] = true;
-        if (e->in[i] != NULL) {
-            char what[16];
-            snprintf(what, sizeof what, "in[%d]", i);
-            CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-            ntensor++;
-            continue;
-        }
-        if (!(L->slots & (1u << i))) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
-        int k = e->args[i].kind;
-        if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
-        if (!is_scalar_kind(k))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
-                     name, i, i, k);
-    }
-    if (ntensor == 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
-    return check_broadcast(e, e->out[0], err, errlen);
-}
-
 static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    CPU_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(op_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
@@ -570,11 +397,11 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     memset(&c, 0, sizeof c);
     c.op = e->op;
     c.cdt = (int)dta->v.i;
-    c.ct = cpu_pointwise_compute_class(c.cdt);
+    c.ct = op_pointwise_compute_class(c.cdt);
     c.nin = e->n_in;
     c.res_bool = L->res_bool;
-    if (!cpu_pointwise_supports(e->op, c.ct))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
+    if (!op_pointwise_supports(e->op, c.ct))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
     /* the op's own args */
     if (L->own >= 0) {
@@ -582,17 +409,17 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
         switch (e->op) {
         case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
             if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
             c.approx_tanh = a->v.i == 1;
             break;
         case RGPU_OP_DIV_MODE:
             if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
             c.mode = (int)a->v.i;
             break;
         default:   /* addcmul/addcdiv value, threshold */
-            if (!is_scalar_kind(a->kind))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            if (!op_is_scalar_kind(a->kind))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
             set_own(&c, a);
             break;
         }
@@ -600,20 +427,20 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     if (e->op == RGPU_OP_WHERE) {
         int cd = e->in[0]->dtype;
         if (cd != RGPU_BOOL && cd != RGPU_U8)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
         c.cond_first = true;
     }
     if (e->op == RGPU_OP_CLAMP) {
         c.has_lo = present[1];
         c.has_hi = present[2];
         if (!c.has_lo && !c.has_hi)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
     }
     if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
         const rgpu_arg *a = &e->args[1];
-        if (c.ct == CT_I64) {
+        if (c.ct == OP_CT_I64) {
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
             set_pow_exponent(&c, a);
         }
@@ -621,29 +448,29 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 
     /* operands: tensors as they are; scalars as 0-d values in the compute
      * dtype (lerp's weight in opmath, as ATen's lerp_scalar) */
-    cpu_operand ops[PW_MAX_IN];
+    op_operand ops[PW_MAX_IN];
     uint64_t sbuf[PW_MAX_IN] = { 0, 0, 0 };
     c.dt[0] = out->dtype;
     for (int i = 0; i < e->n_in; i++) {
         if (e->in[i] != NULL) {
-            ops[i] = (cpu_operand){ e->in[i], NULL, 0 };
+            ops[i] = (op_operand){ e->in[i], NULL, 0 };
             c.dt[i + 1] = e->in[i]->dtype;
         } else {
             int sdt = c.cdt;
-            if (e->op == RGPU_OP_LERP) sdt = c.ct == CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) scalar_to_dtype(&e->args[i], sdt, &sbuf[i]);
-            ops[i] = (cpu_operand){ NULL, &sbuf[i], sdt };
+            if (e->op == RGPU_OP_LERP) sdt = c.ct == OP_CT_F64 ? RGPU_F64 : RGPU_F32;
+            if (present[i]) op_scalar_to(&e->args[i], sdt, &sbuf[i]);
+            ops[i] = (op_operand){ NULL, &sbuf[i], sdt };
             c.dt[i + 1] = sdt;
         }
         c.round[i + 1] = (c.cdt == RGPU_F16 || c.cdt == RGPU_BF16) && c.dt[i + 1] != c.cdt
                          && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
     }
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
-    cpu_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
-    cpu_iter_run(&it, pw_row, &c);
-    if (c.zero_div) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
+    op_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
+    op_iter_run(&it, pw_row, &c);
+    if (c.zero_div) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
     return RGPU_OK;
 }
 
@@ -652,40 +479,13 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
  * j - i <= diagonal (tril) / j - i >= diagonal (triu), else 0. out has x's
  * shape and dtype (in place when it is x). */
 
-rgpu_status cpu_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (e->n_in != 1 || e->n_out != 1)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[0], "in[0]", e->op, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[0], "out[0]", e->op, err, errlen));
-    if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
-    const rgpu_view *x = e->in[0];
-    rgpu_view *out = e->out[0];
-    int nd = x->ndim;
-    if (nd < 2) CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
-    bool same = out->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
-    if (!same) {
-        char want[160], got[160];
-        fmt_shape(want, sizeof want, x->sizes, nd);
-        fmt_shape(got, sizeof got, out->sizes, out->ndim);
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
-    }
-    if (out->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
-                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
-    return RGPU_OK;
-}
-
 static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(op_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t R = x->sizes[nd - 2], C = x->sizes[nd - 1];
     int64_t k = e->args[0].v.i;   /* clamped to [-R, C]: beyond, all or nothing is kept */
@@ -739,7 +539,7 @@ rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_TRIL: return op_tri(e, false, err, errlen);
     case RGPU_OP_TRIU: return op_tri(e, true, err, errlen);
     default:
-        if (cpu_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
+        if (op_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
     }
 }

@@ -11,18 +11,19 @@
 #include <stdio.h>
 
 #include "cpu_internal.h"
+#include "op/reduce.h"
 
 /* acc += the n elements at p (byte stride s, dtype dt), in order. */
 static double sum_row_f64(double acc, const char *p, int dt, int64_t s, int64_t n)
 {
-    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += cpu_load_f64(p + i * s, DT_));
+    CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += op_load_f64(p + i * s, DT_));
     return acc;
 }
 
 static uint64_t sum_row_u64(uint64_t acc, const char *p, int dt, int64_t s, int64_t n, bool as_bool)
 {
-    if (as_bool) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += cpu_load_bool(p + i * s, DT_));
-    else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += cpu_load_u64(p + i * s, DT_));
+    if (as_bool) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += op_load_bool(p + i * s, DT_));
+    else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) acc += op_load_u64(p + i * s, DT_));
     return acc;
 }
 
@@ -30,12 +31,12 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_args < 2 || e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
     const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
     if (dims->kind != RGPU_ARG_INTS)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
     if (kd->kind != RGPU_ARG_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     bool keepdim = kd->v.i != 0;
@@ -48,16 +49,16 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
     for (uint32_t i = 0; i < dims->v.ints.n; i++) {
         int64_t d = rgpu_arg_int_at(dims, i);
         if (d < -wrap || d >= wrap)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
         if (d < 0) d += wrap;
         bool *seen = nd == 0 ? &scalar_seen : &red[d];
-        if (*seen) CPU_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
         *seen = true;
     }
     if (dims->v.ints.n == 0)
         for (int d = 0; d < nd; d++) red[d] = true;
-    if (mean && !cpu_dtype_is_float(out->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
+    if (mean && !op_dtype_is_float(out->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
 
     /* expected out shape, and the kept (K) / reduced (R) dims with byte strides */
     int ond = 0, nk = 0, nr = 0;
@@ -85,25 +86,13 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
     }
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) {
-        char got[160], exp[160];
-        int gl = 0, el = 0;
-        got[0] = exp[0] = '\0';
-        for (int d = 0; d < out->ndim && gl < 120; d++)
-            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
-        for (int d = 0, k = 0; d < nd && el < 120; d++) {
-            if (red[d] && !keepdim) continue;
-            el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
-                           red[d] ? 1LL : (long long)in->sizes[d]);
-        }
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
-    }
+    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
     if (outer == 0) return RGPU_OK;
     if (nr == 0) { rsz[0] = 1; rin[0] = 0; nr = 1; }
     if (nk == 0) { ksz[0] = 1; kin[0] = 0; kout[0] = 0; nk = 1; }
 
     int odt = out->dtype, idt = in->dtype;
-    bool facc = cpu_dtype_is_float(odt);
+    bool facc = op_dtype_is_float(odt);
     int64_t kidx[RGPU_MAX_DIMS] = {0}, ridx[RGPU_MAX_DIMS];
     int64_t in_off = 0, out_off = 0;
     const char *ib = in->data;
@@ -129,9 +118,9 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
             }
         }
         char *o = ob + out_off;
-        if (mean) cpu_store_f64(o, odt, count > 0 ? accf / (double)count : (double)NAN);
-        else if (facc) cpu_store_f64(o, odt, accf);
-        else cpu_store_u64(o, odt, acci);
+        if (mean) op_store_f64(o, odt, count > 0 ? accf / (double)count : (double)NAN);
+        else if (facc) op_store_f64(o, odt, accf);
+        else op_store_u64(o, odt, acci);
 
         int d = nk - 1;
         for (; d >= 0; d--) {

@@ -17,65 +17,6 @@
 #include "cpu_reduce2.h"
 
 /* ---------------------------------------------------------------------------
- * Checks */
-
-rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
-{
-    return cpu_check_exec(e, opt_in, opt_out, true, err, errlen);
-}
-
-rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
-{
-    if (i >= e->n_args)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k < 0 || k >= 32 || !(mask >> k & 1u))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d", rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-rgpu_status r2_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
-{
-    if (!cpu_dtype_is_float(v->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want a floating dtype",
-                 rgpu_op_name(e->op), what, rgpu_dtype_name(v->dtype));
-    return RGPU_OK;
-}
-
-static void fmt_shape(char *buf, size_t n, int nd, const int64_t *sizes)
-{
-    size_t l = 0;
-    buf[0] = '\0';
-    for (int d = 0; d < nd && l + 24 < n; d++)
-        l += (size_t)snprintf(buf + l, n - l, "%s%lld", d ? "," : "", (long long)sizes[d]);
-}
-
-rgpu_status r2_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
-                          const int64_t *sizes, char *err, size_t errlen)
-{
-    bool ok = v->ndim == nd;
-    for (int d = 0; ok && d < nd; d++) ok = v->sizes[d] == sizes[d];
-    if (!ok) {
-        char got[128], want[128];
-        fmt_shape(got, sizeof got, v->ndim, v->sizes);
-        fmt_shape(want, sizeof want, nd, sizes);
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s has shape [%s], want [%s]", rgpu_op_name(e->op), what, got, want);
-    }
-    return RGPU_OK;
-}
-
-rgpu_status r2_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
-{
-    int64_t w = nd > 0 ? nd : 1;
-    if (dim < -w || dim >= w)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                 rgpu_op_name(e->op), (long long)-w, (long long)(w - 1), (long long)dim);
-    if (dim < 0) dim += w;
-    *out = nd > 0 ? (int)dim : 0;
-    return RGPU_OK;
-}
-
-/* ---------------------------------------------------------------------------
  * N-d counter and row addressing */
 
 void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
@@ -128,9 +69,9 @@ rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, siz
     r->offs = NULL;
     r->stride = c.n > 0 ? c.st[0][c.n - 1] : 0;
     if (c.n <= 1 || c.total == 0) return RGPU_OK;
-    r->offs = r2_alloc(c.total, sizeof *r->offs);
+    r->offs = op_alloc(c.total, sizeof *r->offs);
     if (r->offs == NULL)
-        CPU_FAIL(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
     int64_t i = 0;
     do r->offs[i++] = c.off[0]; while (r2_ctr_next(&c));
     return RGPU_OK;
@@ -142,14 +83,14 @@ void r2_row_load(const r2_row *r, const char *base, double *dst)
 {
     if (r->offs == NULL) { cpu_load_row_f64(dst, base, r->dtype, r->stride, r->n); return; }
     const int64_t *o = r->offs;
-    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) dst[i] = cpu_load_f64(base + o[i], DT_));
+    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) dst[i] = op_load_f64(base + o[i], DT_));
 }
 
 void r2_row_store(const r2_row *r, char *base, const double *src)
 {
     if (r->offs == NULL) { cpu_store_row_f64(base, r->dtype, r->stride, src, r->n); return; }
     const int64_t *o = r->offs;
-    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) cpu_store_f64(base + o[i], DT_, src[i]));
+    CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) op_store_f64(base + o[i], DT_, src[i]));
 }
 
 /* ---------------------------------------------------------------------------
@@ -174,9 +115,9 @@ static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, boo
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, d, nd, &w, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
-        if (*seen) CPU_FAIL(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
     }
     if (n == 0)
@@ -206,7 +147,7 @@ static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view 
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     /* out strides were read at positions the shape check has now vouched for */
     r2_ctr_init(&pl->keep, nk, ksz);
@@ -282,56 +223,56 @@ static void red_row(red_kind k, bool fl, red_acc *a, const char *p, int dt, int6
 {
     switch (k) {
     case RK_MAX:
-        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_f(a, cpu_load_f64(p + i * s, DT_)));
-        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_i(a, cpu_load_u64(p + i * s, DT_)));
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_f(a, op_load_f64(p + i * s, DT_)));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_max_i(a, op_load_u64(p + i * s, DT_)));
         break;
     case RK_MIN:
-        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_f(a, cpu_load_f64(p + i * s, DT_)));
-        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_i(a, cpu_load_u64(p + i * s, DT_)));
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_f(a, op_load_f64(p + i * s, DT_)));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_i(a, op_load_u64(p + i * s, DT_)));
         break;
     case RK_SUM:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += cpu_load_f64(p + i * s, DT_));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += op_load_f64(p + i * s, DT_));
         break;
     case RK_SQDEV: {
         double m = a->mean;
         CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
-            double d = cpu_load_f64(p + i * s, DT_) - m;
+            double d = op_load_f64(p + i * s, DT_) - m;
             a->f += d * d;
         });
         break;
     }
     case RK_NORM0:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += cpu_load_f64(p + i * s, DT_) != 0.0);
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += op_load_f64(p + i * s, DT_) != 0.0);
         break;
     case RK_NORM1:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += fabs(cpu_load_f64(p + i * s, DT_)));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += fabs(op_load_f64(p + i * s, DT_)));
         break;
     case RK_NORM2:
         CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
-            double v = cpu_load_f64(p + i * s, DT_);
+            double v = op_load_f64(p + i * s, DT_);
             a->f += v * v;
         });
         break;
     case RK_NORMINF:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmax(a, cpu_load_f64(p + i * s, DT_)));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmax(a, op_load_f64(p + i * s, DT_)));
         break;
     case RK_NORMNINF:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmin(a, cpu_load_f64(p + i * s, DT_)));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmin(a, op_load_f64(p + i * s, DT_)));
         break;
     case RK_NORMP: {
         double q = a->p;
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += pow(fabs(cpu_load_f64(p + i * s, DT_)), q));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += pow(fabs(op_load_f64(p + i * s, DT_)), q));
         break;
     }
     case RK_ANY:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u |= cpu_load_bool(p + i * s, DT_));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u |= op_load_bool(p + i * s, DT_));
         break;
     case RK_ALL:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u &= cpu_load_bool(p + i * s, DT_));
+        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u &= op_load_bool(p + i * s, DT_));
         break;
     case RK_PROD:
-        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f *= cpu_load_f64(p + i * s, DT_));
-        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u *= cpu_load_u64(p + i * s, DT_));
+        if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f *= op_load_f64(p + i * s, DT_));
+        else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->u *= op_load_u64(p + i * s, DT_));
         break;
     }
 }
@@ -352,26 +293,26 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
     int a_dims = 0, a_keep = 1;
     double correction = 1.0, ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        CPU_FORWARD_IF_ERROR(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        CPU_FORWARD_IF_ERROR(r2_arg(e, 0, num_kinds, "ord", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
         ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    CPU_FORWARD_IF_ERROR(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[a_keep].v.i != 0;
 
     bool red[RGPU_MAX_DIMS];
-    CPU_FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
+    FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
     /* any.dims / all.dims: ATen reduces nothing for dim=[] (all for None).
      * ops.def says empty = all, so an empty list reads as "nothing" only when
      * out has in's shape; where both readings fit, they give the same values. */
@@ -380,30 +321,30 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
         memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
         for (int d = 0; d < in->ndim; d++) red[d] = false;
     red_plan pl;
-    CPU_FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, &out, 1, err, errlen));
+    FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, &out, 1, err, errlen));
 
     int idt = in->dtype, odt = out->dtype;
-    bool fl = cpu_dtype_is_float(idt);
+    bool fl = op_dtype_is_float(idt);
     red_kind k = RK_SUM;
     switch (e->op) {
     case RGPU_OP_AMAX: k = RK_MAX; break;
     case RGPU_OP_AMIN: k = RK_MIN; break;
     case RGPU_OP_ANY:  k = RK_ANY; break;
     case RGPU_OP_ALL:  k = RK_ALL; break;
-    case RGPU_OP_PROD: k = RK_PROD; fl = cpu_dtype_is_float(odt); break;  /* input is cast to out's dtype */
+    case RGPU_OP_PROD: k = RK_PROD; fl = op_dtype_is_float(odt); break;  /* input is cast to out's dtype */
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         break;
     case RGPU_OP_NORM:
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         if (ord == 0.0) k = RK_NORM0;
         else if (ord == 1.0) k = RK_NORM1;
         else if (ord == 2.0) k = RK_NORM2;
         else if (ord == INFINITY) k = RK_NORMINF;
         else if (ord == -INFINITY) k = RK_NORMNINF;
-        else if (ord != ord) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
+        else if (ord != ord) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
         else k = RK_NORMP;
         break;
     default: break;
@@ -413,11 +354,11 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
                        (k == RK_NORMP && ord < 0.0);
     if (needs_elems && pl.count == 0) {
         if (e->op == RGPU_OP_NORM)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
                      "because the operation does not have an identity", name, ord);
         for (int d = 0; d < in->ndim; d++)
             if (red[d] && in->sizes[d] == 0)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (pl.keep.total == 0) return RGPU_OK;
 
@@ -435,15 +376,15 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
         double n = (double)pl.count;
         switch (k) {
         case RK_MAX: case RK_MIN:
-            if (fl) cpu_store_f64(o, odt, a.f);
-            else cpu_store_u64(o, odt, a.u);
+            if (fl) op_store_f64(o, odt, a.f);
+            else op_store_u64(o, odt, a.u);
             break;
         case RK_ANY: case RK_ALL:
-            cpu_store_u64(o, odt, a.u);
+            op_store_u64(o, odt, a.u);
             break;
         case RK_PROD:
-            if (fl) cpu_store_f64(o, odt, a.f);
-            else cpu_store_u64(o, odt, a.u);
+            if (fl) op_store_f64(o, odt, a.f);
+            else op_store_u64(o, odt, a.u);
             break;
         case RK_SUM: {   /* var / std: two passes in double */
             a.mean = a.f / n;
@@ -452,17 +393,17 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
             double dof = n - correction;
             double var = a.f / (dof > 0.0 ? dof : 0.0);
             if (pl.count == 0) var = NAN;
-            cpu_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
+            op_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
             break;
         }
         case RK_NORM0: case RK_NORM1: case RK_NORMINF: case RK_NORMNINF:
-            cpu_store_f64(o, odt, a.f);
+            op_store_f64(o, odt, a.f);
             break;
         case RK_NORM2:
-            cpu_store_f64(o, odt, sqrt(a.f));
+            op_store_f64(o, odt, sqrt(a.f));
             break;
         case RK_NORMP:
-            cpu_store_f64(o, odt, pow(a.f, 1.0 / ord));
+            op_store_f64(o, odt, pow(a.f, 1.0 / ord));
             break;
         case RK_SQDEV:
             break;
@@ -480,29 +421,29 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[1].v.i != 0;
     bool red[RGPU_MAX_DIMS];
-    CPU_FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
+    FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
     rgpu_view *vals = is_arg ? NULL : e->out[0];
     rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
     if (is_arg && in->dtype == RGPU_BOOL)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
     if (idxs && idxs->dtype != RGPU_I64)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
     rgpu_view *outs[2] = { vals, idxs };
     red_plan pl;
-    CPU_FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, outs, 2, err, errlen));
+    FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, outs, 2, err, errlen));
     if (pl.count == 0) {
         if (e->args[0].kind == RGPU_ARG_NONE)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
         for (int d = 0; d < in->ndim; d++)
             if (red[d] && in->sizes[d] == 0)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (pl.keep.total == 0) return RGPU_OK;
-    bool fl = cpu_dtype_is_float(in->dtype);
+    bool fl = op_dtype_is_float(in->dtype);
     const char *ib = in->data;
     do {
         red_acc a;
@@ -510,8 +451,8 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
         red_walk(&pl, is_max ? RK_MAX : RK_MIN, fl, &a, ib + pl.keep.off[0], in->dtype);
         if (vals) {
             char *o = (char *)vals->data + pl.keep.off[1];
-            if (fl) cpu_store_f64(o, vals->dtype, a.f);
-            else cpu_store_u64(o, vals->dtype, a.u);
+            if (fl) op_store_f64(o, vals->dtype, a.f);
+            else op_store_u64(o, vals->dtype, a.u);
         }
         if (idxs) *(int64_t *)((char *)idxs->data + pl.keep.off[2]) = a.idx;
     } while (r2_ctr_next(&pl.keep));
@@ -529,10 +470,10 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int idt = in->dtype, odt = out->dtype;
     int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
     int64_t n = 1, is = 0, os = 0;
@@ -546,7 +487,7 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
     r2_ctr_add(&c, out->strides, oe);
     r2_ctr_coalesce(&c);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    bool ifl = cpu_dtype_is_float(idt);
+    bool ifl = op_dtype_is_float(idt);
     do {
         const char *p = (const char *)in->data + c.off[0];
         char *o = (char *)out->data + c.off[1];
@@ -556,24 +497,24 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
         for (int64_t i = 0; i < n; i++) {
             char v[8];   /* the element cast to out's dtype */
             if (idt == odt) memcpy(v, p + i * is, (size_t)oe);
-            else if (ifl) cpu_store_f64(v, odt, cpu_load_f64(p + i * is, idt));
-            else cpu_store_u64(v, odt, cpu_load_u64(p + i * is, idt));
+            else if (ifl) op_store_f64(v, odt, op_load_f64(p + i * is, idt));
+            else op_store_u64(v, odt, op_load_u64(p + i * is, idt));
             switch (odt) {
             case RGPU_F32: case RGPU_F64:
-                accd += cpu_load_f64(v, odt);
-                cpu_store_f64(o + i * os, odt, accd);
+                accd += op_load_f64(v, odt);
+                op_store_f64(o + i * os, odt, accd);
                 break;
             case RGPU_F16: case RGPU_BF16:
-                accf += cpu_load_f32(v, odt);
-                cpu_store_f32(o + i * os, odt, accf);
+                accf += op_load_f32(v, odt);
+                op_store_f32(o + i * os, odt, accf);
                 break;
             case RGPU_BOOL:
-                accu |= cpu_load_bool(v, odt);
-                cpu_store_u64(o + i * os, odt, accu);
+                accu |= op_load_bool(v, odt);
+                op_store_u64(o + i * os, odt, accu);
                 break;
             default:
-                accu += cpu_load_u64(v, odt);
-                cpu_store_u64(o + i * os, odt, accu);
+                accu += op_load_u64(v, odt);
+                op_store_u64(o + i * os, odt, accu);
                 break;
             }
         }
@@ -589,36 +530,36 @@ rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
     switch (e->op) {
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_reduce(e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   /* either output may be unwanted */
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 3u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 3u, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_CUMSUM:
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_cumsum(e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return r2_softmax(e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
         return r2_softmax_backward(e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   /* weight, bias optional; mean, rstd may be unwanted */
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 6u, 6u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 6u, 6u, err, errlen));
         return r2_layer_norm(e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   /* weight, bias optional; each output optional */
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 0x30u, 7u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0x30u, 7u, err, errlen));
         return r2_layer_norm_backward(e, err, errlen);
     case RGPU_OP_NLL_LOSS:   /* weight optional; total_weight may be unwanted */
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 4u, 2u, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 4u, 2u, err, errlen));
         return r2_nll_loss(e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   /* weight optional */
-        CPU_FORWARD_IF_ERROR(r2_check_exec(e, 8u, 0, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 8u, 0, err, errlen));
         return r2_nll_loss_backward(e, err, errlen);
     default:
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
     }
 }

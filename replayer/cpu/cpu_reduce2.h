@@ -7,33 +7,7 @@
 #include <stdlib.h>
 
 #include "cpu_internal.h"
-
-/* ---------------------------------------------------------------------------
- * Checks (each fails with a one-line message naming the op) */
-
-/* cpu_check_exec with check_args: arity as ops.def says; an args array when
- * n_args > 0; every present view well formed. in[i]/out[i] may be NULL only
- * when bit i of opt_in / opt_out is set. */
-rgpu_status r2_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen);
-/* args[i] exists and has one of the kinds in mask (bit per RGPU_ARG_*). */
-rgpu_status r2_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen);
-#define R2K(kind) (1u << (kind))
-/* Floating input dtype (f32, f64, f16, bf16) or UNSUPPORTED. */
-rgpu_status r2_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
-/* v's sizes equal sizes[0..nd) or RGPU_ERR_SHAPE. */
-rgpu_status r2_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
-                          const int64_t *sizes, char *err, size_t errlen);
-/* Wraps dim into [0, nd) (a 0-d tensor takes 0 and -1, giving 0). */
-rgpu_status r2_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen);
-
-/* malloc of n items of per bytes; NULL when n < 0 or the size overflows
- * (a stride-0 view can have a huge numel over a tiny storage). */
-static inline void *r2_alloc(int64_t n, size_t per)
-{
-    size_t bytes;
-    if (n < 0 || __builtin_mul_overflow((size_t)n, per, &bytes)) return NULL;
-    return malloc(bytes > 0 ? bytes : 1);
-}
+#include "op/reduce.h"
 
 /* ---------------------------------------------------------------------------
  * N-d counter over sizes[0..n), row-major, with one byte offset per operand.
@@ -86,7 +60,7 @@ void r2_row_load(const r2_row *r, const char *base, double *dst);
 void r2_row_store(const r2_row *r, char *base, const double *src);
 
 /* ---------------------------------------------------------------------------
- * Kernels in cpu_reduce2_norm.c (called after r2_check_exec) */
+ * Kernels in cpu_reduce2_norm.c (called after op_reduce_check_exec) */
 rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen);

@@ -41,21 +41,21 @@ rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, in, "in[0]", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
 
     const rgpu_view *vs[2] = { in, out };
     r2_ctr c;
     int64_t n, rs[2];
     rows_along(&c, vs, 2, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *buf = r2_alloc(n, sizeof *buf);
-    if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
+    double *buf = op_alloc(n, sizeof *buf);
+    if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
     do {
         cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
         double mx = -INFINITY;
@@ -87,26 +87,26 @@ rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, y, "in[1] (output)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
     if (e->args[1].v.i != out->dtype)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
                  rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(r2_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
 
     const rgpu_view *vs[3] = { g, y, out };
     r2_ctr c;
     int64_t n, rs[3];
     rows_along(&c, vs, 3, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *gb = r2_alloc(n, 2 * sizeof *gb);
-    if (gb == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
+    double *gb = op_alloc(n, 2 * sizeof *gb);
+    if (gb == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
     double *yb = gb + n;
     do {
         cpu_load_row_f64(gb, (const char *)g->data + c.off[0], g->dtype, rs[0], n);
@@ -142,24 +142,24 @@ static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rg
 {
     const char *name = rgpu_op_name(e->op);
     if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
                  ns->v.ints.n, x->ndim, x->ndim);
     s->k = (int)ns->v.ints.n;
     s->lead = x->ndim - s->k;
     s->M = 1; s->N = 1;
     for (int d = 0; d < s->lead; d++) {
         if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
-            CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
         s->stat[d] = x->sizes[d];
     }
     for (int d = 0; d < s->k; d++) {
         s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
         s->stat[s->lead + d] = 1;
         if (s->norm[d] != x->sizes[s->lead + d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
                      (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
         if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
-            CPU_FAIL(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
     }
     return RGPU_OK;
 }
@@ -169,7 +169,7 @@ static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *
 {
     if (v == NULL) { for (int64_t i = 0; i < N; i++) dst[i] = fill; return RGPU_OK; }
     r2_row r;
-    CPU_FORWARD_IF_ERROR(r2_row_init(&r, v, 0, err, errlen));
+    FORWARD_IF_ERROR(r2_row_init(&r, v, 0, err, errlen));
     r2_row_load(&r, v->data, dst);
     r2_row_free(&r);
     return RGPU_OK;
@@ -187,24 +187,24 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 1, R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT), "eps", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
     double eps = rgpu_arg_as_f64(&e->args[1]);
     ln_shape s;
-    CPU_FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, x, "in[0] (x)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, y, "out[0] (y)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
     if (w) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "in[1] (weight)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[1] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
     }
     if (b) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, b, "in[2] (bias)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, b, "in[2] (bias)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
     }
-    if (mean) CPU_FORWARD_IF_ERROR(r2_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
-    if (rstd) CPU_FORWARD_IF_ERROR(r2_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
+    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
@@ -214,13 +214,13 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     r2_ctr_add(&c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
     r2_ctr_add(&c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
     r2_row xr, yr;
-    CPU_FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
+    FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
     rgpu_status st = r2_row_init(&yr, y, s.lead, err, errlen);
     if (st != RGPU_OK) { r2_row_free(&xr); return st; }
-    double *buf = r2_alloc(s.N, 3 * sizeof *buf);
+    double *buf = op_alloc(s.N, 3 * sizeof *buf);
     if (buf == NULL) {
         r2_row_free(&xr); r2_row_free(&yr);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
     }
     double *wb = buf + s.N, *bb = wb + s.N;
     st = ln_param(w, s.N, 1.0, wb, err, errlen);
@@ -239,8 +239,8 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
             if (N == 0) { mu = 0.0; rs = NAN; }
             for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
             r2_row_store(&yr, (char *)y->data + c.off[1], buf);
-            if (mean) cpu_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
-            if (rstd) cpu_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
+            if (mean) op_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
+            if (rstd) op_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
         } while (r2_ctr_next(&c));
     }
     free(buf);
@@ -262,39 +262,39 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    CPU_FORWARD_IF_ERROR(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
     ln_shape s;
-    CPU_FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, x, "in[1] (x)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, mean, "in[2] (mean)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
     if (w) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "in[4] (weight)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[4] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
     }
     if (dx) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, dx, "out[0] (dx)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dx, "out[0] (dx)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
     }
     if (dw) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, dw, "out[1] (dw)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dw, "out[1] (dw)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
     }
     if (db) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, db, "out[2] (db)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, db, "out[2] (db)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
     }
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     int64_t N = s.N;
     rgpu_status st = RGPU_OK;
     r2_row gr = {0}, xr = {0}, dxr = {0};
-    double *buf = r2_alloc(N, 6 * sizeof *buf);
-    if (buf == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
+    double *buf = op_alloc(N, 6 * sizeof *buf);
+    if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
     double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
     st = ln_param(w, N, 1.0, wb, err, errlen);
@@ -313,8 +313,8 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
         do {
             r2_row_load(&gr, (const char *)g->data + c.off[0], gb);
             r2_row_load(&xr, (const char *)x->data + c.off[1], xb);
-            double mu = cpu_load_f64((const char *)mean->data + c.off[2], mean->dtype);
-            double rs = cpu_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
+            double mu = op_load_f64((const char *)mean->data + c.off[2], mean->dtype);
+            double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
             double sgw = 0.0, sgwx = 0.0;
             for (int64_t i = 0; i < N; i++) {
                 double xh = (xb[i] - mu) * rs;
@@ -367,21 +367,21 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                                  const rgpu_view *w, int a0, nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    CPU_FORWARD_IF_ERROR(r2_arg(e, a0, R2K(RGPU_ARG_INT), "reduction", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_arg(e, a0 + 1, R2K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0 + 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
     s->reduction = e->args[a0].v.i;
     s->ignore = e->args[a0 + 1].v.i;
     if (s->reduction < 0 || s->reduction > 2)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
                  (long long)s->reduction);
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, logp, "logp", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
     if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
                  rgpu_dtype_name(t->dtype));
     if (logp->ndim < 1 || logp->ndim > 2)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
     if (t->ndim > 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
     int64_t le = (int64_t)rgpu_dtype_size(logp->dtype);
     s->batched = logp->ndim == 2;
     s->N = s->batched ? logp->sizes[0] : 1;
@@ -390,16 +390,16 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
     s->ls1 = logp->strides[logp->ndim - 1] * le;
     s->ts = t->ndim == 1 ? t->strides[0] * (int64_t)rgpu_dtype_size(t->dtype) : 0;
     if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
                  (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
     if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
                  (long long)t->sizes[0]);
     s->ws = 0;
     if (w) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, w, "weight", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
         if (w->ndim != 1 || w->sizes[0] != s->C)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
                      "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
         s->ws = w->strides[0] * (int64_t)rgpu_dtype_size(w->dtype);
     }
@@ -408,7 +408,7 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
 
 static int64_t nll_target(const rgpu_view *t, const nll_shape *s, int64_t i)
 {
-    return (int64_t)cpu_load_u64((const char *)t->data + i * s->ts, t->dtype);
+    return (int64_t)op_load_u64((const char *)t->data + i * s->ts, t->dtype);
 }
 
 /* Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG
@@ -419,7 +419,7 @@ static rgpu_status nll_check_targets(const rgpu_exec *e, const rgpu_view *t, con
     for (int64_t i = 0; i < n; i++) {
         int64_t v = nll_target(t, s, i);
         if (v != s->ignore && (v < 0 || v >= s->C))
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
     }
     return RGPU_OK;
 }
@@ -434,16 +434,16 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
     nll_shape s;
-    CPU_FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, loss, "out[0] (loss)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
     if (tw) {
-        CPU_FORWARD_IF_ERROR(r2_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        CPU_FORWARD_IF_ERROR(r2_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
     }
     /* as ATen: a reduced loss over an empty logp checks no target */
-    CPU_FORWARD_IF_ERROR(nll_check_targets(e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
+    FORWARD_IF_ERROR(nll_check_targets(e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
     const char *lp = logp->data;
     if (per_row) {
         int64_t os = loss->ndim == 1 ? loss->strides[0] * (int64_t)rgpu_dtype_size(loss->dtype) : 0;
@@ -451,12 +451,12 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
             int64_t c = nll_target(t, &s, i);
             double v = 0.0;
             if (c != s.ignore) {
-                double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
-                v = -cpu_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
+                double wc = w ? op_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+                v = -op_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
             }
-            cpu_store_f64((char *)loss->data + i * os, loss->dtype, v);
+            op_store_f64((char *)loss->data + i * os, loss->dtype, v);
         }
-        if (tw) cpu_store_f64(tw->data, tw->dtype, 0.0);
+        if (tw) op_store_f64(tw->data, tw->dtype, 0.0);
         return RGPU_OK;
     }
     double sum = 0.0, wsum = 0.0;
@@ -464,14 +464,14 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
     for (int64_t i = 0; !empty && i < s.N; i++) {
         int64_t c = nll_target(t, &s, i);
         if (c == s.ignore) continue;
-        double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
-        sum -= cpu_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
+        double wc = w ? op_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+        sum -= op_load_f64(lp + i * s.ls0 + c * s.ls1, logp->dtype) * wc;
         wsum += wc;
     }
     double out = sum;
     if (s.reduction == 1) out = empty ? NAN : sum / wsum;
-    cpu_store_f64(loss->data, loss->dtype, out);
-    if (tw) cpu_store_f64(tw->data, tw->dtype, wsum);
+    op_store_f64(loss->data, loss->dtype, out);
+    if (tw) op_store_f64(tw->data, tw->dtype, wsum);
     return RGPU_OK;
 }
 
@@ -486,40 +486,40 @@ rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
     nll_shape s;
-    CPU_FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, go, "in[0] (grad)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_float(e, gx, "out[0]", err, errlen));
-    CPU_FORWARD_IF_ERROR(r2_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) CPU_FORWARD_IF_ERROR(r2_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
-    else if (cpu_numel(go) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                 (long long)cpu_numel(go));
-    if (cpu_numel(twv) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                 name, (long long)cpu_numel(twv));
-    CPU_FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    else if (op_numel(go) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
+                 (long long)op_numel(go));
+    if (op_numel(twv) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
+                 name, (long long)op_numel(twv));
+    FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
 
     int64_t ge = (int64_t)rgpu_dtype_size(gx->dtype);
     int64_t gs0 = s.batched ? gx->strides[0] * ge : 0, gs1 = gx->strides[gx->ndim - 1] * ge;
     char *gp = gx->data;
     for (int64_t i = 0; i < s.N && s.C > 0; i++)
-        for (int64_t c = 0; c < s.C; c++) cpu_store_f64(gp + i * gs0 + c * gs1, gx->dtype, 0.0);
+        for (int64_t c = 0; c < s.C; c++) op_store_f64(gp + i * gs0 + c * gs1, gx->dtype, 0.0);
     if (s.N * s.C == 0) return RGPU_OK;
     double g = 0.0;
     int64_t gos = 0;
     if (per_row) gos = go->strides[0] * (int64_t)rgpu_dtype_size(go->dtype);
     else {
-        g = -cpu_load_f64(go->data, go->dtype);
-        if (s.reduction == 1) g /= cpu_load_f64(twv->data, twv->dtype);
+        g = -op_load_f64(go->data, go->dtype);
+        if (s.reduction == 1) g /= op_load_f64(twv->data, twv->dtype);
     }
     for (int64_t i = 0; i < s.N; i++) {
         int64_t c = nll_target(t, &s, i);
         if (c == s.ignore) continue;
-        double wc = w ? cpu_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
-        double gi = per_row ? -cpu_load_f64((const char *)go->data + i * gos, go->dtype) : g;
-        cpu_store_f64(gp + i * gs0 + c * gs1, gx->dtype, wc * gi);
+        double wc = w ? op_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
+        double gi = per_row ? -op_load_f64((const char *)go->data + i * gos, go->dtype) : g;
+        op_store_f64(gp + i * gs0 + c * gs1, gx->dtype, wc * gi);
     }
     return RGPU_OK;
 }

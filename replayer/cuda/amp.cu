@@ -14,102 +14,30 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-#define AMP_FAIL(code, ...)                                                 \
-    do {                                                                    \
-        if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__);  \
-        return (code);                                                      \
-    } while (0)
-#define AMP_FORWARD(expr)              \
-    do {                               \
-        rgpu_status s_ = (expr);       \
-        if (s_ != RGPU_OK) return s_;  \
-    } while (0)
 
 // ---------------------------------------------------------------------------
 // Host checks (as cpu_amp.c: same codes, same messages)
 
-static bool amp_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16; }
-
-static long long amp_numel(const rgpu_view *v)
-{
-    long long n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-    return n;
-}
-
-static rgpu_status amp_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT) AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS) AMP_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            AMP_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                     (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
-static rgpu_status amp_check_exec(const rgpu_exec *e, char *err, size_t errlen)
-{
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        AMP_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    if (e->n_args > 0 && e->args == NULL) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    char what[24];
-    for (int i = 0; i < e->n_in; i++) {
-        snprintf(what, sizeof what, "in[%d]", i);
-        AMP_FORWARD(amp_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        snprintf(what, sizeof what, "out[%d]", i);
-        AMP_FORWARD(amp_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
 static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, const char *what, char *err,
                                size_t errlen)
 {
-    if (amp_numel(v) != 1)
-        AMP_FAIL(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements", rgpu_op_name(e->op), what,
-                 amp_numel(v));
+    if (op_numel(v) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements", rgpu_op_name(e->op), what,
+                     (long long)op_numel(v));
     if (v->dtype != dt)
-        AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
                  rgpu_dtype_name(dt), rgpu_dtype_name(v->dtype));
     return RGPU_OK;
 }
 
 static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *out, char *err, size_t errlen)
 {
-    if (i >= e->n_args) AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    if (i >= e->n_args) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
     const rgpu_arg *a = &e->args[i];
     if (a->kind == RGPU_ARG_FLOAT) *out = a->v.f;
     else if (a->kind == RGPU_ARG_INT) *out = (double)a->v.i;
-    else AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
+    else RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want float", rgpu_op_name(e->op), i, what, a->kind);
     return RGPU_OK;
-}
-
-// ---------------------------------------------------------------------------
-// Element conversions, as replayer/cpu/half.h (NaN to f16: sign|0x7E00, to
-// bf16: 0x7FC0; CUDA's own rounding gives other NaN bits).
-
-__device__ __forceinline__ float amp_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float amp_bf2f(uint16_t b) { return __uint_as_float((unsigned)b << 16); }
-__device__ __forceinline__ uint16_t amp_f2h(float f)
-{
-    if (f != f) return (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
-    return __half_as_ushort(__float2half_rn(f));
-}
-__device__ __forceinline__ uint16_t amp_f2bf(float f)
-{
-    if (f != f) return 0x7fc0u;
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
 // ---------------------------------------------------------------------------
@@ -146,15 +74,15 @@ __global__ void unscale_kernel(unscale_args a)
             break;
         }
         case RGPU_F16: {
-            float v = amp_h2f(((const uint16_t *)a.g.data)[gi]);
+            float v = rgpu_half_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
-            ((uint16_t *)a.out.data)[oi] = amp_f2h(one ? v : __fmul_rn(v, inv));
+            ((uint16_t *)a.out.data)[oi] = rgpu_float_to_half(one ? v : __fmul_rn(v, inv));
             break;
         }
         default: {   // RGPU_BF16
-            float v = amp_bf2f(((const uint16_t *)a.g.data)[gi]);
+            float v = rgpu_bf16_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
-            ((uint16_t *)a.out.data)[oi] = amp_f2bf(one ? v : __fmul_rn(v, inv));
+            ((uint16_t *)a.out.data)[oi] = rgpu_float_to_bf16(one ? v : __fmul_rn(v, inv));
             break;
         }
         }
@@ -188,21 +116,21 @@ static rgpu_status op_unscale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, s
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *inv = e->in[1];
     rgpu_view *out = e->out[0], *found = e->out[1];
-    AMP_FORWARD(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
-    AMP_FORWARD(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
-    if (!amp_is_float(g->dtype))
-        AMP_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(want_scalar(e, inv, RGPU_F32, "inv_scale", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad has dtype %s, want a floating dtype", name, rgpu_dtype_name(g->dtype));
     if (out->dtype != g->dtype)
-        AMP_FAIL(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: out[0] has dtype %s, grad %s (it is the grad, written in place)", name,
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(g->dtype));
     bool same = out->ndim == g->ndim;
     for (int d = 0; same && d < g->ndim; d++) same = out->sizes[d] == g->sizes[d];
-    if (!same) AMP_FAIL(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
+    if (!same) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out[0] and grad differ in shape (it is the grad, written in place)", name);
 
     unscale_args a;
     a.g = rgpu_cuda_view_of(g);
     a.out = rgpu_cuda_view_of(out);
-    a.n = amp_numel(g);
+    a.n = op_numel(g);
     a.dt = g->dtype;
     a.contig = row_major(g) && row_major(out);
     a.inv = (const float *)inv->data;
@@ -235,14 +163,14 @@ static rgpu_status op_update_scale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 {
     const rgpu_view *found = e->in[0];
     rgpu_view *scale = e->out[0], *tracker = e->out[1];
-    AMP_FORWARD(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
-    AMP_FORWARD(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
-    AMP_FORWARD(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, scale, RGPU_F32, "current_scale", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, tracker, RGPU_I32, "growth_tracker", err, errlen));
+    FORWARD_IF_ERROR(want_scalar(e, found, RGPU_F32, "found_inf", err, errlen));
     double growth, backoff;
-    AMP_FORWARD(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
-    AMP_FORWARD(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
+    FORWARD_IF_ERROR(arg_f64(e, 0, "growth_factor", &growth, err, errlen));
+    FORWARD_IF_ERROR(arg_f64(e, 1, "backoff_factor", &backoff, err, errlen));
     if (e->n_args < 3 || e->args[2].kind != RGPU_ARG_INT)
-        AMP_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 2 (growth_interval) missing or not an int", rgpu_op_name(e->op));
     update_scale_kernel<<<1, 1, 0, c->stream>>>((float *)scale->data, (int32_t *)tracker->data,
                                                 (const float *)found->data, growth, backoff,
                                                 (long long)e->args[2].v.i);
@@ -257,12 +185,12 @@ extern "C" rgpu_status rgpu_cuda_amp_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, 
 {
     switch (e->op) {
     case RGPU_OP_AMP_UNSCALE:
-        AMP_FORWARD(amp_check_exec(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_unscale(c, e, err, errlen);
     case RGPU_OP_AMP_UPDATE_SCALE:
-        AMP_FORWARD(amp_check_exec(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_update_scale(c, e, err, errlen);
     default:
-        AMP_FAIL(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %s", rgpu_op_name(e->op));
     }
 }

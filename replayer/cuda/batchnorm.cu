@@ -15,9 +15,8 @@
 // them into FMAs the CPU reference does not do.
 #include "dense.cuh"
 
-#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
 
-// Args and checks: bn_forward_setup / bn_backward_setup from cpu_dense.h (the CPU's).
+// Args and checks: op_bn_forward_setup / op_bn_backward_setup from cpu_dense.h (the CPU's).
 
 // ---------------------------------------------------------------------------
 // Device side
@@ -45,14 +44,14 @@ struct chan_view {
 };
 static chan_view chan_view_of(const rgpu_view *x)
 {
-    rgpu_view r = dense_subview(x, 1, 0);
+    rgpu_view r = op_dense_subview(x, 1, 0);
     chan_view cv = { rgpu_cuda_view_of(&r), x->dtype, x->strides[1] };
     return cv;
 }
 __device__ __forceinline__ double chan_at(const chan_view &v, int64_t c, int64_t i)
 {
-    int64_t esz = dcu::esize(v.dt);
-    return dcu::load_f64((const char *)v.rest.data + (c * v.cstride + rgpu_cuda_offset(v.rest, i)) * esz, v.dt);
+    int64_t esz = op_dtype_esize(v.dt);
+    return op_load_f64((const char *)v.rest.data + (c * v.cstride + rgpu_cuda_offset(v.rest, i)) * esz, v.dt);
 }
 
 struct bn_fwd_args {
@@ -123,13 +122,13 @@ static __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
 static __global__ void bn_apply_kernel(rgpu_cuda_view x, int xdt, rgpu_cuda_view y, int ydt, int64_t numel,
                                        int64_t C, int64_t inner, bool f64, const double *coef)
 {
-    int64_t xe = dcu::esize(xdt), ye = dcu::esize(ydt);
+    int64_t xe = op_dtype_esize(xdt), ye = op_dtype_esize(ydt);
     DCU_LOOP(i, numel) {
         int64_t c = (i / inner) % C;
-        double xv = dcu::load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt), r;
+        double xv = op_load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt), r;
         if (f64) r = __dadd_rn(__dmul_rn(xv, coef[2 * c]), coef[2 * c + 1]);
         else r = __fadd_rn(__fmul_rn((float)xv, (float)coef[2 * c]), (float)coef[2 * c + 1]);
-        dcu::store_f64((char *)y.data + rgpu_cuda_offset(y, i) * ye, ydt, r);
+        op_store_f64((char *)y.data + rgpu_cuda_offset(y, i) * ye, ydt, r);
     }
 }
 
@@ -185,19 +184,19 @@ static __global__ void bn_bwd_dx_kernel(rgpu_cuda_view x, int xdt, rgpu_cuda_vie
                                         int dxdt, int64_t numel, int64_t C, int64_t inner, bool training,
                                         const double *coef)
 {
-    int64_t xe = dcu::esize(xdt), ge = dcu::esize(gdt), de = dcu::esize(dxdt);
+    int64_t xe = op_dtype_esize(xdt), ge = op_dtype_esize(gdt), de = op_dtype_esize(dxdt);
     DCU_LOOP(i, numel) {
         int64_t c = (i / inner) % C;
         const double *q = coef + 5 * c;
-        double gv = dcu::load_f64((const char *)g.data + rgpu_cuda_offset(g, i) * ge, gdt), r;
+        double gv = op_load_f64((const char *)g.data + rgpu_cuda_offset(g, i) * ge, gdt), r;
         if (training) {
-            double xv = dcu::load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt);
+            double xv = op_load_f64((const char *)x.data + rgpu_cuda_offset(x, i) * xe, xdt);
             double t = __dsub_rn(__dsub_rn(gv, q[4]), __dmul_rn(__dsub_rn(xv, q[0]), q[3]));
             r = __dmul_rn(__dmul_rn(t, q[1]), q[2]);
         } else {
             r = __dmul_rn(__dmul_rn(gv, q[1]), q[2]);
         }
-        dcu::store_f64((char *)dx.data + rgpu_cuda_offset(dx, i) * de, dxdt, r);
+        op_store_f64((char *)dx.data + rgpu_cuda_offset(dx, i) * de, dxdt, r);
     }
 }
 
@@ -217,14 +216,14 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
  * outs y, save_mean, save_invstd (size 0 in eval, as ATen) */
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    bn_setup su;
-    TRY(bn_forward_setup(e, &su, err, errlen));
+    op_bn_setup su;
+    FORWARD_IF_ERROR(op_bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(2 * C, sizeof(double));
-    if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
+    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_fwd_args a;
     a.x = chan_view_of(x);
     a.C = C; a.n = su.n;
@@ -238,7 +237,7 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
     a.coef = coef;
     bn_fwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    int64_t numel = cpu_numel(x);
+    int64_t numel = op_numel(x);
     bn_apply_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
         rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(y), y->dtype, numel, C, inner_of(x), a.f64, coef);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -249,14 +248,14 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
  * training, eps; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    bn_setup su;
-    TRY(bn_backward_setup(e, &su, err, errlen));
+    op_bn_setup su;
+    FORWARD_IF_ERROR(op_bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;
     dcu::scratch sc(c);
     double *coef = (double *)sc.get(5 * C, sizeof(double));
-    if (!coef) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
+    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_bwd_args a;
     a.x = chan_view_of(x);
     a.g = chan_view_of(gr);
@@ -271,7 +270,7 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
     bn_bwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (dx) {
-        int64_t numel = cpu_numel(x);
+        int64_t numel = op_numel(x);
         bn_bwd_dx_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
             rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(gr), gr->dtype, rgpu_cuda_view_of(dx), dx->dtype,
             numel, C, inner_of(x), su.training, coef);

@@ -12,6 +12,9 @@
 extern "C" {
 #include "backend.h"
 }
+#include "op/check.h"
+#include "op/dtype.h"
+#include "op/error.h"
 
 #define RGPU_CUDA_TRY(expr, err, errlen)                                              \
     do {                                                                              \

@@ -17,23 +17,10 @@
 #include "dense.cuh"
 
 // ---------------------------------------------------------------------------
-// Geometry: conv_geom, conv_args, conv_parse_args, conv_geometry,
-// conv_check_sizes, conv_as_4d from cpu_dense.h (the CPU backend parses and
+// Geometry: op_conv_geom, op_conv_args, op_conv_parse_args, op_conv_geometry,
+// op_conv_check_sizes, op_conv_as_4d from cpu_dense.h (the CPU backend parses and
 // checks the same records).
 
-#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
-
-static rgpu_status conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w,
-                                   char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (x->ndim == 5 || w->ndim == 5)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the cuda backend", name);
-    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
-                 name, x->ndim, w->ndim);
-    return RGPU_OK;
-}
 
 // ---------------------------------------------------------------------------
 // Kernels. x is (nc, C, H, W) packed; col is (nc, C*kh*kw, Ho*Wo) packed, the
@@ -43,7 +30,7 @@ struct kgeom {
     int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-static kgeom kgeom_of(const conv_geom *g)
+static kgeom kgeom_of(const op_conv_geom *g)
 {
     kgeom k = { g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw };
     return k;
@@ -102,12 +89,12 @@ static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, i
                                         dcu::param db)
 {
     __shared__ double sh[dcu::THREADS];
-    int64_t esz = dcu::esize(gdt);
+    int64_t esz = op_dtype_esize(gdt);
     for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
         const char *base = (const char *)gr.data + ch * cstride * esz;
         double s = 0.0;
         for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
-            s += dcu::load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
+            s += op_load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
         s = dcu::block_sum(s, sh);
         if (threadIdx.x == 0) dcu::param_set(db, ch, s);
     }
@@ -119,7 +106,7 @@ static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, i
 // Buffers per chunk of images stay under this many bytes (at least one image).
 static const int64_t CHUNK_BYTES = 512LL << 20;
 
-static int64_t chunk_images(const conv_geom *g, size_t cs, bool need_col)
+static int64_t chunk_images(const op_conv_geom *g, size_t cs, bool need_col)
 {
     int64_t per = (g->C * g->H * g->W + g->O * g->Ho * g->Wo) * (int64_t)cs;
     if (need_col) per += g->C * g->kh * g->kw * g->Ho * g->Wo * (int64_t)cs;
@@ -156,12 +143,12 @@ static rgpu_status run_gemm2(rgpu_cuda_ctx *c, const gemm2 &q, int64_t nimg, int
     int64_t es = (int64_t)rgpu_dtype_size(q.dt);
     if (!images_in_order && nimg >= groups) {
         for (int64_t g = 0; g < groups; g++)
-            TRY(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + g * q.sAg * es, q.lda, q.sAn,
+            FORWARD_IF_ERROR(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + g * q.sAg * es, q.lda, q.sAn,
                           q.B + g * q.sBg * es, q.ldb, q.sBn, q.beta, q.C + g * q.sCg * es, q.ldc, q.sCn, nimg,
                           name, err, errlen));
     } else {
         for (int64_t n = 0; n < nimg; n++)
-            TRY(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + n * q.sAn * es, q.lda, q.sAg,
+            FORWARD_IF_ERROR(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + n * q.sAn * es, q.lda, q.sAg,
                           q.B + n * q.sBn * es, q.ldb, q.sBg, q.beta, q.C + n * q.sCn * es, q.ldc, q.sCg, groups,
                           name, err, errlen));
     }
@@ -169,7 +156,7 @@ static rgpu_status run_gemm2(rgpu_cuda_ctx *c, const gemm2 &q, int64_t nimg, int
 }
 
 template <typename T>
-static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *x, void *col,
+static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *x, void *col,
                                  char *err, size_t errlen)
 {
     int64_t total = nc * g->C * g->kh * g->kw * g->Ho * g->Wo;
@@ -179,16 +166,16 @@ static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
     return RGPU_OK;
 }
 
-static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *x, void *col,
+static rgpu_status im2col(rgpu_cuda_ctx *c, int ct, const op_conv_geom *g, int64_t nc, const void *x, void *col,
                           char *err, size_t errlen)
 {
-    if (ct == DCT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
-    if (ct == DCT_F64) return launch_im2col<double>(c, g, nc, x, col, err, errlen);
+    if (ct == OP_CT_F32) return launch_im2col<float>(c, g, nc, x, col, err, errlen);
+    if (ct == OP_CT_F64) return launch_im2col<double>(c, g, nc, x, col, err, errlen);
     return launch_im2col<uint64_t>(c, g, nc, x, col, err, errlen);
 }
 
 template <typename T>
-static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t nc, const void *col, void *x,
+static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *col, void *x,
                                  char *err, size_t errlen)
 {
     int64_t total = nc * g->C * g->H * g->W;
@@ -198,20 +185,20 @@ static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const conv_geom *g, int64_t n
     return RGPU_OK;
 }
 
-static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const conv_geom *g, int64_t nc, const void *col, void *x,
+static rgpu_status col2im(rgpu_cuda_ctx *c, int ct, const op_conv_geom *g, int64_t nc, const void *col, void *x,
                           char *err, size_t errlen)
 {
-    if (ct == DCT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
-    if (ct == DCT_F64) return launch_col2im<double>(c, g, nc, col, x, err, errlen);
+    if (ct == OP_CT_F32) return launch_col2im<float>(c, g, nc, col, x, err, errlen);
+    if (ct == OP_CT_F64) return launch_col2im<double>(c, g, nc, col, x, err, errlen);
     return launch_col2im<uint64_t>(c, g, nc, col, x, err, errlen);
 }
 
-#define NOMEM_IF(cond) do { if (cond) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for convolution buffers", \
+#define NOMEM_IF(cond) do { if (cond) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for convolution buffers", \
                                                 rgpu_op_name(op)); } while (0)
 
 // wbuf: the weight packed as (O, Cg*kh*kw) in ct; bias: packed per row of the
 // tensor written (O for fwd, C for data), or NULL.
-static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                             const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -226,8 +213,8 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(I, n0, cnt), out = images(G, n0, cnt);
-        TRY(dcu::pack(c, &in, ct, x, err, errlen));
-        if (!g->pointwise) TRY(im2col(c, ct, g, cnt, x, col, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, x, err, errlen));
+        if (!g->pointwise) FORWARD_IF_ERROR(im2col(c, ct, g, cnt, x, col, err, errlen));
         gemm2 q;
         q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = false;
         q.M = g->Og; q.N = hwo; q.K = kd; q.lda = kd; q.ldb = hwo; q.ldc = hwo;
@@ -237,13 +224,13 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g
         q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
         q.C = y; q.sCn = g->O * hwo; q.sCg = g->Og * hwo;
         q.beta = 0.0;
-        TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
-        TRY(dcu::unpack(c, &out, ct, y, bias, g->O, hwo, err, errlen));
+        FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+        FORWARD_IF_ERROR(dcu::unpack(c, &out, ct, y, bias, g->O, hwo, err, errlen));
     }
     return RGPU_OK;
 }
 
-static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const void *wbuf, const void *bias,
+static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                              const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -258,7 +245,7 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(G, n0, cnt), out = images(I, n0, cnt);
-        TRY(dcu::pack(c, &in, ct, gb, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, gb, err, errlen));
         gemm2 q;
         q.dt = dcu::ct_dtype(ct); q.ta = true; q.tb = false;
         q.N = hwo; q.K = g->Og; q.lda = kd; q.ldb = hwo;
@@ -268,19 +255,19 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *
         if (g->pointwise) {   /* straight into x: (Cg, hw) per (image, group) */
             q.M = g->Cg; q.ldc = hw;
             q.C = x; q.sCn = g->C * hw; q.sCg = g->Cg * hw;
-            TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+            FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
         } else {
             q.M = kd; q.ldc = hwo;
             q.C = col; q.sCn = g->C * g->kh * g->kw * hwo; q.sCg = kd * hwo;
-            TRY(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
-            TRY(col2im(c, ct, g, cnt, col, x, err, errlen));
+            FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
+            FORWARD_IF_ERROR(col2im(c, ct, g, cnt, col, x, err, errlen));
         }
-        TRY(dcu::unpack(c, &out, ct, x, bias, g->C, hw, err, errlen));
+        FORWARD_IF_ERROR(dcu::unpack(c, &out, ct, x, bias, g->C, hw, err, errlen));
     }
     return RGPU_OK;
 }
 
-static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom *g, const rgpu_view *I,
+static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom *g, const rgpu_view *I,
                                const rgpu_view *G, rgpu_view *dw, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
@@ -293,13 +280,13 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom
     char *gb = (char *)sc.get(nc * g->O * hwo, cs);
     char *wb = (char *)sc.get(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
-    TRY(dcu::zero(c, wb, (size_t)(g->O * kd) * cs, err, errlen));
+    FORWARD_IF_ERROR(dcu::zero(c, wb, (size_t)(g->O * kd) * cs, err, errlen));
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(I, n0, cnt), gv = images(G, n0, cnt);
-        TRY(dcu::pack(c, &in, ct, x, err, errlen));
-        TRY(dcu::pack(c, &gv, ct, gb, err, errlen));
-        if (!g->pointwise) TRY(im2col(c, ct, g, cnt, x, col, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, x, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, &gv, ct, gb, err, errlen));
+        if (!g->pointwise) FORWARD_IF_ERROR(im2col(c, ct, g, cnt, x, col, err, errlen));
         gemm2 q;
         q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = true;
         q.M = g->Og; q.N = kd; q.K = hwo; q.lda = hwo; q.ldb = hwo; q.ldc = kd;
@@ -309,7 +296,7 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom
         q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
         q.C = wb; q.sCn = 0; q.sCg = g->Og * kd;
         q.beta = 1.0;
-        TRY(run_gemm2(c, q, cnt, g->groups, true, name, err, errlen));
+        FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, true, name, err, errlen));
     }
     return dcu::unpack(c, dw, ct, wb, NULL, 0, 0, err, errlen);
 }
@@ -317,7 +304,7 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const conv_geom
 static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
-    rgpu_view rest = dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
+    rgpu_view rest = op_dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
     rest.data = grad->data;
     int64_t blocks = C < 65535 ? C : 65535;
     bias_grad_kernel<<<(unsigned)blocks, dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
@@ -330,7 +317,7 @@ static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_
 static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, const rgpu_view *w, rgpu_status *st,
                          char *err, size_t errlen)
 {
-    void *buf = sc.get(cpu_numel(w), dcu::ct_size(ct));
+    void *buf = sc.get(op_numel(w), dcu::ct_size(ct));
     if (!buf) {
         snprintf(err, errlen, "%s: out of device memory packing the weight", rgpu_op_name(op));
         *st = RGPU_ERR_NOMEM;
@@ -346,32 +333,32 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, con
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 1u << 2, 0, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
     rgpu_view *y0 = e->out[0];
-    TRY(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
     int dt = y0->dtype;
     if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    conv_args a;
-    TRY(conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), y = conv_as_4d(y0);
-    conv_geom g;
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), y = op_conv_as_4d(y0);
+    op_conv_geom g;
     int64_t ys[4];
-    TRY(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    TRY(dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
     int64_t nb = a.transposed ? g.C : g.O;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
-    if (cpu_numel(y0) == 0) return RGPU_OK;
-    TRY(conv_check_sizes(e, &g, err, errlen));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
+    if (op_numel(y0) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
-    if (ct != DCT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    int ct = op_dense_ct_of(dt);
+    if (ct != OP_CT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     dcu::scratch sc(c);
     rgpu_status st;
     void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
@@ -379,8 +366,8 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     void *bb = NULL;
     if (bias) {
         bb = sc.get(nb, dcu::ct_size(ct));
-        if (!bb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory packing the bias", name);
-        TRY(dcu::pack(c, bias, ct, bb, err, errlen));
+        if (!bb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory packing the bias", name);
+        FORWARD_IF_ERROR(dcu::pack(c, bias, ct, bb, err, errlen));
     }
     if (!a.transposed) return conv_fwd(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
     return conv_data(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
@@ -390,55 +377,55 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    TRY(dense_check_io(e, 0, 7u, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
     rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    TRY(conv_check_dims(e, x0, w0, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
     int dt = x0->dtype;
-    if (!cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+    if (!op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
                  rgpu_dtype_name(dt));
     if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
         (db && db->dtype != dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
                  rgpu_dtype_name(dt));
-    if (!dense_arg_is_none(e, 0)) {
+    if (!op_dense_arg_is_none(e, 0)) {
         int64_t bs[1];
         uint32_t nbs;
-        TRY(dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
     }
-    conv_args a;
-    TRY(conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = conv_as_4d(x0), w = conv_as_4d(w0), gr = conv_as_4d(gr0);
-    conv_geom g;
+    op_conv_args a;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
+    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), gr = op_conv_as_4d(gr0);
+    op_conv_geom g;
     int64_t ys[4];
-    TRY(conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
+    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    TRY(dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) TRY(dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) TRY(dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) TRY(dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    TRY(conv_check_sizes(e, &g, err, errlen));
+    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = dense_ct_of(dt);
-    bool want_dx = dx0 && cpu_numel(dx0) > 0, want_dw = dw0 && cpu_numel(dw0) > 0;
+    int ct = op_dense_ct_of(dt);
+    bool want_dx = dx0 && op_numel(dx0) > 0, want_dw = dw0 && op_numel(dw0) > 0;
     if ((want_dx || want_dw) && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     if (want_dx) {
-        rgpu_view dx = conv_as_4d(dx0);
+        rgpu_view dx = op_conv_as_4d(dx0);
         dcu::scratch sc(c);
         rgpu_status st;
         void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
         if (!wb) return st;
-        if (!a.transposed) TRY(conv_data(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
-        else TRY(conv_fwd(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
+        if (!a.transposed) FORWARD_IF_ERROR(conv_data(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
+        else FORWARD_IF_ERROR(conv_fwd(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
     }
     if (want_dw) {
-        rgpu_view dw = conv_as_4d(dw0);
-        if (!a.transposed) TRY(conv_weight(c, e->op, ct, &g, &x, &gr, &dw, err, errlen));
-        else TRY(conv_weight(c, e->op, ct, &g, &gr, &x, &dw, err, errlen));
+        rgpu_view dw = op_conv_as_4d(dw0);
+        if (!a.transposed) FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &x, &gr, &dw, err, errlen));
+        else FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &gr, &x, &dw, err, errlen));
     }
-    if (db && cpu_numel(db) > 0) TRY(conv_bias_grad(c, &gr, db, err, errlen));
+    if (db && op_numel(db) > 0) FORWARD_IF_ERROR(conv_bias_grad(c, &gr, db, err, errlen));
     return RGPU_OK;
 }

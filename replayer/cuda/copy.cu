@@ -11,145 +11,22 @@
 //   canonical NaN: f16 sign|0x7E00, bf16 0x7FC0)
 // Validation and messages are the CPU kernel's.
 //
-// Layout: the operands are reduced like cpu_iter_init (dims ordered by the
+// Layout: the operands are reduced like op_iter_init (dims ordered by the
 // output's strides, size-1 dims dropped, mergeable dims coalesced), then one
 // thread per output element (grid-stride). Contiguous same-dtype copies are a
 // cudaMemcpyAsync; contiguous fills of a byte pattern a cudaMemsetAsync.
 #include "common.cuh"
+#include "convert.cuh"
 
 #include <stdarg.h>
 #include <string.h>
 
 // ---------------------------------------------------------------------------
-// Element conversions (host and device), bit-exact with cpu_internal.h
-
-__host__ __device__ static inline uint32_t f32_bits(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-__host__ __device__ static inline float f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-
-// half.h, line by line
-__host__ __device__ static inline float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    if (e == 0) {
-        float v = (float)m * 5.9604644775390625e-8f;   // exact
-        return f32_from_bits(f32_bits(v) | sign);
-    }
-    if (e == 31) return f32_from_bits(sign | 0x7f800000u | (m << 13));
-    return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
-}
-__host__ __device__ static inline uint16_t float_to_half(float f) {
-    uint32_t x = f32_bits(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        uint32_t hv = (ax >> 13) - (112u << 10);
-        uint32_t rem = ax & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (hv & 1u))) hv++;
-        return (uint16_t)(sign | hv);
-    }
-    uint32_t e = ax >> 23;
-    if (e < 102) return (uint16_t)sign;
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e;
-    uint32_t r = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1u);
-    uint32_t half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) r++;
-    return (uint16_t)(sign | r);
-}
-__host__ __device__ static inline float bf16_to_float(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
-__host__ __device__ static inline uint16_t float_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
-    uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)((x + bias) >> 16);
-}
-
-__host__ __device__ static inline int64_t f64_to_i64_sat(double x) {
-    if (x != x) return 0;
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)x;
-}
-__host__ __device__ static inline double clamp_trunc(double x, double lo, double hi) {
-    if (x != x) return 0.0;
-    if (x < lo) return lo;
-    if (x > hi) return hi;
-    return x;
-}
+// Elements: convert.cuh (op/dtype.h's casts) with the dtype a template
+// argument, so each (source, destination) pair compiles to its own loop.
 
 template <int DT> __host__ __device__ static constexpr bool is_float_dt() {
     return DT == RGPU_F32 || DT == RGPU_F64 || DT == RGPU_F16 || DT == RGPU_BF16;
-}
-
-// cpu_load_f64 (float dtypes only: the only sources copy reads as double)
-template <int DT> __host__ __device__ static inline double load_f64(const void *base, long long i) {
-    if constexpr (DT == RGPU_F32) return ((const float *)base)[i];
-    else if constexpr (DT == RGPU_F64) return ((const double *)base)[i];
-    else if constexpr (DT == RGPU_F16) return half_to_float(((const uint16_t *)base)[i]);
-    else if constexpr (DT == RGPU_BF16) return bf16_to_float(((const uint16_t *)base)[i]);
-    else return 0.0;
-}
-// cpu_load_u64 (integer and bool dtypes)
-template <int DT> __host__ __device__ static inline uint64_t load_u64(const void *base, long long i) {
-    if constexpr (DT == RGPU_I64) return (uint64_t)((const int64_t *)base)[i];
-    else if constexpr (DT == RGPU_I32) return (uint64_t)(int64_t)((const int32_t *)base)[i];
-    else if constexpr (DT == RGPU_I16) return (uint64_t)(int64_t)((const int16_t *)base)[i];
-    else if constexpr (DT == RGPU_I8) return (uint64_t)(int64_t)((const int8_t *)base)[i];
-    else if constexpr (DT == RGPU_U8) return ((const uint8_t *)base)[i];
-    else if constexpr (DT == RGPU_BOOL) return ((const uint8_t *)base)[i] != 0;
-    else return 0;
-}
-// cpu_store_f64
-template <int DT> __host__ __device__ static inline void store_f64(void *base, long long i, double v) {
-    if constexpr (DT == RGPU_F32) ((float *)base)[i] = (float)v;
-    else if constexpr (DT == RGPU_F64) ((double *)base)[i] = v;
-    else if constexpr (DT == RGPU_F16) ((uint16_t *)base)[i] = float_to_half((float)v);
-    else if constexpr (DT == RGPU_BF16) ((uint16_t *)base)[i] = float_to_bf16((float)v);
-    else if constexpr (DT == RGPU_I64) ((int64_t *)base)[i] = f64_to_i64_sat(v);
-    else if constexpr (DT == RGPU_I32) ((int32_t *)base)[i] = (int32_t)clamp_trunc(v, -2147483648.0, 2147483647.0);
-    else if constexpr (DT == RGPU_I16) ((int16_t *)base)[i] = (int16_t)clamp_trunc(v, -32768.0, 32767.0);
-    else if constexpr (DT == RGPU_I8) ((int8_t *)base)[i] = (int8_t)clamp_trunc(v, -128.0, 127.0);
-    else if constexpr (DT == RGPU_U8) ((uint8_t *)base)[i] = (uint8_t)(uint64_t)f64_to_i64_sat(v);
-    else if constexpr (DT == RGPU_BOOL) ((uint8_t *)base)[i] = v != 0.0;
-}
-// cpu_store_u64: narrower ints wrap
-template <int DT> __host__ __device__ static inline void store_u64(void *base, long long i, uint64_t v) {
-    if constexpr (DT == RGPU_F32) ((float *)base)[i] = (float)(int64_t)v;
-    else if constexpr (DT == RGPU_F64) ((double *)base)[i] = (double)(int64_t)v;
-    else if constexpr (DT == RGPU_F16) ((uint16_t *)base)[i] = float_to_half((float)(int64_t)v);
-    else if constexpr (DT == RGPU_BF16) ((uint16_t *)base)[i] = float_to_bf16((float)(int64_t)v);
-    else if constexpr (DT == RGPU_I64) ((uint64_t *)base)[i] = v;
-    else if constexpr (DT == RGPU_I32) ((uint32_t *)base)[i] = (uint32_t)v;
-    else if constexpr (DT == RGPU_I16) ((uint16_t *)base)[i] = (uint16_t)v;
-    else if constexpr (DT == RGPU_I8 || DT == RGPU_U8) ((uint8_t *)base)[i] = (uint8_t)v;
-    else if constexpr (DT == RGPU_BOOL) ((uint8_t *)base)[i] = v != 0;
-}
-// cpu_store_f32 (f16/bf16 arange): f32/f16/bf16 directly, others widen exactly
-template <int DT> __host__ __device__ static inline void store_f32(void *base, long long i, float v) {
-    if constexpr (DT == RGPU_F32) ((float *)base)[i] = v;
-    else if constexpr (DT == RGPU_F16) ((uint16_t *)base)[i] = float_to_half(v);
-    else if constexpr (DT == RGPU_BF16) ((uint16_t *)base)[i] = float_to_bf16(v);
-    else store_f64<DT>(base, i, (double)v);
 }
 
 // Runtime dtype -> template argument.
@@ -167,66 +44,7 @@ template <int DT> __host__ __device__ static inline void store_f32(void *base, l
     default: break; } } while (0)
 
 // ---------------------------------------------------------------------------
-// Checks (cpu_kernels.c check_arity / check_scalar_arg, cpu_iter.c cpu_check_view)
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-#define FAIL(code, ...) do { errf(err, errlen, __VA_ARGS__); return (code); } while (0)
-#define FORWARD_IF_ERROR(expr) do { rgpu_status s_ = (expr); if (s_ != RGPU_OK) return s_; } while (0)
-
-static rgpu_status check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                 (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
-static rgpu_status check_arity(const rgpu_exec *e, char *err, size_t errlen) {
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-             info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
-
-static rgpu_status check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
-    if (i >= e->n_args || e->args == NULL)
-        FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
-        FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool", rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
-// ---------------------------------------------------------------------------
-// The reduced iteration space (cpu_iter_init with at most one input), strides
+// The reduced iteration space (op_iter_init with at most one input), strides
 // in elements of each operand. zmask: dims where the output's stride is 0
 // (an expanded output): only the last index along them writes, so the value
 // that lands is the one the CPU's in-order loop writes last.
@@ -249,14 +67,14 @@ static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_vie
     int nops = in ? 2 : 1;
     if (in) {
         if (in->ndim > nd)
-            FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d", rgpu_op_name(op), 0, in->ndim, nd);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d", rgpu_op_name(op), 0, in->ndim, nd);
         int lead = nd - in->ndim;
         for (int d = lead; d < nd; d++) {
             long long s = in->sizes[d - lead];
             if (s == out->sizes[d]) st[1][d] = (s == 1) ? 0 : in->strides[d - lead];
             else if (s == 1) st[1][d] = 0;
             else
-                FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld", rgpu_op_name(op), 0,
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld", rgpu_op_name(op), 0,
                      s, d - lead, (long long)out->sizes[d]);
         }
     }
@@ -336,8 +154,8 @@ __global__ void cast_kernel(void *out, const void *in, copy_iter it) {
          i += (long long)gridDim.x * blockDim.x) {
         long long oo, io;
         if (!iter_offsets(it, i, oo, io)) continue;
-        if constexpr (is_float_dt<SD>()) store_f64<DD>(out, oo, load_f64<SD>(in, io));
-        else store_u64<DD>(out, oo, load_u64<SD>(in, io));
+        if constexpr (is_float_dt<SD>()) cvt_st_f64<DD>(out, oo, cvt_ld_f64<SD>(in, io));
+        else cvt_st_u64<DD>(out, oo, cvt_ld_u64<SD>(in, io));
     }
 }
 
@@ -356,17 +174,17 @@ __global__ void fill_kernel(T *out, T v, copy_iter it) {
 template <int DT>
 __global__ void arange_int_kernel(void *out, long long n, long long os, uint64_t start, uint64_t step) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        store_u64<DT>(out, i * os, start + step * (uint64_t)i);
+        cvt_st_u64<DT>(out, i * os, start + step * (uint64_t)i);
 }
 template <int DT>
 __global__ void arange_f32_kernel(void *out, long long n, long long os, float start, float step) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        store_f32<DT>(out, i * os, __fadd_rn(start, __fmul_rn(step, (float)i)));
+        cvt_st_f32<DT>(out, i * os, __fadd_rn(start, __fmul_rn(step, (float)i)));
 }
 template <int DT>
 __global__ void arange_f64_kernel(void *out, long long n, long long os, double start, double step) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        store_f64<DT>(out, i * os, __dadd_rn(start, __dmul_rn(step, (double)i)));
+        cvt_st_f64<DT>(out, i * os, __dadd_rn(start, __dmul_rn(step, (double)i)));
 }
 
 // ---------------------------------------------------------------------------
@@ -419,12 +237,12 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
         if (src == dst) return RGPU_OK;
         if (src < dst + n && dst < src + n) {                    // overlapping (memmove semantics)
             void *tmp = rgpu_cuda_scratch(c, n);
-            if (!tmp) FAIL(RGPU_ERR_NOMEM, "copy_: no device memory for a %zu-byte overlap buffer", n);
+            if (!tmp) RETURN_ERROR(RGPU_ERR_NOMEM, "copy_: no device memory for a %zu-byte overlap buffer", n);
             cudaError_t ce = cudaMemcpyAsync(tmp, src, n, cudaMemcpyDeviceToDevice, c->stream);
             if (ce == cudaSuccess) ce = cudaMemcpyAsync(dst, tmp, n, cudaMemcpyDeviceToDevice, c->stream);
             rgpu_cuda_scratch_free(c, tmp);   // stream-ordered: safe right after the copies
             if (ce != cudaSuccess)
-                FAIL(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC,
+                RETURN_ERROR(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC,
                      "copy_: cudaMemcpyAsync (overlapping %zu bytes, via a buffer): %s", n, cudaGetErrorString(ce));
             return RGPU_OK;
         }
@@ -434,18 +252,11 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     return launch_move(out->data, in->data, esz, it, c->stream, err, errlen);
 }
 
-// cpu_kernels.c scalar_to_dtype: the scalar arg as Scalar.to<T>() gives it.
-static void scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
-    if (a->kind == RGPU_ARG_FLOAT) COPY_EACH_DTYPE(dt, store_f64<DT_>(buf, 0, a->v.f));
-    else if (a->kind == RGPU_ARG_BOOL) COPY_EACH_DTYPE(dt, store_u64<DT_>(buf, 0, a->v.i != 0));
-    else COPY_EACH_DTYPE(dt, store_u64<DT_>(buf, 0, (uint64_t)a->v.i));
-}
-
 static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    FORWARD_IF_ERROR(check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint64_t val = 0;   // element bytes in the low end (little-endian)
-    scalar_to_dtype(&e->args[0], out->dtype, &val);
+    op_scalar_to(&e->args[0], out->dtype, &val);
     size_t esz = rgpu_dtype_size(out->dtype);
     copy_iter it;
     FORWARD_IF_ERROR(iter_init(&it, out, NULL, e->op, err, errlen));
@@ -474,11 +285,11 @@ static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 
 static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     for (int i = 0; i < 2; i++) {
-        FORWARD_IF_ERROR(check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
-        if (e->args[i].kind == RGPU_ARG_BOOL) FAIL(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
+        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        if (e->args[i].kind == RGPU_ARG_BOOL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
     rgpu_view *out = e->out[0];
-    if (out->ndim != 1) FAIL(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
+    if (out->ndim != 1) RETURN_ERROR(RGPU_ERR_SHAPE, "arange: out has %d dims, want 1", out->ndim);
     const rgpu_arg *a0 = &e->args[0], *a1 = &e->args[1];
     int dt = out->dtype;
     long long n = out->sizes[0], os = out->strides[0];
@@ -487,8 +298,8 @@ static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     unsigned g = grid_for(n);
     bool isf = dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16;
     if (!isf && dt != RGPU_BOOL) {
-        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? f64_to_i64_sat(a0->v.f) : a0->v.i);
-        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? f64_to_i64_sat(a1->v.f) : a1->v.i);
+        uint64_t start = (uint64_t)(a0->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a0->v.f) : a0->v.i);
+        uint64_t step = (uint64_t)(a1->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(a1->v.f) : a1->v.i);
         if (n == 0) return RGPU_OK;
         COPY_EACH_DTYPE(dt, (arange_int_kernel<DT_><<<g, THREADS, 0, s>>>(o, n, os, start, step)));
     } else if (dt == RGPU_F16 || dt == RGPU_BF16) {
@@ -498,7 +309,7 @@ static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
         if (dt == RGPU_F16) arange_f32_kernel<RGPU_F16><<<g, THREADS, 0, s>>>(o, n, os, start, step);
         else arange_f32_kernel<RGPU_BF16><<<g, THREADS, 0, s>>>(o, n, os, start, step);
     } else if (dt == RGPU_BOOL) {
-        FAIL(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "arange: bool output is not supported (ATen rejects it)");
     } else {
         double start = a0->kind == RGPU_ARG_FLOAT ? a0->v.f : (double)a0->v.i;
         double step = a1->kind == RGPU_ARG_FLOAT ? a1->v.f : (double)a1->v.i;
@@ -516,19 +327,19 @@ static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 extern "C" rgpu_status rgpu_cuda_copy_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op), e->n_in, e->n_out,
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op), e->n_in, e->n_out,
              e->n_args);
     switch (e->op) {
     case RGPU_OP_FULL:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_full(c, e, err, errlen);
     case RGPU_OP_ARANGE:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_arange(c, e, err, errlen);
     case RGPU_OP_COPY:
-        FORWARD_IF_ERROR(check_arity(e, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_copy(c, e, err, errlen);
     default:
-        FAIL(RGPU_ERR_UNSUPPORTED, "the cuda copy family has no kernel for %s", rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda copy family has no kernel for %s", rgpu_op_name(e->op));
     }
 }

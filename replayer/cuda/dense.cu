@@ -52,8 +52,8 @@ template <typename T>
 static __global__ void pack_kernel(rgpu_cuda_view v, int dt, int64_t n, T *dst)
 {
     const char *base = (const char *)v.data;
-    int64_t esz = esize(dt);
-    DCU_LOOP(i, n) dst[i] = load<T>(base + rgpu_cuda_offset(v, i) * esz, dt);
+    int64_t esz = op_dtype_esize(dt);
+    DCU_LOOP(i, n) dst[i] = cvt_load<T>(base + rgpu_cuda_offset(v, i) * esz, dt);
 }
 
 template <typename T>
@@ -61,11 +61,11 @@ static __global__ void unpack_kernel(rgpu_cuda_view v, int dt, int64_t n, const 
                                      int64_t bias_rows, int64_t bias_len)
 {
     char *base = (char *)v.data;
-    int64_t esz = esize(dt);
+    int64_t esz = op_dtype_esize(dt);
     DCU_LOOP(i, n) {
         T x = src[i];
         if (bias) x = x + bias[(i / bias_len) % bias_rows];
-        store(base + rgpu_cuda_offset(v, i) * esz, dt, x);
+        cvt_store(base + rgpu_cuda_offset(v, i) * esz, dt, x);
     }
 }
 
@@ -75,7 +75,7 @@ static __global__ void copy_kernel(rgpu_cuda_view dst, rgpu_cuda_view src, int64
     DCU_LOOP(i, n) ((T *)dst.data)[rgpu_cuda_offset(dst, i)] = ((const T *)src.data)[rgpu_cuda_offset(src, i)];
 }
 
-static int64_t numel(const rgpu_view *v) { return cpu_numel(v); }
+static int64_t numel(const rgpu_view *v) { return op_numel(v); }
 
 rgpu_status pack(rgpu_cuda_ctx *c, const rgpu_view *v, int ct, void *dst, char *err, size_t errlen)
 {
@@ -83,8 +83,8 @@ rgpu_status pack(rgpu_cuda_ctx *c, const rgpu_view *v, int ct, void *dst, char *
     if (n == 0) return RGPU_OK;
     rgpu_cuda_view cv = rgpu_cuda_view_of(v);
     unsigned nb = blocks_for(n);
-    if (ct == DCT_F32) pack_kernel<float><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (float *)dst);
-    else if (ct == DCT_F64) pack_kernel<double><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (double *)dst);
+    if (ct == OP_CT_F32) pack_kernel<float><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (float *)dst);
+    else if (ct == OP_CT_F64) pack_kernel<double><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (double *)dst);
     else pack_kernel<uint64_t><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (uint64_t *)dst);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -98,10 +98,10 @@ rgpu_status unpack(rgpu_cuda_ctx *c, const rgpu_view *v, int ct, const void *src
     if (bias && (bias_rows < 1 || bias_len < 1)) bias = NULL;
     rgpu_cuda_view cv = rgpu_cuda_view_of(v);
     unsigned nb = blocks_for(n);
-    if (ct == DCT_F32)
+    if (ct == OP_CT_F32)
         unpack_kernel<float><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (const float *)src, (const float *)bias,
                                                            bias_rows, bias_len);
-    else if (ct == DCT_F64)
+    else if (ct == OP_CT_F64)
         unpack_kernel<double><<<nb, THREADS, 0, c->stream>>>(cv, v->dtype, n, (const double *)src, (const double *)bias,
                                                             bias_rows, bias_len);
     else
@@ -150,12 +150,12 @@ bool have_blas(rgpu_cuda_ctx *c, const char *opname, char *err, size_t errlen)
 static __global__ void scale_kernel(int dt, int64_t M, int64_t N, double beta, char *C, int64_t ldc, int64_t sC,
                                     int64_t batch)
 {
-    int64_t esz = esize(dt), mn = M * N;
+    int64_t esz = op_dtype_esize(dt), mn = M * N;
     DCU_LOOP(t, batch * mn) {
         int64_t b = t / mn, r = t % mn, i = r / N, j = r % N;
         char *p = C + (b * sC + i * ldc + j) * esz;
-        if (dt == RGPU_F64) store_f64(p, dt, beta == 0.0 ? 0.0 : beta * load_f64(p, dt));
-        else store_f32(p, dt, beta == 0.0 ? 0.0f : (float)beta * load_f32(p, dt));
+        if (dt == RGPU_F64) op_store_f64(p, dt, beta == 0.0 ? 0.0 : beta * op_load_f64(p, dt));
+        else op_store_f32(p, dt, beta == 0.0 ? 0.0f : (float)beta * op_load_f32(p, dt));
     }
 }
 
@@ -194,8 +194,8 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
     if (M == 0 || N == 0 || batch == 0) return RGPU_OK;
     if (dt == RGPU_I64) {
         gemm_u64_kernel<<<blocks_for(batch * M * N), THREADS, 0, c->stream>>>(
-            ta, tb, M, N, K, (uint64_t)cpu_f64_to_i64_sat(alpha), (const uint64_t *)A, lda, sA, (const uint64_t *)B,
-            ldb, sB, (uint64_t)cpu_f64_to_i64_sat(beta), (uint64_t *)C, ldc, sC, batch);
+            ta, tb, M, N, K, (uint64_t)op_f64_to_i64_sat(alpha), (const uint64_t *)A, lda, sA, (const uint64_t *)B,
+            ldb, sB, (uint64_t)op_f64_to_i64_sat(beta), (uint64_t *)C, ldc, sC, batch);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         return RGPU_OK;
     }

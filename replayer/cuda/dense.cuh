@@ -4,9 +4,9 @@
 // copies, GEMM through cuBLAS or a plain integer kernel).
 //
 // Argument parsing and validation reuse the CPU dense helpers (cpu_dense.h:
-// dense_check_io, dense_arg_*, dense_check_shape, ...) so both backends
+// op_dense_check_io, dense_arg_*, op_dense_check_shape, ...) so both backends
 // accept the same records and report the same messages. Compute types are the
-// CPU's (DCT_F32 for f32/f16/bf16, DCT_F64, DCT_I64 held as uint64 with
+// CPU's (OP_CT_F32 for f32/f16/bf16, OP_CT_F64, OP_CT_I64 held as uint64 with
 // wrapping arithmetic); conversions round like c10 (cuda_fp16/cuda_bf16 RNE).
 #pragma once
 
@@ -15,10 +15,9 @@
 #include <limits.h>
 
 #include "common.cuh"
+#include "convert.cuh"
 
-extern "C" {
-#include "cpu/cpu_dense.h"
-}
+#include "op/dense.h"
 
 namespace dcu {
 
@@ -37,149 +36,11 @@ static inline unsigned blocks_for(int64_t n)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 // ---------------------------------------------------------------------------
-// Element conversions (mirror cpu_internal.h's cpu_load_* / cpu_store_*).
-
-__device__ __forceinline__ int64_t esize(int dt)
-{
-    switch (dt) {
-    case RGPU_F64: case RGPU_I64: return 8;
-    case RGPU_F32: case RGPU_I32: return 4;
-    case RGPU_F16: case RGPU_BF16: case RGPU_I16: return 2;
-    default: return 1;
-    }
-}
-
-__device__ __forceinline__ int64_t f64_to_i64_sat(double x)
-{
-    if (x != x) return 0;
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)x;
-}
-
-__device__ __forceinline__ double clamp_trunc(double x, double lo, double hi)
-{
-    if (x != x) return 0.0;
-    if (x < lo) return lo;
-    if (x > hi) return hi;
-    return x;
-}
-
-__device__ __forceinline__ float h2f(const char *p) { return __half2float(*(const __half *)p); }
-__device__ __forceinline__ float b2f(const char *p) { return __bfloat162float(*(const __nv_bfloat16 *)p); }
-
-__device__ inline double load_f64(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return *(const double *)p;
-    case RGPU_F16:  return h2f(p);
-    case RGPU_BF16: return b2f(p);
-    case RGPU_I64:  return (double)*(const int64_t *)p;
-    case RGPU_I32:  return *(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0;
-    }
-}
-
-__device__ inline float load_f32(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return (float)*(const double *)p;
-    case RGPU_F16:  return h2f(p);
-    case RGPU_BF16: return b2f(p);
-    case RGPU_I64:  return (float)*(const int64_t *)p;
-    case RGPU_I32:  return (float)*(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0f;
-    }
-}
-
-__device__ inline uint64_t load_u64(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return (uint64_t)f64_to_i64_sat(*(const float *)p);
-    case RGPU_F64:  return (uint64_t)f64_to_i64_sat(*(const double *)p);
-    case RGPU_F16:  return (uint64_t)f64_to_i64_sat(h2f(p));
-    case RGPU_BF16: return (uint64_t)f64_to_i64_sat(b2f(p));
-    case RGPU_I64:  return (uint64_t)*(const int64_t *)p;
-    case RGPU_I32:  return (uint64_t)(int64_t)*(const int32_t *)p;
-    case RGPU_I16:  return (uint64_t)(int64_t)*(const int16_t *)p;
-    case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0;
-    }
-}
-
-__device__ inline void store_f64(char *p, int dt, double v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)v; break;
-    case RGPU_F64:  *(double *)p = v; break;
-    case RGPU_F16:  *(__half *)p = __float2half_rn((float)v); break;
-    case RGPU_BF16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v); break;
-    case RGPU_I64:  *(int64_t *)p = f64_to_i64_sat(v); break;
-    case RGPU_I32:  *(int32_t *)p = (int32_t)clamp_trunc(v, -2147483648.0, 2147483647.0); break;
-    case RGPU_I16:  *(int16_t *)p = (int16_t)clamp_trunc(v, -32768.0, 32767.0); break;
-    case RGPU_I8:   *(int8_t *)p = (int8_t)clamp_trunc(v, -128.0, 127.0); break;
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)f64_to_i64_sat(v); break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0.0; break;
-    default: break;
-    }
-}
-
-__device__ inline void store_f32(char *p, int dt, float v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = v; break;
-    case RGPU_F16:  *(__half *)p = __float2half_rn(v); break;
-    case RGPU_BF16: *(__nv_bfloat16 *)p = __float2bfloat16_rn(v); break;
-    default:        store_f64(p, dt, v); break;
-    }
-}
-
-__device__ inline void store_u64(char *p, int dt, uint64_t v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)(int64_t)v; break;
-    case RGPU_F64:  *(double *)p = (double)(int64_t)v; break;
-    case RGPU_F16:  *(__half *)p = __float2half_rn((float)(int64_t)v); break;
-    case RGPU_BF16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)(int64_t)v); break;
-    case RGPU_I64:  *(uint64_t *)p = v; break;
-    case RGPU_I32:  *(uint32_t *)p = (uint32_t)v; break;
-    case RGPU_I16:  *(uint16_t *)p = (uint16_t)v; break;
-    case RGPU_I8:
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)v; break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0; break;
-    default: break;
-    }
-}
-
-// The compute type T (float, double, uint64_t) as a template parameter.
-template <typename T> __device__ T load(const char *p, int dt);
-template <> __device__ __forceinline__ float load<float>(const char *p, int dt) { return load_f32(p, dt); }
-template <> __device__ __forceinline__ double load<double>(const char *p, int dt) { return load_f64(p, dt); }
-template <> __device__ __forceinline__ uint64_t load<uint64_t>(const char *p, int dt) { return load_u64(p, dt); }
-__device__ __forceinline__ void store(char *p, int dt, float v) { store_f32(p, dt, v); }
-__device__ __forceinline__ void store(char *p, int dt, double v) { store_f64(p, dt, v); }
-__device__ __forceinline__ void store(char *p, int dt, uint64_t v) { store_u64(p, dt, v); }
+// Elements: convert.cuh (op/dtype.h's casts; cvt_load<T> / cvt_store by compute type).
 
 // f32 rounded to dtype dt and back (f16/bf16 round; identity otherwise):
 // ATen's reduced-type backward kernels accumulate in the tensor's own type.
-__device__ __forceinline__ float rnd_dt(int dt, float v)
-{
-    if (dt == RGPU_F16) return __half2float(__float2half_rn(v));
-    if (dt == RGPU_BF16) return __bfloat162float(__float2bfloat16_rn(v));
-    return v;
-}
+__device__ __forceinline__ float rnd_dt(int dt, float v) { return op_round_to(dt, v); }
 
 // Element pointer of a 1-d per-channel parameter (NULL p = absent).
 struct param {
@@ -192,8 +53,8 @@ static inline param param_of(const rgpu_view *v)
     param r = { v ? (char *)v->data : NULL, v ? v->dtype : RGPU_F32, v ? v->strides[0] : 0 };
     return r;
 }
-__device__ __forceinline__ double param_at(const param &q, int64_t i) { return load_f64(q.p + i * q.stride * esize(q.dt), q.dt); }
-__device__ __forceinline__ void param_set(const param &q, int64_t i, double v) { store_f64(q.p + i * q.stride * esize(q.dt), q.dt, v); }
+__device__ __forceinline__ double param_at(const param &q, int64_t i) { return op_load_f64(q.p + i * q.stride * op_dtype_esize(q.dt), q.dt); }
+__device__ __forceinline__ void param_set(const param &q, int64_t i, double v) { op_store_f64(q.p + i * q.stride * op_dtype_esize(q.dt), q.dt, v); }
 
 // Sum over the block (blockDim.x a power of two, sh has blockDim.x slots)
 // in a fixed tree order: the same bits on every run. Every thread gets it.
@@ -231,8 +92,8 @@ struct scratch {
 };
 
 // Compute-type size and the dtype a compute buffer is held in.
-static inline size_t ct_size(int ct) { return ct == DCT_F32 ? 4 : 8; }
-static inline int ct_dtype(int ct) { return ct == DCT_F32 ? RGPU_F32 : ct == DCT_F64 ? RGPU_F64 : RGPU_I64; }
+static inline size_t ct_size(int ct) { return ct == OP_CT_F32 ? 4 : 8; }
+static inline int ct_dtype(int ct) { return ct == OP_CT_F32 ? RGPU_F32 : ct == OP_CT_F64 ? RGPU_F64 : RGPU_I64; }
 
 // A contiguous (row-major) view of sizes over data.
 rgpu_view contig_view(void *data, int dtype, int ndim, const int64_t *sizes);

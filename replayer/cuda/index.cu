@@ -49,7 +49,7 @@ __global__ void k_copy(ix_walk w, char *d, int ddt, int desz, const char *s, int
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        ix_elem_convert(d + off[0], ddt, s + off[1], sdt, desz);
+        op_elem_convert(d + off[0], ddt, s + off[1], sdt);
     }
 }
 
@@ -59,7 +59,7 @@ __global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, long long n)
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         uint64_t v = bits;
-        ix_elem_copy(d + off[0], (const char *)&v, esz);
+        op_elem_copy(d + off[0], (const char *)&v, esz);
     }
 }
 
@@ -181,15 +181,15 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
 }
 
 // ---------------------------------------------------------------------------
-// Checks: cpu_index.h's cpu_index_check_out_shape, _check_same_dtype,
+// Checks: cpu_index.h's op_index_check_out_shape, _check_same_dtype,
 // _check_index_dtype, _wrap_dim, _nonempty_sizes and _bstride, plus these.
 
 static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (cpu_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && cpu_numel(out) > 0)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+    if (op_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && op_numel(out) > 0)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
     return ix_copy_view(c, out, self, err, errlen);
 }
@@ -199,7 +199,7 @@ static rgpu_status bad_index(const rgpu_exec *e, const char *name, int64_t v, in
                              char *err, size_t errlen)
 {
     (void)e;
-    CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
              name, (long long)v, dim, (long long)size);
 }
 
@@ -319,8 +319,8 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
         char *d = out + g.target[gi] + off[0];
         const char *sb = src + off[1];
         long long s0 = g.start[gi], s1 = g.start[gi + 1];
-        if (mode == IDX_ASSIGN) {   // the last write wins
-            ix_elem_copy(d, sb + g.list[s1 - 1], ix_esz(dt));
+        if (mode == OP_IDX_ASSIGN) {   // the last write wins
+            op_elem_copy(d, sb + g.list[s1 - 1], op_dtype_esize(dt));
             continue;
         }
         ix_alpha al = a;
@@ -328,28 +328,28 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
             double sc = 1.0 / (double)(s1 - s0);
             al.one = sc == 1.0;
             al.d = sc;
-            al.f = ix_round_to(dt, (float)sc);
+            al.f = op_round_to(dt, (float)sc);
             al.fused = 1;
             al.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
         }
         switch (dt) {
         case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
-            float x = ix_load_f32(d, dt);
+            float x = op_load_f32(d, dt);
             if (f32acc) {
 #pragma unroll 4
-                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, ix_load_f32(sb + g.list[s], dt));
+                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, op_load_f32(sb + g.list[s], dt));
             } else {
 #pragma unroll 4
                 for (long long s = s0; s < s1; s++)
-                    x = ix_round_to(dt, ix_step_f32(x, ix_load_f32(sb + g.list[s], dt), dt, IDX_ADD, al));
+                    x = op_round_to(dt, ix_step_f32(x, op_load_f32(sb + g.list[s], dt), dt, OP_IDX_ADD, al));
             }
-            ix_store_f32(d, dt, x);
+            op_store_f32(d, dt, x);
             break;
         }
         case RGPU_F64: {
             double x = *(const double *)d;
 #pragma unroll 4
-            for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), IDX_ADD, al);
+            for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), OP_IDX_ADD, al);
             *(double *)d = x;
             break;
         }
@@ -360,9 +360,9 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
             break;
         }
         default: {   // integers wrap; keeping 64 bits and narrowing at the end is the same
-            uint64_t x = ix_load_u64(d, dt);
-            for (long long s = s0; s < s1; s++) x += al.i * ix_load_u64(sb + g.list[s], dt);
-            ix_store_u64(d, dt, x);
+            uint64_t x = op_load_u64(d, dt);
+            for (long long s = s0; s < s1; s++) x += al.i * op_load_u64(sb + g.list[s], dt);
+            op_store_u64(d, dt, x);
             break;
         }
         }
@@ -384,7 +384,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     RGPU_CUDA_NEEDS_HOST(c, "index groups from the host", err, errlen);
     ix_host h;
     long long *hb = (long long *)h.get(nwords * sizeof(long long));
-    if (!hb) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
+    if (!hb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index groups", rgpu_op_name(e->op), (long long)g->ng);
     long long *ht = hb, *hs = hb + g->ng, *hl = hb + 2 * g->ng + 1;
     for (int64_t i = 0; i < g->ng; i++) ht[i] = g->gkey[i] * tscale;
     for (int64_t i = 0; i <= g->ng; i++) hs[i] = g->start[i];
@@ -408,17 +408,17 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
 static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *ix, ix_host *h,
                                   int64_t **out, char *err, size_t errlen)
 {
-    int64_t n = cpu_numel(ix);
+    int64_t n = op_numel(ix);
     size_t esz = rgpu_dtype_size(ix->dtype);
     char *raw = (char *)malloc((size_t)(n > 0 ? n : 1) * esz);
     int64_t *v = (int64_t *)h->get((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (!raw || !v) {
         free(raw);
-        CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", rgpu_op_name(e->op), (long long)n);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", rgpu_op_name(e->op), (long long)n);
     }
     rgpu_status st = ix_download_view(c, ix, raw, err, errlen);
     if (st == RGPU_OK)
-        for (int64_t i = 0; i < n; i++) v[i] = idx_load_index(raw + (size_t)i * esz, ix->dtype);
+        for (int64_t i = 0; i < n; i++) v[i] = op_idx_load_index(raw + (size_t)i * esz, ix->dtype);
     free(raw);
     *out = v;
     return st;
@@ -450,28 +450,28 @@ static unsigned row_threads(long long D)
 
 static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (wt->ndim != 2) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
-    if (ix->ndim + 1 > RGPU_MAX_DIMS) CPU_FAIL(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
-    int64_t n = cpu_numel(ix);
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
+    int64_t n = op_numel(ix);
     if (n == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
     if (found)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
                  (long long)bad, (long long)V);
     if (D == 0) return RGPU_OK;
 
@@ -482,7 +482,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
     const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
     char *op = (char *)out->data;
-    int64_t ws0 = cpu_index_bstride(wt, 0), ws1 = cpu_index_bstride(wt, 1), os = cpu_index_bstride(out, ix->ndim);
+    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
     switch (rgpu_dtype_size(wt->dtype)) {
     case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
     case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
@@ -500,63 +500,63 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t nw, pad;
     bool by_freq;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    if (!cpu_dtype_is_float(g->dtype))
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
-    if (g->ndim < 1) CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
-    if (nw < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
-    int64_t D = g->sizes[g->ndim - 1], n = cpu_numel(ix), rows = 1;
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
+    int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
     for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
     if (rows != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)D, (long long)n);
     int64_t want[2] = { nw, D };
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, 2, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
     if (n > 0) {   // validate before writing (row-major: the first bad index)
-        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
         for (int64_t i = 0; i < n; i++)
             if (keys[i] != pad && (keys[i] < 0 || keys[i] >= nw))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)keys[i], (long long)nw);
     }
     uint64_t zero = 0;
-    CPU_FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
+    FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
     if (n == 0 || D == 0) return RGPU_OK;
 
     uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
     int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
-    if (!skip || !rowoff) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
-    idx_walk wg;   // grad rows in row-major order, in lockstep with the indices
-    idx_walk_init(&wg, g->ndim - 1, g->sizes);
-    idx_walk_strides(&wg, 0, g);
+    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
+    op_walk wg;   // grad rows in row-major order, in lockstep with the indices
+    op_walk_init(&wg, g->ndim - 1, g->sizes);
+    op_walk_strides(&wg, 0, g);
     for (int64_t i = 0; i < n; i++) {
         skip[i] = keys[i] == pad;
         rowoff[i] = wg.off[0];
-        idx_walk_next(&wg);
+        op_walk_next(&wg);
     }
     ix_grouping gr;
-    if (!group_keys(&gr, keys, skip, n)) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
+    if (!group_keys(&gr, keys, skip, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
 
     int64_t Dsz = D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
-    inner.st[0][0] = cpu_index_bstride(out, 1);
-    inner.st[1][0] = cpu_index_bstride(g, g->ndim - 1);
-    return run_groups(c, e, &gr, cpu_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
-                      out->dtype, IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
+    inner.st[0][0] = op_index_bstride(out, 1);
+    inner.st[1][0] = op_index_bstride(g, g->ndim - 1);
+    return run_groups(c, e, &gr, op_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
+                      out->dtype, OP_IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -570,35 +570,35 @@ __global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const ch
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(ix + off[0], idt);
-        ix_elem_copy(out + off[1], self + off[2] + v * sdim, esz);
+        op_elem_copy(out + off[1], self + off[2] + v * sdim, esz);
     }
 }
 
 static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++)
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)isz[d], (long long)ssz[d]);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
-    if (cpu_numel(ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
+    if (op_numel(ix) == 0) return RGPU_OK;
 
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "gather", bad, dim, ssz[dim], err, errlen);
 
     ix_walk w;
@@ -609,7 +609,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     w.st[2][dim] = 0;
     long long n = ix_walk_numel(&w);
     k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
-                                                         (const char *)self->data, cpu_index_bstride(self, dim),
+                                                         (const char *)self->data, op_index_bstride(self, dim),
                                                          (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -639,9 +639,9 @@ __global__ void k_scatter_lines(ix_walk w, long long nlines, long long len, long
             char *d = out + off[1] + v * odim;
             if (f32acc) {
                 long long slot = off[3] + v * cdim;
-                if (!touched[slot]) { acc[slot] = ix_load_f32(d, dt); touched[slot] = 1; }
-                float y = ix_load_f32(s, dt);
-                acc[slot] = mode == IDX_MUL ? __fmul_rn(acc[slot], y) : __fadd_rn(acc[slot], y);
+                if (!touched[slot]) { acc[slot] = op_load_f32(d, dt); touched[slot] = 1; }
+                float y = op_load_f32(s, dt);
+                acc[slot] = mode == OP_IDX_MUL ? __fmul_rn(acc[slot], y) : __fadd_rn(acc[slot], y);
             } else {
                 ix_elem_reduce(d, s, dt, mode, one);
             }
@@ -656,60 +656,60 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
         if (!touched[l]) continue;
         long long off[IX_NW];
         ix_walk_at(w, l, off);
-        ix_store_f32(out + off[0], dt, acc[l]);
+        op_store_f32(out + off[0], dt, acc[l]);
     }
 }
 
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     const char *name = add_only ? "scatter_add" : "scatter";
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = IDX_ADD;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64, reduce = OP_IDX_ADD;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     uint64_t value = 0;
     if (!add_only) {
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
         if (reduce < 0 || reduce > 2)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
         if (src == NULL) {
             double ignored;
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            cpu_index_scalar_to(&e->args[1], self->dtype, &value);
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            op_scalar_to(&e->args[1], self->dtype, &value);
         }
     }
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(ix, isz) != nd || (src && cpu_index_nonempty_sizes(src, rsz) != nd))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && isz[d] > rsz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
                      name, (long long)isz[d], (long long)rsz[d], d);
         if (d != dim && isz[d] > ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
                      name, (long long)isz[d], (long long)ssz[d], d);
     }
-    bool any = cpu_numel(ix) > 0;
+    bool any = op_numel(ix) > 0;
     if (any) {
         bool found;
         int64_t bad;
-        CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+        FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
         if (found) return bad_index(e, name, bad, dim, ssz[dim], err, errlen);
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = out->dtype;
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != IDX_ASSIGN;
-    long long nout = cpu_numel(out);
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
+    long long nout = op_numel(out);
     ix_scratch sacc(c);
     float *acc = NULL;
     uint8_t *touched = NULL;
@@ -732,9 +732,9 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     if (src) ix_walk_strides(&w, 2, src);
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     long long nlines = ix_walk_numel(&w);
-    long long ixs = cpu_index_bstride(ix, dim), srcs = src ? cpu_index_bstride(src, dim) : 0;
+    long long ixs = op_index_bstride(ix, dim), srcs = src ? op_index_bstride(src, dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, isz[dim], ixs, srcs, cpu_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
+        w, nlines, isz[dim], ixs, srcs, op_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
         (char *)out->data, src ? (const char *)src->data : NULL, value, dt, (int)reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
@@ -758,49 +758,49 @@ __global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long
         long long off[IX_NW];
         long long cd = ix_walk_at_dim(w, i, off, dim);
         long long v = ix_load_index(ix + cd * ixs, idt);
-        ix_elem_copy(out + off[0], self + off[1] + v * sdim, esz);
+        op_elem_copy(out + off[0], self + off[1] + v * sdim, esz);
     }
 }
 
 static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (self->ndim == 0 && cpu_numel(ix) != 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)cpu_numel(ix));
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (self->ndim == 0 && op_numel(ix) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)op_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[dim] = cpu_numel(ix);
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, self->ndim, want, err, errlen));
+    if (self->ndim > 0) want[dim] = op_numel(ix);
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
     if (ix->ndim > 1)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
     bool found;
     int64_t bad;
-    CPU_FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "index_select", bad, dim, ssz[dim], err, errlen);
-    if (cpu_numel(out) == 0) return RGPU_OK;
+    if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t osz[RGPU_MAX_DIMS];
-    cpu_index_nonempty_sizes(out, osz);
+    op_index_nonempty_sizes(out, osz);
     ix_walk w;
     ix_walk_init(&w, nd, osz);
     ix_walk_strides(&w, 0, out);
     ix_walk_strides(&w, 1, self);
     w.st[1][dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, cpu_index_bstride(ix, 0),
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, op_index_bstride(ix, 0),
                                                                (char *)out->data, (const char *)self->data,
-                                                               cpu_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
+                                                               op_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -811,89 +811,80 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 
 static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     double alpha_v;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, ix, true, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
-    if (al->kind == RGPU_ARG_FLOAT && !cpu_dtype_is_float(dt))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
     if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    idx_alpha a;
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+    op_idx_alpha a;
     a.d = alpha_v;
     a.f = (float)alpha_v;
-    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)cpu_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
     a.b = alpha_v != 0.0;
     a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
     a.fused = self->ndim > 1;   // see cpu_index.c: ATen's slice-wise add_ is an fma
     a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = idx_round_to(dt, a.f);
+    a.f = op_round_to(dt, a.f);
 
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
     int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = cpu_index_nonempty_sizes(self, ssz);
-    if (cpu_index_nonempty_sizes(src, rsz) != nd)
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
-    if (ix->ndim > 1) CPU_FAIL(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (rsz[dim] != cpu_numel(ix))
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)cpu_numel(ix), (long long)rsz[dim]);
+    int nd = op_index_nonempty_sizes(self, ssz);
+    if (op_index_nonempty_sizes(src, rsz) != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (rsz[dim] != op_numel(ix))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)op_numel(ix), (long long)rsz[dim]);
     for (int d = 0; d < nd; d++)
         if (d != dim && rsz[d] != ssz[d])
-            CPU_FAIL(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
                      (long long)rsz[d], d, (long long)ssz[d]);
-    int64_t n = cpu_numel(ix);
+    int64_t n = op_numel(ix);
     ix_host hk;
     int64_t *iv = NULL;
     if (n > 0) {
-        CPU_FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
         for (int64_t i = 0; i < n; i++)
             if (iv[i] < 0 || iv[i] >= ssz[dim]) return bad_index(e, "index_add", iv[i], dim, ssz[dim], err, errlen);
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
-    if (cpu_numel(src) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    if (op_numel(src) == 0) return RGPU_OK;
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
                   alpha_v == 1.0 && ix->dtype == RGPU_I64;
     ix_grouping gr;
-    if (!group_keys(&gr, iv, NULL, n)) CPU_FAIL(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
+    if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
     memset(&inner, 0, sizeof inner);
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
         inner.sz[inner.nd] = rsz[d];
-        inner.st[0][inner.nd] = cpu_index_bstride(out, d);
-        inner.st[1][inner.nd] = cpu_index_bstride(src, d);
+        inner.st[0][inner.nd] = op_index_bstride(out, d);
+        inner.st[1][inner.nd] = op_index_bstride(src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, cpu_index_bstride(out, dim), NULL, cpu_index_bstride(src, dim), &inner, (char *)out->data,
-                      (const char *)src->data, dt, IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
+    return run_groups(c, e, &gr, op_index_bstride(out, dim), NULL, op_index_bstride(src, dim), &inner, (char *)out->data,
+                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
 // Advanced indexing geometry (index.Tensor, index_put), as cpu_index.c's
 // geom_build: the shape part runs on the host; the per-B-element target
 // offsets (boff) and their validation run on the device.
-
-struct geom {
-    int nb;
-    int64_t bsz[RGPU_MAX_DIMS];
-    int64_t nbel;
-    int R;
-    int64_t rsz[RGPU_MAX_DIMS];
-    int rdim[RGPU_MAX_DIMS];
-};
 
 struct geom_dev {
     int nb, nk;
@@ -924,63 +915,10 @@ __global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned lon
     }
 }
 
-static rgpu_status geom_shape(const rgpu_exec *e, geom *g, const rgpu_view *self, const rgpu_view *const *idx,
-                              int nidx, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    memset(g, 0, sizeof *g);
-    if (nidx > self->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
-    int first = -1, last = -1, count = 0;
-    for (int k = 0; k < nidx; k++) {
-        const rgpu_view *v = idx[k];
-        if (v == NULL) continue;
-        CPU_FORWARD_IF_ERROR(cpu_index_check_index_dtype(e, v, true, err, errlen));
-        if (first < 0) first = k;
-        last = k;
-        count++;
-        if (v->ndim > g->nb) {
-            int add = v->ndim - g->nb;
-            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
-            for (int d = 0; d < add; d++) g->bsz[d] = 1;
-            g->nb = v->ndim;
-        }
-        int lead = g->nb - v->ndim;
-        for (int d = 0; d < v->ndim; d++) {
-            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
-            if (*b == 1) *b = s;
-            else if (s != 1 && s != *b)
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
-                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
-        }
-    }
-    bool adjacent = count == 0 || last - first + 1 == count;
-    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
-                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
-    int R = 0;
-    if (adjacent) {
-        int lo = count ? first : 0, hi = count ? last : -1;
-        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
-    } else {
-        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
-        for (int d = 0; d < self->ndim; d++)
-            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
-    }
-    g->R = R;
-    for (int r = 0; r < R; r++)
-        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
-    g->nbel = 1;
-    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
-    return RGPU_OK;
-}
-
 // boff (device, nbel entries, in the scratch holder) = byte offsets into
 // target of each B element; fails with the CPU's message on a bad index
 // (the first index tensor with one, its first in B's row-major order).
-static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom *g, const rgpu_view *self,
+static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_geom *g, const rgpu_view *self,
                                 const rgpu_view *target, const rgpu_view *const *idx, int nidx, ix_scratch *hold,
                                 long long **boff, char *err, size_t errlen)
 {
@@ -1002,7 +940,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const geom
         gd.t[j].dt = v->dtype;
         gd.t[j].k = k;
         gd.t[j].size = self->sizes[k];
-        gd.t[j].ts = cpu_index_bstride(target, k);
+        gd.t[j].ts = op_index_bstride(target, k);
         int lead = g->nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
@@ -1037,42 +975,42 @@ __global__ void k_index(ix_walk w, char *out, const char *self, const long long 
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        ix_elem_copy(out + off[0], self + off[1] + boff[off[2]], esz);
+        op_elem_copy(out + off[0], self + off[1] + boff[off[2]], esz);
     }
 }
 
 // Walk over the result dims: set 1 = target's un-indexed dims (bytes),
 // set 2 = B element number (as cpu_index.c's geom_walk).
-static void geom_walk(const geom *g, ix_walk *w, const rgpu_view *target)
+static void geom_walk(const op_index_geom *g, ix_walk *w, const rgpu_view *target)
 {
     ix_walk_init(w, g->R, g->rsz);
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = cpu_index_bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
 
 static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    geom g;
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    op_index_geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
-    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
-    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
-    long long n = cpu_numel(out);
+    FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     geom_walk(&g, &w, self);
-    for (int r = 0; r < g.R; r++) w.st[0][r] = cpu_index_bstride(out, r);
+    for (int r = 0; r < g.R; r++) w.st[0][r] = op_index_bstride(out, r);
     k_index<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, (const char *)self->data, boff,
                                                         (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1084,22 +1022,22 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 // result (the last write wins, adds in that order): grouped by boff.
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!cpu_index_same_shape(out, self)) CPU_FAIL(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
-    geom g;
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    op_index_geom g;
     const rgpu_view *const *idx = &e->in[2];
     int nidx = e->n_in - 2;
-    CPU_FORWARD_IF_ERROR(geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
-    CPU_FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
+    FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
 
     // values broadcast to the result shape: vst[r] (bytes)
     int64_t vst[RGPU_MAX_DIMS] = { 0 };
@@ -1118,11 +1056,11 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         rv.ndim = g.R;
         for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
         char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", cpu_index_shape_str(vals, a, sizeof a),
-                 cpu_index_shape_str(&rv, b, sizeof b));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
+                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 op_index_shape_str(&rv, b, sizeof b));
     }
-    CPU_FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     int64_t nres = 1;
     for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
     if (nres == 0) return RGPU_OK;
@@ -1134,7 +1072,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     ix_host hb, hv;
     int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
     int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));
-    if (!hboff || !vb) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
+    if (!hboff || !vb) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
     RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
                   err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
@@ -1144,20 +1082,20 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) {
         if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
         inner.sz[inner.nd] = g.rsz[r];
-        inner.st[0][inner.nd] = cpu_index_bstride(out, g.rdim[r]);
+        inner.st[0][inner.nd] = op_index_bstride(out, g.rdim[r]);
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }
     {
-        idx_walk wb;
-        idx_walk_init(&wb, g.nb, g.bsz);
+        op_walk wb;
+        op_walk_init(&wb, g.nb, g.bsz);
         for (int j = 0; j < g.nb; j++) wb.st[0][j] = vbst[j];
-        for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; idx_walk_next(&wb); }
+        for (int64_t b = 0; b < nbel; b++) { vb[b] = wb.off[0]; op_walk_next(&wb); }
     }
     ix_grouping gr;
-    if (!group_keys(&gr, hboff, NULL, nbel)) CPU_FAIL(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
+    if (!group_keys(&gr, hboff, NULL, nbel)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
     return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)out->data, (const char *)vals->data, dt,
-                      acc ? IDX_ADD : IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
+                      acc ? OP_IDX_ADD : OP_IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
 }
 
 }  // namespace rgpu_ix

@@ -7,13 +7,13 @@
 #pragma once
 
 #include "common.cuh"
+#include "convert.cuh"
 
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "cpu/cpu_index.h"
-}
+#include "op/index.h"
+#include "op/iter.h"
 
 // Everything of the family lives in this namespace (the entry points,
 // extern "C", are outside it).
@@ -35,228 +35,7 @@ static inline unsigned ix_blocks(long long n)
 #define IX_FOR(i, n) \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-// ---------------------------------------------------------------------------
-// f16 / bf16 <-> f32, the integer algorithms of replayer/cpu/half.h line by
-// line (so NaN encodings match too: f16 NaN -> sign|0x7E00, bf16 -> 0x7FC0).
-__device__ inline float ix_half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    if (e == 0) {
-        float v = __fmul_rn((float)m, 5.9604644775390625e-8f);   // exact
-        return __uint_as_float(__float_as_uint(v) | sign);
-    }
-    if (e == 31) return __uint_as_float(sign | 0x7f800000u | (m << 13));
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-__device__ inline uint16_t ix_float_to_half(float f)
-{
-    uint32_t x = __float_as_uint(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        uint32_t hv = (ax >> 13) - (112u << 10);
-        uint32_t rem = ax & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (hv & 1u))) hv++;
-        return (uint16_t)(sign | hv);
-    }
-    uint32_t e = ax >> 23;
-    if (e < 102) return (uint16_t)sign;
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e;
-    uint32_t r = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1u);
-    uint32_t half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) r++;
-    return (uint16_t)(sign | r);
-}
-
-__device__ inline float ix_bf16_to_float(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
-
-__device__ inline uint16_t ix_float_to_bf16(float f)
-{
-    uint32_t x = __float_as_uint(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
-    uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)((x + bias) >> 16);
-}
-
-// ---------------------------------------------------------------------------
-// Elements, as cpu_internal.h (float -> int truncates and clamps, NaN -> 0;
-// int -> narrower int wraps; f16/bf16 through f32).
-__device__ inline int64_t ix_f64_to_i64_sat(double x)
-{
-    if (x != x) return 0;
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)x;
-}
-
-__device__ inline double ix_clamp_trunc(double x, double lo, double hi)
-{
-    if (x != x) return 0.0;
-    if (x < lo) return lo;
-    if (x > hi) return hi;
-    return x;
-}
-
-__device__ inline double ix_load_f64(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return *(const double *)p;
-    case RGPU_F16:  return ix_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return ix_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64:  return (double)*(const int64_t *)p;
-    case RGPU_I32:  return *(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0;
-    }
-}
-
-__device__ inline float ix_load_f32(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return (float)*(const double *)p;
-    case RGPU_F16:  return ix_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return ix_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64:  return (float)*(const int64_t *)p;
-    case RGPU_I32:  return (float)*(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0f;
-    }
-}
-
-__device__ inline uint64_t ix_load_u64(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return (uint64_t)ix_f64_to_i64_sat(*(const float *)p);
-    case RGPU_F64:  return (uint64_t)ix_f64_to_i64_sat(*(const double *)p);
-    case RGPU_F16:  return (uint64_t)ix_f64_to_i64_sat(ix_half_to_float(*(const uint16_t *)p));
-    case RGPU_BF16: return (uint64_t)ix_f64_to_i64_sat(ix_bf16_to_float(*(const uint16_t *)p));
-    case RGPU_I64:  return (uint64_t)*(const int64_t *)p;
-    case RGPU_I32:  return (uint64_t)(int64_t)*(const int32_t *)p;
-    case RGPU_I16:  return (uint64_t)(int64_t)*(const int16_t *)p;
-    case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0;
-    }
-}
-
-__device__ inline bool ix_load_bool(const char *p, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p != 0.0f;
-    case RGPU_F64:  return *(const double *)p != 0.0;
-    case RGPU_F16:  return (*(const uint16_t *)p & 0x7fffu) != 0;
-    case RGPU_BF16: return (*(const uint16_t *)p & 0x7fffu) != 0;
-    case RGPU_I64:  return *(const int64_t *)p != 0;
-    case RGPU_I32:  return *(const int32_t *)p != 0;
-    case RGPU_I16:  return *(const int16_t *)p != 0;
-    case RGPU_I8:   return *(const int8_t *)p != 0;
-    case RGPU_U8:   return *(const uint8_t *)p != 0;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return false;
-    }
-}
-
-__device__ inline void ix_store_f64(char *p, int dt, double v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)v; break;
-    case RGPU_F64:  *(double *)p = v; break;
-    case RGPU_F16:  *(uint16_t *)p = ix_float_to_half((float)v); break;
-    case RGPU_BF16: *(uint16_t *)p = ix_float_to_bf16((float)v); break;
-    case RGPU_I64:  *(int64_t *)p = ix_f64_to_i64_sat(v); break;
-    case RGPU_I32:  *(int32_t *)p = (int32_t)ix_clamp_trunc(v, -2147483648.0, 2147483647.0); break;
-    case RGPU_I16:  *(int16_t *)p = (int16_t)ix_clamp_trunc(v, -32768.0, 32767.0); break;
-    case RGPU_I8:   *(int8_t *)p = (int8_t)ix_clamp_trunc(v, -128.0, 127.0); break;
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)ix_f64_to_i64_sat(v); break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0.0; break;
-    default: break;
-    }
-}
-
-__device__ inline void ix_store_f32(char *p, int dt, float v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = v; break;
-    case RGPU_F16:  *(uint16_t *)p = ix_float_to_half(v); break;
-    case RGPU_BF16: *(uint16_t *)p = ix_float_to_bf16(v); break;
-    default:        ix_store_f64(p, dt, v); break;
-    }
-}
-
-__device__ inline void ix_store_u64(char *p, int dt, uint64_t v)
-{
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)(int64_t)v; break;
-    case RGPU_F64:  *(double *)p = (double)(int64_t)v; break;
-    case RGPU_F16:  *(uint16_t *)p = ix_float_to_half((float)(int64_t)v); break;
-    case RGPU_BF16: *(uint16_t *)p = ix_float_to_bf16((float)(int64_t)v); break;
-    case RGPU_I64:  *(uint64_t *)p = v; break;
-    case RGPU_I32:  *(uint32_t *)p = (uint32_t)v; break;
-    case RGPU_I16:  *(uint16_t *)p = (uint16_t)v; break;
-    case RGPU_I8:
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)v; break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0; break;
-    default: break;
-    }
-}
-
-// v rounded to dtype dt (an f32 opmath value of an f16/bf16 tensor).
-__device__ inline float ix_round_to(int dt, float v)
-{
-    if (dt == RGPU_F16) return ix_half_to_float(ix_float_to_half(v));
-    if (dt == RGPU_BF16) return ix_bf16_to_float(ix_float_to_bf16(v));
-    return v;
-}
-
-__device__ inline void ix_elem_copy(char *d, const char *s, int esz)
-{
-    switch (esz) {
-    case 1: *(uint8_t *)d = *(const uint8_t *)s; break;
-    case 2: *(uint16_t *)d = *(const uint16_t *)s; break;
-    case 4: *(uint32_t *)d = *(const uint32_t *)s; break;
-    default: *(uint64_t *)d = *(const uint64_t *)s; break;
-    }
-}
-
-// Element size of a dtype, in device code.
-__device__ inline int ix_esz(int dt)
-{
-    switch (dt) {
-    case RGPU_F64: case RGPU_I64: return 8;
-    case RGPU_F32: case RGPU_I32: return 4;
-    case RGPU_F16: case RGPU_BF16: case RGPU_I16: return 2;
-    default: return 1;
-    }
-}
-
-__device__ inline bool ix_is_float(int dt)
-{
-    return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16;
-}
-
-// d (dtype ddt) = s (dtype sdt), cast as copy_ does (idx_elem_convert).
-__device__ inline void ix_elem_convert(char *d, int ddt, const char *s, int sdt, int desz)
-{
-    if (ddt == sdt) ix_elem_copy(d, s, desz);
-    else if (ix_is_float(sdt)) ix_store_f64(d, ddt, ix_load_f64(s, sdt));
-    else ix_store_u64(d, ddt, ix_load_u64(s, sdt));
-}
+// Elements: convert.cuh (op/dtype.h, the CPU backend's own casts).
 
 // An index element (i64 or i32).
 __device__ inline int64_t ix_load_index(const char *p, int dt)
@@ -284,7 +63,7 @@ static inline void ix_walk_init(ix_walk *w, int nd, const int64_t *sizes)
 }
 
 // Stride set k from a view's element strides (bytes), over its first
-// min(v->ndim, nd) dims; the rest stay 0 (as idx_walk_strides).
+// min(v->ndim, nd) dims; the rest stay 0 (as op_walk_strides).
 static inline void ix_walk_strides(ix_walk *w, int k, const rgpu_view *v)
 {
     long long esz = (long long)rgpu_dtype_size(v->dtype);
@@ -336,7 +115,7 @@ static inline long long ix_host_offset(int nd, const long long *sz, const long l
 }
 
 // ---------------------------------------------------------------------------
-// Accumulation modes, as cpu_index.h's idx_alpha / idx_elem_reduce.
+// Accumulation modes, as cpu_index.h's op_idx_alpha / op_idx_elem_reduce.
 struct ix_alpha {
     int one, round_prod, fused, b;
     float f;
@@ -344,7 +123,7 @@ struct ix_alpha {
     uint64_t i;
 };
 
-static inline ix_alpha ix_alpha_of(const idx_alpha *a)
+static inline ix_alpha ix_alpha_of(const op_idx_alpha *a)
 {
     ix_alpha r;
     r.one = a->one; r.round_prod = a->round_prod; r.fused = a->fused; r.b = a->b;
@@ -354,7 +133,7 @@ static inline ix_alpha ix_alpha_of(const idx_alpha *a)
 
 static inline ix_alpha ix_alpha_one(void)
 {
-    idx_alpha a = idx_alpha_one();
+    op_idx_alpha a = op_idx_alpha_one();
     return ix_alpha_of(&a);
 }
 
@@ -363,41 +142,41 @@ static inline ix_alpha ix_alpha_one(void)
 // means -ffp-contract=off), fmaf only where the CPU calls fmaf.
 __device__ inline float ix_step_f32(float x, float y, int dt, int mode, const ix_alpha &a)
 {
-    if (mode == IDX_MUL) return __fmul_rn(x, y);
+    if (mode == OP_IDX_MUL) return __fmul_rn(x, y);
     if (a.one) return __fadd_rn(x, y);
-    if (a.round_prod) return __fadd_rn(x, ix_round_to(dt, __fmul_rn(y, a.f)));
+    if (a.round_prod) return __fadd_rn(x, op_round_to(dt, __fmul_rn(y, a.f)));
     if (a.fused) return __fmaf_rn(a.f, y, x);
     return __fadd_rn(x, __fmul_rn(a.f, y));
 }
 
 __device__ inline double ix_step_f64(double x, double y, int mode, const ix_alpha &a)
 {
-    if (mode == IDX_MUL) return __dmul_rn(x, y);
+    if (mode == OP_IDX_MUL) return __dmul_rn(x, y);
     if (a.one) return __dadd_rn(x, y);
     if (a.fused) return __fma_rn(a.d, y, x);
     return __dadd_rn(x, __dmul_rn(a.d, y));
 }
 
-// *d (op)= *s in place, both of dtype dt (idx_elem_reduce).
+// *d (op)= *s in place, both of dtype dt (op_idx_elem_reduce).
 __device__ inline void ix_elem_reduce(char *d, const char *s, int dt, int mode, const ix_alpha &a)
 {
-    if (mode == IDX_ASSIGN) { ix_elem_copy(d, s, ix_esz(dt)); return; }
+    if (mode == OP_IDX_ASSIGN) { op_elem_copy(d, s, op_dtype_esize(dt)); return; }
     switch (dt) {
     case RGPU_F32: case RGPU_F16: case RGPU_BF16:
-        ix_store_f32(d, dt, ix_step_f32(ix_load_f32(d, dt), ix_load_f32(s, dt), dt, mode, a));
+        op_store_f32(d, dt, ix_step_f32(op_load_f32(d, dt), op_load_f32(s, dt), dt, mode, a));
         break;
     case RGPU_F64:
         *(double *)d = ix_step_f64(*(const double *)d, *(const double *)s, mode, a);
         break;
     case RGPU_BOOL: {
         bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
-        *(uint8_t *)d = mode == IDX_MUL ? (x && y) : (x || (a.b && y));
+        *(uint8_t *)d = mode == OP_IDX_MUL ? (x && y) : (x || (a.b && y));
         break;
     }
     default: {
-        uint64_t x = ix_load_u64(d, dt), y = ix_load_u64(s, dt);
-        x = mode == IDX_MUL ? x * y : x + a.i * y;
-        ix_store_u64(d, dt, x);
+        uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
+        x = mode == OP_IDX_MUL ? x * y : x + a.i * y;
+        op_store_u64(d, dt, x);
         break;
     }
     }
@@ -421,7 +200,7 @@ struct ix_scratch {
 #define IX_SCRATCH(holder, ptr, type, nbytes, what)                                      \
     type ptr = (type)(holder).get(nbytes);                                               \
     if (ptr == NULL)                                                                     \
-        CPU_FAIL(RGPU_ERR_NOMEM, "out of device memory for %s (%llu bytes)", what,       \
+        RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for %s (%llu bytes)", what,       \
                  (unsigned long long)(nbytes))
 
 // n bytes of device memory at src into host dst, in stream order, waiting

@@ -23,7 +23,7 @@ namespace rgpu_ix {
 rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
-    CPU_FORWARD_IF_ERROR(cpu_index_cat_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
     rgpu_view *out = e->out[0];
     int nd = out->ndim;
@@ -32,13 +32,13 @@ rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
     int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (cpu_index_cat_skipped(t)) continue;
+        if (op_index_cat_skipped(t)) continue;
         rgpu_view slice = *out;
         slice.data = (char *)out->data + pos * odim;
         for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
         pos += t->sizes[dim];
-        if (cpu_numel(t) == 0) continue;
-        CPU_FORWARD_IF_ERROR(ix_copy_view(c, &slice, t, err, errlen));
+        if (op_numel(t) == 0) continue;
+        FORWARD_IF_ERROR(ix_copy_view(c, &slice, t, err, errlen));
     }
     return RGPU_OK;
 }
@@ -70,7 +70,7 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
             if (cd < p.a[d] || cd >= p.b[d]) inside = false;
             else ioff += (cd - p.lo[d]) * p.ist[d];
         }
-        ix_elem_copy(out + ooff, inside ? in + ioff : (const char *)&val, esz);
+        op_elem_copy(out + ooff, inside ? in + ioff : (const char *)&val, esz);
     }
 }
 
@@ -78,11 +78,11 @@ rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
 {
     uint64_t value;
     int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    CPU_FORWARD_IF_ERROR(cpu_index_pad_check(e, &value, lo, want, err, errlen));
+    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     int dt = out->dtype, nd = in->ndim;
-    long long n = cpu_numel(out);
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
 
     int esz = (int)rgpu_dtype_size(dt);
@@ -147,7 +147,7 @@ __global__ void k_nz_count(ix_walk w, const char *f, int fdt, int fset, long lon
         if (i >= n) break;
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        c += ix_load_bool(f + off[fset], fdt);
+        c += op_load_bool(f + off[fset], fdt);
     }
     long long tot;
     nz_block_scan(c, &tot);
@@ -192,18 +192,18 @@ __global__ void k_nz_write(ix_walk w, int kind, const char *x, int xdt, const ch
         bool flag = false;
         if (i < n) {
             ix_walk_at(w, i, off);
-            flag = ix_load_bool(f + off[fset], fdt);
+            flag = op_load_bool(f + off[fset], fdt);
         }
         long long tot, r = run + nz_block_scan(flag ? 1 : 0, &tot);
         if (flag) {
             if (kind == 0) {
                 long long q = i;
                 for (int d = w.nd - 1; d >= 0; d--) {
-                    ix_store_u64(out + r * rs + d * cs, odt, (uint64_t)(q % w.sz[d]));
+                    op_store_u64(out + r * rs + d * cs, odt, (uint64_t)(q % w.sz[d]));
                     q /= w.sz[d];
                 }
             } else {
-                ix_elem_copy(out + r * rs, x + off[0], esz);
+                op_elem_copy(out + r * rs, x + off[0], esz);
             }
         }
         run += tot;
@@ -217,7 +217,7 @@ static rgpu_status nz_count(rgpu_cuda_ctx *c, const ix_walk *w, const char *f, i
 {
     long long n = ix_walk_numel(w);
     long long ntiles = (n + NZ_TILE - 1) / NZ_TILE;
-    if (ntiles > 0x7fffffffLL) CPU_FAIL(RGPU_ERR_TOO_LARGE, "nonzero: %lld elements are too many", n);
+    if (ntiles > 0x7fffffffLL) RETURN_ERROR(RGPU_ERR_TOO_LARGE, "nonzero: %lld elements are too many", n);
     size_t nbytes = (size_t)(ntiles > 0 ? ntiles : 1) * sizeof(long long);
     IX_SCRATCH(*hold, cnt, long long *, nbytes, "nonzero tile counts");
     *tileoff = cnt;
@@ -240,7 +240,7 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
 {
     RGPU_CUDA_NEEDS_HOST(c, "a count read back", err, errlen);
     IX_SCRATCH(*htot, dtotal, long long *, sizeof(long long), "a count");
-    CPU_FORWARD_IF_ERROR(nz_count(c, w, f, fdt, fset, hold, tileoff, dtotal, err, errlen));
+    FORWARD_IF_ERROR(nz_count(c, w, f, fdt, fset, hold, tileoff, dtotal, err, errlen));
     long long t = 0;
     RGPU_CUDA_TRY(cudaMemcpyAsync(&t, dtotal, sizeof t, cudaMemcpyDeviceToHost, c->stream), err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
@@ -251,8 +251,8 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
 // COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts); no sync.
 rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     const rgpu_view *x = e->in[0];
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
@@ -266,21 +266,21 @@ rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // NONZERO: out (n, ndim) i64 (or i32): the coordinates of x's nonzeros in row-major order.
 rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
     ix_walk_strides(&w, 0, x);
     ix_scratch hold(c), htot(c);
     long long *tileoff;
     int64_t n;
-    CPU_FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)x->data, x->dtype, 0, &hold, &htot, &tileoff, &n,
+    FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)x->data, x->dtype, 0, &hold, &htot, &tileoff, &n,
                                        err, errlen));
     if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
-        CPU_FAIL(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
                  (long long)n, x->ndim, (long long)n);
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
@@ -296,18 +296,18 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 // elements where mask is true, row-major.
 rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
     if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
     if (out->dtype != self->dtype)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!cpu_index_same_shape(self, mask)) {
+    if (!op_index_same_shape(self, mask)) {
         char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 cpu_index_shape_str(self, a, sizeof a), cpu_index_shape_str(mask, b, sizeof b));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
+                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
     }
     ix_walk w;
     ix_walk_init(&w, self->ndim, self->sizes);
@@ -316,10 +316,10 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     ix_scratch hold(c), htot(c);
     long long *tileoff;
     int64_t n;
-    CPU_FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)mask->data, mask->dtype, 1, &hold, &htot, &tileoff, &n,
+    FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)mask->data, mask->dtype, 1, &hold, &htot, &tileoff, &n,
                                        err, errlen));
     if (out->ndim != 1 || out->sizes[0] != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
                  (long long)n, (long long)n);
     if (n == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
@@ -368,29 +368,29 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     const char *name = rgpu_op_name(e->op);
     bool want_inv = false, want_cnt = false, sorted;
     if (count_only) {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_check_count_out(e, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
     } else {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r??", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
+        FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
         (void)sorted;   // CPU ATen sorts either way, and so do we
         want_inv = want_inv && e->out[1] != NULL;
         want_cnt = want_cnt && e->out[2] != NULL;
         if (e->out[0]->dtype != e->in[0]->dtype)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
                      rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
         if (want_inv && e->out[1]->dtype != RGPU_I64)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
         if (want_cnt && e->out[2]->dtype != RGPU_I64)
-            CPU_FAIL(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-        if (want_inv && !cpu_index_same_shape(e->out[1], e->in[0]))
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
+        if (want_inv && !op_index_same_shape(e->out[1], e->in[0]))
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
     }
     const rgpu_view *x = e->in[0];
-    int64_t N = cpu_numel(x);
-    bool fl = cpu_dtype_is_float(x->dtype);
+    int64_t N = op_numel(x);
+    bool fl = op_dtype_is_float(x->dtype);
     size_t esz = rgpu_dtype_size(x->dtype);
     ix_host hraw, hit;
     char *raw = NULL;
@@ -398,12 +398,12 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     if (N > 0) {
         raw = (char *)hraw.get((size_t)N * esz);
         it = (uq_item *)hit.get((size_t)N * sizeof *it);
-        if (!raw || !it) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
-        CPU_FORWARD_IF_ERROR(ix_download_view(c, x, raw, err, errlen));
+        if (!raw || !it) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+        FORWARD_IF_ERROR(ix_download_view(c, x, raw, err, errlen));
         for (int64_t i = 0; i < N; i++) {
             const char *p = raw + (size_t)i * esz;
-            if (fl) it[i].k.f = cpu_load_f64(p, x->dtype);
-            else it[i].k.i = (int64_t)cpu_load_u64(p, x->dtype);
+            if (fl) it[i].k.f = op_load_f64(p, x->dtype);
+            else it[i].k.i = (int64_t)op_load_u64(p, x->dtype);
             it[i].pos = i;
         }
         qsort(it, (size_t)N, sizeof *it, fl ? uq_cmp_f : uq_cmp_i);
@@ -422,14 +422,14 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     }
     const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
     if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n)))
-        CPU_FAIL(RGPU_ERR_SHAPE, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
                  name, (long long)n, (long long)n);
     if (N == 0) return RGPU_OK;
     ix_host hv, hc, hi;
     char *vals = (char *)hv.get((size_t)n * esz);
     int64_t *cnts = co ? (int64_t *)hc.get((size_t)n * sizeof(int64_t)) : NULL;
     int64_t *inv = want_inv ? (int64_t *)hi.get((size_t)N * sizeof(int64_t)) : NULL;
-    if (!vals || (co && !cnts) || (want_inv && !inv)) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of memory", name);
+    if (!vals || (co && !cnts) || (want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", name);
     int64_t g = -1, cnt = 0;
     for (int64_t i = 0; i < N; i++) {
         bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
@@ -443,9 +443,9 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
         if (inv) inv[it[i].pos] = g;
     }
     if (cnts) cnts[g] = cnt;
-    CPU_FORWARD_IF_ERROR(ix_upload_view(c, vo, vals, err, errlen));
-    if (co) CPU_FORWARD_IF_ERROR(ix_upload_view(c, co, cnts, err, errlen));
-    if (inv) CPU_FORWARD_IF_ERROR(ix_upload_view(c, e->out[1], inv, err, errlen));
+    FORWARD_IF_ERROR(ix_upload_view(c, vo, vals, err, errlen));
+    if (co) FORWARD_IF_ERROR(ix_upload_view(c, co, cnts, err, errlen));
+    if (inv) FORWARD_IF_ERROR(ix_upload_view(c, e->out[1], inv, err, errlen));
     return RGPU_OK;
 }
 

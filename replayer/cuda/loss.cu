@@ -23,21 +23,21 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
                                  int a0, nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    RF_FORWARD(r2_arg(e, a0, R2K(RGPU_ARG_INT), "reduction", err, errlen));
-    RF_FORWARD(r2_arg(e, a0 + 1, R2K(RGPU_ARG_INT), "ignore_index", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a0 + 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
     s->reduction = e->args[a0].v.i;
     s->ignore = e->args[a0 + 1].v.i;
     if (s->reduction < 0 || s->reduction > 2)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
                 (long long)s->reduction);
-    RF_FORWARD(r2_want_float(e, logp, "logp", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
     if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
                 rgpu_dtype_name(t->dtype));
     if (logp->ndim < 1 || logp->ndim > 2)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
     if (t->ndim > 1)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
     s->batched = logp->ndim == 2;
     s->N = s->batched ? logp->sizes[0] : 1;
     s->C = logp->sizes[logp->ndim - 1];
@@ -45,16 +45,16 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
     s->ls1 = logp->strides[logp->ndim - 1];
     s->ts = t->ndim == 1 ? t->strides[0] : 0;
     if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
                 (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
     if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
                 (long long)t->sizes[0]);
     s->ws = 0;
     if (w) {
-        RF_FORWARD(r2_want_float(e, w, "weight", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
         if (w->ndim != 1 || w->sizes[0] != s->C)
-            RF_FAIL(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
                     "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
         s->ws = w->strides[0];
     }
@@ -63,7 +63,7 @@ static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, cons
 
 __device__ __forceinline__ long long nll_target(const void *t, int tdt, long long ts, long long i)
 {
-    return (long long)rf_ld_u64(t, i * ts, tdt);
+    return (long long)cvt_ld_u64(t, i * ts, tdt);
 }
 
 __global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
@@ -83,7 +83,7 @@ static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const
     if (n <= 0) return RGPU_OK;
     RGPU_CUDA_NEEDS_HOST(c, "the target bounds check", err, errlen);
     unsigned long long *bad = (unsigned long long *)rgpu_cuda_scratch(c, sizeof *bad);
-    if (bad == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
+    if (bad == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
     unsigned long long first = ~0ull;
     cudaError_t ce = cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream);
     if (ce == cudaSuccess) {
@@ -109,7 +109,7 @@ static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const
         v = b;
     }
     if (t->dtype == RGPU_I64) RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
-    RF_FAIL(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
 }
 
 struct nll_args {
@@ -142,12 +142,12 @@ __global__ void nll_rows_kernel(nll_args a)
         long long c = nll_target(a.t, a.tdt, a.ts, i);
         double v = 0.0;
         if (nll_valid(c, a)) {
-            double wc = a.w ? rf_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
-            v = __dmul_rn(-rf_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc);
+            double wc = a.w ? cvt_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
+            v = __dmul_rn(-cvt_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc);
         }
-        rf_st_f64(a.loss, i * a.los, a.lossdt, v);
+        cvt_st_f64(a.loss, i * a.los, a.lossdt, v);
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) rf_st_f64(a.tw, 0, a.twdt, 0.0);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) cvt_st_f64(a.tw, 0, a.twdt, 0.0);
 }
 
 // mean / sum: one block, thread t folds rows t, t + blockDim.x, .., then the
@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args
     for (long long i = threadIdx.x; !empty && i < a.N; i += blockDim.x) {
         long long c = nll_target(a.t, a.tdt, a.ts, i);
         if (!nll_valid(c, a)) continue;
-        double wc = a.w ? rf_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
-        sum = __dsub_rn(sum, __dmul_rn(rf_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
+        double wc = a.w ? cvt_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
+        sum = __dsub_rn(sum, __dmul_rn(cvt_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
         wsum += wc;
     }
     sum = rf_group_sum<true>(sum, sh);
@@ -170,8 +170,8 @@ __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args
     if (threadIdx.x == 0) {
         double out = sum;
         if (a.reduction == 1) out = empty ? (double)NAN : sum / wsum;
-        rf_st_f64(a.loss, 0, a.lossdt, out);
-        if (a.tw) rf_st_f64(a.tw, 0, a.twdt, wsum);
+        cvt_st_f64(a.loss, 0, a.lossdt, out);
+        if (a.tw) cvt_st_f64(a.tw, 0, a.twdt, wsum);
     }
 }
 
@@ -180,16 +180,16 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
     nll_shape s;
-    RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    RF_FORWARD(r2_want_float(e, loss, "out[0] (loss)", err, errlen));
-    RF_FORWARD(r2_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
     if (tw) {
-        RF_FORWARD(r2_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, tw, "out[1] (total_weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
     }
     // as ATen: a reduced loss over an empty logp checks no target
-    RF_FORWARD(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
+    FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
 
     nll_args a;
     memset(&a, 0, sizeof a);
@@ -228,17 +228,17 @@ __global__ void nll_backward_kernel(nll_args a)
         double v = 0.0;
         long long tc = nll_target(a.t, a.tdt, a.ts, i);
         if (tc == cc && nll_valid(tc, a)) {
-            double wc = a.w ? rf_ld_f64(a.w, tc * a.ws, a.wdt) : 1.0;
+            double wc = a.w ? cvt_ld_f64(a.w, tc * a.ws, a.wdt) : 1.0;
             double gi;
             if (per_row) {
-                gi = -rf_ld_f64(a.go, i * a.gos, a.godt);
+                gi = -cvt_ld_f64(a.go, i * a.gos, a.godt);
             } else {
-                gi = -rf_ld_f64(a.go, 0, a.godt);
-                if (a.reduction == 1) gi /= rf_ld_f64(a.twin, 0, a.twindt);
+                gi = -cvt_ld_f64(a.go, 0, a.godt);
+                if (a.reduction == 1) gi /= cvt_ld_f64(a.twin, 0, a.twindt);
             }
             v = __dmul_rn(wc, gi);
         }
-        rf_st_f64(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
+        cvt_st_f64(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
     }
 }
 
@@ -248,20 +248,20 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
     nll_shape s;
-    RF_FORWARD(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
+    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
     bool per_row = s.reduction == 0 && s.batched;
-    RF_FORWARD(r2_want_float(e, go, "in[0] (grad)", err, errlen));
-    RF_FORWARD(r2_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    RF_FORWARD(r2_want_float(e, gx, "out[0]", err, errlen));
-    RF_FORWARD(r2_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) RF_FORWARD(r2_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
-    else if (cpu_numel(go) != 1)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                (long long)cpu_numel(go));
-    if (cpu_numel(twv) != 1)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                name, (long long)cpu_numel(twv));
-    RF_FORWARD(nll_check_targets(c, e, t, &s, s.N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
+    else if (op_numel(go) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
+                (long long)op_numel(go));
+    if (op_numel(twv) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
+                name, (long long)op_numel(twv));
+    FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
 
     nll_args a;

@@ -24,24 +24,24 @@ static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rg
 {
     const char *name = rgpu_op_name(e->op);
     if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
                 ns->v.ints.n, x->ndim, x->ndim);
     s->k = (int)ns->v.ints.n;
     s->lead = x->ndim - s->k;
     s->M = 1; s->N = 1;
     for (int d = 0; d < s->lead; d++) {
         if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
-            RF_FAIL(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
         s->stat[d] = x->sizes[d];
     }
     for (int d = 0; d < s->k; d++) {
         s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
         s->stat[s->lead + d] = 1;
         if (s->norm[d] != x->sizes[s->lead + d])
-            RF_FAIL(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
                     (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
         if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
-            RF_FAIL(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
     }
     return RGPU_OK;
 }
@@ -79,14 +79,14 @@ template <bool BLK> __global__ void ln_fwd_kernel(ln_fwd_args g)
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            mu += rf_ld_f64(g.x, lo[0] + ro[0], g.xdt);
+            mu += cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt);
         }
         mu = rf_group_sum<BLK>(mu, sh) * g.rN;
         double var = 0.0;
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            double d = rf_ld_f64(g.x, lo[0] + ro[0], g.xdt) - mu;
+            double d = cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt) - mu;
             var = __dadd_rn(var, __dmul_rn(d, d));
         }
         var = rf_group_sum<BLK>(var, sh) * g.rN;
@@ -95,15 +95,15 @@ template <bool BLK> __global__ void ln_fwd_kernel(ln_fwd_args g)
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            double xv = rf_ld_f64(g.x, lo[0] + ro[0], g.xdt);
-            double wv = g.w ? rf_ld_f64(g.w, ro[2], g.wdt) : 1.0;
-            double bv = g.b ? rf_ld_f64(g.b, ro[3], g.bdt) : 0.0;
+            double xv = cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt);
+            double wv = g.w ? cvt_ld_f64(g.w, ro[2], g.wdt) : 1.0;
+            double bv = g.b ? cvt_ld_f64(g.b, ro[3], g.bdt) : 0.0;
             double yv = __dadd_rn(__dmul_rn(__dmul_rn(__dsub_rn(xv, mu), rs), wv), bv);
-            rf_st_f64(g.y, lo[1] + ro[1], g.ydt, yv);
+            cvt_st_f64(g.y, lo[1] + ro[1], g.ydt, yv);
         }
         if (gr.lane == 0) {
-            if (g.mean) rf_st_f64(g.mean, lo[2], g.mdt, mu);
-            if (g.rstd) rf_st_f64(g.rstd, lo[3], g.rdt, rs);
+            if (g.mean) cvt_st_f64(g.mean, lo[2], g.mdt, mu);
+            if (g.rstd) cvt_st_f64(g.rstd, lo[3], g.rdt, rs);
         }
     }
 }
@@ -112,24 +112,24 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 {
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    RF_FORWARD(r2_arg(e, 1, R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT), "eps", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
     double eps = rgpu_arg_as_f64(&e->args[1]);
     ln_shape s;
-    RF_FORWARD(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    RF_FORWARD(r2_want_float(e, x, "in[0] (x)", err, errlen));
-    RF_FORWARD(r2_want_float(e, y, "out[0] (y)", err, errlen));
-    RF_FORWARD(r2_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
     if (w) {
-        RF_FORWARD(r2_want_float(e, w, "in[1] (weight)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[1] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
     }
     if (b) {
-        RF_FORWARD(r2_want_float(e, b, "in[2] (bias)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, b, "in[2] (bias)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
     }
-    if (mean) RF_FORWARD(r2_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
-    if (rstd) RF_FORWARD(r2_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
+    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     ln_fwd_args g;
@@ -194,14 +194,14 @@ template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
     for (long long m = gr.row0; m < a.lead.total; m += gr.rstep) {
         long long lo[5];
         rf_ctr_offs(a.lead, m, lo);
-        const double mu = rf_ld_f64(a.mean, lo[2], a.mdt);
-        const double rs = rf_ld_f64(a.rstd, lo[3], a.rdt);
+        const double mu = cvt_ld_f64(a.mean, lo[2], a.mdt);
+        const double rs = cvt_ld_f64(a.rstd, lo[3], a.rdt);
         double sgw = 0.0, sgwx = 0.0;
         for (long long i = gr.lane; i < a.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(a.row, i, ro);
-            double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
-            double gw = __dmul_rn(rf_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld_f64(a.w, ro[3], a.wdt) : 1.0);
+            double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            double gw = __dmul_rn(cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? cvt_ld_f64(a.w, ro[3], a.wdt) : 1.0);
             sgw += gw;
             sgwx = __dadd_rn(sgwx, __dmul_rn(gw, xh));
         }
@@ -211,10 +211,10 @@ template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
         for (long long i = gr.lane; i < a.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(a.row, i, ro);
-            double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
-            double gw = __dmul_rn(rf_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld_f64(a.w, ro[3], a.wdt) : 1.0);
+            double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            double gw = __dmul_rn(cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? cvt_ld_f64(a.w, ro[3], a.wdt) : 1.0);
             double d = __dmul_rn(rs, __dsub_rn(__dsub_rn(gw, ma), __dmul_rn(xh, mb)));
-            rf_st_f64(a.dx, lo[4] + ro[2], a.dxdt, d);
+            cvt_st_f64(a.dx, lo[4] + ro[2], a.dxdt, d);
         }
     }
 }
@@ -240,9 +240,9 @@ __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
             for (long long m = m0 + ty; m < m1; m += LN_BY) {
                 long long lo[5];
                 rf_ctr_offs(a.lead, m, lo);
-                double gv = rf_ld_f64(a.g, lo[0] + ro[0], a.gdt);
-                double xh = __dmul_rn(__dsub_rn(rf_ld_f64(a.x, lo[1] + ro[1], a.xdt), rf_ld_f64(a.mean, lo[2], a.mdt)),
-                                      rf_ld_f64(a.rstd, lo[3], a.rdt));
+                double gv = cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt);
+                double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), cvt_ld_f64(a.mean, lo[2], a.mdt)),
+                                      cvt_ld_f64(a.rstd, lo[3], a.rdt));
                 dw = __dadd_rn(dw, __dmul_rn(gv, xh));
                 db += gv;
             }
@@ -277,8 +277,8 @@ __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
         }
         long long po[2];
         rf_ctr_offs(a.prow, j, po);
-        if (a.dw) rf_st_f64(a.dw, po[0], a.dwdt, dw);
-        if (a.db) rf_st_f64(a.db, po[1], a.dbdt, db);
+        if (a.dw) cvt_st_f64(a.dw, po[0], a.dwdt, dw);
+        if (a.db) cvt_st_f64(a.db, po[1], a.dbdt, db);
     }
 }
 
@@ -287,31 +287,31 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
     ln_shape s;
-    RF_FORWARD(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    RF_FORWARD(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    RF_FORWARD(r2_want_float(e, x, "in[1] (x)", err, errlen));
-    RF_FORWARD(r2_want_float(e, mean, "in[2] (mean)", err, errlen));
-    RF_FORWARD(r2_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    RF_FORWARD(r2_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    RF_FORWARD(r2_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
-    RF_FORWARD(r2_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
     if (w) {
-        RF_FORWARD(r2_want_float(e, w, "in[4] (weight)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[4] (weight)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
     }
     if (dx) {
-        RF_FORWARD(r2_want_float(e, dx, "out[0] (dx)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dx, "out[0] (dx)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
     }
     if (dw) {
-        RF_FORWARD(r2_want_float(e, dw, "out[1] (dw)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, dw, "out[1] (dw)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
     }
     if (db) {
-        RF_FORWARD(r2_want_float(e, db, "out[2] (db)", err, errlen));
-        RF_FORWARD(r2_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, db, "out[2] (db)", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
     }
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
@@ -363,7 +363,7 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     a.nsplit = S;
     a.partial = (double *)rgpu_cuda_scratch(c, (size_t)2 * (size_t)S * (size_t)s.N * sizeof(double));
     if (a.partial == NULL)
-        RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", name, S, (long long)s.N);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", name, S, (long long)s.N);
     long long ncb = (s.N + LN_BX - 1) / LN_BX;
     if (ncb > RF_MAX_GRID) ncb = RF_MAX_GRID;
     ln_bwd_dwdb_partial_kernel<<<dim3((unsigned)ncb, (unsigned)S), dim3(LN_BX, LN_BY), 0, c->stream>>>(a);

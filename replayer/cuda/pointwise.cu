@@ -19,6 +19,7 @@
 // on each operand's dtype, the host-side validation (pw_prepare_*) and the
 // family entry points.
 #include "common.cuh"
+#include "convert.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,9 +28,7 @@
 
 #include <type_traits>
 
-extern "C" {
-#include "cpu/cpu_pointwise.h"
-}
+#include "op/pointwise.h"
 
 #define PW_HD static __host__ __device__ inline
 #ifdef __CUDA_ARCH__
@@ -47,167 +46,18 @@ extern "C" {
 #define PW_SQRT1_2   0.70710678118654752440
 #define PW_2_SQRTPI  1.12837916709551257390
 
-#define PW_FAIL(code, ...) do { if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__); return (code); } while (0)
-#define PW_FORWARD_IF_ERROR(expr) do { rgpu_status s_ = (expr); if (s_ != RGPU_OK) return s_; } while (0)
 
 // Everything up to the entry points has internal linkage (the other family
 // files are linked into the same library).
 namespace {
 
 // ---------------------------------------------------------------------------
-// Element conversions: cpu_internal.h's semantics (ATen's, UB replaced by
-// clamping). f16/bf16 rounding uses cuda_fp16/cuda_bf16 (round to nearest
-// even, as half.h); NaNs take half.h's canonical patterns (f16: sign|0x7E00,
-// bf16: 0x7FC0) and f16 NaN payloads widen as half.h does, so NaN bits match
-// the CPU backend too.
-
-PW_HD uint32_t pw_f32_bits(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u; memcpy(&u, &f, 4); return u;
-#endif
-}
-PW_HD float pw_f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f; memcpy(&f, &u, 4); return f;
-#endif
-}
-PW_HD float pw_half_to_float(uint16_t h) {
-    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)   // NaN: keep sign and payload
-        return pw_f32_from_bits(((uint32_t)(h & 0x8000u) << 16) | 0x7f800000u | ((uint32_t)(h & 0x3ffu) << 13));
-    return __half2float(__ushort_as_half(h));
-}
-PW_HD uint16_t pw_float_to_half(float f) {
-    if (f != f) return (uint16_t)(((pw_f32_bits(f) >> 16) & 0x8000u) | 0x7e00u);
-    return __half_as_ushort(__float2half_rn(f));
-}
-PW_HD float pw_bf16_to_float(uint16_t b) { return pw_f32_from_bits((uint32_t)b << 16); }
-PW_HD uint16_t pw_float_to_bf16(float f) {
-    if (f != f) return 0x7fc0u;
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
-
-PW_HD int64_t pw_f64_to_i64_sat(double x) {
-    if (x != x) return 0;
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)x;
-}
-PW_HD double pw_clamp_trunc(double x, double lo, double hi) {
-    if (x != x) return 0.0;
-    if (x < lo) return lo;
-    if (x > hi) return hi;
-    return x;
-}
-
-PW_HD double pw_load_f64(const char *p, int dt) {
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return *(const double *)p;
-    case RGPU_F16:  return pw_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return pw_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64:  return (double)*(const int64_t *)p;
-    case RGPU_I32:  return *(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0;
-    }
-}
-PW_HD float pw_load_f32(const char *p, int dt) {
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p;
-    case RGPU_F64:  return (float)*(const double *)p;
-    case RGPU_F16:  return pw_half_to_float(*(const uint16_t *)p);
-    case RGPU_BF16: return pw_bf16_to_float(*(const uint16_t *)p);
-    case RGPU_I64:  return (float)*(const int64_t *)p;
-    case RGPU_I32:  return (float)*(const int32_t *)p;
-    case RGPU_I16:  return *(const int16_t *)p;
-    case RGPU_I8:   return *(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0.0f;
-    }
-}
-// As int64 (floats truncated, clamped, NaN -> 0), held as uint64 so + - *
-// wrap without signed-overflow UB.
-PW_HD uint64_t pw_load_u64(const char *p, int dt) {
-    switch (dt) {
-    case RGPU_F32:  return (uint64_t)pw_f64_to_i64_sat(*(const float *)p);
-    case RGPU_F64:  return (uint64_t)pw_f64_to_i64_sat(*(const double *)p);
-    case RGPU_F16:  return (uint64_t)pw_f64_to_i64_sat(pw_half_to_float(*(const uint16_t *)p));
-    case RGPU_BF16: return (uint64_t)pw_f64_to_i64_sat(pw_bf16_to_float(*(const uint16_t *)p));
-    case RGPU_I64:  return (uint64_t)*(const int64_t *)p;
-    case RGPU_I32:  return (uint64_t)(int64_t)*(const int32_t *)p;
-    case RGPU_I16:  return (uint64_t)(int64_t)*(const int16_t *)p;
-    case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
-    case RGPU_U8:   return *(const uint8_t *)p;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return 0;
-    }
-}
-PW_HD bool pw_load_bool(const char *p, int dt) {
-    switch (dt) {
-    case RGPU_F32:  return *(const float *)p != 0.0f;
-    case RGPU_F64:  return *(const double *)p != 0.0;
-    case RGPU_F16:  return (*(const uint16_t *)p & 0x7fffu) != 0;
-    case RGPU_BF16: return (*(const uint16_t *)p & 0x7fffu) != 0;
-    case RGPU_I64:  return *(const int64_t *)p != 0;
-    case RGPU_I32:  return *(const int32_t *)p != 0;
-    case RGPU_I16:  return *(const int16_t *)p != 0;
-    case RGPU_I8:   return *(const int8_t *)p != 0;
-    case RGPU_U8:   return *(const uint8_t *)p != 0;
-    case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    default:        return false;
-    }
-}
-PW_HD void pw_store_f64(char *p, int dt, double v) {
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)v; break;
-    case RGPU_F64:  *(double *)p = v; break;
-    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half((float)v); break;
-    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16((float)v); break;
-    case RGPU_I64:  *(int64_t *)p = pw_f64_to_i64_sat(v); break;
-    case RGPU_I32:  *(int32_t *)p = (int32_t)pw_clamp_trunc(v, -2147483648.0, 2147483647.0); break;
-    case RGPU_I16:  *(int16_t *)p = (int16_t)pw_clamp_trunc(v, -32768.0, 32767.0); break;
-    case RGPU_I8:   *(int8_t *)p = (int8_t)pw_clamp_trunc(v, -128.0, 127.0); break;
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)pw_f64_to_i64_sat(v); break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0.0; break;
-    default: break;
-    }
-}
-PW_HD void pw_store_f32(char *p, int dt, float v) {
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = v; break;
-    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half(v); break;
-    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16(v); break;
-    default:        pw_store_f64(p, dt, v); break;   // exact widening, then as above
-    }
-}
-// An int64 (as its uint64 bit pattern): narrower ints wrap.
-PW_HD void pw_store_u64(char *p, int dt, uint64_t v) {
-    switch (dt) {
-    case RGPU_F32:  *(float *)p = (float)(int64_t)v; break;
-    case RGPU_F64:  *(double *)p = (double)(int64_t)v; break;
-    case RGPU_F16:  *(uint16_t *)p = pw_float_to_half((float)(int64_t)v); break;
-    case RGPU_BF16: *(uint16_t *)p = pw_float_to_bf16((float)(int64_t)v); break;
-    case RGPU_I64:  *(uint64_t *)p = v; break;
-    case RGPU_I32:  *(uint32_t *)p = (uint32_t)v; break;
-    case RGPU_I16:  *(uint16_t *)p = (uint16_t)v; break;
-    case RGPU_I8:
-    case RGPU_U8:   *(uint8_t *)p = (uint8_t)v; break;
-    case RGPU_BOOL: *(uint8_t *)p = v != 0; break;
-    default: break;
-    }
-}
+// Elements: convert.cuh (op/dtype.h's casts, the CPU backend's own, on host
+// and device).
 
 // x rounded to f16/bf16 (the compute dtype), back in float.
 PW_HD float pw_round_half(float x, int cdt) {
-    return cdt == RGPU_F16 ? pw_half_to_float(pw_float_to_half(x)) : pw_bf16_to_float(pw_float_to_bf16(x));
+    return cdt == RGPU_F16 ? rgpu_half_to_float(rgpu_float_to_half(x)) : rgpu_bf16_to_float(rgpu_float_to_bf16(x));
 }
 // x wrapped to the width of integer dtype cdt (sign- or zero-extended).
 PW_HD uint64_t pw_wrap_int(uint64_t x, int cdt) {
@@ -323,8 +173,8 @@ PW_MATH2(pw_copysign, copysignf, copysign)
 
 // The quiet NaN C's NAN macro gives (0x7fc00000, widened for double).
 template <typename T> PW_HD T pw_nan();
-template <> __host__ __device__ inline float pw_nan<float>() { return pw_f32_from_bits(0x7fc00000u); }
-template <> __host__ __device__ inline double pw_nan<double>() { return (double)pw_f32_from_bits(0x7fc00000u); }
+template <> __host__ __device__ inline float pw_nan<float>() { return rgpu_f32_from_bits(0x7fc00000u); }
+template <> __host__ __device__ inline double pw_nan<double>() { return (double)rgpu_f32_from_bits(0x7fc00000u); }
 
 // ---------------------------------------------------------------------------
 // Kernel arguments. Operand 0 is out, 1..nin the inputs, addressed over the
@@ -353,7 +203,7 @@ struct pw_args {
     double sd[PW_NOPS];
     unsigned long long su[PW_NOPS];
     unsigned char sb[PW_NOPS];
-    bool fix_in[PW_NOPS];                 // CT_F32: round to cdt (f16/bf16); CT_I64: wrap to cdt
+    bool fix_in[PW_NOPS];                 // OP_CT_F32: round to cdt (f16/bf16); OP_CT_I64: wrap to cdt
     bool fix_out;                         // same, for the result before the cast to out
     bool res_bool;                        // comparisons, logical ops, isnan
     bool cond_first;                      // WHERE: in0 is the condition, read as bool
@@ -373,8 +223,8 @@ struct pw_args {
 };
 
 template <typename T> PW_HD T pw_load_t(const char *p, int dt);
-template <> __host__ __device__ inline float pw_load_t<float>(const char *p, int dt) { return pw_load_f32(p, dt); }
-template <> __host__ __device__ inline double pw_load_t<double>(const char *p, int dt) { return pw_load_f64(p, dt); }
+template <> __host__ __device__ inline float pw_load_t<float>(const char *p, int dt) { return op_load_f32(p, dt); }
+template <> __host__ __device__ inline double pw_load_t<double>(const char *p, int dt) { return op_load_f64(p, dt); }
 template <typename T> PW_HD T pw_scalar_t(const pw_args &a, int k);
 template <> __host__ __device__ inline float pw_scalar_t<float>(const pw_args &a, int k) { return a.sf[k]; }
 template <> __host__ __device__ inline double pw_scalar_t<double>(const pw_args &a, int k) { return a.sd[k]; }
@@ -664,52 +514,52 @@ template <int CT>
 PW_HD void pw_elem(const pw_args &A, const long long *off) {
     char *o = A.base[0] + off[0];
     bool cond = false, rb = false;
-    if constexpr (CT == CT_F32 || CT == CT_F64) {
-        typedef typename std::conditional<CT == CT_F32, float, double>::type T;
+    if constexpr (CT == OP_CT_F32 || CT == OP_CT_F64) {
+        typedef typename std::conditional<CT == OP_CT_F32, float, double>::type T;
         T x[PW_MAX_IN] = { 0, 0, 0 };
 PW_UNROLL
         for (int k = 1; k <= PW_MAX_IN; k++) {
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
-            if (k == 1 && A.cond_first) { cond = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            if (k == 1 && A.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
             T v = p != NULL ? pw_load_t<T>(p, A.dt[k]) : pw_scalar_t<T>(A, k);
-            if constexpr (CT == CT_F32) { if (A.fix_in[k]) v = (T)pw_round_half((float)v, A.cdt); }
+            if constexpr (CT == OP_CT_F32) { if (A.fix_in[k]) v = (T)pw_round_half((float)v, A.cdt); }
             x[k - 1] = v;
         }
         T r = pw_fop<T>(A, x[0], x[1], x[2], cond, rb);
-        if (A.res_bool) { pw_store_u64(o, A.dt[0], rb); return; }
-        if constexpr (CT == CT_F32) {
+        if (A.res_bool) { op_store_u64(o, A.dt[0], rb); return; }
+        if constexpr (CT == OP_CT_F32) {
             if (A.fix_out) r = (T)pw_round_half((float)r, A.cdt);
-            pw_store_f32(o, A.dt[0], (float)r);
+            op_store_f32(o, A.dt[0], (float)r);
         } else {
-            pw_store_f64(o, A.dt[0], (double)r);
+            op_store_f64(o, A.dt[0], (double)r);
         }
-    } else if constexpr (CT == CT_I64) {
+    } else if constexpr (CT == OP_CT_I64) {
         uint64_t x[PW_MAX_IN] = { 0, 0, 0 };
 PW_UNROLL
         for (int k = 1; k <= PW_MAX_IN; k++) {
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
-            if (k == 1 && A.cond_first) { cond = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
-            uint64_t v = p != NULL ? pw_load_u64(p, A.dt[k]) : (uint64_t)A.su[k];
+            if (k == 1 && A.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            uint64_t v = p != NULL ? op_load_u64(p, A.dt[k]) : (uint64_t)A.su[k];
             if (A.fix_in[k]) v = pw_wrap_int(v, A.cdt);
             x[k - 1] = v;
         }
         uint64_t r = pw_iop(A, x[0], x[1], x[2], cond, rb);
-        if (A.res_bool) { pw_store_u64(o, A.dt[0], rb); return; }
+        if (A.res_bool) { op_store_u64(o, A.dt[0], rb); return; }
         if (A.fix_out) r = pw_wrap_int(r, A.cdt);
-        pw_store_u64(o, A.dt[0], r);
+        op_store_u64(o, A.dt[0], r);
     } else {
         bool x[PW_MAX_IN] = { false, false, false };
 PW_UNROLL
         for (int k = 1; k <= PW_MAX_IN; k++) {
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
-            bool v = p != NULL ? pw_load_bool(p, A.dt[k]) : A.sb[k] != 0;
+            bool v = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0;
             if (k == 1 && A.cond_first) { cond = v; continue; }
             x[k - 1] = v;
         }
-        pw_store_u64(o, A.dt[0], pw_bop(A, x[0], x[1], x[2], cond));
+        op_store_u64(o, A.dt[0], pw_bop(A, x[0], x[1], x[2], cond));
     }
 }
 
@@ -790,14 +640,6 @@ __global__ void __launch_bounds__(PW_THREADS) pw_tri_kernel(const __grid_constan
 // Host side: validation (cpu_kernels.c's and cpu_pointwise.c's checks and
 // messages) and the kernel arguments.
 
-static bool pw_is_scalar_kind(int k) { return k == RGPU_ARG_INT || k == RGPU_ARG_FLOAT || k == RGPU_ARG_BOOL; }
-static bool pw_dtype_is_float(int dt) { return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16; }
-
-// A scalar arg written into dtype dt's bytes at buf (as Scalar.to<T>()).
-static void pw_scalar_to_dtype(const rgpu_arg *a, int dt, void *buf) {
-    if (a->kind == RGPU_ARG_FLOAT) pw_store_f64((char *)buf, dt, a->v.f);
-    else pw_store_u64((char *)buf, dt, a->kind == RGPU_ARG_BOOL ? (uint64_t)(a->v.i != 0) : (uint64_t)a->v.i);
-}
 
 // An operand before iteration set-up: a view, or a scalar of dtype sdt held
 // in buf (8 bytes), or an absent optional input (view NULL, buf zero).
@@ -807,7 +649,7 @@ struct pw_operand {
     int sdt;
 };
 
-// Broadcast the operands to out (cpu_iter_init's checks and messages), order
+// Broadcast the operands to out (op_iter_init's checks and messages), order
 // dims by out's strides (largest outermost, size-1 dims dropped), coalesce,
 // and fill the addressing part of A. Scalars become the compute-type values.
 static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *ins, int nin,
@@ -817,7 +659,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
     memset(st, 0, sizeof st);
     long long esz0 = (long long)rgpu_dtype_size(out->dtype);
     A->nin = nin;
-    A->numel = cpu_numel(out);
+    A->numel = op_numel(out);
     A->base[0] = (char *)out->data;
     A->dt[0] = out->dtype;
     for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
@@ -828,16 +670,16 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
             const char *p = (const char *)&ins[k].buf;
             A->base[k + 1] = NULL;
             A->dt[k + 1] = sdt;
-            A->sf[k + 1] = pw_load_f32(p, sdt);
-            A->sd[k + 1] = pw_load_f64(p, sdt);
-            A->su[k + 1] = pw_load_u64(p, sdt);
-            A->sb[k + 1] = pw_load_bool(p, sdt);
+            A->sf[k + 1] = op_load_f32(p, sdt);
+            A->sd[k + 1] = op_load_f64(p, sdt);
+            A->su[k + 1] = op_load_u64(p, sdt);
+            A->sb[k + 1] = op_load_bool(p, sdt);
             continue;
         }
         A->base[k + 1] = (char *)v->data;
         A->dt[k + 1] = v->dtype;
         if (v->ndim > nd)
-            PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
                     rgpu_op_name(op), k, v->ndim, nd);
         long long esz = (long long)rgpu_dtype_size(v->dtype);
         int lead = nd - v->ndim;
@@ -846,7 +688,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
             long long s = v->sizes[d - lead];
             if (s == out->sizes[d]) st[k + 1][d] = (s == 1) ? 0 : v->strides[d - lead] * esz;
             else if (s != 1)
-                PW_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
                         rgpu_op_name(op), k, s, d - lead, (long long)out->sizes[d]);
         }
     }
@@ -890,92 +732,32 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
 // from the OUTPUT dtype, each operand loaded straight into it; the scalar
 // "other" becomes a 0-d operand in the compute type; rsub swaps operands.
 
-static rgpu_status pw_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen) {
-    if (i >= e->n_args || e->args == NULL)
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
-    int k = e->args[i].kind;
-    if (!pw_is_scalar_kind(k))
-        PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
-                rgpu_op_name(e->op), i, what, k);
-    return RGPU_OK;
-}
-
 static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, size_t errlen) {
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    for (int i = 0; i < e->n_in; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        PW_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        PW_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-
-    int kind, other_arg = -1, alpha_arg = -1;
-    bool swap = false;
-    switch (e->op) {
-    case RGPU_OP_ADD_TENSOR: kind = RGPU_OP_ADD_TENSOR; alpha_arg = 0; break;
-    case RGPU_OP_SUB_TENSOR: kind = RGPU_OP_SUB_TENSOR; alpha_arg = 0; break;
-    case RGPU_OP_MUL_TENSOR: kind = RGPU_OP_MUL_TENSOR; break;
-    case RGPU_OP_DIV_TENSOR: kind = RGPU_OP_DIV_TENSOR; break;
-    case RGPU_OP_ADD_SCALAR: kind = RGPU_OP_ADD_TENSOR; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_SUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; break;
-    case RGPU_OP_RSUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; swap = true; break;
-    case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
-    default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   // DIV_SCALAR
-    }
-    if (other_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) PW_FORWARD_IF_ERROR(pw_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
-
+    FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+    op_binary_args bin;
+    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     memset(A, 0, sizeof *A);
-    A->op = kind;
-    A->ct = cpu_pointwise_compute_class(out->dtype);
+    A->op = bin.kind;
+    A->ct = bin.ct;
     A->cdt = out->dtype;
-
-    // ATen's own rejections
-    if (kind == RGPU_OP_DIV_TENSOR && (A->ct == CT_I64 || A->ct == CT_BOOL))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
-    if (kind == RGPU_OP_SUB_TENSOR) {
-        bool any_bool = out->dtype == RGPU_BOOL;
-        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
-        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
-        if (any_bool) PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
-    }
-    if (alpha_arg >= 0) {
-        const rgpu_arg *al = &e->args[alpha_arg];
-        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
-        if (al->kind == RGPU_ARG_FLOAT && !pw_dtype_is_float(out->dtype))
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
-        A->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
-        A->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
-        A->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
-        A->alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)pw_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-        A->alpha_b = A->alpha_f != 0.0f;
-    } else {
-        A->alpha_one = true;
-        A->alpha_b = true;
-    }
-    if (A->alpha_one) { A->alpha_f = 1.0f; A->alpha_d = 1.0; A->alpha_i = 1; A->alpha_b = true; }
+    A->alpha_one = bin.alpha_one;
+    A->alpha_f = bin.alpha_f;
+    A->alpha_d = bin.alpha_d;
+    A->alpha_i = bin.alpha_i;
+    A->alpha_b = bin.alpha_b;
 
     pw_operand ops[2];
     memset(ops, 0, sizeof ops);
     ops[0].view = e->in[0];
     if (other_arg >= 0) {
-        static const int storage[] = { RGPU_F32, RGPU_F64, RGPU_I64, RGPU_BOOL };   // by CT_*
-        ops[1].sdt = storage[A->ct];
-        pw_scalar_to_dtype(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
+        ops[1].sdt = op_ct_dtype(A->ct);
+        op_scalar_to(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
     } else {
         ops[1].view = e->in[1];
     }
-    if (swap) { pw_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
+    if (bin.swap) { pw_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
     return pw_setup_iter(A, out, ops, 2, e->op, err, errlen);
 }
 
@@ -989,8 +771,8 @@ static void pw_set_own(pw_args *A, const rgpu_arg *a) {
     A->own_f = (float)d;
     uint64_t buf = 0;
     int idt = A->cdt == RGPU_BOOL ? RGPU_I64 : A->cdt;
-    pw_scalar_to_dtype(a, idt, &buf);
-    A->own_i = pw_load_u64((const char *)&buf, idt);
+    op_scalar_to(a, idt, &buf);
+    A->own_i = op_load_u64((const char *)&buf, idt);
 }
 
 // pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
@@ -998,8 +780,8 @@ static void pw_set_own(pw_args *A, const rgpu_arg *a) {
 // dtype's value for f16/bf16 and the double itself for f32/f64.
 static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
     double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    if (A->cdt == RGPU_F16) e = pw_half_to_float(pw_float_to_half((float)e));
-    if (A->cdt == RGPU_BF16) e = pw_bf16_to_float(pw_float_to_bf16((float)e));
+    if (A->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
+    if (A->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
     A->pow_exp = e;
     A->pow_mode = POW_SCALAR;
     if (A->cdt == RGPU_F16) return;
@@ -1014,17 +796,17 @@ static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    PW_FORWARD_IF_ERROR(cpu_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(op_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
     memset(A, 0, sizeof *A);
     A->op = e->op;
     A->cdt = (int)dta->v.i;
-    A->ct = cpu_pointwise_compute_class(A->cdt);
+    A->ct = op_pointwise_compute_class(A->cdt);
     A->res_bool = L->res_bool;
-    if (!cpu_pointwise_supports(e->op, A->ct))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
+    if (!op_pointwise_supports(e->op, A->ct))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
 
     // the op's own args
     if (L->own >= 0) {
@@ -1032,17 +814,17 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         switch (e->op) {
         case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
             if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
             A->approx_tanh = a->v.i == 1;
             break;
         case RGPU_OP_DIV_MODE:
             if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
             A->mode = (int)a->v.i;
             break;
         default:   // addcmul/addcdiv value, threshold
-            if (!pw_is_scalar_kind(a->kind))
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            if (!op_is_scalar_kind(a->kind))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
             pw_set_own(A, a);
             break;
         }
@@ -1050,20 +832,20 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
     if (e->op == RGPU_OP_WHERE) {
         int cd = e->in[0]->dtype;
         if (cd != RGPU_BOOL && cd != RGPU_U8)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
         A->cond_first = true;
     }
     if (e->op == RGPU_OP_CLAMP) {
         A->has_lo = present[1];
         A->has_hi = present[2];
         if (!A->has_lo && !A->has_hi)
-            PW_FAIL(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
     }
     if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
         const rgpu_arg *a = &e->args[1];
-        if (A->ct == CT_I64) {
+        if (A->ct == OP_CT_I64) {
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                PW_FAIL(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
             pw_set_pow_exponent(A, a);
         }
@@ -1081,22 +863,22 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
             dt = e->in[i]->dtype;
         } else {
             int sdt = A->cdt;
-            if (e->op == RGPU_OP_LERP) sdt = A->ct == CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) pw_scalar_to_dtype(&e->args[i], sdt, &ops[i].buf);
+            if (e->op == RGPU_OP_LERP) sdt = A->ct == OP_CT_F64 ? RGPU_F64 : RGPU_F32;
+            if (present[i]) op_scalar_to(&e->args[i], sdt, &ops[i].buf);
             ops[i].sdt = sdt;
             dt = sdt;
         }
         if (i == 0 && A->cond_first) continue;
-        if (A->ct == CT_F32)
+        if (A->ct == OP_CT_F32)
             A->fix_in[i + 1] = half_cdt && dt != A->cdt && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
-        else if (A->ct == CT_I64)
+        else if (A->ct == OP_CT_I64)
             A->fix_in[i + 1] = dt != A->cdt;
     }
     if (!A->res_bool) {
-        if (A->ct == CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
-        else if (A->ct == CT_I64) A->fix_out = out->dtype != A->cdt;
+        if (A->ct == OP_CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
+        else if (A->ct == OP_CT_I64) A->fix_out = out->dtype != A->cdt;
     }
-    if (cpu_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
+    if (op_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
     return pw_setup_iter(A, out, ops, e->n_in, e->op, err, errlen);
 }
 
@@ -1104,12 +886,12 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
 // TRIL / TRIU (cpu_pointwise.c op_tri)
 
 static rgpu_status pw_prepare_tri(const rgpu_exec *e, bool upper, pw_tri_args *A, char *err, size_t errlen) {
-    PW_FORWARD_IF_ERROR(cpu_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(op_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
     memset(A, 0, sizeof *A);
-    A->numel = cpu_numel(out);
+    A->numel = op_numel(out);
     if (A->numel == 0) return RGPU_OK;
 
     long long R = x->sizes[nd - 2], C = x->sizes[nd - 1];
@@ -1143,21 +925,21 @@ static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t
     unsigned nb = pw_blocks(A.numel);
     bool oned = A.ndim == 1;
     switch (A.ct) {
-    case CT_F32:
-        if (oned) pw_kernel<CT_F32, true><<<nb, PW_THREADS, 0, s>>>(A);
-        else pw_kernel<CT_F32, false><<<nb, PW_THREADS, 0, s>>>(A);
+    case OP_CT_F32:
+        if (oned) pw_kernel<OP_CT_F32, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<OP_CT_F32, false><<<nb, PW_THREADS, 0, s>>>(A);
         break;
-    case CT_F64:
-        if (oned) pw_kernel<CT_F64, true><<<nb, PW_THREADS, 0, s>>>(A);
-        else pw_kernel<CT_F64, false><<<nb, PW_THREADS, 0, s>>>(A);
+    case OP_CT_F64:
+        if (oned) pw_kernel<OP_CT_F64, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<OP_CT_F64, false><<<nb, PW_THREADS, 0, s>>>(A);
         break;
-    case CT_I64:
-        if (oned) pw_kernel<CT_I64, true><<<nb, PW_THREADS, 0, s>>>(A);
-        else pw_kernel<CT_I64, false><<<nb, PW_THREADS, 0, s>>>(A);
+    case OP_CT_I64:
+        if (oned) pw_kernel<OP_CT_I64, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<OP_CT_I64, false><<<nb, PW_THREADS, 0, s>>>(A);
         break;
     default:
-        if (oned) pw_kernel<CT_BOOL, true><<<nb, PW_THREADS, 0, s>>>(A);
-        else pw_kernel<CT_BOOL, false><<<nb, PW_THREADS, 0, s>>>(A);
+        if (oned) pw_kernel<OP_CT_BOOL, true><<<nb, PW_THREADS, 0, s>>>(A);
+        else pw_kernel<OP_CT_BOOL, false><<<nb, PW_THREADS, 0, s>>>(A);
         break;
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1174,12 +956,12 @@ static rgpu_status pw_tri_launch(const pw_tri_args &A, cudaStream_t s, char *err
 // by zero, read back after the kernel (the CPU writes 0 there and fails).
 static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_t errlen) {
     if (A->numel == 0) return RGPU_OK;
-    bool can_div0 = A->ct == CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
+    bool can_div0 = A->ct == OP_CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
     if (!can_div0) return pw_launch(*A, c->stream, err, errlen);
     RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
 
     int *flag = (int *)rgpu_cuda_scratch(c, sizeof(int));
-    if (flag == NULL) PW_FAIL(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
+    if (flag == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
     A->zero_div = flag;
     int h = 0;
     rgpu_status st = RGPU_OK;
@@ -1194,10 +976,10 @@ static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_
     rgpu_cuda_scratch_free(c, flag);
     if (st != RGPU_OK) return st;
     if (ce != cudaSuccess) {
-        PW_FAIL(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC, "%s: %s",
+        RETURN_ERROR(ce == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC, "%s: %s",
                 rgpu_op_name(op), cudaGetErrorString(ce));
     }
-    if (h) PW_FAIL(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", rgpu_op_name(op));
+    if (h) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", rgpu_op_name(op));
     return RGPU_OK;
 }
 
@@ -1219,24 +1001,24 @@ static bool pw_is_binary(int op) {
 
 extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) PW_FAIL(RGPU_ERR_BAD_ARG, "cuda exec: no op");
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cuda exec: no op");
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        PW_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
                 e->n_in, e->n_out, e->n_args);
     if (e->op == RGPU_OP_TRIL || e->op == RGPU_OP_TRIU) {
         pw_tri_args A;
-        PW_FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
+        FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
         if (A.numel == 0) return RGPU_OK;
         return pw_tri_launch(A, c->stream, err, errlen);
     }
     pw_args A;
     if (pw_is_binary(e->op)) {
-        PW_FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
+        FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
         return pw_run(c, &A, e->op, err, errlen);
     }
     pw_layout L;
-    if (!cpu_pointwise_layout_of(e->op, &L))
-        PW_FAIL(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
-    PW_FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
+    if (!op_pointwise_layout_of(e->op, &L))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
+    FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);
 }

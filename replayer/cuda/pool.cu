@@ -14,10 +14,9 @@
 // op fall back to one thread per plane scattering in output order.
 #include "dense.cuh"
 
-#define TRY(expr) CPU_FORWARD_IF_ERROR(expr)
 
 // ---------------------------------------------------------------------------
-// Geometry: pool_geom, pool_input, pool_args, pool_shape from cpu_dense.h
+// Geometry: op_pool_geom, op_pool_input, op_pool_args, op_pool_shape from cpu_dense.h
 // (the CPU backend parses and checks the same records).
 
 // ---------------------------------------------------------------------------
@@ -31,7 +30,7 @@ struct t4 {
 
 static t4 t4_of(const rgpu_view *v)
 {
-    rgpu_view v4 = v->ndim == 3 ? dense_unsqueeze(v, 0) : *v;
+    rgpu_view v4 = v->ndim == 3 ? op_dense_unsqueeze(v, 0) : *v;
     t4 t;
     t.p = (char *)v4.data;
     t.dt = v4.dtype;
@@ -41,7 +40,7 @@ static t4 t4_of(const rgpu_view *v)
 
 __device__ __forceinline__ char *at4(const t4 &t, int64_t n, int64_t c, int64_t h, int64_t w)
 {
-    return t.p + (n * t.s[0] + c * t.s[1] + h * t.s[2] + w * t.s[3]) * dcu::esize(t.dt);
+    return t.p + (n * t.s[0] + c * t.s[1] + h * t.s[2] + w * t.s[3]) * op_dtype_esize(t.dt);
 }
 
 struct dgeom {
@@ -50,7 +49,7 @@ struct dgeom {
     int64_t divisor;
 };
 
-static dgeom dgeom_of(const pool_geom *g)
+static dgeom dgeom_of(const op_pool_geom *g)
 {
     dgeom d = { g->N, g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw,
                 g->count_include_pad, g->has_divisor, g->divisor };
@@ -79,11 +78,11 @@ template <> __device__ __forceinline__ float lowest<float>() { return -INFINITY;
 template <> __device__ __forceinline__ double lowest<double>() { return -INFINITY; }
 template <> __device__ __forceinline__ int64_t lowest<int64_t>() { return INT64_MIN; }
 template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
-template <typename T> __device__ __forceinline__ T load_val(const char *p, int dt) { return dcu::load<T>(p, dt); }
-template <> __device__ __forceinline__ int64_t load_val<int64_t>(const char *p, int dt) { return (int64_t)dcu::load_u64(p, dt); }
-__device__ __forceinline__ void store_val(char *p, int dt, float v) { dcu::store_f32(p, dt, v); }
-__device__ __forceinline__ void store_val(char *p, int dt, double v) { dcu::store_f64(p, dt, v); }
-__device__ __forceinline__ void store_val(char *p, int dt, int64_t v) { dcu::store_u64(p, dt, (uint64_t)v); }
+template <typename T> __device__ __forceinline__ T load_val(const char *p, int dt) { return cvt_load<T>(p, dt); }
+template <> __device__ __forceinline__ int64_t load_val<int64_t>(const char *p, int dt) { return (int64_t)op_load_u64(p, dt); }
+__device__ __forceinline__ void store_val(char *p, int dt, float v) { op_store_f32(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, double v) { op_store_f64(p, dt, v); }
+__device__ __forceinline__ void store_val(char *p, int dt, int64_t v) { op_store_u64(p, dt, (uint64_t)v); }
 
 template <typename T>
 static __global__ void max_fwd_kernel(dgeom g, t4 x, t4 y, t4 ind)
@@ -150,7 +149,7 @@ static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
         for (int64_t oh = oh0; oh <= oh1; oh++)
             for (int64_t ow = ow0; ow <= ow1; ow++)
                 if (*(const int64_t *)at4(ind, n, c, oh, ow) == k) {
-                    acc = acc + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                    acc = acc + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                     if (sizeof(T) == 4) acc = (T)dcu::rnd_dt(dx.dt, (float)acc);
                 }
         store_val(at4(dx, n, c, ih, iw), dx.dt, acc);
@@ -171,7 +170,7 @@ static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
                 int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
                 if (k < 0 || k >= g.H * g.W) continue;   /* -1; bad ones were refused before */
                 char *p = at4(dx, n, c, k / g.W, k % g.W);
-                T v = dcu::load<T>(p, dx.dt) + dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                T v = cvt_load<T>(p, dx.dt) + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 store_val(p, dx.dt, v);   /* f16/bf16: the store is the rounding */
             }
     }
@@ -222,8 +221,8 @@ static __global__ void avg_fwd_kernel(dgeom g, t4 x, t4 y)
         T sum = 0;
         if (any)
             for (int64_t ih = h0; ih < h1; ih++)
-                for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
-        dcu::store(at4(y, n, c, oh, ow), y.dt, any ? avg_div<T>(sum, div) : (T)0);
+                for (int64_t iw = w0; iw < w1; iw++) sum = sum + cvt_load<T>(at4(x, n, c, ih, iw), x.dt);
+        cvt_store(at4(y, n, c, oh, ow), y.dt, any ? avg_div<T>(sum, div) : (T)0);
     }
 }
 
@@ -244,7 +243,7 @@ static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 int64_t h0, h1, w0, w1, div = 1;
                 if (!avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div)) continue;
                 if (ih < h0 || ih >= h1 || iw < w0 || iw >= w1) continue;
-                T d = avg_div<T>(dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
+                T d = avg_div<T>(cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
                 if (sizeof(T) == 4) {
                     d = (T)dcu::rnd_dt(dx.dt, (float)d);
                     acc = (T)dcu::rnd_dt(dx.dt, (float)(acc + d));
@@ -252,7 +251,7 @@ static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
                     acc = acc + d;
                 }
             }
-        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+        cvt_store(at4(dx, n, c, ih, iw), dx.dt, acc);
     }
 }
 
@@ -284,8 +283,8 @@ static __global__ void adaptive_fwd_kernel(dgeom g, t4 x, t4 y)
         int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
         T sum = 0;
         for (int64_t ih = h0; ih < h1; ih++)
-            for (int64_t iw = w0; iw < w1; iw++) sum = sum + dcu::load<T>(at4(x, n, c, ih, iw), x.dt);
-        dcu::store(at4(y, n, c, oh, ow), y.dt, sum / (T)(h1 - h0) / (T)(w1 - w0));
+            for (int64_t iw = w0; iw < w1; iw++) sum = sum + cvt_load<T>(at4(x, n, c, ih, iw), x.dt);
+        cvt_store(at4(y, n, c, oh, ow), y.dt, sum / (T)(h1 - h0) / (T)(w1 - w0));
     }
 }
 
@@ -307,7 +306,7 @@ static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
             for (int64_t ow = ow0; ow <= ow1; ow++) {
                 int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
                 if (iw < w0 || iw >= w1) continue;
-                T gv = dcu::load<T>(at4(gr, n, c, oh, ow), gr.dt);
+                T gv = cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 if (sizeof(T) == 4) {
                     float d = dcu::rnd_dt(dx.dt, dcu::rnd_dt(dx.dt, (float)gv / (float)(h1 - h0)) / (float)(w1 - w0));
                     acc = (T)dcu::rnd_dt(dx.dt, (float)acc + d);
@@ -316,7 +315,7 @@ static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 }
             }
         }
-        dcu::store(at4(dx, n, c, ih, iw), dx.dt, acc);
+        cvt_store(at4(dx, n, c, ih, iw), dx.dt, acc);
     }
 }
 
@@ -328,7 +327,7 @@ static __global__ void zero_kernel(dgeom g, t4 dx)
         int64_t iw = t % g.W, r = t / g.W;
         int64_t ih = r % g.H; r /= g.H;
         int64_t c = r % g.C, n = r / g.C;
-        dcu::store_f64(at4(dx, n, c, ih, iw), dx.dt, 0.0);
+        op_store_f64(at4(dx, n, c, ih, iw), dx.dt, 0.0);
     }
 }
 
@@ -342,19 +341,19 @@ static __global__ void zero_kernel(dgeom g, t4 dx)
         }                                                                                       \
     } while (0)
 
-static rgpu_status max_forward(rgpu_cuda_ctx *c, const pool_geom *pg, const rgpu_view *x, rgpu_view *y,
+static rgpu_status max_forward(rgpu_cuda_ctx *c, const op_pool_geom *pg, const rgpu_view *x, rgpu_view *y,
                                rgpu_view *ind, char *err, size_t errlen)
 {
     dgeom g = dgeom_of(pg);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
-    int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
-    else if (ct == DCT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    int ct = op_dense_ct_of(x->dtype);
+    if (ct == OP_CT_F32) LAUNCH(max_fwd_kernel<float>, total, g, t4_of(x), t4_of(y), t4_of(ind));
+    else if (ct == OP_CT_F64) LAUNCH(max_fwd_kernel<double>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     else LAUNCH(max_fwd_kernel<int64_t>, total, g, t4_of(x), t4_of(y), t4_of(ind));
     return RGPU_OK;
 }
 
-static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_geom *pg, const rgpu_view *gr,
+static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_pool_geom *pg, const rgpu_view *gr,
                                 const rgpu_view *ind, rgpu_view *dx, char *err, size_t errlen)
 {
     dgeom g = dgeom_of(pg);
@@ -363,7 +362,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
     RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
     dcu::scratch sc(c);
     unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
-    if (!flags) CPU_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory", name);
+    if (!flags) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", name);
     unsigned long long host[2] = { ~0ull, 0ull };
     RGPU_CUDA_TRY(cudaMemcpyAsync(flags, host, sizeof host, cudaMemcpyHostToDevice, c->stream), err, errlen);
     t4 ti = t4_of(ind), tg = t4_of(gr), td = t4_of(dx);
@@ -379,7 +378,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
         const char *p = ti.p + (n * ti.s[0] + ch * ti.s[1] + oh * ti.s[2] + ow * ti.s[3]) * 8;
         RGPU_CUDA_TRY(cudaMemcpyAsync(&k, p, 8, cudaMemcpyDeviceToHost, c->stream), err, errlen);
         RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
                  (long long)(g.H * g.W));
     }
     bool f64 = dx->dtype == RGPU_F64;
@@ -401,31 +400,31 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const pool_g
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
 static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_max_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_max_check(e, &g, err, errlen));
     return max_forward(c, &g, e->in[0], e->out[0], e->out[1], err, errlen);
 }
 
 /* in grad, x, indices; same args as forward; out dx */
 static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_max_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_max_backward_check(e, &g, err, errlen));
     return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
 static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_avg_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
-    int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
-    else if (ct == DCT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
+    int ct = op_dense_ct_of(x->dtype);
+    if (ct == OP_CT_F32) LAUNCH(avg_fwd_kernel<float>, total, dg, t4_of(x), t4_of(y));
+    else if (ct == OP_CT_F64) LAUNCH(avg_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
     else LAUNCH(avg_fwd_kernel<uint64_t>, total, dg, t4_of(x), t4_of(y));
     return RGPU_OK;
 }
@@ -433,15 +432,15 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 /* in grad, x; same args as forward; out dx */
 static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_avg_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
-    int ct = dense_ct_of(x->dtype);
-    if (ct == DCT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
-    else if (ct == DCT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
+    int ct = op_dense_ct_of(x->dtype);
+    if (ct == OP_CT_F32) LAUNCH(avg_bwd_kernel<float>, total, dg, t4_of(gr), t4_of(dx));
+    else if (ct == OP_CT_F64) LAUNCH(avg_bwd_kernel<double>, total, dg, t4_of(gr), t4_of(dx));
     else LAUNCH(avg_bwd_kernel<uint64_t>, total, dg, t4_of(gr), t4_of(dx));
     return RGPU_OK;
 }
@@ -449,11 +448,11 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 /* in x; ints output_size (2) */
 static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_adaptive_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    if (cpu_numel(y) == 0) return RGPU_OK;
+    if (op_numel(y) == 0) return RGPU_OK;
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     if (x->dtype == RGPU_F64) LAUNCH(adaptive_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
@@ -464,13 +463,13 @@ static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 /* in grad (.., Ho, Wo), x; out dx */
 static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    pool_geom g;
-    TRY(pool_adaptive_backward_check(e, &g, err, errlen));
+    op_pool_geom g;
+    FORWARD_IF_ERROR(op_pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
-    if (cpu_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+    if (op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
         LAUNCH(zero_kernel, total, dg, t4_of(dx));
         return RGPU_OK;
     }

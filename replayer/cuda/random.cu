@@ -13,7 +13,8 @@
 // agrees with the CPU to rounding, possibly not in the last bit.
 // randperm sorts on the host (keys drawn there with the same philox.h).
 #include "index.cuh"
-#include "cpu/philox.h"
+#include "op/philox.h"
+#include "op/random.h"
 
 namespace rgpu_ix {
 
@@ -42,25 +43,25 @@ __global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
         switch (r.kind) {
         case RGPU_OP_UNIFORM:
             if (dt == RGPU_F64)
-                ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
+                op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
             else
-                ix_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
+                op_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
             break;
         case RGPU_OP_NORMAL: {
             double u1 = rgpu_philox_bm_u1(wd), u2 = rgpu_philox_bm_u2(wd);
             double z = __dmul_rn(__dsqrt_rn(__dmul_rn(-2.0, log(u1))),
                                  cos(__dmul_rn(2.0 * 3.14159265358979323846, u2)));
-            ix_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
+            op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
             break;
         }
         case RGPU_OP_BERNOULLI: {
-            double p = r.p ? ix_load_f64(r.p + off[1], r.pdt) : r.a;
-            ix_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
+            double p = r.p ? op_load_f64(r.p + off[1], r.pdt) : r.a;
+            op_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
             break;
         }
         default: {   // RANDOM
             uint64_t v = rgpu_philox_r64(wd);
-            ix_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
+            op_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
             break;
         }
         }
@@ -73,7 +74,7 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        double v = ix_load_f64(p + off[0], dt);
+        double v = op_load_f64(p + off[0], dt);
         if (!(v >= 0.0 && v <= 1.0)) atomicMin(bad, (unsigned long long)i);
     }
 }
@@ -81,7 +82,7 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
 static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view *p, rgpu_view *out,
                             char *err, size_t errlen)
 {
-    long long n = cpu_numel(out);
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);
@@ -96,20 +97,11 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
     return RGPU_OK;
 }
 
-// p (a bernoulli probability tensor) broadcasts to out, and every p is in [0, 1].
-static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
-                                  char *err, size_t errlen)
+// Every p of a bernoulli probability tensor is in [0, 1] (its dtype and
+// shape: op_random_check); the first bad one is read back for the message.
+static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, p, "p", err, errlen));
-    bool ok = p->ndim <= out->ndim;
-    int lead = out->ndim - p->ndim;
-    for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
-    if (!ok) {
-        char a[96], b[96];
-        CPU_FAIL(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 cpu_index_shape_str(p, a, sizeof a), cpu_index_shape_str(out, b, sizeof b));
-    }
-    long long n = cpu_numel(p);
+    long long n = op_numel(p);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, p->ndim, p->sizes);
@@ -127,135 +119,52 @@ static rgpu_status check_p_tensor(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
     long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
     char buf[8] = { 0 };
     RGPU_CUDA_TRY(ix_read_back(c, buf, (const char *)p->data + off, rgpu_dtype_size(p->dtype)), err, errlen);
-    CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", cpu_load_f64(buf, p->dtype));
-}
-
-struct perm_kv { uint64_t key, i; };
-
-static int perm_cmp(const void *pa, const void *pb)
-{
-    const perm_kv *a = (const perm_kv *)pa, *b = (const perm_kv *)pb;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli: expected p_in >= 0 && p_in <= 1, got %g", op_load_f64(buf, p->dtype));
 }
 
 // UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
 // RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset.
 rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    rnd_args r;
-    memset(&r, 0, sizeof r);
-    r.kind = e->op;
-    switch (e->op) {
-    case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
-        bool uni = e->op == RGPU_OP_UNIFORM;
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, uni ? "from" : "mean", &r.a, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 1, uni ? "to" : "std", &r.b, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
-        if (uni) {
-            if (!(r.a <= r.b))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r.a, r.b);
-            if (!(r.b - r.a <= cpu_index_float_max(out->dtype)))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
-                         r.b, r.a);
-            r.af = (float)r.a;
-            r.bf = (float)r.b;
-        } else if (!(r.b >= 0.0)) {
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "normal expects std >= 0.0, but found std %g", r.b);
+    op_random_args q;
+    FORWARD_IF_ERROR(op_random_check(e, &q, err, errlen));
+    rgpu_view *out = e->out[0];
+    if (q.kind != RGPU_OP_RANDPERM) {
+        rnd_args r;
+        memset(&r, 0, sizeof r);
+        r.kind = q.kind;
+        r.seed = q.seed;
+        r.offset = q.offset;
+        r.a = q.a;
+        r.b = q.b;
+        r.af = q.af;
+        r.bf = q.bf;
+        r.from = q.from;
+        r.range = q.range;
+        if (q.p != NULL) {
+            FORWARD_IF_ERROR(check_p_values(c, q.p, err, errlen));
+            r.p = (const char *)q.p->data;
+            r.pdt = q.p->dtype;
         }
-        return rnd_fill(c, &r, NULL, out, err, errlen);
-    }
-    case RGPU_OP_BERNOULLI: {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "?", "r", err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        const rgpu_view *p = e->in[0];
-        if (p != NULL) {
-            CPU_FORWARD_IF_ERROR(check_p_tensor(c, e, p, out, err, errlen));
-            r.p = (const char *)p->data;
-            r.pdt = p->dtype;
-        } else {
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &r.a, err, errlen));
-            if (!(r.a >= 0.0 && r.a <= 1.0))
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r.a);
-        }
-        return rnd_fill(c, &r, p, out, err, errlen);
-    }
-    case RGPU_OP_RANDOM: {
-        CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-        int64_t from;
-        CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "from", &from, err, errlen));
-        CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &r.seed, &r.offset, err, errlen));
-        rgpu_view *out = e->out[0];
-        int dt = out->dtype;
-        bool fl = cpu_dtype_is_float(dt);
-        int64_t lo = 0, hi = 0;
-        if (fl) { hi = cpu_index_float_digits_pow(dt); lo = -hi; }
-        else cpu_index_int_range(dt, &lo, &hi);
-        const char *dn = rgpu_dtype_name(dt);
-        if (cpu_index_arg_none(e, 1)) {
-            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (from > hi)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
-                         "from=%lld > to_inc=%lld", (long long)from, (long long)hi);
-            r.range = (uint64_t)hi - (uint64_t)from + 1u;
-        } else {
-            int64_t to;
-            CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 1, "to", &to, err, errlen));
-            if (from >= to)
-                CPU_FAIL(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
-                         (long long)from, (long long)to);
-            if (!fl && from < lo) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
-            if (!fl && to - 1 > hi) CPU_FAIL(RGPU_ERR_BAD_ARG, "random_: to - 1 is out of bounds for %s", dn);
-            r.range = (uint64_t)to - (uint64_t)from;
-        }
-        r.from = (uint64_t)from;
-        return rnd_fill(c, &r, NULL, out, err, errlen);
-    }
-    default:
-        break;
+        return rnd_fill(c, &r, q.p, out, err, errlen);
     }
 
     // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "", "r", err, errlen));
-    int64_t n;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_int(e, 0, "n", &n, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 1, &r.seed, &r.offset, err, errlen));
-    rgpu_view *out = e->out[0];
+    int64_t n = q.n;
     int dt = out->dtype;
-    if (n < 0) CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
-    if (dt == RGPU_BOOL) CPU_FAIL(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
-    if (cpu_dtype_is_float(dt)) {
-        if (n > cpu_index_float_digits_pow(dt) + 1)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(cpu_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
-    } else {
-        int64_t lo, hi;
-        cpu_index_int_range(dt, &lo, &hi);
-        if (n > 0 && n - 1 > hi)
-            CPU_FAIL(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
-    }
-    if (out->ndim != 1 || out->sizes[0] != n)
-        CPU_FAIL(RGPU_ERR_SHAPE, "randperm: out must be (%lld,)", (long long)n);
     if (n == 0) return RGPU_OK;
-    ix_host ha, hv;
-    perm_kv *a = (perm_kv *)idx_alloc(n, sizeof *a);
-    ha.p = a;
+    ix_host ho, hs, hv;
+    uint64_t *order = (uint64_t *)op_alloc(n, sizeof *order);
+    ho.p = order;
+    void *scratch = op_alloc(n, OP_RANDPERM_SCRATCH);
+    hs.p = scratch;
     size_t esz = rgpu_dtype_size(dt);
-    char *vals = (char *)idx_alloc(n, esz);
+    char *vals = (char *)op_alloc(n, esz);
     hv.p = vals;
-    if (a == NULL || vals == NULL) CPU_FAIL(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t w[4];
-        rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, w);
-        a[i].key = rgpu_philox_r64(w);
-        a[i].i = (uint64_t)i;
-    }
-    qsort(a, (size_t)n, sizeof *a, perm_cmp);   // (key, i) pairs are distinct: a total order
-    for (int64_t j = 0; j < n; j++) cpu_store_u64(vals + (size_t)j * esz, dt, a[j].i);
+    if (order == NULL || scratch == NULL || vals == NULL)
+        RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
+    op_randperm_order(q.seed, q.offset, n, order, scratch);
+    for (int64_t j = 0; j < n; j++) op_store_u64(vals + (size_t)j * esz, dt, order[j]);
     return ix_upload_view(c, out, vals, err, errlen);
 }
 
@@ -282,36 +191,26 @@ __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt,
                 double v = __dmul_rn(*(const double *)xp, keep ? 1.0 : 0.0);
                 *(double *)yp = __dmul_rn(v, scale);
             } else {
-                float v = ix_round_to(dt, __fmul_rn(ix_load_f32(xp, dt), keep ? 1.0f : 0.0f));
-                ix_store_f32(yp, dt, __fmul_rn(v, scale_f));
+                float v = op_round_to(dt, __fmul_rn(op_load_f32(xp, dt), keep ? 1.0f : 0.0f));
+                op_store_f32(yp, dt, __fmul_rn(v, scale_f));
             }
         } else {
-            ix_elem_copy(yp, xp, ix_esz(dt));
+            op_elem_copy(yp, xp, op_dtype_esize(dt));
         }
-        if (mask) ix_store_u64(mask + off[2], mdt, keep);
+        if (mask) op_store_u64(mask + off[2], mdt, keep);
     }
 }
 
 rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "r", "r?", err, errlen));
-    double p;
-    bool train = true;
-    uint64_t seed, offset;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "p", &p, err, errlen));
-    if (!cpu_index_arg_none(e, 1)) CPU_FORWARD_IF_ERROR(cpu_index_arg_bool(e, 1, "train", &train, err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_seed_offset(e, 2, &seed, &offset, err, errlen));
+    op_dropout_args d;
+    FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
+    double p = d.p;
+    bool train = d.train;
+    uint64_t seed = d.seed, offset = d.offset;
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
-    if (!(p >= 0.0 && p <= 1.0))
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", p);
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, x, "input", err, errlen));
-    if (y->dtype != x->dtype)
-        CPU_FAIL(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
-                 rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    if (!cpu_index_same_shape(y, x) || (mask && !cpu_index_same_shape(mask, x)))
-        CPU_FAIL(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
-    long long n = cpu_numel(x);
+    long long n = op_numel(x);
     if (n == 0) return RGPU_OK;
 
     double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
@@ -341,17 +240,17 @@ __global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gd
         char *o = out + off[0];
         const char *gp = g + off[1], *mp = m + off[2];
         if (dt == RGPU_F64) {
-            double v = __dmul_rn(ix_load_f64(gp, gdt), ix_load_f64(mp, mdt));
+            double v = __dmul_rn(op_load_f64(gp, gdt), op_load_f64(mp, mdt));
             *(double *)o = __dmul_rn(v, scale);
         } else {
-            float v = ix_round_to(dt, __fmul_rn(ix_load_f32(gp, gdt), ix_load_f32(mp, mdt)));
-            ix_store_f32(o, dt, __fmul_rn(v, scale_f));
+            float v = op_round_to(dt, __fmul_rn(op_load_f32(gp, gdt), op_load_f32(mp, mdt)));
+            op_store_f32(o, dt, __fmul_rn(v, scale_f));
         }
     }
 }
 
 // Byte strides of in broadcast to out (trailing dims aligned) into set k;
-// the shapes were checked by cpu_iter_init.
+// the shapes were checked by op_iter_init.
 static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu_view *out)
 {
     int lead = out->ndim - in->ndim;
@@ -362,17 +261,17 @@ static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu
 
 rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    CPU_FORWARD_IF_ERROR(cpu_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     double scale;
-    CPU_FORWARD_IF_ERROR(cpu_index_arg_f64(e, 0, "scale", &scale, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", &scale, err, errlen));
     rgpu_view *out = e->out[0];
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, out, "out", err, errlen));
-    CPU_FORWARD_IF_ERROR(cpu_index_need_float(e, e->in[0], "grad", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
     // the CPU's broadcast checks and messages (metadata only; nothing is read)
-    cpu_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
-    cpu_iter it;
-    CPU_FORWARD_IF_ERROR(cpu_iter_init(&it, out, ops, 2, e->op, err, errlen));
-    long long n = cpu_numel(out);
+    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
+    op_iter it;
+    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);

@@ -85,33 +85,33 @@ template <bool MAX> __device__ __forceinline__ void red_step_best(red_acc &a, do
 template <int K> __device__ __forceinline__ void red_step(red_acc &a, const red_args &g, long long off, long long r,
                                                           double ctr)
 {
-    if constexpr (K == RK_MAXF) red_step_best<true>(a, rf_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_MINF) red_step_best<false>(a, rf_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
-    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(rf_ld_f64(g.in, off, g.idt)), r);
+    if constexpr (K == RK_MAXF) red_step_best<true>(a, cvt_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_MINF) red_step_best<false>(a, cvt_ld_f64(g.in, off, g.idt), r);
+    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
+    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
     else if constexpr (K == RK_MAXI || K == RK_MINI) {
-        unsigned long long v = rf_ld_u64(g.in, off, g.idt);
+        unsigned long long v = cvt_ld_u64(g.in, off, g.idt);
         bool better = K == RK_MAXI ? (long long)v > (long long)a.u : (long long)v < (long long)a.u;
         if (a.idx < 0 || better) { a.u = v; a.idx = r; }
     }
-    else if constexpr (K == RK_SUMF) a.f += rf_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_SUMU) a.u += rf_ld_u64(g.in, off, g.idt);
-    else if constexpr (K == RK_COUNT) a.u += rf_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMF) a.f += cvt_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMU) a.u += cvt_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_COUNT) a.u += cvt_ld_bool(g.in, off, g.idt);
     else if constexpr (K == RK_SQDEV) {
-        double d = rf_ld_f64(g.in, off, g.idt) - ctr;
+        double d = cvt_ld_f64(g.in, off, g.idt) - ctr;
         a.f = __dadd_rn(a.f, __dmul_rn(d, d));   // as the CPU: no fused multiply-add
     }
-    else if constexpr (K == RK_NORM0) a.f += rf_ld_f64(g.in, off, g.idt) != 0.0;
-    else if constexpr (K == RK_NORM1) a.f += fabs(rf_ld_f64(g.in, off, g.idt));
+    else if constexpr (K == RK_NORM0) a.f += cvt_ld_f64(g.in, off, g.idt) != 0.0;
+    else if constexpr (K == RK_NORM1) a.f += fabs(cvt_ld_f64(g.in, off, g.idt));
     else if constexpr (K == RK_NORM2) {
-        double v = rf_ld_f64(g.in, off, g.idt);
+        double v = cvt_ld_f64(g.in, off, g.idt);
         a.f = __dadd_rn(a.f, __dmul_rn(v, v));
     }
-    else if constexpr (K == RK_NORMP) a.f += pow(fabs(rf_ld_f64(g.in, off, g.idt)), g.p);
-    else if constexpr (K == RK_ANY) a.u |= rf_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_ALL) a.u &= rf_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODF) a.f *= rf_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODU) a.u *= rf_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_NORMP) a.f += pow(fabs(cvt_ld_f64(g.in, off, g.idt)), g.p);
+    else if constexpr (K == RK_ANY) a.u |= cvt_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_ALL) a.u &= cvt_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODF) a.f *= cvt_ld_f64(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODU) a.u *= cvt_ld_u64(g.in, off, g.idt);
 }
 
 // Folds two partials. For the max/min kinds the result is the sequential one
@@ -157,22 +157,22 @@ __device__ void red_finish(const red_args &g, long long o, const red_acc &a)
     rf_ctr_offs(g.keep, o, off);
     double n = (double)g.count;
     switch (g.fin) {
-    case FIN_F: rf_st_f64(g.out0, off[1], g.odt, a.f); break;
-    case FIN_U: rf_st_u64(g.out0, off[1], g.odt, a.u); break;
-    case FIN_MEAN: rf_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
+    case FIN_F: cvt_st_f64(g.out0, off[1], g.odt, a.f); break;
+    case FIN_U: cvt_st_u64(g.out0, off[1], g.odt, a.u); break;
+    case FIN_MEAN: cvt_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
     case FIN_VAR: case FIN_STD: {
         double dof = n - g.p;
         double var = a.f / (dof > 0.0 ? dof : 0.0);
         if (g.count == 0) var = NAN;
-        rf_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
+        cvt_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
         break;
     }
-    case FIN_SQRT: rf_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
-    case FIN_POWINV: rf_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
+    case FIN_SQRT: cvt_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
+    case FIN_POWINV: cvt_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
     case FIN_ARGF: case FIN_ARGI:
         if (g.out0) {
-            if (g.fin == FIN_ARGF) rf_st_f64(g.out0, off[1], g.odt, a.f);
-            else rf_st_u64(g.out0, off[1], g.odt, a.u);
+            if (g.fin == FIN_ARGF) cvt_st_f64(g.out0, off[1], g.odt, a.f);
+            else cvt_st_u64(g.out0, off[1], g.odt, a.u);
         }
         if (g.out1) g.out1[off[2]] = a.idx;
         break;
@@ -285,7 +285,7 @@ static rgpu_status red_run(rgpu_cuda_ctx *c, const char *name, int kind, red_arg
     g.partial = NULL;
     if (S > 1) {
         g.partial = (red_acc *)rgpu_cuda_scratch(c, (size_t)S * (size_t)g.outer * sizeof(red_acc));
-        if (g.partial == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for partial results", name);
+        if (g.partial == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for partial results", name);
     }
     dim3 grid((unsigned)(nblk > RF_MAX_GRID ? RF_MAX_GRID : nblk), (unsigned)S);
     dim3 block((unsigned)BX, (unsigned)BY);
@@ -331,12 +331,12 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_args < 2 || e->args == NULL)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
     const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
     if (dims->kind != RGPU_ARG_INTS)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
     if (kd->kind != RGPU_ARG_BOOL)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     bool keepdim = kd->v.i != 0;
@@ -348,16 +348,16 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     for (uint32_t i = 0; i < dims->v.ints.n; i++) {
         int64_t d = rgpu_arg_int_at(dims, i);
         if (d < -wrap || d >= wrap)
-            RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
         if (d < 0) d += wrap;
         bool *seen = nd == 0 ? &scalar_seen : &red[d];
-        if (*seen) RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
         *seen = true;
     }
     if (dims->v.ints.n == 0)
         for (int d = 0; d < nd; d++) red[d] = true;
-    if (mean && !cpu_dtype_is_float(out->dtype))
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
+    if (mean && !op_dtype_is_float(out->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
 
     red_dims rd;
     memset(&rd, 0, sizeof rd);
@@ -380,26 +380,14 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     }
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) {
-        char got[160], exp[160];
-        int gl = 0, el = 0;
-        got[0] = exp[0] = '\0';
-        for (int d = 0; d < out->ndim && gl < 120; d++)
-            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%lld", d ? "," : "", (long long)out->sizes[d]);
-        for (int d = 0, k = 0; d < nd && el < 120; d++) {
-            if (red[d] && !keepdim) continue;
-            el += snprintf(exp + el, sizeof exp - (size_t)el, "%s%lld", k++ ? "," : "",
-                           red[d] ? 1LL : (long long)in->sizes[d]);
-        }
-        RF_FAIL(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
-    }
+    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
     red_args g;
     red_args_set(&g, &rd);
     if (g.outer == 0) return RGPU_OK;
     g.in = in->data; g.idt = in->dtype;
     g.out0 = out->data; g.odt = out->dtype;
     int kind;
-    if (cpu_dtype_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
+    if (op_dtype_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
     else { kind = out->dtype == RGPU_BOOL ? RK_COUNT : RK_SUMU; g.fin = FIN_U; }
     return red_run(c, name, kind, g, err, errlen);
 }
@@ -417,9 +405,9 @@ static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, boo
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        RF_FORWARD(r2_wrap_dim(e, d, nd, &w, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
-        if (*seen) RF_FAIL(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
     }
     if (n == 0)
@@ -450,7 +438,7 @@ static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        RF_FORWARD(r2_want_shape(e, outs[k], what, ond, want, err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     red_args_set(g, &rd);
     return RGPU_OK;
@@ -461,36 +449,36 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = R2K(RGPU_ARG_INTS) | R2K(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? R2K(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = R2K(RGPU_ARG_FLOAT) | R2K(RGPU_ARG_INT);
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
     int a_dims = 0, a_keep = 1;
     double correction = 1.0, ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        RF_FORWARD(r2_arg(e, 1, num_kinds | R2K(RGPU_ARG_NONE), "correction", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        RF_FORWARD(r2_arg(e, 0, num_kinds, "ord", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
         ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    RF_FORWARD(r2_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    RF_FORWARD(r2_arg(e, a_keep, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[a_keep].v.i != 0;
 
     bool red[RF_MAXD];
-    RF_FORWARD(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
+    FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
     // any.dims / all.dims with dim=[]: "nothing" when out has in's shape (the CPU's rule)
     if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
         e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
         memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
         for (int d = 0; d < in->ndim; d++) red[d] = false;
     red_args g;
-    RF_FORWARD(plan_build(&g, e, in, red, keepdim, &out, 1, err, errlen));
+    FORWARD_IF_ERROR(plan_build(&g, e, in, red, keepdim, &out, 1, err, errlen));
 
     int idt = in->dtype, odt = out->dtype;
-    bool fl = cpu_dtype_is_float(idt);
+    bool fl = op_dtype_is_float(idt);
     int kind = RK_SUMF;
     bool is_var = false;
     switch (e->op) {
@@ -499,25 +487,25 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     case RGPU_OP_ANY: kind = RK_ANY; g.fin = FIN_U; break;
     case RGPU_OP_ALL: kind = RK_ALL; g.fin = FIN_U; break;
     case RGPU_OP_PROD:   // input is cast to out's dtype
-        fl = cpu_dtype_is_float(odt);
+        fl = op_dtype_is_float(odt);
         kind = fl ? RK_PRODF : RK_PRODU;
         g.fin = fl ? FIN_F : FIN_U;
         break;
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        RF_FORWARD(r2_want_float(e, in, "in[0]", err, errlen));
-        RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         is_var = true;
         break;
     case RGPU_OP_NORM:
-        RF_FORWARD(r2_want_float(e, in, "in[0]", err, errlen));
-        RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         g.fin = FIN_F;
         if (ord == 0.0) kind = RK_NORM0;
         else if (ord == 1.0) kind = RK_NORM1;
         else if (ord == 2.0) { kind = RK_NORM2; g.fin = FIN_SQRT; }
         else if (ord == INFINITY) kind = RK_NORMINF;
         else if (ord == -INFINITY) kind = RK_NORMNINF;
-        else if (ord != ord) RF_FAIL(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
+        else if (ord != ord) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
         else { kind = RK_NORMP; g.fin = FIN_POWINV; }
         break;
     default: break;
@@ -527,11 +515,11 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
                        kind == RK_NORMINF || kind == RK_NORMNINF || (kind == RK_NORMP && ord < 0.0);
     if (needs_elems && g.count == 0) {
         if (e->op == RGPU_OP_NORM)
-            RF_FAIL(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
                     "because the operation does not have an identity", name, ord);
         for (int d = 0; d < in->ndim; d++)
             if (red[d] && in->sizes[d] == 0)
-                RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (g.outer == 0) return RGPU_OK;
     g.in = in->data; g.idt = idt;
@@ -541,7 +529,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
     // var / std: two passes in double, the first writing each output's mean
     double *centre = (double *)rgpu_cuda_scratch(c, (size_t)g.outer * sizeof(double));
-    if (centre == NULL) RF_FAIL(RGPU_ERR_NOMEM, "%s: out of device memory for %lld means", name, g.outer);
+    if (centre == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld means", name, g.outer);
     red_args g1 = g;
     g1.fin = FIN_CENTER;
     g1.center_out = centre;
@@ -565,29 +553,29 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT) | (is_arg ? R2K(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    RF_FORWARD(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     bool keepdim = e->args[1].v.i != 0;
     bool red[RF_MAXD];
-    RF_FORWARD(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
+    FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
     rgpu_view *vals = is_arg ? NULL : e->out[0];
     rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
     if (is_arg && in->dtype == RGPU_BOOL)
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
     if (idxs && idxs->dtype != RGPU_I64)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
     rgpu_view *outs[2] = { vals, idxs };
     red_args g;
-    RF_FORWARD(plan_build(&g, e, in, red, keepdim, outs, 2, err, errlen));
+    FORWARD_IF_ERROR(plan_build(&g, e, in, red, keepdim, outs, 2, err, errlen));
     if (g.count == 0) {
         if (e->args[0].kind == RGPU_ARG_NONE)
-            RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
         for (int d = 0; d < in->ndim; d++)
             if (red[d] && in->sizes[d] == 0)
-                RF_FAIL(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (g.outer == 0) return RGPU_OK;
-    bool fl = cpu_dtype_is_float(in->dtype);
+    bool fl = op_dtype_is_float(in->dtype);
     g.in = in->data; g.idt = in->dtype;
     g.out0 = vals ? vals->data : NULL;
     g.odt = vals ? vals->dtype : 0;
@@ -615,7 +603,7 @@ struct cumsum_args {
 __global__ void cumsum_kernel(cumsum_args a)
 {
     const bool same = a.idt == a.odt;
-    const bool ifl = rf_dev_is_float(a.idt);
+    const bool ifl = op_dtype_is_float(a.idt);
     for (long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x; l < a.lines.total;
          l += (long long)gridDim.x * blockDim.x) {
         long long off[2];
@@ -631,27 +619,27 @@ __global__ void cumsum_kernel(cumsum_args a)
             const void *src = a.in;
             long long si = io;
             if (!same) {
-                if (ifl) rf_st_f64(&v, 0, a.odt, rf_ld_f64(a.in, io, a.idt));
-                else rf_st_u64(&v, 0, a.odt, rf_ld_u64(a.in, io, a.idt));
+                if (ifl) cvt_st_f64(&v, 0, a.odt, cvt_ld_f64(a.in, io, a.idt));
+                else cvt_st_u64(&v, 0, a.odt, cvt_ld_u64(a.in, io, a.idt));
                 src = &v;
                 si = 0;
             }
             switch (a.odt) {
             case RGPU_F32: case RGPU_F64:
-                accd += rf_ld_f64(src, si, a.odt);
-                rf_st_f64(a.out, oo, a.odt, accd);
+                accd += cvt_ld_f64(src, si, a.odt);
+                cvt_st_f64(a.out, oo, a.odt, accd);
                 break;
             case RGPU_F16: case RGPU_BF16:
-                accf += rf_ld_f32(src, si, a.odt);
-                rf_st_f32(a.out, oo, a.odt, accf);
+                accf += cvt_ld_f32(src, si, a.odt);
+                cvt_st_f32(a.out, oo, a.odt, accf);
                 break;
             case RGPU_BOOL:
-                accu |= rf_ld_bool(src, si, a.odt);
-                rf_st_u64(a.out, oo, a.odt, accu);
+                accu |= cvt_ld_bool(src, si, a.odt);
+                cvt_st_u64(a.out, oo, a.odt, accu);
                 break;
             default:
-                accu += rf_ld_u64(src, si, a.odt);
-                rf_st_u64(a.out, oo, a.odt, accu);
+                accu += cvt_ld_u64(src, si, a.odt);
+                cvt_st_u64(a.out, oo, a.odt, accu);
                 break;
             }
         }
@@ -662,10 +650,10 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    RF_FORWARD(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    RF_FORWARD(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     cumsum_args a;
     int64_t osz[RF_MAXD];
     for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
@@ -691,49 +679,49 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) RF_FAIL(RGPU_ERR_BAD_ARG, "cuda exec: no op");
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cuda exec: no op");
     if (e->op < 0 || e->op >= RGPU_OP_COUNT)
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
     if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        RF_FAIL(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
                 e->n_in, e->n_out, e->n_args);
     switch (e->op) {
     case RGPU_OP_SUM: case RGPU_OP_MEAN:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, false, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
         return op_sum_mean(c, e, e->op == RGPU_OP_MEAN, err, errlen);
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_reduce(c, e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   // either output may be unwanted
-        RF_FORWARD(cpu_check_exec(e, 0, 3u, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 3u, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_CUMSUM:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return op_cumsum(c, e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax(c, e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        RF_FORWARD(cpu_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax_backward(c, e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   // weight, bias optional; mean, rstd may be unwanted
-        RF_FORWARD(cpu_check_exec(e, 6u, 6u, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 6u, 6u, true, err, errlen));
         return rgpu_cuda_red_layer_norm(c, e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   // weight, bias optional; each output optional
-        RF_FORWARD(cpu_check_exec(e, 0x30u, 7u, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 0x30u, 7u, true, err, errlen));
         return rgpu_cuda_red_layer_norm_backward(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
-        RF_FORWARD(cpu_check_exec(e, 4u, 2u, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 4u, 2u, true, err, errlen));
         return rgpu_cuda_red_nll_loss(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   // weight optional
-        RF_FORWARD(cpu_check_exec(e, 8u, 0, true, err, errlen));
+        FORWARD_IF_ERROR(op_check_exec(e, 8u, 0, true, err, errlen));
         return rgpu_cuda_red_nll_loss_backward(c, e, err, errlen);
     default:
-        RF_FAIL(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",
                 rgpu_op_name(e->op));
     }
 }

@@ -11,34 +11,23 @@
 #pragma once
 
 #include "common.cuh"
+#include "convert.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <string.h>
 
-extern "C" {
-#include "cpu/cpu_reduce2.h"
-}
+#include "op/reduce.h"
 
 #define RF_MAXD RGPU_MAX_DIMS
 
-// One line into err, then return code (as the CPU's CPU_FAIL).
-#define RF_FAIL(code, ...)                                              \
-    do {                                                                \
-        if (err != NULL && errlen > 0) snprintf(err, errlen, __VA_ARGS__); \
-        return (code);                                                  \
-    } while (0)
-#define RF_FORWARD(expr)                          \
-    do {                                          \
-        rgpu_status s_ = (expr);                  \
-        if (s_ != RGPU_OK) return s_;             \
-    } while (0)
+// One line into err, then return code (as the CPU's RETURN_ERROR).
 
 // ---------------------------------------------------------------------------
-// Host checks: the CPU reference's own (cpu_check_view, cpu_check_exec,
-// cpu_numel, cpu_dtype_is_float from cpu_internal.h; r2_arg, R2K,
-// r2_want_float, r2_want_shape, r2_wrap_dim from cpu_reduce2.h), so the
+// Host checks: the CPU reference's own (op_check_view, op_check_exec,
+// op_numel, op_dtype_is_float from cpu_internal.h; op_reduce_arg, OP_ARGK,
+// op_reduce_want_float, op_reduce_want_shape, op_reduce_wrap_dim from cpu_reduce2.h), so the
 // messages are the same by construction.
 
 // ---------------------------------------------------------------------------
@@ -109,159 +98,7 @@ template <int K> __device__ __forceinline__ void rf_ctr_offs(const rf_ctr<K> &c,
     }
 }
 
-// ---------------------------------------------------------------------------
-// Element conversions, mirrors of cpu_internal.h / half.h. NaN to f16 is
-// sign|0x7E00 and to bf16 0x7FC0, as the CPU (CUDA's own rounding gives 0x7FFF).
-
-__device__ __forceinline__ float rf_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float rf_bf2f(uint16_t b) { return __uint_as_float((unsigned)b << 16); }
-__device__ __forceinline__ uint16_t rf_f2h(float f)
-{
-    if (f != f) return (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
-    return __half_as_ushort(__float2half_rn(f));
-}
-__device__ __forceinline__ uint16_t rf_f2bf(float f)
-{
-    if (f != f) return 0x7fc0u;
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
-
-__device__ __forceinline__ long long rf_f64_to_i64_sat(double x)
-{
-    if (x != x) return 0;
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x <= -9223372036854775808.0) return INT64_MIN;
-    return (long long)x;
-}
-__device__ __forceinline__ double rf_clamp_trunc(double x, double lo, double hi)
-{
-    if (x != x) return 0.0;
-    if (x < lo) return lo;
-    if (x > hi) return hi;
-    return x;
-}
-
-// Element i (element offset) of an array of dtype dt at p.
-__device__ __forceinline__ double rf_ld_f64(const void *p, long long i, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return ((const float *)p)[i];
-    case RGPU_F64:  return ((const double *)p)[i];
-    case RGPU_F16:  return rf_h2f(((const uint16_t *)p)[i]);
-    case RGPU_BF16: return rf_bf2f(((const uint16_t *)p)[i]);
-    case RGPU_I64:  return (double)((const long long *)p)[i];
-    case RGPU_I32:  return ((const int32_t *)p)[i];
-    case RGPU_I16:  return ((const int16_t *)p)[i];
-    case RGPU_I8:   return ((const int8_t *)p)[i];
-    case RGPU_U8:   return ((const uint8_t *)p)[i];
-    case RGPU_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default:        return 0.0;
-    }
-}
-
-__device__ __forceinline__ float rf_ld_f32(const void *p, long long i, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return ((const float *)p)[i];
-    case RGPU_F64:  return (float)((const double *)p)[i];
-    case RGPU_F16:  return rf_h2f(((const uint16_t *)p)[i]);
-    case RGPU_BF16: return rf_bf2f(((const uint16_t *)p)[i]);
-    case RGPU_I64:  return (float)((const long long *)p)[i];
-    case RGPU_I32:  return (float)((const int32_t *)p)[i];
-    case RGPU_I16:  return ((const int16_t *)p)[i];
-    case RGPU_I8:   return ((const int8_t *)p)[i];
-    case RGPU_U8:   return ((const uint8_t *)p)[i];
-    case RGPU_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default:        return 0.0f;
-    }
-}
-
-// As int64 bits (floats truncated, clamped, NaN -> 0).
-__device__ __forceinline__ unsigned long long rf_ld_u64(const void *p, long long i, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return (unsigned long long)rf_f64_to_i64_sat(((const float *)p)[i]);
-    case RGPU_F64:  return (unsigned long long)rf_f64_to_i64_sat(((const double *)p)[i]);
-    case RGPU_F16:  return (unsigned long long)rf_f64_to_i64_sat(rf_h2f(((const uint16_t *)p)[i]));
-    case RGPU_BF16: return (unsigned long long)rf_f64_to_i64_sat(rf_bf2f(((const uint16_t *)p)[i]));
-    case RGPU_I64:  return (unsigned long long)((const long long *)p)[i];
-    case RGPU_I32:  return (unsigned long long)(long long)((const int32_t *)p)[i];
-    case RGPU_I16:  return (unsigned long long)(long long)((const int16_t *)p)[i];
-    case RGPU_I8:   return (unsigned long long)(long long)((const int8_t *)p)[i];
-    case RGPU_U8:   return ((const uint8_t *)p)[i];
-    case RGPU_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default:        return 0;
-    }
-}
-
-__device__ __forceinline__ bool rf_ld_bool(const void *p, long long i, int dt)
-{
-    switch (dt) {
-    case RGPU_F32:  return ((const float *)p)[i] != 0.0f;
-    case RGPU_F64:  return ((const double *)p)[i] != 0.0;
-    case RGPU_F16:
-    case RGPU_BF16: return (((const uint16_t *)p)[i] & 0x7fffu) != 0;
-    case RGPU_I64:  return ((const long long *)p)[i] != 0;
-    case RGPU_I32:  return ((const int32_t *)p)[i] != 0;
-    case RGPU_I16:  return ((const int16_t *)p)[i] != 0;
-    case RGPU_I8:   return ((const int8_t *)p)[i] != 0;
-    case RGPU_U8:
-    case RGPU_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default:        return false;
-    }
-}
-
-// A double into dtype dt (f16/bf16 via f32, as c10).
-__device__ __forceinline__ void rf_st_f64(void *p, long long i, int dt, double v)
-{
-    switch (dt) {
-    case RGPU_F32:  ((float *)p)[i] = (float)v; break;
-    case RGPU_F64:  ((double *)p)[i] = v; break;
-    case RGPU_F16:  ((uint16_t *)p)[i] = rf_f2h((float)v); break;
-    case RGPU_BF16: ((uint16_t *)p)[i] = rf_f2bf((float)v); break;
-    case RGPU_I64:  ((long long *)p)[i] = rf_f64_to_i64_sat(v); break;
-    case RGPU_I32:  ((int32_t *)p)[i] = (int32_t)rf_clamp_trunc(v, -2147483648.0, 2147483647.0); break;
-    case RGPU_I16:  ((int16_t *)p)[i] = (int16_t)rf_clamp_trunc(v, -32768.0, 32767.0); break;
-    case RGPU_I8:   ((int8_t *)p)[i] = (int8_t)rf_clamp_trunc(v, -128.0, 127.0); break;
-    case RGPU_U8:   ((uint8_t *)p)[i] = (uint8_t)(unsigned long long)rf_f64_to_i64_sat(v); break;
-    case RGPU_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
-    default: break;
-    }
-}
-
-// A float computed in f32 opmath into dtype dt.
-__device__ __forceinline__ void rf_st_f32(void *p, long long i, int dt, float v)
-{
-    switch (dt) {
-    case RGPU_F32:  ((float *)p)[i] = v; break;
-    case RGPU_F16:  ((uint16_t *)p)[i] = rf_f2h(v); break;
-    case RGPU_BF16: ((uint16_t *)p)[i] = rf_f2bf(v); break;
-    default:        rf_st_f64(p, i, dt, (double)v); break;
-    }
-}
-
-// An int64 (its uint64 bits) into dtype dt: narrower ints wrap.
-__device__ __forceinline__ void rf_st_u64(void *p, long long i, int dt, unsigned long long v)
-{
-    switch (dt) {
-    case RGPU_F32:  ((float *)p)[i] = (float)(long long)v; break;
-    case RGPU_F64:  ((double *)p)[i] = (double)(long long)v; break;
-    case RGPU_F16:  ((uint16_t *)p)[i] = rf_f2h((float)(long long)v); break;
-    case RGPU_BF16: ((uint16_t *)p)[i] = rf_f2bf((float)(long long)v); break;
-    case RGPU_I64:  ((unsigned long long *)p)[i] = v; break;
-    case RGPU_I32:  ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case RGPU_I16:  ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case RGPU_I8:
-    case RGPU_U8:   ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case RGPU_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: break;
-    }
-}
-
-__device__ __forceinline__ bool rf_dev_is_float(int dt)
-{
-    return dt == RGPU_F32 || dt == RGPU_F64 || dt == RGPU_F16 || dt == RGPU_BF16;
-}
+// Elements: convert.cuh (cvt_ld_* / cvt_st_*: op/dtype.h's casts, element i of an array).
 
 // ---------------------------------------------------------------------------
 // Fixed-order group sums for the row kernels. A group is one warp (BLK false)
@@ -356,7 +193,7 @@ static inline unsigned rf_row_grid(long long rows, bool blk)
 }
 
 // ---------------------------------------------------------------------------
-// The family's other files (their exec functions run after cpu_check_exec).
+// The family's other files (their exec functions run after op_check_exec).
 rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen);

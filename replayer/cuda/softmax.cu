@@ -33,20 +33,20 @@ template <bool BLK> __global__ void softmax_kernel(sm_args g)
         const long long xo = off[0], yo = off[2], xs = g.rs[0], ys = g.rs[2];
         double mx = -INFINITY;
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double v = rf_ld_f64(g.a, xo + i * xs, g.adt);
+            double v = cvt_ld_f64(g.a, xo + i * xs, g.adt);
             if (mx == mx && !(v <= mx)) mx = v;   // a NaN wins and sticks
         }
         mx = rf_group_max<BLK>(mx, sh);
         double sum = 0.0;
-        for (long long i = gr.lane; i < g.n; i += gr.size) sum += exp(rf_ld_f64(g.a, xo + i * xs, g.adt) - mx);
+        for (long long i = gr.lane; i < g.n; i += gr.size) sum += exp(cvt_ld_f64(g.a, xo + i * xs, g.adt) - mx);
         sum = rf_group_sum<BLK>(sum, sh);
         if (g.is_log) {
             const double sub = mx + log(sum);
             for (long long i = gr.lane; i < g.n; i += gr.size)
-                rf_st_f64(g.out, yo + i * ys, g.odt, rf_ld_f64(g.a, xo + i * xs, g.adt) - sub);
+                cvt_st_f64(g.out, yo + i * ys, g.odt, cvt_ld_f64(g.a, xo + i * xs, g.adt) - sub);
         } else {
             for (long long i = gr.lane; i < g.n; i += gr.size)
-                rf_st_f64(g.out, yo + i * ys, g.odt, exp(rf_ld_f64(g.a, xo + i * xs, g.adt) - mx) / sum);
+                cvt_st_f64(g.out, yo + i * ys, g.odt, exp(cvt_ld_f64(g.a, xo + i * xs, g.adt) - mx) / sum);
         }
     }
 }
@@ -62,16 +62,16 @@ template <bool BLK> __global__ void softmax_backward_kernel(sm_args g)
         rf_ctr_offs(g.rows, row, off);
         double sum = 0.0;
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double gv = rf_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
+            double gv = cvt_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
             if (g.is_log) sum += gv;
-            else sum = __dadd_rn(sum, __dmul_rn(gv, rf_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt)));
+            else sum = __dadd_rn(sum, __dmul_rn(gv, cvt_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt)));
         }
         sum = rf_group_sum<BLK>(sum, sh);
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double gv = rf_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
-            double yv = rf_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt);
+            double gv = cvt_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
+            double yv = cvt_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt);
             double r = g.is_log ? __dsub_rn(gv, __dmul_rn(exp(yv), sum)) : __dmul_rn(yv, __dsub_rn(gv, sum));
-            rf_st_f64(g.out, off[2] + i * g.rs[2], g.odt, r);
+            cvt_st_f64(g.out, off[2] + i * g.rs[2], g.odt, r);
         }
     }
 }
@@ -113,13 +113,13 @@ rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    RF_FORWARD(r2_arg(e, 1, R2K(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    RF_FORWARD(r2_want_float(e, in, "in[0]", err, errlen));
-    RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
-    RF_FORWARD(r2_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int dim;
-    RF_FORWARD(r2_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
 
     sm_args g;
     memset(&g, 0, sizeof g);
@@ -140,18 +140,18 @@ rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e,
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
-    RF_FORWARD(r2_arg(e, 0, R2K(RGPU_ARG_INT), "dim", err, errlen));
-    RF_FORWARD(r2_arg(e, 1, R2K(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    RF_FORWARD(r2_want_float(e, g, "in[0] (grad)", err, errlen));
-    RF_FORWARD(r2_want_float(e, y, "in[1] (output)", err, errlen));
-    RF_FORWARD(r2_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
     if (e->args[1].v.i != out->dtype)
-        RF_FAIL(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
                 rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    RF_FORWARD(r2_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    RF_FORWARD(r2_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     int dim;
-    RF_FORWARD(r2_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
 
     sm_args a;
     memset(&a, 0, sizeof a);

@@ -18,7 +18,7 @@
 
 #include "backend.h"
 #include "cpu/cpu_internal.h"
-#include "cpu/half.h"
+#include "op/half.h"
 #include "check_util.h"
 
 #define SZ(...) ((const int64_t[]){__VA_ARGS__})
@@ -121,7 +121,7 @@ static inline int64_t offset_of(const rgpu_view *v, int64_t i)
 
 /* element i (logical order) of v; elements load and store with the CPU
  * backend's conversions (cpu/cpu_internal.h) */
-static inline double vget(const rgpu_view *v, int64_t i) { return cpu_load_f64((const char *)v->data + offset_of(v, i), v->dtype); }
+static inline double vget(const rgpu_view *v, int64_t i) { return op_load_f64((const char *)v->data + offset_of(v, i), v->dtype); }
 
 /* A tensor of sizes with strides (NULL: contiguous) in fresh storage fenced
  * by guard bytes; vals (logical order) or NULL (storage left as guard bytes). */
@@ -139,7 +139,7 @@ static inline rgpu_view mk_s(int dt, int nd, const int64_t *sizes, const int64_t
     g_t[g_nt++].span = span;
     v.data = mem + GUARD_N;
     if (vals)
-        for (int64_t i = 0; i < numel(&v); i++) cpu_store_f64((char *)v.data + offset_of(&v, i), dt, vals[i]);
+        for (int64_t i = 0; i < numel(&v); i++) op_store_f64((char *)v.data + offset_of(&v, i), dt, vals[i]);
     return v;
 }
 static inline rgpu_view mk(int dt, int nd, const int64_t *sizes, const double *vals)

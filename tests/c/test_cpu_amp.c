@@ -18,7 +18,7 @@
 
 #include "backend.h"
 #include "cpu/cpu_families.h"
-#include "cpu/half.h"
+#include "op/half.h"
 #include "check_cpu.h"
 
 /* The family of op per ops.def (the generated dispatch reads the same column). */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/half.h"
+#include "op/half.h"
 #include "check_cpu.h"
 
 /* ---------------------------------------------------------------------------

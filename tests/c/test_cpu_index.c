@@ -18,7 +18,7 @@
 #include "backend.h"
 #include "cpu/cpu_families.h"
 #include "cpu/cpu_internal.h"
-#include "cpu/philox.h"
+#include "op/philox.h"
 #include "check_cpu.h"
 
 /* The family of op per ops.def (the generated dispatch reads the same column). */
@@ -47,7 +47,7 @@ static double at(const rgpu_view *v, int64_t i)
         off += (i % v->sizes[d]) * v->strides[d];
         i /= v->sizes[d];
     }
-    return cpu_load_f64((const char *)v->data + off * (int64_t)rgpu_dtype_size(v->dtype), v->dtype);
+    return op_load_f64((const char *)v->data + off * (int64_t)rgpu_dtype_size(v->dtype), v->dtype);
 }
 
 static void expect(const rgpu_view *v, const double *want, int64_t n)

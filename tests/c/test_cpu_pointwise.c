@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/half.h"
+#include "op/half.h"
 #include "cpu/cpu_families.h"
 #include "check_cpu.h"
 

@@ -1,4 +1,4 @@
-/* half.h — IEEE binary16 (f16) and bfloat16 (bf16) <-> f32 conversions.
+/* op/half.h — IEEE binary16 (f16) and bfloat16 (bf16) <-> f32 conversions.
  *
  * Bit-exact with c10::Half / c10::BFloat16 (what ATen uses on CPU):
  *   - f32 -> f16 and f32 -> bf16 round to nearest, ties to even;
@@ -11,18 +11,21 @@
  * so f64 -> f16 is f64 -> f32 -> f16 (double rounding, ATen-identical).
  *
  * Pure integer bit manipulation on memcpy'd bits: no FP environment
- * dependence, no UB, so the CUDA backend can mirror it line by line. */
-#ifndef RGPU_CPU_HALF_H
-#define RGPU_CPU_HALF_H
+ * dependence, no UB; OP_FN, so CUDA kernels run these same lines and the two
+ * backends agree bit for bit (NaN encodings included). */
+#ifndef RGPU_OP_HALF_H
+#define RGPU_OP_HALF_H
 
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t rgpu_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float rgpu_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+#include "op.h"
+
+OP_FN uint32_t rgpu_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+OP_FN float rgpu_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* f16 bits -> f32 (exact). */
-static inline float rgpu_half_to_float(uint16_t h)
+OP_FN float rgpu_half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu;
@@ -37,7 +40,7 @@ static inline float rgpu_half_to_float(uint16_t h)
 }
 
 /* f32 -> f16 bits, round to nearest even. */
-static inline uint16_t rgpu_float_to_half(float f)
+OP_FN uint16_t rgpu_float_to_half(float f)
 {
     uint32_t x = rgpu_f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -64,10 +67,10 @@ static inline uint16_t rgpu_float_to_half(float f)
 }
 
 /* bf16 bits -> f32 (exact). */
-static inline float rgpu_bf16_to_float(uint16_t b) { return rgpu_f32_from_bits((uint32_t)b << 16); }
+OP_FN float rgpu_bf16_to_float(uint16_t b) { return rgpu_f32_from_bits((uint32_t)b << 16); }
 
 /* f32 -> bf16 bits, round to nearest even; NaN -> 0x7FC0 (c10's choice). */
-static inline uint16_t rgpu_float_to_bf16(float f)
+OP_FN uint16_t rgpu_float_to_bf16(float f)
 {
     uint32_t x = rgpu_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;

@@ -1,82 +1,23 @@
-/* cpu_iter.c — view validation, broadcasting and the strided N-d iterator
- * every elementwise CPU kernel (and COPY, FULL, ARANGE) runs on. */
+/* op/iter.c — broadcasting and the strided N-d iterator (op/iter.h). */
 #include <stdio.h>
 
-#include "cpu_internal.h"
-
-void cpu_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-int64_t cpu_numel(const rgpu_view *v)
-{
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-    return n;
-}
-
-rgpu_status cpu_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(op);
-    if (v == NULL) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
-    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        CPU_FAIL(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
-    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        CPU_FAIL(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
-                     (long long)v->sizes[d], (long long)v->strides[d]);
-        if (v->sizes[d] == 0) empty = true;
-    }
-    if (!empty && v->data == NULL) CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
-    return RGPU_OK;
-}
-
-rgpu_status cpu_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
-                           char *err, size_t errlen)
-{
-    const rgpu_op_info *info = &rgpu_op_table[e->op];
-    if (e->n_in != info->n_in || e->n_out != info->n_out)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
-                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
-    if (check_args && e->n_args > 0 && e->args == NULL)
-        CPU_FAIL(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    for (int i = 0; i < e->n_in; i++) {
-        if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->in[i], what, e->op, err, errlen));
-    }
-    for (int i = 0; i < e->n_out; i++) {
-        if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        CPU_FORWARD_IF_ERROR(cpu_check_view(e->out[i], what, e->op, err, errlen));
-    }
-    return RGPU_OK;
-}
+#include "check.h"
+#include "iter.h"
 
 /* ---------------------------------------------------------------------------
  * Iterator construction */
 
-rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand *ins, int nin,
+rgpu_status op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
                           int op, char *err, size_t errlen)
 {
-    if (nin < 0 || nin >= CPU_MAX_OPS)
-        CPU_FAIL(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, CPU_MAX_OPS - 1);
+    if (nin < 0 || nin >= OP_ITER_MAX_OPS)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, OP_ITER_MAX_OPS - 1);
     int nd = out->ndim;
     it->nops = 1 + nin;
-    it->numel = cpu_numel(out);
+    it->numel = op_numel(out);
 
     /* strides over out's dims, in bytes, for each operand */
-    int64_t st[CPU_MAX_OPS][RGPU_MAX_DIMS];
+    int64_t st[OP_ITER_MAX_OPS][RGPU_MAX_DIMS];
     int64_t esz0 = (int64_t)rgpu_dtype_size(out->dtype);
     it->base[0] = (char *)out->data;
     it->dtype[0] = out->dtype;
@@ -92,7 +33,7 @@ rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand 
         it->base[k + 1] = (char *)v->data;
         it->dtype[k + 1] = v->dtype;
         if (v->ndim > nd)
-            CPU_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d",
                      rgpu_op_name(op), k, v->ndim, nd);
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         int lead = nd - v->ndim;
@@ -102,7 +43,7 @@ rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand 
             if (s == out->sizes[d]) st[k + 1][d] = (s == 1) ? 0 : v->strides[d - lead] * esz;
             else if (s == 1) st[k + 1][d] = 0;
             else
-                CPU_FAIL(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld",
                          rgpu_op_name(op), k, (long long)s, d - lead, (long long)out->sizes[d]);
         }
     }
@@ -150,14 +91,14 @@ rgpu_status cpu_iter_init(cpu_iter *it, const rgpu_view *out, const cpu_operand 
  * Iteration: a counter over the outer dims, offsets updated incrementally;
  * the inner dim is handed to row() whole. */
 
-void cpu_iter_run(const cpu_iter *it, cpu_row_fn row, void *ctx)
+void op_iter_run(const op_iter *it, op_row_fn row, void *ctx)
 {
     if (it->numel == 0) return;
     int nd = it->ndim, nops = it->nops;
     int64_t idx[RGPU_MAX_DIMS] = {0};
-    int64_t off[CPU_MAX_OPS] = {0};
-    int64_t inner[CPU_MAX_OPS];
-    char *p[CPU_MAX_OPS];
+    int64_t off[OP_ITER_MAX_OPS] = {0};
+    int64_t inner[OP_ITER_MAX_OPS];
+    char *p[OP_ITER_MAX_OPS];
     for (int k = 0; k < nops; k++) inner[k] = it->strides[k][nd - 1];
     int64_t n = it->sizes[nd - 1];
     for (;;) {

@@ -1,4 +1,4 @@
-/* philox.h — Philox4x32-10 and the values rgpu's random ops derive from it.
+/* op/philox.h — Philox4x32-10 and the values rgpu's random ops derive from it.
  *
  * This header is a cross-backend contract: the CPU reference backend and the
  * CUDA backend include it unchanged, so a random op gives the same bits on
@@ -59,11 +59,9 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define RGPU_PHILOX_FN static inline __host__ __device__
-#else
-#define RGPU_PHILOX_FN static inline
-#endif
+#include "op.h"
+
+#define RGPU_PHILOX_FN OP_FN
 
 #define RGPU_PHILOX_M0 0xD2511F53u
 #define RGPU_PHILOX_M1 0xCD9E8D57u

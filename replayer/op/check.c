@@ -1,0 +1,107 @@
+/* op/check.c — op_errf and the checks of op/check.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dtype.h"
+
+void op_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int64_t op_numel(const rgpu_view *v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
+    return n;
+}
+
+rgpu_status op_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(op);
+    if (v == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
+    if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
+    if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
+        RETURN_ERROR(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
+    bool empty = false;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->sizes[d] < 0 || v->strides[d] < 0)
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
+                     (long long)v->sizes[d], (long long)v->strides[d]);
+        if (v->sizes[d] == 0) empty = true;
+    }
+    if (!empty && v->data == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
+    return RGPU_OK;
+}
+
+rgpu_status op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
+                           char *err, size_t errlen)
+{
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 info->name, e->n_in, e->n_out, info->n_in, info->n_out);
+    if (check_args && e->n_args > 0 && e->args == NULL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    for (int i = 0; i < e->n_in; i++) {
+        if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "in[%d]", i);
+        FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", i);
+        FORWARD_IF_ERROR(op_check_view(e->out[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+bool op_is_scalar_kind(int kind)
+{
+    return kind == RGPU_ARG_INT || kind == RGPU_ARG_FLOAT || kind == RGPU_ARG_BOOL;
+}
+
+rgpu_status op_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
+{
+    if (i >= e->n_args || e->args == NULL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
+    int k = e->args[i].kind;
+    RETURN_ERROR_IF(!op_is_scalar_kind(k), RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
+                    rgpu_op_name(e->op), i, what, k);
+    return RGPU_OK;
+}
+
+void op_scalar_to(const rgpu_arg *a, int dt, void *buf)
+{
+    memset(buf, 0, 8);
+    if (a->kind == RGPU_ARG_FLOAT) op_store_f64((char *)buf, dt, a->v.f);
+    else if (a->kind == RGPU_ARG_BOOL) op_store_u64((char *)buf, dt, a->v.i != 0);
+    else op_store_u64((char *)buf, dt, (uint64_t)a->v.i);
+}
+
+const char *op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, const char *sep)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    o += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? sep : "", (long long)sizes[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
+
+void *op_alloc(int64_t n, size_t sz)
+{
+    if (n < 0 || sz == 0 || (uint64_t)n > SIZE_MAX / sz) return NULL;
+    return malloc(n > 0 ? (size_t)n * sz : sz);
+}

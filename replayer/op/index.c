@@ -1,0 +1,417 @@
+/* op/index.c — the index family's checks and shape rules (op/index.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "index.h"
+
+/* ---------------------------------------------------------------------------
+ * Checks shared by the family */
+
+static rgpu_status arg_present(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
+{
+    if (e->args == NULL || i >= e->n_args)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
+    return RGPU_OK;
+}
+
+
+static rgpu_status check_slot(const rgpu_view *v, char pat, const char *what, int op,
+                              char *err, size_t errlen)
+{
+    if (v == NULL) {
+        if (pat == '?') return RGPU_OK;
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", rgpu_op_name(op), what);
+    }
+    return op_check_view(v, what, op, err, errlen);
+}
+
+rgpu_status op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+                               char *err, size_t errlen)
+{
+    int nin = (int)strlen(in_pat), nout = (int)strlen(out_pat);
+    if (e->n_in != nin || e->n_out != nout)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d / %d",
+                 rgpu_op_name(e->op), e->n_in, e->n_out, nin, nout);
+    char what[24];
+    for (int i = 0; i < nin; i++) {
+        snprintf(what, sizeof what, "in[%d]", i);
+        FORWARD_IF_ERROR(check_slot(e->in[i], in_pat[i], what, e->op, err, errlen));
+    }
+    for (int i = 0; i < nout; i++) {
+        snprintf(what, sizeof what, "out[%d]", i);
+        FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+                                   const char *out_pat, char *err, size_t errlen)
+{
+    int nout = (int)strlen(out_pat);
+    if (e->n_in < min_in || e->n_in > RGPU_MAX_IN || e->n_out != nout)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, want %d..%d / %d",
+                 rgpu_op_name(e->op), e->n_in, e->n_out, min_in, RGPU_MAX_IN, nout);
+    char what[24];
+    for (int i = 0; i < e->n_in; i++) {
+        snprintf(what, sizeof what, "in[%d]", i);
+        char pat = (i < n_req || !opt_rest) ? 'r' : '?';
+        FORWARD_IF_ERROR(check_slot(e->in[i], pat, what, e->op, err, errlen));
+    }
+    for (int i = 0; i < nout; i++) {
+        snprintf(what, sizeof what, "out[%d]", i);
+        FORWARD_IF_ERROR(check_slot(e->out[i], out_pat[i], what, e->op, err, errlen));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+                              char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    if (e->args[i].kind != RGPU_ARG_INT)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int",
+                 rgpu_op_name(e->op), i, what, e->args[i].kind);
+    *v = e->args[i].v.i;
+    return RGPU_OK;
+}
+
+rgpu_status op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+                               char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    if (e->args[i].kind != RGPU_ARG_BOOL && e->args[i].kind != RGPU_ARG_INT)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want bool",
+                 rgpu_op_name(e->op), i, what, e->args[i].kind);
+    *v = e->args[i].v.i != 0;
+    return RGPU_OK;
+}
+
+rgpu_status op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+                              char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
+    int k = e->args[i].kind;
+    if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want a number",
+                 rgpu_op_name(e->op), i, what, k);
+    *v = rgpu_arg_as_f64(&e->args[i]);
+    return RGPU_OK;
+}
+
+bool op_index_arg_none(const rgpu_exec *e, int i)
+{
+    return e->args != NULL && i < e->n_args && e->args[i].kind == RGPU_ARG_NONE;
+}
+
+bool op_index_same_shape(const rgpu_view *a, const rgpu_view *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d]) return false;
+    return true;
+}
+
+bool op_index_same_view(const rgpu_view *a, const rgpu_view *b)
+{
+    if (a->data != b->data || a->dtype != b->dtype || !op_index_same_shape(a, b)) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != 1 && a->strides[d] != b->strides[d]) return false;
+    return true;
+}
+
+const char *op_index_shape_str(const rgpu_view *v, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < v->ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, d ? ", %lld" : "%lld", (long long)v->sizes[d]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+/* Out shape must be want (ndim, sizes). */
+rgpu_status op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                      char *err, size_t errlen)
+{
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == sizes[d];
+    if (!ok) {
+        rgpu_view want;
+        memset(&want, 0, sizeof want);
+        want.ndim = nd;
+        for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
+        char a[96], b[96];
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
+                 op_index_shape_str(out, a, sizeof a), op_index_shape_str(&want, b, sizeof b));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                       char *err, size_t errlen)
+{
+    if (v->dtype != dt)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want %s", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
+    return RGPU_OK;
+}
+
+rgpu_status op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                        char *err, size_t errlen)
+{
+    if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
+    RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: index has dtype %s, want int64%s", rgpu_op_name(e->op),
+             rgpu_dtype_name(v->dtype), allow_i32 ? " or int32" : "");
+}
+
+/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
+rgpu_status op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
+{
+    int n = ndim > 0 ? ndim : 1;
+    if (dim < -n || dim >= n)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                 rgpu_op_name(e->op), -n, n - 1, (long long)dim);
+    *out = (int)(dim < 0 ? dim + n : dim);
+    return RGPU_OK;
+}
+
+/* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
+ * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
+int op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
+{
+    if (v->ndim == 0) { sz[0] = 1; return 1; }
+    for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
+    return v->ndim;
+}
+
+/* Byte stride of dim d (0 for a 0-d view). */
+int64_t op_index_bstride(const rgpu_view *v, int d)
+{
+    return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
+}
+
+/* ---------------------------------------------------------------------------
+ * CAT, CONSTANT_PAD_ND, the WAIT ops */
+
+bool op_index_cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
+
+rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size_t errlen)
+{
+    *dim_out = -1;
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
+    int64_t dim64;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    rgpu_view *out = e->out[0];
+    const rgpu_view *ref = NULL;
+    int iref = 0;
+    for (int i = 0; i < e->n_in && ref == NULL; i++)
+        if (!op_index_cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
+    if (ref == NULL) {   /* every input is legacy-empty: the result is empty too */
+        if (op_numel(out) != 0) RETURN_ERROR(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
+        return RGPU_OK;
+    }
+    int nd = ref->ndim;
+    if (nd == 0) RETURN_ERROR(RGPU_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", iref);
+    if (dim64 < -nd || dim64 >= nd)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "cat: dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                 -nd, nd - 1, (long long)dim64);
+    int dim = (int)(dim64 < 0 ? dim64 + nd : dim64);
+    int64_t total = 0;
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *t = e->in[i];
+        if (op_index_cat_skipped(t)) continue;
+        if (t->ndim != nd)
+            RETURN_ERROR(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
+        for (int d = 0; d < nd; d++)
+            if (d != dim && t->sizes[d] != ref->sizes[d])
+                RETURN_ERROR(RGPU_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %d. Expected size %lld "
+                         "but got size %lld for tensor number %d in the list", dim, (long long)ref->sizes[d],
+                         (long long)t->sizes[d], i);
+        total += t->sizes[dim];
+    }
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == (d == dim ? total : ref->sizes[d]);
+    if (!ok) {
+        char a[96];
+        RETURN_ERROR(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
+                 op_index_shape_str(out, a, sizeof a), (long long)total, dim);
+    }
+    *dim_out = dim;
+    return RGPU_OK;
+}
+
+rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t *lo, int64_t *want,
+                                char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 0 (pad) must be ints");
+    const rgpu_arg *pad = &e->args[0];
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    int dt = out->dtype;
+    if (in->dtype != dt)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "constant_pad_nd: out dtype %s differs from input's %s",
+                 rgpu_dtype_name(dt), rgpu_dtype_name(in->dtype));
+    uint64_t value = 0;
+    if (e->n_args >= 2 && e->args[1].kind != RGPU_ARG_NONE) {
+        int k = e->args[1].kind;
+        if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 1 (value) has kind %d, want a number", k);
+        op_scalar_to(&e->args[1], dt, &value);
+    }
+    uint32_t np = pad->v.ints.n;
+    int nd = in->ndim;
+    if (np % 2 != 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad must be even but instead it equals %u", np);
+    if (np / 2 > (uint32_t)nd)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: length of pad should be no more than twice the number of "
+                 "dimensions of the input (pad %u, %d dims)", np, nd);
+    for (int d = 0; d < RGPU_MAX_DIMS; d++) lo[d] = 0;
+    for (int d = 0; d < nd; d++) want[d] = in->sizes[d];
+    for (uint32_t i = 0; i < np / 2; i++) {
+        int d = nd - 1 - (int)i;
+        int64_t a = rgpu_arg_int_at(pad, 2 * i), b = rgpu_arg_int_at(pad, 2 * i + 1);
+        /* |pad| beyond 2^62 can't be a real size; it would only overflow below */
+        if (a > (INT64_C(1) << 62) || a < -(INT64_C(1) << 62) || b > (INT64_C(1) << 62) || b < -(INT64_C(1) << 62))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: pad (%lld, %lld) is too large", (long long)a, (long long)b);
+        lo[d] = a;
+        if (__builtin_add_overflow(in->sizes[d], a + b, &want[d]))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: padded size of dim %d overflows", d);
+        if (want[d] < 0)
+            RETURN_ERROR(RGPU_ERR_SHAPE, "constant_pad_nd: the input size %lld, plus negative padding %lld and %lld "
+                     "resulted in a negative output size, which is invalid. Check dimension %d of your input.",
+                     (long long)in->sizes[d], (long long)a, (long long)b, d);
+    }
+    bool ok = out->ndim == nd;
+    for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == want[d];
+    if (!ok) {
+        char a[96];
+        RETURN_ERROR(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", op_index_shape_str(out, a, sizeof a));
+    }
+    *value_out = value;
+    return RGPU_OK;
+}
+
+/* out[0] of a WAIT op: a one-element i64 scratch. */
+rgpu_status op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *o = e->out[0];
+    if (o->dtype != RGPU_I64 || op_numel(o) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out[0] must be one int64 element, got %s with %lld elements",
+                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)op_numel(o));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Random ops */
+
+rgpu_status op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+                                     char *err, size_t errlen)
+{
+    int64_t s, o;
+    FORWARD_IF_ERROR(op_index_arg_int(e, i, "seed", &s, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, i + 1, "offset", &o, err, errlen));
+    *seed = (uint64_t)s;
+    *offset = (uint64_t)o;
+    return RGPU_OK;
+}
+
+rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
+{
+    if (!op_dtype_is_float(v->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s dtype %s is not floating", rgpu_op_name(e->op), what,
+                 rgpu_dtype_name(v->dtype));
+    return RGPU_OK;
+}
+
+/* Largest finite value of a floating dtype. */
+double op_index_float_max(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: return 3.4028234663852886e38;
+    case RGPU_F16: return 65504.0;
+    case RGPU_BF16: return 3.3895313892515355e38;
+    default: return 1.7976931348623157e308;
+    }
+}
+
+/* 2^digits of a floating dtype (the exact-integer limit). */
+int64_t op_index_float_digits_pow(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: return INT64_C(1) << 24;
+    case RGPU_F16: return INT64_C(1) << 11;
+    case RGPU_BF16: return INT64_C(1) << 8;
+    default: return INT64_C(1) << 53;
+    }
+}
+
+/* Range of an integer dtype (bool: [0, 1]). */
+void op_index_int_range(int dt, int64_t *lo, int64_t *hi)
+{
+    switch (dt) {
+    case RGPU_I64: *lo = INT64_MIN; *hi = INT64_MAX; break;
+    case RGPU_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case RGPU_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
+    case RGPU_I8:  *lo = INT8_MIN;  *hi = INT8_MAX; break;
+    case RGPU_U8:  *lo = 0; *hi = UINT8_MAX; break;
+    default:       *lo = 0; *hi = 1; break;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Advanced indexing geometry (index.Tensor, index_put) */
+
+rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self, const rgpu_view *const *idx,
+                                int nidx, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(g, 0, sizeof *g);
+    if (nidx > self->ndim)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: too many indices for tensor of dimension %d (got %d)", name, self->ndim, nidx);
+    int first = -1, last = -1, count = 0;
+    for (int k = 0; k < nidx; k++) {
+        const rgpu_view *v = idx[k];
+        if (v == NULL) continue;
+        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
+        if (first < 0) first = k;
+        last = k;
+        count++;
+        if (v->ndim > g->nb) {   /* widen B on the left */
+            int add = v->ndim - g->nb;
+            for (int d = g->nb - 1; d >= 0; d--) g->bsz[d + add] = g->bsz[d];
+            for (int d = 0; d < add; d++) g->bsz[d] = 1;
+            g->nb = v->ndim;
+        }
+        int lead = g->nb - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d], *b = &g->bsz[lead + d];
+            if (*b == 1) *b = s;
+            else if (s != 1 && s != *b)
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shape mismatch: indexing tensors could not be broadcast together "
+                         "(size %lld vs %lld)", name, (long long)s, (long long)*b);
+        }
+    }
+    bool adjacent = count == 0 || last - first + 1 == count;
+    if (g->nb + self->ndim - count > RGPU_MAX_DIMS)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: result would have %d dims, more than %d", name,
+                 g->nb + self->ndim - count, RGPU_MAX_DIMS);
+    int R = 0;
+    if (adjacent) {
+        int lo = count ? first : 0, hi = count ? last : -1;
+        for (int d = 0; d < lo; d++) g->rdim[R++] = d;
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = hi + 1; d < self->ndim; d++) g->rdim[R++] = d;
+    } else {
+        for (int j = 0; j < g->nb; j++) g->rdim[R++] = -1 - j;
+        for (int d = 0; d < self->ndim; d++)
+            if (d >= nidx || idx[d] == NULL) g->rdim[R++] = d;
+    }
+    g->R = R;
+    for (int r = 0; r < R; r++)
+        g->rsz[r] = g->rdim[r] >= 0 ? self->sizes[g->rdim[r]] : g->bsz[-1 - g->rdim[r]];
+    g->nbel = 1;
+    for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
+    return RGPU_OK;
+}

@@ -1,0 +1,235 @@
+/* op/index.h — what the index family's ops mean, for both backends
+ * (cpu/cpu_index*.c; cuda/index.cu, index_data.cu, random.cu): input/output
+ * and arg checks, each op's shape rules, and the per-element accumulate of
+ * index_add / index_put / scatter (OP_FN: the kernels run it too), so both
+ * backends accept the same records, give the same messages and the same
+ * bits. */
+#ifndef RGPU_OP_INDEX_H
+#define RGPU_OP_INDEX_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "dtype.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Checks */
+
+/* Inputs/outputs against a slot pattern: one char per slot, 'r' required,
+ * '?' optional (may be NULL). n_in/n_out must equal the pattern lengths.
+ * Present views pass op_check_view. */
+rgpu_status op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+                               char *err, size_t errlen);
+/* Variadic: n_in in [min_in, RGPU_MAX_IN]; the first n_req inputs required,
+ * later ones optional when opt_rest, else required. */
+rgpu_status op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+                                   const char *out_pat, char *err, size_t errlen);
+
+/* args[i] must exist and be INT (bool accepted for want_bool). */
+rgpu_status op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+                              char *err, size_t errlen);
+rgpu_status op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+                               char *err, size_t errlen);
+/* A number (INT, FLOAT or BOOL) as double. */
+rgpu_status op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+                              char *err, size_t errlen);
+/* True when args[i] exists and is NONE. */
+bool op_index_arg_none(const rgpu_exec *e, int i);
+
+/* Same view: same data, dtype, shape and strides (an in-place op). */
+bool op_index_same_view(const rgpu_view *a, const rgpu_view *b);
+/* Sizes of a and b equal (ndim too). */
+bool op_index_same_shape(const rgpu_view *a, const rgpu_view *b);
+/* "[2, 3]" into buf. */
+const char *op_index_shape_str(const rgpu_view *v, char *buf, size_t n);
+
+/* ---------------------------------------------------------------------------
+ * Each op's checks and arg helpers */
+
+/* Out shape must be (nd, sizes). */
+rgpu_status op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+                                      char *err, size_t errlen);
+/* v's dtype must be dt. */
+rgpu_status op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+                                       char *err, size_t errlen);
+/* An index dtype: int64, or int32 too when allow_i32. */
+rgpu_status op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+                                        char *err, size_t errlen);
+/* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
+rgpu_status op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen);
+/* Sizes with a 0-d view read as 1-d of size 1 (ATen's ensure_nonempty_size),
+ * into sz; returns the dim count (>= 1). */
+int op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz);
+/* Byte stride of dim d (0 for a 0-d view). */
+int64_t op_index_bstride(const rgpu_view *v, int d);
+
+/* A legacy empty 1-d tensor (size (0,)), which cat skips. */
+bool op_index_cat_skipped(const rgpu_view *t);
+/* CAT's io, arg and shape checks; *dim is the wrapped dim, or -1 when every
+ * input is skipped (out then is empty: nothing to do). */
+rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+/* CONSTANT_PAD_ND's io, arg and shape checks: *value is the fill value's bits
+ * in out's dtype; lo[RGPU_MAX_DIMS] the pad before each dim (0 where none),
+ * want[0..ndim) out's sizes. */
+rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value, int64_t *lo, int64_t *want,
+                                char *err, size_t errlen);
+/* out[0] of a WAIT op: a one-element i64 scratch. */
+rgpu_status op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen);
+
+/* args[i], args[i + 1]: seed and offset (INTs read as u64). */
+rgpu_status op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+                                  char *err, size_t errlen);
+/* v's dtype must be floating (what names it). */
+rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
+/* Advanced indexing geometry (index.Tensor, index_put).
+ *
+ * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
+ * whole, as do dims >= k. The index tensors broadcast together to B. The
+ * result holds B's dims plus the un-indexed self dims: when the indexed dims
+ * are adjacent, B replaces them in place (x[:, i, j] -> (d0, *B, d3..)),
+ * otherwise B goes first (x[i, :, j] -> (*B, d1, ..)). Each result dim is
+ * either a B dim or a self dim. The backends then compute each B element's
+ * byte offset into the target, summed over the indexed dims (negative
+ * indices wrap once, out of range is an error). */
+typedef struct op_index_geom {
+    int nb;                         /* B's dims */
+    int64_t bsz[RGPU_MAX_DIMS];
+    int64_t nbel;                   /* B's elements */
+    int R;                          /* result dims */
+    int64_t rsz[RGPU_MAX_DIMS];
+    int rdim[RGPU_MAX_DIMS];        /* >= 0: self dim; < 0: B dim -1-rdim */
+} op_index_geom;
+/* The shape part: index dtypes, B (the broadcast of the indices), the result
+ * dims. */
+rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self,
+                                const rgpu_view *const *idx, int nidx, char *err, size_t errlen);
+/* Largest finite value of a floating dtype. */
+double op_index_float_max(int dt);
+/* 2^digits of a floating dtype (the exact-integer limit). */
+int64_t op_index_float_digits_pow(int dt);
+/* Range of an integer dtype (bool: [0, 1]). */
+void op_index_int_range(int dt, int64_t *lo, int64_t *hi);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Elements */
+
+/* Reductions of an element into a destination of the same dtype, in the
+ * dtype's opmath (f32 for f16/bf16/f32, f64, wrapping int64, logical bool):
+ *   ASSIGN d = s;  ADD d = d + alpha*s (d + s when alpha is one);  MUL d = d*s */
+enum { OP_IDX_ASSIGN = 0, OP_IDX_ADD = 1, OP_IDX_MUL = 2 };
+
+typedef struct op_idx_alpha {
+    bool one;
+    float f;
+    double d;
+    uint64_t i;
+    bool b;
+    bool round_prod;   /* f16/bf16: d + round(alpha*s), alpha already rounded (c10 Half ops) */
+    bool fused;        /* d + alpha*s as one fma (ATen's vectorised add_ with alpha) */
+} op_idx_alpha;
+
+OP_FN op_idx_alpha op_idx_alpha_one(void)
+{
+    op_idx_alpha a = { true, 1.0f, 1.0, 1, true, false, false };
+    return a;
+}
+
+OP_FN void op_idx_elem_reduce(char *d, const char *s, int dt, int mode, const op_idx_alpha *a)
+{
+    if (mode == OP_IDX_ASSIGN) { op_elem_copy(d, s, op_dtype_esize(dt)); return; }
+    switch (dt) {
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
+        float x = op_load_f32(d, dt), y = op_load_f32(s, dt);
+        if (mode == OP_IDX_MUL) x = x * y;
+        else if (a->one) x = x + y;
+        else if (a->round_prod) x = x + op_round_to(dt, y * a->f);
+        else if (a->fused) x = fmaf(a->f, y, x);
+        else x = x + a->f * y;
+        op_store_f32(d, dt, x);
+        break;
+    }
+    case RGPU_F64: {
+        double x = *(const double *)d, y = *(const double *)s;
+        if (mode == OP_IDX_MUL) x = x * y;
+        else if (a->one) x = x + y;
+        else if (a->fused) x = fma(a->d, y, x);
+        else x = x + a->d * y;
+        *(double *)d = x;
+        break;
+    }
+    case RGPU_BOOL: {
+        bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
+        *(uint8_t *)d = mode == OP_IDX_MUL ? (x && y) : (x || (a->b && y));
+        break;
+    }
+    default: {
+        uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
+        x = mode == OP_IDX_MUL ? x * y : x + a->i * y;
+        op_store_u64(d, dt, x);
+        break;
+    }
+    }
+}
+
+/* An index element (i64 or i32) as int64. */
+OP_FN int64_t op_idx_load_index(const char *p, int dt)
+{
+    return dt == RGPU_I32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+}
+
+/* ---------------------------------------------------------------------------
+ * N-d walk in row-major order over sizes[0..nd), keeping up to OP_WALK_N byte
+ * offsets (one per stride set). Usage:
+ *   op_walk w; op_walk_init(&w, nd, sizes);  set w.st[k][d];  then
+ *   if (numel > 0) do { ... w.off[k], w.idx[d] ... } while (op_walk_next(&w)); */
+#define OP_WALK_N 4
+
+typedef struct op_walk {
+    int nd;
+    int64_t sz[RGPU_MAX_DIMS];
+    int64_t st[OP_WALK_N][RGPU_MAX_DIMS];
+    int64_t idx[RGPU_MAX_DIMS];
+    int64_t off[OP_WALK_N];
+} op_walk;
+
+static inline void op_walk_init(op_walk *w, int nd, const int64_t *sizes)
+{
+    memset(w, 0, sizeof *w);
+    w->nd = nd;
+    for (int d = 0; d < nd; d++) w->sz[d] = sizes[d];
+}
+
+/* Sets stride set k from a view's element strides (bytes), over the same dims. */
+static inline void op_walk_strides(op_walk *w, int k, const rgpu_view *v)
+{
+    int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
+    for (int d = 0; d < v->ndim && d < w->nd; d++) w->st[k][d] = v->strides[d] * esz;
+}
+
+static inline bool op_walk_next(op_walk *w)
+{
+    for (int d = w->nd - 1; d >= 0; d--) {
+        if (++w->idx[d] < w->sz[d]) {
+            for (int k = 0; k < OP_WALK_N; k++) w->off[k] += w->st[k][d];
+            return true;
+        }
+        for (int k = 0; k < OP_WALK_N; k++) w->off[k] -= w->st[k][d] * (w->sz[d] - 1);
+        w->idx[d] = 0;
+    }
+    return false;
+}
+
+#endif

@@ -1,0 +1,248 @@
+/* op/pointwise.c — pointwise op layouts, compute classes, ATen's per-op
+ * dtype support and the host-side checks (op/pointwise.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "pointwise.h"
+
+/* ---------------------------------------------------------------------------
+ * Op layouts */
+
+bool op_pointwise_layout_of(int op, pw_layout *L)
+{
+    memset(L, 0, sizeof *L);
+    L->own = -1;
+    switch (op) {
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
+    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
+    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
+    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
+    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        L->nargs = 1;
+        return true;
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
+        L->nargs = 1; L->res_bool = true;
+        return true;
+    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   /* int approximate */
+    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       /* scalar value */
+    case RGPU_OP_THRESHOLD_BACKWARD:                  /* scalar threshold */
+        L->nargs = 2; L->own = 0;
+        return true;
+    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
+    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
+    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2: case RGPU_OP_HYPOT:
+        L->slots = 3u; L->nargs = 3;
+        return true;
+    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
+    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
+        L->slots = 3u; L->nargs = 3; L->res_bool = true;
+        return true;
+    case RGPU_OP_DIV_MODE:                            /* a_s, b_s, int mode */
+        L->slots = 3u; L->nargs = 4; L->own = 2;
+        return true;
+    case RGPU_OP_WHERE:                               /* cond, a|s, b|s */
+        L->slots = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_CLAMP:                               /* x, min?|s, max?|s */
+        L->slots = 6u; L->optional = 6u; L->nargs = 4;
+        return true;
+    case RGPU_OP_LERP:                                /* start, end, weight|s */
+        L->slots = 4u; L->nargs = 4;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Compute classes (CT_*: cpu_pointwise.h): the opmath type the loops run in. */
+int op_pointwise_compute_class(int dt)
+{
+    switch (dt) {
+    case RGPU_F32: case RGPU_F16: case RGPU_BF16: return OP_CT_F32;
+    case RGPU_F64: return OP_CT_F64;
+    case RGPU_BOOL: return OP_CT_BOOL;
+    default: return OP_CT_I64;
+    }
+}
+
+/* Which compute classes ATen's CPU kernel of each op accepts (its
+ * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
+bool op_pointwise_supports(int op, int ct)
+{
+    bool fl = ct == OP_CT_F32 || ct == OP_CT_F64;
+    switch (op) {
+    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
+    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
+    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
+    case RGPU_OP_ATAN2: case RGPU_OP_HYPOT: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
+    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+        return fl;
+    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
+    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
+    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
+    case RGPU_OP_THRESHOLD_BACKWARD:
+        return ct != OP_CT_BOOL;
+    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
+    case RGPU_OP_BITWISE_XOR:
+        return !fl;
+    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where */
+        return true;
+    }
+}
+
+/* out's shape must be the broadcast of the tensor inputs' shapes. */
+static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int nd = 0;
+    for (int i = 0; i < e->n_in; i++)
+        if (e->in[i] && e->in[i]->ndim > nd) nd = e->in[i]->ndim;
+    int64_t shape[RGPU_MAX_DIMS];
+    for (int d = 0; d < nd; d++) shape[d] = 1;
+    for (int i = 0; i < e->n_in; i++) {
+        const rgpu_view *v = e->in[i];
+        if (v == NULL) continue;
+        int lead = nd - v->ndim;
+        for (int d = 0; d < v->ndim; d++) {
+            int64_t s = v->sizes[d];
+            if (shape[lead + d] == 1) shape[lead + d] = s;
+            else if (s != 1 && s != shape[lead + d])
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast with %lld",
+                         name, i, (long long)s, d, (long long)shape[lead + d]);
+        }
+    }
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
+    if (!same) {
+        char want[160], got[160];
+        op_shape_str(want, sizeof want, shape, nd, ",");
+        op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+                                char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_op_info *info = &rgpu_op_table[e->op];
+    if (e->n_in != info->n_in || e->n_out != info->n_out)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
+                 name, e->n_in, e->n_out, info->n_in, info->n_out);
+    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != L->nargs || e->args == NULL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
+    const rgpu_arg *dta = &e->args[L->nargs - 1];
+    if (dta->kind != RGPU_ARG_DTYPE)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: last arg (compute dtype) has kind %d, want dtype", name, dta->kind);
+    if (dta->v.i < 0 || dta->v.i >= RGPU_DTYPE_COUNT)
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: compute dtype %lld", name, (long long)dta->v.i);
+
+    /* inputs: a tensor, or (slots) a scalar arg, or (optional slots) nothing */
+    int ntensor = 0;
+    for (int i = 0; i < e->n_in; i++) {
+        present[i] = true;
+        if (e->in[i] != NULL) {
+            char what[16];
+            snprintf(what, sizeof what, "in[%d]", i);
+            FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
+            ntensor++;
+            continue;
+        }
+        if (!(L->slots & (1u << i))) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
+        int k = e->args[i].kind;
+        if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
+        if (!op_is_scalar_kind(k))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
+                     name, i, i, k);
+    }
+    if (ntensor == 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: no tensor input", name);
+    return check_broadcast(e, e->out[0], err, errlen);
+}
+
+rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (e->n_in != 1 || e->n_out != 1)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
+    FORWARD_IF_ERROR(op_check_view(e->in[0], "in[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
+    const rgpu_view *x = e->in[0];
+    rgpu_view *out = e->out[0];
+    int nd = x->ndim;
+    if (nd < 2) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions", name);
+    bool same = out->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
+    if (!same) {
+        char want[160], got[160];
+        op_shape_str(want, sizeof want, x->sizes, nd, ",");
+        op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
+    }
+    if (out->dtype != x->dtype)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from input dtype %s", name,
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(x->dtype));
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * add/sub/rsub/mul/div, Tensor and Scalar overloads */
+
+rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    int kind, other_arg = -1, alpha_arg = -1;
+    bool swap = false;
+    switch (e->op) {
+    case RGPU_OP_ADD_TENSOR: kind = RGPU_OP_ADD_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_SUB_TENSOR: kind = RGPU_OP_SUB_TENSOR; alpha_arg = 0; break;
+    case RGPU_OP_MUL_TENSOR: kind = RGPU_OP_MUL_TENSOR; break;
+    case RGPU_OP_DIV_TENSOR: kind = RGPU_OP_DIV_TENSOR; break;
+    case RGPU_OP_ADD_SCALAR: kind = RGPU_OP_ADD_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_SUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; break;
+    case RGPU_OP_RSUB_SCALAR: kind = RGPU_OP_SUB_TENSOR; other_arg = 0; alpha_arg = 1; swap = true; break;
+    case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
+    default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   /* DIV_SCALAR */
+    }
+    if (other_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+
+    const rgpu_view *out = e->out[0];
+    memset(b, 0, sizeof *b);
+    b->kind = kind;
+    b->other_arg = other_arg;
+    b->swap = swap;
+    b->ct = op_pointwise_compute_class(out->dtype);
+
+    /* ATen's own rejections */
+    if (kind == RGPU_OP_DIV_TENSOR && (b->ct == OP_CT_I64 || b->ct == OP_CT_BOOL))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: true division into %s output", name, rgpu_dtype_name(out->dtype));
+    if (kind == RGPU_OP_SUB_TENSOR) {
+        bool any_bool = out->dtype == RGPU_BOOL;
+        for (int i = 0; i < e->n_in; i++) any_bool = any_bool || e->in[i]->dtype == RGPU_BOOL;
+        if (other_arg >= 0 && e->args[other_arg].kind == RGPU_ARG_BOOL) any_bool = true;
+        if (any_bool) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: subtraction with a bool operand", name);
+    }
+    if (alpha_arg >= 0) {
+        const rgpu_arg *al = &e->args[alpha_arg];
+        if (al->kind == RGPU_ARG_BOOL && out->dtype != RGPU_BOOL)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: bool alpha only supported for bool results", name);
+        if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(out->dtype))
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: float alpha with %s output", name, rgpu_dtype_name(out->dtype));
+        b->alpha_one = al->kind == RGPU_ARG_FLOAT ? al->v.f == 1.0 : al->v.i == 1;
+        b->alpha_f = al->kind == RGPU_ARG_FLOAT ? (float)al->v.f : (float)al->v.i;
+        b->alpha_d = al->kind == RGPU_ARG_FLOAT ? al->v.f : (double)al->v.i;
+        b->alpha_i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+        b->alpha_b = b->alpha_f != 0.0f;
+    } else {
+        b->alpha_one = true;
+        b->alpha_b = true;
+    }
+    if (b->alpha_one) { b->alpha_f = 1.0f; b->alpha_d = 1.0; b->alpha_i = 1; b->alpha_b = true; }
+    return RGPU_OK;
+}

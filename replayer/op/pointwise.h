@@ -1,0 +1,71 @@
+/* op/pointwise.h — what a pointwise op means, for both backends
+ * (cpu/cpu_pointwise.c, cuda/pointwise.cu): the op layouts, compute classes
+ * and ATen's per-op dtype support, and the host-side argument checks, so
+ * both validate with the same code and the same messages. */
+#ifndef RGPU_OP_POINTWISE_H
+#define RGPU_OP_POINTWISE_H
+
+#include <stdbool.h>
+
+#include "backend.h"
+#include "dtype.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PW_MAX_IN 3
+
+/* Op layouts: which input slots may hold a scalar, how many args, where the
+ * op's own arg sits, whether the result is boolean. */
+typedef struct pw_layout {
+    unsigned slots;      /* bit i: in[i] is "t|s" (args[i] holds the scalar when in[i] is absent) */
+    unsigned optional;   /* bit i: the slot may be empty altogether (args[i] NONE: clamp's bounds) */
+    int nargs;           /* args the record must carry; the DTYPE compute is the last */
+    int own;             /* index of the op's own scalar/int arg, -1 if none */
+    bool res_bool;       /* result is 0/1: comparisons, logical ops, isnan */
+} pw_layout;
+
+/* The layout of a pointwise op of the training set; false for any other op. */
+bool op_pointwise_layout_of(int op, pw_layout *L);
+
+/* Compute classes: the opmath type the loops run in. */
+int op_pointwise_compute_class(int dt);
+/* Whether ATen's kernel of op accepts compute class ct (its AT_DISPATCH list). */
+bool op_pointwise_supports(int op, int ct);
+
+/* op_pointwise's checks up to the compute dtype's support: arity, out, the
+ * args and the DTYPE last arg, each input (a tensor, a scalar arg, or for an
+ * optional slot nothing: present[i] false), at least one tensor, and out's
+ * shape the broadcast of the inputs'. */
+rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+                                char *err, size_t errlen);
+/* TRIL / TRIU's checks: arity, views, the int diagonal arg, x at least 2-d,
+ * out of x's shape and dtype. */
+rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
+
+/* add/sub/rsub/mul/div (Tensor and Scalar overloads) as the ATen op each
+ * runs: kind is RGPU_OP_ADD_TENSOR, _SUB_TENSOR, _MUL_TENSOR or
+ * _DIV_TENSOR; the compute class comes from the OUTPUT dtype; a Scalar
+ * overload's "other" is args[other_arg] (rsub: swapped, other - in[0]). */
+typedef struct op_binary_args {
+    int kind;
+    int other_arg;             /* -1 for the Tensor overloads */
+    bool swap;
+    int ct;                    /* OP_CT_* */
+    bool alpha_one, alpha_b;   /* alpha == 1; alpha as a bool */
+    float alpha_f;
+    double alpha_d;
+    uint64_t alpha_i;
+} op_binary_args;
+/* The overload's args (scalars), ATen's rejections (true division into an
+ * integer output, bool subtraction, bool/float alpha), alpha in each type.
+ * Arity and views: op_check_exec first. */
+rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
