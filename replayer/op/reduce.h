@@ -38,6 +38,80 @@ rgpu_status op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out
 rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_view *out, const bool *red,
                               bool keepdim, char *err, size_t errlen);
 
+/* Which dims an INTS (or INT, or NONE = all) arg reduces: red[0..RGPU_MAX_DIMS)
+ * set for each (wrapped, not repeated) dim; none listed reduces all nd dims. */
+rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen);
+
+/* amax, amin, var, std, linalg_vector_norm, any, all, prod: the args. */
+typedef struct op_reduce2_args {
+    bool red[RGPU_MAX_DIMS];   /* the reduced dims of in[0] */
+    bool keepdim;
+    double correction;         /* var / std (default 1) */
+    double ord;                /* linalg_vector_norm (default 2) */
+} op_reduce2_args;
+/* Reads the args; any.dims / all.dims with dim=[] reduce nothing when out[0]
+ * has in[0]'s shape (ATen's reading; ops.def's empty = all otherwise). */
+rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen);
+/* SUM / MEAN: args dims (ints, empty = all) and keepdim into a->red and
+ * a->keepdim; mean wants a floating out. */
+rgpu_status op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen);
+/* var / std / norm: floating in and out; norm: ord not NaN. */
+rgpu_status op_reduce2_check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen);
+/* amax, amin and norm with ord inf or < 0 have no identity: count (elements
+ * per output) 0 is an error (ATen's zero_numel_check_dims). */
+rgpu_status op_reduce2_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
+                                      char *err, size_t errlen);
+/* argmax, argmin (dim or None = flattened), max.dim, min.dim: dim and
+ * keepdim into a (correction and ord unused); no bool input for arg*; int64
+ * indices. */
+rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen);
+/* No identity: count (elements per output) 0 is an error. */
+rgpu_status op_argreduce_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
+                                        char *err, size_t errlen);
+/* Layer norm shapes: x is (lead..., norm...) with norm = normalized_shape,
+ * M = prod(lead), N = prod(norm); mean/rstd are (lead..., 1...); weight and
+ * bias are norm-shaped. */
+typedef struct op_ln_shape {
+    int k, lead;                   /* normalized dims, leading dims */
+    int64_t M, N;
+    int64_t norm[RGPU_MAX_DIMS];
+    int64_t stat[RGPU_MAX_DIMS];   /* mean/rstd shape */
+    double eps;                    /* native_layer_norm's eps */
+} op_ln_shape;
+rgpu_status op_ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, op_ln_shape *s,
+                            char *err, size_t errlen);
+/* native_layer_norm (in x, weight?, bias?; args normalized_shape, eps; outs
+ * y, mean?, rstd?): args, dtypes and shapes; s from x and the args. */
+rgpu_status op_layer_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen);
+/* native_layer_norm_backward (in grad, x, mean, rstd, weight?, bias?; args
+ * normalized_shape; outs dx?, dw?, db?): args, dtypes and shapes. */
+rgpu_status op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen);
+/* nll_loss: logp is (N,C) with target (N,), or (C,) with target () or (1,);
+ * weight? is (C,); targets are int64 or uint8. Strides in elements. */
+typedef struct op_nll_shape {
+    bool batched;             /* logp is 2-d */
+    bool per_row;             /* reduction none with a 2-d logp: loss is (N,) */
+    int64_t N, C;
+    int64_t ls0, ls1;         /* logp strides: row, class */
+    int64_t ts;               /* target stride */
+    int64_t ws;               /* weight stride */
+    int64_t reduction, ignore;
+} op_nll_shape;
+/* args[0] reduction, args[1] ignore_index; logp, target and weight. */
+rgpu_status op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
+                             op_nll_shape *s, char *err, size_t errlen);
+/* nll_loss_forward (in logp, target, weight?; outs loss, total_weight?). */
+rgpu_status op_nll_loss_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen);
+/* nll_loss_backward (in grad, logp, target, weight?, total_weight; out
+ * grad_input). Targets are the backend's to check. */
+rgpu_status op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen);
+/* _softmax / _log_softmax (in x; args int dim, bool half_to_float; out y):
+ * floating x and y, y x-shaped; *dim wrapped. */
+rgpu_status op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+/* _softmax_backward_data / _log_softmax_backward_data (in grad, output;
+ * args int dim, DTYPE input_dtype = out's dtype; out): *dim wrapped. */
+rgpu_status op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
