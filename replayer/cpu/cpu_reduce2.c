@@ -104,31 +104,23 @@ typedef struct red_plan {
     int64_t count;           /* elements per output */
 } red_plan;
 
-static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view *in, const bool *red,
-                              bool keepdim, rgpu_view *const *outs, int nout, char *err, size_t errlen)
+static void plan_build(red_plan *pl, const rgpu_view *in, const bool *red, bool keepdim,
+                       rgpu_view *const *outs, int nout)
 {
     int nd = in->ndim, ond = 0, nk = 0, nr = 0;
-    int64_t want[RGPU_MAX_DIMS];
     int64_t ksz[RGPU_MAX_DIMS], kin[RGPU_MAX_DIMS], kout[2][RGPU_MAX_DIMS];
     int64_t rsz[RGPU_MAX_DIMS], rin[RGPU_MAX_DIMS];
     for (int d = 0; d < nd; d++) {
         if (red[d]) {
             rsz[nr] = in->sizes[d]; rin[nr++] = in->strides[d];
-            if (keepdim) want[ond++] = 1;
+            ond += keepdim;
             continue;
         }
         ksz[nk] = in->sizes[d]; kin[nk] = in->strides[d];
         for (int k = 0; k < nout; k++) kout[k][nk] = outs[k] ? outs[k]->strides[ond] : 0;
         nk++;
-        want[ond++] = in->sizes[d];
+        ond++;
     }
-    for (int k = 0; k < nout; k++) {
-        if (outs[k] == NULL) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
-    }
-    /* out strides were read at positions the shape check has now vouched for */
     r2_ctr_init(&pl->keep, nk, ksz);
     r2_ctr_add(&pl->keep, kin, (int64_t)rgpu_dtype_size(in->dtype));
     for (int k = 0; k < nout; k++)
@@ -144,7 +136,6 @@ static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view 
         pl->rn = pl->red.sz[pl->red.n];
         pl->rs = pl->red.st[0][pl->red.n];
     }
-    return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -273,31 +264,20 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
     FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
-    double correction = ra.correction, ord = ra.ord;
-    red_plan pl;
-    FORWARD_IF_ERROR(plan_build(&pl, e, in, ra.red, ra.keepdim, &out, 1, err, errlen));
-    FORWARD_IF_ERROR(op_reduce2_check_dtypes(e, &ra, err, errlen));
-
-    int idt = in->dtype, odt = out->dtype;
-    bool fl = op_dtype_is_float(idt);
-    red_kind k = RK_SUM;
+    red_kind k = RK_SUM;   /* var / std */
     switch (e->op) {
     case RGPU_OP_AMAX: k = RK_MAX; break;
     case RGPU_OP_AMIN: k = RK_MIN; break;
     case RGPU_OP_ANY:  k = RK_ANY; break;
     case RGPU_OP_ALL:  k = RK_ALL; break;
-    case RGPU_OP_PROD: k = RK_PROD; fl = op_dtype_is_float(odt); break;  /* input is cast to out's dtype */
-    case RGPU_OP_NORM:
-        if (ord == 0.0) k = RK_NORM0;
-        else if (ord == 1.0) k = RK_NORM1;
-        else if (ord == 2.0) k = RK_NORM2;
-        else if (ord == INFINITY) k = RK_NORMINF;
-        else if (ord == -INFINITY) k = RK_NORMNINF;
-        else k = RK_NORMP;
-        break;
+    case RGPU_OP_PROD: k = RK_PROD; break;
+    case RGPU_OP_NORM: k = (red_kind)(RK_NORM0 + ra.norm); break;
     default: break;
     }
-    FORWARD_IF_ERROR(op_reduce2_check_nonempty(e, &ra, pl.count, err, errlen));
+    red_plan pl;
+    plan_build(&pl, in, ra.red, ra.keepdim, &out, 1);
+    int idt = in->dtype, odt = out->dtype;
+    bool fl = ra.fl;
     if (pl.keep.total == 0) return RGPU_OK;
 
     const char *ib = in->data;
@@ -307,7 +287,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
         char *o = ob + pl.keep.off[1];
         red_acc a;
         memset(&a, 0, sizeof a);
-        a.p = ord;
+        a.p = ra.ord;
         if (k == RK_ALL) a.u = 1;
         if (k == RK_PROD) { a.f = 1.0; a.u = 1; }
         red_walk(&pl, k, fl, &a, base, idt);
@@ -328,7 +308,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
             a.mean = a.f / n;
             a.f = 0.0;
             red_walk(&pl, RK_SQDEV, true, &a, base, idt);
-            double dof = n - correction;
+            double dof = n - ra.correction;
             double var = a.f / (dof > 0.0 ? dof : 0.0);
             if (pl.count == 0) var = NAN;
             op_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
@@ -341,7 +321,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
             op_store_f64(o, odt, sqrt(a.f));
             break;
         case RK_NORMP:
-            op_store_f64(o, odt, pow(a.f, 1.0 / ord));
+            op_store_f64(o, odt, pow(a.f, 1.0 / ra.ord));
             break;
         case RK_SQDEV:
             break;
@@ -355,19 +335,15 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
 {
-    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
     op_reduce2_args ra;
     FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
-    rgpu_view *vals = is_arg ? NULL : e->out[0];
-    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
-    rgpu_view *outs[2] = { vals, idxs };
-    red_plan pl;
-    FORWARD_IF_ERROR(plan_build(&pl, e, in, ra.red, ra.keepdim, outs, 2, err, errlen));
-    FORWARD_IF_ERROR(op_argreduce_check_nonempty(e, &ra, pl.count, err, errlen));
-    if (pl.keep.total == 0) return RGPU_OK;
+    const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     bool fl = op_dtype_is_float(in->dtype);
+    red_plan pl;
+    plan_build(&pl, in, ra.red, ra.keepdim, ra.outs, 2);
+    if (pl.keep.total == 0) return RGPU_OK;
     const char *ib = in->data;
     do {
         red_acc a;
@@ -394,17 +370,13 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int64_t osz[RGPU_MAX_DIMS];   /* the lines: in's sizes, the scan dim's set to 1 */
+    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
     int idt = in->dtype, odt = out->dtype;
     int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
     int64_t n = 1, is = 0, os = 0;
     if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
-    /* the other dims, the scan dim's size set to 1 */
-    int64_t osz[RGPU_MAX_DIMS];
-    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
     r2_ctr c;
     r2_ctr_init(&c, in->ndim, osz);
     r2_ctr_add(&c, in->strides, ie);

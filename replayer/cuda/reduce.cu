@@ -373,33 +373,25 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
 // ---------------------------------------------------------------------------
 // amax, amin, var, std, linalg_vector_norm, any, all, prod (cpu_reduce2.c)
 
-// The CPU's plan_build: checks each present output's shape, fills g.
-static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *in, const bool *red, bool keepdim,
-                              rgpu_view *const *outs, int nout, char *err, size_t errlen)
+// The CPU's plan_build: fills g (op/reduce has checked the outs' shapes).
+static void plan_build(red_args *g, const rgpu_view *in, const bool *red, bool keepdim,
+                       rgpu_view *const *outs, int nout)
 {
     int nd = in->ndim, ond = 0;
-    int64_t want[RF_MAXD];
     red_dims rd;
     memset(&rd, 0, sizeof rd);
     for (int d = 0; d < nd; d++) {
         if (red[d]) {
             rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
-            if (keepdim) want[ond++] = 1;
+            ond += keepdim;
             continue;
         }
         rd.ksz[rd.nk] = in->sizes[d]; rd.kin[rd.nk] = in->strides[d];
         for (int k = 0; k < nout; k++) rd.kout[k][rd.nk] = outs[k] ? outs[k]->strides[ond] : 0;
         rd.nk++;
-        want[ond++] = in->sizes[d];
-    }
-    for (int k = 0; k < nout; k++) {
-        if (outs[k] == NULL) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
+        ond++;
     }
     red_args_set(g, &rd);
-    return RGPU_OK;
 }
 
 static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
@@ -409,13 +401,11 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
     FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
-    double correction = ra.correction, ord = ra.ord;
     red_args g;
-    FORWARD_IF_ERROR(plan_build(&g, e, in, ra.red, ra.keepdim, &out, 1, err, errlen));
-    FORWARD_IF_ERROR(op_reduce2_check_dtypes(e, &ra, err, errlen));
+    plan_build(&g, in, ra.red, ra.keepdim, &out, 1);
 
     int idt = in->dtype, odt = out->dtype;
-    bool fl = op_dtype_is_float(idt);
+    bool fl = ra.fl;
     int kind = RK_SUMF;
     bool is_var = false;
     switch (e->op) {
@@ -423,8 +413,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     case RGPU_OP_AMIN: kind = fl ? RK_MINF : RK_MINI; g.fin = fl ? FIN_F : FIN_U; break;
     case RGPU_OP_ANY: kind = RK_ANY; g.fin = FIN_U; break;
     case RGPU_OP_ALL: kind = RK_ALL; g.fin = FIN_U; break;
-    case RGPU_OP_PROD:   // input is cast to out's dtype
-        fl = op_dtype_is_float(odt);
+    case RGPU_OP_PROD:
         kind = fl ? RK_PRODF : RK_PRODU;
         g.fin = fl ? FIN_F : FIN_U;
         break;
@@ -432,21 +421,15 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
         is_var = true;
         break;
     case RGPU_OP_NORM:
-        g.fin = FIN_F;
-        if (ord == 0.0) kind = RK_NORM0;
-        else if (ord == 1.0) kind = RK_NORM1;
-        else if (ord == 2.0) { kind = RK_NORM2; g.fin = FIN_SQRT; }
-        else if (ord == INFINITY) kind = RK_NORMINF;
-        else if (ord == -INFINITY) kind = RK_NORMNINF;
-        else { kind = RK_NORMP; g.fin = FIN_POWINV; }
+        kind = RK_NORM0 + ra.norm;
+        g.fin = ra.norm == OP_NORM_2 ? FIN_SQRT : ra.norm == OP_NORM_P ? FIN_POWINV : FIN_F;
         break;
     default: break;
     }
-    FORWARD_IF_ERROR(op_reduce2_check_nonempty(e, &ra, g.count, err, errlen));
     if (g.outer == 0) return RGPU_OK;
     g.in = in->data; g.idt = idt;
     g.out0 = out->data; g.odt = odt;
-    g.p = ord;
+    g.p = ra.ord;
     if (!is_var) return red_run(c, name, kind, g, err, errlen);
 
     // var / std: two passes in double, the first writing each output's mean
@@ -458,7 +441,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     rgpu_status st = red_run(c, name, RK_SUMF, g1, err, errlen);
     if (st == RGPU_OK) {
         g.center = centre;
-        g.p = correction;
+        g.p = ra.correction;
         g.fin = e->op == RGPU_OP_STD ? FIN_STD : FIN_VAR;
         st = red_run(c, name, RK_SQDEV, g, err, errlen);
     }
@@ -472,17 +455,13 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
     op_reduce2_args ra;
     FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
-    rgpu_view *vals = is_arg ? NULL : e->out[0];
-    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
-    rgpu_view *outs[2] = { vals, idxs };
     red_args g;
-    FORWARD_IF_ERROR(plan_build(&g, e, in, ra.red, ra.keepdim, outs, 2, err, errlen));
-    FORWARD_IF_ERROR(op_argreduce_check_nonempty(e, &ra, g.count, err, errlen));
+    plan_build(&g, in, ra.red, ra.keepdim, ra.outs, 2);
+    const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     if (g.outer == 0) return RGPU_OK;
     bool fl = op_dtype_is_float(in->dtype);
     g.in = in->data; g.idt = in->dtype;
@@ -559,13 +538,10 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int64_t osz[RF_MAXD];   /* the lines: in's sizes, the scan dim's set to 1 */
+    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
     cumsum_args a;
-    int64_t osz[RF_MAXD];
-    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
     rf_ctr_init(&a.lines, in->ndim, osz);
     rf_ctr_set(&a.lines, 0, in->strides);
     rf_ctr_set(&a.lines, 1, out->strides);
@@ -587,13 +563,7 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
 extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cuda exec: no op");
-    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
-    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
-                e->n_in, e->n_out, e->n_args);
+    FORWARD_IF_ERROR(op_exec_begin(e, "cuda", err, errlen));
     switch (e->op) {
     case RGPU_OP_SUM: case RGPU_OP_MEAN:
         FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));

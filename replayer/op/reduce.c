@@ -88,36 +88,8 @@ rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, 
     return RGPU_OK;
 }
 
-rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
-{
-    const rgpu_view *in = e->in[0], *out = e->out[0];
-    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
-    int a_dims = 0, a_keep = 1;
-    a->correction = 1.0;
-    a->ord = 2.0;
-    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
-        a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
-        if (e->args[1].kind != RGPU_ARG_NONE) a->correction = rgpu_arg_as_f64(&e->args[1]);
-    } else if (e->op == RGPU_OP_NORM) {
-        a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
-        a->ord = rgpu_arg_as_f64(&e->args[0]);
-    }
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    a->keepdim = e->args[a_keep].v.i != 0;
-    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[a_dims], in->ndim, a->red, err, errlen));
-    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
-        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
-        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
-        for (int d = 0; d < in->ndim; d++) a->red[d] = false;
-    return RGPU_OK;
-}
 
-rgpu_status op_reduce2_check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
+static rgpu_status check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
 {
     if (e->op != RGPU_OP_VAR && e->op != RGPU_OP_STD && e->op != RGPU_OP_NORM) return RGPU_OK;
     FORWARD_IF_ERROR(op_reduce_want_float(e, e->in[0], "in[0]", err, errlen));
@@ -136,40 +108,21 @@ static rgpu_status empty_dim(const rgpu_exec *e, const op_reduce2_args *a, char 
     return RGPU_OK;
 }
 
-rgpu_status op_reduce2_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
-                                      char *err, size_t errlen)
+static rgpu_status check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     bool norm = e->op == RGPU_OP_NORM;
     bool needs_elems = e->op == RGPU_OP_AMAX || e->op == RGPU_OP_AMIN || (norm && (a->ord == INFINITY || a->ord < 0.0));
-    if (!needs_elems || count != 0) return RGPU_OK;
+    if (!needs_elems || a->count != 0) return RGPU_OK;
     RETURN_ERROR_IF(norm, RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
                     "because the operation does not have an identity", name, a->ord);
     return empty_dim(e, a, err, errlen);
 }
 
-rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
-    const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    a->keepdim = e->args[1].v.i != 0;
-    a->correction = 1.0;
-    a->ord = 2.0;
-    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[0], in->ndim, a->red, err, errlen));
-    const rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
-    RETURN_ERROR_IF(is_arg && in->dtype == RGPU_BOOL, RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
-    RETURN_ERROR_IF(idxs && idxs->dtype != RGPU_I64, RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64",
-                    name, rgpu_dtype_name(idxs->dtype));
-    return RGPU_OK;
-}
 
-rgpu_status op_argreduce_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
-                                        char *err, size_t errlen)
+static rgpu_status arg_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
 {
-    if (count != 0) return RGPU_OK;
+    if (a->count != 0) return RGPU_OK;
     RETURN_ERROR_IF(e->args[0].kind == RGPU_ARG_NONE, RGPU_ERR_SHAPE,
                     "%s(): Expected reduction dim to be specified for input.numel() == 0.", rgpu_op_name(e->op));
     return empty_dim(e, a, err, errlen);
@@ -385,5 +338,102 @@ rgpu_status op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, s
     FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
     FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, dim, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s exec: no op", backend);
+    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s backend: unsupported op %d (%s)", backend, e->op, rgpu_op_name(e->op));
+    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+                     e->n_in, e->n_out, e->n_args);
+    return RGPU_OK;
+}
+
+rgpu_status op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_view *const *outs, int nout,
+                                 char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    int ond = 0;
+    int64_t want[RGPU_MAX_DIMS];
+    a->count = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        if (a->red[d]) a->count *= in->sizes[d];
+        if (!a->red[d] || a->keepdim) want[ond++] = a->red[d] ? 1 : in->sizes[d];
+    }
+    for (int k = 0; k < nout; k++) {
+        if (outs[k] == NULL) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", k);
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
+    }
+    return RGPU_OK;
+}
+rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
+    int a_dims = 0, a_keep = 1;
+    a->correction = 1.0;
+    a->ord = 2.0;
+    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
+        a_keep = 2;
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
+        if (e->args[1].kind != RGPU_ARG_NONE) a->correction = rgpu_arg_as_f64(&e->args[1]);
+    } else if (e->op == RGPU_OP_NORM) {
+        a_dims = 1; a_keep = 2;
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
+        a->ord = rgpu_arg_as_f64(&e->args[0]);
+    }
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    a->keepdim = e->args[a_keep].v.i != 0;
+    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[a_dims], in->ndim, a->red, err, errlen));
+    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
+        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
+        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
+        for (int d = 0; d < in->ndim; d++) a->red[d] = false;
+    a->fl = op_dtype_is_float(e->op == RGPU_OP_PROD ? out->dtype : in->dtype);   /* prod casts in to out's dtype */
+    double ord = a->ord;
+    a->norm = ord == 0.0 ? OP_NORM_0 : ord == 1.0 ? OP_NORM_1 : ord == 2.0 ? OP_NORM_2
+            : ord == INFINITY ? OP_NORM_INF : ord == -INFINITY ? OP_NORM_NINF : OP_NORM_P;
+    rgpu_view *const outs[1] = { e->out[0] };
+    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, outs, 1, err, errlen));
+    FORWARD_IF_ERROR(check_dtypes(e, a, err, errlen));
+    return check_nonempty(e, a, err, errlen);
+}
+rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
+    const rgpu_view *in = e->in[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    a->keepdim = e->args[1].v.i != 0;
+    a->correction = 1.0;
+    a->ord = 2.0;
+    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[0], in->ndim, a->red, err, errlen));
+    const rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
+    RETURN_ERROR_IF(is_arg && in->dtype == RGPU_BOOL, RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+    RETURN_ERROR_IF(idxs && idxs->dtype != RGPU_I64, RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64",
+                    name, rgpu_dtype_name(idxs->dtype));
+    a->outs[0] = is_arg ? NULL : e->out[0];
+    a->outs[1] = e->out[is_arg ? 0 : 1];
+    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, a->outs, 2, err, errlen));
+    return arg_check_nonempty(e, a, err, errlen);
+}
+
+rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    for (int d = 0; d < in->ndim; d++) lines[d] = d == *dim ? 1 : in->sizes[d];
     return RGPU_OK;
 }

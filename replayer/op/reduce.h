@@ -42,32 +42,37 @@ rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_
  * set for each (wrapped, not repeated) dim; none listed reduces all nd dims. */
 rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen);
 
-/* amax, amin, var, std, linalg_vector_norm, any, all, prod: the args. */
+/* linalg_vector_norm's ord by the kernel it takes. */
+typedef enum op_norm_ord { OP_NORM_0, OP_NORM_1, OP_NORM_2, OP_NORM_INF, OP_NORM_NINF, OP_NORM_P } op_norm_ord;
+
+/* A reduction's args (sum/mean, amax … prod, arg*). */
 typedef struct op_reduce2_args {
     bool red[RGPU_MAX_DIMS];   /* the reduced dims of in[0] */
     bool keepdim;
     double correction;         /* var / std (default 1) */
     double ord;                /* linalg_vector_norm (default 2) */
+    int64_t count;             /* elements per output (op_reduce_check_outs) */
+    op_norm_ord norm;          /* op_reduce2_parse: ord's kernel */
+    bool fl;                   /* op_reduce2_parse: accumulate in double (prod: in out's dtype) */
+    rgpu_view *outs[2];        /* op_argreduce_parse: values (NULL for arg*), indices */
 } op_reduce2_args;
-/* Reads the args; any.dims / all.dims with dim=[] reduce nothing when out[0]
- * has in[0]'s shape (ATen's reading; ops.def's empty = all otherwise). */
+/* out[k] (NULL: not wanted) has the reduction's shape: in[0]'s sizes, the
+ * reduced dims kept as 1 with keepdim, else dropped; sets a->count. */
+rgpu_status op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_view *const *outs, int nout,
+                                 char *err, size_t errlen);
+/* Reads the args (any.dims / all.dims with dim=[] reduce nothing when out[0]
+ * has in[0]'s shape: ATen's reading; ops.def's empty = all otherwise), then
+ * checks out[0]'s shape; var / std / norm want floating in and out, norm an
+ * ord that is not NaN; amax, amin and norm with ord inf or < 0 have no
+ * identity, so an empty reduced dim is an error (ATen's zero_numel_check_dims). */
 rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen);
 /* SUM / MEAN: args dims (ints, empty = all) and keepdim into a->red and
  * a->keepdim; mean wants a floating out. */
 rgpu_status op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen);
-/* var / std / norm: floating in and out; norm: ord not NaN. */
-rgpu_status op_reduce2_check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen);
-/* amax, amin and norm with ord inf or < 0 have no identity: count (elements
- * per output) 0 is an error (ATen's zero_numel_check_dims). */
-rgpu_status op_reduce2_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
-                                      char *err, size_t errlen);
 /* argmax, argmin (dim or None = flattened), max.dim, min.dim: dim and
  * keepdim into a (correction and ord unused); no bool input for arg*; int64
- * indices. */
+ * indices; the outs' shapes; no empty reduced dim (no identity). */
 rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen);
-/* No identity: count (elements per output) 0 is an error. */
-rgpu_status op_argreduce_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, int64_t count,
-                                        char *err, size_t errlen);
 /* Layer norm shapes: x is (lead..., norm...) with norm = normalized_shape,
  * M = prod(lead), N = prod(norm); mean/rstd are (lead..., 1...); weight and
  * bias are norm-shaped. */
@@ -111,6 +116,14 @@ rgpu_status op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t err
 /* _softmax_backward_data / _log_softmax_backward_data (in grad, output;
  * args int dim, DTYPE input_dtype = out's dtype; out): *dim wrapped. */
 rgpu_status op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+/* cumsum (in; args int dim; out in-shaped): *dim wrapped; lines[0..ndim)
+ * in's sizes with the scan dim's set to 1 (one element per line). */
+rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *err, size_t errlen);
+
+/* A backend's exec entry (cpu: rgpu_cpu_exec, cuda: rgpu_cuda_reduce_exec):
+ * clears err; e present, its op known, its in/out/arg counts in range.
+ * backend ("cpu", "cuda") names the backend in the messages. */
+rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
