@@ -7,6 +7,7 @@
  * own strides; dtypes/sizes/strides were decided by the client. */
 #include "cpu_internal.h"
 #include "op/pointwise.h"
+#include "op/reduce.h"
 #include "cpu_families.h"
 
 #define CHUNK CPU_CHUNK   /* elements converted per buffer (cpu_internal.h) */
@@ -321,12 +322,6 @@ bool rgpu_cpu_supports(int op)
 
 rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cpu exec: no op");
-    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
-    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
-                 e->n_in, e->n_out, e->n_args);
+    FORWARD_IF_ERROR(op_exec_begin(e, "cpu", err, errlen));
     return cpu_dispatch(e, err, errlen);
 }

@@ -29,36 +29,11 @@ static uint64_t sum_row_u64(uint64_t acc, const char *p, int dt, int64_t s, int6
 
 rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    if (e->n_args < 2 || e->args == NULL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
-    const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
-    if (dims->kind != RGPU_ARG_INTS)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
-    if (kd->kind != RGPU_ARG_BOOL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    bool keepdim = kd->v.i != 0;
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_sum_mean_parse(e, mean, &ra, err, errlen));
     int nd = in->ndim;
-    int wrap = nd > 0 ? nd : 1;   /* a 0-d tensor accepts dim 0 / -1 (ATen's wrap_scalar) */
-
-    /* which dims are reduced */
-    bool red[RGPU_MAX_DIMS] = {false};
-    bool scalar_seen = false;
-    for (uint32_t i = 0; i < dims->v.ints.n; i++) {
-        int64_t d = rgpu_arg_int_at(dims, i);
-        if (d < -wrap || d >= wrap)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
-        if (d < 0) d += wrap;
-        bool *seen = nd == 0 ? &scalar_seen : &red[d];
-        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
-        *seen = true;
-    }
-    if (dims->v.ints.n == 0)
-        for (int d = 0; d < nd; d++) red[d] = true;
-    if (mean && !op_dtype_is_float(out->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
 
     /* expected out shape, and the kept (K) / reduced (R) dims with byte strides */
     int ond = 0, nk = 0, nr = 0;
@@ -67,15 +42,15 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
     int64_t iesz = (int64_t)rgpu_dtype_size(in->dtype), oesz = (int64_t)rgpu_dtype_size(out->dtype);
     int64_t count = 1, outer = 1;
     for (int d = 0; d < nd; d++) {
-        int64_t want = red[d] ? 1 : in->sizes[d];
-        if (red[d] && !keepdim) {
+        int64_t want = ra.red[d] ? 1 : in->sizes[d];
+        if (ra.red[d] && !ra.keepdim) {
             rsz[nr] = in->sizes[d]; rin[nr++] = in->strides[d] * iesz;
             count *= in->sizes[d];
             continue;
         }
         if (ond >= out->ndim || out->sizes[ond] != want)
             break;   /* reported below */
-        if (red[d]) {
+        if (ra.red[d]) {
             rsz[nr] = in->sizes[d]; rin[nr++] = in->strides[d] * iesz;
             count *= in->sizes[d];
         } else {
@@ -85,8 +60,9 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
         ond++;
     }
     int want_nd = 0;
-    for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
+    for (int d = 0; d < nd; d++) want_nd += (!ra.red[d] || ra.keepdim);
+    if (ond != want_nd || out->ndim != want_nd)
+        return op_reduce_bad_out(rgpu_op_name(e->op), in, out, ra.red, ra.keepdim, err, errlen);
     if (outer == 0) return RGPU_OK;
     if (nr == 0) { rsz[0] = 1; rin[0] = 0; nr = 1; }
     if (nk == 0) { ksz[0] = 1; kin[0] = 0; kout[0] = 0; nk = 1; }

@@ -104,52 +104,23 @@ typedef struct red_plan {
     int64_t count;           /* elements per output */
 } red_plan;
 
-/* Which dims an INTS (or INT, or NONE = all) arg reduces. */
-static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red,
-                              char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    for (int d = 0; d < RGPU_MAX_DIMS; d++) red[d] = false;
-    bool scalar_seen = false;
-    uint32_t n = a->kind == RGPU_ARG_INTS ? a->v.ints.n : a->kind == RGPU_ARG_INT ? 1 : 0;
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
-        int w;
-        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
-        bool *seen = nd == 0 ? &scalar_seen : &red[w];
-        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
-        *seen = true;
-    }
-    if (n == 0)
-        for (int d = 0; d < nd; d++) red[d] = true;
-    return RGPU_OK;
-}
-
-static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view *in, const bool *red,
-                              bool keepdim, rgpu_view *const *outs, int nout, char *err, size_t errlen)
+static void plan_build(red_plan *pl, const rgpu_view *in, const bool *red, bool keepdim,
+                       rgpu_view *const *outs, int nout)
 {
     int nd = in->ndim, ond = 0, nk = 0, nr = 0;
-    int64_t want[RGPU_MAX_DIMS];
     int64_t ksz[RGPU_MAX_DIMS], kin[RGPU_MAX_DIMS], kout[2][RGPU_MAX_DIMS];
     int64_t rsz[RGPU_MAX_DIMS], rin[RGPU_MAX_DIMS];
     for (int d = 0; d < nd; d++) {
         if (red[d]) {
             rsz[nr] = in->sizes[d]; rin[nr++] = in->strides[d];
-            if (keepdim) want[ond++] = 1;
+            ond += keepdim;
             continue;
         }
         ksz[nk] = in->sizes[d]; kin[nk] = in->strides[d];
         for (int k = 0; k < nout; k++) kout[k][nk] = outs[k] ? outs[k]->strides[ond] : 0;
         nk++;
-        want[ond++] = in->sizes[d];
+        ond++;
     }
-    for (int k = 0; k < nout; k++) {
-        if (outs[k] == NULL) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
-    }
-    /* out strides were read at positions the shape check has now vouched for */
     r2_ctr_init(&pl->keep, nk, ksz);
     r2_ctr_add(&pl->keep, kin, (int64_t)rgpu_dtype_size(in->dtype));
     for (int k = 0; k < nout; k++)
@@ -165,7 +136,6 @@ static rgpu_status plan_build(red_plan *pl, const rgpu_exec *e, const rgpu_view 
         pl->rn = pl->red.sz[pl->red.n];
         pl->rs = pl->red.st[0][pl->red.n];
     }
-    return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -290,76 +260,24 @@ static void red_walk(red_plan *pl, red_kind k, bool fl, red_acc *a, const char *
 
 static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
-    int a_dims = 0, a_keep = 1;
-    double correction = 1.0, ord = 2.0;
-    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
-        a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
-        if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
-    } else if (e->op == RGPU_OP_NORM) {
-        a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
-        ord = rgpu_arg_as_f64(&e->args[0]);
-    }
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    bool keepdim = e->args[a_keep].v.i != 0;
-
-    bool red[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
-    /* any.dims / all.dims: ATen reduces nothing for dim=[] (all for None).
-     * ops.def says empty = all, so an empty list reads as "nothing" only when
-     * out has in's shape; where both readings fit, they give the same values. */
-    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
-        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
-        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
-        for (int d = 0; d < in->ndim; d++) red[d] = false;
-    red_plan pl;
-    FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, &out, 1, err, errlen));
-
-    int idt = in->dtype, odt = out->dtype;
-    bool fl = op_dtype_is_float(idt);
-    red_kind k = RK_SUM;
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
+    red_kind k = RK_SUM;   /* var / std */
     switch (e->op) {
     case RGPU_OP_AMAX: k = RK_MAX; break;
     case RGPU_OP_AMIN: k = RK_MIN; break;
     case RGPU_OP_ANY:  k = RK_ANY; break;
     case RGPU_OP_ALL:  k = RK_ALL; break;
-    case RGPU_OP_PROD: k = RK_PROD; fl = op_dtype_is_float(odt); break;  /* input is cast to out's dtype */
-    case RGPU_OP_VAR: case RGPU_OP_STD:
-        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-        break;
-    case RGPU_OP_NORM:
-        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-        if (ord == 0.0) k = RK_NORM0;
-        else if (ord == 1.0) k = RK_NORM1;
-        else if (ord == 2.0) k = RK_NORM2;
-        else if (ord == INFINITY) k = RK_NORMINF;
-        else if (ord == -INFINITY) k = RK_NORMNINF;
-        else if (ord != ord) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
-        else k = RK_NORMP;
-        break;
+    case RGPU_OP_PROD: k = RK_PROD; break;
+    case RGPU_OP_NORM: k = (red_kind)(RK_NORM0 + ra.norm); break;
     default: break;
     }
-    /* no identity: an empty reduced dim is an error (ATen's zero_numel_check_dims) */
-    bool needs_elems = k == RK_MAX || k == RK_MIN || k == RK_NORMINF || k == RK_NORMNINF ||
-                       (k == RK_NORMP && ord < 0.0);
-    if (needs_elems && pl.count == 0) {
-        if (e->op == RGPU_OP_NORM)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
-                     "because the operation does not have an identity", name, ord);
-        for (int d = 0; d < in->ndim; d++)
-            if (red[d] && in->sizes[d] == 0)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
-    }
+    red_plan pl;
+    plan_build(&pl, in, ra.red, ra.keepdim, &out, 1);
+    int idt = in->dtype, odt = out->dtype;
+    bool fl = ra.fl;
     if (pl.keep.total == 0) return RGPU_OK;
 
     const char *ib = in->data;
@@ -369,7 +287,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
         char *o = ob + pl.keep.off[1];
         red_acc a;
         memset(&a, 0, sizeof a);
-        a.p = ord;
+        a.p = ra.ord;
         if (k == RK_ALL) a.u = 1;
         if (k == RK_PROD) { a.f = 1.0; a.u = 1; }
         red_walk(&pl, k, fl, &a, base, idt);
@@ -390,7 +308,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
             a.mean = a.f / n;
             a.f = 0.0;
             red_walk(&pl, RK_SQDEV, true, &a, base, idt);
-            double dof = n - correction;
+            double dof = n - ra.correction;
             double var = a.f / (dof > 0.0 ? dof : 0.0);
             if (pl.count == 0) var = NAN;
             op_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
@@ -403,7 +321,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
             op_store_f64(o, odt, sqrt(a.f));
             break;
         case RK_NORMP:
-            op_store_f64(o, odt, pow(a.f, 1.0 / ord));
+            op_store_f64(o, odt, pow(a.f, 1.0 / ra.ord));
             break;
         case RK_SQDEV:
             break;
@@ -417,33 +335,15 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    bool keepdim = e->args[1].v.i != 0;
-    bool red[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
-    rgpu_view *vals = is_arg ? NULL : e->out[0];
-    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
-    if (is_arg && in->dtype == RGPU_BOOL)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
-    if (idxs && idxs->dtype != RGPU_I64)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
-    rgpu_view *outs[2] = { vals, idxs };
-    red_plan pl;
-    FORWARD_IF_ERROR(plan_build(&pl, e, in, red, keepdim, outs, 2, err, errlen));
-    if (pl.count == 0) {
-        if (e->args[0].kind == RGPU_ARG_NONE)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
-        for (int d = 0; d < in->ndim; d++)
-            if (red[d] && in->sizes[d] == 0)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
-    }
-    if (pl.keep.total == 0) return RGPU_OK;
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
+    const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     bool fl = op_dtype_is_float(in->dtype);
+    red_plan pl;
+    plan_build(&pl, in, ra.red, ra.keepdim, ra.outs, 2);
+    if (pl.keep.total == 0) return RGPU_OK;
     const char *ib = in->data;
     do {
         red_acc a;
@@ -470,17 +370,13 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int64_t osz[RGPU_MAX_DIMS];   /* the lines: in's sizes, the scan dim's set to 1 */
+    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
     int idt = in->dtype, odt = out->dtype;
     int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
     int64_t n = 1, is = 0, os = 0;
     if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
-    /* the other dims, the scan dim's size set to 1 */
-    int64_t osz[RGPU_MAX_DIMS];
-    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
     r2_ctr c;
     r2_ctr_init(&c, in->ndim, osz);
     r2_ctr_add(&c, in->strides, ie);

@@ -41,13 +41,8 @@ rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_softmax_check(e, &dim, err, errlen));
 
     const rgpu_view *vs[2] = { in, out };
     r2_ctr c;
@@ -87,18 +82,8 @@ rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-    if (e->args[1].v.i != out->dtype)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
-                 rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_softmax_backward_check(e, &dim, err, errlen));
 
     const rgpu_view *vs[3] = { g, y, out };
     r2_ctr c;
@@ -130,40 +115,6 @@ rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size
  * M = prod(lead), N = prod(norm); mean/rstd are (lead..., 1...); weight and
  * bias are norm-shaped. */
 
-typedef struct ln_shape {
-    int k, lead;              /* normalized dims, leading dims */
-    int64_t M, N;
-    int64_t norm[RGPU_MAX_DIMS];
-    int64_t stat[RGPU_MAX_DIMS];   /* mean/rstd shape */
-} ln_shape;
-
-static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, ln_shape *s,
-                                char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
-                 ns->v.ints.n, x->ndim, x->ndim);
-    s->k = (int)ns->v.ints.n;
-    s->lead = x->ndim - s->k;
-    s->M = 1; s->N = 1;
-    for (int d = 0; d < s->lead; d++) {
-        if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
-            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
-        s->stat[d] = x->sizes[d];
-    }
-    for (int d = 0; d < s->k; d++) {
-        s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
-        s->stat[s->lead + d] = 1;
-        if (s->norm[d] != x->sizes[s->lead + d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
-                     (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
-        if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
-            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
-    }
-    return RGPU_OK;
-}
-
 /* v (norm-shaped, optional) as N doubles; fill when v is NULL. */
 static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *dst, char *err, size_t errlen)
 {
@@ -187,24 +138,8 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
-    double eps = rgpu_arg_as_f64(&e->args[1]);
-    ln_shape s;
-    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[1] (weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
-    }
-    if (b) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, b, "in[2] (bias)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
-    }
-    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
-    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    op_ln_shape s;
+    FORWARD_IF_ERROR(op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
@@ -235,7 +170,7 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
             mu *= rN;
             for (int64_t i = 0; i < N; i++) { double d = buf[i] - mu; var += d * d; }
             var *= rN;
-            double rs = 1.0 / sqrt(var + eps);
+            double rs = 1.0 / sqrt(var + s.eps);
             if (N == 0) { mu = 0.0; rs = NAN; }
             for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
             r2_row_store(&yr, (char *)y->data + c.off[1], buf);
@@ -262,32 +197,8 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    ln_shape s;
-    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[4] (weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
-    }
-    if (dx) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, dx, "out[0] (dx)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
-    }
-    if (dw) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, dw, "out[1] (dw)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
-    }
-    if (db) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, db, "out[2] (db)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
-    }
+    op_ln_shape s;
+    FORWARD_IF_ERROR(op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     int64_t N = s.N;
@@ -354,66 +265,24 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
  * nll_loss: logp is (N,C) with target (N,), or (C,) with target () or (1,);
  * weight? is (C,); targets are int64 or uint8. */
 
-typedef struct nll_shape {
-    bool batched;             /* logp is 2-d */
-    int64_t N, C;
-    int64_t ls0, ls1;         /* logp byte strides: row, class */
-    int64_t ts;               /* target byte stride */
-    int64_t ws;               /* weight byte stride */
-    int64_t reduction, ignore;
-} nll_shape;
-
-static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t,
-                                 const rgpu_view *w, int a0, nll_shape *s, char *err, size_t errlen)
+/* s's element strides as byte strides. */
+static void nll_bytes(op_nll_shape *s, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w)
 {
-    const char *name = rgpu_op_name(e->op);
-    FORWARD_IF_ERROR(op_reduce_arg(e, a0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a0 + 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
-    s->reduction = e->args[a0].v.i;
-    s->ignore = e->args[a0 + 1].v.i;
-    if (s->reduction < 0 || s->reduction > 2)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
-                 (long long)s->reduction);
-    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
-    if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
-                 rgpu_dtype_name(t->dtype));
-    if (logp->ndim < 1 || logp->ndim > 2)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
-    if (t->ndim > 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
     int64_t le = (int64_t)rgpu_dtype_size(logp->dtype);
-    s->batched = logp->ndim == 2;
-    s->N = s->batched ? logp->sizes[0] : 1;
-    s->C = logp->sizes[logp->ndim - 1];
-    s->ls0 = s->batched ? logp->strides[0] * le : 0;
-    s->ls1 = logp->strides[logp->ndim - 1] * le;
-    s->ts = t->ndim == 1 ? t->strides[0] * (int64_t)rgpu_dtype_size(t->dtype) : 0;
-    if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
-                 (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
-    if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
-                 (long long)t->sizes[0]);
-    s->ws = 0;
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
-        if (w->ndim != 1 || w->sizes[0] != s->C)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
-                     "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
-        s->ws = w->strides[0] * (int64_t)rgpu_dtype_size(w->dtype);
-    }
-    return RGPU_OK;
+    s->ls0 *= le;
+    s->ls1 *= le;
+    s->ts *= (int64_t)rgpu_dtype_size(t->dtype);
+    if (w) s->ws *= (int64_t)rgpu_dtype_size(w->dtype);
 }
 
-static int64_t nll_target(const rgpu_view *t, const nll_shape *s, int64_t i)
+static int64_t nll_target(const rgpu_view *t, const op_nll_shape *s, int64_t i)
 {
     return (int64_t)op_load_u64((const char *)t->data + i * s->ts, t->dtype);
 }
 
 /* Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG
  * (checked before any write). */
-static rgpu_status nll_check_targets(const rgpu_exec *e, const rgpu_view *t, const nll_shape *s, int64_t n,
+static rgpu_status nll_check_targets(const rgpu_exec *e, const rgpu_view *t, const op_nll_shape *s, int64_t n,
                                      char *err, size_t errlen)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -433,15 +302,10 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
-    nll_shape s;
-    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
-    bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
-    if (tw) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
-    }
+    op_nll_shape s;
+    FORWARD_IF_ERROR(op_nll_loss_check(e, &s, err, errlen));
+    bool per_row = s.per_row;
+    nll_bytes(&s, logp, t, w);
     /* as ATen: a reduced loss over an empty logp checks no target */
     FORWARD_IF_ERROR(nll_check_targets(e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
     const char *lp = logp->data;
@@ -482,23 +346,12 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
  *   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean) */
 rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
-    nll_shape s;
-    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
-    bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
-    else if (op_numel(go) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                 (long long)op_numel(go));
-    if (op_numel(twv) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                 name, (long long)op_numel(twv));
+    op_nll_shape s;
+    FORWARD_IF_ERROR(op_nll_loss_backward_check(e, &s, err, errlen));
+    bool per_row = s.per_row;
+    nll_bytes(&s, logp, t, w);
     FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
 
     int64_t ge = (int64_t)rgpu_dtype_size(gx->dtype);

@@ -10,57 +10,6 @@
 // block folding its threads' partial sums in a fixed order, in double.
 #include "reduce.cuh"
 
-struct nll_shape {
-    bool batched;
-    int64_t N, C;
-    int64_t ls0, ls1;     // logp element strides: row, class
-    int64_t ts;           // target element stride
-    int64_t ws;           // weight element stride
-    int64_t reduction, ignore;
-};
-
-static rgpu_status nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
-                                 int a0, nll_shape *s, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    FORWARD_IF_ERROR(op_reduce_arg(e, a0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a0 + 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
-    s->reduction = e->args[a0].v.i;
-    s->ignore = e->args[a0 + 1].v.i;
-    if (s->reduction < 0 || s->reduction > 2)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
-                (long long)s->reduction);
-    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
-    if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
-                rgpu_dtype_name(t->dtype));
-    if (logp->ndim < 1 || logp->ndim > 2)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
-    if (t->ndim > 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
-    s->batched = logp->ndim == 2;
-    s->N = s->batched ? logp->sizes[0] : 1;
-    s->C = logp->sizes[logp->ndim - 1];
-    s->ls0 = s->batched ? logp->strides[0] : 0;
-    s->ls1 = logp->strides[logp->ndim - 1];
-    s->ts = t->ndim == 1 ? t->strides[0] : 0;
-    if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
-                (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
-    if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
-                (long long)t->sizes[0]);
-    s->ws = 0;
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
-        if (w->ndim != 1 || w->sizes[0] != s->C)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
-                    "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
-        s->ws = w->strides[0];
-    }
-    return RGPU_OK;
-}
-
 __device__ __forceinline__ long long nll_target(const void *t, int tdt, long long ts, long long i)
 {
     return (long long)cvt_ld_u64(t, i * ts, tdt);
@@ -77,7 +26,7 @@ __global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long
 
 // Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG with
 // the first bad one's value (checked before any write, as the CPU).
-static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *t, const nll_shape *s,
+static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *t, const op_nll_shape *s,
                                      int64_t n, char *err, size_t errlen)
 {
     if (n <= 0) return RGPU_OK;
@@ -179,15 +128,9 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 {
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
-    nll_shape s;
-    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
-    bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", per_row ? 1 : 0, &s.N, err, errlen));
-    if (tw) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, tw, "out[1] (total_weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen));
-    }
+    op_nll_shape s;
+    FORWARD_IF_ERROR(op_nll_loss_check(e, &s, err, errlen));
+    bool per_row = s.per_row;
     // as ATen: a reduced loss over an empty logp checks no target
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
 
@@ -244,23 +187,11 @@ __global__ void nll_backward_kernel(nll_args a)
 
 rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
-    nll_shape s;
-    FORWARD_IF_ERROR(nll_shape_get(e, logp, t, w, 0, &s, err, errlen));
-    bool per_row = s.reduction == 0 && s.batched;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s.N, err, errlen));
-    else if (op_numel(go) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                (long long)op_numel(go));
-    if (op_numel(twv) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                name, (long long)op_numel(twv));
+    op_nll_shape s;
+    FORWARD_IF_ERROR(op_nll_loss_backward_check(e, &s, err, errlen));
+    bool per_row = s.per_row;
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
 

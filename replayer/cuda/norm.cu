@@ -12,40 +12,6 @@
 // contracted into an FMA the CPU does not do.
 #include "reduce.cuh"
 
-struct ln_shape {
-    int k, lead;
-    int64_t M, N;
-    int64_t norm[RF_MAXD];
-    int64_t stat[RF_MAXD];
-};
-
-static rgpu_status ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, ln_shape *s, char *err,
-                                size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
-                ns->v.ints.n, x->ndim, x->ndim);
-    s->k = (int)ns->v.ints.n;
-    s->lead = x->ndim - s->k;
-    s->M = 1; s->N = 1;
-    for (int d = 0; d < s->lead; d++) {
-        if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
-            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
-        s->stat[d] = x->sizes[d];
-    }
-    for (int d = 0; d < s->k; d++) {
-        s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
-        s->stat[s->lead + d] = 1;
-        if (s->norm[d] != x->sizes[s->lead + d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
-                    (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
-        if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
-            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
-    }
-    return RGPU_OK;
-}
-
 // Element strides of v over the norm dims (the trailing k dims of v).
 static const int64_t *norm_strides(const rgpu_view *v, int k)
 {
@@ -112,24 +78,8 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 {
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
-    double eps = rgpu_arg_as_f64(&e->args[1]);
-    ln_shape s;
-    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[1] (weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[1] (weight)", s.k, s.norm, err, errlen));
-    }
-    if (b) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, b, "in[2] (bias)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, b, "in[2] (bias)", s.k, s.norm, err, errlen));
-    }
-    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s.stat, err, errlen));
-    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s.stat, err, errlen));
+    op_ln_shape s;
+    FORWARD_IF_ERROR(op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     ln_fwd_args g;
@@ -148,7 +98,7 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     rf_ctr_coalesce(&g.row);
     g.N = s.N;
     g.rN = 1.0 / (double)s.N;
-    g.eps = eps;
+    g.eps = s.eps;
     g.x = x->data; g.xdt = x->dtype;
     g.w = w ? w->data : NULL; g.wdt = w ? w->dtype : 0;
     g.b = b ? b->data : NULL; g.bdt = b ? b->dtype : 0;
@@ -284,35 +234,10 @@ __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
 
 rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    ln_shape s;
-    FORWARD_IF_ERROR(ln_shape_get(e, x, &e->args[0], &s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s.stat, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s.stat, err, errlen));
-    if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "in[4] (weight)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, w, "in[4] (weight)", s.k, s.norm, err, errlen));
-    }
-    if (dx) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, dx, "out[0] (dx)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
-    }
-    if (dw) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, dw, "out[1] (dw)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, dw, "out[1] (dw)", s.k, s.norm, err, errlen));
-    }
-    if (db) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, db, "out[2] (db)", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, db, "out[2] (db)", s.k, s.norm, err, errlen));
-    }
+    op_ln_shape s;
+    FORWARD_IF_ERROR(op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     ln_bwd_args a;
@@ -363,7 +288,8 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     a.nsplit = S;
     a.partial = (double *)rgpu_cuda_scratch(c, (size_t)2 * (size_t)S * (size_t)s.N * sizeof(double));
     if (a.partial == NULL)
-        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", name, S, (long long)s.N);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", rgpu_op_name(e->op),
+                     S, (long long)s.N);
     long long ncb = (s.N + LN_BX - 1) / LN_BX;
     if (ncb > RF_MAX_GRID) ncb = RF_MAX_GRID;
     ln_bwd_dwdb_partial_kernel<<<dim3((unsigned)ncb, (unsigned)S), dim3(LN_BX, LN_BY), 0, c->stream>>>(a);

@@ -330,47 +330,24 @@ static void red_args_set(red_args *g, const red_dims *d)
 static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    if (e->n_args < 2 || e->args == NULL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
-    const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
-    if (dims->kind != RGPU_ARG_INTS)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
-    if (kd->kind != RGPU_ARG_BOOL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    bool keepdim = kd->v.i != 0;
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_sum_mean_parse(e, mean, &ra, err, errlen));
     int nd = in->ndim;
-    int wrap = nd > 0 ? nd : 1;
-
-    bool red[RF_MAXD] = {false};
-    bool scalar_seen = false;
-    for (uint32_t i = 0; i < dims->v.ints.n; i++) {
-        int64_t d = rgpu_arg_int_at(dims, i);
-        if (d < -wrap || d >= wrap)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
-        if (d < 0) d += wrap;
-        bool *seen = nd == 0 ? &scalar_seen : &red[d];
-        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
-        *seen = true;
-    }
-    if (dims->v.ints.n == 0)
-        for (int d = 0; d < nd; d++) red[d] = true;
-    if (mean && !op_dtype_is_float(out->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
 
     red_dims rd;
     memset(&rd, 0, sizeof rd);
     int ond = 0;
     for (int d = 0; d < nd; d++) {
-        int64_t want = red[d] ? 1 : in->sizes[d];
-        if (red[d] && !keepdim) {
+        int64_t want = ra.red[d] ? 1 : in->sizes[d];
+        if (ra.red[d] && !ra.keepdim) {
             rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
             continue;
         }
         if (ond >= out->ndim || out->sizes[ond] != want)
             break;   // reported below
-        if (red[d]) {
+        if (ra.red[d]) {
             rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
         } else {
             rd.ksz[rd.nk] = in->sizes[d]; rd.kin[rd.nk] = in->strides[d];
@@ -379,8 +356,9 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
         ond++;
     }
     int want_nd = 0;
-    for (int d = 0; d < nd; d++) want_nd += (!red[d] || keepdim);
-    if (ond != want_nd || out->ndim != want_nd) return op_reduce_bad_out(name, in, out, red, keepdim, err, errlen);
+    for (int d = 0; d < nd; d++) want_nd += (!ra.red[d] || ra.keepdim);
+    if (ond != want_nd || out->ndim != want_nd)
+        return op_reduce_bad_out(name, in, out, ra.red, ra.keepdim, err, errlen);
     red_args g;
     red_args_set(&g, &rd);
     if (g.outer == 0) return RGPU_OK;
@@ -395,53 +373,25 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
 // ---------------------------------------------------------------------------
 // amax, amin, var, std, linalg_vector_norm, any, all, prod (cpu_reduce2.c)
 
-// Which dims an INTS (or INT, or NONE = all) arg reduces (the CPU's parse_dims).
-static rgpu_status parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen)
-{
-    const char *name = rgpu_op_name(e->op);
-    for (int d = 0; d < RF_MAXD; d++) red[d] = false;
-    bool scalar_seen = false;
-    uint32_t n = a->kind == RGPU_ARG_INTS ? a->v.ints.n : a->kind == RGPU_ARG_INT ? 1 : 0;
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
-        int w;
-        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
-        bool *seen = nd == 0 ? &scalar_seen : &red[w];
-        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
-        *seen = true;
-    }
-    if (n == 0)
-        for (int d = 0; d < nd; d++) red[d] = true;
-    return RGPU_OK;
-}
-
-// The CPU's plan_build: checks each present output's shape, fills g.
-static rgpu_status plan_build(red_args *g, const rgpu_exec *e, const rgpu_view *in, const bool *red, bool keepdim,
-                              rgpu_view *const *outs, int nout, char *err, size_t errlen)
+// The CPU's plan_build: fills g (op/reduce has checked the outs' shapes).
+static void plan_build(red_args *g, const rgpu_view *in, const bool *red, bool keepdim,
+                       rgpu_view *const *outs, int nout)
 {
     int nd = in->ndim, ond = 0;
-    int64_t want[RF_MAXD];
     red_dims rd;
     memset(&rd, 0, sizeof rd);
     for (int d = 0; d < nd; d++) {
         if (red[d]) {
             rd.rsz[rd.nr] = in->sizes[d]; rd.rin[rd.nr++] = in->strides[d];
-            if (keepdim) want[ond++] = 1;
+            ond += keepdim;
             continue;
         }
         rd.ksz[rd.nk] = in->sizes[d]; rd.kin[rd.nk] = in->strides[d];
         for (int k = 0; k < nout; k++) rd.kout[k][rd.nk] = outs[k] ? outs[k]->strides[ond] : 0;
         rd.nk++;
-        want[ond++] = in->sizes[d];
-    }
-    for (int k = 0; k < nout; k++) {
-        if (outs[k] == NULL) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
+        ond++;
     }
     red_args_set(g, &rd);
-    return RGPU_OK;
 }
 
 static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
@@ -449,36 +399,13 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
-                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
-    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
-    int a_dims = 0, a_keep = 1;
-    double correction = 1.0, ord = 2.0;
-    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
-        a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
-        if (e->args[1].kind != RGPU_ARG_NONE) correction = rgpu_arg_as_f64(&e->args[1]);
-    } else if (e->op == RGPU_OP_NORM) {
-        a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
-        ord = rgpu_arg_as_f64(&e->args[0]);
-    }
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    bool keepdim = e->args[a_keep].v.i != 0;
-
-    bool red[RF_MAXD];
-    FORWARD_IF_ERROR(parse_dims(e, &e->args[a_dims], in->ndim, red, err, errlen));
-    // any.dims / all.dims with dim=[]: "nothing" when out has in's shape (the CPU's rule)
-    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
-        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
-        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
-        for (int d = 0; d < in->ndim; d++) red[d] = false;
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
     red_args g;
-    FORWARD_IF_ERROR(plan_build(&g, e, in, red, keepdim, &out, 1, err, errlen));
+    plan_build(&g, in, ra.red, ra.keepdim, &out, 1);
 
     int idt = in->dtype, odt = out->dtype;
-    bool fl = op_dtype_is_float(idt);
+    bool fl = ra.fl;
     int kind = RK_SUMF;
     bool is_var = false;
     switch (e->op) {
@@ -486,45 +413,23 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     case RGPU_OP_AMIN: kind = fl ? RK_MINF : RK_MINI; g.fin = fl ? FIN_F : FIN_U; break;
     case RGPU_OP_ANY: kind = RK_ANY; g.fin = FIN_U; break;
     case RGPU_OP_ALL: kind = RK_ALL; g.fin = FIN_U; break;
-    case RGPU_OP_PROD:   // input is cast to out's dtype
-        fl = op_dtype_is_float(odt);
+    case RGPU_OP_PROD:
         kind = fl ? RK_PRODF : RK_PRODU;
         g.fin = fl ? FIN_F : FIN_U;
         break;
     case RGPU_OP_VAR: case RGPU_OP_STD:
-        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
         is_var = true;
         break;
     case RGPU_OP_NORM:
-        FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-        FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-        g.fin = FIN_F;
-        if (ord == 0.0) kind = RK_NORM0;
-        else if (ord == 1.0) kind = RK_NORM1;
-        else if (ord == 2.0) { kind = RK_NORM2; g.fin = FIN_SQRT; }
-        else if (ord == INFINITY) kind = RK_NORMINF;
-        else if (ord == -INFINITY) kind = RK_NORMNINF;
-        else if (ord != ord) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ord is NaN", name);
-        else { kind = RK_NORMP; g.fin = FIN_POWINV; }
+        kind = RK_NORM0 + ra.norm;
+        g.fin = ra.norm == OP_NORM_2 ? FIN_SQRT : ra.norm == OP_NORM_P ? FIN_POWINV : FIN_F;
         break;
     default: break;
-    }
-    // no identity: an empty reduced dim is an error (ATen's zero_numel_check_dims)
-    bool needs_elems = kind == RK_MAXF || kind == RK_MAXI || kind == RK_MINF || kind == RK_MINI ||
-                       kind == RK_NORMINF || kind == RK_NORMNINF || (kind == RK_NORMP && ord < 0.0);
-    if (needs_elems && g.count == 0) {
-        if (e->op == RGPU_OP_NORM)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
-                    "because the operation does not have an identity", name, ord);
-        for (int d = 0; d < in->ndim; d++)
-            if (red[d] && in->sizes[d] == 0)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     }
     if (g.outer == 0) return RGPU_OK;
     g.in = in->data; g.idt = idt;
     g.out0 = out->data; g.odt = odt;
-    g.p = ord;
+    g.p = ra.ord;
     if (!is_var) return red_run(c, name, kind, g, err, errlen);
 
     // var / std: two passes in double, the first writing each output's mean
@@ -536,7 +441,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     rgpu_status st = red_run(c, name, RK_SUMF, g1, err, errlen);
     if (st == RGPU_OK) {
         g.center = centre;
-        g.p = correction;
+        g.p = ra.correction;
         g.fin = e->op == RGPU_OP_STD ? FIN_STD : FIN_VAR;
         st = red_run(c, name, RK_SQDEV, g, err, errlen);
     }
@@ -550,30 +455,13 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
-    bool keepdim = e->args[1].v.i != 0;
-    bool red[RF_MAXD];
-    FORWARD_IF_ERROR(parse_dims(e, &e->args[0], in->ndim, red, err, errlen));
-    rgpu_view *vals = is_arg ? NULL : e->out[0];
-    rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
-    if (is_arg && in->dtype == RGPU_BOOL)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
-    if (idxs && idxs->dtype != RGPU_I64)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64", name, rgpu_dtype_name(idxs->dtype));
-    rgpu_view *outs[2] = { vals, idxs };
+    op_reduce2_args ra;
+    FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
     red_args g;
-    FORWARD_IF_ERROR(plan_build(&g, e, in, red, keepdim, outs, 2, err, errlen));
-    if (g.count == 0) {
-        if (e->args[0].kind == RGPU_ARG_NONE)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
-        for (int d = 0; d < in->ndim; d++)
-            if (red[d] && in->sizes[d] == 0)
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s(): Expected reduction dim %d to have non-zero size.", name, d);
-    }
+    plan_build(&g, in, ra.red, ra.keepdim, ra.outs, 2);
+    const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     if (g.outer == 0) return RGPU_OK;
     bool fl = op_dtype_is_float(in->dtype);
     g.in = in->data; g.idt = in->dtype;
@@ -650,13 +538,10 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    int64_t osz[RF_MAXD];   /* the lines: in's sizes, the scan dim's set to 1 */
+    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
     cumsum_args a;
-    int64_t osz[RF_MAXD];
-    for (int d = 0; d < in->ndim; d++) osz[d] = d == dim ? 1 : in->sizes[d];
     rf_ctr_init(&a.lines, in->ndim, osz);
     rf_ctr_set(&a.lines, 0, in->strides);
     rf_ctr_set(&a.lines, 1, out->strides);
@@ -678,13 +563,7 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
 extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    if (err != NULL && errlen > 0) err[0] = '\0';
-    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "cuda exec: no op");
-    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %d (%s)", e->op, rgpu_op_name(e->op));
-    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
-        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
-                e->n_in, e->n_out, e->n_args);
+    FORWARD_IF_ERROR(op_exec_begin(e, "cuda", err, errlen));
     switch (e->op) {
     case RGPU_OP_SUM: case RGPU_OP_MEAN:
         FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));

@@ -113,13 +113,8 @@ rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_softmax_check(e, &dim, err, errlen));
 
     sm_args g;
     memset(&g, 0, sizeof g);
@@ -137,21 +132,10 @@ rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-    if (e->args[1].v.i != out->dtype)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
-                rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
     int dim;
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(op_softmax_backward_check(e, &dim, err, errlen));
 
     sm_args a;
     memset(&a, 0, sizeof a);

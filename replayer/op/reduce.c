@@ -1,5 +1,7 @@
 /* op/reduce.c — the reduction family's checks (op/reduce.h). */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "reduce.h"
 
@@ -65,4 +67,373 @@ rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_
                        red[d] ? 1LL : (long long)in->sizes[d]);
     }
     RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
+}
+
+rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    for (int d = 0; d < RGPU_MAX_DIMS; d++) red[d] = false;
+    bool scalar_seen = false;
+    uint32_t n = a->kind == RGPU_ARG_INTS ? a->v.ints.n : a->kind == RGPU_ARG_INT ? 1 : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
+        int w;
+        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
+        bool *seen = nd == 0 ? &scalar_seen : &red[w];
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
+        *seen = true;
+    }
+    if (n == 0)
+        for (int d = 0; d < nd; d++) red[d] = true;
+    return RGPU_OK;
+}
+
+
+static rgpu_status check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
+{
+    if (e->op != RGPU_OP_VAR && e->op != RGPU_OP_STD && e->op != RGPU_OP_NORM) return RGPU_OK;
+    FORWARD_IF_ERROR(op_reduce_want_float(e, e->in[0], "in[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, e->out[0], "out[0]", err, errlen));
+    RETURN_ERROR_IF(e->op == RGPU_OP_NORM && a->ord != a->ord, RGPU_ERR_BAD_ARG, "%s: ord is NaN", rgpu_op_name(e->op));
+    return RGPU_OK;
+}
+
+/* The error for a reduced dim of size 0 (RGPU_OK when there is none). */
+static rgpu_status empty_dim(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    for (int d = 0; d < in->ndim; d++)
+        RETURN_ERROR_IF(a->red[d] && in->sizes[d] == 0, RGPU_ERR_SHAPE,
+                        "%s(): Expected reduction dim %d to have non-zero size.", rgpu_op_name(e->op), d);
+    return RGPU_OK;
+}
+
+static rgpu_status check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool norm = e->op == RGPU_OP_NORM;
+    bool needs_elems = e->op == RGPU_OP_AMAX || e->op == RGPU_OP_AMIN || (norm && (a->ord == INFINITY || a->ord < 0.0));
+    if (!needs_elems || a->count != 0) return RGPU_OK;
+    RETURN_ERROR_IF(norm, RGPU_ERR_SHAPE, "%s: cannot compute the %g norm over an empty dimension "
+                    "because the operation does not have an identity", name, a->ord);
+    return empty_dim(e, a, err, errlen);
+}
+
+
+static rgpu_status arg_check_nonempty(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
+{
+    if (a->count != 0) return RGPU_OK;
+    RETURN_ERROR_IF(e->args[0].kind == RGPU_ARG_NONE, RGPU_ERR_SHAPE,
+                    "%s(): Expected reduction dim to be specified for input.numel() == 0.", rgpu_op_name(e->op));
+    return empty_dim(e, a, err, errlen);
+}
+
+rgpu_status op_ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, op_ln_shape *s,
+                            char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (ns->v.ints.n < 1 || ns->v.ints.n > (uint32_t)x->ndim)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape has %u dims, input has %d (want 1..%d)", name,
+                 ns->v.ints.n, x->ndim, x->ndim);
+    s->k = (int)ns->v.ints.n;
+    s->lead = x->ndim - s->k;
+    s->M = 1; s->N = 1;
+    for (int d = 0; d < s->lead; d++) {
+        if (__builtin_mul_overflow(s->M, x->sizes[d], &s->M))
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: input has more than 2^63 elements", name);
+        s->stat[d] = x->sizes[d];
+    }
+    for (int d = 0; d < s->k; d++) {
+        s->norm[d] = rgpu_arg_int_at(ns, (uint32_t)d);
+        s->stat[s->lead + d] = 1;
+        if (s->norm[d] != x->sizes[s->lead + d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: normalized_shape[%d] is %lld but input dim %d has size %lld", name, d,
+                     (long long)s->norm[d], s->lead + d, (long long)x->sizes[s->lead + d]);
+        if (__builtin_mul_overflow(s->N, s->norm[d], &s->N))
+            RETURN_ERROR(RGPU_ERR_OVERFLOW, "%s: normalized_shape has more than 2^63 elements", name);
+    }
+    return RGPU_OK;
+}
+
+/* v absent, or floating with shape sizes[0..nd). */
+static rgpu_status want_opt(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd, const int64_t *sizes,
+                            char *err, size_t errlen)
+{
+    if (v == NULL) return RGPU_OK;
+    FORWARD_IF_ERROR(op_reduce_want_float(e, v, what, err, errlen));
+    return op_reduce_want_shape(e, v, what, nd, sizes, err, errlen);
+}
+
+rgpu_status op_layer_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
+    const rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
+    s->eps = rgpu_arg_as_f64(&e->args[1]);
+    FORWARD_IF_ERROR(op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, w, "in[1] (weight)", s->k, s->norm, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, b, "in[2] (bias)", s->k, s->norm, err, errlen));
+    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s->stat, err, errlen));
+    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s->stat, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+{
+    const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
+    const rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s->stat, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s->stat, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, w, "in[4] (weight)", s->k, s->norm, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, dw, "out[1] (dw)", s->k, s->norm, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, db, "out[2] (db)", s->k, s->norm, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
+                             op_nll_shape *s, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
+    s->reduction = e->args[0].v.i;
+    s->ignore = e->args[1].v.i;
+    if (s->reduction < 0 || s->reduction > 2)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
+                (long long)s->reduction);
+    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
+    if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
+                rgpu_dtype_name(t->dtype));
+    if (logp->ndim < 1 || logp->ndim > 2)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor should be 1D or 2D, got %d dims", name, logp->ndim);
+    if (t->ndim > 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: 0D or 1D target tensor expected, multi-target not supported", name);
+    s->batched = logp->ndim == 2;
+    s->per_row = s->reduction == 0 && s->batched;
+    s->N = s->batched ? logp->sizes[0] : 1;
+    s->C = logp->sizes[logp->ndim - 1];
+    s->ls0 = s->batched ? logp->strides[0] : 0;
+    s->ls1 = logp->strides[logp->ndim - 1];
+    s->ts = t->ndim == 1 ? t->strides[0] : 0;
+    if (s->batched && (t->ndim != 1 || t->sizes[0] != s->N))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected input batch_size (%lld) to match target batch_size (%lld).", name,
+                (long long)s->N, (long long)(t->ndim == 1 ? t->sizes[0] : 0));
+    if (!s->batched && t->ndim == 1 && t->sizes[0] != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: For 1D input, 1D target must have size 1, but got target size: %lld", name,
+                (long long)t->sizes[0]);
+    s->ws = 0;
+    if (w) {
+        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
+        if (w->ndim != 1 || w->sizes[0] != s->C)
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
+                    "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
+        s->ws = w->strides[0];
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_nll_loss_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+{
+    const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
+    const rgpu_view *loss = e->out[0], *tw = e->out[1];
+    FORWARD_IF_ERROR(op_nll_shape_get(e, logp, t, w, s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", s->per_row ? 1 : 0, &s->N, err, errlen));
+    return want_opt(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen);
+}
+
+rgpu_status op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
+    const rgpu_view *gx = e->out[0];
+    FORWARD_IF_ERROR(op_nll_shape_get(e, logp, t, w, s, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (s->per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s->N, err, errlen));
+    else if (op_numel(go) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
+                (long long)op_numel(go));
+    if (op_numel(twv) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
+                name, (long long)op_numel(twv));
+    return RGPU_OK;
+}
+
+rgpu_status op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (e->n_args < 2 || e->args == NULL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want 2 args (dims, keepdim), got %d", name, e->n_args);
+    const rgpu_arg *dims = &e->args[0], *kd = &e->args[1];
+    if (dims->kind != RGPU_ARG_INTS)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 0 (dims) has kind %d, want ints", name, dims->kind);
+    if (kd->kind != RGPU_ARG_BOOL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg 1 (keepdim) has kind %d, want bool", name, kd->kind);
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    a->keepdim = kd->v.i != 0;
+    a->correction = 1.0;
+    a->ord = 2.0;
+    int nd = in->ndim;
+    int wrap = nd > 0 ? nd : 1;   /* a 0-d tensor accepts dim 0 / -1 (ATen's wrap_scalar) */
+
+    bool *red = a->red;
+    for (int d = 0; d < RGPU_MAX_DIMS; d++) red[d] = false;
+    bool scalar_seen = false;
+    for (uint32_t i = 0; i < dims->v.ints.n; i++) {
+        int64_t d = rgpu_arg_int_at(dims, i);
+        if (d < -wrap || d >= wrap)
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld out of range for a %d-d input", name, (long long)d, nd);
+        if (d < 0) d += wrap;
+        bool *seen = nd == 0 ? &scalar_seen : &red[d];
+        if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %lld appears twice in dims", name, (long long)d);
+        *seen = true;
+    }
+    if (dims->v.ints.n == 0)
+        for (int d = 0; d < nd; d++) red[d] = true;
+    if (mean && !op_dtype_is_float(out->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: output dtype %s is not floating", name, rgpu_dtype_name(out->dtype));
+    return RGPU_OK;
+}
+
+rgpu_status op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *g = e->in[0], *y = e->in[1], *out = e->out[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    if (e->args[1].v.i != out->dtype)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
+                 rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, dim, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s exec: no op", backend);
+    if (e->op < 0 || e->op >= RGPU_OP_COUNT)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s backend: unsupported op %d (%s)", backend, e->op, rgpu_op_name(e->op));
+    if (e->n_in < 0 || e->n_in > RGPU_MAX_IN || e->n_out < 0 || e->n_out > RGPU_MAX_OUT || e->n_args < 0)
+        RETURN_ERROR(RGPU_ERR_ARITY, "%s: bad counts (%d in, %d out, %d args)", rgpu_op_name(e->op),
+                     e->n_in, e->n_out, e->n_args);
+    return RGPU_OK;
+}
+
+rgpu_status op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_view *const *outs, int nout,
+                                 char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    int ond = 0;
+    int64_t want[RGPU_MAX_DIMS];
+    a->count = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        if (a->red[d]) a->count *= in->sizes[d];
+        if (!a->red[d] || a->keepdim) want[ond++] = a->red[d] ? 1 : in->sizes[d];
+    }
+    for (int k = 0; k < nout; k++) {
+        if (outs[k] == NULL) continue;
+        char what[24];
+        snprintf(what, sizeof what, "out[%d]", k);
+        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
+    }
+    return RGPU_OK;
+}
+rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
+                                (e->op == RGPU_OP_PROD ? OP_ARGK(RGPU_ARG_INT) : 0u);
+    const unsigned num_kinds = OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT);
+    int a_dims = 0, a_keep = 1;
+    a->correction = 1.0;
+    a->ord = 2.0;
+    if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
+        a_keep = 2;
+        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
+        if (e->args[1].kind != RGPU_ARG_NONE) a->correction = rgpu_arg_as_f64(&e->args[1]);
+    } else if (e->op == RGPU_OP_NORM) {
+        a_dims = 1; a_keep = 2;
+        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
+        a->ord = rgpu_arg_as_f64(&e->args[0]);
+    }
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    a->keepdim = e->args[a_keep].v.i != 0;
+    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[a_dims], in->ndim, a->red, err, errlen));
+    if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
+        e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
+        memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
+        for (int d = 0; d < in->ndim; d++) a->red[d] = false;
+    a->fl = op_dtype_is_float(e->op == RGPU_OP_PROD ? out->dtype : in->dtype);   /* prod casts in to out's dtype */
+    double ord = a->ord;
+    a->norm = ord == 0.0 ? OP_NORM_0 : ord == 1.0 ? OP_NORM_1 : ord == 2.0 ? OP_NORM_2
+            : ord == INFINITY ? OP_NORM_INF : ord == -INFINITY ? OP_NORM_NINF : OP_NORM_P;
+    rgpu_view *const outs[1] = { e->out[0] };
+    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, outs, 1, err, errlen));
+    FORWARD_IF_ERROR(check_dtypes(e, a, err, errlen));
+    return check_nonempty(e, a, err, errlen);
+}
+rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
+    const rgpu_view *in = e->in[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    a->keepdim = e->args[1].v.i != 0;
+    a->correction = 1.0;
+    a->ord = 2.0;
+    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[0], in->ndim, a->red, err, errlen));
+    const rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
+    RETURN_ERROR_IF(is_arg && in->dtype == RGPU_BOOL, RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
+    RETURN_ERROR_IF(idxs && idxs->dtype != RGPU_I64, RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64",
+                    name, rgpu_dtype_name(idxs->dtype));
+    a->outs[0] = is_arg ? NULL : e->out[0];
+    a->outs[1] = e->out[is_arg ? 0 : 1];
+    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, a->outs, 2, err, errlen));
+    return arg_check_nonempty(e, a, err, errlen);
+}
+
+rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0], *out = e->out[0];
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    for (int d = 0; d < in->ndim; d++) lines[d] = d == *dim ? 1 : in->sizes[d];
+    return RGPU_OK;
 }
