@@ -34,7 +34,6 @@
 /* ---------------------------------------------------------------------------
  * Kernel context */
 
-enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
 enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
 
 typedef struct pw_ctx {
@@ -83,53 +82,30 @@ typedef struct pw_ctx {
  * signed dtypes arrive sign-extended, u8 zero-extended, so comparisons on the
  * int64 value are right for every integer dtype. */
 
-static int64_t sv(uint64_t v) { return (int64_t)v; }
-
-/* ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0. */
-static uint64_t powi(uint64_t a, uint64_t b)
-{
-    if (sv(b) < 0) {
-        if (sv(a) == 1) return 1;
-        if (sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
-        return 0;
-    }
-    uint64_t r = 1;
-    while (b) {
-        if (b & 1u) r *= a;
-        b >>= 1;
-        a *= a;
-    }
-    return r;
-}
-
-/* C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0). */
-static uint64_t idiv(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 - a : (uint64_t)(sv(a) / sv(b)); }
-static uint64_t imod(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 : (uint64_t)(sv(a) % sv(b)); }
-
 static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const *x,
                      const uint8_t *cond, int64_t n)
 {
     const uint64_t *a = x[0], *b = x[1], *w = x[2];
     switch (c->op) {
     case RGPU_OP_NEG:   for (int64_t i = 0; i < n; i++) r[i] = 0 - a[i]; break;
-    case RGPU_OP_ABS:   for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 - a[i] : a[i]; break;
+    case RGPU_OP_ABS:   for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < 0 ? 0 - a[i] : a[i]; break;
     case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC:
         for (int64_t i = 0; i < n; i++) r[i] = a[i];
         break;
-    case RGPU_OP_SIGN:  for (int64_t i = 0; i < n; i++) r[i] = (uint64_t)(int64_t)((0 < sv(a[i])) - (sv(a[i]) < 0)); break;
-    case RGPU_OP_RELU:  for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 : a[i]; break;
+    case RGPU_OP_SIGN:  for (int64_t i = 0; i < n; i++) r[i] = (uint64_t)(int64_t)((0 < op_pw_sv(a[i])) - (op_pw_sv(a[i]) < 0)); break;
+    case RGPU_OP_RELU:  for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < 0 ? 0 : a[i]; break;
     case RGPU_OP_BITWISE_NOT: for (int64_t i = 0; i < n; i++) r[i] = ~a[i]; break;
     case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == 0; break;
     case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) rb[i] = 0; break;
-    case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = powi(a[i], b[i]); break;
-    case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < sv(b[i]) ? b[i] : a[i]; break;
-    case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) < sv(a[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = op_pw_powi(a[i], b[i]); break;
+    case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) < op_pw_sv(a[i]) ? b[i] : a[i]; break;
     case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
     case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
-    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) < sv(b[i]); break;
-    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) <= sv(b[i]); break;
-    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) > sv(b[i]); break;
-    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) >= sv(b[i]); break;
+    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]); break;
+    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) <= op_pw_sv(b[i]); break;
+    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) > op_pw_sv(b[i]); break;
+    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) >= op_pw_sv(b[i]); break;
     case RGPU_OP_LOGICAL_AND: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 && b[i] != 0; break;
     case RGPU_OP_LOGICAL_OR:  for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 || b[i] != 0; break;
     case RGPU_OP_LOGICAL_XOR: for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != 0) != (b[i] != 0); break;
@@ -140,23 +116,23 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_REMAINDER:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            uint64_t m = imod(a[i], b[i]);
-            if (m != 0 && ((sv(m) < 0) != (sv(b[i]) < 0))) m += b[i];
+            uint64_t m = op_pw_imod(a[i], b[i]);
+            if (m != 0 && ((op_pw_sv(m) < 0) != (op_pw_sv(b[i]) < 0))) m += b[i];
             r[i] = m;
         }
         break;
     case RGPU_OP_FMOD:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            r[i] = imod(a[i], b[i]);
+            r[i] = op_pw_imod(a[i], b[i]);
         }
         break;
     case RGPU_OP_DIV_MODE:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            uint64_t q = idiv(a[i], b[i]);
+            uint64_t q = op_pw_idiv(a[i], b[i]);
             /* div_floor_integer: step down when the signs differ and it was inexact */
-            if (c->mode == DIV_FLOOR && (sv(a[i]) < 0) != (sv(b[i]) < 0) && imod(a[i], b[i]) != 0) q -= 1;
+            if (c->mode == DIV_FLOOR && (op_pw_sv(a[i]) < 0) != (op_pw_sv(b[i]) < 0) && op_pw_imod(a[i], b[i]) != 0) q -= 1;
             r[i] = q;
         }
         break;
@@ -164,8 +140,8 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_CLAMP:
         for (int64_t i = 0; i < n; i++) {
             uint64_t v = a[i];
-            if (c->has_lo && sv(v) < sv(b[i])) v = b[i];
-            if (c->has_hi && sv(w[i]) < sv(v)) v = w[i];
+            if (c->has_lo && op_pw_sv(v) < op_pw_sv(b[i])) v = b[i];
+            if (c->has_hi && op_pw_sv(w[i]) < op_pw_sv(v)) v = w[i];
             r[i] = v;
         }
         break;
@@ -175,8 +151,8 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
         break;
     }
     case RGPU_OP_THRESHOLD_BACKWARD: {
-        int64_t th = sv(c->own_i);
-        for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) <= th ? 0 : a[i];
+        int64_t th = op_pw_sv(c->own_i);
+        for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) <= th ? 0 : a[i];
         break;
     }
     default: break;   /* op_pointwise_supports() let no other op through */
@@ -352,36 +328,6 @@ static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
  * Validation helpers */
 
 
-/* The op's own scalar in each opmath type; integers wrapped to cdt. */
-static void set_own(pw_ctx *c, const rgpu_arg *a)
-{
-    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    c->own_d = d;
-    c->own_f = (float)d;
-    uint64_t buf = 0;
-    op_scalar_to(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
-    c->own_i = op_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
-}
-
-/* pow with a scalar exponent: ATen's pow_tensor_scalar special cases
- * (f32, f64, bf16; f16 always goes through std::pow). The exponent is the
- * compute dtype's value for f16/bf16 and the double itself for f32/f64. */
-static void set_pow_exponent(pw_ctx *c, const rgpu_arg *a)
-{
-    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    if (c->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
-    if (c->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
-    c->pow_exp = e;
-    c->pow_mode = POW_SCALAR;
-    if (c->cdt == RGPU_F16) return;
-    if (e == 0.5) c->pow_mode = POW_SQRT;
-    else if (e == -0.5) c->pow_mode = POW_RSQRT;
-    else if (e == -1.0) c->pow_mode = POW_RECIP;
-    else if (e == 2.0) c->pow_mode = POW_SQUARE;
-    else if (e == 3.0) c->pow_mode = POW_CUBE;
-    else if (e == -2.0) c->pow_mode = POW_INVSQ;
-}
-
 /* ---------------------------------------------------------------------------
  * The elementwise ops */
 
@@ -420,7 +366,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
         default:   /* addcmul/addcdiv value, threshold */
             if (!op_is_scalar_kind(a->kind))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            set_own(&c, a);
+            op_pw_own_scalar(a, c.cdt, &c.own_d, &c.own_f, &c.own_i);
             break;
         }
     }
@@ -442,7 +388,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
-            set_pow_exponent(&c, a);
+            op_pw_pow_exponent(a, c.cdt, &c.pow_exp, &c.pow_mode);
         }
     }
 

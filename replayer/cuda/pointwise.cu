@@ -185,7 +185,6 @@ template <> __host__ __device__ inline double pw_nan<double>() { return (double)
 // MUL_TENSOR and DIV_TENSOR for its four kinds (Scalar overloads and rsub
 // become those with a 0-d operand).
 
-enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
 enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
 
 struct pw_args {
@@ -214,7 +213,7 @@ struct pw_args {
     bool has_lo, has_hi;                  // CLAMP
     float own_f;                          // the op's own scalar per opmath type
     double own_d;
-    unsigned long long own_i;
+    uint64_t own_i;
     bool alpha_one, alpha_b;              // binary arithmetic
     float alpha_f;
     double alpha_d;
@@ -403,27 +402,6 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
 // integer loop). Narrower signed dtypes arrive sign-extended, u8
 // zero-extended, so comparisons on the int64 value are right for all.
 
-PW_HD int64_t pw_sv(uint64_t v) { return (int64_t)v; }
-
-// ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0.
-PW_HD uint64_t pw_powi(uint64_t a, uint64_t b) {
-    if (pw_sv(b) < 0) {
-        if (pw_sv(a) == 1) return 1;
-        if (pw_sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
-        return 0;
-    }
-    uint64_t r = 1;
-    while (b) {
-        if (b & 1u) r *= a;
-        b >>= 1;
-        a *= a;
-    }
-    return r;
-}
-// C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0).
-PW_HD uint64_t pw_idiv(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 - a : (uint64_t)(pw_sv(a) / pw_sv(b)); }
-PW_HD uint64_t pw_imod(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 : (uint64_t)(pw_sv(a) % pw_sv(b)); }
-
 PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool cond, bool &rb) {
     switch (A.op) {
     // --- binary arithmetic (op_binary; no DIV here)
@@ -432,22 +410,22 @@ PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool
     case RGPU_OP_MUL_TENSOR: return a * b;
     // --- pointwise
     case RGPU_OP_NEG:   return 0 - a;
-    case RGPU_OP_ABS:   return pw_sv(a) < 0 ? 0 - a : a;
+    case RGPU_OP_ABS:   return op_pw_sv(a) < 0 ? 0 - a : a;
     case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: return a;
-    case RGPU_OP_SIGN:  return (uint64_t)(int64_t)((0 < pw_sv(a)) - (pw_sv(a) < 0));
-    case RGPU_OP_RELU:  return pw_sv(a) < 0 ? 0 : a;
+    case RGPU_OP_SIGN:  return (uint64_t)(int64_t)((0 < op_pw_sv(a)) - (op_pw_sv(a) < 0));
+    case RGPU_OP_RELU:  return op_pw_sv(a) < 0 ? 0 : a;
     case RGPU_OP_BITWISE_NOT: return ~a;
     case RGPU_OP_LOGICAL_NOT: rb = a == 0; return 0;
     case RGPU_OP_ISNAN:       rb = false; return 0;
-    case RGPU_OP_POW:     return pw_powi(a, b);
-    case RGPU_OP_MAXIMUM: return pw_sv(a) < pw_sv(b) ? b : a;
-    case RGPU_OP_MINIMUM: return pw_sv(b) < pw_sv(a) ? b : a;
+    case RGPU_OP_POW:     return op_pw_powi(a, b);
+    case RGPU_OP_MAXIMUM: return op_pw_sv(a) < op_pw_sv(b) ? b : a;
+    case RGPU_OP_MINIMUM: return op_pw_sv(b) < op_pw_sv(a) ? b : a;
     case RGPU_OP_EQ: rb = a == b; return 0;
     case RGPU_OP_NE: rb = a != b; return 0;
-    case RGPU_OP_LT: rb = pw_sv(a) < pw_sv(b); return 0;
-    case RGPU_OP_LE: rb = pw_sv(a) <= pw_sv(b); return 0;
-    case RGPU_OP_GT: rb = pw_sv(a) > pw_sv(b); return 0;
-    case RGPU_OP_GE: rb = pw_sv(a) >= pw_sv(b); return 0;
+    case RGPU_OP_LT: rb = op_pw_sv(a) < op_pw_sv(b); return 0;
+    case RGPU_OP_LE: rb = op_pw_sv(a) <= op_pw_sv(b); return 0;
+    case RGPU_OP_GT: rb = op_pw_sv(a) > op_pw_sv(b); return 0;
+    case RGPU_OP_GE: rb = op_pw_sv(a) >= op_pw_sv(b); return 0;
     case RGPU_OP_LOGICAL_AND: rb = a != 0 && b != 0; return 0;
     case RGPU_OP_LOGICAL_OR:  rb = a != 0 || b != 0; return 0;
     case RGPU_OP_LOGICAL_XOR: rb = (a != 0) != (b != 0); return 0;
@@ -457,29 +435,29 @@ PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool
     // integer %, fmod and div by zero raise ZeroDivisionError in ATen
     case RGPU_OP_REMAINDER: {
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        uint64_t m = pw_imod(a, b);
-        if (m != 0 && ((pw_sv(m) < 0) != (pw_sv(b) < 0))) m += b;
+        uint64_t m = op_pw_imod(a, b);
+        if (m != 0 && ((op_pw_sv(m) < 0) != (op_pw_sv(b) < 0))) m += b;
         return m;
     }
     case RGPU_OP_FMOD:
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        return pw_imod(a, b);
+        return op_pw_imod(a, b);
     case RGPU_OP_DIV_MODE: {
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        uint64_t q = pw_idiv(a, b);
+        uint64_t q = op_pw_idiv(a, b);
         // div_floor_integer: step down when the signs differ and it was inexact
-        if (A.mode == DIV_FLOOR && (pw_sv(a) < 0) != (pw_sv(b) < 0) && pw_imod(a, b) != 0) q -= 1;
+        if (A.mode == DIV_FLOOR && (op_pw_sv(a) < 0) != (op_pw_sv(b) < 0) && op_pw_imod(a, b) != 0) q -= 1;
         return q;
     }
     case RGPU_OP_WHERE: return cond ? b : w;
     case RGPU_OP_CLAMP: {
         uint64_t v = a;
-        if (A.has_lo && pw_sv(v) < pw_sv(b)) v = b;
-        if (A.has_hi && pw_sv(w) < pw_sv(v)) v = w;
+        if (A.has_lo && op_pw_sv(v) < op_pw_sv(b)) v = b;
+        if (A.has_hi && op_pw_sv(w) < op_pw_sv(v)) v = w;
         return v;
     }
     case RGPU_OP_ADDCMUL: return a + A.own_i * b * w;
-    case RGPU_OP_THRESHOLD_BACKWARD: return pw_sv(b) <= pw_sv(A.own_i) ? 0 : a;
+    case RGPU_OP_THRESHOLD_BACKWARD: return op_pw_sv(b) <= op_pw_sv(A.own_i) ? 0 : a;
     default: return 0;   // the host let no other op through
     }
 }
@@ -764,35 +742,6 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
 // ---------------------------------------------------------------------------
 // The training set's pointwise ops (cpu_pointwise.c op_pointwise).
 
-// The op's own scalar in each opmath type; integers wrapped to cdt.
-static void pw_set_own(pw_args *A, const rgpu_arg *a) {
-    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    A->own_d = d;
-    A->own_f = (float)d;
-    uint64_t buf = 0;
-    int idt = A->cdt == RGPU_BOOL ? RGPU_I64 : A->cdt;
-    op_scalar_to(a, idt, &buf);
-    A->own_i = op_load_u64((const char *)&buf, idt);
-}
-
-// pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
-// f64, bf16; f16 always goes through std::pow). The exponent is the compute
-// dtype's value for f16/bf16 and the double itself for f32/f64.
-static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
-    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    if (A->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
-    if (A->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
-    A->pow_exp = e;
-    A->pow_mode = POW_SCALAR;
-    if (A->cdt == RGPU_F16) return;
-    if (e == 0.5) A->pow_mode = POW_SQRT;
-    else if (e == -0.5) A->pow_mode = POW_RSQRT;
-    else if (e == -1.0) A->pow_mode = POW_RECIP;
-    else if (e == 2.0) A->pow_mode = POW_SQUARE;
-    else if (e == 3.0) A->pow_mode = POW_CUBE;
-    else if (e == -2.0) A->pow_mode = POW_INVSQ;
-}
-
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
@@ -825,7 +774,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         default:   // addcmul/addcdiv value, threshold
             if (!op_is_scalar_kind(a->kind))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            pw_set_own(A, a);
+            op_pw_own_scalar(a, A->cdt, &A->own_d, &A->own_f, &A->own_i);
             break;
         }
     }
@@ -847,7 +796,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
-            pw_set_pow_exponent(A, a);
+            op_pw_pow_exponent(a, A->cdt, &A->pow_exp, &A->pow_mode);
         }
     }
 

@@ -246,3 +246,34 @@ rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, si
     if (b->alpha_one) { b->alpha_f = 1.0f; b->alpha_d = 1.0; b->alpha_i = 1; b->alpha_b = true; }
     return RGPU_OK;
 }
+
+static double arg_as_f64(const rgpu_arg *a)
+{
+    return a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+}
+
+void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i)
+{
+    *d = arg_as_f64(a);
+    *f = (float)*d;
+    uint64_t buf = 0;
+    int idt = cdt == RGPU_BOOL ? RGPU_I64 : cdt;
+    op_scalar_to(a, idt, &buf);
+    *i = op_load_u64((const char *)&buf, idt);
+}
+
+void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode)
+{
+    double e = arg_as_f64(a);
+    if (cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
+    if (cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
+    *exp = e;
+    *mode = POW_SCALAR;
+    if (cdt == RGPU_F16) return;
+    if (e == 0.5) *mode = POW_SQRT;
+    else if (e == -0.5) *mode = POW_RSQRT;
+    else if (e == -1.0) *mode = POW_RECIP;
+    else if (e == 2.0) *mode = POW_SQUARE;
+    else if (e == 3.0) *mode = POW_CUBE;
+    else if (e == -2.0) *mode = POW_INVSQ;
+}
