@@ -34,8 +34,6 @@
 /* ---------------------------------------------------------------------------
  * Kernel context */
 
-enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
-
 typedef struct pw_ctx {
     int op;
     int ct;                  /* CT_* */
@@ -44,21 +42,13 @@ typedef struct pw_ctx {
     int dt[PW_MAX_OPS];      /* operand dtypes: out, in0, in1, in2 */
     bool round[PW_MAX_OPS];  /* OP_CT_F32 with f16/bf16 compute: round this operand to cdt on load */
     bool res_bool;
-    bool cond_first;         /* WHERE: in0 is the condition, read as bool */
-    bool approx_tanh;        /* GELU, GELU_BACKWARD */
-    int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
-    int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
-    double pow_exp;
-    bool has_lo, has_hi;     /* CLAMP */
-    float own_f;             /* the op's own scalar in each opmath type */
-    double own_d;
-    uint64_t own_i;
+    op_pw_params p;          /* the op's own args, WHERE, CLAMP, POW */
     bool zero_div;           /* set by integer division by zero */
 } pw_ctx;
 
 #define PW_T float
 #define PW_F(fn) fn##f
-#define PW_OWN own_f
+#define PW_OWN p.own_f
 #define PW_KERNEL kern_f32
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -68,7 +58,7 @@ typedef struct pw_ctx {
 
 #define PW_T double
 #define PW_F(fn) fn
-#define PW_OWN own_d
+#define PW_OWN p.own_d
 #define PW_KERNEL kern_f64
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -132,7 +122,7 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
             uint64_t q = op_pw_idiv(a[i], b[i]);
             /* div_floor_integer: step down when the signs differ and it was inexact */
-            if (c->mode == DIV_FLOOR && (op_pw_sv(a[i]) < 0) != (op_pw_sv(b[i]) < 0) && op_pw_imod(a[i], b[i]) != 0) q -= 1;
+            if (c->p.mode == DIV_FLOOR && (op_pw_sv(a[i]) < 0) != (op_pw_sv(b[i]) < 0) && op_pw_imod(a[i], b[i]) != 0) q -= 1;
             r[i] = q;
         }
         break;
@@ -140,18 +130,18 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_CLAMP:
         for (int64_t i = 0; i < n; i++) {
             uint64_t v = a[i];
-            if (c->has_lo && op_pw_sv(v) < op_pw_sv(b[i])) v = b[i];
-            if (c->has_hi && op_pw_sv(w[i]) < op_pw_sv(v)) v = w[i];
+            if (c->p.has_lo && op_pw_sv(v) < op_pw_sv(b[i])) v = b[i];
+            if (c->p.has_hi && op_pw_sv(w[i]) < op_pw_sv(v)) v = w[i];
             r[i] = v;
         }
         break;
     case RGPU_OP_ADDCMUL: {
-        uint64_t v = c->own_i;
+        uint64_t v = c->p.own_i;
         for (int64_t i = 0; i < n; i++) r[i] = a[i] + v * b[i] * w[i];
         break;
     }
     case RGPU_OP_THRESHOLD_BACKWARD: {
-        int64_t th = op_pw_sv(c->own_i);
+        int64_t th = op_pw_sv(c->p.own_i);
         for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) <= th ? 0 : a[i];
         break;
     }
@@ -227,7 +217,7 @@ static void chunk_f32(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     bool f32 = c->cdt == RGPU_F32;
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (f32 && c->dt[k] == RGPU_F32 && s[k] == 4) { x[k - 1] = (const float *)src; continue; }
         cpu_load_row_f32(buf[k - 1], src, c->dt[k], s[k], m);
         if (c->round[k]) round_row_half(buf[k - 1], c->cdt, m);
@@ -253,7 +243,7 @@ static void chunk_f64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     const double *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (c->dt[k] == RGPU_F64 && s[k] == 8) { x[k - 1] = (const double *)src; continue; }
         cpu_load_row_f64(buf[k - 1], src, c->dt[k], s[k], m);
         x[k - 1] = buf[k - 1];
@@ -277,7 +267,7 @@ static void chunk_i64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     const uint64_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (c->cdt == RGPU_I64 && c->dt[k] == RGPU_I64 && s[k] == 8) { x[k - 1] = (const uint64_t *)src; continue; }
         cpu_load_row_u64(buf[k - 1], src, c->dt[k], s[k], m);
         if (c->dt[k] != c->cdt) wrap_row_int(buf[k - 1], c->cdt, m);
@@ -302,7 +292,7 @@ static void chunk_bool(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, 
     const uint8_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         cpu_load_row_bool(buf[k - 1], src, c->dt[k], s[k], m);
         x[k - 1] = buf[k - 1];
     }
@@ -349,48 +339,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     if (!op_pointwise_supports(e->op, c.ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
-    /* the op's own args */
-    if (L->own >= 0) {
-        const rgpu_arg *a = &e->args[L->own];
-        switch (e->op) {
-        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
-            c.approx_tanh = a->v.i == 1;
-            break;
-        case RGPU_OP_DIV_MODE:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
-            c.mode = (int)a->v.i;
-            break;
-        default:   /* addcmul/addcdiv value, threshold */
-            if (!op_is_scalar_kind(a->kind))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            op_pw_own_scalar(a, c.cdt, &c.own_d, &c.own_f, &c.own_i);
-            break;
-        }
-    }
-    if (e->op == RGPU_OP_WHERE) {
-        int cd = e->in[0]->dtype;
-        if (cd != RGPU_BOOL && cd != RGPU_U8)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
-        c.cond_first = true;
-    }
-    if (e->op == RGPU_OP_CLAMP) {
-        c.has_lo = present[1];
-        c.has_hi = present[2];
-        if (!c.has_lo && !c.has_hi)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
-    }
-    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
-        const rgpu_arg *a = &e->args[1];
-        if (c.ct == OP_CT_I64) {
-            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
-        } else {
-            op_pw_pow_exponent(a, c.cdt, &c.pow_exp, &c.pow_mode);
-        }
-    }
+    FORWARD_IF_ERROR(op_pw_params_of(e, L, present, c.cdt, c.ct, &c.p, err, errlen));
 
     /* operands: tensors as they are; scalars as 0-d values in the compute
      * dtype (lerp's weight in opmath, as ATen's lerp_scalar) */

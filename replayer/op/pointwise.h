@@ -96,6 +96,28 @@ rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, si
  * cases, or std::pow with the scalar. */
 enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
 
+/* DIV_MODE's rounding mode arg. */
+enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
+
+/* What a pointwise op's args and operands ask of the kernel beyond the
+ * operands (both backends' kernel contexts hold one). */
+typedef struct op_pw_params {
+    bool cond_first;         /* WHERE: in0 is the condition, read as bool */
+    bool approx_tanh;        /* GELU, GELU_BACKWARD */
+    int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
+    int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
+    double pow_exp;
+    bool has_lo, has_hi;     /* CLAMP */
+    float own_f;             /* the op's own scalar in each opmath type */
+    double own_d;
+    uint64_t own_i;
+} op_pw_params;
+/* The op's own arg (L->own), WHERE's condition dtype, CLAMP's bounds
+ * (present as op_pointwise_check gives), POW's scalar exponent, checked for
+ * compute dtype cdt of compute class ct. */
+rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
+                            op_pw_params *p, char *err, size_t errlen);
+
 /* A pointwise op's own scalar arg (FLOAT, INT or BOOL) in each opmath type:
  * as double, as float, and as an integer wrapped to cdt (int64 for bool). */
 void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i);
