@@ -182,14 +182,7 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dense_mm q;
     FORWARD_IF_ERROR(op_dense_mm_args(e, &q, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    bool batched = q.batched, use_self = q.use_self;
-    const rgpu_view *self = q.self, *a = q.a, *b = q.b;
-    rgpu_view *out = q.out;
-    int nd = q.nd, dt = q.dt;
-    int64_t nb = q.nb, n = q.n, k = q.k, m = q.m;
-    const int64_t *want = q.want, *ss = q.ss;
-    double alpha = q.alpha, beta = q.beta;
+    OP_DENSE_MM_LOCALS(q);
     if (op_numel(out) == 0) return RGPU_OK;
 
     int ct = op_dense_ct_of(dt);

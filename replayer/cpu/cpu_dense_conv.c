@@ -230,41 +230,22 @@ static void *pack_weight(int ct, const rgpu_view *w)
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
+    op_conv_fwd q;
+    FORWARD_IF_ERROR(op_conv_fwd_args(e, "cpu", &q, err, errlen));
+    if (q.empty) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
-    rgpu_view *y0 = e->out[0];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cpu", err, errlen));
-    int dt = y0->dtype;
-    if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
-                 rgpu_dtype_name(dt));
-    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    op_conv_args a;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), y = op_conv_as_4d(y0);
-    op_conv_geom g;
-    int64_t ys[4];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
-    int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
-    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
-    int64_t nb = a.transposed ? g.C : g.O;
-    if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
-    if (op_numel(y0) == 0) return RGPU_OK;
-    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = op_dense_ct_of(dt);
-    void *wb = pack_weight(ct, &w), *bb = NULL;
-    if (bias) { bb = op_alloc(nb, op_dense_ct_size(ct)); if (bb) dense_load(bias, ct, bb); }
+    int ct = op_dense_ct_of(q.dt);
+    void *wb = pack_weight(ct, &q.w), *bb = NULL;
+    if (q.bias) { bb = op_alloc(q.nb, op_dense_ct_size(ct)); if (bb) dense_load(q.bias, ct, bb); }
     rgpu_status st;
-    if (!wb || (bias && !bb)) {
+    if (!wb || (q.bias && !bb)) {
         op_errf(err, errlen, "%s: out of memory packing the weight", name);
         st = RGPU_ERR_NOMEM;
-    } else if (!a.transposed) {
-        st = conv_fwd(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+    } else if (!q.a.transposed) {
+        st = conv_fwd(e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
     } else {
-        st = conv_data(e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+        st = conv_data(e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
     }
     free(wb); free(bb);
     return st;
@@ -274,56 +255,27 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
+    op_conv_bwd q;
+    FORWARD_IF_ERROR(op_conv_bwd_args(e, "cpu", &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
-    rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cpu", err, errlen));
-    int dt = x0->dtype;
-    if (!op_dtype_is_float(dt))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
-                 rgpu_dtype_name(dt));
-    if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
-        (db && db->dtype != dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
-                 rgpu_dtype_name(dt));
-    /* bias_sizes only says whether db was wanted; db's shape is checked below */
-    if (!op_dense_arg_is_none(e, 0)) {
-        int64_t bs[1];
-        uint32_t nbs;
-        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
-    }
-    op_conv_args a;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), gr = op_conv_as_4d(gr0);
-    op_conv_geom g;
-    int64_t ys[4];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
-    int nd = x0->ndim;
-    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = op_dense_ct_of(dt);
+    int ct = op_dense_ct_of(q.dt);
     rgpu_status st = RGPU_OK;
-    if (dx0 && op_numel(dx0) > 0) {
-        rgpu_view dx = op_conv_as_4d(dx0);
-        void *wb = pack_weight(ct, &w);
+    if (q.dx0 && op_numel(q.dx0) > 0) {
+        rgpu_view dx = op_conv_as_4d(q.dx0);
+        void *wb = pack_weight(ct, &q.w);
         if (!wb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
-        if (!a.transposed) st = conv_data(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
-        else st = conv_fwd(e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen);
+        if (!q.a.transposed) st = conv_data(e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen);
+        else st = conv_fwd(e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen);
         free(wb);
         FORWARD_IF_ERROR(st);
     }
-    if (dw0 && op_numel(dw0) > 0) {
-        rgpu_view dw = op_conv_as_4d(dw0);
-        if (!a.transposed) st = conv_weight(e->op, ct, &g, &x, &gr, &dw, err, errlen);
-        else st = conv_weight(e->op, ct, &g, &gr, &x, &dw, err, errlen);
+    if (q.dw0 && op_numel(q.dw0) > 0) {
+        rgpu_view dw = op_conv_as_4d(q.dw0);
+        if (!q.a.transposed) st = conv_weight(e->op, ct, &q.g, &q.x, &q.gr, &dw, err, errlen);
+        else st = conv_weight(e->op, ct, &q.g, &q.gr, &q.x, &dw, err, errlen);
         FORWARD_IF_ERROR(st);
     }
-    if (db && op_numel(db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &gr, db, err, errlen));
+    if (q.db && op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &q.gr, q.db, err, errlen));
     return RGPU_OK;
 }

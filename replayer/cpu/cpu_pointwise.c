@@ -34,9 +34,6 @@
 /* ---------------------------------------------------------------------------
  * Kernel context */
 
-enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
-enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
-
 typedef struct pw_ctx {
     int op;
     int ct;                  /* CT_* */
@@ -45,21 +42,13 @@ typedef struct pw_ctx {
     int dt[PW_MAX_OPS];      /* operand dtypes: out, in0, in1, in2 */
     bool round[PW_MAX_OPS];  /* OP_CT_F32 with f16/bf16 compute: round this operand to cdt on load */
     bool res_bool;
-    bool cond_first;         /* WHERE: in0 is the condition, read as bool */
-    bool approx_tanh;        /* GELU, GELU_BACKWARD */
-    int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
-    int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
-    double pow_exp;
-    bool has_lo, has_hi;     /* CLAMP */
-    float own_f;             /* the op's own scalar in each opmath type */
-    double own_d;
-    uint64_t own_i;
+    op_pw_params p;          /* the op's own args, WHERE, CLAMP, POW */
     bool zero_div;           /* set by integer division by zero */
 } pw_ctx;
 
 #define PW_T float
 #define PW_F(fn) fn##f
-#define PW_OWN own_f
+#define PW_OWN p.own_f
 #define PW_KERNEL kern_f32
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -69,7 +58,7 @@ typedef struct pw_ctx {
 
 #define PW_T double
 #define PW_F(fn) fn
-#define PW_OWN own_d
+#define PW_OWN p.own_d
 #define PW_KERNEL kern_f64
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -83,53 +72,30 @@ typedef struct pw_ctx {
  * signed dtypes arrive sign-extended, u8 zero-extended, so comparisons on the
  * int64 value are right for every integer dtype. */
 
-static int64_t sv(uint64_t v) { return (int64_t)v; }
-
-/* ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0. */
-static uint64_t powi(uint64_t a, uint64_t b)
-{
-    if (sv(b) < 0) {
-        if (sv(a) == 1) return 1;
-        if (sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
-        return 0;
-    }
-    uint64_t r = 1;
-    while (b) {
-        if (b & 1u) r *= a;
-        b >>= 1;
-        a *= a;
-    }
-    return r;
-}
-
-/* C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0). */
-static uint64_t idiv(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 - a : (uint64_t)(sv(a) / sv(b)); }
-static uint64_t imod(uint64_t a, uint64_t b) { return sv(b) == -1 ? 0 : (uint64_t)(sv(a) % sv(b)); }
-
 static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const *x,
                      const uint8_t *cond, int64_t n)
 {
     const uint64_t *a = x[0], *b = x[1], *w = x[2];
     switch (c->op) {
     case RGPU_OP_NEG:   for (int64_t i = 0; i < n; i++) r[i] = 0 - a[i]; break;
-    case RGPU_OP_ABS:   for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 - a[i] : a[i]; break;
+    case RGPU_OP_ABS:   for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < 0 ? 0 - a[i] : a[i]; break;
     case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC:
         for (int64_t i = 0; i < n; i++) r[i] = a[i];
         break;
-    case RGPU_OP_SIGN:  for (int64_t i = 0; i < n; i++) r[i] = (uint64_t)(int64_t)((0 < sv(a[i])) - (sv(a[i]) < 0)); break;
-    case RGPU_OP_RELU:  for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < 0 ? 0 : a[i]; break;
+    case RGPU_OP_SIGN:  for (int64_t i = 0; i < n; i++) r[i] = (uint64_t)(int64_t)((0 < op_pw_sv(a[i])) - (op_pw_sv(a[i]) < 0)); break;
+    case RGPU_OP_RELU:  for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < 0 ? 0 : a[i]; break;
     case RGPU_OP_BITWISE_NOT: for (int64_t i = 0; i < n; i++) r[i] = ~a[i]; break;
     case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == 0; break;
     case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) rb[i] = 0; break;
-    case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = powi(a[i], b[i]); break;
-    case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(a[i]) < sv(b[i]) ? b[i] : a[i]; break;
-    case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) < sv(a[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = op_pw_powi(a[i], b[i]); break;
+    case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) < op_pw_sv(a[i]) ? b[i] : a[i]; break;
     case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
     case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
-    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) < sv(b[i]); break;
-    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) <= sv(b[i]); break;
-    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) > sv(b[i]); break;
-    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = sv(a[i]) >= sv(b[i]); break;
+    case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]); break;
+    case RGPU_OP_LE: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) <= op_pw_sv(b[i]); break;
+    case RGPU_OP_GT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) > op_pw_sv(b[i]); break;
+    case RGPU_OP_GE: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) >= op_pw_sv(b[i]); break;
     case RGPU_OP_LOGICAL_AND: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 && b[i] != 0; break;
     case RGPU_OP_LOGICAL_OR:  for (int64_t i = 0; i < n; i++) rb[i] = a[i] != 0 || b[i] != 0; break;
     case RGPU_OP_LOGICAL_XOR: for (int64_t i = 0; i < n; i++) rb[i] = (a[i] != 0) != (b[i] != 0); break;
@@ -140,23 +106,23 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_REMAINDER:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            uint64_t m = imod(a[i], b[i]);
-            if (m != 0 && ((sv(m) < 0) != (sv(b[i]) < 0))) m += b[i];
+            uint64_t m = op_pw_imod(a[i], b[i]);
+            if (m != 0 && ((op_pw_sv(m) < 0) != (op_pw_sv(b[i]) < 0))) m += b[i];
             r[i] = m;
         }
         break;
     case RGPU_OP_FMOD:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            r[i] = imod(a[i], b[i]);
+            r[i] = op_pw_imod(a[i], b[i]);
         }
         break;
     case RGPU_OP_DIV_MODE:
         for (int64_t i = 0; i < n; i++) {
             if (b[i] == 0) { c->zero_div = true; r[i] = 0; continue; }
-            uint64_t q = idiv(a[i], b[i]);
+            uint64_t q = op_pw_idiv(a[i], b[i]);
             /* div_floor_integer: step down when the signs differ and it was inexact */
-            if (c->mode == DIV_FLOOR && (sv(a[i]) < 0) != (sv(b[i]) < 0) && imod(a[i], b[i]) != 0) q -= 1;
+            if (c->p.mode == DIV_FLOOR && (op_pw_sv(a[i]) < 0) != (op_pw_sv(b[i]) < 0) && op_pw_imod(a[i], b[i]) != 0) q -= 1;
             r[i] = q;
         }
         break;
@@ -164,19 +130,19 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_CLAMP:
         for (int64_t i = 0; i < n; i++) {
             uint64_t v = a[i];
-            if (c->has_lo && sv(v) < sv(b[i])) v = b[i];
-            if (c->has_hi && sv(w[i]) < sv(v)) v = w[i];
+            if (c->p.has_lo && op_pw_sv(v) < op_pw_sv(b[i])) v = b[i];
+            if (c->p.has_hi && op_pw_sv(w[i]) < op_pw_sv(v)) v = w[i];
             r[i] = v;
         }
         break;
     case RGPU_OP_ADDCMUL: {
-        uint64_t v = c->own_i;
+        uint64_t v = c->p.own_i;
         for (int64_t i = 0; i < n; i++) r[i] = a[i] + v * b[i] * w[i];
         break;
     }
     case RGPU_OP_THRESHOLD_BACKWARD: {
-        int64_t th = sv(c->own_i);
-        for (int64_t i = 0; i < n; i++) r[i] = sv(b[i]) <= th ? 0 : a[i];
+        int64_t th = op_pw_sv(c->p.own_i);
+        for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) <= th ? 0 : a[i];
         break;
     }
     default: break;   /* op_pointwise_supports() let no other op through */
@@ -251,7 +217,7 @@ static void chunk_f32(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     bool f32 = c->cdt == RGPU_F32;
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (f32 && c->dt[k] == RGPU_F32 && s[k] == 4) { x[k - 1] = (const float *)src; continue; }
         cpu_load_row_f32(buf[k - 1], src, c->dt[k], s[k], m);
         if (c->round[k]) round_row_half(buf[k - 1], c->cdt, m);
@@ -277,7 +243,7 @@ static void chunk_f64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     const double *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (c->dt[k] == RGPU_F64 && s[k] == 8) { x[k - 1] = (const double *)src; continue; }
         cpu_load_row_f64(buf[k - 1], src, c->dt[k], s[k], m);
         x[k - 1] = buf[k - 1];
@@ -301,7 +267,7 @@ static void chunk_i64(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     const uint64_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         if (c->cdt == RGPU_I64 && c->dt[k] == RGPU_I64 && s[k] == 8) { x[k - 1] = (const uint64_t *)src; continue; }
         cpu_load_row_u64(buf[k - 1], src, c->dt[k], s[k], m);
         if (c->dt[k] != c->cdt) wrap_row_int(buf[k - 1], c->cdt, m);
@@ -326,7 +292,7 @@ static void chunk_bool(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, 
     const uint8_t *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) {
         const char *src = p[k] + i0 * s[k];
-        if (k == 1 && c->cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
+        if (k == 1 && c->p.cond_first) { cpu_load_row_bool(cond, src, c->dt[k], s[k], m); continue; }
         cpu_load_row_bool(buf[k - 1], src, c->dt[k], s[k], m);
         x[k - 1] = buf[k - 1];
     }
@@ -352,36 +318,6 @@ static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
  * Validation helpers */
 
 
-/* The op's own scalar in each opmath type; integers wrapped to cdt. */
-static void set_own(pw_ctx *c, const rgpu_arg *a)
-{
-    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    c->own_d = d;
-    c->own_f = (float)d;
-    uint64_t buf = 0;
-    op_scalar_to(a, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt, &buf);
-    c->own_i = op_load_u64((const char *)&buf, c->cdt == RGPU_BOOL ? RGPU_I64 : c->cdt);
-}
-
-/* pow with a scalar exponent: ATen's pow_tensor_scalar special cases
- * (f32, f64, bf16; f16 always goes through std::pow). The exponent is the
- * compute dtype's value for f16/bf16 and the double itself for f32/f64. */
-static void set_pow_exponent(pw_ctx *c, const rgpu_arg *a)
-{
-    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    if (c->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
-    if (c->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
-    c->pow_exp = e;
-    c->pow_mode = POW_SCALAR;
-    if (c->cdt == RGPU_F16) return;
-    if (e == 0.5) c->pow_mode = POW_SQRT;
-    else if (e == -0.5) c->pow_mode = POW_RSQRT;
-    else if (e == -1.0) c->pow_mode = POW_RECIP;
-    else if (e == 2.0) c->pow_mode = POW_SQUARE;
-    else if (e == 3.0) c->pow_mode = POW_CUBE;
-    else if (e == -2.0) c->pow_mode = POW_INVSQ;
-}
-
 /* ---------------------------------------------------------------------------
  * The elementwise ops */
 
@@ -403,48 +339,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     if (!op_pointwise_supports(e->op, c.ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
-    /* the op's own args */
-    if (L->own >= 0) {
-        const rgpu_arg *a = &e->args[L->own];
-        switch (e->op) {
-        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
-            c.approx_tanh = a->v.i == 1;
-            break;
-        case RGPU_OP_DIV_MODE:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
-            c.mode = (int)a->v.i;
-            break;
-        default:   /* addcmul/addcdiv value, threshold */
-            if (!op_is_scalar_kind(a->kind))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            set_own(&c, a);
-            break;
-        }
-    }
-    if (e->op == RGPU_OP_WHERE) {
-        int cd = e->in[0]->dtype;
-        if (cd != RGPU_BOOL && cd != RGPU_U8)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
-        c.cond_first = true;
-    }
-    if (e->op == RGPU_OP_CLAMP) {
-        c.has_lo = present[1];
-        c.has_hi = present[2];
-        if (!c.has_lo && !c.has_hi)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
-    }
-    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
-        const rgpu_arg *a = &e->args[1];
-        if (c.ct == OP_CT_I64) {
-            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
-        } else {
-            set_pow_exponent(&c, a);
-        }
-    }
+    FORWARD_IF_ERROR(op_pw_params_of(e, L, present, c.cdt, c.ct, &c.p, err, errlen));
 
     /* operands: tensors as they are; scalars as 0-d values in the compute
      * dtype (lerp's weight in opmath, as ATen's lerp_scalar) */

@@ -45,7 +45,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_RELU:       for (int64_t i = 0; i < n; i++) r[i] = zero > a[i] ? zero : a[i]; break;
     case RGPU_OP_SILU:       for (int64_t i = 0; i < n; i++) r[i] = a[i] / (one + PW_F(exp)(-a[i])); break;
     case RGPU_OP_GELU:
-        if (c->approx_tanh) {
+        if (c->p.approx_tanh) {
             const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
             for (int64_t i = 0; i < n; i++) {
                 PW_T v = a[i], cube = v * v * v;
@@ -62,8 +62,8 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
 
     /* --- binary */
     case RGPU_OP_POW: {
-        double e = c->pow_exp;   /* scalar exponent (pow.Tensor_Scalar), in the compute dtype */
-        switch (c->pow_mode) {
+        double e = c->p.pow_exp;   /* scalar exponent (pow.Tensor_Scalar), in the compute dtype */
+        switch (c->p.pow_mode) {
         case POW_SQRT:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(sqrt)(a[i]); break;
         case POW_RSQRT:  for (int64_t i = 0; i < n; i++) r[i] = one / PW_F(sqrt)(a[i]); break;
         case POW_RECIP:  for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
@@ -104,7 +104,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_ATAN2: for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan2)(a[i], b[i]); break;
     case RGPU_OP_HYPOT: for (int64_t i = 0; i < n; i++) r[i] = PW_F(hypot)(a[i], b[i]); break;
     case RGPU_OP_DIV_MODE:
-        if (c->mode == DIV_TRUNC) {
+        if (c->p.mode == DIV_TRUNC) {
             for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i] / b[i]);
             break;
         }
@@ -133,11 +133,11 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         for (int64_t i = 0; i < n; i++) {
             PW_T v = a[i];
             if (v != v) { r[i] = v; continue; }
-            if (c->has_lo) {
+            if (c->p.has_lo) {
                 if (b[i] != b[i]) { r[i] = (PW_T)NAN; continue; }
                 v = v < b[i] ? b[i] : v;
             }
-            if (c->has_hi) {
+            if (c->p.has_hi) {
                 if (w[i] != w[i]) { r[i] = (PW_T)NAN; continue; }
                 v = w[i] < v ? w[i] : v;
             }
@@ -168,7 +168,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
     }
     case RGPU_OP_GELU_BACKWARD:
-        if (c->approx_tanh) {
+        if (c->p.approx_tanh) {
             const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
             const PW_T three = 3;
             for (int64_t i = 0; i < n; i++) {

@@ -333,99 +333,52 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, con
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
 rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
+    op_conv_fwd q;
+    FORWARD_IF_ERROR(op_conv_fwd_args(e, "cuda", &q, err, errlen));
+    if (q.empty) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
-    rgpu_view *y0 = e->out[0];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
-    int dt = y0->dtype;
-    if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
-                 rgpu_dtype_name(dt));
-    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
-    op_conv_args a;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), y = op_conv_as_4d(y0);
-    op_conv_geom g;
-    int64_t ys[4];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
-    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
-    int64_t nb = a.transposed ? g.C : g.O;
-    if (bias && (bias->ndim != 1 || bias->sizes[0] != nb))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)nb, bias->ndim);
-    if (op_numel(y0) == 0) return RGPU_OK;
-    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = op_dense_ct_of(dt);
+    int ct = op_dense_ct_of(q.dt);
     if (ct != OP_CT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     dcu::scratch sc(c);
     rgpu_status st;
-    void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
+    void *wb = pack_weight(c, e->op, sc, ct, &q.w, &st, err, errlen);
     if (!wb) return st;
     void *bb = NULL;
-    if (bias) {
-        bb = sc.get(nb, dcu::ct_size(ct));
+    if (q.bias) {
+        bb = sc.get(q.nb, dcu::ct_size(ct));
         if (!bb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory packing the bias", name);
-        FORWARD_IF_ERROR(dcu::pack(c, bias, ct, bb, err, errlen));
+        FORWARD_IF_ERROR(dcu::pack(c, q.bias, ct, bb, err, errlen));
     }
-    if (!a.transposed) return conv_fwd(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
-    return conv_data(c, e->op, ct, &g, wb, bb, &x, &y, err, errlen);
+    if (!q.a.transposed) return conv_fwd(c, e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
+    return conv_data(c, e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
 }
 
 /* in grad, x, w; bias_sizes|NONE, stride, padding, dilation, transposed,
  * output_padding, groups; outs dx?, dw?, db? */
 rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
+    op_conv_bwd q;
+    FORWARD_IF_ERROR(op_conv_bwd_args(e, "cuda", &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
-    rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, "cuda", err, errlen));
-    int dt = x0->dtype;
-    if (!op_dtype_is_float(dt))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
-                 rgpu_dtype_name(dt));
-    if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
-        (db && db->dtype != dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
-                 rgpu_dtype_name(dt));
-    if (!op_dense_arg_is_none(e, 0)) {
-        int64_t bs[1];
-        uint32_t nbs;
-        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
-    }
-    op_conv_args a;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &a, err, errlen));
-    rgpu_view x = op_conv_as_4d(x0), w = op_conv_as_4d(w0), gr = op_conv_as_4d(gr0);
-    op_conv_geom g;
-    int64_t ys[4];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &x, &w, &a, &g, ys, err, errlen));
-    int nd = x0->ndim;
-    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_conv_check_sizes(e, &g, err, errlen));
 
-    int ct = op_dense_ct_of(dt);
-    bool want_dx = dx0 && op_numel(dx0) > 0, want_dw = dw0 && op_numel(dw0) > 0;
+    int ct = op_dense_ct_of(q.dt);
+    bool want_dx = q.dx0 && op_numel(q.dx0) > 0, want_dw = q.dw0 && op_numel(q.dw0) > 0;
     if ((want_dx || want_dw) && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     if (want_dx) {
-        rgpu_view dx = op_conv_as_4d(dx0);
+        rgpu_view dx = op_conv_as_4d(q.dx0);
         dcu::scratch sc(c);
         rgpu_status st;
-        void *wb = pack_weight(c, e->op, sc, ct, &w, &st, err, errlen);
+        void *wb = pack_weight(c, e->op, sc, ct, &q.w, &st, err, errlen);
         if (!wb) return st;
-        if (!a.transposed) FORWARD_IF_ERROR(conv_data(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
-        else FORWARD_IF_ERROR(conv_fwd(c, e->op, ct, &g, wb, NULL, &gr, &dx, err, errlen));
+        if (!q.a.transposed) FORWARD_IF_ERROR(conv_data(c, e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen));
+        else FORWARD_IF_ERROR(conv_fwd(c, e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen));
     }
     if (want_dw) {
-        rgpu_view dw = op_conv_as_4d(dw0);
-        if (!a.transposed) FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &x, &gr, &dw, err, errlen));
-        else FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &g, &gr, &x, &dw, err, errlen));
+        rgpu_view dw = op_conv_as_4d(q.dw0);
+        if (!q.a.transposed) FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &q.g, &q.x, &q.gr, &dw, err, errlen));
+        else FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &q.g, &q.gr, &q.x, &dw, err, errlen));
     }
-    if (db && op_numel(db) > 0) FORWARD_IF_ERROR(conv_bias_grad(c, &gr, db, err, errlen));
+    if (q.db && op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(c, &q.gr, q.db, err, errlen));
     return RGPU_OK;
 }

@@ -33,14 +33,7 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 {
     op_dense_mm q;
     FORWARD_IF_ERROR(op_dense_mm_args(e, &q, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    bool batched = q.batched, use_self = q.use_self;
-    const rgpu_view *self = q.self, *a = q.a, *b = q.b;
-    rgpu_view *out = q.out;
-    int nd = q.nd, dt = q.dt;
-    int64_t nb = q.nb, n = q.n, k = q.k, m = q.m;
-    const int64_t *want = q.want, *ss = q.ss;
-    double alpha = q.alpha, beta = q.beta;
+    OP_DENSE_MM_LOCALS(q);
     if (op_numel(out) == 0) return RGPU_OK;
 
     int64_t ab = batched ? a->strides[0] : 0, bb = batched ? b->strides[0] : 0;

@@ -185,9 +185,6 @@ template <> __host__ __device__ inline double pw_nan<double>() { return (double)
 // MUL_TENSOR and DIV_TENSOR for its four kinds (Scalar overloads and rsub
 // become those with a 0-d operand).
 
-enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
-enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
-
 struct pw_args {
     int op;
     int ct;                               // CT_*
@@ -206,15 +203,7 @@ struct pw_args {
     bool fix_in[PW_NOPS];                 // OP_CT_F32: round to cdt (f16/bf16); OP_CT_I64: wrap to cdt
     bool fix_out;                         // same, for the result before the cast to out
     bool res_bool;                        // comparisons, logical ops, isnan
-    bool cond_first;                      // WHERE: in0 is the condition, read as bool
-    bool approx_tanh;                     // GELU, GELU_BACKWARD
-    int mode;                             // DIV_MODE
-    int pow_mode;
-    double pow_exp;
-    bool has_lo, has_hi;                  // CLAMP
-    float own_f;                          // the op's own scalar per opmath type
-    double own_d;
-    unsigned long long own_i;
+    op_pw_params p;                       // the op's own args, WHERE, CLAMP, POW
     bool alpha_one, alpha_b;              // binary arithmetic
     float alpha_f;
     double alpha_d;
@@ -229,8 +218,8 @@ template <typename T> PW_HD T pw_scalar_t(const pw_args &a, int k);
 template <> __host__ __device__ inline float pw_scalar_t<float>(const pw_args &a, int k) { return a.sf[k]; }
 template <> __host__ __device__ inline double pw_scalar_t<double>(const pw_args &a, int k) { return a.sd[k]; }
 template <typename T> PW_HD T pw_own_t(const pw_args &a);
-template <> __host__ __device__ inline float pw_own_t<float>(const pw_args &a) { return a.own_f; }
-template <> __host__ __device__ inline double pw_own_t<double>(const pw_args &a) { return a.own_d; }
+template <> __host__ __device__ inline float pw_own_t<float>(const pw_args &a) { return a.p.own_f; }
+template <> __host__ __device__ inline double pw_own_t<double>(const pw_args &a) { return a.p.own_d; }
 template <typename T> PW_HD T pw_alpha_t(const pw_args &a);
 template <> __host__ __device__ inline float pw_alpha_t<float>(const pw_args &a) { return a.alpha_f; }
 template <> __host__ __device__ inline double pw_alpha_t<double>(const pw_args &a) { return a.alpha_d; }
@@ -282,7 +271,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_RELU:       return zero > a ? zero : a;
     case RGPU_OP_SILU:       return pw_div(a, pw_add(one, pw_exp(-a)));
     case RGPU_OP_GELU:
-        if (A.approx_tanh) {
+        if (A.p.approx_tanh) {
             const T kBeta = (T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (T)0.044715;
             T cube = pw_mul(pw_mul(a, a), a);
             T inner = pw_mul(kBeta, pw_add(a, pw_mul(kKappa, cube)));
@@ -296,7 +285,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
 
     // --- binary
     case RGPU_OP_POW:
-        switch (A.pow_mode) {
+        switch (A.p.pow_mode) {
         case POW_SQRT:   return pw_sqrt(a);
         case POW_RSQRT:  return pw_div(one, pw_sqrt(a));
         case POW_RECIP:  return pw_div(one, a);
@@ -304,7 +293,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
         case POW_CUBE:   return pw_mul(pw_mul(a, a), a);
         case POW_INVSQ:  return pw_div(one, pw_mul(a, a));
         // std::pow(scalar_t base, double exp): evaluated in double
-        case POW_SCALAR: return (T)pow((double)a, A.pow_exp);
+        case POW_SCALAR: return (T)pow((double)a, A.p.pow_exp);
         default:         return pw_pow(a, b);
         }
     case RGPU_OP_MAXIMUM: return (a != a || b != b) ? pw_nan<T>() : (a < b ? b : a);
@@ -327,7 +316,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_ATAN2: return pw_atan2(a, b);
     case RGPU_OP_HYPOT: return pw_hypot(a, b);
     case RGPU_OP_DIV_MODE: {
-        if (A.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
+        if (A.p.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
         // div_floor_floating (ATen's BinaryOps.h)
         if (b == zero) return pw_div(a, b);
         T mod = pw_fmod(a, b);
@@ -348,11 +337,11 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_CLAMP: {   // a NaN value or a NaN bound gives NaN; otherwise min(max(x, lo), hi)
         T v = a;
         if (v != v) return v;
-        if (A.has_lo) {
+        if (A.p.has_lo) {
             if (b != b) return pw_nan<T>();
             v = v < b ? b : v;
         }
-        if (A.has_hi) {
+        if (A.p.has_hi) {
             if (w != w) return pw_nan<T>();
             v = w < v ? w : v;
         }
@@ -367,7 +356,7 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     // --- activation backwards: a = grad, b = input (or output)
     case RGPU_OP_THRESHOLD_BACKWARD: return b <= pw_own_t<T>(A) ? zero : a;
     case RGPU_OP_GELU_BACKWARD:
-        if (A.approx_tanh) {
+        if (A.p.approx_tanh) {
             const T kBeta = (T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (T)0.044715;
             const T three = 3;
             T v = b;
@@ -403,27 +392,6 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
 // integer loop). Narrower signed dtypes arrive sign-extended, u8
 // zero-extended, so comparisons on the int64 value are right for all.
 
-PW_HD int64_t pw_sv(uint64_t v) { return (int64_t)v; }
-
-// ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0.
-PW_HD uint64_t pw_powi(uint64_t a, uint64_t b) {
-    if (pw_sv(b) < 0) {
-        if (pw_sv(a) == 1) return 1;
-        if (pw_sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
-        return 0;
-    }
-    uint64_t r = 1;
-    while (b) {
-        if (b & 1u) r *= a;
-        b >>= 1;
-        a *= a;
-    }
-    return r;
-}
-// C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0).
-PW_HD uint64_t pw_idiv(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 - a : (uint64_t)(pw_sv(a) / pw_sv(b)); }
-PW_HD uint64_t pw_imod(uint64_t a, uint64_t b) { return pw_sv(b) == -1 ? 0 : (uint64_t)(pw_sv(a) % pw_sv(b)); }
-
 PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool cond, bool &rb) {
     switch (A.op) {
     // --- binary arithmetic (op_binary; no DIV here)
@@ -432,22 +400,22 @@ PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool
     case RGPU_OP_MUL_TENSOR: return a * b;
     // --- pointwise
     case RGPU_OP_NEG:   return 0 - a;
-    case RGPU_OP_ABS:   return pw_sv(a) < 0 ? 0 - a : a;
+    case RGPU_OP_ABS:   return op_pw_sv(a) < 0 ? 0 - a : a;
     case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: return a;
-    case RGPU_OP_SIGN:  return (uint64_t)(int64_t)((0 < pw_sv(a)) - (pw_sv(a) < 0));
-    case RGPU_OP_RELU:  return pw_sv(a) < 0 ? 0 : a;
+    case RGPU_OP_SIGN:  return (uint64_t)(int64_t)((0 < op_pw_sv(a)) - (op_pw_sv(a) < 0));
+    case RGPU_OP_RELU:  return op_pw_sv(a) < 0 ? 0 : a;
     case RGPU_OP_BITWISE_NOT: return ~a;
     case RGPU_OP_LOGICAL_NOT: rb = a == 0; return 0;
     case RGPU_OP_ISNAN:       rb = false; return 0;
-    case RGPU_OP_POW:     return pw_powi(a, b);
-    case RGPU_OP_MAXIMUM: return pw_sv(a) < pw_sv(b) ? b : a;
-    case RGPU_OP_MINIMUM: return pw_sv(b) < pw_sv(a) ? b : a;
+    case RGPU_OP_POW:     return op_pw_powi(a, b);
+    case RGPU_OP_MAXIMUM: return op_pw_sv(a) < op_pw_sv(b) ? b : a;
+    case RGPU_OP_MINIMUM: return op_pw_sv(b) < op_pw_sv(a) ? b : a;
     case RGPU_OP_EQ: rb = a == b; return 0;
     case RGPU_OP_NE: rb = a != b; return 0;
-    case RGPU_OP_LT: rb = pw_sv(a) < pw_sv(b); return 0;
-    case RGPU_OP_LE: rb = pw_sv(a) <= pw_sv(b); return 0;
-    case RGPU_OP_GT: rb = pw_sv(a) > pw_sv(b); return 0;
-    case RGPU_OP_GE: rb = pw_sv(a) >= pw_sv(b); return 0;
+    case RGPU_OP_LT: rb = op_pw_sv(a) < op_pw_sv(b); return 0;
+    case RGPU_OP_LE: rb = op_pw_sv(a) <= op_pw_sv(b); return 0;
+    case RGPU_OP_GT: rb = op_pw_sv(a) > op_pw_sv(b); return 0;
+    case RGPU_OP_GE: rb = op_pw_sv(a) >= op_pw_sv(b); return 0;
     case RGPU_OP_LOGICAL_AND: rb = a != 0 && b != 0; return 0;
     case RGPU_OP_LOGICAL_OR:  rb = a != 0 || b != 0; return 0;
     case RGPU_OP_LOGICAL_XOR: rb = (a != 0) != (b != 0); return 0;
@@ -457,29 +425,29 @@ PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool
     // integer %, fmod and div by zero raise ZeroDivisionError in ATen
     case RGPU_OP_REMAINDER: {
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        uint64_t m = pw_imod(a, b);
-        if (m != 0 && ((pw_sv(m) < 0) != (pw_sv(b) < 0))) m += b;
+        uint64_t m = op_pw_imod(a, b);
+        if (m != 0 && ((op_pw_sv(m) < 0) != (op_pw_sv(b) < 0))) m += b;
         return m;
     }
     case RGPU_OP_FMOD:
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        return pw_imod(a, b);
+        return op_pw_imod(a, b);
     case RGPU_OP_DIV_MODE: {
         if (b == 0) { pw_flag_zero_div(A); return 0; }
-        uint64_t q = pw_idiv(a, b);
+        uint64_t q = op_pw_idiv(a, b);
         // div_floor_integer: step down when the signs differ and it was inexact
-        if (A.mode == DIV_FLOOR && (pw_sv(a) < 0) != (pw_sv(b) < 0) && pw_imod(a, b) != 0) q -= 1;
+        if (A.p.mode == DIV_FLOOR && (op_pw_sv(a) < 0) != (op_pw_sv(b) < 0) && op_pw_imod(a, b) != 0) q -= 1;
         return q;
     }
     case RGPU_OP_WHERE: return cond ? b : w;
     case RGPU_OP_CLAMP: {
         uint64_t v = a;
-        if (A.has_lo && pw_sv(v) < pw_sv(b)) v = b;
-        if (A.has_hi && pw_sv(w) < pw_sv(v)) v = w;
+        if (A.p.has_lo && op_pw_sv(v) < op_pw_sv(b)) v = b;
+        if (A.p.has_hi && op_pw_sv(w) < op_pw_sv(v)) v = w;
         return v;
     }
-    case RGPU_OP_ADDCMUL: return a + A.own_i * b * w;
-    case RGPU_OP_THRESHOLD_BACKWARD: return pw_sv(b) <= pw_sv(A.own_i) ? 0 : a;
+    case RGPU_OP_ADDCMUL: return a + A.p.own_i * b * w;
+    case RGPU_OP_THRESHOLD_BACKWARD: return op_pw_sv(b) <= op_pw_sv(A.p.own_i) ? 0 : a;
     default: return 0;   // the host let no other op through
     }
 }
@@ -521,7 +489,7 @@ PW_UNROLL
         for (int k = 1; k <= PW_MAX_IN; k++) {
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
-            if (k == 1 && A.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            if (k == 1 && A.p.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
             T v = p != NULL ? pw_load_t<T>(p, A.dt[k]) : pw_scalar_t<T>(A, k);
             if constexpr (CT == OP_CT_F32) { if (A.fix_in[k]) v = (T)pw_round_half((float)v, A.cdt); }
             x[k - 1] = v;
@@ -540,7 +508,7 @@ PW_UNROLL
         for (int k = 1; k <= PW_MAX_IN; k++) {
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
-            if (k == 1 && A.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
+            if (k == 1 && A.p.cond_first) { cond = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0; continue; }
             uint64_t v = p != NULL ? op_load_u64(p, A.dt[k]) : (uint64_t)A.su[k];
             if (A.fix_in[k]) v = pw_wrap_int(v, A.cdt);
             x[k - 1] = v;
@@ -556,7 +524,7 @@ PW_UNROLL
             if (k > A.nin) break;
             const char *p = A.base[k] != NULL ? A.base[k] + off[k] : NULL;
             bool v = p != NULL ? op_load_bool(p, A.dt[k]) : A.sb[k] != 0;
-            if (k == 1 && A.cond_first) { cond = v; continue; }
+            if (k == 1 && A.p.cond_first) { cond = v; continue; }
             x[k - 1] = v;
         }
         op_store_u64(o, A.dt[0], pw_bop(A, x[0], x[1], x[2], cond));
@@ -764,35 +732,6 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
 // ---------------------------------------------------------------------------
 // The training set's pointwise ops (cpu_pointwise.c op_pointwise).
 
-// The op's own scalar in each opmath type; integers wrapped to cdt.
-static void pw_set_own(pw_args *A, const rgpu_arg *a) {
-    double d = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    A->own_d = d;
-    A->own_f = (float)d;
-    uint64_t buf = 0;
-    int idt = A->cdt == RGPU_BOOL ? RGPU_I64 : A->cdt;
-    op_scalar_to(a, idt, &buf);
-    A->own_i = op_load_u64((const char *)&buf, idt);
-}
-
-// pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
-// f64, bf16; f16 always goes through std::pow). The exponent is the compute
-// dtype's value for f16/bf16 and the double itself for f32/f64.
-static void pw_set_pow_exponent(pw_args *A, const rgpu_arg *a) {
-    double e = a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
-    if (A->cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
-    if (A->cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
-    A->pow_exp = e;
-    A->pow_mode = POW_SCALAR;
-    if (A->cdt == RGPU_F16) return;
-    if (e == 0.5) A->pow_mode = POW_SQRT;
-    else if (e == -0.5) A->pow_mode = POW_RSQRT;
-    else if (e == -1.0) A->pow_mode = POW_RECIP;
-    else if (e == 2.0) A->pow_mode = POW_SQUARE;
-    else if (e == 3.0) A->pow_mode = POW_CUBE;
-    else if (e == -2.0) A->pow_mode = POW_INVSQ;
-}
-
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
@@ -808,48 +747,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
     if (!op_pointwise_supports(e->op, A->ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
 
-    // the op's own args
-    if (L->own >= 0) {
-        const rgpu_arg *a = &e->args[L->own];
-        switch (e->op) {
-        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
-            A->approx_tanh = a->v.i == 1;
-            break;
-        case RGPU_OP_DIV_MODE:
-            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
-            A->mode = (int)a->v.i;
-            break;
-        default:   // addcmul/addcdiv value, threshold
-            if (!op_is_scalar_kind(a->kind))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            pw_set_own(A, a);
-            break;
-        }
-    }
-    if (e->op == RGPU_OP_WHERE) {
-        int cd = e->in[0]->dtype;
-        if (cd != RGPU_BOOL && cd != RGPU_U8)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
-        A->cond_first = true;
-    }
-    if (e->op == RGPU_OP_CLAMP) {
-        A->has_lo = present[1];
-        A->has_hi = present[2];
-        if (!A->has_lo && !A->has_hi)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
-    }
-    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
-        const rgpu_arg *a = &e->args[1];
-        if (A->ct == OP_CT_I64) {
-            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
-        } else {
-            pw_set_pow_exponent(A, a);
-        }
-    }
+    FORWARD_IF_ERROR(op_pw_params_of(e, L, present, A->cdt, A->ct, &A->p, err, errlen));
 
     // operands: tensors as they are; scalars as 0-d values in the compute
     // dtype (lerp's weight in opmath, as ATen's lerp_scalar)
@@ -868,7 +766,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
             ops[i].sdt = sdt;
             dt = sdt;
         }
-        if (i == 0 && A->cond_first) continue;
+        if (i == 0 && A->p.cond_first) continue;
         if (A->ct == OP_CT_F32)
             A->fix_in[i + 1] = half_cdt && dt != A->cdt && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
         else if (A->ct == OP_CT_I64)

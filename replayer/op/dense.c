@@ -702,3 +702,65 @@ rgpu_status op_pool_adaptive_backward_check(const rgpu_exec *e, op_pool_geom *g,
                  rgpu_dtype_name(x->dtype));
     return RGPU_OK;
 }
+
+rgpu_status op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fwd *q, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
+    rgpu_view *y0 = e->out[0];
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, backend, err, errlen));
+    int dt = y0->dtype;
+    if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
+                 rgpu_dtype_name(dt));
+    if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    q->x0 = x0; q->w0 = w0; q->bias = bias; q->y0 = y0; q->dt = dt;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &q->a, err, errlen));
+    q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->y = op_conv_as_4d(y0);
+    int64_t ys[4];
+    FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
+    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    q->nb = q->a.transposed ? q->g.C : q->g.O;
+    if (bias && (bias->ndim != 1 || bias->sizes[0] != q->nb))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)q->nb, bias->ndim);
+    q->empty = op_numel(y0) == 0;
+    if (!q->empty) FORWARD_IF_ERROR(op_conv_check_sizes(e, &q->g, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bwd *q, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
+    rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
+    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, backend, err, errlen));
+    int dt = x0->dtype;
+    if (!op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
+                 rgpu_dtype_name(dt));
+    if (gr0->dtype != dt || w0->dtype != dt || (dx0 && dx0->dtype != dt) || (dw0 && dw0->dtype != dt) ||
+        (db && db->dtype != dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
+                 rgpu_dtype_name(dt));
+    /* bias_sizes only says whether db was wanted; db's shape is checked below */
+    if (!op_dense_arg_is_none(e, 0)) {
+        int64_t bs[1];
+        uint32_t nbs;
+        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+    }
+    q->gr0 = gr0; q->x0 = x0; q->w0 = w0; q->dx0 = dx0; q->dw0 = dw0; q->db = db; q->dt = dt;
+    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &q->a, err, errlen));
+    q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->gr = op_conv_as_4d(gr0);
+    int64_t ys[4];
+    FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
+    int nd = x0->ndim;
+    int64_t ys3[3] = { ys[0], ys[1], ys[3] };
+    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    return op_conv_check_sizes(e, &q->g, err, errlen);
+}

@@ -81,6 +81,17 @@ typedef struct op_dense_mm {
     double alpha, beta;
 } op_dense_mm;
 rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size_t errlen);
+/* The fields of op_dense_mm q as the locals both backends' matmul use, plus
+ * name (the op's). */
+#define OP_DENSE_MM_LOCALS(q)                                                  \
+    const char *name = rgpu_op_name(e->op);                                    \
+    bool batched = (q).batched, use_self = (q).use_self;                       \
+    const rgpu_view *self = (q).self, *a = (q).a, *b = (q).b;                  \
+    rgpu_view *out = (q).out;                                                  \
+    int nd = (q).nd, dt = (q).dt;                                              \
+    int64_t nb = (q).nb, n = (q).n, k = (q).k, m = (q).m;                      \
+    const int64_t *want = (q).want, *ss = (q).ss;                              \
+    double alpha = (q).alpha, beta = (q).beta
 /* How BLAS can read a (rows, cols) operand with element strides s0, s1 in
  * place: row-major (no transpose, ld = s0) or column-major (transpose,
  * ld = s1). Size-1 dims take any stride. False when neither fits. */
@@ -116,6 +127,34 @@ rgpu_view op_conv_as_4d(const rgpu_view *v);
  * each. backend names the refusing backend in the message. */
 rgpu_status op_conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const char *backend,
                             char *err, size_t errlen);
+
+/* CONVOLUTION (in x, w, bias?; args as op_conv_parse_args from 0; out y),
+ * checked up to the kernel: dtypes, geometry, out's and bias's shapes, and
+ * (when y is not empty) the sizes. x, w, y are the 4-d views. */
+typedef struct op_conv_fwd {
+    const rgpu_view *x0, *w0, *bias;
+    rgpu_view *y0;
+    int dt;
+    int64_t nb;                    /* bias length: C transposed, O otherwise */
+    bool empty;                    /* y has no elements: nothing to run */
+    op_conv_args a;
+    op_conv_geom g;
+    rgpu_view x, w, y;
+} op_conv_fwd;
+rgpu_status op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fwd *q, char *err, size_t errlen);
+
+/* CONVOLUTION_BACKWARD (in grad, x, w; bias_sizes|NONE, then the args as
+ * op_conv_parse_args from 1; outs dx?, dw?, db?), checked up to the kernels.
+ * x, w, gr are the 4-d views. */
+typedef struct op_conv_bwd {
+    const rgpu_view *gr0, *x0, *w0;
+    rgpu_view *dx0, *dw0, *db;
+    int dt;
+    op_conv_args a;
+    op_conv_geom g;
+    rgpu_view x, w, gr;
+} op_conv_bwd;
+rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bwd *q, char *err, size_t errlen);
 
 /* Batch norm args and checks, for both backends. saves (forward only):
  * save_mean / save_invstd, NULL when absent or empty (eval). */

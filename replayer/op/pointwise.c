@@ -246,3 +246,83 @@ rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, si
     if (b->alpha_one) { b->alpha_f = 1.0f; b->alpha_d = 1.0; b->alpha_i = 1; b->alpha_b = true; }
     return RGPU_OK;
 }
+
+static double arg_as_f64(const rgpu_arg *a)
+{
+    return a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
+}
+
+void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i)
+{
+    *d = arg_as_f64(a);
+    *f = (float)*d;
+    uint64_t buf = 0;
+    int idt = cdt == RGPU_BOOL ? RGPU_I64 : cdt;
+    op_scalar_to(a, idt, &buf);
+    *i = op_load_u64((const char *)&buf, idt);
+}
+
+void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode)
+{
+    double e = arg_as_f64(a);
+    if (cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
+    if (cdt == RGPU_BF16) e = rgpu_bf16_to_float(rgpu_float_to_bf16((float)e));
+    *exp = e;
+    *mode = POW_SCALAR;
+    if (cdt == RGPU_F16) return;
+    if (e == 0.5) *mode = POW_SQRT;
+    else if (e == -0.5) *mode = POW_RSQRT;
+    else if (e == -1.0) *mode = POW_RECIP;
+    else if (e == 2.0) *mode = POW_SQUARE;
+    else if (e == 3.0) *mode = POW_CUBE;
+    else if (e == -2.0) *mode = POW_INVSQ;
+}
+
+rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
+                            op_pw_params *p, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(p, 0, sizeof *p);
+    if (L->own >= 0) {
+        const rgpu_arg *a = &e->args[L->own];
+        switch (e->op) {
+        case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != 0 && a->v.i != 1))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: approximate must be int 0 (none) or 1 (tanh)", name);
+            p->approx_tanh = a->v.i == 1;
+            break;
+        case RGPU_OP_DIV_MODE:
+            if (a->kind != RGPU_ARG_INT || (a->v.i != DIV_TRUNC && a->v.i != DIV_FLOOR))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
+            p->mode = (int)a->v.i;
+            break;
+        default:   /* addcmul/addcdiv value, threshold */
+            if (!op_is_scalar_kind(a->kind))
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
+            op_pw_own_scalar(a, cdt, &p->own_d, &p->own_f, &p->own_i);
+            break;
+        }
+    }
+    if (e->op == RGPU_OP_WHERE) {
+        int cd = e->in[0]->dtype;
+        if (cd != RGPU_BOOL && cd != RGPU_U8)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: condition has dtype %s, want bool", name, rgpu_dtype_name(cd));
+        p->cond_first = true;
+    }
+    if (e->op == RGPU_OP_CLAMP) {
+        p->has_lo = present[1];
+        p->has_hi = present[2];
+        if (!p->has_lo && !p->has_hi)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: at least one of 'min' or 'max' must not be None", name);
+    }
+    if (e->op == RGPU_OP_POW && e->in[1] == NULL) {
+        const rgpu_arg *a = &e->args[1];
+        if (ct == OP_CT_I64) {
+            if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
+        } else {
+            op_pw_pow_exponent(a, cdt, &p->pow_exp, &p->pow_mode);
+        }
+    }
+    return RGPU_OK;
+}

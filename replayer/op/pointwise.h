@@ -17,6 +17,34 @@ extern "C" {
 
 #define PW_MAX_IN 3
 
+/* Integer compute: int64 held as uint64 (+ - * wrap), the same code on the
+ * CPU and in the CUDA kernels. */
+OP_FN int64_t op_pw_sv(uint64_t v) { return (int64_t)v; }
+
+/* ATen's powi: exponent by squaring; negative exponents give 1, +-1 or 0. */
+OP_FN uint64_t op_pw_powi(uint64_t a, uint64_t b)
+{
+    if (op_pw_sv(b) < 0) {
+        if (op_pw_sv(a) == 1) return 1;
+        if (op_pw_sv(a) == -1) return (b & 1u) ? (uint64_t)-1 : 1;
+        return 0;
+    }
+    uint64_t r = 1;
+    while (b) {
+        if (b & 1u) r *= a;
+        b >>= 1;
+        a *= a;
+    }
+    return r;
+}
+
+/* C's truncating a / b and a % b without the INT64_MIN / -1 trap (b != 0). */
+OP_FN uint64_t op_pw_idiv(uint64_t a, uint64_t b)
+{
+    return op_pw_sv(b) == -1 ? 0 - a : (uint64_t)(op_pw_sv(a) / op_pw_sv(b));
+}
+OP_FN uint64_t op_pw_imod(uint64_t a, uint64_t b) { return op_pw_sv(b) == -1 ? 0 : (uint64_t)(op_pw_sv(a) % op_pw_sv(b)); }
+
 /* Op layouts: which input slots may hold a scalar, how many args, where the
  * op's own arg sits, whether the result is boolean. */
 typedef struct pw_layout {
@@ -63,6 +91,40 @@ typedef struct op_binary_args {
  * integer output, bool subtraction, bool/float alpha), alpha in each type.
  * Arity and views: op_check_exec first. */
 rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen);
+
+/* pow's kernel modes: a tensor exponent, ATen's pow_tensor_scalar special
+ * cases, or std::pow with the scalar. */
+enum { POW_TENSOR, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_INVSQ, POW_SCALAR };
+
+/* DIV_MODE's rounding mode arg. */
+enum { DIV_TRUNC = 1, DIV_FLOOR = 2 };
+
+/* What a pointwise op's args and operands ask of the kernel beyond the
+ * operands (both backends' kernel contexts hold one). */
+typedef struct op_pw_params {
+    bool cond_first;         /* WHERE: in0 is the condition, read as bool */
+    bool approx_tanh;        /* GELU, GELU_BACKWARD */
+    int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
+    int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
+    double pow_exp;
+    bool has_lo, has_hi;     /* CLAMP */
+    float own_f;             /* the op's own scalar in each opmath type */
+    double own_d;
+    uint64_t own_i;
+} op_pw_params;
+/* The op's own arg (L->own), WHERE's condition dtype, CLAMP's bounds
+ * (present as op_pointwise_check gives), POW's scalar exponent, checked for
+ * compute dtype cdt of compute class ct. */
+rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
+                            op_pw_params *p, char *err, size_t errlen);
+
+/* A pointwise op's own scalar arg (FLOAT, INT or BOOL) in each opmath type:
+ * as double, as float, and as an integer wrapped to cdt (int64 for bool). */
+void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i);
+/* pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
+ * f64, bf16; f16 always goes through std::pow). *exp is the compute dtype's
+ * value for f16/bf16 and the double itself for f32/f64; *mode a POW_*. */
+void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode);
 
 #ifdef __cplusplus
 }
