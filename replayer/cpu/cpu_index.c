@@ -123,10 +123,9 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    int64_t D = p.D, n = p.n;
 
     op_walk wi;
-    if (n > 0) {   /* validate before writing */
+    if (p.n > 0) {   /* validate before writing */
         op_walk_init(&wi, ix->ndim, ix->sizes);
         op_walk_strides(&wi, 0, ix);
         do {
@@ -137,7 +136,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         } while (op_walk_next(&wi));
     }
     int64_t *counts = NULL;
-    if (p.by_freq && n > 0) {
+    if (p.by_freq && p.n > 0) {
         counts = calloc((size_t)(p.nw > 0 ? p.nw : 1), sizeof *counts);
         if (counts == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
         op_walk_init(&wi, ix->ndim, ix->sizes);
@@ -159,7 +158,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
         while (op_walk_next(&wo));
     }
-    if (n == 0 || D == 0) { free(counts); return RGPU_OK; }
+    if (p.n == 0 || p.D == 0) { free(counts); return RGPU_OK; }
 
     /* grad rows walk in lockstep with the indices (both row-major, n rows) */
     op_walk wg;
@@ -168,7 +167,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     op_walk_init(&wi, ix->ndim, ix->sizes);
     op_walk_strides(&wi, 0, ix);
     int64_t gs = op_index_bstride(g, g->ndim - 1), os0 = op_index_bstride(out, 0), os1 = op_index_bstride(out, 1);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < p.n; i++) {
         int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
         if (k != p.pad) {
             op_idx_alpha a = op_idx_alpha_one();
@@ -181,7 +180,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
             }
             const char *src = (const char *)g->data + wg.off[0];
             char *dst = (char *)out->data + k * os0;
-            for (int64_t j = 0; j < D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
+            for (int64_t j = 0; j < p.D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
         }
         op_walk_next(&wi);
         op_walk_next(&wg);
@@ -294,12 +293,10 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
 
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
-    const char *name = add_only ? "scatter_add" : "scatter";
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    const rgpu_view *ix = e->in[1], *src = e->in[2];
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
-    const rgpu_view *self = e->in[0];
     bool any = op_numel(ix) > 0;
     op_walk w;
     if (any) {
@@ -309,7 +306,7 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
             int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
             if (v < 0 || v >= p.ssz[p.dim])
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
+                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
         } while (op_walk_next(&w));
     }
     FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
@@ -377,18 +374,16 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype, dim = p.dim, nd = p.nd;
-    double alpha_v = p.alpha_v;
-    op_idx_alpha a = p.alpha;
     int64_t *iv, n;
     FORWARD_IF_ERROR(load_vector_index(e, ix, dim, p.ssz[dim], &iv, &n, err, errlen));
     rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
     if (st != RGPU_OK || op_numel(src) == 0) { free(iv); return st; }
 
-    /* ATen sends a multi-dim index_add along the first or last dim with
+    /* ATen sends alpha multi-dim index_add along the first or last dim with
      * alpha 1 and an int64 index through scatter_add, which accumulates
      * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+                  p.alpha_v == 1.0 && ix->dtype == RGPU_I64;
     facc f;
     if (f32acc) {
         st = facc_init(e, &f, out, err, errlen);
@@ -407,7 +402,7 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
         char *t = (char *)out->data + w.off[1] + v * odim;
         const char *s = (const char *)src->data + w.off[0];
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
-        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &a);
+        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &p.alpha);
     } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, out);
     free(iv);

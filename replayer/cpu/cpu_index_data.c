@@ -22,26 +22,22 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
     int dim;
     FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   /* every input is legacy-empty */
-    rgpu_view *out = e->out[0];
-    int nd = out->ndim;
-    int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
+        rgpu_view slice;   /* out's part for input i */
+        if (!op_index_cat_slice(e, dim, i, &slice)) continue;
         const rgpu_view *t = e->in[i];
-        if (op_index_cat_skipped(t)) continue;
-        char *base = (char *)out->data + pos * odim;
-        pos += t->sizes[dim];
-        if (op_numel(t) == 0) continue;
         op_walk w;
-        op_walk_init(&w, nd, t->sizes);
+        op_walk_init(&w, t->ndim, t->sizes);
         op_walk_strides(&w, 0, t);
-        op_walk_strides(&w, 1, out);
+        op_walk_strides(&w, 1, &slice);
+        char *base = slice.data;
         const char *src = t->data;
-        if (t->dtype == out->dtype) {
-            size_t esz = rgpu_dtype_size(out->dtype);
+        if (t->dtype == slice.dtype) {
+            size_t esz = rgpu_dtype_size(slice.dtype);
             do op_elem_copy(base + w.off[1], src + w.off[0], esz);
             while (op_walk_next(&w));
         } else {
-            do op_elem_convert(base + w.off[1], out->dtype, src + w.off[0], t->dtype);
+            do op_elem_convert(base + w.off[1], slice.dtype, src + w.off[0], t->dtype);
             while (op_walk_next(&w));
         }
     }
@@ -55,30 +51,27 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 {
-    uint64_t value;
-    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
+    op_index_pad_args pa;
+    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    int dt = out->dtype, nd = in->ndim;
     if (op_numel(out) == 0) return RGPU_OK;
 
-    size_t esz = rgpu_dtype_size(dt);
+    int nd = in->ndim;
+    size_t esz = rgpu_dtype_size(out->dtype);
     op_walk w;
     op_walk_init(&w, nd, out->sizes);
     op_walk_strides(&w, 0, out);
-    do op_elem_copy((char *)out->data + w.off[0], (const char *)&value, esz);
+    do op_elem_copy((char *)out->data + w.off[0], (const char *)&pa.value, esz);
     while (op_walk_next(&w));
 
-    /* the part of out the input covers: out [max(0, lo), min(out, lo + in)) */
+    /* then the part of out the input covers */
     int64_t rsz[RGPU_MAX_DIMS], ooff = 0, ioff = 0;
     for (int d = 0; d < nd; d++) {
-        int64_t a = lo[d] > 0 ? lo[d] : 0;
-        int64_t b = lo[d] + in->sizes[d] < want[d] ? lo[d] + in->sizes[d] : want[d];
-        rsz[d] = b > a ? b - a : 0;
+        rsz[d] = pa.b[d] > pa.a[d] ? pa.b[d] - pa.a[d] : 0;
         if (rsz[d] == 0) return RGPU_OK;
-        ooff += a * out->strides[d] * (int64_t)esz;
-        ioff += (a - lo[d]) * in->strides[d] * (int64_t)esz;
+        ooff += pa.a[d] * out->strides[d] * (int64_t)esz;
+        ioff += (pa.a[d] - pa.lo[d]) * in->strides[d] * (int64_t)esz;
     }
     op_walk_init(&w, nd, rsz);
     op_walk_strides(&w, 0, out);
@@ -198,14 +191,8 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
             it[i].off = w.off[0];
             i++;
         } while (op_walk_next(&w));
-        qsort(it, (size_t)N, sizeof *it, fl ? op_index_uq_cmp_f : op_index_uq_cmp_i);
     }
-    /* groups: a new one starts where the value differs from the previous */
-    int64_t n = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) n++;
-    }
+    int64_t n = op_index_uq_sort(it, N, fl);   /* sorted; n groups */
     if (count_only) {
         *(int64_t *)e->out[0]->data = n;
         free(it);
@@ -223,8 +210,7 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
         int64_t vs = vo->strides[0] * (int64_t)esz, cs = co ? co->strides[0] * 8 : 0;
         int64_t g = -1, cnt = 0;
         for (int64_t i = 0; i < N; i++) {
-            bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-            if (!same) {
+            if (op_index_uq_new_group(it, i, fl)) {
                 if (co && g >= 0) *(int64_t *)((char *)co->data + g * cs) = cnt;
                 g++;
                 cnt = 0;

@@ -493,36 +493,35 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    int64_t D = p.D, n = p.n;
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
-    if (n > 0) {   // validate before writing (row-major: the first bad index)
+    if (p.n > 0) {   // validate before writing (row-major: the first bad index)
         FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < p.n; i++)
             if (keys[i] != p.pad && (keys[i] < 0 || keys[i] >= p.nw))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)keys[i], (long long)p.nw);
     }
     uint64_t zero = 0;
     FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
-    if (n == 0 || D == 0) return RGPU_OK;
+    if (p.n == 0 || p.D == 0) return RGPU_OK;
 
-    uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
-    int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
-    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
+    uint8_t *skip = (uint8_t *)hskip.get((size_t)p.n);
+    int64_t *rowoff = (int64_t *)hrow.get((size_t)p.n * sizeof(int64_t));
+    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)p.n);
     op_walk wg;   // grad rows in row-major order, in lockstep with the indices
     op_walk_init(&wg, g->ndim - 1, g->sizes);
     op_walk_strides(&wg, 0, g);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < p.n; i++) {
         skip[i] = keys[i] == p.pad;
         rowoff[i] = wg.off[0];
         op_walk_next(&wg);
     }
     ix_grouping gr;
-    if (!group_keys(&gr, keys, skip, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
+    if (!group_keys(&gr, keys, skip, p.n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
 
-    int64_t Dsz = D;
+    int64_t Dsz = p.D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
     inner.st[0][0] = op_index_bstride(out, 1);
@@ -620,18 +619,16 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
 
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
-    const char *name = add_only ? "scatter_add" : "scatter";
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    const rgpu_view *ix = e->in[1], *src = e->in[2];
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
-    const rgpu_view *self = e->in[0];
     bool any = op_numel(ix) > 0;
     if (any) {
         bool found;
         int64_t bad;
         FORWARD_IF_ERROR(ix_find_bad_index(c, ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
-        if (found) return bad_index(e, name, bad, p.dim, p.ssz[p.dim], err, errlen);
+        if (found) return bad_index(e, p.name, bad, p.dim, p.ssz[p.dim], err, errlen);
     }
     FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
     if (!any) return RGPU_OK;
@@ -731,8 +728,6 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype, dim = p.dim, nd = p.nd;
-    double alpha_v = p.alpha_v;
-    op_idx_alpha a = p.alpha;
     int64_t n = op_numel(ix);
     ix_host hk;
     int64_t *iv = NULL;
@@ -746,7 +741,7 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+                  p.alpha_v == 1.0 && ix->dtype == RGPU_I64;
     ix_grouping gr;
     if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
@@ -759,7 +754,7 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         inner.nd++;
     }
     return run_groups(c, e, &gr, op_index_bstride(out, dim), NULL, op_index_bstride(src, dim), &inner, (char *)out->data,
-                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
+                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------

@@ -25,20 +25,10 @@ rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
     int dim;
     FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
-    rgpu_view *out = e->out[0];
-    int nd = out->ndim;
-
     // each input into its slice of out: a view of out at the input's shape
-    int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *t = e->in[i];
-        if (op_index_cat_skipped(t)) continue;
-        rgpu_view slice = *out;
-        slice.data = (char *)out->data + pos * odim;
-        for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
-        pos += t->sizes[dim];
-        if (op_numel(t) == 0) continue;
-        FORWARD_IF_ERROR(ix_copy_view(c, &slice, t, err, errlen));
+        rgpu_view slice;
+        if (op_index_cat_slice(e, dim, i, &slice)) FORWARD_IF_ERROR(ix_copy_view(c, &slice, e->in[i], err, errlen));
     }
     return RGPU_OK;
 }
@@ -76,28 +66,26 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
 
 rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    uint64_t value;
-    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
+    op_index_pad_args pa;
+    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    int dt = out->dtype, nd = in->ndim;
     long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
 
-    int esz = (int)rgpu_dtype_size(dt);
+    int esz = (int)rgpu_dtype_size(out->dtype);
     pad_args p;
     memset(&p, 0, sizeof p);
-    p.nd = nd;
-    for (int d = 0; d < nd; d++) {
-        p.sz[d] = want[d];
+    p.nd = in->ndim;
+    for (int d = 0; d < p.nd; d++) {
+        p.sz[d] = pa.sz[d];
         p.ost[d] = out->strides[d] * esz;
         p.ist[d] = in->strides[d] * esz;
-        p.lo[d] = lo[d];
-        p.a[d] = lo[d] > 0 ? lo[d] : 0;
-        p.b[d] = lo[d] + in->sizes[d] < want[d] ? lo[d] + in->sizes[d] : want[d];
+        p.lo[d] = pa.lo[d];
+        p.a[d] = pa.a[d];
+        p.b[d] = pa.b[d];
     }
-    k_pad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(p, (char *)out->data, (const char *)in->data, esz, value, n);
+    k_pad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(p, (char *)out->data, (const char *)in->data, esz, pa.value, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -346,13 +334,8 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
             else it[i].k.i = (int64_t)op_load_u64(p, x->dtype);
             it[i].pos = i;
         }
-        qsort(it, (size_t)N, sizeof *it, fl ? op_index_uq_cmp_f : op_index_uq_cmp_i);
     }
-    int64_t n = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) n++;
-    }
+    int64_t n = op_index_uq_sort(it, N, fl);   // sorted; n groups
     if (count_only) {
         RGPU_CUDA_NEEDS_HOST(c, name, err, errlen);
         long long hn = n;
@@ -370,8 +353,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     if (!vals || (co && !cnts) || (want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", name);
     int64_t g = -1, cnt = 0;
     for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) {
+        if (op_index_uq_new_group(it, i, fl)) {
             if (cnts && g >= 0) cnts[g] = cnt;
             g++;
             cnt = 0;

@@ -1,5 +1,6 @@
 /* op/index.c — the index family's checks and shape rules (op/index.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "index.h"
@@ -464,6 +465,7 @@ rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw
 
 rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->name = "gather";
     FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
     FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
@@ -484,7 +486,7 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
 
 rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
 {
-    const char *name = add_only ? "scatter_add" : "scatter";
+    const char *name = p->name = add_only ? "scatter_add" : "scatter";
     FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
     int64_t dim64;
     p->reduce = OP_IDX_ADD;
@@ -524,6 +526,7 @@ rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_d
 
 rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->name = "index_select";
     FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
     FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
@@ -544,6 +547,7 @@ rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *e
 
 rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->name = "index_add";
     FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
     FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
@@ -718,4 +722,41 @@ int op_index_uq_cmp_i(const void *pa, const void *pb)
     const op_index_uq_item *a = (const op_index_uq_item *)pa, *b = (const op_index_uq_item *)pb;
     if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
     return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl)
+{
+    if (N > 0) qsort(it, (size_t)N, sizeof *it, fl ? op_index_uq_cmp_f : op_index_uq_cmp_i);
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) n += op_index_uq_new_group(it, i, fl);
+    return n;
+}
+
+bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl)
+{
+    return i == 0 || (fl ? it[i].k.f != it[i - 1].k.f : it[i].k.i != it[i - 1].k.i);
+}
+
+bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice)
+{
+    const rgpu_view *t = e->in[i], *out = e->out[0];
+    if (op_index_cat_skipped(t) || op_numel(t) == 0) return false;
+    int64_t pos = 0;
+    for (int j = 0; j < i; j++)
+        if (!op_index_cat_skipped(e->in[j])) pos += e->in[j]->sizes[dim];
+    *slice = *out;
+    slice->data = (char *)out->data + pos * out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
+    for (int d = 0; d < out->ndim; d++) slice->sizes[d] = t->sizes[d];
+    return true;
+}
+
+rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_pad_check(e, &pa->value, pa->lo, pa->sz, err, errlen));
+    const rgpu_view *in = e->in[0];
+    for (int d = 0; d < in->ndim; d++) {   /* out [max(0, lo), min(out, lo + in)) */
+        pa->a[d] = pa->lo[d] > 0 ? pa->lo[d] : 0;
+        pa->b[d] = pa->lo[d] + in->sizes[d] < pa->sz[d] ? pa->lo[d] + in->sizes[d] : pa->sz[d];
+    }
+    return RGPU_OK;
 }

@@ -238,6 +238,7 @@ static inline bool op_walk_next(op_walk *w)
  * comes back in a struct. Index values (bounds) are each backend's to check. */
 
 typedef struct op_index_dimop {
+    const char *name;                /* the op's name in messages */
     int dim, nd;                     /* wrapped dim; dims with a 0-d view as 1-d */
     int64_t ssz[RGPU_MAX_DIMS];      /* self's sizes (op_index_nonempty_sizes) */
     int64_t isz[RGPU_MAX_DIMS];      /* index's (gather, scatter) */
@@ -293,6 +294,21 @@ typedef struct op_index_uq_item {
 } op_index_uq_item;
 int op_index_uq_cmp_f(const void *pa, const void *pb);
 int op_index_uq_cmp_i(const void *pa, const void *pb);
+/* Sorts it[0..N) (fl: by k.f, else k.i) and returns the number of groups. */
+int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl);
+/* Whether it[i] (sorted) starts a new group. */
+bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl);
+/* CONSTANT_PAD_ND's geometry, from op_index_pad_check. */
+typedef struct op_index_pad_args {
+    uint64_t value;                    /* the fill value's bits in out's dtype */
+    int64_t lo[RGPU_MAX_DIMS];         /* pad before each dim (0 where none; negative crops) */
+    int64_t sz[RGPU_MAX_DIMS];         /* out's sizes */
+    int64_t a[RGPU_MAX_DIMS], b[RGPU_MAX_DIMS];   /* the out range the input covers: [a, b) */
+} op_index_pad_args;
+rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen);
+/* CAT: the part of out that input i fills (a view of out at its shape);
+ * false when input i is skipped or empty. dim: op_index_cat_check's. */
+bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice);
 #ifdef __cplusplus
 }
 #endif
