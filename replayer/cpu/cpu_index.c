@@ -198,30 +198,28 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    if (op_numel(ix) == 0) return RGPU_OK;
+    if (op_numel(p.ix) == 0) return RGPU_OK;
 
     op_walk w;
     op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, ix);
+    op_walk_strides(&w, 0, p.ix);
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
         if (v < 0 || v >= p.ssz[p.dim])
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
                      (long long)v, p.dim, (long long)p.ssz[p.dim]);
     } while (op_walk_next(&w));
 
-    size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = op_index_bstride(self, p.dim);
+    size_t esz = rgpu_dtype_size(p.self->dtype);
+    int64_t sdim = op_index_bstride(p.self, p.dim);
     op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, ix);
-    op_walk_strides(&w, 1, out);
-    op_walk_strides(&w, 2, self);
+    op_walk_strides(&w, 0, p.ix);
+    op_walk_strides(&w, 1, p.out);
+    op_walk_strides(&w, 2, p.self);
     w.st[2][p.dim] = 0;
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        op_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        op_elem_copy((char *)p.out->data + w.off[1], (const char *)p.self->data + w.off[2] + v * sdim, esz);
     } while (op_walk_next(&w));
     return RGPU_OK;
 }
@@ -295,44 +293,42 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    bool any = op_numel(ix) > 0;
+    bool any = op_numel(p.ix) > 0;
     op_walk w;
     if (any) {
         op_walk_init(&w, p.nd, p.isz);
-        op_walk_strides(&w, 0, ix);
+        op_walk_strides(&w, 0, p.ix);
         do {
-            int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
             if (v < 0 || v >= p.ssz[p.dim])
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
                          p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
         } while (op_walk_next(&w));
     }
-    FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
     if (!any) return RGPU_OK;
 
-    int dt = out->dtype;
-    int64_t odim = op_index_bstride(out, p.dim), cst[RGPU_MAX_DIMS];
+    int dt = p.out->dtype;
+    int64_t odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f;
-    if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
+    if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
     contig_strides(p.ssz, p.nd, cst);
     op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, ix);
-    op_walk_strides(&w, 1, out);
+    op_walk_strides(&w, 0, p.ix);
+    op_walk_strides(&w, 1, p.out);
     w.st[1][p.dim] = 0;
-    if (src) op_walk_strides(&w, 2, src);
+    if (p.src) op_walk_strides(&w, 2, p.src);
     for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&p.value;
-        char *t = (char *)out->data + w.off[1] + v * odim;
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        const char *s = p.src ? (const char *)p.src->data + w.off[2] : (const char *)&p.value;
+        char *t = (char *)p.out->data + w.off[1] + v * odim;
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[p.dim], t, s, dt, (int)p.reduce);
         else op_idx_elem_reduce(t, s, dt, (int)p.reduce, &one);
     } while (op_walk_next(&w));
-    if (f32acc) facc_flush(&f, out);
+    if (f32acc) facc_flush(&f, p.out);
     return RGPU_OK;
 }
 
@@ -343,21 +339,19 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
     int64_t *iv, n;
-    FORWARD_IF_ERROR(load_vector_index(e, ix, p.dim, p.ssz[p.dim], &iv, &n, err, errlen));
-    if (op_numel(out) == 0) { free(iv); return RGPU_OK; }
+    FORWARD_IF_ERROR(load_vector_index(e, p.ix, p.dim, p.ssz[p.dim], &iv, &n, err, errlen));
+    if (op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
 
-    size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = op_index_bstride(self, p.dim), osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(out, osz);
+    size_t esz = rgpu_dtype_size(p.self->dtype);
+    int64_t sdim = op_index_bstride(p.self, p.dim), osz[RGPU_MAX_DIMS];
+    op_index_nonempty_sizes(p.out, osz);
     op_walk w;
     op_walk_init(&w, p.nd, osz);
-    op_walk_strides(&w, 0, out);
-    op_walk_strides(&w, 1, self);
+    op_walk_strides(&w, 0, p.out);
+    op_walk_strides(&w, 1, p.self);
     w.st[1][p.dim] = 0;
-    do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
+    do op_elem_copy((char *)p.out->data + w.off[0], (const char *)p.self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
     while (op_walk_next(&w));
     free(iv);
     return RGPU_OK;
@@ -371,40 +365,38 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype, dim = p.dim, nd = p.nd;
+    int dt = p.self->dtype, dim = p.dim, nd = p.nd;
     int64_t *iv, n;
-    FORWARD_IF_ERROR(load_vector_index(e, ix, dim, p.ssz[dim], &iv, &n, err, errlen));
-    rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
-    if (st != RGPU_OK || op_numel(src) == 0) { free(iv); return st; }
+    FORWARD_IF_ERROR(load_vector_index(e, p.ix, dim, p.ssz[dim], &iv, &n, err, errlen));
+    rgpu_status st = copy_self_into_out(e, p.out, p.self, err, errlen);
+    if (st != RGPU_OK || op_numel(p.src) == 0) { free(iv); return st; }
 
     /* ATen sends alpha multi-dim index_add along the first or last dim with
      * alpha 1 and an int64 index through scatter_add, which accumulates
      * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  p.alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
     facc f;
     if (f32acc) {
-        st = facc_init(e, &f, out, err, errlen);
+        st = facc_init(e, &f, p.out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = op_index_bstride(p.out, dim), cst[RGPU_MAX_DIMS];
     contig_strides(p.ssz, nd, cst);
     op_walk w;
     op_walk_init(&w, nd, p.rsz);
-    op_walk_strides(&w, 0, src);
-    op_walk_strides(&w, 1, out);
+    op_walk_strides(&w, 0, p.src);
+    op_walk_strides(&w, 1, p.out);
     w.st[1][dim] = 0;
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
         int64_t v = iv[w.idx[dim]];
-        char *t = (char *)out->data + w.off[1] + v * odim;
-        const char *s = (const char *)src->data + w.off[0];
+        char *t = (char *)p.out->data + w.off[1] + v * odim;
+        const char *s = (const char *)p.src->data + w.off[0];
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
         else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &p.alpha);
     } while (op_walk_next(&w));
-    if (f32acc) facc_flush(&f, out);
+    if (f32acc) facc_flush(&f, p.out);
     free(iv);
     return RGPU_OK;
 }

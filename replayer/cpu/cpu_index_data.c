@@ -169,48 +169,45 @@ rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen
  * (n,) i64; args sorted, return_inverse, return_counts (bools). */
 rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool want_inv, want_cnt;
-    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &want_inv, &want_cnt, err, errlen));
+    op_index_unique_args u;
+    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
-    int64_t N = op_numel(x);
-    bool fl = op_dtype_is_float(x->dtype);
     op_index_uq_item *it = NULL;
-    if (N > 0) {
-        it = op_alloc(N, sizeof *it);
-        if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+    if (u.N > 0) {
+        it = op_alloc(u.N, sizeof *it);
+        if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", u.name, (long long)u.N);
         op_walk w;
         op_walk_init(&w, x->ndim, x->sizes);
         op_walk_strides(&w, 0, x);
         int64_t i = 0;
         const char *p = x->data;
         do {
-            if (fl) it[i].k.f = op_load_f64(p + w.off[0], x->dtype);
+            if (u.fl) it[i].k.f = op_load_f64(p + w.off[0], x->dtype);
             else it[i].k.i = (int64_t)op_load_u64(p + w.off[0], x->dtype);
             it[i].pos = i;
             it[i].off = w.off[0];
             i++;
         } while (op_walk_next(&w));
     }
-    int64_t n = op_index_uq_sort(it, N, fl);   /* sorted; n groups */
+    int64_t n = op_index_uq_sort(it, u.N, u.fl);   /* sorted; n groups */
     if (count_only) {
         *(int64_t *)e->out[0]->data = n;
         free(it);
         return RGPU_OK;
     }
-    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
-    rgpu_status st = op_index_unique_check_out(e, want_cnt, n, err, errlen);
+    const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
+    rgpu_status st = op_index_unique_check_out(e, u.want_cnt, n, err, errlen);
     int64_t *inv = NULL;
-    if (st == RGPU_OK && want_inv && N > 0) {
-        inv = op_alloc(N, sizeof *inv);
-        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", name); st = RGPU_ERR_NOMEM; }
+    if (st == RGPU_OK && u.want_inv && u.N > 0) {
+        inv = op_alloc(u.N, sizeof *inv);
+        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", u.name); st = RGPU_ERR_NOMEM; }
     }
-    if (st == RGPU_OK && N > 0) {
+    if (st == RGPU_OK && u.N > 0) {
         size_t esz = rgpu_dtype_size(x->dtype);
         int64_t vs = vo->strides[0] * (int64_t)esz, cs = co ? co->strides[0] * 8 : 0;
         int64_t g = -1, cnt = 0;
-        for (int64_t i = 0; i < N; i++) {
-            if (op_index_uq_new_group(it, i, fl)) {
+        for (int64_t i = 0; i < u.N; i++) {
+            if (op_index_uq_new_group(it, i, u.fl)) {
                 if (co && g >= 0) *(int64_t *)((char *)co->data + g * cs) = cnt;
                 g++;
                 cnt = 0;

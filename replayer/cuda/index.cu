@@ -549,25 +549,23 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    if (op_numel(ix) == 0) return RGPU_OK;
+    if (op_numel(p.ix) == 0) return RGPU_OK;
 
     bool found;
     int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "gather", bad, p.dim, p.ssz[p.dim], err, errlen);
 
     ix_walk w;
     ix_walk_init(&w, p.nd, p.isz);
-    ix_walk_strides(&w, 0, ix);
-    ix_walk_strides(&w, 1, out);
-    ix_walk_strides(&w, 2, self);
+    ix_walk_strides(&w, 0, p.ix);
+    ix_walk_strides(&w, 1, p.out);
+    ix_walk_strides(&w, 2, p.self);
     w.st[2][p.dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
-                                                         (const char *)self->data, op_index_bstride(self, p.dim),
-                                                         (int)rgpu_dtype_size(self->dtype), n);
+    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p.ix->data, p.ix->dtype, (char *)p.out->data,
+                                                         (const char *)p.self->data, op_index_bstride(p.self, p.dim),
+                                                         (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -621,21 +619,19 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    bool any = op_numel(ix) > 0;
+    bool any = op_numel(p.ix) > 0;
     if (any) {
         bool found;
         int64_t bad;
-        FORWARD_IF_ERROR(ix_find_bad_index(c, ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+        FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
         if (found) return bad_index(e, p.name, bad, p.dim, p.ssz[p.dim], err, errlen);
     }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
     if (!any) return RGPU_OK;
 
-    int dt = out->dtype;
+    int dt = p.out->dtype;
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
-    long long nout = op_numel(out);
+    long long nout = op_numel(p.out);
     ix_scratch sacc(c);
     float *acc = NULL;
     uint8_t *touched = NULL;
@@ -652,22 +648,22 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     for (int d = 0; d < p.nd; d++) lsz[d] = d == p.dim ? 1 : p.isz[d];
     ix_walk w;
     ix_walk_init(&w, p.nd, lsz);
-    ix_walk_strides(&w, 0, ix);
-    ix_walk_strides(&w, 1, out);
+    ix_walk_strides(&w, 0, p.ix);
+    ix_walk_strides(&w, 1, p.out);
     w.st[1][p.dim] = 0;
-    if (src) ix_walk_strides(&w, 2, src);
+    if (p.src) ix_walk_strides(&w, 2, p.src);
     for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
     long long nlines = ix_walk_numel(&w);
-    long long ixs = op_index_bstride(ix, p.dim), srcs = src ? op_index_bstride(src, p.dim) : 0;
+    long long ixs = op_index_bstride(p.ix, p.dim), srcs = p.src ? op_index_bstride(p.src, p.dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, p.isz[p.dim], ixs, srcs, op_index_bstride(out, p.dim), cst[p.dim], (const char *)ix->data, ix->dtype,
-        (char *)out->data, src ? (const char *)src->data : NULL, p.value, dt, (int)p.reduce, f32acc, acc, touched);
+        w, nlines, p.isz[p.dim], ixs, srcs, op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        (char *)p.out->data, p.src ? (const char *)p.src->data : NULL, p.value, dt, (int)p.reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
         ix_walk wo;
-        ix_walk_init(&wo, out->ndim, out->sizes);
-        ix_walk_strides(&wo, 0, out);
-        k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)out->data, dt, acc, touched, nout);
+        ix_walk_init(&wo, p.out->ndim, p.out->sizes);
+        ix_walk_strides(&wo, 0, p.out);
+        k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)p.out->data, dt, acc, touched, nout);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     return RGPU_OK;
@@ -692,27 +688,25 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    if (ix->ndim > 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
+    if (p.ix->ndim > 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", p.ix->ndim);
     bool found;
     int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.ix->ndim, p.ix->sizes, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "index_select", bad, p.dim, p.ssz[p.dim], err, errlen);
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (op_numel(p.out) == 0) return RGPU_OK;
 
     int64_t osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(out, osz);
+    op_index_nonempty_sizes(p.out, osz);
     ix_walk w;
     ix_walk_init(&w, p.nd, osz);
-    ix_walk_strides(&w, 0, out);
-    ix_walk_strides(&w, 1, self);
+    ix_walk_strides(&w, 0, p.out);
+    ix_walk_strides(&w, 1, p.self);
     w.st[1][p.dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)ix->data, ix->dtype, op_index_bstride(ix, 0),
-                                                               (char *)out->data, (const char *)self->data,
-                                                               op_index_bstride(self, p.dim), (int)rgpu_dtype_size(self->dtype), n);
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, op_index_bstride(p.ix, 0),
+                                                               (char *)p.out->data, (const char *)p.self->data,
+                                                               op_index_bstride(p.self, p.dim), (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -725,23 +719,21 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype, dim = p.dim, nd = p.nd;
-    int64_t n = op_numel(ix);
+    int dt = p.self->dtype, dim = p.dim, nd = p.nd;
+    int64_t n = op_numel(p.ix);
     ix_host hk;
     int64_t *iv = NULL;
     if (n > 0) {
-        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, p.ix, &hk, &iv, err, errlen));
         for (int64_t i = 0; i < n; i++)
             if (iv[i] < 0 || iv[i] >= p.ssz[dim]) return bad_index(e, "index_add", iv[i], dim, p.ssz[dim], err, errlen);
     }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
-    if (op_numel(src) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
+    if (op_numel(p.src) == 0) return RGPU_OK;
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  p.alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
     ix_grouping gr;
     if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
@@ -749,12 +741,12 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
         inner.sz[inner.nd] = p.rsz[d];
-        inner.st[0][inner.nd] = op_index_bstride(out, d);
-        inner.st[1][inner.nd] = op_index_bstride(src, d);
+        inner.st[0][inner.nd] = op_index_bstride(p.out, d);
+        inner.st[1][inner.nd] = op_index_bstride(p.src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, op_index_bstride(out, dim), NULL, op_index_bstride(src, dim), &inner, (char *)out->data,
-                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
+    return run_groups(c, e, &gr, op_index_bstride(p.out, dim), NULL, op_index_bstride(p.src, dim), &inner, (char *)p.out->data,
+                      (const char *)p.src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------

@@ -313,47 +313,44 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
 rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool want_inv, want_cnt;
-    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &want_inv, &want_cnt, err, errlen));
+    op_index_unique_args u;
+    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
-    int64_t N = op_numel(x);
-    bool fl = op_dtype_is_float(x->dtype);
     size_t esz = rgpu_dtype_size(x->dtype);
     ix_host hraw, hit;
     char *raw = NULL;
     op_index_uq_item *it = NULL;
-    if (N > 0) {
-        raw = (char *)hraw.get((size_t)N * esz);
-        it = (op_index_uq_item *)hit.get((size_t)N * sizeof *it);
-        if (!raw || !it) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+    if (u.N > 0) {
+        raw = (char *)hraw.get((size_t)u.N * esz);
+        it = (op_index_uq_item *)hit.get((size_t)u.N * sizeof *it);
+        if (!raw || !it) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", u.name, (long long)u.N);
         FORWARD_IF_ERROR(ix_download_view(c, x, raw, err, errlen));
-        for (int64_t i = 0; i < N; i++) {
+        for (int64_t i = 0; i < u.N; i++) {
             const char *p = raw + (size_t)i * esz;
-            if (fl) it[i].k.f = op_load_f64(p, x->dtype);
+            if (u.fl) it[i].k.f = op_load_f64(p, x->dtype);
             else it[i].k.i = (int64_t)op_load_u64(p, x->dtype);
             it[i].pos = i;
         }
     }
-    int64_t n = op_index_uq_sort(it, N, fl);   // sorted; n groups
+    int64_t n = op_index_uq_sort(it, u.N, u.fl);   // sorted; n groups
     if (count_only) {
-        RGPU_CUDA_NEEDS_HOST(c, name, err, errlen);
+        RGPU_CUDA_NEEDS_HOST(c, u.name, err, errlen);
         long long hn = n;
         RGPU_CUDA_TRY(cudaMemcpyAsync(e->out[0]->data, &hn, sizeof hn, cudaMemcpyHostToDevice, c->stream), err, errlen);
         RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
         return RGPU_OK;
     }
-    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
-    FORWARD_IF_ERROR(op_index_unique_check_out(e, want_cnt, n, err, errlen));
-    if (N == 0) return RGPU_OK;
+    const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
+    FORWARD_IF_ERROR(op_index_unique_check_out(e, u.want_cnt, n, err, errlen));
+    if (u.N == 0) return RGPU_OK;
     ix_host hv, hc, hi;
     char *vals = (char *)hv.get((size_t)n * esz);
     int64_t *cnts = co ? (int64_t *)hc.get((size_t)n * sizeof(int64_t)) : NULL;
-    int64_t *inv = want_inv ? (int64_t *)hi.get((size_t)N * sizeof(int64_t)) : NULL;
-    if (!vals || (co && !cnts) || (want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", name);
+    int64_t *inv = u.want_inv ? (int64_t *)hi.get((size_t)u.N * sizeof(int64_t)) : NULL;
+    if (!vals || (co && !cnts) || (u.want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", u.name);
     int64_t g = -1, cnt = 0;
-    for (int64_t i = 0; i < N; i++) {
-        if (op_index_uq_new_group(it, i, fl)) {
+    for (int64_t i = 0; i < u.N; i++) {
+        if (op_index_uq_new_group(it, i, u.fl)) {
             if (cnts && g >= 0) cnts[g] = cnt;
             g++;
             cnt = 0;

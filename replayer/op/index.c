@@ -465,6 +465,7 @@ rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw
 
 rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "gather";
     FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
@@ -486,6 +487,7 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
 
 rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     const char *name = p->name = add_only ? "scatter_add" : "scatter";
     FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
     int64_t dim64;
@@ -526,6 +528,7 @@ rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_d
 
 rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "index_select";
     FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
@@ -547,6 +550,7 @@ rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *e
 
 rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "index_add";
     FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
@@ -666,17 +670,23 @@ rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char
     return RGPU_OK;
 }
 
-rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, bool *want_inv, bool *want_cnt,
+rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
                                   char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool sorted;
+    const char *name = u->name = rgpu_op_name(e->op);
+    bool sorted, *want_inv = &u->want_inv, *want_cnt = &u->want_cnt;
     *want_inv = *want_cnt = false;
+    u->fl = false;
+    u->N = 0;
     if (count_only) {
         FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        u->fl = op_dtype_is_float(e->in[0]->dtype);
+        u->N = op_numel(e->in[0]);
         return op_index_check_count_out(e, err, errlen);
     }
     FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+    u->fl = op_dtype_is_float(e->in[0]->dtype);
+    u->N = op_numel(e->in[0]);
     FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
     FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", want_inv, err, errlen));
     FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", want_cnt, err, errlen));

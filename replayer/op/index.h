@@ -239,6 +239,8 @@ static inline bool op_walk_next(op_walk *w)
 
 typedef struct op_index_dimop {
     const char *name;                /* the op's name in messages */
+    const rgpu_view *self, *ix, *src; /* in[0], in[1], in[2] (src NULL where absent) */
+    rgpu_view *out;
     int dim, nd;                     /* wrapped dim; dims with a 0-d view as 1-d */
     int64_t ssz[RGPU_MAX_DIMS];      /* self's sizes (op_index_nonempty_sizes) */
     int64_t isz[RGPU_MAX_DIMS];      /* index's (gather, scatter) */
@@ -282,7 +284,13 @@ rgpu_status op_index_masked_select_check(const rgpu_exec *e, char *err, size_t e
 rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
 /* UNIQUE / COUNT_UNIQUE: io, args, dtypes (*want_inv, *want_cnt: the
  * outputs asked for and present); then values'/counts' shape for n groups. */
-rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, bool *want_inv, bool *want_cnt,
+typedef struct op_index_unique_args {
+    const char *name;       /* the op's name in messages */
+    bool want_inv, want_cnt;
+    bool fl;                /* the input is floating */
+    int64_t N;              /* the input's elements */
+} op_index_unique_args;
+rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
                                   char *err, size_t errlen);
 rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen);
 /* Unique's sort: by value (NaN after every number, each NaN distinct,
