@@ -344,13 +344,9 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
     if (op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
 
     size_t esz = rgpu_dtype_size(p.self->dtype);
-    int64_t sdim = op_index_bstride(p.self, p.dim), osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(p.out, osz);
+    int64_t sdim = op_index_bstride(p.self, p.dim);
     op_walk w;
-    op_walk_init(&w, p.nd, osz);
-    op_walk_strides(&w, 0, p.out);
-    op_walk_strides(&w, 1, p.self);
-    w.st[1][p.dim] = 0;
+    op_index_select_walk(&p, &w);
     do op_elem_copy((char *)p.out->data + w.off[0], (const char *)p.self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
     while (op_walk_next(&w));
     free(iv);

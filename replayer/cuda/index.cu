@@ -696,13 +696,12 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     if (found) return bad_index(e, "index_select", bad, p.dim, p.ssz[p.dim], err, errlen);
     if (op_numel(p.out) == 0) return RGPU_OK;
 
-    int64_t osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(p.out, osz);
+    op_walk ow;
+    op_index_select_walk(&p, &ow);
     ix_walk w;
-    ix_walk_init(&w, p.nd, osz);
-    ix_walk_strides(&w, 0, p.out);
-    ix_walk_strides(&w, 1, p.self);
-    w.st[1][p.dim] = 0;
+    ix_walk_init(&w, ow.nd, ow.sz);
+    for (int d = 0; d < ow.nd; d++)
+        for (int k = 0; k < 2; k++) w.st[k][d] = ow.st[k][d];
     long long n = ix_walk_numel(&w);
     k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, op_index_bstride(p.ix, 0),
                                                                (char *)p.out->data, (const char *)p.self->data,

@@ -770,3 +770,13 @@ rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char
     }
     return RGPU_OK;
 }
+
+void op_index_select_walk(const op_index_dimop *p, op_walk *w)
+{
+    int64_t osz[RGPU_MAX_DIMS];
+    op_index_nonempty_sizes(p->out, osz);
+    op_walk_init(w, p->nd, osz);
+    op_walk_strides(w, 0, p->out);
+    op_walk_strides(w, 1, p->self);
+    w->st[1][p->dim] = 0;
+}

@@ -268,6 +268,9 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
 rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen);
 /* INDEX_SELECT: through out's shape. */
 rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+/* INDEX_SELECT's walk: over out (set 0) and self (set 1, with dim's stride 0:
+ * the index picks self's row). */
+void op_index_select_walk(const op_index_dimop *p, op_walk *w);
 /* INDEX_ADD: alpha and the source/index/self shape checks. */
 rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* INDEX_PUT: io, accumulate, dtypes, out's shape. */
