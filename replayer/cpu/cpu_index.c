@@ -67,11 +67,9 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
 static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (op_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && op_numel(out) > 0)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
-                 rgpu_op_name(e->op));
-    cpu_index_copy_view(out, self);
+    bool copy;
+    FORWARD_IF_ERROR(op_index_self_into_out(e, out, self, &copy, err, errlen));
+    if (copy) cpu_index_copy_view(out, self);
     return RGPU_OK;
 }
 
@@ -81,19 +79,9 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
 
 static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+    FORWARD_IF_ERROR(op_index_embedding_check(e, err, errlen));
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
-    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
-    int64_t want[RGPU_MAX_DIMS];
-    for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
-    want[ix->ndim] = wt->sizes[1];
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     if (op_numel(ix) == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
@@ -130,49 +118,32 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t nw, pad;
-    bool by_freq;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    op_index_embbw p;
+    FORWARD_IF_ERROR(op_index_embedding_backward_check(e, &p, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    if (!op_dtype_is_float(g->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
-    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
-    if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
-    int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
-    for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
-    if (rows != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
-                 (long long)rows, (long long)D, (long long)n);
-    int64_t want[2] = { nw, D };
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
     op_walk wi;
-    if (n > 0) {   /* validate before writing */
+    if (p.n > 0) {   /* validate before writing */
         op_walk_init(&wi, ix->ndim, ix->sizes);
         op_walk_strides(&wi, 0, ix);
         do {
             int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-            if (k != pad && (k < 0 || k >= nw))
+            if (k != p.pad && (k < 0 || k >= p.nw))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
-                         name, (long long)k, (long long)nw);
+                         name, (long long)k, (long long)p.nw);
         } while (op_walk_next(&wi));
     }
     int64_t *counts = NULL;
-    if (by_freq && n > 0) {
-        counts = calloc((size_t)(nw > 0 ? nw : 1), sizeof *counts);
+    if (p.by_freq && p.n > 0) {
+        counts = calloc((size_t)(p.nw > 0 ? p.nw : 1), sizeof *counts);
         if (counts == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
         op_walk_init(&wi, ix->ndim, ix->sizes);
         op_walk_strides(&wi, 0, ix);
         do {
             int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-            if (k >= 0 && k < nw) counts[k]++;
+            if (k >= 0 && k < p.nw) counts[k]++;
         } while (op_walk_next(&wi));
     }
 
@@ -187,7 +158,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
         while (op_walk_next(&wo));
     }
-    if (n == 0 || D == 0) { free(counts); return RGPU_OK; }
+    if (p.n == 0 || p.D == 0) { free(counts); return RGPU_OK; }
 
     /* grad rows walk in lockstep with the indices (both row-major, n rows) */
     op_walk wg;
@@ -196,9 +167,9 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     op_walk_init(&wi, ix->ndim, ix->sizes);
     op_walk_strides(&wi, 0, ix);
     int64_t gs = op_index_bstride(g, g->ndim - 1), os0 = op_index_bstride(out, 0), os1 = op_index_bstride(out, 1);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < p.n; i++) {
         int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-        if (k != pad) {
+        if (k != p.pad) {
             op_idx_alpha a = op_idx_alpha_one();
             if (counts != NULL) {
                 double sc = 1.0 / (double)counts[k];
@@ -209,7 +180,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
             }
             const char *src = (const char *)g->data + wg.off[0];
             char *dst = (char *)out->data + k * os0;
-            for (int64_t j = 0; j < D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
+            for (int64_t j = 0; j < p.D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
         }
         op_walk_next(&wi);
         op_walk_next(&wg);
@@ -225,46 +196,30 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
 
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(ix, isz) != nd)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    for (int d = 0; d < nd; d++)
-        if (d != dim && isz[d] > ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
-                     d, (long long)isz[d], (long long)ssz[d]);
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
-    if (op_numel(ix) == 0) return RGPU_OK;
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
+    if (op_numel(p.ix) == 0) return RGPU_OK;
 
     op_walk w;
-    op_walk_init(&w, nd, isz);
-    op_walk_strides(&w, 0, ix);
+    op_walk_init(&w, p.nd, p.isz);
+    op_walk_strides(&w, 0, p.ix);
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        if (v < 0 || v >= ssz[dim])
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        if (v < 0 || v >= p.ssz[p.dim])
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
-                     (long long)v, dim, (long long)ssz[dim]);
+                     (long long)v, p.dim, (long long)p.ssz[p.dim]);
     } while (op_walk_next(&w));
 
-    size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = op_index_bstride(self, dim);
-    op_walk_init(&w, nd, isz);
-    op_walk_strides(&w, 0, ix);
-    op_walk_strides(&w, 1, out);
-    op_walk_strides(&w, 2, self);
-    w.st[2][dim] = 0;
+    size_t esz = rgpu_dtype_size(p.self->dtype);
+    int64_t sdim = op_index_bstride(p.self, p.dim);
+    op_walk_init(&w, p.nd, p.isz);
+    op_walk_strides(&w, 0, p.ix);
+    op_walk_strides(&w, 1, p.out);
+    op_walk_strides(&w, 2, p.self);
+    w.st[2][p.dim] = 0;
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        op_elem_copy((char *)out->data + w.off[1], (const char *)self->data + w.off[2] + v * sdim, esz);
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        op_elem_copy((char *)p.out->data + w.off[1], (const char *)p.self->data + w.off[2] + v * sdim, esz);
     } while (op_walk_next(&w));
     return RGPU_OK;
 }
@@ -336,77 +291,44 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
 
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
-    const char *name = add_only ? "scatter_add" : "scatter";
-    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = OP_IDX_ADD;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    uint64_t value = 0;
-    if (!add_only) {
-        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
-        if (reduce < 0 || reduce > 2)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
-        if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
-            double ignored;
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            op_scalar_to(&e->args[1], self->dtype, &value);
-        }
-    }
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
-    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    for (int d = 0; d < nd; d++) {
-        if (src && isz[d] > rsz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
-                     name, (long long)isz[d], (long long)rsz[d], d);
-        if (d != dim && isz[d] > ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
-                     name, (long long)isz[d], (long long)ssz[d], d);
-    }
-    bool any = op_numel(ix) > 0;
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
+    bool any = op_numel(p.ix) > 0;
     op_walk w;
     if (any) {
-        op_walk_init(&w, nd, isz);
-        op_walk_strides(&w, 0, ix);
+        op_walk_init(&w, p.nd, p.isz);
+        op_walk_strides(&w, 0, p.ix);
         do {
-            int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-            if (v < 0 || v >= ssz[dim])
+            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+            if (v < 0 || v >= p.ssz[p.dim])
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         name, (long long)v, dim, (long long)ssz[dim]);
+                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
         } while (op_walk_next(&w));
     }
-    FORWARD_IF_ERROR(copy_self_into_out(e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
     if (!any) return RGPU_OK;
 
-    int dt = out->dtype;
-    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
+    int dt = p.out->dtype;
+    int64_t odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f;
-    if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, out, err, errlen));
-    contig_strides(ssz, nd, cst);
-    op_walk_init(&w, nd, isz);
-    op_walk_strides(&w, 0, ix);
-    op_walk_strides(&w, 1, out);
-    w.st[1][dim] = 0;
-    if (src) op_walk_strides(&w, 2, src);
-    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
+    if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
+    contig_strides(p.ssz, p.nd, cst);
+    op_walk_init(&w, p.nd, p.isz);
+    op_walk_strides(&w, 0, p.ix);
+    op_walk_strides(&w, 1, p.out);
+    w.st[1][p.dim] = 0;
+    if (p.src) op_walk_strides(&w, 2, p.src);
+    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
     do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        const char *s = src ? (const char *)src->data + w.off[2] : (const char *)&value;
-        char *t = (char *)out->data + w.off[1] + v * odim;
-        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, (int)reduce);
-        else op_idx_elem_reduce(t, s, dt, (int)reduce, &one);
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        const char *s = p.src ? (const char *)p.src->data + w.off[2] : (const char *)&p.value;
+        char *t = (char *)p.out->data + w.off[1] + v * odim;
+        if (f32acc) facc_apply(&f, w.off[3] + v * cst[p.dim], t, s, dt, (int)p.reduce);
+        else op_idx_elem_reduce(t, s, dt, (int)p.reduce, &one);
     } while (op_walk_next(&w));
-    if (f32acc) facc_flush(&f, out);
+    if (f32acc) facc_flush(&f, p.out);
     return RGPU_OK;
 }
 
@@ -415,37 +337,17 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
 
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
     int64_t *iv, n;
-    if (self->ndim == 0 && op_numel(ix) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)op_numel(ix));
-    int64_t want[RGPU_MAX_DIMS];
-    for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[dim] = op_numel(ix);
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
-    FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
-    if (op_numel(out) == 0) { free(iv); return RGPU_OK; }
+    FORWARD_IF_ERROR(load_vector_index(e, p.ix, p.dim, p.ssz[p.dim], &iv, &n, err, errlen));
+    if (op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
 
-    size_t esz = rgpu_dtype_size(self->dtype);
-    int64_t sdim = op_index_bstride(self, dim), osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(out, osz);
+    size_t esz = rgpu_dtype_size(p.self->dtype);
+    int64_t sdim = op_index_bstride(p.self, p.dim);
     op_walk w;
-    op_walk_init(&w, nd, osz);
-    op_walk_strides(&w, 0, out);
-    op_walk_strides(&w, 1, self);
-    w.st[1][dim] = 0;
-    do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + iv[w.idx[dim]] * sdim, esz);
+    op_index_select_walk(&p, &w);
+    do op_elem_copy((char *)p.out->data + w.off[0], (const char *)p.self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
     while (op_walk_next(&w));
     free(iv);
     return RGPU_OK;
@@ -457,83 +359,40 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
-    int64_t dim64;
-    double alpha_v;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype;
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
-    const rgpu_arg *al = &e->args[1];
-    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
-    if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    op_idx_alpha a;
-    a.d = alpha_v;
-    a.f = (float)alpha_v;
-    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-    a.b = alpha_v != 0.0;
-    a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
-    /* ATen: f32/f64 slice-wise add_(source, alpha) is fma(alpha, s, d); the
-     * 1-d loop is *self += src * alpha (two roundings). f16/bf16 round alpha
-     * to the dtype and compute d + round(s * alpha) in c10 Half ops (ATen's
-     * vectorised add_ fuses instead inside full 32-element blocks of a
-     * contiguous slice, a 1-ulp difference we do not mimic). */
-    a.fused = self->ndim > 1;
-    a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = op_round_to(dt, a.f);
-
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(src, rsz) != nd)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
-    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (rsz[dim] != op_numel(ix))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)op_numel(ix), (long long)rsz[dim]);
-    for (int d = 0; d < nd; d++)
-        if (d != dim && rsz[d] != ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
-                     (long long)rsz[d], d, (long long)ssz[d]);
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
+    int dt = p.self->dtype, dim = p.dim, nd = p.nd;
     int64_t *iv, n;
-    FORWARD_IF_ERROR(load_vector_index(e, ix, dim, ssz[dim], &iv, &n, err, errlen));
-    rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
-    if (st != RGPU_OK || op_numel(src) == 0) { free(iv); return st; }
+    FORWARD_IF_ERROR(load_vector_index(e, p.ix, dim, p.ssz[dim], &iv, &n, err, errlen));
+    rgpu_status st = copy_self_into_out(e, p.out, p.self, err, errlen);
+    if (st != RGPU_OK || op_numel(p.src) == 0) { free(iv); return st; }
 
-    /* ATen sends a multi-dim index_add along the first or last dim with
+    /* ATen sends alpha multi-dim index_add along the first or last dim with
      * alpha 1 and an int64 index through scatter_add, which accumulates
      * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
     facc f;
     if (f32acc) {
-        st = facc_init(e, &f, out, err, errlen);
+        st = facc_init(e, &f, p.out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = op_index_bstride(out, dim), cst[RGPU_MAX_DIMS];
-    contig_strides(ssz, nd, cst);
+    int64_t odim = op_index_bstride(p.out, dim), cst[RGPU_MAX_DIMS];
+    contig_strides(p.ssz, nd, cst);
     op_walk w;
-    op_walk_init(&w, nd, rsz);
-    op_walk_strides(&w, 0, src);
-    op_walk_strides(&w, 1, out);
+    op_walk_init(&w, nd, p.rsz);
+    op_walk_strides(&w, 0, p.src);
+    op_walk_strides(&w, 1, p.out);
     w.st[1][dim] = 0;
     for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
     do {
         int64_t v = iv[w.idx[dim]];
-        char *t = (char *)out->data + w.off[1] + v * odim;
-        const char *s = (const char *)src->data + w.off[0];
+        char *t = (char *)p.out->data + w.off[1] + v * odim;
+        const char *s = (const char *)p.src->data + w.off[0];
         if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
-        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &a);
+        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &p.alpha);
     } while (op_walk_next(&w));
-    if (f32acc) facc_flush(&f, out);
+    if (f32acc) facc_flush(&f, p.out);
     free(iv);
     return RGPU_OK;
 }
@@ -624,15 +483,11 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
  * indices the last write wins, or the adds happen in that order. */
 static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_put_check(e, &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
 

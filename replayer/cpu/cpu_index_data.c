@@ -22,26 +22,22 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
     int dim;
     FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   /* every input is legacy-empty */
-    rgpu_view *out = e->out[0];
-    int nd = out->ndim;
-    int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
+        rgpu_view slice;   /* out's part for input i */
+        if (!op_index_cat_slice(e, dim, i, &slice)) continue;
         const rgpu_view *t = e->in[i];
-        if (op_index_cat_skipped(t)) continue;
-        char *base = (char *)out->data + pos * odim;
-        pos += t->sizes[dim];
-        if (op_numel(t) == 0) continue;
         op_walk w;
-        op_walk_init(&w, nd, t->sizes);
+        op_walk_init(&w, t->ndim, t->sizes);
         op_walk_strides(&w, 0, t);
-        op_walk_strides(&w, 1, out);
+        op_walk_strides(&w, 1, &slice);
+        char *base = slice.data;
         const char *src = t->data;
-        if (t->dtype == out->dtype) {
-            size_t esz = rgpu_dtype_size(out->dtype);
+        if (t->dtype == slice.dtype) {
+            size_t esz = rgpu_dtype_size(slice.dtype);
             do op_elem_copy(base + w.off[1], src + w.off[0], esz);
             while (op_walk_next(&w));
         } else {
-            do op_elem_convert(base + w.off[1], out->dtype, src + w.off[0], t->dtype);
+            do op_elem_convert(base + w.off[1], slice.dtype, src + w.off[0], t->dtype);
             while (op_walk_next(&w));
         }
     }
@@ -55,30 +51,27 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
 
 rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 {
-    uint64_t value;
-    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
+    op_index_pad_args pa;
+    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    int dt = out->dtype, nd = in->ndim;
     if (op_numel(out) == 0) return RGPU_OK;
 
-    size_t esz = rgpu_dtype_size(dt);
+    int nd = in->ndim;
+    size_t esz = rgpu_dtype_size(out->dtype);
     op_walk w;
     op_walk_init(&w, nd, out->sizes);
     op_walk_strides(&w, 0, out);
-    do op_elem_copy((char *)out->data + w.off[0], (const char *)&value, esz);
+    do op_elem_copy((char *)out->data + w.off[0], (const char *)&pa.value, esz);
     while (op_walk_next(&w));
 
-    /* the part of out the input covers: out [max(0, lo), min(out, lo + in)) */
+    /* then the part of out the input covers */
     int64_t rsz[RGPU_MAX_DIMS], ooff = 0, ioff = 0;
     for (int d = 0; d < nd; d++) {
-        int64_t a = lo[d] > 0 ? lo[d] : 0;
-        int64_t b = lo[d] + in->sizes[d] < want[d] ? lo[d] + in->sizes[d] : want[d];
-        rsz[d] = b > a ? b - a : 0;
+        rsz[d] = pa.b[d] > pa.a[d] ? pa.b[d] - pa.a[d] : 0;
         if (rsz[d] == 0) return RGPU_OK;
-        ooff += a * out->strides[d] * (int64_t)esz;
-        ioff += (a - lo[d]) * in->strides[d] * (int64_t)esz;
+        ooff += pa.a[d] * out->strides[d] * (int64_t)esz;
+        ioff += (pa.a[d] - pa.lo[d]) * in->strides[d] * (int64_t)esz;
     }
     op_walk_init(&w, nd, rsz);
     op_walk_strides(&w, 0, out);
@@ -119,15 +112,11 @@ rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen
  * row-major order. */
 rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_nonzero_check(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
-    if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
     int64_t n = count_nonzero(x);
-    if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
-                 (long long)n, x->ndim, (long long)n);
+    FORWARD_IF_ERROR(op_index_nonzero_check_out(e, n, err, errlen));
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
     int64_t rs = out->strides[0] * esz, cs = out->strides[1] * esz;
@@ -148,23 +137,11 @@ rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
  * elements where mask is true, row-major. */
 rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_masked_select_check(e, err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
-    if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
-    if (out->dtype != self->dtype)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
-                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!op_index_same_shape(self, mask)) {
-        char a[96], b[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
-    }
     int64_t n = count_nonzero(mask);
-    if (out->ndim != 1 || out->sizes[0] != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
-                 (long long)n, (long long)n);
+    FORWARD_IF_ERROR(op_index_masked_select_check_out(e, n, err, errlen));
     if (n == 0) return RGPU_OK;
     size_t esz = rgpu_dtype_size(self->dtype);
     int64_t os = out->strides[0] * (int64_t)esz;
@@ -186,111 +163,51 @@ rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen
  * after every number and each NaN distinct, -0.0 == 0.0. Equal values are
  * ordered by position, and a group's value is its first element's bits. */
 
-typedef struct uq_item {
-    union { double f; int64_t i; } k;
-    int64_t pos;      /* row-major index in x */
-    int64_t off;      /* byte offset in x */
-} uq_item;
-
-static int uq_cmp_f(const void *pa, const void *pb)
-{
-    const uq_item *a = pa, *b = pb;
-    double x = a->k.f, y = b->k.f;
-    bool xn = x != x, yn = y != y;
-    if (xn != yn) return xn ? 1 : -1;
-    if (!xn) {
-        if (x < y) return -1;
-        if (x > y) return 1;
-    }
-    return a->pos < b->pos ? -1 : a->pos > b->pos;
-}
-
-static int uq_cmp_i(const void *pa, const void *pb)
-{
-    const uq_item *a = pa, *b = pb;
-    if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
-    return a->pos < b->pos ? -1 : a->pos > b->pos;
-}
 
 /* COUNT_UNIQUE (count_only): out[0] = the number of distinct values.
  * UNIQUE: outs values (n,) in x's dtype, inverse? (x's shape, i64), counts?
  * (n,) i64; args sorted, return_inverse, return_counts (bools). */
 rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool want_inv = false, want_cnt = false, sorted;
-    if (count_only) {
-        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
-    } else {
-        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
-        (void)sorted;   /* CPU ATen sorts either way, and so do we */
-        want_inv = want_inv && e->out[1] != NULL;   /* ATen's placeholder outputs are left alone */
-        want_cnt = want_cnt && e->out[2] != NULL;
-        if (e->out[0]->dtype != e->in[0]->dtype)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
-                     rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
-        if (want_inv && e->out[1]->dtype != RGPU_I64)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
-        if (want_cnt && e->out[2]->dtype != RGPU_I64)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-        if (want_inv && !op_index_same_shape(e->out[1], e->in[0]))
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
-    }
+    op_index_unique_args u;
+    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
-    int64_t N = op_numel(x);
-    bool fl = op_dtype_is_float(x->dtype);
-    uq_item *it = NULL;
-    if (N > 0) {
-        it = op_alloc(N, sizeof *it);
-        if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+    op_index_uq_item *it = NULL;
+    if (u.N > 0) {
+        it = op_alloc(u.N, sizeof *it);
+        if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", u.name, (long long)u.N);
         op_walk w;
         op_walk_init(&w, x->ndim, x->sizes);
         op_walk_strides(&w, 0, x);
         int64_t i = 0;
         const char *p = x->data;
         do {
-            if (fl) it[i].k.f = op_load_f64(p + w.off[0], x->dtype);
+            if (u.fl) it[i].k.f = op_load_f64(p + w.off[0], x->dtype);
             else it[i].k.i = (int64_t)op_load_u64(p + w.off[0], x->dtype);
             it[i].pos = i;
             it[i].off = w.off[0];
             i++;
         } while (op_walk_next(&w));
-        qsort(it, (size_t)N, sizeof *it, fl ? uq_cmp_f : uq_cmp_i);
     }
-    /* groups: a new one starts where the value differs from the previous */
-    int64_t n = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) n++;
-    }
+    int64_t n = op_index_uq_sort(it, u.N, u.fl);   /* sorted; n groups */
     if (count_only) {
         *(int64_t *)e->out[0]->data = n;
         free(it);
         return RGPU_OK;
     }
-    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
-    rgpu_status st = RGPU_OK;
-    if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n))) {
-        op_errf(err, errlen, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
-                 name, (long long)n, (long long)n);
-        st = RGPU_ERR_SHAPE;
-    }
+    const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
+    rgpu_status st = op_index_unique_check_out(e, u.want_cnt, n, err, errlen);
     int64_t *inv = NULL;
-    if (st == RGPU_OK && want_inv && N > 0) {
-        inv = op_alloc(N, sizeof *inv);
-        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", name); st = RGPU_ERR_NOMEM; }
+    if (st == RGPU_OK && u.want_inv && u.N > 0) {
+        inv = op_alloc(u.N, sizeof *inv);
+        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", u.name); st = RGPU_ERR_NOMEM; }
     }
-    if (st == RGPU_OK && N > 0) {
+    if (st == RGPU_OK && u.N > 0) {
         size_t esz = rgpu_dtype_size(x->dtype);
         int64_t vs = vo->strides[0] * (int64_t)esz, cs = co ? co->strides[0] * 8 : 0;
         int64_t g = -1, cnt = 0;
-        for (int64_t i = 0; i < N; i++) {
-            bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-            if (!same) {
+        for (int64_t i = 0; i < u.N; i++) {
+            if (op_index_uq_new_group(it, i, u.fl)) {
                 if (co && g >= 0) *(int64_t *)((char *)co->data + g * cs) = cnt;
                 g++;
                 cnt = 0;

@@ -121,15 +121,12 @@ rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dropout_args d;
     FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
-    double p = d.p;
-    bool train = d.train;
-    uint64_t seed = d.seed, offset = d.offset;
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     if (op_numel(x) == 0) return RGPU_OK;
 
     int dt = x->dtype;
-    double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
+    double p1m = d.p1m, scale = d.scale;
     float scale_f = (float)scale;
     op_walk w;
     op_walk_init(&w, x->ndim, x->sizes);
@@ -141,9 +138,9 @@ rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
         const char *xp = (const char *)x->data + w.off[0];
         char *yp = (char *)y->data + w.off[1];
         bool keep = true;
-        if (train) {
+        if (d.train) {
             uint32_t r[4];
-            rgpu_philox_draw(seed, offset, i, r);
+            rgpu_philox_draw(d.seed, d.offset, i, r);
             keep = rgpu_philox_u_f64(r) < p1m;
             if (dt == RGPU_F64) {
                 double v = *(const double *)xp * (keep ? 1.0 : 0.0);
@@ -186,16 +183,10 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 
 rgpu_status cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     dbw_ctx c;
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", &c.scale, err, errlen));
-    c.scale_f = (float)c.scale;
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
-    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
-    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
     op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    FORWARD_IF_ERROR(op_dropout_backward_check(e, &c.scale, &it, err, errlen));
+    c.scale_f = (float)c.scale;
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
     op_iter_run(&it, dbw_row, &c);
     return RGPU_OK;

@@ -187,11 +187,9 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
 static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
-    if (op_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && op_numel(out) > 0)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
-                 rgpu_op_name(e->op));
-    return ix_copy_view(c, out, self, err, errlen);
+    bool copy;
+    FORWARD_IF_ERROR(op_index_self_into_out(e, out, self, &copy, err, errlen));
+    return copy ? ix_copy_view(c, out, self, err, errlen) : RGPU_OK;
 }
 
 // The index out-of-range message of the family.
@@ -450,19 +448,9 @@ static unsigned row_threads(long long D)
 
 static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+    FORWARD_IF_ERROR(op_index_embedding_check(e, err, errlen));
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
-    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
-    int64_t want[RGPU_MAX_DIMS];
-    for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
-    want[ix->ndim] = wt->sizes[1];
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen));
     int64_t n = op_numel(ix);
     if (n == 0) return RGPU_OK;
 
@@ -500,63 +488,46 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t nw, pad;
-    bool by_freq;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &nw, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &pad, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &by_freq, err, errlen));
+    op_index_embbw p;
+    FORWARD_IF_ERROR(op_index_embedding_backward_check(e, &p, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
-    if (!op_dtype_is_float(g->dtype))
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
-    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
-    if (nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)nw);
-    int64_t D = g->sizes[g->ndim - 1], n = op_numel(ix), rows = 1;
-    for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
-    if (rows != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
-                 (long long)rows, (long long)D, (long long)n);
-    int64_t want[2] = { nw, D };
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, 2, want, err, errlen));
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
-    if (n > 0) {   // validate before writing (row-major: the first bad index)
+    if (p.n > 0) {   // validate before writing (row-major: the first bad index)
         FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &keys, err, errlen));
-        for (int64_t i = 0; i < n; i++)
-            if (keys[i] != pad && (keys[i] < 0 || keys[i] >= nw))
+        for (int64_t i = 0; i < p.n; i++)
+            if (keys[i] != p.pad && (keys[i] < 0 || keys[i] >= p.nw))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
-                         name, (long long)keys[i], (long long)nw);
+                         name, (long long)keys[i], (long long)p.nw);
     }
     uint64_t zero = 0;
     FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
-    if (n == 0 || D == 0) return RGPU_OK;
+    if (p.n == 0 || p.D == 0) return RGPU_OK;
 
-    uint8_t *skip = (uint8_t *)hskip.get((size_t)n);
-    int64_t *rowoff = (int64_t *)hrow.get((size_t)n * sizeof(int64_t));
-    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)n);
+    uint8_t *skip = (uint8_t *)hskip.get((size_t)p.n);
+    int64_t *rowoff = (int64_t *)hrow.get((size_t)p.n * sizeof(int64_t));
+    if (!skip || !rowoff) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)p.n);
     op_walk wg;   // grad rows in row-major order, in lockstep with the indices
     op_walk_init(&wg, g->ndim - 1, g->sizes);
     op_walk_strides(&wg, 0, g);
-    for (int64_t i = 0; i < n; i++) {
-        skip[i] = keys[i] == pad;
+    for (int64_t i = 0; i < p.n; i++) {
+        skip[i] = keys[i] == p.pad;
         rowoff[i] = wg.off[0];
         op_walk_next(&wg);
     }
     ix_grouping gr;
-    if (!group_keys(&gr, keys, skip, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
+    if (!group_keys(&gr, keys, skip, p.n)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for index groups", name);
 
-    int64_t Dsz = D;
+    int64_t Dsz = p.D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
     inner.st[0][0] = op_index_bstride(out, 1);
     inner.st[1][0] = op_index_bstride(g, g->ndim - 1);
     return run_groups(c, e, &gr, op_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
-                      out->dtype, OP_IDX_ADD, ix_alpha_one(), false, by_freq, err, errlen);
+                      out->dtype, OP_IDX_ADD, ix_alpha_one(), false, p.by_freq, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -576,41 +547,25 @@ __global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const ch
 
 static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(ix, isz) != nd)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    for (int d = 0; d < nd; d++)
-        if (d != dim && isz[d] > ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
-                     d, (long long)isz[d], (long long)ssz[d]);
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen));
-    if (op_numel(ix) == 0) return RGPU_OK;
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
+    if (op_numel(p.ix) == 0) return RGPU_OK;
 
     bool found;
     int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
-    if (found) return bad_index(e, "gather", bad, dim, ssz[dim], err, errlen);
+    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+    if (found) return bad_index(e, "gather", bad, p.dim, p.ssz[p.dim], err, errlen);
 
     ix_walk w;
-    ix_walk_init(&w, nd, isz);
-    ix_walk_strides(&w, 0, ix);
-    ix_walk_strides(&w, 1, out);
-    ix_walk_strides(&w, 2, self);
-    w.st[2][dim] = 0;
+    ix_walk_init(&w, p.nd, p.isz);
+    ix_walk_strides(&w, 0, p.ix);
+    ix_walk_strides(&w, 1, p.out);
+    ix_walk_strides(&w, 2, p.self);
+    w.st[2][p.dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, (char *)out->data,
-                                                         (const char *)self->data, op_index_bstride(self, dim),
-                                                         (int)rgpu_dtype_size(self->dtype), n);
+    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p.ix->data, p.ix->dtype, (char *)p.out->data,
+                                                         (const char *)p.self->data, op_index_bstride(p.self, p.dim),
+                                                         (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -662,54 +617,21 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
 
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
-    const char *name = add_only ? "scatter_add" : "scatter";
-    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
-    int64_t dim64, reduce = OP_IDX_ADD;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    uint64_t value = 0;
-    if (!add_only) {
-        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &reduce, err, errlen));
-        if (reduce < 0 || reduce > 2)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)", (long long)reduce);
-        if (src == NULL) {
-            double ignored;
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            op_scalar_to(&e->args[1], self->dtype, &value);
-        }
-    }
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
-    int64_t ssz[RGPU_MAX_DIMS], isz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(ix, isz) != nd || (src && op_index_nonempty_sizes(src, rsz) != nd))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    for (int d = 0; d < nd; d++) {
-        if (src && isz[d] > rsz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
-                     name, (long long)isz[d], (long long)rsz[d], d);
-        if (d != dim && isz[d] > ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
-                     name, (long long)isz[d], (long long)ssz[d], d);
-    }
-    bool any = op_numel(ix) > 0;
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
+    bool any = op_numel(p.ix) > 0;
     if (any) {
         bool found;
         int64_t bad;
-        FORWARD_IF_ERROR(ix_find_bad_index(c, ix, nd, isz, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
-        if (found) return bad_index(e, name, bad, dim, ssz[dim], err, errlen);
+        FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+        if (found) return bad_index(e, p.name, bad, p.dim, p.ssz[p.dim], err, errlen);
     }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
     if (!any) return RGPU_OK;
 
-    int dt = out->dtype;
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && reduce != OP_IDX_ASSIGN;
-    long long nout = op_numel(out);
+    int dt = p.out->dtype;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
+    long long nout = op_numel(p.out);
     ix_scratch sacc(c);
     float *acc = NULL;
     uint8_t *touched = NULL;
@@ -721,27 +643,27 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
         RGPU_CUDA_TRY(cudaMemsetAsync(touched, 0, (size_t)nout, c->stream), err, errlen);
     }
     int64_t cst[RGPU_MAX_DIMS], s = 1;
-    for (int d = nd - 1; d >= 0; d--) { cst[d] = s; s *= ssz[d]; }
+    for (int d = p.nd - 1; d >= 0; d--) { cst[d] = s; s *= p.ssz[d]; }
     int64_t lsz[RGPU_MAX_DIMS];
-    for (int d = 0; d < nd; d++) lsz[d] = d == dim ? 1 : isz[d];
+    for (int d = 0; d < p.nd; d++) lsz[d] = d == p.dim ? 1 : p.isz[d];
     ix_walk w;
-    ix_walk_init(&w, nd, lsz);
-    ix_walk_strides(&w, 0, ix);
-    ix_walk_strides(&w, 1, out);
-    w.st[1][dim] = 0;
-    if (src) ix_walk_strides(&w, 2, src);
-    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
+    ix_walk_init(&w, p.nd, lsz);
+    ix_walk_strides(&w, 0, p.ix);
+    ix_walk_strides(&w, 1, p.out);
+    w.st[1][p.dim] = 0;
+    if (p.src) ix_walk_strides(&w, 2, p.src);
+    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
     long long nlines = ix_walk_numel(&w);
-    long long ixs = op_index_bstride(ix, dim), srcs = src ? op_index_bstride(src, dim) : 0;
+    long long ixs = op_index_bstride(p.ix, p.dim), srcs = p.src ? op_index_bstride(p.src, p.dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, isz[dim], ixs, srcs, op_index_bstride(out, dim), cst[dim], (const char *)ix->data, ix->dtype,
-        (char *)out->data, src ? (const char *)src->data : NULL, value, dt, (int)reduce, f32acc, acc, touched);
+        w, nlines, p.isz[p.dim], ixs, srcs, op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        (char *)p.out->data, p.src ? (const char *)p.src->data : NULL, p.value, dt, (int)p.reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
         ix_walk wo;
-        ix_walk_init(&wo, out->ndim, out->sizes);
-        ix_walk_strides(&wo, 0, out);
-        k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)out->data, dt, acc, touched, nout);
+        ix_walk_init(&wo, p.out->ndim, p.out->sizes);
+        ix_walk_strides(&wo, 0, p.out);
+        k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)p.out->data, dt, acc, touched, nout);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     return RGPU_OK;
@@ -764,43 +686,26 @@ __global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long
 
 static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1];
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (self->ndim == 0 && op_numel(ix) != 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)op_numel(ix));
-    int64_t want[RGPU_MAX_DIMS];
-    for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[dim] = op_numel(ix);
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, self->ndim, want, err, errlen));
-    if (ix->ndim > 1)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", ix->ndim);
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
+    if (p.ix->ndim > 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", p.ix->ndim);
     bool found;
     int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, ssz[dim], false, 0, &found, &bad, err, errlen));
-    if (found) return bad_index(e, "index_select", bad, dim, ssz[dim], err, errlen);
-    if (op_numel(out) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.ix->ndim, p.ix->sizes, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
+    if (found) return bad_index(e, "index_select", bad, p.dim, p.ssz[p.dim], err, errlen);
+    if (op_numel(p.out) == 0) return RGPU_OK;
 
-    int64_t osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(out, osz);
+    op_walk ow;
+    op_index_select_walk(&p, &ow);
     ix_walk w;
-    ix_walk_init(&w, nd, osz);
-    ix_walk_strides(&w, 0, out);
-    ix_walk_strides(&w, 1, self);
-    w.st[1][dim] = 0;
+    ix_walk_init(&w, ow.nd, ow.sz);
+    for (int d = 0; d < ow.nd; d++)
+        for (int k = 0; k < 2; k++) w.st[k][d] = ow.st[k][d];
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dim, (const char *)ix->data, ix->dtype, op_index_bstride(ix, 0),
-                                                               (char *)out->data, (const char *)self->data,
-                                                               op_index_bstride(self, dim), (int)rgpu_dtype_size(self->dtype), n);
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, op_index_bstride(p.ix, 0),
+                                                               (char *)p.out->data, (const char *)p.self->data,
+                                                               op_index_bstride(p.self, p.dim), (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -811,74 +716,36 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 
 static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
-    int64_t dim64;
-    double alpha_v;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &alpha_v, err, errlen));
-    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype;
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
-    const rgpu_arg *al = &e->args[1];
-    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
-    if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
-    op_idx_alpha a;
-    a.d = alpha_v;
-    a.f = (float)alpha_v;
-    a.i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
-    a.b = alpha_v != 0.0;
-    a.one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
-    a.fused = self->ndim > 1;   // see cpu_index.c: ATen's slice-wise add_ is an fma
-    a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-    a.f = op_round_to(dt, a.f);
-
-    int dim;
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &dim, err, errlen));
-    int64_t ssz[RGPU_MAX_DIMS], rsz[RGPU_MAX_DIMS];
-    int nd = op_index_nonempty_sizes(self, ssz);
-    if (op_index_nonempty_sizes(src, rsz) != nd)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
-    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (rsz[dim] != op_numel(ix))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)op_numel(ix), (long long)rsz[dim]);
-    for (int d = 0; d < nd; d++)
-        if (d != dim && rsz[d] != ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
-                     (long long)rsz[d], d, (long long)ssz[d]);
-    int64_t n = op_numel(ix);
+    op_index_dimop p;
+    FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
+    int dt = p.self->dtype, dim = p.dim, nd = p.nd;
+    int64_t n = op_numel(p.ix);
     ix_host hk;
     int64_t *iv = NULL;
     if (n > 0) {
-        FORWARD_IF_ERROR(download_index(c, e, ix, &hk, &iv, err, errlen));
+        FORWARD_IF_ERROR(download_index(c, e, p.ix, &hk, &iv, err, errlen));
         for (int64_t i = 0; i < n; i++)
-            if (iv[i] < 0 || iv[i] >= ssz[dim]) return bad_index(e, "index_add", iv[i], dim, ssz[dim], err, errlen);
+            if (iv[i] < 0 || iv[i] >= p.ssz[dim]) return bad_index(e, "index_add", iv[i], dim, p.ssz[dim], err, errlen);
     }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
-    if (op_numel(src) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
+    if (op_numel(p.src) == 0) return RGPU_OK;
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
-    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
-                  alpha_v == 1.0 && ix->dtype == RGPU_I64;
+    bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
+                  p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
     ix_grouping gr;
     if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
     memset(&inner, 0, sizeof inner);
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
-        inner.sz[inner.nd] = rsz[d];
-        inner.st[0][inner.nd] = op_index_bstride(out, d);
-        inner.st[1][inner.nd] = op_index_bstride(src, d);
+        inner.sz[inner.nd] = p.rsz[d];
+        inner.st[0][inner.nd] = op_index_bstride(p.out, d);
+        inner.st[1][inner.nd] = op_index_bstride(p.src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, op_index_bstride(out, dim), NULL, op_index_bstride(src, dim), &inner, (char *)out->data,
-                      (const char *)src->data, dt, OP_IDX_ADD, ix_alpha_of(&a), f32acc, false, err, errlen);
+    return run_groups(c, e, &gr, op_index_bstride(p.out, dim), NULL, op_index_bstride(p.src, dim), &inner, (char *)p.out->data,
+                      (const char *)p.src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -1022,15 +889,11 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 // result (the last write wins, adds in that order): grouped by boff.
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
     bool acc;
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &acc, err, errlen));
+    FORWARD_IF_ERROR(op_index_put_check(e, &acc, err, errlen));
     const rgpu_view *self = e->in[0], *vals = e->in[1];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", dt, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     op_index_geom g;
     const rgpu_view *const *idx = &e->in[2];
     int nidx = e->n_in - 2;

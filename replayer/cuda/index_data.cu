@@ -25,20 +25,10 @@ rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errle
     int dim;
     FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
-    rgpu_view *out = e->out[0];
-    int nd = out->ndim;
-
     // each input into its slice of out: a view of out at the input's shape
-    int64_t pos = 0, odim = out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int i = 0; i < e->n_in; i++) {
-        const rgpu_view *t = e->in[i];
-        if (op_index_cat_skipped(t)) continue;
-        rgpu_view slice = *out;
-        slice.data = (char *)out->data + pos * odim;
-        for (int d = 0; d < nd; d++) slice.sizes[d] = t->sizes[d];
-        pos += t->sizes[dim];
-        if (op_numel(t) == 0) continue;
-        FORWARD_IF_ERROR(ix_copy_view(c, &slice, t, err, errlen));
+        rgpu_view slice;
+        if (op_index_cat_slice(e, dim, i, &slice)) FORWARD_IF_ERROR(ix_copy_view(c, &slice, e->in[i], err, errlen));
     }
     return RGPU_OK;
 }
@@ -76,28 +66,26 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
 
 rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    uint64_t value;
-    int64_t lo[RGPU_MAX_DIMS], want[RGPU_MAX_DIMS];
-    FORWARD_IF_ERROR(op_index_pad_check(e, &value, lo, want, err, errlen));
+    op_index_pad_args pa;
+    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    int dt = out->dtype, nd = in->ndim;
     long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
 
-    int esz = (int)rgpu_dtype_size(dt);
+    int esz = (int)rgpu_dtype_size(out->dtype);
     pad_args p;
     memset(&p, 0, sizeof p);
-    p.nd = nd;
-    for (int d = 0; d < nd; d++) {
-        p.sz[d] = want[d];
+    p.nd = in->ndim;
+    for (int d = 0; d < p.nd; d++) {
+        p.sz[d] = pa.sz[d];
         p.ost[d] = out->strides[d] * esz;
         p.ist[d] = in->strides[d] * esz;
-        p.lo[d] = lo[d];
-        p.a[d] = lo[d] > 0 ? lo[d] : 0;
-        p.b[d] = lo[d] + in->sizes[d] < want[d] ? lo[d] + in->sizes[d] : want[d];
+        p.lo[d] = pa.lo[d];
+        p.a[d] = pa.a[d];
+        p.b[d] = pa.b[d];
     }
-    k_pad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(p, (char *)out->data, (const char *)in->data, esz, value, n);
+    k_pad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(p, (char *)out->data, (const char *)in->data, esz, pa.value, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -266,11 +254,9 @@ rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // NONZERO: out (n, ndim) i64 (or i32): the coordinates of x's nonzeros in row-major order.
 rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_nonzero_check(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
-    if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
     ix_walk_strides(&w, 0, x);
@@ -279,9 +265,7 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     int64_t n;
     FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)x->data, x->dtype, 0, &hold, &htot, &tileoff, &n,
                                        err, errlen));
-    if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
-                 (long long)n, x->ndim, (long long)n);
+    FORWARD_IF_ERROR(op_index_nonzero_check_out(e, n, err, errlen));
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
     int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
@@ -296,19 +280,9 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 // elements where mask is true, row-major.
 rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_masked_select_check(e, err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
-    if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
-    if (out->dtype != self->dtype)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
-                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!op_index_same_shape(self, mask)) {
-        char a[96], b[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
-    }
     ix_walk w;
     ix_walk_init(&w, self->ndim, self->sizes);
     ix_walk_strides(&w, 0, self);
@@ -318,9 +292,7 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     int64_t n;
     FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)mask->data, mask->dtype, 1, &hold, &htot, &tileoff, &n,
                                        err, errlen));
-    if (out->ndim != 1 || out->sizes[0] != n)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
-                 (long long)n, (long long)n);
+    FORWARD_IF_ERROR(op_index_masked_select_check_out(e, n, err, errlen));
     if (n == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
     int esz = (int)rgpu_dtype_size(self->dtype);
@@ -338,102 +310,47 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // distinct, -0.0 == 0.0; equal values ordered by position, a group's value
 // is its first element's bits.
 
-struct uq_item {
-    union { double f; int64_t i; } k;
-    int64_t pos;
-};
-
-static int uq_cmp_f(const void *pa, const void *pb)
-{
-    const uq_item *a = (const uq_item *)pa, *b = (const uq_item *)pb;
-    double x = a->k.f, y = b->k.f;
-    bool xn = x != x, yn = y != y;
-    if (xn != yn) return xn ? 1 : -1;
-    if (!xn) {
-        if (x < y) return -1;
-        if (x > y) return 1;
-    }
-    return a->pos < b->pos ? -1 : a->pos > b->pos;
-}
-
-static int uq_cmp_i(const void *pa, const void *pb)
-{
-    const uq_item *a = (const uq_item *)pa, *b = (const uq_item *)pb;
-    if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
-    return a->pos < b->pos ? -1 : a->pos > b->pos;
-}
 
 rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    bool want_inv = false, want_cnt = false, sorted;
-    if (count_only) {
-        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
-    } else {
-        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", &want_inv, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", &want_cnt, err, errlen));
-        (void)sorted;   // CPU ATen sorts either way, and so do we
-        want_inv = want_inv && e->out[1] != NULL;
-        want_cnt = want_cnt && e->out[2] != NULL;
-        if (e->out[0]->dtype != e->in[0]->dtype)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
-                     rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
-        if (want_inv && e->out[1]->dtype != RGPU_I64)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
-        if (want_cnt && e->out[2]->dtype != RGPU_I64)
-            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-        if (want_inv && !op_index_same_shape(e->out[1], e->in[0]))
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
-    }
+    op_index_unique_args u;
+    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
-    int64_t N = op_numel(x);
-    bool fl = op_dtype_is_float(x->dtype);
     size_t esz = rgpu_dtype_size(x->dtype);
     ix_host hraw, hit;
     char *raw = NULL;
-    uq_item *it = NULL;
-    if (N > 0) {
-        raw = (char *)hraw.get((size_t)N * esz);
-        it = (uq_item *)hit.get((size_t)N * sizeof *it);
-        if (!raw || !it) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", name, (long long)N);
+    op_index_uq_item *it = NULL;
+    if (u.N > 0) {
+        raw = (char *)hraw.get((size_t)u.N * esz);
+        it = (op_index_uq_item *)hit.get((size_t)u.N * sizeof *it);
+        if (!raw || !it) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", u.name, (long long)u.N);
         FORWARD_IF_ERROR(ix_download_view(c, x, raw, err, errlen));
-        for (int64_t i = 0; i < N; i++) {
+        for (int64_t i = 0; i < u.N; i++) {
             const char *p = raw + (size_t)i * esz;
-            if (fl) it[i].k.f = op_load_f64(p, x->dtype);
+            if (u.fl) it[i].k.f = op_load_f64(p, x->dtype);
             else it[i].k.i = (int64_t)op_load_u64(p, x->dtype);
             it[i].pos = i;
         }
-        qsort(it, (size_t)N, sizeof *it, fl ? uq_cmp_f : uq_cmp_i);
     }
-    int64_t n = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) n++;
-    }
+    int64_t n = op_index_uq_sort(it, u.N, u.fl);   // sorted; n groups
     if (count_only) {
-        RGPU_CUDA_NEEDS_HOST(c, name, err, errlen);
+        RGPU_CUDA_NEEDS_HOST(c, u.name, err, errlen);
         long long hn = n;
         RGPU_CUDA_TRY(cudaMemcpyAsync(e->out[0]->data, &hn, sizeof hn, cudaMemcpyHostToDevice, c->stream), err, errlen);
         RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
         return RGPU_OK;
     }
-    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
-    if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n)))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
-                 name, (long long)n, (long long)n);
-    if (N == 0) return RGPU_OK;
+    const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
+    FORWARD_IF_ERROR(op_index_unique_check_out(e, u.want_cnt, n, err, errlen));
+    if (u.N == 0) return RGPU_OK;
     ix_host hv, hc, hi;
     char *vals = (char *)hv.get((size_t)n * esz);
     int64_t *cnts = co ? (int64_t *)hc.get((size_t)n * sizeof(int64_t)) : NULL;
-    int64_t *inv = want_inv ? (int64_t *)hi.get((size_t)N * sizeof(int64_t)) : NULL;
-    if (!vals || (co && !cnts) || (want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", name);
+    int64_t *inv = u.want_inv ? (int64_t *)hi.get((size_t)u.N * sizeof(int64_t)) : NULL;
+    if (!vals || (co && !cnts) || (u.want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", u.name);
     int64_t g = -1, cnt = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool same = i > 0 && (fl ? it[i].k.f == it[i - 1].k.f : it[i].k.i == it[i - 1].k.i);
-        if (!same) {
+    for (int64_t i = 0; i < u.N; i++) {
+        if (op_index_uq_new_group(it, i, u.fl)) {
             if (cnts && g >= 0) cnts[g] = cnt;
             g++;
             cnt = 0;

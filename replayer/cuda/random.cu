@@ -21,13 +21,10 @@ namespace rgpu_ix {
 // ---------------------------------------------------------------------------
 // The per-element generators (cpu_index_random.c's rnd_element).
 
+// q as op_random_check read it (its view pointer stays unread on the device)
 struct rnd_args {
-    int kind;               // RGPU_OP_*
-    uint64_t seed, offset;
-    double a, b;            // uniform: from, to; normal: mean, std; bernoulli: p
-    float af, bf;           // uniform in f32: (float)from, (float)to
-    uint64_t from, range;   // random_: range 0 means 2^64
-    const char *p;          // bernoulli p tensor (walk set 1) or NULL
+    op_random_args q;
+    const char *p;          // bernoulli p tensor's data (walk set 1) or NULL
     int pdt;
 };
 
@@ -38,30 +35,30 @@ __global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         uint32_t wd[4];
-        rgpu_philox_draw(r.seed, r.offset, (uint64_t)i, wd);
+        rgpu_philox_draw(r.q.seed, r.q.offset, (uint64_t)i, wd);
         char *o = out + off[0];
-        switch (r.kind) {
+        switch (r.q.kind) {
         case RGPU_OP_UNIFORM:
             if (dt == RGPU_F64)
-                op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.b, r.a))));
+                op_store_f64(o, dt, __dadd_rn(r.q.a, __dmul_rn(rgpu_philox_u_f64(wd), __dsub_rn(r.q.b, r.q.a))));
             else
-                op_store_f32(o, dt, __fadd_rn(r.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.bf, r.af))));
+                op_store_f32(o, dt, __fadd_rn(r.q.af, __fmul_rn(rgpu_philox_u_f32(wd), __fsub_rn(r.q.bf, r.q.af))));
             break;
         case RGPU_OP_NORMAL: {
             double u1 = rgpu_philox_bm_u1(wd), u2 = rgpu_philox_bm_u2(wd);
             double z = __dmul_rn(__dsqrt_rn(__dmul_rn(-2.0, log(u1))),
                                  cos(__dmul_rn(2.0 * 3.14159265358979323846, u2)));
-            op_store_f64(o, dt, __dadd_rn(r.a, __dmul_rn(r.b, z)));
+            op_store_f64(o, dt, __dadd_rn(r.q.a, __dmul_rn(r.q.b, z)));
             break;
         }
         case RGPU_OP_BERNOULLI: {
-            double p = r.p ? op_load_f64(r.p + off[1], r.pdt) : r.a;
+            double p = r.p ? op_load_f64(r.p + off[1], r.pdt) : r.q.a;
             op_store_u64(o, dt, rgpu_philox_u_f64(wd) < p ? 1u : 0u);
             break;
         }
         default: {   // RANDOM
             uint64_t v = rgpu_philox_r64(wd);
-            op_store_u64(o, dt, r.from + (r.range ? v % r.range : v));
+            op_store_u64(o, dt, r.q.from + (r.q.range ? v % r.q.range : v));
             break;
         }
         }
@@ -132,15 +129,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     if (q.kind != RGPU_OP_RANDPERM) {
         rnd_args r;
         memset(&r, 0, sizeof r);
-        r.kind = q.kind;
-        r.seed = q.seed;
-        r.offset = q.offset;
-        r.a = q.a;
-        r.b = q.b;
-        r.af = q.af;
-        r.bf = q.bf;
-        r.from = q.from;
-        r.range = q.range;
+        r.q = q;
         if (q.p != NULL) {
             FORWARD_IF_ERROR(check_p_values(c, q.p, err, errlen));
             r.p = (const char *)q.p->data;
@@ -205,15 +194,11 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 {
     op_dropout_args d;
     FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
-    double p = d.p;
-    bool train = d.train;
-    uint64_t seed = d.seed, offset = d.offset;
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
     long long n = op_numel(x);
     if (n == 0) return RGPU_OK;
 
-    double p1m = 1.0 - p, scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
     ix_walk_strides(&w, 0, x);
@@ -221,8 +206,8 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     if (mask) ix_walk_strides(&w, 2, mask);
     k_dropout<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data,
                                                           mask ? (char *)mask->data : NULL, x->dtype,
-                                                          mask ? mask->dtype : RGPU_BOOL, train, seed, offset,
-                                                          p1m, scale, (float)scale, n);
+                                                          mask ? mask->dtype : RGPU_BOOL, d.train, d.seed, d.offset,
+                                                          d.p1m, d.scale, (float)d.scale, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -261,16 +246,10 @@ static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu
 
 rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
     double scale;
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", &scale, err, errlen));
+    op_iter it;   // the CPU's broadcast checks and messages (metadata only; nothing is read)
+    FORWARD_IF_ERROR(op_dropout_backward_check(e, &scale, &it, err, errlen));
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
-    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
-    // the CPU's broadcast checks and messages (metadata only; nothing is read)
-    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
-    op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     long long n = op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;

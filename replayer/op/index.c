@@ -1,5 +1,6 @@
 /* op/index.c — the index family's checks and shape rules (op/index.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "index.h"
@@ -414,4 +415,368 @@ rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu
     g->nbel = 1;
     for (int j = 0; j < g->nb; j++) g->nbel *= g->bsz[j];
     return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * The dim-indexed ops' and embedding's host-side checks (op/index.h). */
+
+rgpu_status op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
+    const rgpu_view *wt = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
+    want[ix->ndim] = wt->sizes[1];
+    return op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen);
+}
+
+rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &p->nw, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &p->pad, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &p->by_freq, err, errlen));
+    const rgpu_view *g = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    const char *name = "embedding_dense_backward";
+    if (!op_dtype_is_float(g->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
+    if (p->nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)p->nw);
+    int64_t rows = 1;
+    p->D = g->sizes[g->ndim - 1];
+    p->n = op_numel(ix);
+    for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
+    if (rows != p->n)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
+                 (long long)rows, (long long)p->D, (long long)p->n);
+    int64_t want[2] = { p->nw, p->D };
+    return op_index_check_out_shape(e, out, 2, want, err, errlen);
+}
+
+rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+{
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
+    p->name = "gather";
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_index_nonempty_sizes(ix, p->isz) != p->nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    for (int d = 0; d < p->nd; d++)
+        if (d != p->dim && p->isz[d] > p->ssz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
+                     d, (long long)p->isz[d], (long long)p->ssz[d]);
+    return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+}
+
+rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
+{
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
+    const char *name = p->name = add_only ? "scatter_add" : "scatter";
+    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    int64_t dim64;
+    p->reduce = OP_IDX_ADD;
+    p->value = 0;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    if (!add_only) {
+        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &p->reduce, err, errlen));
+        if (p->reduce < 0 || p->reduce > 2)
+            RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)",
+                     (long long)p->reduce);
+        if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
+            double ignored;
+            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            op_scalar_to(&e->args[1], self->dtype, &p->value);
+        }
+    }
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    int nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_index_nonempty_sizes(ix, p->isz) != nd || (src && op_index_nonempty_sizes(src, p->rsz) != nd))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    for (int d = 0; d < nd; d++) {
+        if (src && p->isz[d] > p->rsz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+                     name, (long long)p->isz[d], (long long)p->rsz[d], d);
+        if (d != p->dim && p->isz[d] > p->ssz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+                     name, (long long)p->isz[d], (long long)p->ssz[d], d);
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+{
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
+    p->name = "index_select";
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    int64_t dim64;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (self->ndim == 0 && op_numel(ix) != 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
+                 (long long)op_numel(ix));
+    int64_t want[RGPU_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
+    if (self->ndim > 0) want[p->dim] = op_numel(ix);
+    return op_index_check_out_shape(e, out, self->ndim, want, err, errlen);
+}
+
+rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+{
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
+    p->name = "index_add";
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
+    int64_t dim64;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &p->alpha_v, err, errlen));
+    const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
+    rgpu_view *out = e->out[0];
+    int dt = self->dtype;
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    const rgpu_arg *al = &e->args[1];
+    if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
+    if (al->kind == RGPU_ARG_BOOL && dt != RGPU_BOOL)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: bool alpha only supported for bool tensors");
+    op_idx_alpha *a = &p->alpha;
+    double alpha_v = p->alpha_v;
+    a->d = alpha_v;
+    a->f = (float)alpha_v;
+    a->i = al->kind == RGPU_ARG_FLOAT ? (uint64_t)op_f64_to_i64_sat(al->v.f) : (uint64_t)al->v.i;
+    a->b = alpha_v != 0.0;
+    a->one = alpha_v == 1.0 && (al->kind != RGPU_ARG_INT || al->v.i == 1);
+    /* ATen: f32/f64 slice-wise add_(source, alpha) is fma(alpha, s, d); the
+     * 1-d loop is *self += src * alpha (two roundings). f16/bf16 round alpha
+     * to the dtype and compute d + round(s * alpha) in c10 Half ops (ATen's
+     * vectorised add_ fuses instead inside full 32-element blocks of a
+     * contiguous slice, a 1-ulp difference we do not mimic). */
+    a->fused = self->ndim > 1;
+    a->round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+    a->f = op_round_to(dt, a->f);
+
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    int dim = p->dim, nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_index_nonempty_sizes(src, p->rsz) != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
+    if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
+    if (p->rsz[dim] != op_numel(ix))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                 (long long)op_numel(ix), (long long)p->rsz[dim]);
+    for (int d = 0; d < nd; d++)
+        if (d != dim && p->rsz[d] != p->ssz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
+                     (long long)p->rsz[d], d, (long long)p->ssz[d]);
+    return RGPU_OK;
+}
+
+rgpu_status op_index_put_check(const rgpu_exec *e, bool *acc, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", acc, err, errlen));
+    const rgpu_view *self = e->in[0], *vals = e->in[1];
+    rgpu_view *out = e->out[0];
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", self->dtype, err, errlen));
+    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    return RGPU_OK;
+}
+
+rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
+                                   char *err, size_t errlen)
+{
+    *copy = false;
+    if (op_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && op_numel(out) > 0)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
+                 rgpu_op_name(e->op));
+    *copy = true;
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * NONZERO, MASKED_SELECT, UNIQUE: the checks both backends make (op/index.h). */
+
+rgpu_status op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    const rgpu_view *out = e->out[0];
+    if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
+    return RGPU_OK;
+}
+
+rgpu_status op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *out = e->out[0];
+    if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "nonzero: out must be (%lld, %d) for an input with %lld nonzeros",
+                 (long long)n, x->ndim, (long long)n);
+    return RGPU_OK;
+}
+
+rgpu_status op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    const rgpu_view *self = e->in[0], *mask = e->in[1], *out = e->out[0];
+    if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
+    if (out->dtype != self->dtype)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
+                 rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
+    if (!op_index_same_shape(self, mask)) {
+        char a[96], b[96];
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
+                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
+    }
+    return RGPU_OK;
+}
+
+rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
+{
+    const rgpu_view *out = e->out[0];
+    if (out->ndim != 1 || out->sizes[0] != n)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: out must be (%lld,) for a mask with %lld true elements",
+                 (long long)n, (long long)n);
+    return RGPU_OK;
+}
+
+rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
+                                  char *err, size_t errlen)
+{
+    const char *name = u->name = rgpu_op_name(e->op);
+    bool sorted, *want_inv = &u->want_inv, *want_cnt = &u->want_cnt;
+    *want_inv = *want_cnt = false;
+    u->fl = false;
+    u->N = 0;
+    if (count_only) {
+        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        u->fl = op_dtype_is_float(e->in[0]->dtype);
+        u->N = op_numel(e->in[0]);
+        return op_index_check_count_out(e, err, errlen);
+    }
+    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+    u->fl = op_dtype_is_float(e->in[0]->dtype);
+    u->N = op_numel(e->in[0]);
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", want_inv, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", want_cnt, err, errlen));
+    (void)sorted;   /* CPU ATen sorts either way, and so do we */
+    *want_inv = *want_inv && e->out[1] != NULL;   /* ATen's placeholder outputs are left alone */
+    *want_cnt = *want_cnt && e->out[2] != NULL;
+    if (e->out[0]->dtype != e->in[0]->dtype)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: values dtype %s differs from the input's %s", name,
+                 rgpu_dtype_name(e->out[0]->dtype), rgpu_dtype_name(e->in[0]->dtype));
+    if (*want_inv && e->out[1]->dtype != RGPU_I64)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
+    if (*want_cnt && e->out[2]->dtype != RGPU_I64)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
+    if (*want_inv && !op_index_same_shape(e->out[1], e->in[0]))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
+    return RGPU_OK;
+}
+
+rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen)
+{
+    const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
+    if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n)))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: values/counts must be (%lld,) for an input with %lld distinct values",
+                 rgpu_op_name(e->op), (long long)n, (long long)n);
+    return RGPU_OK;
+}
+
+int op_index_uq_cmp_f(const void *pa, const void *pb)
+{
+    const op_index_uq_item *a = (const op_index_uq_item *)pa, *b = (const op_index_uq_item *)pb;
+    double x = a->k.f, y = b->k.f;
+    bool xn = x != x, yn = y != y;
+    if (xn != yn) return xn ? 1 : -1;
+    if (!xn) {
+        if (x < y) return -1;
+        if (x > y) return 1;
+    }
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+int op_index_uq_cmp_i(const void *pa, const void *pb)
+{
+    const op_index_uq_item *a = (const op_index_uq_item *)pa, *b = (const op_index_uq_item *)pb;
+    if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl)
+{
+    if (N > 0) qsort(it, (size_t)N, sizeof *it, fl ? op_index_uq_cmp_f : op_index_uq_cmp_i);
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) n += op_index_uq_new_group(it, i, fl);
+    return n;
+}
+
+bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl)
+{
+    return i == 0 || (fl ? it[i].k.f != it[i - 1].k.f : it[i].k.i != it[i - 1].k.i);
+}
+
+bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice)
+{
+    const rgpu_view *t = e->in[i], *out = e->out[0];
+    if (op_index_cat_skipped(t) || op_numel(t) == 0) return false;
+    int64_t pos = 0;
+    for (int j = 0; j < i; j++)
+        if (!op_index_cat_skipped(e->in[j])) pos += e->in[j]->sizes[dim];
+    *slice = *out;
+    slice->data = (char *)out->data + pos * out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
+    for (int d = 0; d < out->ndim; d++) slice->sizes[d] = t->sizes[d];
+    return true;
+}
+
+rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_pad_check(e, &pa->value, pa->lo, pa->sz, err, errlen));
+    const rgpu_view *in = e->in[0];
+    for (int d = 0; d < in->ndim; d++) {   /* out [max(0, lo), min(out, lo + in)) */
+        pa->a[d] = pa->lo[d] > 0 ? pa->lo[d] : 0;
+        pa->b[d] = pa->lo[d] + in->sizes[d] < pa->sz[d] ? pa->lo[d] + in->sizes[d] : pa->sz[d];
+    }
+    return RGPU_OK;
+}
+
+void op_index_select_walk(const op_index_dimop *p, op_walk *w)
+{
+    int64_t osz[RGPU_MAX_DIMS];
+    op_index_nonempty_sizes(p->out, osz);
+    op_walk_init(w, p->nd, osz);
+    op_walk_strides(w, 0, p->out);
+    op_walk_strides(w, 1, p->self);
+    w->st[1][p->dim] = 0;
 }

@@ -232,4 +232,96 @@ static inline bool op_walk_next(op_walk *w)
     return false;
 }
 
+/* ---------------------------------------------------------------------------
+ * The host-side checks of the dim-indexed ops and embedding, shared by the
+ * CPU and CUDA backends: io, args, dtypes, shapes; what the kernels need
+ * comes back in a struct. Index values (bounds) are each backend's to check. */
+
+typedef struct op_index_dimop {
+    const char *name;                /* the op's name in messages */
+    const rgpu_view *self, *ix, *src; /* in[0], in[1], in[2] (src NULL where absent) */
+    rgpu_view *out;
+    int dim, nd;                     /* wrapped dim; dims with a 0-d view as 1-d */
+    int64_t ssz[RGPU_MAX_DIMS];      /* self's sizes (op_index_nonempty_sizes) */
+    int64_t isz[RGPU_MAX_DIMS];      /* index's (gather, scatter) */
+    int64_t rsz[RGPU_MAX_DIMS];      /* src's (scatter with src, index_add) */
+    int64_t reduce;                  /* scatter: OP_IDX_* */
+    uint64_t value;                  /* scatter without src: the value's bits in self's dtype */
+    double alpha_v;                  /* index_add: alpha as read */
+    op_idx_alpha alpha;              /* index_add: alpha as the reduction takes it */
+} op_index_dimop;
+
+typedef struct op_index_embbw {
+    int64_t nw, pad, D, n;           /* num_weights, padding_idx, grad's last size, indices */
+    bool by_freq;
+} op_index_embbw;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* EMBEDDING: weight (V, D), indices (*) -> out (*, D). */
+rgpu_status op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen);
+/* GATHER: through out's shape (index's). */
+rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+/* SCATTER / SCATTER_ADD: through the index/src/self size checks. */
+rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen);
+/* INDEX_SELECT: through out's shape. */
+rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+/* INDEX_SELECT's walk: over out (set 0) and self (set 1, with dim's stride 0:
+ * the index picks self's row). */
+void op_index_select_walk(const op_index_dimop *p, op_walk *w);
+/* INDEX_ADD: alpha and the source/index/self shape checks. */
+rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+/* INDEX_PUT: io, accumulate, dtypes, out's shape. */
+rgpu_status op_index_put_check(const rgpu_exec *e, bool *acc, char *err, size_t errlen);
+/* Writing self into out is needed (*copy) unless out is self; an error when
+ * out shares self's memory as another view. */
+rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
+                                   char *err, size_t errlen);
+/* NONZERO: io and out's dtype; then out's shape for n nonzeros. */
+rgpu_status op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
+/* MASKED_SELECT: io, dtypes, self and mask of one shape; then out's shape for n true elements. */
+rgpu_status op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
+/* UNIQUE / COUNT_UNIQUE: io, args, dtypes (*want_inv, *want_cnt: the
+ * outputs asked for and present); then values'/counts' shape for n groups. */
+typedef struct op_index_unique_args {
+    const char *name;       /* the op's name in messages */
+    bool want_inv, want_cnt;
+    bool fl;                /* the input is floating */
+    int64_t N;              /* the input's elements */
+} op_index_unique_args;
+rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
+                                  char *err, size_t errlen);
+rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen);
+/* Unique's sort: by value (NaN after every number, each NaN distinct,
+ * -0.0 == 0.0), then by position; qsort comparators over op_index_uq_item. */
+typedef struct op_index_uq_item {
+    union { double f; int64_t i; } k;
+    int64_t pos;      /* row-major index in x */
+    int64_t off;      /* byte offset in x (where a backend needs it) */
+} op_index_uq_item;
+int op_index_uq_cmp_f(const void *pa, const void *pb);
+int op_index_uq_cmp_i(const void *pa, const void *pb);
+/* Sorts it[0..N) (fl: by k.f, else k.i) and returns the number of groups. */
+int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl);
+/* Whether it[i] (sorted) starts a new group. */
+bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl);
+/* CONSTANT_PAD_ND's geometry, from op_index_pad_check. */
+typedef struct op_index_pad_args {
+    uint64_t value;                    /* the fill value's bits in out's dtype */
+    int64_t lo[RGPU_MAX_DIMS];         /* pad before each dim (0 where none; negative crops) */
+    int64_t sz[RGPU_MAX_DIMS];         /* out's sizes */
+    int64_t a[RGPU_MAX_DIMS], b[RGPU_MAX_DIMS];   /* the out range the input covers: [a, b) */
+} op_index_pad_args;
+rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen);
+/* CAT: the part of out that input i fills (a view of out at its shape);
+ * false when input i is skipped or empty. dim: op_index_cat_check's. */
+bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice);
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "index.h"
+#include "iter.h"
 #include "philox.h"
 #include "random.h"
 
@@ -167,5 +168,19 @@ rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, 
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
         RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
+    d->p1m = 1.0 - d->p;
+    d->scale = d->p1m == 0.0 ? 0.0 : 1.0 / d->p1m;
     return RGPU_OK;
+}
+
+rgpu_status op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
+                                      char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", scale, err, errlen));
+    rgpu_view *out = e->out[0];
+    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
+    op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
+    return op_iter_init(it, out, ops, 2, e->op, err, errlen);
 }

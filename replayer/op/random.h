@@ -41,8 +41,15 @@ typedef struct op_dropout_args {
     double p;
     bool train;
     uint64_t seed, offset;
+    double p1m, scale;      /* 1 - p; 1/(1-p), 0 when p == 1 */
 } op_dropout_args;
 rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
+
+/* NATIVE_DROPOUT_BACKWARD's args (scale) and views: out and grad floating,
+ * grad and mask broadcast to out (it: their iterator, op/iter.h). */
+struct op_iter;
+rgpu_status op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
+                                      char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
