@@ -483,23 +483,20 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
  * indices the last write wins, or the adds happen in that order. */
 static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 {
-    bool acc;
-    FORWARD_IF_ERROR(op_index_put_check(e, &acc, err, errlen));
-    const rgpu_view *self = e->in[0], *vals = e->in[1];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype;
+    op_index_put_args p;
+    FORWARD_IF_ERROR(op_index_put_check(e, &p, err, errlen));
     idx_geom g;
-    FORWARD_IF_ERROR(geom_build(e, &g, self, out, &e->in[2], e->n_in - 2, err, errlen));
+    FORWARD_IF_ERROR(geom_build(e, &g, p.self, p.out, p.idx, p.nidx, err, errlen));
 
     /* values broadcast to the result shape */
     op_walk w;
-    geom_walk(&g, &w, out);
-    bool ok = vals->ndim <= g.s.R;
-    int lead = g.s.R - vals->ndim;
-    int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
-    for (int d = 0; ok && d < vals->ndim; d++) {
-        int64_t s = vals->sizes[d];
-        if (s == g.s.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+    geom_walk(&g, &w, p.out);
+    bool ok = p.vals->ndim <= g.s.R;
+    int lead = g.s.R - p.vals->ndim;
+    int64_t vesz = (int64_t)rgpu_dtype_size(p.vals->dtype);
+    for (int d = 0; ok && d < p.vals->ndim; d++) {
+        int64_t s = p.vals->sizes[d];
+        if (s == g.s.rsz[lead + d]) w.st[0][lead + d] = s == 1 ? 0 : p.vals->strides[d] * vesz;
         else if (s == 1) w.st[0][lead + d] = 0;
         else ok = false;
     }
@@ -511,17 +508,17 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
         char a[96], b[96];
         free(g.boff);
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 "to indexing result of shape %s", op_index_shape_str(p.vals, a, sizeof a),
                  op_index_shape_str(&rv, b, sizeof b));
     }
-    rgpu_status st = copy_self_into_out(e, out, self, err, errlen);
+    rgpu_status st = copy_self_into_out(e, p.out, p.self, err, errlen);
     int64_t nres = 1;
     for (int r = 0; r < g.s.R; r++) nres *= g.s.rsz[r];
     if (st == RGPU_OK && nres > 0) {
         op_idx_alpha one = op_idx_alpha_one();
-        int mode = acc ? OP_IDX_ADD : OP_IDX_ASSIGN;
-        do op_idx_elem_reduce((char *)out->data + w.off[1] + g.boff[w.off[2]], (const char *)vals->data + w.off[0],
-                           dt, mode, &one);
+        int mode = p.acc ? OP_IDX_ADD : OP_IDX_ASSIGN;
+        do op_idx_elem_reduce((char *)p.out->data + w.off[1] + g.boff[w.off[2]], (const char *)p.vals->data + w.off[0],
+                           p.dt, mode, &one);
         while (op_walk_next(&w));
     }
     free(g.boff);

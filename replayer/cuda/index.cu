@@ -889,27 +889,22 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 // result (the last write wins, adds in that order): grouped by boff.
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    bool acc;
-    FORWARD_IF_ERROR(op_index_put_check(e, &acc, err, errlen));
-    const rgpu_view *self = e->in[0], *vals = e->in[1];
-    rgpu_view *out = e->out[0];
-    int dt = self->dtype;
+    op_index_put_args p;
+    FORWARD_IF_ERROR(op_index_put_check(e, &p, err, errlen));
     op_index_geom g;
-    const rgpu_view *const *idx = &e->in[2];
-    int nidx = e->n_in - 2;
-    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, p.self, p.idx, p.nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
-    FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, out, idx, nidx, &hold, &boff, err, errlen));
+    FORWARD_IF_ERROR(geom_offsets(c, e, &g, p.self, p.out, p.idx, p.nidx, &hold, &boff, err, errlen));
 
     // values broadcast to the result shape: vst[r] (bytes)
     int64_t vst[RGPU_MAX_DIMS] = { 0 };
-    bool ok = vals->ndim <= g.R;
-    int lead = g.R - vals->ndim;
-    int64_t vesz = (int64_t)rgpu_dtype_size(vals->dtype);
-    for (int d = 0; ok && d < vals->ndim; d++) {
-        int64_t s = vals->sizes[d];
-        if (s == g.rsz[lead + d]) vst[lead + d] = s == 1 ? 0 : vals->strides[d] * vesz;
+    bool ok = p.vals->ndim <= g.R;
+    int lead = g.R - p.vals->ndim;
+    int64_t vesz = (int64_t)rgpu_dtype_size(p.vals->dtype);
+    for (int d = 0; ok && d < p.vals->ndim; d++) {
+        int64_t s = p.vals->sizes[d];
+        if (s == g.rsz[lead + d]) vst[lead + d] = s == 1 ? 0 : p.vals->strides[d] * vesz;
         else if (s == 1) vst[lead + d] = 0;
         else ok = false;
     }
@@ -920,10 +915,10 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", op_index_shape_str(vals, a, sizeof a),
+                 "to indexing result of shape %s", op_index_shape_str(p.vals, a, sizeof a),
                  op_index_shape_str(&rv, b, sizeof b));
     }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, out, self, err, errlen));
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
     int64_t nres = 1;
     for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
     if (nres == 0) return RGPU_OK;
@@ -945,7 +940,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) {
         if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
         inner.sz[inner.nd] = g.rsz[r];
-        inner.st[0][inner.nd] = op_index_bstride(out, g.rdim[r]);
+        inner.st[0][inner.nd] = op_index_bstride(p.out, g.rdim[r]);
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }
@@ -957,8 +952,8 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     }
     ix_grouping gr;
     if (!group_keys(&gr, hboff, NULL, nbel)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
-    return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)out->data, (const char *)vals->data, dt,
-                      acc ? OP_IDX_ADD : OP_IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
+    return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)p.out->data, (const char *)p.vals->data, p.dt,
+                      p.acc ? OP_IDX_ADD : OP_IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
 }
 
 }  // namespace rgpu_ix

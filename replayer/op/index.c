@@ -599,15 +599,15 @@ rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err,
     return RGPU_OK;
 }
 
-rgpu_status op_index_put_check(const rgpu_exec *e, bool *acc, char *err, size_t errlen)
+rgpu_status op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", acc, err, errlen));
-    const rgpu_view *self = e->in[0], *vals = e->in[1];
-    rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, vals, "values", self->dtype, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &p->acc, err, errlen));
+    p->self = e->in[0], p->vals = e->in[1], p->out = e->out[0];
+    p->idx = &e->in[2], p->nidx = e->n_in - 2, p->dt = p->self->dtype;
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->out, "out", p->dt, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->vals, "values", p->dt, err, errlen));
+    if (!op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     return RGPU_OK;
 }
 

@@ -273,8 +273,17 @@ rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *e
 void op_index_select_walk(const op_index_dimop *p, op_walk *w);
 /* INDEX_ADD: alpha and the source/index/self shape checks. */
 rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
-/* INDEX_PUT: io, accumulate, dtypes, out's shape. */
-rgpu_status op_index_put_check(const rgpu_exec *e, bool *acc, char *err, size_t errlen);
+/* INDEX_PUT's operands: self, values, the index tensors (idx[0..nidx), NULL
+ * for a full slice), out, the dtype and accumulate. */
+typedef struct op_index_put_args {
+    const rgpu_view *self, *vals;
+    const rgpu_view *const *idx;
+    int nidx, dt;
+    rgpu_view *out;
+    bool acc;
+} op_index_put_args;
+/* INDEX_PUT: io, accumulate, dtypes, out's shape; fills p. */
+rgpu_status op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen);
 /* Writing self into out is needed (*copy) unless out is self; an error when
  * out shares self's memory as another view. */
 rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
