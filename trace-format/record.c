@@ -193,7 +193,10 @@ rgpu_status rgpu_tdef_check_bounds(const rgpu_tdef *t, uint64_t storage_nbytes) 
     int64_t numel = rgpu_tdef_numel(t);
     if (numel < 0) return RGPU_ERR_OVERFLOW;
     if ((uint64_t)numel > RGPU_MAX_TENSOR_BYTES / es) return RGPU_ERR_TOO_LARGE;
-    if (numel == 0) return (uint64_t)t->offset <= storage_nbytes / es ? RGPU_OK : RGPU_ERR_OUT_OF_BOUNDS;
+    /* an empty view touches no element: any offset is valid (as in PyTorch,
+       x[:, 1] of an empty (0, 3) tensor), kept small enough that offset*es
+       cannot overflow where a backend forms its base address */
+    if (numel == 0) return (uint64_t)t->offset <= RGPU_MAX_TENSOR_BYTES / es ? RGPU_OK : RGPU_ERR_OUT_OF_BOUNDS;
     /* last element index = offset + sum (size-1)*stride */
     int64_t last = t->offset;
     for (int d = 0; d < t->ndim; d++) {

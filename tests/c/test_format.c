@@ -632,13 +632,19 @@ END_TEST
 
 START_TEST(test_bounds_empty_view)
 {
-    /* An empty view may start at the end of its storage (offset == elements)
-     * but not past it. Storage of 16 bytes = 4 float32. */
+    /* An empty view reads nothing: like ATen, any offset is valid, even past
+     * the end of its storage (x[:, 1] of an empty (0, 3) tensor has offset 1
+     * in a 0-byte storage), up to where offset * element size could overflow.
+     * Storage of 16 bytes = 4 float32. */
     rgpu_tdef t = view1(RGPU_F32, 4, 0, 1);
     ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 16), RGPU_OK);
     t.offset = 5;
-    ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 16), RGPU_ERR_OUT_OF_BOUNDS);
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 16), RGPU_OK);
     t.offset = 1000;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 0), RGPU_OK);
+    t.offset = (int64_t)(RGPU_MAX_TENSOR_BYTES / 4) + 1;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 16), RGPU_ERR_OUT_OF_BOUNDS);
+    t.offset = -1;
     ck_assert_int_eq(rgpu_tdef_check_bounds(&t, 16), RGPU_ERR_OUT_OF_BOUNDS);
 }
 END_TEST

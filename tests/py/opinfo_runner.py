@@ -104,28 +104,36 @@ def compare_cpu_skipped(op):
     return False
 
 
-def run_op(op, dtype, nsamples):
-    """Returns None when every sample matches CPU, else a one-line reason."""
+def run_op(op, dtype, nsamples, on_device=False):
+    """Returns None when every sample matches CPU, else a one-line reason.
+    Samples are made on CPU and every tensor is moved to rgpu; with on_device
+    they are made on rgpu and copied to CPU (as PyTorch's test_compare_cpu
+    does: tensors a sample keeps on CPU on purpose stay there)."""
     try:
-        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:nsamples]
+        samples = list(op.sample_inputs("rgpu" if on_device else "cpu", dtype,
+                                        requires_grad=False))[:nsamples]
     except Exception as e:  # noqa: BLE001
         return None if False else f"(samples: {type(e).__name__})"
     if not samples:
         return "(no samples)"
     for i, s in enumerate(samples):
+        if on_device:
+            dev, s = s, s.transform(lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
         torch.manual_seed(0)
         try:
-            expect = op(s.input, *s.args, **s.kwargs)
+            expect = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
             cpu_err = None
         except Exception as e:  # noqa: BLE001
             cpu_err = e
         try:
-            inp = _map(s.input, _to_rgpu)
-            args = _map(s.args, _to_rgpu)
-            kwargs = _map(s.kwargs, _to_rgpu)
+            if on_device:
+                inp, args, kwargs = dev.input, dev.args, dev.kwargs
+            else:
+                inp = _map(s.input, _to_rgpu)
+                args = _map(s.args, _to_rgpu)
+                kwargs = _map(s.kwargs, _to_rgpu)
             torch.manual_seed(0)
-            got = op(inp, *args, **kwargs)
-            got = _map(got, _cpu)
+            got = _map(s.output_process_fn_grad(op(inp, *args, **kwargs)), _cpu)
         except Exception as e:  # noqa: BLE001
             if cpu_err is not None:
                 continue
@@ -148,6 +156,8 @@ def main(argv=None):
     ap.add_argument("--ops", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--fails", action="store_true")
+    ap.add_argument("--on-device", action="store_true",
+                    help="make the samples on rgpu and copy them to CPU (test_compare_cpu's way)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     import rgpu  # noqa: F401
@@ -163,7 +173,7 @@ def main(argv=None):
             continue
         if dtype not in op.supported_dtypes("cpu"):
             continue
-        res[key] = run_op(op, dtype, a.samples)
+        res[key] = run_op(op, dtype, a.samples, a.on_device)
         if compare_cpu_skipped(op):
             skipped.add(key)
     n = len(res)

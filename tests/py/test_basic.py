@@ -395,6 +395,20 @@ def test_empty():
     same(r, torch.full((2, 3), 3.0), exact=True)
 
 
+def test_views_of_empty_storages():
+    """Views of a 0-byte storage may have any offset (nothing is read), as in ATen."""
+    import torch.nn.functional as F
+    for fn in (lambda t: t.unbind(1), lambda t: t[:, 2:], lambda t: F.glu(t, 1),
+               lambda t: F.pad(t.view(0, 1, 6), (2, 2), mode="circular"),
+               lambda t: t.unbind(1)[2] + 1):
+        c = torch.empty(0, 6)
+        got, want = fn(c.to(DEV)), fn(c)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert g.shape == w.shape and g.stride() == w.stride()
+            assert g.storage_offset() == w.storage_offset()
+            assert g.cpu().shape == w.shape
+
+
 FACTORIES = {
     "zeros": lambda d: torch.zeros(2, 3, device=d),
     "zeros_i8": lambda d: torch.zeros(4, dtype=torch.int8, device=d),
