@@ -29,7 +29,7 @@ struct unscale_args {
     float *found;
 };
 
-__global__ void unscale_kernel(unscale_args a)
+static __global__ void unscale_kernel(unscale_args a)
 {
     const float inv = *a.inv;
     const bool one = inv == 1.0f;
@@ -108,7 +108,7 @@ static rgpu_status op_unscale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, s
 // ---------------------------------------------------------------------------
 // AMP_UPDATE_SCALE
 
-__global__ void update_scale_kernel(float *scale, int32_t *tracker, const float *found, double growth, double backoff,
+static __global__ void update_scale_kernel(float *scale, int32_t *tracker, const float *found, double growth, double backoff,
                                     long long interval)
 {
     if (*found != 0.0f) {   // NaN compares unequal: backs off too

@@ -15,7 +15,7 @@ __device__ __forceinline__ long long nll_target(const void *t, int tdt, long lon
     return (long long)cvt_ld_u64(t, i * ts, tdt);
 }
 
-__global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
+static __global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
                                  unsigned long long *bad)
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -84,7 +84,7 @@ __device__ __forceinline__ bool nll_valid(long long c, const nll_args &a)
 }
 
 // reduction none with 2-d logp: loss_i = -w[t_i] * logp[i, t_i] (0 when ignored)
-__global__ void nll_rows_kernel(nll_args a)
+static __global__ void nll_rows_kernel(nll_args a)
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.N;
          i += (long long)gridDim.x * blockDim.x) {
@@ -102,7 +102,7 @@ __global__ void nll_rows_kernel(nll_args a)
 // mean / sum: one block, thread t folds rows t, t + blockDim.x, .., then the
 // fixed block sum; mean = sum / total_weight (NaN for an empty logp).
 #define NLL_REDUCE_THREADS 512
-__global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args a)
+static __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args a)
 {
     __shared__ double sh[32];
     double sum = 0.0, wsum = 0.0;
@@ -161,7 +161,7 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 //   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
 //   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean)
 // One thread per element of gx, so the zeros and the values are one pass.
-__global__ void nll_backward_kernel(nll_args a)
+static __global__ void nll_backward_kernel(nll_args a)
 {
     const bool per_row = a.reduction == 0 && a.gos >= 0;
     const long long total = a.N * a.C;

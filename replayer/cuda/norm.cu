@@ -174,7 +174,7 @@ template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
 // fixed tree over y.
 #define LN_BX 32
 #define LN_BY 8
-__global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
+static __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
 {
     __shared__ double shw[LN_BY][LN_BX], shb[LN_BY][LN_BX];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -216,7 +216,7 @@ __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
 }
 
 // Stage 2: one thread per column folds the chunks in order.
-__global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
+static __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
 {
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < a.N;
          j += (long long)gridDim.x * blockDim.x) {

@@ -150,7 +150,7 @@ template <int K> __device__ __forceinline__ red_acc red_combine(red_acc a, red_a
     }
 }
 
-__device__ void red_finish(const red_args &g, long long o, const red_acc &a)
+static __device__ void red_finish(const red_args &g, long long o, const red_acc &a)
 {
     if (g.fin == FIN_CENTER) { g.center_out[o] = a.f / (double)g.count; return; }
     long long off[3];
@@ -488,7 +488,7 @@ struct cumsum_args {
     int idt, odt;
 };
 
-__global__ void cumsum_kernel(cumsum_args a)
+static __global__ void cumsum_kernel(cumsum_args a)
 {
     const bool same = a.idt == a.odt;
     const bool ifl = op_dtype_is_float(a.idt);
