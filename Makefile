@@ -89,6 +89,10 @@ deps:
 	@$(PYTHON) -c 'import torch, pytest, numpy' 2>/dev/null || { \
 	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
+	@# expecttest, hypothesis: torch's OpInfo database (tests/py/test_opinfo.py) imports them
+	@$(PYTHON) -c 'import expecttest, hypothesis' 2>/dev/null || { \
+	  echo "rgpu: installing expecttest, hypothesis (for torch's OpInfo samples)"; \
+	  $(PYTHON) -m pip install -q expecttest hypothesis; }
 	@# transformers for tests/py/test_compile_models.py; torch held at the installed version (a constraint)
 	@$(PYTHON) -c 'import sys, transformers; sys.exit(transformers.__version__ != "$(TRANSFORMERS_VERSION)")' 2>/dev/null || { \
 	  echo "rgpu: installing transformers==$(TRANSFORMERS_VERSION) (torch stays $$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \

@@ -149,6 +149,33 @@ def run_op(op, dtype, nsamples, on_device=False):
     return None
 
 
+def run(dtype=torch.float32, nsamples=6, ops=None, on_device=False):
+    """({op key: None or why it fails}, {keys whose OpInfo skips test_compare_cpu})."""
+    import rgpu  # noqa: F401
+    from torch.testing._internal.common_methods_invocations import op_db
+    res, skipped = {}, set()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")
+        for op in op_db:
+            key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+            if ops and key not in ops and op.name not in ops:
+                continue
+            if dtype not in op.supported_dtypes("cpu"):
+                continue
+            res[key] = run_op(op, dtype, nsamples, on_device)
+            if compare_cpu_skipped(op):
+                skipped.add(key)
+    return res, skipped
+
+
+FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo_float32_pass.txt")
+
+
+def read_floor():
+    with open(FLOOR) as f:
+        return {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float32")
@@ -158,24 +185,12 @@ def main(argv=None):
     ap.add_argument("--fails", action="store_true")
     ap.add_argument("--on-device", action="store_true",
                     help="make the samples on rgpu and copy them to CPU (test_compare_cpu's way)")
+    ap.add_argument("--write-floor", action="store_true",
+                    help="write the passing ops to opinfo_float32_pass.txt (test_opinfo.py's floor)")
     a = ap.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    import rgpu  # noqa: F401
-    from torch.testing._internal.common_methods_invocations import op_db
     dtype = getattr(torch, a.dtype)
-    want = set(a.ops.split(",")) if a.ops else None
-    res = {}
-    skipped = set()
     t0 = time.time()
-    for op in op_db:
-        key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
-        if want and key not in want and op.name not in want:
-            continue
-        if dtype not in op.supported_dtypes("cpu"):
-            continue
-        res[key] = run_op(op, dtype, a.samples, a.on_device)
-        if compare_cpu_skipped(op):
-            skipped.add(key)
+    res, skipped = run(dtype, a.samples, set(a.ops.split(",")) if a.ops else None, a.on_device)
     n = len(res)
     ok = sum(1 for v in res.values() if v is None)
     nc = n - len(skipped)
@@ -191,8 +206,14 @@ def main(argv=None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"dtype": a.dtype, "pass": ok, "total": n, "results": res,
-                       "compare_cpu_skipped": sorted(skipped)}, f, indent=1,
-                      sort_keys=True)
+                       "compare_cpu_skipped": sorted(skipped)}, f, indent=1, sort_keys=True)
+    if a.write_floor:
+        assert a.dtype == "float32" and not a.ops
+        with open(FLOOR, "w") as f:
+            f.write(f"# OpInfo ops whose float32 samples all match CPU on rgpu (torch "
+                    f"{torch.__version__.split('+')[0]}); tests/py/test_opinfo.py fails when one stops passing.\n"
+                    f"# Written by: python3 tests/py/opinfo_runner.py --write-floor\n")
+            f.writelines(k + "\n" for k in sorted(res) if res[k] is None)
     return 0
 
 

@@ -46,3 +46,41 @@ def test_facts():
     for name, n_in, n_out, flags, family, sig in _C.op_info:
         for ent in filter(None, (x.strip() for x in sig.split(","))):
             assert re.fullmatch(r"[a-z\-|]+\??\s+\w+", ent), (name, ent)
+
+
+def test_supported_ops():
+    """rgpu.supported_ops() names how each ATen op runs; kernels name an ops.def op."""
+    import torch
+    import rgpu
+    s = rgpu.supported_ops()
+    assert s["aten::add.Tensor"] == "kernel add.Tensor"
+    assert s["aten::mm.default"].startswith("kernel ")
+    assert s["aten::transpose.int"] == "view"
+    assert s["aten::_to_copy.default"] == "handler"
+    assert s["aten::addmm.default"].split()[0] in ("kernel", "decomposition")
+    assert "aten::linalg_cholesky_ex.default" not in s      # no kernel or decomposition yet
+    names = set(_C.op_names)
+    kernels = {v.split(" ", 1)[1] for v in s.values() if v.startswith("kernel ")}
+    assert kernels <= names
+    # every func the table knows is listed, and nothing listed is refused at dispatch
+    from rgpu import dispatch, opmap
+    for func in opmap.TABLE:
+        assert dispatch.supports(func), func
+    for name in list(s)[::50]:
+        ns, rest = name.split("::")
+        base, ov = rest.split(".")
+        assert dispatch.supports(getattr(getattr(getattr(torch.ops, ns), base), ov)), name
+
+
+def test_supported_doc_is_current():
+    """torchhook/SUPPORTED.md is what tools/gen_supported.py writes (on the torch it names)."""
+    import subprocess
+    import torch
+    doc = open(os.path.join(ROOT, "torchhook", "SUPPORTED.md")).read()
+    made_with = re.search(r"with torch (\S+);", doc).group(1)
+    if made_with != torch.__version__.split("+")[0]:
+        import pytest
+        pytest.skip(f"SUPPORTED.md was made with torch {made_with}; decompositions differ by version")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_supported.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

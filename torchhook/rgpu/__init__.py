@@ -49,9 +49,15 @@ if "torch._dynamo" in __import__("sys").modules:
     _compile.register()     # dynamo is loaded already; otherwise its entry point finds us
 
 
+def supported_ops():
+    """{ATen op name: how rgpu runs it} for every ATen op an rgpu tensor supports:
+    "kernel <ops.def op>", "view", "handler", "decomposition" or "factory"."""
+    return _dispatch.supported_ops()
+
+
 def connect():
     """Connect now rather than at the first rgpu op; returns the server's handshake info."""
     return server.info()
 
 
-__all__ = ["RemoteError", "RemoteTensor", "SessionLost", "connect", "manual_seed", "stats", "synchronize"]
+__all__ = ["RemoteError", "RemoteTensor", "SessionLost", "connect", "manual_seed", "stats", "supported_ops", "synchronize"]

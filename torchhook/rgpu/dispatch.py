@@ -630,6 +630,45 @@ def supports(func):
     return factory and (has(func.name(), "PrivateUse1") or has(func.name(), "CompositeExplicitAutograd"))
 
 
+def how(func):
+    """How rgpu runs OpOverload func: "kernel <ops.def op>" (records of the op
+    table's kernels), "view", "handler" (transfers, factories, random and
+    data-dependent ops), "decomposition" (rewritten into other ops, counted
+    in rgpu.stats()["decomposed"]), "factory", or None when it does not."""
+    if func in _SPECIAL or func in _REGISTERED:
+        return "handler"
+    e = opmap.TABLE.get(func)
+    if e is not None:
+        return "kernel " + _C.op_names[e.op] if isinstance(e.op, int) else "handler"
+    h = _handler(func)
+    if h is _view_handler or h is _inplace_view_handler:
+        return "view"
+    if h is not _unsupported:
+        return "decomposition"
+    return "factory" if supports(func) else None
+
+
+def supported_ops():
+    """{ATen overload name ("aten::add.Tensor"): how(func)} for every ATen op rgpu runs."""
+    out = {}
+    for name in torch._C._dispatch_get_all_op_names():
+        ns, _, rest = name.partition("::")
+        if ns not in ("aten", "prims"):
+            continue
+        base, _, ov = rest.partition(".")
+        try:
+            func = getattr(getattr(getattr(torch.ops, ns), base), ov or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        try:
+            h = how(func)
+        except Exception:  # noqa: BLE001 - an op whose schema we cannot read
+            h = None
+        if h is not None:
+            out[name if ov else name + ".default"] = h
+    return dict(sorted(out.items()))
+
+
 def _handler(func):
     h = _HANDLERS.get(id(func))
     if h is None:
