@@ -633,3 +633,29 @@ def test_deepcopy_gets_its_own_server_tensor():
     del m, x
     # a double free would surface as a RemoteError at this wait
     assert torch.isfinite(torch.tensor((m2.weight.sum() + y.sum()).item()))
+
+
+def test_failing_backward_op_without_meta_kernel_raises_after_backward():
+    """An op that fails inside backward is deferred (raising on autograd's device
+    thread aborts the process); one without a meta kernel gets its gradient's
+    placeholder from its input. The error surfaces at the next rgpu op, in a
+    process that lives on."""
+    code = (
+        "import torch, rgpu, torch.nn.functional as F\n"
+        "from rgpu import dispatch\n"
+        "aten = torch.ops.aten\n"
+        "def boom(func, args, kwargs): raise NotImplementedError('rgpu: test: no ' + str(func))\n"
+        "dispatch.register([aten.multilabel_margin_loss_backward.default], boom)\n"
+        "y = torch.randn(3, 4, device='rgpu', requires_grad=True)\n"
+        "l = F.multilabel_margin_loss(y, torch.tensor([[0, -1, 0, 0]] * 3, device='rgpu'))\n"
+        "l.backward()\n"
+        "try:\n"
+        "    (y + 1).cpu()\n"
+        "except NotImplementedError as e:\n"
+        "    print('raised', e)\n"
+        "print('alive', (torch.ones(2, device='rgpu') * 3).sum().item())\n")
+    env = dict(os.environ, PYTHONPATH=TORCHHOOK)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "raised rgpu: test: no aten.multilabel_margin_loss_backward.default" in p.stdout, p.stdout
+    assert "alive 6.0" in p.stdout, p.stdout

@@ -176,11 +176,113 @@ def _fused_gru_cell_backward(grad_hy, workspace, has_bias):
     return gi, gh, ghx, None, None
 
 
+def _mlm_terms(input, target):
+    """multilabel_margin_loss's pieces as ATen's CPU kernel defines them: per
+    sample the targets are target[:end] (end: the first -1); for target k and
+    non-target j, z[k, n, j] = max(0, 1 - x[t_k] + x[j]) / dim."""
+    dim = input.shape[1]
+    idx = aten.arange.default(dim, device=input.device)
+    end = aten.amin.default(aten.where.ScalarOther(aten.eq.Scalar(target, -1), idx, dim), [-1], True)
+    valid = aten.lt.Tensor(idx, end)                                   # (N, K): target k is used
+    tidx = aten.where.ScalarOther(valid, target, 0)
+    u = aten.gather.default(input, 1, tidx)                            # x[t_k]
+    is_target = aten.any.dim(aten.eq.Tensor(aten.unsqueeze.default(aten.where.ScalarOther(valid, target, -1), -1),
+                                            idx), 1)                   # (N, J)
+    z = aten.add.Tensor(aten.rsub.Scalar(aten.unsqueeze.default(aten.t.default(u), -1), 1), input)  # (K, N, J)
+    keep = aten.logical_and.default(aten.unsqueeze.default(aten.t.default(valid), -1),
+                                    aten.logical_not.default(is_target))
+    return z, keep, tidx, is_target
+
+
+def _multilabel_margin_loss_forward(input, target, reduction):
+    """torch's decomposition also counts the k past the first -1 (as target 0)."""
+    shape = input.shape
+    x, t = (input, target) if input.dim() == 2 else (aten.view.default(input, [1, -1]),
+                                                     aten.view.default(target, [1, -1]))
+    z, keep, _, is_target = _mlm_terms(x, t)
+    z = aten.where.ScalarOther(keep, aten.div.Scalar(aten.clamp_min.default(z, 0), x.shape[1]), 0)
+    per = aten.sum.dim_IntList(z, [0, 2])
+    if reduction == 1:
+        out = aten.mean.default(per)
+    elif reduction == 2:
+        out = aten.sum.default(per)
+    else:
+        out = per if input.dim() == 2 else aten.view.default(per, [])
+    return out, aten.view.default(aten._to_copy.default(is_target, dtype=input.dtype), shape)
+
+
+def _multilabel_margin_loss_backward(grad_output, input, target, reduction, is_target):
+    """d loss / d x: +1/dim at j and -1/dim at t_k for each active (k, j) pair."""
+    shape = input.shape
+    x, t = (input, target) if input.dim() == 2 else (aten.view.default(input, [1, -1]),
+                                                     aten.view.default(target, [1, -1]))
+    z, keep, tidx, _ = _mlm_terms(x, t)
+    act = aten._to_copy.default(aten.logical_and.default(keep, aten.gt.Scalar(z, 0)), dtype=x.dtype)
+    g = aten.sub.Tensor(aten.sum.dim_IntList(act, [0]),                        # as j
+                        aten.scatter_add.default(aten.zeros_like.default(x), 1, tidx,
+                                                 aten.t.default(aten.sum.dim_IntList(act, [2]))))  # as t_k
+    g = aten.div.Scalar(g, x.shape[1])
+    if reduction == 1:
+        g = aten.div.Scalar(g, x.shape[0])
+    go = grad_output if reduction != 0 or input.dim() != 2 else aten.unsqueeze.default(grad_output, 1)
+    return aten.view.default(aten.mul.Tensor(g, go), shape)
+
+
+def _multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction=1):
+    """multi_margin_loss: per sample sum over i != y of max(0, margin - x[y] + x[i])^p
+    w[y] / dim (torch's decomposition gives shape (1,) for a 1-d input, ATen ())."""
+    if p not in (1, 2):
+        raise RuntimeError("only p == 1 and p == 2 supported")
+    x = input if input.dim() == 2 else aten.view.default(input, [1, -1])
+    y = aten.view.default(target, [-1, 1])
+    z = aten.clamp_min.default(aten.add.Tensor(aten.rsub.Scalar(aten.gather.default(x, 1, y), margin), x), 0)
+    if p == 2:
+        z = aten.mul.Tensor(z, z)
+    idx = aten.arange.default(x.shape[1], device=x.device)
+    z = aten.where.ScalarOther(aten.ne.Tensor(idx, y), z, 0)
+    if weight is not None:
+        z = aten.mul.Tensor(z, aten.view.default(aten.index_select.default(weight, 0, aten.view.default(y, [-1])),
+                                                 [-1, 1]))
+    per = aten.div.Scalar(aten.sum.dim_IntList(z, [1]), x.shape[1])
+    if reduction == 1:
+        return aten.mean.default(per)
+    if reduction == 2:
+        return aten.sum.default(per)
+    return per if input.dim() == 2 else aten.view.default(per, [])
+
+
+def _multi_margin_loss_backward(grad_output, input, target, p, margin, weight=None, reduction=1):
+    """d loss / d x of multi_margin_loss: z_i = margin - x[y] + x[i] (i != y);
+    each z_i > 0 adds p z_i^(p-1) w[y] / dim at i and subtracts it at y."""
+    shape = input.shape
+    x = input if input.dim() == 2 else aten.view.default(input, [1, -1])
+    y = aten.view.default(target, [-1, 1])
+    xy = aten.gather.default(x, 1, y)
+    z = aten.add.Tensor(aten.rsub.Scalar(xy, margin), x)
+    idx = aten.arange.default(x.shape[1], device=x.device)
+    on = aten.logical_and.default(aten.gt.Scalar(z, 0), aten.ne.Tensor(idx, y))
+    d = aten.mul.Scalar(z, 2) if p == 2 else aten.ones_like.default(z)
+    d = aten.where.ScalarOther(on, d, 0)
+    if weight is not None:
+        d = aten.mul.Tensor(d, aten.view.default(aten.index_select.default(weight, 0, aten.view.default(y, [-1])),
+                                                 [-1, 1]))
+    g = aten.scatter_add.default(d, 1, y, aten.neg.default(aten.sum.dim_IntList(d, [1], True)))
+    g = aten.div.Scalar(g, x.shape[1])
+    if reduction == 1:
+        g = aten.div.Scalar(g, x.shape[0])
+    go = aten.view.default(grad_output, [-1, 1]) if reduction == 0 and grad_output.dim() == 1 else grad_output
+    return aten.view.default(aten.mul.Tensor(g, go), shape)
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean, aten._thnn_fused_lstm_cell.default: _fused_lstm_cell,
         aten._thnn_fused_lstm_cell_backward_impl.default: _fused_lstm_cell_backward,
         aten._thnn_fused_gru_cell.default: _fused_gru_cell,
-        aten._thnn_fused_gru_cell_backward.default: _fused_gru_cell_backward}
+        aten._thnn_fused_gru_cell_backward.default: _fused_gru_cell_backward,
+        aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
+        aten.multilabel_margin_loss_backward.default: _multilabel_margin_loss_backward,
+        aten.multi_margin_loss.default: _multi_margin_loss,
+        aten.multi_margin_loss_backward.default: _multi_margin_loss_backward}
 _OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
 
 

@@ -93,7 +93,9 @@ def _defer(func, args, kwargs, err):
     try:
         outs = infer(func, args, kwargs)
     except Exception:
-        raise err from None
+        outs = _grad_like_input(func, args, kwargs)
+        if outs is None:
+            raise err from None
     _DEFERRED.append(err)
     flat, spec = torch.utils._pytree.tree_flatten(outs)
     made = []
@@ -103,6 +105,21 @@ def _defer(func, args, kwargs, err):
             m = record_new(_C.OP_EMPTY, k, out_def(k, m.untyped_storage().nbytes()), (), (), m)
         made.append(m)
     return torch.utils._pytree.tree_unflatten(made, spec)
+
+
+def _grad_like_input(func, args, kwargs):
+    """Placeholder metadata for a backward op without a meta kernel: its one
+    Tensor result is the gradient of its `self`/`input` argument, so has its
+    shape and dtype. None where that does not hold."""
+    rets = func._schema.returns
+    if len(rets) != 1 or str(rets[0].type) != "Tensor" or "backward" not in func._schema.name:
+        return None
+    for i, a in enumerate(func._schema.arguments):
+        if a.name in ("self", "input"):
+            x = args[i] if i < len(args) else kwargs.get(a.name)
+            if type(x) is RemoteTensor:
+                return torch.empty_like(meta_of(x), memory_format=torch.contiguous_format)
+    return None
 
 
 # --- cache keys -------------------------------------------------------------------
