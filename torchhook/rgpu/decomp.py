@@ -274,6 +274,26 @@ def _multi_margin_loss_backward(grad_output, input, target, p, margin, weight=No
     return aten.view.default(aten.mul.Tensor(g, go), shape)
 
 
+def _shrink_backward(grad_out, x, lambd):
+    """hardshrink_backward / softshrink_backward: the gradient passes where |x| > lambd."""
+    return aten.where.ScalarOther(aten.gt.Scalar(aten.abs.default(x), lambd), grad_out, 0)
+
+
+def _replication_pad_backward(grad_out, x, padding):
+    """replication_padNd_backward: each padded dim's gradient summed back onto the
+    edge it replicates (index_add over the clamped source index)."""
+    g = grad_out
+    for k in range(len(padding) // 2):
+        d = x.dim() - 1 - k
+        lo, hi = padding[2 * k], padding[2 * k + 1]
+        n = x.shape[d]
+        src = aten.clamp.default(aten.arange.start(-lo, n + hi, device=x.device), 0, n - 1)
+        shape = list(g.shape)
+        shape[d] = n
+        g = aten.index_add.default(aten.zeros.default(shape, dtype=g.dtype, device=g.device), d, src, g)
+    return g
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean, aten._thnn_fused_lstm_cell.default: _fused_lstm_cell,
         aten._thnn_fused_lstm_cell_backward_impl.default: _fused_lstm_cell_backward,
@@ -282,7 +302,11 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
         aten.multilabel_margin_loss_backward.default: _multilabel_margin_loss_backward,
         aten.multi_margin_loss.default: _multi_margin_loss,
-        aten.multi_margin_loss_backward.default: _multi_margin_loss_backward}
+        aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
+        aten.hardshrink_backward.default: _shrink_backward, aten.softshrink_backward.default: _shrink_backward,
+        aten.replication_pad1d_backward.default: _replication_pad_backward,
+        aten.replication_pad2d_backward.default: _replication_pad_backward,
+        aten.replication_pad3d_backward.default: _replication_pad_backward}
 _OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
 
 
