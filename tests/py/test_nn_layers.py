@@ -7,7 +7,7 @@ import torch.nn as nn
 
 import rgpu  # noqa: F401
 
-X1, X2, X3 = (2, 3, 7), (2, 3, 6, 5), (1, 2, 3, 4, 4)
+X1, X2, X3 = (2, 3, 7), (2, 4, 6, 5), (1, 2, 3, 4, 4)
 LAYERS = {
     "selu": (nn.SELU(), X2), "celu": (nn.CELU(0.7), X2), "mish": (nn.Mish(), X2),
     "hardswish": (nn.Hardswish(), X2), "hardsigmoid": (nn.Hardsigmoid(), X2), "relu6": (nn.ReLU6(), X2),
@@ -15,7 +15,7 @@ LAYERS = {
     "tanhshrink": (nn.Tanhshrink(), X2), "softshrink": (nn.Softshrink(0.3), X2),
     "hardshrink": (nn.Hardshrink(0.3), X2), "hardtanh": (nn.Hardtanh(-0.5, 0.7), X2), "elu": (nn.ELU(0.5), X2),
     "leaky_relu": (nn.LeakyReLU(0.2), X2), "gelu_tanh": (nn.GELU("tanh"), X2), "softmin": (nn.Softmin(-1), X2),
-    "glu": (nn.GLU(), X2), "threshold": (nn.Threshold(0.1, 2.0), X2), "softmax2d": (nn.Softmax2d(), X2),
+    "glu": (nn.GLU(1), X2), "threshold": (nn.Threshold(0.1, 2.0), X2), "softmax2d": (nn.Softmax2d(), X2),
     "replication_pad1d": (nn.ReplicationPad1d((2, 3)), X1), "replication_pad2d": (nn.ReplicationPad2d((2, 1, 0, 3)), X2),
     "replication_pad3d": (nn.ReplicationPad3d(1), X3), "reflection_pad1d": (nn.ReflectionPad1d(2), X1),
     "reflection_pad2d": (nn.ReflectionPad2d((2, 1, 3, 0)), X2), "reflection_pad3d": (nn.ReflectionPad3d(1), X3),
