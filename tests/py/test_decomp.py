@@ -53,6 +53,8 @@ DECOMPOSED = {
     "rsub": (lambda x: 1 - x, [(3, 4)]),
     "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
              [(1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)]),
+    # torch's renorm decomposition casts with prims.convert_element_type at low precision
+    "renorm_bf16": (lambda x: torch.renorm(x.to(torch.bfloat16), 2, 0, 1.5).float(), [(3, 4)]),
 }
 
 

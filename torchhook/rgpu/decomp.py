@@ -307,7 +307,13 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.replication_pad1d_backward.default: _replication_pad_backward,
         aten.replication_pad2d_backward.default: _replication_pad_backward,
         aten.replication_pad3d_backward.default: _replication_pad_backward}
-_OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
+def _convert_element_type(a, dtype):
+    """prims.convert_element_type (decompositions at low precision: renorm) is a cast."""
+    return aten._to_copy.default(a, dtype=dtype)
+
+
+_OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
+                "prims::convert_element_type": _convert_element_type}
 
 
 # --- _foreach_* ------------------------------------------------------------------------
