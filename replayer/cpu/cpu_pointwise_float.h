@@ -134,7 +134,12 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_FMAX:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmax)(a[i], b[i]); break;
     case RGPU_OP_FMIN:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmin)(a[i], b[i]); break;
     case RGPU_OP_COPYSIGN:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(copysign)(a[i], b[i]); break;
-    case RGPU_OP_NEXTAFTER: for (int64_t i = 0; i < n; i++) r[i] = PW_F(nextafter)(a[i], b[i]); break;
+    case RGPU_OP_NEXTAFTER:   /* f16/bf16: the neighbour in that type */
+        if (c->cdt == RGPU_F16 || c->cdt == RGPU_BF16)
+            for (int64_t i = 0; i < n; i++) r[i] = (PW_T)op_nextafter_half((float)a[i], (float)b[i], c->cdt == RGPU_BF16);
+        else
+            for (int64_t i = 0; i < n; i++) r[i] = PW_F(nextafter)(a[i], b[i]);
+        break;
     case RGPU_OP_DIV_MODE:
         if (c->p.mode == DIV_TRUNC) {
             for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i] / b[i]);

@@ -369,7 +369,9 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_FMAX:      return pw_fmax(a, b);
     case RGPU_OP_FMIN:      return pw_fmin(a, b);
     case RGPU_OP_COPYSIGN:  return pw_copysign(a, b);
-    case RGPU_OP_NEXTAFTER: return pw_nextafter(a, b);
+    case RGPU_OP_NEXTAFTER:   // f16/bf16: the neighbour in that type
+        if (A.cdt == RGPU_F16 || A.cdt == RGPU_BF16) return (T)op_nextafter_half((float)a, (float)b, A.cdt == RGPU_BF16);
+        return pw_nextafter(a, b);
     case RGPU_OP_DIV_MODE: {
         if (A.p.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
         // div_floor_floating (ATen's BinaryOps.h)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "half.h"
 #include "op.h"
 
 #define OP_PI_D 3.14159265358979323846
@@ -199,6 +200,18 @@ OP_FN float op_frexp_exponent_f(float x)
     int e = 0;
     if (isfinite(x)) frexpf(x, &e);
     return (float)e;
+}
+
+/* --- nextafter in f16 / bf16 (ATen steps in the 16-bit type): a and b are
+ * values of that type held in float; the neighbour of a towards b. */
+OP_FN float op_nextafter_half(float a, float b, bool bf16)
+{
+    if (a != a || b != b) return a + b;   /* NaN */
+    if (a == b) return b;
+    if (a == 0) return copysignf(bf16 ? 9.18354961579912115600e-41f : 5.96046447753906250000e-08f, b);
+    uint16_t h = bf16 ? rgpu_float_to_bf16(a) : rgpu_float_to_half(a);
+    h = (uint16_t)(((a < b) == (a > 0)) ? h + 1 : h - 1);   /* away from / towards zero */
+    return bf16 ? rgpu_bf16_to_float(h) : rgpu_half_to_float(h);
 }
 
 /* --- signbit: set for -0, negative values and NaNs with the sign bit */
