@@ -22,6 +22,7 @@
 #include "cpu_families.h"
 #include "cpu_internal.h"
 #include "op/pointwise.h"
+#include "op/pw_math.h"
 
 #define CHUNK CPU_CHUNK
 #define PW_MAX_OPS (1 + PW_MAX_IN)
@@ -49,21 +50,25 @@ typedef struct pw_ctx {
 #define PW_T float
 #define PW_F(fn) fn##f
 #define PW_OWN p.own_f
+#define PW_M(fn) op_##fn##_f
 #define PW_KERNEL kern_f32
 #include "cpu_pointwise_float.h"
 #undef PW_T
 #undef PW_F
 #undef PW_OWN
+#undef PW_M
 #undef PW_KERNEL
 
 #define PW_T double
 #define PW_F(fn) fn
 #define PW_OWN p.own_d
+#define PW_M(fn) op_##fn##_d
 #define PW_KERNEL kern_f64
 #include "cpu_pointwise_float.h"
 #undef PW_T
 #undef PW_F
 #undef PW_OWN
+#undef PW_M
 #undef PW_KERNEL
 
 /* ---------------------------------------------------------------------------
@@ -90,6 +95,9 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
     case RGPU_OP_POW:     for (int64_t i = 0; i < n; i++) r[i] = op_pw_powi(a[i], b[i]); break;
     case RGPU_OP_MAXIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]) ? b[i] : a[i]; break;
     case RGPU_OP_MINIMUM: for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) < op_pw_sv(a[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_FMAX:    for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_FMIN:    for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) < op_pw_sv(a[i]) ? b[i] : a[i]; break;
+    case RGPU_OP_SIGNBIT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) < 0; break;
     case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
     case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
     case RGPU_OP_LT: for (int64_t i = 0; i < n; i++) rb[i] = op_pw_sv(a[i]) < op_pw_sv(b[i]); break;
@@ -158,11 +166,11 @@ static void kern_bool(pw_ctx *c, uint8_t *r, const uint8_t *const *x, const uint
     case RGPU_OP_LOGICAL_NOT: case RGPU_OP_BITWISE_NOT:
         for (int64_t i = 0; i < n; i++) r[i] = !a[i];
         break;
-    case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) r[i] = 0; break;
-    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR:
+    case RGPU_OP_ISNAN: case RGPU_OP_SIGNBIT: for (int64_t i = 0; i < n; i++) r[i] = 0; break;
+    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR: case RGPU_OP_FMAX:
         for (int64_t i = 0; i < n; i++) r[i] = a[i] | b[i];
         break;
-    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND:
+    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND: case RGPU_OP_FMIN:
         for (int64_t i = 0; i < n; i++) r[i] = a[i] & b[i];
         break;
     case RGPU_OP_LOGICAL_XOR: case RGPU_OP_BITWISE_XOR: case RGPU_OP_NE:

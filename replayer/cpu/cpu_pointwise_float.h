@@ -5,6 +5,7 @@
  *   PW_T        the compute type
  *   PW_F(fn)    the libm function of that type (expf or exp)
  *   PW_OWN      the ctx field holding the op's own scalar in PW_T
+ *   PW_M(fn)    op/pw_math.h's function of that type (op_digamma_f or _d)
  *   PW_KERNEL   the name of the function to define
  * Formulas are ATen's CPU ones (scalar lambdas of the cpu kernels), written
  * in the same operation order so results round the same way.
@@ -59,6 +60,32 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
     case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == zero; break;
     case RGPU_OP_ISNAN:       for (int64_t i = 0; i < n; i++) rb[i] = a[i] != a[i]; break;
+    case RGPU_OP_ACOS:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(acos)(a[i]); break;
+    case RGPU_OP_ASIN:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(asin)(a[i]); break;
+    case RGPU_OP_ATAN:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan)(a[i]); break;
+    case RGPU_OP_ACOSH:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(acosh)(a[i]); break;
+    case RGPU_OP_ASINH:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(asinh)(a[i]); break;
+    case RGPU_OP_ATANH:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(atanh)(a[i]); break;
+    case RGPU_OP_SINH:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(sinh)(a[i]); break;
+    case RGPU_OP_COSH:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(cosh)(a[i]); break;
+    case RGPU_OP_TAN:     for (int64_t i = 0; i < n; i++) r[i] = PW_F(tan)(a[i]); break;
+    case RGPU_OP_LOG2:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(log2)(a[i]); break;
+    case RGPU_OP_LOG10:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(log10)(a[i]); break;
+    case RGPU_OP_EXP2:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(exp2)(a[i]); break;
+    case RGPU_OP_ERFC:    for (int64_t i = 0; i < n; i++) r[i] = PW_F(erfc)(a[i]); break;
+    case RGPU_OP_LGAMMA:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(lgamma)(a[i]); break;
+    case RGPU_OP_ERFINV:  for (int64_t i = 0; i < n; i++) r[i] = PW_M(erfinv)(a[i]); break;
+    case RGPU_OP_DIGAMMA: for (int64_t i = 0; i < n; i++) r[i] = PW_M(digamma)(a[i]); break;
+    case RGPU_OP_POLYGAMMA: for (int64_t i = 0; i < n; i++) r[i] = PW_M(polygamma)(c->p.n, a[i]); break;
+    case RGPU_OP_FREXP_MANTISSA: for (int64_t i = 0; i < n; i++) r[i] = PW_M(frexp_mantissa)(a[i]); break;
+    case RGPU_OP_FREXP_EXPONENT: for (int64_t i = 0; i < n; i++) r[i] = PW_M(frexp_exponent)(a[i]); break;
+    case RGPU_OP_SIGNBIT: for (int64_t i = 0; i < n; i++) rb[i] = PW_M(signbit)(a[i]); break;
+    case RGPU_OP_ROUND_DECIMALS: {   /* ATen's order: scale, round half to even, unscale */
+        PW_T ten = (PW_T)c->p.ten_pow;
+        if (c->p.neg_decimals) for (int64_t i = 0; i < n; i++) r[i] = PW_F(nearbyint)(a[i] / ten) * ten;
+        else for (int64_t i = 0; i < n; i++) r[i] = PW_F(nearbyint)(a[i] * ten) / ten;
+        break;
+    }
 
     /* --- binary */
     case RGPU_OP_POW: {
@@ -103,6 +130,16 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_FMOD:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmod)(a[i], b[i]); break;
     case RGPU_OP_ATAN2: for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan2)(a[i], b[i]); break;
     case RGPU_OP_HYPOT: for (int64_t i = 0; i < n; i++) r[i] = PW_F(hypot)(a[i], b[i]); break;
+    /* fmax/fmin: a NaN operand loses to a number */
+    case RGPU_OP_FMAX:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmax)(a[i], b[i]); break;
+    case RGPU_OP_FMIN:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmin)(a[i], b[i]); break;
+    case RGPU_OP_COPYSIGN:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(copysign)(a[i], b[i]); break;
+    case RGPU_OP_NEXTAFTER:   /* f16/bf16: the neighbour in that type */
+        if (c->cdt == RGPU_F16 || c->cdt == RGPU_BF16)
+            for (int64_t i = 0; i < n; i++) r[i] = (PW_T)op_nextafter_half((float)a[i], (float)b[i], c->cdt == RGPU_BF16);
+        else
+            for (int64_t i = 0; i < n; i++) r[i] = PW_F(nextafter)(a[i], b[i]);
+        break;
     case RGPU_OP_DIV_MODE:
         if (c->p.mode == DIV_TRUNC) {
             for (int64_t i = 0; i < n; i++) r[i] = PW_F(trunc)(a[i] / b[i]);

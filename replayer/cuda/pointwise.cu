@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "op/pointwise.h"
+#include "op/pw_math.h"
 
 #define PW_HD static __host__ __device__ inline
 #ifdef __CUDA_ARCH__
@@ -168,8 +169,33 @@ PW_MATH2(pw_fmod, fmodf, fmod)
 PW_MATH2(pw_atan2, atan2f, atan2)
 PW_MATH2(pw_hypot, hypotf, hypot)
 PW_MATH2(pw_copysign, copysignf, copysign)
+PW_MATH1(pw_acos, acosf, acos)
+PW_MATH1(pw_asin, asinf, asin)
+PW_MATH1(pw_atan, atanf, atan)
+PW_MATH1(pw_acosh, acoshf, acosh)
+PW_MATH1(pw_asinh, asinhf, asinh)
+PW_MATH1(pw_atanh, atanhf, atanh)
+PW_MATH1(pw_sinh, sinhf, sinh)
+PW_MATH1(pw_cosh, coshf, cosh)
+PW_MATH1(pw_tan, tanf, tan)
+PW_MATH1(pw_log2, log2f, log2)
+PW_MATH1(pw_log10, log10f, log10)
+PW_MATH1(pw_exp2, exp2f, exp2)
+PW_MATH1(pw_erfc, erfcf, erfc)
+PW_MATH1(pw_lgamma, lgammaf, lgamma)
+PW_MATH1(pw_erfinv, op_erfinv_f, op_erfinv_d)
+PW_MATH1(pw_digamma, op_digamma_f, op_digamma_d)
+PW_MATH1(pw_frexp_mantissa, op_frexp_mantissa_f, op_frexp_mantissa_d)
+PW_MATH1(pw_frexp_exponent, op_frexp_exponent_f, op_frexp_exponent_d)
+PW_MATH2(pw_fmax, fmaxf, fmax)
+PW_MATH2(pw_fmin, fminf, fmin)
+PW_MATH2(pw_nextafter, nextafterf, nextafter)
 #undef PW_MATH1
 #undef PW_MATH2
+PW_HD float pw_polygamma(int64_t n, float x) { return op_polygamma_f(n, x); }
+PW_HD double pw_polygamma(int64_t n, double x) { return op_polygamma_d(n, x); }
+PW_HD bool pw_signbit(float x) { return op_signbit_f(x); }
+PW_HD bool pw_signbit(double x) { return op_signbit_d(x); }
 
 // The quiet NaN C's NAN macro gives (0x7fc00000, widened for double).
 template <typename T> PW_HD T pw_nan();
@@ -282,6 +308,30 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
         }
     case RGPU_OP_LOGICAL_NOT: rb = a == zero; return zero;
     case RGPU_OP_ISNAN:       rb = a != a; return zero;
+    case RGPU_OP_ACOS:    return pw_acos(a);
+    case RGPU_OP_ASIN:    return pw_asin(a);
+    case RGPU_OP_ATAN:    return pw_atan(a);
+    case RGPU_OP_ACOSH:   return pw_acosh(a);
+    case RGPU_OP_ASINH:   return pw_asinh(a);
+    case RGPU_OP_ATANH:   return pw_atanh(a);
+    case RGPU_OP_SINH:    return pw_sinh(a);
+    case RGPU_OP_COSH:    return pw_cosh(a);
+    case RGPU_OP_TAN:     return pw_tan(a);
+    case RGPU_OP_LOG2:    return pw_log2(a);
+    case RGPU_OP_LOG10:   return pw_log10(a);
+    case RGPU_OP_EXP2:    return pw_exp2(a);
+    case RGPU_OP_ERFC:    return pw_erfc(a);
+    case RGPU_OP_LGAMMA:  return pw_lgamma(a);
+    case RGPU_OP_ERFINV:  return pw_erfinv(a);
+    case RGPU_OP_DIGAMMA: return pw_digamma(a);
+    case RGPU_OP_POLYGAMMA: return pw_polygamma(A.p.n, a);
+    case RGPU_OP_FREXP_MANTISSA: return pw_frexp_mantissa(a);
+    case RGPU_OP_FREXP_EXPONENT: return pw_frexp_exponent(a);
+    case RGPU_OP_SIGNBIT: rb = pw_signbit(a); return zero;
+    case RGPU_OP_ROUND_DECIMALS: {   // ATen's order: scale, round half to even, unscale
+        T ten = (T)A.p.ten_pow;
+        return A.p.neg_decimals ? pw_mul(pw_nearbyint(pw_div(a, ten)), ten) : pw_div(pw_nearbyint(pw_mul(a, ten)), ten);
+    }
 
     // --- binary
     case RGPU_OP_POW:
@@ -315,6 +365,13 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_FMOD:  return pw_fmod(a, b);
     case RGPU_OP_ATAN2: return pw_atan2(a, b);
     case RGPU_OP_HYPOT: return pw_hypot(a, b);
+    // fmax/fmin: a NaN operand loses to a number
+    case RGPU_OP_FMAX:      return pw_fmax(a, b);
+    case RGPU_OP_FMIN:      return pw_fmin(a, b);
+    case RGPU_OP_COPYSIGN:  return pw_copysign(a, b);
+    case RGPU_OP_NEXTAFTER:   // f16/bf16: the neighbour in that type
+        if (A.cdt == RGPU_F16 || A.cdt == RGPU_BF16) return (T)op_nextafter_half((float)a, (float)b, A.cdt == RGPU_BF16);
+        return pw_nextafter(a, b);
     case RGPU_OP_DIV_MODE: {
         if (A.p.mode == DIV_TRUNC) return pw_trunc(pw_div(a, b));
         // div_floor_floating (ATen's BinaryOps.h)
@@ -410,6 +467,9 @@ PW_HD uint64_t pw_iop(const pw_args &A, uint64_t a, uint64_t b, uint64_t w, bool
     case RGPU_OP_POW:     return op_pw_powi(a, b);
     case RGPU_OP_MAXIMUM: return op_pw_sv(a) < op_pw_sv(b) ? b : a;
     case RGPU_OP_MINIMUM: return op_pw_sv(b) < op_pw_sv(a) ? b : a;
+    case RGPU_OP_FMAX:    return op_pw_sv(a) < op_pw_sv(b) ? b : a;
+    case RGPU_OP_FMIN:    return op_pw_sv(b) < op_pw_sv(a) ? b : a;
+    case RGPU_OP_SIGNBIT: rb = op_pw_sv(a) < 0; return 0;
     case RGPU_OP_EQ: rb = a == b; return 0;
     case RGPU_OP_NE: rb = a != b; return 0;
     case RGPU_OP_LT: rb = op_pw_sv(a) < op_pw_sv(b); return 0;
@@ -459,9 +519,9 @@ PW_HD bool pw_bop(const pw_args &A, bool a, bool b, bool w, bool cond) {
     case RGPU_OP_MUL_TENSOR: return a && b;
     case RGPU_OP_SIGN:       return a;
     case RGPU_OP_LOGICAL_NOT: case RGPU_OP_BITWISE_NOT: return !a;
-    case RGPU_OP_ISNAN:      return false;
-    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR: return a | b;
-    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND: return a & b;
+    case RGPU_OP_ISNAN: case RGPU_OP_SIGNBIT: return false;
+    case RGPU_OP_MAXIMUM: case RGPU_OP_LOGICAL_OR: case RGPU_OP_BITWISE_OR: case RGPU_OP_FMAX: return a | b;
+    case RGPU_OP_MINIMUM: case RGPU_OP_LOGICAL_AND: case RGPU_OP_BITWISE_AND: case RGPU_OP_FMIN: return a & b;
     case RGPU_OP_LOGICAL_XOR: case RGPU_OP_BITWISE_XOR: case RGPU_OP_NE: return a ^ b;
     case RGPU_OP_EQ: return a == b;
     case RGPU_OP_LT: return a < b;

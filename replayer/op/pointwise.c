@@ -1,5 +1,6 @@
 /* op/pointwise.c — pointwise op layouts, compute classes, ATen's per-op
  * dtype support and the host-side checks (op/pointwise.h). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,10 +21,17 @@ bool op_pointwise_layout_of(int op, pw_layout *L)
     case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
     case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
     case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+    case RGPU_OP_ACOS: case RGPU_OP_ASIN: case RGPU_OP_ATAN: case RGPU_OP_ACOSH: case RGPU_OP_ASINH:
+    case RGPU_OP_ATANH: case RGPU_OP_SINH: case RGPU_OP_COSH: case RGPU_OP_TAN: case RGPU_OP_LOG2:
+    case RGPU_OP_LOG10: case RGPU_OP_EXP2: case RGPU_OP_ERFC: case RGPU_OP_ERFINV: case RGPU_OP_LGAMMA:
+    case RGPU_OP_DIGAMMA: case RGPU_OP_FREXP_MANTISSA: case RGPU_OP_FREXP_EXPONENT:
         L->nargs = 1;
         return true;
-    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN:
+    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN: case RGPU_OP_SIGNBIT:
         L->nargs = 1; L->res_bool = true;
+        return true;
+    case RGPU_OP_POLYGAMMA: case RGPU_OP_ROUND_DECIMALS:   /* int n / decimals */
+        L->nargs = 2; L->own = 0;
         return true;
     case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   /* int approximate */
     case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       /* scalar value */
@@ -33,6 +41,7 @@ bool op_pointwise_layout_of(int op, pw_layout *L)
     case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
     case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
     case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2: case RGPU_OP_HYPOT:
+    case RGPU_OP_FMAX: case RGPU_OP_FMIN: case RGPU_OP_COPYSIGN: case RGPU_OP_NEXTAFTER:
         L->slots = 3u; L->nargs = 3;
         return true;
     case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
@@ -78,6 +87,11 @@ bool op_pointwise_supports(int op, int ct)
     case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
     case RGPU_OP_ATAN2: case RGPU_OP_HYPOT: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
     case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
+    case RGPU_OP_ACOS: case RGPU_OP_ASIN: case RGPU_OP_ATAN: case RGPU_OP_ACOSH: case RGPU_OP_ASINH:
+    case RGPU_OP_ATANH: case RGPU_OP_SINH: case RGPU_OP_COSH: case RGPU_OP_TAN: case RGPU_OP_LOG2:
+    case RGPU_OP_LOG10: case RGPU_OP_EXP2: case RGPU_OP_ERFC: case RGPU_OP_ERFINV: case RGPU_OP_LGAMMA:
+    case RGPU_OP_DIGAMMA: case RGPU_OP_POLYGAMMA: case RGPU_OP_ROUND_DECIMALS: case RGPU_OP_FREXP_MANTISSA:
+    case RGPU_OP_FREXP_EXPONENT: case RGPU_OP_COPYSIGN: case RGPU_OP_NEXTAFTER:
         return fl;
     case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
     case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
@@ -87,7 +101,7 @@ bool op_pointwise_supports(int op, int ct)
     case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
     case RGPU_OP_BITWISE_XOR:
         return !fl;
-    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where */
+    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where, signbit, fmax, fmin */
         return true;
     }
 }
@@ -296,6 +310,19 @@ rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool p
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: rounding mode must be int 1 (trunc) or 2 (floor)", name);
             p->mode = (int)a->v.i;
             break;
+        case RGPU_OP_POLYGAMMA:
+            if (a->kind != RGPU_ARG_INT || a->v.i < 0)
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: polygamma(n, x) does not support negative n.", name);
+            p->n = a->v.i;
+            break;
+        case RGPU_OP_ROUND_DECIMALS: {   /* ATen: 10^|decimals| in double, then in opmath */
+            if (a->kind != RGPU_ARG_INT)
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: decimals must be an int", name);
+            int64_t d = a->v.i;
+            p->neg_decimals = d < 0;
+            p->ten_pow = pow(10.0, (double)(d < 0 ? -d : d));
+            break;
+        }
         default:   /* addcmul/addcdiv value, threshold */
             if (!op_is_scalar_kind(a->kind))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);

@@ -108,6 +108,9 @@ typedef struct op_pw_params {
     int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
     double pow_exp;
     bool has_lo, has_hi;     /* CLAMP */
+    int64_t n;               /* POLYGAMMA's order */
+    bool neg_decimals;       /* ROUND_DECIMALS: decimals < 0 (divide, round, multiply) */
+    double ten_pow;          /* ROUND_DECIMALS: 10^|decimals| */
     float own_f;             /* the op's own scalar in each opmath type */
     double own_d;
     uint64_t own_i;

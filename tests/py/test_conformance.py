@@ -618,6 +618,47 @@ def _setitem(x, i, v):
     return x
 
 
+# --- issue 13: pointwise
+UNIT = [(((3, 5), "unit"),), (((2, 3, 4), "unit"),)]
+FLOAT_UNARY13 = FLOATS + [I64]                 # I64 promotes to the default float dtype
+case("trig13", lambda x: (torch.atan(x), torch.asinh(x), torch.sinh(x), torch.cosh(x), torch.tan(x)),
+     U[:2], FLOAT_UNARY13)
+case("exp2_erfc", lambda x: (torch.exp2(x), torch.erfc(x)), U[:2], FLOAT_UNARY13)
+case("lgamma_digamma", lambda x: (torch.lgamma(x), torch.digamma(x)), U[:2], FLOAT_UNARY13)
+case("unit_domain13", lambda x: (torch.acos(x), torch.asin(x), torch.atanh(x), torch.erfinv(x)), UNIT, FLOAT_UNARY13)
+case("log2_log10_acosh", lambda x: (torch.log2(x), torch.log10(x), torch.acosh(x + 1)), UPOS[:2], FLOAT_UNARY13)
+case("unary13_empty_0d_bool", lambda x: (torch.acos(x), torch.lgamma(x), torch.polygamma(2, x)), [U[2], U[3]], [F32, BOOL, I32])
+case("digamma_poles", lambda x: torch.digamma(torch.round(x) * (x > 0)), U[:1], [F32, F64])
+for n in range(5):
+    case(f"polygamma_{n}", lambda x, n=n: torch.polygamma(n, x), U[:1], [F32, F64, F16, I64])
+case("polygamma_pos", lambda x: torch.special.polygamma(3, x), UPOS[:2], [F32, F64])
+case("polygamma_", lambda x: x.clone().polygamma_(2), U[:1], [F32])
+case("mvlgamma", lambda x: torch.mvlgamma(x.abs() + 2, 3), U[:2], [F32, F64])
+case("round_decimals", lambda x: torch.round(x, decimals=2), U[:2], FLOATS + [I64])
+case("round_decimals_neg", lambda x: torch.round(x * 100, decimals=-1), U[:2], FLOATS)
+case("signbit", lambda x: torch.signbit(x * -0.0 if x.is_floating_point() else x), U[:1], ALL)
+case("signbit_values", torch.signbit, U[:2], ALL)
+case("frexp", torch.frexp, U[:2], FLOATS + [I64])
+case("frexp_special", lambda x: torch.frexp(torch.where(x > 1, x * float("inf"), x * 1e-30)), U[:1], [F32, F64])
+case("fmax", torch.fmax, B[:3], ALL)
+case("fmin", torch.fmin, B[:2], NUMS)
+case("fmax_nan", lambda a, b: torch.fmax(a.masked_fill(a > 1, float("nan")), b.masked_fill(b < -1, float("nan"))),
+     B[:2], FLOATS)
+case("fmin_nan", lambda a, b: torch.fmin(a.masked_fill(a > 1, float("nan")), b), B[:2], FLOATS)
+case("copysign", torch.copysign, B[:3], FLOATS + [I64, BOOL])
+case("copysign_scalar", lambda x: torch.copysign(x, -1.5), U[:2], FLOATS + [I64])
+case("nextafter", torch.nextafter, B[:3], FLOATS + [I64], tol={d: (0, 0) for d in FLOATS})
+case("nextafter_zero", lambda a, b: torch.nextafter(a * 0, b), B[:2], FLOATS, tol={d: (0, 0) for d in FLOATS})
+case("logaddexp2", torch.logaddexp2, B[:3], FLOATS)
+case("logit_eps", lambda x: torch.logit(torch.sigmoid(x), 1e-3), U[:2], FLOATS)
+case("scalar_first_arith", lambda x: (torch.sub(2, x), torch.add(1.5, x, alpha=2), torch.ops.aten.div.Tensor(3, x)),
+     U[:2], [F32, F64, I64])
+case("cumprod", lambda x: torch.cumprod(x, 1), U[:2], [F32, F64, I64])
+case("vander", lambda x: torch.linalg.vander(x.flatten()[:5]), U[:1], [F32, F64, I64])
+case("prims_mul_prod", lambda x: (torch.ops.prims.mul.default(x, x), torch.ops.prims.prod.default(x, [0])),
+     U[:1], [F32, I64])
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():

@@ -177,12 +177,28 @@ def _arith(op_t, op_s, alpha_pos):
         else:
             alpha = kwargs.get("alpha", 1) if alpha_pos < 0 else arg(args, kwargs, alpha_pos, "alpha", 1)
             targs = (alpha,)
+        if not isinstance(a, torch.Tensor):     # a Python scalar first: torch.sub(1, x) in decompositions
+            return _arith_scalar_first(op_t, a, b, targs, temps)
         if isinstance(b, torch.Tensor):
             if type(b) is RemoteTensor or type(a) is not RemoteTensor:
                 return op_t, (operand(a, temps), operand(b, temps)), targs, temps
             b = b.item()                        # CPU scalar tensor: a scalar op
         return op_s, (operand(a, temps),), (b,) + targs, temps
     return op_t, None, mapper
+
+
+def _arith_scalar_first(op_t, a, b, targs, temps):
+    """a OP b with a Python scalar a and a tensor b: mul, and add without alpha, as
+    b OP a; sub as rsub (a - alpha*b); otherwise a as a 0-d CPU tensor of its own
+    (exact) value, uploaded for the record, which computes in the result dtype."""
+    alpha = targs[0] if targs else 1
+    if op_t == C.OP_MUL_TENSOR or (op_t == C.OP_ADD_TENSOR and alpha == 1):
+        return (C.OP_MUL_SCALAR if op_t == C.OP_MUL_TENSOR else C.OP_ADD_SCALAR), (operand(b, temps),), \
+            (a,) + targs, temps
+    if op_t == C.OP_SUB_TENSOR:
+        return C.OP_RSUB_SCALAR, (operand(b, temps),), (a, alpha), temps
+    dt = torch.bool if type(a) is bool else torch.int64 if type(a) is int else torch.float64
+    return op_t, (operand(torch.tensor(a, dtype=dt), temps), operand(b, temps)), targs, temps
 
 
 def _alpha_pos(f):
@@ -737,6 +753,87 @@ def _composite(t, funcs, handler):
         t[f] = e
 
 
+# --- issue 13: pointwise ------------------------------------------------------------------
+# Elementary and gamma-family pointwise ops, their prims (torch._refs'
+# decompositions emit prims.*: cumprod's prims.prod, logaddexp2's prims.exp2 ...),
+# polygamma, round(decimals=), frexp (two records: mantissa, exponent).
+
+_UNARY13 = [("acos", "ACOS"), ("asin", "ASIN"), ("atan", "ATAN"), ("acosh", "ACOSH"), ("asinh", "ASINH"),
+            ("atanh", "ATANH"), ("sinh", "SINH"), ("cosh", "COSH"), ("tan", "TAN"), ("log2", "LOG2"),
+            ("log10", "LOG10"), ("exp2", "EXP2"), ("erfc", "ERFC"), ("erfinv", "ERFINV"),
+            ("lgamma", "LGAMMA"), ("digamma", "DIGAMMA"), ("signbit", "SIGNBIT")]
+_BINARY13 = [("fmax", "FMAX"), ("fmin", "FMIN"), ("copysign", "COPYSIGN"), ("nextafter", "NEXTAFTER")]
+_PRIMS13 = {"erf_inv": "ERFINV"}        # prims spelled otherwise than the aten op
+
+
+def _polygamma(npos, xpos):
+    """polygamma(n, self) / polygamma_(self, n): POLYGAMMA with the int n."""
+    def prep(args, kwargs):
+        return _compute(True, args[xpos])
+
+    def mapper(args, kwargs, dt):
+        return C.OP_POLYGAMMA, (_tid(args[xpos]),), (args[npos], dt), None
+    return C.OP_POLYGAMMA, prep, mapper
+
+
+def _round_decimals():
+    def prep(args, kwargs):
+        return _compute(False, args[0])
+
+    def mapper(args, kwargs, dt):
+        return C.OP_ROUND_DECIMALS, (_tid(args[0]),), (kwargs.get("decimals", 0), dt), None
+    return C.OP_ROUND_DECIMALS, prep, mapper
+
+
+def _frexp(func, args, kwargs):
+    """frexp(self) -> (mantissa (self's dtype), exponent (int32)): one record each."""
+    from .tensor import key_of, out_def, record_new
+    x = args[0]
+    need_remote(x, func)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    outs = []
+    for op, m in zip((C.OP_FREXP_MANTISSA, C.OP_FREXP_EXPONENT), aten.frexp.Tensor(meta_of(x))):
+        k = key_of(m)
+        outs.append(record_new(op, k, out_def(k, m.untyped_storage().nbytes()), (x._tid,), (DT[x.dtype],), m))
+    if "mantissa" in kwargs:                        # frexp.Tensor_out
+        rm, re = kwargs["mantissa"], kwargs["exponent"]
+        aten.resize_.default(rm, x.shape)
+        aten.resize_.default(re, x.shape)
+        aten.copy_.default(rm, outs[0])
+        aten.copy_.default(re, outs[1])
+        return rm, re
+    return tuple(outs)
+
+
+def _prims_prod(args, kwargs):
+    x = args[0]
+    return (_dims(x, arg(args, kwargs, 1, "dims")), False)
+
+
+def _table_pointwise13(t):
+    import torch._prims                 # noqa: F401 - registers torch.ops.prims
+    prims = torch.ops.prims
+    for name, op in _UNARY13:
+        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
+             _unary(getattr(C, "OP_" + op)))
+    for name, op in _BINARY13:
+        _put(t, _overloads(name, _BINARY_OVERLOADS) + _overloads(name + "_", _BINARY_OVERLOADS),
+             _binary_slots(getattr(C, "OP_" + op)))
+    for name, op in [(n, o) for n, o in _UNARY13 if n != "erfinv"] + list(_PRIMS13.items()) + [("round", "ROUND")]:
+        _put(t, [getattr(prims, name).default], _unary(getattr(C, "OP_" + op)))
+    for name, op in _BINARY13:
+        if hasattr(prims, name):        # no prims.copysign
+            _put(t, [getattr(prims, name).default], _binary_slots(getattr(C, "OP_" + op)))
+    _put(t, [prims.mul.default], _arith(C.OP_MUL_TENSOR, C.OP_MUL_SCALAR, None))
+    _put(t, [prims.prod.default], _fixed(C.OP_PROD, ((0, "inp"),), _prims_prod))
+    _put(t, _overloads("polygamma", ("default", "out")), _polygamma(0, 1))
+    _put(t, _overloads("polygamma_", ("default",)), _polygamma(1, 0))
+    _put(t, _overloads("round", ("decimals", "decimals_out")) + _overloads("round_", ("decimals",)),
+         _round_decimals())
+    _composite(t, _overloads("frexp", ("Tensor", "Tensor_out")) + [prims.frexp.default], _frexp)
+
+
 def _table():
     t = {}
     # arithmetic, fills and copies
@@ -904,6 +1001,7 @@ def _table():
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
     _composite(t, [aten.mv.default, aten.mv.out], _mv)
     _composite(t, [aten.dot.default, aten.dot.out], _dot)
+    _table_pointwise13(t)
     return t
 
 
