@@ -569,7 +569,21 @@ OP_FN SP_T SP_N(op_sp_igamma)(SP_T a, SP_T x)
 
 /* --- orthogonal polynomials of degree n (ATen: n < 0 gives 0; the three-term
  * recurrences stop at a NaN; Chebyshev ones of large n with |x| < 1 take
- * the trigonometric form) */
+ * the trigonometric form). The recurrences are written with fma where
+ * ATen's CPU build contracts them, so they round the same way. */
+
+/* Chebyshev's recurrence p_{k} = t p_{k-1} - p_{k-2} from p_0 = 1, p_1 = q,
+ * up to p_n (n >= 1) */
+OP_FN SP_T SP_N(op_sp_cheb_rec)(SP_T t, SP_T q, int64_t n)
+{
+    SP_T p = 1, r = q;
+    for (int64_t k = 2; k <= n && q == q; k++) {
+        r = SP_F(fma)(t, q, -p);
+        p = q;
+        q = r;
+    }
+    return r;
+}
 
 OP_FN SP_T SP_N(op_sp_cheb_t)(SP_T x, int64_t n)
 {
@@ -578,13 +592,7 @@ OP_FN SP_T SP_N(op_sp_cheb_t)(SP_T x, int64_t n)
     if (n > 6 && SP_F(fabs)(x) < 1) return SP_F(cos)((SP_T)n * SP_F(acos)(x));
     if (n == 0) return 1;
     if (n == 1) return x;
-    SP_T p = 1, q = x, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(x + x, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(x + x, x, n);
 }
 
 OP_FN SP_T SP_N(op_sp_cheb_u)(SP_T x, int64_t n)
@@ -598,13 +606,7 @@ OP_FN SP_T SP_N(op_sp_cheb_u)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return x + x;
-    SP_T p = 1, q = x + x, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(x + x, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(x + x, x + x, n);
 }
 
 OP_FN SP_T SP_N(op_sp_cheb_v)(SP_T x, int64_t n)
@@ -621,13 +623,7 @@ OP_FN SP_T SP_N(op_sp_cheb_v)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return x + x - 1;
-    SP_T p = 1, q = x + x - 1, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(x + x, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(x + x, x + x - 1, n);
 }
 
 OP_FN SP_T SP_N(op_sp_cheb_w)(SP_T x, int64_t n)
@@ -645,13 +641,7 @@ OP_FN SP_T SP_N(op_sp_cheb_w)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return x + x + 1;
-    SP_T p = 1, q = x + x + 1, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(x + x, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(x + x, x + x + 1, n);
 }
 
 /* shifted Chebyshev: the above at u = 2x - 1, with ATen's own special
@@ -665,13 +655,7 @@ OP_FN SP_T SP_N(op_sp_scheb_t)(SP_T x, int64_t n)
     if (n > 6 && SP_F(fabs)(u) < 1) return SP_F(cos)((SP_T)n * SP_F(acos)(u));
     if (n == 0) return 1;
     if (n == 1) return u;
-    SP_T p = 1, q = u, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(u + u, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(u + u, u, n);
 }
 
 OP_FN SP_T SP_N(op_sp_scheb_u)(SP_T x, int64_t n)
@@ -687,13 +671,7 @@ OP_FN SP_T SP_N(op_sp_scheb_u)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return u + u;
-    SP_T p = 1, q = u + u, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(u + u, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(u + u, u + u, n);
 }
 
 OP_FN SP_T SP_N(op_sp_scheb_v)(SP_T x, int64_t n)
@@ -709,13 +687,7 @@ OP_FN SP_T SP_N(op_sp_scheb_v)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return u + u - 1;
-    SP_T p = 1, q = u + u - 1, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(u + u, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(u + u, u + u - 1, n);
 }
 
 OP_FN SP_T SP_N(op_sp_scheb_w)(SP_T x, int64_t n)
@@ -731,13 +703,7 @@ OP_FN SP_T SP_N(op_sp_scheb_w)(SP_T x, int64_t n)
     }
     if (n == 0) return 1;
     if (n == 1) return u + u + 1;
-    SP_T p = 1, q = u + u + 1, r = q;
-    for (int64_t k = 2; k <= n && q == q; k++) {
-        r = SP_F(fma)(u + u, q, -p);
-        p = q;
-        q = r;
-    }
-    return r;
+    return SP_N(op_sp_cheb_rec)(u + u, u + u + 1, n);
 }
 
 /* Hermite: NaN above degree 128 (float) / 512 (double), as ATen */
