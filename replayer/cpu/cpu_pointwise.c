@@ -23,6 +23,7 @@
 #include "cpu_internal.h"
 #include "op/pointwise.h"
 #include "op/pw_math.h"
+#include "op/special_math.h"
 
 #define CHUNK CPU_CHUNK
 #define PW_MAX_OPS (1 + PW_MAX_IN)
@@ -52,24 +53,28 @@ typedef struct pw_ctx {
 #define PW_OWN p.own_f
 #define PW_M(fn) op_##fn##_f
 #define PW_KERNEL kern_f32
+#define PW_SPECIAL op_special_f
 #include "cpu_pointwise_float.h"
 #undef PW_T
 #undef PW_F
 #undef PW_OWN
 #undef PW_M
 #undef PW_KERNEL
+#undef PW_SPECIAL
 
 #define PW_T double
 #define PW_F(fn) fn
 #define PW_OWN p.own_d
 #define PW_M(fn) op_##fn##_d
 #define PW_KERNEL kern_f64
+#define PW_SPECIAL op_special_d
 #include "cpu_pointwise_float.h"
 #undef PW_T
 #undef PW_F
 #undef PW_OWN
 #undef PW_M
 #undef PW_KERNEL
+#undef PW_SPECIAL
 
 /* ---------------------------------------------------------------------------
  * Integer compute loops: values are int64 held as uint64 so + - * wrap

@@ -30,6 +30,7 @@
 
 #include "op/pointwise.h"
 #include "op/pw_math.h"
+#include "op/special_math.h"
 
 #define PW_HD static __host__ __device__ inline
 #ifdef __CUDA_ARCH__
@@ -534,11 +535,16 @@ PW_HD bool pw_bop(const pw_args &A, bool a, bool b, bool w, bool cond) {
 }
 
 // ---------------------------------------------------------------------------
+// Issue 13's special functions (op/special_math.h, the CPU's very code): a
+// kernel of their own (SP), so the training ops' kernel stays small.
+PW_HD float pw_special(int op, float a, float b) { return op_special_f(op, a, b); }
+PW_HD double pw_special(int op, double a, double b) { return op_special_d(op, a, b); }
+
 // One element: load the inputs into the compute type (rounded / wrapped to
 // the compute dtype where the CPU does), compute, store into out's dtype.
 // off[k]: byte offset of operand k.
 
-template <int CT>
+template <int CT, bool SP>
 PW_HD void pw_elem(const pw_args &A, const long long *off) {
     char *o = A.base[0] + off[0];
     bool cond = false, rb = false;
@@ -554,7 +560,9 @@ PW_UNROLL
             if constexpr (CT == OP_CT_F32) { if (A.fix_in[k]) v = (T)pw_round_half((float)v, A.cdt); }
             x[k - 1] = v;
         }
-        T r = pw_fop<T>(A, x[0], x[1], x[2], cond, rb);
+        T r;
+        if constexpr (SP) r = pw_special(A.op, x[0], x[1]);
+        else r = pw_fop<T>(A, x[0], x[1], x[2], cond, rb);
         if (A.res_bool) { op_store_u64(o, A.dt[0], rb); return; }
         if constexpr (CT == OP_CT_F32) {
             if (A.fix_out) r = (T)pw_round_half((float)r, A.cdt);
@@ -592,7 +600,7 @@ PW_UNROLL
 }
 
 // Linear index i (row-major over the iteration dims) -> byte offsets.
-template <int CT, bool ONED>
+template <int CT, bool ONED, bool SP>
 PW_HD void pw_apply(const pw_args &A, long long i) {
     long long off[PW_NOPS];
     if (ONED) {
@@ -609,14 +617,14 @@ PW_UNROLL
             for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
         }
     }
-    pw_elem<CT>(A, off);
+    pw_elem<CT, SP>(A, off);
 }
 
-template <int CT, bool ONED>
+template <int CT, bool ONED, bool SP = false>
 __global__ void __launch_bounds__(PW_THREADS) pw_kernel(const __grid_constant__ pw_args A) {
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < A.numel; i += stride)
-        pw_apply<CT, ONED>(A, i);
+        pw_apply<CT, ONED, SP>(A, i);
 }
 
 // ---------------------------------------------------------------------------
@@ -882,6 +890,17 @@ static unsigned pw_blocks(long long numel) {
 static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
     unsigned nb = pw_blocks(A.numel);
     bool oned = A.ndim == 1;
+    if (op_special_nin(A.op) != 0) {   // issue 13: special functions (floating only)
+        if (A.ct == OP_CT_F64) {
+            if (oned) pw_kernel<OP_CT_F64, true, true><<<nb, PW_THREADS, 0, s>>>(A);
+            else pw_kernel<OP_CT_F64, false, true><<<nb, PW_THREADS, 0, s>>>(A);
+        } else {
+            if (oned) pw_kernel<OP_CT_F32, true, true><<<nb, PW_THREADS, 0, s>>>(A);
+            else pw_kernel<OP_CT_F32, false, true><<<nb, PW_THREADS, 0, s>>>(A);
+        }
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     switch (A.ct) {
     case OP_CT_F32:
         if (oned) pw_kernel<OP_CT_F32, true><<<nb, PW_THREADS, 0, s>>>(A);

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "pointwise.h"
+#include "special_math.h"
 
 /* ---------------------------------------------------------------------------
  * Op layouts */
@@ -61,7 +62,12 @@ bool op_pointwise_layout_of(int op, pw_layout *L)
         L->slots = 4u; L->nargs = 4;
         return true;
     default:
-        return false;
+        break;
+    }
+    switch (op_special_nin(op)) {   /* issue 13: special functions (x) and (t|s, t|s) */
+    case 1: L->nargs = 1; return true;
+    case 2: L->slots = 3u; L->nargs = 3; return true;
+    default: return false;
     }
 }
 
@@ -101,8 +107,9 @@ bool op_pointwise_supports(int op, int ct)
     case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
     case RGPU_OP_BITWISE_XOR:
         return !fl;
-    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where, signbit, fmax, fmin */
-        return true;
+    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where, signbit, fmax, fmin;
+                  special functions */
+        return op_special_nin(op) == 0 || fl;
     }
 }
 
@@ -297,6 +304,8 @@ rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool p
 {
     const char *name = rgpu_op_name(e->op);
     memset(p, 0, sizeof *p);
+    if ((cdt == RGPU_F16 || cdt == RGPU_BF16) && op_special_nin(e->op) && !op_special_takes_half(e->op))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(cdt));
     if (L->own >= 0) {
         const rgpu_arg *a = &e->args[L->own];
         switch (e->op) {

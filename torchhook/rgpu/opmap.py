@@ -733,6 +733,37 @@ _BINARY = [("pow", "POW"), ("maximum", "MAXIMUM"), ("minimum", "MINIMUM"), ("eq"
 _BINARY_OVERLOADS = ("default", "out", "Tensor", "Scalar", "Scalar_Tensor", "Tensor_out",
                      "Scalar_out", "Scalar_Tensor_out", "Tensor_Tensor", "Tensor_Scalar",
                      "Tensor_Tensor_out", "Tensor_Scalar_out")
+# --- issue 13: special (special functions: replayer/op/special_math.h) ---
+# one-input ops (x) and two-input ops whose either input may be a scalar: igamma(a, x),
+# zeta(x, q), the polynomials (x, n); all promote integer inputs to the default float dtype
+_SPECIAL_UNARY = [("special_erfcx", "SPECIAL_ERFCX"), ("special_ndtri", "SPECIAL_NDTRI"),
+                  ("special_log_ndtr", "SPECIAL_LOG_NDTR"), ("i0", "I0"), ("special_i0e", "SPECIAL_I0E"),
+                  ("special_i1", "SPECIAL_I1"), ("special_i1e", "SPECIAL_I1E"),
+                  ("special_bessel_j0", "SPECIAL_BESSEL_J0"), ("special_bessel_j1", "SPECIAL_BESSEL_J1"),
+                  ("special_bessel_y0", "SPECIAL_BESSEL_Y0"), ("special_bessel_y1", "SPECIAL_BESSEL_Y1"),
+                  ("special_modified_bessel_i0", "SPECIAL_MODIFIED_BESSEL_I0"),
+                  ("special_modified_bessel_i1", "SPECIAL_MODIFIED_BESSEL_I1"),
+                  ("special_modified_bessel_k0", "SPECIAL_MODIFIED_BESSEL_K0"),
+                  ("special_modified_bessel_k1", "SPECIAL_MODIFIED_BESSEL_K1"),
+                  ("special_scaled_modified_bessel_k0", "SPECIAL_SCALED_MODIFIED_BESSEL_K0"),
+                  ("special_scaled_modified_bessel_k1", "SPECIAL_SCALED_MODIFIED_BESSEL_K1"),
+                  ("special_spherical_bessel_j0", "SPECIAL_SPHERICAL_BESSEL_J0"),
+                  ("special_airy_ai", "SPECIAL_AIRY_AI")]
+_SPECIAL_BINARY = [("igamma", "IGAMMA"), ("igammac", "IGAMMAC"), ("special_zeta", "SPECIAL_ZETA"),
+                   ("special_chebyshev_polynomial_t", "SPECIAL_CHEBYSHEV_POLYNOMIAL_T"),
+                   ("special_chebyshev_polynomial_u", "SPECIAL_CHEBYSHEV_POLYNOMIAL_U"),
+                   ("special_chebyshev_polynomial_v", "SPECIAL_CHEBYSHEV_POLYNOMIAL_V"),
+                   ("special_chebyshev_polynomial_w", "SPECIAL_CHEBYSHEV_POLYNOMIAL_W"),
+                   ("special_shifted_chebyshev_polynomial_t", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_T"),
+                   ("special_shifted_chebyshev_polynomial_u", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_U"),
+                   ("special_shifted_chebyshev_polynomial_v", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_V"),
+                   ("special_shifted_chebyshev_polynomial_w", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_W"),
+                   ("special_hermite_polynomial_h", "SPECIAL_HERMITE_POLYNOMIAL_H"),
+                   ("special_hermite_polynomial_he", "SPECIAL_HERMITE_POLYNOMIAL_HE"),
+                   ("special_laguerre_polynomial_l", "SPECIAL_LAGUERRE_POLYNOMIAL_L"),
+                   ("special_legendre_polynomial_p", "SPECIAL_LEGENDRE_POLYNOMIAL_P")]
+_SPECIAL_OVERLOADS = ("default", "out", "self_scalar", "other_scalar", "self_scalar_out", "other_scalar_out",
+                      "x_scalar", "n_scalar", "x_scalar_out", "n_scalar_out")
 
 
 def _put(t, funcs, spec, overlap=True, pre=None):
@@ -857,6 +888,13 @@ def _table():
              _unary(getattr(C, "OP_" + op), own))
     for name, op in _BINARY:
         _put(t, _overloads(name, _BINARY_OVERLOADS) + _overloads(name + "_", _BINARY_OVERLOADS),
+             _binary_slots(getattr(C, "OP_" + op)))
+    # --- issue 13: special
+    for name, op in _SPECIAL_UNARY:
+        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
+             _unary(getattr(C, "OP_" + op)))
+    for name, op in _SPECIAL_BINARY:
+        _put(t, _overloads(name, _SPECIAL_OVERLOADS) + _overloads(name + "_", ("default",)),
              _binary_slots(getattr(C, "OP_" + op)))
     _put(t, [aten.max.other, aten.max.out], _binary_slots(C.OP_MAXIMUM))
     _put(t, [aten.min.other, aten.min.out], _binary_slots(C.OP_MINIMUM))
