@@ -16,6 +16,8 @@ import threading
 import torch
 from torch._decomp import decomposition_table
 
+from . import decomp_sample as _decomp_sample
+
 aten = torch.ops.aten
 
 _COUNTS = {}
@@ -182,6 +184,7 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten._thnn_fused_gru_cell.default: _fused_gru_cell,
         aten._thnn_fused_gru_cell_backward.default: _fused_gru_cell_backward}
 _OWN_BY_NAME = {"prims::fma": _fma}       # prims register late (torch._prims)
+_OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 
 
 # --- _foreach_* ------------------------------------------------------------------------

@@ -1,0 +1,516 @@
+"""Decompositions of pooling, upsampling and 3-d convolution (issue 13, conv-pool-sample).
+
+Everything here is separable or an index scatter, so it needs no kernel of
+its own:
+  max-pool backward (max_pool3d, adaptive_max_pool2d/3d, fractional_max_pool2d/3d):
+      a scatter_add of grad into x's flattened spatial dims at the saved indices
+  adaptive_max_pool2d (any sizes): gathered windows, max over the window dim
+  upsample_* (nearest, nearest-exact, linear, bilinear, bicubic, trilinear,
+  anti-aliased) forward and backward, avg_pool3d and adaptive_avg_pool3d
+  forward and backward: per spatial dim a (out, in) interpolation matrix M,
+      y = M x along that dim, dx = M^T dy. M comes from PyTorch's own CPU
+      kernel run on a one-hot input (so its indices and weights are ATen's,
+      bit for bit), on the host; the device sees a few uploads, index_select /
+      index_add per tap (or a matmul when a row has many taps)
+  fractional_max_pool2d/3d: window starts from the samples on the device
+  conv3d / conv_transpose3d and their backward: one 2-d convolution per
+      kernel depth tap, the output depth folded into the batch.
+TABLE maps each aten overload to its function; decomp.py merges it."""
+import functools
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _acc_dtype(dt):
+    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+
+def _upload(t, device):
+    return t.to(device)
+
+
+# --- per-dim linear maps ---------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def _matrix(kind, n_in, n_out, extra, dtype):
+    """(n_out, n_in) CPU matrix of one spatial dim of a separable op, from ATen's
+    CPU kernel on a one-hot input: channel c holds e_c along the dim."""
+    x = torch.eye(n_in, dtype=dtype).unsqueeze(0)           # (1, C=n_in, L=n_in)
+    if kind[0] == "up":                                       # ("up", aten op name, sp)
+        op, sp = kind[1], kind[2]
+        # the dim measured is put last; the other dims are size 1 (in and out)
+        xs = x.reshape((1, n_in) + (1,) * (sp - 1) + (n_in,))
+        out_size = [1] * (sp - 1) + [n_out]
+        align, scale = extra
+        scales = [None] * (sp - 1) + [scale]
+        f = getattr(aten, op).default
+        if align is None:
+            y = f(xs, out_size, *scales)
+        else:
+            y = f(xs, out_size, align, *scales)
+    elif kind[0] == "avg":                                    # ("avg",)
+        k, s, p, ceil, cip = extra
+        y = torch.nn.functional.avg_pool1d(x, k, s, p, ceil, cip)
+    else:                                                     # ("adaptive_avg",)
+        y = torch.nn.functional.adaptive_avg_pool1d(x, n_out)
+    y = y.reshape(n_in, n_out)
+    assert y.shape[1] == n_out
+    return y.t().contiguous()
+
+
+@functools.lru_cache(maxsize=256)
+def _taps(M):
+    """M (n_out, n_in) as T taps: idx (T, n_out) int64, w (T, n_out), or None
+    when a row has more than 4 taps (then a matmul is used)."""
+    nz = M != 0
+    T = int(nz.sum(1).max()) if M.numel() else 0
+    if T > 4:
+        return None
+    T = max(T, 1)
+    n_out = M.shape[0]
+    idx = torch.zeros(T, n_out, dtype=torch.int64)
+    w = torch.zeros(T, n_out, dtype=M.dtype)
+    for o in range(n_out):
+        cols = nz[o].nonzero().flatten().tolist()
+        for t, c in enumerate(cols):
+            idx[t, o] = c
+            w[t, o] = M[o, c]
+    return idx, w
+
+
+def _apply(x, dim, M, transpose):
+    """x with dim mapped by M (n_out, n_in): y = M x, or M^T x when transpose."""
+    n_out, n_in = M.shape
+    size_out = n_in if transpose else n_out
+    acc = _acc_dtype(x.dtype)
+    shape = list(x.shape)
+    shape[dim] = size_out
+    if x.numel() == 0 or size_out == 0 or x.shape[dim] == 0:
+        return x.new_zeros(shape, dtype=acc)
+    tp = _taps(M)
+    wshape = [1] * x.dim()
+    if tp is None:
+        Md = _upload(M.to(acc), x.device)
+        xm = x.to(acc).movedim(dim, -1)
+        y = xm @ (Md if transpose else Md.t())
+        return y.movedim(-1, dim)
+    idx, w = tp
+    idx_d = _upload(idx, x.device)
+    w_d = _upload(w.to(acc), x.device)
+    wshape[dim] = n_out
+    if not transpose:
+        y = None
+        for t in range(idx.shape[0]):
+            term = x.index_select(dim, idx_d[t]).to(acc) * w_d[t].reshape(wshape)
+            y = term if y is None else y + term
+        return y
+    y = x.new_zeros(shape, dtype=acc)
+    for t in range(idx.shape[0]):
+        y = y.index_add(dim, idx_d[t], x.to(acc) * w_d[t].reshape(wshape))
+    return y
+
+
+def _separable(x, mats, transpose, out_dtype):
+    sp = len(mats)
+    y = x
+    for j in range(sp):
+        y = _apply(y, x.dim() - sp + j, mats[j], transpose)
+    return y.to(out_dtype)
+
+
+def _scalar_or_none(s):
+    return None if s is None else float(s)
+
+
+# --- upsample ---------------------------------------------------------------------------
+
+def _up_mats(op, sp, in_sizes, out_sizes, align, scales, dtype):
+    dt = torch.float64 if dtype == torch.float64 else torch.float32
+    scales = list(scales) if scales is not None else [None] * sp
+    return [_matrix(("up", op, sp), int(in_sizes[j]), int(out_sizes[j]),
+                    (align, _scalar_or_none(scales[j])), dt) for j in range(sp)]
+
+
+def _upsample_fwd(op, sp, has_align):
+    def f(x, output_size, *rest):
+        align = rest[0] if has_align else None
+        scales = rest[1:] if has_align else rest
+        scales = list(scales) + [None] * (sp - len(scales))
+        mats = _up_mats(op, sp, x.shape[-sp:], output_size, align, scales, x.dtype)
+        return _separable(x, mats, False, x.dtype)
+    return f
+
+
+def _upsample_bwd(op, sp, has_align):
+    def f(grad, output_size, input_size, *rest):
+        align = rest[0] if has_align else None
+        scales = rest[1:] if has_align else rest
+        scales = list(scales) + [None] * (sp - len(scales))
+        mats = _up_mats(op, sp, input_size[-sp:], output_size, align, scales, grad.dtype)
+        return _separable(grad, mats, True, grad.dtype)
+    return f
+
+
+# --- avg pooling ----------------------------------------------------------------------
+
+def _tuple(v, n):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * n if len(v) == 1 else v
+
+
+def _avg_mats(x_sizes, kernel, stride, padding, ceil_mode, cip, dtype):
+    sp = len(x_sizes)
+    k = _tuple(kernel, sp)
+    s = _tuple(stride, sp) if stride else k
+    p = _tuple(padding, sp)
+    dt = torch.float64 if dtype == torch.float64 else torch.float32
+    mats = []
+    for j in range(sp):
+        # n_out is what avg_pool1d gives; found by a probe through the cache key
+        probe = torch.nn.functional.avg_pool1d(torch.zeros(1, 1, int(x_sizes[j]), dtype=dt), k[j], s[j], p[j],
+                                               ceil_mode, cip)
+        mats.append(_matrix(("avg",), int(x_sizes[j]), probe.shape[-1],
+                            (int(k[j]), int(s[j]), int(p[j]), bool(ceil_mode), bool(cip)), dt))
+    return mats
+
+
+def _divisor_fix(mats, divisor_override):
+    """With divisor_override: every tap weighs 1/divisor overall (1 per dim, then
+    one scale)."""
+    if divisor_override is None:
+        return mats, 1.0
+    return [(m != 0).to(m.dtype) for m in mats], 1.0 / float(divisor_override)
+
+
+def _avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    mats = _avg_mats(x.shape[-3:], kernel_size, stride, padding, ceil_mode, count_include_pad, x.dtype)
+    mats, scale = _divisor_fix(mats, divisor_override)
+    y = _separable(x, mats, False, _acc_dtype(x.dtype))
+    if scale != 1.0:
+        y = y * scale
+    return y.to(x.dtype)
+
+
+def _avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    mats = _avg_mats(x.shape[-3:], kernel_size, stride, padding, ceil_mode, count_include_pad, x.dtype)
+    mats, scale = _divisor_fix(mats, divisor_override)
+    y = _separable(grad, mats, True, _acc_dtype(grad.dtype))
+    if scale != 1.0:
+        y = y * scale
+    return y.to(grad.dtype)
+
+
+def _adaptive_avg_mats(in_sizes, out_sizes, dtype):
+    dt = torch.float64 if dtype == torch.float64 else torch.float32
+    return [_matrix(("adaptive_avg",), int(i), int(o), None, dt) for i, o in zip(in_sizes, out_sizes)]
+
+
+def _adaptive_avg_pool3d(x, output_size):
+    mats = _adaptive_avg_mats(x.shape[-3:], output_size, x.dtype)
+    return _separable(x, mats, False, x.dtype)
+
+
+def _adaptive_avg_pool3d_backward(grad, x):
+    mats = _adaptive_avg_mats(x.shape[-3:], grad.shape[-3:], x.dtype)
+    return _separable(grad, mats, True, grad.dtype)
+
+
+# --- max pooling ----------------------------------------------------------------------
+
+def _max_backward_from_indices(grad, x, indices, sp):
+    """dx: grad scattered (added) into x's flattened spatial dims at indices."""
+    lead = list(x.shape[:-sp])
+    n = 1
+    for s in x.shape[-sp:]:
+        n *= s
+    acc = _acc_dtype(grad.dtype)
+    out = grad.new_zeros(lead + [n], dtype=acc)
+    if grad.numel() > 0:
+        out = out.scatter_add(-1, indices.flatten(-sp), grad.to(acc).flatten(-sp))
+    return out.reshape(x.shape).to(grad.dtype)
+
+
+def _max_pool3d_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _max_backward_from_indices(grad, x, indices, 3)
+
+
+def _adaptive_max_pool2d_backward(grad, x, indices):
+    return _max_backward_from_indices(grad, x, indices, 2)
+
+
+def _adaptive_max_pool3d_backward(grad, x, indices):
+    return _max_backward_from_indices(grad, x, indices, 3)
+
+
+def _fractional_backward(sp):
+    def f(grad, x, kernel_size, output_size, indices):
+        return _max_backward_from_indices(grad, x, indices, sp)
+    return f
+
+
+def _window_max(x, pos, sp):
+    """pos[j]: (.., out_j, k_j) int64 positions along spatial dim j, broadcastable
+    against x's leading dims (shape lead + [out_j, k_j] or [out_j, k_j]). Returns
+    (values, flat indices) of the max over each window, the first max in window
+    order (row-major), a NaN winning."""
+    sizes = list(x.shape[-sp:])
+    lead = list(x.shape[:-sp])
+    nl = len(lead)
+    # flat index of every window element: lead + [o_0.., k_0..] -> lead + [o.., K]
+    flat = None
+    for j in range(sp):
+        p = pos[j]
+        stride_j = 1
+        for s in sizes[j + 1:]:
+            stride_j *= s
+        # p has shape (lead or 1s) + [o_j, k_j]; place o_j at out slot j, k_j at k slot j
+        pl = list(p.shape[:-2])
+        shape = pl + [1] * (2 * sp)
+        shape[len(pl) + j] = p.shape[-2]
+        shape[len(pl) + sp + j] = p.shape[-1]
+        term = p.reshape(shape) * stride_j
+        flat = term if flat is None else flat + term
+    outs = [pos[j].shape[-2] for j in range(sp)]
+    ks = [pos[j].shape[-1] for j in range(sp)]
+    K = 1
+    for k in ks:
+        K *= k
+    full = lead + outs + ks
+    if flat.dim() < len(full):
+        flat = flat.reshape([1] * (len(full) - flat.dim()) + list(flat.shape))
+    flat = flat.expand(full).reshape(lead + outs + [K])
+    n = 1
+    for s in sizes:
+        n *= s
+    xf = x.reshape(lead + [n])
+    no = 1
+    for o in outs:
+        no *= o
+    vals = xf.gather(-1, flat.reshape(lead + [no * K])).reshape(lead + outs + [K])
+    # NaN wins: a NaN maps to +inf for the argmax, and keeps NaN as value
+    isn = vals != vals
+    key = vals.masked_fill(isn, float("inf")) if vals.is_floating_point() else vals
+    amax = key.argmax(-1, keepdim=True)
+    v = vals.gather(-1, amax).squeeze(-1)
+    i = flat.gather(-1, amax).squeeze(-1)
+    return v, i
+
+
+def _adaptive_positions(n_in, n_out, device):
+    starts = [(o * n_in) // n_out for o in range(n_out)]
+    ends = [-((-(o + 1) * n_in) // n_out) for o in range(n_out)]
+    k = max(e - s for s, e in zip(starts, ends))
+    pos = torch.tensor([[min(s + t, e - 1) for t in range(k)] for s, e in zip(starts, ends)], dtype=torch.int64)
+    return _upload(pos, device)
+
+
+def _adaptive_max_pool(x, output_size, sp):
+    output_size = _tuple(output_size, sp)
+    if any(o == 0 for o in output_size) or x.numel() == 0:
+        shape = list(x.shape[:-sp]) + list(output_size)
+        return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+    pos = [_adaptive_positions(int(x.shape[-sp + j]), int(output_size[j]), x.device) for j in range(sp)]
+    return _window_max(x, pos, sp)
+
+
+def _adaptive_max_pool2d(x, output_size):
+    return _adaptive_max_pool(x, output_size, 2)
+
+
+def _adaptive_max_pool3d(x, output_size):
+    return _adaptive_max_pool(x, output_size, 3)
+
+
+def _fractional(sp):
+    def f(x, kernel_size, output_size, random_samples):
+        ks = _tuple(kernel_size, sp)
+        outs = _tuple(output_size, sp)
+        batched = x.dim() == sp + 2
+        xb = x if batched else x.unsqueeze(0)
+        samples = random_samples if random_samples.dim() == 3 else random_samples.unsqueeze(0)
+        N, C = xb.shape[0], xb.shape[1]
+        if xb.numel() == 0 or any(o == 0 for o in outs):
+            shape = [N, C] + list(outs)
+            v, i = xb.new_empty(shape), xb.new_empty(shape, dtype=torch.int64)
+        else:
+            pos = []
+            for j in range(sp):
+                n_in, n_out, k = int(xb.shape[2 + j]), int(outs[j]), int(ks[j])
+                # ATen's sample order: (W, H) in 2-d, (T, H, W) in 3-d
+                u = samples[:, :, 1 - j if sp == 2 else j]              # (N, C)
+                if n_out == 1:
+                    starts = xb.new_full((N, C, 1), n_in - k, dtype=torch.int64)
+                else:
+                    alpha = torch.tensor((n_in - k), dtype=samples.dtype) / torch.tensor(n_out - 1,
+                                                                                          dtype=samples.dtype)
+                    alpha = float(alpha)
+                    i = torch.arange(n_out - 1, dtype=samples.dtype).to(xb.device)
+                    a = ((i + u.unsqueeze(-1)) * alpha).to(torch.int64)
+                    b = (u * alpha).to(torch.int64).unsqueeze(-1)
+                    last = xb.new_full((N, C, 1), n_in - k, dtype=torch.int64)
+                    starts = torch.cat([a - b, last], -1)
+                ar = torch.arange(k, dtype=torch.int64).to(xb.device)
+                pos.append(starts.unsqueeze(-1) + ar)                     # (N, C, out, k)
+            v, i = _window_max(xb, pos, sp)
+        if not batched:
+            v, i = v.squeeze(0), i.squeeze(0)
+        return v, i
+    return f
+
+
+# --- 3-d convolution -----------------------------------------------------------------
+
+def _is_3d(w):
+    return w.dim() == 5
+
+
+def _conv3d_fwd(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """convolution on 5-d x, w: per kernel depth tap kd one 2-d convolution with
+    the depth in the batch."""
+    N, C, D = x.shape[0], x.shape[1], x.shape[2]
+    KD = w.shape[2]
+    sd, pd, dd, opd = int(stride[0]), int(padding[0]), int(dilation[0]), int(output_padding[0])
+    s2, p2, d2, op2 = list(stride[1:]), list(padding[1:]), list(dilation[1:]), list(output_padding[1:])
+    if not transposed:
+        O = w.shape[0]
+        Do = (D + 2 * pd - dd * (KD - 1) - 1) // sd + 1
+        xp = x
+        if pd:
+            xp = torch.nn.functional.pad(x, (0, 0, 0, 0, pd, pd))
+        y = None
+        for kd in range(KD):
+            start = kd * dd
+            xs = xp[:, :, start:start + (Do - 1) * sd + 1:sd]          # (N, C, Do, H, W)
+            x2 = xs.transpose(1, 2).reshape(N * Do, C, xs.shape[3], xs.shape[4])
+            t = aten.convolution.default(x2, w[:, :, kd], None, s2, p2, d2, False, op2, groups)
+            y = t if y is None else y + t
+        Ho, Wo = y.shape[2], y.shape[3]
+        y = y.reshape(N, Do, O, Ho, Wo).transpose(1, 2)
+        if bias is not None:
+            y = y + bias.reshape(1, O, 1, 1, 1)
+        return y.contiguous()
+    # transposed: w is (C_in, O/groups, KD, KH, KW)
+    O = w.shape[1] * groups
+    Dfull = (D - 1) * sd + dd * (KD - 1) + 1 + opd
+    Do = Dfull - 2 * pd
+    x2 = x.transpose(1, 2).reshape(N * D, C, x.shape[3], x.shape[4])
+    y = None
+    for kd in range(KD):
+        t = aten.convolution.default(x2, w[:, :, kd], None, s2, p2, d2, True, op2, groups)
+        Ho, Wo = t.shape[2], t.shape[3]
+        t = t.reshape(N, D, O, Ho, Wo).transpose(1, 2)
+        if y is None:
+            y = t.new_zeros(N, O, Dfull, Ho, Wo)
+        start = kd * dd
+        idx = torch.arange(start, start + (D - 1) * sd + 1, sd, dtype=torch.int64).to(x.device)
+        y = y.index_add(2, idx, t)
+    y = y[:, :, pd:pd + Do]
+    if bias is not None:
+        y = y + bias.reshape(1, O, 1, 1, 1)
+    return y.contiguous()
+
+
+def _conv3d_bwd(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
+    N, C, D = x.shape[0], x.shape[1], x.shape[2]
+    KD = w.shape[2]
+    sd, pd, dd = int(stride[0]), int(padding[0]), int(dilation[0])
+    s2, p2, d2, op2 = list(stride[1:]), list(padding[1:]), list(dilation[1:]), list(output_padding[1:])
+    dx = dw = db = None
+    if mask[2]:
+        db = grad.sum((0, 2, 3, 4))
+    if not transposed:
+        O, Do = grad.shape[1], grad.shape[2]
+        g2 = grad.transpose(1, 2).reshape(N * Do, O, grad.shape[3], grad.shape[4])
+        xp = torch.nn.functional.pad(x, (0, 0, 0, 0, pd, pd)) if pd else x
+        Dp = xp.shape[2]
+        dxp = None
+        dws = []
+        for kd in range(KD):
+            start = kd * dd
+            xs = xp[:, :, start:start + (Do - 1) * sd + 1:sd]
+            x2 = xs.transpose(1, 2).reshape(N * Do, C, xs.shape[3], xs.shape[4])
+            r = aten.convolution_backward.default(g2, x2, w[:, :, kd].contiguous(), None, s2, p2, d2, False, op2,
+                                                  groups, [bool(mask[0]), bool(mask[1]), False])
+            if mask[0]:
+                t = r[0].reshape(N, Do, C, x.shape[3], x.shape[4]).transpose(1, 2)
+                if dxp is None:
+                    dxp = t.new_zeros(N, C, Dp, x.shape[3], x.shape[4])
+                idx = torch.arange(start, start + (Do - 1) * sd + 1, sd, dtype=torch.int64).to(x.device)
+                dxp = dxp.index_add(2, idx, t)
+            if mask[1]:
+                dws.append(r[1])
+        if mask[0]:
+            dx = dxp[:, :, pd:pd + D].contiguous()
+        if mask[1]:
+            dw = torch.stack(dws, 2)
+        return dx, dw, db
+    # transposed: forward was y_full[:, :, kd*dd + id*sd] += convT2d(x[:, :, id], w[:, :, kd])
+    O = grad.shape[1]
+    gp = torch.nn.functional.pad(grad, (0, 0, 0, 0, pd, pd)) if pd else grad
+    x2 = x.transpose(1, 2).reshape(N * D, C, x.shape[3], x.shape[4])
+    dx2 = None
+    dws = []
+    for kd in range(KD):
+        start = kd * dd
+        gs = gp[:, :, start:start + (D - 1) * sd + 1:sd]                   # (N, O, D, Ho, Wo)
+        if gs.shape[2] < D:                                                  # output padding cut it short
+            gs = torch.nn.functional.pad(gs, (0, 0, 0, 0, 0, D - gs.shape[2]))
+        g2 = gs.transpose(1, 2).reshape(N * D, O, gs.shape[3], gs.shape[4])
+        r = aten.convolution_backward.default(g2, x2, w[:, :, kd].contiguous(), None, s2, p2, d2, True, op2,
+                                              groups, [bool(mask[0]), bool(mask[1]), False])
+        if mask[0]:
+            dx2 = r[0] if dx2 is None else dx2 + r[0]
+        if mask[1]:
+            dws.append(r[1])
+    if mask[0]:
+        dx = dx2.reshape(N, D, C, x.shape[3], x.shape[4]).transpose(1, 2).contiguous()
+    if mask[1]:
+        dw = torch.stack(dws, 2)
+    return dx, dw, db
+
+
+def conv3d_pre(handler, func, args, kwargs):
+    """opmap's pre-pass of convolution and convolution_backward: 5-d weights
+    (3-d convolution) decompose into 2-d ones; others go to the kernel."""
+    w = args[2] if func is aten.convolution_backward.default else args[1]
+    if w.dim() != 5 or kwargs:
+        return handler(func, args, kwargs)
+    from . import decomp
+    decomp._count(str(func))
+    if func is aten.convolution_backward.default:
+        return _conv3d_bwd(*args)
+    return _conv3d_fwd(*args)
+
+
+def _table():
+    t = {}
+    ups = [("upsample_nearest1d", 1, False), ("upsample_nearest2d", 2, False), ("upsample_nearest3d", 3, False),
+           ("_upsample_nearest_exact1d", 1, False), ("_upsample_nearest_exact2d", 2, False),
+           ("_upsample_nearest_exact3d", 3, False),
+           ("upsample_linear1d", 1, True), ("upsample_bilinear2d", 2, True), ("upsample_bicubic2d", 2, True),
+           ("upsample_trilinear3d", 3, True), ("_upsample_bilinear2d_aa", 2, True),
+           ("_upsample_bicubic2d_aa", 2, True)]
+    for op, sp, has_align in ups:
+        t[getattr(aten, op + "_backward").default] = _upsample_bwd(op, sp, has_align)
+        if op.endswith("_aa"):
+            t[getattr(aten, op).default] = _upsample_fwd(op, sp, has_align)
+    t[aten.avg_pool3d.default] = _avg_pool3d
+    t[aten.avg_pool3d_backward.default] = _avg_pool3d_backward
+    t[aten._adaptive_avg_pool3d.default] = _adaptive_avg_pool3d
+    t[aten._adaptive_avg_pool3d_backward.default] = _adaptive_avg_pool3d_backward
+    t[aten.max_pool3d_with_indices_backward.default] = _max_pool3d_backward
+    t[aten.adaptive_max_pool2d.default] = _adaptive_max_pool2d
+    t[aten.adaptive_max_pool3d.default] = _adaptive_max_pool3d
+    t[aten.adaptive_max_pool2d_backward.default] = _adaptive_max_pool2d_backward
+    t[aten.adaptive_max_pool3d_backward.default] = _adaptive_max_pool3d_backward
+    t[aten.fractional_max_pool2d.default] = _fractional(2)
+    t[aten.fractional_max_pool3d.default] = _fractional(3)
+    t[aten.fractional_max_pool2d_backward.default] = _fractional_backward(2)
+    t[aten.fractional_max_pool3d_backward.default] = _fractional_backward(3)
+    return t
+
+
+TABLE = _table()
