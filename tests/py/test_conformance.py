@@ -739,6 +739,22 @@ for _n, _f in UPMODES_1D.items():
 for _n, _f in UPMODES_3D.items():
     case("upsample_" + _n, _vjp(_f), [((1, 2, 3, 4, 3),)], [F32, F64], tol=LOOSE)
 
+GRID = Fixed(lambda d: torch.rand(2, 3, 4, 2, 3, generator=torch.Generator().manual_seed(7)).to(d) * 2.6 - 1.3)
+GRID2 = Fixed(lambda d: torch.rand(2, 4, 5, 2, generator=torch.Generator().manual_seed(8)).to(d) * 2.6 - 1.3)
+
+
+def _gs_bw(x, grid, mode, pad, align, sp):
+    f = aten.grid_sampler_3d if sp == 3 else aten.grid_sampler_2d
+    b = aten.grid_sampler_3d_backward if sp == 3 else aten.grid_sampler_2d_backward
+    y = f(x, grid, mode, pad, align)
+    return (y,) + tuple(b(y * 2 + 1, x, grid, mode, pad, align, [True, True]))
+
+
+for _m, _p, _a in [(0, 0, False), (0, 1, True), (0, 2, False), (0, 2, True), (1, 0, True), (1, 2, False)]:
+    case(f"grid_sampler_3d_m{_m}_p{_p}_a{int(_a)}", lambda x, g, m=_m, p=_p, a=_a: _gs_bw(x, g, m, p, a, 3),
+         [((2, 2, 4, 5, 3), GRID)], [F32, F64], tol=LOOSE, layouts=("contig", "strided"))
+    case(f"grid_sampler_2d_backward_m{_m}_p{_p}_a{int(_a)}", lambda x, g, m=_m, p=_p, a=_a: _gs_bw(x, g, m, p, a, 2),
+         [((2, 3, 5, 6), GRID2)], [F32, F64], tol=LOOSE, layouts=("contig", "strided"))
 
 CONV_POOL_SAMPLE_AUTOGRAD = {
     "conv3d": (lambda x, w, b: F.conv3d(x, w, b, stride=2, padding=1), [(2, 3, 5, 6, 6), (4, 3, 3, 3, 3), (4,)]),
@@ -756,6 +772,10 @@ CONV_POOL_SAMPLE_AUTOGRAD = {
     "fractional_max_pool3d": (lambda x: F.fractional_max_pool3d(
         x, 2, output_size=(3, 3, 4), _random_samples=torch.full((2, 3, 3), 0.6, dtype=x.dtype, device=x.device)),
         [(2, 3, 5, 6, 7)]),
+    "grid_sample3d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="reflection"),
+                      [(2, 2, 4, 5, 3), (2, 3, 4, 2, 3)]),
+    "grid_sample2d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="border", align_corners=True),
+                      [(2, 3, 5, 6), (2, 4, 5, 2)]),
     **{"interpolate_" + n: (f, [(2, 3, 4, 5)]) for n, f in UPMODES.items()},
     **{"interpolate_" + n: (f, [(2, 3, 6)]) for n, f in UPMODES_1D.items()},
     **{"interpolate_" + n: (f, [(1, 2, 3, 4, 3)]) for n, f in UPMODES_3D.items()},

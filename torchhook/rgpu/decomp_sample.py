@@ -361,6 +361,157 @@ def _fractional(sp):
     return f
 
 
+# --- grid sampling -------------------------------------------------------------------
+
+def _grid_clip(ix, size):
+    """ATen's clip_coordinates and its gradient (1 strictly inside, else 0)."""
+    g = ((ix > 0) & (ix < size - 1)).to(ix.dtype)
+    return ix.clamp(0, size - 1), g
+
+
+def _grid_axis(c, size, padding, align):
+    """Source coordinate of grid values c along an input dim of size, and
+    d(coordinate)/dc, as ATen's grid_sampler_compute_source_index(_set_grad)."""
+    if align:
+        ix = ((c + 1) / 2) * (size - 1)
+        m = (size - 1) / 2
+    else:
+        ix = ((c + 1) * size - 1) / 2
+        m = size / 2
+    g = None
+    if padding == 1:                                     # border
+        ix, g = _grid_clip(ix, size)
+    elif padding == 2:                                   # reflection
+        lo2, hi2 = (0, 2 * (size - 1)) if align else (-1, 2 * size - 1)
+        if lo2 == hi2:
+            ix = torch.zeros_like(ix)
+            g = torch.zeros_like(ix)
+        else:
+            mn, span = lo2 / 2, (hi2 - lo2) / 2
+            t = ix - mn
+            sgn = torch.where(t < 0, -1.0, 1.0).to(ix.dtype)
+            t = t.abs()
+            extra = torch.fmod(t, span)
+            odd = torch.fmod(torch.floor(t / span), 2) != 0
+            ix = torch.where(odd, span - extra + mn, extra + mn)
+            g = torch.where(odd, -sgn, sgn)
+        ix, g2 = _grid_clip(ix, size)
+        g = g * g2
+    g = g * m if g is not None else m
+    return ix, g
+
+
+def _grid_taps(inp, grid, mode, padding, align):
+    """Per tap (corner): flat index (N, P) int64, validity (N, P), weight (N, P),
+    and per axis d(weight)/d(coordinate) (trilinear only); plus the per-axis
+    coordinate gradient multipliers. Axes are in input dim order (D, H, W)."""
+    sp = grid.shape[-1]
+    N = grid.shape[0]
+    sizes = [int(s) for s in inp.shape[2:]]
+    g2 = grid.reshape(N, -1, sp)
+    coords, mults = [], []
+    for a in range(sp):                                  # input dim a <- grid component sp-1-a
+        ix, m = _grid_axis(g2[:, :, sp - 1 - a], sizes[a], padding, align)
+        coords.append(ix)
+        mults.append(m)
+    taps = []
+    if mode == 1:                                        # nearest (round half to even, as nearbyint)
+        pos = [torch.round(c) for c in coords]
+        taps.append((pos, None, None))
+    else:
+        lo = [torch.floor(c) for c in coords]
+        w1 = [c - l for c, l in zip(coords, lo)]
+        w0 = [(l + 1) - c for c, l in zip(coords, lo)]
+        import itertools
+        for corner in itertools.product((0, 1), repeat=sp):
+            pos = [lo[a] + corner[a] for a in range(sp)]
+            ws = [w1[a] if corner[a] else w0[a] for a in range(sp)]
+            # weight: product in x, y, z order as ATen
+            w = None
+            for a in reversed(range(sp)):
+                w = ws[a] if w is None else w * ws[a]
+            # d weight / d coordinate a: the others' product, signed
+            dws = []
+            for a in range(sp):
+                d = None
+                for b in reversed(range(sp)):
+                    if b != a:
+                        d = ws[b] if d is None else d * ws[b]
+                d = d if d is not None else torch.ones_like(w)
+                dws.append(d if corner[a] else -d)
+            taps.append((pos, w, dws))
+    out = []
+    for pos, w, dws in taps:
+        valid = None
+        flat = None
+        for a in range(sp):
+            v = (pos[a] >= 0) & (pos[a] < sizes[a])
+            valid = v if valid is None else valid & v
+            pi = pos[a].clamp(0, sizes[a] - 1).to(torch.int64)
+            flat = pi if flat is None else flat * sizes[a] + pi
+        out.append((flat, valid, w, dws))
+    return out, mults
+
+
+def _grid_sampler(sp):
+    def f(inp, grid, mode, padding, align):
+        if mode not in (0, 1) or (sp == 2 and mode == 2):
+            return NotImplemented
+        N, C = inp.shape[0], inp.shape[1]
+        out_sp = list(grid.shape[1:-1])
+        P = 1
+        for s in out_sp:
+            P *= s
+        if inp.numel() == 0 or P == 0:
+            return inp.new_zeros([N, C] + out_sp)
+        xf = inp.reshape(N, C, -1)
+        taps, _ = _grid_taps(inp, grid, mode, padding, align)
+        y = None
+        for flat, valid, w, _ in taps:
+            vals = xf.gather(2, flat.reshape(N, 1, P).expand(N, C, P))
+            t = vals if w is None else vals * w.reshape(N, 1, P)
+            t = torch.where(valid.reshape(N, 1, P), t, 0)
+            y = t if y is None else y + t
+        return y.reshape([N, C] + out_sp)
+    return f
+
+
+def _grid_sampler_backward(sp):
+    def f(grad, inp, grid, mode, padding, align, output_mask):
+        if mode not in (0, 1):
+            return NotImplemented
+        N, C = inp.shape[0], inp.shape[1]
+        out_sp = list(grid.shape[1:-1])
+        P = 1
+        for s in out_sp:
+            P *= s
+        acc = _acc_dtype(grad.dtype)
+        gi = grad.new_zeros(inp.shape, dtype=acc).reshape(N, C, -1)
+        gg = grid.new_zeros(grid.shape)
+        if inp.numel() == 0 or P == 0:
+            return gi.reshape(inp.shape).to(inp.dtype), gg
+        g = grad.reshape(N, C, P).to(acc)
+        xf = inp.reshape(N, C, -1)
+        taps, mults = _grid_taps(inp, grid, mode, padding, align)
+        gcoord = [None] * sp
+        for flat, valid, w, dws in taps:
+            idx = flat.reshape(N, 1, P).expand(N, C, P)
+            vm = valid.reshape(N, 1, P)
+            if output_mask[0]:
+                t = g if w is None else g * w.reshape(N, 1, P).to(acc)
+                gi = gi.scatter_add(2, idx, torch.where(vm, t, 0))
+            if output_mask[1] and dws is not None:
+                s = torch.where(vm, xf.gather(2, idx), 0).to(acc).mul(g).sum(1)     # (N, P)
+                for a in range(sp):
+                    t = s * dws[a].to(acc)
+                    gcoord[a] = t if gcoord[a] is None else gcoord[a] + t
+        if output_mask[1] and mode == 0:
+            comps = [gcoord[sp - 1 - k] * mults[sp - 1 - k] for k in range(sp)]    # grid component k <- dim sp-1-k
+            gg = torch.stack(comps, -1).reshape(grid.shape).to(grid.dtype)
+        return gi.reshape(inp.shape).to(inp.dtype), gg
+    return f
+
+
 # --- 3-d convolution -----------------------------------------------------------------
 
 def _is_3d(w):
@@ -510,6 +661,9 @@ def _table():
     t[aten.fractional_max_pool3d.default] = _fractional(3)
     t[aten.fractional_max_pool2d_backward.default] = _fractional_backward(2)
     t[aten.fractional_max_pool3d_backward.default] = _fractional_backward(3)
+    t[aten.grid_sampler_3d.default] = _grid_sampler(3)
+    t[aten.grid_sampler_3d_backward.default] = _grid_sampler_backward(3)
+    t[aten.grid_sampler_2d_backward.default] = _grid_sampler_backward(2)
     return t
 
 
