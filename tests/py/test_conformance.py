@@ -620,9 +620,9 @@ def _setitem(x, i, v):
 
 # --- issue 13: conv-pool-sample
 # (ATen's CPU avg_pool3d takes no f16/bf16, adaptive_max_pool2d no integers.)
-# 3-d convolution, 3-d / adaptive / fractional pooling and every upsample mode,
-# forward and backward (torchhook/rgpu/decomp_sample.py: decompositions into
-# ops.def ops, so they run on both backends).
+# 3-d convolution (the convolution kernels, both backends), 3-d / adaptive /
+# fractional pooling, grid sampling and every upsample mode, forward and
+# backward (torchhook/rgpu/decomp_sample.py: decompositions into ops.def ops).
 
 def _conv3d_bw(g, x, w, mask, stride, padding, dilation, groups, transposed, out_pad):
     return aten.convolution_backward(g, x, w, [w.shape[1] * groups if transposed else w.shape[0]], stride, padding,
@@ -772,7 +772,8 @@ CONV_POOL_SAMPLE_AUTOGRAD = {
     "fractional_max_pool3d": (lambda x: F.fractional_max_pool3d(
         x, 2, output_size=(3, 3, 4), _random_samples=torch.full((2, 3, 3), 0.6, dtype=x.dtype, device=x.device)),
         [(2, 3, 5, 6, 7)]),
-    "grid_sample3d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="reflection"),
+    "grid_sample3d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="reflection",
+                                                    align_corners=False),
                       [(2, 2, 4, 5, 3), (2, 3, 4, 2, 3)]),
     "grid_sample2d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="border", align_corners=True),
                       [(2, 3, 5, 6), (2, 4, 5, 2)]),

@@ -1,4 +1,4 @@
-"""Decompositions of pooling, upsampling and 3-d convolution (issue 13, conv-pool-sample).
+"""Decompositions of pooling, upsampling and grid sampling (issue 13, conv-pool-sample).
 
 Everything here is separable or an index scatter, so it needs no kernel of
 its own:
@@ -13,8 +13,8 @@ its own:
       bit for bit), on the host; the device sees a few uploads, index_select /
       index_add per tap (or a matmul when a row has many taps)
   fractional_max_pool2d/3d: window starts from the samples on the device
-  conv3d / conv_transpose3d and their backward: one 2-d convolution per
-      kernel depth tap, the output depth folded into the batch.
+  grid_sampler_3d, grid_sampler_2d/3d_backward: gathered corners, scatter_add
+(3-d convolution is the convolution kernel's, both backends.)
 TABLE maps each aten overload to its function; decomp.py merges it."""
 import functools
 
@@ -510,130 +510,6 @@ def _grid_sampler_backward(sp):
             gg = torch.stack(comps, -1).reshape(grid.shape).to(grid.dtype)
         return gi.reshape(inp.shape).to(inp.dtype), gg
     return f
-
-
-# --- 3-d convolution -----------------------------------------------------------------
-
-def _is_3d(w):
-    return w.dim() == 5
-
-
-def _conv3d_fwd(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """convolution on 5-d x, w: per kernel depth tap kd one 2-d convolution with
-    the depth in the batch."""
-    N, C, D = x.shape[0], x.shape[1], x.shape[2]
-    KD = w.shape[2]
-    sd, pd, dd, opd = int(stride[0]), int(padding[0]), int(dilation[0]), int(output_padding[0])
-    s2, p2, d2, op2 = list(stride[1:]), list(padding[1:]), list(dilation[1:]), list(output_padding[1:])
-    if not transposed:
-        O = w.shape[0]
-        Do = (D + 2 * pd - dd * (KD - 1) - 1) // sd + 1
-        xp = x
-        if pd:
-            xp = torch.nn.functional.pad(x, (0, 0, 0, 0, pd, pd))
-        y = None
-        for kd in range(KD):
-            start = kd * dd
-            xs = xp[:, :, start:start + (Do - 1) * sd + 1:sd]          # (N, C, Do, H, W)
-            x2 = xs.transpose(1, 2).reshape(N * Do, C, xs.shape[3], xs.shape[4])
-            t = aten.convolution.default(x2, w[:, :, kd], None, s2, p2, d2, False, op2, groups)
-            y = t if y is None else y + t
-        Ho, Wo = y.shape[2], y.shape[3]
-        y = y.reshape(N, Do, O, Ho, Wo).transpose(1, 2)
-        if bias is not None:
-            y = y + bias.reshape(1, O, 1, 1, 1)
-        return y.contiguous()
-    # transposed: w is (C_in, O/groups, KD, KH, KW)
-    O = w.shape[1] * groups
-    Dfull = (D - 1) * sd + dd * (KD - 1) + 1 + opd
-    Do = Dfull - 2 * pd
-    x2 = x.transpose(1, 2).reshape(N * D, C, x.shape[3], x.shape[4])
-    y = None
-    for kd in range(KD):
-        t = aten.convolution.default(x2, w[:, :, kd], None, s2, p2, d2, True, op2, groups)
-        Ho, Wo = t.shape[2], t.shape[3]
-        t = t.reshape(N, D, O, Ho, Wo).transpose(1, 2)
-        if y is None:
-            y = t.new_zeros(N, O, Dfull, Ho, Wo)
-        start = kd * dd
-        idx = torch.arange(start, start + (D - 1) * sd + 1, sd, dtype=torch.int64).to(x.device)
-        y = y.index_add(2, idx, t)
-    y = y[:, :, pd:pd + Do]
-    if bias is not None:
-        y = y + bias.reshape(1, O, 1, 1, 1)
-    return y.contiguous()
-
-
-def _conv3d_bwd(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
-    N, C, D = x.shape[0], x.shape[1], x.shape[2]
-    KD = w.shape[2]
-    sd, pd, dd = int(stride[0]), int(padding[0]), int(dilation[0])
-    s2, p2, d2, op2 = list(stride[1:]), list(padding[1:]), list(dilation[1:]), list(output_padding[1:])
-    dx = dw = db = None
-    if mask[2]:
-        db = grad.sum((0, 2, 3, 4))
-    if not transposed:
-        O, Do = grad.shape[1], grad.shape[2]
-        g2 = grad.transpose(1, 2).reshape(N * Do, O, grad.shape[3], grad.shape[4])
-        xp = torch.nn.functional.pad(x, (0, 0, 0, 0, pd, pd)) if pd else x
-        Dp = xp.shape[2]
-        dxp = None
-        dws = []
-        for kd in range(KD):
-            start = kd * dd
-            xs = xp[:, :, start:start + (Do - 1) * sd + 1:sd]
-            x2 = xs.transpose(1, 2).reshape(N * Do, C, xs.shape[3], xs.shape[4])
-            r = aten.convolution_backward.default(g2, x2, w[:, :, kd].contiguous(), None, s2, p2, d2, False, op2,
-                                                  groups, [bool(mask[0]), bool(mask[1]), False])
-            if mask[0]:
-                t = r[0].reshape(N, Do, C, x.shape[3], x.shape[4]).transpose(1, 2)
-                if dxp is None:
-                    dxp = t.new_zeros(N, C, Dp, x.shape[3], x.shape[4])
-                idx = torch.arange(start, start + (Do - 1) * sd + 1, sd, dtype=torch.int64).to(x.device)
-                dxp = dxp.index_add(2, idx, t)
-            if mask[1]:
-                dws.append(r[1])
-        if mask[0]:
-            dx = dxp[:, :, pd:pd + D].contiguous()
-        if mask[1]:
-            dw = torch.stack(dws, 2)
-        return dx, dw, db
-    # transposed: forward was y_full[:, :, kd*dd + id*sd] += convT2d(x[:, :, id], w[:, :, kd])
-    O = grad.shape[1]
-    gp = torch.nn.functional.pad(grad, (0, 0, 0, 0, pd, pd)) if pd else grad
-    x2 = x.transpose(1, 2).reshape(N * D, C, x.shape[3], x.shape[4])
-    dx2 = None
-    dws = []
-    for kd in range(KD):
-        start = kd * dd
-        gs = gp[:, :, start:start + (D - 1) * sd + 1:sd]                   # (N, O, D, Ho, Wo)
-        if gs.shape[2] < D:                                                  # output padding cut it short
-            gs = torch.nn.functional.pad(gs, (0, 0, 0, 0, 0, D - gs.shape[2]))
-        g2 = gs.transpose(1, 2).reshape(N * D, O, gs.shape[3], gs.shape[4])
-        r = aten.convolution_backward.default(g2, x2, w[:, :, kd].contiguous(), None, s2, p2, d2, True, op2,
-                                              groups, [bool(mask[0]), bool(mask[1]), False])
-        if mask[0]:
-            dx2 = r[0] if dx2 is None else dx2 + r[0]
-        if mask[1]:
-            dws.append(r[1])
-    if mask[0]:
-        dx = dx2.reshape(N, D, C, x.shape[3], x.shape[4]).transpose(1, 2).contiguous()
-    if mask[1]:
-        dw = torch.stack(dws, 2)
-    return dx, dw, db
-
-
-def conv3d_pre(handler, func, args, kwargs):
-    """opmap's pre-pass of convolution and convolution_backward: 5-d weights
-    (3-d convolution) decompose into 2-d ones; others go to the kernel."""
-    w = args[2] if func is aten.convolution_backward.default else args[1]
-    if w.dim() != 5 or kwargs:
-        return handler(func, args, kwargs)
-    from . import decomp
-    decomp._count(str(func))
-    if func is aten.convolution_backward.default:
-        return _conv3d_bwd(*args)
-    return _conv3d_fwd(*args)
 
 
 def _table():

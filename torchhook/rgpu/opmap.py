@@ -904,11 +904,6 @@ def _table():
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
     _composite(t, [aten.mv.default, aten.mv.out], _mv)
     _composite(t, [aten.dot.default, aten.dot.out], _dot)
-
-    # --- issue 13: conv-pool-sample: 3-d convolution (5-d weight) decomposes
-    from . import decomp_sample
-    for f in (aten.convolution.default, aten.convolution_backward.default):
-        t[f].pre = decomp_sample.conv3d_pre
     return t
 
 
