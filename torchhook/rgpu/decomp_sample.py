@@ -98,17 +98,21 @@ def _apply(x, dim, M, transpose):
         return y.movedim(-1, dim)
     idx, w = tp
     idx_d = _upload(idx, x.device)
-    w_d = _upload(w.to(acc), x.device)
+    ones = bool((w == 1).all())                          # nearest: no weights to apply
+    w_d = None if ones else _upload(w.to(acc), x.device)
     wshape[dim] = n_out
+
+    def weighted(v, t):
+        return v if ones else v * w_d[t].reshape(wshape)
     if not transpose:
         y = None
         for t in range(idx.shape[0]):
-            term = x.index_select(dim, idx_d[t]).to(acc) * w_d[t].reshape(wshape)
+            term = weighted(x.index_select(dim, idx_d[t]).to(acc), t)
             y = term if y is None else y + term
         return y
     y = x.new_zeros(shape, dtype=acc)
     for t in range(idx.shape[0]):
-        y = y.index_add(dim, idx_d[t], x.to(acc) * w_d[t].reshape(wshape))
+        y = y.index_add(dim, idx_d[t], weighted(x.to(acc), t))
     return y
 
 
