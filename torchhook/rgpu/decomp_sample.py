@@ -17,6 +17,7 @@ its own:
 (3-d convolution is the convolution kernel's, both backends.)
 TABLE maps each aten overload to its function; decomp.py merges it."""
 import functools
+import math
 
 import torch
 
@@ -188,23 +189,25 @@ def _divisor_fix(mats, divisor_override):
     return [(m != 0).to(m.dtype) for m in mats], 1.0 / float(divisor_override)
 
 
-def _avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
+def _avg_pool3d_map(t, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                    transpose):
+    """avg_pool3d of t (x's geometry), or its transpose (the backward)."""
     mats = _avg_mats(x.shape[-3:], kernel_size, stride, padding, ceil_mode, count_include_pad, x.dtype)
     mats, scale = _divisor_fix(mats, divisor_override)
-    y = _separable(x, mats, False, _acc_dtype(x.dtype))
+    y = _separable(t, mats, transpose, _acc_dtype(t.dtype))
     if scale != 1.0:
         y = y * scale
-    return y.to(x.dtype)
+    return y.to(t.dtype)
+
+
+def _avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    return _avg_pool3d_map(x, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, False)
 
 
 def _avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    mats = _avg_mats(x.shape[-3:], kernel_size, stride, padding, ceil_mode, count_include_pad, x.dtype)
-    mats, scale = _divisor_fix(mats, divisor_override)
-    y = _separable(grad, mats, True, _acc_dtype(grad.dtype))
-    if scale != 1.0:
-        y = y * scale
-    return y.to(grad.dtype)
+    return _avg_pool3d_map(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                           True)
 
 
 def _adaptive_avg_mats(in_sizes, out_sizes, dtype):
@@ -459,13 +462,11 @@ def _grid_taps(inp, grid, mode, padding, align):
 
 def _grid_sampler(sp):
     def f(inp, grid, mode, padding, align):
-        if mode not in (0, 1) or (sp == 2 and mode == 2):
+        if mode not in (0, 1):                          # bicubic: 2-d only, torch's decomposition
             return NotImplemented
         N, C = inp.shape[0], inp.shape[1]
         out_sp = list(grid.shape[1:-1])
-        P = 1
-        for s in out_sp:
-            P *= s
+        P = math.prod(out_sp)
         if inp.numel() == 0 or P == 0:
             return inp.new_zeros([N, C] + out_sp)
         xf = inp.reshape(N, C, -1)
@@ -486,9 +487,7 @@ def _grid_sampler_backward(sp):
             return NotImplemented
         N, C = inp.shape[0], inp.shape[1]
         out_sp = list(grid.shape[1:-1])
-        P = 1
-        for s in out_sp:
-            P *= s
+        P = math.prod(out_sp)
         acc = _acc_dtype(grad.dtype)
         gi = grad.new_zeros(inp.shape, dtype=acc).reshape(N, C, -1)
         gg = grid.new_zeros(grid.shape)
