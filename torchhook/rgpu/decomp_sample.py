@@ -339,6 +339,10 @@ def _fractional(sp):
         xb = x if batched else x.unsqueeze(0)
         samples = random_samples if random_samples.dim() == 3 else random_samples.unsqueeze(0)
         N, C = xb.shape[0], xb.shape[1]
+        for j in range(sp):
+            if int(outs[j]) + int(ks[j]) - 1 > int(xb.shape[2 + j]):
+                raise RuntimeError(f"fractional_max_pool{sp}d(): pool size {ks[j]} and output size {outs[j]} are "
+                                   f"too large for input size {xb.shape[2 + j]}")
         if xb.numel() == 0 or any(o == 0 for o in outs):
             shape = [N, C] + list(outs)
             v, i = xb.new_empty(shape), xb.new_empty(shape, dtype=torch.int64)
