@@ -1,6 +1,6 @@
 /* cpu_dense_conv.c — convolution and convolution_backward on the CPU:
- * im2col + GEMM per (image, group), 2-D (N,C,H,W) and 1-D (N,C,L) as H = 1,
- * plain and transposed.
+ * im2col + GEMM per (image, group), 3-D (N,C,D,H,W), 2-D (N,C,H,W) as D = 1
+ * and 1-D (N,C,L) as D = H = 1, plain and transposed.
  *
  * Three cores over one geometry: an input-space tensor I (N,C,H,W), an
  * output-space tensor G (N,O,Ho,Wo) and the weight (O, C/groups, kh, kw):
@@ -22,47 +22,56 @@
 
 /* ---------------------------------------------------------------------------
  * im2col / col2im on one group of one image, per compute type.
- * x is (Cg, H, W); col is (Cg*kh*kw, Ho*Wo); padding reads as zero. */
+ * x is (Cg, D, H, W); col is (Cg*kt*kh*kw, Do*Ho*Wo); padding reads as zero. */
 
 #define DEFINE_IM2COL(T, SUF)                                                           \
 static void im2col_##SUF(const T *x, const op_conv_geom *g, T *col)                         \
 {                                                                                        \
-    int64_t hwo = g->Ho * g->Wo;                                                         \
+    int64_t hwo = g->out_sp;                                                             \
     for (int64_t c = 0; c < g->Cg; c++)                                                  \
+      for (int64_t kt = 0; kt < g->kt; kt++)                                             \
         for (int64_t ki = 0; ki < g->kh; ki++)                                           \
             for (int64_t kj = 0; kj < g->kw; kj++) {                                     \
-                T *row = col + ((c * g->kh + ki) * g->kw + kj) * hwo;                    \
-                for (int64_t oh = 0; oh < g->Ho; oh++) {                                 \
-                    T *r = row + oh * g->Wo;                                             \
+                T *row = col + (((c * g->kt + kt) * g->kh + ki) * g->kw + kj) * hwo;     \
+                for (int64_t od = 0; od < g->Do; od++) {                                 \
+                  int64_t id = od * g->st - g->pt + kt * g->dt;                          \
+                  for (int64_t oh = 0; oh < g->Ho; oh++) {                               \
+                    T *r = row + (od * g->Ho + oh) * g->Wo;                              \
                     int64_t ih = oh * g->sh - g->ph + ki * g->dh;                        \
-                    if (ih < 0 || ih >= g->H) {                                          \
+                    if (id < 0 || id >= g->D || ih < 0 || ih >= g->H) {                  \
                         for (int64_t ow = 0; ow < g->Wo; ow++) r[ow] = 0;                \
                         continue;                                                        \
                     }                                                                    \
-                    const T *xr = x + (c * g->H + ih) * g->W;                            \
+                    const T *xr = x + ((c * g->D + id) * g->H + ih) * g->W;              \
                     for (int64_t ow = 0; ow < g->Wo; ow++) {                             \
                         int64_t iw = ow * g->sw - g->pw + kj * g->dw;                    \
                         r[ow] = (iw >= 0 && iw < g->W) ? xr[iw] : 0;                     \
                     }                                                                    \
+                  }                                                                      \
                 }                                                                        \
             }                                                                            \
 }                                                                                        \
 static void col2im_##SUF(const T *col, const op_conv_geom *g, T *x)                         \
 {                                                                                        \
-    int64_t hwo = g->Ho * g->Wo;                                                         \
+    int64_t hwo = g->out_sp;                                                             \
     for (int64_t c = 0; c < g->Cg; c++)                                                  \
+      for (int64_t kt = 0; kt < g->kt; kt++)                                             \
         for (int64_t ki = 0; ki < g->kh; ki++)                                           \
             for (int64_t kj = 0; kj < g->kw; kj++) {                                     \
-                const T *row = col + ((c * g->kh + ki) * g->kw + kj) * hwo;              \
-                for (int64_t oh = 0; oh < g->Ho; oh++) {                                 \
-                    const T *r = row + oh * g->Wo;                                       \
+                const T *row = col + (((c * g->kt + kt) * g->kh + ki) * g->kw + kj) * hwo; \
+                for (int64_t od = 0; od < g->Do; od++) {                                 \
+                  int64_t id = od * g->st - g->pt + kt * g->dt;                          \
+                  if (id < 0 || id >= g->D) continue;                                    \
+                  for (int64_t oh = 0; oh < g->Ho; oh++) {                               \
+                    const T *r = row + (od * g->Ho + oh) * g->Wo;                        \
                     int64_t ih = oh * g->sh - g->ph + ki * g->dh;                        \
                     if (ih < 0 || ih >= g->H) continue;                                  \
-                    T *xr = x + (c * g->H + ih) * g->W;                                  \
+                    T *xr = x + ((c * g->D + id) * g->H + ih) * g->W;                    \
                     for (int64_t ow = 0; ow < g->Wo; ow++) {                             \
                         int64_t iw = ow * g->sw - g->pw + kj * g->dw;                    \
                         if (iw >= 0 && iw < g->W) xr[iw] += r[ow];                       \
                     }                                                                    \
+                  }                                                                      \
                 }                                                                        \
             }                                                                            \
 }
@@ -112,7 +121,7 @@ static rgpu_status conv_fwd(int op, int ct, const op_conv_geom *g, const void *w
 {
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     char *x = op_alloc(g->C * hw, cs);
     char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
     char *y = op_alloc(g->O * hwo, cs);
@@ -139,7 +148,7 @@ static rgpu_status conv_data(int op, int ct, const op_conv_geom *g, const void *
 {
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     char *gb = op_alloc(g->O * hwo, cs);
     char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
     char *x = op_alloc(g->C * hw, cs);
@@ -172,7 +181,7 @@ static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu
 {
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     char *x = op_alloc(g->C * hw, cs);
     char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
     char *gb = op_alloc(g->O * hwo, cs);
@@ -198,7 +207,8 @@ done:
 /* db[c] = sum of grad over N and the spatial dims, in double, image order. */
 static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
-    int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
+    int64_t C = grad->sizes[1], per = grad->sizes[0];
+    for (int d = 2; d < grad->ndim; d++) per *= grad->sizes[d];
     double *buf = op_alloc(per, sizeof(double)), *sums = op_alloc(C, sizeof(double));
     if (!buf || !sums) {
         free(buf); free(sums);

@@ -1,6 +1,7 @@
 // conv.cu — convolution and convolution_backward on the CUDA backend:
-// im2col + cuBLAS GEMM per (chunk of images, group), 2-D (N,C,H,W) and 1-D
-// (N,C,L) as H = 1, plain and transposed. CPU reference: cpu_dense_conv.c
+// im2col + cuBLAS GEMM per (chunk of images, group), 3-D (N,C,D,H,W), 2-D
+// (N,C,H,W) as D = 1 and 1-D (N,C,L) as D = H = 1, plain and transposed.
+// CPU reference: cpu_dense_conv.c
 // (same checks, messages, geometry and compute types).
 //
 // Three cores over one geometry: an input-space tensor I (N,C,H,W), an
@@ -23,60 +24,72 @@
 
 
 // ---------------------------------------------------------------------------
-// Kernels. x is (nc, C, H, W) packed; col is (nc, C*kh*kw, Ho*Wo) packed, the
+// Kernels. x is (nc, C, D, H, W) packed; col is (nc, C*kt*kh*kw, Do*Ho*Wo) packed, the
 // rows of group g being those of its channels (g*Cg .. (g+1)*Cg).
 
 struct kgeom {
-    int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t C, D, H, W, Do, Ho, Wo, kt, kh, kw, st, sh, sw, pt, ph, pw, dt, dh, dw;
 };
 
 static kgeom kgeom_of(const op_conv_geom *g)
 {
-    kgeom k = { g->C, g->H, g->W, g->Ho, g->Wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw };
+    kgeom k = { g->C, g->D, g->H, g->W, g->Do, g->Ho, g->Wo, g->kt, g->kh, g->kw, g->st, g->sh, g->sw,
+                g->pt, g->ph, g->pw, g->dt, g->dh, g->dw };
     return k;
 }
 
-// One thread per col element (n, c, ki, kj, oh, ow); padding reads as zero.
+// One thread per col element (n, c, kt, ki, kj, od, oh, ow); padding reads as zero.
 template <typename T>
 static __global__ void im2col_kernel(kgeom g, int64_t nc, const T *x, T *col)
 {
-    int64_t hwo = g.Ho * g.Wo, total = nc * g.C * g.kh * g.kw * hwo;
+    int64_t hwo = g.Do * g.Ho * g.Wo, total = nc * g.C * g.kt * g.kh * g.kw * hwo;
     DCU_LOOP(t, total) {
         int64_t ow = t % g.Wo, r = t / g.Wo;
         int64_t oh = r % g.Ho; r /= g.Ho;
+        int64_t od = r % g.Do; r /= g.Do;
         int64_t kj = r % g.kw; r /= g.kw;
         int64_t ki = r % g.kh; r /= g.kh;
+        int64_t kt = r % g.kt; r /= g.kt;
         int64_t ch = r % g.C, n = r / g.C;
+        int64_t id = od * g.st - g.pt + kt * g.dt;
         int64_t ih = oh * g.sh - g.ph + ki * g.dh, iw = ow * g.sw - g.pw + kj * g.dw;
         T v = 0;
-        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[((n * g.C + ch) * g.H + ih) * g.W + iw];
+        if (id >= 0 && id < g.D && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            v = x[(((n * g.C + ch) * g.D + id) * g.H + ih) * g.W + iw];
         col[t] = v;
     }
 }
 
-// One thread per x element (n, c, ih, iw): the sum of its col entries in
-// (ki, kj) order, starting from 0 — the order the CPU's col2im adds them.
+// One thread per x element (n, c, id, ih, iw): the sum of its col entries in
+// (kt, ki, kj) order, starting from 0 — the order the CPU's col2im adds them.
 template <typename T>
 static __global__ void col2im_kernel(kgeom g, int64_t nc, const T *col, T *x)
 {
-    int64_t hwo = g.Ho * g.Wo, total = nc * g.C * g.H * g.W;
+    int64_t hwo = g.Do * g.Ho * g.Wo, total = nc * g.C * g.D * g.H * g.W;
     DCU_LOOP(t, total) {
         int64_t iw = t % g.W, r = t / g.W;
         int64_t ih = r % g.H; r /= g.H;
+        int64_t id = r % g.D; r /= g.D;
         int64_t ch = r % g.C, n = r / g.C;
-        const T *cbase = col + (n * g.C + ch) * g.kh * g.kw * hwo;
+        const T *cbase = col + (n * g.C + ch) * g.kt * g.kh * g.kw * hwo;
         T acc = 0;
-        for (int64_t ki = 0; ki < g.kh; ki++) {
-            int64_t th = ih + g.ph - ki * g.dh;   /* = oh * sh */
-            if (th < 0 || th % g.sh != 0) continue;
-            int64_t oh = th / g.sh;
-            if (oh >= g.Ho) continue;
-            for (int64_t kj = 0; kj < g.kw; kj++) {
-                int64_t tw = iw + g.pw - kj * g.dw;
-                if (tw < 0 || tw % g.sw != 0) continue;
-                int64_t ow = tw / g.sw;
-                if (ow >= g.Wo) continue;
-                acc += cbase[(ki * g.kw + kj) * hwo + oh * g.Wo + ow];
+        for (int64_t kt = 0; kt < g.kt; kt++) {
+            int64_t td = id + g.pt - kt * g.dt;   /* = od * st */
+            if (td < 0 || td % g.st != 0) continue;
+            int64_t od = td / g.st;
+            if (od >= g.Do) continue;
+            for (int64_t ki = 0; ki < g.kh; ki++) {
+                int64_t th = ih + g.ph - ki * g.dh;   /* = oh * sh */
+                if (th < 0 || th % g.sh != 0) continue;
+                int64_t oh = th / g.sh;
+                if (oh >= g.Ho) continue;
+                for (int64_t kj = 0; kj < g.kw; kj++) {
+                    int64_t tw = iw + g.pw - kj * g.dw;
+                    if (tw < 0 || tw % g.sw != 0) continue;
+                    int64_t ow = tw / g.sw;
+                    if (ow >= g.Wo) continue;
+                    acc += cbase[((kt * g.kh + ki) * g.kw + kj) * hwo + (od * g.Ho + oh) * g.Wo + ow];
+                }
             }
         }
         x[t] = acc;
@@ -108,8 +121,8 @@ static const int64_t CHUNK_BYTES = 512LL << 20;
 
 static int64_t chunk_images(const op_conv_geom *g, size_t cs, bool need_col)
 {
-    int64_t per = (g->C * g->H * g->W + g->O * g->Ho * g->Wo) * (int64_t)cs;
-    if (need_col) per += g->C * g->kh * g->kw * g->Ho * g->Wo * (int64_t)cs;
+    int64_t per = (g->C * g->in_sp + g->O * g->out_sp) * (int64_t)cs;
+    if (need_col) per += g->C * g->kvol * g->out_sp * (int64_t)cs;
     int64_t nc = per > 0 ? CHUNK_BYTES / per : g->N;
     if (nc < 1) nc = 1;
     return nc < g->N ? nc : g->N;
@@ -159,7 +172,7 @@ template <typename T>
 static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *x, void *col,
                                  char *err, size_t errlen)
 {
-    int64_t total = nc * g->C * g->kh * g->kw * g->Ho * g->Wo;
+    int64_t total = nc * g->C * g->kvol * g->out_sp;
     if (total == 0) return RGPU_OK;
     im2col_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)x, (T *)col);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -178,7 +191,7 @@ template <typename T>
 static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_t nc, const void *col, void *x,
                                  char *err, size_t errlen)
 {
-    int64_t total = nc * g->C * g->H * g->W;
+    int64_t total = nc * g->C * g->in_sp;
     if (total == 0) return RGPU_OK;
     col2im_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)col, (T *)x);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -203,11 +216,11 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom
 {
     const char *name = rgpu_op_name(op);
     size_t cs = dcu::ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
     dcu::scratch sc(c);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
-    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *y = (char *)sc.get(nc * g->O * hwo, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !y);
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
@@ -220,7 +233,7 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom
         q.M = g->Og; q.N = hwo; q.K = kd; q.lda = kd; q.ldb = hwo; q.ldc = hwo;
         q.A = (const char *)wbuf; q.sAn = 0; q.sAg = g->Og * kd;
         q.B = g->pointwise ? x : col;
-        q.sBn = g->pointwise ? g->C * hw : g->C * g->kh * g->kw * hwo;
+        q.sBn = g->pointwise ? g->C * hw : g->C * g->kvol * hwo;
         q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
         q.C = y; q.sCn = g->O * hwo; q.sCg = g->Og * hwo;
         q.beta = 0.0;
@@ -235,11 +248,11 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geo
 {
     const char *name = rgpu_op_name(op);
     size_t cs = dcu::ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
     dcu::scratch sc(c);
     char *gb = (char *)sc.get(nc * g->O * hwo, cs);
-    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
     NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
@@ -258,7 +271,7 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geo
             FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
         } else {
             q.M = kd; q.ldc = hwo;
-            q.C = col; q.sCn = g->C * g->kh * g->kw * hwo; q.sCg = kd * hwo;
+            q.C = col; q.sCn = g->C * g->kvol * hwo; q.sCg = kd * hwo;
             FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
             FORWARD_IF_ERROR(col2im(c, ct, g, cnt, col, x, err, errlen));
         }
@@ -272,11 +285,11 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_g
 {
     const char *name = rgpu_op_name(op);
     size_t cs = dcu::ct_size(ct);
-    int64_t kd = g->Cg * g->kh * g->kw, hwo = g->Ho * g->Wo, hw = g->H * g->W;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
     dcu::scratch sc(c);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
-    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kh * g->kw * hwo, cs);
+    char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *gb = (char *)sc.get(nc * g->O * hwo, cs);
     char *wb = (char *)sc.get(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
@@ -292,7 +305,7 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_g
         q.M = g->Og; q.N = kd; q.K = hwo; q.lda = hwo; q.ldb = hwo; q.ldc = kd;
         q.A = gb; q.sAn = g->O * hwo; q.sAg = g->Og * hwo;
         q.B = g->pointwise ? x : col;
-        q.sBn = g->pointwise ? g->C * hw : g->C * g->kh * g->kw * hwo;
+        q.sBn = g->pointwise ? g->C * hw : g->C * g->kvol * hwo;
         q.sBg = g->pointwise ? g->Cg * hw : kd * hwo;
         q.C = wb; q.sCn = 0; q.sCg = g->Og * kd;
         q.beta = 1.0;
@@ -303,8 +316,9 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_g
 
 static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
-    int64_t C = grad->sizes[1], per = grad->sizes[0] * grad->sizes[2] * grad->sizes[3];
-    rgpu_view rest = op_dense_subview(grad, 1, 0);   /* (N, H, W) of channel 0 */
+    int64_t C = grad->sizes[1], per = grad->sizes[0];
+    for (int d = 2; d < grad->ndim; d++) per *= grad->sizes[d];
+    rgpu_view rest = op_dense_subview(grad, 1, 0);   /* (N, [D,] H, W) of channel 0 */
     rest.data = grad->data;
     int64_t blocks = C < 65535 ? C : 65535;
     bias_grad_kernel<<<(unsigned)blocks, dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,

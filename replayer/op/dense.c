@@ -223,9 +223,9 @@ rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size
 
 /* A spatial param list: 1 value (expanded) or one per spatial dim. */
 static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int spatial, bool allow_empty,
-                              int64_t lo, int64_t dflt, int64_t out[2], char *err, size_t errlen)
+                              int64_t lo, int64_t dflt, int64_t out[3], char *err, size_t errlen)
 {
-    int64_t v[2];
+    int64_t v[3];
     uint32_t n;
     FORWARD_IF_ERROR(op_dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
     for (int d = 0; d < spatial; d++) {
@@ -234,7 +234,7 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s %lld is out of range (want %lld to %lld)", rgpu_op_name(e->op),
                      what, (long long)out[d], (long long)lo, (long long)CONV_PARAM_MAX);
     }
-    if (spatial == 1) { out[1] = out[0]; }
+    for (int d = spatial; d < 3; d++) out[d] = out[0];
     return RGPU_OK;
 }
 
@@ -253,55 +253,60 @@ rgpu_status op_conv_parse_args(const rgpu_exec *e, int base, int spatial, op_con
     return RGPU_OK;
 }
 
-/* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
- * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
+/* Geometry from the forward input x and weight w (4-d, 1-d ones having
+ * H = kh = 1 inserted, or 5-d). Also gives the forward output's shape in
+ * y[x->ndim]. Below 3-d the depth is 1 with unit params. */
 rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const op_conv_args *a,
-                          op_conv_geom *g, int64_t y[4], char *err, size_t errlen)
+                          op_conv_geom *g, int64_t y[5], char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    int sp = a->spatial;
+    int sp = a->spatial, nd = x->ndim;
     memset(g, 0, sizeof *g);
-    /* spatial params apply to (H, W); a 1-d conv has H = 1 with unit params */
-    int64_t s[2], p[2], d[2], op[2];
-    for (int i = 0; i < 2; i++) {
-        int j = sp == 1 ? 0 : i;
-        bool unit = sp == 1 && i == 0;
+    /* spatial params apply to (D, H, W); a 1-d conv has H = 1, a 1-/2-d one
+     * D = 1, with unit params */
+    int64_t s[3], p[3], d[3], op[3], xs[3], ks[3], outs[3];
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - sp);              /* index into a's lists; < 0: a unit dim */
+        bool unit = j < 0;
         s[i] = unit ? 1 : a->stride[j];
         p[i] = unit ? 0 : a->padding[j];
         d[i] = unit ? 1 : a->dilation[j];
         op[i] = unit ? 0 : a->out_pad[j];
+        int vd = i - (5 - nd);             /* index into the views' sizes past (N, C) */
+        xs[i] = vd < 0 ? 1 : x->sizes[2 + vd];
+        ks[i] = vd < 0 ? 1 : w->sizes[2 + vd];
     }
-    g->kh = w->sizes[2]; g->kw = w->sizes[3];
-    g->sh = s[0]; g->sw = s[1]; g->ph = p[0]; g->pw = p[1]; g->dh = d[0]; g->dw = d[1];
+    g->kt = ks[0]; g->kh = ks[1]; g->kw = ks[2];
+    g->st = s[0]; g->sh = s[1]; g->sw = s[2]; g->pt = p[0]; g->ph = p[1]; g->pw = p[2];
+    g->dt = d[0]; g->dh = d[1]; g->dw = d[2];
     g->groups = a->groups;
     g->N = x->sizes[0];
-    if (g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
+    if (g->kt == 0 || g->kh == 0 || g->kw == 0 || w->sizes[0] == 0)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight has a zero-size dim", name);
-    int64_t xs[2] = { x->sizes[2], x->sizes[3] }, ks[2] = { g->kh, g->kw };
-    int64_t outs[2];
+    int64_t ch;
     if (!a->transposed) {
-        g->C = x->sizes[1]; g->H = x->sizes[2]; g->W = x->sizes[3];
+        g->C = x->sizes[1]; g->D = xs[0]; g->H = xs[1]; g->W = xs[2];
         g->O = w->sizes[0];
         if (g->C % g->groups != 0 || w->sizes[1] * g->groups != g->C || g->O % g->groups != 0)
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight (%lld, %lld, ...) does not fit %lld input channels in %lld groups",
                      name, (long long)w->sizes[0], (long long)w->sizes[1], (long long)g->C, (long long)g->groups);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             int64_t span = d[i] * (ks[i] - 1) + 1, padded = xs[i] + 2 * p[i];
             if (padded < span)
                 RETURN_ERROR(RGPU_ERR_SHAPE, "%s: padded input size %lld is smaller than the dilated kernel %lld",
                          name, (long long)padded, (long long)span);
             outs[i] = (padded - span) / s[i] + 1;
         }
-        g->Ho = outs[0]; g->Wo = outs[1];
-        y[0] = g->N; y[1] = g->O; y[2] = g->Ho; y[3] = g->Wo;
+        g->Do = outs[0]; g->Ho = outs[1]; g->Wo = outs[2];
+        ch = g->O;
     } else {
-        /* x is on the G side: (N, C_in, H, W), weight (C_in, C_out/groups, kh, kw) */
-        g->O = x->sizes[1]; g->Ho = x->sizes[2]; g->Wo = x->sizes[3];
+        /* x is on the G side: (N, C_in, [D,] H, W), weight (C_in, C_out/groups, [kt,] kh, kw) */
+        g->O = x->sizes[1]; g->Do = xs[0]; g->Ho = xs[1]; g->Wo = xs[2];
         if (w->sizes[0] != g->O || g->O % g->groups != 0)
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: transposed weight (%lld, ...) does not fit %lld input channels in %lld groups",
                      name, (long long)w->sizes[0], (long long)g->O, (long long)g->groups);
         g->C = w->sizes[1] * g->groups;
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             if (op[i] >= s[i] && op[i] >= d[i])
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: output padding %lld must be smaller than stride %lld or dilation %lld",
                          name, (long long)op[i], (long long)s[i], (long long)d[i]);
@@ -309,13 +314,18 @@ rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_
             if (outs[i] < 0)   /* 0 is an empty output, as ATen */
                 RETURN_ERROR(RGPU_ERR_SHAPE, "%s: transposed output size %lld is negative", name, (long long)outs[i]);
         }
-        g->H = outs[0]; g->W = outs[1];
-        y[0] = g->N; y[1] = g->C; y[2] = g->H; y[3] = g->W;
+        g->D = outs[0]; g->H = outs[1]; g->W = outs[2];
+        ch = g->C;
     }
+    y[0] = g->N; y[1] = ch;
+    for (int i = 5 - nd; i < 3; i++) y[2 + i - (5 - nd)] = outs[i];
+    g->in_sp = g->D * g->H * g->W;
+    g->out_sp = g->Do * g->Ho * g->Wo;
+    g->kvol = g->kt * g->kh * g->kw;
     g->Cg = g->C / g->groups;
     g->Og = g->O / g->groups;
-    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-                   g->H == g->Ho && g->W == g->Wo;   /* output_padding can make them differ */
+    g->pointwise = g->kvol == 1 && g->st == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->ph == 0 &&
+                   g->pw == 0 && g->D == g->Do && g->H == g->Ho && g->W == g->Wo;   /* output_padding can make them differ */
     return RGPU_OK;
 }
 
@@ -323,9 +333,10 @@ rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_
  * shapes were matched against real views. */
 rgpu_status op_conv_check_sizes(const rgpu_exec *e, const op_conv_geom *g, char *err, size_t errlen)
 {
-    int64_t kd, hwo, hw, col, ob, ib;
-    if (__builtin_mul_overflow(g->Cg, g->kh * g->kw, &kd) || __builtin_mul_overflow(g->Ho, g->Wo, &hwo) ||
-        __builtin_mul_overflow(g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
+    int64_t kd, hwo, hw, col, ob, ib, t;
+    if (__builtin_mul_overflow(g->kt, g->kh * g->kw, &t) || __builtin_mul_overflow(g->Cg, t, &kd) ||
+        __builtin_mul_overflow(g->Do * g->Ho, g->Wo, &hwo) ||
+        __builtin_mul_overflow(g->D * g->H, g->W, &hw) || __builtin_mul_overflow(kd, hwo, &col) ||
         __builtin_mul_overflow(g->O, hwo, &ob) || __builtin_mul_overflow(g->C, hw, &ib) ||
         kd > INT_MAX || hwo > INT_MAX || hw > INT_MAX || g->Og > INT_MAX || g->Cg > INT_MAX)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: convolution too large for BLAS (int dims)", rgpu_op_name(e->op));
@@ -342,11 +353,10 @@ rgpu_status op_conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgp
                             char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    if (x->ndim == 5 || w->ndim == 5)
-        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: 3-d convolution is not supported by the %s backend", name, backend);
-    if ((x->ndim != 3 && x->ndim != 4) || w->ndim != x->ndim)
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: want a (N,C,L) or (N,C,H,W) input with a weight of as many dims, got %d-d and %d-d",
-                 name, x->ndim, w->ndim);
+    (void)backend;
+    if ((x->ndim != 3 && x->ndim != 4 && x->ndim != 5) || w->ndim != x->ndim)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: want a (N,C,L), (N,C,H,W) or (N,C,D,H,W) input with a weight of as many "
+                 "dims, got %d-d and %d-d", name, x->ndim, w->ndim);
     return RGPU_OK;
 }
 
@@ -718,7 +728,7 @@ rgpu_status op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fw
     q->x0 = x0; q->w0 = w0; q->bias = bias; q->y0 = y0; q->dt = dt;
     FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &q->a, err, errlen));
     q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->y = op_conv_as_4d(y0);
-    int64_t ys[4];
+    int64_t ys[5];
     FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
     FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
@@ -754,7 +764,7 @@ rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bw
     q->gr0 = gr0; q->x0 = x0; q->w0 = w0; q->dx0 = dx0; q->dw0 = dw0; q->db = db; q->dt = dt;
     FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &q->a, err, errlen));
     q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->gr = op_conv_as_4d(gr0);
-    int64_t ys[4];
+    int64_t ys[5];
     FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };

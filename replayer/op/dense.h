@@ -101,36 +101,39 @@ bool op_dense_views_overlap(const rgpu_view *a, const rgpu_view *b);
 
 /* Convolution geometry, parsed and checked once for both backends. */
 typedef struct op_conv_geom {
-    int64_t N, C, H, W;            /* I side */
-    int64_t O, Ho, Wo;             /* G side */
+    int64_t N, C, D, H, W;         /* I side (D = 1 below 3-d) */
+    int64_t O, Do, Ho, Wo;         /* G side */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t kt, st, pt, dt;        /* depth: kernel, stride, padding, dilation (1, 1, 0, 1 below 3-d) */
+    int64_t in_sp, out_sp, kvol;   /* D*H*W, Do*Ho*Wo, kt*kh*kw */
     int64_t groups, Cg, Og;
     bool pointwise;                /* 1x1, stride 1, no padding, same size: im2col(I) == I */
 } op_conv_geom;
 typedef struct op_conv_args {
-    int spatial;                   /* 1 or 2 */
+    int spatial;                   /* 1, 2 or 3 */
     bool transposed;
-    int64_t stride[2], padding[2], dilation[2], out_pad[2], groups;
+    int64_t stride[3], padding[3], dilation[3], out_pad[3], groups;
 } op_conv_args;
 /* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
 rgpu_status op_conv_parse_args(const rgpu_exec *e, int base, int spatial, op_conv_args *a, char *err, size_t errlen);
-/* Geometry from the forward input x and weight w (already 4-d; 1-d ones have
- * H = kh = 1 inserted). Also gives the forward output's shape in y[4]. */
+/* Geometry from the forward input x and weight w (4-d, 1-d ones having
+ * H = kh = 1 inserted, or 5-d). Also gives the forward output's shape in
+ * y[x->ndim]. */
 rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const op_conv_args *a,
-                          op_conv_geom *g, int64_t y[4], char *err, size_t errlen);
+                          op_conv_geom *g, int64_t y[5], char *err, size_t errlen);
 /* Products the cores need must fit BLAS's int and size_t. */
 rgpu_status op_conv_check_sizes(const rgpu_exec *e, const op_conv_geom *g, char *err, size_t errlen);
 /* 3-d views (N,C,L) become (N,C,1,L). */
 rgpu_view op_conv_as_4d(const rgpu_view *v);
 
-/* 3-d convolution is refused; x and w are (N,C,L) or (N,C,H,W), as many dims
- * each. backend names the refusing backend in the message. */
+/* x and w are (N,C,L), (N,C,H,W) or (N,C,D,H,W), as many dims each. backend
+ * names the backend in messages. */
 rgpu_status op_conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const char *backend,
                             char *err, size_t errlen);
 
 /* CONVOLUTION (in x, w, bias?; args as op_conv_parse_args from 0; out y),
  * checked up to the kernel: dtypes, geometry, out's and bias's shapes, and
- * (when y is not empty) the sizes. x, w, y are the 4-d views. */
+ * (when y is not empty) the sizes. x, w, y are the 4-d views (5-d for 3-d). */
 typedef struct op_conv_fwd {
     const rgpu_view *x0, *w0, *bias;
     rgpu_view *y0;
@@ -145,7 +148,7 @@ rgpu_status op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fw
 
 /* CONVOLUTION_BACKWARD (in grad, x, w; bias_sizes|NONE, then the args as
  * op_conv_parse_args from 1; outs dx?, dw?, db?), checked up to the kernels.
- * x, w, gr are the 4-d views. */
+ * x, w, gr are the 4-d views (5-d for 3-d). */
 typedef struct op_conv_bwd {
     const rgpu_view *gr0, *x0, *w0;
     rgpu_view *dx0, *dw0, *db;

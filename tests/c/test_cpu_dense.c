@@ -1315,9 +1315,9 @@ START_TEST(test_conv_errors)
     /* kernel larger than the padded input */
     rgpu_view vsmall = view(x, RGPU_F32, 4, SZ(1, 4, 2, 2), NULL);
     RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&vsmall, &vw, NULL), OUTS(&vy), CONV(GEOM_1X1));
-    /* 3-d convolution, dtype mismatch, bias of the wrong size */
+    /* 3-d convolution into a 4-d out, dtype mismatch, bias of the wrong size */
     rgpu_view v5 = view(x, RGPU_F32, 5, SZ(1, 1, 2, 2, 2), NULL), w5 = view(w, RGPU_F32, 5, SZ(1, 1, 1, 1, 1), NULL);
-    RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_CONVOLUTION, INS(&v5, &w5, NULL), OUTS(&vy),
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_CONVOLUTION, INS(&v5, &w5, NULL), OUTS(&vy),
             CONV(A_INTS(1, 1, 1), A_INTS(0, 0, 0), A_INTS(1, 1, 1), 0, A_INTS(0, 0, 0), 1));
     rgpu_view vw64 = view(w, RGPU_F64, 4, SZ(6, 4, 3, 3), NULL);
     RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_CONVOLUTION, INS(&vx, &vw64, NULL), OUTS(&vy), CONV(GEOM_1X1));

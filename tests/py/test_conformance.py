@@ -710,6 +710,177 @@ for name in POLYS:
                                                         f(x, float("nan"))),
          [(SPX,)], [F32, F64], layouts=("contig",), tol=LOOSE)
     case("special_" + name + "_scalar_x", lambda n, f=fn: f(0.3, n), [(Idx((3, 5), 14),)], [I64], tol=LOOSE)
+# --- issue 13: conv-pool-sample
+# (ATen's CPU avg_pool3d takes no f16/bf16, adaptive_max_pool2d no integers.)
+# 3-d convolution (the convolution kernels, both backends), 3-d / adaptive /
+# fractional pooling, grid sampling and every upsample mode, forward and
+# backward (torchhook/rgpu/decomp_sample.py: decompositions into ops.def ops).
+
+def _conv3d_bw(g, x, w, mask, stride, padding, dilation, groups, transposed, out_pad):
+    return aten.convolution_backward(g, x, w, [w.shape[1] * groups if transposed else w.shape[0]], stride, padding,
+                                     dilation, transposed, out_pad, groups, mask)
+
+
+case("conv3d", lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1)),
+     [((2, 4, 5, 6, 5), (4, 2, 2, 3, 2), (4,))], [F32, F64], **CONV)
+case("conv3d_groups", lambda x, w: F.conv3d(x, w, None, stride=2, groups=2), [((1, 4, 5, 5, 6), (6, 2, 3, 1, 2))],
+     [F32, F64, F16, BF16], **CONV)
+case("conv_transpose3d", lambda x, w, b: F.conv_transpose3d(x, w, b, stride=2, padding=1, output_padding=1,
+                                                            groups=1, dilation=(1, 2, 1)),
+     [((1, 3, 3, 4, 3), (3, 2, 3, 2, 2), (2,))], [F32, F64], **CONV)
+case("conv3d_backward", lambda g, x, w: _conv3d_bw(g, x, w, [True, True, True], [2, 1, 1], [1, 0, 1], [1, 1, 2],
+                                                   2, False, [0, 0, 0]),
+     [((2, 4, 3, 3, 4), (2, 4, 5, 5, 6), (4, 2, 2, 3, 2))], [F32, F64], **CONV_BW)
+case("conv_transpose3d_backward",
+     lambda g, x, w: _conv3d_bw(g, x, w, [True, True, False], [2, 1, 2], [1, 0, 1], [2, 1, 1], 1, True, [1, 0, 1]),
+     [((1, 2, 6, 5, 7), (1, 3, 3, 4, 4), (3, 2, 2, 2, 2))], [F32, F64], **CONV_BW)
+P3 = [((2, 3, 5, 6, 7),)]
+POOL3 = dict(layouts=("contig", "T", "strided"))
+case("avg_pool3d", lambda x: F.avg_pool3d(x, 2), P3, [F32, F64], tol=LOOSE, **POOL3)
+case("avg_pool3d_pad", lambda x: F.avg_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 1, 0), ceil_mode=True,
+                                              count_include_pad=False), P3, [F32, F64], tol=LOOSE, **POOL3)
+case("avg_pool3d_divisor", lambda x: F.avg_pool3d(x, 2, 1, 1, divisor_override=3), P3, [F32], tol=LOOSE)
+case("avg_pool3d_backward",
+     lambda x: aten.avg_pool3d_backward(aten.avg_pool3d(x, [3, 2, 3], [2, 1, 2], [1, 1, 0], True, True, None) + 1,
+                                        x, [3, 2, 3], [2, 1, 2], [1, 1, 0], True, True, None),
+     P3, [F32, F64], tol=LOOSE, **POOL3)
+case("avg_pool3d_backward_divisor",
+     lambda x: aten.avg_pool3d_backward(aten.avg_pool3d(x, [2, 2, 2], [1, 1, 1], [1, 0, 0], False, False, 5) + 1,
+                                        x, [2, 2, 2], [1, 1, 1], [1, 0, 0], False, False, 5), P3, [F32], tol=LOOSE)
+
+
+def _maxp3_bw(x, k, s, p, d, c):
+    y, idx = aten.max_pool3d_with_indices(x, k, s, p, d, c)
+    return aten.max_pool3d_with_indices_backward(y * 2 + 1, x, k, s, p, d, c, idx)
+
+
+case("max_pool3d_backward", lambda x: _maxp3_bw(x, [3, 2, 2], [1, 2, 1], [1, 0, 1], [1, 1, 2], True), P3, FLOATS,
+     **POOL3)
+case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (3, 4, 2)), P3, FLOATS, tol=LOOSE, **POOL3)
+case("adaptive_avg_pool3d_backward",
+     lambda x: aten._adaptive_avg_pool3d_backward(aten._adaptive_avg_pool3d(x, [2, 4, 3]) + 1, x), P3, FLOATS,
+     tol=LOOSE, **POOL3)
+P2 = [((2, 3, 7, 9),), ((3, 5, 6),)]
+case("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), P2, FLOATS)
+case("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), [((2, 3, 9),)], [F32, F64])
+
+
+def _amp_bw(x, size, sp):
+    f = aten.adaptive_max_pool2d if sp == 2 else aten.adaptive_max_pool3d
+    b = aten.adaptive_max_pool2d_backward if sp == 2 else aten.adaptive_max_pool3d_backward
+    y, idx = f(x, size)
+    return b(y * 2 + 1, x, idx)
+
+
+case("adaptive_max_pool2d_backward", lambda x: _amp_bw(x, [4, 5], 2), P2, FLOATS)
+case("adaptive_max_pool3d_backward", lambda x: _amp_bw(x, [2, 4, 3], 3), P3, [F32, F64])
+
+
+def _frac(x, u, k, size, sp):
+    f = aten.fractional_max_pool2d if sp == 2 else aten.fractional_max_pool3d
+    b = aten.fractional_max_pool2d_backward if sp == 2 else aten.fractional_max_pool3d_backward
+    y, idx = f(x, k, size, u)
+    return y, idx, b(y * 2 + 1, x, k, size, idx)
+
+
+U01 = lambda *s: Fixed(lambda d: torch.rand(*s, generator=torch.Generator().manual_seed(5)).to(d))  # noqa: E731
+case("fractional_max_pool2d", lambda x, u: _frac(x, u, [2, 3], [4, 5], 2), [((2, 3, 7, 9), U01(2, 3, 2))], FLOATS)
+case("fractional_max_pool2d_one", lambda x, u: _frac(x, u, [3, 2], [1, 3], 2), [((3, 5, 6), U01(1, 3, 2))], [F32])
+case("fractional_max_pool3d", lambda x, u: _frac(x, u, [2, 2, 3], [3, 4, 4], 3), [(P3[0][0], U01(2, 3, 3))],
+     [F32, F64])
+
+UP = [((2, 3, 4, 5),)]
+UPMODES = {
+    "nearest": lambda x: F.interpolate(x, scale_factor=(1.7, 2.0), mode="nearest"),
+    "nearest_exact": lambda x: F.interpolate(x, size=(7, 3), mode="nearest-exact"),
+    "bilinear": lambda x: F.interpolate(x, size=(7, 8), mode="bilinear"),
+    "bilinear_ac": lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+    "bicubic": lambda x: F.interpolate(x, size=(6, 9), mode="bicubic"),
+    "bilinear_aa": lambda x: F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True),
+    "bicubic_aa": lambda x: F.interpolate(x, size=(2, 7), mode="bicubic", antialias=True),
+}
+UPMODES_1D = {
+    "nearest1d": lambda x: F.interpolate(x, size=9, mode="nearest"),
+    "nearest_exact1d": lambda x: F.interpolate(x, scale_factor=0.6, mode="nearest-exact"),
+    "linear": lambda x: F.interpolate(x, size=11, mode="linear"),
+}
+UPMODES_3D = {
+    "nearest3d": lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    "nearest_exact3d": lambda x: F.interpolate(x, size=(3, 5, 4), mode="nearest-exact"),
+    "trilinear": lambda x: F.interpolate(x, size=(5, 4, 6), mode="trilinear"),
+    "trilinear_ac": lambda x: F.interpolate(x, scale_factor=(1.5, 1, 2), mode="trilinear", align_corners=True),
+}
+
+
+def _vjp(f):
+    """f's output and the gradient of sum(out * (2 + out)) wrt its input: the
+    upsample backward op (autograd runs it on rgpu like any backward)."""
+    def run(x):
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            y = f(x)
+            (gx,) = torch.autograd.grad(y, x, y.detach() + 2)
+        return y.detach(), gx
+    return run
+
+
+for _n, _f in UPMODES.items():
+    case("upsample_" + _n, _vjp(_f), UP, FLOATS if "aa" not in _n else [F32, F64], tol=LOOSE)
+for _n, _f in UPMODES_1D.items():
+    case("upsample_" + _n, _vjp(_f), [((2, 3, 6),)], [F32, F64], tol=LOOSE)
+for _n, _f in UPMODES_3D.items():
+    case("upsample_" + _n, _vjp(_f), [((1, 2, 3, 4, 3),)], [F32, F64], tol=LOOSE)
+
+GRID = Fixed(lambda d: torch.rand(2, 3, 4, 2, 3, generator=torch.Generator().manual_seed(7)).to(d) * 2.6 - 1.3)
+GRID2 = Fixed(lambda d: torch.rand(2, 4, 5, 2, generator=torch.Generator().manual_seed(8)).to(d) * 2.6 - 1.3)
+
+
+def _gs_bw(x, grid, mode, pad, align, sp):
+    f = aten.grid_sampler_3d if sp == 3 else aten.grid_sampler_2d
+    b = aten.grid_sampler_3d_backward if sp == 3 else aten.grid_sampler_2d_backward
+    y = f(x, grid, mode, pad, align)
+    return (y,) + tuple(b(y * 2 + 1, x, grid, mode, pad, align, [True, True]))
+
+
+for _m, _p, _a in [(0, 0, False), (0, 1, True), (0, 2, False), (0, 2, True), (1, 0, True), (1, 2, False)]:
+    case(f"grid_sampler_3d_m{_m}_p{_p}_a{int(_a)}", lambda x, g, m=_m, p=_p, a=_a: _gs_bw(x, g, m, p, a, 3),
+         [((2, 2, 4, 5, 3), GRID)], [F32, F64], tol=LOOSE, layouts=("contig", "strided"))
+    case(f"grid_sampler_2d_backward_m{_m}_p{_p}_a{int(_a)}", lambda x, g, m=_m, p=_p, a=_a: _gs_bw(x, g, m, p, a, 2),
+         [((2, 3, 5, 6), GRID2)], [F32, F64], tol=LOOSE, layouts=("contig", "strided"))
+
+CONV_POOL_SAMPLE_AUTOGRAD = {
+    "conv3d": (lambda x, w, b: F.conv3d(x, w, b, stride=2, padding=1), [(2, 3, 5, 6, 6), (4, 3, 3, 3, 3), (4,)]),
+    "conv_transpose3d": (lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=1, output_padding=(1, 0, 0)),
+                         [(1, 4, 3, 4, 3), (4, 2, 3, 3, 2)]),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 3, 2, 1), [(2, 2, 5, 6, 5)]),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2, 1), [(2, 2, 4, 5, 4)]),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), [(2, 2, 5, 6, 5)]),
+    "adaptive_max_pool1d": (lambda x: F.adaptive_max_pool1d(x, 4), [(2, 3, 9)]),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (3, 4)), [(2, 3, 7, 9)]),
+    "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x, (2, 3, 4)), [(2, 3, 5, 6, 7)]),
+    "fractional_max_pool2d": (lambda x: F.fractional_max_pool2d(
+        x, 2, output_size=(3, 4), _random_samples=torch.full((2, 3, 2), 0.3, dtype=x.dtype, device=x.device)),
+        [(2, 3, 7, 9)]),
+    "fractional_max_pool3d": (lambda x: F.fractional_max_pool3d(
+        x, 2, output_size=(3, 3, 4), _random_samples=torch.full((2, 3, 3), 0.6, dtype=x.dtype, device=x.device)),
+        [(2, 3, 5, 6, 7)]),
+    "grid_sample3d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="reflection",
+                                                    align_corners=False),
+                      [(2, 2, 4, 5, 3), (2, 3, 4, 2, 3)]),
+    "grid_sample2d": (lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="border", align_corners=True),
+                      [(2, 3, 5, 6), (2, 4, 5, 2)]),
+    **{"interpolate_" + n: (f, [(2, 3, 4, 5)]) for n, f in UPMODES.items()},
+    **{"interpolate_" + n: (f, [(2, 3, 6)]) for n, f in UPMODES_1D.items()},
+    **{"interpolate_" + n: (f, [(1, 2, 3, 4, 3)]) for n, f in UPMODES_3D.items()},
+}
+
+
+@pytest.mark.parametrize("dt", [F32, F64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(CONV_POOL_SAMPLE_AUTOGRAD))
+def test_autograd_conv_pool_sample(name, dt):
+    fn, shapes = CONV_POOL_SAMPLE_AUTOGRAD[name]
+    _grads(fn, [sample(s, dt, i) for i, s in enumerate(shapes)])
+
 
 # --- running a case --------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import threading
 import torch
 from torch._decomp import decomposition_table
 
+from . import decomp_sample as _decomp_sample
+
 aten = torch.ops.aten
 
 _COUNTS = {}
@@ -307,6 +309,8 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.replication_pad1d_backward.default: _replication_pad_backward,
         aten.replication_pad2d_backward.default: _replication_pad_backward,
         aten.replication_pad3d_backward.default: _replication_pad_backward}
+
+
 def _convert_element_type(a, dtype):
     """prims.convert_element_type (decompositions at low precision: renorm) is a cast."""
     return aten._to_copy.default(a, dtype=dtype)
@@ -314,6 +318,7 @@ def _convert_element_type(a, dtype):
 
 _OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
                 "prims::convert_element_type": _convert_element_type}
+_OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 
 
 # --- _foreach_* ------------------------------------------------------------------------
