@@ -333,6 +333,65 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
 }
 
 /* ---------------------------------------------------------------------------
+ * SCATTER_REDUCE: out = self, then each out element index reaches is reduced
+ * with the src elements aimed at it, in row-major index order, through one
+ * accumulator per out element (op/index.h: op_sr_*). */
+
+static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_index_dimop p;
+    bool incl;
+    FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
+    bool any = op_numel(p.ix) > 0;
+    op_walk w;
+    if (any) {
+        op_walk_init(&w, p.nd, p.isz);
+        op_walk_strides(&w, 0, p.ix);
+        do {
+            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+            if (v < 0 || v >= p.ssz[p.dim])
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
+        } while (op_walk_next(&w));
+    }
+    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
+    if (!any) return RGPU_OK;
+
+    int dt = p.out->dtype, mode = (int)p.reduce;
+    int64_t nout = op_numel(p.out), odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
+    op_sr_acc *acc = op_alloc(nout, sizeof *acc);
+    int64_t *cnt = acc ? calloc((size_t)nout, sizeof *cnt) : NULL;
+    if (cnt == NULL) {
+        free(acc);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "scatter_reduce: out of memory for %lld accumulators", (long long)nout);
+    }
+    contig_strides(p.ssz, p.nd, cst);
+    op_walk_init(&w, p.nd, p.isz);
+    op_walk_strides(&w, 0, p.ix);
+    op_walk_strides(&w, 1, p.out);
+    w.st[1][p.dim] = 0;
+    op_walk_strides(&w, 2, p.src);
+    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
+    do {
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        int64_t l = w.off[3] + v * cst[p.dim];
+        if (cnt[l]++ == 0) op_sr_start(&acc[l], (const char *)p.out->data + w.off[1] + v * odim, dt, mode, incl);
+        op_sr_combine(&acc[l], (const char *)p.src->data + w.off[2], dt, mode);
+    } while (op_walk_next(&w));
+
+    op_walk_init(&w, p.nd, p.ssz);
+    for (int d = 0; d < p.nd; d++) w.st[0][d] = op_index_bstride(p.out, d);
+    int64_t l = 0;
+    do {
+        if (cnt[l]) op_sr_finish((char *)p.out->data + w.off[0], &acc[l], cnt[l], dt, mode, incl);
+        l++;
+    } while (op_walk_next(&w));
+    free(acc);
+    free(cnt);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
  * INDEX_SELECT: out = self with dim restricted to index (0-d/1-d, i64/i32). */
 
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
@@ -536,6 +595,7 @@ rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_GATHER:             return op_gather(e, err, errlen);
     case RGPU_OP_SCATTER:            return op_scatter(e, false, err, errlen);
     case RGPU_OP_SCATTER_ADD:        return op_scatter(e, true, err, errlen);
+    case RGPU_OP_SCATTER_REDUCE:     return op_scatter_reduce(e, err, errlen);
     case RGPU_OP_INDEX_SELECT:       return op_index_select(e, err, errlen);
     case RGPU_OP_INDEX_ADD:          return op_index_add(e, err, errlen);
     case RGPU_OP_INDEX:              return op_index(e, err, errlen);

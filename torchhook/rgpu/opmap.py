@@ -510,6 +510,17 @@ def _scatter(has_src, has_reduce):
     return C.OP_SCATTER, prep, mapper
 
 
+_SCATTER_REDUCE = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
+
+
+def _scatter_reduce_args(args, kwargs):
+    """scatter_reduce.two's (dim, reduce, include_self)."""
+    red = arg(args, kwargs, 4, "reduce")
+    if red not in _SCATTER_REDUCE:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {red}")
+    return (_wrap(args[1], args[0].dim()), _SCATTER_REDUCE[red], bool(arg(args, kwargs, 5, "include_self", True)))
+
+
 def _index_add():
     def prep(args, kwargs):
         return _wrap(args[1], args[0].dim())
@@ -899,6 +910,10 @@ def _table():
     _put(t, _overloads("index_put", ("default", "out")) + _overloads("index_put_", ("default",))
          + _overloads("_index_put_impl", ("default", "out")) + _overloads("_index_put_impl_", ("default",)),
          _index_put(), pre=_index_put_pre)
+
+    # --- issue 13: index
+    _put(t, _overloads("scatter_reduce", ("two", "two_out")) + _overloads("scatter_reduce_", ("two",)),
+         _fixed(C.OP_SCATTER_REDUCE, ((0, "self"), (2, "index"), (3, "src")), _scatter_reduce_args))
 
     # composites and pre-passes
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
