@@ -521,6 +521,21 @@ def _scatter_reduce_args(args, kwargs):
     return (_wrap(args[1], args[0].dim()), _SCATTER_REDUCE[red], bool(arg(args, kwargs, 5, "include_self", True)))
 
 
+def _gather_pre(handler, func, args, kwargs):
+    """gather's index dtype rule, at the call as on the CPU: a non-empty index is
+    int64 or int32; an empty one of any dtype gives an empty result."""
+    ix = arg(args, kwargs, 2, "index")
+    if ix.dtype not in (torch.int64, torch.int32):
+        if ix.numel() != 0:
+            raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+        args = list(args)
+        if len(args) > 2:
+            args[2] = ix.to(torch.int64)
+        else:
+            kwargs = dict(kwargs, index=ix.to(torch.int64))
+    return handler(func, tuple(args), kwargs)
+
+
 def _index_add():
     def prep(args, kwargs):
         return _wrap(args[1], args[0].dim())
@@ -890,7 +905,7 @@ def _table():
          _fixed(C.OP_EMBEDDING_BACKWARD, ((0, "grad_output"), (1, "indices")),
                 lambda args, kwargs: (args[2], args[3], bool(args[4]))))
     si = ((0, "self"), (2, "index"))
-    _put(t, _overloads("gather", ("default", "out")), _fixed(C.OP_GATHER, si, _one_dim(1)))
+    _put(t, _overloads("gather", ("default", "out")), _fixed(C.OP_GATHER, si, _one_dim(1)), pre=_gather_pre)
     _put(t, _overloads("index_select", ("default", "out")), _fixed(C.OP_INDEX_SELECT, si, _one_dim(1)))
     _put(t, _overloads("scatter_add", ("default", "out")) + _overloads("scatter_add_", ("default",)),
          _fixed(C.OP_SCATTER_ADD, ((0, "self"), (2, "index"), (3, "src")), _one_dim(1)))
