@@ -472,9 +472,14 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
     FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_numel(ix) == 0) {   /* ATen checks neither dtype nor dims of an empty index */
+        p->dim = 0;
+        op_index_nonempty_sizes(ix, p->isz);
+        return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+    }
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
     if (op_index_nonempty_sizes(ix, p->isz) != p->nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));

@@ -522,18 +522,15 @@ def _scatter_reduce_args(args, kwargs):
 
 
 def _gather_pre(handler, func, args, kwargs):
-    """gather's index dtype rule, at the call as on the CPU: a non-empty index is
-    int64 or int32; an empty one of any dtype gives an empty result."""
+    """gather's index rules, at the call as on the CPU: a non-empty index is int64
+    or int32; an empty one (any dtype, any dims) gives an empty result."""
     ix = arg(args, kwargs, 2, "index")
-    if ix.dtype not in (torch.int64, torch.int32):
-        if ix.numel() != 0:
-            raise RuntimeError("gather(): Expected dtype int32/int64 for index")
-        args = list(args)
-        if len(args) > 2:
-            args[2] = ix.to(torch.int64)
-        else:
-            kwargs = dict(kwargs, index=ix.to(torch.int64))
-    return handler(func, tuple(args), kwargs)
+    if ix.numel() == 0 and func is aten.gather.default:
+        # ATen checks neither dims nor dtype of an empty index
+        return torch.empty(ix.shape, dtype=args[0].dtype, device=args[0].device)
+    if ix.dtype not in (torch.int64, torch.int32) and ix.numel() != 0:
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    return handler(func, args, kwargs)
 
 
 def _index_add():
