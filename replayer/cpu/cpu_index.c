@@ -289,38 +289,55 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
  * value cast to self's dtype). reduce: 0 assign (last write wins), 1 add,
  * 2 multiply. */
 
+/* Every index in [0, self's size at dim) (else an error, nothing written),
+ * then out = self; *any: the index has elements. */
+static rgpu_status scatter_start(const rgpu_exec *e, const op_index_dimop *p, bool *any, char *err, size_t errlen)
+{
+    *any = op_numel(p->ix) > 0;
+    if (*any) {
+        op_walk w;
+        op_walk_init(&w, p->nd, p->isz);
+        op_walk_strides(&w, 0, p->ix);
+        do {
+            int64_t v = op_idx_load_index((const char *)p->ix->data + w.off[0], p->ix->dtype);
+            if (v < 0 || v >= p->ssz[p->dim])
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                         p->name, (long long)v, p->dim, (long long)p->ssz[p->dim]);
+        } while (op_walk_next(&w));
+    }
+    return copy_self_into_out(e, p->out, p->self, err, errlen);
+}
+
+/* The walk over index: set 0 index, set 1 out (dim's stride 0), set 2 src
+ * (when given), set 3 out's row-major element numbers (dim's 0); cst: the
+ * row-major strides of self's shape (contig_strides, filled here). */
+static void scatter_walk(const op_index_dimop *p, int64_t *cst, op_walk *w)
+{
+    contig_strides(p->ssz, p->nd, cst);
+    op_walk_init(w, p->nd, p->isz);
+    op_walk_strides(w, 0, p->ix);
+    op_walk_strides(w, 1, p->out);
+    w->st[1][p->dim] = 0;
+    if (p->src) op_walk_strides(w, 2, p->src);
+    for (int d = 0; d < p->nd; d++) w->st[3][d] = d == p->dim ? 0 : cst[d];
+}
+
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    bool any = op_numel(p.ix) > 0;
-    op_walk w;
-    if (any) {
-        op_walk_init(&w, p.nd, p.isz);
-        op_walk_strides(&w, 0, p.ix);
-        do {
-            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-            if (v < 0 || v >= p.ssz[p.dim])
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
-        } while (op_walk_next(&w));
-    }
-    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
+    op_walk w;
     int dt = p.out->dtype;
     int64_t odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f;
     if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
-    contig_strides(p.ssz, p.nd, cst);
-    op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, p.ix);
-    op_walk_strides(&w, 1, p.out);
-    w.st[1][p.dim] = 0;
-    if (p.src) op_walk_strides(&w, 2, p.src);
-    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
+    scatter_walk(&p, cst, &w);
     do {
         int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
         const char *s = p.src ? (const char *)p.src->data + w.off[2] : (const char *)&p.value;
@@ -342,21 +359,11 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
     op_index_dimop p;
     bool incl;
     FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
-    bool any = op_numel(p.ix) > 0;
-    op_walk w;
-    if (any) {
-        op_walk_init(&w, p.nd, p.isz);
-        op_walk_strides(&w, 0, p.ix);
-        do {
-            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-            if (v < 0 || v >= p.ssz[p.dim])
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
-        } while (op_walk_next(&w));
-    }
-    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
+    op_walk w;
     int dt = p.out->dtype, mode = (int)p.reduce;
     int64_t nout = op_numel(p.out), odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_sr_acc *acc = op_alloc(nout, sizeof *acc);
@@ -365,13 +372,7 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
         free(acc);
         RETURN_ERROR(RGPU_ERR_NOMEM, "scatter_reduce: out of memory for %lld accumulators", (long long)nout);
     }
-    contig_strides(p.ssz, p.nd, cst);
-    op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, p.ix);
-    op_walk_strides(&w, 1, p.out);
-    w.st[1][p.dim] = 0;
-    op_walk_strides(&w, 2, p.src);
-    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
+    scatter_walk(&p, cst, &w);
     do {
         int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
         int64_t l = w.off[3] + v * cst[p.dim];
