@@ -96,6 +96,9 @@ GRADS = {
                             [(4,), (5,)]),
     "scatter_reduce_mean": (lambda x, s: torch.scatter_reduce(x, 0, torch.tensor([0, 2, 2, 1, 0]).to(x.device), s,
                                                               "mean", include_self=False), [(4,), (5,)]),
+    "segment_reduce": (lambda d: sum(torch.segment_reduce(d, r, lengths=torch.tensor([2, 0, 3, 1]).to(d.device),
+                                                          initial=1.5) for r in ("sum", "mean", "max", "min", "prod")),
+                       [(6, 2)]),
     "index_reduce_prod": (lambda x, s: torch.index_reduce(x, 0, torch.tensor([0, 2, 2]).to(x.device), s, "prod"),
                           [(3, 2), (3, 2)]),
 }

@@ -235,7 +235,8 @@ def _cdist_direct(x1, x2, p):
 
 def _cdist_forward(x1, x2, p, compute_mode=None):
     """ATen CPU's two paths: for p = 2 with many rows (or compute_mode 1) the
-    matmul form ||a||^2 - 2ab + ||b||^2, else the norm of the differences."""
+    matmul form ||a||^2 - 2ab + ||b||^2 (clamped to 1e-30 before the sqrt, as
+    ATen's), else the norm of the differences."""
     r1, r2 = x1.shape[-2], x2.shape[-2]
     mm = p == 2 and (compute_mode == 1 or ((compute_mode is None or compute_mode == 0) and (r1 > 25 or r2 > 25)))
     if not mm:
@@ -248,7 +249,7 @@ def _cdist_forward(x1, x2, p, compute_mode=None):
     a = aten.cat.default([aten.mul.Tensor(x1, -2), n1, aten.ones_like.default(n1)], -1)
     b = aten.cat.default([x2, aten.ones_like.default(n2), n2], -1)
     r = torch.matmul(a, aten.transpose.int(b, -1, -2))
-    return aten.sqrt.default(aten.clamp_min.default(r, 0))
+    return aten.sqrt.default(aten.clamp_min.default(r, 1e-30))
 
 
 def _cdist_backward(grad, x1, x2, p, cdist):
@@ -518,6 +519,63 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     return out
 
 
+def _segment_ids(data, lengths, offsets, axis):
+    """(segment id of each position along axis, expanded to data's shape; lengths
+    reshaped to broadcast along axis; the number of segments)."""
+    dev = data.device
+    if lengths is not None:
+        lens = _i64(lengths)
+        offs = aten.sub.Tensor(aten.cumsum.default(lens, 0), lens)
+    else:
+        o = _i64(offsets)
+        offs = aten.slice.Tensor(o, 0, 0, o.shape[0] - 1)
+        lens = aten.sub.Tensor(aten.slice.Tensor(o, 0, 1, o.shape[0]), offs)
+    ns, n = offs.shape[0], data.shape[axis]
+    marks = aten.index_add.default(torch.zeros(n + 1, dtype=torch.int64, device=dev), 0, offs,
+                                   torch.ones(ns, dtype=torch.int64, device=dev))
+    seg = aten.slice.Tensor(aten.sub.Tensor(aten.cumsum.default(marks, 0), 1), 0, 0, n)
+    vs = [1] * data.dim()
+    vs[axis] = -1
+    return aten.expand.default(aten.reshape.default(seg, vs), list(data.shape)), aten.reshape.default(lens, vs), ns
+
+
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
+    """The gradient of segment_reduce (1-d lengths or offsets): sum and mean spread
+    the segment's gradient (mean over its length); max/min split it among the
+    elements equal to the result; prod: the product of the others (a zero's
+    share is the product of the rest, the others' none)."""
+    if (lengths is not None and lengths.dim() != 1) or (offsets is not None and offsets.dim() != 1):
+        return NotImplemented
+    axis = axis % data.dim()
+    ix, lens, ns = _segment_ids(data, lengths, offsets, axis)
+    g = aten.gather.default(grad, axis, ix)
+    zero = aten.zeros_like.default(data)
+    if reduce == "sum":
+        return g
+    if reduce == "mean":
+        n = aten.gather.default(aten.expand.default(aten._to_copy.default(lens, dtype=data.dtype), list(grad.shape)),
+                                axis, ix)
+        return aten.div.Tensor(g, n)
+    if reduce in ("max", "min"):
+        hit = aten.eq.Tensor(data, aten.gather.default(output, axis, ix))
+        cnt = aten.scatter_add.default(aten.zeros_like.default(grad), axis, ix, aten._to_copy.default(hit, dtype=data.dtype))
+        share = aten.div.Tensor(g, aten.gather.default(aten.clamp_min.default(cnt, 1), axis, ix))
+        return aten.where.self(hit, share, zero)
+    if reduce == "prod":
+        nz = aten.ne.Scalar(data, 0)
+        one = aten.ones_like.default(grad)
+        pnz = aten.scatter_reduce.two(one, axis, ix, aten.where.self(nz, data, aten.ones_like.default(data)), "prod")
+        zc = aten.scatter_add.default(aten.zeros_like.default(grad), axis, ix,
+                                      aten._to_copy.default(aten.logical_not.default(nz), dtype=data.dtype))
+        zc, pnz = aten.gather.default(zc, axis, ix), aten.gather.default(pnz, axis, ix)
+        if initial is not None:
+            pnz = aten.mul.Scalar(pnz, initial)
+        other = aten.where.self(nz, aten.where.self(aten.eq.Scalar(zc, 0), aten.div.Tensor(pnz, aten.where.self(
+            nz, data, aten.ones_like.default(data))), zero), aten.where.self(aten.eq.Scalar(zc, 1), pnz, zero))
+        return aten.mul.Tensor(g, other)
+    return NotImplemented
+
+
 _OWN_INDEX = {
     aten.index_reduce.default: _index_reduce, aten.index_reduce_.default: _index_reduce_,
     aten.addbmm.default: _addbmm, aten.addbmm_.default: _addbmm_,
@@ -533,6 +591,7 @@ _OWN_INDEX = {
     aten._embedding_bag_dense_backward.default: _embedding_bag_dense_backward,
     aten._embedding_bag_per_sample_weights_backward.default: _embedding_bag_psw_backward,
     aten.segment_reduce.default: _segment_reduce,
+    aten._segment_reduce_backward.default: _segment_reduce_backward,
 }
 
 
