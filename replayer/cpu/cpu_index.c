@@ -289,38 +289,55 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
  * value cast to self's dtype). reduce: 0 assign (last write wins), 1 add,
  * 2 multiply. */
 
+/* Every index in [0, self's size at dim) (else an error, nothing written),
+ * then out = self; *any: the index has elements. */
+static rgpu_status scatter_start(const rgpu_exec *e, const op_index_dimop *p, bool *any, char *err, size_t errlen)
+{
+    *any = op_numel(p->ix) > 0;
+    if (*any) {
+        op_walk w;
+        op_walk_init(&w, p->nd, p->isz);
+        op_walk_strides(&w, 0, p->ix);
+        do {
+            int64_t v = op_idx_load_index((const char *)p->ix->data + w.off[0], p->ix->dtype);
+            if (v < 0 || v >= p->ssz[p->dim])
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                         p->name, (long long)v, p->dim, (long long)p->ssz[p->dim]);
+        } while (op_walk_next(&w));
+    }
+    return copy_self_into_out(e, p->out, p->self, err, errlen);
+}
+
+/* The walk over index: set 0 index, set 1 out (dim's stride 0), set 2 src
+ * (when given), set 3 out's row-major element numbers (dim's 0); cst: the
+ * row-major strides of self's shape (contig_strides, filled here). */
+static void scatter_walk(const op_index_dimop *p, int64_t *cst, op_walk *w)
+{
+    contig_strides(p->ssz, p->nd, cst);
+    op_walk_init(w, p->nd, p->isz);
+    op_walk_strides(w, 0, p->ix);
+    op_walk_strides(w, 1, p->out);
+    w->st[1][p->dim] = 0;
+    if (p->src) op_walk_strides(w, 2, p->src);
+    for (int d = 0; d < p->nd; d++) w->st[3][d] = d == p->dim ? 0 : cst[d];
+}
+
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    bool any = op_numel(p.ix) > 0;
-    op_walk w;
-    if (any) {
-        op_walk_init(&w, p.nd, p.isz);
-        op_walk_strides(&w, 0, p.ix);
-        do {
-            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-            if (v < 0 || v >= p.ssz[p.dim])
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         p.name, (long long)v, p.dim, (long long)p.ssz[p.dim]);
-        } while (op_walk_next(&w));
-    }
-    FORWARD_IF_ERROR(copy_self_into_out(e, p.out, p.self, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
+    op_walk w;
     int dt = p.out->dtype;
     int64_t odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f;
     if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
-    contig_strides(p.ssz, p.nd, cst);
-    op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, p.ix);
-    op_walk_strides(&w, 1, p.out);
-    w.st[1][p.dim] = 0;
-    if (p.src) op_walk_strides(&w, 2, p.src);
-    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
+    scatter_walk(&p, cst, &w);
     do {
         int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
         const char *s = p.src ? (const char *)p.src->data + w.off[2] : (const char *)&p.value;
@@ -329,6 +346,49 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
         else op_idx_elem_reduce(t, s, dt, (int)p.reduce, &one);
     } while (op_walk_next(&w));
     if (f32acc) facc_flush(&f, p.out);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * SCATTER_REDUCE: out = self, then each out element index reaches is reduced
+ * with the src elements aimed at it, in row-major index order, through one
+ * accumulator per out element (op/index.h: op_sr_*). */
+
+static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_index_dimop p;
+    bool incl;
+    FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
+    if (!any) return RGPU_OK;
+
+    op_walk w;
+    int dt = p.out->dtype, mode = (int)p.reduce;
+    int64_t nout = op_numel(p.out), odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
+    op_sr_acc *acc = op_alloc(nout, sizeof *acc);
+    int64_t *cnt = acc ? calloc((size_t)nout, sizeof *cnt) : NULL;
+    if (cnt == NULL) {
+        free(acc);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "scatter_reduce: out of memory for %lld accumulators", (long long)nout);
+    }
+    scatter_walk(&p, cst, &w);
+    do {
+        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+        int64_t l = w.off[3] + v * cst[p.dim];
+        if (cnt[l]++ == 0) op_sr_start(&acc[l], (const char *)p.out->data + w.off[1] + v * odim, dt, mode, incl);
+        op_sr_combine(&acc[l], (const char *)p.src->data + w.off[2], dt, mode);
+    } while (op_walk_next(&w));
+
+    op_walk_init(&w, p.nd, p.ssz);
+    for (int d = 0; d < p.nd; d++) w.st[0][d] = op_index_bstride(p.out, d);
+    int64_t l = 0;
+    do {
+        if (cnt[l]) op_sr_finish((char *)p.out->data + w.off[0], &acc[l], cnt[l], dt, mode, incl);
+        l++;
+    } while (op_walk_next(&w));
+    free(acc);
+    free(cnt);
     return RGPU_OK;
 }
 
@@ -536,6 +596,7 @@ rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_GATHER:             return op_gather(e, err, errlen);
     case RGPU_OP_SCATTER:            return op_scatter(e, false, err, errlen);
     case RGPU_OP_SCATTER_ADD:        return op_scatter(e, true, err, errlen);
+    case RGPU_OP_SCATTER_REDUCE:     return op_scatter_reduce(e, err, errlen);
     case RGPU_OP_INDEX_SELECT:       return op_index_select(e, err, errlen);
     case RGPU_OP_INDEX_ADD:          return op_index_add(e, err, errlen);
     case RGPU_OP_INDEX:              return op_index(e, err, errlen);

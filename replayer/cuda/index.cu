@@ -1,6 +1,6 @@
 // index.cu — the CUDA index family: dispatch, the host helpers the family
 // shares, and the gather/scatter/index kernels (embedding and its backward,
-// gather, scatter, scatter_add, index_select, index_add, index.Tensor,
+// gather, scatter, scatter_add, scatter_reduce, index_select, index_add, index.Tensor,
 // index_put). cat/pad/nonzero/masked_select/unique live in index_data.cu,
 // the Philox random ops and dropout in random.cu.
 //
@@ -615,18 +615,43 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
     }
 }
 
+// Every index in [0, self's size at dim) (else the CPU's error, nothing
+// written), then out = self; *any: the index has elements.
+static rgpu_status scatter_start(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_dimop *p, bool *any,
+                                 char *err, size_t errlen)
+{
+    *any = op_numel(p->ix) > 0;
+    if (*any) {
+        bool found;
+        int64_t bad;
+        FORWARD_IF_ERROR(ix_find_bad_index(c, p->ix, p->nd, p->isz, 0, p->ssz[p->dim], false, 0, &found, &bad, err, errlen));
+        if (found) return bad_index(e, p->name, bad, p->dim, p->ssz[p->dim], err, errlen);
+    }
+    return copy_self_into_out(c, e, p->out, p->self, err, errlen);
+}
+
+// The line walk of the scatter kernels (index shape with dim's size 1): set 0
+// ix, set 1 out (dim 0), set 2 src (when given), set 3 out's row-major
+// element numbers (dim 0); cst: row-major strides of self's shape.
+static void scatter_line_walk(const op_index_dimop *p, int64_t *cst, ix_walk *w)
+{
+    int64_t s = 1, lsz[RGPU_MAX_DIMS];
+    for (int d = p->nd - 1; d >= 0; d--) { cst[d] = s; s *= p->ssz[d]; }
+    for (int d = 0; d < p->nd; d++) lsz[d] = d == p->dim ? 1 : p->isz[d];
+    ix_walk_init(w, p->nd, lsz);
+    ix_walk_strides(w, 0, p->ix);
+    ix_walk_strides(w, 1, p->out);
+    w->st[1][p->dim] = 0;
+    if (p->src) ix_walk_strides(w, 2, p->src);
+    for (int d = 0; d < p->nd; d++) w->st[3][d] = d == p->dim ? 0 : cst[d];
+}
+
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
     FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
-    bool any = op_numel(p.ix) > 0;
-    if (any) {
-        bool found;
-        int64_t bad;
-        FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
-        if (found) return bad_index(e, p.name, bad, p.dim, p.ssz[p.dim], err, errlen);
-    }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(c, e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = p.out->dtype;
@@ -642,17 +667,9 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
         touched = (uint8_t *)(base + (size_t)nout * sizeof(float));
         RGPU_CUDA_TRY(cudaMemsetAsync(touched, 0, (size_t)nout, c->stream), err, errlen);
     }
-    int64_t cst[RGPU_MAX_DIMS], s = 1;
-    for (int d = p.nd - 1; d >= 0; d--) { cst[d] = s; s *= p.ssz[d]; }
-    int64_t lsz[RGPU_MAX_DIMS];
-    for (int d = 0; d < p.nd; d++) lsz[d] = d == p.dim ? 1 : p.isz[d];
+    int64_t cst[RGPU_MAX_DIMS];
     ix_walk w;
-    ix_walk_init(&w, p.nd, lsz);
-    ix_walk_strides(&w, 0, p.ix);
-    ix_walk_strides(&w, 1, p.out);
-    w.st[1][p.dim] = 0;
-    if (p.src) ix_walk_strides(&w, 2, p.src);
-    for (int d = 0; d < p.nd; d++) w.st[3][d] = d == p.dim ? 0 : cst[d];
+    scatter_line_walk(&p, cst, &w);
     long long nlines = ix_walk_numel(&w);
     long long ixs = op_index_bstride(p.ix, p.dim), srcs = p.src ? op_index_bstride(p.src, p.dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
@@ -666,6 +683,77 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
         k_facc_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)p.out->data, dt, acc, touched, nout);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
+// SCATTER_REDUCE: as SCATTER, one thread per index line walking dim in order
+// (lines reach disjoint out elements), each out element reduced in an
+// accumulator (op/index.h: op_sr_*), then stored by a second kernel: the
+// CPU's order and arithmetic, so the same bits, no atomics.
+
+// w: index shape with dim's size 1; set 0 ix, set 1 out (dim 0), set 2 src,
+// set 3 out's row-major element numbers (dim 0).
+__global__ void k_scatter_reduce_lines(ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
+                                       long long odim, long long cdim, const char *ix, int idt, const char *out,
+                                       const char *src, int dt, int mode, int incl, op_sr_acc *acc, long long *cnt)
+{
+    IX_FOR(l, nlines) {
+        long long off[IX_NW];
+        ix_walk_at(w, l, off);
+        for (long long t = 0; t < len; t++) {
+            long long v = ix_load_index(ix + off[0] + t * ixs, idt);
+            long long slot = off[3] + v * cdim;
+            if (cnt[slot]++ == 0) op_sr_start(&acc[slot], out + off[1] + v * odim, dt, mode, incl != 0);
+            op_sr_combine(&acc[slot], src + off[2] + t * srcs, dt, mode);
+        }
+    }
+}
+
+// out's element l (row-major) from acc[l] where touched.
+__global__ void k_sr_flush(ix_walk w, char *out, int dt, int mode, int incl, const op_sr_acc *acc,
+                           const long long *cnt, long long n)
+{
+    IX_FOR(l, n) {
+        if (!cnt[l]) continue;
+        long long off[IX_NW];
+        ix_walk_at(w, l, off);
+        op_sr_finish(out + off[0], &acc[l], cnt[l], dt, mode, incl != 0);
+    }
+}
+
+static rgpu_status op_scatter_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_index_dimop p;
+    bool incl;
+    FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
+    bool any;
+    FORWARD_IF_ERROR(scatter_start(c, e, &p, &any, err, errlen));
+    if (!any) return RGPU_OK;
+
+    int dt = p.out->dtype;
+    long long nout = op_numel(p.out);
+    ix_scratch sacc(c);
+    size_t nb = (size_t)nout * (sizeof(op_sr_acc) + sizeof(long long));
+    IX_SCRATCH(sacc, base, char *, nb, "the scatter_reduce accumulators");
+    op_sr_acc *acc = (op_sr_acc *)base;
+    long long *cnt = (long long *)(base + (size_t)nout * sizeof(op_sr_acc));
+    RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, (size_t)nout * sizeof(long long), c->stream), err, errlen);
+    int64_t cst[RGPU_MAX_DIMS];
+    ix_walk w;
+    scatter_line_walk(&p, cst, &w);
+    long long nlines = ix_walk_numel(&w);
+    k_scatter_reduce_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
+        w, nlines, p.isz[p.dim], op_index_bstride(p.ix, p.dim), op_index_bstride(p.src, p.dim),
+        op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        (const char *)p.out->data, (const char *)p.src->data, dt, (int)p.reduce, incl, acc, cnt);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    ix_walk wo;
+    ix_walk_init(&wo, p.nd, p.ssz);
+    for (int d = 0; d < p.nd; d++) wo.st[0][d] = op_index_bstride(p.out, d);
+    k_sr_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)p.out->data, dt, (int)p.reduce, incl,
+                                                              acc, cnt, nout);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
 
@@ -971,6 +1059,7 @@ extern "C" rgpu_status rgpu_cuda_index_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     case RGPU_OP_GATHER:             return op_gather(c, e, err, errlen);
     case RGPU_OP_SCATTER:            return op_scatter(c, e, false, err, errlen);
     case RGPU_OP_SCATTER_ADD:        return op_scatter(c, e, true, err, errlen);
+    case RGPU_OP_SCATTER_REDUCE:     return op_scatter_reduce(c, e, err, errlen);
     case RGPU_OP_INDEX_SELECT:       return op_index_select(c, e, err, errlen);
     case RGPU_OP_INDEX_ADD:          return op_index_add(c, e, err, errlen);
     case RGPU_OP_INDEX:              return op_index(c, e, err, errlen);

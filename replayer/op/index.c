@@ -472,9 +472,14 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
     FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_numel(ix) == 0) {   /* ATen checks neither dtype nor dims of an empty index */
+        p->dim = 0;
+        op_index_nonempty_sizes(ix, p->isz);
+        return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+    }
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
     if (op_index_nonempty_sizes(ix, p->isz) != p->nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
     FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
@@ -483,6 +488,26 @@ rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *e
             RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)p->isz[d], (long long)p->ssz[d]);
     return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+}
+
+/* The size rules of scatter (with src when src is given), on p's views. */
+static rgpu_status scatter_shapes(const rgpu_exec *e, op_index_dimop *p, int64_t dim64, char *err, size_t errlen)
+{
+    const char *name = p->name;
+    const rgpu_view *self = p->self, *ix = p->ix, *src = p->src;
+    int nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
+    if (op_index_nonempty_sizes(ix, p->isz) != nd || (src && op_index_nonempty_sizes(src, p->rsz) != nd))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
+    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    for (int d = 0; d < nd; d++) {
+        if (src && p->isz[d] > p->rsz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
+                     name, (long long)p->isz[d], (long long)p->rsz[d], d);
+        if (d != p->dim && p->isz[d] > p->ssz[d])
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
+                     name, (long long)p->isz[d], (long long)p->ssz[d], d);
+    }
+    return RGPU_OK;
 }
 
 rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
@@ -511,19 +536,30 @@ rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_d
     FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
     if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
-    int nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
-    if (op_index_nonempty_sizes(ix, p->isz) != nd || (src && op_index_nonempty_sizes(src, p->rsz) != nd))
-        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
-    for (int d = 0; d < nd; d++) {
-        if (src && p->isz[d] > p->rsz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
-                     name, (long long)p->isz[d], (long long)p->rsz[d], d);
-        if (d != p->dim && p->isz[d] > p->ssz[d])
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than self %lld at dimension %d",
-                     name, (long long)p->isz[d], (long long)p->ssz[d], d);
-    }
-    return RGPU_OK;
+    return scatter_shapes(e, p, dim64, err, errlen);
+}
+
+rgpu_status op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
+                                          char *err, size_t errlen)
+{
+    p->self = e->in[0]; p->ix = e->in[1]; p->src = e->in[2]; p->out = e->out[0];
+    p->name = "scatter_reduce";
+    p->value = 0;
+    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
+    int64_t dim64;
+    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "reduce", &p->reduce, err, errlen));
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "include_self", include_self, err, errlen));
+    if (p->reduce < OP_SR_SUM || p->reduce > OP_SR_AMIN)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter_reduce: reduce %lld is not 0 (sum), 1 (prod), 2 (mean), 3 (amax) or 4 (amin)",
+                 (long long)p->reduce);
+    FORWARD_IF_ERROR(op_index_check_index_dtype(e, p->ix, true, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->out, "out", p->self->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->src, "src", p->self->dtype, err, errlen));
+    if (p->self->dtype == RGPU_BOOL && p->reduce == OP_SR_MEAN)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "scatter_reduce: mean is not supported for bool");
+    if (!op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "scatter_reduce: out and self differ in shape");
+    return scatter_shapes(e, p, dim64, err, errlen);
 }
 
 rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)

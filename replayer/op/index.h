@@ -191,6 +191,83 @@ OP_FN int64_t op_idx_load_index(const char *p, int dt)
 }
 
 /* ---------------------------------------------------------------------------
+ * SCATTER_REDUCE (scatter_reduce.two): each out element an index position
+ * reaches gets one accumulator, started on its first touch (from out, which
+ * holds self, when include_self, else from the reduction's identity, as
+ * ATen's scatter of the init value), combined with each src element in
+ * index order, and stored at the end (mean: divided by the count, plus one
+ * with include_self; integers floor-divide). The accumulator is f32 for
+ * f32/f16/bf16 (ATen's opmath buffer: f16/bf16 round once, at the store),
+ * f64, or int64 for the integer types and bool (wrapping; a bool stores
+ * nonzero). amax/amin propagate NaN as ATen's (a NaN src wins; a NaN
+ * accumulator stays). */
+enum { OP_SR_SUM = 0, OP_SR_PROD = 1, OP_SR_MEAN = 2, OP_SR_AMAX = 3, OP_SR_AMIN = 4 };
+
+typedef union op_sr_acc { float f; double d; int64_t i; } op_sr_acc;
+
+OP_FN void op_sr_start(op_sr_acc *a, const char *out, int dt, int mode, bool include_self)
+{
+    bool fl = dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16;
+    if (include_self) {
+        if (fl) a->f = op_load_f32(out, dt);
+        else if (dt == RGPU_F64) a->d = *(const double *)out;
+        else a->i = (int64_t)op_load_u64(out, dt);
+        return;
+    }
+    if (fl || dt == RGPU_F64) {
+        double v = mode == OP_SR_PROD ? 1.0 : mode == OP_SR_AMAX ? -INFINITY : mode == OP_SR_AMIN ? INFINITY : 0.0;
+        if (fl) a->f = (float)v; else a->d = v;
+    } else {
+        a->i = mode == OP_SR_PROD ? 1 : mode == OP_SR_AMAX ? INT64_MIN : mode == OP_SR_AMIN ? INT64_MAX : 0;
+    }
+}
+
+OP_FN void op_sr_combine(op_sr_acc *a, const char *src, int dt, int mode)
+{
+    if (dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16) {
+        float x = a->f, y = op_load_f32(src, dt);
+        if (mode == OP_SR_PROD) x = x * y;
+        else if (mode == OP_SR_AMAX) x = y != y ? y : (x < y ? y : x);
+        else if (mode == OP_SR_AMIN) x = y != y ? y : (y < x ? y : x);
+        else x = x + y;
+        a->f = x;
+    } else if (dt == RGPU_F64) {
+        double x = a->d, y = *(const double *)src;
+        if (mode == OP_SR_PROD) x = x * y;
+        else if (mode == OP_SR_AMAX) x = y != y ? y : (x < y ? y : x);
+        else if (mode == OP_SR_AMIN) x = y != y ? y : (y < x ? y : x);
+        else x = x + y;
+        a->d = x;
+    } else {
+        int64_t x = a->i, y = (int64_t)op_load_u64(src, dt);
+        if (mode == OP_SR_PROD) x = (int64_t)((uint64_t)x * (uint64_t)y);
+        else if (mode == OP_SR_AMAX) x = x < y ? y : x;
+        else if (mode == OP_SR_AMIN) x = y < x ? y : x;
+        else x = (int64_t)((uint64_t)x + (uint64_t)y);
+        a->i = x;
+    }
+}
+
+/* Stores the accumulator of an out element touched cnt (> 0) times. */
+OP_FN void op_sr_finish(char *out, const op_sr_acc *a, int64_t cnt, int dt, int mode, bool include_self)
+{
+    int64_t c = cnt + (include_self ? 1 : 0);
+    if (dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16) {
+        op_store_f32(out, dt, a->f);
+        if (mode == OP_SR_MEAN) op_store_f32(out, dt, op_load_f32(out, dt) / (float)c);
+    } else if (dt == RGPU_F64) {
+        *(double *)out = mode == OP_SR_MEAN ? a->d / (double)c : a->d;
+    } else {
+        op_store_u64(out, dt, (uint64_t)a->i);
+        if (mode == OP_SR_MEAN) {
+            int64_t x = (int64_t)op_load_u64(out, dt), q = x / c;
+            if (x % c != 0 && x < 0) q--;
+            op_store_u64(out, dt, (uint64_t)q);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
  * N-d walk in row-major order over sizes[0..nd), keeping up to OP_WALK_N byte
  * offsets (one per stride set). Usage:
  *   op_walk w; op_walk_init(&w, nd, sizes);  set w.st[k][d];  then
@@ -266,6 +343,10 @@ rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw
 rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* SCATTER / SCATTER_ADD: through the index/src/self size checks. */
 rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen);
+/* SCATTER_REDUCE: as SCATTER with src, plus reduce (OP_SR_*, in p->reduce)
+ * and include_self. */
+rgpu_status op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
+                                          char *err, size_t errlen);
 /* INDEX_SELECT: through out's shape. */
 rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* INDEX_SELECT's walk: over out (set 0) and self (set 1, with dim's stride 0:

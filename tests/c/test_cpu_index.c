@@ -331,6 +331,45 @@ START_TEST(test_scatter)
 }
 END_TEST
 
+START_TEST(test_scatter_reduce)
+{
+    float self[12], src[12], o[12];
+    fill_seq(src, 12, 1, 1);
+    for (int i = 0; i < 12; i++) self[i] = 2;
+    int64_t si[8] = { 0, 1, 2, 0, 2, 0, 0, 1 };
+    rgpu_view S = view(self, RGPU_F32, 2, SZ(3, 4), NULL), SRC = view(src, RGPU_F32, 2, SZ(3, 4), NULL);
+    rgpu_view I = view(si, RGPU_I64, 2, SZ(2, 4), NULL), O = view(o, RGPU_F32, 2, SZ(3, 4), NULL);
+    OK(RGPU_OP_SCATTER_REDUCE, IN(&S, &I, &SRC), OUT(&O), ARGS(a_int(0), a_int(3), a_bool(1)));
+    EXPECT(&O, 2.0, 6.0, 7.0, 4.0, 2.0, 2.0, 2.0, 8.0, 5.0, 2.0, 3.0, 2.0);
+    OK(RGPU_OP_SCATTER_REDUCE, IN(&S, &I, &SRC), OUT(&O), ARGS(a_int(0), a_int(2), a_bool(1)));
+    EXPECT(&O, 1.5, 4.0, 4.5, 3.0, 2.0, 2.0, 2.0, 5.0, 3.5, 2.0, 2.5, 2.0);
+    OK(RGPU_OP_SCATTER_REDUCE, IN(&S, &I, &SRC), OUT(&O), ARGS(a_int(0), a_int(4), a_bool(0)));
+    EXPECT(&O, 1.0, 6.0, 7.0, 4.0, 2.0, 2.0, 2.0, 8.0, 5.0, 2.0, 3.0, 2.0);
+    ck_assert(self[0] == 2);
+
+    /* int32, duplicate indices, in place: floor mean, prod with self */
+    int32_t z[5] = { 0 }, v[4] = { 5, 6, 7, 8 }, di[4] = { 1, 1, 4, 1 };
+    rgpu_view Z = view(z, RGPU_I32, 1, SZ(5), NULL), V = view(v, RGPU_I32, 1, SZ(4), NULL);
+    rgpu_view DI = view(di, RGPU_I32, 1, SZ(4), NULL);
+    OK(RGPU_OP_SCATTER_REDUCE, IN(&Z, &DI, &V), OUT(&Z), ARGS(a_int(0), a_int(2), a_bool(0)));
+    EXPECT(&Z, 0, 6, 0, 0, 7);
+    for (int i = 0; i < 5; i++) z[i] = 2;
+    OK(RGPU_OP_SCATTER_REDUCE, IN(&Z, &DI, &V), OUT(&Z), ARGS(a_int(0), a_int(1), a_bool(1)));
+    EXPECT(&Z, 2, 480, 2, 2, 14);
+
+    /* errors: a bad index writes nothing; reduce out of range; bool mean */
+    si[5] = 3;
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SCATTER_REDUCE, IN(&S, &I, &SRC), OUT(&S), ARGS(a_int(0), a_int(0), a_bool(1)));
+    ck_assert(strstr(g_err, "index 3 is out of bounds for dimension 0 with size 3") != NULL);
+    ck_assert(self[0] == 2);
+    si[5] = 0;
+    ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SCATTER_REDUCE, IN(&S, &I, &SRC), OUT(&S), ARGS(a_int(0), a_int(5), a_bool(1)));
+    uint8_t b[3] = { 0 };
+    rgpu_view BV = view(b, RGPU_BOOL, 1, SZ(3), NULL);
+    ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_SCATTER_REDUCE, IN(&BV, &DI, &BV), OUT(&BV), ARGS(a_int(0), a_int(2), a_bool(1)));
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
  * index_select, index_add */
 
@@ -1103,6 +1142,7 @@ START_TEST(test_family)
         RGPU_OP_CONSTANT_PAD_ND, RGPU_OP_UNIFORM, RGPU_OP_NORMAL, RGPU_OP_BERNOULLI, RGPU_OP_RANDOM,
         RGPU_OP_RANDPERM, RGPU_OP_NATIVE_DROPOUT, RGPU_OP_NATIVE_DROPOUT_BACKWARD, RGPU_OP_COUNT_NONZERO,
         RGPU_OP_NONZERO, RGPU_OP_MASKED_SELECT, RGPU_OP_COUNT_UNIQUE, RGPU_OP_UNIQUE,
+        RGPU_OP_SCATTER_REDUCE,
     };
     int owned = 0;
     for (int op = 0; op < RGPU_OP_COUNT; op++) owned += family_owns(op);
@@ -1138,6 +1178,7 @@ int main(void)
     Suite *s = suite_create("cpu_index");
     TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
     ADD_TESTS(tc, test_philox_kat, test_embedding, test_embedding_backward, test_gather, test_scatter,
+                  test_scatter_reduce,
                   test_index_select, test_index_add, test_index, test_index_put, test_cat, test_pad,
                   test_uniform, test_normal, test_bernoulli, test_random, test_randperm, test_dropout,
                   test_dropout_backward, test_nonzero, test_unique, test_family);

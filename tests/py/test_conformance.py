@@ -880,6 +880,55 @@ CONV_POOL_SAMPLE_AUTOGRAD = {
 def test_autograd_conv_pool_sample(name, dt):
     fn, shapes = CONV_POOL_SAMPLE_AUTOGRAD[name]
     _grads(fn, [sample(s, dt, i) for i, s in enumerate(shapes)])
+# --- issue 13: index
+_NAN_SRC = Fixed(lambda d: torch.tensor([[1.0, float("nan"), -2.0, 0.5], [float("nan"), 3.0, 4.0, -1.0]]).to(d))
+for _red in ("sum", "prod", "mean", "amax", "amin"):
+    for _incl in (True, False):
+        case(f"scatter_reduce_{_red}{'' if _incl else '_noself'}",
+             lambda x, i, s, r=_red, inc=_incl: torch.scatter_reduce(x, 1, i, s, r, include_self=inc),
+             [((3, 5), Idx((3, 6), 5), (3, 6)), ((6,), Idx((9,), 6), (9,)), ((2, 0), Idx((2, 0), 1), (2, 0))],
+             FLOATS + [I64, I32, U8], tol=LOOSE)
+case("scatter_reduce_inplace_dim0", lambda x, i, s: x.clone().scatter_reduce_(0, i, s, "amax", include_self=False),
+     [((4, 3, 2), Idx((5, 3, 2), 4, I32), (6, 3, 2))], [F32, I16, BOOL])
+case("scatter_reduce_bool", lambda x, i, s: (torch.scatter_reduce(x, 0, i, s, "sum"), torch.scatter_reduce(x, 0, i, s, "prod"),
+                                             torch.scatter_reduce(x, 0, i, s, "amin", include_self=False)),
+     [((4, 3), Idx((5, 3), 4), (5, 3))], [BOOL])
+case("scatter_reduce_nan", lambda x, i, s: (torch.scatter_reduce(x, 1, i, s, "amax"),
+                                            torch.scatter_reduce(x, 1, i, s, "amin", include_self=False)),
+     [((2, 3), Fixed(lambda d: torch.tensor([[0, 0, 1, 1], [2, 2, 2, 0]])), _NAN_SRC)], [F32, F64, BF16])
+case("index_reduce", lambda x, i, s: tuple(torch.index_reduce(x, 0, i, s, r, include_self=inc)
+                                           for r in ("prod", "mean", "amax", "amin") for inc in (True, False)),
+     [((5, 3), Idx((7,), 5), (7, 3))], [F32, F64, I64], tol=LOOSE)
+case("index_reduce_dim1_", lambda x, i, s: x.clone().index_reduce_(1, i, s, "mean"),
+     [((3, 5), Idx((4,), 5, I32), (3, 4))], [F32, F16])
+case("segment_reduce", lambda d, L: tuple(torch.segment_reduce(d, r, lengths=L, initial=ini)
+                                         for r in ("sum", "mean", "max", "min", "prod") for ini in (None, 2.0)),
+     [((6, 3), Fixed(lambda d: torch.tensor([2, 0, 3, 1])))], [F32, F64], tol=LOOSE)
+case("segment_reduce_offsets", lambda d, o: torch.segment_reduce(d, "mean", offsets=o, axis=0),
+     [((5,), Fixed(lambda d: torch.tensor([0, 2, 2, 5])))], [F32])
+case("put", lambda x, i, s: (torch.put(x, i, s), x.clone().put_(i, s, accumulate=True)),
+     [((3, 4), Idx((5,), 12, neg=True), (5,))], [F32, F64, I64], tol=LOOSE)
+case("masked_scatter", lambda x, m, s: (x.masked_scatter(m, s), x.clone().masked_scatter_(m[0], s)),
+     [((3, 4), Fixed(lambda d: sample((3, 4), BOOL, 5)), (14,))], [F32, I64, BOOL])
+case("nonzero_static", lambda x: (torch.nonzero_static(x, size=4), torch.nonzero_static(x, size=20, fill_value=-7)),
+     [((3, 4), "normal"), ((2, 3, 2),), ((0, 3),)], [F32, BOOL])
+case("embedding_max_norm", lambda w, i: (F.embedding(i, w, max_norm=2.0), F.embedding(i, w, max_norm=1.5, norm_type=1.0)),
+     [((8, 3), Idx((2, 5), 8))], [F32, F64], tol=LOOSE)
+for _m in ("sum", "mean", "max"):
+    case(f"embedding_bag_{_m}", lambda w, i, o, m=_m: (F.embedding_bag(i, w, o[:-1], mode=m),
+                                                      F.embedding_bag(i, w, o[:-1], mode=m, padding_idx=3),
+                                                      F.embedding_bag(i, w, o, mode=m, include_last_offset=True)),
+         [((10, 3), Idx((9,), 10), Fixed(lambda d: torch.tensor([0, 2, 2, 7, 9])))], [F32, F64], tol=LOOSE)
+case("embedding_bag_2d_psw", lambda w, i, p: F.embedding_bag(i, w, per_sample_weights=p, mode="sum"),
+     [((10, 3), Idx((3, 4), 10), (3, 4))], [F32, F64], tol=LOOSE)
+case("addbmm", lambda x, a, b: (torch.addbmm(x, a, b), torch.addbmm(x[0], a, b, beta=0.5, alpha=-2)),
+     [((3, 5), (4, 3, 2), (4, 2, 5))], [F32, F64], tol=LOOSE)
+case("bilinear", lambda a, b, w, bias: F.bilinear(a, b, w, bias), [((4, 3), (4, 2), (5, 3, 2), (5,))],
+     [F32, F64], tol=LOOSE)
+case("cdist", lambda a, b: tuple(torch.cdist(a, b, p) for p in (2.0, 1.0, 0.0, 0.5, 3.0, float("inf"))),
+     [((2, 4, 3), (2, 5, 3)), ((30, 3), (4, 3))], [F32, F64], tol=LOOSE)
+case("pdist", lambda a: tuple(F.pdist(a, p) for p in (2.0, 1.0, float("inf"))), [((5, 3),), ((1, 3),)],
+     [F32, F64], tol=LOOSE)
 
 
 # --- running a case --------------------------------------------------------------------

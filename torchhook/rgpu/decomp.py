@@ -296,6 +296,425 @@ def _replication_pad_backward(grad_out, x, padding):
     return g
 
 
+# --- issue 13: index ------------------------------------------------------------------
+# Index ops and reductions that are a few records of ops.def ops with ATen CPU's values
+# (no waits): scatter_reduce (its kernel) carries index_reduce, segment_reduce and the
+# max of embedding_bag; index_put/index_add/cumsum carry put, masked_scatter,
+# nonzero_static, embedding_renorm_ and the embedding_bag sums.
+
+def _i64(t):
+    return t if t.dtype == torch.int64 else aten._to_copy.default(t, dtype=torch.int64)
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """index_reduce as scatter_reduce with the index expanded along source."""
+    if source.dim() == 0:
+        source = aten.reshape.default(source, [1])
+    dim = dim % max(source.dim(), 1)
+    shape = [1] * source.dim()
+    shape[dim] = -1
+    ix = aten.expand.default(aten.reshape.default(index, shape), list(source.shape))
+    return aten.scatter_reduce.two(self, dim, ix, source, reduce, include_self=include_self)
+
+
+def _index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+    return aten.copy_.default(self, _index_reduce(self, dim, index, source, reduce, include_self=include_self))
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """sum_b batch1[b] @ batch2[b] as one mm: (n, B*m) @ (B*m, p)."""
+    b, n, m = batch1.shape
+    p = batch2.shape[2]
+    a = aten.reshape.default(aten.permute.default(batch1, [1, 0, 2]), [n, b * m])
+    c = aten.reshape.default(batch2, [b * m, p])
+    return aten.addmm.default(self, a, c, beta=beta, alpha=alpha)
+
+
+def _addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+    return aten.copy_.default(self, _addbmm(self, batch1, batch2, beta=beta, alpha=alpha))
+
+
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """_trilinear (F.bilinear): each input unsqueezed at its expand dims, the three
+    multiplied and summed over sumdim: one einsum."""
+    n = i1.dim() + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:n]
+
+    def sub(t, exp):
+        return "".join(letters[d] for d in range(n) if d not in exp)
+    sums = {d % n for d in sumdim}
+    eq = "%s,%s,%s->%s" % (sub(i1, expand1), sub(i2, expand2), sub(i3, expand3),
+                           "".join(letters[d] for d in range(n) if d not in sums))
+    return torch.einsum(eq, i1, i2, i3)
+
+
+def _cdist_direct(x1, x2, p):
+    d = aten.sub.Tensor(aten.unsqueeze.default(x1, -2), aten.unsqueeze.default(x2, -3))
+    return aten.linalg_vector_norm.default(d, p, [-1])
+
+
+def _cdist_forward(x1, x2, p, compute_mode=None):
+    """ATen CPU's two paths: for p = 2 with many rows (or compute_mode 1) the
+    matmul form ||a||^2 - 2ab + ||b||^2 (clamped to 1e-30 before the sqrt, as
+    ATen's), else the norm of the differences."""
+    r1, r2 = x1.shape[-2], x2.shape[-2]
+    mm = p == 2 and (compute_mode == 1 or ((compute_mode is None or compute_mode == 0) and (r1 > 25 or r2 > 25)))
+    if not mm:
+        r = _cdist_direct(x1, x2, p)
+        if r.shape[-1] == 0 or x1.shape[-1] == 0:
+            return aten.zeros_like.default(r)
+        return r
+    n1 = aten.sum.dim_IntList(aten.pow.Tensor_Scalar(x1, 2), [-1], True)
+    n2 = aten.sum.dim_IntList(aten.pow.Tensor_Scalar(x2, 2), [-1], True)
+    a = aten.cat.default([aten.mul.Tensor(x1, -2), n1, aten.ones_like.default(n1)], -1)
+    b = aten.cat.default([x2, aten.ones_like.default(n2), n2], -1)
+    r = torch.matmul(a, aten.transpose.int(b, -1, -2))
+    return aten.sqrt.default(aten.clamp_min.default(r, 1e-30))
+
+
+def _cdist_backward(grad, x1, x2, p, cdist):
+    """d cdist / d x1: sum_j grad_ij * f(x1_i - x2_j), f the norm's gradient."""
+    if p == 0 or x1.shape[-1] == 0 or x1.shape[-2] == 0 or x2.shape[-2] == 0:
+        return aten.zeros_like.default(x1)
+    d = aten.sub.Tensor(aten.unsqueeze.default(x1, -2), aten.unsqueeze.default(x2, -3))
+    g = aten.unsqueeze.default(grad, -1)
+    c = aten.unsqueeze.default(cdist, -1)
+    if p == 1:
+        f = aten.sign.default(d)
+    elif p == float("inf"):
+        ad = aten.abs.default(d)
+        f = aten.mul.Tensor(aten.sign.default(d), aten.eq.Tensor(ad, c))
+    else:
+        if p == 2:
+            num = d
+        else:
+            num = aten.mul.Tensor(d, aten.pow.Tensor_Scalar(aten.abs.default(d), p - 2))
+        den = c if p == 2 else aten.pow.Tensor_Scalar(c, p - 1)
+        f = aten.where.self(aten.eq.Scalar(c, 0), aten.zeros_like.default(d), aten.div.Tensor(num, den))
+    r = aten.sum.dim_IntList(aten.mul.Tensor(g, f), [-2])
+    if list(r.shape) != list(x1.shape):      # x1 broadcast over batch dims
+        lead = r.dim() - x1.dim()
+        dims = list(range(lead)) + [i + lead for i in range(x1.dim() - 2) if x1.shape[i] == 1 and r.shape[i + lead] != 1]
+        r = aten.reshape.default(aten.sum.dim_IntList(r, dims, True), list(x1.shape)) if dims else r
+    return r
+
+
+def _triu_flat(n, device):
+    i, j = torch.triu_indices(n, n, 1)
+    return (i * n + j).to(device)
+
+
+def _pdist_forward(x, p=2.0):
+    """pdist: the upper triangle (row-major) of the direct cdist(x, x)."""
+    n = x.shape[0]
+    if n <= 1:
+        return aten.new_zeros.default(x, [0])
+    full = _cdist_direct(x, x, p)
+    return aten.index_select.default(aten.reshape.default(full, [n * n]), 0, _triu_flat(n, x.device))
+
+
+def _pdist_backward(grad, x, p, pdist):
+    n = x.shape[0]
+    if n <= 1 or p == 0:
+        return aten.zeros_like.default(x)
+    flat = _triu_flat(n, x.device)
+    g = aten.index_put.default(aten.new_zeros.default(grad, [n * n]), [flat], grad)
+    g = aten.reshape.default(g, [n, n])
+    g = aten.add.Tensor(g, aten.transpose.int(g, 0, 1))
+    full = _cdist_direct(x, x, p)
+    return _cdist_backward(g, x, x, p, full)
+
+
+def _masked_scatter(self, mask, source):
+    """self's elements where mask (broadcast) is true, in row-major order, taken
+    from source's elements in order: a cumsum picks each one's source element."""
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    s = aten.expand.default(self, list(shape))
+    m = aten.reshape.default(aten.expand.default(mask, list(shape)), [-1])
+    if source.numel() == 0:
+        return aten.clone.default(s)
+    pos = aten.sub.Tensor(aten.cumsum.default(m, 0, dtype=torch.int64), 1)
+    pos = aten.clamp.default(pos, 0, source.numel() - 1)
+    vals = aten.index_select.default(aten.reshape.default(source, [-1]), 0, pos)
+    r = aten.where.self(m, vals, aten.reshape.default(s, [-1]))
+    return aten.reshape.default(r, list(shape))
+
+
+def _masked_scatter_(self, mask, source):
+    return aten.copy_.default(self, _masked_scatter(self, mask, source))
+
+
+def _put(self, index, source, accumulate=False):
+    """put: index_put on self's row-major flattening."""
+    flat = aten.reshape.default(aten.clone.default(self, memory_format=torch.contiguous_format), [-1])
+    r = aten.index_put.default(flat, [aten.reshape.default(index, [-1])], aten.reshape.default(source, [-1]),
+                               accumulate)
+    return aten.reshape.default(r, list(self.shape))
+
+
+def _put_(self, index, source, accumulate=False):
+    return aten.copy_.default(self, _put(self, index, source, accumulate))
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    """nonzero_static: each nonzero's coordinates land at its rank (a cumsum);
+    ranks >= size and zeros go to a spare row, dropped."""
+    nd = self.dim()
+    dev = self.device
+    if nd == 0:
+        self = aten.reshape.default(self, [1])
+    n = self.numel()
+    out = torch.full((size + 1, nd), fill_value, dtype=torch.int64, device=dev)
+    if n == 0 or size == 0 or nd == 0:
+        if nd == 0:
+            return torch.full((size, 0), fill_value, dtype=torch.int64, device=dev)
+        return aten.clone.default(aten.slice.Tensor(out, 0, 0, size))
+    m = aten.ne.Scalar(aten.reshape.default(self, [-1]), 0)
+    pos = aten.sub.Tensor(aten.cumsum.default(m, 0, dtype=torch.int64), 1)
+    keep = aten.logical_and.default(m, aten.lt.Scalar(pos, size))
+    tgt = aten.where.self(keep, pos, aten.full_like.default(pos, size))
+    lin = torch.arange(n, dtype=torch.int64, device=dev)
+    coords, stride = [], 1
+    for d in range(nd - 1, -1, -1):
+        c = aten.remainder.Scalar(aten.floor_divide.Scalar(lin, stride), self.shape[d])
+        coords.append(c)
+        stride *= self.shape[d]
+    coords = aten.stack.default(coords[::-1], 1)
+    out = aten.index_put.default(out, [tgt], coords)
+    return aten.clone.default(aten.slice.Tensor(out, 0, 0, size))
+
+
+def _embedding_renorm_(self, indices, max_norm, norm_type):
+    """Rows of self that indices name, with a norm above max_norm, scaled by
+    max_norm / (norm + 1e-7); ATen CPU's rule, without its wait for the rows."""
+    v = self.shape[0]
+    norms = aten.linalg_vector_norm.default(self, norm_type, [1])
+    hit = aten.index_put.default(aten.new_zeros.default(norms, [v], dtype=torch.bool),
+                                 [aten.reshape.default(_i64(indices), [-1])],
+                                 aten.new_ones.default(norms, [], dtype=torch.bool))
+    cond = aten.logical_and.default(hit, aten.gt.Scalar(norms, max_norm))
+    scale = aten.reciprocal.default(aten.add.Scalar(norms, 1e-7))
+    scale = aten.mul.Scalar(scale, max_norm)
+    scaled = aten.mul.Tensor(self, aten.unsqueeze.default(scale, 1))
+    return aten.copy_.default(self, aten.where.self(aten.unsqueeze.default(cond, 1), scaled, self))
+
+
+def _bag_of(n, offsets, num_bags, dev):
+    """offset2bag: each index's bag (offsets ascending, offsets[0] = 0)."""
+    marks = aten.index_add.default(torch.zeros(n + 1, dtype=torch.int64, device=dev), 0,
+                                   aten.slice.Tensor(_i64(offsets), 0, 0, num_bags),
+                                   torch.ones(num_bags, dtype=torch.int64, device=dev))
+    bag = aten.sub.Tensor(aten.cumsum.default(marks, 0), 1)
+    return aten.clamp_min.default(aten.slice.Tensor(bag, 0, 0, n), 0)
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """_embedding_bag (modes 0 sum, 1 mean, 2 max): (output, offset2bag, bag_size,
+    max_indices), the bags summed by index_add in index order, maxima by
+    scatter_reduce amax and their first index by scatter_reduce amin."""
+    dev = weight.device
+    idx = aten.reshape.default(_i64(indices), [-1])
+    n, dim = idx.shape[0], weight.shape[1]
+    nb = offsets.shape[0] - (1 if include_last_offset else 0)
+    bag = _bag_of(n, offsets, nb, dev)
+    valid = aten.ne.Scalar(idx, padding_idx) if padding_idx >= 0 else aten.ge.Scalar(idx, 0)
+    bag_size = aten.index_add.default(torch.zeros(nb, dtype=torch.int64, device=dev), 0, bag,
+                                      aten._to_copy.default(valid, dtype=torch.int64))
+    rows = aten.index_select.default(weight, 0, idx)
+    if per_sample_weights is not None:
+        rows = aten.mul.Tensor(rows, aten.unsqueeze.default(per_sample_weights, 1))
+    v2 = aten.unsqueeze.default(valid, 1)
+    zero = aten.new_zeros.default(weight, [nb, dim])
+    if mode == 2:
+        ex = aten.expand.default(aten.unsqueeze.default(bag, 1), [n, dim])
+        # padding rows: aimed at a spare bag nb
+        exv = aten.where.self(v2, ex, aten.full_like.default(ex, nb))
+        big = aten.new_zeros.default(weight, [nb + 1, dim])
+        out = aten.scatter_reduce.two(big, 0, exv, rows, "amax", include_self=False)
+        hitv = aten.eq.Tensor(rows, aten.gather.default(out, 0, exv))
+        first = torch.full((nb + 1, dim), n, dtype=torch.int64, device=dev)
+        posn = aten.where.self(hitv, aten.expand.default(aten.unsqueeze.default(
+            torch.arange(n, dtype=torch.int64, device=dev), 1), [n, dim]), aten.full_like.default(ex, n))
+        first = aten.scatter_reduce.two(first, 0, exv, posn, "amin", include_self=True)
+        first = aten.slice.Tensor(first, 0, 0, nb)
+        idx_pad = aten.cat.default([idx, torch.zeros(1, dtype=torch.int64, device=dev)])
+        mi = aten.reshape.default(aten.index_select.default(idx_pad, 0, aten.reshape.default(first, [-1])), [nb, dim])
+        return aten.clone.default(aten.slice.Tensor(out, 0, 0, nb)), bag, bag_size, mi
+    rows = aten.where.self(v2, rows, aten.zeros_like.default(rows))
+    out = aten.index_add.default(zero, 0, bag, rows)
+    if mode == 1:
+        cnt = aten.unsqueeze.default(aten._to_copy.default(aten.clamp_min.default(bag_size, 1), dtype=weight.dtype), 1)
+        out = aten.div.Tensor(out, cnt)
+    return out, bag, bag_size, aten.clone.default(bag_size)
+
+
+def _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                  scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+    dev = grad.device
+    idx = aten.reshape.default(_i64(indices), [-1])
+    dim = grad.shape[1]
+    gw = aten.new_zeros.default(grad, [num_weights, dim])
+    if mode == 2:
+        nb = grad.shape[0]
+        mi = _i64(maximum_indices)
+        ok = aten.unsqueeze.default(aten.gt.Scalar(bag_size, 0), 1)
+        g = aten.where.self(ok, grad, aten.zeros_like.default(grad))
+        cols = aten.expand.default(aten.unsqueeze.default(torch.arange(dim, dtype=torch.int64, device=dev), 0), [nb, dim])
+        mi = aten.where.self(ok, mi, aten.zeros_like.default(mi))
+        gw = aten.index_put.default(gw, [mi, cols], g, True)
+    else:
+        bag = _i64(offset2bag)
+        g = aten.index_select.default(grad, 0, bag)
+        if mode == 1:
+            cnt = aten._to_copy.default(aten.clamp_min.default(aten.index_select.default(bag_size, 0, bag), 1),
+                                        dtype=grad.dtype)
+            g = aten.div.Tensor(g, aten.unsqueeze.default(cnt, 1))
+        if per_sample_weights is not None:
+            g = aten.mul.Tensor(g, aten.unsqueeze.default(per_sample_weights, 1))
+        if padding_idx >= 0:
+            g = aten.where.self(aten.unsqueeze.default(aten.ne.Scalar(idx, padding_idx), 1), g, aten.zeros_like.default(g))
+        gw = aten.index_add.default(gw, 0, idx, g)
+    if scale_grad_by_freq:
+        freq = aten.index_add.default(torch.zeros(num_weights, dtype=torch.int64, device=dev), 0, idx,
+                                      torch.ones(idx.shape[0], dtype=torch.int64, device=dev))
+        freq = aten._to_copy.default(aten.clamp_min.default(freq, 1), dtype=grad.dtype)
+        gw = aten.div.Tensor(gw, aten.unsqueeze.default(freq, 1))
+    if padding_idx >= 0 and mode == 2:
+        keep = aten.unsqueeze.default(aten.ne.Scalar(torch.arange(num_weights, device=dev), padding_idx), 1)
+        gw = aten.where.self(keep, gw, aten.zeros_like.default(gw))
+    return gw
+
+
+def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
+                            scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+    if sparse:
+        raise NotImplementedError("rgpu: EmbeddingBag with sparse=True (sparse gradients) is not supported")
+    return _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                         scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+
+
+def _embedding_bag_psw_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    """d out / d per_sample_weights (mode sum): <grad[bag_j], weight[idx_j]>."""
+    idx = aten.reshape.default(_i64(indices), [-1])
+    g = aten.index_select.default(grad, 0, _i64(offset2bag))
+    w = aten.index_select.default(weight, 0, idx)
+    r = aten.sum.dim_IntList(aten.mul.Tensor(g, w), [1])
+    if padding_idx >= 0:
+        r = aten.where.self(aten.ne.Scalar(idx, padding_idx), r, aten.zeros_like.default(r))
+    return r
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """segment_reduce (1-d lengths or offsets) as scatter_reduce over segment ids,
+    started from initial (or the reduction's identity); mean divides by the count."""
+    if indices is not None or (lengths is not None and lengths.dim() != 1) or (offsets is not None and offsets.dim() != 1):
+        return NotImplemented
+    dev = data.device
+    axis = axis % data.dim()
+    if lengths is not None:
+        lens = _i64(lengths)
+        offs = aten.sub.Tensor(aten.cumsum.default(lens, 0), lens)
+    else:
+        o = _i64(offsets)
+        offs = aten.slice.Tensor(o, 0, 0, o.shape[0] - 1)
+        lens = aten.sub.Tensor(aten.slice.Tensor(o, 0, 1, o.shape[0]), offs)
+    ns, n = offs.shape[0], data.shape[axis]
+    marks = aten.index_add.default(torch.zeros(n + 1, dtype=torch.int64, device=dev), 0, offs,
+                                   torch.ones(ns, dtype=torch.int64, device=dev))
+    seg = aten.slice.Tensor(aten.sub.Tensor(aten.cumsum.default(marks, 0), 1), 0, 0, n)
+    ident = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[reduce]
+    shape = list(data.shape)
+    shape[axis] = ns
+    base = torch.full(shape, ident if initial is None else initial, dtype=data.dtype, device=dev)
+    vs = [1] * data.dim()
+    vs[axis] = -1
+    ix = aten.expand.default(aten.reshape.default(seg, vs), list(data.shape))
+    red = {"sum": "sum", "mean": "sum", "prod": "prod", "max": "amax", "min": "amin"}[reduce]
+    out = aten.scatter_reduce.two(base, axis, ix, data, red, include_self=True)
+    if reduce == "mean":
+        cnt = aten.reshape.default(aten._to_copy.default(lens, dtype=data.dtype), vs)
+        q = aten.div.Tensor(out, cnt)
+        out = q if initial is None else aten.where.self(aten.gt.Scalar(cnt, 0), q, out)
+    return out
+
+
+def _segment_ids(data, lengths, offsets, axis):
+    """(segment id of each position along axis, expanded to data's shape; lengths
+    reshaped to broadcast along axis; the number of segments)."""
+    dev = data.device
+    if lengths is not None:
+        lens = _i64(lengths)
+        offs = aten.sub.Tensor(aten.cumsum.default(lens, 0), lens)
+    else:
+        o = _i64(offsets)
+        offs = aten.slice.Tensor(o, 0, 0, o.shape[0] - 1)
+        lens = aten.sub.Tensor(aten.slice.Tensor(o, 0, 1, o.shape[0]), offs)
+    ns, n = offs.shape[0], data.shape[axis]
+    marks = aten.index_add.default(torch.zeros(n + 1, dtype=torch.int64, device=dev), 0, offs,
+                                   torch.ones(ns, dtype=torch.int64, device=dev))
+    seg = aten.slice.Tensor(aten.sub.Tensor(aten.cumsum.default(marks, 0), 1), 0, 0, n)
+    vs = [1] * data.dim()
+    vs[axis] = -1
+    return aten.expand.default(aten.reshape.default(seg, vs), list(data.shape)), aten.reshape.default(lens, vs), ns
+
+
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
+    """The gradient of segment_reduce (1-d lengths or offsets): sum and mean spread
+    the segment's gradient (mean over its length); max/min split it among the
+    elements equal to the result; prod: the product of the others (a zero's
+    share is the product of the rest, the others' none)."""
+    if (lengths is not None and lengths.dim() != 1) or (offsets is not None and offsets.dim() != 1):
+        return NotImplemented
+    axis = axis % data.dim()
+    ix, lens, ns = _segment_ids(data, lengths, offsets, axis)
+    g = aten.gather.default(grad, axis, ix)
+    zero = aten.zeros_like.default(data)
+    if reduce == "sum":
+        return g
+    if reduce == "mean":
+        n = aten.gather.default(aten.expand.default(aten._to_copy.default(lens, dtype=data.dtype), list(grad.shape)),
+                                axis, ix)
+        return aten.div.Tensor(g, n)
+    if reduce in ("max", "min"):
+        hit = aten.eq.Tensor(data, aten.gather.default(output, axis, ix))
+        cnt = aten.scatter_add.default(aten.zeros_like.default(grad), axis, ix, aten._to_copy.default(hit, dtype=data.dtype))
+        share = aten.div.Tensor(g, aten.gather.default(aten.clamp_min.default(cnt, 1), axis, ix))
+        return aten.where.self(hit, share, zero)
+    if reduce == "prod":
+        nz = aten.ne.Scalar(data, 0)
+        one = aten.ones_like.default(grad)
+        pnz = aten.scatter_reduce.two(one, axis, ix, aten.where.self(nz, data, aten.ones_like.default(data)), "prod")
+        zc = aten.scatter_add.default(aten.zeros_like.default(grad), axis, ix,
+                                      aten._to_copy.default(aten.logical_not.default(nz), dtype=data.dtype))
+        zc, pnz = aten.gather.default(zc, axis, ix), aten.gather.default(pnz, axis, ix)
+        if initial is not None:
+            pnz = aten.mul.Scalar(pnz, initial)
+        other = aten.where.self(nz, aten.where.self(aten.eq.Scalar(zc, 0), aten.div.Tensor(pnz, aten.where.self(
+            nz, data, aten.ones_like.default(data))), zero), aten.where.self(aten.eq.Scalar(zc, 1), pnz, zero))
+        return aten.mul.Tensor(g, other)
+    return NotImplemented
+
+
+_OWN_INDEX = {
+    aten.index_reduce.default: _index_reduce, aten.index_reduce_.default: _index_reduce_,
+    aten.addbmm.default: _addbmm, aten.addbmm_.default: _addbmm_,
+    aten._trilinear.default: _trilinear,
+    aten._cdist_forward.default: _cdist_forward, aten._cdist_backward.default: _cdist_backward,
+    aten._pdist_forward.default: _pdist_forward, aten._pdist_backward.default: _pdist_backward,
+    aten.masked_scatter.default: _masked_scatter, aten.masked_scatter_.default: _masked_scatter_,
+    aten.put.default: _put, aten.put_.default: _put_,
+    aten.nonzero_static.default: _nonzero_static,
+    aten.embedding_renorm_.default: _embedding_renorm_,
+    aten._embedding_bag.default: _embedding_bag, aten._embedding_bag_forward_only.default: _embedding_bag,
+    aten._embedding_bag_backward.default: _embedding_bag_backward,
+    aten._embedding_bag_dense_backward.default: _embedding_bag_dense_backward,
+    aten._embedding_bag_per_sample_weights_backward.default: _embedding_bag_psw_backward,
+    aten.segment_reduce.default: _segment_reduce,
+    aten._segment_reduce_backward.default: _segment_reduce_backward,
+}
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean, aten._thnn_fused_lstm_cell.default: _fused_lstm_cell,
         aten._thnn_fused_lstm_cell_backward_impl.default: _fused_lstm_cell_backward,
@@ -319,6 +738,7 @@ def _convert_element_type(a, dtype):
 _OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
                 "prims::convert_element_type": _convert_element_type}
 _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
+_OWN.update(_OWN_INDEX)                   # issue 13: index
 
 
 # --- _foreach_* ------------------------------------------------------------------------

@@ -526,6 +526,29 @@ def _scatter(has_src, has_reduce):
     return C.OP_SCATTER, prep, mapper
 
 
+_SCATTER_REDUCE = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
+
+
+def _scatter_reduce_args(args, kwargs):
+    """scatter_reduce.two's (dim, reduce, include_self)."""
+    red = arg(args, kwargs, 4, "reduce")
+    if red not in _SCATTER_REDUCE:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {red}")
+    return (_wrap(args[1], args[0].dim()), _SCATTER_REDUCE[red], bool(arg(args, kwargs, 5, "include_self", True)))
+
+
+def _gather_pre(handler, func, args, kwargs):
+    """gather's index rules, at the call as on the CPU: a non-empty index is int64
+    or int32; an empty one (any dtype, any dims) gives an empty result."""
+    ix = arg(args, kwargs, 2, "index")
+    if ix.numel() == 0 and func is aten.gather.default:
+        # ATen checks neither dims nor dtype of an empty index
+        return torch.empty(ix.shape, dtype=args[0].dtype, device=args[0].device)
+    if ix.dtype not in (torch.int64, torch.int32) and ix.numel() != 0:
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    return handler(func, args, kwargs)
+
+
 def _index_add():
     def prep(args, kwargs):
         return _wrap(args[1], args[0].dim())
@@ -1014,7 +1037,7 @@ def _table():
          _fixed(C.OP_EMBEDDING_BACKWARD, ((0, "grad_output"), (1, "indices")),
                 lambda args, kwargs: (args[2], args[3], bool(args[4]))))
     si = ((0, "self"), (2, "index"))
-    _put(t, _overloads("gather", ("default", "out")), _fixed(C.OP_GATHER, si, _one_dim(1)))
+    _put(t, _overloads("gather", ("default", "out")), _fixed(C.OP_GATHER, si, _one_dim(1)), pre=_gather_pre)
     _put(t, _overloads("index_select", ("default", "out")), _fixed(C.OP_INDEX_SELECT, si, _one_dim(1)))
     _put(t, _overloads("scatter_add", ("default", "out")) + _overloads("scatter_add_", ("default",)),
          _fixed(C.OP_SCATTER_ADD, ((0, "self"), (2, "index"), (3, "src")), _one_dim(1)))
@@ -1034,6 +1057,10 @@ def _table():
     _put(t, _overloads("index_put", ("default", "out")) + _overloads("index_put_", ("default",))
          + _overloads("_index_put_impl", ("default", "out")) + _overloads("_index_put_impl_", ("default",)),
          _index_put(), pre=_index_put_pre)
+
+    # --- issue 13: index
+    _put(t, _overloads("scatter_reduce", ("two", "two_out")) + _overloads("scatter_reduce_", ("two",)),
+         _fixed(C.OP_SCATTER_REDUCE, ((0, "self"), (2, "index"), (3, "src")), _scatter_reduce_args))
 
     # composites and pre-passes
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
