@@ -618,6 +618,30 @@ def _setitem(x, i, v):
     return x
 
 
+# --- issue 13: modules
+def _ctc(x, t, il, tl, red="mean", zinf=False, norm=True):
+    """F.ctc_loss and its gradient (through _ctc_loss_backward) for x (T, N, C):
+    log_softmax(x), or x itself as the log-probabilities (its layout reaches the op)."""
+    x = x.detach().requires_grad_()
+    lp = x.log_softmax(2) if norm else x
+    loss = F.ctc_loss(lp, t, il, tl, reduction=red, zero_infinity=zinf)
+    (g,) = torch.autograd.grad(loss.sum() if red == "none" else loss, x)
+    return loss, g
+
+
+_CTC_T2 = Fixed(lambda dt: torch.tensor([[1, 2, 2], [3, 1, 4], [2, 0, 0]]))        # padded, a repeat
+_CTC_T1 = Fixed(lambda dt: torch.tensor([1, 2, 2, 3, 1, 4, 2]))                     # concatenated 3+3+1
+case("ctc_loss_mean_lists", lambda x, t: _ctc(x, t, [6, 5, 3], [3, 2, 0], norm=False),
+     [((6, 3, 5), _CTC_T2)], [F32, F64], tol=LOOSE)
+case("ctc_loss_concat_none", lambda x, t, il, tl: _ctc(x, t, il, tl, "none"),
+     [((7, 3, 5), _CTC_T1, Fixed(lambda dt: torch.tensor([7, 6, 2])), Fixed(lambda dt: torch.tensor([3, 3, 1])))],
+     [F32, F64], tol=LOOSE, layouts=("contig",))
+case("ctc_loss_sum_zero_infinity", lambda x, t, il, tl: _ctc(x, t, il, tl, "sum", zinf=True),
+     [((5, 3, 5), _CTC_T2, Fixed(lambda dt: torch.tensor([5, 2, 4], dtype=I32)),
+       Fixed(lambda dt: torch.tensor([3, 3, 1], dtype=I32)))],
+     [F32, F64], tol=LOOSE, layouts=("contig",))
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():
