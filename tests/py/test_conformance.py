@@ -642,6 +642,37 @@ case("ctc_loss_sum_zero_infinity", lambda x, t, il, tl: _ctc(x, t, il, tl, "sum"
      [F32, F64], tol=LOOSE, layouts=("contig",))
 
 
+def _cells(x):
+    """The fused cells: rgpu's ops, or on the CPU (where ATen has no kernel for
+    them) the aten math of the CUDA kernels, written in decomp.py."""
+    from rgpu import decomp
+    if x.device.type == "cpu":
+        return (decomp._fused_lstm_cell, decomp._fused_lstm_cell_backward, decomp._fused_gru_cell,
+                decomp._fused_gru_cell_backward)
+    return (aten._thnn_fused_lstm_cell, aten._thnn_fused_lstm_cell_backward_impl, aten._thnn_fused_gru_cell,
+            aten._thnn_fused_gru_cell_backward)
+
+
+def _lstm_cell(ig, hg, cx, ib, hb, ghy, gcy):
+    cell, back, _, _ = _cells(ig)
+    hy, cy, ws = cell(ig, hg, cx, ib, hb)
+    gg, gcx, gb = back(ghy, gcy, cx, cy, ws, True)
+    gg2, gcx2, _ = back(None, gcy, cx, cy, ws, False)
+    hy2, cy2, _ = cell(ig, hg, cx)
+    return hy, cy, ws, gg, gcx, gb, gg2, gcx2, hy2, cy2
+
+
+def _gru_cell(ig, hg, hx, ib, hb, ghy):
+    _, _, cell, back = _cells(ig)
+    hy, ws = cell(ig, hg, hx, ib, hb)
+    hy2, _ = cell(ig, hg, hx)
+    return (hy, ws, hy2) + tuple(back(ghy, ws, True))
+
+
+case("lstm_cell", _lstm_cell, [((3, 8), (3, 8), (3, 2), (8,), (8,), (3, 2), (3, 2))], [F32, F64], tol=LOOSE)
+case("gru_cell", _gru_cell, [((3, 6), (3, 6), (3, 2), (6,), (6,), (3, 2))], [F32, F64], tol=LOOSE)
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():
