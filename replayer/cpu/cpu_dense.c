@@ -35,6 +35,9 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_AVG_POOL2D_BACKWARD:          return cpu_dense_avg_pool_backward(e, err, errlen);
     case RGPU_OP_ADAPTIVE_AVG_POOL2D:          return cpu_dense_adaptive_pool(e, err, errlen);
     case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD: return cpu_dense_adaptive_pool_backward(e, err, errlen);
+    case RGPU_OP_LSTM_CELL: case RGPU_OP_LSTM_CELL_BACKWARD:
+    case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
+        return cpu_dense_rnn_cell(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }

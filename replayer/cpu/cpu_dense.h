@@ -37,6 +37,7 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen);     
 rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen);            /* cpu_dense_conv.c */
 rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen);      /* cpu_dense_norm.c */
+rgpu_status cpu_dense_rnn_cell(const rgpu_exec *e, char *err, size_t errlen);        /* cpu_dense_rnn.c */
 rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen);        /* cpu_dense_pool.c */
 rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen);

@@ -455,6 +455,9 @@ rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_NLL_LOSS_BACKWARD:   /* weight optional */
         FORWARD_IF_ERROR(op_reduce_check_exec(e, 8u, 0, err, errlen));
         return r2_nll_loss_backward(e, err, errlen);
+    case RGPU_OP_CTC_LOSS: case RGPU_OP_CTC_LOSS_BACKWARD:
+        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
+        return e->op == RGPU_OP_CTC_LOSS ? r2_ctc_loss(e, err, errlen) : r2_ctc_loss_backward(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
     }

@@ -67,5 +67,8 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
+/* _ctc_loss / _ctc_loss_backward (op/ctc.h), one batch element after another */
+rgpu_status r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "cpu_families.h"
 #include "cpu_reduce2.h"
+#include "op/ctc.h"
 
 /* ---------------------------------------------------------------------------
  * softmax, log_softmax: in x, out y (x's shape); args int dim, bool half_to_float.
@@ -374,5 +375,26 @@ rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
         double gi = per_row ? -op_load_f64((const char *)go->data + i * gos, go->dtype) : g;
         op_store_f64(gp + i * gs0 + c * gs1, gx->dtype, wc * gi);
     }
+    return RGPU_OK;
+}
+
+/* --- CTC loss (op/ctc.h: the recursions both backends run) ------------------------------ */
+
+rgpu_status r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ctc a;
+    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    for (int64_t b = 0; b < a.N; b++) op_ctc_forward_one(&a, b);
+    return RGPU_OK;
+}
+
+rgpu_status r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ctc a;
+    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    double *beta = op_alloc(2 * a.Sp, sizeof *beta);
+    if (beta == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
+    for (int64_t b = 0; b < a.N; b++) op_ctc_backward_one(&a, b, beta);
+    free(beta);
     return RGPU_OK;
 }

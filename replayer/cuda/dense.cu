@@ -21,6 +21,9 @@ extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     case RGPU_OP_AVG_POOL2D: case RGPU_OP_AVG_POOL2D_BACKWARD:
     case RGPU_OP_ADAPTIVE_AVG_POOL2D: case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
         return rgpu_cuda_dense_pool(c, e, err, errlen);
+    case RGPU_OP_LSTM_CELL: case RGPU_OP_LSTM_CELL_BACKWARD:
+    case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
+        return rgpu_cuda_dense_rnn_cell(c, e, err, errlen);
     default:
         snprintf(err, errlen, "cuda backend (dense): unsupported op %s", rgpu_op_name(e->op));
         return RGPU_ERR_UNSUPPORTED;

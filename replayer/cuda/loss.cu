@@ -9,6 +9,7 @@
 // targets too, so nothing is ever read out of bounds. The reduced loss is one
 // block folding its threads' partial sums in a fixed order, in double.
 #include "reduce.cuh"
+#include "op/ctc.h"
 
 __device__ __forceinline__ long long nll_target(const void *t, int tdt, long long ts, long long i)
 {
@@ -212,5 +213,48 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
     nll_backward_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// --- CTC loss ---------------------------------------------------------------------------
+// _ctc_loss and _ctc_loss_backward: the recursions of op/ctc.h, the code the CPU
+// backend runs, one thread per batch element (each walks its own time steps;
+// the elements' outputs are disjoint, so there are no races and no atomics).
+
+#define CTC_THREADS 64
+
+static __global__ void ctc_forward_kernel(op_ctc a)
+{
+    long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < a.N) op_ctc_forward_one(&a, b);
+}
+
+static __global__ void ctc_backward_kernel(op_ctc a, double *beta)
+{
+    long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < a.N) op_ctc_backward_one(&a, b, beta + b * 2 * a.Sp);
+}
+
+rgpu_status rgpu_cuda_red_ctc_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ctc a;
+    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    if (a.N == 0) return RGPU_OK;
+    ctc_forward_kernel<<<(unsigned)((a.N + CTC_THREADS - 1) / CTC_THREADS), CTC_THREADS, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_cuda_red_ctc_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ctc a;
+    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    if (a.N == 0) return RGPU_OK;
+    double *beta = (double *)rgpu_cuda_scratch(c, (size_t)a.N * 2 * (size_t)a.Sp * sizeof(double));
+    if (beta == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
+    ctc_backward_kernel<<<(unsigned)((a.N + CTC_THREADS - 1) / CTC_THREADS), CTC_THREADS, 0, c->stream>>>(a, beta);
+    cudaError_t ce = cudaGetLastError();
+    rgpu_cuda_scratch_free(c, beta);
+    RGPU_CUDA_TRY(ce, err, errlen);
     return RGPU_OK;
 }

@@ -599,6 +599,12 @@ extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     case RGPU_OP_NLL_LOSS_BACKWARD:   // weight optional
         FORWARD_IF_ERROR(op_check_exec(e, 8u, 0, true, err, errlen));
         return rgpu_cuda_red_nll_loss_backward(c, e, err, errlen);
+    case RGPU_OP_CTC_LOSS:
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        return rgpu_cuda_red_ctc_loss(c, e, err, errlen);
+    case RGPU_OP_CTC_LOSS_BACKWARD:
+        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        return rgpu_cuda_red_ctc_loss_backward(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",
                 rgpu_op_name(e->op));

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dense.h"
+#include "rnn.h"
 
 /* ---------------------------------------------------------------------------
  * Checks and args */
@@ -773,4 +774,63 @@ rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bw
     if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
     if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
     return op_conv_check_sizes(e, &q->g, err, errlen);
+}
+
+/* --- fused recurrent cells ------------------------------------------------------------ */
+
+/* per slot: k > 0 a (B, k*H) matrix, k < 0 a (-k*H,) bias, 0 none; opt: may be absent */
+typedef struct cell_sig {
+    int op, hidden_in;              /* the (B, H) input that gives B and H */
+    signed char in[5], out[3];
+    unsigned opt_in;
+} cell_sig;
+
+static const cell_sig CELL_SIGS[] = {
+    { RGPU_OP_LSTM_CELL,          2, { 4, 4, 1, -4, -4 }, { 1, 1, 4 }, 0x18u },
+    { RGPU_OP_LSTM_CELL_BACKWARD, 2, { 1, 1, 1, 1, 4 },   { 4, 1, 0 }, 0x03u },
+    { RGPU_OP_GRU_CELL,           2, { 3, 3, 1, -3, -3 }, { 1, 5, 0 }, 0x18u },
+    { RGPU_OP_GRU_CELL_BACKWARD,  0, { 1, 5, 0, 0, 0 },   { 3, 3, 1 }, 0 },
+};
+
+static rgpu_status cell_mat(const rgpu_exec *e, const rgpu_view *v, int k, int64_t B, int64_t H, const char *what,
+                            int slot, op_cell_mat *m, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    memset(m, 0, sizeof *m);
+    if (v == NULL) return RGPU_OK;
+    if (!op_dtype_is_float(v->dtype))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s[%d] must be floating, got %s", name, what, slot,
+                rgpu_dtype_name(v->dtype));
+    if (k > 0 ? (v->ndim != 2 || v->sizes[0] != B || v->sizes[1] != k * H) : (v->ndim != 1 || v->sizes[0] != -k * H))
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s[%d] must be %s%lld%s", name, what, slot, k > 0 ? "(B, " : "(",
+                (long long)((k > 0 ? k : -k) * H), k > 0 ? ")" : ",)");
+    m->p = (char *)v->data;
+    m->dt = v->dtype;
+    m->s0 = k > 0 ? v->strides[0] : 0;
+    m->s1 = v->strides[v->ndim - 1];
+    return RGPU_OK;
+}
+
+rgpu_status op_cell_check(const rgpu_exec *e, op_cell *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    const cell_sig *sig = NULL;
+    for (size_t i = 0; i < sizeof CELL_SIGS / sizeof CELL_SIGS[0]; i++)
+        if (CELL_SIGS[i].op == e->op) sig = &CELL_SIGS[i];
+    if (sig == NULL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not a recurrent cell", name);
+    FORWARD_IF_ERROR(op_dense_check_io(e, sig->opt_in, 0, err, errlen));
+    memset(a, 0, sizeof *a);
+    const rgpu_view *h = e->in[sig->hidden_in];
+    if (h == NULL || h->ndim != 2)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] must be (B, H)", name, sig->hidden_in);
+    a->B = h->sizes[0];
+    a->H = h->sizes[1];
+    if ((sig->opt_in & 0x18u) == 0x18u && (e->in[3] == NULL) != (e->in[4] == NULL))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: give both biases or neither", name);
+    for (int i = 0; i < 5; i++)
+        if (sig->in[i]) FORWARD_IF_ERROR(cell_mat(e, e->in[i], sig->in[i], a->B, a->H, "in", i, &a->in[i], err, errlen));
+    for (int i = 0; i < 3; i++)
+        if (sig->out[i]) FORWARD_IF_ERROR(cell_mat(e, e->out[i], sig->out[i], a->B, a->H, "out", i, &a->out[i], err,
+                                                   errlen));
+    return RGPU_OK;
 }

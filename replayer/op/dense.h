@@ -195,6 +195,12 @@ rgpu_status op_pool_avg_backward_check(const rgpu_exec *e, op_pool_geom *g, char
 rgpu_status op_pool_adaptive_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen);
 rgpu_status op_pool_adaptive_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen);
 
+/* The fused recurrent cells (LSTM_CELL, LSTM_CELL_BACKWARD, GRU_CELL,
+ * GRU_CELL_BACKWARD; op/rnn.h): floating operands of the (B, kH) and (kH,)
+ * shapes each slot takes, a filled from the views. */
+struct op_cell;
+rgpu_status op_cell_check(const rgpu_exec *e, struct op_cell *a, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "ctc.h"
 
 rgpu_status op_reduce_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
 {
@@ -435,5 +436,83 @@ rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *
     FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
     FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     for (int d = 0; d < in->ndim; d++) lines[d] = d == *dim ? 1 : in->sizes[d];
+    return RGPU_OK;
+}
+
+/* --- CTC loss --------------------------------------------------------------------- */
+
+static rgpu_status ctc_want_int(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd, char *err,
+                                size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    if (v->dtype != RGPU_I64 && v->dtype != RGPU_I32 && v->dtype != RGPU_I16 && v->dtype != RGPU_I8 &&
+        v->dtype != RGPU_U8)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s must be an integer tensor, got %s", name, what,
+                rgpu_dtype_name(v->dtype));
+    if (nd >= 0 && v->ndim != nd)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be %d-d, got %d dims", name, what, nd, v->ndim);
+    return RGPU_OK;
+}
+
+rgpu_status op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen)
+{
+    const char *name = rgpu_op_name(e->op);
+    bool bw = e->op == RGPU_OP_CTC_LOSS_BACKWARD;
+    int k = bw ? 1 : 0;
+    const rgpu_view *lp = e->in[k], *tg = e->in[k + 1], *il = e->in[k + 2], *tl = e->in[k + 3];
+    const rgpu_view *nll = bw ? e->in[5] : e->out[0], *la = bw ? e->in[6] : e->out[1];
+    memset(a, 0, sizeof *a);
+    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "blank", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, lp, "log_probs", err, errlen));
+    if (lp->ndim != 3)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: log_probs must be 3-d (T, N, C), got %d dims", name, lp->ndim);
+    a->T = lp->sizes[0]; a->N = lp->sizes[1]; a->C = lp->sizes[2];
+    a->blank = e->args[0].v.i;
+    if (a->blank < 0 || a->blank >= a->C)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: blank must be in label range", name);
+    FORWARD_IF_ERROR(ctc_want_int(e, tg, "targets", -1, err, errlen));
+    if (tg->ndim != 1 && tg->ndim != 2)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: targets must be 1-d or 2-d, got %d dims", name, tg->ndim);
+    a->tg2d = tg->ndim == 2;
+    if (a->tg2d && tg->sizes[0] != a->N)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: targets have %lld rows for a batch of %lld", name,
+                (long long)tg->sizes[0], (long long)a->N);
+    FORWARD_IF_ERROR(ctc_want_int(e, il, "input_lengths", 1, err, errlen));
+    FORWARD_IF_ERROR(ctc_want_int(e, tl, "target_lengths", 1, err, errlen));
+    if (il->sizes[0] != a->N || tl->sizes[0] != a->N)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input_lengths and target_lengths must have %lld elements", name,
+                (long long)a->N);
+    FORWARD_IF_ERROR(op_reduce_want_float(e, nll, "neg_log_likelihood", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, nll, "neg_log_likelihood", 1, &a->N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, la, "log_alpha", err, errlen));
+    if (la->ndim != 3 || la->sizes[0] != a->N || la->sizes[1] != a->T || la->sizes[2] < 1)
+        RETURN_ERROR(RGPU_ERR_SHAPE, "%s: log_alpha must be (N, T, Sp)", name);
+    if (nll->dtype != lp->dtype || la->dtype != lp->dtype)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: neg_log_likelihood and log_alpha must have log_probs' dtype", name);
+    a->lp = (const char *)lp->data; a->lpdt = lp->dtype;
+    a->lps0 = lp->strides[0]; a->lps1 = lp->strides[1]; a->lps2 = lp->strides[2];
+    a->tg = (const char *)tg->data; a->tgdt = tg->dtype;
+    a->tgs0 = tg->strides[0]; a->tgs1 = a->tg2d ? tg->strides[1] : 0;
+    a->S = a->tg2d ? tg->sizes[1] : tg->sizes[0];
+    a->il = (const char *)il->data; a->ildt = il->dtype; a->ils = il->strides[0];
+    a->tl = (const char *)tl->data; a->tldt = tl->dtype; a->tls = tl->strides[0];
+    a->la = (char *)la->data; a->ladt = la->dtype;
+    a->las0 = la->strides[0]; a->las1 = la->strides[1]; a->las2 = la->strides[2]; a->Sp = la->sizes[2];
+    a->nll = (char *)nll->data; a->nlldt = nll->dtype; a->nlls = nll->strides[0];
+    if (!bw) return RGPU_OK;
+    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL) | OP_ARGK(RGPU_ARG_INT), "zero_infinity", err,
+                                   errlen));
+    a->zero_infinity = e->args[1].v.i != 0;
+    const rgpu_view *go = e->in[0];
+    rgpu_view *gx = e->out[0];
+    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "grad", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "grad", 1, &a->N, err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", 3, lp->sizes, err, errlen));
+    if (gx->dtype != lp->dtype)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: the gradient must have log_probs' dtype", name);
+    a->go = (const char *)go->data; a->godt = go->dtype; a->gos = go->strides[0];
+    a->gx = (char *)gx->data; a->gxdt = gx->dtype;
+    a->gxs0 = gx->strides[0]; a->gxs1 = gx->strides[1]; a->gxs2 = gx->strides[2];
     return RGPU_OK;
 }

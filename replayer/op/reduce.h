@@ -125,6 +125,15 @@ rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *
  * backend ("cpu", "cuda") names the backend in the messages. */
 rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen);
 
+/* _ctc_loss (in log_probs (T,N,C), targets (N,S)|(n,), input_lengths (N,),
+ * target_lengths (N,); arg blank; outs nll (N,), log_alpha (N,T,Sp)) and
+ * _ctc_loss_backward (in grad (N,), log_probs, targets, input_lengths,
+ * target_lengths, nll, log_alpha; args blank, zero_infinity; out grad
+ * (T,N,C)): dtypes and shapes, a filled from the views (op/ctc.h). Lengths
+ * and labels are data: the kernels check them per element. */
+struct op_ctc;
+rgpu_status op_ctc_check(const rgpu_exec *e, struct op_ctc *a, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1700,6 +1700,7 @@ START_TEST(test_dense_dispatch)
         RGPU_OP_CONVOLUTION_BACKWARD, RGPU_OP_BATCH_NORM, RGPU_OP_BATCH_NORM_BACKWARD,
         RGPU_OP_MAX_POOL2D, RGPU_OP_MAX_POOL2D_BACKWARD, RGPU_OP_AVG_POOL2D, RGPU_OP_AVG_POOL2D_BACKWARD,
         RGPU_OP_ADAPTIVE_AVG_POOL2D, RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD,
+        RGPU_OP_LSTM_CELL, RGPU_OP_LSTM_CELL_BACKWARD, RGPU_OP_GRU_CELL, RGPU_OP_GRU_CELL_BACKWARD,
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         ck_assert_msg(rgpu_cpu_supports(ops[i]), "%s", rgpu_op_name(ops[i]));

@@ -929,6 +929,59 @@ case("cdist", lambda a, b: tuple(torch.cdist(a, b, p) for p in (2.0, 1.0, 0.0, 0
      [((2, 4, 3), (2, 5, 3)), ((30, 3), (4, 3))], [F32, F64], tol=LOOSE)
 case("pdist", lambda a: tuple(F.pdist(a, p) for p in (2.0, 1.0, float("inf"))), [((5, 3),), ((1, 3),)],
      [F32, F64], tol=LOOSE)
+# --- issue 13: modules
+def _ctc(x, t, il, tl, red="mean", zinf=False, norm=True):
+    """F.ctc_loss and its gradient (through _ctc_loss_backward) for x (T, N, C):
+    log_softmax(x), or x itself as the log-probabilities (its layout reaches the op)."""
+    x = x.detach().requires_grad_()
+    lp = x.log_softmax(2) if norm else x
+    loss = F.ctc_loss(lp, t, il, tl, reduction=red, zero_infinity=zinf)
+    (g,) = torch.autograd.grad(loss.sum() if red == "none" else loss, x)
+    return loss, g
+
+
+_CTC_T2 = Fixed(lambda dt: torch.tensor([[1, 2, 2], [3, 1, 4], [2, 0, 0]]))        # padded, a repeat
+_CTC_T1 = Fixed(lambda dt: torch.tensor([1, 2, 2, 3, 1, 4, 2]))                     # concatenated 3+3+1
+case("ctc_loss_mean_lists", lambda x, t: _ctc(x, t, [6, 5, 3], [3, 2, 0], norm=False),
+     [((6, 3, 5), _CTC_T2)], [F32, F64], tol=LOOSE)
+case("ctc_loss_concat_none", lambda x, t, il, tl: _ctc(x, t, il, tl, "none"),
+     [((7, 3, 5), _CTC_T1, Fixed(lambda dt: torch.tensor([7, 6, 2])), Fixed(lambda dt: torch.tensor([3, 3, 1])))],
+     [F32, F64], tol=LOOSE, layouts=("contig",))
+case("ctc_loss_sum_zero_infinity", lambda x, t, il, tl: _ctc(x, t, il, tl, "sum", zinf=True),
+     [((5, 3, 5), _CTC_T2, Fixed(lambda dt: torch.tensor([5, 2, 4], dtype=I32)),
+       Fixed(lambda dt: torch.tensor([3, 3, 1], dtype=I32)))],
+     [F32, F64], tol=LOOSE, layouts=("contig",))
+
+
+def _cells(x):
+    """The fused cells: rgpu's ops, or on the CPU (where ATen has no kernel for
+    them) the aten math of the CUDA kernels, written in decomp.py."""
+    from rgpu import decomp
+    if x.device.type == "cpu":
+        return (decomp._fused_lstm_cell, decomp._fused_lstm_cell_backward, decomp._fused_gru_cell,
+                decomp._fused_gru_cell_backward)
+    return (aten._thnn_fused_lstm_cell, aten._thnn_fused_lstm_cell_backward_impl, aten._thnn_fused_gru_cell,
+            aten._thnn_fused_gru_cell_backward)
+
+
+def _lstm_cell(ig, hg, cx, ib, hb, ghy, gcy):
+    cell, back, _, _ = _cells(ig)
+    hy, cy, ws = cell(ig, hg, cx, ib, hb)
+    gg, gcx, gb = back(ghy, gcy, cx, cy, ws, True)
+    gg2, gcx2, _ = back(None, gcy, cx, cy, ws, False)
+    hy2, cy2, _ = cell(ig, hg, cx)
+    return hy, cy, ws, gg, gcx, gb, gg2, gcx2, hy2, cy2
+
+
+def _gru_cell(ig, hg, hx, ib, hb, ghy):
+    _, _, cell, back = _cells(ig)
+    hy, ws = cell(ig, hg, hx, ib, hb)
+    hy2, _ = cell(ig, hg, hx)
+    return (hy, ws, hy2) + tuple(back(ghy, ws, True))
+
+
+case("lstm_cell", _lstm_cell, [((3, 8), (3, 8), (3, 2), (8,), (8,), (3, 2), (3, 2))], [F32, F64], tol=LOOSE)
+case("gru_cell", _gru_cell, [((3, 6), (3, 6), (3, 2), (6,), (6,), (3, 2))], [F32, F64], tol=LOOSE)
 
 
 # --- running a case --------------------------------------------------------------------

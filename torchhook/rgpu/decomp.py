@@ -715,11 +715,222 @@ _OWN_INDEX = {
 }
 
 
+
+# --- issue 13: modules (packed sequences, rrelu, weight_norm, the fused transformer) --
+
+def _packed_rows(batch_sizes, t_len, b_len, batch_first):
+    """Rows of the (T*B, ...) or (B*T, ...) flattened padded input that the packed
+    data holds, time-major: one CPU index, built from the CPU batch sizes."""
+    rows = []
+    for t, n in enumerate(batch_sizes.tolist()):
+        rows.extend(b * t_len + t if batch_first else t * b_len + b for b in range(n))
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def _pack_padded_sequence(input, lengths, batch_first):
+    """_pack_padded_sequence: data (sum(lengths), *) as one index_select of the
+    padded input; batch_sizes stay a CPU tensor, as in PyTorch."""
+    lens = lengths.tolist()             # lengths are a CPU tensor (pack_padded_sequence puts them there)
+    if not lens or min(lens) <= 0:
+        raise RuntimeError("rgpu: _pack_padded_sequence: every length must be positive")
+    if any(a < b for a, b in zip(lens, lens[1:])):
+        raise RuntimeError("rgpu: _pack_padded_sequence: lengths must be sorted in decreasing order "
+                           "(use enforce_sorted=False)")
+    t_len, b_len = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
+    if lens[0] > t_len:
+        raise RuntimeError("rgpu: _pack_padded_sequence: a length exceeds the sequence length")
+    batch_sizes = torch.tensor([sum(1 for n in lens if n > t) for t in range(lens[0])], dtype=torch.int64)
+    rows = _packed_rows(batch_sizes, t_len, b_len, batch_first).to(input.device)
+    flat = aten.reshape.default(input, [t_len * b_len] + list(input.shape[2:]))
+    return aten.index_select.default(flat, 0, rows), batch_sizes
+
+
+def _rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3, training=False, generator=None):
+    """rrelu_with_noise: in training a negative x is scaled by a slope drawn from
+    U(lower, upper) (noise := the slopes, 1 elsewhere); in eval by (lower+upper)/2."""
+    if not training:
+        return aten.leaky_relu.default(self, (lower + upper) / 2)
+    slopes = aten.uniform_.default(aten.empty_like.default(self), lower, upper, generator=generator)
+    r = aten.where.ScalarOther(aten.le.Scalar(self, 0), slopes, 1.0)
+    aten.copy_.default(noise, r)
+    return aten.mul.Tensor(self, r)
+
+
+def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3, training=False, generator=None):
+    noise = aten.clone.default(noise)
+    return _rrelu_with_noise(self, noise, lower, upper, training, generator), noise
+
+
+def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """_weight_norm_interface_backward (w = v * g / |v|, the norm over every dim
+    but dim): grad_g = sum(grad_w * v) / |v|, grad_v = g / |v| * (grad_w - v * grad_g / |v|)."""
+    nd = saved_v.dim()
+    others = [d for d in range(nd) if d != dim % nd] if nd else []
+    s = aten.sum.dim_IntList(aten.mul.Tensor(grad_w, saved_v), others, True)
+    grad_g = aten.div.Tensor(s, saved_norms)
+    grad_v = aten.mul.Tensor(aten.div.Tensor(saved_g, saved_norms),
+                             aten.sub.Tensor(grad_w, aten.mul.Tensor(saved_v, aten.div.Tensor(grad_g, saved_norms))))
+    return grad_v, aten.reshape.default(grad_g, list(saved_g.shape))
+
+
+# nested tensors of TransformerEncoder's fast path: an rgpu "nested" tensor is the
+# padded tensor with its padding zeroed, and the (B, L) mask of valid positions
+# kept beside it here; the fused layer reads it as a key padding mask.
+import weakref                                                  # noqa: E402
+
+
+class _ByIdentity:
+    """tensor -> value while the tensor lives (a WeakKeyDictionary would compare
+    tensors with ==)."""
+
+    def __init__(self):
+        self._d = {}
+
+    def __setitem__(self, t, v):
+        k = id(t)
+        self._d[k] = (weakref.ref(t, lambda _r, k=k, d=self._d: d.pop(k, None)), v)
+
+    def get(self, t):
+        e = self._d.get(id(t))
+        return e[1] if e is not None and e[0]() is t else None
+
+
+_NESTED = _ByIdentity()
+
+
+def _zero_padding(t, valid):
+    return aten.masked_fill.Scalar(t, aten.unsqueeze.default(aten.logical_not.default(valid), -1), 0.0)
+
+
+def _nested_tensor_from_mask_left_aligned(t, mask):
+    """Whether each row of mask is ones then zeros (one wait, as on the CPU)."""
+    m = aten._to_copy.default(mask, dtype=torch.int64)
+    # left aligned: the mask never rises along the sequence
+    rises = aten.gt.Tensor(aten.slice.Tensor(m, 1, 1), aten.slice.Tensor(m, 1, 0, -1))
+    return not bool(aten.any.default(rises).item())
+
+
+def _nested_tensor_from_mask(t, mask, mask_check=True):
+    if mask_check and not _nested_tensor_from_mask_left_aligned(t, mask):
+        raise RuntimeError("rgpu: _nested_tensor_from_mask: mask is not left aligned")
+    valid = aten._to_copy.default(mask, dtype=torch.bool)
+    r = _zero_padding(t, valid)
+    _NESTED[r] = valid
+    return r
+
+
+def _to_padded_tensor(self, padding, output_size=None):
+    valid = _NESTED.get(self)
+    if valid is None:
+        raise NotImplementedError("rgpu: to_padded_tensor of a tensor that is not nested")
+    r = aten.masked_fill.Scalar(self, aten.unsqueeze.default(aten.logical_not.default(valid), -1), padding)
+    if output_size is not None and list(output_size) != list(r.shape):
+        full = aten.full.default(list(output_size), padding, dtype=r.dtype, device=r.device)
+        idx = [slice(0, n) for n in r.shape]
+        aten.copy_.default(aten.slice.Tensor(aten.slice.Tensor(full, 0, 0, r.shape[0]), 1, 0, r.shape[1]), r)
+        r = full
+    return r
+
+
+def _slice_backward(grad, input_sizes, dim, start, end, step):
+    """slice_backward as zeros and one copy into the slice (torch's goes through
+    an index gather: many records per call, and RNN backward calls it per step)."""
+    r = aten.zeros.default(list(input_sizes), dtype=grad.dtype, device=grad.device)
+    aten.copy_.default(aten.slice.Tensor(r, dim, start, end, step), grad)
+    return r
+
+
+def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    r = aten.clone.default(self)
+    aten.copy_.default(aten.slice.Tensor(r, dim, start, end, step), src)
+    return r
+
+
+def _mha_core(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+              mask, need_weights, average_attn_weights, mask_type):
+    """The math of _native_multi_head_attention on batch-first (B, L, E) inputs:
+    a mask (bool, or any dtype read as bool: nonzero masks) of type 0 (L, S),
+    1 (B, S) key padding or 2 (B, H, L, S); a fully masked row gives zeros."""
+    b, lq, e = query.shape
+    s = key.shape[1]
+    d = e // num_head
+    wq, wk, wv = aten.split.Tensor(qkv_weight, e, 0)
+    bq, bk, bv = aten.split.Tensor(qkv_bias, e, 0) if qkv_bias is not None else (None, None, None)
+
+    def heads(x, w, bias, n):
+        y = aten.linear.default(x, w, bias)
+        return aten.permute.default(aten.reshape.default(y, [b, n, num_head, d]), [0, 2, 1, 3])
+    q = aten.div.Scalar(heads(query, wq, bq, lq), d ** 0.5)
+    k = heads(key, wk, bk, s)
+    v = heads(value, wv, bv, s)
+    scores = aten.matmul.default(q, aten.transpose.int(k, -1, -2))         # (B, H, L, S)
+    m = None
+    if mask is not None:
+        m = mask if mask.dtype == torch.bool else aten.ne.Scalar(mask, 0)
+        if mask_type == 1 or (mask_type is None and m.dim() == 2 and m.shape[0] == b and lq != b):
+            m = aten.reshape.default(m, [b, 1, 1, s])
+        scores = aten.masked_fill.Scalar(scores, m, float("-inf"))
+    attn = aten._softmax.default(scores, -1, False)
+    if m is not None:
+        attn = aten.masked_fill.Scalar(attn, m, 0.0)       # fully masked rows: 0, not NaN
+    out = aten.matmul.default(attn, v)                                       # (B, H, L, D)
+    out = aten.reshape.default(aten.permute.default(out, [0, 2, 1, 3]), [b, lq, e])
+    out = aten.linear.default(out, proj_weight, proj_bias)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        attn = aten.div.Scalar(aten.sum.dim_IntList(attn, [1]), num_head)
+    return out, attn
+
+
+def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
+                                 proj_bias, mask=None, need_weights=True, average_attn_weights=True,
+                                 mask_type=None):
+    nested = _NESTED.get(query)
+    if nested is not None and mask is None:
+        mask, mask_type = aten.logical_not.default(nested), 1
+    return _mha_core(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                     mask, need_weights, average_attn_weights, mask_type)
+
+
+def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                   use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
+                                   norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
+                                   mask=None, mask_type=None):
+    """The fused TransformerEncoderLayer (eval, no grad) as its ops: attention
+    block and feed-forward block, each with its residual and layer norm."""
+    valid = _NESTED.get(src)
+    if valid is not None and mask is None:
+        mask, mask_type = aten.logical_not.default(valid), 1
+    e = [src.shape[-1]]
+
+    def ln(x, w, b):
+        return aten.native_layer_norm.default(x, e, w, b, eps)[0]
+    x = ln(src, norm_weight_1, norm_bias_1) if norm_first else src
+    x = _mha_core(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                  mask, False, False, mask_type)[0]
+    x = aten.add.Tensor(x, src)
+    if not norm_first:
+        x = ln(x, norm_weight_1, norm_bias_1)
+    res = x
+    if norm_first:
+        x = ln(x, norm_weight_2, norm_bias_2)
+    x = aten.linear.default(x, ffn_weight_1, ffn_bias_1)
+    x = aten.gelu.default(x) if use_gelu else aten.relu.default(x)
+    x = aten.add.Tensor(aten.linear.default(x, ffn_weight_2, ffn_bias_2), res)
+    if not norm_first:
+        x = ln(x, norm_weight_2, norm_bias_2)
+    if valid is not None:
+        x = _zero_padding(x, valid)
+        _NESTED[x] = valid
+    return x
+
+
+# The fused cells above run as ops now (cells.py: LSTM_CELL, GRU_CELL ...); their
+# aten math stays as the CPU reference of the conformance cases (ATen has no
+# CPU kernel for them).
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
-        aten.std_mean.correction: _std_mean, aten._thnn_fused_lstm_cell.default: _fused_lstm_cell,
-        aten._thnn_fused_lstm_cell_backward_impl.default: _fused_lstm_cell_backward,
-        aten._thnn_fused_gru_cell.default: _fused_gru_cell,
-        aten._thnn_fused_gru_cell_backward.default: _fused_gru_cell_backward,
+        aten.std_mean.correction: _std_mean,
         aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
         aten.multilabel_margin_loss_backward.default: _multilabel_margin_loss_backward,
         aten.multi_margin_loss.default: _multi_margin_loss,
@@ -727,7 +938,18 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.hardshrink_backward.default: _shrink_backward, aten.softshrink_backward.default: _shrink_backward,
         aten.replication_pad1d_backward.default: _replication_pad_backward,
         aten.replication_pad2d_backward.default: _replication_pad_backward,
-        aten.replication_pad3d_backward.default: _replication_pad_backward}
+        aten.replication_pad3d_backward.default: _replication_pad_backward,
+        # issue 13: modules
+        aten._pack_padded_sequence.default: _pack_padded_sequence,
+        aten.rrelu_with_noise.default: _rrelu_with_noise,
+        aten.rrelu_with_noise_functional.default: _rrelu_with_noise_functional,
+        aten._weight_norm_interface_backward.default: _weight_norm_interface_backward,
+        aten._nested_tensor_from_mask_left_aligned.default: _nested_tensor_from_mask_left_aligned,
+        aten._nested_tensor_from_mask.default: _nested_tensor_from_mask,
+        aten.to_padded_tensor.default: _to_padded_tensor,
+        aten.slice_backward.default: _slice_backward, aten.slice_scatter.default: _slice_scatter,
+        aten._native_multi_head_attention.default: _native_multi_head_attention,
+        aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 
 
 def _convert_element_type(a, dtype):

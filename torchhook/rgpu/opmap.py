@@ -730,6 +730,27 @@ def _index_put_pre(handler, func, args, kwargs):
     return func(self, _expand_masks(self, args[1]), values, *args[3:], **kwargs)
 
 
+# issue 13: modules
+def _bn_eval_pre(handler, func, args, kwargs):
+    """native_batch_norm / _native_batch_norm_legit in eval mode: ATen's CPU kernel
+    returns save_mean and save_invstd of shape (0,) (the record still writes (C,))."""
+    y, sm, si = handler(func, args, kwargs)
+    if arg(args, kwargs, 5, "training", False):
+        return y, sm, si
+    return y, aten.new_empty.default(sm, [0]), aten.new_empty.default(si, [0])
+
+
+def _bn_backward_pre(handler, func, args, kwargs):
+    """Eval-mode backward reads the running stats only: (0,) saved stats go as absent."""
+    if not arg(args, kwargs, 7, "train", False) and len(args) > 6:
+        a = list(args)
+        for i in (5, 6):
+            if a[i] is not None and a[i].numel() == 0:
+                a[i] = None
+        args = tuple(a)
+    return handler(func, args, kwargs)
+
+
 # --- the table ----------------------------------------------------------------------------
 
 def _overloads(name, names):
@@ -1008,7 +1029,8 @@ def _table():
          _fixed(C.OP_CONVOLUTION_BACKWARD, ((0, "grad_output"), (1, "input"), (2, "weight")), _conv_bw_prep))
     bn_in = ((0, "input"), (1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var"))
     _put(t, [aten.native_batch_norm.default, aten._native_batch_norm_legit.default],
-         _fixed(C.OP_BATCH_NORM, bn_in, lambda args, kwargs: (bool(args[5]), float(args[6]), float(args[7]))))
+         _fixed(C.OP_BATCH_NORM, bn_in, lambda args, kwargs: (bool(args[5]), float(args[6]), float(args[7]))),
+         pre=_bn_eval_pre)
     _put(t, [aten._native_batch_norm_legit.no_stats],
          _fixed(C.OP_BATCH_NORM, ((0, "input"), (1, "weight"), (2, "bias"), (None, None), (None, None)),
                 lambda args, kwargs: (bool(args[3]), float(args[4]), float(args[5]))))
@@ -1017,7 +1039,7 @@ def _table():
     _put(t, [aten.native_batch_norm_backward.default],
          _fixed(C.OP_BATCH_NORM_BACKWARD, ((0, "grad_out"), (1, "input"), (2, "weight"), (3, "running_mean"),
                                            (4, "running_var"), (5, "save_mean"), (6, "save_invstd")),
-                lambda args, kwargs: (bool(args[7]), float(args[8]))))
+                lambda args, kwargs: (bool(args[7]), float(args[8]))), pre=_bn_backward_pre)
     _put(t, [aten.max_pool2d_with_indices.default], _fixed(C.OP_MAX_POOL2D, x, _pool_max(1)))
     _put(t, _overloads("max_pool2d_with_indices_backward", ("default", "grad_input")),
          _fixed(C.OP_MAX_POOL2D_BACKWARD, ((0, "grad_output"), (1, "self"), (7, "indices")), _pool_max(2)))

@@ -1,0 +1,32 @@
+// rnn.cu — the fused LSTM and GRU cells and their backwards on the GPU: one
+// thread per (b, j) element of the (B, H) hidden state running op/rnn.h, the
+// code the CPU backend runs (cpu/cpu_dense_rnn.c).
+#include "dense.cuh"
+#include "op/rnn.h"
+
+static __global__ void rnn_cell_kernel(op_cell a, int op)
+{
+    long long n = a.B * a.H;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+        long long b = k / a.H, j = k - b * a.H;
+        switch (op) {
+        case RGPU_OP_LSTM_CELL:          op_lstm_cell_one(&a, b, j); break;
+        case RGPU_OP_LSTM_CELL_BACKWARD: op_lstm_cell_backward_one(&a, b, j); break;
+        case RGPU_OP_GRU_CELL:           op_gru_cell_one(&a, b, j); break;
+        default:                         op_gru_cell_backward_one(&a, b, j); break;
+        }
+    }
+}
+
+rgpu_status rgpu_cuda_dense_rnn_cell(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_cell a;
+    FORWARD_IF_ERROR(op_cell_check(e, &a, err, errlen));
+    long long n = a.B * a.H;
+    if (n == 0) return RGPU_OK;
+    long long nb = (n + 255) / 256;
+    if (nb > 4096) nb = 4096;
+    rnn_cell_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a, e->op);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
