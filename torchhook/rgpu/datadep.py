@@ -98,6 +98,38 @@ def _unique_unsupported(func, args, kwargs):
                               "supported; torch.unique without dim is")
 
 
+# --- issue 13: sorting: unique_consecutive (without dim) ------------------------------
+
+def _unique_consecutive(func, args, kwargs):
+    """(values, inverse, counts) of the runs of equal consecutive elements of the
+    flattened x: starts where x[i] != x[i-1] (NaN starts a run, as ATen's !=);
+    values by masked_select (one wait), inverse = cumsum(starts) - 1, counts from
+    the sorted inverse by two searchsorted. Not asked for: empty (0,) int64."""
+    x = args[0]
+    need_remote(x, func)
+    names = ("return_inverse", "return_counts", "dim")
+    inv, cnt, dim = (args[i + 1] if len(args) > i + 1 else kwargs.get(nm) for i, nm in enumerate(names))
+    if dim is not None:
+        return _unique_unsupported(func, args, kwargs)
+    flat = aten.reshape.default(x, [-1])
+    n = flat.shape[0]
+    if n == 0:
+        vals = aten.clone.default(flat)
+        inverse = torch.empty(x.shape, dtype=torch.int64, device=x.device)
+        counts = torch.empty((0,), dtype=torch.int64, device=x.device)
+    else:
+        first = torch.ones((1,), dtype=torch.bool, device=x.device)
+        starts = aten.cat.default([first, aten.ne.Tensor(flat[1:], flat[:-1])])
+        vals = aten.masked_select.default(flat, starts)
+        pos = aten.sub.Scalar(aten.cumsum.default(starts, 0), 1)
+        inverse = aten.reshape.default(pos, list(x.shape))
+        if cnt:
+            k = aten.arange.start_step(0, vals.shape[0], 1, dtype=torch.int64, device=x.device)
+            counts = aten.sub.Tensor(aten.searchsorted.Tensor(pos, k, right=True), aten.searchsorted.Tensor(pos, k))
+    empty = lambda: torch.empty((0,), dtype=torch.int64, device=x.device)   # noqa: E731
+    return vals, inverse if inv else empty(), counts if cnt else empty()
+
+
 # --- boolean-mask indexing -------------------------------------------------------------
 
 def _is_mask(t):
@@ -136,8 +168,8 @@ def _register():
     register((aten.nonzero.default,), _nonzero)
     register((aten.masked_select.default,), _masked_select)
     register((aten._unique2.default,), _unique2)
-    register((aten.unique_dim.default, aten.unique_consecutive.default, aten.unique_dim_consecutive.default),
-             _unique_unsupported)
+    register((aten.unique_dim.default, aten.unique_dim_consecutive.default), _unique_unsupported)
+    register((aten.unique_consecutive.default,), _unique_consecutive)
 
 
 _register()
