@@ -1,7 +1,8 @@
 /* cpu_sort.c — the sort family on the CPU: sort and mode (a stable merge
- * sort of (key, index) pairs per line), the scans cummax / cummin /
- * logcumsumexp / cumprod, searchsorted and histc. The math is op/sort.h's
- * (OP_FN), the same code the CUDA kernels run. */
+ * sort of (key, index) pairs per line; a pass merges each pair of runs
+ * sequentially, where the CUDA kernel places every element on its own), the
+ * scans cummax / cummin / logcumsumexp / cumprod, searchsorted and histc.
+ * The math is op/sort.h's (OP_FN), the same code the CUDA kernels run. */
 #include <stdlib.h>
 
 #include "cpu_internal.h"
@@ -40,8 +41,8 @@ static rgpu_status sort_lines(const rgpu_exec *e, int dim, int64_t n, bool desc,
         }
         int64_t w = 1;
         for (int p = 0; p < passes; p++, w *= 2)
-            for (int64_t i = 0; i < n; i++)
-                op_sort_merge_at(k[p & 1], ix[p & 1], k[!(p & 1)], ix[!(p & 1)], n, w, i);
+            for (int64_t lo = 0; lo < n; lo += 2 * w)
+                op_sort_merge_run(k[p & 1], ix[p & 1], k[!(p & 1)], ix[!(p & 1)], n, w, lo);
         const uint64_t *kr = k[passes & 1];
         const int64_t *xr = ix[passes & 1];
         if (mode) {
@@ -167,6 +168,33 @@ static rgpu_status op_histc(const rgpu_exec *e, char *err, size_t errlen)
     return RGPU_OK;
 }
 
+static rgpu_status op_histogram(const rgpu_exec *e, char *err, size_t errlen)
+{
+    bool density;
+    FORWARD_IF_ERROR(op_histogram_check(e, &density, err, errlen));
+    const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
+    rgpu_view *hist = e->out[0], *edges = e->out[1];
+    int dt = in->dtype, esz = (int)rgpu_dtype_size(dt);
+    int64_t ne = bins->sizes[0], nb = ne - 1, n = op_numel(in);
+    int64_t es = bins->strides[0] * esz, hs = nb ? hist->strides[0] * esz : 0;
+    for (int64_t b = 0; b < ne; b++)
+        op_elem_copy(AT(edges, b * edges->strides[0]), AT(bins, b * bins->strides[0]), esz);
+    for (int64_t b = 0; b < nb; b++) op_store_f64(AT(hist, b * hist->strides[0]), dt, 0.0);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t xo = 0, wo = 0, r = i;
+        for (int d = in->ndim - 1; d >= 0; d--) {
+            int64_t k = r % in->sizes[d];
+            r /= in->sizes[d];
+            xo += k * in->strides[d];
+            if (w) wo += k * w->strides[d];
+        }
+        int64_t b = op_histogram_bin(AT(in, xo), dt, AT(bins, 0), es, ne);
+        if (b >= 0) op_histogram_add(AT(hist, b * hist->strides[0]), w ? AT(w, wo) : NULL, dt);
+    }
+    if (density && nb > 0) op_histogram_density(AT(hist, 0), hs, AT(bins, 0), es, dt, nb);
+    return RGPU_OK;
+}
+
 rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
@@ -178,6 +206,8 @@ rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen)
         return op_searchsorted(e, err, errlen);
     case RGPU_OP_HISTC:
         return op_histc(e, err, errlen);
+    case RGPU_OP_HISTOGRAM:
+        return op_histogram(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
     }

@@ -4,7 +4,7 @@
 // launch per pass, one thread per element), the scans cummax / cummin /
 // logcumsumexp / cumprod (one thread per line, sequential along the dim, as
 // the CPU), searchsorted (one thread per value) and histc (integer atomics:
-// the counts do not depend on the order).
+// the counts do not depend on the order) and histogram.
 #include "common.cuh"
 #include "convert.cuh"
 
@@ -282,6 +282,95 @@ static rgpu_status so_histc(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     return RGPU_OK;
 }
 
+// histogram: bin_edges := bins; unweighted counts by integer atomics (any
+// order gives the same), weighted sums one thread per bin over the elements in
+// order (the CPU's order: the same bits); density by one thread.
+struct hg_args {
+    rgpu_cuda_view x, w;
+    const char *bins;
+    char *hist, *edges;
+    long long n, ne, es, hs, eos;   // es, hs, eos byte strides of bins, hist, bin_edges
+    int dt, esz;
+    bool weighted;
+};
+
+static __global__ void histogram_count_kernel(hg_args a, unsigned long long *cnt)
+{
+    SO_FOR(i, a.n) {
+        int64_t b = op_histogram_bin((const char *)a.x.data + rgpu_cuda_offset(a.x, i) * a.esz, a.dt, a.bins,
+                                     a.es, a.ne);
+        if (b >= 0) atomicAdd(&cnt[b], 1ull);
+    }
+}
+
+static __global__ void histogram_sum_kernel(hg_args a, const unsigned long long *cnt)
+{
+    SO_FOR(b, a.ne - 1) {
+        char *h = a.hist + b * a.hs;
+        op_store_f64(h, a.dt, 0.0);
+        if (!a.weighted) {
+            op_store_f64(h, a.dt, (double)cnt[b]);
+            continue;
+        }
+        for (long long i = 0; i < a.n; i++) {
+            const char *p = (const char *)a.x.data + rgpu_cuda_offset(a.x, i) * a.esz;
+            if (op_histogram_bin(p, a.dt, a.bins, a.es, a.ne) == b)
+                op_histogram_add(h, (const char *)a.w.data + rgpu_cuda_offset(a.w, i) * a.esz, a.dt);
+        }
+    }
+}
+
+static __global__ void histogram_edges_kernel(hg_args a, bool density)
+{
+    SO_FOR(b, a.ne) op_elem_copy(a.edges + b * a.eos, a.bins + b * a.es, a.esz);
+    if (density && blockIdx.x == 0 && threadIdx.x == 0 && a.ne > 1)
+        op_histogram_density(a.hist, a.hs, a.bins, a.es, a.dt, a.ne - 1);
+}
+
+static rgpu_status so_histogram(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    bool density;
+    FORWARD_IF_ERROR(op_histogram_check(e, &density, err, errlen));
+    const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
+    rgpu_view *hist = e->out[0], *edges = e->out[1];
+    hg_args a;
+    a.x = rgpu_cuda_view_of(in);
+    a.weighted = w != NULL;
+    a.w = w ? rgpu_cuda_view_of(w) : a.x;
+    a.dt = in->dtype;
+    a.esz = (int)rgpu_dtype_size(a.dt);
+    a.n = op_numel(in);
+    a.ne = bins->sizes[0];
+    a.bins = (const char *)bins->data;
+    a.es = bins->strides[0] * a.esz;
+    a.hist = (char *)hist->data;
+    a.hs = a.ne > 1 ? hist->strides[0] * a.esz : 0;
+    a.edges = (char *)edges->data;
+    a.eos = edges->strides[0] * a.esz;
+    so_scratch hold(c);
+    long long nb = a.ne - 1;
+    unsigned long long *cnt = NULL;
+    if (nb > 0 && !a.weighted) {
+        size_t bytes = (size_t)nb * 8;
+        hold.p = rgpu_cuda_scratch(c, bytes);
+        if (hold.p == NULL)
+            RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for histogram (%llu bytes)", (unsigned long long)bytes);
+        cnt = (unsigned long long *)hold.p;
+        RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, bytes, c->stream), err, errlen);
+        if (a.n > 0) {
+            histogram_count_kernel<<<so_blocks(a.n), SO_THREADS, 0, c->stream>>>(a, cnt);
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        }
+    }
+    if (nb > 0) {
+        histogram_sum_kernel<<<so_blocks(nb), SO_THREADS, 0, c->stream>>>(a, cnt);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    histogram_edges_kernel<<<so_blocks(a.ne), SO_THREADS, 0, c->stream>>>(a, density);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
 extern "C" rgpu_status rgpu_cuda_sort_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
@@ -293,6 +382,8 @@ extern "C" rgpu_status rgpu_cuda_sort_exec(rgpu_cuda_ctx *c, const rgpu_exec *e,
         return so_searchsorted(c, e, err, errlen);
     case RGPU_OP_HISTC:
         return so_histc(c, e, err, errlen);
+    case RGPU_OP_HISTOGRAM:
+        return so_histogram(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %s", rgpu_op_name(e->op));
     }

@@ -171,3 +171,26 @@ rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double
     }
     return RGPU_OK;
 }
+
+rgpu_status op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(op_index_check_io(e, "rr?", "rr", err, errlen));
+    const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
+    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "density", density, err, errlen));
+    RETURN_ERROR_IF(!op_dtype_is_float(in->dtype), RGPU_ERR_UNSUPPORTED,
+                    "histogram: input dtype %s is not floating", rgpu_dtype_name(in->dtype));
+    RETURN_ERROR_IF(bins->ndim != 1 || bins->dtype != in->dtype, RGPU_ERR_BAD_ARG,
+                    "torch.histogram: bins must be a 1-d tensor of the input's dtype");
+    RETURN_ERROR_IF(bins->sizes[0] < 1, RGPU_ERR_BAD_ARG,
+                    "torch.histogram(): bins tensor should have at least 1 element");
+    if (w) {
+        RETURN_ERROR_IF(!op_index_same_shape(w, in) || w->dtype != in->dtype, RGPU_ERR_BAD_ARG,
+                        "torch.histogram: weight must have the input's shape and dtype");
+    }
+    int64_t nb = bins->sizes[0] - 1;
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, e->out[0], "hist", in->dtype, err, errlen));
+    FORWARD_IF_ERROR(op_index_check_same_dtype(e, e->out[1], "bin_edges", in->dtype, err, errlen));
+    FORWARD_IF_ERROR(want_shape(e, e->out[0], "hist", 1, &nb, err, errlen));
+    FORWARD_IF_ERROR(want_shape(e, e->out[1], "bin_edges", 1, bins->sizes, err, errlen));
+    return RGPU_OK;
+}

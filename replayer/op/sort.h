@@ -112,6 +112,21 @@ OP_FN void op_sort_merge_at(const uint64_t *ks, const int64_t *is, uint64_t *kd,
     id[pos] = is[i];
 }
 
+/* The same pass for the pair of runs starting at lo, sequentially (the CPU's
+ * way: O(n) a pass); the result equals op_sort_merge_at's for each element. */
+OP_FN void op_sort_merge_run(const uint64_t *ks, const int64_t *is, uint64_t *kd, int64_t *id,
+                             int64_t n, int64_t w, int64_t lo)
+{
+    int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+    int64_t a = lo, b = mid, o = lo;
+    while (a < mid && b < hi) {
+        if (ks[b] < ks[a]) { kd[o] = ks[b]; id[o++] = is[b++]; }
+        else { kd[o] = ks[a]; id[o++] = is[a++]; }
+    }
+    while (a < mid) { kd[o] = ks[a]; id[o++] = is[a++]; }
+    while (b < hi) { kd[o] = ks[b]; id[o++] = is[b++]; }
+}
+
 /* mode of a line sorted ascending: the position (in the sorted line) of the
  * last element of the first longest run of equal keys (ATen: the smallest
  * most frequent value, the index of its last occurrence). n > 0. */
@@ -282,6 +297,54 @@ OP_FN int64_t op_histc_bin(const char *p, int dt, double lo, double hi, int64_t 
 }
 
 /* ---------------------------------------------------------------------------
+ * histogram (bins given as a tensor of ne increasing edges, byte stride es):
+ * the bin of x by binary search, or -1 outside [edge 0, edge ne-1] (NaN too),
+ * the last bin closed (ATen's BINARY_SEARCH; its linear interpolation with a
+ * local search, for an int bin count, lands on the same bin). */
+
+OP_FN int64_t op_histogram_bin(const char *p, int dt, const char *edges, int64_t es, int64_t ne)
+{
+    double x = op_load_f64(p, dt);
+    if (ne < 2 || !(x >= op_load_f64(edges, dt) && x <= op_load_f64(edges + (ne - 1) * es, dt))) return -1;
+    int64_t lo = 0, hi = ne;   /* the first edge > x */
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (op_load_f64(edges + mid * es, dt) > x) hi = mid;
+        else lo = mid + 1;
+    }
+    int64_t pos = lo - 1;
+    return pos >= ne - 1 ? ne - 2 : pos;
+}
+
+/* *acc (dtype dt) += the weight at w (NULL: 1), in dt's arithmetic. */
+OP_FN void op_histogram_add(char *acc, const char *w, int dt)
+{
+    if (dt == RGPU_F64) op_store_f64(acc, dt, op_load_f64(acc, dt) + (w ? op_load_f64(w, dt) : 1.0));
+    else op_store_f32(acc, dt, op_load_f32(acc, dt) + (w ? op_load_f32(w, dt) : 1.0f));
+}
+
+/* density: hist[b] /= sum(hist) * (edge[b+1] - edge[b]), as ATen in dt's
+ * arithmetic; nb bins, byte strides hs, es. Sequential (one thread). */
+OP_FN void op_histogram_density(char *hist, int64_t hs, const char *edges, int64_t es, int dt, int64_t nb)
+{
+    if (dt == RGPU_F64) {
+        double s = 0;
+        for (int64_t b = 0; b < nb; b++) s += op_load_f64(hist + b * hs, dt);
+        for (int64_t b = 0; b < nb; b++) {
+            double len = op_load_f64(edges + (b + 1) * es, dt) - op_load_f64(edges + b * es, dt);
+            op_store_f64(hist + b * hs, dt, op_load_f64(hist + b * hs, dt) / (s * len));
+        }
+    } else {
+        float s = 0;
+        for (int64_t b = 0; b < nb; b++) s = op_round_to(dt, s + op_load_f32(hist + b * hs, dt));
+        for (int64_t b = 0; b < nb; b++) {
+            float len = op_round_to(dt, op_load_f32(edges + (b + 1) * es, dt) - op_load_f32(edges + b * es, dt));
+            op_store_f32(hist + b * hs, dt, op_load_f32(hist + b * hs, dt) / op_round_to(dt, s * len));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
  * Checks (op/sort.c): both backends accept the same records. */
 
 /* SORT / MODE: in x; outs values, indices (int64). *dim wrapped, *n the
@@ -308,6 +371,9 @@ rgpu_status op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, c
  * in x's dtype. *from_data when min == max (the data's min and max then). */
 rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double *hi, bool *from_data,
                            char *err, size_t errlen);
+/* HISTOGRAM: in x (floating), bins (1-d, x's dtype), weight? (x's shape and
+ * dtype); outs hist (ne - 1,), bin_edges (ne,); args bool density. */
+rgpu_status op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen);
 /* min == max after taking the data's: ATen widens to [min - 1, max + 1]. */
 OP_FN void op_histc_widen(double *lo, double *hi)
 {

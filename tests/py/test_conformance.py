@@ -656,6 +656,10 @@ case("searchsorted_nd", lambda b, v: (torch.searchsorted(b, v), torch.searchsort
 case("searchsorted_sorter", lambda x, v: torch.searchsorted(x, v, sorter=torch.argsort(x, stable=True)),
      [((6,), (2, 5))], [F32, I64])
 case("histc", lambda x: (torch.histc(x, 5), torch.histc(x, 4, -2, 2), torch.histc(x, 3, 1, 1)), SR[:2], [F32, F64])
+case("histogram", lambda x, w: (torch.histogram(x, 5), torch.histogram(x, 4, range=(-2.0, 2.0), weight=w),
+                                 torch.histogram(x, torch.tensor([-3.0, -1.0, 0.0, 0.5, 4.0], dtype=x.dtype,
+                                                                 device=x.device), weight=w, density=True),
+                                 torch.histogram(x * 0 + 1, 3)), [((3, 5), ((3, 5), "pos"))], [F32, F64])
 case("repeat_interleave", lambda r, x: (torch.repeat_interleave(r), x.repeat_interleave(r, dim=0)),
      [(_REPEATS, (4, 3))], [F32])
 case("equal_allclose", lambda a, b: (torch.equal(a, b), torch.equal(a, a.clone()), torch.allclose(a, b),
