@@ -7,32 +7,15 @@
 // the counts do not depend on the order) and histogram.
 #include "common.cuh"
 #include "convert.cuh"
+#include "index.cuh"
 
 #include "op/sort.h"
 
-#define SO_THREADS 256
-#define SO_MAX_BLOCKS 16384
-
-static unsigned so_blocks(long long n)
-{
-    long long b = (n + SO_THREADS - 1) / SO_THREADS;
-    if (b < 1) b = 1;
-    if (b > SO_MAX_BLOCKS) b = SO_MAX_BLOCKS;
-    return (unsigned)b;
-}
-
-#define SO_FOR(i, n) \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
-
-// Device scratch freed when the holder goes out of scope (on every path).
-struct so_scratch {
-    rgpu_cuda_ctx *c;
-    void *p;
-    explicit so_scratch(rgpu_cuda_ctx *ctx) : c(ctx), p(NULL) {}
-    ~so_scratch() { if (p) rgpu_cuda_scratch_free(c, p); }
-    so_scratch(const so_scratch &) = delete;
-    so_scratch &operator=(const so_scratch &) = delete;
-};
+// Launch shape, grid-stride loops and scratch holders: index.cuh's.
+using rgpu_ix::ix_blocks;
+using rgpu_ix::ix_scratch;
+#define SO_THREADS IX_THREADS
+#define SO_FOR IX_FOR
 
 struct sort_args {
     op_sort_lines L;
@@ -106,15 +89,15 @@ static rgpu_status so_sort(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     a.idx = (char *)idx->data;
     a.dt = in->dtype;
     a.esz = (int)rgpu_dtype_size(in->dtype);
-    so_scratch hold(c);
+    ix_scratch hold(c);
     size_t nb = (size_t)total * 16 * 2;
-    hold.p = rgpu_cuda_scratch(c, nb);
+    hold.get(nb);
     if (hold.p == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for %s (%llu bytes)", rgpu_op_name(e->op),
                      (unsigned long long)nb);
     uint64_t *k[2] = {(uint64_t *)hold.p, (uint64_t *)hold.p + total};
     int64_t *ix[2] = {(int64_t *)((uint64_t *)hold.p + 2 * total), (int64_t *)((uint64_t *)hold.p + 3 * total)};
-    unsigned nbk = so_blocks(total);
+    unsigned nbk = ix_blocks(total);
     sort_keys_kernel<<<nbk, SO_THREADS, 0, c->stream>>>(a, k[0], ix[0]);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     int passes = op_sort_passes(n);
@@ -125,7 +108,7 @@ static rgpu_status so_sort(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     if (e->op == RGPU_OP_MODE)
-        mode_write_kernel<<<so_blocks(a.L.total), SO_THREADS, 0, c->stream>>>(a, k[passes & 1], ix[passes & 1]);
+        mode_write_kernel<<<ix_blocks(a.L.total), SO_THREADS, 0, c->stream>>>(a, k[passes & 1], ix[passes & 1]);
     else
         sort_write_kernel<<<nbk, SO_THREADS, 0, c->stream>>>(a, ix[passes & 1]);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -169,7 +152,7 @@ static rgpu_status so_scan(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     a.in = (const char *)in->data;
     a.out = (char *)out->data;
     a.idx = idx ? (char *)idx->data : NULL;
-    scan_kernel<<<so_blocks(a.L.total), 128, 0, c->stream>>>(a);
+    scan_kernel<<<ix_blocks(a.L.total), 128, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -208,7 +191,7 @@ static rgpu_status so_searchsorted(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     a.out = (char *)out->data;
     a.bdt = bd->dtype; a.vdt = v->dtype; a.odt = out->dtype;
     a.be = (int)rgpu_dtype_size(a.bdt); a.ve = (int)rgpu_dtype_size(a.vdt); a.oe = (int)rgpu_dtype_size(a.odt);
-    searchsorted_kernel<<<so_blocks(total), SO_THREADS, 0, c->stream>>>(a);
+    searchsorted_kernel<<<ix_blocks(total), SO_THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -259,24 +242,24 @@ static rgpu_status so_histc(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     long long n = op_numel(in);
-    so_scratch hold(c);
+    ix_scratch hold(c);
     size_t nb = (size_t)(bins + 2) * 8;
-    hold.p = rgpu_cuda_scratch(c, nb);
+    hold.get(nb);
     if (hold.p == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for histc (%llu bytes)", (unsigned long long)nb);
     unsigned long long *s = (unsigned long long *)hold.p;
-    histc_init_kernel<<<so_blocks(bins + 2), SO_THREADS, 0, c->stream>>>(s, bins + 2);
+    histc_init_kernel<<<ix_blocks(bins + 2), SO_THREADS, 0, c->stream>>>(s, bins + 2);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     rgpu_cuda_view v = rgpu_cuda_view_of(in);
     if (from_data && n > 0) {
-        histc_minmax_kernel<<<so_blocks(n), SO_THREADS, 0, c->stream>>>(v, n, in->dtype, s);
+        histc_minmax_kernel<<<ix_blocks(n), SO_THREADS, 0, c->stream>>>(v, n, in->dtype, s);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     if (n > 0) {
-        histc_count_kernel<<<so_blocks(n), SO_THREADS, 0, c->stream>>>(v, n, in->dtype, lo, hi, from_data, bins, s);
+        histc_count_kernel<<<ix_blocks(n), SO_THREADS, 0, c->stream>>>(v, n, in->dtype, lo, hi, from_data, bins, s);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
-    histc_write_kernel<<<so_blocks(bins), SO_THREADS, 0, c->stream>>>((char *)out->data, out->strides[0],
+    histc_write_kernel<<<ix_blocks(bins), SO_THREADS, 0, c->stream>>>((char *)out->data, out->strides[0],
                                                                      out->dtype, bins, s);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -347,26 +330,26 @@ static rgpu_status so_histogram(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     a.hs = a.ne > 1 ? hist->strides[0] * a.esz : 0;
     a.edges = (char *)edges->data;
     a.eos = edges->strides[0] * a.esz;
-    so_scratch hold(c);
+    ix_scratch hold(c);
     long long nb = a.ne - 1;
     unsigned long long *cnt = NULL;
     if (nb > 0 && !a.weighted) {
         size_t bytes = (size_t)nb * 8;
-        hold.p = rgpu_cuda_scratch(c, bytes);
+        hold.get(bytes);
         if (hold.p == NULL)
             RETURN_ERROR(RGPU_ERR_NOMEM, "out of device memory for histogram (%llu bytes)", (unsigned long long)bytes);
         cnt = (unsigned long long *)hold.p;
         RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, bytes, c->stream), err, errlen);
         if (a.n > 0) {
-            histogram_count_kernel<<<so_blocks(a.n), SO_THREADS, 0, c->stream>>>(a, cnt);
+            histogram_count_kernel<<<ix_blocks(a.n), SO_THREADS, 0, c->stream>>>(a, cnt);
             RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         }
     }
     if (nb > 0) {
-        histogram_sum_kernel<<<so_blocks(nb), SO_THREADS, 0, c->stream>>>(a, cnt);
+        histogram_sum_kernel<<<ix_blocks(nb), SO_THREADS, 0, c->stream>>>(a, cnt);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
-    histogram_edges_kernel<<<so_blocks(a.ne), SO_THREADS, 0, c->stream>>>(a, density);
+    histogram_edges_kernel<<<ix_blocks(a.ne), SO_THREADS, 0, c->stream>>>(a, density);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
