@@ -1,6 +1,6 @@
 /* backend_selfcheck.c — the start-up check `--backend auto` runs before it
  * trusts the cuda backend: a fixed set of small ops, at least one per op
- * family (copy, pointwise, reduce, dense, index), executed on the candidate
+ * family (copy, pointwise, reduce, dense, index, sort), executed on the candidate
  * and on the cpu reference from the same inputs, outputs compared at
  * per-dtype tolerances. A few milliseconds on a GPU; the first op that
  * fails (an error, or a value out of tolerance) is named so the server can
@@ -177,6 +177,10 @@ static int build_cases(sc_case *cs) {
     c->in[0] = (sc_tensor)T2(RGPU_F32, 10, 24); c->in[1] = (sc_tensor)T1(RGPU_I64, 9); c->in[1].index_below = 10;
     c->out[0] = (sc_tensor)T2(RGPU_F32, 9, 24);
     c->n_args = 1; c->args[0] = a_int(-1);
+    /* sort (the merge passes; random floats: no ties) */
+    c = &cs[n++]; c->op = RGPU_OP_SORT; c->n_in = 1; c->n_out = 2;
+    c->in[0] = (sc_tensor)T2(RGPU_F32, 3, 77); c->out[0] = (sc_tensor)T2(RGPU_F32, 3, 77); c->out[1] = (sc_tensor)T2(RGPU_I64, 3, 77);
+    c->n_args = 2; c->args[0] = a_int(1); c->args[1] = a_bool(1);
     return n;
 }
 

@@ -19,5 +19,7 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* mixed precision: GradScaler's unscale + inf check, scale update */
 rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
+/* sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc (cpu_sort.c) */
+rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

@@ -136,4 +136,5 @@ RGPU_CUDA_FAMILY(reduce)     // reduce.cu, softmax.cu, norm.cu, loss.cu: sum/mea
 RGPU_CUDA_FAMILY(dense)      // matmul.cu (cuBLAS), conv.cu, batchnorm.cu, pool.cu
 RGPU_CUDA_FAMILY(index)      // index.cu, index_data.cu, random.cu
 RGPU_CUDA_FAMILY(amp)        // amp.cu: GradScaler's AMP_UNSCALE, AMP_UPDATE_SCALE
+RGPU_CUDA_FAMILY(sort)       // sort.cu: sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc
 #undef RGPU_CUDA_FAMILY

@@ -164,7 +164,7 @@ def test_unique_dim_raises_clearly():
     with pytest.raises(NotImplementedError, match="unique"):
         torch.unique(x, dim=0)
     with pytest.raises(NotImplementedError, match="unique"):
-        torch.unique_consecutive(x)
+        torch.unique_consecutive(x, dim=1)
 
 
 # --- boolean-mask indexing -----------------------------------------------------------------

@@ -98,6 +98,88 @@ def _unique_unsupported(func, args, kwargs):
                               "supported; torch.unique without dim is")
 
 
+# --- issue 13: sorting: unique_consecutive (without dim) ------------------------------
+
+def _unique_consecutive(func, args, kwargs):
+    """(values, inverse, counts) of the runs of equal consecutive elements of the
+    flattened x: starts where x[i] != x[i-1] (NaN starts a run, as ATen's !=);
+    values by masked_select (one wait), inverse = cumsum(starts) - 1, counts from
+    the sorted inverse by two searchsorted. Not asked for: empty (0,) int64."""
+    x = args[0]
+    need_remote(x, func)
+    names = ("return_inverse", "return_counts", "dim")
+    inv, cnt, dim = (args[i + 1] if len(args) > i + 1 else kwargs.get(nm) for i, nm in enumerate(names))
+    if dim is not None:
+        return _unique_unsupported(func, args, kwargs)
+    flat = aten.reshape.default(x, [-1])
+    n = flat.shape[0]
+    if n == 0:
+        vals = aten.clone.default(flat)
+        inverse = torch.empty(x.shape, dtype=torch.int64, device=x.device)
+        counts = torch.empty((0,), dtype=torch.int64, device=x.device)
+    else:
+        first = torch.ones((1,), dtype=torch.bool, device=x.device)
+        starts = aten.cat.default([first, aten.ne.Tensor(flat[1:], flat[:-1])])
+        vals = aten.masked_select.default(flat, starts)
+        pos = aten.sub.Scalar(aten.cumsum.default(starts, 0), 1)
+        inverse = aten.reshape.default(pos, list(x.shape))
+        if cnt:
+            k = aten.arange.start_step(0, vals.shape[0], 1, dtype=torch.int64, device=x.device)
+            counts = aten.sub.Tensor(aten.searchsorted.Tensor(pos, k, right=True), aten.searchsorted.Tensor(pos, k))
+    empty = lambda: torch.empty((0,), dtype=torch.int64, device=x.device)   # noqa: E731
+    return vals, inverse if inv else empty(), counts if cnt else empty()
+
+
+# --- issue 13: sorting: histogram (its ATen op has no meta kernel) -----------------------
+
+def _histogram_bins_tensor(func, args, kwargs):
+    """HISTOGRAM: (hist, bin_edges) of x over the edges bins (weight?, density)."""
+    x, bins = args[0], args[1]
+    need_remote(x, func)
+    if type(bins) is not RemoteTensor:
+        raise device_error(bins)
+    w, density = kwargs.get("weight"), bool(kwargs.get("density", False))
+    if w is not None and type(w) is not RemoteTensor:
+        raise device_error(w)
+    if not x.dtype.is_floating_point or bins.dtype != x.dtype or bins.dim() != 1:
+        raise RuntimeError("torch.histogram: input and bins must be floating tensors of one dtype, bins 1-d")
+    ne = bins.shape[0]
+    metas = [torch.empty((max(ne - 1, 0),), dtype=x.dtype, device=_META),
+             torch.empty((ne,), dtype=x.dtype, device=_META)]
+    return tuple(record_multi(_C.OP_HISTOGRAM, metas, (x._tid, bins._tid, 0 if w is None else w._tid),
+                              (density,)))
+
+
+def _histogram_bin_ct(func, args, kwargs):
+    """histogram with a bin count: the edges as ATen's linspace over range, or
+    over the data's [min, max] (on the device: no wait), an empty range
+    widened by 0.5 each side; then HISTOGRAM."""
+    x = args[0]
+    need_remote(x, func)
+    bins = int(args[1]) if len(args) > 1 else int(kwargs.get("bins", 100))
+    rng = kwargs.get("range")
+    dt, dev = x.dtype, x.device
+    if rng is not None:
+        lo = aten.full.default([], float(rng[0]), dtype=dt, device=dev)
+        hi = aten.full.default([], float(rng[1]), dtype=dt, device=dev)
+    elif x.numel() == 0:
+        lo = aten.full.default([], 0.0, dtype=dt, device=dev)
+        hi = aten.full.default([], 0.0, dtype=dt, device=dev)
+    else:
+        lo, hi = aten.amin.default(x, []), aten.amax.default(x, [])
+    same = aten.eq.Tensor(lo, hi)
+    lo = aten.sub.Tensor(lo, aten.mul.Scalar(same, 0.5))
+    hi = aten.add.Tensor(hi, aten.mul.Scalar(same, 0.5))
+    step = aten.div.Scalar(aten.sub.Tensor(hi, lo), bins)
+    idx = aten.arange.start_step(0, bins + 1, 1, dtype=dt, device=dev)
+    up = aten.add.Tensor(lo, aten.mul.Tensor(step, idx))
+    down = aten.sub.Tensor(hi, aten.mul.Tensor(step, aten.rsub.Scalar(idx, bins)))
+    half = aten.lt.Scalar(aten.arange.start_step(0, bins + 1, 1, dtype=torch.int64, device=dev), (bins + 1) // 2)
+    edges = aten.where.self(half, up, down)
+    return aten.histogram.bins_tensor(x, edges, weight=kwargs.get("weight"),
+                                      density=bool(kwargs.get("density", False)))
+
+
 # --- boolean-mask indexing -------------------------------------------------------------
 
 def _is_mask(t):
@@ -136,8 +218,10 @@ def _register():
     register((aten.nonzero.default,), _nonzero)
     register((aten.masked_select.default,), _masked_select)
     register((aten._unique2.default,), _unique2)
-    register((aten.unique_dim.default, aten.unique_consecutive.default, aten.unique_dim_consecutive.default),
-             _unique_unsupported)
+    register((aten.unique_dim.default, aten.unique_dim_consecutive.default), _unique_unsupported)
+    register((aten.unique_consecutive.default,), _unique_consecutive)
+    register((aten.histogram.bins_tensor,), _histogram_bins_tensor)
+    register((aten.histogram.bin_ct,), _histogram_bin_ct)
 
 
 _register()

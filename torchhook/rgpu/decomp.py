@@ -929,6 +929,120 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
 # The fused cells above run as ops now (cells.py: LSTM_CELL, GRU_CELL ...); their
 # aten math stays as the CPU reference of the conformance cases (ATen has no
 # CPU kernel for them).
+
+# --- issue 13: sorting: through the SORT / SEARCHSORTED ops ---------------------------
+
+def _sorted(x, dim, descending=False):
+    return aten.sort.stable(x, stable=True, dim=dim, descending=descending)
+
+
+def _topk(x, k, dim=-1, largest=True, sorted=True):
+    """topk: the first k of a stable sort (descending when largest)."""
+    v, i = _sorted(x, dim, largest)
+    if x.dim() == 0:
+        return v, i
+    return aten.slice.Tensor(v, dim, 0, k), aten.slice.Tensor(i, dim, 0, k)
+
+
+def _at_pos(v, i, dim, pos, keepdim, nd):
+    """(v, i) gathered along dim at pos (int64, size 1 along dim); dim dropped
+    unless keepdim."""
+    rv, ri = aten.gather.default(v, dim, pos), aten.gather.default(i, dim, pos)
+    if nd == 0:
+        return aten.squeeze.dim(rv, 0), aten.squeeze.dim(ri, 0)
+    if not keepdim:
+        rv, ri = aten.squeeze.dim(rv, dim), aten.squeeze.dim(ri, dim)
+    return rv, ri
+
+
+def _as_1d(x, dim):
+    """x with at least one dim (a 0-d x as (1,)), dim wrapped."""
+    nd = max(x.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+    if x.dim() == 0:
+        return aten.reshape.default(x, [1]), 0
+    return x, dim % nd
+
+
+def _kthvalue(x, k, dim=-1, keepdim=False):
+    nd = x.dim()
+    x1, d = _as_1d(x, dim)
+    v, i = _sorted(x1, d)
+    shape = list(x1.shape)
+    shape[d] = 1
+    pos = aten.full.default(shape, k - 1, dtype=torch.int64, device=x.device)
+    return _at_pos(v, i, d, pos, keepdim, nd)
+
+
+def _median_dim(x, dim=-1, keepdim=False, ignore_nan=False):
+    """The lower median along dim (ATen's): median takes the first NaN of a row
+    that has one; nanmedian the lower median of the row's non-NaN values."""
+    nd = x.dim()
+    x1, d = _as_1d(x, dim)
+    n = x1.shape[d]
+    v, i = _sorted(x1, d)            # NaN greatest: a row's NaNs come last, in index order
+    nan = aten.sum.dim_IntList(aten.isnan.default(x1), [d], True)
+    if ignore_nan:
+        valid = aten.rsub.Scalar(nan, n)
+        pos = aten.clamp_min.default(aten.div.Tensor_mode(aten.sub.Scalar(valid, 1), 2, rounding_mode="floor"), 0)
+    else:
+        pos = aten.where.ScalarOther(aten.gt.Scalar(nan, 0), aten.rsub.Scalar(nan, n), (n - 1) // 2)
+    return _at_pos(v, i, d, pos, keepdim, nd)
+
+
+def _median(x):
+    return _median_dim(aten.reshape.default(x, [-1]), 0)[0]
+
+
+def _nanmedian_dim(x, dim=-1, keepdim=False):
+    return _median_dim(x, dim, keepdim, True)
+
+
+def _nanmedian(x):
+    return _median_dim(aten.reshape.default(x, [-1]), 0, False, True)[0]
+
+
+def _equal(a, b):
+    """One wait: eq, all, the bool."""
+    if a.shape != b.shape:
+        return False
+    return bool(aten.all.default(aten.eq.Tensor(a, b)).item())
+
+
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(aten.all.default(aten.isclose.default(a, b, rtol, atol, equal_nan)).item())
+
+
+def _searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    dt = sorted_sequence.dtype
+    if isinstance(self, float) and not dt.is_floating_point:
+        dt = torch.float64
+    v = aten.full.default([], self, dtype=dt, device=sorted_sequence.device)
+    return aten.searchsorted.Tensor(sorted_sequence, v, out_int32=out_int32, right=right, side=side,
+                                    sorter=sorter)
+
+
+def _repeat_interleave(repeats, *, output_size=None):
+    """repeat_interleave.Tensor: out[j] = i for the repeats[i] slots j of i:
+    searchsorted(cumsum(repeats), arange(total), right). One wait (the total)
+    unless output_size is given."""
+    r = aten.reshape.default(repeats, [-1])
+    total = output_size
+    if total is None:
+        total = int(aten.sum.default(r).item())
+    cs = aten.cumsum.default(r, 0)
+    j = aten.arange.start_step(0, total, 1, dtype=cs.dtype, device=repeats.device)
+    return aten.searchsorted.Tensor(cs, j, out_int32=repeats.dtype == torch.int32, right=True)
+
+
+_OWN_SORT = {aten.topk.default: _topk, aten.kthvalue.default: _kthvalue, aten.median.default: _median,
+             aten.median.dim: _median_dim, aten.nanmedian.default: _nanmedian,
+             aten.nanmedian.dim: _nanmedian_dim, aten.equal.default: _equal, aten.allclose.default: _allclose,
+             aten.searchsorted.Scalar: _searchsorted_scalar,
+             aten.repeat_interleave.Tensor: _repeat_interleave}
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean,
         aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
@@ -961,6 +1075,7 @@ _OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
                 "prims::convert_element_type": _convert_element_type}
 _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 _OWN.update(_OWN_INDEX)                   # issue 13: index
+_OWN.update(_OWN_SORT)                    # issue 13: sorting
 
 
 # --- _foreach_* ------------------------------------------------------------------------

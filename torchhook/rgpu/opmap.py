@@ -751,6 +751,32 @@ def _bn_backward_pre(handler, func, args, kwargs):
     return handler(func, args, kwargs)
 
 
+# --- issue 13: sorting -------------------------------------------------------------------
+
+def _sort_prep(stable_overload):
+    """sort.default (self, dim, descending) / sort.stable (self, *, stable, dim,
+    descending): (dim wrapped, descending). Always stable on rgpu."""
+    def prep(args, kwargs):
+        if stable_overload:
+            d, desc = kwargs.get("dim", -1), kwargs.get("descending", False)
+        else:
+            d, desc = arg(args, kwargs, 1, "dim", -1), arg(args, kwargs, 2, "descending", False)
+        return (_wrap(d, args[0].dim()), bool(desc))
+    return prep
+
+
+def _argdim_default(default):
+    def prep(args, kwargs):
+        return (_wrap(arg(args, kwargs, 1, "dim", default), args[0].dim()),
+                bool(arg(args, kwargs, 2, "keepdim", False)))
+    return prep
+
+
+def _searchsorted_prep(args, kwargs):
+    side = kwargs.get("side")
+    return (bool(kwargs.get("right", False)) or side == "right",)
+
+
 # --- the table ----------------------------------------------------------------------------
 
 def _overloads(name, names):
@@ -1083,6 +1109,22 @@ def _table():
     # --- issue 13: index
     _put(t, _overloads("scatter_reduce", ("two", "two_out")) + _overloads("scatter_reduce_", ("two",)),
          _fixed(C.OP_SCATTER_REDUCE, ((0, "self"), (2, "index"), (3, "src")), _scatter_reduce_args))
+
+
+    # --- issue 13: sorting (sort family; topk, median ... are decompositions: decomp.py)
+    _put(t, _overloads("sort", ("default", "values")), _fixed(C.OP_SORT, x, _sort_prep(False)))
+    _put(t, _overloads("sort", ("stable", "values_stable")), _fixed(C.OP_SORT, x, _sort_prep(True)))
+    _put(t, _overloads("mode", ("default", "values")), _fixed(C.OP_MODE, x, _argdim_default(-1)))
+    for name, op in (("cummax", C.OP_CUMMAX), ("cummin", C.OP_CUMMIN), ("logcumsumexp", C.OP_LOGCUMSUMEXP)):
+        _put(t, _overloads(name, ("default", "out")), _fixed(op, x, _one_dim(1)))
+    _put(t, _overloads("cumprod", ("default", "out")) + _overloads("cumprod_", ("default",)),
+         _fixed(C.OP_CUMPROD, x, _one_dim(1)))
+    _put(t, _overloads("searchsorted", ("Tensor", "Tensor_out")),
+         _fixed(C.OP_SEARCHSORTED, ((0, "sorted_sequence"), (1, "self"), (99, "sorter")), _searchsorted_prep))
+    _put(t, _overloads("histc", ("default", "out")),
+         _fixed(C.OP_HISTC, x, lambda args, kwargs: (int(arg(args, kwargs, 1, "bins", 100)),
+                                                    float(arg(args, kwargs, 2, "min", 0)),
+                                                    float(arg(args, kwargs, 3, "max", 0)))))
 
     # composites and pre-passes
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
