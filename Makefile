@@ -21,7 +21,7 @@ WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS_ = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
-LIBS    := -lzstd -lsqlite3 -lopenblas -lm -lpthread
+LIBS    := -lzstd -lsqlite3 -llapacke -lopenblas -lm -lpthread
 
 # CUDA: nvcc may be off PATH in the toolkit's usual folder.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -69,7 +69,7 @@ else
 endif
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3 openssh-server openssh-client
+DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev liblapacke-dev pkg-config sqlite3 openssh-server openssh-client
 FUZZ_PKGS := clang-14 libclang-rt-14-dev
 TRANSFORMERS_VERSION := 5.23.0
 deps:

@@ -19,5 +19,7 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* mixed precision: GradScaler's unscale + inf check, scale update */
 rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
+/* linear algebra (LAPACK): cholesky, LU, solves, inverse, det (cpu_linalg.c) */
+rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

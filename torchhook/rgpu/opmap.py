@@ -737,6 +737,77 @@ def _composite(t, funcs, handler):
         t[f] = e
 
 
+# --- issue 14: linalg ------------------------------------------------------------------------
+# Real float32/float64 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
+# (linalg.cholesky, linalg.inv, linalg.solve ...) are ATen composites that call the
+# _ex op and then _linalg_check_errors, which waits for info as CUDA PyTorch does.
+
+def _la_bools(*spec):
+    """Record args: bools at (pos, name, default) of the ATen call."""
+    def prep(args, kwargs):
+        return tuple(bool(arg(args, kwargs, p, n, d)) for p, n, d in spec)
+    return prep
+
+
+def _la_check_errors(func, args, kwargs):
+    info = args[0]
+    api = arg(args, kwargs, 1, "api_name")
+    is_matrix = arg(args, kwargs, 2, "is_matrix")
+    torch._linalg_check_errors(info.cpu() if info.device.type != "cpu" else info, api, is_matrix=is_matrix)
+
+
+def _la_checked(api, info_pos, is_matrix_of=lambda args: args[0].dim() == 2):
+    """pre for an _ex op called with check_errors=True: the op, then ATen's check."""
+    def pre(handler, func, args, kwargs):
+        r = handler(func, args, kwargs)
+        if arg(args, kwargs, 99, "check_errors", False):
+            _la_check_errors(None, (r[info_pos], api, is_matrix_of(args)), {})
+        return r
+    return pre
+
+
+def _la_lu(func, args, kwargs):
+    """linalg_lu as ATen's CPU kernel runs it: lu_factor, then lu_unpack."""
+    pivot = bool(arg(args, kwargs, 1, "pivot", True))
+    lu, piv, _ = aten.linalg_lu_factor_ex.default(args[0], pivot=pivot)
+    return aten.lu_unpack.default(lu, piv)
+
+
+def _linalg(t):
+    a = ((0, "self"),)
+    _put(t, [aten.linalg_cholesky_ex.default],
+         _fixed(C.OP_LINALG_CHOLESKY, a, _la_bools((99, "upper", False))),
+         pre=_la_checked("linalg.cholesky_ex", 1))
+    _put(t, [aten.linalg_lu_factor_ex.default],
+         _fixed(C.OP_LINALG_LU_FACTOR, ((0, "A"),), _la_bools((99, "pivot", True))),
+         pre=_la_checked("linalg.lu_factor_ex", 2))
+    _put(t, [aten.linalg_lu_solve.default],
+         _fixed(C.OP_LINALG_LU_SOLVE, ((0, "LU"), (1, "pivots"), (2, "B")),
+                _la_bools((99, "left", True), (99, "adjoint", False))))
+    _put(t, [aten.lu_unpack.default],
+         _fixed(C.OP_LU_UNPACK, ((0, "LU_data"), (1, "LU_pivots")),
+                _la_bools((2, "unpack_data", True), (3, "unpack_pivots", True))))
+    _put(t, [aten._linalg_solve_ex.default],
+         _fixed(C.OP_LINALG_SOLVE, ((0, "A"), (1, "B")), _la_bools((99, "left", True))),
+         pre=_la_checked("linalg.solve_ex", 3))
+    _put(t, [aten.linalg_inv_ex.default], _fixed(C.OP_LINALG_INV, ((0, "A"),), lambda args, kwargs: ()),
+         pre=_la_checked("linalg.inv_ex", 1))
+    _put(t, [aten._linalg_det.default], _fixed(C.OP_LINALG_DET, ((0, "A"),), lambda args, kwargs: ()))
+    _put(t, [aten._linalg_slogdet.default], _fixed(C.OP_LINALG_SLOGDET, ((0, "A"),), lambda args, kwargs: ()))
+    _put(t, [aten.linalg_solve_triangular.default],
+         _fixed(C.OP_SOLVE_TRIANGULAR, ((0, "self"), (1, "B")),
+                _la_bools((99, "upper", False), (99, "left", True), (99, "unitriangular", False))))
+    _put(t, [aten.triangular_solve.default],
+         _fixed(C.OP_TRIANGULAR_SOLVE, ((0, "self"), (1, "A")),
+                _la_bools((2, "upper", True), (3, "transpose", False), (4, "unitriangular", False))))
+    _put(t, [aten.cholesky_solve.default],
+         _fixed(C.OP_CHOLESKY_SOLVE, ((0, "self"), (1, "input2")), _la_bools((2, "upper", False))))
+    _put(t, [aten.cholesky_inverse.default],
+         _fixed(C.OP_CHOLESKY_INVERSE, a, _la_bools((1, "upper", False))))
+    _composite(t, [aten._linalg_check_errors.default], _la_check_errors)
+    _composite(t, [aten.linalg_lu.default], _la_lu)
+
+
 def _table():
     t = {}
     # arithmetic, fills and copies
@@ -904,6 +975,7 @@ def _table():
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
     _composite(t, [aten.mv.default, aten.mv.out], _mv)
     _composite(t, [aten.dot.default, aten.dot.out], _dot)
+    _linalg(t)   # issue 14: linalg
     return t
 
 
