@@ -191,12 +191,92 @@ static rgpu_status c_lu_perm(void *ctx, const int32_t *piv, int64_t nb, int64_t 
     return RGPU_OK;
 }
 
+static rgpu_status c_crop(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                          int64_t nb, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t j = 0; j < dc; j++)
+            for (int64_t i = 0; i < dr; i++)
+                dst[b * dr * dc + i + j * dr] = i < sr && j < sc ? src[b * sr * sc + i + j * sr] : 0.0;
+    return RGPU_OK;
+}
+
+static rgpu_status c_geqrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
+                           size_t errlen)
+{
+    (void)ctx;
+    int64_t k = m < n ? m : n;
+    if (k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, a + b * m * n, (lapack_int)m,
+                                 tau + b * k), "dgeqrf");
+    return RGPU_OK;
+}
+
+static rgpu_status c_orgqr(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                           char *err, size_t errlen)
+{
+    (void)ctx;
+    if (m == 0 || n == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)k, a + b * m * n,
+                                 (lapack_int)m, tau + b * k), "dorgqr");
+    return RGPU_OK;
+}
+
+static rgpu_status c_ormqr(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
+                           int64_t k, bool left, bool trans, char *err, size_t errlen)
+{
+    (void)ctx;
+    int64_t r = left ? m : n;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dormqr(LAPACK_COL_MAJOR, left ? 'L' : 'R', trans ? 'T' : 'N', (lapack_int)m, (lapack_int)n,
+                                 (lapack_int)k, a + b * r * k, (lapack_int)r, tau + b * k, c + b * m * n,
+                                 (lapack_int)m), "dormqr");
+    return RGPU_OK;
+}
+
+static rgpu_status c_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                           size_t errlen)
+{
+    (void)ctx;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r = LAPACKE_dsyevd(LAPACK_COL_MAJOR, v ? 'V' : 'N', lower ? 'L' : 'U', (lapack_int)n,
+                                      a + b * n * n, (lapack_int)n, w + b * n);
+        LAPACK_OK(r, "dsyevd");
+        RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.eigh: The algorithm failed to converge (batch element %lld)",
+                        (long long)b);
+    }
+    return RGPU_OK;
+}
+
+/* gesdd, ATen's CPU driver */
+static rgpu_status c_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                           bool full, bool uv, char *err, size_t errlen)
+{
+    (void)ctx;
+    int64_t uc = full ? m : n;
+    double dummy = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r = LAPACKE_dgesdd(LAPACK_COL_MAJOR, !uv ? 'N' : full ? 'A' : 'S', (lapack_int)m, (lapack_int)n,
+                                      a + b * m * n, (lapack_int)m, s + b * n, uv ? u + b * m * uc : &dummy,
+                                      (lapack_int)m, uv ? vt + b * n * n : &dummy, (lapack_int)(n ? n : 1));
+        LAPACK_OK(r, "dgesdd");
+        RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.svd: The algorithm failed to converge (batch element %lld)",
+                        (long long)b);
+    }
+    return RGPU_OK;
+}
+
 static const op_la_dev CPU_LA = {
     NULL, "cpu", c_alloc, c_release, c_pack, c_unpack, c_pack_i, c_unpack_i, c_eye,
     c_getrf, c_getrs, c_potrf, c_potrs, c_trsm, c_lu_det, c_lu_perm,
+    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd,
 };
 
 rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
+    LAPACKE_set_nancheck(0);   /* NaNs go through, as in ATen's LAPACK calls */
     return op_la_exec(e, &CPU_LA, err, errlen);
 }

@@ -68,7 +68,8 @@ extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
 // ---------------------------------------------------------------------------
 // cuSOLVER (dense), loaded at run time like cuBLAS, on first use by the
 // linalg family (linalg.cu). Enums as ints: cublasFillMode_t LOWER = 0,
-// UPPER = 1; cublasOperation_t N = 0, T = 1. All return cusolverStatus_t
+// UPPER = 1; cublasOperation_t N = 0, T = 1; cublasSideMode_t LEFT = 0, RIGHT = 1;
+// cusolverEigMode_t NOVECTOR = 0, VECTOR = 1. All return cusolverStatus_t
 // (0 = success); devInfo and pivots are device int32.
 struct rgpu_cusolver {
     void *lib;                    // dlopen handle; NULL when absent
@@ -85,6 +86,22 @@ struct rgpu_cusolver {
     int (*Dpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
     int (*Dpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
     int (*Dpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
+    int (*Dgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Dgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
+    int (*Dorgqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
+    int (*Dorgqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+                  int *info);
+    int (*Dormqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                             const double *tau, const double *C, int ldc, int *lwork);
+    int (*Dormqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+                  double *C, int ldc, double *work, int lwork, int *info);
+    int (*Dsyevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
+                             int *lwork);
+    int (*Dsyevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
+                  int *info);
+    int (*Dgesvd_bufferSize)(void *h, int m, int n, int *lwork);
+    int (*Dgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
+                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
 };
 
 // cusolver_loader.cu: finds and dlopens cuSOLVER ($RGPU_CUSOLVER_PATH, the

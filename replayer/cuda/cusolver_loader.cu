@@ -129,6 +129,16 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
         { "cusolverDnDpotrf_bufferSize", (void **)&s->Dpotrf_bufferSize },
         { "cusolverDnDpotrf", (void **)&s->Dpotrf },
         { "cusolverDnDpotrs", (void **)&s->Dpotrs },
+        { "cusolverDnDgeqrf_bufferSize", (void **)&s->Dgeqrf_bufferSize },
+        { "cusolverDnDgeqrf", (void **)&s->Dgeqrf },
+        { "cusolverDnDorgqr_bufferSize", (void **)&s->Dorgqr_bufferSize },
+        { "cusolverDnDorgqr", (void **)&s->Dorgqr },
+        { "cusolverDnDormqr_bufferSize", (void **)&s->Dormqr_bufferSize },
+        { "cusolverDnDormqr", (void **)&s->Dormqr },
+        { "cusolverDnDsyevd_bufferSize", (void **)&s->Dsyevd_bufferSize },
+        { "cusolverDnDsyevd", (void **)&s->Dsyevd },
+        { "cusolverDnDgesvd_bufferSize", (void **)&s->Dgesvd_bufferSize },
+        { "cusolverDnDgesvd", (void **)&s->Dgesvd },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         dlerror();

@@ -85,6 +85,14 @@ static __global__ void la_perm_kernel(const int32_t *piv, long long nb, long lon
     LA_LOOP(t, nb) op_la_perm1(piv + t * k, m, k, p + t * m * m);
 }
 
+static __global__ void la_crop_kernel(const double *src, long long sr, long long sc, double *dst, long long dr,
+                                      long long dc, long long total) {
+    LA_LOOP(w, total) {
+        long long b = w / (dr * dc), rem = w % (dr * dc), i = rem % dr, j = rem / dr;
+        dst[w] = i < sr && j < sc ? src[b * sr * sc + i + j * sr] : 0.0;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Steps
 
@@ -253,6 +261,87 @@ static rgpu_status g_potrs(void *ctx, const double *l, double *x, int64_t nb, in
     return st;
 }
 
+static rgpu_status g_crop(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                          int64_t nb, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long total = nb * dr * dc;
+    LA_LAUNCH(la_crop_kernel, total, src, (long long)sr, (long long)sc, dst, (long long)dr, (long long)dc, total);
+}
+
+// One cuSOLVER routine over nb matrices with one workspace of lwork doubles
+// and one devInfo (the routines here report no info the ops return).
+#define SOLVER_LOOP(what, lwork_call, call)                                                      \
+    do {                                                                                        \
+        int lwork = 0;                                                                          \
+        SOLVER_TRY(lwork_call, what "_bufferSize");                                             \
+        double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * sizeof(double)); \
+        int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));                                  \
+        rgpu_status st_ = work && dinfo ? RGPU_OK : RGPU_ERR_NOMEM;                             \
+        if (st_ != RGPU_OK) op_errf(err, errlen, "cuda linalg: out of memory for %s's workspace", what); \
+        for (int64_t b = 0; b < nb && st_ == RGPU_OK; b++) {                                    \
+            int s_ = (call);                                                                    \
+            if (s_ != 0) {                                                                      \
+                op_errf(err, errlen, "cuda linalg: %s failed (cusolverStatus %d)", what, s_);   \
+                st_ = RGPU_ERR_EXEC;                                                            \
+            }                                                                                   \
+        }                                                                                       \
+        if (work) rgpu_cuda_scratch_free(c, work);                                              \
+        if (dinfo) rgpu_cuda_scratch_free(c, dinfo);                                            \
+        return st_;                                                                             \
+    } while (0)
+
+static rgpu_status g_geqrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
+                           size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t k = m < n ? m : n;
+    if (k == 0) return RGPU_OK;
+    SOLVER_LOOP("cusolverDnDgeqrf", S->Dgeqrf_bufferSize(S->handle, (int)m, (int)n, a, (int)m, &lwork),
+                S->Dgeqrf(S->handle, (int)m, (int)n, a + b * m * n, (int)m, tau + b * k, work, lwork, dinfo));
+}
+
+static rgpu_status g_orgqr(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                           char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    if (m == 0 || n == 0) return RGPU_OK;
+    SOLVER_LOOP("cusolverDnDorgqr", S->Dorgqr_bufferSize(S->handle, (int)m, (int)n, (int)k, a, (int)m, tau, &lwork),
+                S->Dorgqr(S->handle, (int)m, (int)n, (int)k, a + b * m * n, (int)m, tau + b * k, work, lwork, dinfo));
+}
+
+static rgpu_status g_ormqr(void *ctx, const double *a, const double *tau, double *cm, int64_t nb, int64_t m, int64_t n,
+                           int64_t k, bool left, bool trans, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t r = left ? m : n;
+    int side = left ? 0 : 1, op = trans ? 1 : 0;
+    SOLVER_LOOP("cusolverDnDormqr",
+                S->Dormqr_bufferSize(S->handle, side, op, (int)m, (int)n, (int)k, a, (int)r, tau, cm, (int)m, &lwork),
+                S->Dormqr(S->handle, side, op, (int)m, (int)n, (int)k, a + b * r * k, (int)r, tau + b * k,
+                          cm + b * m * n, (int)m, work, lwork, dinfo));
+}
+
+static rgpu_status g_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                           size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int jobz = v ? 1 : 0, uplo = lower ? 0 : 1;
+    SOLVER_LOOP("cusolverDnDsyevd", S->Dsyevd_bufferSize(S->handle, jobz, uplo, (int)n, a, (int)n, w, &lwork),
+                S->Dsyevd(S->handle, jobz, uplo, (int)n, a + b * n * n, (int)n, w + b * n, work, lwork, dinfo));
+}
+
+static rgpu_status g_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                           bool full, bool uv, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t uc = full ? m : n;
+    signed char ju = !uv ? 'N' : full ? 'A' : 'S', jv = uv ? 'A' : 'N';
+    SOLVER_LOOP("cusolverDnDgesvd", S->Dgesvd_bufferSize(S->handle, (int)m, (int)n, &lwork),
+                S->Dgesvd(S->handle, ju, jv, (int)m, (int)n, a + b * m * n, (int)m, s + b * n,
+                          uv ? u + b * m * uc : NULL, (int)m, uv ? vt + b * n * n : NULL, (int)n, work, lwork, NULL,
+                          dinfo));
+}
+
 // cuSOLVER on the backend's stream, loaded on first use; a clear error when absent.
 static rgpu_status solver_ready(rgpu_cuda_ctx *c, char *err, size_t errlen) {
     rgpu_cusolver *S = &c->solver;
@@ -279,13 +368,16 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     switch (e->op) {
     case RGPU_OP_LINALG_CHOLESKY: case RGPU_OP_LINALG_LU_FACTOR: case RGPU_OP_LINALG_LU_SOLVE:
     case RGPU_OP_LINALG_SOLVE: case RGPU_OP_LINALG_INV: case RGPU_OP_LINALG_DET: case RGPU_OP_LINALG_SLOGDET:
-    case RGPU_OP_CHOLESKY_SOLVE: case RGPU_OP_CHOLESKY_INVERSE:
+    case RGPU_OP_CHOLESKY_SOLVE: case RGPU_OP_CHOLESKY_INVERSE: case RGPU_OP_GEQRF:
+    case RGPU_OP_HOUSEHOLDER_PRODUCT: case RGPU_OP_ORMQR: case RGPU_OP_LINALG_QR: case RGPU_OP_LINALG_EIGH:
+    case RGPU_OP_LINALG_SVD:
         FORWARD_IF_ERROR(solver_ready(c, err, errlen));
         break;
     default:
         break;
     }
     op_la_dev dev = { c, "cuda", g_alloc, g_release, g_pack, g_unpack, g_pack_i, g_unpack_i, g_eye,
-                      g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm };
+                      g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm,
+                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd };
     return op_la_exec(e, &dev, err, errlen);
 }

@@ -554,6 +554,222 @@ static rgpu_status do_cholesky_solve(la *L, bool inverse)
     return D->unpack(D->ctx, bw, x, OP_LA_FULL, err, errlen);
 }
 
+/* ---------------------------------------------------------------------------
+ * QR, eigh, SVD */
+
+static rgpu_status do_geqrf(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *o = e->out[0], *tau = e->out[1];
+    FORWARD_IF_ERROR(check_float(L, a, "self", -1));
+    FORWARD_IF_ERROR(check_float(L, o, "a", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, tau, "tau", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "self", false));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(o, 2, bs, &nb);
+    int64_t m = rows(a), n = cols(a), k = m < n ? m : n;
+    if (nb == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1);
+    if (!w || !tw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->geqrf(D->ctx, w, nb, m, n, tw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, w, o, OP_LA_FULL, L->err, L->errlen));
+    if (k == 0) return RGPU_OK;
+    rgpu_view tv = as_mat(*tau, 1);
+    return D->unpack(D->ctx, tw, &tv, OP_LA_FULL, L->err, L->errlen);
+}
+
+static rgpu_status do_householder(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0], *tau = e->in[1];
+    rgpu_view *o = e->out[0];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, a, "input", -1));
+    FORWARD_IF_ERROR(check_float(L, tau, "tau", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, o, "the result", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "input", false));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(o, 2, bs, &nb);
+    int64_t m = rows(a), n = cols(a), k = tau->ndim ? tau->sizes[tau->ndim - 1] : 0;
+    RETURN_ERROR_IF(tau->ndim < 1 || k > n || n > m, RGPU_ERR_SHAPE, "%s: want input m x n, m >= n >= tau's k",
+                    L->name);
+    if (nb == 0) return RGPU_OK;
+    rgpu_view av, tv;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    FORWARD_IF_ERROR(bview(L, tau, 1, bs, nbd, &tv));
+    tv = as_mat(tv, 1);
+    double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1);
+    if (!w || !tw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, err, errlen));
+    if (k) FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, err, errlen));
+    FORWARD_IF_ERROR(D->orgqr(D->ctx, w, nb, m, n, k, tw, err, errlen));
+    return D->unpack(D->ctx, w, o, OP_LA_FULL, err, errlen);
+}
+
+static rgpu_status do_ormqr(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0], *tau = e->in[1], *c = e->in[2];
+    rgpu_view *o = e->out[0];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, a, "self", -1));
+    FORWARD_IF_ERROR(check_float(L, tau, "input2", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, c, "input3", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, o, "the result", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "self", false));
+    FORWARD_IF_ERROR(check_mat(L, c, "input3", false));
+    bool left = arg_b(e, 0), trans = arg_b(e, 1);
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(o, 2, bs, &nb);
+    int64_t m = rows(c), n = cols(c), r = rows(a), k = tau->ndim ? tau->sizes[tau->ndim - 1] : 0;
+    RETURN_ERROR_IF(tau->ndim < 1 || r != (left ? m : n) || k > r || k > cols(a), RGPU_ERR_SHAPE,
+                    "%s: shapes of the reflectors, tau and C do not agree", L->name);
+    if (nb == 0 || m == 0 || n == 0) return RGPU_OK;
+    rgpu_view av, tv, cv;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    FORWARD_IF_ERROR(bview(L, tau, 1, bs, nbd, &tv));
+    FORWARD_IF_ERROR(bview(L, c, 2, bs, nbd, &cv));
+    tv = as_mat(tv, 1);
+    av.sizes[av.ndim - 1] = k;          /* only the k reflectors */
+    double *aw = mats(L, nb, r, k), *tw = mats(L, nb, k, 1), *cw = mats(L, nb, m, n);
+    if (!aw || !tw || !cw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    if (k) {
+        FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, err, errlen));
+    }
+    FORWARD_IF_ERROR(D->pack(D->ctx, &cv, cw, err, errlen));
+    if (k) FORWARD_IF_ERROR(D->ormqr(D->ctx, aw, tw, cw, nb, m, n, k, left, trans, err, errlen));
+    return D->unpack(D->ctx, cw, o, OP_LA_FULL, err, errlen);
+}
+
+static rgpu_status do_qr(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *q = e->out[0], *r = e->out[1];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, r, "R", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", false));
+    FORWARD_IF_ERROR(check_mat(L, r, "R", false));
+    int64_t mode = e->args[0].v.i;
+    RETURN_ERROR_IF(mode < 0 || mode > 2, RGPU_ERR_BAD_ARG, "%s: mode %lld is not 0..2", L->name, (long long)mode);
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(r, 2, bs, &nb);
+    int64_t m = rows(a), n = cols(a), k = m < n ? m : n, qc = mode == 1 ? m : k;
+    RETURN_ERROR_IF(rows(r) != qc || cols(r) != n, RGPU_ERR_SHAPE, "%s: R has the wrong shape", L->name);
+    if (nb == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1), *rw = mats(L, nb, qc, n);
+    if (!w || !tw || !rw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, err, errlen));
+    FORWARD_IF_ERROR(D->geqrf(D->ctx, w, nb, m, n, tw, err, errlen));
+    FORWARD_IF_ERROR(D->crop(D->ctx, w, m, n, rw, qc, n, nb, err, errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, rw, r, OP_LA_UPPER, err, errlen));
+    if (mode == 2 || !q || op_numel(q) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(check_float(L, q, "Q", a->dtype));
+    RETURN_ERROR_IF(q->ndim < 2 || rows(q) != m || cols(q) != qc, RGPU_ERR_SHAPE, "%s: Q has the wrong shape",
+                    L->name);
+    double *qw = mats(L, nb, m, qc);
+    if (!qw) return nomem(L);
+    FORWARD_IF_ERROR(D->crop(D->ctx, w, m, n, qw, m, qc, nb, err, errlen));
+    FORWARD_IF_ERROR(D->orgqr(D->ctx, qw, nb, m, qc, k, tw, err, errlen));
+    return D->unpack(D->ctx, qw, q, OP_LA_FULL, err, errlen);
+}
+
+static rgpu_status do_eigh(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *w = e->out[0], *v = e->out[1];
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", true));
+    bool upper = arg_b(e, 0), vec = arg_b(e, 1) && v && op_numel(v) > 0;
+    if (vec) FORWARD_IF_ERROR(check_float(L, v, "eigenvectors", a->dtype));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(w, 1, bs, &nb);
+    int64_t n = cols(a);
+    if (nb == 0 || n == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *aw = mats(L, nb, n, n), *ww = mats(L, nb, n, 1);
+    if (!aw || !ww) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->syevd(D->ctx, aw, nb, n, !upper, vec, ww, L->err, L->errlen));
+    rgpu_view wv = as_mat(*w, 1);
+    FORWARD_IF_ERROR(D->unpack(D->ctx, ww, &wv, OP_LA_FULL, L->err, L->errlen));
+    return vec ? D->unpack(D->ctx, aw, v, OP_LA_FULL, L->err, L->errlen) : RGPU_OK;
+}
+
+static rgpu_status do_svd(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *u = e->out[0], *s = e->out[1], *vh = e->out[2];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, s, "S", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", false));
+    bool full = arg_b(e, 0), uv = arg_b(e, 1) && u && vh && op_numel(u) > 0 && op_numel(vh) > 0;
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(s, 1, bs, &nb);
+    int64_t m = rows(a), n = cols(a);
+    bool tr = m < n;
+    if (tr) { int64_t t = m; m = n; n = t; }    /* now m >= n: the SVD of A^T when A is wide */
+    int64_t uc = full ? m : n;
+    if (uv) {
+        FORWARD_IF_ERROR(check_float(L, u, "U", a->dtype));
+        FORWARD_IF_ERROR(check_float(L, vh, "Vh", a->dtype));
+        rgpu_view ut = tr ? mT(*vh) : *u, vt = tr ? mT(*u) : *vh;   /* as the m >= n problem's U, Vt */
+        RETURN_ERROR_IF(ut.ndim < 2 || vt.ndim < 2 || rows(&ut) != m || cols(&ut) != uc || rows(&vt) != n ||
+                        cols(&vt) != n, RGPU_ERR_SHAPE, "%s: U or Vh has the wrong shape", L->name);
+    }
+    if (nb == 0) return RGPU_OK;
+    if (n == 0) {              /* ATen: full U and Vh of an empty A are identities */
+        rgpu_view *both[2] = { u, vh };
+        for (int i = 0; i < 2 && full && arg_b(e, 1); i++) {
+            rgpu_view *t = both[i];
+            if (!t || !op_numel(t) || t->ndim < 2 || rows(t) != cols(t)) continue;
+            FORWARD_IF_ERROR(check_float(L, t, "U/Vh", a->dtype));
+            double *ew = mats(L, nb, rows(t), rows(t));
+            if (!ew) return nomem(L);
+            FORWARD_IF_ERROR(L->dev->eye(L->dev->ctx, ew, nb, rows(t), err, errlen));
+            FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, ew, t, OP_LA_FULL, err, errlen));
+        }
+        return RGPU_OK;
+    }
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    if (tr) av = mT(av);
+    double *aw = mats(L, nb, m, n), *sw = mats(L, nb, n, 1);
+    double *uw = uv ? mats(L, nb, m, uc) : NULL, *vw = uv ? mats(L, nb, n, n) : NULL;
+    if (!aw || !sw || (uv && (!uw || !vw))) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
+    FORWARD_IF_ERROR(D->gesvd(D->ctx, aw, nb, m, n, sw, uw, vw, full, uv, err, errlen));
+    rgpu_view sv = as_mat(*s, 1);
+    FORWARD_IF_ERROR(D->unpack(D->ctx, sw, &sv, OP_LA_FULL, err, errlen));
+    if (!uv) return RGPU_OK;
+    rgpu_view ut = tr ? mT(*vh) : *u, vt = tr ? mT(*u) : *vh;
+    FORWARD_IF_ERROR(D->unpack(D->ctx, uw, &ut, OP_LA_FULL, err, errlen));
+    return D->unpack(D->ctx, vw, &vt, OP_LA_FULL, err, errlen);
+}
+
 static rgpu_status run(la *L)
 {
     switch (L->e->op) {
@@ -569,6 +785,12 @@ static rgpu_status run(la *L)
     case RGPU_OP_TRIANGULAR_SOLVE:  return do_triangular_solve(L);
     case RGPU_OP_CHOLESKY_SOLVE:    return do_cholesky_solve(L, false);
     case RGPU_OP_CHOLESKY_INVERSE:  return do_cholesky_solve(L, true);
+    case RGPU_OP_GEQRF:             return do_geqrf(L);
+    case RGPU_OP_HOUSEHOLDER_PRODUCT: return do_householder(L);
+    case RGPU_OP_ORMQR:             return do_ormqr(L);
+    case RGPU_OP_LINALG_QR:         return do_qr(L);
+    case RGPU_OP_LINALG_EIGH:       return do_eigh(L);
+    case RGPU_OP_LINALG_SVD:        return do_svd(L);
     default:
         op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
         return RGPU_ERR_UNSUPPORTED;
@@ -578,7 +800,9 @@ static rgpu_status run(la *L)
 rgpu_status op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen)
 {
     /* optional: lu_unpack's outputs (empty when not unpacked), triangular_solve's clone */
-    uint32_t opt_out = e->op == RGPU_OP_LU_UNPACK ? 7u : e->op == RGPU_OP_TRIANGULAR_SOLVE ? 2u : 0u;
+    uint32_t opt_out = e->op == RGPU_OP_LU_UNPACK ? 7u : e->op == RGPU_OP_TRIANGULAR_SOLVE ? 2u
+                     : e->op == RGPU_OP_LINALG_QR ? 1u : e->op == RGPU_OP_LINALG_EIGH ? 2u
+                     : e->op == RGPU_OP_LINALG_SVD ? 5u : 0u;
     FORWARD_IF_ERROR(op_check_exec(e, 0, opt_out, true, err, errlen));
     la L;
     memset(&L, 0, sizeof L);

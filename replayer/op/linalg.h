@@ -62,6 +62,23 @@ typedef struct op_la_dev {
     /* The m x m permutation matrix P of A = P L U from k pivots */
     rgpu_status (*lu_perm)(void *ctx, const int32_t *piv, int64_t nb, int64_t m, int64_t k, double *p,
                            char *err, size_t errlen);
+    /* dst (nb of dr x dc) := the top-left block of src (nb of sr x sc), zeros elsewhere */
+    rgpu_status (*crop)(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                        int64_t nb, char *err, size_t errlen);
+    /* QR: Householder reflectors of nb m x n matrices, tau nb*min(m,n) */
+    rgpu_status (*geqrf)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err, size_t errlen);
+    /* The first n columns of Q = H_1 ... H_k, in place of the m x n reflectors (tau nb*k) */
+    rgpu_status (*orgqr)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                         char *err, size_t errlen);
+    /* c (m x n) := op(Q) c (left) or c op(Q), Q from the k reflectors of a (r x k, r = m or n; tau nb*k) */
+    rgpu_status (*ormqr)(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
+                         int64_t k, bool left, bool trans, char *err, size_t errlen);
+    /* Symmetric eigendecomposition of nb n x n (one triangle read): w nb*n ascending, a := eigenvectors when v */
+    rgpu_status (*syevd)(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                         size_t errlen);
+    /* SVD of nb m x n, m >= n: s nb*n descending; when uv, u nb*(m x (full ? m : n)), vt nb*(n x n) */
+    rgpu_status (*gesvd)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                         bool full, bool uv, char *err, size_t errlen);
 } op_la_dev;
 
 /* Runs a LINALG-family record on dev's steps. */

@@ -673,6 +673,29 @@ case("cholesky_inverse", lambda a: (torch.cholesky_inverse(torch.linalg.cholesky
      LA1, LAF, tol=LOOSE)
 
 
+def _svd_cmp(r):
+    """SVD outputs up to the signs of singular-vector pairs: S, U Vh-products, |U|, |Vh| (reduced)."""
+    u, s_, vh = r
+    return s_, u.abs(), vh.abs(), (u * s_.unsqueeze(-2)) @ vh
+
+
+LAQ = [((2, 5, 3),), ((3, 4),), ((4, 4),), ((0, 3, 2),)]
+case("linalg_qr", lambda a: (torch.linalg.qr(a), torch.linalg.qr(a, mode="r")[1],
+                             torch.linalg.qr(a, mode="complete")[1]), LAQ, LAF, tol=LOOSE)
+case("geqrf_householder", lambda a: (torch.geqrf(a), torch.linalg.householder_product(*torch.geqrf(a))),
+     [((2, 5, 3),), ((4, 4),)], LAF, tol=LOOSE)
+case("ormqr", lambda a, c: (torch.ormqr(*torch.geqrf(a), c), torch.ormqr(*torch.geqrf(a), c, transpose=True),
+                            torch.ormqr(*torch.geqrf(a), c.mT, left=False)),
+     [((2, 5, 3), (2, 5, 4)), ((4, 4), (4, 2))], LAF, tol=LOOSE)
+case("linalg_eigh", lambda a: (torch.linalg.eigvalsh(a + a.mT), torch.linalg.eigh(a + a.mT, UPLO="U")[0],
+                               torch.linalg.eigh(a + a.mT)[1].abs()), LA1, LAF, tol=LOOSE)
+case("linalg_svd", lambda a: (_svd_cmp(torch.linalg.svd(a, full_matrices=False)), torch.linalg.svdvals(a),
+                              torch.linalg.svd(a)[1]), [((2, 5, 3),), ((3, 5),), ((4, 4),), ((0, 3, 2),)], LAF,
+     tol=LOOSE)
+case("linalg_pinv", lambda a: (torch.linalg.pinv(a), torch.linalg.pinv(a @ a.mT, hermitian=True)),
+     [((2, 5, 3),), ((3, 4),)], LAF, tol=LOOSE)
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():

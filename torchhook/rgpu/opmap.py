@@ -773,7 +773,73 @@ def _la_lu(func, args, kwargs):
     return aten.lu_unpack.default(lu, piv)
 
 
+def _la_cholesky(func, args, kwargs):
+    """The old torch.cholesky: linalg_cholesky_ex, then ATen's check as "cholesky"."""
+    a, upper = args[0], bool(arg(args, kwargs, 1, "upper", False))
+    lo, info = aten.linalg_cholesky_ex.default(a, upper=upper)
+    _la_check_errors(None, (info, "cholesky", a.dim() == 2), {})
+    return lo
+
+
+_QR_MODES = {"reduced": 0, "complete": 1, "r": 2}
+
+
+def _la_pinv(func, args, kwargs):
+    """linalg_pinv.atol_rtol_tensor (CompositeExplicitAutogradNonFunctional in ATen: it
+    arrives whole) as ATen's kernel computes it, through the SVD, or eigh when hermitian."""
+    a = args[0]
+    atol, rtol = kwargs.get("atol"), kwargs.get("rtol")
+    herm = bool(kwargs.get("hermitian", False))
+    m, n = a.shape[-2], a.shape[-1]
+    if a.numel() == 0:
+        return aten.new_empty.default(a, a.shape[:-2] + (n, m))
+    zero = torch.zeros((), dtype=a.dtype, device=a.device)
+    if atol is None:
+        atol_t = zero
+    else:
+        atol_t = atol
+    if rtol is None:
+        dflt = torch.full((), torch.finfo(a.dtype).eps * max(m, n), dtype=a.dtype, device=a.device)
+        rtol = dflt if atol is None else torch.where(atol > 0, zero, dflt)
+    if herm:
+        w, v = torch.linalg.eigh(a)
+        mx = w.abs().amax(dim=-1, keepdim=True)
+        tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
+        winv = torch.where(w.abs() > tol, w.reciprocal(), zero).to(a.dtype)
+        return torch.matmul(v * winv.unsqueeze(-2), v.mH)
+    u, s_, vh = torch.linalg.svd(a, full_matrices=False)
+    mx = s_.narrow(-1, 0, 1)
+    tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
+    sinv = torch.where(s_ > tol, s_.reciprocal(), zero).to(a.dtype)
+    return torch.matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
+_LA_LIB = []    # the Library of the Meta kernels below, kept alive for the process
+
+
+def _geqrf_meta(a):
+    """geqrf has no Meta kernel in torch: a batched column-major (a, tau) as ATen's CPU kernel makes."""
+    m, n = a.shape[-2], a.shape[-1]
+    qr = torch.empty_strided(a.shape, _colmajor_strides(a.shape), dtype=a.dtype, device=a.device)
+    return qr, torch.empty(a.shape[:-2] + (min(m, n),), dtype=a.dtype, device=a.device)
+
+
+def _colmajor_strides(shape):
+    m, n = shape[-2], shape[-1]
+    st, acc = [1, max(m, 1)], max(m, 1) * max(n, 1)
+    for d in reversed(shape[:-2]):
+        st.insert(0, acc)
+        acc *= max(d, 1)
+    return tuple(st)
+
+
+def _la_register_metas():
+    if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::geqrf", "Meta"):
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("geqrf", _geqrf_meta, "Meta")
+        _LA_LIB.append(lib)
+
+
 def _linalg(t):
+    _la_register_metas()
     a = ((0, "self"),)
     _put(t, [aten.linalg_cholesky_ex.default],
          _fixed(C.OP_LINALG_CHOLESKY, a, _la_bools((99, "upper", False))),
@@ -806,6 +872,22 @@ def _linalg(t):
          _fixed(C.OP_CHOLESKY_INVERSE, a, _la_bools((1, "upper", False))))
     _composite(t, [aten._linalg_check_errors.default], _la_check_errors)
     _composite(t, [aten.linalg_lu.default], _la_lu)
+    _composite(t, [aten.cholesky.default], _la_cholesky)
+    _composite(t, [aten.linalg_pinv.atol_rtol_tensor], _la_pinv)
+    _put(t, [aten.geqrf.default], _fixed(C.OP_GEQRF, a, lambda args, kwargs: ()))
+    _put(t, [aten.linalg_householder_product.default],
+         _fixed(C.OP_HOUSEHOLDER_PRODUCT, ((0, "input"), (1, "tau")), lambda args, kwargs: ()))
+    _put(t, [aten.ormqr.default],
+         _fixed(C.OP_ORMQR, ((0, "self"), (1, "input2"), (2, "input3")),
+                _la_bools((3, "left", True), (4, "transpose", False))))
+    _put(t, [aten.linalg_qr.default],
+         _fixed(C.OP_LINALG_QR, ((0, "A"),), lambda args, kwargs: (_QR_MODES[arg(args, kwargs, 1, "mode", "reduced")],)))
+    _put(t, [aten._linalg_eigh.default],
+         _fixed(C.OP_LINALG_EIGH, ((0, "A"),),
+                lambda args, kwargs: (str(arg(args, kwargs, 1, "UPLO", "L")).upper() == "U",
+                                      bool(arg(args, kwargs, 2, "compute_v", True)))))
+    _put(t, [aten._linalg_svd.default],
+         _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
 
 
 def _table():
