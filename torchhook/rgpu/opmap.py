@@ -831,6 +831,36 @@ def _colmajor_strides(shape):
     return tuple(st)
 
 
+def _la_lstsq(func, args, kwargs):
+    """linalg_lstsq, drivers gelsy (ATen's CPU default) and gels: the minimum-norm
+    least-squares solution through the pseudo-inverse; gelsy: rank as matrix_rank
+    at its default rcond, residuals and singular values empty; gels: residuals
+    when m > n, no rank."""
+    a, b = args[0], args[1]
+    rcond = arg(args, kwargs, 2, "rcond")
+    driver = kwargs.get("driver")
+    if driver not in (None, "gelsy", "gels"):
+        raise NotImplementedError(f"rgpu: linalg.lstsq driver {driver!r} is not supported yet (gelsy, gels are)")
+    m, n = a.shape[-2], a.shape[-1]
+    vec = b.dim() == 1 or (b.dim() == a.dim() - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+    bb = b.unsqueeze(-1) if vec else b
+    x = torch.matmul(torch.linalg.pinv(a), bb)
+    if vec:
+        x = x.squeeze(-1)
+    none = torch.empty((0,), dtype=a.dtype, device=a.device)
+    if driver == "gels":      # full rank assumed; residuals when m > n, no rank
+        res = none
+        if m > n:
+            xm = x.unsqueeze(-1) if vec else x
+            res = (torch.matmul(a, xm) - bb).pow(2).sum(-2)
+            res = res.squeeze(-1) if vec else res
+        return x, res, torch.empty((0,), dtype=torch.int64, device=a.device), none
+    tol = torch.finfo(a.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    batch = torch.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+    rank = torch.linalg.matrix_rank(a, rtol=tol).expand(batch)
+    return x, none, rank, torch.empty((0,), dtype=a.dtype, device=a.device)
+
+
 def _la_register_metas():
     if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::geqrf", "Meta"):
         lib = torch.library.Library("aten", "IMPL")
@@ -874,6 +904,7 @@ def _linalg(t):
     _composite(t, [aten.linalg_lu.default], _la_lu)
     _composite(t, [aten.cholesky.default], _la_cholesky)
     _composite(t, [aten.linalg_pinv.atol_rtol_tensor], _la_pinv)
+    _composite(t, [aten.linalg_lstsq.default], _la_lstsq)
     _put(t, [aten.geqrf.default], _fixed(C.OP_GEQRF, a, lambda args, kwargs: ()))
     _put(t, [aten.linalg_householder_product.default],
          _fixed(C.OP_HOUSEHOLDER_PRODUCT, ((0, "input"), (1, "tau")), lambda args, kwargs: ()))
