@@ -5,11 +5,12 @@
  *   linalg_lu_factor_ex    LU and pivots of getrf, info = first zero pivot
  *   linalg_lu_solve        op(A) X = B (left) or X op(A) = B, A = P L U
  *   lu_unpack              P, L (unit lower, m x k), U (upper, k x n)
- *   _linalg_solve_ex       lu_factor of A (of A^T when A is contiguous, ATen's
- *                          copy-saving choice, which its backward mirrors),
- *                          then lu_solve; a vector B when ATen says so
+ *   _linalg_solve_ex       lu_factor of A, then lu_solve; a vector B when
+ *                          ATen says so
  *   linalg_inv_ex          solve against the identity
- *   _linalg_det/_slogdet   from lu_factor (of A^T when contiguous, likewise)
+ *   _linalg_det/_slogdet   from lu_factor of A^T when A is contiguous, of A
+ *                          otherwise (ATen's copy-saving choice, which its
+ *                          backward mirrors: the LU outputs must be the same)
  *   solve_triangular, triangular_solve, cholesky_solve, cholesky_inverse.
  * Batch dims of the inputs broadcast to the output's batch dims. */
 #include <stdio.h>
@@ -386,7 +387,7 @@ static rgpu_status do_solve(la *L)
     FORWARD_IF_ERROR(check_i32(L, piv, "pivots"));
     FORWARD_IF_ERROR(check_i32(L, info, "info"));
     bool left = arg_b(e, 0);
-    bool use_t = contiguous(a);
+    bool use_t = false;          /* torch 2.13's solve factors A itself (its backward solves with LU as is) */
     int64_t bs[MAXD], nb;
     int nbd = batch_of(lu, 2, bs, &nb);
     if (nb) {
