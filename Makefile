@@ -21,7 +21,7 @@ WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS_ = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
-LIBS    := -lzstd -lsqlite3 -lopenblas -lm -lpthread
+LIBS    := -lzstd -lsqlite3 -llapacke -lopenblas -lm -lpthread
 
 # CUDA: nvcc may be off PATH in the toolkit's usual folder.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -69,7 +69,7 @@ else
 endif
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev pkg-config sqlite3 openssh-server openssh-client
+DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev liblapacke-dev pkg-config sqlite3 openssh-server openssh-client
 FUZZ_PKGS := clang-14 libclang-rt-14-dev
 TRANSFORMERS_VERSION := 5.23.0
 deps:
@@ -259,7 +259,7 @@ EMU_DIR    := tests/cudaemu
 EMU_CXX    := $(CXX) -std=c++17 $(OPT) $(SAN) -fPIC -ffp-contract=off -Wall -Werror -I$(CUDA_INC) -I$(EMU_DIR)
 EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format -Ireplayer
 EMU_CUH    := $(patsubst %,$(EMU_B)/emu/src/%,$(wildcard replayer/cuda/*.cuh))
-EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13
+EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13 $(EMU_B)/lib/libcusolver.so.12
 
 # (kept: compiler messages point at replayer/cuda/ through #line, the copies help a debugger)
 .PRECIOUS: $(EMU_B)/emu/src/%
@@ -275,6 +275,9 @@ $(EMU_B)/lib/libcudaemu.so: $(EMU_DIR)/runtime.cpp $(EMU_DIR)/cudaemu.h $(EMU_DI
 $(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
+$(EMU_B)/lib/libcusolver.so.12: $(EMU_DIR)/cusolver_emu.cpp $(EMU_B)/lib/libcudaemu.so
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -shared -Wl,-soname,libcusolver.so.12 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -llapacke -lopenblas
 ifeq ($(CUDA_EMU),1)
 $(SERVER) $(TOOLS) $(C_TESTS): | $(EMU_LIBS)
 endif

@@ -21,5 +21,7 @@ rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc (cpu_sort.c) */
 rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
+/* linear algebra (LAPACK): cholesky, LU, solves, inverse, det (cpu_linalg.c) */
+rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

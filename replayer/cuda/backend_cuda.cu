@@ -658,6 +658,7 @@ static void cu_destroy(rgpu_backend *b) {
         if (cb->c.blas.handle && cb->c.blas.Destroy) cb->c.blas.Destroy(cb->c.blas.handle);
         cb->c.blas.handle = NULL;
         rgpu_cublas_unload(&cb->c.blas);
+        rgpu_cusolver_unload(&cb->c.solver);
         if (cb->live) {
             for (auto &kv : *cb->live)
                 if (kv.second & ~IDLE) cudaFree(kv.first);   // cached and (leaked) live blocks alike

@@ -66,6 +66,52 @@ extern "C" bool rgpu_cublas_load(rgpu_cublas *b, char *why, size_t whylen);
 extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
 
 // ---------------------------------------------------------------------------
+// cuSOLVER (dense), loaded at run time like cuBLAS, on first use by the
+// linalg family (linalg.cu). Enums as ints: cublasFillMode_t LOWER = 0,
+// UPPER = 1; cublasOperation_t N = 0, T = 1; cublasSideMode_t LEFT = 0, RIGHT = 1;
+// cusolverEigMode_t NOVECTOR = 0, VECTOR = 1. All return cusolverStatus_t
+// (0 = success); devInfo and pivots are device int32.
+struct rgpu_cusolver {
+    void *lib;                    // dlopen handle; NULL when absent
+    void *handle;                 // cusolverDnHandle_t
+    bool tried;                   // load attempted (why says the outcome)
+    char why[400];
+    int (*Create)(void **handle);
+    int (*Destroy)(void *handle);
+    int (*SetStream)(void *handle, cudaStream_t s);
+    int (*Dgetrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Dgetrf)(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
+    int (*Dgetrs)(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
+                  int ldb, int *info);
+    int (*Dpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
+    int (*Dpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
+    int (*Dpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
+    int (*Dgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Dgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
+    int (*Dorgqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
+    int (*Dorgqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+                  int *info);
+    int (*Dormqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                             const double *tau, const double *C, int ldc, int *lwork);
+    int (*Dormqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+                  double *C, int ldc, double *work, int lwork, int *info);
+    int (*Dsyevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
+                             int *lwork);
+    int (*Dsyevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
+                  int *info);
+    int (*Dgesvd_bufferSize)(void *h, int m, int n, int *lwork);
+    int (*Dgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
+                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+};
+
+// cusolver_loader.cu: finds and dlopens cuSOLVER ($RGPU_CUSOLVER_PATH, the
+// folder cuBLAS came from, libcusolver.so.12/.so.11/.so, the toolkit, pip
+// wheels) and fills the table, handle left NULL. false with the reason in
+// why when absent; on success why names the library.
+extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, char *why, size_t whylen);
+extern "C" void rgpu_cusolver_unload(rgpu_cusolver *s);
+
+// ---------------------------------------------------------------------------
 // The backend context every family entry point receives.
 struct rgpu_cuda_ctx {
     int device;
@@ -74,6 +120,7 @@ struct rgpu_cuda_ctx {
     bool allow_tf32;              // false unless the client recorded that the user enabled it
     void *alloc_state;            // the caching allocator (backend_cuda.cu)
     bool capturing;               // a graph capture is recording this stream (backend.h graph_begin)
+    rgpu_cusolver solver;         // loaded by the first linalg op (linalg.cu)
 };
 
 // Before an op's work that needs the host: a device-to-host copy it reads, a
@@ -137,4 +184,5 @@ RGPU_CUDA_FAMILY(dense)      // matmul.cu (cuBLAS), conv.cu, batchnorm.cu, pool.
 RGPU_CUDA_FAMILY(index)      // index.cu, index_data.cu, random.cu
 RGPU_CUDA_FAMILY(amp)        // amp.cu: GradScaler's AMP_UNSCALE, AMP_UPDATE_SCALE
 RGPU_CUDA_FAMILY(sort)       // sort.cu: sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc
+RGPU_CUDA_FAMILY(linalg)     // linalg.cu (cuSOLVER): cholesky, LU, solves, inverse, det
 #undef RGPU_CUDA_FAMILY

@@ -1038,6 +1038,84 @@ case("unique_consecutive", lambda x: (torch.unique_consecutive(x),
      [(_RUNS,)], [F32, I64, BOOL])
 case("isin", lambda a, b: (torch.isin(a, b), torch.isin(a, b, invert=True)), [((3, 4), (40,))], [I64])
 
+# --- issue 14: linalg ----------------------------------------------------------------------------
+
+def _eye_like(a):
+    return torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+
+
+def _spd(a):
+    """A symmetric positive-definite matrix (batch) from a square a."""
+    return a @ a.mT + a.shape[-1] * _eye_like(a)
+
+
+def _wc(a):
+    """A well-conditioned square matrix from a."""
+    return a + 2 * a.shape[-1] * _eye_like(a)
+
+
+LA = [((3, 4, 4), (3, 4, 2)), ((4, 4), (4, 3)), ((2, 1, 3, 3), (4, 3, 1)), ((0, 3, 3), (0, 3, 2))]
+LA1 = [((2, 4, 4),), ((5, 5),), ((0, 3, 3),)]
+LAF = [F32, F64]
+case("linalg_cholesky", lambda a: (torch.linalg.cholesky_ex(_spd(a)), torch.linalg.cholesky(_spd(a), upper=True)),
+     LA1, LAF, tol=LOOSE)
+case("linalg_cholesky_error", lambda a: torch.linalg.cholesky(-_spd(a)), LA1[:1], LAF, layouts=("contig",))
+case("linalg_cholesky_info", lambda a: torch.linalg.cholesky_ex(-_spd(a)).info, LA1[:1], LAF, layouts=("contig",))
+case("linalg_lu_factor", lambda a: torch.linalg.lu_factor_ex(_wc(a)), LA1 + [((2, 5, 3),), ((3, 4),)], LAF, tol=LOOSE)
+case("lu_unpack", lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a)), LA1 + [((2, 5, 3),), ((3, 4),)], LAF,
+     tol=LOOSE)
+case("linalg_lu", lambda a: torch.linalg.lu(a), LA1[:2], LAF, tol=LOOSE)
+case("linalg_lu_solve", lambda a, b: (torch.linalg.lu_solve(*torch.linalg.lu_factor(_wc(a)), b),
+                                      torch.linalg.lu_solve(*torch.linalg.lu_factor(_wc(a)), b, adjoint=True),
+                                      torch.linalg.lu_solve(*torch.linalg.lu_factor(_wc(a)), b.mT, left=False)),
+     LA, LAF, tol=LOOSE)
+case("linalg_solve", lambda a, b: (torch.linalg.solve(_wc(a), b), torch.linalg.solve_ex(_wc(a), b.mT, left=False),
+                                   torch.linalg.solve(_wc(a), b[..., 0])), LA, LAF, tol=LOOSE)
+case("linalg_inv", lambda a: (torch.linalg.inv(_wc(a)), torch.linalg.inv_ex(_wc(a))), LA1, LAF, tol=LOOSE)
+case("linalg_inv_singular", lambda a: torch.linalg.inv_ex(a * 0).info, LA1[:1], LAF, layouts=("contig",))
+case("linalg_inv_error", lambda a: torch.linalg.inv(a * 0), LA1[:1], LAF, layouts=("contig",))
+case("linalg_det", lambda a: (torch.linalg.det(a), torch.linalg.slogdet(a), torch.logdet(_spd(a))),
+     LA1, LAF, tol=LOOSE)
+case("linalg_det_singular", lambda a: (torch.linalg.det(a * 0), torch.linalg.slogdet(a * 0)), LA1[:1], LAF,
+     layouts=("contig",))
+case("linalg_solve_triangular",
+     lambda a, b: (torch.linalg.solve_triangular(_wc(a), b, upper=True),
+                   torch.linalg.solve_triangular(_wc(a), b, upper=False, unitriangular=True),
+                   torch.linalg.solve_triangular(_wc(a), b.mT, upper=True, left=False)), LA, LAF, tol=LOOSE)
+case("triangular_solve", lambda a, b: (torch.triangular_solve(b, _wc(a)),
+                                       torch.triangular_solve(b, _wc(a), upper=False, transpose=True,
+                                                              unitriangular=True)), LA, LAF, tol=LOOSE)
+case("cholesky_solve", lambda a, b: (torch.cholesky_solve(b, torch.linalg.cholesky(_spd(a))),
+                                     torch.cholesky_solve(b, torch.linalg.cholesky(_spd(a), upper=True), upper=True)),
+     LA, LAF, tol=LOOSE)
+case("cholesky_inverse", lambda a: (torch.cholesky_inverse(torch.linalg.cholesky(_spd(a))),
+                                    torch.cholesky_inverse(torch.linalg.cholesky(_spd(a), upper=True), upper=True)),
+     LA1, LAF, tol=LOOSE)
+
+
+def _svd_cmp(r):
+    """SVD outputs up to the signs of singular-vector pairs: S, U Vh-products, |U|, |Vh| (reduced)."""
+    u, s_, vh = r
+    return s_, u.abs(), vh.abs(), (u * s_.unsqueeze(-2)) @ vh
+
+
+LAQ = [((2, 5, 3),), ((3, 4),), ((4, 4),), ((0, 3, 2),)]
+case("linalg_qr", lambda a: (torch.linalg.qr(a), torch.linalg.qr(a, mode="r")[1],
+                             torch.linalg.qr(a, mode="complete")[1]), LAQ, LAF, tol=LOOSE)
+case("geqrf_householder", lambda a: (torch.geqrf(a), torch.linalg.householder_product(*torch.geqrf(a))),
+     [((2, 5, 3),), ((4, 4),)], LAF, tol=LOOSE)
+case("ormqr", lambda a, c: (torch.ormqr(*torch.geqrf(a), c), torch.ormqr(*torch.geqrf(a), c, transpose=True),
+                            torch.ormqr(*torch.geqrf(a), c.mT, left=False)),
+     [((2, 5, 3), (2, 5, 4)), ((4, 4), (4, 2))], LAF, tol=LOOSE)
+case("linalg_eigh", lambda a: (torch.linalg.eigvalsh(a + a.mT), torch.linalg.eigh(a + a.mT, UPLO="U")[0],
+                               torch.linalg.eigh(a + a.mT)[1].abs()), LA1, LAF, tol=LOOSE)
+case("linalg_svd", lambda a: (_svd_cmp(torch.linalg.svd(a, full_matrices=False)), torch.linalg.svdvals(a),
+                              torch.linalg.svd(a)[1]), [((2, 5, 3),), ((3, 5),), ((4, 4),), ((0, 3, 2),)], LAF,
+     tol=LOOSE)
+case("linalg_pinv", lambda a: (torch.linalg.pinv(a), torch.linalg.pinv(a @ a.mT, hermitian=True)),
+     [((2, 5, 3),), ((3, 4),)], LAF, tol=LOOSE)
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():

@@ -935,6 +935,190 @@ def _table_pointwise13(t):
     _composite(t, _overloads("frexp", ("Tensor", "Tensor_out")) + [prims.frexp.default], _frexp)
 
 
+# --- issue 14: linalg ------------------------------------------------------------------------
+# Real float32/float64 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
+# (linalg.cholesky, linalg.inv, linalg.solve ...) are ATen composites that call the
+# _ex op and then _linalg_check_errors, which waits for info as CUDA PyTorch does.
+
+def _la_bools(*spec):
+    """Record args: bools at (pos, name, default) of the ATen call."""
+    def prep(args, kwargs):
+        return tuple(bool(arg(args, kwargs, p, n, d)) for p, n, d in spec)
+    return prep
+
+
+def _la_check_errors(func, args, kwargs):
+    info = args[0]
+    api = arg(args, kwargs, 1, "api_name")
+    is_matrix = arg(args, kwargs, 2, "is_matrix")
+    torch._linalg_check_errors(info.cpu() if info.device.type != "cpu" else info, api, is_matrix=is_matrix)
+
+
+def _la_checked(api, info_pos, is_matrix_of=lambda args: args[0].dim() == 2):
+    """pre for an _ex op called with check_errors=True: the op, then ATen's check."""
+    def pre(handler, func, args, kwargs):
+        r = handler(func, args, kwargs)
+        if arg(args, kwargs, 99, "check_errors", False):
+            _la_check_errors(None, (r[info_pos], api, is_matrix_of(args)), {})
+        return r
+    return pre
+
+
+def _la_lu(func, args, kwargs):
+    """linalg_lu as ATen's CPU kernel runs it: lu_factor, then lu_unpack."""
+    pivot = bool(arg(args, kwargs, 1, "pivot", True))
+    lu, piv, _ = aten.linalg_lu_factor_ex.default(args[0], pivot=pivot)
+    return aten.lu_unpack.default(lu, piv)
+
+
+def _la_cholesky(func, args, kwargs):
+    """The old torch.cholesky: linalg_cholesky_ex, then ATen's check as "cholesky"."""
+    a, upper = args[0], bool(arg(args, kwargs, 1, "upper", False))
+    lo, info = aten.linalg_cholesky_ex.default(a, upper=upper)
+    _la_check_errors(None, (info, "cholesky", a.dim() == 2), {})
+    return lo
+
+
+_QR_MODES = {"reduced": 0, "complete": 1, "r": 2}
+
+
+def _la_pinv(func, args, kwargs):
+    """linalg_pinv.atol_rtol_tensor (CompositeExplicitAutogradNonFunctional in ATen: it
+    arrives whole) as ATen's kernel computes it, through the SVD, or eigh when hermitian."""
+    a = args[0]
+    atol, rtol = kwargs.get("atol"), kwargs.get("rtol")
+    herm = bool(kwargs.get("hermitian", False))
+    m, n = a.shape[-2], a.shape[-1]
+    if a.numel() == 0:
+        return aten.new_empty.default(a, a.shape[:-2] + (n, m))
+    zero = torch.zeros((), dtype=a.dtype, device=a.device)
+    if atol is None:
+        atol_t = zero
+    else:
+        atol_t = atol
+    if rtol is None:
+        dflt = torch.full((), torch.finfo(a.dtype).eps * max(m, n), dtype=a.dtype, device=a.device)
+        rtol = dflt if atol is None else torch.where(atol > 0, zero, dflt)
+    if herm:
+        w, v = torch.linalg.eigh(a)
+        mx = w.abs().amax(dim=-1, keepdim=True)
+        tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
+        winv = torch.where(w.abs() > tol, w.reciprocal(), zero).to(a.dtype)
+        return torch.matmul(v * winv.unsqueeze(-2), v.mH)
+    u, s_, vh = torch.linalg.svd(a, full_matrices=False)
+    mx = s_.narrow(-1, 0, 1)
+    tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
+    sinv = torch.where(s_ > tol, s_.reciprocal(), zero).to(a.dtype)
+    return torch.matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
+_LA_LIB = []    # the Library of the Meta kernels below, kept alive for the process
+
+
+def _geqrf_meta(a):
+    """geqrf has no Meta kernel in torch: a batched column-major (a, tau) as ATen's CPU kernel makes."""
+    m, n = a.shape[-2], a.shape[-1]
+    qr = torch.empty_strided(a.shape, _colmajor_strides(a.shape), dtype=a.dtype, device=a.device)
+    return qr, torch.empty(a.shape[:-2] + (min(m, n),), dtype=a.dtype, device=a.device)
+
+
+def _colmajor_strides(shape):
+    m, n = shape[-2], shape[-1]
+    st, acc = [1, max(m, 1)], max(m, 1) * max(n, 1)
+    for d in reversed(shape[:-2]):
+        st.insert(0, acc)
+        acc *= max(d, 1)
+    return tuple(st)
+
+
+def _la_lstsq(func, args, kwargs):
+    """linalg_lstsq, drivers gelsy (ATen's CPU default) and gels: the minimum-norm
+    least-squares solution through the pseudo-inverse; gelsy: rank as matrix_rank
+    at its default rcond, residuals and singular values empty; gels: residuals
+    when m > n, no rank."""
+    a, b = args[0], args[1]
+    rcond = arg(args, kwargs, 2, "rcond")
+    driver = kwargs.get("driver")
+    if driver not in (None, "gelsy", "gels"):
+        raise NotImplementedError(f"rgpu: linalg.lstsq driver {driver!r} is not supported yet (gelsy, gels are)")
+    m, n = a.shape[-2], a.shape[-1]
+    vec = b.dim() == 1 or (b.dim() == a.dim() - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+    bb = b.unsqueeze(-1) if vec else b
+    x = torch.matmul(torch.linalg.pinv(a), bb)
+    if vec:
+        x = x.squeeze(-1)
+    none = torch.empty((0,), dtype=a.dtype, device=a.device)
+    if driver == "gels":      # full rank assumed; residuals when m > n, no rank
+        res = none
+        if m > n:
+            xm = x.unsqueeze(-1) if vec else x
+            res = (torch.matmul(a, xm) - bb).pow(2).sum(-2)
+            res = res.squeeze(-1) if vec else res
+        return x, res, torch.empty((0,), dtype=torch.int64, device=a.device), none
+    tol = torch.finfo(a.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    batch = torch.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+    rank = torch.linalg.matrix_rank(a, rtol=tol).expand(batch)
+    return x, none, rank, torch.empty((0,), dtype=a.dtype, device=a.device)
+
+
+def _la_register_metas():
+    if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::geqrf", "Meta"):
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("geqrf", _geqrf_meta, "Meta")
+        _LA_LIB.append(lib)
+
+
+def _linalg(t):
+    _la_register_metas()
+    a = ((0, "self"),)
+    _put(t, [aten.linalg_cholesky_ex.default],
+         _fixed(C.OP_LINALG_CHOLESKY, a, _la_bools((99, "upper", False))),
+         pre=_la_checked("linalg.cholesky_ex", 1))
+    _put(t, [aten.linalg_lu_factor_ex.default],
+         _fixed(C.OP_LINALG_LU_FACTOR, ((0, "A"),), _la_bools((99, "pivot", True))),
+         pre=_la_checked("linalg.lu_factor_ex", 2))
+    _put(t, [aten.linalg_lu_solve.default],
+         _fixed(C.OP_LINALG_LU_SOLVE, ((0, "LU"), (1, "pivots"), (2, "B")),
+                _la_bools((99, "left", True), (99, "adjoint", False))))
+    _put(t, [aten.lu_unpack.default],
+         _fixed(C.OP_LU_UNPACK, ((0, "LU_data"), (1, "LU_pivots")),
+                _la_bools((2, "unpack_data", True), (3, "unpack_pivots", True))))
+    _put(t, [aten._linalg_solve_ex.default],
+         _fixed(C.OP_LINALG_SOLVE, ((0, "A"), (1, "B")), _la_bools((99, "left", True))),
+         pre=_la_checked("linalg.solve_ex", 3))
+    _put(t, [aten.linalg_inv_ex.default], _fixed(C.OP_LINALG_INV, ((0, "A"),), lambda args, kwargs: ()),
+         pre=_la_checked("linalg.inv_ex", 1))
+    _put(t, [aten._linalg_det.default], _fixed(C.OP_LINALG_DET, ((0, "A"),), lambda args, kwargs: ()))
+    _put(t, [aten._linalg_slogdet.default], _fixed(C.OP_LINALG_SLOGDET, ((0, "A"),), lambda args, kwargs: ()))
+    _put(t, [aten.linalg_solve_triangular.default],
+         _fixed(C.OP_SOLVE_TRIANGULAR, ((0, "self"), (1, "B")),
+                _la_bools((99, "upper", False), (99, "left", True), (99, "unitriangular", False))))
+    _put(t, [aten.triangular_solve.default],
+         _fixed(C.OP_TRIANGULAR_SOLVE, ((0, "self"), (1, "A")),
+                _la_bools((2, "upper", True), (3, "transpose", False), (4, "unitriangular", False))))
+    _put(t, [aten.cholesky_solve.default],
+         _fixed(C.OP_CHOLESKY_SOLVE, ((0, "self"), (1, "input2")), _la_bools((2, "upper", False))))
+    _put(t, [aten.cholesky_inverse.default],
+         _fixed(C.OP_CHOLESKY_INVERSE, a, _la_bools((1, "upper", False))))
+    _composite(t, [aten._linalg_check_errors.default], _la_check_errors)
+    _composite(t, [aten.linalg_lu.default], _la_lu)
+    _composite(t, [aten.cholesky.default], _la_cholesky)
+    _composite(t, [aten.linalg_pinv.atol_rtol_tensor], _la_pinv)
+    _composite(t, [aten.linalg_lstsq.default], _la_lstsq)
+    _put(t, [aten.geqrf.default], _fixed(C.OP_GEQRF, a, lambda args, kwargs: ()))
+    _put(t, [aten.linalg_householder_product.default],
+         _fixed(C.OP_HOUSEHOLDER_PRODUCT, ((0, "input"), (1, "tau")), lambda args, kwargs: ()))
+    _put(t, [aten.ormqr.default],
+         _fixed(C.OP_ORMQR, ((0, "self"), (1, "input2"), (2, "input3")),
+                _la_bools((3, "left", True), (4, "transpose", False))))
+    _put(t, [aten.linalg_qr.default],
+         _fixed(C.OP_LINALG_QR, ((0, "A"),), lambda args, kwargs: (_QR_MODES[arg(args, kwargs, 1, "mode", "reduced")],)))
+    _put(t, [aten._linalg_eigh.default],
+         _fixed(C.OP_LINALG_EIGH, ((0, "A"),),
+                lambda args, kwargs: (str(arg(args, kwargs, 1, "UPLO", "L")).upper() == "U",
+                                      bool(arg(args, kwargs, 2, "compute_v", True)))))
+    _put(t, [aten._linalg_svd.default],
+         _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
+
+
 def _table():
     t = {}
     # arithmetic, fills and copies
@@ -1131,6 +1315,9 @@ def _table():
     _composite(t, [aten.mv.default, aten.mv.out], _mv)
     _composite(t, [aten.dot.default, aten.dot.out], _dot)
     _table_pointwise13(t)
+
+
+    _linalg(t)   # issue 14: linalg
     return t
 
 

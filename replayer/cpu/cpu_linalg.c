@@ -1,0 +1,282 @@
+/* cpu_linalg.c — the CPU linalg family: the steps of op/linalg.h (which
+ * writes each op once) on LAPACK (OpenBLAS's, through LAPACKE's _work entry
+ * points, which do not scan inputs for NaN) and the shared per-matrix math
+ * of op/linalg.h. Matrices are factored one by one in batch order; LAPACK's
+ * results do not depend on anything but the input and OpenBLAS's thread
+ * count, which is fixed for a process. */
+#include <lapacke.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_families.h"
+#include "op/check.h"
+#include "op/dtype.h"
+#include "op/error.h"
+#include "op/linalg.h"
+
+/* Element offset of batch b (row-major over the batch dims) of a view whose
+ * last two dims are the matrix. */
+static int64_t batch_off(const rgpu_view *v, int64_t b)
+{
+    int64_t off = 0;
+    for (int d = v->ndim - 3; d >= 0; d--) {
+        int64_t s = v->sizes[d];
+        off += (b % s) * v->strides[d];
+        b /= s;
+    }
+    return off;
+}
+
+static int64_t nbatch(const rgpu_view *v)
+{
+    int64_t nb = 1;
+    for (int d = 0; d < v->ndim - 2; d++) nb *= v->sizes[d];
+    return nb;
+}
+
+static void *c_alloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
+static void c_release(void *ctx, void *p) { (void)ctx; free(p); }
+
+static rgpu_status c_pack(void *ctx, const rgpu_view *v, double *ws, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
+    int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
+    size_t es = rgpu_dtype_size(v->dtype);
+    for (int64_t b = 0; b < nb; b++) {
+        const char *base = (const char *)v->data + batch_off(v, b) * (int64_t)es;
+        double *w = ws + b * r * c;
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) w[i + j * r] = op_load_f64(base + (i * s0 + j * s1) * (int64_t)es, v->dtype);
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_unpack(void *ctx, const double *ws, const rgpu_view *v, int mask, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
+    int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
+    size_t es = rgpu_dtype_size(v->dtype);
+    for (int64_t b = 0; b < nb; b++) {
+        char *base = (char *)v->data + batch_off(v, b) * (int64_t)es;
+        const double *w = ws + b * r * c;
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++)
+                op_store_f64(base + (i * s0 + j * s1) * (int64_t)es, v->dtype, op_la_masked(w[i + j * r], i, j, mask));
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_pack_i(void *ctx, const rgpu_view *v, int32_t *ws, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
+    int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
+    for (int64_t b = 0; b < nb; b++) {
+        const int32_t *base = (const int32_t *)v->data + batch_off(v, b);
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) ws[b * r * c + i + j * r] = base[i * s0 + j * s1];
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_unpack_i(void *ctx, const int32_t *ws, const rgpu_view *v, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
+    int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t *base = (int32_t *)v->data + batch_off(v, b);
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) base[i * s0 + j * s1] = ws[b * r * c + i + j * r];
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_eye(void *ctx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    memset(ws, 0, (size_t)(nb * n * n) * sizeof *ws);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < n; i++) ws[b * n * n + i + i * n] = 1.0;
+    return RGPU_OK;
+}
+
+/* A LAPACK argument error (info < 0) is a bug of ours, said as such. */
+#define LAPACK_OK(call, what)                                                                   \
+    do {                                                                                        \
+        lapack_int r_ = (call);                                                                 \
+        RETURN_ERROR_IF(r_ < 0, RGPU_ERR_BAD_ARG, "cpu linalg: LAPACK %s rejected argument %d", \
+                        what, (int)-r_);                                                        \
+    } while (0)
+
+static rgpu_status c_getrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv, int32_t *info,
+                           char *err, size_t errlen)
+{
+    (void)ctx;
+    int64_t k = m < n ? m : n;
+    for (int64_t b = 0; b < nb; b++) {
+        info[b] = 0;
+        if (k == 0) continue;
+        lapack_int r = LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, a + b * m * n,
+                                           (lapack_int)m, piv + b * k);
+        LAPACK_OK(r, "dgetrf");
+        info[b] = (int32_t)r;
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_getrs(void *ctx, const double *lu, const int32_t *piv, double *x, int64_t nb, int64_t n,
+                           int64_t k, bool trans, char *err, size_t errlen)
+{
+    (void)ctx;
+    if (n == 0 || k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, trans ? 'T' : 'N', (lapack_int)n, (lapack_int)k,
+                                      lu + b * n * n, (lapack_int)n, piv + b * n, x + b * n * k, (lapack_int)n),
+                  "dgetrs");
+    return RGPU_OK;
+}
+
+static rgpu_status c_potrf(void *ctx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info, char *err,
+                           size_t errlen)
+{
+    (void)ctx;
+    for (int64_t b = 0; b < nb; b++) {
+        info[b] = 0;
+        if (n == 0) continue;
+        lapack_int r = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, a + b * n * n,
+                                           (lapack_int)n);
+        LAPACK_OK(r, "dpotrf");
+        info[b] = (int32_t)r;
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_potrs(void *ctx, const double *l, double *x, int64_t nb, int64_t n, int64_t k, bool lower,
+                           char *err, size_t errlen)
+{
+    (void)ctx;
+    if (n == 0 || k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k,
+                                      l + b * n * n, (lapack_int)n, x + b * n * k, (lapack_int)n),
+                  "dpotrs");
+    return RGPU_OK;
+}
+
+static rgpu_status c_trsm(void *ctx, const double *a, double *x, int64_t nb, int64_t n, int64_t k, bool upper,
+                          bool trans, bool unit, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t j = 0; j < k; j++) op_la_trsv(a + b * n * n, n, x + b * n * k + j * n, n, upper, trans, unit);
+    return RGPU_OK;
+}
+
+static rgpu_status c_lu_det(void *ctx, const double *lu, const int32_t *piv, int64_t nb, int64_t n, double *d,
+                            double *lg, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    for (int64_t b = 0; b < nb; b++) op_la_lu_det1(lu + b * n * n, piv + b * n, n, d + b, lg ? lg + b : NULL);
+    return RGPU_OK;
+}
+
+static rgpu_status c_lu_perm(void *ctx, const int32_t *piv, int64_t nb, int64_t m, int64_t k, double *p,
+                             char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    for (int64_t b = 0; b < nb; b++) op_la_perm1(piv + b * k, m, k, p + b * m * m);
+    return RGPU_OK;
+}
+
+static rgpu_status c_crop(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                          int64_t nb, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t j = 0; j < dc; j++)
+            for (int64_t i = 0; i < dr; i++)
+                dst[b * dr * dc + i + j * dr] = i < sr && j < sc ? src[b * sr * sc + i + j * sr] : 0.0;
+    return RGPU_OK;
+}
+
+static rgpu_status c_geqrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
+                           size_t errlen)
+{
+    (void)ctx;
+    int64_t k = m < n ? m : n;
+    if (k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, a + b * m * n, (lapack_int)m,
+                                 tau + b * k), "dgeqrf");
+    return RGPU_OK;
+}
+
+static rgpu_status c_orgqr(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                           char *err, size_t errlen)
+{
+    (void)ctx;
+    if (m == 0 || n == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)k, a + b * m * n,
+                                 (lapack_int)m, tau + b * k), "dorgqr");
+    return RGPU_OK;
+}
+
+static rgpu_status c_ormqr(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
+                           int64_t k, bool left, bool trans, char *err, size_t errlen)
+{
+    (void)ctx;
+    int64_t r = left ? m : n;
+    for (int64_t b = 0; b < nb; b++)
+        LAPACK_OK(LAPACKE_dormqr(LAPACK_COL_MAJOR, left ? 'L' : 'R', trans ? 'T' : 'N', (lapack_int)m, (lapack_int)n,
+                                 (lapack_int)k, a + b * r * k, (lapack_int)r, tau + b * k, c + b * m * n,
+                                 (lapack_int)m), "dormqr");
+    return RGPU_OK;
+}
+
+static rgpu_status c_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                           size_t errlen)
+{
+    (void)ctx;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r = LAPACKE_dsyevd(LAPACK_COL_MAJOR, v ? 'V' : 'N', lower ? 'L' : 'U', (lapack_int)n,
+                                      a + b * n * n, (lapack_int)n, w + b * n);
+        LAPACK_OK(r, "dsyevd");
+        RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.eigh: The algorithm failed to converge (batch element %lld)",
+                        (long long)b);
+    }
+    return RGPU_OK;
+}
+
+/* gesdd, ATen's CPU driver */
+static rgpu_status c_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                           bool full, bool uv, char *err, size_t errlen)
+{
+    (void)ctx;
+    int64_t uc = full ? m : n;
+    double dummy = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r = LAPACKE_dgesdd(LAPACK_COL_MAJOR, !uv ? 'N' : full ? 'A' : 'S', (lapack_int)m, (lapack_int)n,
+                                      a + b * m * n, (lapack_int)m, s + b * n, uv ? u + b * m * uc : &dummy,
+                                      (lapack_int)m, uv ? vt + b * n * n : &dummy, (lapack_int)(n ? n : 1));
+        LAPACK_OK(r, "dgesdd");
+        RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.svd: The algorithm failed to converge (batch element %lld)",
+                        (long long)b);
+    }
+    return RGPU_OK;
+}
+
+static const op_la_dev CPU_LA = {
+    NULL, "cpu", c_alloc, c_release, c_pack, c_unpack, c_pack_i, c_unpack_i, c_eye,
+    c_getrf, c_getrs, c_potrf, c_potrs, c_trsm, c_lu_det, c_lu_perm,
+    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd,
+};
+
+rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)
+{
+    LAPACKE_set_nancheck(0);   /* NaNs go through, as in ATen's LAPACK calls */
+    return op_la_exec(e, &CPU_LA, err, errlen);
+}

@@ -1,0 +1,383 @@
+// linalg.cu — the CUDA linalg family: the steps of op/linalg.h (which writes
+// each op once) on cuSOLVER (getrf, getrs, potrf, potrs, one matrix per call,
+// in batch order on the backend's stream) and small kernels for packing,
+// triangular solves, determinants and permutations, which run the per-matrix
+// math of op/linalg.h that the CPU backend runs too.
+#include "common.cuh"
+#include "op/linalg.h"
+
+// ---------------------------------------------------------------------------
+// Kernels
+
+// Element offset of batch b of a view whose last two dims are the matrix.
+__device__ inline long long la_batch_off(const rgpu_cuda_view &v, long long b) {
+    long long off = 0;
+    for (int d = v.ndim - 3; d >= 0; d--) {
+        long long s = v.sizes[d];
+        off += (b % s) * v.strides[d];
+        b /= s;
+    }
+    return off;
+}
+
+#define LA_LOOP(i, n) \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+// ws index w = b*r*c + i + j*r <-> view element (b, i, j)
+__device__ inline long long la_elem(const rgpu_cuda_view &v, long long w, long long *i, long long *j) {
+    long long r = v.sizes[v.ndim - 2], c = v.sizes[v.ndim - 1];
+    long long b = w / (r * c), rem = w % (r * c);
+    *i = rem % r;
+    *j = rem / r;
+    return la_batch_off(v, b) + *i * v.strides[v.ndim - 2] + *j * v.strides[v.ndim - 1];
+}
+
+static __global__ void la_pack_kernel(rgpu_cuda_view v, int dt, long long es, double *ws, long long n) {
+    LA_LOOP(w, n) {
+        long long i, j, off = la_elem(v, w, &i, &j);
+        ws[w] = op_load_f64((const char *)v.data + off * es, dt);
+    }
+}
+
+static __global__ void la_unpack_kernel(const double *ws, rgpu_cuda_view v, int dt, long long es, int mask,
+                                        long long n) {
+    LA_LOOP(w, n) {
+        long long i, j, off = la_elem(v, w, &i, &j);
+        op_store_f64((char *)v.data + off * es, dt, op_la_masked(ws[w], i, j, mask));
+    }
+}
+
+static __global__ void la_pack_i_kernel(rgpu_cuda_view v, int32_t *ws, long long n) {
+    LA_LOOP(w, n) {
+        long long i, j, off = la_elem(v, w, &i, &j);
+        ws[w] = ((const int32_t *)v.data)[off];
+    }
+}
+
+static __global__ void la_unpack_i_kernel(const int32_t *ws, rgpu_cuda_view v, long long n) {
+    LA_LOOP(w, n) {
+        long long i, j, off = la_elem(v, w, &i, &j);
+        ((int32_t *)v.data)[off] = ws[w];
+    }
+}
+
+static __global__ void la_eye_kernel(double *ws, long long n, long long total) {
+    LA_LOOP(w, total) {
+        long long rem = w % (n * n);
+        ws[w] = rem % n == rem / n ? 1.0 : 0.0;
+    }
+}
+
+static __global__ void la_trsm_kernel(const double *a, double *b, long long nb, long long n, long long k, bool upper,
+                                      bool trans, bool unit) {
+    LA_LOOP(t, nb * k) {
+        long long m = t / k, j = t % k;
+        op_la_trsv(a + m * n * n, n, b + m * n * k + j * n, n, upper, trans, unit);
+    }
+}
+
+static __global__ void la_det_kernel(const double *lu, const int32_t *piv, long long nb, long long n, double *d,
+                                     double *lg) {
+    LA_LOOP(m, nb) op_la_lu_det1(lu + m * n * n, piv + m * n, n, d + m, lg ? lg + m : NULL);
+}
+
+static __global__ void la_perm_kernel(const int32_t *piv, long long nb, long long m, long long k, double *p) {
+    LA_LOOP(t, nb) op_la_perm1(piv + t * k, m, k, p + t * m * m);
+}
+
+static __global__ void la_crop_kernel(const double *src, long long sr, long long sc, double *dst, long long dr,
+                                      long long dc, long long total) {
+    LA_LOOP(w, total) {
+        long long b = w / (dr * dc), rem = w % (dr * dc), i = rem % dr, j = rem / dr;
+        dst[w] = i < sr && j < sc ? src[b * sr * sc + i + j * sr] : 0.0;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Steps
+
+static unsigned la_blocks(long long n) {
+    long long b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+#define LA_LAUNCH(kernel, n, ...)                                             \
+    do {                                                                      \
+        if ((n) > 0) {                                                        \
+            kernel<<<la_blocks(n), 256, 0, c->stream>>>(__VA_ARGS__);         \
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);                              \
+        }                                                                     \
+        return RGPU_OK;                                                       \
+    } while (0)
+
+static long long mat_elems(const rgpu_view *v) { return op_numel(v); }
+
+static void *g_alloc(void *ctx, size_t n) { return rgpu_cuda_scratch((rgpu_cuda_ctx *)ctx, n); }
+static void g_release(void *ctx, void *p) { rgpu_cuda_scratch_free((rgpu_cuda_ctx *)ctx, p); }
+
+static rgpu_status g_pack(void *ctx, const rgpu_view *v, double *ws, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long n = mat_elems(v);
+    LA_LAUNCH(la_pack_kernel, n, rgpu_cuda_view_of(v), v->dtype, (long long)rgpu_dtype_size(v->dtype), ws, n);
+}
+
+static rgpu_status g_unpack(void *ctx, const double *ws, const rgpu_view *v, int mask, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long n = mat_elems(v);
+    LA_LAUNCH(la_unpack_kernel, n, ws, rgpu_cuda_view_of(v), v->dtype, (long long)rgpu_dtype_size(v->dtype), mask, n);
+}
+
+static rgpu_status g_pack_i(void *ctx, const rgpu_view *v, int32_t *ws, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long n = mat_elems(v);
+    LA_LAUNCH(la_pack_i_kernel, n, rgpu_cuda_view_of(v), ws, n);
+}
+
+static rgpu_status g_unpack_i(void *ctx, const int32_t *ws, const rgpu_view *v, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long n = mat_elems(v);
+    LA_LAUNCH(la_unpack_i_kernel, n, ws, rgpu_cuda_view_of(v), n);
+}
+
+static rgpu_status g_eye(void *ctx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long total = nb * n * n;
+    LA_LAUNCH(la_eye_kernel, total, ws, (long long)n, total);
+}
+
+static rgpu_status g_trsm(void *ctx, const double *a, double *b, int64_t nb, int64_t n, int64_t k, bool upper,
+                          bool trans, bool unit, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long t = n ? nb * k : 0;
+    LA_LAUNCH(la_trsm_kernel, t, a, b, (long long)nb, (long long)n, (long long)k, upper, trans, unit);
+}
+
+static rgpu_status g_lu_det(void *ctx, const double *lu, const int32_t *piv, int64_t nb, int64_t n, double *d,
+                            double *lg, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    LA_LAUNCH(la_det_kernel, (long long)nb, lu, piv, (long long)nb, (long long)n, d, lg);
+}
+
+static rgpu_status g_lu_perm(void *ctx, const int32_t *piv, int64_t nb, int64_t m, int64_t k, double *p,
+                             char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    LA_LAUNCH(la_perm_kernel, (long long)nb, piv, (long long)nb, (long long)m, (long long)k, p);
+}
+
+// cuSOLVER calls
+
+#define SOLVER_TRY(call, what)                                                                  \
+    do {                                                                                        \
+        int s_ = (call);                                                                        \
+        RETURN_ERROR_IF(s_ != 0, RGPU_ERR_EXEC, "cuda linalg: %s failed (cusolverStatus %d)", what, s_); \
+    } while (0)
+
+static rgpu_status g_getrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv, int32_t *info,
+                           char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t k = m < n ? m : n;
+    if (k == 0) {
+        RGPU_CUDA_TRY(cudaMemsetAsync(info, 0, (size_t)nb * sizeof(int32_t), c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    int lwork = 0;
+    SOLVER_TRY(S->Dgetrf_bufferSize(S->handle, (int)m, (int)n, a, (int)m, &lwork), "cusolverDnDgetrf_bufferSize");
+    double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * sizeof(double));
+    RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for getrf's workspace");
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        int s = S->Dgetrf(S->handle, (int)m, (int)n, a + b * m * n, (int)m, work, piv + b * k, info + b);
+        if (s != 0) {
+            op_errf(err, errlen, "cuda linalg: cusolverDnDgetrf failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, work);
+    return st;
+}
+
+static rgpu_status g_getrs(void *ctx, const double *lu, const int32_t *piv, double *x, int64_t nb, int64_t n,
+                           int64_t k, bool trans, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    if (n == 0 || k == 0) return RGPU_OK;
+    int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));
+    RETURN_ERROR_IF(!dinfo, RGPU_ERR_NOMEM, "cuda linalg: out of memory");
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        int s = S->Dgetrs(S->handle, trans ? 1 : 0, (int)n, (int)k, lu + b * n * n, (int)n, piv + b * n,
+                          x + b * n * k, (int)n, dinfo);
+        if (s != 0) {
+            op_errf(err, errlen, "cuda linalg: cusolverDnDgetrs failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, dinfo);
+    return st;
+}
+
+static rgpu_status g_potrf(void *ctx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info, char *err,
+                           size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    if (n == 0) {
+        RGPU_CUDA_TRY(cudaMemsetAsync(info, 0, (size_t)nb * sizeof(int32_t), c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    int uplo = lower ? 0 : 1, lwork = 0;
+    SOLVER_TRY(S->Dpotrf_bufferSize(S->handle, uplo, (int)n, a, (int)n, &lwork), "cusolverDnDpotrf_bufferSize");
+    double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * sizeof(double));
+    RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for potrf's workspace");
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        int s = S->Dpotrf(S->handle, uplo, (int)n, a + b * n * n, (int)n, work, lwork, info + b);
+        if (s != 0) {
+            op_errf(err, errlen, "cuda linalg: cusolverDnDpotrf failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, work);
+    return st;
+}
+
+static rgpu_status g_potrs(void *ctx, const double *l, double *x, int64_t nb, int64_t n, int64_t k, bool lower,
+                           char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    if (n == 0 || k == 0) return RGPU_OK;
+    int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));
+    RETURN_ERROR_IF(!dinfo, RGPU_ERR_NOMEM, "cuda linalg: out of memory");
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        int s = S->Dpotrs(S->handle, lower ? 0 : 1, (int)n, (int)k, l + b * n * n, (int)n, x + b * n * k, (int)n,
+                          dinfo);
+        if (s != 0) {
+            op_errf(err, errlen, "cuda linalg: cusolverDnDpotrs failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, dinfo);
+    return st;
+}
+
+static rgpu_status g_crop(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                          int64_t nb, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long total = nb * dr * dc;
+    LA_LAUNCH(la_crop_kernel, total, src, (long long)sr, (long long)sc, dst, (long long)dr, (long long)dc, total);
+}
+
+// One cuSOLVER routine over nb matrices with one workspace of lwork doubles
+// and one devInfo (the routines here report no info the ops return).
+#define SOLVER_LOOP(what, lwork_call, call)                                                      \
+    do {                                                                                        \
+        int lwork = 0;                                                                          \
+        SOLVER_TRY(lwork_call, what "_bufferSize");                                             \
+        double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * sizeof(double)); \
+        int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));                                  \
+        rgpu_status st_ = work && dinfo ? RGPU_OK : RGPU_ERR_NOMEM;                             \
+        if (st_ != RGPU_OK) op_errf(err, errlen, "cuda linalg: out of memory for %s's workspace", what); \
+        for (int64_t b = 0; b < nb && st_ == RGPU_OK; b++) {                                    \
+            int s_ = (call);                                                                    \
+            if (s_ != 0) {                                                                      \
+                op_errf(err, errlen, "cuda linalg: %s failed (cusolverStatus %d)", what, s_);   \
+                st_ = RGPU_ERR_EXEC;                                                            \
+            }                                                                                   \
+        }                                                                                       \
+        if (work) rgpu_cuda_scratch_free(c, work);                                              \
+        if (dinfo) rgpu_cuda_scratch_free(c, dinfo);                                            \
+        return st_;                                                                             \
+    } while (0)
+
+static rgpu_status g_geqrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
+                           size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t k = m < n ? m : n;
+    if (k == 0) return RGPU_OK;
+    SOLVER_LOOP("cusolverDnDgeqrf", S->Dgeqrf_bufferSize(S->handle, (int)m, (int)n, a, (int)m, &lwork),
+                S->Dgeqrf(S->handle, (int)m, (int)n, a + b * m * n, (int)m, tau + b * k, work, lwork, dinfo));
+}
+
+static rgpu_status g_orgqr(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                           char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    if (m == 0 || n == 0) return RGPU_OK;
+    SOLVER_LOOP("cusolverDnDorgqr", S->Dorgqr_bufferSize(S->handle, (int)m, (int)n, (int)k, a, (int)m, tau, &lwork),
+                S->Dorgqr(S->handle, (int)m, (int)n, (int)k, a + b * m * n, (int)m, tau + b * k, work, lwork, dinfo));
+}
+
+static rgpu_status g_ormqr(void *ctx, const double *a, const double *tau, double *cm, int64_t nb, int64_t m, int64_t n,
+                           int64_t k, bool left, bool trans, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t r = left ? m : n;
+    int side = left ? 0 : 1, op = trans ? 1 : 0;
+    SOLVER_LOOP("cusolverDnDormqr",
+                S->Dormqr_bufferSize(S->handle, side, op, (int)m, (int)n, (int)k, a, (int)r, tau, cm, (int)m, &lwork),
+                S->Dormqr(S->handle, side, op, (int)m, (int)n, (int)k, a + b * r * k, (int)r, tau + b * k,
+                          cm + b * m * n, (int)m, work, lwork, dinfo));
+}
+
+static rgpu_status g_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                           size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int jobz = v ? 1 : 0, uplo = lower ? 0 : 1;
+    SOLVER_LOOP("cusolverDnDsyevd", S->Dsyevd_bufferSize(S->handle, jobz, uplo, (int)n, a, (int)n, w, &lwork),
+                S->Dsyevd(S->handle, jobz, uplo, (int)n, a + b * n * n, (int)n, w + b * n, work, lwork, dinfo));
+}
+
+static rgpu_status g_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                           bool full, bool uv, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    int64_t uc = full ? m : n;
+    signed char ju = !uv ? 'N' : full ? 'A' : 'S', jv = uv ? 'A' : 'N';
+    SOLVER_LOOP("cusolverDnDgesvd", S->Dgesvd_bufferSize(S->handle, (int)m, (int)n, &lwork),
+                S->Dgesvd(S->handle, ju, jv, (int)m, (int)n, a + b * m * n, (int)m, s + b * n,
+                          uv ? u + b * m * uc : NULL, (int)m, uv ? vt + b * n * n : NULL, (int)n, work, lwork, NULL,
+                          dinfo));
+}
+
+// cuSOLVER on the backend's stream, loaded on first use; a clear error when absent.
+static rgpu_status solver_ready(rgpu_cuda_ctx *c, char *err, size_t errlen) {
+    rgpu_cusolver *S = &c->solver;
+    if (S->handle) return RGPU_OK;
+    if (!S->tried) {
+        char why[sizeof S->why];
+        if (rgpu_cusolver_load(S, &c->blas, why, sizeof why)) {
+            void *h = NULL;
+            int s = S->Create(&h);
+            if (s != 0) snprintf(why, sizeof why, "cusolverDnCreate failed (cusolverStatus %d)", s);
+            else if ((s = S->SetStream(h, c->stream)) != 0) {
+                snprintf(why, sizeof why, "cusolverDnSetStream failed (cusolverStatus %d)", s);
+                S->Destroy(h);
+            } else S->handle = h;
+        }
+        S->tried = true;
+        snprintf(S->why, sizeof S->why, "%s", why);
+    }
+    RETURN_ERROR_IF(!S->handle, RGPU_ERR_UNSUPPORTED, "cuda backend: linalg needs cuSOLVER: %s", S->why);
+    return RGPU_OK;
+}
+
+extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
+    switch (e->op) {
+    case RGPU_OP_LINALG_CHOLESKY: case RGPU_OP_LINALG_LU_FACTOR: case RGPU_OP_LINALG_LU_SOLVE:
+    case RGPU_OP_LINALG_SOLVE: case RGPU_OP_LINALG_INV: case RGPU_OP_LINALG_DET: case RGPU_OP_LINALG_SLOGDET:
+    case RGPU_OP_CHOLESKY_SOLVE: case RGPU_OP_CHOLESKY_INVERSE: case RGPU_OP_GEQRF:
+    case RGPU_OP_HOUSEHOLDER_PRODUCT: case RGPU_OP_ORMQR: case RGPU_OP_LINALG_QR: case RGPU_OP_LINALG_EIGH:
+    case RGPU_OP_LINALG_SVD:
+        FORWARD_IF_ERROR(solver_ready(c, err, errlen));
+        break;
+    default:
+        break;
+    }
+    op_la_dev dev = { c, "cuda", g_alloc, g_release, g_pack, g_unpack, g_pack_i, g_unpack_i, g_eye,
+                      g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm,
+                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd };
+    return op_la_exec(e, &dev, err, errlen);
+}

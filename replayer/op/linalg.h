@@ -1,0 +1,166 @@
+/* op/linalg.h — what the linalg family means, for both backends
+ * (cpu/cpu_linalg.c, cuda/linalg.cu).
+ *
+ * Every op of the family is written once, in op/linalg.c, as a sequence of
+ * steps over column-major f64 workspaces: pack the (broadcast) input
+ * matrices, factor or solve, unpack into the outputs through their strides.
+ * A backend supplies only the steps (op_la_dev): LAPACK on the CPU, cuSOLVER
+ * and small kernels on CUDA. f32 inputs are computed in f64 and rounded once
+ * when stored. (Complex dtypes would add a workspace type, not new ops.)
+ *
+ * Workspace layout: nb matrices of r x c, matrix b at ws + b*r*c, element
+ * (i, j) at i + j*r (LAPACK's column-major, lda = r). Pivots and info are
+ * int32 workspaces, nb*k and nb long; pivots 1-based as LAPACK's. */
+#ifndef RGPU_OP_LINALG_H
+#define RGPU_OP_LINALG_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How unpack masks the matrix it stores. */
+enum { OP_LA_FULL, OP_LA_LOWER, OP_LA_UPPER, OP_LA_UNIT_LOWER };
+
+/* A backend's steps. Views given to pack/unpack have their batch dims
+ * already broadcast (stride 0) and end in two matrix dims (r, c); nb is the
+ * product of the batch dims. Each returns RGPU_OK or writes a one-line
+ * reason into err. */
+typedef struct op_la_dev {
+    void *ctx;
+    const char *name;                                   /* "cpu", "cuda": for messages */
+    void *(*alloc)(void *ctx, size_t nbytes);           /* scratch; NULL when out of memory */
+    void (*release)(void *ctx, void *p);
+    rgpu_status (*pack)(void *ctx, const rgpu_view *v, double *ws, char *err, size_t errlen);
+    rgpu_status (*unpack)(void *ctx, const double *ws, const rgpu_view *v, int mask, char *err, size_t errlen);
+    rgpu_status (*pack_i)(void *ctx, const rgpu_view *v, int32_t *ws, char *err, size_t errlen);
+    rgpu_status (*unpack_i)(void *ctx, const int32_t *ws, const rgpu_view *v, char *err, size_t errlen);
+    rgpu_status (*eye)(void *ctx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen);
+    /* LU with partial pivoting of nb m x n matrices: piv nb*min(m,n), info nb */
+    rgpu_status (*getrf)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv, int32_t *info,
+                         char *err, size_t errlen);
+    /* op(A) X = B for nb LU-factored n x n A, B n x k (trans: op = transpose) */
+    rgpu_status (*getrs)(void *ctx, const double *lu, const int32_t *piv, double *b, int64_t nb, int64_t n,
+                         int64_t k, bool trans, char *err, size_t errlen);
+    /* Cholesky of nb n x n matrices (the lower or upper triangle) */
+    rgpu_status (*potrf)(void *ctx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info,
+                         char *err, size_t errlen);
+    rgpu_status (*potrs)(void *ctx, const double *l, double *b, int64_t nb, int64_t n, int64_t k, bool lower,
+                         char *err, size_t errlen);
+    /* op(A) X = B, A n x n triangular (only its triangle read), B n x k */
+    rgpu_status (*trsm)(void *ctx, const double *a, double *b, int64_t nb, int64_t n, int64_t k, bool upper,
+                        bool trans, bool unit, char *err, size_t errlen);
+    /* From an LU: d[b] = det (lg NULL), or d[b] = sign and lg[b] = log|det| */
+    rgpu_status (*lu_det)(void *ctx, const double *lu, const int32_t *piv, int64_t nb, int64_t n, double *d,
+                          double *lg, char *err, size_t errlen);
+    /* The m x m permutation matrix P of A = P L U from k pivots */
+    rgpu_status (*lu_perm)(void *ctx, const int32_t *piv, int64_t nb, int64_t m, int64_t k, double *p,
+                           char *err, size_t errlen);
+    /* dst (nb of dr x dc) := the top-left block of src (nb of sr x sc), zeros elsewhere */
+    rgpu_status (*crop)(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
+                        int64_t nb, char *err, size_t errlen);
+    /* QR: Householder reflectors of nb m x n matrices, tau nb*min(m,n) */
+    rgpu_status (*geqrf)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err, size_t errlen);
+    /* The first n columns of Q = H_1 ... H_k, in place of the m x n reflectors (tau nb*k) */
+    rgpu_status (*orgqr)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
+                         char *err, size_t errlen);
+    /* c (m x n) := op(Q) c (left) or c op(Q), Q from the k reflectors of a (r x k, r = m or n; tau nb*k) */
+    rgpu_status (*ormqr)(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
+                         int64_t k, bool left, bool trans, char *err, size_t errlen);
+    /* Symmetric eigendecomposition of nb n x n (one triangle read): w nb*n ascending, a := eigenvectors when v */
+    rgpu_status (*syevd)(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+                         size_t errlen);
+    /* SVD of nb m x n, m >= n: s nb*n descending; when uv, u nb*(m x (full ? m : n)), vt nb*(n x n) */
+    rgpu_status (*gesvd)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
+                         bool full, bool uv, char *err, size_t errlen);
+} op_la_dev;
+
+/* Runs a LINALG-family record on dev's steps. */
+rgpu_status op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * The math both backends run per matrix (host and device) */
+
+/* Solve op(A) x = b in place for one column b (stride 1), A n x n
+ * column-major (lda), triangular. Substitution in a fixed order. */
+OP_FN void op_la_trsv(const double *a, int64_t lda, double *b, int64_t n, bool upper, bool trans, bool unit)
+{
+    /* op(A) is lower when (lower and not trans) or (upper and trans): forward */
+    bool fwd = upper == trans;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t i = fwd ? t : n - 1 - t;
+        double s = b[i];
+        if (fwd) {
+            for (int64_t j = 0; j < i; j++) s -= (trans ? a[j + i * lda] : a[i + j * lda]) * b[j];
+        } else {
+            for (int64_t j = i + 1; j < n; j++) s -= (trans ? a[j + i * lda] : a[i + j * lda]) * b[j];
+        }
+        b[i] = unit ? s : s / a[i + i * lda];
+    }
+}
+
+/* det, or sign and log|det|, of one n x n LU (lda n) with its pivots. */
+OP_FN void op_la_lu_det1(const double *lu, const int32_t *piv, int64_t n, double *d, double *lg)
+{
+    double sign = 1.0, prod = 1.0, logs = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double u = lu[i + i * n];
+        if (piv[i] != i + 1) sign = -sign;
+        if (lg) {
+            if (u < 0) sign = -sign;
+            else if (!(u > 0) && u == 0) sign = 0.0;
+            logs += log(fabs(u));
+        } else {
+            prod *= u;
+        }
+    }
+    if (lg) {
+        if (sign != sign) sign = 0.0;
+        d[0] = sign;
+        lg[0] = logs;
+    } else {
+        d[0] = sign * prod;
+    }
+}
+
+/* The m x m permutation matrix of k LAPACK pivots (p column-major): the
+ * identity with columns i and piv[i]-1 swapped in pivot order, so
+ * P[perm[i], i] = 1 where perm is 0..m-1 with the rows swapped as LAPACK
+ * swapped them. Out-of-range pivots are ignored. */
+OP_FN void op_la_perm1(const int32_t *piv, int64_t m, int64_t k, double *p)
+{
+    for (int64_t i = 0; i < m * m; i++) p[i] = 0.0;
+    for (int64_t i = 0; i < m; i++) p[i + i * m] = 1.0;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t j = (int64_t)piv[i] - 1;
+        if (j < 0 || j >= m || j == i) continue;
+        for (int64_t r = 0; r < m; r++) {
+            double t = p[r + i * m];
+            p[r + i * m] = p[r + j * m];
+            p[r + j * m] = t;
+        }
+    }
+}
+
+/* Whether unpack keeps element (i, j) under mask, and the value it stores. */
+OP_FN double op_la_masked(double v, int64_t i, int64_t j, int mask)
+{
+    switch (mask) {
+    case OP_LA_LOWER:      return i >= j ? v : 0.0;
+    case OP_LA_UPPER:      return i <= j ? v : 0.0;
+    case OP_LA_UNIT_LOWER: return i > j ? v : i == j ? 1.0 : 0.0;
+    default:               return v;
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

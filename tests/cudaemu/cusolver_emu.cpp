@@ -1,0 +1,300 @@
+// cusolver_emu.cpp — a reference for exactly the cuSOLVER entry points that
+// replayer/cuda/cusolver_loader.cu resolves, built as cudaemu's
+// libcusolver.so.12 so the backend finds it through its own loader (the
+// emulated binaries' RUNPATH, the folder of cudaemu's cuBLAS, or
+// $RGPU_CUSOLVER_PATH). Emulated device memory is host memory: each call is
+// checked when made (arguments, and the device ranges it touches when it
+// runs), queued on the handle's stream, and runs LAPACK (LAPACKE's _work
+// entry points) there. Workspaces are asked for and checked, not used.
+#include <lapacke.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cudaemu_api.h"
+
+namespace {
+
+enum { ST_OK = 0, ST_NOT_INITIALIZED = 1, ST_INVALID_VALUE = 3, ST_EXECUTION_FAILED = 6 };
+
+struct handle {
+    cudaStream_t stream;
+};
+
+enum kind { GETRF, GETRS, POTRF, POTRS, GEQRF, ORGQR, ORMQR, SYEVD, GESVD };
+
+struct call {
+    kind k;
+    int m, n, nrhs, lda, ldb, flag;   // flag: trans (getrs) or uplo (potrf/potrs), cuBLAS's values
+    double *A, *B;
+    int *ipiv, *info;
+    // geqrf/orgqr/ormqr (nrhs = k reflectors, B = C), syevd (flag uplo, flag2 jobz, B = W),
+    // gesvd (ju, jv; B = S, U (ldu), VT (ldvt))
+    int flag2 = 0;
+    double *tau = nullptr, *U = nullptr, *VT = nullptr;
+    int ldu = 1, ldvt = 1;
+    char ju = 'N', jv = 'N';
+};
+
+bool range(const void *p, size_t n, const char *what) {
+    if (!n || cudaemu_device_range_ok(p, n)) return true;
+    char msg[200];
+    snprintf(msg, sizeof msg, "cusolver: %s [%p, +%zu) is outside device memory", what, p, n);
+    cudaemu_report_fault(msg);
+    return false;
+}
+
+size_t mat_bytes(int ld, int cols) { return cols > 0 ? ((size_t)ld * (size_t)(cols - 1) + (size_t)ld) * sizeof(double) : 0; }
+
+void run(void *p) {
+    call *c = (call *)p;
+    int info = 0;
+    switch (c->k) {
+    case GETRF: {
+        int k = c->m < c->n ? c->m : c->n;
+        if (!range(c->A, mat_bytes(c->lda, c->n), "getrf A") || !range(c->ipiv, (size_t)k * 4, "getrf ipiv") ||
+            !range(c->info, 4, "getrf info"))
+            return;
+        info = LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, c->m, c->n, c->A, c->lda, c->ipiv);
+        break;
+    }
+    case GETRS:
+        if (!range(c->A, mat_bytes(c->lda, c->n), "getrs A") || !range(c->B, mat_bytes(c->ldb, c->nrhs), "getrs B") ||
+            !range(c->ipiv, (size_t)c->n * 4, "getrs ipiv") || !range(c->info, 4, "getrs info"))
+            return;
+        info = LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, c->flag ? 'T' : 'N', c->n, c->nrhs, c->A, c->lda, c->ipiv, c->B,
+                                   c->ldb);
+        break;
+    case POTRF:
+        if (!range(c->A, mat_bytes(c->lda, c->n), "potrf A") || !range(c->info, 4, "potrf info")) return;
+        info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, c->flag ? 'U' : 'L', c->n, c->A, c->lda);
+        break;
+    case POTRS:
+        if (!range(c->A, mat_bytes(c->lda, c->n), "potrs A") || !range(c->B, mat_bytes(c->ldb, c->nrhs), "potrs B") ||
+            !range(c->info, 4, "potrs info"))
+            return;
+        info = LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, c->flag ? 'U' : 'L', c->n, c->nrhs, c->A, c->lda, c->B, c->ldb);
+        break;
+    case GEQRF: {
+        int k = c->m < c->n ? c->m : c->n;
+        if (!range(c->A, mat_bytes(c->lda, c->n), "geqrf A") || !range(c->tau, (size_t)k * 8, "geqrf tau") ||
+            !range(c->info, 4, "geqrf info"))
+            return;
+        info = k ? LAPACKE_dgeqrf(LAPACK_COL_MAJOR, c->m, c->n, c->A, c->lda, c->tau) : 0;
+        break;
+    }
+    case ORGQR:
+        if (!range(c->A, mat_bytes(c->lda, c->n), "orgqr A") || !range(c->tau, (size_t)c->nrhs * 8, "orgqr tau") ||
+            !range(c->info, 4, "orgqr info"))
+            return;
+        info = LAPACKE_dorgqr(LAPACK_COL_MAJOR, c->m, c->n, c->nrhs, c->A, c->lda, c->tau);
+        break;
+    case ORMQR: {
+        int r = c->flag2 ? c->n : c->m;   // flag2: side right
+        (void)r;
+        if (!range(c->A, mat_bytes(c->lda, c->nrhs), "ormqr A") || !range(c->tau, (size_t)c->nrhs * 8, "ormqr tau") ||
+            !range(c->B, mat_bytes(c->ldb, c->n), "ormqr C") || !range(c->info, 4, "ormqr info"))
+            return;
+        info = LAPACKE_dormqr(LAPACK_COL_MAJOR, c->flag2 ? 'R' : 'L', c->flag ? 'T' : 'N', c->m, c->n, c->nrhs, c->A,
+                              c->lda, c->tau, c->B, c->ldb);
+        break;
+    }
+    case SYEVD:
+        if (!range(c->A, mat_bytes(c->lda, c->n), "syevd A") || !range(c->B, (size_t)c->n * 8, "syevd W") ||
+            !range(c->info, 4, "syevd info"))
+            return;
+        info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, c->flag2 ? 'V' : 'N', c->flag ? 'U' : 'L', c->n, c->A, c->lda, c->B);
+        break;
+    case GESVD: {
+        int k = c->m < c->n ? c->m : c->n;
+        int ucols = c->ju == 'A' ? c->m : k;
+        if (!range(c->A, mat_bytes(c->lda, c->n), "gesvd A") || !range(c->B, (size_t)k * 8, "gesvd S") ||
+            (c->ju != 'N' && !range(c->U, mat_bytes(c->ldu, ucols), "gesvd U")) ||
+            (c->jv != 'N' && !range(c->VT, mat_bytes(c->ldvt, c->n), "gesvd VT")) || !range(c->info, 4, "gesvd info"))
+            return;
+        double dummy = 0;
+        double *superb = new double[k > 1 ? k : 1];
+        info = LAPACKE_dgesvd(LAPACK_COL_MAJOR, c->ju, c->jv, c->m, c->n, c->A, c->lda, c->B, c->U ? c->U : &dummy,
+                              c->ldu, c->VT ? c->VT : &dummy, c->ldvt, superb);
+        delete[] superb;
+        break;
+    }
+    }
+    *c->info = info;
+}
+
+int enqueue(void *h, const call &c0) {
+    if (!h) return ST_NOT_INITIALIZED;
+    call *c = new call(c0);
+    int e = cudaemu_enqueue_host(((handle *)h)->stream, "cusolver", run, c, [](void *p) { delete (call *)p; });
+    return e ? ST_EXECUTION_FAILED : ST_OK;
+}
+
+bool bad_ld(int ld, int rows) { return ld < (rows > 1 ? rows : 1); }
+
+}  // namespace
+
+extern "C" {
+
+int cusolverDnCreate(void **out) {
+    LAPACKE_set_nancheck(0);   // NaNs go through, as on a GPU
+    *out = new handle{ nullptr };
+    return ST_OK;
+}
+
+int cusolverDnDestroy(void *h) {
+    delete (handle *)h;
+    return ST_OK;
+}
+
+int cusolverDnSetStream(void *h, cudaStream_t s) {
+    if (!h) return ST_NOT_INITIALIZED;
+    ((handle *)h)->stream = s;
+    return ST_OK;
+}
+
+int cusolverDnDgetrf_bufferSize(void *h, int m, int n, double *A, int lda, int *lwork) {
+    (void)A;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || bad_ld(lda, m) || !lwork) return ST_INVALID_VALUE;
+    *lwork = m * (n > 0 ? 1 : 0) + 1;
+    return ST_OK;
+}
+
+int cusolverDnDgetrf(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info) {
+    if (m < 0 || n < 0 || bad_ld(lda, m) || !work || !ipiv || !info) return ST_INVALID_VALUE;
+    call c = { GETRF, m, n, 0, lda, 0, 0, A, nullptr, ipiv, info };
+    return enqueue(h, c);
+}
+
+int cusolverDnDgetrs(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
+                     int ldb, int *info) {
+    if (n < 0 || nrhs < 0 || (trans != 0 && trans != 1) || bad_ld(lda, n) || bad_ld(ldb, n) || !info)
+        return ST_INVALID_VALUE;
+    call c = { GETRS, n, n, nrhs, lda, ldb, trans, (double *)A, B, (int *)ipiv, info };
+    return enqueue(h, c);
+}
+
+int cusolverDnDpotrf_bufferSize(void *h, int uplo, int n, double *A, int lda, int *lwork) {
+    (void)A;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (n < 0 || (uplo != 0 && uplo != 1) || bad_ld(lda, n) || !lwork) return ST_INVALID_VALUE;
+    *lwork = n + 1;
+    return ST_OK;
+}
+
+int cusolverDnDpotrf(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info) {
+    if (n < 0 || (uplo != 0 && uplo != 1) || bad_ld(lda, n) || !work || lwork < 1 || !info) return ST_INVALID_VALUE;
+    if (!cudaemu_device_range_ok(work, (size_t)lwork * sizeof(double))) return ST_INVALID_VALUE;
+    call c = { POTRF, n, n, 0, lda, 0, uplo, A, nullptr, nullptr, info };
+    return enqueue(h, c);
+}
+
+int cusolverDnDpotrs(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info) {
+    if (n < 0 || nrhs < 0 || (uplo != 0 && uplo != 1) || bad_ld(lda, n) || bad_ld(ldb, n) || !info)
+        return ST_INVALID_VALUE;
+    call c = { POTRS, n, n, nrhs, lda, ldb, uplo, (double *)A, B, nullptr, info };
+    return enqueue(h, c);
+}
+
+int cusolverDnDgeqrf_bufferSize(void *h, int m, int n, double *A, int lda, int *lwork) {
+    (void)A;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || bad_ld(lda, m) || !lwork) return ST_INVALID_VALUE;
+    *lwork = n + 1;
+    return ST_OK;
+}
+
+int cusolverDnDgeqrf(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info) {
+    if (m < 0 || n < 0 || bad_ld(lda, m) || !work || lwork < 1 || !info) return ST_INVALID_VALUE;
+    call c = { GEQRF, m, n, 0, lda, 0, 0, A, nullptr, nullptr, info };
+    c.tau = tau;
+    return enqueue(h, c);
+}
+
+int cusolverDnDorgqr_bufferSize(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork) {
+    (void)A; (void)tau;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || n > m || k < 0 || k > n || bad_ld(lda, m) || !lwork) return ST_INVALID_VALUE;
+    *lwork = n + 1;
+    return ST_OK;
+}
+
+int cusolverDnDorgqr(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+                     int *info) {
+    if (m < 0 || n < 0 || n > m || k < 0 || k > n || bad_ld(lda, m) || !work || lwork < 1 || !info)
+        return ST_INVALID_VALUE;
+    call c = { ORGQR, m, n, k, lda, 0, 0, A, nullptr, nullptr, info };
+    c.tau = (double *)tau;
+    return enqueue(h, c);
+}
+
+int cusolverDnDormqr_bufferSize(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                                const double *tau, const double *C, int ldc, int *lwork) {
+    (void)A; (void)tau; (void)C;
+    if (!h) return ST_NOT_INITIALIZED;
+    int r = side ? n : m;
+    if ((side != 0 && side != 1) || (trans != 0 && trans != 1) || m < 0 || n < 0 || k < 0 || k > r ||
+        bad_ld(lda, r) || bad_ld(ldc, m) || !lwork)
+        return ST_INVALID_VALUE;
+    *lwork = (side ? m : n) + 1;
+    return ST_OK;
+}
+
+int cusolverDnDormqr(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+                     double *C, int ldc, double *work, int lwork, int *info) {
+    int r = side ? n : m;
+    if ((side != 0 && side != 1) || (trans != 0 && trans != 1) || m < 0 || n < 0 || k < 0 || k > r ||
+        bad_ld(lda, r) || bad_ld(ldc, m) || !work || lwork < 1 || !info)
+        return ST_INVALID_VALUE;
+    call c = { ORMQR, m, n, k, lda, ldc, trans, (double *)A, C, nullptr, info };
+    c.flag2 = side;
+    c.tau = (double *)tau;
+    return enqueue(h, c);
+}
+
+int cusolverDnDsyevd_bufferSize(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
+                                int *lwork) {
+    (void)A; (void)W;
+    if (!h) return ST_NOT_INITIALIZED;
+    if ((jobz != 0 && jobz != 1) || (uplo != 0 && uplo != 1) || n < 0 || bad_ld(lda, n) || !lwork)
+        return ST_INVALID_VALUE;
+    *lwork = 2 * n + 1;
+    return ST_OK;
+}
+
+int cusolverDnDsyevd(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
+                     int *info) {
+    if ((jobz != 0 && jobz != 1) || (uplo != 0 && uplo != 1) || n < 0 || bad_ld(lda, n) || !work || lwork < 1 ||
+        !info)
+        return ST_INVALID_VALUE;
+    call c = { SYEVD, n, n, 0, lda, 0, uplo, A, W, nullptr, info };
+    c.flag2 = jobz;
+    return enqueue(h, c);
+}
+
+int cusolverDnDgesvd_bufferSize(void *h, int m, int n, int *lwork) {
+    if (!h) return ST_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || m < n || !lwork) return ST_INVALID_VALUE;
+    *lwork = 5 * m + 1;
+    return ST_OK;
+}
+
+// cuSOLVER's gesvd: m >= n only; jobu A/S/O/N, jobvt A/S/O/N (O is not referenced here: refused)
+int cusolverDnDgesvd(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
+                     double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info) {
+    (void)rwork;
+    auto ok_job = [](signed char j) { return j == 'A' || j == 'S' || j == 'N'; };
+    if (m < 0 || n < 0 || m < n || !ok_job(jobu) || !ok_job(jobvt) || bad_ld(lda, m) || !work || lwork < 1 || !info ||
+        (jobu != 'N' && (!U || bad_ld(ldu, m))) || (jobvt != 'N' && (!VT || bad_ld(ldvt, n))))
+        return ST_INVALID_VALUE;
+    call c = { GESVD, m, n, 0, lda, 0, 0, A, S, nullptr, info };
+    c.U = U;
+    c.VT = VT;
+    c.ldu = ldu;
+    c.ldvt = ldvt;
+    c.ju = (char)jobu;
+    c.jv = (char)jobvt;
+    return enqueue(h, c);
+}
+
+}  // extern "C"
