@@ -150,6 +150,7 @@ $(B)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(B)/lib/librgpu_replayer.a $(
 
 test-c: $(C_TESTS) $(SERVER) $(TOOLS)
 	@$(PYTHON) tools/gen_ops.py --check
+	@tools/check-symbols.sh $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
 
 test-py: all

@@ -68,14 +68,14 @@ static rgpu_status op_unscale(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *g = e->in[0], *inv = e->in[1];
     rgpu_view *out = e->out[0], *found = e->out[1];
-    FORWARD_IF_ERROR(op_amp_unscale_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_amp_unscale_check(e, err, errlen));
 
     unscale_ctx c = { g->dtype, *(const float *)inv->data, false, false };
     c.inv_one = c.inv == 1.0f;
     op_operand src = { g, NULL, 0 };
     op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, out, &src, 1, e->op, err, errlen));
-    op_iter_run(&it, unscale_row, &c);
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, &src, 1, e->op, err, errlen));
+    rgpu_op_iter_run(&it, unscale_row, &c);
     if (c.found) *(float *)found->data = 1.0f;
     return RGPU_OK;
 }
@@ -91,7 +91,7 @@ static rgpu_status op_update_scale(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view *scale = e->out[0], *tracker = e->out[1];
     double growth, backoff;
     int64_t interval;
-    FORWARD_IF_ERROR(op_amp_update_scale_args(e, &growth, &backoff, &interval, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_amp_update_scale_args(e, &growth, &backoff, &interval, err, errlen));
 
     float *s = scale->data;
     int32_t *t = tracker->data;
@@ -114,14 +114,14 @@ static rgpu_status op_update_scale(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * The family */
 
-rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_AMP_UNSCALE:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_unscale(e, err, errlen);
     case RGPU_OP_AMP_UPDATE_SCALE:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_update_scale(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));

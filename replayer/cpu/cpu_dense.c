@@ -20,24 +20,24 @@
 /* ---------------------------------------------------------------------------
  * Dispatch */
 
-rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_MM: case RGPU_OP_BMM: case RGPU_OP_ADDMM: case RGPU_OP_BADDBMM:
-        return cpu_dense_matmul(e, err, errlen);
-    case RGPU_OP_CONVOLUTION:                  return cpu_dense_conv(e, err, errlen);
-    case RGPU_OP_CONVOLUTION_BACKWARD:         return cpu_dense_conv_backward(e, err, errlen);
-    case RGPU_OP_BATCH_NORM:                   return cpu_dense_batch_norm(e, err, errlen);
-    case RGPU_OP_BATCH_NORM_BACKWARD:          return cpu_dense_batch_norm_backward(e, err, errlen);
-    case RGPU_OP_MAX_POOL2D:                   return cpu_dense_max_pool(e, err, errlen);
-    case RGPU_OP_MAX_POOL2D_BACKWARD:          return cpu_dense_max_pool_backward(e, err, errlen);
-    case RGPU_OP_AVG_POOL2D:                   return cpu_dense_avg_pool(e, err, errlen);
-    case RGPU_OP_AVG_POOL2D_BACKWARD:          return cpu_dense_avg_pool_backward(e, err, errlen);
-    case RGPU_OP_ADAPTIVE_AVG_POOL2D:          return cpu_dense_adaptive_pool(e, err, errlen);
-    case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD: return cpu_dense_adaptive_pool_backward(e, err, errlen);
+        return rgpu_cpu_dense_matmul(e, err, errlen);
+    case RGPU_OP_CONVOLUTION:                  return rgpu_cpu_dense_conv(e, err, errlen);
+    case RGPU_OP_CONVOLUTION_BACKWARD:         return rgpu_cpu_dense_conv_backward(e, err, errlen);
+    case RGPU_OP_BATCH_NORM:                   return rgpu_cpu_dense_batch_norm(e, err, errlen);
+    case RGPU_OP_BATCH_NORM_BACKWARD:          return rgpu_cpu_dense_batch_norm_backward(e, err, errlen);
+    case RGPU_OP_MAX_POOL2D:                   return rgpu_cpu_dense_max_pool(e, err, errlen);
+    case RGPU_OP_MAX_POOL2D_BACKWARD:          return rgpu_cpu_dense_max_pool_backward(e, err, errlen);
+    case RGPU_OP_AVG_POOL2D:                   return rgpu_cpu_dense_avg_pool(e, err, errlen);
+    case RGPU_OP_AVG_POOL2D_BACKWARD:          return rgpu_cpu_dense_avg_pool_backward(e, err, errlen);
+    case RGPU_OP_ADAPTIVE_AVG_POOL2D:          return rgpu_cpu_dense_adaptive_pool(e, err, errlen);
+    case RGPU_OP_ADAPTIVE_AVG_POOL2D_BACKWARD: return rgpu_cpu_dense_adaptive_pool_backward(e, err, errlen);
     case RGPU_OP_LSTM_CELL: case RGPU_OP_LSTM_CELL_BACKWARD:
     case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
-        return cpu_dense_rnn_cell(e, err, errlen);
+        return rgpu_cpu_dense_rnn_cell(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }
@@ -49,7 +49,7 @@ rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * Buffers */
 
-void *dense_calloc(int64_t n, size_t esz)
+void *rgpu_dense_calloc(int64_t n, size_t esz)
 {
     if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / esz) return NULL;
     return calloc(n ? (size_t)n : 1, esz);
@@ -58,7 +58,7 @@ void *dense_calloc(int64_t n, size_t esz)
 /* Row-major walk over v's outer dims; the inner dim is converted as a row. */
 static void dense_walk(const rgpu_view *v, int ct, void *buf, bool store)
 {
-    int64_t numel = op_numel(v);
+    int64_t numel = rgpu_op_numel(v);
     if (numel == 0) return;
     int nd = v->ndim;
     int64_t esz = (int64_t)rgpu_dtype_size(v->dtype), csz = (int64_t)op_dense_ct_size(ct);
@@ -84,8 +84,8 @@ static void dense_walk(const rgpu_view *v, int ct, void *buf, bool store)
     }
 }
 
-void dense_load(const rgpu_view *v, int ct, void *dst) { dense_walk(v, ct, dst, false); }
-void dense_store(const rgpu_view *v, int ct, const void *src) { dense_walk(v, ct, (void *)(uintptr_t)src, true); }
+void rgpu_dense_load(const rgpu_view *v, int ct, void *dst) { dense_walk(v, ct, dst, false); }
+void rgpu_dense_store(const rgpu_view *v, int ct, const void *src) { dense_walk(v, ct, (void *)(uintptr_t)src, true); }
 
 /* ---------------------------------------------------------------------------
  * GEMM on compute buffers */
@@ -105,7 +105,7 @@ static void gemm_i64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, uint64_t
     }
 }
 
-void dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
 {
     if (M == 0 || N == 0) return;
@@ -181,12 +181,12 @@ static void mat_copy_same_dtype(const mat_ref *dst, const mat_ref *src)
 }
 #undef MAT_COPY
 
-rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dense_mm q;
-    FORWARD_IF_ERROR(op_dense_mm_args(e, &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_mm_args(e, &q, err, errlen));
     OP_DENSE_MM_LOCALS(q);
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     int ct = op_dense_ct_of(dt);
     int64_t esz = (int64_t)rgpu_dtype_size(dt), csz = (int64_t)op_dense_ct_size(ct);
@@ -200,8 +200,8 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 
     bool ta = false, tb = false, to = false;
     int64_t lda = k, ldb = m, ldo = m;
-    bool a_direct = native && op_dense_blas_layout(n, k, A.s0, A.s1, &ta, &lda);
-    bool b_direct = native && op_dense_blas_layout(k, m, Bm.s0, Bm.s1, &tb, &ldb);
+    bool a_direct = native && rgpu_op_dense_blas_layout(n, k, A.s0, A.s1, &ta, &lda);
+    bool b_direct = native && rgpu_op_dense_blas_layout(k, m, Bm.s0, Bm.s1, &tb, &ldb);
     if (!a_direct) { ta = false; lda = k > 0 ? k : 1; }
     if (!b_direct) { tb = false; ldb = m; }
 
@@ -216,14 +216,14 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     }
     /* Writing out while reading an operand it overlaps would corrupt it:
      * then the whole result goes to a buffer first and is stored last. */
-    bool overlap = op_dense_views_overlap(out, a) || op_dense_views_overlap(out, b) ||
-                   (use_self && !self_is_out && op_dense_views_overlap(out, self));
-    bool o_direct = native && !overlap && op_dense_blas_layout(n, m, O.s0, O.s1, &to, &ldo);
+    bool overlap = rgpu_op_dense_views_overlap(out, a) || rgpu_op_dense_views_overlap(out, b) ||
+                   (use_self && !self_is_out && rgpu_op_dense_views_overlap(out, self));
+    bool o_direct = native && !overlap && rgpu_op_dense_blas_layout(n, m, O.s0, O.s1, &to, &ldo);
 
     void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
-    if (!a_direct) abuf = op_alloc(n * k, (size_t)csz);
-    if (!b_direct) bbuf = op_alloc(k * m, (size_t)csz);
-    if (!o_direct) cbuf = op_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
+    if (!a_direct) abuf = rgpu_op_alloc(n * k, (size_t)csz);
+    if (!b_direct) bbuf = rgpu_op_alloc(k * m, (size_t)csz);
+    if (!o_direct) cbuf = rgpu_op_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
     if ((!a_direct && !abuf) || (!b_direct && !bbuf) || (!o_direct && !cbuf)) {
         free(abuf); free(bbuf); free(cbuf);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
@@ -237,22 +237,22 @@ rgpu_status cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
         Oi.p += bi * ob * esz;
         if (Si.p) Si.p += bi * ss[0] * esz;
         const void *pa = Ai.p, *pb = Bi.p;
-        if (!a_direct) { rgpu_view v = mat_view(&Ai); dense_load(&v, ct, abuf); pa = abuf; }
-        if (!b_direct) { rgpu_view v = mat_view(&Bi); dense_load(&v, ct, bbuf); pb = bbuf; }
+        if (!a_direct) { rgpu_view v = mat_view(&Ai); rgpu_dense_load(&v, ct, abuf); pa = abuf; }
+        if (!b_direct) { rgpu_view v = mat_view(&Bi); rgpu_dense_load(&v, ct, bbuf); pb = bbuf; }
         if (o_direct) {
             if (use_self && !self_is_out) mat_copy_same_dtype(&Oi, &Si);
             if (!to)
-                dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, Oi.p, ldo);
+                rgpu_dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, Oi.p, ldo);
             else   /* column-major out: C^T = B^T A^T, row-major with ld = its column stride */
-                dense_gemm(ct, !tb, !ta, m, n, k, alpha, pb, ldb, pa, lda, use_self ? beta : 0.0, Oi.p, ldo);
+                rgpu_dense_gemm(ct, !tb, !ta, m, n, k, alpha, pb, ldb, pa, lda, use_self ? beta : 0.0, Oi.p, ldo);
         } else {
             char *c = (char *)cbuf + (overlap ? bi * n * m * csz : 0);
-            if (use_self) { rgpu_view v = mat_view(&Si); dense_load(&v, ct, c); }
-            dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, c, m);
-            if (!overlap) { rgpu_view v = mat_view(&Oi); dense_store(&v, ct, c); }
+            if (use_self) { rgpu_view v = mat_view(&Si); rgpu_dense_load(&v, ct, c); }
+            rgpu_dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, c, m);
+            if (!overlap) { rgpu_view v = mat_view(&Oi); rgpu_dense_store(&v, ct, c); }
         }
     }
-    if (overlap) dense_store(out, ct, cbuf);
+    if (overlap) rgpu_dense_store(out, ct, cbuf);
     free(abuf); free(bbuf); free(cbuf);
     return RGPU_OK;
 }

@@ -1,4 +1,4 @@
-/* cpu_dense_conv.c — convolution and convolution_backward on the CPU:
+/* rgpu_cpu_dense_conv.c — convolution and convolution_backward on the CPU:
  * im2col + GEMM per (image, group), 3-D (N,C,D,H,W), 2-D (N,C,H,W) as D = 1
  * and 1-D (N,C,L) as D = H = 1, plain and transposed.
  *
@@ -110,7 +110,7 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
 }
 
 #define NOMEM_IF(cond) do { if (cond) { st = RGPU_ERR_NOMEM; \
-    op_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
+    rgpu_op_errf(err, errlen, "%s: out of memory for convolution buffers", rgpu_op_name(op)); goto done; } } while (0)
 
 /* ---------------------------------------------------------------------------
  * Cores. wbuf is the weight packed as (O, Cg*kh*kw); bias packed per row of
@@ -122,21 +122,21 @@ static rgpu_status conv_fwd(int op, int ct, const op_conv_geom *g, const void *w
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
-    char *x = op_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
-    char *y = op_alloc(g->O * hwo, cs);
+    char *x = rgpu_op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
+    char *y = rgpu_op_alloc(g->O * hwo, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !y);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = op_dense_subview(I, 0, n), out = op_dense_subview(G, 0, n);
-        dense_load(&in, ct, x);
+        rgpu_view in = rgpu_op_dense_subview(I, 0, n), out = rgpu_op_dense_subview(G, 0, n);
+        rgpu_dense_load(&in, ct, x);
         for (int64_t gi = 0; gi < g->groups; gi++) {
             const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
             if (!g->pointwise) im2col(ct, xg, g, col);
-            dense_gemm(ct, false, false, g->Og, hwo, kd, 1.0, (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs, kd,
+            rgpu_dense_gemm(ct, false, false, g->Og, hwo, kd, 1.0, (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs, kd,
                        g->pointwise ? xg : col, hwo, 0.0, y + (size_t)(gi * g->Og * hwo) * cs, hwo);
         }
         add_bias_rows(ct, y, bias, g->O, hwo);
-        dense_store(&out, ct, y);
+        rgpu_dense_store(&out, ct, y);
     }
 done:
     free(x); free(col); free(y);
@@ -149,27 +149,27 @@ static rgpu_status conv_data(int op, int ct, const op_conv_geom *g, const void *
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
-    char *gb = op_alloc(g->O * hwo, cs);
-    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
-    char *x = op_alloc(g->C * hw, cs);
+    char *gb = rgpu_op_alloc(g->O * hwo, cs);
+    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
+    char *x = rgpu_op_alloc(g->C * hw, cs);
     NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = op_dense_subview(G, 0, n), out = op_dense_subview(I, 0, n);
-        dense_load(&in, ct, gb);
+        rgpu_view in = rgpu_op_dense_subview(G, 0, n), out = rgpu_op_dense_subview(I, 0, n);
+        rgpu_dense_load(&in, ct, gb);
         if (!g->pointwise) memset(x, 0, (size_t)(g->C * hw) * cs);
         for (int64_t gi = 0; gi < g->groups; gi++) {
             const char *wg = (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs;
             const char *gg = gb + (size_t)(gi * g->Og * hwo) * cs;
             char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
             if (g->pointwise) {
-                dense_gemm(ct, true, false, g->Cg, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, xg, hw);
+                rgpu_dense_gemm(ct, true, false, g->Cg, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, xg, hw);
             } else {
-                dense_gemm(ct, true, false, kd, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, col, hwo);
+                rgpu_dense_gemm(ct, true, false, kd, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, col, hwo);
                 col2im(ct, col, g, xg);
             }
         }
         add_bias_rows(ct, x, bias, g->C, hw);
-        dense_store(&out, ct, x);
+        rgpu_dense_store(&out, ct, x);
     }
 done:
     free(gb); free(col); free(x);
@@ -182,23 +182,23 @@ static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu
     rgpu_status st = RGPU_OK;
     size_t cs = op_dense_ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
-    char *x = op_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : op_alloc(kd * hwo, cs);
-    char *gb = op_alloc(g->O * hwo, cs);
-    char *wb = dense_calloc(g->O * kd, cs);
+    char *x = rgpu_op_alloc(g->C * hw, cs);
+    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
+    char *gb = rgpu_op_alloc(g->O * hwo, cs);
+    char *wb = rgpu_dense_calloc(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
     for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = op_dense_subview(I, 0, n), gv = op_dense_subview(G, 0, n);
-        dense_load(&in, ct, x);
-        dense_load(&gv, ct, gb);
+        rgpu_view in = rgpu_op_dense_subview(I, 0, n), gv = rgpu_op_dense_subview(G, 0, n);
+        rgpu_dense_load(&in, ct, x);
+        rgpu_dense_load(&gv, ct, gb);
         for (int64_t gi = 0; gi < g->groups; gi++) {
             const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
             if (!g->pointwise) im2col(ct, xg, g, col);
-            dense_gemm(ct, false, true, g->Og, kd, hwo, 1.0, gb + (size_t)(gi * g->Og * hwo) * cs, hwo,
+            rgpu_dense_gemm(ct, false, true, g->Og, kd, hwo, 1.0, gb + (size_t)(gi * g->Og * hwo) * cs, hwo,
                        g->pointwise ? xg : col, hwo, 1.0, wb + (size_t)(gi * g->Og * kd) * cs, kd);
         }
     }
-    dense_store(dw, ct, wb);
+    rgpu_dense_store(dw, ct, wb);
 done:
     free(x); free(col); free(gb); free(wb);
     return st;
@@ -209,19 +209,19 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0];
     for (int d = 2; d < grad->ndim; d++) per *= grad->sizes[d];
-    double *buf = op_alloc(per, sizeof(double)), *sums = op_alloc(C, sizeof(double));
+    double *buf = rgpu_op_alloc(per, sizeof(double)), *sums = rgpu_op_alloc(C, sizeof(double));
     if (!buf || !sums) {
         free(buf); free(sums);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the bias gradient", rgpu_op_name(op));
     }
     for (int64_t c = 0; c < C; c++) {
-        rgpu_view v = op_dense_subview(grad, 1, c);
-        dense_load(&v, OP_CT_F64, buf);
+        rgpu_view v = rgpu_op_dense_subview(grad, 1, c);
+        rgpu_dense_load(&v, OP_CT_F64, buf);
         double s = 0.0;
         for (int64_t i = 0; i < per; i++) s += buf[i];
         sums[c] = s;
     }
-    dense_store(db, OP_CT_F64, sums);
+    rgpu_dense_store(db, OP_CT_F64, sums);
     free(buf); free(sums);
     return RGPU_OK;
 }
@@ -229,8 +229,8 @@ static rgpu_status conv_bias_grad(int op, const rgpu_view *grad, rgpu_view *db, 
 /* Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw). */
 static void *pack_weight(int ct, const rgpu_view *w)
 {
-    void *buf = op_alloc(op_numel(w), op_dense_ct_size(ct));
-    if (buf) dense_load(w, ct, buf);
+    void *buf = rgpu_op_alloc(rgpu_op_numel(w), op_dense_ct_size(ct));
+    if (buf) rgpu_dense_load(w, ct, buf);
     return buf;
 }
 
@@ -238,19 +238,19 @@ static void *pack_weight(int ct, const rgpu_view *w)
  * Entry points */
 
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
-rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_conv_fwd q;
-    FORWARD_IF_ERROR(op_conv_fwd_args(e, "cpu", &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_fwd_args(e, "cpu", &q, err, errlen));
     if (q.empty) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
 
     int ct = op_dense_ct_of(q.dt);
     void *wb = pack_weight(ct, &q.w), *bb = NULL;
-    if (q.bias) { bb = op_alloc(q.nb, op_dense_ct_size(ct)); if (bb) dense_load(q.bias, ct, bb); }
+    if (q.bias) { bb = rgpu_op_alloc(q.nb, op_dense_ct_size(ct)); if (bb) rgpu_dense_load(q.bias, ct, bb); }
     rgpu_status st;
     if (!wb || (q.bias && !bb)) {
-        op_errf(err, errlen, "%s: out of memory packing the weight", name);
+        rgpu_op_errf(err, errlen, "%s: out of memory packing the weight", name);
         st = RGPU_ERR_NOMEM;
     } else if (!q.a.transposed) {
         st = conv_fwd(e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
@@ -263,16 +263,16 @@ rgpu_status cpu_dense_conv(const rgpu_exec *e, char *err, size_t errlen)
 
 /* in grad, x, w; bias_sizes|NONE, stride, padding, dilation, transposed,
  * output_padding, groups; outs dx?, dw?, db? */
-rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_conv_bwd q;
-    FORWARD_IF_ERROR(op_conv_bwd_args(e, "cpu", &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_bwd_args(e, "cpu", &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
 
     int ct = op_dense_ct_of(q.dt);
     rgpu_status st = RGPU_OK;
-    if (q.dx0 && op_numel(q.dx0) > 0) {
-        rgpu_view dx = op_conv_as_4d(q.dx0);
+    if (q.dx0 && rgpu_op_numel(q.dx0) > 0) {
+        rgpu_view dx = rgpu_op_conv_as_4d(q.dx0);
         void *wb = pack_weight(ct, &q.w);
         if (!wb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory packing the weight", name);
         if (!q.a.transposed) st = conv_data(e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen);
@@ -280,12 +280,12 @@ rgpu_status cpu_dense_conv_backward(const rgpu_exec *e, char *err, size_t errlen
         free(wb);
         FORWARD_IF_ERROR(st);
     }
-    if (q.dw0 && op_numel(q.dw0) > 0) {
-        rgpu_view dw = op_conv_as_4d(q.dw0);
+    if (q.dw0 && rgpu_op_numel(q.dw0) > 0) {
+        rgpu_view dw = rgpu_op_conv_as_4d(q.dw0);
         if (!q.a.transposed) st = conv_weight(e->op, ct, &q.g, &q.x, &q.gr, &dw, err, errlen);
         else st = conv_weight(e->op, ct, &q.g, &q.gr, &q.x, &dw, err, errlen);
         FORWARD_IF_ERROR(st);
     }
-    if (q.db && op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &q.gr, q.db, err, errlen));
+    if (q.db && rgpu_op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(e->op, &q.gr, q.db, err, errlen));
     return RGPU_OK;
 }

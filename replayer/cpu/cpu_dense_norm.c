@@ -34,10 +34,10 @@ static double round_to(int dt, double v)
     return op_load_f64(b, dt);
 }
 
-rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_bn_setup su;
-    FORWARD_IF_ERROR(op_bn_forward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
     rgpu_view *y = e->out[0];
@@ -47,12 +47,12 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view **saves = su.saves;
     int stat_dt = su.stat_dt;
 
-    double *buf = op_alloc(n, sizeof(double));
+    double *buf = rgpu_op_alloc(n, sizeof(double));
     if (!buf) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
     bool f64 = x->dtype == RGPU_F64;
     for (int64_t c = 0; c < C; c++) {
-        rgpu_view xc = op_dense_subview(x, 1, c), yc = op_dense_subview(y, 1, c);
-        dense_load(&xc, OP_CT_F64, buf);
+        rgpu_view xc = rgpu_op_dense_subview(x, 1, c), yc = rgpu_op_dense_subview(y, 1, c);
+        rgpu_dense_load(&xc, OP_CT_F64, buf);
         double mean, invstd;
         if (training) {
             double sum = 0.0, var_sum = 0.0;
@@ -87,16 +87,16 @@ rgpu_status cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
             float alpha = (float)invstd * (float)wc, beta = (float)bc - (float)mean * alpha;
             for (int64_t i = 0; i < n; i++) buf[i] = (float)buf[i] * alpha + beta;
         }
-        dense_store(&yc, OP_CT_F64, buf);
+        rgpu_dense_store(&yc, OP_CT_F64, buf);
     }
     free(buf);
     return RGPU_OK;
 }
 
-rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_bn_setup su;
-    FORWARD_IF_ERROR(op_bn_backward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
     const rgpu_view *sm = e->in[5], *si = e->in[6];
@@ -105,16 +105,16 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
     double eps = su.eps;
     int64_t C = su.C, n = su.n;
 
-    double *xb = op_alloc(n, sizeof(double)), *gb = op_alloc(n, sizeof(double));
+    double *xb = rgpu_op_alloc(n, sizeof(double)), *gb = rgpu_op_alloc(n, sizeof(double));
     if (!xb || !gb) {
         free(xb); free(gb);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
     }
     bool f64 = x->dtype == RGPU_F64;
     for (int64_t c = 0; c < C; c++) {
-        rgpu_view xc = op_dense_subview(x, 1, c), gc = op_dense_subview(gr, 1, c);
-        dense_load(&xc, OP_CT_F64, xb);
-        dense_load(&gc, OP_CT_F64, gb);
+        rgpu_view xc = rgpu_op_dense_subview(x, 1, c), gc = rgpu_op_dense_subview(gr, 1, c);
+        rgpu_dense_load(&xc, OP_CT_F64, xb);
+        rgpu_dense_load(&gc, OP_CT_F64, gb);
         double mean, invstd;
         if (training) {
             mean = opm(f64, op_dense_at_f64(sm, c));
@@ -131,14 +131,14 @@ rgpu_status cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t 
             dotp += (xb[i] - mean) * gb[i];
         }
         if (dx) {
-            rgpu_view dxc = op_dense_subview(dx, 1, c);
+            rgpu_view dxc = rgpu_op_dense_subview(dx, 1, c);
             if (training) {
                 double k = dotp * invstd * invstd / (double)n, gm = sum / (double)n;
                 for (int64_t i = 0; i < n; i++) gb[i] = (gb[i] - gm - (xb[i] - mean) * k) * invstd * wc;
             } else {
                 for (int64_t i = 0; i < n; i++) gb[i] = gb[i] * invstd * wc;
             }
-            dense_store(&dxc, OP_CT_F64, gb);
+            rgpu_dense_store(&dxc, OP_CT_F64, gb);
         }
         if (dw) store_at(dw, c, dotp * invstd);
         if (db) store_at(db, c, sum);

@@ -20,12 +20,12 @@
 #include "cpu_dense.h"
 
 
-static rgpu_view as_4d(const rgpu_view *v) { return v->ndim == 3 ? op_dense_unsqueeze(v, 0) : *v; }
+static rgpu_view as_4d(const rgpu_view *v) { return v->ndim == 3 ? rgpu_op_dense_unsqueeze(v, 0) : *v; }
 
 static rgpu_view plane(const rgpu_view *v4, int64_t n, int64_t c)
 {
-    rgpu_view a = op_dense_subview(v4, 0, n);
-    return op_dense_subview(&a, 0, c);
+    rgpu_view a = rgpu_op_dense_subview(v4, 0, n);
+    return rgpu_op_dense_subview(&a, 0, c);
 }
 
 /* ---------------------------------------------------------------------------
@@ -195,11 +195,11 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const op_poo
     size_t cs = op_dense_ct_size(ct);
     bool backward = kind == PK_MAX_BW || kind == PK_AVG_BW || kind == PK_ADA_BW;
     int64_t in_n = backward ? g->Ho * g->Wo : g->H * g->W, out_n = backward ? g->H * g->W : g->Ho * g->Wo;
-    void *in = op_alloc(in_n, cs), *out = op_alloc(out_n, cs);
-    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? op_alloc(g->Ho * g->Wo, 8) : NULL;
+    void *in = rgpu_op_alloc(in_n, cs), *out = rgpu_op_alloc(out_n, cs);
+    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? rgpu_op_alloc(g->Ho * g->Wo, 8) : NULL;
     rgpu_status st = RGPU_OK;
     if (!in || !out || ((kind == PK_MAX || kind == PK_MAX_BW) && !idx)) {
-        op_errf(err, errlen, "%s: out of memory for plane buffers", name);
+        rgpu_op_errf(err, errlen, "%s: out of memory for plane buffers", name);
         st = RGPU_ERR_NOMEM;
         goto done;
     }
@@ -209,7 +209,7 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const op_poo
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t c = 0; c < g->C; c++) {
             rgpu_view sp = plane(&s4, n, c), dp = plane(&d4, n, c);
-            dense_load(&sp, ct, in);
+            rgpu_dense_load(&sp, ct, in);
             if (backward) memset(out, 0, (size_t)out_n * cs);
             switch (kind) {
             case PK_MAX: {
@@ -217,17 +217,17 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const op_poo
                 else if (ct == OP_CT_F64) max_plane_f64(in, g, out, idx);
                 else max_plane_i64(in, g, out, idx);
                 rgpu_view ip = plane(&d24, n, c);
-                dense_store(&ip, OP_CT_I64, idx);
+                rgpu_dense_store(&ip, OP_CT_I64, idx);
                 break;
             }
             case PK_MAX_BW: {
                 rgpu_view ip = plane(&a4, n, c);
-                dense_load(&ip, OP_CT_I64, idx);
+                rgpu_dense_load(&ip, OP_CT_I64, idx);
                 for (int64_t i = 0; i < in_n; i++) {
                     int64_t k = (int64_t)idx[i];
                     if (k == -1) continue;
                     if (k < 0 || k >= hw) {
-                        op_errf(err, errlen, "%s: index %lld is out of bounds for a plane of size %lld", name,
+                        rgpu_op_errf(err, errlen, "%s: index %lld is out of bounds for a plane of size %lld", name,
                                  (long long)k, (long long)hw);
                         st = RGPU_ERR_BAD_ARG;
                         goto done;
@@ -242,7 +242,7 @@ static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const op_poo
             case PK_ADA: adaptive_plane(ct, dst->dtype, in, g, out, false); break;
             default: adaptive_plane(ct, dst->dtype, in, g, out, true); break;
             }
-            dense_store(&dp, ct, out);
+            rgpu_dense_store(&dp, ct, out);
         }
 done:
     free(in); free(out); free(idx);
@@ -252,59 +252,59 @@ done:
 /* ---------------------------------------------------------------------------
  * Entry points */
 
-rgpu_status cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_max_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_max_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_max_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     return run_planes(e, PK_MAX, op_dense_ct_of(x->dtype), &g, x, NULL, e->out[0], e->out[1], err, errlen);
 }
 
-rgpu_status cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_max_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_max_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_max_backward_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[1];
     return run_planes(e, PK_MAX_BW, op_dense_ct_of(x->dtype), &g, e->in[0], e->in[2], e->out[0], NULL, err, errlen);
 }
 
-rgpu_status cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_avg_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     return run_planes(e, PK_AVG, op_dense_ct_of(x->dtype), &g, x, NULL, e->out[0], NULL, err, errlen);
 }
 
-rgpu_status cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_avg_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[1];
     return run_planes(e, PK_AVG_BW, op_dense_ct_of(x->dtype), &g, e->in[0], NULL, e->out[0], NULL, err, errlen);
 }
 
-rgpu_status cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_adaptive_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    if (op_numel(y) == 0) return RGPU_OK;
+    if (rgpu_op_numel(y) == 0) return RGPU_OK;
     return run_planes(e, PK_ADA, op_dense_ct_of(x->dtype), &g, x, NULL, y, NULL, err, errlen);
 }
 
-rgpu_status cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_adaptive_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    if (op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
-        int64_t n = op_numel(dx);
-        void *z = dense_calloc(n, 8);
+    if (rgpu_op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+        int64_t n = rgpu_op_numel(dx);
+        void *z = rgpu_dense_calloc(n, 8);
         if (!z) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
-        dense_store(dx, OP_CT_F64, z);
+        rgpu_dense_store(dx, OP_CT_F64, z);
         free(z);
         return RGPU_OK;
     }

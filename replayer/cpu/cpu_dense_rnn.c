@@ -3,10 +3,10 @@
 #include "cpu_dense.h"
 #include "op/rnn.h"
 
-rgpu_status cpu_dense_rnn_cell(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_dense_rnn_cell(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_cell a;
-    FORWARD_IF_ERROR(op_cell_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_cell_check(e, &a, err, errlen));
     for (int64_t b = 0; b < a.B; b++)
         for (int64_t j = 0; j < a.H; j++) {
             switch (e->op) {

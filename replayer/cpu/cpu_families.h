@@ -10,18 +10,18 @@
 #include "backend.h"
 
 /* pointwise: unary, binary, ternary, activation backwards, tril/triu */
-rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* reductions beyond sum/mean, softmax family, layer norm, nll loss */
-rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* matmul (OpenBLAS), convolution, batch norm, pooling */
-rgpu_status cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* embedding, gather/scatter, index ops, cat, pad, random, dropout, nonzero, unique */
-rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* mixed precision: GradScaler's unscale + inf check, scale update */
-rgpu_status cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc (cpu_sort.c) */
-rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* linear algebra (LAPACK): cholesky, LU, solves, inverse, det (cpu_linalg.c) */
-rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

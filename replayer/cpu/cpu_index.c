@@ -2,7 +2,7 @@
  * gather/scatter/index kernels (embedding and its backward, gather, scatter,
  * scatter_add, index_select, index_add, index.Tensor, index_put).
  * cat/pad/nonzero/masked_select/unique live in cpu_index_data.c, the Philox
- * random ops and dropout in cpu_index_random.c.
+ * random ops and dropout in rgpu_cpu_index_random.c.
  *
  * ATen semantics: indices are i64 or i32 (ATen 2.13 takes both everywhere
  * here); gather,
@@ -22,13 +22,13 @@
 /* ---------------------------------------------------------------------------
  * Views */
 
-void cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
+void rgpu_cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
 {
     op_walk w;
     op_walk_init(&w, dst->ndim, dst->sizes);
     op_walk_strides(&w, 0, dst);
     op_walk_strides(&w, 1, src);
-    if (op_numel(dst) == 0) return;
+    if (rgpu_op_numel(dst) == 0) return;
     char *o = dst->data;
     const char *s = src->data;
     do op_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
@@ -43,13 +43,13 @@ static rgpu_status load_vector_index(const rgpu_exec *e, const rgpu_view *index,
     const char *name = rgpu_op_name(e->op);
     if (index->ndim > 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index is supposed to be a vector, got %d dims", name, index->ndim);
-    int64_t cnt = op_numel(index);
+    int64_t cnt = rgpu_op_numel(index);
     *out = NULL;
     *n = cnt;
     if (cnt == 0) return RGPU_OK;
-    int64_t *v = op_alloc(cnt, sizeof *v);
+    int64_t *v = rgpu_op_alloc(cnt, sizeof *v);
     if (v == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld indices", name, (long long)cnt);
-    int64_t s = op_index_bstride(index, 0);
+    int64_t s = rgpu_op_index_bstride(index, 0);
     for (int64_t i = 0; i < cnt; i++) {
         v[i] = op_idx_load_index((const char *)index->data + i * s, index->dtype);
         if (v[i] < 0 || v[i] >= size) {
@@ -68,8 +68,8 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
                                       char *err, size_t errlen)
 {
     bool copy;
-    FORWARD_IF_ERROR(op_index_self_into_out(e, out, self, &copy, err, errlen));
-    if (copy) cpu_index_copy_view(out, self);
+    FORWARD_IF_ERROR(rgpu_op_index_self_into_out(e, out, self, &copy, err, errlen));
+    if (copy) rgpu_cpu_index_copy_view(out, self);
     return RGPU_OK;
 }
 
@@ -79,10 +79,10 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
 
 static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_embedding_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_embedding_check(e, err, errlen));
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    if (op_numel(ix) == 0) return RGPU_OK;
+    if (rgpu_op_numel(ix) == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
     op_walk w;
@@ -96,7 +96,7 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
     } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(wt->dtype);
-    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
+    int64_t ws0 = rgpu_op_index_bstride(wt, 0), ws1 = rgpu_op_index_bstride(wt, 1), os = rgpu_op_index_bstride(out, ix->ndim);
     op_walk_init(&w, ix->ndim, ix->sizes);
     op_walk_strides(&w, 0, ix);
     op_walk_strides(&w, 1, out);
@@ -119,7 +119,7 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_embbw p;
-    FORWARD_IF_ERROR(op_index_embedding_backward_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_embedding_backward_check(e, &p, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
@@ -150,7 +150,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     /* out = 0 */
     int dt = out->dtype;
     size_t esz = rgpu_dtype_size(dt);
-    if (op_numel(out) > 0) {
+    if (rgpu_op_numel(out) > 0) {
         op_walk wo;
         op_walk_init(&wo, 2, out->sizes);
         op_walk_strides(&wo, 0, out);
@@ -166,7 +166,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     op_walk_strides(&wg, 0, g);
     op_walk_init(&wi, ix->ndim, ix->sizes);
     op_walk_strides(&wi, 0, ix);
-    int64_t gs = op_index_bstride(g, g->ndim - 1), os0 = op_index_bstride(out, 0), os1 = op_index_bstride(out, 1);
+    int64_t gs = rgpu_op_index_bstride(g, g->ndim - 1), os0 = rgpu_op_index_bstride(out, 0), os1 = rgpu_op_index_bstride(out, 1);
     for (int64_t i = 0; i < p.n; i++) {
         int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
         if (k != p.pad) {
@@ -197,8 +197,8 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
-    if (op_numel(p.ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(rgpu_op_index_gather_check(e, &p, err, errlen));
+    if (rgpu_op_numel(p.ix) == 0) return RGPU_OK;
 
     op_walk w;
     op_walk_init(&w, p.nd, p.isz);
@@ -211,7 +211,7 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     } while (op_walk_next(&w));
 
     size_t esz = rgpu_dtype_size(p.self->dtype);
-    int64_t sdim = op_index_bstride(p.self, p.dim);
+    int64_t sdim = rgpu_op_index_bstride(p.self, p.dim);
     op_walk_init(&w, p.nd, p.isz);
     op_walk_strides(&w, 0, p.ix);
     op_walk_strides(&w, 1, p.out);
@@ -239,8 +239,8 @@ typedef struct facc {
 
 static rgpu_status facc_init(const rgpu_exec *e, facc *f, const rgpu_view *out, char *err, size_t errlen)
 {
-    f->n = op_numel(out);
-    f->acc = op_alloc(f->n, sizeof *f->acc);
+    f->n = rgpu_op_numel(out);
+    f->acc = rgpu_op_alloc(f->n, sizeof *f->acc);
     f->touched = f->acc ? calloc((size_t)(f->n > 0 ? f->n : 1), 1) : NULL;
     if (f->acc == NULL || f->touched == NULL) {
         free(f->acc);
@@ -293,7 +293,7 @@ static void contig_strides(const int64_t *sz, int nd, int64_t *st)
  * then out = self; *any: the index has elements. */
 static rgpu_status scatter_start(const rgpu_exec *e, const op_index_dimop *p, bool *any, char *err, size_t errlen)
 {
-    *any = op_numel(p->ix) > 0;
+    *any = rgpu_op_numel(p->ix) > 0;
     if (*any) {
         op_walk w;
         op_walk_init(&w, p->nd, p->isz);
@@ -325,14 +325,14 @@ static void scatter_walk(const op_index_dimop *p, int64_t *cst, op_walk *w)
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_scatter_check(e, add_only, &p, err, errlen));
     bool any;
     FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
     op_walk w;
     int dt = p.out->dtype;
-    int64_t odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = rgpu_op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f;
@@ -358,15 +358,15 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
 {
     op_index_dimop p;
     bool incl;
-    FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
     bool any;
     FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
     op_walk w;
     int dt = p.out->dtype, mode = (int)p.reduce;
-    int64_t nout = op_numel(p.out), odim = op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
-    op_sr_acc *acc = op_alloc(nout, sizeof *acc);
+    int64_t nout = rgpu_op_numel(p.out), odim = rgpu_op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
+    op_sr_acc *acc = rgpu_op_alloc(nout, sizeof *acc);
     int64_t *cnt = acc ? calloc((size_t)nout, sizeof *cnt) : NULL;
     if (cnt == NULL) {
         free(acc);
@@ -381,7 +381,7 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
     } while (op_walk_next(&w));
 
     op_walk_init(&w, p.nd, p.ssz);
-    for (int d = 0; d < p.nd; d++) w.st[0][d] = op_index_bstride(p.out, d);
+    for (int d = 0; d < p.nd; d++) w.st[0][d] = rgpu_op_index_bstride(p.out, d);
     int64_t l = 0;
     do {
         if (cnt[l]) op_sr_finish((char *)p.out->data + w.off[0], &acc[l], cnt[l], dt, mode, incl);
@@ -398,15 +398,15 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_select_check(e, &p, err, errlen));
     int64_t *iv, n;
     FORWARD_IF_ERROR(load_vector_index(e, p.ix, p.dim, p.ssz[p.dim], &iv, &n, err, errlen));
-    if (op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
+    if (rgpu_op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
 
     size_t esz = rgpu_dtype_size(p.self->dtype);
-    int64_t sdim = op_index_bstride(p.self, p.dim);
+    int64_t sdim = rgpu_op_index_bstride(p.self, p.dim);
     op_walk w;
-    op_index_select_walk(&p, &w);
+    rgpu_op_index_select_walk(&p, &w);
     do op_elem_copy((char *)p.out->data + w.off[0], (const char *)p.self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
     while (op_walk_next(&w));
     free(iv);
@@ -420,12 +420,12 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_add_check(e, &p, err, errlen));
     int dt = p.self->dtype, dim = p.dim, nd = p.nd;
     int64_t *iv, n;
     FORWARD_IF_ERROR(load_vector_index(e, p.ix, dim, p.ssz[dim], &iv, &n, err, errlen));
     rgpu_status st = copy_self_into_out(e, p.out, p.self, err, errlen);
-    if (st != RGPU_OK || op_numel(p.src) == 0) { free(iv); return st; }
+    if (st != RGPU_OK || rgpu_op_numel(p.src) == 0) { free(iv); return st; }
 
     /* ATen sends alpha multi-dim index_add along the first or last dim with
      * alpha 1 and an int64 index through scatter_add, which accumulates
@@ -437,7 +437,7 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
         st = facc_init(e, &f, p.out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }
     }
-    int64_t odim = op_index_bstride(p.out, dim), cst[RGPU_MAX_DIMS];
+    int64_t odim = rgpu_op_index_bstride(p.out, dim), cst[RGPU_MAX_DIMS];
     contig_strides(p.ssz, nd, cst);
     op_walk w;
     op_walk_init(&w, nd, p.rsz);
@@ -458,7 +458,7 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
 }
 
 /* ---------------------------------------------------------------------------
- * Advanced indexing geometry (index.Tensor, index_put): op_index_geom_shape
+ * Advanced indexing geometry (index.Tensor, index_put): rgpu_op_index_geom_shape
  * (op/index.h), plus boff[b], the byte offset into the target (self for
  * index, out for index_put) of B element b. */
 
@@ -472,8 +472,8 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
 {
     const char *name = rgpu_op_name(e->op);
     g->boff = NULL;
-    FORWARD_IF_ERROR(op_index_geom_shape(e, &g->s, self, idx, nidx, err, errlen));
-    g->boff = op_alloc(g->s.nbel, sizeof *g->boff);
+    FORWARD_IF_ERROR(rgpu_op_index_geom_shape(e, &g->s, self, idx, nidx, err, errlen));
+    g->boff = rgpu_op_alloc(g->s.nbel, sizeof *g->boff);
     if (g->boff != NULL) memset(g->boff, 0, (size_t)(g->s.nbel > 0 ? g->s.nbel : 1) * sizeof *g->boff);
     if (g->boff == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld index offsets", name, (long long)g->s.nbel);
     if (g->s.nbel == 0) return RGPU_OK;
@@ -486,7 +486,7 @@ static rgpu_status geom_build(const rgpu_exec *e, idx_geom *g, const rgpu_view *
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++)
             w.st[0][lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
-        int64_t size = self->sizes[k], ts = op_index_bstride(target, k);
+        int64_t size = self->sizes[k], ts = rgpu_op_index_bstride(target, k);
         int64_t b = 0;
         do {
             int64_t x = op_idx_load_index((const char *)v->data + w.off[0], v->dtype);
@@ -511,7 +511,7 @@ static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->s.nb - 1; j >= 0; j--) { bst[j] = s; s *= g->s.bsz[j]; }
     for (int r = 0; r < g->s.R; r++) {
-        if (g->s.rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->s.rdim[r]);
+        if (g->s.rdim[r] >= 0) w->st[1][r] = rgpu_op_index_bstride(target, g->s.rdim[r]);
         else w->st[2][r] = bst[-1 - g->s.rdim[r]];
     }
 }
@@ -519,18 +519,18 @@ static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
 /* INDEX: out (result shape) = self[idx0, idx1, ...]. */
 static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
-    rgpu_status st = op_index_check_out_shape(e, out, g.s.R, g.s.rsz, err, errlen);
-    if (st == RGPU_OK && op_numel(out) > 0) {
+    rgpu_status st = rgpu_op_index_check_out_shape(e, out, g.s.R, g.s.rsz, err, errlen);
+    if (st == RGPU_OK && rgpu_op_numel(out) > 0) {
         size_t esz = rgpu_dtype_size(self->dtype);
         op_walk w;
         geom_walk(&g, &w, self);
-        for (int r = 0; r < g.s.R; r++) w.st[0][r] = op_index_bstride(out, r);
+        for (int r = 0; r < g.s.R; r++) w.st[0][r] = rgpu_op_index_bstride(out, r);
         do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
         while (op_walk_next(&w));
     }
@@ -544,7 +544,7 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_put_args p;
-    FORWARD_IF_ERROR(op_index_put_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_put_check(e, &p, err, errlen));
     idx_geom g;
     FORWARD_IF_ERROR(geom_build(e, &g, p.self, p.out, p.idx, p.nidx, err, errlen));
 
@@ -568,8 +568,8 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
         char a[96], b[96];
         free(g.boff);
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", op_index_shape_str(p.vals, a, sizeof a),
-                 op_index_shape_str(&rv, b, sizeof b));
+                 "to indexing result of shape %s", rgpu_op_index_shape_str(p.vals, a, sizeof a),
+                 rgpu_op_index_shape_str(&rv, b, sizeof b));
     }
     rgpu_status st = copy_self_into_out(e, p.out, p.self, err, errlen);
     int64_t nres = 1;
@@ -588,7 +588,7 @@ static rgpu_status op_index_put(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * Dispatch */
 
-rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_EMBEDDING:          return op_embedding(e, err, errlen);
@@ -601,18 +601,18 @@ rgpu_status cpu_index_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_INDEX_ADD:          return op_index_add(e, err, errlen);
     case RGPU_OP_INDEX:              return op_index(e, err, errlen);
     case RGPU_OP_INDEX_PUT:          return op_index_put(e, err, errlen);
-    case RGPU_OP_CAT:                return cpu_index_cat(e, err, errlen);
-    case RGPU_OP_CONSTANT_PAD_ND:    return cpu_index_pad(e, err, errlen);
+    case RGPU_OP_CAT:                return rgpu_cpu_index_cat(e, err, errlen);
+    case RGPU_OP_CONSTANT_PAD_ND:    return rgpu_cpu_index_pad(e, err, errlen);
     case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: case RGPU_OP_BERNOULLI:
     case RGPU_OP_RANDOM: case RGPU_OP_RANDPERM:
-        return cpu_index_random(e, err, errlen);
-    case RGPU_OP_NATIVE_DROPOUT:     return cpu_index_dropout(e, err, errlen);
-    case RGPU_OP_NATIVE_DROPOUT_BACKWARD: return cpu_index_dropout_backward(e, err, errlen);
-    case RGPU_OP_COUNT_NONZERO:      return cpu_index_count_nonzero(e, err, errlen);
-    case RGPU_OP_NONZERO:            return cpu_index_nonzero(e, err, errlen);
-    case RGPU_OP_MASKED_SELECT:      return cpu_index_masked_select(e, err, errlen);
-    case RGPU_OP_COUNT_UNIQUE:       return cpu_index_unique(e, true, err, errlen);
-    case RGPU_OP_UNIQUE:             return cpu_index_unique(e, false, err, errlen);
+        return rgpu_cpu_index_random(e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT:     return rgpu_cpu_index_dropout(e, err, errlen);
+    case RGPU_OP_NATIVE_DROPOUT_BACKWARD: return rgpu_cpu_index_dropout_backward(e, err, errlen);
+    case RGPU_OP_COUNT_NONZERO:      return rgpu_cpu_index_count_nonzero(e, err, errlen);
+    case RGPU_OP_NONZERO:            return rgpu_cpu_index_nonzero(e, err, errlen);
+    case RGPU_OP_MASKED_SELECT:      return rgpu_cpu_index_masked_select(e, err, errlen);
+    case RGPU_OP_COUNT_UNIQUE:       return rgpu_cpu_index_unique(e, true, err, errlen);
+    case RGPU_OP_UNIQUE:             return rgpu_cpu_index_unique(e, false, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu index family: unsupported op %s", rgpu_op_name(e->op));
     }

@@ -17,14 +17,14 @@
  * dtype. A legacy empty 1-d tensor (size (0,)) is skipped as ATen does; dim
  * is wrapped against the first input that is not skipped. */
 
-rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
-    FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   /* every input is legacy-empty */
     for (int i = 0; i < e->n_in; i++) {
         rgpu_view slice;   /* out's part for input i */
-        if (!op_index_cat_slice(e, dim, i, &slice)) continue;
+        if (!rgpu_op_index_cat_slice(e, dim, i, &slice)) continue;
         const rgpu_view *t = e->in[i];
         op_walk w;
         op_walk_init(&w, t->ndim, t->sizes);
@@ -49,13 +49,13 @@ rgpu_status cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
  * backwards, negative entries crop; new cells get value (scalar arg, NONE or
  * absent = 0) cast to out's dtype. */
 
-rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_pad_args pa;
-    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     int nd = in->ndim;
     size_t esz = rgpu_dtype_size(out->dtype);
@@ -88,7 +88,7 @@ rgpu_status cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
 
 static int64_t count_nonzero(const rgpu_view *x)
 {
-    if (op_numel(x) == 0) return 0;
+    if (rgpu_op_numel(x) == 0) return 0;
     int64_t n = 0;
     op_walk w;
     op_walk_init(&w, x->ndim, x->sizes);
@@ -100,23 +100,23 @@ static int64_t count_nonzero(const rgpu_view *x)
 }
 
 /* COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts). */
-rgpu_status cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_count_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_count_out(e, err, errlen));
     *(int64_t *)e->out[0]->data = count_nonzero(e->in[0]);
     return RGPU_OK;
 }
 
 /* NONZERO: out (n, ndim) i64 (or i32), the coordinates of x's nonzeros in
  * row-major order. */
-rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_nonzero_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_nonzero_check(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int64_t n = count_nonzero(x);
-    FORWARD_IF_ERROR(op_index_nonzero_check_out(e, n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_nonzero_check_out(e, n, err, errlen));
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
     int64_t rs = out->strides[0] * esz, cs = out->strides[1] * esz;
@@ -135,13 +135,13 @@ rgpu_status cpu_index_nonzero(const rgpu_exec *e, char *err, size_t errlen)
 
 /* MASKED_SELECT: self and mask (bool) of one shape -> out (n,) = self's
  * elements where mask is true, row-major. */
-rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_masked_select_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_masked_select_check(e, err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
     int64_t n = count_nonzero(mask);
-    FORWARD_IF_ERROR(op_index_masked_select_check_out(e, n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_masked_select_check_out(e, n, err, errlen));
     if (n == 0) return RGPU_OK;
     size_t esz = rgpu_dtype_size(self->dtype);
     int64_t os = out->strides[0] * (int64_t)esz;
@@ -167,14 +167,14 @@ rgpu_status cpu_index_masked_select(const rgpu_exec *e, char *err, size_t errlen
 /* COUNT_UNIQUE (count_only): out[0] = the number of distinct values.
  * UNIQUE: outs values (n,) in x's dtype, inverse? (x's shape, i64), counts?
  * (n,) i64; args sorted, return_inverse, return_counts (bools). */
-rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
     op_index_unique_args u;
-    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
     op_index_uq_item *it = NULL;
     if (u.N > 0) {
-        it = op_alloc(u.N, sizeof *it);
+        it = rgpu_op_alloc(u.N, sizeof *it);
         if (it == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld elements", u.name, (long long)u.N);
         op_walk w;
         op_walk_init(&w, x->ndim, x->sizes);
@@ -189,25 +189,25 @@ rgpu_status cpu_index_unique(const rgpu_exec *e, bool count_only, char *err, siz
             i++;
         } while (op_walk_next(&w));
     }
-    int64_t n = op_index_uq_sort(it, u.N, u.fl);   /* sorted; n groups */
+    int64_t n = rgpu_op_index_uq_sort(it, u.N, u.fl);   /* sorted; n groups */
     if (count_only) {
         *(int64_t *)e->out[0]->data = n;
         free(it);
         return RGPU_OK;
     }
     const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
-    rgpu_status st = op_index_unique_check_out(e, u.want_cnt, n, err, errlen);
+    rgpu_status st = rgpu_op_index_unique_check_out(e, u.want_cnt, n, err, errlen);
     int64_t *inv = NULL;
     if (st == RGPU_OK && u.want_inv && u.N > 0) {
-        inv = op_alloc(u.N, sizeof *inv);
-        if (inv == NULL) { op_errf(err, errlen, "%s: out of memory", u.name); st = RGPU_ERR_NOMEM; }
+        inv = rgpu_op_alloc(u.N, sizeof *inv);
+        if (inv == NULL) { rgpu_op_errf(err, errlen, "%s: out of memory", u.name); st = RGPU_ERR_NOMEM; }
     }
     if (st == RGPU_OK && u.N > 0) {
         size_t esz = rgpu_dtype_size(x->dtype);
         int64_t vs = vo->strides[0] * (int64_t)esz, cs = co ? co->strides[0] * 8 : 0;
         int64_t g = -1, cnt = 0;
         for (int64_t i = 0; i < u.N; i++) {
-            if (op_index_uq_new_group(it, i, u.fl)) {
+            if (rgpu_op_index_uq_new_group(it, i, u.fl)) {
                 if (co && g >= 0) *(int64_t *)((char *)co->data + g * cs) = cnt;
                 g++;
                 cnt = 0;

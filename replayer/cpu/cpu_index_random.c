@@ -1,4 +1,4 @@
-/* cpu_index_random.c — the random ops (uniform_, normal_, bernoulli,
+/* rgpu_cpu_index_random.c — the random ops (uniform_, normal_, bernoulli,
  * random_.from, randperm) and native_dropout (+ backward) on the CPU.
  *
  * Every value comes from philox.h: element i (row-major over the op's
@@ -47,7 +47,7 @@ static void rnd_element(const op_random_args *c, char *o, int dt, uint64_t i, co
 
 static void rnd_fill(const op_random_args *c, rgpu_view *out)
 {
-    if (op_numel(out) == 0) return;
+    if (rgpu_op_numel(out) == 0) return;
     op_walk w;
     op_walk_init(&w, out->ndim, out->sizes);
     op_walk_strides(&w, 0, out);
@@ -64,11 +64,11 @@ static void rnd_fill(const op_random_args *c, rgpu_view *out)
 }
 
 /* Every p of a bernoulli probability tensor is in [0, 1] (its shape:
- * op_random_check). */
+ * rgpu_op_random_check). */
 static rgpu_status check_p_values(const rgpu_exec *e, const rgpu_view *p, char *err, size_t errlen)
 {
     (void)e;
-    if (op_numel(p) == 0) return RGPU_OK;
+    if (rgpu_op_numel(p) == 0) return RGPU_OK;
     op_walk w;
     op_walk_init(&w, p->ndim, p->sizes);
     op_walk_strides(&w, 0, p);
@@ -83,10 +83,10 @@ static rgpu_status check_p_values(const rgpu_exec *e, const rgpu_view *p, char *
 
 /* UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
  * RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset. */
-rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_random_args r;
-    FORWARD_IF_ERROR(op_random_check(e, &r, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_random_check(e, &r, err, errlen));
     rgpu_view *out = e->out[0];
     if (r.p != NULL) FORWARD_IF_ERROR(check_p_values(e, r.p, err, errlen));
     if (r.kind != RGPU_OP_RANDPERM) {
@@ -96,14 +96,14 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
     /* RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i) */
     int64_t n = r.n;
     if (n == 0) return RGPU_OK;
-    uint64_t *order = op_alloc(n, sizeof *order);
-    void *scratch = op_alloc(n, OP_RANDPERM_SCRATCH);
+    uint64_t *order = rgpu_op_alloc(n, sizeof *order);
+    void *scratch = rgpu_op_alloc(n, OP_RANDPERM_SCRATCH);
     if (order == NULL || scratch == NULL) {
         free(order);
         free(scratch);
         RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
     }
-    op_randperm_order(r.seed, r.offset, n, order, scratch);
+    rgpu_op_randperm_order(r.seed, r.offset, n, order, scratch);
     int64_t os = out->strides[0] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int64_t j = 0; j < n; j++) op_store_u64((char *)out->data + j * os, out->dtype, order[j]);
     free(order);
@@ -117,13 +117,13 @@ rgpu_status cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
  * scale = 1/(1-p) (0 when p == 1), each product rounded to x's dtype as
  * ATen's input.mul(mask).mul_(scale); mask = keep. Eval: y = x, mask = 1. */
 
-rgpu_status cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dropout_args d;
-    FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dropout_check(e, &d, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
-    if (op_numel(x) == 0) return RGPU_OK;
+    if (rgpu_op_numel(x) == 0) return RGPU_OK;
 
     int dt = x->dtype;
     double p1m = d.p1m, scale = d.scale;
@@ -181,13 +181,13 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
     }
 }
 
-rgpu_status cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     dbw_ctx c;
     op_iter it;
-    FORWARD_IF_ERROR(op_dropout_backward_check(e, &c.scale, &it, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dropout_backward_check(e, &c.scale, &it, err, errlen));
     c.scale_f = (float)c.scale;
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    op_iter_run(&it, dbw_row, &c);
+    rgpu_op_iter_run(&it, dbw_row, &c);
     return RGPU_OK;
 }

@@ -52,6 +52,6 @@ static inline void cpu_store_row_u64(char *dst, int dt, int64_t s, const uint64_
 
 /* ---------------------------------------------------------------------------
  * Kernel families (one file each). */
-rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t errlen);
+rgpu_status rgpu_cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t errlen);
 
 #endif

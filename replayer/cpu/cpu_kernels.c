@@ -28,15 +28,15 @@ static void fill_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 
 static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint8_t val[16];   /* [0..8): element bytes, [8]: element size */
     memset(val, 0, sizeof val);
-    op_scalar_to(&e->args[0], out->dtype, val);
+    rgpu_op_scalar_to(&e->args[0], out->dtype, val);
     val[8] = (uint8_t)rgpu_dtype_size(out->dtype);
     op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
-    op_iter_run(&it, fill_row, val);
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
+    rgpu_op_iter_run(&it, fill_row, val);
     return RGPU_OK;
 }
 
@@ -48,7 +48,7 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_arange(const rgpu_exec *e, char *err, size_t errlen)
 {
     for (int i = 0; i < 2; i++) {
-        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
         if (e->args[i].kind == RGPU_ARG_BOOL)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
@@ -117,8 +117,8 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_operand src = { e->in[0], NULL, 0 };
     op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
-    op_iter_run(&it, copy_row, &it);
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
+    rgpu_op_iter_run(&it, copy_row, &it);
     return RGPU_OK;
 }
 
@@ -260,7 +260,7 @@ static void bin_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_binary_args bin;
-    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_binary_check(e, &bin, err, errlen));
     int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     bin_ctx c;
@@ -278,7 +278,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     ops[0] = (op_operand){ e->in[0], NULL, 0 };
     if (other_arg >= 0) {
         int sdt = op_ct_dtype(c.ct);
-        op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
+        rgpu_op_scalar_to(&e->args[other_arg], sdt, &scalar_buf);
         ops[1] = (op_operand){ NULL, &scalar_buf, sdt };
     } else {
         ops[1] = (op_operand){ e->in[1], NULL, 0 };
@@ -286,9 +286,9 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     if (bin.swap) { op_operand t = ops[0]; ops[0] = ops[1]; ops[1] = t; }
 
     op_iter it;
-    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, 2, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    op_iter_run(&it, bin_row, &c);
+    rgpu_op_iter_run(&it, bin_row, &c);
     return RGPU_OK;
 }
 
@@ -297,13 +297,13 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
 
 static rgpu_status cpu_core_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
     switch (e->op) {
     case RGPU_OP_FULL: return op_full(e, err, errlen);
     case RGPU_OP_ARANGE: return op_arange(e, err, errlen);
     case RGPU_OP_COPY: return op_copy(e, err, errlen);
-    case RGPU_OP_SUM: return cpu_reduce_sum_mean(e, false, err, errlen);
-    case RGPU_OP_MEAN: return cpu_reduce_sum_mean(e, true, err, errlen);
+    case RGPU_OP_SUM: return rgpu_cpu_reduce_sum_mean(e, false, err, errlen);
+    case RGPU_OP_MEAN: return rgpu_cpu_reduce_sum_mean(e, true, err, errlen);
     default: return op_binary(e, err, errlen);   /* ARITH */
     }
 }
@@ -322,6 +322,6 @@ bool rgpu_cpu_supports(int op)
 
 rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_exec_begin(e, "cpu", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_exec_begin(e, "cpu", err, errlen));
     return cpu_dispatch(e, err, errlen);
 }

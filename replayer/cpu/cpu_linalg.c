@@ -275,8 +275,8 @@ static const op_la_dev CPU_LA = {
     c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd,
 };
 
-rgpu_status cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     LAPACKE_set_nancheck(0);   /* NaNs go through, as in ATen's LAPACK calls */
-    return op_la_exec(e, &CPU_LA, err, errlen);
+    return rgpu_op_la_exec(e, &CPU_LA, err, errlen);
 }

@@ -158,7 +158,7 @@ static void kern_i64(pw_ctx *c, uint64_t *r, uint8_t *rb, const uint64_t *const 
         for (int64_t i = 0; i < n; i++) r[i] = op_pw_sv(b[i]) <= th ? 0 : a[i];
         break;
     }
-    default: break;   /* op_pointwise_supports() let no other op through */
+    default: break;   /* rgpu_op_pointwise_supports() let no other op through */
     }
 }
 
@@ -338,7 +338,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    FORWARD_IF_ERROR(op_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
@@ -346,13 +346,13 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     memset(&c, 0, sizeof c);
     c.op = e->op;
     c.cdt = (int)dta->v.i;
-    c.ct = op_pointwise_compute_class(c.cdt);
+    c.ct = rgpu_op_pointwise_compute_class(c.cdt);
     c.nin = e->n_in;
     c.res_bool = L->res_bool;
-    if (!op_pointwise_supports(e->op, c.ct))
+    if (!rgpu_op_pointwise_supports(e->op, c.ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 
-    FORWARD_IF_ERROR(op_pw_params_of(e, L, present, c.cdt, c.ct, &c.p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pw_params_of(e, L, present, c.cdt, c.ct, &c.p, err, errlen));
 
     /* operands: tensors as they are; scalars as 0-d values in the compute
      * dtype (lerp's weight in opmath, as ATen's lerp_scalar) */
@@ -366,18 +366,18 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
         } else {
             int sdt = c.cdt;
             if (e->op == RGPU_OP_LERP) sdt = c.ct == OP_CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) op_scalar_to(&e->args[i], sdt, &sbuf[i]);
+            if (present[i]) rgpu_op_scalar_to(&e->args[i], sdt, &sbuf[i]);
             ops[i] = (op_operand){ NULL, &sbuf[i], sdt };
             c.dt[i + 1] = sdt;
         }
         c.round[i + 1] = (c.cdt == RGPU_F16 || c.cdt == RGPU_BF16) && c.dt[i + 1] != c.cdt
                          && !(e->op == RGPU_OP_LERP && e->in[i] == NULL);
     }
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     op_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
-    FORWARD_IF_ERROR(op_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
-    op_iter_run(&it, pw_row, &c);
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
+    rgpu_op_iter_run(&it, pw_row, &c);
     if (c.zero_div) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
     return RGPU_OK;
 }
@@ -389,11 +389,11 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 
 static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     int64_t R = x->sizes[nd - 2], C = x->sizes[nd - 1];
     int64_t k = e->args[0].v.i;   /* clamped to [-R, C]: beyond, all or nothing is kept */
@@ -440,14 +440,14 @@ static rgpu_status op_tri(const rgpu_exec *e, bool upper, char *err, size_t errl
 /* ---------------------------------------------------------------------------
  * Family entry points */
 
-rgpu_status cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_pointwise_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     pw_layout L;
     switch (e->op) {
     case RGPU_OP_TRIL: return op_tri(e, false, err, errlen);
     case RGPU_OP_TRIU: return op_tri(e, true, err, errlen);
     default:
-        if (op_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
+        if (rgpu_op_pointwise_layout_of(e->op, &L)) return op_pointwise(e, &L, err, errlen);
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu pointwise: unsupported op %s", rgpu_op_name(e->op));
     }
 }

@@ -27,12 +27,12 @@ static uint64_t sum_row_u64(uint64_t acc, const char *p, int dt, int64_t s, int6
     return acc;
 }
 
-rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t errlen)
+rgpu_status rgpu_cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_sum_mean_parse(e, mean, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_sum_mean_parse(e, mean, &ra, err, errlen));
     int nd = in->ndim;
 
     /* expected out shape, and the kept (K) / reduced (R) dims with byte strides */
@@ -62,7 +62,7 @@ rgpu_status cpu_reduce_sum_mean(const rgpu_exec *e, bool mean, char *err, size_t
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!ra.red[d] || ra.keepdim);
     if (ond != want_nd || out->ndim != want_nd)
-        return op_reduce_bad_out(rgpu_op_name(e->op), in, out, ra.red, ra.keepdim, err, errlen);
+        return rgpu_op_reduce_bad_out(rgpu_op_name(e->op), in, out, ra.red, ra.keepdim, err, errlen);
     if (outer == 0) return RGPU_OK;
     if (nr == 0) { rsz[0] = 1; rin[0] = 0; nr = 1; }
     if (nk == 0) { ksz[0] = 1; kin[0] = 0; kout[0] = 0; nk = 1; }

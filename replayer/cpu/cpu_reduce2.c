@@ -19,7 +19,7 @@
 /* ---------------------------------------------------------------------------
  * N-d counter and row addressing */
 
-void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
+void rgpu_r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
 {
     memset(c, 0, sizeof *c);
     c->n = n;
@@ -27,7 +27,7 @@ void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes)
     for (int d = 0; d < n; d++) { c->sz[d] = sizes[d]; c->total *= sizes[d]; }
 }
 
-int r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz)
+int rgpu_r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz)
 {
     int k = c->nops++;
     for (int d = 0; d < c->n; d++) c->st[k][d] = strides ? strides[d] * esz : 0;
@@ -58,18 +58,18 @@ static void r2_ctr_coalesce(r2_ctr *c)
     c->n = n;
 }
 
-rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen)
+rgpu_status rgpu_r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen)
 {
     r2_ctr c;
-    r2_ctr_init(&c, v->ndim - first, v->sizes + first);
-    r2_ctr_add(&c, v->strides + first, (int64_t)rgpu_dtype_size(v->dtype));
+    rgpu_r2_ctr_init(&c, v->ndim - first, v->sizes + first);
+    rgpu_r2_ctr_add(&c, v->strides + first, (int64_t)rgpu_dtype_size(v->dtype));
     r2_ctr_coalesce(&c);
     r->n = c.total;
     r->dtype = v->dtype;
     r->offs = NULL;
     r->stride = c.n > 0 ? c.st[0][c.n - 1] : 0;
     if (c.n <= 1 || c.total == 0) return RGPU_OK;
-    r->offs = op_alloc(c.total, sizeof *r->offs);
+    r->offs = rgpu_op_alloc(c.total, sizeof *r->offs);
     if (r->offs == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "out of memory for the offsets of a row of %lld elements", (long long)c.total);
     int64_t i = 0;
@@ -77,16 +77,16 @@ rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, siz
     return RGPU_OK;
 }
 
-void r2_row_free(r2_row *r) { free(r->offs); r->offs = NULL; }
+void rgpu_r2_row_free(r2_row *r) { free(r->offs); r->offs = NULL; }
 
-void r2_row_load(const r2_row *r, const char *base, double *dst)
+void rgpu_r2_row_load(const r2_row *r, const char *base, double *dst)
 {
     if (r->offs == NULL) { cpu_load_row_f64(dst, base, r->dtype, r->stride, r->n); return; }
     const int64_t *o = r->offs;
     CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) dst[i] = op_load_f64(base + o[i], DT_));
 }
 
-void r2_row_store(const r2_row *r, char *base, const double *src)
+void rgpu_r2_row_store(const r2_row *r, char *base, const double *src)
 {
     if (r->offs == NULL) { cpu_store_row_f64(base, r->dtype, r->stride, src, r->n); return; }
     const int64_t *o = r->offs;
@@ -121,13 +121,13 @@ static void plan_build(red_plan *pl, const rgpu_view *in, const bool *red, bool 
         nk++;
         ond++;
     }
-    r2_ctr_init(&pl->keep, nk, ksz);
-    r2_ctr_add(&pl->keep, kin, (int64_t)rgpu_dtype_size(in->dtype));
+    rgpu_r2_ctr_init(&pl->keep, nk, ksz);
+    rgpu_r2_ctr_add(&pl->keep, kin, (int64_t)rgpu_dtype_size(in->dtype));
     for (int k = 0; k < nout; k++)
-        r2_ctr_add(&pl->keep, outs[k] ? kout[k] : NULL, outs[k] ? (int64_t)rgpu_dtype_size(outs[k]->dtype) : 0);
+        rgpu_r2_ctr_add(&pl->keep, outs[k] ? kout[k] : NULL, outs[k] ? (int64_t)rgpu_dtype_size(outs[k]->dtype) : 0);
     r2_ctr_coalesce(&pl->keep);
-    r2_ctr_init(&pl->red, nr, rsz);
-    r2_ctr_add(&pl->red, rin, (int64_t)rgpu_dtype_size(in->dtype));
+    rgpu_r2_ctr_init(&pl->red, nr, rsz);
+    rgpu_r2_ctr_add(&pl->red, rin, (int64_t)rgpu_dtype_size(in->dtype));
     pl->count = pl->red.total;
     r2_ctr_coalesce(&pl->red);
     pl->rn = 1; pl->rs = 0;
@@ -263,7 +263,7 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce2_parse(e, &ra, err, errlen));
     red_kind k = RK_SUM;   /* var / std */
     switch (e->op) {
     case RGPU_OP_AMAX: k = RK_MAX; break;
@@ -338,7 +338,7 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_argreduce_parse(e, &ra, err, errlen));
     const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     bool fl = op_dtype_is_float(in->dtype);
     red_plan pl;
@@ -372,15 +372,15 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view *out = e->out[0];
     int dim;
     int64_t osz[RGPU_MAX_DIMS];   /* the lines: in's sizes, the scan dim's set to 1 */
-    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_cumsum_check(e, &dim, osz, err, errlen));
     int idt = in->dtype, odt = out->dtype;
     int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
     int64_t n = 1, is = 0, os = 0;
     if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
     r2_ctr c;
-    r2_ctr_init(&c, in->ndim, osz);
-    r2_ctr_add(&c, in->strides, ie);
-    r2_ctr_add(&c, out->strides, oe);
+    rgpu_r2_ctr_init(&c, in->ndim, osz);
+    rgpu_r2_ctr_add(&c, in->strides, ie);
+    rgpu_r2_ctr_add(&c, out->strides, oe);
     r2_ctr_coalesce(&c);
     if (c.total == 0 || n == 0) return RGPU_OK;
     bool ifl = op_dtype_is_float(idt);
@@ -421,43 +421,43 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * The family */
 
-rgpu_status cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_reduce(e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   /* either output may be unwanted */
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 3u, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 3u, err, errlen));
         return op_argreduce(e, err, errlen);
     case RGPU_OP_CUMSUM:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
         return op_cumsum(e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
-        return r2_softmax(e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
+        return rgpu_r2_softmax(e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
-        return r2_softmax_backward(e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
+        return rgpu_r2_softmax_backward(e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   /* weight, bias optional; mean, rstd may be unwanted */
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 6u, 6u, err, errlen));
-        return r2_layer_norm(e, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 6u, 6u, err, errlen));
+        return rgpu_r2_layer_norm(e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   /* weight, bias optional; each output optional */
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0x30u, 7u, err, errlen));
-        return r2_layer_norm_backward(e, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0x30u, 7u, err, errlen));
+        return rgpu_r2_layer_norm_backward(e, err, errlen);
     case RGPU_OP_NLL_LOSS:   /* weight optional; total_weight may be unwanted */
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 4u, 2u, err, errlen));
-        return r2_nll_loss(e, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 4u, 2u, err, errlen));
+        return rgpu_r2_nll_loss(e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   /* weight optional */
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 8u, 0, err, errlen));
-        return r2_nll_loss_backward(e, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 8u, 0, err, errlen));
+        return rgpu_r2_nll_loss_backward(e, err, errlen);
     case RGPU_OP_CTC_LOSS: case RGPU_OP_CTC_LOSS_BACKWARD:
-        FORWARD_IF_ERROR(op_reduce_check_exec(e, 0, 0, err, errlen));
-        return e->op == RGPU_OP_CTC_LOSS ? r2_ctc_loss(e, err, errlen) : r2_ctc_loss_backward(e, err, errlen);
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 0, 0, err, errlen));
+        return e->op == RGPU_OP_CTC_LOSS ? rgpu_r2_ctc_loss(e, err, errlen) : rgpu_r2_ctc_loss_backward(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
     }

@@ -11,7 +11,7 @@
 
 /* ---------------------------------------------------------------------------
  * N-d counter over sizes[0..n), row-major, with one byte offset per operand.
- * Usage: r2_ctr_init, add operands, then do { ... } while (r2_ctr_next(&c)). */
+ * Usage: rgpu_r2_ctr_init, add operands, then do { ... } while (r2_ctr_next(&c)). */
 #define R2_MAX_OPS 6
 
 typedef struct r2_ctr {
@@ -24,10 +24,10 @@ typedef struct r2_ctr {
 } r2_ctr;
 
 /* A counter over the n sizes (sizes may be NULL when n == 0). */
-void r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes);
+void rgpu_r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes);
 /* Adds an operand whose element strides over the counter's dims are
  * strides[0..n) (NULL: all 0), element size esz; returns its slot. */
-int r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz);
+int rgpu_r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz);
 /* Advances; false after the last position (offsets are then back at 0). */
 static inline bool r2_ctr_next(r2_ctr *c)
 {
@@ -53,22 +53,22 @@ typedef struct r2_row {
     int dtype;
 } r2_row;
 
-rgpu_status r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen);
-void r2_row_free(r2_row *r);
+rgpu_status rgpu_r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen);
+void rgpu_r2_row_free(r2_row *r);
 /* Row at base to/from a packed double buffer. */
-void r2_row_load(const r2_row *r, const char *base, double *dst);
-void r2_row_store(const r2_row *r, char *base, const double *src);
+void rgpu_r2_row_load(const r2_row *r, const char *base, double *dst);
+void rgpu_r2_row_store(const r2_row *r, char *base, const double *src);
 
 /* ---------------------------------------------------------------------------
- * Kernels in cpu_reduce2_norm.c (called after op_reduce_check_exec) */
-rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
-rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
-rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
+ * Kernels in cpu_reduce2_norm.c (called after rgpu_op_reduce_check_exec) */
+rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
+rgpu_status rgpu_r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
+rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
 /* _ctc_loss / _ctc_loss_backward (op/ctc.h), one batch element after another */
-rgpu_status r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

@@ -29,28 +29,28 @@ static void rows_along(r2_ctr *c, const rgpu_view *const *v, int nv, int dim,
     const rgpu_view *v0 = v[0];
     int64_t sz[RGPU_MAX_DIMS];
     for (int d = 0; d < v0->ndim; d++) sz[d] = d == dim ? 1 : v0->sizes[d];
-    r2_ctr_init(c, v0->ndim, sz);
+    rgpu_r2_ctr_init(c, v0->ndim, sz);
     *n = v0->ndim > 0 ? v0->sizes[dim] : 1;
     for (int k = 0; k < nv; k++) {
         int64_t esz = (int64_t)rgpu_dtype_size(v[k]->dtype);
-        r2_ctr_add(c, v[k]->strides, esz);
+        rgpu_r2_ctr_add(c, v[k]->strides, esz);
         rs[k] = v0->ndim > 0 ? v[k]->strides[dim] * esz : 0;
     }
 }
 
-rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
+rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     int dim;
-    FORWARD_IF_ERROR(op_softmax_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_softmax_check(e, &dim, err, errlen));
 
     const rgpu_view *vs[2] = { in, out };
     r2_ctr c;
     int64_t n, rs[2];
     rows_along(&c, vs, 2, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *buf = op_alloc(n, sizeof *buf);
+    double *buf = rgpu_op_alloc(n, sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
     do {
         cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
@@ -78,20 +78,20 @@ rgpu_status r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen
  *   softmax:     gx = y * (g - sum(g * y))
  *   log_softmax: gx = g - exp(y) * sum(g) */
 
-rgpu_status r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
+rgpu_status rgpu_r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
     int dim;
-    FORWARD_IF_ERROR(op_softmax_backward_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_softmax_backward_check(e, &dim, err, errlen));
 
     const rgpu_view *vs[3] = { g, y, out };
     r2_ctr c;
     int64_t n, rs[3];
     rows_along(&c, vs, 3, dim, &n, rs);
     if (c.total == 0 || n == 0) return RGPU_OK;
-    double *gb = op_alloc(n, 2 * sizeof *gb);
+    double *gb = rgpu_op_alloc(n, 2 * sizeof *gb);
     if (gb == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
     double *yb = gb + n;
     do {
@@ -121,9 +121,9 @@ static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *
 {
     if (v == NULL) { for (int64_t i = 0; i < N; i++) dst[i] = fill; return RGPU_OK; }
     r2_row r;
-    FORWARD_IF_ERROR(r2_row_init(&r, v, 0, err, errlen));
-    r2_row_load(&r, v->data, dst);
-    r2_row_free(&r);
+    FORWARD_IF_ERROR(rgpu_r2_row_init(&r, v, 0, err, errlen));
+    rgpu_r2_row_load(&r, v->data, dst);
+    rgpu_r2_row_free(&r);
     return RGPU_OK;
 }
 
@@ -134,28 +134,28 @@ static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *
  *   y = (x - mean) * rstd * w + b
  * N == 0 gives mean 0, rstd NaN, as ATen. */
 
-rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
     op_ln_shape s;
-    FORWARD_IF_ERROR(op_layer_norm_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
-    r2_ctr_init(&c, s.lead, x->sizes);
-    r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
-    r2_ctr_add(&c, y->strides, (int64_t)rgpu_dtype_size(y->dtype));
-    r2_ctr_add(&c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
-    r2_ctr_add(&c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
+    rgpu_r2_ctr_init(&c, s.lead, x->sizes);
+    rgpu_r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+    rgpu_r2_ctr_add(&c, y->strides, (int64_t)rgpu_dtype_size(y->dtype));
+    rgpu_r2_ctr_add(&c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
+    rgpu_r2_ctr_add(&c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
     r2_row xr, yr;
-    FORWARD_IF_ERROR(r2_row_init(&xr, x, s.lead, err, errlen));
-    rgpu_status st = r2_row_init(&yr, y, s.lead, err, errlen);
-    if (st != RGPU_OK) { r2_row_free(&xr); return st; }
-    double *buf = op_alloc(s.N, 3 * sizeof *buf);
+    FORWARD_IF_ERROR(rgpu_r2_row_init(&xr, x, s.lead, err, errlen));
+    rgpu_status st = rgpu_r2_row_init(&yr, y, s.lead, err, errlen);
+    if (st != RGPU_OK) { rgpu_r2_row_free(&xr); return st; }
+    double *buf = rgpu_op_alloc(s.N, 3 * sizeof *buf);
     if (buf == NULL) {
-        r2_row_free(&xr); r2_row_free(&yr);
+        rgpu_r2_row_free(&xr); rgpu_r2_row_free(&yr);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
     }
     double *wb = buf + s.N, *bb = wb + s.N;
@@ -165,7 +165,7 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
         int64_t N = s.N;
         double rN = 1.0 / (double)N;
         do {
-            r2_row_load(&xr, (const char *)x->data + c.off[0], buf);
+            rgpu_r2_row_load(&xr, (const char *)x->data + c.off[0], buf);
             double mu = 0.0, var = 0.0;
             for (int64_t i = 0; i < N; i++) mu += buf[i];
             mu *= rN;
@@ -174,14 +174,14 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
             double rs = 1.0 / sqrt(var + s.eps);
             if (N == 0) { mu = 0.0; rs = NAN; }
             for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
-            r2_row_store(&yr, (char *)y->data + c.off[1], buf);
+            rgpu_r2_row_store(&yr, (char *)y->data + c.off[1], buf);
             if (mean) op_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
             if (rstd) op_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
         } while (r2_ctr_next(&c));
     }
     free(buf);
-    r2_row_free(&xr);
-    r2_row_free(&yr);
+    rgpu_r2_row_free(&xr);
+    rgpu_r2_row_free(&yr);
     return st;
 }
 
@@ -193,38 +193,38 @@ rgpu_status r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
  *   dw = sum over rows of g * xhat,  db = sum over rows of g
  * mean/rstd are the saved ones (not recomputed), as ATen. */
 
-rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
     op_ln_shape s;
-    FORWARD_IF_ERROR(op_layer_norm_backward_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     int64_t N = s.N;
     rgpu_status st = RGPU_OK;
     r2_row gr = {0}, xr = {0}, dxr = {0};
-    double *buf = op_alloc(N, 6 * sizeof *buf);
+    double *buf = rgpu_op_alloc(N, 6 * sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
     double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
     st = ln_param(w, N, 1.0, wb, err, errlen);
-    if (st == RGPU_OK) st = r2_row_init(&gr, g, s.lead, err, errlen);
-    if (st == RGPU_OK) st = r2_row_init(&xr, x, s.lead, err, errlen);
-    if (st == RGPU_OK && dx) st = r2_row_init(&dxr, dx, s.lead, err, errlen);
+    if (st == RGPU_OK) st = rgpu_r2_row_init(&gr, g, s.lead, err, errlen);
+    if (st == RGPU_OK) st = rgpu_r2_row_init(&xr, x, s.lead, err, errlen);
+    if (st == RGPU_OK && dx) st = rgpu_r2_row_init(&dxr, dx, s.lead, err, errlen);
     if (st == RGPU_OK && s.M > 0) {
         r2_ctr c;   /* operands: g, x, mean, rstd, dx over the leading dims */
-        r2_ctr_init(&c, s.lead, x->sizes);
-        r2_ctr_add(&c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
-        r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
-        r2_ctr_add(&c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
-        r2_ctr_add(&c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
-        r2_ctr_add(&c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
+        rgpu_r2_ctr_init(&c, s.lead, x->sizes);
+        rgpu_r2_ctr_add(&c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
+        rgpu_r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+        rgpu_r2_ctr_add(&c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
+        rgpu_r2_ctr_add(&c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
+        rgpu_r2_ctr_add(&c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
         double rN = 1.0 / (double)N;
         do {
-            r2_row_load(&gr, (const char *)g->data + c.off[0], gb);
-            r2_row_load(&xr, (const char *)x->data + c.off[1], xb);
+            rgpu_r2_row_load(&gr, (const char *)g->data + c.off[0], gb);
+            rgpu_r2_row_load(&xr, (const char *)x->data + c.off[1], xb);
             double mu = op_load_f64((const char *)mean->data + c.off[2], mean->dtype);
             double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
             double sgw = 0.0, sgwx = 0.0;
@@ -241,24 +241,24 @@ rgpu_status r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
             if (dx) {
                 double a = sgw * rN, bq = sgwx * rN;
                 for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
-                r2_row_store(&dxr, (char *)dx->data + c.off[4], xb);
+                rgpu_r2_row_store(&dxr, (char *)dx->data + c.off[4], xb);
             }
         } while (r2_ctr_next(&c));
     }
     if (st == RGPU_OK && dw) {
         r2_row r;
-        st = r2_row_init(&r, dw, 0, err, errlen);
-        if (st == RGPU_OK) { r2_row_store(&r, dw->data, dwa); r2_row_free(&r); }
+        st = rgpu_r2_row_init(&r, dw, 0, err, errlen);
+        if (st == RGPU_OK) { rgpu_r2_row_store(&r, dw->data, dwa); rgpu_r2_row_free(&r); }
     }
     if (st == RGPU_OK && db) {
         r2_row r;
-        st = r2_row_init(&r, db, 0, err, errlen);
-        if (st == RGPU_OK) { r2_row_store(&r, db->data, dba); r2_row_free(&r); }
+        st = rgpu_r2_row_init(&r, db, 0, err, errlen);
+        if (st == RGPU_OK) { rgpu_r2_row_store(&r, db->data, dba); rgpu_r2_row_free(&r); }
     }
     free(buf);
-    r2_row_free(&gr);
-    r2_row_free(&xr);
-    r2_row_free(&dxr);
+    rgpu_r2_row_free(&gr);
+    rgpu_r2_row_free(&xr);
+    rgpu_r2_row_free(&dxr);
     return st;
 }
 
@@ -299,12 +299,12 @@ static rgpu_status nll_check_targets(const rgpu_exec *e, const rgpu_view *t, con
  *   loss_i = -w[t_i] * logp[i, t_i]  (0 where t_i == ignore_index)
  *   total_weight = sum of w[t_i] over non-ignored i (0 for none with 2-d logp)
  *   mean: sum(loss_i) / total_weight (NaN for an empty logp); sum: sum(loss_i) */
-rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
     op_nll_shape s;
-    FORWARD_IF_ERROR(op_nll_loss_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_check(e, &s, err, errlen));
     bool per_row = s.per_row;
     nll_bytes(&s, logp, t, w);
     /* as ATen: a reduced loss over an empty logp checks no target */
@@ -345,12 +345,12 @@ rgpu_status r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
  * reduction, int ignore_index; out grad_input (logp's shape): zeros except
  *   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
  *   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean) */
-rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
     op_nll_shape s;
-    FORWARD_IF_ERROR(op_nll_loss_backward_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_backward_check(e, &s, err, errlen));
     bool per_row = s.per_row;
     nll_bytes(&s, logp, t, w);
     FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
@@ -380,19 +380,19 @@ rgpu_status r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
 
 /* --- CTC loss (op/ctc.h: the recursions both backends run) ------------------------------ */
 
-rgpu_status r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_ctc a;
-    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ctc_check(e, &a, err, errlen));
     for (int64_t b = 0; b < a.N; b++) op_ctc_forward_one(&a, b);
     return RGPU_OK;
 }
 
-rgpu_status r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_r2_ctc_loss_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_ctc a;
-    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
-    double *beta = op_alloc(2 * a.Sp, sizeof *beta);
+    FORWARD_IF_ERROR(rgpu_op_ctc_check(e, &a, err, errlen));
+    double *beta = rgpu_op_alloc(2 * a.Sp, sizeof *beta);
     if (beta == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", rgpu_op_name(e->op));
     for (int64_t b = 0; b < a.N; b++) op_ctc_backward_one(&a, b, beta);
     free(beta);

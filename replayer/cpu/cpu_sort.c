@@ -67,7 +67,7 @@ static rgpu_status op_sort(const rgpu_exec *e, char *err, size_t errlen)
     int64_t n;
     bool desc;
     op_sort_lines L;
-    FORWARD_IF_ERROR(op_sort_check(e, &dim, &n, &desc, &L, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_sort_check(e, &dim, &n, &desc, &L, err, errlen));
     return sort_lines(e, dim, n, desc, &L, err, errlen);
 }
 
@@ -76,7 +76,7 @@ static rgpu_status op_scan(const rgpu_exec *e, char *err, size_t errlen)
     int kind;
     int64_t n, is, os, xs;
     op_sort_lines L;
-    FORWARD_IF_ERROR(op_scan_check(e, &kind, &n, &is, &os, &xs, &L, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_scan_check(e, &kind, &n, &is, &os, &xs, &L, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0], *idx = e->n_out > 1 ? e->out[1] : NULL;
     int ie = (int)rgpu_dtype_size(in->dtype), oe = (int)rgpu_dtype_size(out->dtype);
@@ -92,7 +92,7 @@ static rgpu_status op_scan(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_searchsorted(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_searchsorted_args a;
-    FORWARD_IF_ERROR(op_searchsorted_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_searchsorted_check(e, &a, err, errlen));
     const rgpu_view *bd = e->in[0], *v = e->in[1], *so = e->in[2];
     rgpu_view *out = e->out[0];
     int be = (int)rgpu_dtype_size(bd->dtype);
@@ -111,7 +111,7 @@ static rgpu_status op_searchsorted(const rgpu_exec *e, char *err, size_t errlen)
 /* Every element of v in order (row-major), through f(p, ctx). */
 static void each_elem(const rgpu_view *v, void (*f)(const char *, void *), void *ctx)
 {
-    int64_t n = op_numel(v), esz = (int64_t)rgpu_dtype_size(v->dtype);
+    int64_t n = rgpu_op_numel(v), esz = (int64_t)rgpu_dtype_size(v->dtype);
     for (int64_t i = 0; i < n; i++) {
         int64_t off = 0, r = i;
         for (int d = v->ndim - 1; d >= 0; d--) {
@@ -144,7 +144,7 @@ static rgpu_status op_histc(const rgpu_exec *e, char *err, size_t errlen)
     int64_t bins;
     bool from_data;
     histc_ctx c;
-    FORWARD_IF_ERROR(op_histc_check(e, &bins, &c.l, &c.h, &from_data, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_histc_check(e, &bins, &c.l, &c.h, &from_data, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     c.dt = in->dtype;
@@ -171,11 +171,11 @@ static rgpu_status op_histc(const rgpu_exec *e, char *err, size_t errlen)
 static rgpu_status op_histogram(const rgpu_exec *e, char *err, size_t errlen)
 {
     bool density;
-    FORWARD_IF_ERROR(op_histogram_check(e, &density, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_histogram_check(e, &density, err, errlen));
     const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
     rgpu_view *hist = e->out[0], *edges = e->out[1];
     int dt = in->dtype, esz = (int)rgpu_dtype_size(dt);
-    int64_t ne = bins->sizes[0], nb = ne - 1, n = op_numel(in);
+    int64_t ne = bins->sizes[0], nb = ne - 1, n = rgpu_op_numel(in);
     int64_t es = bins->strides[0] * esz, hs = nb ? hist->strides[0] * esz : 0;
     for (int64_t b = 0; b < ne; b++)
         op_elem_copy(AT(edges, b * edges->strides[0]), AT(bins, b * bins->strides[0]), esz);
@@ -195,7 +195,7 @@ static rgpu_status op_histogram(const rgpu_exec *e, char *err, size_t errlen)
     return RGPU_OK;
 }
 
-rgpu_status cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     switch (e->op) {
     case RGPU_OP_SORT: case RGPU_OP_MODE:

@@ -92,12 +92,12 @@ static rgpu_status op_unscale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, s
 {
     const rgpu_view *g = e->in[0], *inv = e->in[1];
     rgpu_view *out = e->out[0], *found = e->out[1];
-    FORWARD_IF_ERROR(op_amp_unscale_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_amp_unscale_check(e, err, errlen));
 
     unscale_args a;
     a.g = rgpu_cuda_view_of(g);
     a.out = rgpu_cuda_view_of(out);
-    a.n = op_numel(g);
+    a.n = rgpu_op_numel(g);
     a.dt = g->dtype;
     a.contig = row_major(g) && row_major(out);
     a.inv = (const float *)inv->data;
@@ -132,7 +132,7 @@ static rgpu_status op_update_scale(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     rgpu_view *scale = e->out[0], *tracker = e->out[1];
     double growth, backoff;
     int64_t interval;
-    FORWARD_IF_ERROR(op_amp_update_scale_args(e, &growth, &backoff, &interval, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_amp_update_scale_args(e, &growth, &backoff, &interval, err, errlen));
     update_scale_kernel<<<1, 1, 0, c->stream>>>((float *)scale->data, (int32_t *)tracker->data,
                                                 (const float *)found->data, growth, backoff,
                                                 (long long)interval);
@@ -147,10 +147,10 @@ extern "C" rgpu_status rgpu_cuda_amp_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, 
 {
     switch (e->op) {
     case RGPU_OP_AMP_UNSCALE:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_unscale(c, e, err, errlen);
     case RGPU_OP_AMP_UPDATE_SCALE:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_update_scale(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend: unsupported op %s", rgpu_op_name(e->op));

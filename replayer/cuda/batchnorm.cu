@@ -16,7 +16,7 @@
 #include "dense.cuh"
 
 
-// Args and checks: op_bn_forward_setup / op_bn_backward_setup from cpu_dense.h (the CPU's).
+// Args and checks: rgpu_op_bn_forward_setup / rgpu_op_bn_backward_setup from cpu_dense.h (the CPU's).
 
 // ---------------------------------------------------------------------------
 // Device side
@@ -44,7 +44,7 @@ struct chan_view {
 };
 static chan_view chan_view_of(const rgpu_view *x)
 {
-    rgpu_view r = op_dense_subview(x, 1, 0);
+    rgpu_view r = rgpu_op_dense_subview(x, 1, 0);
     chan_view cv = { rgpu_cuda_view_of(&r), x->dtype, x->strides[1] };
     return cv;
 }
@@ -60,26 +60,26 @@ struct bn_fwd_args {
     bool training, f64;
     double momentum, eps;
     int stat_dt;
-    dcu::param w, b, rm, rv, sm, si;   // p NULL when absent / not written
+    rgpu_dcu::param w, b, rm, rv, sm, si;   // p NULL when absent / not written
     double *coef;                      // (C, 2): alpha, beta (float values when !f64)
 };
 
 static __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
 {
-    __shared__ double sh[dcu::THREADS];
+    __shared__ double sh[rgpu_dcu::THREADS];
     for (int64_t c = blockIdx.x; c < a.C; c += gridDim.x) {
         double mean = 0.0, invstd = 0.0;
         if (a.training) {
             double s = 0.0;
             for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) s = __dadd_rn(s, chan_at(a.x, c, i));
-            double sum = dcu::block_sum(s, sh);
+            double sum = rgpu_dcu::block_sum(s, sh);
             mean = sum / (double)a.n;
             double v = 0.0;
             for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) {
                 double d = __dsub_rn(chan_at(a.x, c, i), mean);
                 v = __dadd_rn(v, __dmul_rn(d, d));
             }
-            double var_sum = dcu::block_sum(v, sh);
+            double var_sum = rgpu_dcu::block_sum(v, sh);
             if (threadIdx.x == 0) {
                 /* ATen keeps mean and var_sum in tensors of the stats dtype first */
                 mean = round_to(a.stat_dt, mean);
@@ -88,23 +88,23 @@ static __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
                 double unbiased = round_to(a.stat_dt, var_sum / (double)(a.n - 1));
                 invstd = (var == 0.0 && a.eps == 0.0) ? 0.0 : 1.0 / sqrt(var + a.eps);
                 double om = 1.0 - a.momentum;
-                if (a.rm.p) dcu::param_set(a.rm, c, __dadd_rn(__dmul_rn(a.momentum, mean), __dmul_rn(om, dcu::param_at(a.rm, c))));
-                if (a.rv.p) dcu::param_set(a.rv, c, __dadd_rn(__dmul_rn(a.momentum, unbiased), __dmul_rn(om, dcu::param_at(a.rv, c))));
-                if (a.sm.p) dcu::param_set(a.sm, c, mean);
-                if (a.si.p) dcu::param_set(a.si, c, invstd);
+                if (a.rm.p) rgpu_dcu::param_set(a.rm, c, __dadd_rn(__dmul_rn(a.momentum, mean), __dmul_rn(om, rgpu_dcu::param_at(a.rm, c))));
+                if (a.rv.p) rgpu_dcu::param_set(a.rv, c, __dadd_rn(__dmul_rn(a.momentum, unbiased), __dmul_rn(om, rgpu_dcu::param_at(a.rv, c))));
+                if (a.sm.p) rgpu_dcu::param_set(a.sm, c, mean);
+                if (a.si.p) rgpu_dcu::param_set(a.si, c, invstd);
                 mean = opm(a.f64, round_to(a.stat_dt, mean));
                 invstd = opm(a.f64, round_to(a.stat_dt, invstd));
             }
         } else if (threadIdx.x == 0) {
-            mean = opm(a.f64, dcu::param_at(a.rm, c));
-            double v = opm(a.f64, dcu::param_at(a.rv, c) + opm(a.f64, a.eps));
+            mean = opm(a.f64, rgpu_dcu::param_at(a.rm, c));
+            double v = opm(a.f64, rgpu_dcu::param_at(a.rv, c) + opm(a.f64, a.eps));
             invstd = opm(a.f64, 1.0 / (a.f64 ? sqrt(v) : (double)sqrtf((float)v)));
-            if (a.sm.p) dcu::param_set(a.sm, c, mean);
-            if (a.si.p) dcu::param_set(a.si, c, invstd);
+            if (a.sm.p) rgpu_dcu::param_set(a.sm, c, mean);
+            if (a.si.p) rgpu_dcu::param_set(a.si, c, invstd);
         }
         if (threadIdx.x == 0) {
-            double wc = a.w.p ? opm(a.f64, dcu::param_at(a.w, c)) : 1.0;
-            double bc = a.b.p ? opm(a.f64, dcu::param_at(a.b, c)) : 0.0;
+            double wc = a.w.p ? opm(a.f64, rgpu_dcu::param_at(a.w, c)) : 1.0;
+            double bc = a.b.p ? opm(a.f64, rgpu_dcu::param_at(a.b, c)) : 0.0;
             if (a.f64) {
                 double alpha = __dmul_rn(invstd, wc);
                 a.coef[2 * c] = alpha;
@@ -137,17 +137,17 @@ struct bn_bwd_args {
     int64_t C, n;
     bool training, f64;
     double eps;
-    dcu::param w, rm, rv, sm, si, dw, db;
+    rgpu_dcu::param w, rm, rv, sm, si, dw, db;
     double *coef;   // (C, 5): mean, invstd, wc, k, gm
 };
 
 static __global__ void bn_bwd_stats_kernel(bn_bwd_args a)
 {
-    __shared__ double sh[dcu::THREADS];
+    __shared__ double sh[rgpu_dcu::THREADS];
     __shared__ double mean_s;
     for (int64_t c = blockIdx.x; c < a.C; c += gridDim.x) {
         if (threadIdx.x == 0) {
-            mean_s = a.training ? opm(a.f64, dcu::param_at(a.sm, c)) : opm(a.f64, dcu::param_at(a.rm, c));
+            mean_s = a.training ? opm(a.f64, rgpu_dcu::param_at(a.sm, c)) : opm(a.f64, rgpu_dcu::param_at(a.rm, c));
         }
         __syncthreads();
         double mean = mean_s;
@@ -157,25 +157,25 @@ static __global__ void bn_bwd_stats_kernel(bn_bwd_args a)
             s = __dadd_rn(s, gv);
             d = __dadd_rn(d, __dmul_rn(__dsub_rn(xv, mean), gv));
         }
-        double sum = dcu::block_sum(s, sh);
-        double dotp = dcu::block_sum(d, sh);
+        double sum = rgpu_dcu::block_sum(s, sh);
+        double dotp = rgpu_dcu::block_sum(d, sh);
         if (threadIdx.x == 0) {
             double invstd;
             if (a.training) {
-                invstd = opm(a.f64, dcu::param_at(a.si, c));
+                invstd = opm(a.f64, rgpu_dcu::param_at(a.si, c));
             } else {
-                double v = opm(a.f64, dcu::param_at(a.rv, c) + opm(a.f64, a.eps));
+                double v = opm(a.f64, rgpu_dcu::param_at(a.rv, c) + opm(a.f64, a.eps));
                 invstd = opm(a.f64, 1.0 / (a.f64 ? sqrt(v) : (double)sqrtf((float)v)));
             }
-            double wc = a.w.p ? opm(a.f64, dcu::param_at(a.w, c)) : 1.0;
+            double wc = a.w.p ? opm(a.f64, rgpu_dcu::param_at(a.w, c)) : 1.0;
             double *q = a.coef + 5 * c;
             q[0] = mean;
             q[1] = invstd;
             q[2] = wc;
             q[3] = dotp * invstd * invstd / (double)a.n;
             q[4] = sum / (double)a.n;
-            if (a.dw.p) dcu::param_set(a.dw, c, dotp * invstd);
-            if (a.db.p) dcu::param_set(a.db, c, sum);
+            if (a.dw.p) rgpu_dcu::param_set(a.dw, c, dotp * invstd);
+            if (a.db.p) rgpu_dcu::param_set(a.db, c, sum);
         }
     }
 }
@@ -217,11 +217,11 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_bn_setup su;
-    FORWARD_IF_ERROR(op_bn_forward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_bn_forward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     double *coef = (double *)sc.get(2 * C, sizeof(double));
     if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_fwd_args a;
@@ -231,14 +231,14 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
     a.f64 = x->dtype == RGPU_F64;
     a.momentum = su.momentum; a.eps = su.eps;
     a.stat_dt = su.stat_dt;
-    a.w = dcu::param_of(e->in[1]); a.b = dcu::param_of(e->in[2]);
-    a.rm = dcu::param_of(e->in[3]); a.rv = dcu::param_of(e->in[4]);
-    a.sm = dcu::param_of(su.saves[0]); a.si = dcu::param_of(su.saves[1]);
+    a.w = rgpu_dcu::param_of(e->in[1]); a.b = rgpu_dcu::param_of(e->in[2]);
+    a.rm = rgpu_dcu::param_of(e->in[3]); a.rv = rgpu_dcu::param_of(e->in[4]);
+    a.sm = rgpu_dcu::param_of(su.saves[0]); a.si = rgpu_dcu::param_of(su.saves[1]);
     a.coef = coef;
-    bn_fwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
+    bn_fwd_stats_kernel<<<channel_blocks(C), rgpu_dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    int64_t numel = op_numel(x);
-    bn_apply_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
+    int64_t numel = rgpu_op_numel(x);
+    bn_apply_kernel<<<rgpu_dcu::blocks_for(numel), rgpu_dcu::THREADS, 0, c->stream>>>(
         rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(y), y->dtype, numel, C, inner_of(x), a.f64, coef);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -249,11 +249,11 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_bn_setup su;
-    FORWARD_IF_ERROR(op_bn_backward_setup(e, &su, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_bn_backward_setup(e, &su, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     double *coef = (double *)sc.get(5 * C, sizeof(double));
     if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_bwd_args a;
@@ -263,15 +263,15 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
     a.training = su.training;
     a.f64 = x->dtype == RGPU_F64;
     a.eps = su.eps;
-    a.w = dcu::param_of(e->in[2]); a.rm = dcu::param_of(e->in[3]); a.rv = dcu::param_of(e->in[4]);
-    a.sm = dcu::param_of(e->in[5]); a.si = dcu::param_of(e->in[6]);
-    a.dw = dcu::param_of(e->out[1]); a.db = dcu::param_of(e->out[2]);
+    a.w = rgpu_dcu::param_of(e->in[2]); a.rm = rgpu_dcu::param_of(e->in[3]); a.rv = rgpu_dcu::param_of(e->in[4]);
+    a.sm = rgpu_dcu::param_of(e->in[5]); a.si = rgpu_dcu::param_of(e->in[6]);
+    a.dw = rgpu_dcu::param_of(e->out[1]); a.db = rgpu_dcu::param_of(e->out[2]);
     a.coef = coef;
-    bn_bwd_stats_kernel<<<channel_blocks(C), dcu::THREADS, 0, c->stream>>>(a);
+    bn_bwd_stats_kernel<<<channel_blocks(C), rgpu_dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (dx) {
-        int64_t numel = op_numel(x);
-        bn_bwd_dx_kernel<<<dcu::blocks_for(numel), dcu::THREADS, 0, c->stream>>>(
+        int64_t numel = rgpu_op_numel(x);
+        bn_bwd_dx_kernel<<<rgpu_dcu::blocks_for(numel), rgpu_dcu::THREADS, 0, c->stream>>>(
             rgpu_cuda_view_of(x), x->dtype, rgpu_cuda_view_of(gr), gr->dtype, rgpu_cuda_view_of(dx), dx->dtype,
             numel, C, inner_of(x), su.training, coef);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);

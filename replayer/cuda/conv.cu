@@ -1,7 +1,7 @@
 // conv.cu — convolution and convolution_backward on the CUDA backend:
 // im2col + cuBLAS GEMM per (chunk of images, group), 3-D (N,C,D,H,W), 2-D
 // (N,C,H,W) as D = 1 and 1-D (N,C,L) as D = H = 1, plain and transposed.
-// CPU reference: cpu_dense_conv.c
+// CPU reference: rgpu_cpu_dense_conv.c
 // (same checks, messages, geometry and compute types).
 //
 // Three cores over one geometry: an input-space tensor I (N,C,H,W), an
@@ -18,8 +18,8 @@
 #include "dense.cuh"
 
 // ---------------------------------------------------------------------------
-// Geometry: op_conv_geom, op_conv_args, op_conv_parse_args, op_conv_geometry,
-// op_conv_check_sizes, op_conv_as_4d from cpu_dense.h (the CPU backend parses and
+// Geometry: op_conv_geom, op_conv_args, rgpu_op_conv_parse_args, rgpu_op_conv_geometry,
+// rgpu_op_conv_check_sizes, rgpu_op_conv_as_4d from cpu_dense.h (the CPU backend parses and
 // checks the same records).
 
 
@@ -99,17 +99,17 @@ static __global__ void col2im_kernel(kgeom g, int64_t nc, const T *col, T *x)
 // db[c] = sum over (n, h, w) of grad, in double: a block per channel, each
 // thread a strided run in index order, then a fixed tree.
 static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, int64_t per, int64_t cstride,
-                                        dcu::param db)
+                                        rgpu_dcu::param db)
 {
-    __shared__ double sh[dcu::THREADS];
+    __shared__ double sh[rgpu_dcu::THREADS];
     int64_t esz = op_dtype_esize(gdt);
     for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
         const char *base = (const char *)gr.data + ch * cstride * esz;
         double s = 0.0;
         for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
             s += op_load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
-        s = dcu::block_sum(s, sh);
-        if (threadIdx.x == 0) dcu::param_set(db, ch, s);
+        s = rgpu_dcu::block_sum(s, sh);
+        if (threadIdx.x == 0) rgpu_dcu::param_set(db, ch, s);
     }
 }
 
@@ -156,12 +156,12 @@ static rgpu_status run_gemm2(rgpu_cuda_ctx *c, const gemm2 &q, int64_t nimg, int
     int64_t es = (int64_t)rgpu_dtype_size(q.dt);
     if (!images_in_order && nimg >= groups) {
         for (int64_t g = 0; g < groups; g++)
-            FORWARD_IF_ERROR(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + g * q.sAg * es, q.lda, q.sAn,
+            FORWARD_IF_ERROR(rgpu_dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + g * q.sAg * es, q.lda, q.sAn,
                           q.B + g * q.sBg * es, q.ldb, q.sBn, q.beta, q.C + g * q.sCg * es, q.ldc, q.sCn, nimg,
                           name, err, errlen));
     } else {
         for (int64_t n = 0; n < nimg; n++)
-            FORWARD_IF_ERROR(dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + n * q.sAn * es, q.lda, q.sAg,
+            FORWARD_IF_ERROR(rgpu_dcu::gemm(c, q.dt, q.ta, q.tb, q.M, q.N, q.K, 1.0, q.A + n * q.sAn * es, q.lda, q.sAg,
                           q.B + n * q.sBn * es, q.ldb, q.sBg, q.beta, q.C + n * q.sCn * es, q.ldc, q.sCg, groups,
                           name, err, errlen));
     }
@@ -174,7 +174,7 @@ static rgpu_status launch_im2col(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_
 {
     int64_t total = nc * g->C * g->kvol * g->out_sp;
     if (total == 0) return RGPU_OK;
-    im2col_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)x, (T *)col);
+    im2col_kernel<T><<<rgpu_dcu::blocks_for(total), rgpu_dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)x, (T *)col);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -193,7 +193,7 @@ static rgpu_status launch_col2im(rgpu_cuda_ctx *c, const op_conv_geom *g, int64_
 {
     int64_t total = nc * g->C * g->in_sp;
     if (total == 0) return RGPU_OK;
-    col2im_kernel<T><<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)col, (T *)x);
+    col2im_kernel<T><<<rgpu_dcu::blocks_for(total), rgpu_dcu::THREADS, 0, c->stream>>>(kgeom_of(g), nc, (const T *)col, (T *)x);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -215,10 +215,10 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom
                             const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
-    size_t cs = dcu::ct_size(ct);
+    size_t cs = rgpu_dcu::ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
     char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *y = (char *)sc.get(nc * g->O * hwo, cs);
@@ -226,10 +226,10 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(I, n0, cnt), out = images(G, n0, cnt);
-        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, x, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &in, ct, x, err, errlen));
         if (!g->pointwise) FORWARD_IF_ERROR(im2col(c, ct, g, cnt, x, col, err, errlen));
         gemm2 q;
-        q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = false;
+        q.dt = rgpu_dcu::ct_dtype(ct); q.ta = false; q.tb = false;
         q.M = g->Og; q.N = hwo; q.K = kd; q.lda = kd; q.ldb = hwo; q.ldc = hwo;
         q.A = (const char *)wbuf; q.sAn = 0; q.sAg = g->Og * kd;
         q.B = g->pointwise ? x : col;
@@ -238,7 +238,7 @@ static rgpu_status conv_fwd(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geom
         q.C = y; q.sCn = g->O * hwo; q.sCg = g->Og * hwo;
         q.beta = 0.0;
         FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
-        FORWARD_IF_ERROR(dcu::unpack(c, &out, ct, y, bias, g->O, hwo, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::unpack(c, &out, ct, y, bias, g->O, hwo, err, errlen));
     }
     return RGPU_OK;
 }
@@ -247,10 +247,10 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geo
                              const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
-    size_t cs = dcu::ct_size(ct);
+    size_t cs = rgpu_dcu::ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     char *gb = (char *)sc.get(nc * g->O * hwo, cs);
     char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
@@ -258,9 +258,9 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geo
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(G, n0, cnt), out = images(I, n0, cnt);
-        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, gb, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &in, ct, gb, err, errlen));
         gemm2 q;
-        q.dt = dcu::ct_dtype(ct); q.ta = true; q.tb = false;
+        q.dt = rgpu_dcu::ct_dtype(ct); q.ta = true; q.tb = false;
         q.N = hwo; q.K = g->Og; q.lda = kd; q.ldb = hwo;
         q.A = (const char *)wbuf; q.sAn = 0; q.sAg = g->Og * kd;
         q.B = gb; q.sBn = g->O * hwo; q.sBg = g->Og * hwo;
@@ -275,7 +275,7 @@ static rgpu_status conv_data(rgpu_cuda_ctx *c, int op, int ct, const op_conv_geo
             FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, false, name, err, errlen));
             FORWARD_IF_ERROR(col2im(c, ct, g, cnt, col, x, err, errlen));
         }
-        FORWARD_IF_ERROR(dcu::unpack(c, &out, ct, x, bias, g->C, hw, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::unpack(c, &out, ct, x, bias, g->C, hw, err, errlen));
     }
     return RGPU_OK;
 }
@@ -284,24 +284,24 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_g
                                const rgpu_view *G, rgpu_view *dw, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
-    size_t cs = dcu::ct_size(ct);
+    size_t cs = rgpu_dcu::ct_size(ct);
     int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
     int64_t nc = chunk_images(g, cs, !g->pointwise);
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     char *x = (char *)sc.get(nc * g->C * hw, cs);
     char *col = g->pointwise ? NULL : (char *)sc.get(nc * g->C * g->kvol * hwo, cs);
     char *gb = (char *)sc.get(nc * g->O * hwo, cs);
     char *wb = (char *)sc.get(g->O * kd, cs);
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
-    FORWARD_IF_ERROR(dcu::zero(c, wb, (size_t)(g->O * kd) * cs, err, errlen));
+    FORWARD_IF_ERROR(rgpu_dcu::zero(c, wb, (size_t)(g->O * kd) * cs, err, errlen));
     for (int64_t n0 = 0; n0 < g->N; n0 += nc) {
         int64_t cnt = g->N - n0 < nc ? g->N - n0 : nc;
         rgpu_view in = images(I, n0, cnt), gv = images(G, n0, cnt);
-        FORWARD_IF_ERROR(dcu::pack(c, &in, ct, x, err, errlen));
-        FORWARD_IF_ERROR(dcu::pack(c, &gv, ct, gb, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &in, ct, x, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &gv, ct, gb, err, errlen));
         if (!g->pointwise) FORWARD_IF_ERROR(im2col(c, ct, g, cnt, x, col, err, errlen));
         gemm2 q;
-        q.dt = dcu::ct_dtype(ct); q.ta = false; q.tb = true;
+        q.dt = rgpu_dcu::ct_dtype(ct); q.ta = false; q.tb = true;
         q.M = g->Og; q.N = kd; q.K = hwo; q.lda = hwo; q.ldb = hwo; q.ldc = kd;
         q.A = gb; q.sAn = g->O * hwo; q.sAg = g->Og * hwo;
         q.B = g->pointwise ? x : col;
@@ -311,33 +311,33 @@ static rgpu_status conv_weight(rgpu_cuda_ctx *c, int op, int ct, const op_conv_g
         q.beta = 1.0;
         FORWARD_IF_ERROR(run_gemm2(c, q, cnt, g->groups, true, name, err, errlen));
     }
-    return dcu::unpack(c, dw, ct, wb, NULL, 0, 0, err, errlen);
+    return rgpu_dcu::unpack(c, dw, ct, wb, NULL, 0, 0, err, errlen);
 }
 
 static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_view *db, char *err, size_t errlen)
 {
     int64_t C = grad->sizes[1], per = grad->sizes[0];
     for (int d = 2; d < grad->ndim; d++) per *= grad->sizes[d];
-    rgpu_view rest = op_dense_subview(grad, 1, 0);   /* (N, [D,] H, W) of channel 0 */
+    rgpu_view rest = rgpu_op_dense_subview(grad, 1, 0);   /* (N, [D,] H, W) of channel 0 */
     rest.data = grad->data;
     int64_t blocks = C < 65535 ? C : 65535;
-    bias_grad_kernel<<<(unsigned)blocks, dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
-                                                                     grad->strides[1], dcu::param_of(db));
+    bias_grad_kernel<<<(unsigned)blocks, rgpu_dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
+                                                                     grad->strides[1], rgpu_dcu::param_of(db));
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
 
 // Weight (O, Cg, kh, kw) packed as (O, Cg*kh*kw) into sc.
-static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, const rgpu_view *w, rgpu_status *st,
+static void *pack_weight(rgpu_cuda_ctx *c, int op, rgpu_dcu::scratch &sc, int ct, const rgpu_view *w, rgpu_status *st,
                          char *err, size_t errlen)
 {
-    void *buf = sc.get(op_numel(w), dcu::ct_size(ct));
+    void *buf = sc.get(rgpu_op_numel(w), rgpu_dcu::ct_size(ct));
     if (!buf) {
         snprintf(err, errlen, "%s: out of device memory packing the weight", rgpu_op_name(op));
         *st = RGPU_ERR_NOMEM;
         return NULL;
     }
-    *st = dcu::pack(c, w, ct, buf, err, errlen);
+    *st = rgpu_dcu::pack(c, w, ct, buf, err, errlen);
     return *st == RGPU_OK ? buf : NULL;
 }
 
@@ -348,21 +348,21 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, dcu::scratch &sc, int ct, con
 rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_conv_fwd q;
-    FORWARD_IF_ERROR(op_conv_fwd_args(e, "cuda", &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_fwd_args(e, "cuda", &q, err, errlen));
     if (q.empty) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
 
     int ct = op_dense_ct_of(q.dt);
-    if (ct != OP_CT_I64 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
-    dcu::scratch sc(c);
+    if (ct != OP_CT_I64 && !rgpu_dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    rgpu_dcu::scratch sc(c);
     rgpu_status st;
     void *wb = pack_weight(c, e->op, sc, ct, &q.w, &st, err, errlen);
     if (!wb) return st;
     void *bb = NULL;
     if (q.bias) {
-        bb = sc.get(q.nb, dcu::ct_size(ct));
+        bb = sc.get(q.nb, rgpu_dcu::ct_size(ct));
         if (!bb) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory packing the bias", name);
-        FORWARD_IF_ERROR(dcu::pack(c, q.bias, ct, bb, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, q.bias, ct, bb, err, errlen));
     }
     if (!q.a.transposed) return conv_fwd(c, e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
     return conv_data(c, e->op, ct, &q.g, wb, bb, &q.x, &q.y, err, errlen);
@@ -373,15 +373,15 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_conv_bwd q;
-    FORWARD_IF_ERROR(op_conv_bwd_args(e, "cuda", &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_bwd_args(e, "cuda", &q, err, errlen));
     const char *name = rgpu_op_name(e->op);
 
     int ct = op_dense_ct_of(q.dt);
-    bool want_dx = q.dx0 && op_numel(q.dx0) > 0, want_dw = q.dw0 && op_numel(q.dw0) > 0;
-    if ((want_dx || want_dw) && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    bool want_dx = q.dx0 && rgpu_op_numel(q.dx0) > 0, want_dw = q.dw0 && rgpu_op_numel(q.dw0) > 0;
+    if ((want_dx || want_dw) && !rgpu_dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     if (want_dx) {
-        rgpu_view dx = op_conv_as_4d(q.dx0);
-        dcu::scratch sc(c);
+        rgpu_view dx = rgpu_op_conv_as_4d(q.dx0);
+        rgpu_dcu::scratch sc(c);
         rgpu_status st;
         void *wb = pack_weight(c, e->op, sc, ct, &q.w, &st, err, errlen);
         if (!wb) return st;
@@ -389,10 +389,10 @@ rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
         else FORWARD_IF_ERROR(conv_fwd(c, e->op, ct, &q.g, wb, NULL, &q.gr, &dx, err, errlen));
     }
     if (want_dw) {
-        rgpu_view dw = op_conv_as_4d(q.dw0);
+        rgpu_view dw = rgpu_op_conv_as_4d(q.dw0);
         if (!q.a.transposed) FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &q.g, &q.x, &q.gr, &dw, err, errlen));
         else FORWARD_IF_ERROR(conv_weight(c, e->op, ct, &q.g, &q.gr, &q.x, &dw, err, errlen));
     }
-    if (q.db && op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(c, &q.gr, q.db, err, errlen));
+    if (q.db && rgpu_op_numel(q.db) > 0) FORWARD_IF_ERROR(conv_bias_grad(c, &q.gr, q.db, err, errlen));
     return RGPU_OK;
 }

@@ -11,7 +11,7 @@
 //   canonical NaN: f16 sign|0x7E00, bf16 0x7FC0)
 // Validation and messages are the CPU kernel's.
 //
-// Layout: the operands are reduced like op_iter_init (dims ordered by the
+// Layout: the operands are reduced like rgpu_op_iter_init (dims ordered by the
 // output's strides, size-1 dims dropped, mergeable dims coalesced), then one
 // thread per output element (grid-stride). Contiguous same-dtype copies are a
 // cudaMemcpyAsync; contiguous fills of a byte pattern a cudaMemsetAsync.
@@ -44,7 +44,7 @@ template <int DT> __host__ __device__ static constexpr bool is_float_dt() {
     default: break; } } while (0)
 
 // ---------------------------------------------------------------------------
-// The reduced iteration space (op_iter_init with at most one input), strides
+// The reduced iteration space (rgpu_op_iter_init with at most one input), strides
 // in elements of each operand. zmask: dims where the output's stride is 0
 // (an expanded output): only the last index along them writes, so the value
 // that lands is the one the CPU's in-order loop writes last.
@@ -253,10 +253,10 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 }
 
 static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
-    FORWARD_IF_ERROR(op_check_scalar_arg(e, 0, "value", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
     uint64_t val = 0;   // element bytes in the low end (little-endian)
-    op_scalar_to(&e->args[0], out->dtype, &val);
+    rgpu_op_scalar_to(&e->args[0], out->dtype, &val);
     size_t esz = rgpu_dtype_size(out->dtype);
     copy_iter it;
     FORWARD_IF_ERROR(iter_init(&it, out, NULL, e->op, err, errlen));
@@ -285,7 +285,7 @@ static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 
 static rgpu_status op_arange(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     for (int i = 0; i < 2; i++) {
-        FORWARD_IF_ERROR(op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, i, i ? "step" : "start", err, errlen));
         if (e->args[i].kind == RGPU_ARG_BOOL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "arange: arg %d is a bool, want int or float", i);
     }
     rgpu_view *out = e->out[0];
@@ -331,13 +331,13 @@ extern "C" rgpu_status rgpu_cuda_copy_exec(rgpu_cuda_ctx *c, const rgpu_exec *e,
              e->n_args);
     switch (e->op) {
     case RGPU_OP_FULL:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
         return op_full(c, e, err, errlen);
     case RGPU_OP_ARANGE:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
         return op_arange(c, e, err, errlen);
     case RGPU_OP_COPY:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
         return op_copy(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda copy family has no kernel for %s", rgpu_op_name(e->op));

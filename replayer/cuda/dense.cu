@@ -30,7 +30,7 @@ extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     }
 }
 
-namespace dcu {
+namespace rgpu_dcu {
 
 rgpu_view contig_view(void *data, int dtype, int ndim, const int64_t *sizes)
 {
@@ -78,7 +78,7 @@ static __global__ void copy_kernel(rgpu_cuda_view dst, rgpu_cuda_view src, int64
     DCU_LOOP(i, n) ((T *)dst.data)[rgpu_cuda_offset(dst, i)] = ((const T *)src.data)[rgpu_cuda_offset(src, i)];
 }
 
-static int64_t numel(const rgpu_view *v) { return op_numel(v); }
+static int64_t numel(const rgpu_view *v) { return rgpu_op_numel(v); }
 
 rgpu_status pack(rgpu_cuda_ctx *c, const rgpu_view *v, int ct, void *dst, char *err, size_t errlen)
 {
@@ -149,7 +149,7 @@ bool have_blas(rgpu_cuda_ctx *c, const char *opname, char *err, size_t errlen)
 }
 
 // C (M,N) row-major, ldc / sC: C = beta == 0 ? 0 : beta * C, in the compute
-// type of dt (what a K == 0 product leaves, as the CPU's dense_gemm).
+// type of dt (what a K == 0 product leaves, as the CPU's rgpu_dense_gemm).
 static __global__ void scale_kernel(int dt, int64_t M, int64_t N, double beta, char *C, int64_t ldc, int64_t sC,
                                     int64_t batch)
 {
@@ -267,4 +267,4 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
     return RGPU_OK;
 }
 
-}  // namespace dcu
+}  // namespace rgpu_dcu

@@ -4,7 +4,7 @@
 // copies, GEMM through cuBLAS or a plain integer kernel).
 //
 // Argument parsing and validation reuse the CPU dense helpers (cpu_dense.h:
-// op_dense_check_io, dense_arg_*, op_dense_check_shape, ...) so both backends
+// rgpu_op_dense_check_io, dense_arg_*, rgpu_op_dense_check_shape, ...) so both backends
 // accept the same records and report the same messages. Compute types are the
 // CPU's (OP_CT_F32 for f32/f16/bf16, OP_CT_F64, OP_CT_I64 held as uint64 with
 // wrapping arithmetic); conversions round like c10 (cuda_fp16/cuda_bf16 RNE).
@@ -19,7 +19,7 @@
 
 #include "op/dense.h"
 
-namespace dcu {
+namespace rgpu_dcu {
 
 // ---------------------------------------------------------------------------
 // Launch helpers: 256 threads, capped grid, grid-stride loops, 64-bit indices.
@@ -127,7 +127,7 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
 // True when cuBLAS was loaded; else writes the UNSUPPORTED message.
 bool have_blas(rgpu_cuda_ctx *c, const char *opname, char *err, size_t errlen);
 
-}  // namespace dcu
+}  // namespace rgpu_dcu
 
 // Op entry points, one file each.
 rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);          // matmul.cu

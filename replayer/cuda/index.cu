@@ -181,14 +181,14 @@ rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, c
 }
 
 // ---------------------------------------------------------------------------
-// Checks: cpu_index.h's op_index_check_out_shape, _check_same_dtype,
+// Checks: cpu_index.h's rgpu_op_index_check_out_shape, _check_same_dtype,
 // _check_index_dtype, _wrap_dim, _nonempty_sizes and _bstride, plus these.
 
 static rgpu_status copy_self_into_out(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_view *out, const rgpu_view *self,
                                       char *err, size_t errlen)
 {
     bool copy;
-    FORWARD_IF_ERROR(op_index_self_into_out(e, out, self, &copy, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_self_into_out(e, out, self, &copy, err, errlen));
     return copy ? ix_copy_view(c, out, self, err, errlen) : RGPU_OK;
 }
 
@@ -406,7 +406,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
 static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *ix, ix_host *h,
                                   int64_t **out, char *err, size_t errlen)
 {
-    int64_t n = op_numel(ix);
+    int64_t n = rgpu_op_numel(ix);
     size_t esz = rgpu_dtype_size(ix->dtype);
     char *raw = (char *)malloc((size_t)(n > 0 ? n : 1) * esz);
     int64_t *v = (int64_t *)h->get((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
@@ -448,10 +448,10 @@ static unsigned row_threads(long long D)
 
 static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_embedding_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_embedding_check(e, err, errlen));
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    int64_t n = op_numel(ix);
+    int64_t n = rgpu_op_numel(ix);
     if (n == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
@@ -470,7 +470,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
     const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
     char *op = (char *)out->data;
-    int64_t ws0 = op_index_bstride(wt, 0), ws1 = op_index_bstride(wt, 1), os = op_index_bstride(out, ix->ndim);
+    int64_t ws0 = rgpu_op_index_bstride(wt, 0), ws1 = rgpu_op_index_bstride(wt, 1), os = rgpu_op_index_bstride(out, ix->ndim);
     switch (rgpu_dtype_size(wt->dtype)) {
     case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
     case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
@@ -489,7 +489,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_embbw p;
-    FORWARD_IF_ERROR(op_index_embedding_backward_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_embedding_backward_check(e, &p, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
@@ -524,9 +524,9 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     int64_t Dsz = p.D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
-    inner.st[0][0] = op_index_bstride(out, 1);
-    inner.st[1][0] = op_index_bstride(g, g->ndim - 1);
-    return run_groups(c, e, &gr, op_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
+    inner.st[0][0] = rgpu_op_index_bstride(out, 1);
+    inner.st[1][0] = rgpu_op_index_bstride(g, g->ndim - 1);
+    return run_groups(c, e, &gr, rgpu_op_index_bstride(out, 0), rowoff, 0, &inner, (char *)out->data, (const char *)g->data,
                       out->dtype, OP_IDX_ADD, ix_alpha_one(), false, p.by_freq, err, errlen);
 }
 
@@ -548,8 +548,8 @@ __global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const ch
 static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_gather_check(e, &p, err, errlen));
-    if (op_numel(p.ix) == 0) return RGPU_OK;
+    FORWARD_IF_ERROR(rgpu_op_index_gather_check(e, &p, err, errlen));
+    if (rgpu_op_numel(p.ix) == 0) return RGPU_OK;
 
     bool found;
     int64_t bad;
@@ -564,7 +564,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     w.st[2][p.dim] = 0;
     long long n = ix_walk_numel(&w);
     k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p.ix->data, p.ix->dtype, (char *)p.out->data,
-                                                         (const char *)p.self->data, op_index_bstride(p.self, p.dim),
+                                                         (const char *)p.self->data, rgpu_op_index_bstride(p.self, p.dim),
                                                          (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -620,7 +620,7 @@ __global__ void k_facc_flush(ix_walk w, char *out, int dt, const float *acc, con
 static rgpu_status scatter_start(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_dimop *p, bool *any,
                                  char *err, size_t errlen)
 {
-    *any = op_numel(p->ix) > 0;
+    *any = rgpu_op_numel(p->ix) > 0;
     if (*any) {
         bool found;
         int64_t bad;
@@ -649,14 +649,14 @@ static void scatter_line_walk(const op_index_dimop *p, int64_t *cst, ix_walk *w)
 static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_scatter_check(e, add_only, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_scatter_check(e, add_only, &p, err, errlen));
     bool any;
     FORWARD_IF_ERROR(scatter_start(c, e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = p.out->dtype;
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
-    long long nout = op_numel(p.out);
+    long long nout = rgpu_op_numel(p.out);
     ix_scratch sacc(c);
     float *acc = NULL;
     uint8_t *touched = NULL;
@@ -671,9 +671,9 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     ix_walk w;
     scatter_line_walk(&p, cst, &w);
     long long nlines = ix_walk_numel(&w);
-    long long ixs = op_index_bstride(p.ix, p.dim), srcs = p.src ? op_index_bstride(p.src, p.dim) : 0;
+    long long ixs = rgpu_op_index_bstride(p.ix, p.dim), srcs = p.src ? rgpu_op_index_bstride(p.src, p.dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, p.isz[p.dim], ixs, srcs, op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        w, nlines, p.isz[p.dim], ixs, srcs, rgpu_op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
         (char *)p.out->data, p.src ? (const char *)p.src->data : NULL, p.value, dt, (int)p.reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
@@ -726,13 +726,13 @@ static rgpu_status op_scatter_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 {
     op_index_dimop p;
     bool incl;
-    FORWARD_IF_ERROR(op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_scatter_reduce_check(e, &p, &incl, err, errlen));
     bool any;
     FORWARD_IF_ERROR(scatter_start(c, e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
     int dt = p.out->dtype;
-    long long nout = op_numel(p.out);
+    long long nout = rgpu_op_numel(p.out);
     ix_scratch sacc(c);
     size_t nb = (size_t)nout * (sizeof(op_sr_acc) + sizeof(long long));
     IX_SCRATCH(sacc, base, char *, nb, "the scatter_reduce accumulators");
@@ -744,13 +744,13 @@ static rgpu_status op_scatter_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     scatter_line_walk(&p, cst, &w);
     long long nlines = ix_walk_numel(&w);
     k_scatter_reduce_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, p.isz[p.dim], op_index_bstride(p.ix, p.dim), op_index_bstride(p.src, p.dim),
-        op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        w, nlines, p.isz[p.dim], rgpu_op_index_bstride(p.ix, p.dim), rgpu_op_index_bstride(p.src, p.dim),
+        rgpu_op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
         (const char *)p.out->data, (const char *)p.src->data, dt, (int)p.reduce, incl, acc, cnt);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     ix_walk wo;
     ix_walk_init(&wo, p.nd, p.ssz);
-    for (int d = 0; d < p.nd; d++) wo.st[0][d] = op_index_bstride(p.out, d);
+    for (int d = 0; d < p.nd; d++) wo.st[0][d] = rgpu_op_index_bstride(p.out, d);
     k_sr_flush<<<ix_blocks(nout), IX_THREADS, 0, c->stream>>>(wo, (char *)p.out->data, dt, (int)p.reduce, incl,
                                                               acc, cnt, nout);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -775,25 +775,25 @@ __global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long
 static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_select_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_select_check(e, &p, err, errlen));
     if (p.ix->ndim > 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", p.ix->ndim);
     bool found;
     int64_t bad;
     FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.ix->ndim, p.ix->sizes, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
     if (found) return bad_index(e, "index_select", bad, p.dim, p.ssz[p.dim], err, errlen);
-    if (op_numel(p.out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(p.out) == 0) return RGPU_OK;
 
     op_walk ow;
-    op_index_select_walk(&p, &ow);
+    rgpu_op_index_select_walk(&p, &ow);
     ix_walk w;
     ix_walk_init(&w, ow.nd, ow.sz);
     for (int d = 0; d < ow.nd; d++)
         for (int k = 0; k < 2; k++) w.st[k][d] = ow.st[k][d];
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, op_index_bstride(p.ix, 0),
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, rgpu_op_index_bstride(p.ix, 0),
                                                                (char *)p.out->data, (const char *)p.self->data,
-                                                               op_index_bstride(p.self, p.dim), (int)rgpu_dtype_size(p.self->dtype), n);
+                                                               rgpu_op_index_bstride(p.self, p.dim), (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -805,9 +805,9 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
-    FORWARD_IF_ERROR(op_index_add_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_add_check(e, &p, err, errlen));
     int dt = p.self->dtype, dim = p.dim, nd = p.nd;
-    int64_t n = op_numel(p.ix);
+    int64_t n = rgpu_op_numel(p.ix);
     ix_host hk;
     int64_t *iv = NULL;
     if (n > 0) {
@@ -816,7 +816,7 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
             if (iv[i] < 0 || iv[i] >= p.ssz[dim]) return bad_index(e, "index_add", iv[i], dim, p.ssz[dim], err, errlen);
     }
     FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
-    if (op_numel(p.src) == 0) return RGPU_OK;
+    if (rgpu_op_numel(p.src) == 0) return RGPU_OK;
 
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
@@ -828,11 +828,11 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int d = 0; d < nd; d++) {
         if (d == dim) continue;
         inner.sz[inner.nd] = p.rsz[d];
-        inner.st[0][inner.nd] = op_index_bstride(p.out, d);
-        inner.st[1][inner.nd] = op_index_bstride(p.src, d);
+        inner.st[0][inner.nd] = rgpu_op_index_bstride(p.out, d);
+        inner.st[1][inner.nd] = rgpu_op_index_bstride(p.src, d);
         inner.nd++;
     }
-    return run_groups(c, e, &gr, op_index_bstride(p.out, dim), NULL, op_index_bstride(p.src, dim), &inner, (char *)p.out->data,
+    return run_groups(c, e, &gr, rgpu_op_index_bstride(p.out, dim), NULL, rgpu_op_index_bstride(p.src, dim), &inner, (char *)p.out->data,
                       (const char *)p.src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
 }
 
@@ -895,7 +895,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_i
         gd.t[j].dt = v->dtype;
         gd.t[j].k = k;
         gd.t[j].size = self->sizes[k];
-        gd.t[j].ts = op_index_bstride(target, k);
+        gd.t[j].ts = rgpu_op_index_bstride(target, k);
         int lead = g->nb - v->ndim;
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
@@ -942,30 +942,30 @@ static void geom_walk(const op_index_geom *g, ix_walk *w, const rgpu_view *targe
     int64_t bst[RGPU_MAX_DIMS], s = 1;
     for (int j = g->nb - 1; j >= 0; j--) { bst[j] = s; s *= g->bsz[j]; }
     for (int r = 0; r < g->R; r++) {
-        if (g->rdim[r] >= 0) w->st[1][r] = op_index_bstride(target, g->rdim[r]);
+        if (g->rdim[r] >= 0) w->st[1][r] = rgpu_op_index_bstride(target, g->rdim[r]);
         else w->st[2][r] = bst[-1 - g->rdim[r]];
     }
 }
 
 static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io_var(e, 1, 1, true, "r", err, errlen));
     const rgpu_view *self = e->in[0];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
     op_index_geom g;
     const rgpu_view *const *idx = &e->in[1];
     int nidx = e->n_in - 1;
-    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_geom_shape(e, &g, self, idx, nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
     FORWARD_IF_ERROR(geom_offsets(c, e, &g, self, self, idx, nidx, &hold, &boff, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
-    long long n = op_numel(out);
+    FORWARD_IF_ERROR(rgpu_op_index_check_out_shape(e, out, g.R, g.rsz, err, errlen));
+    long long n = rgpu_op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     geom_walk(&g, &w, self);
-    for (int r = 0; r < g.R; r++) w.st[0][r] = op_index_bstride(out, r);
+    for (int r = 0; r < g.R; r++) w.st[0][r] = rgpu_op_index_bstride(out, r);
     k_index<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, (const char *)self->data, boff,
                                                         (int)rgpu_dtype_size(self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -978,9 +978,9 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_put_args p;
-    FORWARD_IF_ERROR(op_index_put_check(e, &p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_put_check(e, &p, err, errlen));
     op_index_geom g;
-    FORWARD_IF_ERROR(op_index_geom_shape(e, &g, p.self, p.idx, p.nidx, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_geom_shape(e, &g, p.self, p.idx, p.nidx, err, errlen));
     ix_scratch hold(c);
     long long *boff;
     FORWARD_IF_ERROR(geom_offsets(c, e, &g, p.self, p.out, p.idx, p.nidx, &hold, &boff, err, errlen));
@@ -1003,8 +1003,8 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         for (int r = 0; r < g.R; r++) rv.sizes[r] = g.rsz[r];
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be broadcast "
-                 "to indexing result of shape %s", op_index_shape_str(p.vals, a, sizeof a),
-                 op_index_shape_str(&rv, b, sizeof b));
+                 "to indexing result of shape %s", rgpu_op_index_shape_str(p.vals, a, sizeof a),
+                 rgpu_op_index_shape_str(&rv, b, sizeof b));
     }
     FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
     int64_t nres = 1;
@@ -1028,7 +1028,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) {
         if (g.rdim[r] < 0) { vbst[-1 - g.rdim[r]] = vst[r]; continue; }
         inner.sz[inner.nd] = g.rsz[r];
-        inner.st[0][inner.nd] = op_index_bstride(p.out, g.rdim[r]);
+        inner.st[0][inner.nd] = rgpu_op_index_bstride(p.out, g.rdim[r]);
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }

@@ -23,12 +23,12 @@ namespace rgpu_ix {
 rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
-    FORWARD_IF_ERROR(op_index_cat_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
     // each input into its slice of out: a view of out at the input's shape
     for (int i = 0; i < e->n_in; i++) {
         rgpu_view slice;
-        if (op_index_cat_slice(e, dim, i, &slice)) FORWARD_IF_ERROR(ix_copy_view(c, &slice, e->in[i], err, errlen));
+        if (rgpu_op_index_cat_slice(e, dim, i, &slice)) FORWARD_IF_ERROR(ix_copy_view(c, &slice, e->in[i], err, errlen));
     }
     return RGPU_OK;
 }
@@ -67,10 +67,10 @@ __global__ void k_pad(pad_args p, char *out, const char *in, int esz, uint64_t v
 rgpu_status ix_pad(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_pad_args pa;
-    FORWARD_IF_ERROR(op_index_pad_prepare(e, &pa, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_pad_prepare(e, &pa, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    long long n = op_numel(out);
+    long long n = rgpu_op_numel(out);
     if (n == 0) return RGPU_OK;
 
     int esz = (int)rgpu_dtype_size(out->dtype);
@@ -239,8 +239,8 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
 // COUNT_NONZERO: out[0] (0-d i64) = number of x != 0 (NaN counts); no sync.
 rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_check_count_out(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_count_out(e, err, errlen));
     const rgpu_view *x = e->in[0];
     ix_walk w;
     ix_walk_init(&w, x->ndim, x->sizes);
@@ -254,7 +254,7 @@ rgpu_status ix_count_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 // NONZERO: out (n, ndim) i64 (or i32): the coordinates of x's nonzeros in row-major order.
 rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_nonzero_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_nonzero_check(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     ix_walk w;
@@ -265,7 +265,7 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     int64_t n;
     FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)x->data, x->dtype, 0, &hold, &htot, &tileoff, &n,
                                        err, errlen));
-    FORWARD_IF_ERROR(op_index_nonzero_check_out(e, n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_nonzero_check_out(e, n, err, errlen));
     if (n == 0 || x->ndim == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
     int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
@@ -280,7 +280,7 @@ rgpu_status ix_nonzero(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 // elements where mask is true, row-major.
 rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_masked_select_check(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_masked_select_check(e, err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1];
     rgpu_view *out = e->out[0];
     ix_walk w;
@@ -292,7 +292,7 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     int64_t n;
     FORWARD_IF_ERROR(nz_count_host(c, &w, (const char *)mask->data, mask->dtype, 1, &hold, &htot, &tileoff, &n,
                                        err, errlen));
-    FORWARD_IF_ERROR(op_index_masked_select_check_out(e, n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_masked_select_check_out(e, n, err, errlen));
     if (n == 0) return RGPU_OK;
     long long nel = ix_walk_numel(&w), ntiles = (nel + NZ_TILE - 1) / NZ_TILE;
     int esz = (int)rgpu_dtype_size(self->dtype);
@@ -314,7 +314,7 @@ rgpu_status ix_masked_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, char *err, size_t errlen)
 {
     op_index_unique_args u;
-    FORWARD_IF_ERROR(op_index_unique_check(e, count_only, &u, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_unique_check(e, count_only, &u, err, errlen));
     const rgpu_view *x = e->in[0];
     size_t esz = rgpu_dtype_size(x->dtype);
     ix_host hraw, hit;
@@ -332,7 +332,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
             it[i].pos = i;
         }
     }
-    int64_t n = op_index_uq_sort(it, u.N, u.fl);   // sorted; n groups
+    int64_t n = rgpu_op_index_uq_sort(it, u.N, u.fl);   // sorted; n groups
     if (count_only) {
         RGPU_CUDA_NEEDS_HOST(c, u.name, err, errlen);
         long long hn = n;
@@ -341,7 +341,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
         return RGPU_OK;
     }
     const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;
-    FORWARD_IF_ERROR(op_index_unique_check_out(e, u.want_cnt, n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_unique_check_out(e, u.want_cnt, n, err, errlen));
     if (u.N == 0) return RGPU_OK;
     ix_host hv, hc, hi;
     char *vals = (char *)hv.get((size_t)n * esz);
@@ -350,7 +350,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
     if (!vals || (co && !cnts) || (u.want_inv && !inv)) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory", u.name);
     int64_t g = -1, cnt = 0;
     for (int64_t i = 0; i < u.N; i++) {
-        if (op_index_uq_new_group(it, i, u.fl)) {
+        if (rgpu_op_index_uq_new_group(it, i, u.fl)) {
             if (cnts && g >= 0) cnts[g] = cnt;
             g++;
             cnt = 0;

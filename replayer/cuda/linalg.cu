@@ -110,7 +110,7 @@ static unsigned la_blocks(long long n) {
         return RGPU_OK;                                                       \
     } while (0)
 
-static long long mat_elems(const rgpu_view *v) { return op_numel(v); }
+static long long mat_elems(const rgpu_view *v) { return rgpu_op_numel(v); }
 
 static void *g_alloc(void *ctx, size_t n) { return rgpu_cuda_scratch((rgpu_cuda_ctx *)ctx, n); }
 static void g_release(void *ctx, void *p) { rgpu_cuda_scratch_free((rgpu_cuda_ctx *)ctx, p); }
@@ -189,7 +189,7 @@ static rgpu_status g_getrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t 
     for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
         int s = S->Dgetrf(S->handle, (int)m, (int)n, a + b * m * n, (int)m, work, piv + b * k, info + b);
         if (s != 0) {
-            op_errf(err, errlen, "cuda linalg: cusolverDnDgetrf failed (cusolverStatus %d)", s);
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnDgetrf failed (cusolverStatus %d)", s);
             st = RGPU_ERR_EXEC;
         }
     }
@@ -209,7 +209,7 @@ static rgpu_status g_getrs(void *ctx, const double *lu, const int32_t *piv, doub
         int s = S->Dgetrs(S->handle, trans ? 1 : 0, (int)n, (int)k, lu + b * n * n, (int)n, piv + b * n,
                           x + b * n * k, (int)n, dinfo);
         if (s != 0) {
-            op_errf(err, errlen, "cuda linalg: cusolverDnDgetrs failed (cusolverStatus %d)", s);
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnDgetrs failed (cusolverStatus %d)", s);
             st = RGPU_ERR_EXEC;
         }
     }
@@ -233,7 +233,7 @@ static rgpu_status g_potrf(void *ctx, double *a, int64_t nb, int64_t n, bool low
     for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
         int s = S->Dpotrf(S->handle, uplo, (int)n, a + b * n * n, (int)n, work, lwork, info + b);
         if (s != 0) {
-            op_errf(err, errlen, "cuda linalg: cusolverDnDpotrf failed (cusolverStatus %d)", s);
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnDpotrf failed (cusolverStatus %d)", s);
             st = RGPU_ERR_EXEC;
         }
     }
@@ -253,7 +253,7 @@ static rgpu_status g_potrs(void *ctx, const double *l, double *x, int64_t nb, in
         int s = S->Dpotrs(S->handle, lower ? 0 : 1, (int)n, (int)k, l + b * n * n, (int)n, x + b * n * k, (int)n,
                           dinfo);
         if (s != 0) {
-            op_errf(err, errlen, "cuda linalg: cusolverDnDpotrs failed (cusolverStatus %d)", s);
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnDpotrs failed (cusolverStatus %d)", s);
             st = RGPU_ERR_EXEC;
         }
     }
@@ -277,11 +277,11 @@ static rgpu_status g_crop(void *ctx, const double *src, int64_t sr, int64_t sc, 
         double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * sizeof(double)); \
         int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));                                  \
         rgpu_status st_ = work && dinfo ? RGPU_OK : RGPU_ERR_NOMEM;                             \
-        if (st_ != RGPU_OK) op_errf(err, errlen, "cuda linalg: out of memory for %s's workspace", what); \
+        if (st_ != RGPU_OK) rgpu_op_errf(err, errlen, "cuda linalg: out of memory for %s's workspace", what); \
         for (int64_t b = 0; b < nb && st_ == RGPU_OK; b++) {                                    \
             int s_ = (call);                                                                    \
             if (s_ != 0) {                                                                      \
-                op_errf(err, errlen, "cuda linalg: %s failed (cusolverStatus %d)", what, s_);   \
+                rgpu_op_errf(err, errlen, "cuda linalg: %s failed (cusolverStatus %d)", what, s_);   \
                 st_ = RGPU_ERR_EXEC;                                                            \
             }                                                                                   \
         }                                                                                       \
@@ -379,5 +379,5 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     op_la_dev dev = { c, "cuda", g_alloc, g_release, g_pack, g_unpack, g_pack_i, g_unpack_i, g_eye,
                       g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm,
                       g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd };
-    return op_la_exec(e, &dev, err, errlen);
+    return rgpu_op_la_exec(e, &dev, err, errlen);
 }

@@ -1,5 +1,5 @@
 // loss.cu — nll_loss_forward and nll_loss_backward on the GPU (CPU reference:
-// r2_nll_loss / r2_nll_loss_backward in replayer/cpu/cpu_reduce2_norm.c).
+// rgpu_r2_nll_loss / rgpu_r2_nll_loss_backward in replayer/cpu/cpu_reduce2_norm.c).
 //
 // logp is (N, C) with target (N,), or (C,) with target () or (1,); weight? is
 // (C,); targets are int64 or uint8. Targets are checked on the device before
@@ -130,7 +130,7 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     rgpu_view *loss = e->out[0], *tw = e->out[1];
     op_nll_shape s;
-    FORWARD_IF_ERROR(op_nll_loss_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_check(e, &s, err, errlen));
     bool per_row = s.per_row;
     // as ATen: a reduced loss over an empty logp checks no target
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
@@ -191,7 +191,7 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     rgpu_view *gx = e->out[0];
     op_nll_shape s;
-    FORWARD_IF_ERROR(op_nll_loss_backward_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_backward_check(e, &s, err, errlen));
     bool per_row = s.per_row;
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
@@ -238,7 +238,7 @@ static __global__ void ctc_backward_kernel(op_ctc a, double *beta)
 rgpu_status rgpu_cuda_red_ctc_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_ctc a;
-    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ctc_check(e, &a, err, errlen));
     if (a.N == 0) return RGPU_OK;
     ctc_forward_kernel<<<(unsigned)((a.N + CTC_THREADS - 1) / CTC_THREADS), CTC_THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -248,7 +248,7 @@ rgpu_status rgpu_cuda_red_ctc_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 rgpu_status rgpu_cuda_red_ctc_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_ctc a;
-    FORWARD_IF_ERROR(op_ctc_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ctc_check(e, &a, err, errlen));
     if (a.N == 0) return RGPU_OK;
     double *beta = (double *)rgpu_cuda_scratch(c, (size_t)a.N * 2 * (size_t)a.Sp * sizeof(double));
     if (beta == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));

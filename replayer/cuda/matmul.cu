@@ -11,8 +11,8 @@
 // copied out last. Integers: packed to int64, a plain wrapping kernel.
 #include "dense.cuh"
 
-// Args, checks, and the in-place layouts (op_dense_blas_layout: row-major, or
-// column-major for a transposed read; op_dense_views_overlap) from cpu_dense.h.
+// Args, checks, and the in-place layouts (rgpu_op_dense_blas_layout: row-major, or
+// column-major for a transposed read; rgpu_op_dense_views_overlap) from cpu_dense.h.
 
 // A (nb, rows, cols) view over data with strides (sb, s0, s1).
 static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols, int64_t sb, int64_t s0, int64_t s1)
@@ -32,9 +32,9 @@ static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols
 rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dense_mm q;
-    FORWARD_IF_ERROR(op_dense_mm_args(e, &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_mm_args(e, &q, err, errlen));
     OP_DENSE_MM_LOCALS(q);
-    if (op_numel(out) == 0) return RGPU_OK;
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     int64_t ab = batched ? a->strides[0] : 0, bb = batched ? b->strides[0] : 0;
     int64_t ob = batched ? out->strides[0] : 0;
@@ -42,42 +42,42 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     rgpu_view Bv = mat3(b->data, dt, nb, k, m, bb, b->strides[nd - 2], b->strides[nd - 1]);
     rgpu_view O = mat3(out->data, dt, nb, n, m, ob, out->strides[nd - 2], out->strides[nd - 1]);
     rgpu_view S = mat3(self ? self->data : NULL, dt, nb, n, m, ss[0], ss[1], ss[2]);
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
 
     if (!op_dtype_is_float(dt)) {
         /* integers: pack to int64, wrapping kernel, store (as the CPU's loops) */
         uint64_t *pa = (uint64_t *)sc.get(nb * n * k, 8), *pb = (uint64_t *)sc.get(nb * k * m, 8);
         uint64_t *pc = (uint64_t *)sc.get(nb * n * m, 8);
         if (!pa || !pb || !pc) NOMEM(name);
-        FORWARD_IF_ERROR(dcu::pack(c, &A, OP_CT_I64, pa, err, errlen));
-        FORWARD_IF_ERROR(dcu::pack(c, &Bv, OP_CT_I64, pb, err, errlen));
-        if (use_self) FORWARD_IF_ERROR(dcu::pack(c, &S, OP_CT_I64, pc, err, errlen));
-        FORWARD_IF_ERROR(dcu::gemm(c, RGPU_I64, false, false, n, m, k, alpha, pa, k, n * k, pb, m, k * m, use_self ? beta : 0.0,
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &A, OP_CT_I64, pa, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::pack(c, &Bv, OP_CT_I64, pb, err, errlen));
+        if (use_self) FORWARD_IF_ERROR(rgpu_dcu::pack(c, &S, OP_CT_I64, pc, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::gemm(c, RGPU_I64, false, false, n, m, k, alpha, pa, k, n * k, pb, m, k * m, use_self ? beta : 0.0,
                       pc, m, n * m, nb, name, err, errlen));
-        return dcu::unpack(c, &O, OP_CT_I64, pc, NULL, 0, 0, err, errlen);
+        return rgpu_dcu::unpack(c, &O, OP_CT_I64, pc, NULL, 0, 0, err, errlen);
     }
 
-    if (k > 0 && !dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
+    if (k > 0 && !rgpu_dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     int64_t esz = (int64_t)rgpu_dtype_size(dt);
     bool ta = false, tb = false, to = false;
     int64_t lda = k, ldb = m, ldo = m, sa = ab, sb = bb;
     const void *pa = a->data, *pb = b->data;
-    bool a_direct = op_dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
-    bool b_direct = op_dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
+    bool a_direct = rgpu_op_dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
+    bool b_direct = rgpu_op_dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
     if (!a_direct) {
         int64_t sz[3] = { nb, n, k };
         void *buf = sc.get(nb * n * k, (size_t)esz);
         if (!buf) NOMEM(name);
-        rgpu_view d = dcu::contig_view(buf, dt, 3, sz);
-        FORWARD_IF_ERROR(dcu::copy(c, &d, &A, err, errlen));
+        rgpu_view d = rgpu_dcu::contig_view(buf, dt, 3, sz);
+        FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, &A, err, errlen));
         pa = buf; ta = false; lda = k > 0 ? k : 1; sa = n * k;
     }
     if (!b_direct) {
         int64_t sz[3] = { nb, k, m };
         void *buf = sc.get(nb * k * m, (size_t)esz);
         if (!buf) NOMEM(name);
-        rgpu_view d = dcu::contig_view(buf, dt, 3, sz);
-        FORWARD_IF_ERROR(dcu::copy(c, &d, &Bv, err, errlen));
+        rgpu_view d = rgpu_dcu::contig_view(buf, dt, 3, sz);
+        FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, &Bv, err, errlen));
         pb = buf; tb = false; ldb = m; sb = k * m;
     }
     if (nb == 1) { sa = 0; sb = 0; }
@@ -93,9 +93,9 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     }
     /* Writing out while reading an operand it overlaps would corrupt it:
      * then the whole result goes to a buffer first and is copied last. */
-    bool overlap = op_dense_views_overlap(out, a) || op_dense_views_overlap(out, b) ||
-                   (use_self && !self_is_out && op_dense_views_overlap(out, self));
-    bool o_direct = !overlap && op_dense_blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
+    bool overlap = rgpu_op_dense_views_overlap(out, a) || rgpu_op_dense_views_overlap(out, b) ||
+                   (use_self && !self_is_out && rgpu_op_dense_views_overlap(out, self));
+    bool o_direct = !overlap && rgpu_op_dense_blas_layout(n, m, O.strides[1], O.strides[2], &to, &ldo);
     if (o_direct && nb > 1) {   /* one batch's matrix must end before the next starts */
         int64_t span = (n - 1) * O.strides[1] + (m - 1) * O.strides[2] + 1;
         if (ob < span) o_direct = false;
@@ -104,26 +104,26 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     void *pc = out->data;
     int64_t so = nb == 1 ? 0 : ob;
     if (o_direct) {
-        if (use_self && !self_is_out) FORWARD_IF_ERROR(dcu::copy(c, &O, &S, err, errlen));
+        if (use_self && !self_is_out) FORWARD_IF_ERROR(rgpu_dcu::copy(c, &O, &S, err, errlen));
     } else {
         int64_t sz[3] = { nb, n, m };
         pc = sc.get(nb * n * m, (size_t)esz);
         if (!pc) NOMEM(name);
         if (use_self) {
-            rgpu_view d = dcu::contig_view(pc, dt, 3, sz);
-            FORWARD_IF_ERROR(dcu::copy(c, &d, &S, err, errlen));
+            rgpu_view d = rgpu_dcu::contig_view(pc, dt, 3, sz);
+            FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, &S, err, errlen));
         }
         to = false; ldo = m; so = n * m;
     }
     double be = use_self ? beta : 0.0;
     if (!to)
-        FORWARD_IF_ERROR(dcu::gemm(c, dt, ta, tb, n, m, k, alpha, pa, lda, sa, pb, ldb, sb, be, pc, ldo, so, nb, name, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::gemm(c, dt, ta, tb, n, m, k, alpha, pa, lda, sa, pb, ldb, sb, be, pc, ldo, so, nb, name, err, errlen));
     else   /* column-major out: C^T = B^T A^T, row-major with ld = its column stride */
-        FORWARD_IF_ERROR(dcu::gemm(c, dt, !tb, !ta, m, n, k, alpha, pb, ldb, sb, pa, lda, sa, be, pc, ldo, so, nb, name, err, errlen));
+        FORWARD_IF_ERROR(rgpu_dcu::gemm(c, dt, !tb, !ta, m, n, k, alpha, pb, ldb, sb, pa, lda, sa, be, pc, ldo, so, nb, name, err, errlen));
     if (!o_direct) {
         int64_t sz[3] = { nb, n, m };
-        rgpu_view s = dcu::contig_view(pc, dt, 3, sz);
-        FORWARD_IF_ERROR(dcu::copy(c, &O, &s, err, errlen));
+        rgpu_view s = rgpu_dcu::contig_view(pc, dt, 3, sz);
+        FORWARD_IF_ERROR(rgpu_dcu::copy(c, &O, &s, err, errlen));
     }
     return RGPU_OK;
 }

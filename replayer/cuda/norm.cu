@@ -1,5 +1,5 @@
 // norm.cu — native_layer_norm and native_layer_norm_backward on the GPU (CPU
-// reference: r2_layer_norm / r2_layer_norm_backward in
+// reference: rgpu_r2_layer_norm / rgpu_r2_layer_norm_backward in
 // replayer/cpu/cpu_reduce2_norm.c).
 //
 // x is (lead..., norm...) with norm = normalized_shape: M = prod(lead) rows
@@ -79,7 +79,7 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
     op_ln_shape s;
-    FORWARD_IF_ERROR(op_layer_norm_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
     ln_fwd_args g;
@@ -237,7 +237,7 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
     op_ln_shape s;
-    FORWARD_IF_ERROR(op_layer_norm_backward_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     ln_bwd_args a;

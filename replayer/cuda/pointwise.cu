@@ -685,7 +685,7 @@ struct pw_operand {
     int sdt;
 };
 
-// Broadcast the operands to out (op_iter_init's checks and messages), order
+// Broadcast the operands to out (rgpu_op_iter_init's checks and messages), order
 // dims by out's strides (largest outermost, size-1 dims dropped), coalesce,
 // and fill the addressing part of A. Scalars become the compute-type values.
 static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *ins, int nin,
@@ -695,7 +695,7 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
     memset(st, 0, sizeof st);
     long long esz0 = (long long)rgpu_dtype_size(out->dtype);
     A->nin = nin;
-    A->numel = op_numel(out);
+    A->numel = rgpu_op_numel(out);
     A->base[0] = (char *)out->data;
     A->dt[0] = out->dtype;
     for (int d = 0; d < nd; d++) st[0][d] = out->strides[d] * esz0;
@@ -769,9 +769,9 @@ static rgpu_status pw_setup_iter(pw_args *A, rgpu_view *out, const pw_operand *i
 // "other" becomes a 0-d operand in the compute type; rsub swaps operands.
 
 static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, size_t errlen) {
-    FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
     op_binary_args bin;
-    FORWARD_IF_ERROR(op_binary_check(e, &bin, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_binary_check(e, &bin, err, errlen));
     int other_arg = bin.other_arg;
     rgpu_view *out = e->out[0];
     memset(A, 0, sizeof *A);
@@ -789,7 +789,7 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
     ops[0].view = e->in[0];
     if (other_arg >= 0) {
         ops[1].sdt = op_ct_dtype(A->ct);
-        op_scalar_to(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
+        rgpu_op_scalar_to(&e->args[other_arg], ops[1].sdt, &ops[1].buf);
     } else {
         ops[1].view = e->in[1];
     }
@@ -803,19 +803,19 @@ static rgpu_status pw_prepare_binary(const rgpu_exec *e, pw_args *A, char *err, 
 static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, pw_args *A, char *err, size_t errlen) {
     const char *name = rgpu_op_name(e->op);
     bool present[PW_MAX_IN];
-    FORWARD_IF_ERROR(op_pointwise_check(e, L, present, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pointwise_check(e, L, present, err, errlen));
     const rgpu_arg *dta = &e->args[L->nargs - 1];
     rgpu_view *out = e->out[0];
 
     memset(A, 0, sizeof *A);
     A->op = e->op;
     A->cdt = (int)dta->v.i;
-    A->ct = op_pointwise_compute_class(A->cdt);
+    A->ct = rgpu_op_pointwise_compute_class(A->cdt);
     A->res_bool = L->res_bool;
-    if (!op_pointwise_supports(e->op, A->ct))
+    if (!rgpu_op_pointwise_supports(e->op, A->ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(A->cdt));
 
-    FORWARD_IF_ERROR(op_pw_params_of(e, L, present, A->cdt, A->ct, &A->p, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pw_params_of(e, L, present, A->cdt, A->ct, &A->p, err, errlen));
 
     // operands: tensors as they are; scalars as 0-d values in the compute
     // dtype (lerp's weight in opmath, as ATen's lerp_scalar)
@@ -830,7 +830,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         } else {
             int sdt = A->cdt;
             if (e->op == RGPU_OP_LERP) sdt = A->ct == OP_CT_F64 ? RGPU_F64 : RGPU_F32;
-            if (present[i]) op_scalar_to(&e->args[i], sdt, &ops[i].buf);
+            if (present[i]) rgpu_op_scalar_to(&e->args[i], sdt, &ops[i].buf);
             ops[i].sdt = sdt;
             dt = sdt;
         }
@@ -844,7 +844,7 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
         if (A->ct == OP_CT_F32) A->fix_out = half_cdt && out->dtype != A->cdt;
         else if (A->ct == OP_CT_I64) A->fix_out = out->dtype != A->cdt;
     }
-    if (op_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
+    if (rgpu_op_numel(out) == 0) { A->numel = 0; return RGPU_OK; }
     return pw_setup_iter(A, out, ops, e->n_in, e->op, err, errlen);
 }
 
@@ -852,12 +852,12 @@ static rgpu_status pw_prepare_pointwise(const rgpu_exec *e, const pw_layout *L, 
 // TRIL / TRIU (cpu_pointwise.c op_tri)
 
 static rgpu_status pw_prepare_tri(const rgpu_exec *e, bool upper, pw_tri_args *A, char *err, size_t errlen) {
-    FORWARD_IF_ERROR(op_pointwise_check_tri(e, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pointwise_check_tri(e, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *out = e->out[0];
     int nd = x->ndim;
     memset(A, 0, sizeof *A);
-    A->numel = op_numel(out);
+    A->numel = rgpu_op_numel(out);
     if (A->numel == 0) return RGPU_OK;
 
     long long R = x->sizes[nd - 2], C = x->sizes[nd - 1];
@@ -994,7 +994,7 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
         return pw_run(c, &A, e->op, err, errlen);
     }
     pw_layout L;
-    if (!op_pointwise_layout_of(e->op, &L))
+    if (!rgpu_op_pointwise_layout_of(e->op, &L))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
     FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);

@@ -16,7 +16,7 @@
 
 
 // ---------------------------------------------------------------------------
-// Geometry: op_pool_geom, op_pool_input, op_pool_args, op_pool_shape from cpu_dense.h
+// Geometry: op_pool_geom, rgpu_op_pool_input, rgpu_op_pool_args, rgpu_op_pool_shape from cpu_dense.h
 // (the CPU backend parses and checks the same records).
 
 // ---------------------------------------------------------------------------
@@ -30,7 +30,7 @@ struct t4 {
 
 static t4 t4_of(const rgpu_view *v)
 {
-    rgpu_view v4 = v->ndim == 3 ? op_dense_unsqueeze(v, 0) : *v;
+    rgpu_view v4 = v->ndim == 3 ? rgpu_op_dense_unsqueeze(v, 0) : *v;
     t4 t;
     t.p = (char *)v4.data;
     t.dt = v4.dtype;
@@ -150,7 +150,7 @@ static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
             for (int64_t ow = ow0; ow <= ow1; ow++)
                 if (*(const int64_t *)at4(ind, n, c, oh, ow) == k) {
                     acc = acc + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
-                    if (sizeof(T) == 4) acc = (T)dcu::rnd_dt(dx.dt, (float)acc);
+                    if (sizeof(T) == 4) acc = (T)rgpu_dcu::rnd_dt(dx.dt, (float)acc);
                 }
         store_val(at4(dx, n, c, ih, iw), dx.dt, acc);
     }
@@ -245,8 +245,8 @@ static __global__ void avg_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 if (ih < h0 || ih >= h1 || iw < w0 || iw >= w1) continue;
                 T d = avg_div<T>(cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt), div);
                 if (sizeof(T) == 4) {
-                    d = (T)dcu::rnd_dt(dx.dt, (float)d);
-                    acc = (T)dcu::rnd_dt(dx.dt, (float)(acc + d));
+                    d = (T)rgpu_dcu::rnd_dt(dx.dt, (float)d);
+                    acc = (T)rgpu_dcu::rnd_dt(dx.dt, (float)(acc + d));
                 } else {
                     acc = acc + d;
                 }
@@ -308,8 +308,8 @@ static __global__ void adaptive_bwd_kernel(dgeom g, t4 gr, t4 dx)
                 if (iw < w0 || iw >= w1) continue;
                 T gv = cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 if (sizeof(T) == 4) {
-                    float d = dcu::rnd_dt(dx.dt, dcu::rnd_dt(dx.dt, (float)gv / (float)(h1 - h0)) / (float)(w1 - w0));
-                    acc = (T)dcu::rnd_dt(dx.dt, (float)acc + d);
+                    float d = rgpu_dcu::rnd_dt(dx.dt, rgpu_dcu::rnd_dt(dx.dt, (float)gv / (float)(h1 - h0)) / (float)(w1 - w0));
+                    acc = (T)rgpu_dcu::rnd_dt(dx.dt, (float)acc + d);
                 } else {
                     acc = acc + gv / (T)(h1 - h0) / (T)(w1 - w0);
                 }
@@ -336,7 +336,7 @@ static __global__ void zero_kernel(dgeom g, t4 dx)
 
 #define LAUNCH(kernel, total, ...) do {                                                         \
         if ((total) > 0) {                                                                      \
-            kernel<<<dcu::blocks_for(total), dcu::THREADS, 0, c->stream>>>(__VA_ARGS__);         \
+            kernel<<<rgpu_dcu::blocks_for(total), rgpu_dcu::THREADS, 0, c->stream>>>(__VA_ARGS__);         \
             RGPU_CUDA_CHECK_LAUNCH(err, errlen);                                                \
         }                                                                                       \
     } while (0)
@@ -360,7 +360,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_poo
     int64_t nout = g.N * g.C * g.Ho * g.Wo, nin = g.N * g.C * g.H * g.W;
     if (nin == 0) return RGPU_OK;
     RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
-    dcu::scratch sc(c);
+    rgpu_dcu::scratch sc(c);
     unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
     if (!flags) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", name);
     unsigned long long host[2] = { ~0ull, 0ull };
@@ -401,7 +401,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_poo
 static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_max_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_max_check(e, &g, err, errlen));
     return max_forward(c, &g, e->in[0], e->out[0], e->out[1], err, errlen);
 }
 
@@ -409,7 +409,7 @@ static rgpu_status max_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_max_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_max_backward_check(e, &g, err, errlen));
     return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
@@ -417,7 +417,7 @@ static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_avg_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_avg_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     dgeom dg = dgeom_of(&g);
@@ -433,7 +433,7 @@ static rgpu_status avg_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_avg_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_avg_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
@@ -449,10 +449,10 @@ static rgpu_status avg_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_adaptive_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_adaptive_check(e, &g, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    if (op_numel(y) == 0) return RGPU_OK;
+    if (rgpu_op_numel(y) == 0) return RGPU_OK;
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.Ho * g.Wo;
     if (x->dtype == RGPU_F64) LAUNCH(adaptive_fwd_kernel<double>, total, dg, t4_of(x), t4_of(y));
@@ -464,12 +464,12 @@ static rgpu_status adaptive_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 static rgpu_status adaptive_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_pool_geom g;
-    FORWARD_IF_ERROR(op_pool_adaptive_backward_check(e, &g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_adaptive_backward_check(e, &g, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     dgeom dg = dgeom_of(&g);
     int64_t total = g.N * g.C * g.H * g.W;
-    if (op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
+    if (rgpu_op_numel(gr) == 0) {   /* nothing pooled: the gradient is zero */
         LAUNCH(zero_kernel, total, dg, t4_of(dx));
         return RGPU_OK;
     }

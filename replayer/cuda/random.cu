@@ -1,6 +1,6 @@
 // random.cu — the random ops (uniform_, normal_, bernoulli, random_.from,
 // randperm) and native_dropout (+ backward) on the GPU (CPU reference:
-// replayer/cpu/cpu_index_random.c, same checks and messages).
+// replayer/cpu/rgpu_cpu_index_random.c, same checks and messages).
 //
 // Every value comes from replayer/cpu/philox.h, the cross-backend contract:
 // element i (row-major over the op's logical output shape, whatever its
@@ -19,9 +19,9 @@
 namespace rgpu_ix {
 
 // ---------------------------------------------------------------------------
-// The per-element generators (cpu_index_random.c's rnd_element).
+// The per-element generators (rgpu_cpu_index_random.c's rnd_element).
 
-// q as op_random_check read it (its view pointer stays unread on the device)
+// q as rgpu_op_random_check read it (its view pointer stays unread on the device)
 struct rnd_args {
     op_random_args q;
     const char *p;          // bernoulli p tensor's data (walk set 1) or NULL
@@ -79,7 +79,7 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
 static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view *p, rgpu_view *out,
                             char *err, size_t errlen)
 {
-    long long n = op_numel(out);
+    long long n = rgpu_op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);
@@ -95,10 +95,10 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
 }
 
 // Every p of a bernoulli probability tensor is in [0, 1] (its dtype and
-// shape: op_random_check); the first bad one is read back for the message.
+// shape: rgpu_op_random_check); the first bad one is read back for the message.
 static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *err, size_t errlen)
 {
-    long long n = op_numel(p);
+    long long n = rgpu_op_numel(p);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, p->ndim, p->sizes);
@@ -124,7 +124,7 @@ static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *er
 rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_random_args q;
-    FORWARD_IF_ERROR(op_random_check(e, &q, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_random_check(e, &q, err, errlen));
     rgpu_view *out = e->out[0];
     if (q.kind != RGPU_OP_RANDPERM) {
         rnd_args r;
@@ -143,16 +143,16 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     int dt = out->dtype;
     if (n == 0) return RGPU_OK;
     ix_host ho, hs, hv;
-    uint64_t *order = (uint64_t *)op_alloc(n, sizeof *order);
+    uint64_t *order = (uint64_t *)rgpu_op_alloc(n, sizeof *order);
     ho.p = order;
-    void *scratch = op_alloc(n, OP_RANDPERM_SCRATCH);
+    void *scratch = rgpu_op_alloc(n, OP_RANDPERM_SCRATCH);
     hs.p = scratch;
     size_t esz = rgpu_dtype_size(dt);
-    char *vals = (char *)op_alloc(n, esz);
+    char *vals = (char *)rgpu_op_alloc(n, esz);
     hv.p = vals;
     if (order == NULL || scratch == NULL || vals == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "randperm: out of memory for n = %lld", (long long)n);
-    op_randperm_order(q.seed, q.offset, n, order, scratch);
+    rgpu_op_randperm_order(q.seed, q.offset, n, order, scratch);
     for (int64_t j = 0; j < n; j++) op_store_u64(vals + (size_t)j * esz, dt, order[j]);
     return ix_upload_view(c, out, vals, err, errlen);
 }
@@ -193,10 +193,10 @@ __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt,
 rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dropout_args d;
-    FORWARD_IF_ERROR(op_dropout_check(e, &d, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dropout_check(e, &d, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *mask = e->out[1];
-    long long n = op_numel(x);
+    long long n = rgpu_op_numel(x);
     if (n == 0) return RGPU_OK;
 
     ix_walk w;
@@ -235,7 +235,7 @@ __global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gd
 }
 
 // Byte strides of in broadcast to out (trailing dims aligned) into set k;
-// the shapes were checked by op_iter_init.
+// the shapes were checked by rgpu_op_iter_init.
 static void broadcast_strides(ix_walk *w, int k, const rgpu_view *in, const rgpu_view *out)
 {
     int lead = out->ndim - in->ndim;
@@ -248,9 +248,9 @@ rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 {
     double scale;
     op_iter it;   // the CPU's broadcast checks and messages (metadata only; nothing is read)
-    FORWARD_IF_ERROR(op_dropout_backward_check(e, &scale, &it, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dropout_backward_check(e, &scale, &it, err, errlen));
     rgpu_view *out = e->out[0];
-    long long n = op_numel(out);
+    long long n = rgpu_op_numel(out);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, out->ndim, out->sizes);

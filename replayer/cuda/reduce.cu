@@ -333,7 +333,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_sum_mean_parse(e, mean, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_sum_mean_parse(e, mean, &ra, err, errlen));
     int nd = in->ndim;
 
     red_dims rd;
@@ -358,7 +358,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     int want_nd = 0;
     for (int d = 0; d < nd; d++) want_nd += (!ra.red[d] || ra.keepdim);
     if (ond != want_nd || out->ndim != want_nd)
-        return op_reduce_bad_out(name, in, out, ra.red, ra.keepdim, err, errlen);
+        return rgpu_op_reduce_bad_out(name, in, out, ra.red, ra.keepdim, err, errlen);
     red_args g;
     red_args_set(&g, &rd);
     if (g.outer == 0) return RGPU_OK;
@@ -400,7 +400,7 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_reduce2_parse(e, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce2_parse(e, &ra, err, errlen));
     red_args g;
     plan_build(&g, in, ra.red, ra.keepdim, &out, 1);
 
@@ -458,7 +458,7 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     bool is_max = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_MAX_DIM;
     const rgpu_view *in = e->in[0];
     op_reduce2_args ra;
-    FORWARD_IF_ERROR(op_argreduce_parse(e, &ra, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_argreduce_parse(e, &ra, err, errlen));
     red_args g;
     plan_build(&g, in, ra.red, ra.keepdim, ra.outs, 2);
     const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
@@ -540,7 +540,7 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     rgpu_view *out = e->out[0];
     int dim;
     int64_t osz[RF_MAXD];   /* the lines: in's sizes, the scan dim's set to 1 */
-    FORWARD_IF_ERROR(op_cumsum_check(e, &dim, osz, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_cumsum_check(e, &dim, osz, err, errlen));
     cumsum_args a;
     rf_ctr_init(&a.lines, in->ndim, osz);
     rf_ctr_set(&a.lines, 0, in->strides);
@@ -563,47 +563,47 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
 extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_exec_begin(e, "cuda", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_exec_begin(e, "cuda", err, errlen));
     switch (e->op) {
     case RGPU_OP_SUM: case RGPU_OP_MEAN:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, false, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, false, err, errlen));
         return op_sum_mean(c, e, e->op == RGPU_OP_MEAN, err, errlen);
     case RGPU_OP_AMAX: case RGPU_OP_AMIN: case RGPU_OP_VAR: case RGPU_OP_STD:
     case RGPU_OP_NORM: case RGPU_OP_ANY: case RGPU_OP_ALL: case RGPU_OP_PROD:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_reduce(c, e, err, errlen);
     case RGPU_OP_ARGMAX: case RGPU_OP_ARGMIN:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_MAX_DIM: case RGPU_OP_MIN_DIM:   // either output may be unwanted
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 3u, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 3u, true, err, errlen));
         return op_argreduce(c, e, err, errlen);
     case RGPU_OP_CUMSUM:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return op_cumsum(c, e, err, errlen);
     case RGPU_OP_SOFTMAX: case RGPU_OP_LOG_SOFTMAX:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax(c, e, e->op == RGPU_OP_LOG_SOFTMAX, err, errlen);
     case RGPU_OP_SOFTMAX_BACKWARD: case RGPU_OP_LOG_SOFTMAX_BACKWARD:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_softmax_backward(c, e, e->op == RGPU_OP_LOG_SOFTMAX_BACKWARD, err, errlen);
     case RGPU_OP_LAYER_NORM:   // weight, bias optional; mean, rstd may be unwanted
-        FORWARD_IF_ERROR(op_check_exec(e, 6u, 6u, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 6u, 6u, true, err, errlen));
         return rgpu_cuda_red_layer_norm(c, e, err, errlen);
     case RGPU_OP_LAYER_NORM_BACKWARD:   // weight, bias optional; each output optional
-        FORWARD_IF_ERROR(op_check_exec(e, 0x30u, 7u, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0x30u, 7u, true, err, errlen));
         return rgpu_cuda_red_layer_norm_backward(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
-        FORWARD_IF_ERROR(op_check_exec(e, 4u, 2u, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 4u, 2u, true, err, errlen));
         return rgpu_cuda_red_nll_loss(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS_BACKWARD:   // weight optional
-        FORWARD_IF_ERROR(op_check_exec(e, 8u, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 8u, 0, true, err, errlen));
         return rgpu_cuda_red_nll_loss_backward(c, e, err, errlen);
     case RGPU_OP_CTC_LOSS:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_ctc_loss(c, e, err, errlen);
     case RGPU_OP_CTC_LOSS_BACKWARD:
-        FORWARD_IF_ERROR(op_check_exec(e, 0, 0, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, 0, true, err, errlen));
         return rgpu_cuda_red_ctc_loss_backward(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "the cuda backend has no kernel for %s in the reduce family",

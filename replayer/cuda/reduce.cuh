@@ -25,9 +25,9 @@
 // One line into err, then return code (as the CPU's RETURN_ERROR).
 
 // ---------------------------------------------------------------------------
-// Host checks: the CPU reference's own (op_check_view, op_check_exec,
-// op_numel, op_dtype_is_float from cpu_internal.h; op_reduce_arg, OP_ARGK,
-// op_reduce_want_float, op_reduce_want_shape, op_reduce_wrap_dim from cpu_reduce2.h), so the
+// Host checks: the CPU reference's own (rgpu_op_check_view, rgpu_op_check_exec,
+// rgpu_op_numel, op_dtype_is_float from cpu_internal.h; rgpu_op_reduce_arg, OP_ARGK,
+// rgpu_op_reduce_want_float, rgpu_op_reduce_want_shape, rgpu_op_reduce_wrap_dim from cpu_reduce2.h), so the
 // messages are the same by construction.
 
 // ---------------------------------------------------------------------------
@@ -193,7 +193,7 @@ static inline unsigned rf_row_grid(long long rows, bool blk)
 }
 
 // ---------------------------------------------------------------------------
-// The family's other files (their exec functions run after op_check_exec).
+// The family's other files (their exec functions run after rgpu_op_check_exec).
 rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen);

@@ -21,7 +21,7 @@ static __global__ void rnn_cell_kernel(op_cell a, int op)
 rgpu_status rgpu_cuda_dense_rnn_cell(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_cell a;
-    FORWARD_IF_ERROR(op_cell_check(e, &a, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_cell_check(e, &a, err, errlen));
     long long n = a.B * a.H;
     if (n == 0) return RGPU_OK;
     long long nb = (n + 255) / 256;

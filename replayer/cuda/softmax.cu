@@ -1,5 +1,5 @@
 // softmax.cu — _softmax, _log_softmax and their backwards on the GPU (CPU
-// reference: r2_softmax / r2_softmax_backward in replayer/cpu/cpu_reduce2_norm.c).
+// reference: rgpu_r2_softmax / rgpu_r2_softmax_backward in replayer/cpu/cpu_reduce2_norm.c).
 //
 // A row is the line along dim; every other dim counts rows. One warp per row
 // for rows up to RF_WARP_ROW_MAX elements (the GPT hot path: attention rows
@@ -114,7 +114,7 @@ rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
     int dim;
-    FORWARD_IF_ERROR(op_softmax_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_softmax_check(e, &dim, err, errlen));
 
     sm_args g;
     memset(&g, 0, sizeof g);
@@ -135,7 +135,7 @@ rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e,
     const rgpu_view *g = e->in[0], *y = e->in[1];
     rgpu_view *out = e->out[0];
     int dim;
-    FORWARD_IF_ERROR(op_softmax_backward_check(e, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_softmax_backward_check(e, &dim, err, errlen));
 
     sm_args a;
     memset(&a, 0, sizeof a);

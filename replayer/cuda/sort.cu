@@ -75,7 +75,7 @@ static rgpu_status so_sort(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     sort_args a;
     int dim;
     int64_t n;
-    FORWARD_IF_ERROR(op_sort_check(e, &dim, &n, &a.desc, &a.L, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_sort_check(e, &dim, &n, &a.desc, &a.L, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *vals = e->out[0], *idx = e->out[1];
     long long total = a.L.total * n;
@@ -137,7 +137,7 @@ static rgpu_status so_scan(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 {
     scan_args a;
     int64_t n, is, os, xs;
-    FORWARD_IF_ERROR(op_scan_check(e, &a.kind, &n, &is, &os, &xs, &a.L, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_scan_check(e, &a.kind, &n, &is, &os, &xs, &a.L, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0], *idx = e->n_out > 1 ? e->out[1] : NULL;
     if (a.L.total == 0 || n == 0) return RGPU_OK;
@@ -180,7 +180,7 @@ static __global__ void searchsorted_kernel(ss_args a)
 static rgpu_status so_searchsorted(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     ss_args a;
-    FORWARD_IF_ERROR(op_searchsorted_check(e, &a.s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_searchsorted_check(e, &a.s, err, errlen));
     const rgpu_view *bd = e->in[0], *v = e->in[1], *so = e->in[2];
     rgpu_view *out = e->out[0];
     long long total = a.s.L.total * a.s.m;
@@ -238,10 +238,10 @@ static rgpu_status so_histc(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     int64_t bins;
     double lo, hi;
     bool from_data;
-    FORWARD_IF_ERROR(op_histc_check(e, &bins, &lo, &hi, &from_data, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_histc_check(e, &bins, &lo, &hi, &from_data, err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *out = e->out[0];
-    long long n = op_numel(in);
+    long long n = rgpu_op_numel(in);
     ix_scratch hold(c);
     size_t nb = (size_t)(bins + 2) * 8;
     hold.get(nb);
@@ -313,7 +313,7 @@ static __global__ void histogram_edges_kernel(hg_args a, bool density)
 static rgpu_status so_histogram(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     bool density;
-    FORWARD_IF_ERROR(op_histogram_check(e, &density, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_histogram_check(e, &density, err, errlen));
     const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
     rgpu_view *hist = e->out[0], *edges = e->out[1];
     hg_args a;
@@ -322,7 +322,7 @@ static rgpu_status so_histogram(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     a.w = w ? rgpu_cuda_view_of(w) : a.x;
     a.dt = in->dtype;
     a.esz = (int)rgpu_dtype_size(a.dt);
-    a.n = op_numel(in);
+    a.n = rgpu_op_numel(in);
     a.ne = bins->sizes[0];
     a.bins = (const char *)bins->data;
     a.es = bins->strides[0] * a.esz;

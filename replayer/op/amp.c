@@ -9,9 +9,9 @@
 static rgpu_status want_scalar(const rgpu_exec *e, const rgpu_view *v, int dt, const char *what,
                                char *err, size_t errlen)
 {
-    if (op_numel(v) != 1)
+    if (rgpu_op_numel(v) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be a 1-element tensor, has %lld elements",
-                 rgpu_op_name(e->op), what, (long long)op_numel(v));
+                 rgpu_op_name(e->op), what, (long long)rgpu_op_numel(v));
     if (v->dtype != dt)
         RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s must be a %s tensor, is %s", rgpu_op_name(e->op), what,
                  rgpu_dtype_name(dt), rgpu_dtype_name(v->dtype));
@@ -30,7 +30,7 @@ static rgpu_status arg_f64(const rgpu_exec *e, int i, const char *what, double *
     return RGPU_OK;
 }
 
-rgpu_status op_amp_unscale_check(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_amp_unscale_check(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *inv = e->in[1];
@@ -48,7 +48,7 @@ rgpu_status op_amp_unscale_check(const rgpu_exec *e, char *err, size_t errlen)
     return RGPU_OK;
 }
 
-rgpu_status op_amp_update_scale_args(const rgpu_exec *e, double *growth, double *backoff, int64_t *interval,
+rgpu_status rgpu_op_amp_update_scale_args(const rgpu_exec *e, double *growth, double *backoff, int64_t *interval,
                                      char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(want_scalar(e, e->out[0], RGPU_F32, "current_scale", err, errlen));

@@ -14,12 +14,12 @@ extern "C" {
 
 /* AMP_UNSCALE: in grad (floating), inv_scale (1 elem f32); out grad (the same
  * tensor: same shape and dtype), found_inf (1 elem f32). */
-rgpu_status op_amp_unscale_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_amp_unscale_check(const rgpu_exec *e, char *err, size_t errlen);
 
 /* AMP_UPDATE_SCALE: in found_inf (1 elem f32); out scale (1 elem f32),
  * growth_tracker (1 elem i32); args growth_factor, backoff_factor (FLOAT or
  * INT), growth_interval (INT). */
-rgpu_status op_amp_update_scale_args(const rgpu_exec *e, double *growth, double *backoff, int64_t *interval,
+rgpu_status rgpu_op_amp_update_scale_args(const rgpu_exec *e, double *growth, double *backoff, int64_t *interval,
                                      char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* op/check.c — op_errf and the checks of op/check.h. */
+/* op/check.c — rgpu_op_errf and the checks of op/check.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include "check.h"
 #include "dtype.h"
 
-void op_errf(char *err, size_t errlen, const char *fmt, ...)
+void rgpu_op_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0) return;
     va_list ap;
@@ -16,14 +16,14 @@ void op_errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-int64_t op_numel(const rgpu_view *v)
+int64_t rgpu_op_numel(const rgpu_view *v)
 {
     int64_t n = 1;
     for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
     return n;
 }
 
-rgpu_status op_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
+rgpu_status rgpu_op_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(op);
     if (v == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
@@ -42,7 +42,7 @@ rgpu_status op_check_view(const rgpu_view *v, const char *what, int op, char *er
     return RGPU_OK;
 }
 
-rgpu_status op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
+rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
                            char *err, size_t errlen)
 {
     const rgpu_op_info *info = &rgpu_op_table[e->op];
@@ -55,33 +55,33 @@ rgpu_status op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out,
         if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
         char what[24];
         snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_view(e->in[i], what, e->op, err, errlen));
     }
     for (int i = 0; i < e->n_out; i++) {
         if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(op_check_view(e->out[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_check_view(e->out[i], what, e->op, err, errlen));
     }
     return RGPU_OK;
 }
 
-bool op_is_scalar_kind(int kind)
+bool rgpu_op_is_scalar_kind(int kind)
 {
     return kind == RGPU_ARG_INT || kind == RGPU_ARG_FLOAT || kind == RGPU_ARG_BOOL;
 }
 
-rgpu_status op_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
+rgpu_status rgpu_op_check_scalar_arg(const rgpu_exec *e, int i, const char *what, char *err, size_t errlen)
 {
     if (i >= e->n_args || e->args == NULL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing scalar arg %d (%s)", rgpu_op_name(e->op), i, what);
     int k = e->args[i].kind;
-    RETURN_ERROR_IF(!op_is_scalar_kind(k), RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
+    RETURN_ERROR_IF(!rgpu_op_is_scalar_kind(k), RGPU_ERR_BAD_ARG, "%s: arg %d (%s) has kind %d, want int/float/bool",
                     rgpu_op_name(e->op), i, what, k);
     return RGPU_OK;
 }
 
-void op_scalar_to(const rgpu_arg *a, int dt, void *buf)
+void rgpu_op_scalar_to(const rgpu_arg *a, int dt, void *buf)
 {
     memset(buf, 0, 8);
     if (a->kind == RGPU_ARG_FLOAT) op_store_f64((char *)buf, dt, a->v.f);
@@ -89,7 +89,7 @@ void op_scalar_to(const rgpu_arg *a, int dt, void *buf)
     else op_store_u64((char *)buf, dt, (uint64_t)a->v.i);
 }
 
-const char *op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, const char *sep)
+const char *rgpu_op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, const char *sep)
 {
     size_t o = 0;
     buf[0] = '\0';
@@ -100,7 +100,7 @@ const char *op_shape_str(char *buf, size_t n, const int64_t *sizes, int nd, cons
     return buf;
 }
 
-void *op_alloc(int64_t n, size_t sz)
+void *rgpu_op_alloc(int64_t n, size_t sz)
 {
     if (n < 0 || sz == 0 || (uint64_t)n > SIZE_MAX / sz) return NULL;
     return malloc(n > 0 ? (size_t)n * sz : sz);

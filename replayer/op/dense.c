@@ -10,9 +10,9 @@
 /* ---------------------------------------------------------------------------
  * Checks and args */
 
-rgpu_status op_dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen)
+rgpu_status rgpu_op_dense_check_io(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, char *err, size_t errlen)
 {
-    return op_check_exec(e, opt_in, opt_out, false, err, errlen);
+    return rgpu_op_check_exec(e, opt_in, opt_out, false, err, errlen);
 }
 
 static rgpu_status arg_get(const rgpu_exec *e, int i, const char *what, const rgpu_arg **a,
@@ -24,12 +24,12 @@ static rgpu_status arg_get(const rgpu_exec *e, int i, const char *what, const rg
     return RGPU_OK;
 }
 
-bool op_dense_arg_is_none(const rgpu_exec *e, int i)
+bool rgpu_op_dense_arg_is_none(const rgpu_exec *e, int i)
 {
     return i < e->n_args && e->args != NULL && e->args[i].kind == RGPU_ARG_NONE;
 }
 
-rgpu_status op_dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint32_t min_n, uint32_t max_n,
+rgpu_status rgpu_op_dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint32_t min_n, uint32_t max_n,
                            int64_t *v, uint32_t *n, char *err, size_t errlen)
 {
     const rgpu_arg *a;
@@ -44,7 +44,7 @@ rgpu_status op_dense_arg_ints(const rgpu_exec *e, int i, const char *what, uint3
     return RGPU_OK;
 }
 
-rgpu_status op_dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v, char *err, size_t errlen)
+rgpu_status rgpu_op_dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
     FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
@@ -54,7 +54,7 @@ rgpu_status op_dense_arg_bool(const rgpu_exec *e, int i, const char *what, bool 
     return RGPU_OK;
 }
 
-rgpu_status op_dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v, char *err, size_t errlen)
+rgpu_status rgpu_op_dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
     FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
@@ -64,7 +64,7 @@ rgpu_status op_dense_arg_int(const rgpu_exec *e, int i, const char *what, int64_
     return RGPU_OK;
 }
 
-rgpu_status op_dense_arg_float(const rgpu_exec *e, int i, const char *what, double *v, char *err, size_t errlen)
+rgpu_status rgpu_op_dense_arg_float(const rgpu_exec *e, int i, const char *what, double *v, char *err, size_t errlen)
 {
     const rgpu_arg *a;
     FORWARD_IF_ERROR(arg_get(e, i, what, &a, err, errlen));
@@ -74,7 +74,7 @@ rgpu_status op_dense_arg_float(const rgpu_exec *e, int i, const char *what, doub
     return RGPU_OK;
 }
 
-rgpu_status op_dense_check_shape(const rgpu_view *v, const char *what, const int64_t *sizes, int ndim,
+rgpu_status rgpu_op_dense_check_shape(const rgpu_view *v, const char *what, const int64_t *sizes, int ndim,
                               int op, char *err, size_t errlen)
 {
     bool ok = v->ndim == ndim;
@@ -82,12 +82,12 @@ rgpu_status op_dense_check_shape(const rgpu_view *v, const char *what, const int
     if (!ok) {
         char got[96], want[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s has shape %s, the op gives %s", rgpu_op_name(op), what,
-                 op_shape_str(got, sizeof got, v->sizes, v->ndim, ", "), op_shape_str(want, sizeof want, sizes, ndim, ", "));
+                 rgpu_op_shape_str(got, sizeof got, v->sizes, v->ndim, ", "), rgpu_op_shape_str(want, sizeof want, sizes, ndim, ", "));
     }
     return RGPU_OK;
 }
 
-rgpu_view op_dense_subview(const rgpu_view *v, int dim, int64_t idx)
+rgpu_view rgpu_op_dense_subview(const rgpu_view *v, int dim, int64_t idx)
 {
     rgpu_view s = *v;
     s.data = (char *)v->data + idx * v->strides[dim] * (int64_t)rgpu_dtype_size(v->dtype);
@@ -99,7 +99,7 @@ rgpu_view op_dense_subview(const rgpu_view *v, int dim, int64_t idx)
     return s;
 }
 
-rgpu_view op_dense_unsqueeze(const rgpu_view *v, int dim)
+rgpu_view rgpu_op_dense_unsqueeze(const rgpu_view *v, int dim)
 {
     rgpu_view s = *v;
     for (int d = v->ndim; d > dim; d--) {
@@ -115,7 +115,7 @@ rgpu_view op_dense_unsqueeze(const rgpu_view *v, int dim)
 /* How BLAS can read a (rows, cols) operand with element strides s0, s1 in
  * place: row-major (no transpose, ld = s0) or column-major (transpose,
  * ld = s1). Size-1 dims take any stride. False when neither fits. */
-bool op_dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld)
+bool rgpu_op_dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans, int64_t *ld)
 {
     int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
     if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= c1)) {
@@ -134,13 +134,13 @@ bool op_dense_blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bo
 static void view_span(const rgpu_view *v, uintptr_t *lo, uintptr_t *hi)
 {
     *lo = *hi = (uintptr_t)v->data;
-    if (op_numel(v) == 0) return;
+    if (rgpu_op_numel(v) == 0) return;
     int64_t last = 0;
     for (int d = 0; d < v->ndim; d++) last += (v->sizes[d] - 1) * v->strides[d];
     *hi = *lo + (uintptr_t)((last + 1) * (int64_t)rgpu_dtype_size(v->dtype));
 }
 
-bool op_dense_views_overlap(const rgpu_view *a, const rgpu_view *b)
+bool rgpu_op_dense_views_overlap(const rgpu_view *a, const rgpu_view *b)
 {
     uintptr_t alo, ahi, blo, bhi;
     view_span(a, &alo, &ahi);
@@ -148,9 +148,9 @@ bool op_dense_views_overlap(const rgpu_view *a, const rgpu_view *b)
     return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
 }
 
-rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size_t errlen)
+rgpu_status rgpu_op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     memset(q, 0, sizeof *q);
     const char *name = rgpu_op_name(e->op);
     bool batched = q->batched = e->op == RGPU_OP_BMM || e->op == RGPU_OP_BADDBMM;
@@ -167,7 +167,7 @@ rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size
     int64_t n = q->n = a->sizes[nd - 2], k = q->k = a->sizes[nd - 1], m = q->m = b->sizes[nd - 1];
     if (b->sizes[nd - 2] != k || (batched && b->sizes[0] != nb))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
-                 op_shape_str(s1, sizeof s1, a->sizes, nd, ", "), op_shape_str(s2, sizeof s2, b->sizes, nd, ", "));
+                 rgpu_op_shape_str(s1, sizeof s1, a->sizes, nd, ", "), rgpu_op_shape_str(s2, sizeof s2, b->sizes, nd, ", "));
     int dt = q->dt = out->dtype;
     if (a->dtype != dt || b->dtype != dt || (self && self->dtype != dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: operands must share the output's dtype %s (got %s, %s%s%s)", name,
@@ -176,7 +176,7 @@ rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     int64_t *want = q->want;
     want[0] = nb; want[1] = n; want[2] = m;
-    FORWARD_IF_ERROR(op_dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
     if (n > INT_MAX || m > INT_MAX || k > INT_MAX)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: a dimension over %d is too large for BLAS", name, INT_MAX);
 
@@ -210,7 +210,7 @@ rgpu_status op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err, size
             int64_t s = self->sizes[d - lead], o = (batched ? want : want + 1)[d];
             if (s != o && s != 1)
                 RETURN_ERROR(RGPU_ERR_SHAPE, "%s: self %s does not broadcast to the output's shape", name,
-                         op_shape_str(s1, sizeof s1, self->sizes, self->ndim, ", "));
+                         rgpu_op_shape_str(s1, sizeof s1, self->sizes, self->ndim, ", "));
             ss[d + (batched ? 0 : 1)] = s == 1 ? 0 : self->strides[d - lead];
         }
     }
@@ -228,7 +228,7 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
 {
     int64_t v[3];
     uint32_t n;
-    FORWARD_IF_ERROR(op_dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_ints(e, i, what, allow_empty ? 0 : 1, (uint32_t)spatial, v, &n, err, errlen));
     for (int d = 0; d < spatial; d++) {
         out[d] = n == 0 ? dflt : n == 1 ? v[0] : v[d];
         if (out[d] < lo || out[d] > CONV_PARAM_MAX)
@@ -240,15 +240,15 @@ static rgpu_status conv_param(const rgpu_exec *e, int i, const char *what, int s
 }
 
 /* args from position base: stride, padding, dilation, transposed, output_padding, groups. */
-rgpu_status op_conv_parse_args(const rgpu_exec *e, int base, int spatial, op_conv_args *a, char *err, size_t errlen)
+rgpu_status rgpu_op_conv_parse_args(const rgpu_exec *e, int base, int spatial, op_conv_args *a, char *err, size_t errlen)
 {
     a->spatial = spatial;
     FORWARD_IF_ERROR(conv_param(e, base + 0, "stride", spatial, false, 1, 1, a->stride, err, errlen));
     FORWARD_IF_ERROR(conv_param(e, base + 1, "padding", spatial, false, 0, 0, a->padding, err, errlen));
     FORWARD_IF_ERROR(conv_param(e, base + 2, "dilation", spatial, false, 1, 1, a->dilation, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_bool(e, base + 3, "transposed", &a->transposed, err, errlen));
     FORWARD_IF_ERROR(conv_param(e, base + 4, "output_padding", spatial, true, 0, 0, a->out_pad, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_int(e, base + 5, "groups", &a->groups, err, errlen));
     if (a->groups < 1 || a->groups > CONV_PARAM_MAX)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: groups %lld is out of range", rgpu_op_name(e->op), (long long)a->groups);
     return RGPU_OK;
@@ -257,7 +257,7 @@ rgpu_status op_conv_parse_args(const rgpu_exec *e, int base, int spatial, op_con
 /* Geometry from the forward input x and weight w (4-d, 1-d ones having
  * H = kh = 1 inserted, or 5-d). Also gives the forward output's shape in
  * y[x->ndim]. Below 3-d the depth is 1 with unit params. */
-rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const op_conv_args *a,
+rgpu_status rgpu_op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const op_conv_args *a,
                           op_conv_geom *g, int64_t y[5], char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -332,7 +332,7 @@ rgpu_status op_conv_geometry(const rgpu_exec *e, const rgpu_view *x, const rgpu_
 
 /* Products the cores need must fit BLAS's int and size_t. Called after the
  * shapes were matched against real views. */
-rgpu_status op_conv_check_sizes(const rgpu_exec *e, const op_conv_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_conv_check_sizes(const rgpu_exec *e, const op_conv_geom *g, char *err, size_t errlen)
 {
     int64_t kd, hwo, hw, col, ob, ib, t;
     if (__builtin_mul_overflow(g->kt, g->kh * g->kw, &t) || __builtin_mul_overflow(g->Cg, t, &kd) ||
@@ -345,12 +345,12 @@ rgpu_status op_conv_check_sizes(const rgpu_exec *e, const op_conv_geom *g, char 
 }
 
 /* 3-d views (N,C,L) become (N,C,1,L). */
-rgpu_view op_conv_as_4d(const rgpu_view *v)
+rgpu_view rgpu_op_conv_as_4d(const rgpu_view *v)
 {
-    return v->ndim == 3 ? op_dense_unsqueeze(v, 2) : *v;
+    return v->ndim == 3 ? rgpu_op_dense_unsqueeze(v, 2) : *v;
 }
 
-rgpu_status op_conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const char *backend,
+rgpu_status rgpu_op_conv_check_dims(const rgpu_exec *e, const rgpu_view *x, const rgpu_view *w, const char *backend,
                             char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -384,7 +384,7 @@ static rgpu_status check_x(const rgpu_exec *e, const rgpu_view *x, int64_t *C, i
     if (x->ndim < 2) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input must be (N,C) or (N,C,*), got %d-d", name, x->ndim);
     if (!op_dtype_is_float(x->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
-    int64_t numel = op_numel(x);
+    int64_t numel = rgpu_op_numel(x);
     if (numel == 0) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input tensor must have at least one element", name);
     *C = x->sizes[1];
     *n = numel / *C;
@@ -393,15 +393,15 @@ static rgpu_status check_x(const rgpu_exec *e, const rgpu_view *x, int64_t *C, i
 
 /* in x, w?, b?, running_mean?, running_var?; training, momentum, eps;
  * outs y, save_mean, save_invstd (size 0 in eval, as ATen) */
-rgpu_status op_bn_forward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, size_t errlen)
+rgpu_status rgpu_op_bn_forward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0x1eu, 0x6u, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0x1eu, 0x6u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
     rgpu_view *y = e->out[0], *sm = e->out[1], *si = e->out[2];
-    FORWARD_IF_ERROR(op_dense_arg_bool(e, 0, "training", &s->training, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_float(e, 1, "momentum", &s->momentum, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_float(e, 2, "eps", &s->eps, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_bool(e, 0, "training", &s->training, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_float(e, 1, "momentum", &s->momentum, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_float(e, 2, "eps", &s->eps, err, errlen));
     FORWARD_IF_ERROR(check_x(e, x, &s->C, &s->n, err, errlen));
     int64_t C = s->C;
     FORWARD_IF_ERROR(check_param(e, w, "weight", C, err, errlen));
@@ -410,7 +410,7 @@ rgpu_status op_bn_forward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, s
     FORWARD_IF_ERROR(check_param(e, rv, "running_var", C, err, errlen));
     if (!s->training && (!rm || !rv))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: running_mean and running_var must be defined in evaluation mode", name);
-    FORWARD_IF_ERROR(op_dense_check_shape(y, "out", x->sizes, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(y, "out", x->sizes, x->ndim, e->op, err, errlen));
     if (!op_dtype_is_float(y->dtype))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: output dtype %s is not floating", name, rgpu_dtype_name(y->dtype));
     /* save_mean / save_invstd: (C) when written, empty when not (eval) */
@@ -418,8 +418,8 @@ rgpu_status op_bn_forward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, s
     saves[0] = sm; saves[1] = si;
     for (int k = 0; k < 2; k++) {
         if (!saves[k]) continue;
-        if (op_numel(saves[k]) == 0) { saves[k] = NULL; continue; }
-        FORWARD_IF_ERROR(op_dense_check_shape(saves[k], k ? "save_invstd" : "save_mean", &C, 1, e->op, err, errlen));
+        if (rgpu_op_numel(saves[k]) == 0) { saves[k] = NULL; continue; }
+        FORWARD_IF_ERROR(rgpu_op_dense_check_shape(saves[k], k ? "save_invstd" : "save_mean", &C, 1, e->op, err, errlen));
         if (!op_dtype_is_float(saves[k]->dtype))
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: saved stats must be floating", name);
     }
@@ -435,20 +435,20 @@ rgpu_status op_bn_forward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, s
 
 /* in grad, x, w?, running_mean?, running_var?, save_mean?, save_invstd?;
  * training, eps; outs dx?, dw?, db? */
-rgpu_status op_bn_backward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, size_t errlen)
+rgpu_status rgpu_op_bn_backward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0x7cu, 0x7u, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0x7cu, 0x7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
     const rgpu_view *sm = e->in[5], *si = e->in[6];
     rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
     memset(s, 0, sizeof *s);
-    FORWARD_IF_ERROR(op_dense_arg_bool(e, 0, "training", &s->training, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_float(e, 1, "eps", &s->eps, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_bool(e, 0, "training", &s->training, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_float(e, 1, "eps", &s->eps, err, errlen));
     bool training = s->training;
     FORWARD_IF_ERROR(check_x(e, x, &s->C, &s->n, err, errlen));
     int64_t C = s->C;
-    FORWARD_IF_ERROR(op_dense_check_shape(gr, "grad", x->sizes, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(gr, "grad", x->sizes, x->ndim, e->op, err, errlen));
     FORWARD_IF_ERROR(check_param(e, w, "weight", C, err, errlen));
     FORWARD_IF_ERROR(check_param(e, rm, "running_mean", C, err, errlen));
     FORWARD_IF_ERROR(check_param(e, rv, "running_var", C, err, errlen));
@@ -460,9 +460,9 @@ rgpu_status op_bn_backward_setup(const rgpu_exec *e, op_bn_setup *s, char *err, 
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: running_mean and running_var must be defined in evaluation mode", name);
     if (!op_dtype_is_float(gr->dtype))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(gr->dtype));
-    if (dx) FORWARD_IF_ERROR(op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
-    if (dw) FORWARD_IF_ERROR(op_dense_check_shape(dw, "grad_weight", &C, 1, e->op, err, errlen));
-    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &C, 1, e->op, err, errlen));
+    if (dx) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    if (dw) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dw, "grad_weight", &C, 1, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(db, "grad_bias", &C, 1, e->op, err, errlen));
     rgpu_view *outs[3] = { dx, dw, db };
     for (int k = 0; k < 3; k++)
         if (outs[k] && !op_dtype_is_float(outs[k]->dtype))
@@ -494,7 +494,7 @@ static rgpu_status pool_pair(const rgpu_exec *e, int i, const char *what, bool a
 {
     int64_t v[2];
     uint32_t n;
-    FORWARD_IF_ERROR(op_dense_arg_ints(e, i, what, allow_empty ? 0 : 1, 2, v, &n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_ints(e, i, what, allow_empty ? 0 : 1, 2, v, &n, err, errlen));
     for (int d = 0; d < 2; d++) {
         out[d] = n == 0 ? dflt[d] : n == 1 ? v[0] : v[d];
         if (out[d] < lo || out[d] > POOL_PARAM_MAX)
@@ -505,17 +505,17 @@ static rgpu_status pool_pair(const rgpu_exec *e, int i, const char *what, bool a
 }
 
 /* x is (C,H,W) or (N,C,H,W) with C, H, W > 0 (N may be 0), as ATen. */
-rgpu_status op_pool_input(const rgpu_exec *e, const rgpu_view *x, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_input(const rgpu_exec *e, const rgpu_view *x, op_pool_geom *g, char *err, size_t errlen)
 {
     char s[96];
     if (x->ndim != 3 && x->ndim != 4)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected a 3-d or 4-d input, got %s", rgpu_op_name(e->op),
-                 op_shape_str(s, sizeof s, x->sizes, x->ndim, ", "));
+                 rgpu_op_shape_str(s, sizeof s, x->sizes, x->ndim, ", "));
     int l = x->ndim - 3;
     for (int d = l; d < x->ndim; d++)
         if (x->sizes[d] == 0)
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected non-empty C, H, W dims (only the batch may be 0), got %s",
-                     rgpu_op_name(e->op), op_shape_str(s, sizeof s, x->sizes, x->ndim, ", "));
+                     rgpu_op_name(e->op), rgpu_op_shape_str(s, sizeof s, x->sizes, x->ndim, ", "));
     g->N = l ? x->sizes[0] : 1;
     g->C = x->sizes[l];
     g->H = x->sizes[l + 1];
@@ -525,7 +525,7 @@ rgpu_status op_pool_input(const rgpu_exec *e, const rgpu_view *x, op_pool_geom *
 
 /* max: kernel, stride, padding, dilation, ceil_mode; avg: kernel, stride,
  * padding, ceil_mode, count_include_pad, divisor_override|NONE. */
-rgpu_status op_pool_args(const rgpu_exec *e, bool is_max, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_args(const rgpu_exec *e, bool is_max, op_pool_geom *g, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     int64_t k[2], s[2], p[2], d[2] = { 1, 1 };
@@ -534,13 +534,13 @@ rgpu_status op_pool_args(const rgpu_exec *e, bool is_max, op_pool_geom *g, char 
     FORWARD_IF_ERROR(pool_pair(e, 2, "padding", false, NULL, 0, p, err, errlen));
     int next = 3;
     if (is_max) FORWARD_IF_ERROR(pool_pair(e, next++, "dilation", false, NULL, 1, d, err, errlen));
-    FORWARD_IF_ERROR(op_dense_arg_bool(e, next++, "ceil_mode", &g->ceil_mode, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_bool(e, next++, "ceil_mode", &g->ceil_mode, err, errlen));
     g->count_include_pad = true;
     g->has_divisor = false;
     if (!is_max) {
-        FORWARD_IF_ERROR(op_dense_arg_bool(e, next++, "count_include_pad", &g->count_include_pad, err, errlen));
-        if (!op_dense_arg_is_none(e, next)) {
-            FORWARD_IF_ERROR(op_dense_arg_int(e, next, "divisor_override", &g->divisor, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_dense_arg_bool(e, next++, "count_include_pad", &g->count_include_pad, err, errlen));
+        if (!rgpu_op_dense_arg_is_none(e, next)) {
+            FORWARD_IF_ERROR(rgpu_op_dense_arg_int(e, next, "divisor_override", &g->divisor, err, errlen));
             if (g->divisor == 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: divisor must be not zero", name);
             g->has_divisor = true;
         }
@@ -559,7 +559,7 @@ rgpu_status op_pool_args(const rgpu_exec *e, bool is_max, op_pool_geom *g, char 
 }
 
 /* Sizes of x with the last two dims replaced by (h, w). */
-void op_pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
+void rgpu_op_pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
 {
     for (int d = 0; d < x->ndim; d++) out[d] = x->sizes[d];
     out[x->ndim - 2] = h;
@@ -567,44 +567,44 @@ void op_pool_shape(const rgpu_view *x, int64_t h, int64_t w, int64_t out[4])
 }
 
 /* in x; kernel, stride, padding, dilation, ceil_mode; outs y, indices (i64) */
-rgpu_status op_pool_max_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_max_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0], *ind = e->out[1];
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
-    FORWARD_IF_ERROR(op_pool_args(e, true, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_args(e, true, g, err, errlen));
     if (x->dtype == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     if (y->dtype != x->dtype || ind->dtype != RGPU_I64)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want out dtype %s and int64 indices, got %s and %s", name,
                  rgpu_dtype_name(x->dtype), rgpu_dtype_name(y->dtype), rgpu_dtype_name(ind->dtype));
     int64_t ys[4];
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 /* in grad, x, indices; same args as forward; out dx */
-rgpu_status op_pool_max_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_max_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *ind = e->in[2];
     rgpu_view *dx = e->out[0];
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
-    FORWARD_IF_ERROR(op_pool_args(e, true, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_args(e, true, g, err, errlen));
     if (!op_dtype_is_float(x->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", name, rgpu_dtype_name(x->dtype));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype || ind->dtype != RGPU_I64)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have dtype %s and indices int64", name,
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(ind, "indices", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
@@ -617,45 +617,45 @@ static rgpu_status avg_check_dtype(const rgpu_exec *e, int dt, char *err, size_t
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */
-rgpu_status op_pool_avg_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_avg_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
-    FORWARD_IF_ERROR(op_pool_args(e, false, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_args(e, false, g, err, errlen));
     FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (y->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 /* in grad, x; same args as forward; out dx */
-rgpu_status op_pool_avg_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_avg_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
-    FORWARD_IF_ERROR(op_pool_args(e, false, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_args(e, false, g, err, errlen));
     FORWARD_IF_ERROR(avg_check_dtype(e, x->dtype, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
     int64_t ys[4];
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     return RGPU_OK;
 }
 
 static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
     if (!op_dtype_is_float(x->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (as ATen)", rgpu_op_name(e->op),
                  rgpu_dtype_name(x->dtype));
@@ -667,23 +667,23 @@ static rgpu_status adaptive_common(const rgpu_exec *e, const rgpu_view *x, op_po
 }
 
 /* in x; ints output_size (2) */
-rgpu_status op_pool_adaptive_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_adaptive_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *x = e->in[0];
     rgpu_view *y = e->out[0];
     memset(g, 0, sizeof *g);
     int64_t os[2];
     uint32_t n;
-    FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_arg_ints(e, 0, "output_size", 2, 2, os, &n, err, errlen));
     if (os[0] < 0 || os[1] < 0)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: output_size must be >= 0, got (%lld, %lld)", rgpu_op_name(e->op),
                  (long long)os[0], (long long)os[1]);
     g->Ho = os[0]; g->Wo = os[1];
     int64_t ys[4];
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(y, "out", ys, x->ndim, e->op, err, errlen));
     FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (y->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out dtype %s differs from the input's %s", rgpu_op_name(e->op),
@@ -692,21 +692,21 @@ rgpu_status op_pool_adaptive_check(const rgpu_exec *e, op_pool_geom *g, char *er
 }
 
 /* in grad (.., Ho, Wo), x; out dx */
-rgpu_status op_pool_adaptive_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
+rgpu_status rgpu_op_pool_adaptive_backward_check(const rgpu_exec *e, op_pool_geom *g, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 0, err, errlen));
     const rgpu_view *gr = e->in[0], *x = e->in[1];
     rgpu_view *dx = e->out[0];
     memset(g, 0, sizeof *g);
-    FORWARD_IF_ERROR(op_pool_input(e, x, g, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_pool_input(e, x, g, err, errlen));
     if (gr->ndim != x->ndim)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %d dims, input %d", rgpu_op_name(e->op), gr->ndim, x->ndim);
     g->Ho = gr->sizes[gr->ndim - 2];
     g->Wo = gr->sizes[gr->ndim - 1];
     int64_t ys[4];
-    op_pool_shape(x, g->Ho, g->Wo, ys);
-    FORWARD_IF_ERROR(op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
-    FORWARD_IF_ERROR(op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
+    rgpu_op_pool_shape(x, g->Ho, g->Wo, ys);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(gr, "grad", ys, x->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dx, "grad_input", x->sizes, x->ndim, e->op, err, errlen));
     FORWARD_IF_ERROR(adaptive_common(e, x, g, err, errlen));
     if (gr->dtype != x->dtype || dx->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad and grad_input must have the input's dtype %s", rgpu_op_name(e->op),
@@ -714,40 +714,40 @@ rgpu_status op_pool_adaptive_backward_check(const rgpu_exec *e, op_pool_geom *g,
     return RGPU_OK;
 }
 
-rgpu_status op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fwd *q, char *err, size_t errlen)
+rgpu_status rgpu_op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_conv_fwd *q, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 1u << 2, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 1u << 2, 0, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x0 = e->in[0], *w0 = e->in[1], *bias = e->in[2];
     rgpu_view *y0 = e->out[0];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, backend, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_check_dims(e, x0, w0, backend, err, errlen));
     int dt = y0->dtype;
     if (x0->dtype != dt || w0->dtype != dt || (bias && bias->dtype != dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
     q->x0 = x0; q->w0 = w0; q->bias = bias; q->y0 = y0; q->dt = dt;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 0, x0->ndim - 2, &q->a, err, errlen));
-    q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->y = op_conv_as_4d(y0);
+    FORWARD_IF_ERROR(rgpu_op_conv_parse_args(e, 0, x0->ndim - 2, &q->a, err, errlen));
+    q->x = rgpu_op_conv_as_4d(x0); q->w = rgpu_op_conv_as_4d(w0); q->y = rgpu_op_conv_as_4d(y0);
     int64_t ys[5];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };   /* 1-d: drop the inserted H */
-    FORWARD_IF_ERROR(op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(y0, "out", x0->ndim == 3 ? ys3 : ys, x0->ndim, e->op, err, errlen));
     q->nb = q->a.transposed ? q->g.C : q->g.O;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != q->nb))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: bias must be (%lld), got %d-d", name, (long long)q->nb, bias->ndim);
-    q->empty = op_numel(y0) == 0;
-    if (!q->empty) FORWARD_IF_ERROR(op_conv_check_sizes(e, &q->g, err, errlen));
+    q->empty = rgpu_op_numel(y0) == 0;
+    if (!q->empty) FORWARD_IF_ERROR(rgpu_op_conv_check_sizes(e, &q->g, err, errlen));
     return RGPU_OK;
 }
 
-rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bwd *q, char *err, size_t errlen)
+rgpu_status rgpu_op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bwd *q, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_dense_check_io(e, 0, 7u, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, 0, 7u, err, errlen));
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr0 = e->in[0], *x0 = e->in[1], *w0 = e->in[2];
     rgpu_view *dx0 = e->out[0], *dw0 = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_conv_check_dims(e, x0, w0, backend, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_check_dims(e, x0, w0, backend, err, errlen));
     int dt = x0->dtype;
     if (!op_dtype_is_float(dt))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for %s (floating dtypes only, as ATen)", name,
@@ -757,23 +757,23 @@ rgpu_status op_conv_bwd_args(const rgpu_exec *e, const char *backend, op_conv_bw
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: grad, input, weight and the gradients must share dtype %s", name,
                  rgpu_dtype_name(dt));
     /* bias_sizes only says whether db was wanted; db's shape is checked below */
-    if (!op_dense_arg_is_none(e, 0)) {
+    if (!rgpu_op_dense_arg_is_none(e, 0)) {
         int64_t bs[1];
         uint32_t nbs;
-        FORWARD_IF_ERROR(op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_dense_arg_ints(e, 0, "bias_sizes", 1, 1, bs, &nbs, err, errlen));
     }
     q->gr0 = gr0; q->x0 = x0; q->w0 = w0; q->dx0 = dx0; q->dw0 = dw0; q->db = db; q->dt = dt;
-    FORWARD_IF_ERROR(op_conv_parse_args(e, 1, x0->ndim - 2, &q->a, err, errlen));
-    q->x = op_conv_as_4d(x0); q->w = op_conv_as_4d(w0); q->gr = op_conv_as_4d(gr0);
+    FORWARD_IF_ERROR(rgpu_op_conv_parse_args(e, 1, x0->ndim - 2, &q->a, err, errlen));
+    q->x = rgpu_op_conv_as_4d(x0); q->w = rgpu_op_conv_as_4d(w0); q->gr = rgpu_op_conv_as_4d(gr0);
     int64_t ys[5];
-    FORWARD_IF_ERROR(op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_conv_geometry(e, &q->x, &q->w, &q->a, &q->g, ys, err, errlen));
     int nd = x0->ndim;
     int64_t ys3[3] = { ys[0], ys[1], ys[3] };
-    FORWARD_IF_ERROR(op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
-    if (dx0) FORWARD_IF_ERROR(op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
-    if (dw0) FORWARD_IF_ERROR(op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
-    if (db) FORWARD_IF_ERROR(op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
-    return op_conv_check_sizes(e, &q->g, err, errlen);
+    FORWARD_IF_ERROR(rgpu_op_dense_check_shape(gr0, "grad", nd == 3 ? ys3 : ys, nd, e->op, err, errlen));
+    if (dx0) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dx0, "grad_input", x0->sizes, nd, e->op, err, errlen));
+    if (dw0) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(dw0, "grad_weight", w0->sizes, nd, e->op, err, errlen));
+    if (db) FORWARD_IF_ERROR(rgpu_op_dense_check_shape(db, "grad_bias", &ys[1], 1, e->op, err, errlen));
+    return rgpu_op_conv_check_sizes(e, &q->g, err, errlen);
 }
 
 /* --- fused recurrent cells ------------------------------------------------------------ */
@@ -811,14 +811,14 @@ static rgpu_status cell_mat(const rgpu_exec *e, const rgpu_view *v, int k, int64
     return RGPU_OK;
 }
 
-rgpu_status op_cell_check(const rgpu_exec *e, op_cell *a, char *err, size_t errlen)
+rgpu_status rgpu_op_cell_check(const rgpu_exec *e, op_cell *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const cell_sig *sig = NULL;
     for (size_t i = 0; i < sizeof CELL_SIGS / sizeof CELL_SIGS[0]; i++)
         if (CELL_SIGS[i].op == e->op) sig = &CELL_SIGS[i];
     if (sig == NULL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not a recurrent cell", name);
-    FORWARD_IF_ERROR(op_dense_check_io(e, sig->opt_in, 0, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_dense_check_io(e, sig->opt_in, 0, err, errlen));
     memset(a, 0, sizeof *a);
     const rgpu_view *h = e->in[sig->hidden_in];
     if (h == NULL || h->ndim != 2)

@@ -8,7 +8,7 @@
  *
  *   RETURN_ERROR_IF(x->ndim != 2, RGPU_ERR_SHAPE, "%s: x must be 2-d", name);
  *   RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: no %s kernel", name, dt);
- *   FORWARD_IF_ERROR(op_check_view(v, "in[0]", op, err, errlen));
+ *   FORWARD_IF_ERROR(rgpu_op_check_view(v, "in[0]", op, err, errlen));
  *
  * Plain C that C++ (nvcc, cudaemu) also compiles: the CPU and CUDA backends
  * use the same macros. Nothing here aborts. */
@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* vsnprintf into err (no-op when err is NULL or errlen is 0). */
-void op_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void rgpu_op_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus
 }
@@ -32,11 +32,11 @@ void op_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 
 /* Writes the message and returns status. */
 #define RETURN_ERROR(status, ...) \
-    do { op_errf(err, errlen, __VA_ARGS__); return (status); } while (0)
+    do { rgpu_op_errf(err, errlen, __VA_ARGS__); return (status); } while (0)
 
 /* When cond holds: writes the message and returns status. */
 #define RETURN_ERROR_IF(cond, status, ...) \
-    do { if (cond) { op_errf(err, errlen, __VA_ARGS__); return (status); } } while (0)
+    do { if (cond) { rgpu_op_errf(err, errlen, __VA_ARGS__); return (status); } } while (0)
 
 /* Returns expr's status when it is not RGPU_OK (its message is already in err). */
 #define FORWARD_IF_ERROR(expr) \

@@ -23,10 +23,10 @@ static rgpu_status check_slot(const rgpu_view *v, char pat, const char *what, in
         if (pat == '?') return RGPU_OK;
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", rgpu_op_name(op), what);
     }
-    return op_check_view(v, what, op, err, errlen);
+    return rgpu_op_check_view(v, what, op, err, errlen);
 }
 
-rgpu_status op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+rgpu_status rgpu_op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
                                char *err, size_t errlen)
 {
     int nin = (int)strlen(in_pat), nout = (int)strlen(out_pat);
@@ -45,7 +45,7 @@ rgpu_status op_index_check_io(const rgpu_exec *e, const char *in_pat, const char
     return RGPU_OK;
 }
 
-rgpu_status op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+rgpu_status rgpu_op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
                                    const char *out_pat, char *err, size_t errlen)
 {
     int nout = (int)strlen(out_pat);
@@ -65,7 +65,7 @@ rgpu_status op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, boo
     return RGPU_OK;
 }
 
-rgpu_status op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+rgpu_status rgpu_op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
                               char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
@@ -76,7 +76,7 @@ rgpu_status op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_
     return RGPU_OK;
 }
 
-rgpu_status op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+rgpu_status rgpu_op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
                                char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
@@ -87,7 +87,7 @@ rgpu_status op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool 
     return RGPU_OK;
 }
 
-rgpu_status op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+rgpu_status rgpu_op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
                               char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(arg_present(e, i, what, err, errlen));
@@ -99,12 +99,12 @@ rgpu_status op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double
     return RGPU_OK;
 }
 
-bool op_index_arg_none(const rgpu_exec *e, int i)
+bool rgpu_op_index_arg_none(const rgpu_exec *e, int i)
 {
     return e->args != NULL && i < e->n_args && e->args[i].kind == RGPU_ARG_NONE;
 }
 
-bool op_index_same_shape(const rgpu_view *a, const rgpu_view *b)
+bool rgpu_op_index_same_shape(const rgpu_view *a, const rgpu_view *b)
 {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
@@ -112,15 +112,15 @@ bool op_index_same_shape(const rgpu_view *a, const rgpu_view *b)
     return true;
 }
 
-bool op_index_same_view(const rgpu_view *a, const rgpu_view *b)
+bool rgpu_op_index_same_view(const rgpu_view *a, const rgpu_view *b)
 {
-    if (a->data != b->data || a->dtype != b->dtype || !op_index_same_shape(a, b)) return false;
+    if (a->data != b->data || a->dtype != b->dtype || !rgpu_op_index_same_shape(a, b)) return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->sizes[d] != 1 && a->strides[d] != b->strides[d]) return false;
     return true;
 }
 
-const char *op_index_shape_str(const rgpu_view *v, char *buf, size_t n)
+const char *rgpu_op_index_shape_str(const rgpu_view *v, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -132,7 +132,7 @@ const char *op_index_shape_str(const rgpu_view *v, char *buf, size_t n)
 }
 
 /* Out shape must be want (ndim, sizes). */
-rgpu_status op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+rgpu_status rgpu_op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
                                       char *err, size_t errlen)
 {
     bool ok = out->ndim == nd;
@@ -144,12 +144,12 @@ rgpu_status op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, i
         for (int d = 0; d < nd; d++) want.sizes[d] = sizes[d];
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, want %s", rgpu_op_name(e->op),
-                 op_index_shape_str(out, a, sizeof a), op_index_shape_str(&want, b, sizeof b));
+                 rgpu_op_index_shape_str(out, a, sizeof a), rgpu_op_index_shape_str(&want, b, sizeof b));
     }
     return RGPU_OK;
 }
 
-rgpu_status op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+rgpu_status rgpu_op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
                                        char *err, size_t errlen)
 {
     if (v->dtype != dt)
@@ -158,7 +158,7 @@ rgpu_status op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, co
     return RGPU_OK;
 }
 
-rgpu_status op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+rgpu_status rgpu_op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
                                         char *err, size_t errlen)
 {
     if (v->dtype == RGPU_I64 || (allow_i32 && v->dtype == RGPU_I32)) return RGPU_OK;
@@ -167,7 +167,7 @@ rgpu_status op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, b
 }
 
 /* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
-rgpu_status op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
+rgpu_status rgpu_op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen)
 {
     int n = ndim > 0 ? ndim : 1;
     if (dim < -n || dim >= n)
@@ -179,7 +179,7 @@ rgpu_status op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *ou
 
 /* Sizes/strides with a 0-d view read as 1-d of size 1 (ATen's
  * ensure_nonempty_size), into sz; returns the dim count (>= 1). */
-int op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
+int rgpu_op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
 {
     if (v->ndim == 0) { sz[0] = 1; return 1; }
     for (int d = 0; d < v->ndim; d++) sz[d] = v->sizes[d];
@@ -187,7 +187,7 @@ int op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz)
 }
 
 /* Byte stride of dim d (0 for a 0-d view). */
-int64_t op_index_bstride(const rgpu_view *v, int d)
+int64_t rgpu_op_index_bstride(const rgpu_view *v, int d)
 {
     return v->ndim == 0 ? 0 : v->strides[d] * (int64_t)rgpu_dtype_size(v->dtype);
 }
@@ -195,21 +195,21 @@ int64_t op_index_bstride(const rgpu_view *v, int d)
 /* ---------------------------------------------------------------------------
  * CAT, CONSTANT_PAD_ND, the WAIT ops */
 
-bool op_index_cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
+bool rgpu_op_index_cat_skipped(const rgpu_view *t) { return t->ndim == 1 && t->sizes[0] == 0; }
 
-rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size_t errlen)
+rgpu_status rgpu_op_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size_t errlen)
 {
     *dim_out = -1;
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io_var(e, 1, e->n_in, false, "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     rgpu_view *out = e->out[0];
     const rgpu_view *ref = NULL;
     int iref = 0;
     for (int i = 0; i < e->n_in && ref == NULL; i++)
-        if (!op_index_cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
+        if (!rgpu_op_index_cat_skipped(e->in[i])) { ref = e->in[i]; iref = i; }
     if (ref == NULL) {   /* every input is legacy-empty: the result is empty too */
-        if (op_numel(out) != 0) RETURN_ERROR(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
+        if (rgpu_op_numel(out) != 0) RETURN_ERROR(RGPU_ERR_SHAPE, "cat: all inputs are empty but out is not");
         return RGPU_OK;
     }
     int nd = ref->ndim;
@@ -221,7 +221,7 @@ rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size
     int64_t total = 0;
     for (int i = 0; i < e->n_in; i++) {
         const rgpu_view *t = e->in[i];
-        if (op_index_cat_skipped(t)) continue;
+        if (rgpu_op_index_cat_skipped(t)) continue;
         if (t->ndim != nd)
             RETURN_ERROR(RGPU_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d", nd, t->ndim);
         for (int d = 0; d < nd; d++)
@@ -236,16 +236,16 @@ rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim_out, char *err, size
     if (!ok) {
         char a[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "cat: out has shape %s, inputs give %lld along dim %d",
-                 op_index_shape_str(out, a, sizeof a), (long long)total, dim);
+                 rgpu_op_index_shape_str(out, a, sizeof a), (long long)total, dim);
     }
     *dim_out = dim;
     return RGPU_OK;
 }
 
-rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t *lo, int64_t *want,
+rgpu_status rgpu_op_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t *lo, int64_t *want,
                                 char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
     if (e->args == NULL || e->n_args < 1 || e->args[0].kind != RGPU_ARG_INTS)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 0 (pad) must be ints");
     const rgpu_arg *pad = &e->args[0];
@@ -260,7 +260,7 @@ rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t 
         int k = e->args[1].kind;
         if (k != RGPU_ARG_INT && k != RGPU_ARG_FLOAT && k != RGPU_ARG_BOOL)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "constant_pad_nd: arg 1 (value) has kind %d, want a number", k);
-        op_scalar_to(&e->args[1], dt, &value);
+        rgpu_op_scalar_to(&e->args[1], dt, &value);
     }
     uint32_t np = pad->v.ints.n;
     int nd = in->ndim;
@@ -288,37 +288,37 @@ rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value_out, int64_t 
     for (int d = 0; ok && d < nd; d++) ok = out->sizes[d] == want[d];
     if (!ok) {
         char a[96];
-        RETURN_ERROR(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", op_index_shape_str(out, a, sizeof a));
+        RETURN_ERROR(RGPU_ERR_SHAPE, "constant_pad_nd: out has shape %s, padding gives another", rgpu_op_index_shape_str(out, a, sizeof a));
     }
     *value_out = value;
     return RGPU_OK;
 }
 
 /* out[0] of a WAIT op: a one-element i64 scratch. */
-rgpu_status op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *o = e->out[0];
-    if (o->dtype != RGPU_I64 || op_numel(o) != 1)
+    if (o->dtype != RGPU_I64 || rgpu_op_numel(o) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out[0] must be one int64 element, got %s with %lld elements",
-                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)op_numel(o));
+                 rgpu_op_name(e->op), rgpu_dtype_name(o->dtype), (long long)rgpu_op_numel(o));
     return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
  * Random ops */
 
-rgpu_status op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+rgpu_status rgpu_op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
                                      char *err, size_t errlen)
 {
     int64_t s, o;
-    FORWARD_IF_ERROR(op_index_arg_int(e, i, "seed", &s, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, i + 1, "offset", &o, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, i, "seed", &s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, i + 1, "offset", &o, err, errlen));
     *seed = (uint64_t)s;
     *offset = (uint64_t)o;
     return RGPU_OK;
 }
 
-rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
+rgpu_status rgpu_op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
 {
     if (!op_dtype_is_float(v->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s dtype %s is not floating", rgpu_op_name(e->op), what,
@@ -327,7 +327,7 @@ rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const ch
 }
 
 /* Largest finite value of a floating dtype. */
-double op_index_float_max(int dt)
+double rgpu_op_index_float_max(int dt)
 {
     switch (dt) {
     case RGPU_F32: return 3.4028234663852886e38;
@@ -338,7 +338,7 @@ double op_index_float_max(int dt)
 }
 
 /* 2^digits of a floating dtype (the exact-integer limit). */
-int64_t op_index_float_digits_pow(int dt)
+int64_t rgpu_op_index_float_digits_pow(int dt)
 {
     switch (dt) {
     case RGPU_F32: return INT64_C(1) << 24;
@@ -349,7 +349,7 @@ int64_t op_index_float_digits_pow(int dt)
 }
 
 /* Range of an integer dtype (bool: [0, 1]). */
-void op_index_int_range(int dt, int64_t *lo, int64_t *hi)
+void rgpu_op_index_int_range(int dt, int64_t *lo, int64_t *hi)
 {
     switch (dt) {
     case RGPU_I64: *lo = INT64_MIN; *hi = INT64_MAX; break;
@@ -364,7 +364,7 @@ void op_index_int_range(int dt, int64_t *lo, int64_t *hi)
 /* ---------------------------------------------------------------------------
  * Advanced indexing geometry (index.Tensor, index_put) */
 
-rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self, const rgpu_view *const *idx,
+rgpu_status rgpu_op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self, const rgpu_view *const *idx,
                                 int nidx, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -375,7 +375,7 @@ rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu
     for (int k = 0; k < nidx; k++) {
         const rgpu_view *v = idx[k];
         if (v == NULL) continue;
-        FORWARD_IF_ERROR(op_index_check_index_dtype(e, v, true, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, v, true, err, errlen));
         if (first < 0) first = k;
         last = k;
         count++;
@@ -420,74 +420,74 @@ rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu
 /* ---------------------------------------------------------------------------
  * The dim-indexed ops' and embedding's host-side checks (op/index.h). */
 
-rgpu_status op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
     if (e->args != NULL && e->n_args > 0 && e->args[0].kind != RGPU_ARG_INT && e->args[0].kind != RGPU_ARG_NONE)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: arg 0 (padding_idx) has kind %d, want int", e->args[0].kind);
     const rgpu_view *wt = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     if (wt->ndim != 2) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: 'weight' must be 2-D, got %d dims", wt->ndim);
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", wt->dtype, err, errlen));
     if (ix->ndim + 1 > RGPU_MAX_DIMS) RETURN_ERROR(RGPU_ERR_SHAPE, "embedding: indices have too many dims");
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < ix->ndim; d++) want[d] = ix->sizes[d];
     want[ix->ndim] = wt->sizes[1];
-    return op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen);
+    return rgpu_op_index_check_out_shape(e, out, ix->ndim + 1, want, err, errlen);
 }
 
-rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "num_weights", &p->nw, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "padding_idx", &p->pad, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "scale_grad_by_freq", &p->by_freq, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "num_weights", &p->nw, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 1, "padding_idx", &p->pad, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 2, "scale_grad_by_freq", &p->by_freq, err, errlen));
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
     if (!op_dtype_is_float(g->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: grad dtype %s is not floating", name, rgpu_dtype_name(g->dtype));
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", g->dtype, err, errlen));
     if (g->ndim < 1) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad must have at least 1 dim", name);
     if (p->nw < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: num_weights %lld is negative", name, (long long)p->nw);
     int64_t rows = 1;
     p->D = g->sizes[g->ndim - 1];
-    p->n = op_numel(ix);
+    p->n = rgpu_op_numel(ix);
     for (int d = 0; d < g->ndim - 1; d++) rows *= g->sizes[d];
     if (rows != p->n)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: grad has %lld rows of %lld, indices have %lld elements", name,
                  (long long)rows, (long long)p->D, (long long)p->n);
     int64_t want[2] = { p->nw, p->D };
-    return op_index_check_out_shape(e, out, 2, want, err, errlen);
+    return rgpu_op_index_check_out_shape(e, out, 2, want, err, errlen);
 }
 
-rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
     p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "gather";
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    p->nd = op_index_nonempty_sizes(self, p->ssz);
-    if (op_numel(ix) == 0) {   /* ATen checks neither dtype nor dims of an empty index */
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    p->nd = rgpu_op_index_nonempty_sizes(self, p->ssz);
+    if (rgpu_op_numel(ix) == 0) {   /* ATen checks neither dtype nor dims of an empty index */
         p->dim = 0;
-        op_index_nonempty_sizes(ix, p->isz);
-        return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+        rgpu_op_index_nonempty_sizes(ix, p->isz);
+        return rgpu_op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
     }
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    if (op_index_nonempty_sizes(ix, p->isz) != p->nd)
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    if (rgpu_op_index_nonempty_sizes(ix, p->isz) != p->nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "gather: index tensor must have the same number of dimensions as input tensor");
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
     for (int d = 0; d < p->nd; d++)
         if (d != p->dim && p->isz[d] > p->ssz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "gather: size does not match at dimension %d: index %lld is larger than self %lld",
                      d, (long long)p->isz[d], (long long)p->ssz[d]);
-    return op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
+    return rgpu_op_index_check_out_shape(e, out, ix->ndim, ix->sizes, err, errlen);
 }
 
 /* The size rules of scatter (with src when src is given), on p's views. */
@@ -495,10 +495,10 @@ static rgpu_status scatter_shapes(const rgpu_exec *e, op_index_dimop *p, int64_t
 {
     const char *name = p->name;
     const rgpu_view *self = p->self, *ix = p->ix, *src = p->src;
-    int nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
-    if (op_index_nonempty_sizes(ix, p->isz) != nd || (src && op_index_nonempty_sizes(src, p->rsz) != nd))
+    int nd = p->nd = rgpu_op_index_nonempty_sizes(self, p->ssz);
+    if (rgpu_op_index_nonempty_sizes(ix, p->isz) != nd || (src && rgpu_op_index_nonempty_sizes(src, p->rsz) != nd))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: index tensor must have the same number of dimensions as self and src", name);
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
     for (int d = 0; d < nd; d++) {
         if (src && p->isz[d] > p->rsz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected index %lld to be no larger than src %lld at dimension %d",
@@ -510,95 +510,95 @@ static rgpu_status scatter_shapes(const rgpu_exec *e, op_index_dimop *p, int64_t
     return RGPU_OK;
 }
 
-rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen)
 {
     p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     const char *name = p->name = add_only ? "scatter_add" : "scatter";
-    FORWARD_IF_ERROR(op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, add_only ? "rrr" : "rr?", "r", err, errlen));
     int64_t dim64;
     p->reduce = OP_IDX_ADD;
     p->value = 0;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     if (!add_only) {
-        FORWARD_IF_ERROR(op_index_arg_int(e, 2, "reduce", &p->reduce, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 2, "reduce", &p->reduce, err, errlen));
         if (p->reduce < 0 || p->reduce > 2)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)",
                      (long long)p->reduce);
         if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
             double ignored;
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
-            op_scalar_to(&e->args[1], self->dtype, &p->value);
+            FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
+            rgpu_op_scalar_to(&e->args[1], self->dtype, &p->value);
         }
     }
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    if (src) FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    if (src) FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, src, "src", self->dtype, err, errlen));
+    if (!rgpu_op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out and self differ in shape", name);
     return scatter_shapes(e, p, dim64, err, errlen);
 }
 
-rgpu_status op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
+rgpu_status rgpu_op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
                                           char *err, size_t errlen)
 {
     p->self = e->in[0]; p->ix = e->in[1]; p->src = e->in[2]; p->out = e->out[0];
     p->name = "scatter_reduce";
     p->value = 0;
-    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_int(e, 1, "reduce", &p->reduce, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "include_self", include_self, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 1, "reduce", &p->reduce, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 2, "include_self", include_self, err, errlen));
     if (p->reduce < OP_SR_SUM || p->reduce > OP_SR_AMIN)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter_reduce: reduce %lld is not 0 (sum), 1 (prod), 2 (mean), 3 (amax) or 4 (amin)",
                  (long long)p->reduce);
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, p->ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->out, "out", p->self->dtype, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->src, "src", p->self->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, p->ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->out, "out", p->self->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->src, "src", p->self->dtype, err, errlen));
     if (p->self->dtype == RGPU_BOOL && p->reduce == OP_SR_MEAN)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "scatter_reduce: mean is not supported for bool");
-    if (!op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "scatter_reduce: out and self differ in shape");
+    if (!rgpu_op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "scatter_reduce: out and self differ in shape");
     return scatter_shapes(e, p, dim64, err, errlen);
 }
 
-rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
     p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "index_select";
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
-    p->nd = op_index_nonempty_sizes(self, p->ssz);
-    if (self->ndim == 0 && op_numel(ix) != 1)
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", self->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    p->nd = rgpu_op_index_nonempty_sizes(self, p->ssz);
+    if (self->ndim == 0 && rgpu_op_numel(ix) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index to scalar can have only 1 value, got %lld value(s)",
-                 (long long)op_numel(ix));
+                 (long long)rgpu_op_numel(ix));
     int64_t want[RGPU_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) want[d] = self->sizes[d];
-    if (self->ndim > 0) want[p->dim] = op_numel(ix);
-    return op_index_check_out_shape(e, out, self->ndim, want, err, errlen);
+    if (self->ndim > 0) want[p->dim] = rgpu_op_numel(ix);
+    return rgpu_op_index_check_out_shape(e, out, self->ndim, want, err, errlen);
 }
 
-rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen)
 {
     p->self = e->in[0]; p->ix = e->in[1]; p->src = e->n_in > 2 ? e->in[2] : NULL; p->out = e->out[0];
     p->name = "index_add";
-    FORWARD_IF_ERROR(op_index_check_io(e, "rrr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rrr", "r", err, errlen));
     int64_t dim64;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "alpha", &p->alpha_v, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &dim64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 1, "alpha", &p->alpha_v, err, errlen));
     const rgpu_view *self = e->in[0], *ix = e->in[1], *src = e->in[2];
     rgpu_view *out = e->out[0];
     int dt = self->dtype;
-    FORWARD_IF_ERROR(op_index_check_index_dtype(e, ix, true, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, out, "out", dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, src, "source", dt, err, errlen));
-    if (!op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
+    FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, ix, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, out, "out", dt, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, src, "source", dt, err, errlen));
+    if (!rgpu_op_index_same_shape(out, self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: out and self differ in shape");
     const rgpu_arg *al = &e->args[1];
     if (al->kind == RGPU_ARG_FLOAT && !op_dtype_is_float(dt))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "index_add: for integral input tensors, alpha must not be a floating point number");
@@ -620,14 +620,14 @@ rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err,
     a->round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
     a->f = op_round_to(dt, a->f);
 
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
-    int dim = p->dim, nd = p->nd = op_index_nonempty_sizes(self, p->ssz);
-    if (op_index_nonempty_sizes(src, p->rsz) != nd)
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, dim64, self->ndim, &p->dim, err, errlen));
+    int dim = p->dim, nd = p->nd = rgpu_op_index_nonempty_sizes(self, p->ssz);
+    if (rgpu_op_index_nonempty_sizes(src, p->rsz) != nd)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: self and source should have the same number of dimensions");
     if (ix->ndim > 1) RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: index is supposed to be a vector");
-    if (p->rsz[dim] != op_numel(ix))
+    if (p->rsz[dim] != rgpu_op_numel(ix))
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: number of indices (%lld) should be equal to source.size(dim) (%lld)",
-                 (long long)op_numel(ix), (long long)p->rsz[dim]);
+                 (long long)rgpu_op_numel(ix), (long long)p->rsz[dim]);
     for (int d = 0; d < nd; d++)
         if (d != dim && p->rsz[d] != p->ssz[d])
             RETURN_ERROR(RGPU_ERR_SHAPE, "index_add: source size %lld at dimension %d differs from self's %lld",
@@ -635,24 +635,24 @@ rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err,
     return RGPU_OK;
 }
 
-rgpu_status op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen)
+rgpu_status rgpu_op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "accumulate", &p->acc, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io_var(e, 2, 2, true, "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 0, "accumulate", &p->acc, err, errlen));
     p->self = e->in[0], p->vals = e->in[1], p->out = e->out[0];
     p->idx = &e->in[2], p->nidx = e->n_in - 2, p->dt = p->self->dtype;
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->out, "out", p->dt, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, p->vals, "values", p->dt, err, errlen));
-    if (!op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->out, "out", p->dt, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->vals, "values", p->dt, err, errlen));
+    if (!rgpu_op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     return RGPU_OK;
 }
 
-rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
+rgpu_status rgpu_op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
                                    char *err, size_t errlen)
 {
     *copy = false;
-    if (op_index_same_view(out, self)) return RGPU_OK;
-    if (out->data == self->data && op_numel(out) > 0)
+    if (rgpu_op_index_same_view(out, self)) return RGPU_OK;
+    if (out->data == self->data && rgpu_op_numel(out) > 0)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out shares memory with self but is a different view",
                  rgpu_op_name(e->op));
     *copy = true;
@@ -662,16 +662,16 @@ rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, con
 /* ---------------------------------------------------------------------------
  * NONZERO, MASKED_SELECT, UNIQUE: the checks both backends make (op/index.h). */
 
-rgpu_status op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
     const rgpu_view *out = e->out[0];
     if (out->dtype != RGPU_I64 && out->dtype != RGPU_I32)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "nonzero: out dtype %s, want int64", rgpu_dtype_name(out->dtype));
     return RGPU_OK;
 }
 
-rgpu_status op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
+rgpu_status rgpu_op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
 {
     const rgpu_view *x = e->in[0], *out = e->out[0];
     if (out->ndim != 2 || out->sizes[0] != n || out->sizes[1] != x->ndim)
@@ -680,24 +680,24 @@ rgpu_status op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err,
     return RGPU_OK;
 }
 
-rgpu_status op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
     const rgpu_view *self = e->in[0], *mask = e->in[1], *out = e->out[0];
     if (mask->dtype != RGPU_BOOL && mask->dtype != RGPU_U8)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: expected a bool mask, got %s", rgpu_dtype_name(mask->dtype));
     if (out->dtype != self->dtype)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "masked_select: out dtype %s differs from self's %s",
                  rgpu_dtype_name(out->dtype), rgpu_dtype_name(self->dtype));
-    if (!op_index_same_shape(self, mask)) {
+    if (!rgpu_op_index_same_shape(self, mask)) {
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "masked_select: self %s and mask %s must already be broadcast to one shape",
-                 op_index_shape_str(self, a, sizeof a), op_index_shape_str(mask, b, sizeof b));
+                 rgpu_op_index_shape_str(self, a, sizeof a), rgpu_op_index_shape_str(mask, b, sizeof b));
     }
     return RGPU_OK;
 }
 
-rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
+rgpu_status rgpu_op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen)
 {
     const rgpu_view *out = e->out[0];
     if (out->ndim != 1 || out->sizes[0] != n)
@@ -706,7 +706,7 @@ rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char
     return RGPU_OK;
 }
 
-rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
+rgpu_status rgpu_op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
                                   char *err, size_t errlen)
 {
     const char *name = u->name = rgpu_op_name(e->op);
@@ -715,17 +715,17 @@ rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_
     u->fl = false;
     u->N = 0;
     if (count_only) {
-        FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
         u->fl = op_dtype_is_float(e->in[0]->dtype);
-        u->N = op_numel(e->in[0]);
-        return op_index_check_count_out(e, err, errlen);
+        u->N = rgpu_op_numel(e->in[0]);
+        return rgpu_op_index_check_count_out(e, err, errlen);
     }
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r??", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r??", err, errlen));
     u->fl = op_dtype_is_float(e->in[0]->dtype);
-    u->N = op_numel(e->in[0]);
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "return_inverse", want_inv, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 2, "return_counts", want_cnt, err, errlen));
+    u->N = rgpu_op_numel(e->in[0]);
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 0, "sorted", &sorted, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 1, "return_inverse", want_inv, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 2, "return_counts", want_cnt, err, errlen));
     (void)sorted;   /* CPU ATen sorts either way, and so do we */
     *want_inv = *want_inv && e->out[1] != NULL;   /* ATen's placeholder outputs are left alone */
     *want_cnt = *want_cnt && e->out[2] != NULL;
@@ -736,12 +736,12 @@ rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: inverse must be int64", name);
     if (*want_cnt && e->out[2]->dtype != RGPU_I64)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: counts must be int64", name);
-    if (*want_inv && !op_index_same_shape(e->out[1], e->in[0]))
+    if (*want_inv && !rgpu_op_index_same_shape(e->out[1], e->in[0]))
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: inverse must have the input's shape", name);
     return RGPU_OK;
 }
 
-rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen)
+rgpu_status rgpu_op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen)
 {
     const rgpu_view *vo = e->out[0], *co = want_cnt ? e->out[2] : NULL;
     if (vo->ndim != 1 || vo->sizes[0] != n || (co && (co->ndim != 1 || co->sizes[0] != n)))
@@ -750,7 +750,7 @@ rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t
     return RGPU_OK;
 }
 
-int op_index_uq_cmp_f(const void *pa, const void *pb)
+int rgpu_op_index_uq_cmp_f(const void *pa, const void *pb)
 {
     const op_index_uq_item *a = (const op_index_uq_item *)pa, *b = (const op_index_uq_item *)pb;
     double x = a->k.f, y = b->k.f;
@@ -763,42 +763,42 @@ int op_index_uq_cmp_f(const void *pa, const void *pb)
     return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
-int op_index_uq_cmp_i(const void *pa, const void *pb)
+int rgpu_op_index_uq_cmp_i(const void *pa, const void *pb)
 {
     const op_index_uq_item *a = (const op_index_uq_item *)pa, *b = (const op_index_uq_item *)pb;
     if (a->k.i != b->k.i) return a->k.i < b->k.i ? -1 : 1;
     return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
-int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl)
+int64_t rgpu_op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl)
 {
-    if (N > 0) qsort(it, (size_t)N, sizeof *it, fl ? op_index_uq_cmp_f : op_index_uq_cmp_i);
+    if (N > 0) qsort(it, (size_t)N, sizeof *it, fl ? rgpu_op_index_uq_cmp_f : rgpu_op_index_uq_cmp_i);
     int64_t n = 0;
-    for (int64_t i = 0; i < N; i++) n += op_index_uq_new_group(it, i, fl);
+    for (int64_t i = 0; i < N; i++) n += rgpu_op_index_uq_new_group(it, i, fl);
     return n;
 }
 
-bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl)
+bool rgpu_op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl)
 {
     return i == 0 || (fl ? it[i].k.f != it[i - 1].k.f : it[i].k.i != it[i - 1].k.i);
 }
 
-bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice)
+bool rgpu_op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice)
 {
     const rgpu_view *t = e->in[i], *out = e->out[0];
-    if (op_index_cat_skipped(t) || op_numel(t) == 0) return false;
+    if (rgpu_op_index_cat_skipped(t) || rgpu_op_numel(t) == 0) return false;
     int64_t pos = 0;
     for (int j = 0; j < i; j++)
-        if (!op_index_cat_skipped(e->in[j])) pos += e->in[j]->sizes[dim];
+        if (!rgpu_op_index_cat_skipped(e->in[j])) pos += e->in[j]->sizes[dim];
     *slice = *out;
     slice->data = (char *)out->data + pos * out->strides[dim] * (int64_t)rgpu_dtype_size(out->dtype);
     for (int d = 0; d < out->ndim; d++) slice->sizes[d] = t->sizes[d];
     return true;
 }
 
-rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen)
+rgpu_status rgpu_op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_pad_check(e, &pa->value, pa->lo, pa->sz, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_pad_check(e, &pa->value, pa->lo, pa->sz, err, errlen));
     const rgpu_view *in = e->in[0];
     for (int d = 0; d < in->ndim; d++) {   /* out [max(0, lo), min(out, lo + in)) */
         pa->a[d] = pa->lo[d] > 0 ? pa->lo[d] : 0;
@@ -807,10 +807,10 @@ rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char
     return RGPU_OK;
 }
 
-void op_index_select_walk(const op_index_dimop *p, op_walk *w)
+void rgpu_op_index_select_walk(const op_index_dimop *p, op_walk *w)
 {
     int64_t osz[RGPU_MAX_DIMS];
-    op_index_nonempty_sizes(p->out, osz);
+    rgpu_op_index_nonempty_sizes(p->out, osz);
     op_walk_init(w, p->nd, osz);
     op_walk_strides(w, 0, p->out);
     op_walk_strides(w, 1, p->self);

@@ -26,70 +26,70 @@ extern "C" {
 
 /* Inputs/outputs against a slot pattern: one char per slot, 'r' required,
  * '?' optional (may be NULL). n_in/n_out must equal the pattern lengths.
- * Present views pass op_check_view. */
-rgpu_status op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
+ * Present views pass rgpu_op_check_view. */
+rgpu_status rgpu_op_index_check_io(const rgpu_exec *e, const char *in_pat, const char *out_pat,
                                char *err, size_t errlen);
 /* Variadic: n_in in [min_in, RGPU_MAX_IN]; the first n_req inputs required,
  * later ones optional when opt_rest, else required. */
-rgpu_status op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
+rgpu_status rgpu_op_index_check_io_var(const rgpu_exec *e, int min_in, int n_req, bool opt_rest,
                                    const char *out_pat, char *err, size_t errlen);
 
 /* args[i] must exist and be INT (bool accepted for want_bool). */
-rgpu_status op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
+rgpu_status rgpu_op_index_arg_int(const rgpu_exec *e, int i, const char *what, int64_t *v,
                               char *err, size_t errlen);
-rgpu_status op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
+rgpu_status rgpu_op_index_arg_bool(const rgpu_exec *e, int i, const char *what, bool *v,
                                char *err, size_t errlen);
 /* A number (INT, FLOAT or BOOL) as double. */
-rgpu_status op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
+rgpu_status rgpu_op_index_arg_f64(const rgpu_exec *e, int i, const char *what, double *v,
                               char *err, size_t errlen);
 /* True when args[i] exists and is NONE. */
-bool op_index_arg_none(const rgpu_exec *e, int i);
+bool rgpu_op_index_arg_none(const rgpu_exec *e, int i);
 
 /* Same view: same data, dtype, shape and strides (an in-place op). */
-bool op_index_same_view(const rgpu_view *a, const rgpu_view *b);
+bool rgpu_op_index_same_view(const rgpu_view *a, const rgpu_view *b);
 /* Sizes of a and b equal (ndim too). */
-bool op_index_same_shape(const rgpu_view *a, const rgpu_view *b);
+bool rgpu_op_index_same_shape(const rgpu_view *a, const rgpu_view *b);
 /* "[2, 3]" into buf. */
-const char *op_index_shape_str(const rgpu_view *v, char *buf, size_t n);
+const char *rgpu_op_index_shape_str(const rgpu_view *v, char *buf, size_t n);
 
 /* ---------------------------------------------------------------------------
  * Each op's checks and arg helpers */
 
 /* Out shape must be (nd, sizes). */
-rgpu_status op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
+rgpu_status rgpu_op_index_check_out_shape(const rgpu_exec *e, const rgpu_view *out, int nd, const int64_t *sizes,
                                       char *err, size_t errlen);
 /* v's dtype must be dt. */
-rgpu_status op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
+rgpu_status rgpu_op_index_check_same_dtype(const rgpu_exec *e, const rgpu_view *v, const char *what, int dt,
                                        char *err, size_t errlen);
 /* An index dtype: int64, or int32 too when allow_i32. */
-rgpu_status op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
+rgpu_status rgpu_op_index_check_index_dtype(const rgpu_exec *e, const rgpu_view *v, bool allow_i32,
                                         char *err, size_t errlen);
 /* dim in [-n, n) with n = max(ndim, 1) (a 0-d tensor takes dim 0 / -1). */
-rgpu_status op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen);
+rgpu_status rgpu_op_index_wrap_dim(const rgpu_exec *e, int64_t dim, int ndim, int *out, char *err, size_t errlen);
 /* Sizes with a 0-d view read as 1-d of size 1 (ATen's ensure_nonempty_size),
  * into sz; returns the dim count (>= 1). */
-int op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz);
+int rgpu_op_index_nonempty_sizes(const rgpu_view *v, int64_t *sz);
 /* Byte stride of dim d (0 for a 0-d view). */
-int64_t op_index_bstride(const rgpu_view *v, int d);
+int64_t rgpu_op_index_bstride(const rgpu_view *v, int d);
 
 /* A legacy empty 1-d tensor (size (0,)), which cat skips. */
-bool op_index_cat_skipped(const rgpu_view *t);
+bool rgpu_op_index_cat_skipped(const rgpu_view *t);
 /* CAT's io, arg and shape checks; *dim is the wrapped dim, or -1 when every
  * input is skipped (out then is empty: nothing to do). */
-rgpu_status op_index_cat_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
+rgpu_status rgpu_op_index_cat_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);
 /* CONSTANT_PAD_ND's io, arg and shape checks: *value is the fill value's bits
  * in out's dtype; lo[RGPU_MAX_DIMS] the pad before each dim (0 where none),
  * want[0..ndim) out's sizes. */
-rgpu_status op_index_pad_check(const rgpu_exec *e, uint64_t *value, int64_t *lo, int64_t *want,
+rgpu_status rgpu_op_index_pad_check(const rgpu_exec *e, uint64_t *value, int64_t *lo, int64_t *want,
                                 char *err, size_t errlen);
 /* out[0] of a WAIT op: a one-element i64 scratch. */
-rgpu_status op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_index_check_count_out(const rgpu_exec *e, char *err, size_t errlen);
 
 /* args[i], args[i + 1]: seed and offset (INTs read as u64). */
-rgpu_status op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
+rgpu_status rgpu_op_index_seed_offset(const rgpu_exec *e, int i, uint64_t *seed, uint64_t *offset,
                                   char *err, size_t errlen);
 /* v's dtype must be floating (what names it). */
-rgpu_status op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
+rgpu_status rgpu_op_index_need_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen);
 /* Advanced indexing geometry (index.Tensor, index_put).
  *
  * self (d0..dn-1) with indices idx[0..k), k <= n; a NULL index takes its dim
@@ -110,14 +110,14 @@ typedef struct op_index_geom {
 } op_index_geom;
 /* The shape part: index dtypes, B (the broadcast of the indices), the result
  * dims. */
-rgpu_status op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self,
+rgpu_status rgpu_op_index_geom_shape(const rgpu_exec *e, op_index_geom *g, const rgpu_view *self,
                                 const rgpu_view *const *idx, int nidx, char *err, size_t errlen);
 /* Largest finite value of a floating dtype. */
-double op_index_float_max(int dt);
+double rgpu_op_index_float_max(int dt);
 /* 2^digits of a floating dtype (the exact-integer limit). */
-int64_t op_index_float_digits_pow(int dt);
+int64_t rgpu_op_index_float_digits_pow(int dt);
 /* Range of an integer dtype (bool: [0, 1]). */
-void op_index_int_range(int dt, int64_t *lo, int64_t *hi);
+void rgpu_op_index_int_range(int dt, int64_t *lo, int64_t *hi);
 
 #ifdef __cplusplus
 }
@@ -319,7 +319,7 @@ typedef struct op_index_dimop {
     const rgpu_view *self, *ix, *src; /* in[0], in[1], in[2] (src NULL where absent) */
     rgpu_view *out;
     int dim, nd;                     /* wrapped dim; dims with a 0-d view as 1-d */
-    int64_t ssz[RGPU_MAX_DIMS];      /* self's sizes (op_index_nonempty_sizes) */
+    int64_t ssz[RGPU_MAX_DIMS];      /* self's sizes (rgpu_op_index_nonempty_sizes) */
     int64_t isz[RGPU_MAX_DIMS];      /* index's (gather, scatter) */
     int64_t rsz[RGPU_MAX_DIMS];      /* src's (scatter with src, index_add) */
     int64_t reduce;                  /* scatter: OP_IDX_* */
@@ -337,23 +337,23 @@ typedef struct op_index_embbw {
 extern "C" {
 #endif
 /* EMBEDDING: weight (V, D), indices (*) -> out (*, D). */
-rgpu_status op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_embedding_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_index_embedding_backward_check(const rgpu_exec *e, op_index_embbw *p, char *err, size_t errlen);
 /* GATHER: through out's shape (index's). */
-rgpu_status op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_gather_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* SCATTER / SCATTER_ADD: through the index/src/self size checks. */
-rgpu_status op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_scatter_check(const rgpu_exec *e, bool add_only, op_index_dimop *p, char *err, size_t errlen);
 /* SCATTER_REDUCE: as SCATTER with src, plus reduce (OP_SR_*, in p->reduce)
  * and include_self. */
-rgpu_status op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
+rgpu_status rgpu_op_index_scatter_reduce_check(const rgpu_exec *e, op_index_dimop *p, bool *include_self,
                                           char *err, size_t errlen);
 /* INDEX_SELECT: through out's shape. */
-rgpu_status op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_select_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* INDEX_SELECT's walk: over out (set 0) and self (set 1, with dim's stride 0:
  * the index picks self's row). */
-void op_index_select_walk(const op_index_dimop *p, op_walk *w);
+void rgpu_op_index_select_walk(const op_index_dimop *p, op_walk *w);
 /* INDEX_ADD: alpha and the source/index/self shape checks. */
-rgpu_status op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_add_check(const rgpu_exec *e, op_index_dimop *p, char *err, size_t errlen);
 /* INDEX_PUT's operands: self, values, the index tensors (idx[0..nidx), NULL
  * for a full slice), out, the dtype and accumulate. */
 typedef struct op_index_put_args {
@@ -364,17 +364,17 @@ typedef struct op_index_put_args {
     bool acc;
 } op_index_put_args;
 /* INDEX_PUT: io, accumulate, dtypes, out's shape; fills p. */
-rgpu_status op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen);
+rgpu_status rgpu_op_index_put_check(const rgpu_exec *e, op_index_put_args *p, char *err, size_t errlen);
 /* Writing self into out is needed (*copy) unless out is self; an error when
  * out shares self's memory as another view. */
-rgpu_status op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
+rgpu_status rgpu_op_index_self_into_out(const rgpu_exec *e, const rgpu_view *out, const rgpu_view *self, bool *copy,
                                    char *err, size_t errlen);
 /* NONZERO: io and out's dtype; then out's shape for n nonzeros. */
-rgpu_status op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
+rgpu_status rgpu_op_index_nonzero_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_index_nonzero_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
 /* MASKED_SELECT: io, dtypes, self and mask of one shape; then out's shape for n true elements. */
-rgpu_status op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen);
-rgpu_status op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
+rgpu_status rgpu_op_index_masked_select_check(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_index_masked_select_check_out(const rgpu_exec *e, int64_t n, char *err, size_t errlen);
 /* UNIQUE / COUNT_UNIQUE: io, args, dtypes (*want_inv, *want_cnt: the
  * outputs asked for and present); then values'/counts' shape for n groups. */
 typedef struct op_index_unique_args {
@@ -383,9 +383,9 @@ typedef struct op_index_unique_args {
     bool fl;                /* the input is floating */
     int64_t N;              /* the input's elements */
 } op_index_unique_args;
-rgpu_status op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
+rgpu_status rgpu_op_index_unique_check(const rgpu_exec *e, bool count_only, op_index_unique_args *u,
                                   char *err, size_t errlen);
-rgpu_status op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen);
+rgpu_status rgpu_op_index_unique_check_out(const rgpu_exec *e, bool want_cnt, int64_t n, char *err, size_t errlen);
 /* Unique's sort: by value (NaN after every number, each NaN distinct,
  * -0.0 == 0.0), then by position; qsort comparators over op_index_uq_item. */
 typedef struct op_index_uq_item {
@@ -393,23 +393,23 @@ typedef struct op_index_uq_item {
     int64_t pos;      /* row-major index in x */
     int64_t off;      /* byte offset in x (where a backend needs it) */
 } op_index_uq_item;
-int op_index_uq_cmp_f(const void *pa, const void *pb);
-int op_index_uq_cmp_i(const void *pa, const void *pb);
+int rgpu_op_index_uq_cmp_f(const void *pa, const void *pb);
+int rgpu_op_index_uq_cmp_i(const void *pa, const void *pb);
 /* Sorts it[0..N) (fl: by k.f, else k.i) and returns the number of groups. */
-int64_t op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl);
+int64_t rgpu_op_index_uq_sort(op_index_uq_item *it, int64_t N, bool fl);
 /* Whether it[i] (sorted) starts a new group. */
-bool op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl);
-/* CONSTANT_PAD_ND's geometry, from op_index_pad_check. */
+bool rgpu_op_index_uq_new_group(const op_index_uq_item *it, int64_t i, bool fl);
+/* CONSTANT_PAD_ND's geometry, from rgpu_op_index_pad_check. */
 typedef struct op_index_pad_args {
     uint64_t value;                    /* the fill value's bits in out's dtype */
     int64_t lo[RGPU_MAX_DIMS];         /* pad before each dim (0 where none; negative crops) */
     int64_t sz[RGPU_MAX_DIMS];         /* out's sizes */
     int64_t a[RGPU_MAX_DIMS], b[RGPU_MAX_DIMS];   /* the out range the input covers: [a, b) */
 } op_index_pad_args;
-rgpu_status op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen);
+rgpu_status rgpu_op_index_pad_prepare(const rgpu_exec *e, op_index_pad_args *pa, char *err, size_t errlen);
 /* CAT: the part of out that input i fills (a view of out at its shape);
- * false when input i is skipped or empty. dim: op_index_cat_check's. */
-bool op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice);
+ * false when input i is skipped or empty. dim: rgpu_op_index_cat_check's. */
+bool rgpu_op_index_cat_slice(const rgpu_exec *e, int dim, int i, rgpu_view *slice);
 #ifdef __cplusplus
 }
 #endif

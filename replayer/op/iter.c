@@ -7,14 +7,14 @@
 /* ---------------------------------------------------------------------------
  * Iterator construction */
 
-rgpu_status op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
+rgpu_status rgpu_op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
                           int op, char *err, size_t errlen)
 {
     if (nin < 0 || nin >= OP_ITER_MAX_OPS)
         RETURN_ERROR(RGPU_ERR_ARITY, "%s: %d inputs, the iterator holds %d", rgpu_op_name(op), nin, OP_ITER_MAX_OPS - 1);
     int nd = out->ndim;
     it->nops = 1 + nin;
-    it->numel = op_numel(out);
+    it->numel = rgpu_op_numel(out);
 
     /* strides over out's dims, in bytes, for each operand */
     int64_t st[OP_ITER_MAX_OPS][RGPU_MAX_DIMS];
@@ -91,7 +91,7 @@ rgpu_status op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *in
  * Iteration: a counter over the outer dims, offsets updated incrementally;
  * the inner dim is handed to row() whole. */
 
-void op_iter_run(const op_iter *it, op_row_fn row, void *ctx)
+void rgpu_op_iter_run(const op_iter *it, op_row_fn row, void *ctx)
 {
     if (it->numel == 0) return;
     int nd = it->ndim, nops = it->nops;

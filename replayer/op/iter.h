@@ -1,6 +1,6 @@
 /* op/iter.h — broadcasting and the strided N-d iterator: out's shape, each
  * input broadcast to it (numpy rules), dims ordered and coalesced. The CPU
- * kernels run on it (op_iter_run); the CUDA families use op_iter_init for the
+ * kernels run on it (rgpu_op_iter_run); the CUDA families use rgpu_op_iter_init for the
  * same broadcast checks and the same reduced iteration space. */
 #ifndef RGPU_OP_ITER_H
 #define RGPU_OP_ITER_H
@@ -47,9 +47,9 @@ typedef struct op_operand {
     int scalar_dtype;
 } op_operand;
 
-rgpu_status op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
+rgpu_status rgpu_op_iter_init(op_iter *it, const rgpu_view *out, const op_operand *ins, int nin,
                           int op, char *err, size_t errlen);
-void op_iter_run(const op_iter *it, op_row_fn row, void *ctx);
+void rgpu_op_iter_run(const op_iter *it, op_row_fn row, void *ctx);
 
 #ifdef __cplusplus
 }

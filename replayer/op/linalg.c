@@ -111,7 +111,7 @@ static void *get(la *L, int64_t n, size_t esz)
 
 static rgpu_status nomem(la *L)
 {
-    op_errf(L->err, L->errlen, "%s: out of memory for the %s workspace", L->name, L->dev->name);
+    rgpu_op_errf(L->err, L->errlen, "%s: out of memory for the %s workspace", L->name, L->dev->name);
     return RGPU_ERR_NOMEM;
 }
 
@@ -180,7 +180,7 @@ static int batch_of(const rgpu_view *v, int tail, int64_t *bs, int64_t *nb)
 /* Store int workspace into an output with `tail` core dims (0 or 1). */
 static rgpu_status put_i(la *L, const int32_t *ws, const rgpu_view *v, int tail)
 {
-    if (!v || op_numel(v) == 0) return RGPU_OK;
+    if (!v || rgpu_op_numel(v) == 0) return RGPU_OK;
     rgpu_view m = as_mat(*v, tail);
     return L->dev->unpack_i(L->dev->ctx, ws, &m, L->err, L->errlen);
 }
@@ -209,7 +209,7 @@ static rgpu_status lu_solve(la *L, const rgpu_view *luv, const rgpu_view *pivv, 
     int64_t bs[MAXD], nb;
     int nbd = batch_of(x, 2, bs, &nb);
     int64_t n = cols(luv);
-    if (nb == 0 || op_numel(x) == 0) return RGPU_OK;
+    if (nb == 0 || rgpu_op_numel(x) == 0) return RGPU_OK;
     rgpu_view lv, pv, bv, xv = *x;
     FORWARD_IF_ERROR(bview(L, luv, 2, bs, nbd, &lv));
     FORWARD_IF_ERROR(bview(L, pivv, 1, bs, nbd, &pv));
@@ -336,7 +336,7 @@ static rgpu_status do_lu_unpack(la *L)
     int64_t m = rows(lu), n = cols(lu), k = m < n ? m : n;
     int64_t bs[MAXD], nb;
     (void)batch_of(lu, 2, bs, &nb);
-    if (lo && up && op_numel(lo) && op_numel(up)) {
+    if (lo && up && rgpu_op_numel(lo) && rgpu_op_numel(up)) {
         FORWARD_IF_ERROR(check_float(L, lo, "L", lu->dtype));
         FORWARD_IF_ERROR(check_float(L, up, "U", lu->dtype));
         RETURN_ERROR_IF(lo->ndim != lu->ndim || up->ndim != lu->ndim || rows(lo) != m || cols(lo) != k ||
@@ -351,7 +351,7 @@ static rgpu_status do_lu_unpack(la *L)
         FORWARD_IF_ERROR(D->pack(D->ctx, &b, wu, err, errlen));
         FORWARD_IF_ERROR(D->unpack(D->ctx, wu, up, OP_LA_UPPER, err, errlen));
     }
-    if (p && op_numel(p)) {
+    if (p && rgpu_op_numel(p)) {
         FORWARD_IF_ERROR(check_float(L, p, "P", lu->dtype));
         RETURN_ERROR_IF(!piv || piv->dtype != RGPU_I32 || piv->ndim < 1 || piv->sizes[piv->ndim - 1] != k,
                         RGPU_ERR_SHAPE, "%s: pivots must be int32 (..., %lld)", L->name, (long long)k);
@@ -449,7 +449,7 @@ static rgpu_status do_det(la *L, bool slog)
     if (!dw || (slog && !lw)) return nomem(L);
     const op_la_dev *D = L->dev;
     FORWARD_IF_ERROR(lu_factor(L, a, contiguous(a), bs, nbd, nb, &w, &pw, &iw));
-    if (lu && op_numel(lu)) FORWARD_IF_ERROR(D->unpack(D->ctx, w, lu, OP_LA_FULL, L->err, L->errlen));
+    if (lu && rgpu_op_numel(lu)) FORWARD_IF_ERROR(D->unpack(D->ctx, w, lu, OP_LA_FULL, L->err, L->errlen));
     FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
     FORWARD_IF_ERROR(D->lu_det(D->ctx, w, pw, nb, n, dw, lw, L->err, L->errlen));
     rgpu_view dv = as_mat(*d, 0);
@@ -482,8 +482,8 @@ static rgpu_status tri_solve(la *L, const rgpu_view *a, const rgpu_view *b, cons
     if (!aw || !bw) return nomem(L);
     const op_la_dev *D = L->dev;
     FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
-    if (clone && op_numel(clone)) FORWARD_IF_ERROR(D->unpack(D->ctx, aw, clone, OP_LA_FULL, err, errlen));
-    if (op_numel(&xv) == 0) return RGPU_OK;
+    if (clone && rgpu_op_numel(clone)) FORWARD_IF_ERROR(D->unpack(D->ctx, aw, clone, OP_LA_FULL, err, errlen));
+    if (rgpu_op_numel(&xv) == 0) return RGPU_OK;
     FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, err, errlen));
     FORWARD_IF_ERROR(D->trsm(D->ctx, aw, bw, nb, n, k, upper, trans, unit, err, errlen));
     return D->unpack(D->ctx, bw, &xv, OP_LA_FULL, err, errlen);
@@ -534,7 +534,7 @@ static rgpu_status do_cholesky_solve(la *L, bool inverse)
     int64_t n = cols(f), k = cols(x);
     char *err = L->err;
     size_t errlen = L->errlen;
-    if (nb == 0 || op_numel(x) == 0) return RGPU_OK;
+    if (nb == 0 || rgpu_op_numel(x) == 0) return RGPU_OK;
     RETURN_ERROR_IF(rows(x) != n || (inverse && k != n), RGPU_ERR_SHAPE, "%s: the result has the wrong shape",
                     L->name);
     rgpu_view fv, bv;
@@ -679,7 +679,7 @@ static rgpu_status do_qr(la *L)
     FORWARD_IF_ERROR(D->geqrf(D->ctx, w, nb, m, n, tw, err, errlen));
     FORWARD_IF_ERROR(D->crop(D->ctx, w, m, n, rw, qc, n, nb, err, errlen));
     FORWARD_IF_ERROR(D->unpack(D->ctx, rw, r, OP_LA_UPPER, err, errlen));
-    if (mode == 2 || !q || op_numel(q) == 0) return RGPU_OK;
+    if (mode == 2 || !q || rgpu_op_numel(q) == 0) return RGPU_OK;
     FORWARD_IF_ERROR(check_float(L, q, "Q", a->dtype));
     RETURN_ERROR_IF(q->ndim < 2 || rows(q) != m || cols(q) != qc, RGPU_ERR_SHAPE, "%s: Q has the wrong shape",
                     L->name);
@@ -698,7 +698,7 @@ static rgpu_status do_eigh(la *L)
     FORWARD_IF_ERROR(check_float(L, a, "A", -1));
     FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", a->dtype));
     FORWARD_IF_ERROR(check_mat(L, a, "A", true));
-    bool upper = arg_b(e, 0), vec = arg_b(e, 1) && v && op_numel(v) > 0;
+    bool upper = arg_b(e, 0), vec = arg_b(e, 1) && v && rgpu_op_numel(v) > 0;
     if (vec) FORWARD_IF_ERROR(check_float(L, v, "eigenvectors", a->dtype));
     int64_t bs[MAXD], nb;
     int nbd = batch_of(w, 1, bs, &nb);
@@ -726,7 +726,7 @@ static rgpu_status do_svd(la *L)
     FORWARD_IF_ERROR(check_float(L, a, "A", -1));
     FORWARD_IF_ERROR(check_float(L, s, "S", a->dtype));
     FORWARD_IF_ERROR(check_mat(L, a, "A", false));
-    bool full = arg_b(e, 0), uv = arg_b(e, 1) && u && vh && op_numel(u) > 0 && op_numel(vh) > 0;
+    bool full = arg_b(e, 0), uv = arg_b(e, 1) && u && vh && rgpu_op_numel(u) > 0 && rgpu_op_numel(vh) > 0;
     int64_t bs[MAXD], nb;
     int nbd = batch_of(s, 1, bs, &nb);
     int64_t m = rows(a), n = cols(a);
@@ -745,7 +745,7 @@ static rgpu_status do_svd(la *L)
         rgpu_view *both[2] = { u, vh };
         for (int i = 0; i < 2 && full && arg_b(e, 1); i++) {
             rgpu_view *t = both[i];
-            if (!t || !op_numel(t) || t->ndim < 2 || rows(t) != cols(t)) continue;
+            if (!t || !rgpu_op_numel(t) || t->ndim < 2 || rows(t) != cols(t)) continue;
             FORWARD_IF_ERROR(check_float(L, t, "U/Vh", a->dtype));
             double *ew = mats(L, nb, rows(t), rows(t));
             if (!ew) return nomem(L);
@@ -793,18 +793,18 @@ static rgpu_status run(la *L)
     case RGPU_OP_LINALG_EIGH:       return do_eigh(L);
     case RGPU_OP_LINALG_SVD:        return do_svd(L);
     default:
-        op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
+        rgpu_op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
         return RGPU_ERR_UNSUPPORTED;
     }
 }
 
-rgpu_status op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen)
+rgpu_status rgpu_op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen)
 {
     /* optional: lu_unpack's outputs (empty when not unpacked), triangular_solve's clone */
     uint32_t opt_out = e->op == RGPU_OP_LU_UNPACK ? 7u : e->op == RGPU_OP_TRIANGULAR_SOLVE ? 2u
                      : e->op == RGPU_OP_LINALG_QR ? 1u : e->op == RGPU_OP_LINALG_EIGH ? 2u
                      : e->op == RGPU_OP_LINALG_SVD ? 5u : 0u;
-    FORWARD_IF_ERROR(op_check_exec(e, 0, opt_out, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, opt_out, true, err, errlen));
     la L;
     memset(&L, 0, sizeof L);
     L.e = e;

@@ -82,7 +82,7 @@ typedef struct op_la_dev {
 } op_la_dev;
 
 /* Runs a LINALG-family record on dev's steps. */
-rgpu_status op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen);
+rgpu_status rgpu_op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * The math both backends run per matrix (host and device) */

@@ -11,7 +11,7 @@
 /* ---------------------------------------------------------------------------
  * Op layouts */
 
-bool op_pointwise_layout_of(int op, pw_layout *L)
+bool rgpu_op_pointwise_layout_of(int op, pw_layout *L)
 {
     memset(L, 0, sizeof *L);
     L->own = -1;
@@ -72,7 +72,7 @@ bool op_pointwise_layout_of(int op, pw_layout *L)
 }
 
 /* Compute classes (CT_*: cpu_pointwise.h): the opmath type the loops run in. */
-int op_pointwise_compute_class(int dt)
+int rgpu_op_pointwise_compute_class(int dt)
 {
     switch (dt) {
     case RGPU_F32: case RGPU_F16: case RGPU_BF16: return OP_CT_F32;
@@ -84,7 +84,7 @@ int op_pointwise_compute_class(int dt)
 
 /* Which compute classes ATen's CPU kernel of each op accepts (its
  * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
-bool op_pointwise_supports(int op, int ct)
+bool rgpu_op_pointwise_supports(int op, int ct)
 {
     bool fl = ct == OP_CT_F32 || ct == OP_CT_F64;
     switch (op) {
@@ -138,14 +138,14 @@ static rgpu_status check_broadcast(const rgpu_exec *e, const rgpu_view *out, cha
     for (int d = 0; same && d < nd; d++) same = out->sizes[d] == shape[d];
     if (!same) {
         char want[160], got[160];
-        op_shape_str(want, sizeof want, shape, nd, ",");
-        op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
+        rgpu_op_shape_str(want, sizeof want, shape, nd, ",");
+        rgpu_op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
     }
     return RGPU_OK;
 }
 
-rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+rgpu_status rgpu_op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
                                 char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -153,7 +153,7 @@ rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pres
     if (e->n_in != info->n_in || e->n_out != info->n_out)
         RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says %d / %d",
                  name, e->n_in, e->n_out, info->n_in, info->n_out);
-    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_view(e->out[0], "out[0]", e->op, err, errlen));
     if (e->n_args != L->nargs || e->args == NULL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: got %d args, want %d", name, e->n_args, L->nargs);
     const rgpu_arg *dta = &e->args[L->nargs - 1];
@@ -169,14 +169,14 @@ rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pres
         if (e->in[i] != NULL) {
             char what[16];
             snprintf(what, sizeof what, "in[%d]", i);
-            FORWARD_IF_ERROR(op_check_view(e->in[i], what, e->op, err, errlen));
+            FORWARD_IF_ERROR(rgpu_op_check_view(e->in[i], what, e->op, err, errlen));
             ntensor++;
             continue;
         }
         if (!(L->slots & (1u << i))) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is missing", name, i);
         int k = e->args[i].kind;
         if (k == RGPU_ARG_NONE && (L->optional & (1u << i))) { present[i] = false; continue; }
-        if (!op_is_scalar_kind(k))
+        if (!rgpu_op_is_scalar_kind(k))
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: in[%d] is absent and arg %d has kind %d, want int/float/bool",
                      name, i, i, k);
     }
@@ -184,13 +184,13 @@ rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool pres
     return check_broadcast(e, e->out[0], err, errlen);
 }
 
-rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
+rgpu_status rgpu_op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_in != 1 || e->n_out != 1)
         RETURN_ERROR(RGPU_ERR_ARITY, "%s: got %d inputs / %d outputs, ops.def says 1 / 1", name, e->n_in, e->n_out);
-    FORWARD_IF_ERROR(op_check_view(e->in[0], "in[0]", e->op, err, errlen));
-    FORWARD_IF_ERROR(op_check_view(e->out[0], "out[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_view(e->in[0], "in[0]", e->op, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_view(e->out[0], "out[0]", e->op, err, errlen));
     if (e->n_args != 1 || e->args == NULL || e->args[0].kind != RGPU_ARG_INT)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: want one int arg (diagonal)", name);
     const rgpu_view *x = e->in[0];
@@ -201,8 +201,8 @@ rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
     for (int d = 0; same && d < nd; d++) same = out->sizes[d] == x->sizes[d];
     if (!same) {
         char want[160], got[160];
-        op_shape_str(want, sizeof want, x->sizes, nd, ",");
-        op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
+        rgpu_op_shape_str(want, sizeof want, x->sizes, nd, ",");
+        rgpu_op_shape_str(got, sizeof got, out->sizes, out->ndim, ",");
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape %s, the op produces %s", name, got, want);
     }
     if (out->dtype != x->dtype)
@@ -214,7 +214,7 @@ rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------
  * add/sub/rsub/mul/div, Tensor and Scalar overloads */
 
-rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen)
+rgpu_status rgpu_op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     int kind, other_arg = -1, alpha_arg = -1;
@@ -230,15 +230,15 @@ rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, si
     case RGPU_OP_MUL_SCALAR: kind = RGPU_OP_MUL_TENSOR; other_arg = 0; break;
     default: kind = RGPU_OP_DIV_TENSOR; other_arg = 0; break;   /* DIV_SCALAR */
     }
-    if (other_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, other_arg, "other", err, errlen));
-    if (alpha_arg >= 0) FORWARD_IF_ERROR(op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
+    if (other_arg >= 0) FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, other_arg, "other", err, errlen));
+    if (alpha_arg >= 0) FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, alpha_arg, "alpha", err, errlen));
 
     const rgpu_view *out = e->out[0];
     memset(b, 0, sizeof *b);
     b->kind = kind;
     b->other_arg = other_arg;
     b->swap = swap;
-    b->ct = op_pointwise_compute_class(out->dtype);
+    b->ct = rgpu_op_pointwise_compute_class(out->dtype);
 
     /* ATen's own rejections */
     if (kind == RGPU_OP_DIV_TENSOR && (b->ct == OP_CT_I64 || b->ct == OP_CT_BOOL))
@@ -273,17 +273,17 @@ static double arg_as_f64(const rgpu_arg *a)
     return a->kind == RGPU_ARG_FLOAT ? a->v.f : a->kind == RGPU_ARG_BOOL ? (double)(a->v.i != 0) : (double)a->v.i;
 }
 
-void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i)
+void rgpu_op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i)
 {
     *d = arg_as_f64(a);
     *f = (float)*d;
     uint64_t buf = 0;
     int idt = cdt == RGPU_BOOL ? RGPU_I64 : cdt;
-    op_scalar_to(a, idt, &buf);
+    rgpu_op_scalar_to(a, idt, &buf);
     *i = op_load_u64((const char *)&buf, idt);
 }
 
-void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode)
+void rgpu_op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode)
 {
     double e = arg_as_f64(a);
     if (cdt == RGPU_F16) e = rgpu_half_to_float(rgpu_float_to_half((float)e));
@@ -299,7 +299,7 @@ void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode)
     else if (e == -2.0) *mode = POW_INVSQ;
 }
 
-rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
+rgpu_status rgpu_op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
                             op_pw_params *p, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -333,9 +333,9 @@ rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool p
             break;
         }
         default:   /* addcmul/addcdiv value, threshold */
-            if (!op_is_scalar_kind(a->kind))
+            if (!rgpu_op_is_scalar_kind(a->kind))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: arg %d has kind %d, want int/float/bool", name, L->own, a->kind);
-            op_pw_own_scalar(a, cdt, &p->own_d, &p->own_f, &p->own_i);
+            rgpu_op_pw_own_scalar(a, cdt, &p->own_d, &p->own_f, &p->own_i);
             break;
         }
     }
@@ -357,7 +357,7 @@ rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool p
             if (a->kind != RGPU_ARG_FLOAT && a->v.i < 0)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
-            op_pw_pow_exponent(a, cdt, &p->pow_exp, &p->pow_mode);
+            rgpu_op_pw_pow_exponent(a, cdt, &p->pow_exp, &p->pow_mode);
         }
     }
     return RGPU_OK;

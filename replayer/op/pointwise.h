@@ -56,22 +56,22 @@ typedef struct pw_layout {
 } pw_layout;
 
 /* The layout of a pointwise op of the training set; false for any other op. */
-bool op_pointwise_layout_of(int op, pw_layout *L);
+bool rgpu_op_pointwise_layout_of(int op, pw_layout *L);
 
 /* Compute classes: the opmath type the loops run in. */
-int op_pointwise_compute_class(int dt);
+int rgpu_op_pointwise_compute_class(int dt);
 /* Whether ATen's kernel of op accepts compute class ct (its AT_DISPATCH list). */
-bool op_pointwise_supports(int op, int ct);
+bool rgpu_op_pointwise_supports(int op, int ct);
 
 /* op_pointwise's checks up to the compute dtype's support: arity, out, the
  * args and the DTYPE last arg, each input (a tensor, a scalar arg, or for an
  * optional slot nothing: present[i] false), at least one tensor, and out's
  * shape the broadcast of the inputs'. */
-rgpu_status op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
+rgpu_status rgpu_op_pointwise_check(const rgpu_exec *e, const pw_layout *L, bool present[PW_MAX_IN],
                                 char *err, size_t errlen);
 /* TRIL / TRIU's checks: arity, views, the int diagonal arg, x at least 2-d,
  * out of x's shape and dtype. */
-rgpu_status op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_op_pointwise_check_tri(const rgpu_exec *e, char *err, size_t errlen);
 
 /* add/sub/rsub/mul/div (Tensor and Scalar overloads) as the ATen op each
  * runs: kind is RGPU_OP_ADD_TENSOR, _SUB_TENSOR, _MUL_TENSOR or
@@ -89,8 +89,8 @@ typedef struct op_binary_args {
 } op_binary_args;
 /* The overload's args (scalars), ATen's rejections (true division into an
  * integer output, bool subtraction, bool/float alpha), alpha in each type.
- * Arity and views: op_check_exec first. */
-rgpu_status op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen);
+ * Arity and views: rgpu_op_check_exec first. */
+rgpu_status rgpu_op_binary_check(const rgpu_exec *e, op_binary_args *b, char *err, size_t errlen);
 
 /* pow's kernel modes: a tensor exponent, ATen's pow_tensor_scalar special
  * cases, or std::pow with the scalar. */
@@ -116,18 +116,18 @@ typedef struct op_pw_params {
     uint64_t own_i;
 } op_pw_params;
 /* The op's own arg (L->own), WHERE's condition dtype, CLAMP's bounds
- * (present as op_pointwise_check gives), POW's scalar exponent, checked for
+ * (present as rgpu_op_pointwise_check gives), POW's scalar exponent, checked for
  * compute dtype cdt of compute class ct. */
-rgpu_status op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
+rgpu_status rgpu_op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const bool present[PW_MAX_IN], int cdt, int ct,
                             op_pw_params *p, char *err, size_t errlen);
 
 /* A pointwise op's own scalar arg (FLOAT, INT or BOOL) in each opmath type:
  * as double, as float, and as an integer wrapped to cdt (int64 for bool). */
-void op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i);
+void rgpu_op_pw_own_scalar(const rgpu_arg *a, int cdt, double *d, float *f, uint64_t *i);
 /* pow with a scalar exponent: ATen's pow_tensor_scalar special cases (f32,
  * f64, bf16; f16 always goes through std::pow). *exp is the compute dtype's
  * value for f16/bf16 and the double itself for f32/f64; *mode a POW_*. */
-void op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode);
+void rgpu_op_pw_pow_exponent(const rgpu_arg *a, int cdt, double *exp, int *mode);
 
 #ifdef __cplusplus
 }

@@ -11,37 +11,37 @@
 static rgpu_status check_p_shape(const rgpu_exec *e, const rgpu_view *p, const rgpu_view *out,
                                   char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_need_float(e, p, "p", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_need_float(e, p, "p", err, errlen));
     bool ok = p->ndim <= out->ndim;
     int lead = out->ndim - p->ndim;
     for (int d = 0; ok && d < p->ndim; d++) ok = p->sizes[d] == 1 || p->sizes[d] == out->sizes[lead + d];
     if (!ok) {
         char a[96], b[96];
         RETURN_ERROR(RGPU_ERR_SHAPE, "bernoulli: p of shape %s does not broadcast to out %s",
-                 op_index_shape_str(p, a, sizeof a), op_index_shape_str(out, b, sizeof b));
+                 rgpu_op_index_shape_str(p, a, sizeof a), rgpu_op_index_shape_str(out, b, sizeof b));
     }
     return RGPU_OK;
 }
 
 /* UNIFORM (from, to), NORMAL (mean, std), BERNOULLI (p?; p_scalar|NONE),
  * RANDOM (from, to|NONE), RANDPERM (n); args end with seed, offset. */
-rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, size_t errlen)
+rgpu_status rgpu_op_random_check(const rgpu_exec *e, op_random_args *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     r->kind = e->op;
     switch (e->op) {
     case RGPU_OP_UNIFORM: case RGPU_OP_NORMAL: {
         bool uni = e->op == RGPU_OP_UNIFORM;
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 0, uni ? "from" : "mean", &r->a, err, errlen));
-        FORWARD_IF_ERROR(op_index_arg_f64(e, 1, uni ? "to" : "std", &r->b, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r->seed, &r->offset, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 0, uni ? "from" : "mean", &r->a, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 1, uni ? "to" : "std", &r->b, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_seed_offset(e, 2, &r->seed, &r->offset, err, errlen));
         rgpu_view *out = e->out[0];
-        FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_need_float(e, out, "out", err, errlen));
         if (uni) {
             if (!(r->a <= r->b))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", r->a, r->b);
-            if (!(r->b - r->a <= op_index_float_max(out->dtype)))
+            if (!(r->b - r->a <= rgpu_op_index_float_max(out->dtype)))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "uniform_ expects to-from <= the dtype's max, but found to=%g and from=%g",
                          r->b, r->a);
             r->af = (float)r->a;
@@ -52,32 +52,32 @@ rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, si
         return RGPU_OK;
     }
     case RGPU_OP_BERNOULLI: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "?", "r", err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r->seed, &r->offset, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "?", "r", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_seed_offset(e, 1, &r->seed, &r->offset, err, errlen));
         rgpu_view *out = e->out[0];
         if (e->in[0] != NULL) {
             FORWARD_IF_ERROR(check_p_shape(e, e->in[0], out, err, errlen));
             r->p = e->in[0];
         } else {
-            FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &r->a, err, errlen));
+            FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 0, "p", &r->a, err, errlen));
             if (!(r->a >= 0.0 && r->a <= 1.0))
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "bernoulli_ expects p to be in [0, 1], but got p=%g", r->a);
         }
         return RGPU_OK;
     }
     case RGPU_OP_RANDOM: {
-        FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "", "r", err, errlen));
         int64_t from;
-        FORWARD_IF_ERROR(op_index_arg_int(e, 0, "from", &from, err, errlen));
-        FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &r->seed, &r->offset, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "from", &from, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_index_seed_offset(e, 2, &r->seed, &r->offset, err, errlen));
         rgpu_view *out = e->out[0];
         int dt = out->dtype;
         bool fl = op_dtype_is_float(dt);
         int64_t lo = 0, hi = 0;
-        if (fl) { hi = op_index_float_digits_pow(dt); lo = -hi; }
-        else op_index_int_range(dt, &lo, &hi);
+        if (fl) { hi = rgpu_op_index_float_digits_pow(dt); lo = -hi; }
+        else rgpu_op_index_int_range(dt, &lo, &hi);
         const char *dn = rgpu_dtype_name(dt);
-        if (op_index_arg_none(e, 1)) {   /* [from, to_inc] */
+        if (rgpu_op_index_arg_none(e, 1)) {   /* [from, to_inc] */
             if (!fl && from < lo) RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_: from is out of bounds for %s", dn);
             if (from > hi)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than or equal to 'to_inc', but got "
@@ -85,7 +85,7 @@ rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, si
             r->range = (uint64_t)hi - (uint64_t)from + 1u;   /* 0: the full 2^64 range */
         } else {
             int64_t to;
-            FORWARD_IF_ERROR(op_index_arg_int(e, 1, "to", &to, err, errlen));
+            FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 1, "to", &to, err, errlen));
             if (from >= to)
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
                          (long long)from, (long long)to);
@@ -102,22 +102,22 @@ rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, si
     }
 
     /* RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i) */
-    FORWARD_IF_ERROR(op_index_check_io(e, "", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "", "r", err, errlen));
     int64_t n;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "n", &n, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "n", &n, err, errlen));
     r->n = n;
-    FORWARD_IF_ERROR(op_index_seed_offset(e, 1, &r->seed, &r->offset, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_seed_offset(e, 1, &r->seed, &r->offset, err, errlen));
     rgpu_view *out = e->out[0];
     int dt = out->dtype;
     if (n < 0) RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "randperm: bool output is not supported");
     if (op_dtype_is_float(dt)) {
-        if (n > op_index_float_digits_pow(dt) + 1)
+        if (n > rgpu_op_index_float_digits_pow(dt) + 1)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n cannot be greater than %lld for %s",
-                     (long long)(op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
+                     (long long)(rgpu_op_index_float_digits_pow(dt) + 1), rgpu_dtype_name(dt));
     } else {
         int64_t lo, hi;
-        op_index_int_range(dt, &lo, &hi);
+        rgpu_op_index_int_range(dt, &lo, &hi);
         if (n > 0 && n - 1 > hi)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "randperm: n %lld does not fit %s", (long long)n, rgpu_dtype_name(dt));
     }
@@ -135,7 +135,7 @@ static int perm_cmp(const void *pa, const void *pb)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-void op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *order, void *scratch)
+void rgpu_op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *order, void *scratch)
 {
     perm_kv *a = scratch;
     for (int64_t i = 0; i < n; i++) {
@@ -150,37 +150,37 @@ void op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *orde
 }
 
 /* NATIVE_DROPOUT: x -> (y, mask); args p, train (bool or NONE = true), seed, offset. */
-rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen)
+rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r?", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r?", err, errlen));
     memset(d, 0, sizeof *d);
     d->train = true;
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "p", &d->p, err, errlen));
-    if (!op_index_arg_none(e, 1)) FORWARD_IF_ERROR(op_index_arg_bool(e, 1, "train", &d->train, err, errlen));
-    FORWARD_IF_ERROR(op_index_seed_offset(e, 2, &d->seed, &d->offset, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 0, "p", &d->p, err, errlen));
+    if (!rgpu_op_index_arg_none(e, 1)) FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 1, "train", &d->train, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_seed_offset(e, 2, &d->seed, &d->offset, err, errlen));
     const rgpu_view *x = e->in[0];
     const rgpu_view *y = e->out[0], *mask = e->out[1];
     if (!(d->p >= 0.0 && d->p <= 1.0))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "native_dropout: dropout probability has to be between 0 and 1, but got %g", d->p);
-    FORWARD_IF_ERROR(op_index_need_float(e, x, "input", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_need_float(e, x, "input", err, errlen));
     if (y->dtype != x->dtype)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: y dtype %s differs from the input's %s",
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
-    if (!op_index_same_shape(y, x) || (mask && !op_index_same_shape(mask, x)))
+    if (!rgpu_op_index_same_shape(y, x) || (mask && !rgpu_op_index_same_shape(mask, x)))
         RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
     d->p1m = 1.0 - d->p;
     d->scale = d->p1m == 0.0 ? 0.0 : 1.0 / d->p1m;
     return RGPU_OK;
 }
 
-rgpu_status op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
+rgpu_status rgpu_op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
                                       char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr", "r", err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 0, "scale", scale, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 0, "scale", scale, err, errlen));
     rgpu_view *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_need_float(e, out, "out", err, errlen));
-    FORWARD_IF_ERROR(op_index_need_float(e, e->in[0], "grad", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_need_float(e, out, "out", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_need_float(e, e->in[0], "grad", err, errlen));
     op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
-    return op_iter_init(it, out, ops, 2, e->op, err, errlen);
+    return rgpu_op_iter_init(it, out, ops, 2, e->op, err, errlen);
 }

@@ -1,6 +1,6 @@
 /* op/random.h — the random ops' arguments and checks (UNIFORM, NORMAL,
  * BERNOULLI, RANDOM, RANDPERM) and randperm's order, for both backends
- * (cpu/cpu_index_random.c, cuda/random.cu). The values themselves are
+ * (cpu/rgpu_cpu_index_random.c, cuda/random.cu). The values themselves are
  * op/philox.h's. */
 #ifndef RGPU_OP_RANDOM_H
 #define RGPU_OP_RANDOM_H
@@ -28,12 +28,12 @@ typedef struct op_random_args {
 /* The record's views, args and ranges, as ATen checks them. A bernoulli p
  * tensor is checked for dtype and broadcast here; that every p is in [0, 1]
  * the backend checks, where the values are. */
-rgpu_status op_random_check(const rgpu_exec *e, op_random_args *r, char *err, size_t errlen);
+rgpu_status rgpu_op_random_check(const rgpu_exec *e, op_random_args *r, char *err, size_t errlen);
 
 /* randperm: order[j] = the i (0 <= i < n) with the j-th smallest (r64 of
  * element i, i). scratch holds n * OP_RANDPERM_SCRATCH bytes. */
 #define OP_RANDPERM_SCRATCH 16
-void op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *order, void *scratch);
+void rgpu_op_randperm_order(uint64_t seed, uint64_t offset, int64_t n, uint64_t *order, void *scratch);
 
 /* NATIVE_DROPOUT's args (p, train, seed, offset) and views: x floating, y of
  * x's dtype, y and mask (optional) of x's shape. */
@@ -43,12 +43,12 @@ typedef struct op_dropout_args {
     uint64_t seed, offset;
     double p1m, scale;      /* 1 - p; 1/(1-p), 0 when p == 1 */
 } op_dropout_args;
-rgpu_status op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
+rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
 
 /* NATIVE_DROPOUT_BACKWARD's args (scale) and views: out and grad floating,
  * grad and mask broadcast to out (it: their iterator, op/iter.h). */
 struct op_iter;
-rgpu_status op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
+rgpu_status rgpu_op_dropout_backward_check(const rgpu_exec *e, double *scale, struct op_iter *it,
                                       char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -6,12 +6,12 @@
 #include "reduce.h"
 #include "ctc.h"
 
-rgpu_status op_reduce_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce_check_exec(const rgpu_exec *e, unsigned opt_in, unsigned opt_out, char *err, size_t errlen)
 {
-    return op_check_exec(e, opt_in, opt_out, true, err, errlen);
+    return rgpu_op_check_exec(e, opt_in, opt_out, true, err, errlen);
 }
 
-rgpu_status op_reduce_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce_arg(const rgpu_exec *e, int i, unsigned mask, const char *what, char *err, size_t errlen)
 {
     if (i >= e->n_args)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: missing arg %d (%s)", rgpu_op_name(e->op), i, what);
@@ -21,7 +21,7 @@ rgpu_status op_reduce_arg(const rgpu_exec *e, int i, unsigned mask, const char *
     return RGPU_OK;
 }
 
-rgpu_status op_reduce_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce_want_float(const rgpu_exec *e, const rgpu_view *v, const char *what, char *err, size_t errlen)
 {
     if (!op_dtype_is_float(v->dtype))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: %s has dtype %s, want a floating dtype",
@@ -29,21 +29,21 @@ rgpu_status op_reduce_want_float(const rgpu_exec *e, const rgpu_view *v, const c
     return RGPU_OK;
 }
 
-rgpu_status op_reduce_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
+rgpu_status rgpu_op_reduce_want_shape(const rgpu_exec *e, const rgpu_view *v, const char *what, int nd,
                           const int64_t *sizes, char *err, size_t errlen)
 {
     bool ok = v->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = v->sizes[d] == sizes[d];
     if (!ok) {
         char got[128], want[128];
-        op_shape_str(got, sizeof got, v->sizes, v->ndim, ",");
-        op_shape_str(want, sizeof want, sizes, nd, ",");
+        rgpu_op_shape_str(got, sizeof got, v->sizes, v->ndim, ",");
+        rgpu_op_shape_str(want, sizeof want, sizes, nd, ",");
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s has shape %s, want %s", rgpu_op_name(e->op), what, got, want);
     }
     return RGPU_OK;
 }
 
-rgpu_status op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out, char *err, size_t errlen)
 {
     int64_t w = nd > 0 ? nd : 1;
     if (dim < -w || dim >= w)
@@ -54,7 +54,7 @@ rgpu_status op_reduce_wrap_dim(const rgpu_exec *e, int64_t dim, int nd, int *out
     return RGPU_OK;
 }
 
-rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_view *out, const bool *red,
+rgpu_status rgpu_op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_view *out, const bool *red,
                               bool keepdim, char *err, size_t errlen)
 {
     char got[160], exp[160];
@@ -70,7 +70,7 @@ rgpu_status op_reduce_bad_out(const char *name, const rgpu_view *in, const rgpu_
     RETURN_ERROR(RGPU_ERR_SHAPE, "%s: out has shape [%s], the reduction gives [%s]", name, got, exp);
 }
 
-rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, bool *red, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     for (int d = 0; d < RGPU_MAX_DIMS; d++) red[d] = false;
@@ -79,7 +79,7 @@ rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, 
     for (uint32_t i = 0; i < n; i++) {
         int64_t d = a->kind == RGPU_ARG_INTS ? rgpu_arg_int_at(a, i) : a->v.i;
         int w;
-        FORWARD_IF_ERROR(op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_wrap_dim(e, d, nd, &w, err, errlen));
         bool *seen = nd == 0 ? &scalar_seen : &red[w];
         if (*seen) RETURN_ERROR(RGPU_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, w);
         *seen = true;
@@ -93,8 +93,8 @@ rgpu_status op_reduce_parse_dims(const rgpu_exec *e, const rgpu_arg *a, int nd, 
 static rgpu_status check_dtypes(const rgpu_exec *e, const op_reduce2_args *a, char *err, size_t errlen)
 {
     if (e->op != RGPU_OP_VAR && e->op != RGPU_OP_STD && e->op != RGPU_OP_NORM) return RGPU_OK;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, e->in[0], "in[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, e->out[0], "out[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, e->in[0], "in[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, e->out[0], "out[0]", err, errlen));
     RETURN_ERROR_IF(e->op == RGPU_OP_NORM && a->ord != a->ord, RGPU_ERR_BAD_ARG, "%s: ord is NaN", rgpu_op_name(e->op));
     return RGPU_OK;
 }
@@ -129,7 +129,7 @@ static rgpu_status arg_check_nonempty(const rgpu_exec *e, const op_reduce2_args 
     return empty_dim(e, a, err, errlen);
 }
 
-rgpu_status op_ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, op_ln_shape *s,
+rgpu_status rgpu_op_ln_shape_get(const rgpu_exec *e, const rgpu_view *x, const rgpu_arg *ns, op_ln_shape *s,
                             char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -161,41 +161,41 @@ static rgpu_status want_opt(const rgpu_exec *e, const rgpu_view *v, const char *
                             char *err, size_t errlen)
 {
     if (v == NULL) return RGPU_OK;
-    FORWARD_IF_ERROR(op_reduce_want_float(e, v, what, err, errlen));
-    return op_reduce_want_shape(e, v, what, nd, sizes, err, errlen);
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, v, what, err, errlen));
+    return rgpu_op_reduce_want_shape(e, v, what, nd, sizes, err, errlen);
 }
 
-rgpu_status op_layer_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+rgpu_status rgpu_op_layer_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
 {
     const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
     const rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
     s->eps = rgpu_arg_as_f64(&e->args[1]);
-    FORWARD_IF_ERROR(op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
     FORWARD_IF_ERROR(want_opt(e, w, "in[1] (weight)", s->k, s->norm, err, errlen));
     FORWARD_IF_ERROR(want_opt(e, b, "in[2] (bias)", s->k, s->norm, err, errlen));
-    if (mean) FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s->stat, err, errlen));
-    if (rstd) FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s->stat, err, errlen));
+    if (mean) FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, mean, "out[1] (mean)", x->ndim, s->stat, err, errlen));
+    if (rstd) FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, rstd, "out[2] (rstd)", x->ndim, s->stat, err, errlen));
     return RGPU_OK;
 }
 
-rgpu_status op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+rgpu_status rgpu_op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
 {
     const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
     const rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
-    FORWARD_IF_ERROR(op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s->stat, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s->stat, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, mean, "in[2] (mean)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, rstd, "in[3] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, mean, "in[2] (mean)", x->ndim, s->stat, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, rstd, "in[3] (rstd)", x->ndim, s->stat, err, errlen));
     FORWARD_IF_ERROR(want_opt(e, w, "in[4] (weight)", s->k, s->norm, err, errlen));
     FORWARD_IF_ERROR(want_opt(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
     FORWARD_IF_ERROR(want_opt(e, dw, "out[1] (dw)", s->k, s->norm, err, errlen));
@@ -203,18 +203,18 @@ rgpu_status op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, cha
     return RGPU_OK;
 }
 
-rgpu_status op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
+rgpu_status rgpu_op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
                              op_nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "reduction", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_INT), "ignore_index", err, errlen));
     s->reduction = e->args[0].v.i;
     s->ignore = e->args[1].v.i;
     if (s->reduction < 0 || s->reduction > 2)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: reduction %lld is not 0 (none), 1 (mean) or 2 (sum)", name,
                 (long long)s->reduction);
-    FORWARD_IF_ERROR(op_reduce_want_float(e, logp, "logp", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, logp, "logp", err, errlen));
     if (t->dtype != RGPU_I64 && t->dtype != RGPU_U8)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: expected target dtype to be Long or Byte, but got %s", name,
                 rgpu_dtype_name(t->dtype));
@@ -237,7 +237,7 @@ rgpu_status op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rg
                 (long long)t->sizes[0]);
     s->ws = 0;
     if (w) {
-        FORWARD_IF_ERROR(op_reduce_want_float(e, w, "weight", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, w, "weight", err, errlen));
         if (w->ndim != 1 || w->sizes[0] != s->C)
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: weight tensor should be defined either for all %lld classes or no classes "
                     "but got weight tensor of shape with %d dims", name, (long long)s->C, w->ndim);
@@ -246,37 +246,37 @@ rgpu_status op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rg
     return RGPU_OK;
 }
 
-rgpu_status op_nll_loss_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+rgpu_status rgpu_op_nll_loss_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
 {
     const rgpu_view *logp = e->in[0], *t = e->in[1], *w = e->in[2];
     const rgpu_view *loss = e->out[0], *tw = e->out[1];
-    FORWARD_IF_ERROR(op_nll_shape_get(e, logp, t, w, s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, loss, "out[0] (loss)", s->per_row ? 1 : 0, &s->N, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_nll_shape_get(e, logp, t, w, s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, loss, "out[0] (loss)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, loss, "out[0] (loss)", s->per_row ? 1 : 0, &s->N, err, errlen));
     return want_opt(e, tw, "out[1] (total_weight)", 0, NULL, err, errlen);
 }
 
-rgpu_status op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+rgpu_status rgpu_op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *go = e->in[0], *logp = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4];
     const rgpu_view *gx = e->out[0];
-    FORWARD_IF_ERROR(op_nll_shape_get(e, logp, t, w, s, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
-    if (s->per_row) FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s->N, err, errlen));
-    else if (op_numel(go) != 1)
+    FORWARD_IF_ERROR(rgpu_op_nll_shape_get(e, logp, t, w, s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, go, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, twv, "in[4] (total_weight)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, gx, "out[0]", logp->ndim, logp->sizes, err, errlen));
+    if (s->per_row) FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, go, "in[0] (grad)", 1, &s->N, err, errlen));
+    else if (rgpu_op_numel(go) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: Expected a single element grad_output tensor, but got: %lld", name,
-                (long long)op_numel(go));
-    if (op_numel(twv) != 1)
+                (long long)rgpu_op_numel(go));
+    if (rgpu_op_numel(twv) != 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: expected total_weight to be a single element tensor, got: %lld elements",
-                name, (long long)op_numel(twv));
+                name, (long long)rgpu_op_numel(twv));
     return RGPU_OK;
 }
 
-rgpu_status op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen)
+rgpu_status rgpu_op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     if (e->n_args < 2 || e->args == NULL)
@@ -312,37 +312,37 @@ rgpu_status op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a,
     return RGPU_OK;
 }
 
-rgpu_status op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
+rgpu_status rgpu_op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0], *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, in, "in[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "half_to_float", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, in, "in[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
     return RGPU_OK;
 }
 
-rgpu_status op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
+rgpu_status rgpu_op_softmax_backward_check(const rgpu_exec *e, int *dim, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *g = e->in[0], *y = e->in[1], *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, out, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_DTYPE), "input_dtype", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, y, "in[1] (output)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, out, "out[0]", err, errlen));
     if (e->args[1].v.i != out->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: out has dtype %s but input_dtype is %lld", name,
                  rgpu_dtype_name(out->dtype), (long long)e->args[1].v.i);
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, y, "in[1] (output)", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, out, "out[0]", g->ndim, g->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_wrap_dim(e, e->args[0].v.i, g->ndim, dim, err, errlen));
     return RGPU_OK;
 }
 
-rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen)
+rgpu_status rgpu_op_exec_begin(const rgpu_exec *e, const char *backend, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) err[0] = '\0';
     if (e == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s exec: no op", backend);
@@ -354,7 +354,7 @@ rgpu_status op_exec_begin(const rgpu_exec *e, const char *backend, char *err, si
     return RGPU_OK;
 }
 
-rgpu_status op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_view *const *outs, int nout,
+rgpu_status rgpu_op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_view *const *outs, int nout,
                                  char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
@@ -369,11 +369,11 @@ rgpu_status op_reduce_check_outs(const rgpu_exec *e, op_reduce2_args *a, rgpu_vi
         if (outs[k] == NULL) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", k);
-        FORWARD_IF_ERROR(op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, outs[k], what, ond, want, err, errlen));
     }
     return RGPU_OK;
 }
-rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+rgpu_status rgpu_op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0], *out = e->out[0];
     const unsigned dims_kinds = OP_ARGK(RGPU_ARG_INTS) | OP_ARGK(RGPU_ARG_NONE) |
@@ -384,17 +384,17 @@ rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, 
     a->ord = 2.0;
     if (e->op == RGPU_OP_VAR || e->op == RGPU_OP_STD) {
         a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, num_kinds | OP_ARGK(RGPU_ARG_NONE), "correction", err, errlen));
         if (e->args[1].kind != RGPU_ARG_NONE) a->correction = rgpu_arg_as_f64(&e->args[1]);
     } else if (e->op == RGPU_OP_NORM) {
         a_dims = 1; a_keep = 2;
-        FORWARD_IF_ERROR(op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, num_kinds, "ord", err, errlen));
         a->ord = rgpu_arg_as_f64(&e->args[0]);
     }
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, a_dims, dims_kinds, "dims", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, a_keep, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     a->keepdim = e->args[a_keep].v.i != 0;
-    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[a_dims], in->ndim, a->red, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_parse_dims(e, &e->args[a_dims], in->ndim, a->red, err, errlen));
     if ((e->op == RGPU_OP_ANY || e->op == RGPU_OP_ALL) && e->args[a_dims].kind == RGPU_ARG_INTS &&
         e->args[a_dims].v.ints.n == 0 && out->ndim == in->ndim &&
         memcmp(out->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim) == 0)
@@ -404,37 +404,37 @@ rgpu_status op_reduce2_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, 
     a->norm = ord == 0.0 ? OP_NORM_0 : ord == 1.0 ? OP_NORM_1 : ord == 2.0 ? OP_NORM_2
             : ord == INFINITY ? OP_NORM_INF : ord == -INFINITY ? OP_NORM_NINF : OP_NORM_P;
     rgpu_view *const outs[1] = { e->out[0] };
-    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, outs, 1, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_check_outs(e, a, outs, 1, err, errlen));
     FORWARD_IF_ERROR(check_dtypes(e, a, err, errlen));
     return check_nonempty(e, a, err, errlen);
 }
-rgpu_status op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
+rgpu_status rgpu_op_argreduce_parse(const rgpu_exec *e, op_reduce2_args *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     bool is_arg = e->op == RGPU_OP_ARGMAX || e->op == RGPU_OP_ARGMIN;
     const rgpu_view *in = e->in[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT) | (is_arg ? OP_ARGK(RGPU_ARG_NONE) : 0u), "dim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL), "keepdim", err, errlen));
     a->keepdim = e->args[1].v.i != 0;
     a->correction = 1.0;
     a->ord = 2.0;
-    FORWARD_IF_ERROR(op_reduce_parse_dims(e, &e->args[0], in->ndim, a->red, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_parse_dims(e, &e->args[0], in->ndim, a->red, err, errlen));
     const rgpu_view *idxs = is_arg ? e->out[0] : e->out[1];
     RETURN_ERROR_IF(is_arg && in->dtype == RGPU_BOOL, RGPU_ERR_UNSUPPORTED, "%s(): does not support bool input", name);
     RETURN_ERROR_IF(idxs && idxs->dtype != RGPU_I64, RGPU_ERR_BAD_ARG, "%s: indices have dtype %s, want int64",
                     name, rgpu_dtype_name(idxs->dtype));
     a->outs[0] = is_arg ? NULL : e->out[0];
     a->outs[1] = e->out[is_arg ? 0 : 1];
-    FORWARD_IF_ERROR(op_reduce_check_outs(e, a, a->outs, 2, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_check_outs(e, a, a->outs, 2, err, errlen));
     return arg_check_nonempty(e, a, err, errlen);
 }
 
-rgpu_status op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *err, size_t errlen)
+rgpu_status rgpu_op_cumsum_check(const rgpu_exec *e, int *dim, int64_t *lines, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0], *out = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "dim", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_wrap_dim(e, e->args[0].v.i, in->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, out, "out[0]", in->ndim, in->sizes, err, errlen));
     for (int d = 0; d < in->ndim; d++) lines[d] = d == *dim ? 1 : in->sizes[d];
     return RGPU_OK;
 }
@@ -454,7 +454,7 @@ static rgpu_status ctc_want_int(const rgpu_exec *e, const rgpu_view *v, const ch
     return RGPU_OK;
 }
 
-rgpu_status op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen)
+rgpu_status rgpu_op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
     bool bw = e->op == RGPU_OP_CTC_LOSS_BACKWARD;
@@ -462,8 +462,8 @@ rgpu_status op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen
     const rgpu_view *lp = e->in[k], *tg = e->in[k + 1], *il = e->in[k + 2], *tl = e->in[k + 3];
     const rgpu_view *nll = bw ? e->in[5] : e->out[0], *la = bw ? e->in[6] : e->out[1];
     memset(a, 0, sizeof *a);
-    FORWARD_IF_ERROR(op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "blank", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, lp, "log_probs", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INT), "blank", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, lp, "log_probs", err, errlen));
     if (lp->ndim != 3)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: log_probs must be 3-d (T, N, C), got %d dims", name, lp->ndim);
     a->T = lp->sizes[0]; a->N = lp->sizes[1]; a->C = lp->sizes[2];
@@ -482,9 +482,9 @@ rgpu_status op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen
     if (il->sizes[0] != a->N || tl->sizes[0] != a->N)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: input_lengths and target_lengths must have %lld elements", name,
                 (long long)a->N);
-    FORWARD_IF_ERROR(op_reduce_want_float(e, nll, "neg_log_likelihood", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, nll, "neg_log_likelihood", 1, &a->N, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, la, "log_alpha", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, nll, "neg_log_likelihood", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, nll, "neg_log_likelihood", 1, &a->N, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, la, "log_alpha", err, errlen));
     if (la->ndim != 3 || la->sizes[0] != a->N || la->sizes[1] != a->T || la->sizes[2] < 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "%s: log_alpha must be (N, T, Sp)", name);
     if (nll->dtype != lp->dtype || la->dtype != lp->dtype)
@@ -500,15 +500,15 @@ rgpu_status op_ctc_check(const rgpu_exec *e, op_ctc *a, char *err, size_t errlen
     a->las0 = la->strides[0]; a->las1 = la->strides[1]; a->las2 = la->strides[2]; a->Sp = la->sizes[2];
     a->nll = (char *)nll->data; a->nlldt = nll->dtype; a->nlls = nll->strides[0];
     if (!bw) return RGPU_OK;
-    FORWARD_IF_ERROR(op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL) | OP_ARGK(RGPU_ARG_INT), "zero_infinity", err,
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_BOOL) | OP_ARGK(RGPU_ARG_INT), "zero_infinity", err,
                                    errlen));
     a->zero_infinity = e->args[1].v.i != 0;
     const rgpu_view *go = e->in[0];
     rgpu_view *gx = e->out[0];
-    FORWARD_IF_ERROR(op_reduce_want_float(e, go, "grad", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, go, "grad", 1, &a->N, err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_float(e, gx, "out[0]", err, errlen));
-    FORWARD_IF_ERROR(op_reduce_want_shape(e, gx, "out[0]", 3, lp->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, go, "grad", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, go, "grad", 1, &a->N, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, gx, "out[0]", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, gx, "out[0]", 3, lp->sizes, err, errlen));
     if (gx->dtype != lp->dtype)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: the gradient must have log_probs' dtype", name);
     a->go = (const char *)go->data; a->godt = go->dtype; a->gos = go->strides[0];

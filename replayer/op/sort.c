@@ -24,21 +24,21 @@ static rgpu_status want_shape(const rgpu_exec *e, const rgpu_view *o, const char
                               char *err, size_t errlen)
 {
     (void)what;
-    return op_index_check_out_shape(e, o, nd, sz, err, errlen);
+    return rgpu_op_index_check_out_shape(e, o, nd, sz, err, errlen);
 }
 
-rgpu_status op_sort_check(const rgpu_exec *e, int *dim, int64_t *n, bool *desc, op_sort_lines *L,
+rgpu_status rgpu_op_sort_check(const rgpu_exec *e, int *dim, int64_t *n, bool *desc, op_sort_lines *L,
                           char *err, size_t errlen)
 {
     bool mode = e->op == RGPU_OP_MODE;
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "rr", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "rr", err, errlen));
     const rgpu_view *in = e->in[0];
     rgpu_view *vals = e->out[0], *idx = e->out[1];
     int64_t d64;
     bool b1;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &d64, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 1, mode ? "keepdim" : "descending", &b1, err, errlen));
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, d64, in->ndim, dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &d64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 1, mode ? "keepdim" : "descending", &b1, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, d64, in->ndim, dim, err, errlen));
     *desc = mode ? false : b1;
     RETURN_ERROR_IF(vals->dtype != in->dtype, RGPU_ERR_BAD_ARG, "%s: values have dtype %s, want %s",
                     rgpu_op_name(e->op), rgpu_dtype_name(vals->dtype), rgpu_dtype_name(in->dtype));
@@ -74,18 +74,18 @@ rgpu_status op_sort_check(const rgpu_exec *e, int *dim, int64_t *n, bool *desc, 
     return RGPU_OK;
 }
 
-rgpu_status op_scan_check(const rgpu_exec *e, int *kind, int64_t *n, int64_t *is, int64_t *os, int64_t *xs,
+rgpu_status rgpu_op_scan_check(const rgpu_exec *e, int *kind, int64_t *n, int64_t *is, int64_t *os, int64_t *xs,
                           op_sort_lines *L, char *err, size_t errlen)
 {
     bool two = e->op == RGPU_OP_CUMMAX || e->op == RGPU_OP_CUMMIN;
     *kind = e->op == RGPU_OP_CUMMAX ? OP_SCAN_CUMMAX : e->op == RGPU_OP_CUMMIN ? OP_SCAN_CUMMIN
             : e->op == RGPU_OP_LOGCUMSUMEXP ? OP_SCAN_LOGCUMSUMEXP : OP_SCAN_CUMPROD;
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", two ? "rr" : "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", two ? "rr" : "r", err, errlen));
     const rgpu_view *in = e->in[0], *out = e->out[0], *idx = two ? e->out[1] : NULL;
     int64_t d64;
     int dim;
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "dim", &d64, err, errlen));
-    FORWARD_IF_ERROR(op_index_wrap_dim(e, d64, in->ndim, &dim, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "dim", &d64, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_wrap_dim(e, d64, in->ndim, &dim, err, errlen));
     FORWARD_IF_ERROR(want_shape(e, out, "out", in->ndim, in->sizes, err, errlen));
     if (two) {
         FORWARD_IF_ERROR(want_shape(e, idx, "indices", in->ndim, in->sizes, err, errlen));
@@ -106,11 +106,11 @@ rgpu_status op_scan_check(const rgpu_exec *e, int *kind, int64_t *n, int64_t *is
     return RGPU_OK;
 }
 
-rgpu_status op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, char *err, size_t errlen)
+rgpu_status rgpu_op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr?", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr?", "r", err, errlen));
     const rgpu_view *bd = e->in[0], *v = e->in[1], *so = e->in[2], *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "right", &a->right, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 0, "right", &a->right, err, errlen));
     RETURN_ERROR_IF(bd->ndim == 0, RGPU_ERR_SHAPE,
                     "searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
     RETURN_ERROR_IF(out->dtype != RGPU_I64 && out->dtype != RGPU_I32, RGPU_ERR_BAD_ARG,
@@ -119,8 +119,8 @@ rgpu_status op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, c
                     "searchsorted: bool tensors are not supported");
     FORWARD_IF_ERROR(want_shape(e, out, "out", v->ndim, v->sizes, err, errlen));
     if (so) {
-        FORWARD_IF_ERROR(op_index_check_index_dtype(e, so, false, err, errlen));
-        RETURN_ERROR_IF(!op_index_same_shape(so, bd), RGPU_ERR_SHAPE,
+        FORWARD_IF_ERROR(rgpu_op_index_check_index_dtype(e, so, false, err, errlen));
+        RETURN_ERROR_IF(!rgpu_op_index_same_shape(so, bd), RGPU_ERR_SHAPE,
                         "searchsorted(): boundary and sorter must have the same size");
     }
     bool one = bd->ndim == 1;
@@ -147,14 +147,14 @@ rgpu_status op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, c
     return RGPU_OK;
 }
 
-rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double *hi, bool *from_data,
+rgpu_status rgpu_op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double *hi, bool *from_data,
                            char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "r", "r", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "r", "r", err, errlen));
     const rgpu_view *in = e->in[0], *out = e->out[0];
-    FORWARD_IF_ERROR(op_index_arg_int(e, 0, "bins", bins, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 1, "min", lo, err, errlen));
-    FORWARD_IF_ERROR(op_index_arg_f64(e, 2, "max", hi, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_int(e, 0, "bins", bins, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 1, "min", lo, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 2, "max", hi, err, errlen));
     RETURN_ERROR_IF(!op_dtype_is_float(in->dtype), RGPU_ERR_UNSUPPORTED,
                     "histc: input dtype %s is not floating", rgpu_dtype_name(in->dtype));
     RETURN_ERROR_IF(out->dtype != in->dtype, RGPU_ERR_BAD_ARG, "histc: out dtype %s, want %s",
@@ -162,7 +162,7 @@ rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double
     RETURN_ERROR_IF(*bins <= 0, RGPU_ERR_BAD_ARG, "histc(): bins must be > 0, but got %lld for dimension 0",
                     (long long)*bins);
     FORWARD_IF_ERROR(want_shape(e, out, "out", 1, bins, err, errlen));
-    *from_data = *lo == *hi && op_numel(in) > 0;
+    *from_data = *lo == *hi && rgpu_op_numel(in) > 0;
     if (!*from_data) {
         op_histc_widen(lo, hi);
         RETURN_ERROR_IF(isinf(*lo) || isinf(*hi) || isnan(*lo) || isnan(*hi), RGPU_ERR_BAD_ARG,
@@ -172,11 +172,11 @@ rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double
     return RGPU_OK;
 }
 
-rgpu_status op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen)
+rgpu_status rgpu_op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen)
 {
-    FORWARD_IF_ERROR(op_index_check_io(e, "rr?", "rr", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_io(e, "rr?", "rr", err, errlen));
     const rgpu_view *in = e->in[0], *bins = e->in[1], *w = e->in[2];
-    FORWARD_IF_ERROR(op_index_arg_bool(e, 0, "density", density, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_arg_bool(e, 0, "density", density, err, errlen));
     RETURN_ERROR_IF(!op_dtype_is_float(in->dtype), RGPU_ERR_UNSUPPORTED,
                     "histogram: input dtype %s is not floating", rgpu_dtype_name(in->dtype));
     RETURN_ERROR_IF(bins->ndim != 1 || bins->dtype != in->dtype, RGPU_ERR_BAD_ARG,
@@ -184,12 +184,12 @@ rgpu_status op_histogram_check(const rgpu_exec *e, bool *density, char *err, siz
     RETURN_ERROR_IF(bins->sizes[0] < 1, RGPU_ERR_BAD_ARG,
                     "torch.histogram(): bins tensor should have at least 1 element");
     if (w) {
-        RETURN_ERROR_IF(!op_index_same_shape(w, in) || w->dtype != in->dtype, RGPU_ERR_BAD_ARG,
+        RETURN_ERROR_IF(!rgpu_op_index_same_shape(w, in) || w->dtype != in->dtype, RGPU_ERR_BAD_ARG,
                         "torch.histogram: weight must have the input's shape and dtype");
     }
     int64_t nb = bins->sizes[0] - 1;
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, e->out[0], "hist", in->dtype, err, errlen));
-    FORWARD_IF_ERROR(op_index_check_same_dtype(e, e->out[1], "bin_edges", in->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, e->out[0], "hist", in->dtype, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, e->out[1], "bin_edges", in->dtype, err, errlen));
     FORWARD_IF_ERROR(want_shape(e, e->out[0], "hist", 1, &nb, err, errlen));
     FORWARD_IF_ERROR(want_shape(e, e->out[1], "bin_edges", 1, bins->sizes, err, errlen));
     return RGPU_OK;

@@ -350,12 +350,12 @@ OP_FN void op_histogram_density(char *hist, int64_t hs, const char *edges, int64
 /* SORT / MODE: in x; outs values, indices (int64). *dim wrapped, *n the
  * line length, *desc (SORT) the order; L's views: in, values, indices. For
  * MODE without keepdim the outputs' dims get the reduced dim back (size 1). */
-rgpu_status op_sort_check(const rgpu_exec *e, int *dim, int64_t *n, bool *desc, op_sort_lines *L,
+rgpu_status rgpu_op_sort_check(const rgpu_exec *e, int *dim, int64_t *n, bool *desc, op_sort_lines *L,
                           char *err, size_t errlen);
 /* CUMMAX / CUMMIN (outs values, indices), LOGCUMSUMEXP, CUMPROD: in x; args
  * int dim. L's views: in, out, indices; *is, *os, *xs element strides of
  * the dim. */
-rgpu_status op_scan_check(const rgpu_exec *e, int *kind, int64_t *n, int64_t *is, int64_t *os, int64_t *xs,
+rgpu_status rgpu_op_scan_check(const rgpu_exec *e, int *kind, int64_t *n, int64_t *is, int64_t *os, int64_t *xs,
                           op_sort_lines *L, char *err, size_t errlen);
 /* SEARCHSORTED: in boundaries, values, sorter?; args bool right. L's views:
  * values, out, boundaries, sorter (lines: values' leading dims); *m values
@@ -366,14 +366,14 @@ typedef struct op_searchsorted_args {
     int64_t vs, os, bs, ss;   /* element strides of the last dim */
     bool right;
 } op_searchsorted_args;
-rgpu_status op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, char *err, size_t errlen);
+rgpu_status rgpu_op_searchsorted_check(const rgpu_exec *e, op_searchsorted_args *a, char *err, size_t errlen);
 /* HISTC: in x (floating); args int bins, float min, float max; out (bins,)
  * in x's dtype. *from_data when min == max (the data's min and max then). */
-rgpu_status op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double *hi, bool *from_data,
+rgpu_status rgpu_op_histc_check(const rgpu_exec *e, int64_t *bins, double *lo, double *hi, bool *from_data,
                            char *err, size_t errlen);
 /* HISTOGRAM: in x (floating), bins (1-d, x's dtype), weight? (x's shape and
  * dtype); outs hist (ne - 1,), bin_edges (ne,); args bool density. */
-rgpu_status op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen);
+rgpu_status rgpu_op_histogram_check(const rgpu_exec *e, bool *density, char *err, size_t errlen);
 /* min == max after taking the data's: ATen widens to [min - 1, max + 1]. */
 OP_FN void op_histc_widen(double *lo, double *hi)
 {

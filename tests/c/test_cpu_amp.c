@@ -227,7 +227,7 @@ START_TEST(test_family)
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_ADD_TENSOR;
-    ck_assert_int_eq(cpu_amp_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
+    ck_assert_int_eq(rgpu_cpu_amp_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
 }
 END_TEST
 

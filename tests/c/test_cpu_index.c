@@ -1156,7 +1156,7 @@ START_TEST(test_family)
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_ADD_TENSOR;
     g_err[0] = '\0';
-    ck_assert_int_eq(cpu_index_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
+    ck_assert_int_eq(rgpu_cpu_index_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
     ck_assert(strstr(g_err, "add.Tensor") != NULL);
     /* a view with a negative stride or bad dtype is refused */
     float f[4];

@@ -1964,7 +1964,7 @@ START_TEST(test_owns)
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_MM;
-    ck_assert_int_eq(cpu_pointwise_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
+    ck_assert_int_eq(rgpu_cpu_pointwise_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(g_err, "mm") != NULL, "message: %s", g_err);
 }
 END_TEST

@@ -764,7 +764,7 @@ START_TEST(test_family)
     rgpu_exec e;
     memset(&e, 0, sizeof e);
     e.op = RGPU_OP_SUM;
-    ck_assert_int_eq(cpu_reduce2_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
+    ck_assert_int_eq(rgpu_cpu_reduce2_exec(&e, g_err, sizeof g_err), RGPU_ERR_UNSUPPORTED);
     ck_assert_str_eq(g_err, "cpu backend: unsupported op sum.dim_IntList");
     /* arity */
     rgpu_view x = mkX(RGPU_F32), o = mk(RGPU_F32, 3, SZ(2, 3, 4), NULL);
