@@ -466,3 +466,15 @@ def test_errors_at_the_call():
         torch.rand(3, device=DEV, generator=torch.Generator())
     with pytest.raises(RuntimeError, match="between 0 and 1"):
         torch.ops.aten.native_dropout(x, 1.5, True)
+
+
+def test_randint_like_keeps_torchs_overload_objects():
+    """torch caches each OpOverload on its packet; asking the packet with an
+    explicit __getattr__ made a second object, and ops registered by object
+    (random_.from) stopped being found ("not supported") after randint_like."""
+    aten = torch.ops.aten
+    f = getattr(aten.random_, "from")
+    torch.randint_like(torch.ones(3, device="rgpu"), 10)
+    assert getattr(aten.random_, "from") is f
+    x = torch.empty(6, device="rgpu").random_(2, 5)
+    assert ((x.cpu() >= 2) & (x.cpu() < 5)).all()

@@ -302,7 +302,7 @@ def _fill_randint(func, r, args, kwargs):
         lo, hi = 0, args[1]
     if isinstance(hi, torch.Tensor):
         hi = hi.item()
-    return _random_(aten.random_.__getattr__("from"), (r, lo, hi), {})
+    return _random_(getattr(aten.random_, "from"), (r, lo, hi), {})
 
 
 def _randperm_out(func, args, kwargs):
@@ -390,7 +390,7 @@ def _register():
     register((aten.bernoulli_.float,), _bernoulli_float_)
     register((aten.bernoulli_.Tensor,), _bernoulli_tensor_)
     register((aten.bernoulli.default, aten.bernoulli.p, aten.bernoulli.Tensor), _bernoulli)
-    register((aten.random_.default, aten.random_.to, aten.random_.__getattr__("from")), _random_)
+    register((aten.random_.default, aten.random_.to, getattr(aten.random_, "from")), _random_)
     register((aten.rand_like.default, aten.rand_like.generator), _like(_fill_uniform))
     register((aten.randn_like.default, aten.randn_like.generator), _like(_fill_normal))
     register((aten.randint_like.default, aten.randint_like.Tensor, aten.randint_like.low_dtype,
