@@ -1043,6 +1043,42 @@ _OWN_SORT = {aten.topk.default: _topk, aten.kthvalue.default: _kthvalue, aten.me
              aten.repeat_interleave.Tensor: _repeat_interleave}
 
 
+def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    """_grouped_mm (transformers' MoE experts): every group's product at once,
+    then each row (column) takes its group's; the groups come from offs (cumulative
+    ends) on the device, so nothing waits. 2-d x 3-d: rows grouped; 3-d x 2-d:
+    columns grouped; 2-d x 2-d: K grouped, out (G, M, N); 3-d x 3-d: bmm."""
+    if bias is not None:
+        return NotImplemented
+    if offs is None:
+        if self.dim() != 3 or mat2.dim() != 3:
+            return NotImplemented
+        r = aten.bmm.default(self, mat2)
+    elif self.dim() == 2 and mat2.dim() == 2:
+        k = aten.arange.default(self.shape[1], device=self.device)
+        ends = aten.view.default(offs, [-1, 1])
+        starts = aten.sub.Tensor(ends, aten.view.default(aten.diff.default(offs, prepend=aten.zeros.default(
+            [1], dtype=offs.dtype, device=offs.device)), [-1, 1]))
+        mask = aten.logical_and.default(aten.ge.Tensor(k, starts), aten.lt.Tensor(k, ends))   # (G, K)
+        r = aten.matmul.default(aten.mul.Tensor(aten.unsqueeze.default(self, 0),
+                                                aten.unsqueeze.default(mask.to(self.dtype), 1)), mat2)
+    else:
+        rows = self.dim() == 2                          # 2-d x 3-d: rows; 3-d x 2-d: columns
+        if rows == (mat2.dim() == 2):
+            return NotImplemented
+        allg = aten.matmul.default(aten.unsqueeze.default(self, 0) if rows else self, mat2)   # (G, M, N)
+        n = allg.shape[1] if rows else allg.shape[2]
+        idx = aten.arange.default(n, dtype=offs.dtype, device=self.device)
+        gid = aten.searchsorted.Tensor(offs, idx, right=True)
+        inside = aten.lt.Scalar(gid, offs.shape[0])
+        gid = aten.clamp_max.default(gid, offs.shape[0] - 1)
+        shape = [1, n, allg.shape[2]] if rows else [1, allg.shape[1], n]
+        view = [1, n, 1] if rows else [1, 1, n]
+        r = aten.squeeze.dim(aten.gather.default(allg, 0, aten.expand.default(aten.view.default(gid, view), shape)), 0)
+        r = aten.where.ScalarOther(aten.view.default(inside, view[1:]), r, 0)
+    return r if out_dtype is None or out_dtype == r.dtype else aten._to_copy.default(r, dtype=out_dtype)
+
+
 _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correction: _var_mean,
         aten.std_mean.correction: _std_mean,
         aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
@@ -1063,7 +1099,8 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.to_padded_tensor.default: _to_padded_tensor,
         aten.slice_backward.default: _slice_backward, aten.slice_scatter.default: _slice_scatter,
         aten._native_multi_head_attention.default: _native_multi_head_attention,
-        aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
+        aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd,
+        aten._grouped_mm.default: _grouped_mm}
 
 
 def _convert_element_type(a, dtype):

@@ -772,6 +772,17 @@ def _argdim_default(default):
     return prep
 
 
+def _histc_int_pre(handler, func, args, kwargs):
+    """histc of an integer tensor, as on CUDA (ATen's CPU kernel refuses it;
+    transformers' MoE routing counts int32 expert ids with it on GPUs): the
+    counts of the values as float64 (exact below 2^53), in the input's dtype."""
+    x = args[0]
+    if x.dtype.is_floating_point or x.dtype == torch.bool or func is not aten.histc.default:
+        return handler(func, args, kwargs)
+    r = handler(func, (aten._to_copy.default(x, dtype=torch.float64),) + tuple(args[1:]), kwargs)
+    return aten._to_copy.default(r, dtype=x.dtype)
+
+
 def _searchsorted_prep(args, kwargs):
     side = kwargs.get("side")
     return (bool(kwargs.get("right", False)) or side == "right",)
@@ -1308,7 +1319,8 @@ def _table():
     _put(t, _overloads("histc", ("default", "out")),
          _fixed(C.OP_HISTC, x, lambda args, kwargs: (int(arg(args, kwargs, 1, "bins", 100)),
                                                     float(arg(args, kwargs, 2, "min", 0)),
-                                                    float(arg(args, kwargs, 3, "max", 0)))))
+                                                    float(arg(args, kwargs, 3, "max", 0)))),
+         pre=_histc_int_pre)
 
     # composites and pre-passes
     _composite(t, [aten.stack.default, aten.stack.out], _stack)
