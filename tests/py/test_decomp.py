@@ -55,6 +55,11 @@ DECOMPOSED = {
              [(1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)]),
     # torch's renorm decomposition casts with prims.convert_element_type at low precision
     "renorm_bf16": (lambda x: torch.renorm(x.to(torch.bfloat16), 2, 0, 1.5).float(), [(3, 4)]),
+    # prims.copy_to / prims.as_strided_scatter (torch's decompositions emit them)
+    "diagonal_scatter": (lambda x, y: torch.diagonal_scatter(x, y[0]), [(3, 3), (3, 3)]),
+    "as_strided_scatter": (lambda x, y: torch.as_strided_scatter(x, y[:2, :2] * 1, (2, 2), (1, 2), 1),
+                           [(3, 4), (3, 4)]),
+    "angle": (lambda x: torch.angle(x) + x, [(3, 4)]),
 }
 
 

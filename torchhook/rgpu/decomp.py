@@ -11,6 +11,7 @@ handler for. In order:
 Each sub-op re-enters __torch_dispatch__. Every decomposed call is counted by
 op name; rgpu.stats()["decomposed"] shows the counts. None means the op can't
 be decomposed: dispatch raises NotImplementedError naming it, at the call."""
+import math
 import threading
 
 import torch
@@ -1103,13 +1104,35 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten._grouped_mm.default: _grouped_mm}
 
 
+def _copy_to(a, b):
+    """prims.copy_to (torch's diagonal_scatter/select_scatter decompositions): copy_ into a."""
+    return aten.copy_.default(a, b)
+
+
+def _as_strided_scatter(self, src, size, stride, storage_offset):
+    """prims.as_strided_scatter: a copy of self with src written through the view."""
+    out = aten.clone.default(self)
+    aten.copy_.default(aten.as_strided.default(out, size, stride, storage_offset), src)
+    return out
+
+
+def _angle(x):
+    """angle of a real tensor: pi where x < 0, else 0; NaN stays NaN (ints give floats)."""
+    if not x.is_floating_point():
+        x = aten._to_copy.default(x, dtype=torch.get_default_dtype())
+    r = aten.mul.Scalar(aten._to_copy.default(aten.lt.Scalar(x, 0), dtype=x.dtype), math.pi)
+    return aten.where.self(aten.isnan.default(x), x, r)
+
+
 def _convert_element_type(a, dtype):
     """prims.convert_element_type (decompositions at low precision: renorm) is a cast."""
     return aten._to_copy.default(a, dtype=dtype)
 
 
 _OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
-                "prims::convert_element_type": _convert_element_type}
+                "prims::convert_element_type": _convert_element_type,
+                "prims::copy_to": _copy_to, "prims::as_strided_scatter": _as_strided_scatter}
+_OWN[aten.angle.default] = _angle
 _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 _OWN.update(_OWN_INDEX)                   # issue 13: index
 _OWN.update(_OWN_SORT)                    # issue 13: sorting
