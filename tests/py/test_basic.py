@@ -660,3 +660,20 @@ def test_failing_backward_op_without_meta_kernel_raises_after_backward():
     assert p.returncode == 0, p.stderr[-2000:]
     assert "raised rgpu: test: no aten.multilabel_margin_loss_backward.default" in p.stdout, p.stdout
     assert "alive 6.0" in p.stdout, p.stdout
+
+
+def test_resize_past_the_storage_reallocates_unless_a_view_shares_it():
+    """resize_ beyond a storage's end moves the tensor to a new storage; that is
+    refused only when another rgpu tensor (a view) holds the storage, not when
+    something else does (a pending record, a cache): torch.eye's out= path."""
+    y = torch.empty(0, device=DEV)
+    holder = [y._st]                                   # not a tensor: no reason to refuse
+    y.resize_(3, 3)
+    y.fill_(2)
+    assert y.cpu().sum().item() == 18.0 and holder
+    x = torch.empty(0, device=DEV)
+    v = x.view(0)
+    with pytest.raises(NotImplementedError, match="reallocates a storage that other tensors"):
+        x.resize_(4)
+    assert v.shape == (0,)
+    same(torch.eye(3, 4, device=DEV), torch.eye(3, 4), exact=True)

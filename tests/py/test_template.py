@@ -150,11 +150,12 @@ def test_frees_of_capture_ids_dropped_after_end():
         u = t + 1
         del t                                          # a FREE inside the template
         return u
+    import gc
     u, raw = capture(graph)
+    gc.collect()                                       # earlier tests' garbage frees now, not below
     torch.rgpu.synchronize()
     f0 = rgpu.stats()["frees"]
     del u                                              # a local id after the capture: dropped
-    import gc
     gc.collect()
     _C.free(LOCAL | 12345)
     torch.rgpu.synchronize()                           # a FREE of an unknown id would fail here

@@ -19,7 +19,6 @@ the Python method is wrapped instead (install()): storages of the rgpu device
 come here, others go to torch's method unchanged. It is what meta_utils calls
 when dynamo fakeifies an empty rgpu tensor (`r.untyped_storage().resize_(0)`,
 the Llama/Qwen2 crash), and what users call."""
-import sys
 
 import torch
 
@@ -37,16 +36,28 @@ def _bytes_view(t, nbytes):
     return record_view(t, k, out_def(k, -1))
 
 
-def _others_share(st):
-    # references: t._st, the caller's local, this frame's argument, getrefcount's
-    return sys.getrefcount(st) > 4
+def _others_share(st, t):
+    """Whether another live rgpu tensor (a view) holds storage st. Counted by
+    looking at who refers to st, not by reference count: other holders (a
+    record not yet sent, a capture, a cache) are not views that would miss
+    the new storage. Slow (a heap walk), and only resize_ past a storage's
+    end gets here."""
+    import gc
+    for r in gc.get_referrers(st):
+        if isinstance(r, RemoteTensor):
+            if r is not t:
+                return True
+        elif isinstance(r, dict) and r is not getattr(t, "__dict__", None):
+            if any(isinstance(o, RemoteTensor) and o is not t for o in gc.get_referrers(r)):
+                return True
+    return False
 
 
 def _realloc(t, nbytes, key, what):
     """Rebind t (metadata key) to a new storage of nbytes holding the first
     bytes of its old storage."""
     st = t._st
-    if _others_share(st):
+    if _others_share(st, t):
         raise NotImplementedError(f"rgpu: {what} reallocates a storage that other tensors (views) "
                                   "share; they would not see the new storage")
     k8 = ((nbytes,), (1,), 0, _U8)
@@ -78,7 +89,7 @@ def resize_tensor(t, size, memory_format=None):
         _C.record(_C.OP_ALIAS, ((tid, st.sid) + out_def(key, -1),), (t._tid,), ())
         rebind(t, key, st, tid, None)
     else:
-        del st                              # (_others_share counts the references)
+        del st
         _realloc(t, need, key, f"resize_ to {list(size)}")
     return t
 
