@@ -611,30 +611,16 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     started from initial (or the reduction's identity); mean divides by the count."""
     if indices is not None or (lengths is not None and lengths.dim() != 1) or (offsets is not None and offsets.dim() != 1):
         return NotImplemented
-    dev = data.device
     axis = axis % data.dim()
-    if lengths is not None:
-        lens = _i64(lengths)
-        offs = aten.sub.Tensor(aten.cumsum.default(lens, 0), lens)
-    else:
-        o = _i64(offsets)
-        offs = aten.slice.Tensor(o, 0, 0, o.shape[0] - 1)
-        lens = aten.sub.Tensor(aten.slice.Tensor(o, 0, 1, o.shape[0]), offs)
-    ns, n = offs.shape[0], data.shape[axis]
-    marks = aten.index_add.default(torch.zeros(n + 1, dtype=torch.int64, device=dev), 0, offs,
-                                   torch.ones(ns, dtype=torch.int64, device=dev))
-    seg = aten.slice.Tensor(aten.sub.Tensor(aten.cumsum.default(marks, 0), 1), 0, 0, n)
+    ix, lens, ns = _segment_ids(data, lengths, offsets, axis)
     ident = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[reduce]
     shape = list(data.shape)
     shape[axis] = ns
-    base = torch.full(shape, ident if initial is None else initial, dtype=data.dtype, device=dev)
-    vs = [1] * data.dim()
-    vs[axis] = -1
-    ix = aten.expand.default(aten.reshape.default(seg, vs), list(data.shape))
+    base = torch.full(shape, ident if initial is None else initial, dtype=data.dtype, device=data.device)
     red = {"sum": "sum", "mean": "sum", "prod": "prod", "max": "amax", "min": "amin"}[reduce]
     out = aten.scatter_reduce.two(base, axis, ix, data, red, include_self=True)
     if reduce == "mean":
-        cnt = aten.reshape.default(aten._to_copy.default(lens, dtype=data.dtype), vs)
+        cnt = aten._to_copy.default(lens, dtype=data.dtype)
         q = aten.div.Tensor(out, cnt)
         out = q if initial is None else aten.where.self(aten.gt.Scalar(cnt, 0), q, out)
     return out
