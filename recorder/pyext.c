@@ -442,7 +442,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, name, RGPU_OP_##e)) return NULL;
 #include "ops.def"
 #undef X
-    static const char *const dt[RGPU_DTYPE_COUNT] = { "F32", "F64", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL" };
+    static const char *const dt[RGPU_DTYPE_COUNT] = { "F32", "F64", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "C64", "C128", "C32" };
     for (int i = 0; i < RGPU_DTYPE_COUNT; i++) {
         snprintf(name, sizeof name, "DTYPE_%s", dt[i]);
         if (PyModule_AddIntConstant(m, name, i)) return NULL;

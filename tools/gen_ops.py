@@ -22,7 +22,7 @@ DOC = os.path.join(ROOT, "trace-format", "FORMAT.md")
 BEGIN, END = "<!-- optable:begin -->", "<!-- optable:end -->"
 LINE = re.compile(r'^X\((\w+),\s*"([^"]+)",\s*(\d+),\s*(\d+),\s*([^,]*),\s*(\w+),\s*"([^"]*)"\)\s*(?:/\*(.*?)\*/)?\s*$')
 SECTION = re.compile(r"^/\*\s*---\s*(.*?)\s*(?:-+\s*)?\*/")
-FLAGS = ["WAIT", "FACTORY", "VIEW", "CONTROL", "VARIADIC", "SESSION", "RANDOM", "CUBLAS", "DATA_DEPENDENT", "FLOATY", "INT_TO_FLOAT"]
+FLAGS = ["WAIT", "FACTORY", "VIEW", "CONTROL", "VARIADIC", "SESSION", "RANDOM", "CUBLAS", "DATA_DEPENDENT", "FLOATY", "INT_TO_FLOAT", "COMPLEX"]
 FAMILIES = ["SESSION", "COPY", "ARITH", "REDUCE", "POINTWISE", "REDUCE2", "DENSE", "INDEX", "AMP", "SORT", "LINALG"]
 # ARGS kinds -> rgpu_arg_kind values accepted (NONE 0, INT 1, FLOAT 2, BOOL 3, INTS 4, DTYPE 5, HASH 6)
 KINDS = {"i": [1], "f": [2, 1], "b": [3, 1], "s": [1, 2, 3], "ints": [4], "dt": [5], "h": [6], "-": [0]}

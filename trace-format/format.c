@@ -69,13 +69,15 @@ const char *rgpu_status_name(int s) {
 
 /* ---------------------------------------------------------------------------
  * Dtypes */
-static const uint8_t dtype_size[RGPU_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 1 };
+static const uint8_t dtype_size[RGPU_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 8, 16, 4 };
 static const char *const dtype_name[RGPU_DTYPE_COUNT] = {
-    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool" };
+    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+    "complex64", "complex128", "complex32" };
 
 size_t rgpu_dtype_size(int d) { return (d >= 0 && d < RGPU_DTYPE_COUNT) ? dtype_size[d] : 0; }
 const char *rgpu_dtype_name(int d) { return (d >= 0 && d < RGPU_DTYPE_COUNT) ? dtype_name[d] : "?"; }
 bool rgpu_dtype_is_float(int d) { return d == RGPU_F32 || d == RGPU_F64 || d == RGPU_F16 || d == RGPU_BF16; }
+bool rgpu_dtype_is_complex(int d) { return d == RGPU_C64 || d == RGPU_C128 || d == RGPU_C32; }
 
 /* ---------------------------------------------------------------------------
  * Op table */

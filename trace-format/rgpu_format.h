@@ -85,12 +85,14 @@ typedef enum rgpu_dtype {
     RGPU_F32 = 0, RGPU_F64 = 1, RGPU_F16 = 2, RGPU_BF16 = 3,
     RGPU_I64 = 4, RGPU_I32 = 5, RGPU_I16 = 6, RGPU_I8 = 7,
     RGPU_U8 = 8, RGPU_BOOL = 9,
-    RGPU_DTYPE_COUNT = 10
+    RGPU_C64 = 10, RGPU_C128 = 11, RGPU_C32 = 12,   /* complex: (real, imag) pairs of f32, f64, f16 */
+    RGPU_DTYPE_COUNT = 13
 } rgpu_dtype;
 
 size_t rgpu_dtype_size(int dtype);       /* 0 for an invalid dtype */
 const char *rgpu_dtype_name(int dtype);  /* "float32"…; "?" when invalid */
 bool rgpu_dtype_is_float(int dtype);
+bool rgpu_dtype_is_complex(int dtype);
 
 /* ---------------------------------------------------------------------------
  * The op table (generated from ops.def; the flags and families are described
@@ -99,7 +101,7 @@ enum {
     RGPU_OPF_WAIT = 1, RGPU_OPF_FACTORY = 2, RGPU_OPF_VIEW = 4, RGPU_OPF_CONTROL = 8, RGPU_OPF_VARIADIC = 16,
     RGPU_OPF_HASHED_ = 31,   /* the bits rgpu_op_table_hash covers: the five above */
     RGPU_OPF_SESSION = 32, RGPU_OPF_RANDOM = 64, RGPU_OPF_CUBLAS = 128, RGPU_OPF_DATA_DEPENDENT = 256,
-    RGPU_OPF_FLOATY = 512, RGPU_OPF_INT_TO_FLOAT = 1024,
+    RGPU_OPF_FLOATY = 512, RGPU_OPF_INT_TO_FLOAT = 1024, RGPU_OPF_COMPLEX = 2048,
 };
 
 /* Op families (ops.def's FAMILY column): which family's code executes an op. */

@@ -154,7 +154,7 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
         op_walk wo;
         op_walk_init(&wo, 2, out->sizes);
         op_walk_strides(&wo, 0, out);
-        char zero[8] = {0};
+        char zero[16] = {0};
         do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
         while (op_walk_next(&wo));
     }

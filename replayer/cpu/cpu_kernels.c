@@ -21,7 +21,7 @@
 static void fill_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 {
     const uint8_t *val = ctx;
-    size_t esz = (size_t)val[8];
+    size_t esz = (size_t)val[16];
     char *o = p[0];
     for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], val, esz);
 }
@@ -30,10 +30,10 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
-    uint8_t val[16];   /* [0..8): element bytes, [8]: element size */
+    uint8_t val[17];   /* [0..16): element bytes, [16]: element size */
     memset(val, 0, sizeof val);
     rgpu_op_scalar_to(&e->args[0], out->dtype, val);
-    val[8] = (uint8_t)rgpu_dtype_size(out->dtype);
+    val[16] = (uint8_t)rgpu_dtype_size(out->dtype);
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
     rgpu_op_iter_run(&it, fill_row, val);
@@ -95,8 +95,13 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
         case 1: for (int64_t i = 0; i < n; i++) *(uint8_t *)(o + i * s[0]) = *(const uint8_t *)(a + i * s[1]); break;
         case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * s[0]) = *(const uint16_t *)(a + i * s[1]); break;
         case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(o + i * s[0]) = *(const uint32_t *)(a + i * s[1]); break;
+        case 16: for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], a + i * s[1], 16); break;
         default: for (int64_t i = 0; i < n; i++) *(uint64_t *)(o + i * s[0]) = *(const uint64_t *)(a + i * s[1]); break;
         }
+        return;
+    }
+    if (op_dtype_is_complex(dd) || op_dtype_is_complex(sd)) {
+        for (int64_t i = 0; i < n; i++) op_elem_convert(o + i * s[0], dd, a + i * s[1], sd);
         return;
     }
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
@@ -323,5 +328,6 @@ bool rgpu_cpu_supports(int op)
 rgpu_status rgpu_cpu_exec(const rgpu_exec *e, char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(rgpu_op_exec_begin(e, "cpu", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_complex(e, err, errlen));
     return cpu_dispatch(e, err, errlen);
 }

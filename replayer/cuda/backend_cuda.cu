@@ -514,6 +514,7 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
         return RGPU_ERR_UNSUPPORTED;
     }
     if (!cuda_dispatch_supports(e->op)) return cuda_unsupported(e, err, errlen);
+    { rgpu_status cst = rgpu_op_check_complex(e, err, errlen); if (cst != RGPU_OK) return cst; }
     pthread_mutex_lock(&cb->exec_mu);
     rgpu_status st = cuda_dispatch(&cb->c, e, err, errlen);
     // Safety net: a launch error a family did not check, or an asynchronous

@@ -41,7 +41,17 @@ template <int DT> __host__ __device__ static constexpr bool is_float_dt() {
     case RGPU_I8:   { constexpr int DT_ = RGPU_I8;   STMT; } break;         \
     case RGPU_U8:   { constexpr int DT_ = RGPU_U8;   STMT; } break;         \
     case RGPU_BOOL: { constexpr int DT_ = RGPU_BOOL; STMT; } break;         \
+    case RGPU_C64:  { constexpr int DT_ = RGPU_C64;  STMT; } break;         \
+    case RGPU_C128: { constexpr int DT_ = RGPU_C128; STMT; } break;         \
+    case RGPU_C32:  { constexpr int DT_ = RGPU_C32;  STMT; } break;         \
     default: break; } } while (0)
+
+template <int DT> __host__ __device__ static constexpr bool is_complex_dt() {
+    return DT == RGPU_C64 || DT == RGPU_C128 || DT == RGPU_C32;
+}
+
+// A 16-byte element (complex128), moved as one.
+struct alignas(16) elem16 { unsigned long long lo, hi; };
 
 // ---------------------------------------------------------------------------
 // The reduced iteration space (rgpu_op_iter_init with at most one input), strides
@@ -154,7 +164,9 @@ __global__ void cast_kernel(void *out, const void *in, copy_iter it) {
          i += (long long)gridDim.x * blockDim.x) {
         long long oo, io;
         if (!iter_offsets(it, i, oo, io)) continue;
-        if constexpr (is_float_dt<SD>()) cvt_st_f64<DD>(out, oo, cvt_ld_f64<SD>(in, io));
+        if constexpr (is_complex_dt<SD>() || is_complex_dt<DD>())
+            op_elem_convert((char *)out + oo * op_dtype_esize(DD), DD, (const char *)in + io * op_dtype_esize(SD), SD);
+        else if constexpr (is_float_dt<SD>()) cvt_st_f64<DD>(out, oo, cvt_ld_f64<SD>(in, io));
         else cvt_st_u64<DD>(out, oo, cvt_ld_u64<SD>(in, io));
     }
 }
@@ -197,6 +209,7 @@ static rgpu_status launch_move(void *out, const void *in, size_t esz, const copy
     case 1: move_kernel<uint8_t><<<g, THREADS, 0, s>>>((uint8_t *)out, (const uint8_t *)in, it); break;
     case 2: move_kernel<uint16_t><<<g, THREADS, 0, s>>>((uint16_t *)out, (const uint16_t *)in, it); break;
     case 4: move_kernel<uint32_t><<<g, THREADS, 0, s>>>((uint32_t *)out, (const uint32_t *)in, it); break;
+    case 16: move_kernel<elem16><<<g, THREADS, 0, s>>>((elem16 *)out, (const elem16 *)in, it); break;
     default: move_kernel<uint64_t><<<g, THREADS, 0, s>>>((uint64_t *)out, (const uint64_t *)in, it); break;
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -255,8 +268,9 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
 static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen) {
     FORWARD_IF_ERROR(rgpu_op_check_scalar_arg(e, 0, "value", err, errlen));
     rgpu_view *out = e->out[0];
-    uint64_t val = 0;   // element bytes in the low end (little-endian)
-    rgpu_op_scalar_to(&e->args[0], out->dtype, &val);
+    uint64_t vals[2] = { 0, 0 };   // element bytes in the low end (little-endian)
+    rgpu_op_scalar_to(&e->args[0], out->dtype, vals);
+    uint64_t val = vals[0];
     size_t esz = rgpu_dtype_size(out->dtype);
     copy_iter it;
     FORWARD_IF_ERROR(iter_init(&it, out, NULL, e->op, err, errlen));
@@ -264,7 +278,7 @@ static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     cudaStream_t s = c->stream;
     if (it.ndim == 1 && it.ostr[0] == 1) {
         // one byte repeated (zeros, bool, 8-bit types): a memset
-        const uint8_t *b = (const uint8_t *)&val;
+        const uint8_t *b = (const uint8_t *)vals;
         bool same = true;
         for (size_t k = 1; k < esz; k++) same = same && b[k] == b[0];
         if (same) {
@@ -277,6 +291,7 @@ static rgpu_status op_full(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     case 1: fill_kernel<uint8_t><<<g, THREADS, 0, s>>>((uint8_t *)out->data, (uint8_t)val, it); break;
     case 2: fill_kernel<uint16_t><<<g, THREADS, 0, s>>>((uint16_t *)out->data, (uint16_t)val, it); break;
     case 4: fill_kernel<uint32_t><<<g, THREADS, 0, s>>>((uint32_t *)out->data, (uint32_t)val, it); break;
+    case 16: fill_kernel<elem16><<<g, THREADS, 0, s>>>((elem16 *)out->data, elem16{ vals[0], vals[1] }, it); break;
     default: fill_kernel<uint64_t><<<g, THREADS, 0, s>>>((uint64_t *)out->data, val, it); break;
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);

@@ -66,6 +66,18 @@ rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt
     return RGPU_OK;
 }
 
+rgpu_status rgpu_op_check_complex(const rgpu_exec *e, char *err, size_t errlen)
+{
+    if (rgpu_op_table[e->op].flags & RGPU_OPF_COMPLEX) return RGPU_OK;
+    for (int i = 0; i < e->n_in + e->n_out; i++) {
+        const rgpu_view *v = i < e->n_in ? e->in[i] : e->out[i - e->n_in];
+        if (v != NULL && op_dtype_is_complex(v->dtype))
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: complex dtypes (%s) are not supported by this op",
+                         rgpu_op_name(e->op), rgpu_dtype_name(v->dtype));
+    }
+    return RGPU_OK;
+}
+
 bool rgpu_op_is_scalar_kind(int kind)
 {
     return kind == RGPU_ARG_INT || kind == RGPU_ARG_FLOAT || kind == RGPU_ARG_BOOL;
@@ -84,6 +96,11 @@ rgpu_status rgpu_op_check_scalar_arg(const rgpu_exec *e, int i, const char *what
 void rgpu_op_scalar_to(const rgpu_arg *a, int dt, void *buf)
 {
     memset(buf, 0, 8);
+    if (dt == RGPU_C128) {      /* 16 bytes: the callers that take complex128 pass a 16-byte buffer */
+        memset(buf, 0, 16);
+        op_store_c128((char *)buf, dt, a->kind == RGPU_ARG_FLOAT ? a->v.f : (double)a->v.i, 0.0);
+        return;
+    }
     if (a->kind == RGPU_ARG_FLOAT) op_store_f64((char *)buf, dt, a->v.f);
     else if (a->kind == RGPU_ARG_BOOL) op_store_u64((char *)buf, dt, a->v.i != 0);
     else op_store_u64((char *)buf, dt, (uint64_t)a->v.i);

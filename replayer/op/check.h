@@ -43,6 +43,10 @@ rgpu_status rgpu_op_check_scalar_arg(const rgpu_exec *e, int i, const char *what
 bool rgpu_op_is_scalar_kind(int kind);
 /* A scalar arg converted to dtype dt (as Scalar.to<T>() does), written to buf
  * (8 bytes, zeroed first). */
+/* RGPU_ERR_UNSUPPORTED when a view of e is complex and ops.def does not mark
+ * e's op COMPLEX; both backends call it before their dispatch. */
+rgpu_status rgpu_op_check_complex(const rgpu_exec *e, char *err, size_t errlen);
+/* buf: 8 bytes, 16 for complex128 */
 void rgpu_op_scalar_to(const rgpu_arg *a, int dt, void *buf);
 
 #ifdef __cplusplus

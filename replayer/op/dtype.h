@@ -52,6 +52,9 @@ OP_FN double op_load_f64(const char *p, int dt)
     case RGPU_I8:   return *(const int8_t *)p;
     case RGPU_U8:   return *(const uint8_t *)p;
     case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    case RGPU_C64:  return *(const float *)p;
+    case RGPU_C128: return *(const double *)p;
+    case RGPU_C32:  return rgpu_half_to_float(*(const uint16_t *)p);
     default:        return 0.0;
     }
 }
@@ -69,6 +72,9 @@ OP_FN float op_load_f32(const char *p, int dt)
     case RGPU_I8:   return *(const int8_t *)p;
     case RGPU_U8:   return *(const uint8_t *)p;
     case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    case RGPU_C64:  return *(const float *)p;
+    case RGPU_C128: return (float)*(const double *)p;
+    case RGPU_C32:  return rgpu_half_to_float(*(const uint16_t *)p);
     default:        return 0.0f;
     }
 }
@@ -88,6 +94,9 @@ OP_FN uint64_t op_load_u64(const char *p, int dt)
     case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
     case RGPU_U8:   return *(const uint8_t *)p;
     case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    case RGPU_C64:  return (uint64_t)op_f64_to_i64_sat(*(const float *)p);
+    case RGPU_C128: return (uint64_t)op_f64_to_i64_sat(*(const double *)p);
+    case RGPU_C32:  return (uint64_t)op_f64_to_i64_sat(rgpu_half_to_float(*(const uint16_t *)p));
     default:        return 0;
     }
 }
@@ -105,6 +114,9 @@ OP_FN bool op_load_bool(const char *p, int dt)
     case RGPU_I8:   return *(const int8_t *)p != 0;
     case RGPU_U8:   return *(const uint8_t *)p != 0;
     case RGPU_BOOL: return *(const uint8_t *)p != 0;
+    case RGPU_C64:  return ((const float *)p)[0] != 0.0f || ((const float *)p)[1] != 0.0f;
+    case RGPU_C128: return ((const double *)p)[0] != 0.0 || ((const double *)p)[1] != 0.0;
+    case RGPU_C32:  return ((((const uint16_t *)p)[0] | ((const uint16_t *)p)[1]) & 0x7fffu) != 0;
     default:        return false;
     }
 }
@@ -123,6 +135,9 @@ OP_FN void op_store_f64(char *p, int dt, double v)
     case RGPU_I8:   *(int8_t *)p = (int8_t)op_clamp_trunc(v, -128.0, 127.0); break;
     case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)op_f64_to_i64_sat(v); break;
     case RGPU_BOOL: *(uint8_t *)p = v != 0.0; break;
+    case RGPU_C64:  ((float *)p)[0] = (float)v; ((float *)p)[1] = 0.0f; break;
+    case RGPU_C128: ((double *)p)[0] = v; ((double *)p)[1] = 0.0; break;
+    case RGPU_C32:  ((uint16_t *)p)[0] = rgpu_float_to_half((float)v); ((uint16_t *)p)[1] = 0; break;
     default: break;
     }
 }
@@ -152,6 +167,7 @@ OP_FN void op_store_u64(char *p, int dt, uint64_t v)
     case RGPU_I8:
     case RGPU_U8:   *(uint8_t *)p = (uint8_t)v; break;
     case RGPU_BOOL: *(uint8_t *)p = v != 0; break;
+    case RGPU_C64: case RGPU_C128: case RGPU_C32: op_store_f64(p, dt, (double)(int64_t)v); break;
     default: break;
     }
 }
@@ -183,8 +199,9 @@ OP_FN int op_ct_dtype(int ct)
 OP_FN int op_dtype_esize(int dt)
 {
     switch (dt) {
-    case RGPU_F64: case RGPU_I64: return 8;
-    case RGPU_F32: case RGPU_I32: return 4;
+    case RGPU_C128: return 16;
+    case RGPU_F64: case RGPU_I64: case RGPU_C64: return 8;
+    case RGPU_F32: case RGPU_I32: case RGPU_C32: return 4;
     case RGPU_F16: case RGPU_BF16: case RGPU_I16: return 2;
     default: return 1;
     }
@@ -205,7 +222,45 @@ OP_FN void op_elem_copy(char *d, const char *s, int esz)
     case 1: *(uint8_t *)d = *(const uint8_t *)s; break;
     case 2: memcpy(d, s, 2); break;
     case 4: memcpy(d, s, 4); break;
+    case 16: memcpy(d, s, 16); break;
     default: memcpy(d, s, 8); break;
+    }
+}
+
+OP_FN bool op_dtype_is_complex(int dt)
+{
+    return dt == RGPU_C64 || dt == RGPU_C128 || dt == RGPU_C32;
+}
+
+/* A complex element as (re, im) doubles; a real one as (x, 0). */
+OP_FN void op_load_c128(const char *p, int dt, double *re, double *im)
+{
+    switch (dt) {
+    case RGPU_C64:  *re = ((const float *)p)[0]; *im = ((const float *)p)[1]; return;
+    case RGPU_C128: *re = ((const double *)p)[0]; *im = ((const double *)p)[1]; return;
+    case RGPU_C32:
+        *re = rgpu_half_to_float(((const uint16_t *)p)[0]);
+        *im = rgpu_half_to_float(((const uint16_t *)p)[1]);
+        return;
+    default:
+        *re = op_dtype_is_float(dt) ? op_load_f64(p, dt) : (double)(int64_t)op_load_u64(p, dt);
+        *im = 0.0;
+        return;
+    }
+}
+
+/* Store (re, im) into a complex dtype; a real dtype takes re (ATen's
+ * complex -> real cast keeps the real part). */
+OP_FN void op_store_c128(char *p, int dt, double re, double im)
+{
+    switch (dt) {
+    case RGPU_C64:  ((float *)p)[0] = (float)re; ((float *)p)[1] = (float)im; return;
+    case RGPU_C128: ((double *)p)[0] = re; ((double *)p)[1] = im; return;
+    case RGPU_C32:
+        ((uint16_t *)p)[0] = rgpu_float_to_half((float)re);
+        ((uint16_t *)p)[1] = rgpu_float_to_half((float)im);
+        return;
+    default: op_store_f64(p, dt, re); return;
     }
 }
 
@@ -213,6 +268,11 @@ OP_FN void op_elem_copy(char *d, const char *s, int esz)
 OP_FN void op_elem_convert(char *d, int ddt, const char *s, int sdt)
 {
     if (ddt == sdt) op_elem_copy(d, s, op_dtype_esize(ddt));
+    else if (op_dtype_is_complex(ddt) || op_dtype_is_complex(sdt)) {
+        double re, im;
+        op_load_c128(s, sdt, &re, &im);
+        op_store_c128(d, ddt, re, im);
+    }
     else if (op_dtype_is_float(sdt)) op_store_f64(d, ddt, op_load_f64(s, sdt));
     else op_store_u64(d, ddt, op_load_u64(s, sdt));
 }

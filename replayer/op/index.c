@@ -526,6 +526,9 @@ rgpu_status rgpu_op_index_scatter_check(const rgpu_exec *e, bool add_only, op_in
         if (p->reduce < 0 || p->reduce > 2)
             RETURN_ERROR(RGPU_ERR_BAD_ARG, "scatter: reduce %lld is not 0 (none), 1 (add) or 2 (multiply)",
                      (long long)p->reduce);
+        if (op_dtype_is_complex(self->dtype) && (p->reduce != 0 || (src == NULL && self->dtype == RGPU_C128)))
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "scatter: %s of a %s tensor is not supported (rgpu)",
+                         p->reduce ? "reduce" : "a scalar value", rgpu_dtype_name(self->dtype));
         if (src == NULL) {   /* with a src tensor, arg 1 is NONE and ignored */
             double ignored;
             FORWARD_IF_ERROR(rgpu_op_index_arg_f64(e, 1, "value", &ignored, err, errlen));
@@ -643,6 +646,9 @@ rgpu_status rgpu_op_index_put_check(const rgpu_exec *e, op_index_put_args *p, ch
     p->idx = &e->in[2], p->nidx = e->n_in - 2, p->dt = p->self->dtype;
     FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->out, "out", p->dt, err, errlen));
     FORWARD_IF_ERROR(rgpu_op_index_check_same_dtype(e, p->vals, "values", p->dt, err, errlen));
+    if (p->acc && op_dtype_is_complex(p->dt))
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "index_put: accumulate into a %s tensor is not supported (rgpu)",
+                     rgpu_dtype_name(p->dt));
     if (!rgpu_op_index_same_shape(p->out, p->self)) RETURN_ERROR(RGPU_ERR_SHAPE, "index_put: out and self differ in shape");
     return RGPU_OK;
 }

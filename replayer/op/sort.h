@@ -218,7 +218,7 @@ OP_FN void op_scan_line(int kind, const char *in, int64_t is, int idt, char *out
     float accf = 1.0f;
     uint64_t accu = 1;
     for (int64_t i = 0; i < n; i++) {
-        char v[8];   /* the element cast to out's dtype */
+        char v[16];   /* the element cast to out's dtype */
         op_elem_convert(v, odt, in + i * is, idt);
         char *o = out + i * os;
         switch (odt) {

@@ -17,6 +17,9 @@ TO_RGPU = {
     torch.int8: _C.DTYPE_I8,
     torch.uint8: _C.DTYPE_U8,
     torch.bool: _C.DTYPE_BOOL,
+    torch.complex64: _C.DTYPE_C64,
+    torch.complex128: _C.DTYPE_C128,
+    torch.complex32: _C.DTYPE_C32,
 }
 
 _STRUCT = {
@@ -31,6 +34,8 @@ _STRUCT = {
     torch.bool: struct.Struct("<?"),
 }
 _F32 = struct.Struct("<f")
+_COMPLEX = {torch.complex64: struct.Struct("<ff"), torch.complex128: struct.Struct("<dd"),
+            torch.complex32: struct.Struct("<ee")}
 
 
 def rgpu_dtype(dtype):
@@ -46,4 +51,7 @@ def decode_scalar(dtype, data):
     if dtype is torch.bfloat16:
         # bf16 is the top half of an f32
         return _F32.unpack(b"\0\0" + bytes(data[:2]))[0]
+    if dtype.is_complex:
+        re, im = _COMPLEX[dtype].unpack(data)
+        return complex(re, im)
     return _STRUCT[dtype].unpack(data)[0]
