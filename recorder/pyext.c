@@ -469,7 +469,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         { "OPF_CONTROL", RGPU_OPF_CONTROL }, { "OPF_VARIADIC", RGPU_OPF_VARIADIC },
         { "OPF_SESSION", RGPU_OPF_SESSION }, { "OPF_RANDOM", RGPU_OPF_RANDOM }, { "OPF_CUBLAS", RGPU_OPF_CUBLAS },
         { "OPF_DATA_DEPENDENT", RGPU_OPF_DATA_DEPENDENT }, { "OPF_FLOATY", RGPU_OPF_FLOATY },
-        { "OPF_INT_TO_FLOAT", RGPU_OPF_INT_TO_FLOAT },
+        { "OPF_INT_TO_FLOAT", RGPU_OPF_INT_TO_FLOAT }, { "OPF_COMPLEX", RGPU_OPF_COMPLEX },
     };
     for (size_t i = 0; i < sizeof opf / sizeof opf[0]; i++)
         if (PyModule_AddIntConstant(m, opf[i].name, opf[i].v)) return NULL;

@@ -23,7 +23,7 @@ import functools
 
 import torch
 
-from . import _C, decomp, opmap, resize, transfer
+from . import _C, cplx, decomp, opinfo, opmap, resize, transfer
 from .opmap import arg, device_error, free_temps
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
                      rebind, record_later, record_new, record_view, set_dispatcher, wrap)
@@ -279,7 +279,15 @@ def _check_overlap(t, args, kwargs):
             raise RuntimeError(_PARTIAL_OVERLAP)
 
 
-def _table_handler(func, mapper, check_overlap=True, prep=None):
+def _refuse_complex(func, args, kwargs, m):
+    """On a cache miss of a table op whose record takes no complex views
+    (ops.def's COMPLEX): NotImplementedError when the call is complex."""
+    ms = m if isinstance(m, (list, tuple)) else (m,)
+    if cplx.has_complex(args, kwargs) or any(isinstance(x, torch.Tensor) and x.dtype.is_complex for x in ms):
+        raise NotImplementedError(f"rgpu: {func} is not supported for complex tensors yet")
+
+
+def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True):
     """mapper(args, kwargs, extra) -> (op, ins, args, temps): the record for func;
     extra = prep(args, kwargs), computed once per cache key and kept in the spec
     (key, out_def, extra) -- key None when the op writes its argument in place.
@@ -311,6 +319,8 @@ def _table_handler(func, mapper, check_overlap=True, prep=None):
                 if check_overlap:
                     _check_overlap(t, args, kwargs)
             m = infer(func, args, kwargs)
+            if not complex_ok:
+                _refuse_complex(func, args, kwargs, m)
             extra = prep(args, kwargs) if prep is not None else None
             if t is None:
                 k = key_of(m)
@@ -371,7 +381,7 @@ def _record_outs(op, specs, ins, rargs, metas):
     return tuple(outs)
 
 
-def _multi_handler(func, mapper, prep=None):
+def _multi_handler(func, mapper, prep=None, complex_ok=True):
     """Like _table_handler for ops with several new outputs; spec (outs, extra)
     with outs[i] = (key, out_def) or None (ATen returned None: output_mask false)."""
     def handler(func, args, kwargs):
@@ -380,6 +390,8 @@ def _multi_handler(func, mapper, prep=None):
         metas = None
         if spec is None:
             metas = infer(func, args, kwargs)
+            if not complex_ok:
+                _refuse_complex(func, args, kwargs, metas)
             outs = []
             for m in metas:
                 if m is None:
@@ -465,6 +477,9 @@ def _copy_from(func, args, kwargs):
 
 def _to_copy(func, args, kwargs):
     x = args[0]
+    if x.is_conj() or x.is_neg():
+        x = cplx.resolve(x)
+        args = (x,) + tuple(args[1:])
     spec, m = _cached_meta_key(func, args, kwargs)
     dev = kwargs.get("device")
     k = spec[0]
@@ -481,8 +496,51 @@ def _to_copy(func, args, kwargs):
 
 
 def _clone(func, args, kwargs):
+    x = args[0]
+    if x.is_conj() or x.is_neg():
+        r = cplx.resolve(x)
+        return r if not kwargs else _clone(func, (r,), kwargs)
     spec, m = _cached_meta_key(func, args, kwargs)
-    return _copy_new(spec, m, args[0])
+    return _copy_new(spec, m, x)
+
+
+def _clone_raw(x):
+    """A copy of x's values as stored (its conj/neg bits not applied; cplx.resolve)."""
+    spec, m = _cached_meta_key(aten.clone.default, (x,), _EMPTY_KW)
+    return _copy_new(spec, m, x)
+
+
+def _copy_bits(h):
+    """copy_ where the source or destination has a lazy conj/neg bit: the
+    destination's stored values become the source's values with the
+    destination's bits undone (ATen's copy_)."""
+    def handler(func, args, kwargs):
+        dst, src = args[0], args[1]
+        sb = isinstance(src, torch.Tensor) and (src.is_conj() or src.is_neg())
+        db = type(dst) is RemoteTensor and (dst.is_conj() or dst.is_neg())
+        if not (sb or db):
+            return h(func, args, kwargs)
+        if sb:
+            src = cplx.resolve(src) if type(src) is RemoteTensor else src.resolve_conj().resolve_neg()
+        if db:
+            raw = cplx._raw(dst)
+            if type(src) is not RemoteTensor:
+                src = src.to(raw.device)
+            if dst.is_conj():
+                src = cplx._conj_physical(src.to(dst.dtype))
+            if dst.is_neg():
+                src = torch.neg(src)
+            h(func, (raw, src) + tuple(args[2:]), kwargs)
+            return dst
+        return h(func, (dst, src) + tuple(args[2:]), kwargs)
+    return handler
+
+
+def _view_as_real(func, args, kwargs):
+    if args[0].is_conj():
+        raise RuntimeError("view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate "
+                           "tensor so you can view it as real, use self.resolve_conj()")
+    return _view_handler(func, args, kwargs)
 
 
 def _copy_new(spec, m, x):
@@ -540,7 +598,10 @@ def _arange_out(func, args, kwargs):
 
 
 def _item(func, args, kwargs):
-    return transfer.item(args[0])
+    x = args[0]
+    if x.is_conj() or x.is_neg():
+        x = cplx.resolve(x)
+    return transfer.item(x)
 
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -605,6 +666,7 @@ def _specials():
         aten.arange.start_out: _arange_out,
         aten.arange.out: _arange_out,
         aten._unsafe_view.default: _view_handler,
+        aten.view_as_real.default: _view_as_real,
         aten.resize_.default: _resize_,
         aten.lift_fresh.default: _lift_fresh,
         aten._has_compatible_shallow_copy_type.default: _shallow_copy_ok,
@@ -694,6 +756,17 @@ def _handler(func):
 
 
 def _build(func):
+    h = cplx.ALWAYS.get(func)
+    if h is not None:
+        return h
+    h = _build_real(func)
+    if func is _COPY:
+        return _copy_bits(h)
+    ch = cplx.HANDLERS.get(func)
+    return h if ch is None else cplx.route(h, ch)
+
+
+def _build_real(func):
     h = _SPECIAL.get(func) or _REGISTERED.get(func)
     if h is not None:
         return h
@@ -702,9 +775,9 @@ def _build(func):
         if e.kind == "handler":
             return e.mapper
         if e.kind == "multi":
-            h = _multi_handler(func, e.mapper, e.prep)
+            h = _multi_handler(func, e.mapper, e.prep, e.op in opinfo.COMPLEX)
         else:
-            h = _table_handler(func, e.mapper, e.overlap, e.prep)
+            h = _table_handler(func, e.mapper, e.overlap, e.prep, e.op in opinfo.COMPLEX)
         return h if e.pre is None else functools.partial(e.pre, h)
     if isinstance(func, _OpOverload):
         if torch.Tag.inplace_view in func.tags:

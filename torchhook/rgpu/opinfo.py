@@ -28,6 +28,9 @@ def _flagged(bit):
 # (TensorIterator's promote_integer_inputs_to_float; ops.def's INT_TO_FLOAT)
 FLOAT_COMPUTE = _flagged(_C.OPF_INT_TO_FLOAT)
 
+# ops that take complex views (ops.def's COMPLEX; the backends refuse the others)
+COMPLEX = _flagged(_C.OPF_COMPLEX)
+
 # the most tensors one CAT record is given; cat of more is cat of groups.
 # (RGPU_MAX_IN is 64 now; 16 keeps the records cat has always made.)
 CAT_MAX_IN = 16

@@ -19,6 +19,10 @@ from ._dtypes import rgpu_dtype
 DEVICE = torch.device("rgpu", 0)
 
 _make = torch.Tensor._make_wrapper_subclass
+_is_conj = torch.Tensor.is_conj
+_is_neg = torch.Tensor.is_neg
+_set_conj = torch._C._set_conj
+_set_neg = torch._C._set_neg
 _free = _C.free
 _new_id = _C.new_id
 
@@ -298,11 +302,17 @@ def record_view(base, key, odef, m=None):
             ref = base._ref = _TidRef(base._tid)
         t = wrap(key, base._st, base._tid, m)
         t._ref = ref
-        return t
-    tid = _new_id()
-    st = base._st
-    _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
-    return wrap(key, st, tid, m)
+    else:
+        tid = _new_id()
+        st = base._st
+        _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
+        t = wrap(key, st, tid, m)
+    # a view keeps its base's lazy conj / neg bits, as ATen's views do (cplx.py)
+    if _is_conj(base):
+        _set_conj(t, True)
+    if _is_neg(base):
+        _set_neg(t, True)
+    return t
 
 
 def record_multi(op, metas, ins, args):

@@ -1,0 +1,1093 @@
+"""Complex tensors (complex64, complex128, complex32) on rgpu.
+
+The server stores a complex tensor as ATen does, (re, im) pairs, and runs the
+data-movement ops on it directly (ops.def's COMPLEX flag: copy_, fill, cat,
+gather, scatter, index, index_put, index_select, masked_select; views of any
+kind, view_as_real/view_as_complex included, are plain ALIAS records). The
+arithmetic on complex values is done here: each handler views its complex
+operands as real (view_as_real: a last dim of 2, no copy), computes the real
+and imaginary parts with real ops, and stacks them back (one CAT, then
+view_as_complex, no copy). Formulas follow c10::complex / std::complex
+(ATen's CPU kernels); the transcendental ones run in float64 for complex64,
+so their values are at least as close to the exact ones as CPU's.
+
+Lazy conjugation and negation: x.conj() and _neg_view are ALIAS views whose
+wrapper carries PyTorch's conj / neg bit (views of them inherit it, as in
+ATen); torch's Conjugate/Negative fallbacks materialise them before most ops,
+and the handlers here (copy_, clone, _to_copy, and every complex handler
+through resolve()) materialise the rest: a copy, then the imaginary part (or
+all) negated.
+
+dispatch.py routes an overload here (route()) when HANDLERS has it and a
+call has a complex operand; real calls go to the overload's usual handler at
+the cost of one type check per argument."""
+import math
+
+import torch
+
+from .tensor import RemoteTensor
+
+aten = torch.ops.aten
+_set_conj = torch._C._set_conj
+_set_neg = torch._C._set_neg
+
+HANDLERS = {}
+
+_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
+_CPLX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128, torch.float16: torch.complex32,
+            torch.bfloat16: torch.complex64}
+
+
+def _is_c(a):
+    return isinstance(a, torch.Tensor) and a.dtype.is_complex
+
+
+def has_complex(args, kwargs):
+    """Whether a call has a complex tensor or a Python complex among its operands."""
+    for a in args:
+        t = type(a)
+        if t is RemoteTensor:
+            if a.dtype.is_complex:
+                return True
+        elif t is complex:
+            return True
+        elif t is list or t is tuple:
+            for b in a:
+                if type(b) is RemoteTensor and b.dtype.is_complex:
+                    return True
+        elif isinstance(a, torch.Tensor) and a.dtype.is_complex:
+            return True
+    if kwargs:
+        return has_complex(kwargs.values(), None)
+    return False
+
+
+def route(real_handler, complex_handler):
+    def handler(func, args, kwargs):
+        if has_complex(args, kwargs):
+            return complex_handler(func, args, kwargs)
+        return real_handler(func, args, kwargs)
+    return handler
+
+
+# --- conj / neg bits --------------------------------------------------------------------
+
+def copy_bits(base, t):
+    """A view t of base gets base's conj and neg bits (as ATen's views do)."""
+    if base.is_conj():
+        _set_conj(t, True)
+    if base.is_neg():
+        _set_neg(t, True)
+    return t
+
+
+def _alias(x):
+    from .dispatch import _view_handler
+    r = _view_handler(aten.alias.default, (x,), {})
+    return r
+
+
+def _raw(x):
+    """x's storage and metadata without its conj/neg bits (an alias)."""
+    r = _alias(x)
+    _set_conj(r, False)
+    _set_neg(r, False)
+    return r
+
+
+def resolve(x):
+    """x with its conj/neg bits applied to the values (a new tensor), or x itself."""
+    c, n = x.is_conj(), x.is_neg()
+    if not (c or n):
+        return x
+    from .dispatch import _clone_raw
+    r = _clone_raw(_raw(x))
+    if x.dtype.is_complex:
+        v = torch.view_as_real(r)
+        if c and n:
+            v[..., 0].neg_()
+        elif c:
+            v[..., 1].neg_()
+        elif n:
+            v.neg_()
+    elif n:
+        r.neg_()
+    return r
+
+
+def _conj_view(x):
+    if not x.dtype.is_complex:
+        return x
+    r = _alias(x)
+    _set_conj(r, not x.is_conj())
+    return r
+
+
+def _neg_view(x):
+    r = _alias(x)
+    _set_neg(r, not x.is_neg())
+    return r
+
+
+def _conj_physical(x):
+    if not x.dtype.is_complex:
+        return x.clone()
+    r = resolve(x)
+    if r is x:
+        r = x.clone()
+    torch.view_as_real(r)[..., 1].neg_()
+    return r
+
+
+def _conj_physical_(x):
+    if x.dtype.is_complex:
+        if x.is_conj() or x.is_neg():
+            x.copy_(_conj_physical(x))
+        else:
+            torch.view_as_real(x)[..., 1].neg_()
+    return x
+
+
+# --- parts ------------------------------------------------------------------------------
+
+def _rdt(cdt):
+    return _REAL_OF[cdt]
+
+
+def _cdt(dt):
+    return dt if dt.is_complex else _CPLX_OF.get(dt, torch.complex64)
+
+
+def parts(x, cdt, wide=False):
+    """(re, im) of operand x as dtype cdt's component dtype (float64 when wide):
+    views of a complex tensor's storage, (x, None) for a real tensor, numbers
+    for a scalar. None stands for an imaginary part of 0."""
+    rdt = torch.float64 if wide else _rdt(cdt)
+    if type(x) is RemoteTensor:
+        if x.dtype.is_complex:
+            x = resolve(x)
+            v = torch.view_as_real(x)
+            re, im = v[..., 0], v[..., 1]
+            if re.dtype != rdt:
+                re, im = re.to(rdt), im.to(rdt)
+            return re, im
+        return (x if x.dtype == rdt else x.to(rdt)), None
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    if isinstance(x, complex):
+        return x.real, x.imag
+    return float(x), None
+
+
+def _full_like_shape(v, like, dt):
+    return torch.full(like.shape, v, dtype=dt, device=like.device)
+
+
+def make(re, im, cdt):
+    """A complex tensor of dtype cdt from real parts (tensors or numbers; im None = 0)."""
+    rdt = _rdt(cdt)
+    if not isinstance(re, torch.Tensor) and not isinstance(im, torch.Tensor):
+        r = torch.full((), complex(re, im or 0.0), dtype=cdt, device="rgpu")
+        return r
+    if im is None:
+        return re.to(cdt)
+    like = re if isinstance(re, torch.Tensor) else im
+    if not isinstance(re, torch.Tensor):
+        re = _full_like_shape(re, like, rdt)
+    if not isinstance(im, torch.Tensor):
+        im = _full_like_shape(im, like, rdt)
+    re, im = torch.broadcast_tensors(re, im)
+    if re.dtype != rdt:
+        re = re.to(rdt)
+    if im.dtype != rdt:
+        im = im.to(rdt)
+    return torch.view_as_complex(torch.stack([re, im], -1))
+
+
+def _scalar_c(a):
+    return isinstance(a, (int, float, bool, complex))
+
+
+# ops on parts (None = 0)
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _sub(a, b):
+    if b is None:
+        return a
+    if a is None:
+        return -b
+    return a - b
+
+
+def _mul(a, b):
+    if a is None or b is None:
+        return None
+    return a * b
+
+
+def _neg(a):
+    return None if a is None else -a
+
+
+def cmul(ar, ai, br, bi):
+    return _sub(_mul(ar, br), _mul(ai, bi)), _add(_mul(ar, bi), _mul(ai, br))
+
+
+def cdiv(ar, ai, br, bi):
+    """(ar + i ai) / (br + i bi), c10::complex's (Smith's) algorithm."""
+    if bi is None:
+        return ar / br, (None if ai is None else ai / br)
+    if not isinstance(br, torch.Tensor) and not isinstance(bi, torch.Tensor):
+        z = complex(1.0, 0.0) / complex(br, bi) if (br or bi) else complex(math.nan, math.nan)
+        return cmul(ar, ai, z.real, z.imag)
+    br_t = br if isinstance(br, torch.Tensor) else torch.full_like(bi, br)
+    bi_t = bi if isinstance(bi, torch.Tensor) else torch.full_like(br_t, bi)
+    if ai is None:
+        ai = 0.0
+    big = br_t.abs() >= bi_t.abs()
+    # |br| >= |bi|: rat = bi/br, scl = 1/(br + bi*rat); re = (ar + ai*rat)*scl, im = (ai - ar*rat)*scl
+    rat1 = bi_t / br_t
+    scl1 = 1.0 / (br_t + bi_t * rat1)
+    re1 = (ar + ai * rat1) * scl1
+    im1 = (ai - ar * rat1) * scl1
+    rat2 = br_t / bi_t
+    scl2 = 1.0 / (bi_t + br_t * rat2)
+    re2 = (ar * rat2 + ai) * scl2
+    im2 = (ai * rat2 - ar) * scl2
+    return torch.where(big, re1, re2), torch.where(big, im1, im2)
+
+
+def _result_cdt(*xs):
+    dts = []
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            dts.append(x)
+        elif isinstance(x, (int, float, bool, complex)):
+            dts.append(x)
+    return torch.result_type(*dts[:2]) if len(dts) >= 2 else (dts[0].dtype if isinstance(dts[0], torch.Tensor)
+                                                               else torch.complex64)
+
+
+def _rt(a, b):
+    return torch.result_type(a, b)
+
+
+# --- registration -----------------------------------------------------------------------
+
+def _reg(names, impl, inplace=True, out=True):
+    """impl(*args, **kwargs) for the functional overloads of each packet; the
+    in-place overloads (name_) compute it and copy into self; .out overloads
+    into out."""
+    for name in names.split():
+        for pk_name, wrapper in ((name, None), (name + "_", "inplace")):
+            pk = getattr(aten, pk_name, None)
+            if pk is None:
+                continue
+            for ov in pk.overloads():
+                f = getattr(pk, ov)
+                if wrapper == "inplace":
+                    if inplace:
+                        HANDLERS[f] = _inplace(impl)
+                elif ov == "out" or ov.endswith("_out") or any(a.name == "out" for a in f._schema.arguments):
+                    if out:
+                        HANDLERS[f] = _outv(impl)
+                else:
+                    HANDLERS[f] = _fn(impl)
+
+
+def _fn(impl):
+    return lambda func, args, kwargs: impl(*args, **kwargs)
+
+
+def _inplace(impl):
+    def h(func, args, kwargs):
+        r = impl(*args, **kwargs)
+        return args[0].copy_(r)
+    return h
+
+
+def _outv(impl):
+    def h(func, args, kwargs):
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out")
+        r = impl(*args, **kwargs)
+        if out.shape != r.shape:
+            out.resize_(r.shape)
+        return out.copy_(r)
+    return h
+
+
+def _reg1(func, impl):
+    HANDLERS[func] = _fn(impl)
+
+
+# --- arithmetic -------------------------------------------------------------------------
+
+def add(self, other, *, alpha=1):
+    cdt = _rt(self, other)
+    if not cdt.is_complex:
+        return torch.add(self, other, alpha=alpha)
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    if alpha != 1:
+        if isinstance(alpha, complex):
+            br, bi = cmul(br, bi, alpha.real, alpha.imag)
+        else:
+            br, bi = _mul(br, alpha), _mul(bi, alpha)
+    return make(_add(ar, br), _add(ai, bi), cdt)
+
+
+def sub(self, other, *, alpha=1):
+    cdt = _rt(self, other)
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    if alpha != 1:
+        if isinstance(alpha, complex):
+            br, bi = cmul(br, bi, alpha.real, alpha.imag)
+        else:
+            br, bi = _mul(br, alpha), _mul(bi, alpha)
+    return make(_sub(ar, br), _sub(ai, bi), cdt)
+
+
+def rsub(self, other, *, alpha=1):
+    return sub(other, self, alpha=alpha)
+
+
+def mul(self, other):
+    cdt = _rt(self, other)
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    return make(*cmul(ar, ai, br, bi), cdt)
+
+
+def div(self, other, *, rounding_mode=None):
+    if rounding_mode is not None:
+        raise RuntimeError("div with rounding_mode is not supported for complex tensors")
+    cdt = _rt(self, other)
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    return make(*cdiv(ar, ai, br, bi), cdt)
+
+
+def neg(self):
+    ar, ai = parts(self, self.dtype)
+    return make(-ar, _neg(ai), self.dtype)
+
+
+def reciprocal(self):
+    ar, ai = parts(self, self.dtype)
+    return make(*cdiv(1.0, None, ar, ai), self.dtype)
+
+
+def square(self):
+    return mul(self, self)
+
+
+def _real_out(x):
+    return x
+
+
+def abs_(self):
+    ar, ai = parts(self, self.dtype)
+    return torch.hypot(ar, ai)
+
+
+def angle(self):
+    ar, ai = parts(self, self.dtype)
+    return torch.atan2(ai, ar)
+
+
+def sgn(self):
+    ar, ai = parts(self, self.dtype)
+    a = torch.hypot(ar, ai)
+    z = a == 0
+    d = torch.where(z, torch.ones_like(a), a)
+    return make(torch.where(z, 0.0, ar / d), torch.where(z, 0.0, ai / d), self.dtype)
+
+
+def _eq(self, other):
+    cdt = _cdt(_rt(self, other))
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    r = ar == br
+    return r & (ai == bi if ai is not None or bi is not None else r) if True else r
+
+
+def eq(self, other):
+    cdt = _cdt(_rt(self, other))
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    r = torch.eq(ar, br) if isinstance(ar, torch.Tensor) else torch.eq(br, ar)
+    if ai is None and bi is None:
+        return r
+    i = torch.eq(ai if ai is not None else 0.0 * ar, bi if bi is not None else 0.0) \
+        if isinstance(ai, torch.Tensor) or not isinstance(bi, torch.Tensor) else torch.eq(bi, ai if ai is not None else 0.0)
+    return r & i
+
+
+def ne(self, other):
+    return eq(self, other).logical_not()
+
+
+def _nz(x):
+    """x != 0 (bool) for a complex x."""
+    ar, ai = parts(x, x.dtype)
+    return (ar != 0) | (ai != 0)
+
+
+def _isnan(self):
+    ar, ai = parts(self, self.dtype)
+    return ar.isnan() | ai.isnan()
+
+
+def _isinf(self):
+    ar, ai = parts(self, self.dtype)
+    return ar.isinf() | ai.isinf()
+
+
+def _isfinite(self):
+    ar, ai = parts(self, self.dtype)
+    return ar.isfinite() & ai.isfinite()
+
+
+def _bool_of(x):
+    return _nz(x) if _is_c(x) else x
+
+
+def logical_and(self, other):
+    return torch.logical_and(_bool_of(self), _bool_of(other))
+
+
+def logical_or(self, other):
+    return torch.logical_or(_bool_of(self), _bool_of(other))
+
+
+def logical_xor(self, other):
+    return torch.logical_xor(_bool_of(self), _bool_of(other))
+
+
+def logical_not(self):
+    return _nz(self).logical_not()
+
+
+# --- transcendental (in float64 for complex64) ------------------------------------------
+
+def _w(x):
+    """(re, im) of x in float64, and x's complex dtype."""
+    cdt = x.dtype if x.dtype.is_complex else _cdt(x.dtype)
+    re, im = parts(x, cdt, wide=True)
+    if im is None:
+        im = torch.zeros_like(re)
+    return re, im, cdt
+
+
+def _cexp(re, im):
+    e = torch.exp(re)
+    # exp(x + i0) = e^x + i0 exactly; cos/sin of an infinite or NaN imaginary part as std::exp
+    return e * torch.cos(im), e * torch.sin(im)
+
+
+def _clog(re, im):
+    return torch.log(torch.hypot(re, im)), torch.atan2(im, re)
+
+
+def _csqrt(re, im):
+    # sqrt(z): t = sqrt((|re| + |z|) / 2); re >= 0: (t, im / 2t); else (|im| / 2t, copysign(t, im))
+    a = torch.hypot(re, im)
+    t = torch.sqrt((re.abs() + a) * 0.5)
+    t2 = torch.where(t == 0, torch.ones_like(t), 2.0 * t)
+    pos = re >= 0
+    r_re = torch.where(pos, t, im.abs() / t2)
+    r_im = torch.where(pos, im / t2, torch.copysign(t, im))
+    zero = a == 0
+    return torch.where(zero, 0.0, r_re), torch.where(zero, im, r_im)
+
+
+def exp(self):
+    re, im, cdt = _w(self)
+    return make(*_cexp(re, im), cdt)
+
+
+def exp2(self):
+    re, im, cdt = _w(self)
+    l2 = math.log(2.0)
+    return make(*_cexp(re * l2, im * l2), cdt)
+
+
+def expm1(self):
+    re, im, cdt = _w(self)
+    # re: expm1(x) cos(y) - 2 sin^2(y/2) keeps the accuracy near 0
+    s = torch.sin(im * 0.5)
+    return make(torch.expm1(re) * torch.cos(im) - 2.0 * s * s, torch.exp(re) * torch.sin(im), cdt)
+
+
+def log(self):
+    re, im, cdt = _w(self)
+    return make(*_clog(re, im), cdt)
+
+
+def log2(self):
+    re, im, cdt = _w(self)
+    lr, li = _clog(re, im)
+    k = 1.0 / math.log(2.0)
+    return make(lr * k, li * k, cdt)
+
+
+def log10(self):
+    re, im, cdt = _w(self)
+    lr, li = _clog(re, im)
+    k = 1.0 / math.log(10.0)
+    return make(lr * k, li * k, cdt)
+
+
+def log1p(self):
+    re, im, cdt = _w(self)
+    # log|1+z| = 0.5*log1p(2x + x^2 + y^2) keeps the accuracy near 0
+    m = 2.0 * re + re * re + im * im
+    return make(0.5 * torch.log1p(m), torch.atan2(im, 1.0 + re), cdt)
+
+
+def sqrt(self):
+    re, im, cdt = _w(self)
+    return make(*_csqrt(re, im), cdt)
+
+
+def rsqrt(self):
+    re, im, cdt = _w(self)
+    sr, si = _csqrt(re, im)
+    return make(*cdiv(1.0, None, sr, si), cdt)
+
+
+def sin(self):
+    a, b, cdt = _w(self)
+    return make(torch.sin(a) * torch.cosh(b), torch.cos(a) * torch.sinh(b), cdt)
+
+
+def cos(self):
+    a, b, cdt = _w(self)
+    return make(torch.cos(a) * torch.cosh(b), -(torch.sin(a) * torch.sinh(b)), cdt)
+
+
+def sinh(self):
+    a, b, cdt = _w(self)
+    return make(torch.sinh(a) * torch.cos(b), torch.cosh(a) * torch.sin(b), cdt)
+
+
+def cosh(self):
+    a, b, cdt = _w(self)
+    return make(torch.cosh(a) * torch.cos(b), torch.sinh(a) * torch.sin(b), cdt)
+
+
+def _ctanh(a, b):
+    # tanh(a+ib) = (tanh a (1 + tan^2 b) + i tan b (1 - tanh^2 a)) / (1 + tanh^2 a tan^2 b)
+    # (Kahan's form, as libm's ctanh): finite for large |a|
+    t = torch.tan(b)
+    beta = 1.0 + t * t
+    s = torch.sinh(a)
+    rho = torch.sqrt(1.0 + s * s)
+    den = 1.0 + beta * s * s
+    re = beta * rho * s / den
+    im = t / den
+    big = a.abs() > 22.0
+    return torch.where(big, torch.sign(a), re), torch.where(big, 4.0 * torch.sin(b) * torch.cos(b) *
+                                                            torch.exp(-2.0 * a.abs()), im)
+
+
+def tanh(self):
+    a, b, cdt = _w(self)
+    return make(*_ctanh(a, b), cdt)
+
+
+def tan(self):
+    a, b, cdt = _w(self)
+    # tan(z) = -i tanh(iz); iz = -b + ia
+    r, i = _ctanh(-b, a)
+    return make(i, -r, cdt)
+
+
+def _casinh(a, b):
+    # asinh(z) = log(z + sqrt(z^2 + 1))
+    z2r, z2i = a * a - b * b + 1.0, 2.0 * a * b
+    sr, si = _csqrt(z2r, z2i)
+    # for re < 0 use asinh(z) = -asinh(-z) to avoid cancellation
+    neg = a < 0
+    a2, b2 = torch.where(neg, -a, a), torch.where(neg, -b, b)
+    sr2, si2 = _csqrt(a2 * a2 - b2 * b2 + 1.0, 2.0 * a2 * b2)
+    lr, li = _clog(a2 + sr2, b2 + si2)
+    del sr, si
+    return torch.where(neg, -lr, lr), torch.where(neg, -li, li)
+
+
+def asinh(self):
+    a, b, cdt = _w(self)
+    return make(*_casinh(a, b), cdt)
+
+
+def asin(self):
+    a, b, cdt = _w(self)
+    # asin(z) = -i asinh(iz), iz = -b + ia
+    r, i = _casinh(-b, a)
+    return make(i, -r, cdt)
+
+
+def acos(self):
+    a, b, cdt = _w(self)
+    r, i = _casinh(-b, a)       # asinh(iz) = i asin(z)
+    # acos = pi/2 - asin = pi/2 - (i, -r)
+    return make(math.pi / 2 - i, r, cdt)
+
+
+def _catanh(a, b):
+    # atanh(z) = 0.5 * (log1p(z) - log1p(-z))
+    def l1p(x, y):
+        m = 2.0 * x + x * x + y * y
+        return 0.5 * torch.log1p(m), torch.atan2(y, 1.0 + x)
+    pr, pi_ = l1p(a, b)
+    nr, ni = l1p(-a, -b)
+    return 0.5 * (pr - nr), 0.5 * (pi_ - ni)
+
+
+def atanh(self):
+    a, b, cdt = _w(self)
+    return make(*_catanh(a, b), cdt)
+
+
+def atan(self):
+    a, b, cdt = _w(self)
+    # atan(z) = -i atanh(iz)
+    r, i = _catanh(-b, a)
+    return make(i, -r, cdt)
+
+
+def acosh(self):
+    a, b, cdt = _w(self)
+    # acosh(z) = log(z + sqrt(z+1) sqrt(z-1))
+    s1r, s1i = _csqrt(a + 1.0, b)
+    s2r, s2i = _csqrt(a - 1.0, b)
+    pr, pi_ = cmul(s1r, s1i, s2r, s2i)
+    return make(*_clog(a + pr, b + pi_), cdt)
+
+
+def sigmoid(self):
+    a, b, cdt = _w(self)
+    er, ei = _cexp(-a, -b)
+    return make(*cdiv(1.0, None, 1.0 + er, ei), cdt)
+
+
+def silu(self):
+    a, b, cdt = _w(self)
+    er, ei = _cexp(-a, -b)
+    return make(*cdiv(a, b, 1.0 + er, ei), cdt)
+
+
+def sinc(self):
+    a, b, cdt = _w(self)
+    pa, pb = a * math.pi, b * math.pi
+    sr, si = torch.sin(pa) * torch.cosh(pb), torch.cos(pa) * torch.sinh(pb)
+    zero = (a == 0) & (b == 0)
+    one = torch.ones_like(pa)
+    qr, qi = cdiv(sr, si, torch.where(zero, one, pa), pb)
+    return make(torch.where(zero, 1.0, qr), torch.where(zero, 0.0, qi), cdt)
+
+
+def pow_(self, exponent):
+    cdt = _rt(self, exponent)
+    if not cdt.is_complex:
+        return torch.pow(self, exponent)
+    if _scalar_c(exponent) and not isinstance(exponent, bool):
+        e = complex(exponent)
+        if e == 2:
+            return mul(self, self)
+        if e == 1:
+            return self.to(cdt).clone()
+        if e == 0:
+            return torch.ones(self.shape, dtype=cdt, device=self.device)
+        if e == -1:
+            return reciprocal(self.to(cdt))
+        if e == 0.5:
+            return sqrt(self.to(cdt))
+    # z^w = exp(w log z); 0^w = 0 for re(w) > 0 (std::pow)
+    a, b = parts(self, cdt, wide=True)
+    if isinstance(self, torch.Tensor) and b is None:
+        b = torch.zeros_like(a)
+    wr, wi = parts(exponent, cdt, wide=True)
+    if isinstance(a, torch.Tensor):
+        lr, li = _clog(a, b)
+    else:
+        z = complex(a, b or 0.0)
+        lr, li = (math.log(abs(z)) if z != 0 else -math.inf), math.atan2(z.imag, z.real)
+    pr, pi_ = cmul(lr, li, wr, wi)
+    if not isinstance(pr, torch.Tensor):
+        pr = torch.full(wr.shape if isinstance(wr, torch.Tensor) else (), pr, dtype=torch.float64, device="rgpu")
+    if pi_ is None:
+        pi_ = torch.zeros_like(pr)
+    er, ei = _cexp(pr, pi_)
+    if isinstance(a, torch.Tensor):
+        zero = (a == 0) & (b == 0)
+        er, ei = torch.where(zero, 0.0, er), torch.where(zero, 0.0, ei)
+        if isinstance(wr, torch.Tensor) or wr == 0:
+            w0 = (wr == 0) if wi is None else ((wr == 0) & (wi == 0))
+            er, ei = torch.where(w0, 1.0, er), torch.where(w0, 0.0, ei)
+    return make(er, ei, cdt)
+
+
+# --- construction, selection ------------------------------------------------------------
+
+def _complex(real, imag):
+    cdt = _CPLX_OF[torch.promote_types(real.dtype, imag.dtype)]
+    return make(real, imag, cdt)
+
+
+def _polar(abs, angle):
+    cdt = _CPLX_OF[torch.promote_types(abs.dtype, angle.dtype)]
+    return make(abs * torch.cos(angle), abs * torch.sin(angle), cdt)
+
+
+def where(condition, self, other):
+    cdt = _rt(self, other)
+    ar, ai = parts(self, cdt)
+    br, bi = parts(other, cdt)
+    re = torch.where(condition, ar, br)
+    im = torch.where(condition, ai if ai is not None else 0.0, bi if bi is not None else 0.0) \
+        if isinstance(ai, torch.Tensor) or isinstance(bi, torch.Tensor) or ai or bi else None
+    if im is not None and not isinstance(im, torch.Tensor):
+        im = None
+    if im is None and (ai or bi):
+        im = torch.where(condition, ai or 0.0, bi or 0.0) if isinstance(condition, torch.Tensor) else None
+    return make(re, im, cdt)
+
+
+def masked_fill(self, mask, value):
+    return where(mask, value, self).to(self.dtype)
+
+
+def fill(self, value):
+    re, im = parts(value, self.dtype)
+    r = torch.empty_like(self)
+    v = torch.view_as_real(r)
+    v[..., 0].fill_(re)
+    v[..., 1].fill_(im or 0.0)
+    return r
+
+
+def _fill_(func, args, kwargs):
+    self, value = args[0], args[1]
+    if self.is_conj() or self.is_neg():
+        return self.copy_(fill(self, value))
+    re, im = parts(value, self.dtype)
+    v = torch.view_as_real(self)
+    v[..., 0].fill_(re)
+    v[..., 1].fill_(im or 0.0)
+    return self
+
+
+def _zero_(func, args, kwargs):
+    self = args[0]
+    torch.view_as_real(_raw(self)).zero_()
+    return self
+
+
+def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    dt = dtype or (torch.complex64 if isinstance(fill_value, complex) else torch.get_default_dtype())
+    if not dt.is_complex:
+        return torch.full(size, fill_value.real if isinstance(fill_value, complex) else fill_value, dtype=dt,
+                          device=device)
+    r = torch.empty(size, dtype=dt, device=device)
+    return _fill_(None, (r, fill_value), {})
+
+
+def _full_like(self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    dt = dtype or self.dtype
+    r = torch.empty_like(self, dtype=dt, device=device)
+    return _fill_(None, (r, fill_value), {}) if dt.is_complex else r.fill_(
+        fill_value.real if isinstance(fill_value, complex) else fill_value)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    dt = dtype or self.dtype
+    r = torch.empty(size, dtype=dt, device=device or self.device)
+    return _fill_(None, (r, fill_value), {}) if dt.is_complex else r.fill_(
+        fill_value.real if isinstance(fill_value, complex) else fill_value)
+
+
+def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _full((), s, dtype=dtype, device=device)
+
+
+def _lift_pair(self, fn):
+    """Apply a real data-movement op fn to the real and imaginary parts and join them."""
+    ar, ai = parts(self, self.dtype)
+    return make(fn(ar), fn(ai), self.dtype)
+
+
+def tril(self, diagonal=0):
+    return _lift_pair(self, lambda x: torch.tril(x, diagonal))
+
+
+def triu(self, diagonal=0):
+    return _lift_pair(self, lambda x: torch.triu(x, diagonal))
+
+
+def constant_pad_nd(self, pad, value=0):
+    re, im = parts(value, self.dtype)
+    ar, ai = parts(self, self.dtype)
+    return make(torch.constant_pad_nd(ar, pad, re), torch.constant_pad_nd(ai, pad, im or 0.0), self.dtype)
+
+
+def _wrap(d, n):
+    return d + n if d < 0 else d
+
+
+def _rv(x, cdt=None):
+    """view_as_real of x resolved (and cast to cdt)."""
+    x = resolve(x)
+    if cdt is not None and x.dtype != cdt:
+        x = x.to(cdt)
+    return torch.view_as_real(x)
+
+
+def scatter_add(self, dim, index, src):
+    d = _wrap(dim, self.dim())
+    i2 = index.unsqueeze(-1).expand(*index.shape, 2)
+    return torch.view_as_complex(torch.scatter_add(_rv(self).clone(), d, i2, _rv(src, self.dtype)))
+
+
+def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    d = _wrap(dim, self.dim())
+    if src is None:
+        src = value
+    if not isinstance(src, torch.Tensor):
+        src = _full(index.shape, src, dtype=self.dtype, device=self.device)
+    i2 = index.unsqueeze(-1).expand(*index.shape, 2)
+    s2 = _rv(src, self.dtype)
+    base = _rv(self).clone()
+    if reduce is None:
+        return torch.view_as_complex(torch.scatter(base, d, i2, s2))
+    if reduce == "add":
+        return torch.view_as_complex(torch.scatter_add(base, d, i2, s2))
+    raise RuntimeError(f"scatter with reduce={reduce!r} is not supported for complex tensors")
+
+
+def index_add(self, dim, index, source, *, alpha=1):
+    d = _wrap(dim, self.dim())
+    if alpha != 1:
+        source = mul(source, alpha)
+    return torch.view_as_complex(torch.index_add(_rv(self).clone(), d, index, _rv(source, self.dtype)))
+
+
+def index_put(self, indices, values, accumulate=False):
+    v = _rv(values, self.dtype)
+    return torch.view_as_complex(torch.index_put(_rv(self).clone(), indices, v, accumulate))
+
+
+def _index_put_(func, args, kwargs):
+    self, indices, values = args[0], args[1], args[2]
+    acc = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    if self.is_conj() or self.is_neg():
+        return self.copy_(index_put(self, indices, values, acc))
+    torch.view_as_real(self).index_put_(indices, _rv(values, self.dtype), acc)
+    return self
+
+
+# --- reductions -------------------------------------------------------------------------
+
+def _dims(x, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.dim()))
+    if isinstance(dim, int):
+        dim = [dim]
+    return [_wrap(d, x.dim()) for d in dim]
+
+
+def sum_(self, dim=None, keepdim=False, *, dtype=None):
+    cdt = dtype or self.dtype
+    if not cdt.is_complex:
+        return torch.sum(torch.real(self), dim, keepdim, dtype=cdt)
+    dims = _dims(self, dim)
+    v = _rv(self, cdt)
+    r = torch.sum(v, dims, keepdim) if dims else v.clone()
+    return torch.view_as_complex(r.contiguous())
+
+
+def mean(self, dim=None, keepdim=False, *, dtype=None):
+    cdt = dtype or self.dtype
+    dims = _dims(self, dim)
+    v = _rv(self, cdt)
+    r = torch.mean(v, dims, keepdim) if dims else v.clone()
+    return torch.view_as_complex(r.contiguous())
+
+
+def _sum_default(self, *, dtype=None):
+    return sum_(self, None, False, dtype=dtype)
+
+
+def _prod_tree(x, d):
+    """Product of complex x along dim d (log2(n) rounds of pairwise multiplies)."""
+    n = x.shape[d]
+    if n == 0:
+        sh = list(x.shape)
+        sh[d] = 1
+        return torch.ones(sh, dtype=x.dtype, device=x.device)
+    while n > 1:
+        if n % 2:
+            sh = list(x.shape)
+            sh[d] = 1
+            x = torch.cat([x, torch.ones(sh, dtype=x.dtype, device=x.device)], d)
+            n += 1
+        a, b = x.narrow(d, 0, n // 2), x.narrow(d, n // 2, n // 2)
+        x = mul(a, b)
+        n //= 2
+    return x
+
+
+def prod(self, dim=None, keepdim=False, *, dtype=None):
+    x = resolve(self)
+    if dtype is not None and x.dtype != dtype:
+        x = x.to(dtype)
+    if dim is None:
+        r = _prod_tree(x.reshape(-1), 0).reshape(())
+        return r
+    d = _wrap(dim, x.dim())
+    r = _prod_tree(x, d)
+    return r if keepdim else r.squeeze(d)
+
+
+def _var(self, dim=None, *, correction=None, keepdim=False):
+    v = _rv(self)
+    dims = _dims(self, dim)
+    return torch.var(v, dims, correction=correction, keepdim=True).sum(-1).squeeze(-1) if keepdim else \
+        torch.var(v, dims, correction=correction, keepdim=False).sum(-1)
+
+
+def _std(self, dim=None, *, correction=None, keepdim=False):
+    return torch.sqrt(_var(self, dim, correction=correction, keepdim=keepdim))
+
+
+def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    a = abs_(self if dtype is None else self.to(dtype))
+    return torch.linalg.vector_norm(a, ord, dim, keepdim)
+
+
+def _cumsum(self, dim, *, dtype=None):
+    cdt = dtype or self.dtype
+    return torch.view_as_complex(torch.cumsum(_rv(self, cdt), _wrap(dim, self.dim())).contiguous())
+
+
+def _cumprod(self, dim, *, dtype=None):
+    """Inclusive scan of complex products along dim (Hillis-Steele, log2(n) rounds)."""
+    x = resolve(self)
+    if dtype is not None and x.dtype != dtype:
+        x = x.to(dtype)
+    d = _wrap(dim, x.dim()) if x.dim() else 0
+    if x.dim() == 0:
+        return x.clone()
+    n = x.shape[d]
+    k = 1
+    while k < n:
+        head = x.narrow(d, 0, k)
+        tail = mul(x.narrow(d, k, n - k), x.narrow(d, 0, n - k))
+        x = torch.cat([head, tail], d)
+        k *= 2
+    return x if x is not self else x.clone()
+
+
+def _nonzero(self):
+    return torch.nonzero(_nz(self))
+
+
+def _count_nonzero(self, dim=None):
+    return torch.count_nonzero(_nz(self), dim)
+
+
+def _dot(self, other):
+    return sum_(mul(self, other))
+
+
+def _vdot(self, other):
+    return sum_(mul(_conj_physical(self), other))
+
+
+# --- copies with bits -------------------------------------------------------------------
+
+def _register_all():
+    _reg("add", add)
+    _reg("sub", sub)
+    _reg("rsub", rsub)
+    _reg("mul", mul)
+    _reg("div", div)
+    _reg("true_divide", div)
+    _reg("neg negative", neg)
+    _reg("reciprocal", reciprocal)
+    _reg("square", square)
+    _reg("abs", abs_, inplace=False)
+    _reg("angle", angle, inplace=False)
+    _reg("sgn", sgn)
+    _reg("eq", eq, inplace=False)
+    _reg("ne", ne, inplace=False)
+    _reg("isnan", _isnan, inplace=False)
+    _reg("isinf", _isinf, inplace=False)
+    _reg("isfinite", _isfinite, inplace=False)
+    _reg("logical_and", logical_and, inplace=False)
+    _reg("logical_or", logical_or, inplace=False)
+    _reg("logical_xor", logical_xor, inplace=False)
+    _reg("logical_not", logical_not, inplace=False)
+    for name, fn in (("exp", exp), ("exp2", exp2), ("expm1", expm1), ("log", log), ("log2", log2),
+                     ("log10", log10), ("log1p", log1p), ("sqrt", sqrt), ("rsqrt", rsqrt), ("sin", sin),
+                     ("cos", cos), ("tan", tan), ("sinh", sinh), ("cosh", cosh), ("tanh", tanh),
+                     ("asin", asin), ("acos", acos), ("atan", atan), ("asinh", asinh), ("acosh", acosh),
+                     ("atanh", atanh), ("sigmoid", sigmoid), ("silu", silu), ("sinc", sinc)):
+        _reg(name, fn)
+    _reg("pow", pow_)
+    _reg("complex", _complex, inplace=False)
+    _reg("polar", _polar, inplace=False)
+    _reg("where", where, inplace=False)
+    _reg("masked_fill", masked_fill)
+    _reg("tril", tril)
+    _reg("triu", triu)
+    _reg("constant_pad_nd", constant_pad_nd, inplace=False)
+    _reg("scatter_add", scatter_add)
+    _reg("scatter", scatter)
+    _reg("index_add", index_add)
+    _reg("index_put", index_put, inplace=False)
+    HANDLERS[aten.index_put_.default] = _index_put_
+    HANDLERS[aten.fill_.Scalar] = _fill_
+    HANDLERS[aten.fill_.Tensor] = _fill_
+    _reg("fill", fill, inplace=False)
+    HANDLERS[aten.zero_.default] = _zero_
+    _reg1(aten.full.default, _full)
+    _reg1(aten.full_like.default, _full_like)
+    _reg1(aten.new_full.default, _new_full)
+    _reg1(aten.scalar_tensor.default, _scalar_tensor)
+    _reg1(aten.sum.dim_IntList, sum_)
+    _reg1(aten.sum.default, _sum_default)
+    _reg1(aten.mean.dim, mean)
+    _reg1(aten.mean.default, lambda self, *, dtype=None: mean(self, None, False, dtype=dtype))
+    _reg1(aten.prod.default, lambda self, *, dtype=None: prod(self, None, False, dtype=dtype))
+    _reg1(aten.prod.dim_int, prod)
+    _reg1(aten.var.correction, _var)
+    _reg1(aten.std.correction, _std)
+    _reg1(aten.linalg_vector_norm.default, _vector_norm)
+    _reg1(aten.cumsum.default, _cumsum)
+    _reg1(aten.cumprod.default, _cumprod)
+    _reg1(aten.nonzero.default, _nonzero)
+    _reg1(aten.count_nonzero.dim_IntList, _count_nonzero)
+    _reg1(aten.count_nonzero.default, _count_nonzero)
+    _reg1(aten.dot.default, _dot)
+    _reg1(aten.vdot.default, _vdot)
+
+
+_register_all()
+
+# Always handled here (complex or not: they only exist for the bits)
+ALWAYS = {
+    aten._conj.default: _fn(_conj_view),
+    aten._neg_view.default: _fn(_neg_view),
+    aten._conj_physical.default: _fn(_conj_physical),
+    aten.conj_physical_.default: _fn(_conj_physical_),
+}
