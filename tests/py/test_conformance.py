@@ -20,9 +20,13 @@ FLOATS = [F32, F64, F16, BF16]
 INTS = [I64, I32, I16, I8, U8]
 NUMS = FLOATS + INTS
 ALL = NUMS + [BOOL]
+C64, C128 = torch.complex64, torch.complex128
+CPLX = [C64, C128]
 
-TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), F16: (1e-3, 1e-3), BF16: (1.6e-2, 1e-2)}
-LOOSE = {F32: (1e-5, 1e-4), F64: (1e-10, 1e-10), F16: (1e-2, 1e-2), BF16: (5e-2, 5e-2)}
+TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), F16: (1e-3, 1e-3), BF16: (1.6e-2, 1e-2),
+       C64: (1.3e-6, 1e-5), C128: (1e-7, 1e-7)}
+LOOSE = {F32: (1e-5, 1e-4), F64: (1e-10, 1e-10), F16: (1e-2, 1e-2), BF16: (5e-2, 5e-2),
+         C64: (1e-5, 1e-4), C128: (1e-10, 1e-10)}
 
 
 # --- inputs -------------------------------------------------------------------------
@@ -31,6 +35,10 @@ def sample(shape, dtype, seed, dom="normal"):
     g = torch.Generator().manual_seed(seed)
     if dtype is BOOL:
         return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        r = sample(shape, torch.float64, seed, dom)
+        i = sample(shape, torch.float64, seed + 1000, "normal" if dom == "pos" else dom)
+        return torch.complex(r, i).to(dtype)
     if dtype.is_floating_point:
         x = torch.randn(shape, generator=g, dtype=F64)
         if dom == "pos":
@@ -1116,6 +1124,58 @@ case("linalg_pinv", lambda a: (torch.linalg.pinv(a), torch.linalg.pinv(a @ a.mT,
      [((2, 5, 3),), ((3, 4),)], LAF, tol=LOOSE)
 
 
+# --- issue 14: complex (the hook's complex layer, torchhook/rgpu/cplx.py, over real records;
+# copy_/cat/index/gather/scatter records with complex views on both backends)
+CU = [((3, 5),), ((2, 3, 4),), ((0, 3),), ((),)]
+CB = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((3, 4), ())]
+for name in ("neg", "abs", "angle", "sgn", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt",
+             "reciprocal", "square", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan",
+             "asinh", "acosh", "atanh", "sigmoid", "exp2", "sinc", "isnan", "isfinite", "isinf",
+             "logical_not", "conj_physical", "resolve_conj"):
+    case("c_" + name, getattr(torch, name), CU, CPLX, tol=LOOSE)
+for name in ("add", "sub", "mul", "div", "eq", "ne", "logical_and", "logical_or", "logical_xor"):
+    case("c_" + name, getattr(torch, name), CB, CPLX, tol=LOOSE)
+case("c_pow", torch.pow, CB[:3], CPLX, tol=LOOSE)
+case("c_pow_scalar", lambda x: (x ** 2, x ** 0.5, x ** -1, x ** 2.5, x ** (1 + 1j)), CU[:2], CPLX, tol=LOOSE)
+case("c_scalar_ops", lambda x: (x + 1j, 2j * x, x - (1 - 2j), (3 + 1j) / x, x * 2.5, 1 - x), CU[:2], CPLX, tol=LOOSE)
+case("c_mixed_real", lambda x, y: (x + y, x * y, y / x, torch.where(y > 0, x, y)),
+     [((3, 4), ((3, 4), F32)), ((2, 3, 4), ((4,), F64))], CPLX, tol=LOOSE)
+case("c_inplace", lambda x, y: x.clone().mul_(y).add_(y, alpha=2 - 1j).div_(y).neg_(), CB[:2], CPLX, tol=LOOSE)
+case("c_conj_views", lambda x: (x.conj(), x.conj().T.contiguous(), x.conj().imag, x.mH, x.conj() * x,
+                                torch._neg_view(x), x.conj().clone(), x.conj()[0]),
+     [((3, 4),), ((2, 3, 4),)], CPLX)
+case("c_views", lambda x: (torch.view_as_real(x), torch.view_as_real(x)[..., 1], x.real, x.imag,
+                           torch.view_as_complex(torch.view_as_real(x).contiguous()), x.T, x.reshape(-1)),
+     [((3, 4),), ((2, 3, 4),)], CPLX)
+case("c_casts", lambda x: (x.to(torch.complex128), x.to(torch.complex64), x.real.to(torch.complex64),
+                           x.abs().to(x.dtype), x.to(torch.complex32).to(torch.complex64)), CU[:2], CPLX)
+case("c_complex_polar", lambda x, y: (torch.complex(x, y), torch.polar(x.abs(), y)),
+     [((3, 4), (3, 4)), ((2, 3, 4), (4,))], [F32, F64], tol=LOOSE)
+case("c_fill", lambda x: (torch.full_like(x, 2 - 3j), x.clone().fill_(1j), torch.zeros_like(x), torch.ones_like(x),
+                          x.clone().zero_(), torch.full(x.shape, 1 + 1j, dtype=x.dtype, device=x.device)),
+     CU[:3], CPLX)
+case("c_where", lambda x, y: (torch.where(x.real > 0, x, y), torch.where(x.real > 0, x, 1j),
+                              x.masked_fill(x.imag > 0, 2 + 2j)), CB[:3], CPLX)
+case("c_reduce", lambda x: (x.sum(), x.sum(0), x.sum(-1, keepdim=True), x.mean(), x.mean(0), x.prod(-1),
+                            x.var(0), x.std(-1), torch.linalg.vector_norm(x), torch.linalg.vector_norm(x, 1, -1),
+                            x.norm(), x.cumsum(0), x.cumprod(-1), torch.logsumexp(x, -1)),
+     [((3, 5),), ((2, 3, 4),)], CPLX, tol=LOOSE)
+case("c_any_all_nonzero", lambda x: (x.any(), x.all(-1), torch.count_nonzero(x), torch.nonzero(x)),
+     [((3, 5),)], CPLX)
+case("c_movement", lambda x: (torch.cat([x, x * 1j], -1), torch.stack([x, x]), x.flip(-1), torch.roll(x, 1, 0),
+                              x.tril(), x.triu(1), F.pad(x, (1, 2)), F.pad(x, (1, 0), value=0.5),
+                              x.repeat(2, 1), x[1:, ::2], x.t().contiguous()), [((3, 4),)], CPLX)
+case("c_index", lambda x, i: (x[i], x.index_select(0, i), x.gather(0, i[:, None].expand(-1, 4)),
+                              x.clone().index_put_((i,), x[:2] * 1j), x.clone().index_put_((i,), x[:2], True),
+                              x.clone().scatter_(0, i[:, None].expand(-1, 4), x[:2]),
+                              x.clone().scatter_add_(0, i[:, None].expand(-1, 4), x[:2]),
+                              x.clone().index_add_(0, i, x[:2], alpha=2), x.masked_select(x.real > 0)),
+     [((3, 4), Idx((2,), 3))], CPLX)
+case("c_addc_lerp", lambda x, y: (torch.addcmul(x, x, y, value=2), torch.addcdiv(x, x, y + 3),
+                                  torch.lerp(x, y, 0.3), torch.dot(x.flatten(), y.flatten()),
+                                  torch.vdot(x.flatten(), y.flatten())), [((3, 4), (3, 4))], CPLX, tol=LOOSE)
+
+
 # --- running a case --------------------------------------------------------------------
 
 def _params():
@@ -1154,7 +1214,8 @@ def check(r, c, tol, label):
         assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
         assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}"
         got = a.cpu()
-        if b.dtype.is_floating_point:
+        assert a.is_conj() == b.is_conj() and a.is_neg() == b.is_neg(), f"{what}: conj/neg bits differ"
+        if b.dtype.is_floating_point or b.dtype.is_complex:
             rtol, atol = tol[b.dtype]
             torch.testing.assert_close(got, b, rtol=rtol, atol=atol, equal_nan=True,
                                        msg=lambda m: f"{what}: {m}")

@@ -305,9 +305,20 @@ def _fn(impl):
     return lambda func, args, kwargs: impl(*args, **kwargs)
 
 
+_NAME = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf",
+         torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}
+
+
+def _check_cast(r, self):
+    if r.dtype.is_complex and not self.dtype.is_complex:
+        raise RuntimeError(f"result type {_NAME.get(r.dtype, r.dtype)} can't be cast to the desired output type "
+                           f"{_NAME.get(self.dtype, self.dtype)}")
+
+
 def _inplace(impl):
     def h(func, args, kwargs):
         r = impl(*args, **kwargs)
+        _check_cast(r, args[0])
         return args[0].copy_(r)
     return h
 
@@ -317,6 +328,7 @@ def _outv(impl):
         kwargs = dict(kwargs)
         out = kwargs.pop("out")
         r = impl(*args, **kwargs)
+        _check_cast(r, out)
         if out.shape != r.shape:
             out.resize_(r.shape)
         return out.copy_(r)
@@ -852,6 +864,16 @@ def _rv(x, cdt=None):
     return torch.view_as_real(x)
 
 
+def _zero_d(fn):
+    """fn on 1-d views of 0-d operands (a real view needs a dim to index)."""
+    def f(self, dim, index, *a, **k):
+        if self.dim() == 0:
+            a = tuple(x.reshape(1) if isinstance(x, torch.Tensor) and x.dim() == 0 else x for x in a)
+            return fn(self.reshape(1), 0, index.reshape(1) if index.dim() == 0 else index, *a, **k).reshape(())
+        return fn(self, dim, index, *a, **k)
+    return f
+
+
 def scatter_add(self, dim, index, src):
     d = _wrap(dim, self.dim())
     i2 = index.unsqueeze(-1).expand(*index.shape, 2)
@@ -883,7 +905,7 @@ def index_add(self, dim, index, source, *, alpha=1):
 
 def index_put(self, indices, values, accumulate=False):
     v = _rv(values, self.dtype)
-    return torch.view_as_complex(torch.index_put(_rv(self).clone(), indices, v, accumulate))
+    return torch.view_as_complex(aten.index_put.default(_rv(self).clone(), indices, v, accumulate))
 
 
 def _index_put_(func, args, kwargs):
@@ -891,13 +913,69 @@ def _index_put_(func, args, kwargs):
     acc = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
     if self.is_conj() or self.is_neg():
         return self.copy_(index_put(self, indices, values, acc))
-    torch.view_as_real(self).index_put_(indices, _rv(values, self.dtype), acc)
+    aten.index_put_.default(torch.view_as_real(self), indices, _rv(values, self.dtype), acc)
+    return self
+
+
+def addcmul(self, tensor1, tensor2, *, value=1):
+    return add(self, mul(mul(tensor1, tensor2), value))
+
+
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    return add(self, mul(div(tensor1, tensor2), value))
+
+
+def lerp(self, end, weight):
+    # self + weight * (end - self)
+    return add(self, mul(weight, sub(end, self)))
+
+
+def logsumexp(self, dim, keepdim=False):
+    x = resolve(self)
+    dims = _dims(x, dim)
+    if not dims:
+        return log(exp(x))
+    re = torch.real(x)
+    m = torch.amax(re, dims, keepdim=True)
+    m = torch.where(m.isinf(), torch.zeros_like(m), m)
+    r = add(log(sum_(exp(sub(x, m)), dims, True)), m)
+    return r if keepdim else r.squeeze(dims)
+
+
+def sigmoid_backward(grad_output, output):
+    # grad * conj((1 - out) * out)
+    o = resolve(output)
+    return mul(grad_output, _conj_physical(mul(rsub(o, 1), o)))
+
+
+def tanh_backward(grad_output, output):
+    # grad * conj(1 - out^2)
+    o = resolve(output)
+    return mul(grad_output, _conj_physical(rsub(mul(o, o), 1)))
+
+
+def _normal_(func, args, kwargs):
+    # ATen: the real view, with std / sqrt(2) (each part carries half the variance)
+    self = args[0]
+    mean = args[1] if len(args) > 1 else kwargs.get("mean", 0.0)
+    std = args[2] if len(args) > 2 else kwargs.get("std", 1.0)
+    torch.view_as_real(_raw(self)).normal_(mean, std / math.sqrt(2.0), generator=kwargs.get("generator"))
+    return self
+
+
+def _uniform_(func, args, kwargs):
+    self = args[0]
+    lo = args[1] if len(args) > 1 else kwargs.get("from", 0.0)
+    hi = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
+    torch.view_as_real(_raw(self)).uniform_(lo, hi, generator=kwargs.get("generator"))
     return self
 
 
 # --- reductions -------------------------------------------------------------------------
 
 def _dims(x, dim):
+    if x.dim() == 0:
+        return []
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return list(range(x.dim()))
     if isinstance(dim, int):
@@ -953,6 +1031,8 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         r = _prod_tree(x.reshape(-1), 0).reshape(())
         return r
+    if x.dim() == 0:
+        return x.clone()
     d = _wrap(dim, x.dim())
     r = _prod_tree(x, d)
     return r if keepdim else r.squeeze(d)
@@ -961,8 +1041,11 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
 def _var(self, dim=None, *, correction=None, keepdim=False):
     v = _rv(self)
     dims = _dims(self, dim)
-    return torch.var(v, dims, correction=correction, keepdim=True).sum(-1).squeeze(-1) if keepdim else \
-        torch.var(v, dims, correction=correction, keepdim=False).sum(-1)
+    if not dims:
+        dims = list(range(self.dim()))
+    if self.dim() == 0:
+        return torch.var(v.unsqueeze(0), 0, correction=correction).sum(-1)
+    return torch.var(v, dims, correction=correction, keepdim=keepdim).sum(-1)
 
 
 def _std(self, dim=None, *, correction=None, keepdim=False):
@@ -976,6 +1059,8 @@ def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 def _cumsum(self, dim, *, dtype=None):
     cdt = dtype or self.dtype
+    if self.dim() == 0:
+        return resolve(self).to(cdt).clone()
     return torch.view_as_complex(torch.cumsum(_rv(self, cdt), _wrap(dim, self.dim())).contiguous())
 
 
@@ -1051,9 +1136,22 @@ def _register_all():
     _reg("tril", tril)
     _reg("triu", triu)
     _reg("constant_pad_nd", constant_pad_nd, inplace=False)
-    _reg("scatter_add", scatter_add)
-    _reg("scatter", scatter)
-    _reg("index_add", index_add)
+    _reg("scatter_add", _zero_d(scatter_add))
+    _reg("scatter", _zero_d(scatter))
+    _reg("index_add", _zero_d(index_add))
+    _reg("addcmul", addcmul)
+    _reg("addcdiv", addcdiv)
+    _reg("lerp", lerp)
+    _reg1(aten.all.default, lambda self: torch.all(_nz(self)))
+    _reg1(aten.any.default, lambda self: torch.any(_nz(self)))
+    for ov in ("dim", "dims"):
+        _reg1(getattr(aten.all, ov), lambda self, dim=None, keepdim=False: torch.all(_nz(self), dim, keepdim))
+        _reg1(getattr(aten.any, ov), lambda self, dim=None, keepdim=False: torch.any(_nz(self), dim, keepdim))
+    _reg1(aten.logsumexp.default, logsumexp)
+    _reg("sigmoid_backward", sigmoid_backward, inplace=False)
+    HANDLERS[aten.normal_.default] = _normal_
+    HANDLERS[aten.uniform_.default] = _uniform_
+    _reg("tanh_backward", tanh_backward, inplace=False)
     _reg("index_put", index_put, inplace=False)
     HANDLERS[aten.index_put_.default] = _index_put_
     HANDLERS[aten.fill_.Scalar] = _fill_

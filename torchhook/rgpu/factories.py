@@ -51,6 +51,12 @@ def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory
 def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
     _check(device, layout)
     m = torch.full(size, fill_value, dtype=dtype, device=_META)
+    if isinstance(fill_value, complex):
+        # FULL writes (value, 0) into a complex tensor; the imaginary part after
+        r = _new(m, _C.OP_FULL, (fill_value.real,))
+        if fill_value.imag != 0 and m.dtype.is_complex:
+            torch.view_as_real(r)[..., 1].fill_(fill_value.imag)
+        return r
     return _new(m, _C.OP_FULL, (fill_value,))
 
 
