@@ -236,8 +236,8 @@ static void bump_ulp(rgpu_view *v) {
     if (!v || !v->data) return;
     for (int d = 0; d < v->ndim; d++) if (v->sizes[d] == 0) return;
     switch (v->dtype) {
-    case RGPU_F32: { float *p = v->data; *p = nextafterf(*p, INFINITY); break; }
-    case RGPU_F64: { double *p = v->data; *p = nextafter(*p, INFINITY); break; }
+    case RGPU_F32: case RGPU_C64: { float *p = v->data; *p = nextafterf(*p, INFINITY); break; }
+    case RGPU_F64: case RGPU_C128: { double *p = v->data; *p = nextafter(*p, INFINITY); break; }
     case RGPU_F16: case RGPU_BF16: { uint16_t *p = v->data; *p = (uint16_t)(*p + 1); break; }
     default: break;
     }

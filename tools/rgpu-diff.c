@@ -90,7 +90,7 @@ typedef struct differ {
 
 static tc_tol tol_for(const differ *d, int dtype) {
     tc_tol t = tc_default_tol(dtype);
-    if (!rgpu_dtype_is_float(dtype)) return t;
+    if (!rgpu_dtype_is_float(dtype) && !rgpu_dtype_is_complex(dtype)) return t;
     if (d->have_rtol) t.rtol = d->rtol;
     if (d->have_atol) t.atol = d->atol;
     t.exact = d->exact;

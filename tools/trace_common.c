@@ -424,7 +424,13 @@ double tc_elem(int dtype, const void *p, size_t i) {
     }
 }
 
+/* A complex dtype's parts: complex64 -> float32 and so on; -1 for a real dtype. */
+static int complex_part(int dtype) {
+    return dtype == RGPU_C64 ? RGPU_F32 : dtype == RGPU_C128 ? RGPU_F64 : dtype == RGPU_C32 ? RGPU_F16 : -1;
+}
+
 tc_tol tc_default_tol(int dtype) {
+    if (complex_part(dtype) >= 0) dtype = complex_part(dtype);
     switch (dtype) {
     case RGPU_F32: return (tc_tol){ 1e-5, 1e-6, false };
     case RGPU_F64: return (tc_tol){ 1e-12, 1e-12, false };
@@ -437,6 +443,10 @@ tc_tol tc_default_tol(int dtype) {
 void tc_compare(int dtype, const void *a, const void *b, size_t n, tc_tol tol, tc_cmp *c) {
     memset(c, 0, sizeof *c);
     c->first_bad = -1;
+    if (complex_part(dtype) >= 0) {   /* complex: real and imaginary parts compared as reals */
+        dtype = complex_part(dtype);
+        n *= 2;
+    }
     c->n = n;
     size_t es = rgpu_dtype_size(dtype);
     bool fl = rgpu_dtype_is_float(dtype), exact = tol.exact || !fl;

@@ -569,6 +569,49 @@ START_TEST(test_negative_view_fields)
 END_TEST
 
 /* ---------------------------------------------------------------------------
+ * Complex dtypes: sizes, names, and the views view_as_real makes */
+
+START_TEST(test_complex_dtypes)
+{
+    ck_assert_uint_eq(rgpu_dtype_size(RGPU_C64), 8);
+    ck_assert_uint_eq(rgpu_dtype_size(RGPU_C128), 16);
+    ck_assert_uint_eq(rgpu_dtype_size(RGPU_C32), 4);
+    ck_assert_str_eq(rgpu_dtype_name(RGPU_C64), "complex64");
+    ck_assert_str_eq(rgpu_dtype_name(RGPU_C128), "complex128");
+    ck_assert_str_eq(rgpu_dtype_name(RGPU_C32), "complex32");
+    ck_assert(rgpu_dtype_is_complex(RGPU_C64) && rgpu_dtype_is_complex(RGPU_C128) && rgpu_dtype_is_complex(RGPU_C32));
+    ck_assert(!rgpu_dtype_is_complex(RGPU_F32) && !rgpu_dtype_is_float(RGPU_C64));
+    ck_assert_uint_eq(rgpu_dtype_size(RGPU_DTYPE_COUNT), 0);
+    /* 4 complex64 elements (32 bytes); element 3 fits, the real view of it too */
+    rgpu_tdef c = { .dtype = RGPU_C64, .ndim = 1, .offset = 3 };
+    c.sizes[0] = 1; c.strides[0] = 1;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&c, 32), RGPU_OK);
+    c.offset = 4;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&c, 32), RGPU_ERR_OUT_OF_BOUNDS);
+    rgpu_tdef r = { .dtype = RGPU_F32, .ndim = 2, .offset = 6 };   /* view_as_real(c[3:4]) */
+    r.sizes[0] = 1; r.sizes[1] = 2; r.strides[0] = 2; r.strides[1] = 1;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&r, 32), RGPU_OK);
+    r.offset = 7;
+    ck_assert_int_eq(rgpu_tdef_check_bounds(&r, 32), RGPU_ERR_OUT_OF_BOUNDS);
+    /* a complex128 record round-trips through encode/decode */
+    rgpu_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.op = RGPU_OP_COPY; rec.n_in = 1; rec.n_out = 1;
+    rec.in[0] = 7;
+    rec.out[0] = tdef_new(9, RGPU_C128, 2);
+    rgpu_buf b = { 0 };
+    ck_assert_int_eq(rgpu_record_encode(&b, &rec), RGPU_OK);
+    rgpu_record back;
+    size_t used = 0;
+    ck_assert_int_eq(rgpu_record_decode(b.p, b.len, &back, &used), RGPU_OK);
+    ck_assert_uint_eq(used, b.len);
+    ck_assert_uint_eq(back.out[0].dtype, RGPU_C128);
+    ck_assert_uint_eq(back.out[0].nbytes, rec.out[0].nbytes);
+    rgpu_buf_free(&b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
  * Storage bounds */
 
 static rgpu_tdef view1(int dtype, int64_t offset, int64_t size, int64_t stride) {
@@ -1353,7 +1396,7 @@ START_TEST(test_op_table)
         ck_assert_str_eq(n, rgpu_op_table[op].name);
         ck_assert_uint_le(rgpu_op_table[op].n_in, RGPU_MAX_IN);
         ck_assert_uint_le(rgpu_op_table[op].n_out, RGPU_MAX_OUT);
-        ck_assert_uint_eq(rgpu_op_table[op].flags & ~2047u, 0);
+        ck_assert_uint_eq(rgpu_op_table[op].flags & ~4095u, 0);
         ck_assert_int_lt(rgpu_op_table[op].family, RGPU_OPFAM_COUNT_);
         ck_assert_str_ne(rgpu_op_family_name(rgpu_op_table[op].family), "?");
         ck_assert_ptr_nonnull(rgpu_op_table[op].sig);
@@ -1380,7 +1423,7 @@ END_TEST
 
 START_TEST(test_dtypes_and_hash)
 {
-    static const size_t sz[RGPU_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 1 };
+    static const size_t sz[RGPU_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 8, 16, 4 };
     for (int d = 0; d < RGPU_DTYPE_COUNT; d++) {
         ck_assert_uint_eq(rgpu_dtype_size(d), sz[d]);
         ck_assert_str_ne(rgpu_dtype_name(d), "?");
@@ -1462,7 +1505,7 @@ static Suite *format_suite(void) {
     tc = add_tcase(s, "corrupt", 0, NULL, NULL);
     ADD_TESTS(tc, test_bad_op, test_too_many_dims, test_bad_dtype, test_reserved, test_arity, test_bad_args,
                   test_encode_rejects_undecodable, test_absurd_ints, test_negative_view_fields, test_bounds,
-                  test_bounds_empty_view);
+                  test_bounds_empty_view, test_complex_dtypes);
 
     tc = add_tcase(s, "frames", 0, NULL, NULL);
     ADD_TESTS(tc, test_frame_roundtrip, test_frame_corrupt);

@@ -70,6 +70,7 @@ step "test_datadep.py, test_random.py, test_basic.py on cuda" \
     $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
+step "complex tensors on cuda (test_complex.py)" $PY -m pytest -q -p no:cacheprovider tests/py/test_complex.py
 
 gpt() {
     local trace=$LOGS/gpt-cuda.rgt

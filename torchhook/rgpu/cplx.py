@@ -22,6 +22,7 @@ dispatch.py routes an overload here (route()) when HANDLERS has it and a
 call has a complex operand; real calls go to the overload's usual handler at
 the cost of one type check per argument."""
 import math
+import warnings
 
 import torch
 
@@ -71,6 +72,10 @@ def route(real_handler, complex_handler):
 
 
 # --- conj / neg bits --------------------------------------------------------------------
+
+def warn_discard():
+    warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
+
 
 def copy_bits(base, t):
     """A view t of base gets base's conj and neg bits (as ATen's views do)."""

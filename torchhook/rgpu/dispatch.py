@@ -480,6 +480,9 @@ def _to_copy(func, args, kwargs):
     if x.is_conj() or x.is_neg():
         x = cplx.resolve(x)
         args = (x,) + tuple(args[1:])
+    dt = kwargs.get("dtype")
+    if dt is not None and x.dtype.is_complex and not dt.is_complex:
+        cplx.warn_discard()
     spec, m = _cached_meta_key(func, args, kwargs)
     dev = kwargs.get("device")
     k = spec[0]
