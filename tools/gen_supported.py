@@ -39,6 +39,13 @@ def render():
     for k in ("view", "handler", "factory", "decomposition"):
         lines += ["", f"## {k.capitalize()}s" if k != "decomposition" else "## Decompositions", ""]
         lines.append(", ".join(f"`{n}`" for n, _ in kinds.get(k, [])))
+    from rgpu import dispatch
+    cops = dispatch.complex_ops()
+    lines += ["", "## Complex decompositions", "",
+              f"With complex operands these {len(cops)} overloads run as real records (torchhook/rgpu/cplx.py); "
+              "the kernels whose ops.def flags include COMPLEX take complex tensors themselves; the "
+              "other kernels refuse them (NotImplementedError).", ""]
+    lines.append(", ".join(f"`{n}`" for n in cops))
     return "\n".join(lines) + "\n"
 
 

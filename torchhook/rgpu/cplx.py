@@ -63,9 +63,23 @@ def has_complex(args, kwargs):
     return False
 
 
+_CSET = frozenset((torch.complex64, torch.complex128, torch.complex32))
+_SLOW = frozenset((complex, list, tuple, torch.Tensor))
+
+
 def route(real_handler, complex_handler):
+    """The handler of an overload with a complex decomposition: complex calls go
+    to complex_handler. On the per-op path: a tuple index and a set lookup per
+    argument (the dtype is _key's last item)."""
     def handler(func, args, kwargs):
-        if has_complex(args, kwargs):
+        for a in args:
+            ta = type(a)
+            if ta is RemoteTensor:
+                if a._key[3] in _CSET:
+                    return complex_handler(func, args, kwargs)
+            elif ta in _SLOW and has_complex((a,), None):
+                return complex_handler(func, args, kwargs)
+        if kwargs and has_complex((), kwargs):
             return complex_handler(func, args, kwargs)
         return real_handler(func, args, kwargs)
     return handler
@@ -938,8 +952,10 @@ def lerp(self, end, weight):
 def logsumexp(self, dim, keepdim=False):
     x = resolve(self)
     dims = _dims(x, dim)
-    if not dims:
-        return log(exp(x))
+    if not dims:            # one element per result: log(exp(z - re z)) + re z
+        m = torch.real(x)
+        m = torch.where(m.isinf(), torch.zeros_like(m), m)
+        return add(log(exp(sub(x, m))), m)
     re = torch.real(x)
     m = torch.amax(re, dims, keepdim=True)
     m = torch.where(m.isinf(), torch.zeros_like(m), m)
@@ -974,6 +990,33 @@ def _uniform_(func, args, kwargs):
     hi = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
     torch.view_as_real(_raw(self)).uniform_(lo, hi, generator=kwargs.get("generator"))
     return self
+
+
+def logcumsumexp(self, dim):
+    """log(cumsum(exp(z - m))) + m, m the largest real part along dim (finite)."""
+    x = resolve(self)
+    if x.dim() == 0:
+        return logsumexp(x, [])
+    d = _wrap(dim, x.dim())
+    m = torch.amax(torch.real(x), d, keepdim=True)
+    m = torch.where(m.isinf(), torch.zeros_like(m), m)
+    r = add(log(_cumsum(exp(sub(x, m)), d)), m)
+    # ATen's scan adds log1p terms to the running maximum, so its imaginary
+    # part stays within pi of the imaginary part of the largest element so far
+    # (not reduced to (-pi, pi]): the same branch here
+    k = torch.cummax(torch.real(x), d).indices
+    ref = torch.gather(torch.imag(x), d, k)
+    rr, ri = parts(r, r.dtype)
+    two_pi = 2 * math.pi
+    ri = ri + two_pi * torch.round((ref - ri) / two_pi)
+    return make(rr, ri, r.dtype)
+
+
+def _rand_like(fill):
+    def f(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, generator=None):
+        r = torch.empty_like(self, dtype=dtype, device=device, memory_format=memory_format or torch.preserve_format)
+        return fill(r, generator)
+    return f
 
 
 # --- reductions -------------------------------------------------------------------------
@@ -1155,6 +1198,9 @@ def _register_all():
     _reg1(aten.logsumexp.default, logsumexp)
     _reg("sigmoid_backward", sigmoid_backward, inplace=False)
     HANDLERS[aten.normal_.default] = _normal_
+    _reg1(aten.logcumsumexp.default, logcumsumexp)
+    _reg1(aten.rand_like.default, _rand_like(lambda r, g: _uniform_(None, (r,), {"generator": g})))
+    _reg1(aten.randn_like.default, _rand_like(lambda r, g: _normal_(None, (r,), {"generator": g})))
     HANDLERS[aten.uniform_.default] = _uniform_
     _reg("tanh_backward", tanh_backward, inplace=False)
     _reg("index_put", index_put, inplace=False)
@@ -1186,6 +1232,40 @@ def _register_all():
 
 
 _register_all()
+
+# Overloads that torch's Conjugate/Negative fallbacks let through with their
+# inputs' bits set (ATen's kernels of these read the bits themselves): their
+# handlers get the inputs resolved first (resolving()).
+_PASS_BITS = set()
+for _name in ("mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_", "dot", "vdot", "linalg_solve_triangular",
+              "linalg_vector_norm"):
+    _pk = getattr(aten, _name, None)
+    if _pk is not None:
+        _PASS_BITS.update(getattr(_pk, _ov) for _ov in _pk.overloads())
+
+
+def _has_bits(a):
+    return isinstance(a, torch.Tensor) and (a.is_conj() or a.is_neg())
+
+
+def _resolved(a):
+    if type(a) is RemoteTensor:
+        return resolve(a)
+    return a.resolve_conj().resolve_neg()
+
+
+def resolving(h):
+    """h with conj/neg-bit inputs resolved first (for _PASS_BITS overloads;
+    an in-place/out= target with a bit set is not: ATen refuses those too)."""
+    def handler(func, args, kwargs):
+        if any(_has_bits(a) for a in args[1:]) or (args and _has_bits(args[0]) and not func._schema.is_mutable) \
+                or any(_has_bits(v) for k, v in kwargs.items() if k != "out"):
+            args = tuple(_resolved(a) if _has_bits(a) and (i or not func._schema.is_mutable) else a
+                         for i, a in enumerate(args))
+            kwargs = {k: (_resolved(v) if k != "out" and _has_bits(v) else v) for k, v in kwargs.items()}
+        return h(func, args, kwargs)
+    return handler
+
 
 # Always handled here (complex or not: they only exist for the bits)
 ALWAYS = {

@@ -717,12 +717,27 @@ def how(func):
     table's kernels), "view", "handler" (transfers, factories, random and
     data-dependent ops), "decomposition" (rewritten into other ops, counted
     in rgpu.stats()["decomposed"]), "factory", or None when it does not."""
+    if func in cplx.ALWAYS:
+        return "view" if func in (aten._conj.default, aten._neg_view.default) else "decomposition"
+    r = _how_real(func)
+    if r is None and func in cplx.HANDLERS:
+        return "decomposition"          # complex calls only (cplx.py)
+    return r
+
+
+def complex_ops():
+    """The ATen overloads whose complex calls cplx.py decomposes into real records
+    (the others take complex tensors as their kernels do, or refuse them)."""
+    return sorted(f"{f._schema.name}.{f._overloadname}" for f in cplx.HANDLERS)
+
+
+def _how_real(func):
     if func in _SPECIAL or func in _REGISTERED:
         return "handler"
     e = opmap.TABLE.get(func)
     if e is not None:
         return "kernel " + _C.op_names[e.op] if isinstance(e.op, int) else "handler"
-    h = _handler(func)
+    h = _build_real(func)
     if h is _view_handler or h is _inplace_view_handler:
         return "view"
     if h is not _unsupported:
@@ -766,7 +781,9 @@ def _build(func):
     if func is _COPY:
         return _copy_bits(h)
     ch = cplx.HANDLERS.get(func)
-    return h if ch is None else cplx.route(h, ch)
+    if ch is not None:
+        h = cplx.route(h, ch)
+    return cplx.resolving(h) if func in cplx._PASS_BITS else h
 
 
 def _build_real(func):
