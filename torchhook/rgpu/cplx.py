@@ -263,6 +263,9 @@ def cdiv(ar, ai, br, bi):
     if bi is None:
         return ar / br, (None if ai is None else ai / br)
     if not isinstance(br, torch.Tensor) and not isinstance(bi, torch.Tensor):
+        if br == 0 and bi == 0 and isinstance(ar, torch.Tensor):
+            # c10: (a / |c|, b / |d|): infinities, or NaN for 0/0
+            return ar / 0.0, (ai if ai is not None else torch.zeros_like(ar)) / 0.0
         z = complex(1.0, 0.0) / complex(br, bi) if (br or bi) else complex(math.nan, math.nan)
         return cmul(ar, ai, z.real, z.imag)
     br_t = br if isinstance(br, torch.Tensor) else torch.full_like(bi, br)
@@ -279,7 +282,9 @@ def cdiv(ar, ai, br, bi):
     scl2 = 1.0 / (bi_t + br_t * rat2)
     re2 = (ar * rat2 + ai) * scl2
     im2 = (ai * rat2 - ar) * scl2
-    return torch.where(big, re1, re2), torch.where(big, im1, im2)
+    re, im = torch.where(big, re1, re2), torch.where(big, im1, im2)
+    zero = (br_t == 0) & (bi_t == 0)
+    return torch.where(zero, ar / br_t.abs(), re), torch.where(zero, ai / bi_t.abs(), im)
 
 
 def _result_cdt(*xs):
@@ -857,6 +862,10 @@ def _lift_pair(self, fn):
     return make(fn(ar), fn(ai), self.dtype)
 
 
+def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+    return _lift_pair(self, lambda x: torch.nan_to_num(x, nan, posinf, neginf))
+
+
 def tril(self, diagonal=0):
     return _lift_pair(self, lambda x: torch.tril(x, diagonal))
 
@@ -1182,6 +1191,7 @@ def _register_all():
     _reg("where", where, inplace=False)
     _reg("masked_fill", masked_fill)
     _reg("tril", tril)
+    _reg("nan_to_num", nan_to_num)
     _reg("triu", triu)
     _reg("constant_pad_nd", constant_pad_nd, inplace=False)
     _reg("scatter_add", _zero_d(scatter_add))
