@@ -365,10 +365,22 @@ def _reg1(func, impl):
 
 # --- arithmetic -------------------------------------------------------------------------
 
+def _both_c(a, b, cdt):
+    """Both operands complex tensors of dtype cdt: the linear ops can run on
+    their real views directly (one record, no parts)."""
+    return (type(a) is RemoteTensor and type(b) is RemoteTensor and a.dtype == cdt and b.dtype == cdt)
+
+
+def _rvc(x):
+    return torch.view_as_real(resolve(x))
+
+
 def add(self, other, *, alpha=1):
     cdt = _rt(self, other)
     if not cdt.is_complex:
         return torch.add(self, other, alpha=alpha)
+    if _both_c(self, other, cdt) and not isinstance(alpha, complex):
+        return torch.view_as_complex(torch.add(_rvc(self), _rvc(other), alpha=alpha))
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
     if alpha != 1:
@@ -381,6 +393,8 @@ def add(self, other, *, alpha=1):
 
 def sub(self, other, *, alpha=1):
     cdt = _rt(self, other)
+    if _both_c(self, other, cdt) and not isinstance(alpha, complex):
+        return torch.view_as_complex(torch.sub(_rvc(self), _rvc(other), alpha=alpha))
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
     if alpha != 1:
@@ -395,8 +409,23 @@ def rsub(self, other, *, alpha=1):
     return sub(other, self, alpha=alpha)
 
 
+def _real_factor(a, b, cdt):
+    """(complex tensor, real factor) when a*b scales a complex tensor of dtype
+    cdt by a real scalar or a real tensor of its component dtype, else None."""
+    for z, r in ((a, b), (b, a)):
+        if type(z) is RemoteTensor and z.dtype == cdt:
+            if isinstance(r, (int, float)) and not isinstance(r, bool):
+                return z, r
+            if type(r) is RemoteTensor and r.dtype == _rdt(cdt):
+                return z, r.unsqueeze(-1)
+    return None
+
+
 def mul(self, other):
     cdt = _rt(self, other)
+    rf = _real_factor(self, other, cdt)
+    if rf is not None:
+        return torch.view_as_complex(torch.mul(_rvc(rf[0]), rf[1]))
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
     return make(*cmul(ar, ai, br, bi), cdt)
@@ -412,8 +441,7 @@ def div(self, other, *, rounding_mode=None):
 
 
 def neg(self):
-    ar, ai = parts(self, self.dtype)
-    return make(-ar, _neg(ai), self.dtype)
+    return torch.view_as_complex(torch.neg(_rvc(self)))
 
 
 def reciprocal(self):
