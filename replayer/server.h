@@ -30,6 +30,7 @@ typedef struct rgpu_server_config {
     uint64_t compact;              /* --journal-compact BYTES: checkpoint after this much journal */
     uint64_t epoch;                /* high 32 bits of this process's session ids (nonzero) */
     uint32_t first_session_no;     /* the first session's number (logs, --record file names) */
+    int parent_pid;                /* --exit-with-parent: stop when this process (our parent) is gone; 0 never */
 } rgpu_server_config;
 
 /* The defaults of rgpu-server's options (backend, token, epoch unset). */

@@ -1581,6 +1581,12 @@ int rgpu_server_run(const int *fds, int n) {
     while (!g_stop) {
         int k = poll(pf, (nfds_t)npf, 250);
         reap_expired();
+        if (g_cfg.parent_pid > 0 && getppid() != g_cfg.parent_pid) {
+            /* the client that started us died without stopping us (SIGKILL, abort) */
+            logf_("parent process %d is gone: stopping", g_cfg.parent_pid);
+            g_stop = 1;
+            break;
+        }
         if (k < 0) { if (errno == EINTR) continue; return -1; }
         for (int i = 0; i < npf; i++) {
             if (!(pf[i].revents & POLLIN)) continue;

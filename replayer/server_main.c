@@ -34,6 +34,7 @@ static void usage(FILE *f) {
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
         "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
+        "                   [--exit-with-parent]\n"
         "\n"
         "       rgpu-server --stdio   (the host end of RGPU_SERVER=ssh://host: see below)\n"
         "\n"
@@ -60,6 +61,8 @@ static void usage(FILE *f) {
         "  --journal-compact BYTES\n"
         "                      after this much journal (and twice the last checkpoint) a session's\n"
         "                      state is checkpointed into it and older entries dropped (64M)\n"
+        "  --exit-with-parent  stop when the process that started the server is gone\n"
+        "                      (the embedded server of a client that was killed)\n"
         "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
         "                      client to resume it (default 300)\n"
         "  --max-message BYTES largest wire message accepted (default 16 GiB + 4 KiB; a CHUNK\n"
@@ -112,6 +115,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return rgpu_server_stdio_bridge(); }
         else if (!strcmp(a, "--quiet")) cfg.quiet = true;
+        else if (!strcmp(a, "--exit-with-parent")) cfg.parent_pid = (int)getppid();
         else if (!strcmp(a, "--no-auth")) cfg.no_auth = true;
         else if (!strcmp(a, "--listen") && more) tcp = argv[++i];
         else if (!strcmp(a, "--unix") && more) unix_path = argv[++i];

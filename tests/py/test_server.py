@@ -46,6 +46,35 @@ def test_embedded_server_is_stopped_and_cleaned_up_at_exit():
         os.kill(int(pid), 0)
 
 
+def test_embedded_server_stops_when_its_client_is_killed():
+    """A client killed without atexit (SIGKILL, abort) leaves no server behind:
+    the embedded server runs with --exit-with-parent."""
+    import signal
+    import time
+    p = child("""
+        import os, signal, sys, torch, rgpu
+        assert (torch.ones(4, device="rgpu") * 2).sum().item() == 8.0
+        print(rgpu.server._proc.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    pid = int(p.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:                        # our grandchild, reparented: reaped by init (or by us as subreaper)
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    with open(f"/proc/{pid}/status") as f:
+        state = [ln for ln in f if ln.startswith("State")]
+    assert "zombie" in "".join(state), f"server {pid} still running after its client was killed: {state}"
+
+
 def test_connection_is_lazy():
     p = child("""
         import torch, rgpu

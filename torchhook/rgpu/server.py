@@ -91,7 +91,7 @@ def _connect_embedded(record):
     log_path = os.environ.get("RGPU_SERVER_LOG") or os.path.join(_tmpdir, "server.log")
     log = open(log_path, "a+b")
     args = [binary, "--unix", sock, "--backend", os.environ.get("RGPU_BACKEND", "auto"),
-            "--token-file", token_file, "--journal", "none"]
+            "--token-file", token_file, "--journal", "none", "--exit-with-parent"]
     if os.environ.get("RGPU_GRAPHS", "") not in ("", "0"):
         args += ["--graphs", "on"]
     try:
