@@ -73,6 +73,8 @@ def test_conj_bit_is_lazy_and_resolved():
     close(c.imag, z.conj().imag)                          # a neg view of the imaginary part
     assert c.imag.is_neg()
     close(c.resolve_conj(), z.conj().resolve_conj())
+    assert repr(c) == repr(z.conj())[:-1] + ", device='rgpu:0')"      # printing shows conjugated values
+    assert c.tolist() == z.conj().tolist() and c.imag.tolist() == z.conj().imag.tolist()
     close(r.mH.contiguous(), z.mH.contiguous())
     d = torch.empty_like(r)
     d.copy_(c)

@@ -76,7 +76,12 @@ def download(t):
                            f"{len(data)} bytes, expected {n * dtype.itemsize}")
     if n == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).view(shape)
+    c = torch.frombuffer(bytearray(data), dtype=dtype).view(shape)
+    if t.is_conj():             # stored values; a lazy conj/neg view's are these conjugated/negated
+        c = torch.conj_physical(c)
+    if t.is_neg():
+        c = torch.neg(c)
+    return c
 
 
 def item(t):
