@@ -168,11 +168,15 @@ def run(dtype=torch.float32, nsamples=6, ops=None, on_device=False):
     return res, skipped
 
 
-FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo_float32_pass.txt")
+FLOOR_DTYPES = ("float32", "complex64")     # the dtypes test_opinfo.py keeps a floor for
 
 
-def read_floor():
-    with open(FLOOR) as f:
+def floor_path(dtype="float32"):
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"opinfo_{dtype}_pass.txt")
+
+
+def read_floor(dtype="float32"):
+    with open(floor_path(dtype)) as f:
         return {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
 
 
@@ -186,7 +190,8 @@ def main(argv=None):
     ap.add_argument("--on-device", action="store_true",
                     help="make the samples on rgpu and copy them to CPU (test_compare_cpu's way)")
     ap.add_argument("--write-floor", action="store_true",
-                    help="write the passing ops to opinfo_float32_pass.txt (test_opinfo.py's floor)")
+                    help="write the passing ops to opinfo_<dtype>_pass.txt (test_opinfo.py's floor; "
+                         "float32 and complex64)")
     a = ap.parse_args(argv)
     dtype = getattr(torch, a.dtype)
     t0 = time.time()
@@ -208,11 +213,11 @@ def main(argv=None):
             json.dump({"dtype": a.dtype, "pass": ok, "total": n, "results": res,
                        "compare_cpu_skipped": sorted(skipped)}, f, indent=1, sort_keys=True)
     if a.write_floor:
-        assert a.dtype == "float32" and not a.ops
-        with open(FLOOR, "w") as f:
-            f.write(f"# OpInfo ops whose float32 samples all match CPU on rgpu (torch "
+        assert a.dtype in FLOOR_DTYPES and not a.ops
+        with open(floor_path(a.dtype), "w") as f:
+            f.write(f"# OpInfo ops whose {a.dtype} samples all match CPU on rgpu (torch "
                     f"{torch.__version__.split('+')[0]}); tests/py/test_opinfo.py fails when one stops passing.\n"
-                    f"# Written by: python3 tests/py/opinfo_runner.py --write-floor\n")
+                    f"# Written by: python3 tests/py/opinfo_runner.py --dtype {a.dtype} --write-floor\n")
             f.writelines(k + "\n" for k in sorted(res) if res[k] is None)
     return 0
 
