@@ -375,12 +375,12 @@ def _rvc(x):
     return torch.view_as_real(resolve(x))
 
 
-def add(self, other, *, alpha=1):
+def _addsub(self, other, alpha, torch_op, part_op):
     cdt = _rt(self, other)
     if not cdt.is_complex:
-        return torch.add(self, other, alpha=alpha)
+        return torch_op(self, other, alpha=alpha)
     if _both_c(self, other, cdt) and not isinstance(alpha, complex):
-        return torch.view_as_complex(torch.add(_rvc(self), _rvc(other), alpha=alpha))
+        return torch.view_as_complex(torch_op(_rvc(self), _rvc(other), alpha=alpha))
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
     if alpha != 1:
@@ -388,21 +388,15 @@ def add(self, other, *, alpha=1):
             br, bi = cmul(br, bi, alpha.real, alpha.imag)
         else:
             br, bi = _mul(br, alpha), _mul(bi, alpha)
-    return make(_add(ar, br), _add(ai, bi), cdt)
+    return make(part_op(ar, br), part_op(ai, bi), cdt)
+
+
+def add(self, other, *, alpha=1):
+    return _addsub(self, other, alpha, torch.add, _add)
 
 
 def sub(self, other, *, alpha=1):
-    cdt = _rt(self, other)
-    if _both_c(self, other, cdt) and not isinstance(alpha, complex):
-        return torch.view_as_complex(torch.sub(_rvc(self), _rvc(other), alpha=alpha))
-    ar, ai = parts(self, cdt)
-    br, bi = parts(other, cdt)
-    if alpha != 1:
-        if isinstance(alpha, complex):
-            br, bi = cmul(br, bi, alpha.real, alpha.imag)
-        else:
-            br, bi = _mul(br, alpha), _mul(bi, alpha)
-    return make(_sub(ar, br), _sub(ai, bi), cdt)
+    return _addsub(self, other, alpha, torch.sub, _sub)
 
 
 def rsub(self, other, *, alpha=1):
@@ -573,79 +567,66 @@ def _csqrt(re, im):
     return torch.where(zero, 0.0, r_re), torch.where(zero, im, r_im)
 
 
-def exp(self):
-    re, im, cdt = _w(self)
-    return make(*_cexp(re, im), cdt)
+def _m_exp(re, im):
+    return _cexp(re, im)
 
 
-def exp2(self):
-    re, im, cdt = _w(self)
+def _m_exp2(re, im):
     l2 = math.log(2.0)
-    return make(*_cexp(re * l2, im * l2), cdt)
+    return _cexp(re * l2, im * l2)
 
 
-def expm1(self):
-    re, im, cdt = _w(self)
+def _m_expm1(re, im):
     # re: expm1(x) cos(y) - 2 sin^2(y/2) keeps the accuracy near 0
     s = torch.sin(im * 0.5)
-    return make(torch.expm1(re) * torch.cos(im) - 2.0 * s * s, torch.exp(re) * torch.sin(im), cdt)
+    return torch.expm1(re) * torch.cos(im) - 2.0 * s * s, torch.exp(re) * torch.sin(im)
 
 
-def log(self):
-    re, im, cdt = _w(self)
-    return make(*_clog(re, im), cdt)
+def _m_log(re, im):
+    return _clog(re, im)
 
 
-def log2(self):
-    re, im, cdt = _w(self)
+def _m_log2(re, im):
     lr, li = _clog(re, im)
     k = 1.0 / math.log(2.0)
-    return make(lr * k, li * k, cdt)
+    return lr * k, li * k
 
 
-def log10(self):
-    re, im, cdt = _w(self)
+def _m_log10(re, im):
     lr, li = _clog(re, im)
     k = 1.0 / math.log(10.0)
-    return make(lr * k, li * k, cdt)
+    return lr * k, li * k
 
 
-def log1p(self):
-    re, im, cdt = _w(self)
+def _m_log1p(re, im):
     # log|1+z| = 0.5*log1p(2x + x^2 + y^2) keeps the accuracy near 0
     m = 2.0 * re + re * re + im * im
-    return make(0.5 * torch.log1p(m), torch.atan2(im, 1.0 + re), cdt)
+    return 0.5 * torch.log1p(m), torch.atan2(im, 1.0 + re)
 
 
-def sqrt(self):
-    re, im, cdt = _w(self)
-    return make(*_csqrt(re, im), cdt)
+def _m_sqrt(re, im):
+    return _csqrt(re, im)
 
 
-def rsqrt(self):
-    re, im, cdt = _w(self)
+def _m_rsqrt(re, im):
     sr, si = _csqrt(re, im)
-    return make(*cdiv(1.0, None, sr, si), cdt)
+    return cdiv(1.0, None, sr, si)
 
 
-def sin(self):
-    a, b, cdt = _w(self)
-    return make(torch.sin(a) * torch.cosh(b), torch.cos(a) * torch.sinh(b), cdt)
+def _m_sin(a, b):
+    return torch.sin(a) * torch.cosh(b), torch.cos(a) * torch.sinh(b)
 
 
-def cos(self):
-    a, b, cdt = _w(self)
-    return make(torch.cos(a) * torch.cosh(b), -(torch.sin(a) * torch.sinh(b)), cdt)
+def _m_cos(a, b):
+    return torch.cos(a) * torch.cosh(b), -(torch.sin(a) * torch.sinh(b))
 
 
-def sinh(self):
-    a, b, cdt = _w(self)
-    return make(torch.sinh(a) * torch.cos(b), torch.cosh(a) * torch.sin(b), cdt)
+def _m_sinh(a, b):
+    return torch.sinh(a) * torch.cos(b), torch.cosh(a) * torch.sin(b)
 
 
-def cosh(self):
-    a, b, cdt = _w(self)
-    return make(torch.cosh(a) * torch.cos(b), torch.sinh(a) * torch.sin(b), cdt)
+def _m_cosh(a, b):
+    return torch.cosh(a) * torch.cos(b), torch.sinh(a) * torch.sin(b)
 
 
 def _ctanh(a, b):
@@ -663,48 +644,20 @@ def _ctanh(a, b):
                                                             torch.exp(-2.0 * a.abs()), im)
 
 
-def tanh(self):
-    a, b, cdt = _w(self)
-    return make(*_ctanh(a, b), cdt)
-
-
-def tan(self):
-    a, b, cdt = _w(self)
-    # tan(z) = -i tanh(iz); iz = -b + ia
-    r, i = _ctanh(-b, a)
-    return make(i, -r, cdt)
-
-
 def _casinh(a, b):
     # asinh(z) = log(z + sqrt(z^2 + 1))
-    z2r, z2i = a * a - b * b + 1.0, 2.0 * a * b
-    sr, si = _csqrt(z2r, z2i)
     # for re < 0 use asinh(z) = -asinh(-z) to avoid cancellation
     neg = a < 0
     a2, b2 = torch.where(neg, -a, a), torch.where(neg, -b, b)
     sr2, si2 = _csqrt(a2 * a2 - b2 * b2 + 1.0, 2.0 * a2 * b2)
     lr, li = _clog(a2 + sr2, b2 + si2)
-    del sr, si
     return torch.where(neg, -lr, lr), torch.where(neg, -li, li)
 
 
-def asinh(self):
-    a, b, cdt = _w(self)
-    return make(*_casinh(a, b), cdt)
-
-
-def asin(self):
-    a, b, cdt = _w(self)
-    # asin(z) = -i asinh(iz), iz = -b + ia
-    r, i = _casinh(-b, a)
-    return make(i, -r, cdt)
-
-
-def acos(self):
-    a, b, cdt = _w(self)
+def _m_acos(a, b):
     r, i = _casinh(-b, a)       # asinh(iz) = i asin(z)
     # acos = pi/2 - asin = pi/2 - (i, -r)
-    return make(math.pi / 2 - i, r, cdt)
+    return math.pi / 2 - i, r
 
 
 def _catanh(a, b):
@@ -717,47 +670,57 @@ def _catanh(a, b):
     return 0.5 * (pr - nr), 0.5 * (pi_ - ni)
 
 
-def atanh(self):
-    a, b, cdt = _w(self)
-    return make(*_catanh(a, b), cdt)
-
-
-def atan(self):
-    a, b, cdt = _w(self)
-    # atan(z) = -i atanh(iz)
-    r, i = _catanh(-b, a)
-    return make(i, -r, cdt)
-
-
-def acosh(self):
-    a, b, cdt = _w(self)
+def _m_acosh(a, b):
     # acosh(z) = log(z + sqrt(z+1) sqrt(z-1))
     s1r, s1i = _csqrt(a + 1.0, b)
     s2r, s2i = _csqrt(a - 1.0, b)
     pr, pi_ = cmul(s1r, s1i, s2r, s2i)
-    return make(*_clog(a + pr, b + pi_), cdt)
+    return _clog(a + pr, b + pi_)
 
 
-def sigmoid(self):
-    a, b, cdt = _w(self)
+def _m_sigmoid(a, b):
     er, ei = _cexp(-a, -b)
-    return make(*cdiv(1.0, None, 1.0 + er, ei), cdt)
+    return cdiv(1.0, None, 1.0 + er, ei)
 
 
-def silu(self):
-    a, b, cdt = _w(self)
+def _m_silu(a, b):
     er, ei = _cexp(-a, -b)
-    return make(*cdiv(a, b, 1.0 + er, ei), cdt)
+    return cdiv(a, b, 1.0 + er, ei)
 
 
-def sinc(self):
-    a, b, cdt = _w(self)
+def _m_sinc(a, b):
     pa, pb = a * math.pi, b * math.pi
     sr, si = torch.sin(pa) * torch.cosh(pb), torch.cos(pa) * torch.sinh(pb)
     zero = (a == 0) & (b == 0)
     one = torch.ones_like(pa)
     qr, qi = cdiv(sr, si, torch.where(zero, one, pa), pb)
-    return make(torch.where(zero, 1.0, qr), torch.where(zero, 0.0, qi), cdt)
+    return torch.where(zero, 1.0, qr), torch.where(zero, 0.0, qi)
+
+
+def _times_minus_i_of_i(fn):
+    """z -> -i fn(iz): tan from tanh, asin from asinh, atan from atanh."""
+    def g(a, b):
+        r, i = fn(-b, a)
+        return i, -r
+    return g
+
+
+_m_tanh, _m_asinh, _m_atanh = _ctanh, _casinh, _catanh
+_m_tan, _m_asin, _m_atan = (_times_minus_i_of_i(f) for f in (_ctanh, _casinh, _catanh))
+
+
+def _u(math_fn):
+    """A complex unary op from math_fn(re, im) -> (re, im) on float64 parts."""
+    def op(self):
+        re, im, cdt = _w(self)
+        return make(*math_fn(re, im), cdt)
+    return op
+
+
+UNARY = {name: _u(globals()["_m_" + name]) for name in (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "sinh", "cosh", "tanh",
+    "tan", "asinh", "asin", "acos", "atanh", "atan", "acosh", "sigmoid", "silu", "sinc")}
+exp, log, sqrt = UNARY["exp"], UNARY["log"], UNARY["sqrt"]
 
 
 def pow_(self, exponent):
@@ -1207,11 +1170,7 @@ def _register_all():
     _reg("logical_or", logical_or, inplace=False)
     _reg("logical_xor", logical_xor, inplace=False)
     _reg("logical_not", logical_not, inplace=False)
-    for name, fn in (("exp", exp), ("exp2", exp2), ("expm1", expm1), ("log", log), ("log2", log2),
-                     ("log10", log10), ("log1p", log1p), ("sqrt", sqrt), ("rsqrt", rsqrt), ("sin", sin),
-                     ("cos", cos), ("tan", tan), ("sinh", sinh), ("cosh", cosh), ("tanh", tanh),
-                     ("asin", asin), ("acos", acos), ("atan", atan), ("asinh", asinh), ("acosh", acosh),
-                     ("atanh", atanh), ("sigmoid", sigmoid), ("silu", silu), ("sinc", sinc)):
+    for name, fn in UNARY.items():
         _reg(name, fn)
     _reg("pow", pow_)
     _reg("complex", _complex, inplace=False)
