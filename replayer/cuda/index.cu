@@ -53,13 +53,13 @@ __global__ void k_copy(ix_walk w, char *d, int ddt, int desz, const char *s, int
     }
 }
 
-__global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, long long n)
+__global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, uint64_t bits_hi, long long n)
 {
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        uint64_t v = bits;
-        op_elem_copy(d + off[0], (const char *)&v, esz);
+        uint64_t v[2] = { bits, bits_hi };   /* up to 16 bytes (complex128) */
+        op_elem_copy(d + off[0], (const char *)v, esz);
     }
 }
 
@@ -133,9 +133,9 @@ rgpu_status ix_fill_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *val
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
     int esz = (int)rgpu_dtype_size(dst->dtype);
-    uint64_t bits = 0;
-    memcpy(&bits, val, (size_t)esz);
-    k_fill<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, esz, bits, n);
+    uint64_t bits[2] = { 0, 0 };
+    memcpy(bits, val, (size_t)esz);
+    k_fill<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, esz, bits[0], bits[1], n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -503,8 +503,8 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
                          name, (long long)keys[i], (long long)p.nw);
     }
-    uint64_t zero = 0;
-    FORWARD_IF_ERROR(ix_fill_view(c, out, &zero, err, errlen));
+    uint64_t zero[2] = { 0, 0 };
+    FORWARD_IF_ERROR(ix_fill_view(c, out, zero, err, errlen));
     if (p.n == 0 || p.D == 0) return RGPU_OK;
 
     uint8_t *skip = (uint8_t *)hskip.get((size_t)p.n);
