@@ -113,24 +113,33 @@ void run_gemm(void *arg) {
             return;
         }
     }
-    if (is_complex(g.ct)) {
-        for (int b = 0; b < g.batch; b++) {
-            const char *A = (const char *)g.A + (long long)b * g.sA * (long long)esize(g.at);
-            const char *B = (const char *)g.B + (long long)b * g.sB * (long long)esize(g.bt);
-            char *C = (char *)g.C + (long long)b * g.sC * (long long)esize(g.ct);
-            for (int j = 0; j < g.n; j++)
-                for (int i = 0; i < g.m; i++) {
-                    double sr = 0, si = 0;
-                    for (int p = 0; p < g.k; p++) {
+    bool cx = is_complex(g.ct);
+    for (int b = 0; b < g.batch; b++) {
+        const char *A = (const char *)g.A + (long long)b * g.sA * (long long)esize(g.at);
+        const char *B = (const char *)g.B + (long long)b * g.sB * (long long)esize(g.bt);
+        char *C = (char *)g.C + (long long)b * g.sC * (long long)esize(g.ct);
+        for (int j = 0; j < g.n; j++)
+            for (int i = 0; i < g.m; i++) {
+                double sr = 0, si = 0;   // complex: (re, im) of the sum; real: sr
+                for (int p = 0; p < g.k; p++) {
+                    long long ia = g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda;
+                    long long ib = g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb;
+                    if (cx) {
                         double ar, ai, br, bi;
-                        load_c(A, g.at, g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda, &ar, &ai);
-                        load_c(B, g.bt, g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb, &br, &bi);
+                        load_c(A, g.at, ia, &ar, &ai);
+                        load_c(B, g.bt, ib, &br, &bi);
                         if (g.ta == OP_C) ai = -ai;
                         if (g.tb == OP_C) bi = -bi;
                         sr += ar * br - ai * bi;
                         si += ar * bi + ai * br;
+                    } else {
+                        double av = load(A, g.at, ia), bv = load(B, g.bt, ib);
+                        if (g.tf32) { av = tf32(av); bv = tf32(bv); }
+                        sr += av * bv;
                     }
-                    long long ci = i + (long long)j * g.ldc;
+                }
+                long long ci = i + (long long)j * g.ldc;
+                if (cx) {
                     double vr = g.alpha * sr - g.alpha_im * si, vi = g.alpha * si + g.alpha_im * sr;
                     if (g.beta != 0 || g.beta_im != 0) {
                         double cr, cim;
@@ -139,27 +148,11 @@ void run_gemm(void *arg) {
                         vi += g.beta * cim + g.beta_im * cr;
                     }
                     store_c(C, g.ct, ci, vr, vi);
+                } else {
+                    double v = g.alpha * sr;
+                    if (g.beta != 0) v += g.beta * load(C, g.ct, ci);
+                    store(C, g.ct, ci, v);
                 }
-        }
-        return;
-    }
-    for (int b = 0; b < g.batch; b++) {
-        const char *A = (const char *)g.A + (long long)b * g.sA * (long long)esize(g.at);
-        const char *B = (const char *)g.B + (long long)b * g.sB * (long long)esize(g.bt);
-        char *C = (char *)g.C + (long long)b * g.sC * (long long)esize(g.ct);
-        for (int j = 0; j < g.n; j++)
-            for (int i = 0; i < g.m; i++) {
-                double acc = 0;
-                for (int p = 0; p < g.k; p++) {
-                    double a = load(A, g.at, g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda);
-                    double bb = load(B, g.bt, g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb);
-                    if (g.tf32) { a = tf32(a); bb = tf32(bb); }
-                    acc += a * bb;
-                }
-                long long ci = i + (long long)j * g.ldc;
-                double v = g.alpha * acc;
-                if (g.beta != 0) v += g.beta * load(C, g.ct, ci);
-                store(C, g.ct, ci, v);
             }
     }
 }
