@@ -7,7 +7,9 @@
  * reading strided operands in place when one of their two inner strides is 1
  * (x.t() is common); f16/bf16 are converted to f32, multiplied by sgemm and
  * rounded once (ATen's CPU gemm accumulates reduced types in f32 too);
- * integer dtypes use plain loops in wrapping int64. OpenBLAS splits work over
+ * integer dtypes use plain loops in wrapping int64; complex64/complex128 go
+ * to cgemm/zgemm (real alpha/beta), strided operands they cannot read in place
+ * copied contiguous in their own dtype. OpenBLAS splits work over
  * rows/columns of C, never over k, so results do not depend on its threads. */
 #include <cblas.h>
 #include <limits.h>
@@ -136,6 +138,37 @@ void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
                     B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
+/* Row-major complex GEMM on (re, im) pairs of dtype dt (C64 or C128),
+ * real alpha/beta as rgpu_dense_gemm: beta == 0 does not read C. */
+static void gemm_complex(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                         const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
+{
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < 2 * N; j++) {
+                if (dt == RGPU_C64) {
+                    float *c = (float *)C + 2 * i * ldc + j;
+                    *c = beta == 0 ? 0.0f : (float)beta * *c;
+                } else {
+                    double *c = (double *)C + 2 * i * ldc + j;
+                    *c = beta == 0 ? 0.0 : beta * *c;
+                }
+            }
+        return;
+    }
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (dt == RGPU_C64) {
+        float al[2] = { (float)alpha, 0.0f }, be[2] = { (float)beta, 0.0f };
+        cblas_cgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, al, A, (blasint)lda,
+                    B, (blasint)ldb, be, C, (blasint)ldc);
+    } else {
+        double al[2] = { alpha, 0.0 }, be[2] = { beta, 0.0 };
+        cblas_zgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, al, A, (blasint)lda,
+                    B, (blasint)ldb, be, C, (blasint)ldc);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * MM, BMM, ADDMM, BADDBMM
  *
@@ -176,10 +209,42 @@ static void mat_copy_same_dtype(const mat_ref *dst, const mat_ref *src)
     case 1: MAT_COPY(uint8_t); break;
     case 2: MAT_COPY(uint16_t); break;
     case 4: MAT_COPY(uint32_t); break;
+    case 16: MAT_COPY(op_pair64); break;
     default: MAT_COPY(uint64_t); break;
     }
 }
 #undef MAT_COPY
+
+/* A matrix to (load) or from (store) a contiguous (rows, cols) buffer:
+ * converted to/from compute type ct, or, complex, copied in its own dtype. */
+static void mat_load(const mat_ref *src, int ct, bool cplx, void *buf)
+{
+    if (cplx) {
+        mat_ref d = { buf, src->dtype, src->rows, src->cols, src->cols, 1 };
+        mat_copy_same_dtype(&d, src);
+    } else {
+        rgpu_view v = mat_view(src);
+        rgpu_dense_load(&v, ct, buf);
+    }
+}
+
+static void mat_store(const mat_ref *dst, int ct, bool cplx, void *buf)
+{
+    if (cplx) {
+        mat_ref s = { buf, dst->dtype, dst->rows, dst->cols, dst->cols, 1 };
+        mat_copy_same_dtype(dst, &s);
+    } else {
+        rgpu_view v = mat_view(dst);
+        rgpu_dense_store(&v, ct, buf);
+    }
+}
+
+static void gemm_any(int dt, int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                     const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
+{
+    if (op_dtype_is_complex(dt)) gemm_complex(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else rgpu_dense_gemm(ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -189,8 +254,9 @@ rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
     int ct = op_dense_ct_of(dt);
-    int64_t esz = (int64_t)rgpu_dtype_size(dt), csz = (int64_t)op_dense_ct_size(ct);
-    bool native = dt == RGPU_F32 || dt == RGPU_F64;   /* BLAS reads the operands' own bytes */
+    bool cplx = op_dtype_is_complex(dt);   /* buffers hold dt itself */
+    int64_t esz = (int64_t)rgpu_dtype_size(dt), csz = cplx ? esz : (int64_t)op_dense_ct_size(ct);
+    bool native = dt == RGPU_F32 || dt == RGPU_F64 || cplx;   /* BLAS reads the operands' own bytes */
     int64_t ab = batched ? a->strides[0] : 0, bb = batched ? b->strides[0] : 0;
     int64_t ob = batched ? out->strides[0] : 0;
     mat_ref A = { a->data, dt, n, k, a->strides[nd - 2], a->strides[nd - 1] };
@@ -237,22 +303,28 @@ rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
         Oi.p += bi * ob * esz;
         if (Si.p) Si.p += bi * ss[0] * esz;
         const void *pa = Ai.p, *pb = Bi.p;
-        if (!a_direct) { rgpu_view v = mat_view(&Ai); rgpu_dense_load(&v, ct, abuf); pa = abuf; }
-        if (!b_direct) { rgpu_view v = mat_view(&Bi); rgpu_dense_load(&v, ct, bbuf); pb = bbuf; }
+        if (!a_direct) { mat_load(&Ai, ct, cplx, abuf); pa = abuf; }
+        if (!b_direct) { mat_load(&Bi, ct, cplx, bbuf); pb = bbuf; }
         if (o_direct) {
             if (use_self && !self_is_out) mat_copy_same_dtype(&Oi, &Si);
             if (!to)
-                rgpu_dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, Oi.p, ldo);
+                gemm_any(dt, ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, Oi.p, ldo);
             else   /* column-major out: C^T = B^T A^T, row-major with ld = its column stride */
-                rgpu_dense_gemm(ct, !tb, !ta, m, n, k, alpha, pb, ldb, pa, lda, use_self ? beta : 0.0, Oi.p, ldo);
+                gemm_any(dt, ct, !tb, !ta, m, n, k, alpha, pb, ldb, pa, lda, use_self ? beta : 0.0, Oi.p, ldo);
         } else {
             char *c = (char *)cbuf + (overlap ? bi * n * m * csz : 0);
-            if (use_self) { rgpu_view v = mat_view(&Si); rgpu_dense_load(&v, ct, c); }
-            rgpu_dense_gemm(ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, c, m);
-            if (!overlap) { rgpu_view v = mat_view(&Oi); rgpu_dense_store(&v, ct, c); }
+            if (use_self) mat_load(&Si, ct, cplx, c);
+            gemm_any(dt, ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, c, m);
+            if (!overlap) mat_store(&Oi, ct, cplx, c);
         }
     }
-    if (overlap) rgpu_dense_store(out, ct, cbuf);
+    if (overlap) {
+        for (int64_t bi = 0; bi < nb; bi++) {
+            mat_ref Oi = O;
+            Oi.p += bi * ob * esz;
+            mat_store(&Oi, ct, cplx, (char *)cbuf + bi * n * m * csz);
+        }
+    }
     free(abuf); free(bbuf); free(cbuf);
     return RGPU_OK;
 }

@@ -51,6 +51,12 @@ struct rgpu_cublas {
     int (*DgemmStridedBatched)(void *h, int ta, int tb, int m, int n, int k, const double *alpha,
                                const double *A, int lda, long long sA, const double *B, int ldb, long long sB,
                                const double *beta, double *C, int ldc, long long sC, int batch);
+    // cublasCgemmStridedBatched / cublasZgemmStridedBatched: alpha, beta, A, B, C
+    // are cuComplex / cuDoubleComplex ((re, im) pairs of float / double)
+    typedef int (*cz_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
+                              int lda, long long sA, const void *B, int ldb, long long sB, const void *beta,
+                              void *C, int ldc, long long sC, int batch);
+    cz_gemm_fn CgemmStridedBatched, ZgemmStridedBatched;
     int (*GemmStridedBatchedEx)(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
                                 const void *A, int Atype, int lda, long long sA,
                                 const void *B, int Btype, int ldb, long long sB, const void *beta,

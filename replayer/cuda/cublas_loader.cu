@@ -156,6 +156,8 @@ extern "C" bool rgpu_cublas_load(rgpu_cublas *b, char *why, size_t whylen) {
         { "cublasSetWorkspace_v2", (void **)&b->SetWorkspace },
         { "cublasSgemmStridedBatched", (void **)&b->SgemmStridedBatched },
         { "cublasDgemmStridedBatched", (void **)&b->DgemmStridedBatched },
+        { "cublasCgemmStridedBatched", (void **)&b->CgemmStridedBatched },
+        { "cublasZgemmStridedBatched", (void **)&b->ZgemmStridedBatched },
         { "cublasGemmStridedBatchedEx", (void **)&b->GemmStridedBatchedEx },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {

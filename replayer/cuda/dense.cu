@@ -124,6 +124,7 @@ rgpu_status copy(rgpu_cuda_ctx *c, const rgpu_view *dst, const rgpu_view *src, c
     case 1: copy_kernel<uint8_t><<<nb, THREADS, 0, c->stream>>>(d, s, n); break;
     case 2: copy_kernel<uint16_t><<<nb, THREADS, 0, c->stream>>>(d, s, n); break;
     case 4: copy_kernel<uint32_t><<<nb, THREADS, 0, c->stream>>>(d, s, n); break;
+    case 16: copy_kernel<op_pair64><<<nb, THREADS, 0, c->stream>>>(d, s, n); break;
     default: copy_kernel<uint64_t><<<nb, THREADS, 0, c->stream>>>(d, s, n); break;
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -157,7 +158,11 @@ static __global__ void scale_kernel(int dt, int64_t M, int64_t N, double beta, c
     DCU_LOOP(t, batch * mn) {
         int64_t b = t / mn, r = t % mn, i = r / N, j = r % N;
         char *p = C + (b * sC + i * ldc + j) * esz;
-        if (dt == RGPU_F64) op_store_f64(p, dt, beta == 0.0 ? 0.0 : beta * op_load_f64(p, dt));
+        if (op_dtype_is_complex(dt)) {
+            double re, im;
+            op_load_c128(p, dt, &re, &im);
+            op_store_c128(p, dt, beta == 0.0 ? 0.0 : beta * re, beta == 0.0 ? 0.0 : beta * im);
+        } else if (dt == RGPU_F64) op_store_f64(p, dt, beta == 0.0 ? 0.0 : beta * op_load_f64(p, dt));
         else op_store_f32(p, dt, beta == 0.0 ? 0.0f : (float)beta * op_load_f32(p, dt));
     }
 }
@@ -234,6 +239,7 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
         int st;
         const char *fn;
         bool missing = dt == RGPU_F64 ? !bl.DgemmStridedBatched
+                     : dt == RGPU_C64 ? !bl.CgemmStridedBatched : dt == RGPU_C128 ? !bl.ZgemmStridedBatched
                      : dt == RGPU_F32 && !tf32 ? !bl.SgemmStridedBatched : !bl.GemmStridedBatchedEx;
         if (missing) {
             snprintf(err, errlen, "cuBLAS not available: %s: the loaded libcublas lacks the GEMM it needs", opname);
@@ -244,6 +250,16 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
             fn = "cublasDgemmStridedBatched";
             st = bl.DgemmStridedBatched(bl.handle, opb, opa, (int)N, (int)M, (int)K, &al, (const double *)pb, (int)ldb,
                                         sB, (const double *)pa, (int)lda, sA, &be, (double *)pc, (int)ldc, sC, nb);
+        } else if (dt == RGPU_C64) {   // real alpha/beta; cuComplex is float2
+            float al[2] = { (float)alpha, 0.0f }, be[2] = { (float)beta, 0.0f };
+            fn = "cublasCgemmStridedBatched";
+            st = bl.CgemmStridedBatched(bl.handle, opb, opa, (int)N, (int)M, (int)K, al, pb, (int)ldb, sB, pa,
+                                        (int)lda, sA, be, pc, (int)ldc, sC, nb);
+        } else if (dt == RGPU_C128) {
+            double al[2] = { alpha, 0.0 }, be[2] = { beta, 0.0 };
+            fn = "cublasZgemmStridedBatched";
+            st = bl.ZgemmStridedBatched(bl.handle, opb, opa, (int)N, (int)M, (int)K, al, pb, (int)ldb, sB, pa,
+                                        (int)lda, sA, be, pc, (int)ldc, sC, nb);
         } else if (dt == RGPU_F32 && !tf32) {
             float al = (float)alpha, be = (float)beta;
             fn = "cublasSgemmStridedBatched";

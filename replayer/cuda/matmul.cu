@@ -8,7 +8,8 @@
 // 0 included), else from a contiguous copy; f16/bf16 are read as they are
 // and accumulate in f32 (one rounding). An out cuBLAS cannot write (neither
 // inner stride 1, or overlapping an operand) gets a contiguous buffer that is
-// copied out last. Integers: packed to int64, a plain wrapping kernel.
+// copied out last. complex64/complex128: cuBLAS C/Z GEMM (real alpha/beta),
+// copies in their own dtype. Integers: packed to int64, a plain wrapping kernel.
 #include "dense.cuh"
 
 // Args, checks, and the in-place layouts (rgpu_op_dense_blas_layout: row-major, or
@@ -44,7 +45,7 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     rgpu_view S = mat3(self ? self->data : NULL, dt, nb, n, m, ss[0], ss[1], ss[2]);
     rgpu_dcu::scratch sc(c);
 
-    if (!op_dtype_is_float(dt)) {
+    if (!op_dtype_is_float(dt) && !op_dtype_is_complex(dt)) {
         /* integers: pack to int64, wrapping kernel, store (as the CPU's loops) */
         uint64_t *pa = (uint64_t *)sc.get(nb * n * k, 8), *pb = (uint64_t *)sc.get(nb * k * m, 8);
         uint64_t *pc = (uint64_t *)sc.get(nb * n * m, 8);

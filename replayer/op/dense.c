@@ -174,6 +174,7 @@ rgpu_status rgpu_op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err,
                  rgpu_dtype_name(dt), rgpu_dtype_name(a->dtype), rgpu_dtype_name(b->dtype),
                  self ? ", " : "", self ? rgpu_dtype_name(self->dtype) : "");
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    if (dt == RGPU_C32) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for complex32", name);
     int64_t *want = q->want;
     want[0] = nb; want[1] = n; want[2] = m;
     FORWARD_IF_ERROR(rgpu_op_dense_check_shape(out, "out", batched ? want : want + 1, nd, e->op, err, errlen));
@@ -192,7 +193,7 @@ rgpu_status rgpu_op_dense_mm_args(const rgpu_exec *e, op_dense_mm *q, char *err,
         }
         beta = rgpu_arg_as_f64(args[0]);
         alpha = rgpu_arg_as_f64(args[1]);
-        if (!op_dtype_is_float(dt)) {   /* Scalar.to<int>() truncates */
+        if (!op_dtype_is_float(dt) && !op_dtype_is_complex(dt)) {   /* Scalar.to<int>() truncates */
             beta = (double)(args[0]->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(beta) : rgpu_arg_as_i64(args[0]));
             alpha = (double)(args[1]->kind == RGPU_ARG_FLOAT ? op_f64_to_i64_sat(alpha) : rgpu_arg_as_i64(args[1]));
         }
@@ -726,6 +727,7 @@ rgpu_status rgpu_op_conv_fwd_args(const rgpu_exec *e, const char *backend, op_co
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: input, weight and bias must share the output's dtype %s", name,
                  rgpu_dtype_name(dt));
     if (dt == RGPU_BOOL) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for bool (as ATen)", name);
+    if (dt == RGPU_C32) RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for complex32", name);
     q->x0 = x0; q->w0 = w0; q->bias = bias; q->y0 = y0; q->dt = dt;
     FORWARD_IF_ERROR(rgpu_op_conv_parse_args(e, 0, x0->ndim - 2, &q->a, err, errlen));
     q->x = rgpu_op_conv_as_4d(x0); q->w = rgpu_op_conv_as_4d(w0); q->y = rgpu_op_conv_as_4d(y0);

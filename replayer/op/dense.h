@@ -30,6 +30,9 @@ static inline int op_dense_ct_of(int dtype)
 
 static inline size_t op_dense_ct_size(int ct) { return ct == OP_CT_F32 ? 4 : 8; }
 
+/* A complex128 element moved as raw bytes (8-byte aligned, as storage gives). */
+typedef struct op_pair64 { uint64_t lo, hi; } op_pair64;
+
 /* ---------------------------------------------------------------------------
  * Checks and args */
 
@@ -69,7 +72,8 @@ static inline double op_dense_at_f64(const rgpu_view *v, int64_t i)
 
 /* Matmul operands, checked: out = beta*self + alpha*(a @ b) over nb batches
  * of (n, k) @ (k, m); self (NULL for mm/bmm) broadcast to out with strides
- * ss (0 on broadcast dims). */
+ * ss (0 on broadcast dims). complex64/complex128 operands take real alpha
+ * and beta (the records' scalars are real); complex32 is refused. */
 typedef struct op_dense_mm {
     bool batched, has_self, use_self;
     const rgpu_view *self, *a, *b;

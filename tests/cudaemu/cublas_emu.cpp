@@ -9,6 +9,7 @@
 // + beta * C (C is not read when beta == 0). Products are summed in p order
 // in double (for 32F compute, rounded once at the end; TF32 compute rounds
 // the inputs to 10 mantissa bits first), so results are deterministic.
+// Complex (C/Z GEMM): (re, im) pairs, complex alpha/beta, 'C' conjugates.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -22,7 +23,8 @@
 namespace {
 
 enum { ST_OK = 0, ST_NOT_INITIALIZED = 1, ST_INVALID_VALUE = 7, ST_EXECUTION_FAILED = 13, ST_NOT_SUPPORTED = 15 };
-enum { R_32F = 0, R_64F = 1, R_16F = 2, R_16BF = 14 };
+enum { R_32F = 0, R_64F = 1, R_16F = 2, R_32C = 4, R_64C = 5, R_16BF = 14 };
+enum { OP_N = 0, OP_T = 1, OP_C = 2 };
 enum { C_32F = 68, C_32F_TF32 = 77, C_64F = 70 };
 
 struct handle {
@@ -32,7 +34,7 @@ struct handle {
 
 struct gemm {
     int ta, tb, m, n, k;
-    double alpha, beta;
+    double alpha, beta, alpha_im, beta_im;   // _im: complex GEMMs only
     const void *A, *B;
     void *C;
     int at, bt, ct, lda, ldb, ldc;
@@ -41,7 +43,20 @@ struct gemm {
     bool tf32;
 };
 
-size_t esize(int t) { return t == R_64F ? 8 : t == R_32F ? 4 : 2; }
+size_t esize(int t) { return t == R_64C ? 16 : t == R_64F || t == R_32C ? 8 : t == R_32F ? 4 : 2; }
+
+bool is_complex(int t) { return t == R_32C || t == R_64C; }
+
+// Element i of a complex operand.
+void load_c(const void *p, int t, long long i, double *re, double *im) {
+    if (t == R_32C) { *re = ((const float *)p)[2 * i]; *im = ((const float *)p)[2 * i + 1]; }
+    else { *re = ((const double *)p)[2 * i]; *im = ((const double *)p)[2 * i + 1]; }
+}
+
+void store_c(void *p, int t, long long i, double re, double im) {
+    if (t == R_32C) { ((float *)p)[2 * i] = (float)re; ((float *)p)[2 * i + 1] = (float)im; }
+    else { ((double *)p)[2 * i] = re; ((double *)p)[2 * i + 1] = im; }
+}
 
 double load(const void *p, int t, long long i) {
     switch (t) {
@@ -98,30 +113,54 @@ void run_gemm(void *arg) {
             return;
         }
     }
+    bool cx = is_complex(g.ct);
     for (int b = 0; b < g.batch; b++) {
         const char *A = (const char *)g.A + (long long)b * g.sA * (long long)esize(g.at);
         const char *B = (const char *)g.B + (long long)b * g.sB * (long long)esize(g.bt);
         char *C = (char *)g.C + (long long)b * g.sC * (long long)esize(g.ct);
         for (int j = 0; j < g.n; j++)
             for (int i = 0; i < g.m; i++) {
-                double acc = 0;
+                double sr = 0, si = 0;   // complex: (re, im) of the sum; real: sr
                 for (int p = 0; p < g.k; p++) {
-                    double a = load(A, g.at, g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda);
-                    double bb = load(B, g.bt, g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb);
-                    if (g.tf32) { a = tf32(a); bb = tf32(bb); }
-                    acc += a * bb;
+                    long long ia = g.ta ? p + (long long)i * g.lda : i + (long long)p * g.lda;
+                    long long ib = g.tb ? j + (long long)p * g.ldb : p + (long long)j * g.ldb;
+                    if (cx) {
+                        double ar, ai, br, bi;
+                        load_c(A, g.at, ia, &ar, &ai);
+                        load_c(B, g.bt, ib, &br, &bi);
+                        if (g.ta == OP_C) ai = -ai;
+                        if (g.tb == OP_C) bi = -bi;
+                        sr += ar * br - ai * bi;
+                        si += ar * bi + ai * br;
+                    } else {
+                        double av = load(A, g.at, ia), bv = load(B, g.bt, ib);
+                        if (g.tf32) { av = tf32(av); bv = tf32(bv); }
+                        sr += av * bv;
+                    }
                 }
                 long long ci = i + (long long)j * g.ldc;
-                double v = g.alpha * acc;
-                if (g.beta != 0) v += g.beta * load(C, g.ct, ci);
-                store(C, g.ct, ci, v);
+                if (cx) {
+                    double vr = g.alpha * sr - g.alpha_im * si, vi = g.alpha * si + g.alpha_im * sr;
+                    if (g.beta != 0 || g.beta_im != 0) {
+                        double cr, cim;
+                        load_c(C, g.ct, ci, &cr, &cim);
+                        vr += g.beta * cr - g.beta_im * cim;
+                        vi += g.beta * cim + g.beta_im * cr;
+                    }
+                    store_c(C, g.ct, ci, vr, vi);
+                } else {
+                    double v = g.alpha * sr;
+                    if (g.beta != 0) v += g.beta * load(C, g.ct, ci);
+                    store(C, g.ct, ci, v);
+                }
             }
     }
 }
 
 int enqueue(handle *h, const gemm &g0) {
     if (!h) return ST_NOT_INITIALIZED;
-    if (g0.m < 0 || g0.n < 0 || g0.k < 0 || g0.batch < 0 || (g0.ta != 0 && g0.ta != 1) || (g0.tb != 0 && g0.tb != 1) ||
+    int maxop = is_complex(g0.ct) ? OP_C : OP_T;   // real GEMMs here take N and T only
+    if (g0.m < 0 || g0.n < 0 || g0.k < 0 || g0.batch < 0 || g0.ta < 0 || g0.ta > maxop || g0.tb < 0 || g0.tb > maxop ||
         g0.ldc < (g0.m > 1 ? g0.m : 1) || g0.lda < ((g0.ta ? g0.k : g0.m) > 1 ? (g0.ta ? g0.k : g0.m) : 1) ||
         g0.ldb < ((g0.tb ? g0.n : g0.k) > 1 ? (g0.tb ? g0.n : g0.k) : 1))
         return ST_INVALID_VALUE;
@@ -166,14 +205,30 @@ int cublasSetWorkspace_v2(void *h, void *ws, size_t bytes) {
 int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A, int lda,
                               long long sA, const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,
                               long long sC, int batch) {
-    gemm g = { ta, tb, m, n, k, *alpha, *beta, A, B, C, R_32F, R_32F, R_32F, lda, ldb, ldc, sA, sB, sC, batch, false };
+    gemm g = { ta, tb, m, n, k, *alpha, *beta, 0, 0, A, B, C, R_32F, R_32F, R_32F, lda, ldb, ldc, sA, sB, sC, batch, false };
     return enqueue((handle *)h, g);
 }
 
 int cublasDgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const double *alpha, const double *A, int lda,
                               long long sA, const double *B, int ldb, long long sB, const double *beta, double *C, int ldc,
                               long long sC, int batch) {
-    gemm g = { ta, tb, m, n, k, *alpha, *beta, A, B, C, R_64F, R_64F, R_64F, lda, ldb, ldc, sA, sB, sC, batch, false };
+    gemm g = { ta, tb, m, n, k, *alpha, *beta, 0, 0, A, B, C, R_64F, R_64F, R_64F, lda, ldb, ldc, sA, sB, sC, batch, false };
+    return enqueue((handle *)h, g);
+}
+
+int cublasCgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A, int lda,
+                              long long sA, const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,
+                              long long sC, int batch) {
+    gemm g = { ta, tb, m, n, k, alpha[0], beta[0], alpha[1], beta[1], A, B, C, R_32C, R_32C, R_32C, lda, ldb, ldc,
+               sA, sB, sC, batch, false };
+    return enqueue((handle *)h, g);
+}
+
+int cublasZgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const double *alpha, const double *A,
+                              int lda, long long sA, const double *B, int ldb, long long sB, const double *beta,
+                              double *C, int ldc, long long sC, int batch) {
+    gemm g = { ta, tb, m, n, k, alpha[0], beta[0], alpha[1], beta[1], A, B, C, R_64C, R_64C, R_64C, lda, ldb, ldc,
+               sA, sB, sC, batch, false };
     return enqueue((handle *)h, g);
 }
 
@@ -195,7 +250,7 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
     } else {
         return ST_NOT_SUPPORTED;
     }
-    gemm g = { ta, tb, m, n, k, al, be, A, B, C, Atype, Btype, Ctype, lda, ldb, ldc, sA, sB, sC, batch,
+    gemm g = { ta, tb, m, n, k, al, be, 0, 0, A, B, C, Atype, Btype, Ctype, lda, ldb, ldc, sA, sB, sC, batch,
                compute == C_32F_TF32 && Atype == R_32F };
     return enqueue((handle *)h, g);
 }

@@ -9,7 +9,8 @@
 #      in $ORDERS (forward, reverse, random)
 #   4. tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
-#      equal to the cpu backend's), test_basic.py on cuda;
+#      equal to the cpu backend's), test_basic.py, test_complex_mm.py (complex GEMM,
+#      matrix_exp) on cuda;
 #      tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
 #   5. tests/py/test_amp.py on cuda
 #   6. the reduced GPT trained 20 steps on cuda (recorded), then
@@ -66,8 +67,9 @@ for o in $ORDERS; do
         $PY -m pytest -q -p no:cacheprovider tests/py/test_conformance.py
 done
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py
-step "test_datadep.py, test_random.py, test_basic.py on cuda" \
-    $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py
+step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py on cuda" \
+    $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
+    tests/py/test_complex_mm.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
 step "complex tensors on cuda (test_complex.py)" $PY -m pytest -q -p no:cacheprovider tests/py/test_complex.py

@@ -1174,6 +1174,45 @@ case("c_index", lambda x, i: (x[i], x.index_select(0, i), x.gather(0, i[:, None]
 case("c_addc_lerp", lambda x, y: (torch.addcmul(x, x, y, value=2), torch.addcdiv(x, x, y + 3),
                                   torch.lerp(x, y, 0.3), torch.dot(x.flatten(), y.flatten()),
                                   torch.vdot(x.flatten(), y.flatten())), [((3, 4), (3, 4))], CPLX, tol=LOOSE)
+# --- issue 14: complex matmul, matrix_exp ---------------------------------------------------
+# Complex operands are view_as_complex of (..., 2) F32/F64 inputs (complex64/complex128);
+# results come back view_as_real, so the float tolerances apply. Transposed and
+# strided operands are made inside the expressions.
+
+def _cx(*ts):
+    return [torch.view_as_complex(t) for t in ts]
+
+
+def _cmm(a, b):
+    a, b = _cx(a, b)
+    return torch.view_as_real(torch.mm(a, b)), torch.view_as_real(torch.mm(a.mT.contiguous().mT, b[:, ::2]))
+
+
+def _cbmm(a, b):
+    a, b = _cx(a, b)
+    return torch.view_as_real(torch.bmm(a, b)), torch.view_as_real(torch.matmul(a.mT.contiguous().mT, b[0]))
+
+
+def _caddmm(s, a, b):
+    s, a, b = _cx(s, a, b)
+    nan = torch.full_like(s, float("nan"))
+    return (torch.view_as_real(torch.addmm(s, a, b, beta=0.5, alpha=-2)),
+            torch.view_as_real(torch.addmm(nan, a, b, beta=0)),
+            torch.view_as_real(torch.addmm(s[0], a, b, beta=2 + 0j, alpha=1.5 + 0j)))
+
+
+def _cbaddbmm(s, a, b):
+    s, a, b = _cx(s, a, b)
+    return torch.view_as_real(torch.baddbmm(s, a, b, beta=-1, alpha=0.25))
+
+
+CM = dict(tol=LOOSE, layouts=("contig",))
+case("complex_mm", _cmm, [((3, 4, 2), (4, 10, 2)), ((0, 4, 2), (4, 10, 2)), ((3, 0, 2), (0, 10, 2))], LAF, **CM)
+case("complex_bmm", _cbmm, [((2, 3, 4, 2), (2, 4, 5, 2))], LAF, **CM)
+case("complex_addmm", _caddmm, [((3, 5, 2), (3, 4, 2), (4, 5, 2))], LAF, **CM)
+case("complex_baddbmm", _cbaddbmm, [((2, 3, 5, 2), (2, 3, 4, 2), (2, 4, 5, 2))], LAF, **CM)
+case("matrix_exp", lambda a: (torch.linalg.matrix_exp(a), torch.matrix_exp(a * 0.01)),
+     [((2, 4, 4),), ((3, 3),)], LAF, tol=LOOSE)
 
 
 # --- running a case --------------------------------------------------------------------

@@ -18,6 +18,7 @@ import torch
 from torch._decomp import decomposition_table
 
 from . import decomp_sample as _decomp_sample
+from . import mexp as _mexp
 
 aten = torch.ops.aten
 
@@ -1122,6 +1123,7 @@ _OWN[aten.angle.default] = _angle
 _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 _OWN.update(_OWN_INDEX)                   # issue 13: index
 _OWN.update(_OWN_SORT)                    # issue 13: sorting
+_OWN.update(_mexp.TABLE)                  # issue 14: matrix_exp
 
 
 # --- _foreach_* ------------------------------------------------------------------------

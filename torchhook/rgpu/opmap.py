@@ -568,8 +568,42 @@ def _mm(op, has_self):
     def mapper(args, kwargs, _):
         temps = []
         return (op, (operand(args[0], temps), _tid(args[1]), _tid(args[2])),
-                (kwargs.get("beta", 1), kwargs.get("alpha", 1)), temps)
+                (_real_scalar(kwargs.get("beta", 1)), _real_scalar(kwargs.get("alpha", 1))), temps)
     return op, None, mapper
+
+
+# --- issue 14: complex matmul ----------------------------------------------------------------
+# MM/BMM/ADDMM/BADDBMM take complex64/complex128 operands; their alpha/beta
+# record args are real. A complex alpha or beta with no imaginary part is
+# recorded as its real part; one with an imaginary part makes addmm/baddbmm
+# beta*self + alpha*(a @ b) from mm/bmm, mul and add (the complex pointwise
+# layer), beta == 0 ignoring self as ATen.
+
+def _real_scalar(x):
+    return x.real if isinstance(x, complex) else x
+
+
+def _mm_complex_scalars_pre(handler, func, args, kwargs):
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    if not (isinstance(beta, complex) and beta.imag) and not (isinstance(alpha, complex) and alpha.imag):
+        return handler(func, args, kwargs)
+    self, a, b = args[0], args[1], args[2]
+    if not self.dtype.is_complex:
+        raise RuntimeError(f"{func}: a complex alpha or beta needs complex operands, got {self.dtype}")
+    r = (aten.bmm if a.dim() == 3 else aten.mm).default(a, b)
+    if alpha != 1:
+        r = aten.mul.Tensor(r, alpha)
+    if beta != 0:
+        r = aten.add.Tensor(r, aten.mul.Tensor(self, beta) if beta != 1 else self)
+    name = func._schema.name
+    out = kwargs.get("out")
+    if name.endswith("_"):
+        return aten.copy_.default(self, r)
+    if out is not None:
+        if out.shape != r.shape:
+            aten.resize_.default(out, r.shape)
+        return aten.copy_.default(out, r)
+    return r
 
 
 def _pad():
@@ -1241,9 +1275,9 @@ def _table():
     _put(t, _overloads("mm", ("default", "out")), _mm(C.OP_MM, False))
     _put(t, _overloads("bmm", ("default", "out")), _mm(C.OP_BMM, False))
     _put(t, _overloads("addmm", ("default", "out")) + _overloads("addmm_", ("default",)),
-         _mm(C.OP_ADDMM, True))
+         _mm(C.OP_ADDMM, True), pre=_mm_complex_scalars_pre)
     _put(t, _overloads("baddbmm", ("default", "out")) + _overloads("baddbmm_", ("default",)),
-         _mm(C.OP_BADDBMM, True))
+         _mm(C.OP_BADDBMM, True), pre=_mm_complex_scalars_pre)
     _put(t, _overloads("convolution", ("default", "out")),
          _fixed(C.OP_CONVOLUTION, ((0, "input"), (1, "weight"), (2, "bias")), _conv_prep))
     _put(t, [aten.convolution_backward.default],
