@@ -296,6 +296,10 @@ rgpu_status rgpu_op_fft_check(const rgpu_exec *e, rgpu_fft_args *a, char *err, s
                         idt == RGPU_C64 ? "float32" : "float64");
         RETURN_ERROR_IF(third < 1, RGPU_ERR_BAD_ARG, "%s: last_dim_size %lld, want at least 1", op_nm(e),
                         (long long)third);
+        /* ATen's CPU kernel asserts this (pocketfft reads the first L//2+1) */
+        RETURN_ERROR_IF(in->sizes[last] != third / 2 + 1 && in->sizes[last] != third, RGPU_ERR_SHAPE,
+                        "%s: input has %lld elements along dim %d, want last_dim_size//2+1 = %lld (or %lld)",
+                        op_nm(e), (long long)in->sizes[last], last, (long long)(third / 2 + 1), (long long)third);
         a->onesided = true;
         a->last_dim_size = third;
         want[last] = third;
