@@ -80,8 +80,8 @@ static bool lib_glob(const char *pattern) {
     return g_lib.lib != NULL;
 }
 
-// Where: $RGPU_CUFFT_PATH (':'-separated files or folders), cuBLAS's folder,
-// the loader's search, the toolkit folders, pip wheels (nvidia/{cu13,cufft}/lib).
+// Where: $RGPU_CUFFT_PATH (':'-separated files or folders), cuBLAS's folder
+// (and its pip sibling nvidia/cufft/lib), the loader's search, the toolkit folders.
 static bool lib_find(const rgpu_cublas *blas) {
     const char *env = getenv("RGPU_CUFFT_PATH");
     if (env && *env) {
@@ -92,27 +92,19 @@ static bool lib_find(const rgpu_cublas *blas) {
         if (g_lib.lib) return true;
     }
     if (blas && blas->lib) {
-        char origin[1024] = "";
-        if (dlinfo(blas->lib, RTLD_DI_ORIGIN, origin) == 0 && origin[0] && lib_dir(origin)) return true;
+        // toolkits and CUDA 13 wheels (nvidia/cu13/lib) keep cuFFT beside cuBLAS;
+        // CUDA 12 wheels in a sibling (nvidia/cublas/lib -> nvidia/cufft/lib)
+        char origin[1024] = "", sib[1100];
+        if (dlinfo(blas->lib, RTLD_DI_ORIGIN, origin) == 0 && origin[0]) {
+            if (lib_dir(origin)) return true;
+            snprintf(sib, sizeof sib, "%s/../../cufft/lib", origin);
+            if (lib_dir(sib)) return true;
+        }
     }
     if (lib_open("libcufft.so.12") || lib_open("libcufft.so.11") || lib_open("libcufft.so")) return true;
     if (lib_dir("/usr/local/cuda/lib64") || lib_glob("/usr/local/cuda-*/lib64") ||
         lib_glob("/usr/local/cuda-*/targets/x86_64-linux/lib") || lib_dir("/usr/lib/x86_64-linux-gnu"))
         return true;
-    const char *prefixes[] = { getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX"), NULL, "/usr/local", "/usr", "/opt/conda" };
-    char home_local[1024] = "";
-    const char *home = getenv("HOME");
-    if (home && *home) { snprintf(home_local, sizeof home_local, "%s/.local", home); prefixes[2] = home_local; }
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-        if (!prefixes[i] || !*prefixes[i]) continue;
-        static const char *const sub[] = { "site-packages/nvidia/cu13/lib", "dist-packages/nvidia/cu13/lib",
-                                           "site-packages/nvidia/cufft/lib", "dist-packages/nvidia/cufft/lib" };
-        for (size_t j = 0; j < 4; j++) {
-            char pat[1200];
-            snprintf(pat, sizeof pat, "%s/lib/python3*/%s", prefixes[i], sub[j]);
-            if (lib_glob(pat)) return true;
-        }
-    }
     return false;
 }
 
@@ -122,7 +114,7 @@ static bool lib_ready(const rgpu_cublas *blas) {
     g_lib.tried = true;
     if (!lib_find(blas)) {
         snprintf(g_lib.why, sizeof g_lib.why, "cuFFT not found (tried $RGPU_CUFFT_PATH, cuBLAS's folder, "
-                 "libcufft.so.12/.so.11/.so, /usr/local/cuda*/lib64, pip nvidia/{cu13,cufft}/lib)");
+                 "libcufft.so.12/.so.11/.so, /usr/local/cuda*/lib64)");
         return false;
     }
     struct sym { const char *name; void **slot; };
@@ -343,6 +335,18 @@ static rgpu_status c2c_range(fft_run *R, void *buf, const long long *bsz, int nd
     return RGPU_OK;
 }
 
+// A rank-1 plan over `lines` contiguous lines of n (basic layout).
+static plan_key line_key(int type, long long n, long long lines) {
+    plan_key k;
+    memset(&k, 0, sizeof k);
+    k.type = type;
+    k.rank = 1;
+    k.n[0] = n;
+    k.inner = 1;
+    k.batch = lines;
+    return k;
+}
+
 // The layout with the batch dims (in order) first, then dims[] (in order).
 static void make_layout(fft_layout *L, const rgpu_view *v, const rgpu_fft_args *a) {
     memset(L, 0, sizeof *L);
@@ -420,13 +424,7 @@ static rgpu_status run_op(fft_run *R, const rgpu_exec *e, void **bufs, char *err
         RETURN_ERROR_IF(bufs[0] == NULL || bufs[1] == NULL, RGPU_ERR_NOMEM, "%s: out of device memory",
                         rgpu_op_name(e->op));
         FORWARD_IF_ERROR(gather(R, in, &L, bufs[0], err, errlen));
-        plan_key pk;
-        memset(&pk, 0, sizeof pk);
-        pk.type = R->cdt == RGPU_C128 ? CUFFT_D2Z : CUFFT_R2C;
-        pk.rank = 1;
-        pk.n[0] = n;
-        pk.inner = 1;
-        pk.batch = lines;
+        plan_key pk = line_key(R->cdt == RGPU_C128 ? CUFFT_D2Z : CUFFT_R2C, n, lines);
         FORWARD_IF_ERROR(exec_plan(R, pk, bufs[0], bufs[1], -1, err, errlen));
         L.bsz[nd - 1] = h;                  // the buffer is onesided now
         layout_strides(&L);
@@ -445,13 +443,7 @@ static rgpu_status run_op(fft_run *R, const rgpu_exec *e, void **bufs, char *err
     FORWARD_IF_ERROR(c2c_range(R, bufs[0], L.bsz, nd, nb, nd - 1, 1, err, errlen));
     fft_real_ends_kernel<<<fft_blocks(lines), 256, 0, R->c->stream>>>((char *)bufs[0], R->cdt, h, Ls, lines);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    plan_key pk;
-    memset(&pk, 0, sizeof pk);
-    pk.type = R->cdt == RGPU_C128 ? CUFFT_Z2D : CUFFT_C2R;
-    pk.rank = 1;
-    pk.n[0] = Ls;
-    pk.inner = 1;
-    pk.batch = lines;
+    plan_key pk = line_key(R->cdt == RGPU_C128 ? CUFFT_Z2D : CUFFT_C2R, Ls, lines);
     FORWARD_IF_ERROR(exec_plan(R, pk, bufs[0], bufs[1], 1, err, errlen));
     L.bsz[nd - 1] = Ls;
     layout_strides(&L);
