@@ -260,7 +260,8 @@ EMU_DIR    := tests/cudaemu
 EMU_CXX    := $(CXX) -std=c++17 $(OPT) $(SAN) -fPIC -ffp-contract=off -Wall -Werror -I$(CUDA_INC) -I$(EMU_DIR)
 EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format -Ireplayer
 EMU_CUH    := $(patsubst %,$(EMU_B)/emu/src/%,$(wildcard replayer/cuda/*.cuh))
-EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13 $(EMU_B)/lib/libcusolver.so.12
+EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13 $(EMU_B)/lib/libcusolver.so.12 \
+              $(EMU_B)/lib/libcufft.so.12
 
 # (kept: compiler messages point at replayer/cuda/ through #line, the copies help a debugger)
 .PRECIOUS: $(EMU_B)/emu/src/%
@@ -279,6 +280,11 @@ $(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.
 $(EMU_B)/lib/libcusolver.so.12: $(EMU_DIR)/cusolver_emu.cpp $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcusolver.so.12 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -llapacke -lopenblas
+# cuFFT's reference computes with the project's own host FFT (replayer/op/fft.c), linked in hidden
+$(EMU_B)/lib/libcufft.so.12: $(EMU_DIR)/cufft_emu.cpp replayer/op/fft.c replayer/op/fft.h $(EMU_B)/lib/libcudaemu.so
+	@mkdir -p $(dir $@) $(EMU_B)/emu
+	$(CC) $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -fvisibility=hidden -Itrace-format -Ireplayer -c replayer/op/fft.c -o $(EMU_B)/emu/fft_ref.o
+	$(EMU_CXX) -Itrace-format -Ireplayer -shared -Wl,-soname,libcufft.so.12 -o $@ $< $(EMU_B)/emu/fft_ref.o -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -lm
 ifeq ($(CUDA_EMU),1)
 $(SERVER) $(TOOLS) $(C_TESTS): | $(EMU_LIBS)
 endif

@@ -23,7 +23,7 @@ BEGIN, END = "<!-- optable:begin -->", "<!-- optable:end -->"
 LINE = re.compile(r'^X\((\w+),\s*"([^"]+)",\s*(\d+),\s*(\d+),\s*([^,]*),\s*(\w+),\s*"([^"]*)"\)\s*(?:/\*(.*?)\*/)?\s*$')
 SECTION = re.compile(r"^/\*\s*---\s*(.*?)\s*(?:-+\s*)?\*/")
 FLAGS = ["WAIT", "FACTORY", "VIEW", "CONTROL", "VARIADIC", "SESSION", "RANDOM", "CUBLAS", "DATA_DEPENDENT", "FLOATY", "INT_TO_FLOAT", "COMPLEX"]
-FAMILIES = ["SESSION", "COPY", "ARITH", "REDUCE", "POINTWISE", "REDUCE2", "DENSE", "INDEX", "AMP", "SORT", "LINALG"]
+FAMILIES = ["SESSION", "COPY", "ARITH", "REDUCE", "POINTWISE", "REDUCE2", "DENSE", "INDEX", "AMP", "SORT", "LINALG", "FFT"]
 # ARGS kinds -> rgpu_arg_kind values accepted (NONE 0, INT 1, FLOAT 2, BOOL 3, INTS 4, DTYPE 5, HASH 6)
 KINDS = {"i": [1], "f": [2, 1], "b": [3, 1], "s": [1, 2, 3], "ints": [4], "dt": [5], "h": [6], "-": [0]}
 KNAMES = ["NONE", "INT", "FLOAT", "BOOL", "INTS", "DTYPE", "HASH"]
@@ -42,7 +42,8 @@ BACKENDS = {
                 "POINTWISE": "rgpu_cpu_pointwise_exec", "REDUCE2": "rgpu_cpu_reduce2_exec", "DENSE": "rgpu_cpu_dense_exec",
                 "INDEX": "rgpu_cpu_index_exec", "AMP": "rgpu_cpu_amp_exec",
                 "SORT": "rgpu_cpu_sort_exec",
-                "LINALG": "rgpu_cpu_linalg_exec"},
+                "LINALG": "rgpu_cpu_linalg_exec",
+                "FFT": "rgpu_cpu_fft_exec"},
     },
     "cuda": {
         "file": "replayer/op/op_dispatch_cuda.inc",
@@ -55,7 +56,8 @@ BACKENDS = {
                 "POINTWISE": "rgpu_cuda_pointwise_exec", "REDUCE2": "rgpu_cuda_reduce_exec",
                 "DENSE": "rgpu_cuda_dense_exec", "INDEX": "rgpu_cuda_index_exec", "AMP": "rgpu_cuda_amp_exec",
                 "SORT": "rgpu_cuda_sort_exec",
-                "LINALG": "rgpu_cuda_linalg_exec"},
+                "LINALG": "rgpu_cuda_linalg_exec",
+                "FFT": "rgpu_cuda_fft_exec"},
     },
 }
 

@@ -108,7 +108,7 @@ enum {
 typedef enum rgpu_op_family {
     RGPU_OPFAM_SESSION, RGPU_OPFAM_COPY, RGPU_OPFAM_ARITH, RGPU_OPFAM_REDUCE, RGPU_OPFAM_POINTWISE,
     RGPU_OPFAM_REDUCE2, RGPU_OPFAM_DENSE, RGPU_OPFAM_INDEX, RGPU_OPFAM_AMP,
-    RGPU_OPFAM_SORT, RGPU_OPFAM_LINALG,
+    RGPU_OPFAM_SORT, RGPU_OPFAM_LINALG, RGPU_OPFAM_FFT,
     RGPU_OPFAM_COUNT_
 } rgpu_op_family;
 const char *rgpu_op_family_name(int family);   /* "pointwise"…; "?" when invalid */

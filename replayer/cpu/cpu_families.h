@@ -23,5 +23,7 @@ rgpu_status rgpu_cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* linear algebra (LAPACK): cholesky, LU, solves, inverse, det (cpu_linalg.c) */
 rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
+/* _fft_c2c, _fft_r2c, _fft_c2r (cpu_fft.c, op/fft.c's FFT) */
+rgpu_status rgpu_cpu_fft_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

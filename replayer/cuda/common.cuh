@@ -191,4 +191,5 @@ RGPU_CUDA_FAMILY(index)      // index.cu, index_data.cu, random.cu
 RGPU_CUDA_FAMILY(amp)        // amp.cu: GradScaler's AMP_UNSCALE, AMP_UPDATE_SCALE
 RGPU_CUDA_FAMILY(sort)       // sort.cu: sort, mode, cummax/cummin/logcumsumexp/cumprod, searchsorted, histc
 RGPU_CUDA_FAMILY(linalg)     // linalg.cu (cuSOLVER): cholesky, LU, solves, inverse, det
+RGPU_CUDA_FAMILY(fft)        // fft.cu (cuFFT): _fft_c2c, _fft_r2c, _fft_c2r
 #undef RGPU_CUDA_FAMILY

@@ -7,7 +7,8 @@
 #      built against the emulated backend
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
-#   4. tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
+#   4. tests/py/test_fft.py on cuda (fft.cu on cudaemu's cuFFT reference);
+#      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
 #      equal to the cpu backend's), test_basic.py, test_complex_mm.py (complex GEMM,
 #      matrix_exp) on cuda;
@@ -66,6 +67,7 @@ for o in $ORDERS; do
     step "conformance on cuda, $o thread order" env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ \
         $PY -m pytest -q -p no:cacheprovider tests/py/test_conformance.py
 done
+step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider tests/py/test_fft.py
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py
 step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py on cuda" \
     $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \

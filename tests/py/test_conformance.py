@@ -1213,6 +1213,16 @@ case("complex_addmm", _caddmm, [((3, 5, 2), (3, 4, 2), (4, 5, 2))], LAF, **CM)
 case("complex_baddbmm", _cbaddbmm, [((2, 3, 5, 2), (2, 3, 4, 2), (2, 4, 5, 2))], LAF, **CM)
 case("matrix_exp", lambda a: (torch.linalg.matrix_exp(a), torch.matrix_exp(a * 0.01)),
      [((2, 4, 4),), ((3, 3),)], LAF, tol=LOOSE)
+# --- issue 14: fft (complex outputs compared through view_as_real)
+_FFT_C = {F32: torch.complex64, F64: torch.complex128}
+FFT_IN = [((3, 5),), ((2, 3, 8),)]
+case("fft_r2c", lambda x: (torch.view_as_real(torch.fft.rfft(x)), torch.view_as_real(torch.fft.rfft2(x, norm="ortho")),
+                           torch.view_as_real(aten._fft_r2c(x, [0], 2, False))), FFT_IN, [F32, F64], tol=LOOSE)
+case("fft_c2c", lambda x: (torch.view_as_real(torch.fft.fft(x.to(_FFT_C[x.dtype]))),
+                           torch.view_as_real(torch.fft.ifftn(x.to(_FFT_C[x.dtype]), norm="forward"))),
+     FFT_IN, [F32, F64], tol=LOOSE)
+case("fft_c2r", lambda x: (torch.fft.irfft(x.to(_FFT_C[x.dtype])), torch.fft.irfft2(x.to(_FFT_C[x.dtype]), norm="ortho"),
+                           aten._fft_c2r(x.to(_FFT_C[x.dtype]), [0, x.dim() - 1], 1, 2 * x.shape[-1] - 1)), FFT_IN, [F32, F64], tol=LOOSE)
 
 
 # --- running a case --------------------------------------------------------------------

@@ -111,6 +111,22 @@ def copy_from(self, dst, non_blocking=False):
     raise RuntimeError(f"rgpu: _copy_from between {self.device} and {dst.device}")
 
 
+# issue 14: fft. ATen's fftfreq writes its negative half by an arange into a
+# resized empty slice of its result, which arange-into-out here would rebind.
+def fft_fftfreq(n, d=1.0, dtype=None, layout=None, device=None, pin_memory=None):
+    dt = dtype or torch.get_default_dtype()
+    aten = torch.ops.aten
+    r = aten.cat.default([arange_start_step(0, (n + 1) // 2, 1, dt, layout, device, pin_memory),
+                          arange_start_step(-(n // 2), 0, 1, dt, layout, device, pin_memory)])
+    return aten.mul.Scalar(r, 1.0 / (n * d))
+
+
+def fft_rfftfreq(n, d=1.0, dtype=None, layout=None, device=None, pin_memory=None):
+    dt = dtype or torch.get_default_dtype()
+    return torch.ops.aten.mul.Scalar(arange_start_step(0, n // 2 + 1, 1, dt, layout, device, pin_memory),
+                                     1.0 / (n * d))
+
+
 for _name, _fn in (("empty.memory_format", empty_memory_format),
                    ("empty_strided", empty_strided),
                    ("full", full),
@@ -119,5 +135,7 @@ for _name, _fn in (("empty.memory_format", empty_memory_format),
                    ("arange", arange),
                    ("arange.start", arange_start),
                    ("arange.start_step", arange_start_step),
-                   ("_copy_from", copy_from)):
+                   ("_copy_from", copy_from),
+                   ("fft_fftfreq", fft_fftfreq),
+                   ("fft_rfftfreq", fft_rfftfreq)):
     _lib.impl(_name, _fn, "PrivateUse1")

@@ -1164,6 +1164,26 @@ def _linalg(t):
          _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
 
 
+# --- issue 14: fft -------------------------------------------------------------------------
+# torch.fft.* and stft/istft reach the backend as these three; fftfreq, fftshift
+# (roll) and the rest are composites of ordinary ops.
+
+def _fft_prep(third, default):
+    def prep(args, kwargs):
+        x = args[0]
+        dims = arg(args, kwargs, 1, "dim")
+        return ([int(d) % x.dim() if x.dim() else int(d) for d in dims],
+                int(arg(args, kwargs, 2, "normalization")), third(arg(args, kwargs, 3, default)))
+    return prep
+
+
+def _fft(t):
+    x = ((0, "self"),)
+    _put(t, _overloads("_fft_c2c", ("default", "out")), _fixed(C.OP_FFT_C2C, x, _fft_prep(bool, "forward")))
+    _put(t, _overloads("_fft_r2c", ("default", "out")), _fixed(C.OP_FFT_R2C, x, _fft_prep(bool, "onesided")))
+    _put(t, _overloads("_fft_c2r", ("default", "out")), _fixed(C.OP_FFT_C2R, x, _fft_prep(int, "last_dim_size")))
+
+
 def _table():
     t = {}
     # arithmetic, fills and copies
@@ -1364,6 +1384,7 @@ def _table():
 
 
     _linalg(t)   # issue 14: linalg
+    _fft(t)      # issue 14: fft
     return t
 
 
