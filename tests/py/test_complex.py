@@ -1,6 +1,8 @@
 """Complex tensors on rgpu (issue 14, item 1): what a user does with complex64 /
 complex128, compared with PyTorch on the CPU. The op-by-op cases (pointwise,
 reductions, movement, layouts) are in test_conformance.py (c_*)."""
+import math
+
 import pytest
 import torch
 
@@ -227,3 +229,46 @@ def test_trace_tools_handle_complex(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     first = json.loads(r.stdout)["first"]
     assert first["op"] == "copy_" and first["dtype_a"] == "complex128", first
+
+
+class SpectralConv1d(torch.nn.Module):
+    """A Fourier layer (FNO's): rfft, complex weights on the lowest modes, irfft."""
+    def __init__(self, cin, cout, modes):
+        super().__init__()
+        self.modes = modes
+        scale = 1 / (cin * cout)
+        self.w = torch.nn.Parameter(scale * torch.randn(cin, cout, modes, dtype=torch.cfloat))
+
+    def forward(self, x):                       # x: (batch, cin, n) real
+        xf = torch.fft.rfft(x, norm="ortho")
+        out = torch.zeros(x.shape[0], self.w.shape[1], xf.shape[-1], dtype=torch.cfloat, device=x.device)
+        out[:, :, :self.modes] = torch.einsum("bix,iox->box", xf[:, :, :self.modes], self.w)
+        return torch.fft.irfft(out, n=x.shape[-1], norm="ortho")
+
+
+def _train_spectral(dev, steps=20):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv1d(1, 4, 1), SpectralConv1d(4, 4, 6), torch.nn.GELU(),
+                              SpectralConv1d(4, 4, 6), torch.nn.Conv1d(4, 1, 1)).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    xs = torch.linspace(0, 1, 32)
+    x = torch.stack([torch.sin(2 * math.pi * k * xs) for k in range(1, 9)])[:, None].to(dev)
+    y = torch.stack([torch.cos(2 * math.pi * k * xs) * k / 8 for k in range(1, 9)])[:, None].to(dev)
+    losses = []
+    for _ in range(steps):
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in net.parameters()]
+
+
+def test_spectral_layer_training_matches_cpu():
+    """issue 14's complex training loop: an FNO-style spectral model, 20 Adam steps, CPU's losses."""
+    lc, pc = _train_spectral("cpu")
+    lr, pr = _train_spectral(DEV)
+    assert lr[-1] < lr[0] * 0.9
+    torch.testing.assert_close(torch.tensor(lr), torch.tensor(lc), rtol=1e-4, atol=1e-6)
+    for a, b in zip(pr, pc):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)

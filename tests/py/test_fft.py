@@ -57,46 +57,23 @@ ONE_D = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]
 
 
 
-def _conj_ok():
-    """Whether the hook resolves lazy conj bits yet (the lead's complex layer)."""
-    x = rand((3,), C64)
-    try:
-        return torch.equal(x.to(DEV).conj().cpu().resolve_conj(), x.conj().resolve_conj())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-CONJ_OK = _conj_ok()
-
-
-def needs_conj(name, dt):
-    """ATen's hfft* conjugate their input and ihfft* their output, ifft* of a real
-    input conjugates r2c's output: lazily (a conj bit)."""
-    return "hfft" in name or (name.startswith("ifft") and not dt.is_complex)
-
-
-def fft_fn(name, dt):
-    """torch.fft.<name>, skipping a complex input of a real-input function (test_errors
-    has that case) and xfailing what needs lazy conj bits resolved."""
-    if name in REAL_IN and dt.is_complex:
-        pytest.skip("real input only (the complex case is test_errors)")
-    if not CONJ_OK and needs_conj(name, dt):
-        pytest.xfail("lazy conj bit: resolved by the lead's complex layer (torchhook/rgpu/cplx.py)")
-    return getattr(torch.fft, name)
+def cases(names, dtypes):
+    """(name, dtype) pairs, leaving out a complex input of a real-input function
+    (test_errors has that case)."""
+    return [(n, d) for n in names for d in dtypes if not (n in REAL_IN and d.is_complex)]
 
 
 # --- 1-d: every function x norm x dtype x size, with n= and dim= ------------------------
 
-@pytest.mark.parametrize("name", ONE_D)
+@pytest.mark.parametrize("name,dt", cases(ONE_D, DTYPES))
 @pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("dt", DTYPES)
 def test_1d(name, norm, dt):
-    f = fft_fn(name, dt)
+    f = getattr(torch.fft, name)
     for n in SIZES:
         x = rand((n,), dt, n)
         both(lambda t: f(t, norm=norm), x, f"{name} n={n}")
         # n= padding (constant_pad_nd of a complex tensor: the complex layer's) and trimming
-        for m in ((n + 3,) if CONJ_OK or not x.is_complex() and name != "irfft" else ()) + (max(n // 2, 1),):
+        for m in (n + 3, max(n // 2, 1)):
             both(lambda t: f(t, n=m, norm=norm), x, f"{name} n={n} -> {m}")
         # batched along either dim
         xb = rand((3, n), dt, n + 1)
@@ -109,11 +86,10 @@ def test_1d(name, norm, dt):
 ND = ["fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn"]
 
 
-@pytest.mark.parametrize("name", ND)
+@pytest.mark.parametrize("name,dt", cases(ND, DTYPES))
 @pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("dt", DTYPES)
 def test_nd(name, norm, dt):
-    f = fft_fn(name, dt)
+    f = getattr(torch.fft, name)
     for shape in ((4, 6), (3, 5, 7), (2, 1, 12), (2, 3, 4, 5), (17, 8)):
         x = rand(shape, dt, sum(shape))
         both(lambda t: f(t, norm=norm), x, f"{name} {shape}")
@@ -121,17 +97,15 @@ def test_nd(name, norm, dt):
             dims = (0, 2) if name.endswith("2") else (2, 0, 1)
             both(lambda t: f(t, dim=dims, norm=norm), x, f"{name} {shape} dim={dims}")
             s = (5, 3) if name.endswith("2") else (3, 6, 2)
-            if not CONJ_OK and not name.startswith("rfft"):
-                continue    # s= pads a complex tensor: constant_pad_nd of the complex layer
             both(lambda t: f(t, s=s, dim=dims, norm=norm), x, f"{name} {shape} s={s} dim={dims}")
 
 
 # --- non-contiguous inputs --------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "fft2", "rfftn", "irfftn", "ifftn"])
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name,dt", cases(["fft", "ifft", "rfft", "irfft", "fft2", "rfftn", "irfftn", "ifftn"],
+                                           DTYPES))
 def test_noncontiguous(name, dt):
-    f = fft_fn(name, dt)
+    f = getattr(torch.fft, name)
     base = rand((12, 10), dt, 3)
     for lab, view in (("T", lambda b: b.T), ("slice", lambda b: b[1:, ::2]), ("T-slice", lambda b: b.T[::3])):
         want = f(view(base))
@@ -272,11 +246,10 @@ def test_grad(dt):
         "rfft ortho dim0": lambda t: torch.view_as_real(torch.fft.rfft(t, dim=0, norm="ortho")).pow(2).sum(),
         "fft": lambda t: torch.view_as_real(torch.fft.fft(t)).pow(2).sum(),
         "fft2": lambda t: (torch.view_as_real(torch.fft.fft2(t)) * torch.arange(2.0, dtype=dt, device=t.device)).sum(),
+        "irfft": lambda t: (torch.fft.irfft(torch.fft.rfft(t), n=10) * t).sum(),
+        "rfft->irfft": lambda t: torch.fft.irfft(torch.fft.rfft(t), n=12).pow(2).sum(),
+        "fft abs": lambda t: torch.fft.fft(t).abs().sum(),
     }
-    if CONJ_OK:     # irfft's backward multiplies complex tensors; n= pads a complex one
-        losses["irfft"] = lambda t: (torch.fft.irfft(torch.fft.rfft(t), n=10) * t).sum()
-        losses["rfft->irfft"] = lambda t: torch.fft.irfft(torch.fft.rfft(t), n=12).pow(2).sum()
-        losses["fft abs"] = lambda t: torch.fft.fft(t).abs().sum()
     for name, fn in losses.items():
         want = _grad(fn, x)
         got = _grad(fn, x.to(DEV))
