@@ -68,7 +68,7 @@ extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
 // ---------------------------------------------------------------------------
 // cuSOLVER (dense), loaded at run time like cuBLAS, on first use by the
 // linalg family (linalg.cu). Enums as ints: cublasFillMode_t LOWER = 0,
-// UPPER = 1; cublasOperation_t N = 0, T = 1; cublasSideMode_t LEFT = 0, RIGHT = 1;
+// UPPER = 1; cublasOperation_t N = 0, T = 1, C = 2; cublasSideMode_t LEFT = 0, RIGHT = 1;
 // cusolverEigMode_t NOVECTOR = 0, VECTOR = 1. All return cusolverStatus_t
 // (0 = success); devInfo and pivots are device int32.
 struct rgpu_cusolver {
@@ -101,6 +101,32 @@ struct rgpu_cusolver {
                   int *info);
     int (*Dgesvd_bufferSize)(void *h, int m, int n, int *lwork);
     int (*Dgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
+                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+    // The complex128 (Z) routines, cuDoubleComplex arrays given as double * (the
+    // same pointers); W, S, rwork real. Same arguments as D's; trans/op also
+    // takes CUBLAS_OP_C = 2; work is lwork complex elements.
+    int (*Zgetrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Zgetrf)(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
+    int (*Zgetrs)(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
+                  int ldb, int *info);
+    int (*Zpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
+    int (*Zpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
+    int (*Zpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
+    int (*Zgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Zgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
+    int (*Zungqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
+    int (*Zungqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+                  int *info);
+    int (*Zunmqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                             const double *tau, const double *C, int ldc, int *lwork);
+    int (*Zunmqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+                  double *C, int ldc, double *work, int lwork, int *info);
+    int (*Zheevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
+                             int *lwork);
+    int (*Zheevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
+                  int *info);
+    int (*Zgesvd_bufferSize)(void *h, int m, int n, int *lwork);
+    int (*Zgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
                   double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
 };
 

@@ -139,6 +139,22 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
         { "cusolverDnDsyevd", (void **)&s->Dsyevd },
         { "cusolverDnDgesvd_bufferSize", (void **)&s->Dgesvd_bufferSize },
         { "cusolverDnDgesvd", (void **)&s->Dgesvd },
+        { "cusolverDnZgetrf_bufferSize", (void **)&s->Zgetrf_bufferSize },
+        { "cusolverDnZgetrf", (void **)&s->Zgetrf },
+        { "cusolverDnZgetrs", (void **)&s->Zgetrs },
+        { "cusolverDnZpotrf_bufferSize", (void **)&s->Zpotrf_bufferSize },
+        { "cusolverDnZpotrf", (void **)&s->Zpotrf },
+        { "cusolverDnZpotrs", (void **)&s->Zpotrs },
+        { "cusolverDnZgeqrf_bufferSize", (void **)&s->Zgeqrf_bufferSize },
+        { "cusolverDnZgeqrf", (void **)&s->Zgeqrf },
+        { "cusolverDnZungqr_bufferSize", (void **)&s->Zungqr_bufferSize },
+        { "cusolverDnZungqr", (void **)&s->Zungqr },
+        { "cusolverDnZunmqr_bufferSize", (void **)&s->Zunmqr_bufferSize },
+        { "cusolverDnZunmqr", (void **)&s->Zunmqr },
+        { "cusolverDnZheevd_bufferSize", (void **)&s->Zheevd_bufferSize },
+        { "cusolverDnZheevd", (void **)&s->Zheevd },
+        { "cusolverDnZgesvd_bufferSize", (void **)&s->Zgesvd_bufferSize },
+        { "cusolverDnZgesvd", (void **)&s->Zgesvd },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         dlerror();

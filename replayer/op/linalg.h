@@ -6,11 +6,18 @@
  * matrices, factor or solve, unpack into the outputs through their strides.
  * A backend supplies only the steps (op_la_dev): LAPACK on the CPU, cuSOLVER
  * and small kernels on CUDA. f32 inputs are computed in f64 and rounded once
- * when stored. (Complex dtypes would add a workspace type, not new ops.)
+ * when stored; complex64/complex128 inputs in complex128 workspaces (cx:
+ * elements are (re, im) pairs of doubles, LAPACK's z* layout).
  *
  * Workspace layout: nb matrices of r x c, matrix b at ws + b*r*c, element
- * (i, j) at i + j*r (LAPACK's column-major, lda = r). Pivots and info are
- * int32 workspaces, nb*k and nb long; pivots 1-based as LAPACK's. */
+ * (i, j) at i + j*r (LAPACK's column-major, lda = r); for a complex
+ * workspace, those are indexes of (re, im) pairs. Pivots and info are
+ * int32 workspaces, nb*k and nb long; pivots 1-based as LAPACK's.
+ *
+ * Steps given cx run on complex workspaces (the real ones they also take,
+ * eigenvalues, singular values, log|det|, stay real). Transposes: getrs'
+ * and ormqr's trans is the conjugate transpose (LAPACK 'C'), trsm's the
+ * plain one (ATen's triangular_solve and the left=False transposes). */
 #ifndef RGPU_OP_LINALG_H
 #define RGPU_OP_LINALG_H
 
@@ -28,6 +35,9 @@ extern "C" {
 /* How unpack masks the matrix it stores. */
 enum { OP_LA_FULL, OP_LA_LOWER, OP_LA_UPPER, OP_LA_UNIT_LOWER };
 
+/* pack/unpack's ws flags: the workspace is complex; conjugate on the way. */
+enum { OP_LA_CX = 1, OP_LA_CONJ = 2 };
+
 /* A backend's steps. Views given to pack/unpack have their batch dims
  * already broadcast (stride 0) and end in two matrix dims (r, c); nb is the
  * product of the batch dims. Each returns RGPU_OK or writes a one-line
@@ -37,48 +47,51 @@ typedef struct op_la_dev {
     const char *name;                                   /* "cpu", "cuda": for messages */
     void *(*alloc)(void *ctx, size_t nbytes);           /* scratch; NULL when out of memory */
     void (*release)(void *ctx, void *p);
-    rgpu_status (*pack)(void *ctx, const rgpu_view *v, double *ws, char *err, size_t errlen);
-    rgpu_status (*unpack)(void *ctx, const double *ws, const rgpu_view *v, int mask, char *err, size_t errlen);
+    rgpu_status (*pack)(void *ctx, const rgpu_view *v, double *ws, int wsf, char *err, size_t errlen);
+    rgpu_status (*unpack)(void *ctx, const double *ws, int wsf, const rgpu_view *v, int mask, char *err,
+                          size_t errlen);
     rgpu_status (*pack_i)(void *ctx, const rgpu_view *v, int32_t *ws, char *err, size_t errlen);
     rgpu_status (*unpack_i)(void *ctx, const int32_t *ws, const rgpu_view *v, char *err, size_t errlen);
-    rgpu_status (*eye)(void *ctx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen);
+    rgpu_status (*eye)(void *ctx, bool cx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen);
     /* LU with partial pivoting of nb m x n matrices: piv nb*min(m,n), info nb */
-    rgpu_status (*getrf)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv, int32_t *info,
-                         char *err, size_t errlen);
-    /* op(A) X = B for nb LU-factored n x n A, B n x k (trans: op = transpose) */
-    rgpu_status (*getrs)(void *ctx, const double *lu, const int32_t *piv, double *b, int64_t nb, int64_t n,
+    rgpu_status (*getrf)(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv,
+                         int32_t *info, char *err, size_t errlen);
+    /* op(A) X = B for nb LU-factored n x n A, B n x k (trans: op = conjugate transpose) */
+    rgpu_status (*getrs)(void *ctx, bool cx, const double *lu, const int32_t *piv, double *b, int64_t nb, int64_t n,
                          int64_t k, bool trans, char *err, size_t errlen);
     /* Cholesky of nb n x n matrices (the lower or upper triangle) */
-    rgpu_status (*potrf)(void *ctx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info,
+    rgpu_status (*potrf)(void *ctx, bool cx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info,
                          char *err, size_t errlen);
-    rgpu_status (*potrs)(void *ctx, const double *l, double *b, int64_t nb, int64_t n, int64_t k, bool lower,
-                         char *err, size_t errlen);
-    /* op(A) X = B, A n x n triangular (only its triangle read), B n x k */
-    rgpu_status (*trsm)(void *ctx, const double *a, double *b, int64_t nb, int64_t n, int64_t k, bool upper,
-                        bool trans, bool unit, char *err, size_t errlen);
-    /* From an LU: d[b] = det (lg NULL), or d[b] = sign and lg[b] = log|det| */
-    rgpu_status (*lu_det)(void *ctx, const double *lu, const int32_t *piv, int64_t nb, int64_t n, double *d,
-                          double *lg, char *err, size_t errlen);
-    /* The m x m permutation matrix P of A = P L U from k pivots */
+    rgpu_status (*potrs)(void *ctx, bool cx, const double *l, double *b, int64_t nb, int64_t n, int64_t k,
+                         bool lower, char *err, size_t errlen);
+    /* op(A) X = B, A n x n triangular (only its triangle read), B n x k; op = plain transpose */
+    rgpu_status (*trsm)(void *ctx, bool cx, const double *a, double *b, int64_t nb, int64_t n, int64_t k,
+                        bool upper, bool trans, bool unit, char *err, size_t errlen);
+    /* From an LU: d[b] = det (lg NULL), or d[b] = sign and lg[b] = log|det| (d complex when cx, lg real) */
+    rgpu_status (*lu_det)(void *ctx, bool cx, const double *lu, const int32_t *piv, int64_t nb, int64_t n,
+                          double *d, double *lg, char *err, size_t errlen);
+    /* The m x m permutation matrix P of A = P L U from k pivots (a real workspace) */
     rgpu_status (*lu_perm)(void *ctx, const int32_t *piv, int64_t nb, int64_t m, int64_t k, double *p,
                            char *err, size_t errlen);
     /* dst (nb of dr x dc) := the top-left block of src (nb of sr x sc), zeros elsewhere */
-    rgpu_status (*crop)(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
-                        int64_t nb, char *err, size_t errlen);
+    rgpu_status (*crop)(void *ctx, bool cx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr,
+                        int64_t dc, int64_t nb, char *err, size_t errlen);
     /* QR: Householder reflectors of nb m x n matrices, tau nb*min(m,n) */
-    rgpu_status (*geqrf)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err, size_t errlen);
-    /* The first n columns of Q = H_1 ... H_k, in place of the m x n reflectors (tau nb*k) */
-    rgpu_status (*orgqr)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
-                         char *err, size_t errlen);
-    /* c (m x n) := op(Q) c (left) or c op(Q), Q from the k reflectors of a (r x k, r = m or n; tau nb*k) */
-    rgpu_status (*ormqr)(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
-                         int64_t k, bool left, bool trans, char *err, size_t errlen);
-    /* Symmetric eigendecomposition of nb n x n (one triangle read): w nb*n ascending, a := eigenvectors when v */
-    rgpu_status (*syevd)(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
+    rgpu_status (*geqrf)(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
                          size_t errlen);
-    /* SVD of nb m x n, m >= n: s nb*n descending; when uv, u nb*(m x (full ? m : n)), vt nb*(n x n) */
-    rgpu_status (*gesvd)(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
-                         bool full, bool uv, char *err, size_t errlen);
+    /* The first n columns of Q = H_1 ... H_k, in place of the m x n reflectors (tau nb*k) */
+    rgpu_status (*orgqr)(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k,
+                         const double *tau, char *err, size_t errlen);
+    /* c (m x n) := op(Q) c (left) or c op(Q), Q from the k reflectors of a (r x k, r = m or n; tau nb*k) */
+    rgpu_status (*ormqr)(void *ctx, bool cx, const double *a, const double *tau, double *c, int64_t nb, int64_t m,
+                         int64_t n, int64_t k, bool left, bool trans, char *err, size_t errlen);
+    /* Symmetric (Hermitian) eigendecomposition of nb n x n (one triangle read): w nb*n ascending (real),
+     * a := eigenvectors when v */
+    rgpu_status (*syevd)(void *ctx, bool cx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w,
+                         char *err, size_t errlen);
+    /* SVD of nb m x n, m >= n: s nb*n descending (real); when uv, u nb*(m x (full ? m : n)), vt nb*(n x n) */
+    rgpu_status (*gesvd)(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u,
+                         double *vt, bool full, bool uv, char *err, size_t errlen);
 } op_la_dev;
 
 /* Runs a LINALG-family record on dev's steps. */
@@ -103,6 +116,76 @@ OP_FN void op_la_trsv(const double *a, int64_t lda, double *b, int64_t n, bool u
         }
         b[i] = unit ? s : s / a[i + i * lda];
     }
+}
+
+/* Complex a*b into (*re, *im). */
+OP_FN void op_la_cmul(double ar, double ai, double br, double bi, double *re, double *im)
+{
+    *re = ar * br - ai * bi;
+    *im = ar * bi + ai * br;
+}
+
+/* Complex a/b (Smith's scaling, as C99's and ATen's complex division). */
+OP_FN void op_la_cdiv(double ar, double ai, double br, double bi, double *re, double *im)
+{
+    if (fabs(br) >= fabs(bi)) {
+        double r = bi / br, d = br + bi * r;
+        *re = (ar + ai * r) / d;
+        *im = (ai - ar * r) / d;
+    } else {
+        double r = br / bi, d = bi + br * r;
+        *re = (ar * r + ai) / d;
+        *im = (ai * r - ar) / d;
+    }
+}
+
+/* op_la_trsv on a complex A and b ((re, im) pairs), op = plain transpose. */
+OP_FN void op_la_trsv_c(const double *a, int64_t lda, double *b, int64_t n, bool upper, bool trans, bool unit)
+{
+    bool fwd = upper == trans;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t i = fwd ? t : n - 1 - t;
+        double sr = b[2 * i], si = b[2 * i + 1];
+        int64_t j0 = fwd ? 0 : i + 1, j1 = fwd ? i : n;
+        for (int64_t j = j0; j < j1; j++) {
+            int64_t q = trans ? j + i * lda : i + j * lda;
+            double pr, pi;
+            op_la_cmul(a[2 * q], a[2 * q + 1], b[2 * j], b[2 * j + 1], &pr, &pi);
+            sr -= pr;
+            si -= pi;
+        }
+        if (unit) {
+            b[2 * i] = sr;
+            b[2 * i + 1] = si;
+        } else {
+            int64_t q = i + i * lda;
+            op_la_cdiv(sr, si, a[2 * q], a[2 * q + 1], &b[2 * i], &b[2 * i + 1]);
+        }
+    }
+}
+
+/* op_la_lu_det1 of a complex LU: d = det (re, im), or d = sign (re, im),
+ * the product of u/|u| (0 when a u is 0, as ATen's sgn), and lg = log|det|. */
+OP_FN void op_la_lu_det1_c(const double *lu, const int32_t *piv, int64_t n, double *d, double *lg)
+{
+    double pr = 1.0, pi = 0.0, logs = 0.0;
+    bool neg = false;
+    for (int64_t i = 0; i < n; i++) {
+        double ur = lu[2 * (i + i * n)], ui = lu[2 * (i + i * n) + 1];
+        if (piv[i] != i + 1) neg = !neg;
+        if (lg) {
+            double a = hypot(ur, ui);
+            logs += log(a);
+            if (a == 0) { ur = 0.0; ui = 0.0; } else { ur /= a; ui /= a; }
+        }
+        double r, m;
+        op_la_cmul(pr, pi, ur, ui, &r, &m);
+        pr = r;
+        pi = m;
+    }
+    d[0] = neg ? -pr : pr;
+    d[1] = neg ? -pi : pi;
+    if (lg) lg[0] = logs;
 }
 
 /* det, or sign and log|det|, of one n x n LU (lda n) with its pivots. */
@@ -157,6 +240,12 @@ OP_FN double op_la_masked(double v, int64_t i, int64_t j, int mask)
     case OP_LA_UNIT_LOWER: return i > j ? v : i == j ? 1.0 : 0.0;
     default:               return v;
     }
+}
+
+/* op_la_masked for the imaginary part: the unit diagonal is 1 + 0i. */
+OP_FN double op_la_masked_im(double v, int64_t i, int64_t j, int mask)
+{
+    return mask == OP_LA_UNIT_LOWER && i == j ? 0.0 : op_la_masked(v, i, j, mask);
 }
 
 #ifdef __cplusplus
