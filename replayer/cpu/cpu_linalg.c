@@ -349,10 +349,46 @@ static rgpu_status c_gesvd(void *ctx, bool cx, double *a, int64_t nb, int64_t m,
     return RGPU_OK;
 }
 
+/* geev, ATen's CPU driver; a real A's pairs made complex as ATen does */
+static rgpu_status c_geev(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
+                          size_t errlen)
+{
+    (void)ctx;
+    double dummy[2] = { 0, 0 }, *tmp = NULL;
+    if (!cx) {
+        tmp = malloc((size_t)(2 * n + (v ? n * n : 0)) * sizeof(double));
+        RETURN_ERROR_IF(!tmp, RGPU_ERR_NOMEM, "cpu linalg: out of memory for geev's workspace");
+    }
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        lapack_int r;
+        if (cx) {
+            r = LAPACKE_zgeev(LAPACK_COL_MAJOR, 'N', v ? 'V' : 'N', (lapack_int)n, ZP(a + 2 * b * n * n),
+                              (lapack_int)n, ZP(w + 2 * b * n), ZP(dummy), 1, ZP(v ? v + 2 * b * n * n : dummy),
+                              (lapack_int)(v ? n : 1));
+        } else {
+            double *wr = tmp, *wi = tmp + n, *vr = v ? tmp + 2 * n : dummy;
+            r = LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', v ? 'V' : 'N', (lapack_int)n, a + b * n * n, (lapack_int)n, wr,
+                              wi, dummy, 1, vr, (lapack_int)(v ? n : 1));
+            if (r == 0) op_la_eig_pairs(wr, wi, v ? vr : NULL, n, w + 2 * b * n, v ? v + 2 * b * n * n : NULL);
+        }
+        if (r < 0) {
+            rgpu_op_errf(err, errlen, "cpu linalg: LAPACK geev rejected argument %d", (int)-r);
+            st = RGPU_ERR_BAD_ARG;
+        } else if (r > 0) {
+            rgpu_op_errf(err, errlen, "linalg.eig: The algorithm failed to converge because the input matrix is "
+                         "ill-conditioned or has too many repeated eigenvalues (error code: %d)", (int)r);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    free(tmp);
+    return st;
+}
+
 static const op_la_dev CPU_LA = {
     NULL, "cpu", c_alloc, c_release, c_pack, c_unpack, c_pack_i, c_unpack_i, c_eye,
     c_getrf, c_getrs, c_potrf, c_potrs, c_trsm, c_lu_det, c_lu_perm,
-    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd,
+    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd, c_geev,
 };
 
 rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)

@@ -128,6 +128,22 @@ struct rgpu_cusolver {
     int (*Zgesvd_bufferSize)(void *h, int m, int n, int *lwork);
     int (*Zgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
                   double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+    // The 64-bit API's general eigensolver (CUDA >= 12.6), optional: NULL when
+    // this cuSOLVER has none (linalg.eig then says so). cudaDataType as ints
+    // (CUDA_R_64F = 1, CUDA_C_64F = 5); a real A with real W gives W = (WR, WI)
+    // and VR in LAPACK's pair layout. params: created on first use;
+    // hostbuf: the host workspace, kept (grown) until unload.
+    int (*CreateParams)(void **params);
+    int (*DestroyParams)(void *params);
+    int (*Xgeev_bufferSize)(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, const void *A,
+                            int64_t lda, int dtW, const void *W, int dtVL, const void *VL, int64_t ldvl, int dtVR,
+                            const void *VR, int64_t ldvr, int dtCompute, size_t *dev_bytes, size_t *host_bytes);
+    int (*Xgeev)(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, void *A, int64_t lda, int dtW,
+                 void *W, int dtVL, void *VL, int64_t ldvl, int dtVR, void *VR, int64_t ldvr, int dtCompute,
+                 void *dev_buf, size_t dev_bytes, void *host_buf, size_t host_bytes, int *info);
+    void *params;
+    void *hostbuf;
+    size_t hostbuf_len;
 };
 
 // cusolver_loader.cu: finds and dlopens cuSOLVER ($RGPU_CUSOLVER_PATH, the

@@ -103,6 +103,8 @@ static bool find_cusolver(sfinder *f, const rgpu_cublas *blas) {
 }
 
 extern "C" void rgpu_cusolver_unload(rgpu_cusolver *s) {
+    if (s->params && s->DestroyParams) s->DestroyParams(s->params);
+    free(s->hostbuf);
     if (s->handle && s->Destroy) s->Destroy(s->handle);
     if (s->lib) dlclose(s->lib);
     memset(s, 0, sizeof *s);
@@ -166,6 +168,21 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
             return false;
         }
     }
+    // optional (CUDA >= 12.6): all four or none
+    const sym opt[] = {
+        { "cusolverDnCreateParams", (void **)&s->CreateParams },
+        { "cusolverDnDestroyParams", (void **)&s->DestroyParams },
+        { "cusolverDnXgeev_bufferSize", (void **)&s->Xgeev_bufferSize },
+        { "cusolverDnXgeev", (void **)&s->Xgeev },
+    };
+    bool all = true;
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        dlerror();
+        *opt[i].slot = dlsym(f.lib, opt[i].name);
+        all = all && *opt[i].slot;
+    }
+    if (!all)
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) *opt[i].slot = NULL;
     s->lib = f.lib;
     snprintf(why, whylen, "cuSOLVER from %s", f.path);
     return true;

@@ -3,6 +3,8 @@
 // in batch order on the backend's stream) and small kernels for packing,
 // triangular solves, determinants and permutations, which run the per-matrix
 // math of op/linalg.h that the CPU backend runs too.
+#include <stdlib.h>
+
 #include "common.cuh"
 #include "op/linalg.h"
 
@@ -111,6 +113,13 @@ static __global__ void la_crop_kernel(const double *src, long long sr, long long
         long long b = w / (dr * dc), rem = w % (dr * dc), i = rem % dr, j = rem / dr;
         dst[x] = i < sr && j < sc ? src[e * (b * sr * sc + i + j * sr) + h] : 0.0;
     }
+}
+
+// A real geev's (WR, WI) of 2n per matrix and VR (NULL: none) into complex w, v.
+static __global__ void la_eig_pairs_kernel(const double *wri, const double *vr, long long nb, long long n, double *w,
+                                           double *v) {
+    LA_LOOP(m, nb) op_la_eig_pairs(wri + 2 * m * n, wri + 2 * m * n + n, vr ? vr + m * n * n : NULL, n,
+                                   w + 2 * m * n, v ? v + 2 * m * n * n : NULL);
 }
 
 // ---------------------------------------------------------------------------
@@ -389,6 +398,67 @@ static rgpu_status g_gesvd(void *ctx, bool cx, double *a, int64_t nb, int64_t m,
                                              (int)n, work, lwork, NULL, dinfo));
 }
 
+// cusolverDnXgeev (CUDA >= 12.6), one matrix per call; a real A in real
+// arithmetic, its pairs made complex by a kernel as on the CPU.
+static rgpu_status g_geev(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
+                          size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    RETURN_ERROR_IF(!S->Xgeev, RGPU_ERR_UNSUPPORTED,
+                    "cuda backend: linalg.eig needs cusolverDnXgeev (CUDA 12.6 or later); this cuSOLVER has none");
+    if (!S->params) SOLVER_TRY(S->CreateParams(&S->params), "cusolverDnCreateParams");
+    const int R64 = 1, C64 = 5, dt = cx ? C64 : R64, jobvr = v ? 1 : 0;
+    int64_t e = cx ? 2 : 1, ldvr = v ? n : 1;
+    // real A: W holds (WR, WI), VR real, both in scratch until the pairs kernel
+    double *wr = cx ? NULL : (double *)rgpu_cuda_scratch(c, (size_t)(2 * nb * n) * sizeof(double));
+    double *vr = cx || !v ? NULL : (double *)rgpu_cuda_scratch(c, (size_t)(nb * n * n) * sizeof(double));
+    int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));
+    void *dwork = NULL;
+    size_t dsz = 0, hsz = 0;
+    rgpu_status st = (!cx && !wr) || (!cx && v && !vr) || !dinfo ? RGPU_ERR_NOMEM : RGPU_OK;
+    if (st != RGPU_OK) rgpu_op_errf(err, errlen, "cuda linalg: out of memory for geev's workspace");
+    if (st == RGPU_OK) {
+        int s = S->Xgeev_bufferSize(S->handle, S->params, 0, jobvr, n, dt, a, n, dt, cx ? w : wr, dt, NULL, 1, dt,
+                                    cx ? v : vr, ldvr, dt, &dsz, &hsz);
+        if (s != 0) {
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnXgeev_bufferSize failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    if (st == RGPU_OK && hsz > S->hostbuf_len) {
+        void *h = realloc(S->hostbuf, hsz);
+        if (h) { S->hostbuf = h; S->hostbuf_len = hsz; }
+        else { rgpu_op_errf(err, errlen, "cuda linalg: out of host memory for geev"); st = RGPU_ERR_NOMEM; }
+    }
+    if (st == RGPU_OK && !(dwork = rgpu_cuda_scratch(c, dsz ? dsz : 1))) {
+        rgpu_op_errf(err, errlen, "cuda linalg: out of memory for geev's workspace");
+        st = RGPU_ERR_NOMEM;
+    }
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        void *wb = cx ? (void *)(w + 2 * b * n) : (void *)(wr + 2 * b * n);
+        void *vb = !v ? NULL : cx ? (void *)(v + 2 * b * n * n) : (void *)(vr + b * n * n);
+        int s = S->Xgeev(S->handle, S->params, 0, jobvr, n, dt, a + e * b * n * n, n, dt, wb, dt, NULL, 1, dt, vb,
+                         ldvr, dt, dwork, dsz, S->hostbuf, hsz, dinfo);
+        if (s != 0) {
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDnXgeev failed (cusolverStatus %d)", s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    if (st == RGPU_OK && !cx && nb > 0) {
+        la_eig_pairs_kernel<<<la_blocks(nb), 256, 0, c->stream>>>(wr, vr, (long long)nb, (long long)n, w, v);
+        cudaError_t ce = cudaGetLastError();
+        if (ce != cudaSuccess) {
+            rgpu_op_errf(err, errlen, "cuda linalg: eig pairs kernel: %s", cudaGetErrorString(ce));
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    if (dwork) rgpu_cuda_scratch_free(c, dwork);
+    if (wr) rgpu_cuda_scratch_free(c, wr);
+    if (vr) rgpu_cuda_scratch_free(c, vr);
+    if (dinfo) rgpu_cuda_scratch_free(c, dinfo);
+    return st;
+}
+
 // cuSOLVER on the backend's stream, loaded on first use; a clear error when absent.
 static rgpu_status solver_ready(rgpu_cuda_ctx *c, char *err, size_t errlen) {
     rgpu_cusolver *S = &c->solver;
@@ -417,7 +487,7 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     case RGPU_OP_LINALG_SOLVE: case RGPU_OP_LINALG_INV: case RGPU_OP_LINALG_DET: case RGPU_OP_LINALG_SLOGDET:
     case RGPU_OP_CHOLESKY_SOLVE: case RGPU_OP_CHOLESKY_INVERSE: case RGPU_OP_GEQRF:
     case RGPU_OP_HOUSEHOLDER_PRODUCT: case RGPU_OP_ORMQR: case RGPU_OP_LINALG_QR: case RGPU_OP_LINALG_EIGH:
-    case RGPU_OP_LINALG_SVD:
+    case RGPU_OP_LINALG_SVD: case RGPU_OP_LINALG_EIG:
         FORWARD_IF_ERROR(solver_ready(c, err, errlen));
         break;
     default:
@@ -425,6 +495,6 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     }
     op_la_dev dev = { c, "cuda", g_alloc, g_release, g_pack, g_unpack, g_pack_i, g_unpack_i, g_eye,
                       g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm,
-                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd };
+                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd, g_geev };
     return rgpu_op_la_exec(e, &dev, err, errlen);
 }

@@ -789,6 +789,42 @@ static rgpu_status do_svd(la *L)
     return D->unpack(D->ctx, vw, WSF, &vt, OP_LA_FULL, err, errlen);
 }
 
+/* The complex dtype of a's eigenvalues (ATen's linalg_eig: real in, complex out). */
+static int complex_dt(int dt)
+{
+    return dt == RGPU_F32 ? RGPU_C64 : dt == RGPU_F64 ? RGPU_C128 : dt;
+}
+
+static rgpu_status do_eig(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *w = e->out[0], *v = e->out[1];
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", complex_dt(a->dtype)));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", true));
+    bool vec = v && rgpu_op_numel(v) > 0;
+    if (vec) FORWARD_IF_ERROR(check_float(L, v, "eigenvectors", complex_dt(a->dtype)));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(w, 1, bs, &nb);
+    int64_t n = cols(a);
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    RETURN_ERROR_IF(w->ndim < 1 || w->sizes[w->ndim - 1] != n || (vec && (v->ndim < 2 || rows(v) != n || cols(v) != n)),
+                    RGPU_ERR_SHAPE, "%s: eigenvalues or eigenvectors have the wrong shape", L->name);
+    if (nb == 0 || n == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *aw = mats(L, nb, n, n), *ww = rmats(L, nb, n, 2), *vw = vec ? rmats(L, nb, n, 2 * n) : NULL;
+    if (!aw || !ww || (vec && !vw)) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->geev(D->ctx, L->cx, aw, nb, n, ww, vw, err, errlen));
+    rgpu_view wv = as_mat(*w, 1);
+    FORWARD_IF_ERROR(D->unpack(D->ctx, ww, OP_LA_CX, &wv, OP_LA_FULL, err, errlen));
+    return vec ? D->unpack(D->ctx, vw, OP_LA_CX, v, OP_LA_FULL, err, errlen) : RGPU_OK;
+}
+
 static rgpu_status run(la *L)
 {
     switch (L->e->op) {
@@ -810,6 +846,7 @@ static rgpu_status run(la *L)
     case RGPU_OP_LINALG_QR:         return do_qr(L);
     case RGPU_OP_LINALG_EIGH:       return do_eigh(L);
     case RGPU_OP_LINALG_SVD:        return do_svd(L);
+    case RGPU_OP_LINALG_EIG:        return do_eig(L);
     default:
         rgpu_op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
         return RGPU_ERR_UNSUPPORTED;
@@ -821,7 +858,7 @@ rgpu_status rgpu_op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err,
     /* optional: lu_unpack's outputs (empty when not unpacked), triangular_solve's clone */
     uint32_t opt_out = e->op == RGPU_OP_LU_UNPACK ? 7u : e->op == RGPU_OP_TRIANGULAR_SOLVE ? 2u
                      : e->op == RGPU_OP_LINALG_QR ? 1u : e->op == RGPU_OP_LINALG_EIGH ? 2u
-                     : e->op == RGPU_OP_LINALG_SVD ? 5u : 0u;
+                     : e->op == RGPU_OP_LINALG_SVD ? 5u : e->op == RGPU_OP_LINALG_EIG ? 2u : 0u;
     FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, opt_out, true, err, errlen));
     la L;
     memset(&L, 0, sizeof L);

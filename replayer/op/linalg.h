@@ -92,6 +92,10 @@ typedef struct op_la_dev {
     /* SVD of nb m x n, m >= n: s nb*n descending (real); when uv, u nb*(m x (full ? m : n)), vt nb*(n x n) */
     rgpu_status (*gesvd)(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u,
                          double *vt, bool full, bool uv, char *err, size_t errlen);
+    /* Eigenvalues w (complex, nb*n) and, when v, right eigenvectors v (complex, nb*(n x n)) of nb general
+     * n x n a (real or complex by cx), as geev gives them; a real a's pairs as op_la_eig_pairs builds them */
+    rgpu_status (*geev)(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
+                        size_t errlen);
 } op_la_dev;
 
 /* Runs a LINALG-family record on dev's steps. */
@@ -186,6 +190,31 @@ OP_FN void op_la_lu_det1_c(const double *lu, const int32_t *piv, int64_t n, doub
     d[0] = neg ? -pr : pr;
     d[1] = neg ? -pi : pi;
     if (lg) lg[0] = logs;
+}
+
+/* Complex eigenvalues w and eigenvectors v (NULL: none) of one real n x n
+ * matrix from real geev's wr, wi and vr (column-major, ld n): a conjugate
+ * pair j, j+1 (wi[j] != 0) has vectors vr[:, j] +- i vr[:, j+1]. */
+OP_FN void op_la_eig_pairs(const double *wr, const double *wi, const double *vr, int64_t n, double *w, double *v)
+{
+    for (int64_t j = 0; j < n; j++) {
+        w[2 * j] = wr[j];
+        w[2 * j + 1] = wi[j];
+    }
+    if (!v) return;
+    for (int64_t j = 0; j < n; j++) {
+        bool pair = wi[j] != 0.0 && j + 1 < n;
+        for (int64_t i = 0; i < n; i++) {
+            double re = vr[i + j * n], im = pair ? vr[i + (j + 1) * n] : 0.0;
+            v[2 * (i + j * n)] = re;
+            v[2 * (i + j * n) + 1] = im;
+            if (pair) {
+                v[2 * (i + (j + 1) * n)] = re;
+                v[2 * (i + (j + 1) * n) + 1] = -im;
+            }
+        }
+        if (pair) j++;
+    }
 }
 
 /* det, or sign and log|det|, of one n x n LU (lda n) with its pivots. */

@@ -7,6 +7,7 @@
 // runs), queued on the handle's stream, and runs LAPACK (LAPACKE's _work
 // entry points) there. Workspaces are asked for and checked, not used.
 #include <lapacke.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ struct handle {
     cudaStream_t stream;
 };
 
-enum kind { GETRF, GETRS, POTRF, POTRS, GEQRF, ORGQR, ORMQR, SYEVD, GESVD };
+enum kind { GETRF, GETRS, POTRF, POTRS, GEQRF, ORGQR, ORMQR, SYEVD, GESVD, GEEV };
 
 struct call {
     kind k;
@@ -141,6 +142,20 @@ void run(void *p) {
                     : LAPACKE_dgesvd(LAPACK_COL_MAJOR, c->ju, c->jv, c->m, c->n, c->A, c->lda, c->B,
                                      c->U ? c->U : dummy, c->ldu, c->VT ? c->VT : dummy, c->ldvt, superb);
         delete[] superb;
+        break;
+    }
+    case GEEV: {   // flag2: jobvr; B = W ((WR, WI) for a real A, complex n for a complex one); U = VR (ldu)
+        size_t wbytes = (size_t)c->n * 16;
+        if (!range(c->A, mat_bytes(c->lda, c->n, c->z), "geev A") || !range(c->B, wbytes, "geev W") ||
+            (c->flag2 && !range(c->U, mat_bytes(c->ldu, c->n, c->z), "geev VR")) || !range(c->info, 4, "geev info"))
+            return;
+        double dummy[2] = { 0, 0 };
+        double *vr = c->flag2 ? c->U : dummy;
+        char jv = c->flag2 ? 'V' : 'N';
+        info = c->z ? LAPACKE_zgeev(LAPACK_COL_MAJOR, 'N', jv, c->n, ZP(c->A), c->lda, ZP(c->B), ZP(dummy), 1, ZP(vr),
+                                    c->ldu)
+                    : LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', jv, c->n, c->A, c->lda, c->B, c->B + c->n, dummy, 1, vr,
+                                    c->ldu);
         break;
     }
     }
@@ -449,6 +464,57 @@ int cusolverDnDgesvd(void *h, signed char jobu, signed char jobvt, int m, int n,
 int cusolverDnZgesvd(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda,
                      double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info) {
     return la_gesvd(true, h, jobu, jobvt, m, n, A, lda, S, U, ldu, VT, ldvt, work, lwork, rwork, info);
+}
+
+// The 64-bit API's params object and general eigensolver (CUDA >= 12.6):
+// double precision only (A, W, VR and compute all R_64F, or all C_64F), no
+// left eigenvectors; the host workspace is asked for and checked, not used.
+int cusolverDnCreateParams(void **p) {
+    if (!p) return ST_INVALID_VALUE;
+    *p = new int(0);
+    return ST_OK;
+}
+
+int cusolverDnDestroyParams(void *p) {
+    delete (int *)p;
+    return ST_OK;
+}
+
+static bool geev_args(void *params, int jobvl, int jobvr, int64_t n, int dtA, int64_t lda, int dtW, int dtVL,
+                      int dtVR, int64_t ldvr, int dtC) {
+    const int R64 = 1, C64 = 5;
+    return params && jobvl == 0 && (jobvr == 0 || jobvr == 1) && n >= 0 && n <= (1 << 20) &&
+           (dtA == R64 || dtA == C64) && dtW == dtA && dtVL == dtA && dtVR == dtA && dtC == dtA &&
+           lda >= (n > 1 ? n : 1) && (jobvr == 0 || ldvr >= (n > 1 ? n : 1)) && ldvr >= 1;
+}
+
+int cusolverDnXgeev_bufferSize(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, const void *A,
+                               int64_t lda, int dtW, const void *W, int dtVL, const void *VL, int64_t ldvl, int dtVR,
+                               const void *VR, int64_t ldvr, int dtC, size_t *dev_bytes, size_t *host_bytes) {
+    (void)A; (void)W; (void)VL; (void)ldvl; (void)VR;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (!geev_args(params, jobvl, jobvr, n, dtA, lda, dtW, dtVL, dtVR, ldvr, dtC) || !dev_bytes || !host_bytes)
+        return ST_INVALID_VALUE;
+    *dev_bytes = (size_t)(4 * n + 1) * 16;
+    *host_bytes = (size_t)(n + 1) * 16;
+    return ST_OK;
+}
+
+int cusolverDnXgeev(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, void *A, int64_t lda, int dtW,
+                    void *W, int dtVL, void *VL, int64_t ldvl, int dtVR, void *VR, int64_t ldvr, int dtC,
+                    void *dev_buf, size_t dev_bytes, void *host_buf, size_t host_bytes, int *info) {
+    (void)VL; (void)ldvl;
+    if (!geev_args(params, jobvl, jobvr, n, dtA, lda, dtW, dtVL, dtVR, ldvr, dtC) || !info || !W ||
+        (jobvr && !VR) || !dev_buf || dev_bytes < (size_t)(4 * n + 1) * 16 || !host_buf ||
+        host_bytes < (size_t)(n + 1) * 16)
+        return ST_INVALID_VALUE;
+    if (!cudaemu_device_range_ok(dev_buf, dev_bytes)) return ST_INVALID_VALUE;
+    call c = { GEEV, (int)n, (int)n, 0, (int)lda, 0, 0, (double *)A, (double *)W, nullptr, info };
+    c.flag2 = jobvr;
+    c.U = (double *)VR;
+    c.ldu = (int)ldvr;
+    c.z = dtA == 5;
+    return enqueue(h, c);
 }
 
 }  // extern "C"

@@ -1021,6 +1021,11 @@ def _la_pinv(func, args, kwargs):
     tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
     sinv = torch.where(s_ > tol, s_.reciprocal(), zero).to(a.dtype)
     return torch.matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
+def _la_eigvals(func, args, kwargs):
+    """_linalg_eigvals: linalg_eig's eigenvalues (geev computes them alike with or without vectors)."""
+    return aten.linalg_eig.default(args[0])[0]
+
+
 _LA_LIB = []    # the Library of the Meta kernels below, kept alive for the process
 
 
@@ -1128,6 +1133,9 @@ def _linalg(t):
                                       bool(arg(args, kwargs, 2, "compute_v", True)))))
     _put(t, [aten._linalg_svd.default],
          _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
+    # --- issue 14: complex linalg (eig; the ops above take complex64/complex128 too)
+    _put(t, [aten.linalg_eig.default], _fixed(C.OP_LINALG_EIG, ((0, "self"),), lambda args, kwargs: ()))
+    _composite(t, [aten._linalg_eigvals.default], _la_eigvals)
 
 
 def _table():
