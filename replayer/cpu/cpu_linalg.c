@@ -385,10 +385,52 @@ static rgpu_status c_geev(void *ctx, bool cx, double *a, int64_t nb, int64_t n, 
     return st;
 }
 
+/* sytrf/hetrf 'L', ATen's CPU driver */
+static rgpu_status c_sytrf(void *ctx, bool cx, bool herm, double *a, int64_t nb, int64_t n, int32_t *piv,
+                           int32_t *info, char *err, size_t errlen)
+{
+    (void)ctx;
+    for (int64_t b = 0; b < nb; b++) {
+        info[b] = 0;
+        if (n == 0) continue;
+        lapack_int r;
+        if (cx && herm)
+            r = LAPACKE_zhetrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, ZP(a + 2 * b * n * n), (lapack_int)n, piv + b * n);
+        else if (cx)
+            r = LAPACKE_zsytrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, ZP(a + 2 * b * n * n), (lapack_int)n, piv + b * n);
+        else
+            r = LAPACKE_dsytrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, a + b * n * n, (lapack_int)n, piv + b * n);
+        LAPACK_OK(r, "sytrf");
+        info[b] = (int32_t)r;
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_sytrs(void *ctx, bool cx, bool herm, const double *ld, const int32_t *piv, double *x,
+                           int64_t nb, int64_t n, int64_t k, char *err, size_t errlen)
+{
+    (void)ctx;
+    if (n == 0 || k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r;
+        if (cx && herm)
+            r = LAPACKE_zhetrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ZP(ld + 2 * b * n * n),
+                               (lapack_int)n, piv + b * n, ZP(x + 2 * b * n * k), (lapack_int)n);
+        else if (cx)
+            r = LAPACKE_zsytrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ZP(ld + 2 * b * n * n),
+                               (lapack_int)n, piv + b * n, ZP(x + 2 * b * n * k), (lapack_int)n);
+        else
+            r = LAPACKE_dsytrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ld + b * n * n, (lapack_int)n,
+                               piv + b * n, x + b * n * k, (lapack_int)n);
+        LAPACK_OK(r, "sytrs");
+    }
+    return RGPU_OK;
+}
+
 static const op_la_dev CPU_LA = {
     NULL, "cpu", c_alloc, c_release, c_pack, c_unpack, c_pack_i, c_unpack_i, c_eye,
     c_getrf, c_getrs, c_potrf, c_potrs, c_trsm, c_lu_det, c_lu_perm,
-    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd, c_geev,
+    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd, c_geev, c_sytrf, c_sytrs,
 };
 
 rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)

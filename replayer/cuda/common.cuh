@@ -128,6 +128,11 @@ struct rgpu_cusolver {
     int (*Zgesvd_bufferSize)(void *h, int m, int n, int *lwork);
     int (*Zgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
                   double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+    // Bunch-Kaufman LDL^T ('L' as uplo 0), LAPACK's ipiv; no hetrf/sytrs in cuSOLVER
+    int (*Dsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
+    int (*Dsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
+    int (*Zsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
+    int (*Zsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
     // The 64-bit API's general eigensolver (CUDA >= 12.6), optional: NULL when
     // this cuSOLVER has none (linalg.eig then says so). cudaDataType as ints
     // (CUDA_R_64F = 1, CUDA_C_64F = 5); a real A with real W gives W = (WR, WI)

@@ -157,6 +157,10 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
         { "cusolverDnZheevd", (void **)&s->Zheevd },
         { "cusolverDnZgesvd_bufferSize", (void **)&s->Zgesvd_bufferSize },
         { "cusolverDnZgesvd", (void **)&s->Zgesvd },
+        { "cusolverDnDsytrf_bufferSize", (void **)&s->Dsytrf_bufferSize },
+        { "cusolverDnDsytrf", (void **)&s->Dsytrf },
+        { "cusolverDnZsytrf_bufferSize", (void **)&s->Zsytrf_bufferSize },
+        { "cusolverDnZsytrf", (void **)&s->Zsytrf },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         dlerror();

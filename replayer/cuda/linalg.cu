@@ -122,6 +122,15 @@ static __global__ void la_eig_pairs_kernel(const double *wri, const double *vr, 
                                    w + 2 * m * n, v ? v + 2 * m * n * n : NULL);
 }
 
+// sytrs (cuSOLVER has none): one thread per right-hand side column, LAPACK's steps (op/linalg.h)
+static __global__ void la_sytrs_kernel(bool cx, bool herm, const double *ld, const int32_t *piv, double *b,
+                                       long long nb, long long n, long long k) {
+    LA_LOOP(t, nb * k) {
+        long long m = t / k, j = t % k, e = cx ? 2 : 1;
+        op_la_sytrs1(ld + e * m * n * n, piv + m * n, n, b + e * (m * n * k + j * n), cx, herm);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Steps
 
@@ -398,6 +407,44 @@ static rgpu_status g_gesvd(void *ctx, bool cx, double *a, int64_t nb, int64_t m,
                                              (int)n, work, lwork, NULL, dinfo));
 }
 
+// cusolverDn<t>sytrf 'L'; a Hermitian complex A is refused as ATen's cuSOLVER path does (no hetrf).
+static rgpu_status g_sytrf(void *ctx, bool cx, bool herm, double *a, int64_t nb, int64_t n, int32_t *piv,
+                           int32_t *info, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    rgpu_cusolver *S = &c->solver;
+    RETURN_ERROR_IF(cx && herm, RGPU_ERR_UNSUPPORTED,
+                    "torch.linalg.ldl_factor: complex tensors with hermitian=True are not supported on the cuda "
+                    "backend (cuSOLVER has no hetrf)");
+    if (n == 0) {
+        RGPU_CUDA_TRY(cudaMemsetAsync(info, 0, (size_t)nb * sizeof(int32_t), c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    int64_t e = cx ? 2 : 1;
+    int lwork = 0;
+    SOLVER_TRY((cx ? S->Zsytrf_bufferSize : S->Dsytrf_bufferSize)(S->handle, (int)n, a, (int)n, &lwork),
+               "cusolverDn<t>sytrf_bufferSize");
+    double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * e * sizeof(double));
+    RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for sytrf's workspace");
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        int s = (cx ? S->Zsytrf : S->Dsytrf)(S->handle, 0, (int)n, a + e * b * n * n, (int)n, piv + b * n, work,
+                                             lwork > 0 ? lwork : 1, info + b);
+        if (s != 0) {
+            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%csytrf failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, work);
+    return st;
+}
+
+static rgpu_status g_sytrs(void *ctx, bool cx, bool herm, const double *ld, const int32_t *piv, double *b,
+                           int64_t nb, int64_t n, int64_t k, char *err, size_t errlen) {
+    rgpu_cuda_ctx *c = (rgpu_cuda_ctx *)ctx;
+    long long t = n ? nb * k : 0;
+    LA_LAUNCH(la_sytrs_kernel, t, cx, herm, ld, piv, b, (long long)nb, (long long)n, (long long)k);
+}
+
 // cusolverDnXgeev (CUDA >= 12.6), one matrix per call; a real A in real
 // arithmetic, its pairs made complex by a kernel as on the CPU.
 static rgpu_status g_geev(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
@@ -487,7 +534,7 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     case RGPU_OP_LINALG_SOLVE: case RGPU_OP_LINALG_INV: case RGPU_OP_LINALG_DET: case RGPU_OP_LINALG_SLOGDET:
     case RGPU_OP_CHOLESKY_SOLVE: case RGPU_OP_CHOLESKY_INVERSE: case RGPU_OP_GEQRF:
     case RGPU_OP_HOUSEHOLDER_PRODUCT: case RGPU_OP_ORMQR: case RGPU_OP_LINALG_QR: case RGPU_OP_LINALG_EIGH:
-    case RGPU_OP_LINALG_SVD: case RGPU_OP_LINALG_EIG:
+    case RGPU_OP_LINALG_SVD: case RGPU_OP_LINALG_EIG: case RGPU_OP_LINALG_LDL_FACTOR:
         FORWARD_IF_ERROR(solver_ready(c, err, errlen));
         break;
     default:
@@ -495,6 +542,6 @@ extern "C" rgpu_status rgpu_cuda_linalg_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     }
     op_la_dev dev = { c, "cuda", g_alloc, g_release, g_pack, g_unpack, g_pack_i, g_unpack_i, g_eye,
                       g_getrf, g_getrs, g_potrf, g_potrs, g_trsm, g_lu_det, g_lu_perm,
-                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd, g_geev };
+                      g_crop, g_geqrf, g_orgqr, g_ormqr, g_syevd, g_gesvd, g_geev, g_sytrf, g_sytrs };
     return rgpu_op_la_exec(e, &dev, err, errlen);
 }

@@ -825,6 +825,70 @@ static rgpu_status do_eig(la *L)
     return vec ? D->unpack(D->ctx, vw, OP_LA_CX, v, OP_LA_FULL, err, errlen) : RGPU_OK;
 }
 
+static rgpu_status do_ldl_factor(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *ld = e->out[0], *piv = e->out[1], *info = e->out[2];
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, ld, "LD", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", true));
+    FORWARD_IF_ERROR(check_i32(L, piv, "pivots"));
+    FORWARD_IF_ERROR(check_i32(L, info, "info"));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(ld, 2, bs, &nb);
+    int64_t n = cols(a);
+    if (nb == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *w = mats(L, nb, n, n);
+    int32_t *pw = ints(L, nb * (n ? n : 1)), *iw = ints(L, nb);
+    if (!w || !pw || !iw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->sytrf(D->ctx, L->cx, arg_b(e, 0), w, nb, n, pw, iw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, ld, OP_LA_LOWER, L->err, L->errlen));   /* ATen factors tril(A) */
+    FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
+    return put_i(L, iw, info, 0);
+}
+
+static rgpu_status do_ldl_solve(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *ld = e->in[0], *piv = e->in[1], *b = e->in[2];
+    rgpu_view *x = e->out[0];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, ld, "LD", -1));
+    FORWARD_IF_ERROR(check_float(L, b, "B", ld->dtype));
+    FORWARD_IF_ERROR(check_float(L, x, "the result", ld->dtype));
+    FORWARD_IF_ERROR(check_mat(L, ld, "LD", true));
+    FORWARD_IF_ERROR(check_mat(L, b, "B", false));
+    FORWARD_IF_ERROR(check_mat(L, x, "the result", false));
+    RETURN_ERROR_IF(!piv || piv->dtype != RGPU_I32 || piv->ndim < 1, RGPU_ERR_BAD_DTYPE,
+                    "%s: pivots must be int32 with at least 1 dim", L->name);
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(x, 2, bs, &nb);
+    int64_t n = cols(ld), k = cols(x);
+    if (nb == 0 || rgpu_op_numel(x) == 0) return RGPU_OK;
+    rgpu_view lv, pv, bv;
+    FORWARD_IF_ERROR(bview(L, ld, 2, bs, nbd, &lv));
+    FORWARD_IF_ERROR(bview(L, piv, 1, bs, nbd, &pv));
+    FORWARD_IF_ERROR(bview(L, b, 2, bs, nbd, &bv));
+    pv = as_mat(pv, 1);
+    RETURN_ERROR_IF(rows(&bv) != n || rows(x) != n || cols(&bv) != k || rows(&pv) != n, RGPU_ERR_SHAPE,
+                    "%s: shapes of LD, pivots, B and the result do not agree", L->name);
+    double *lw = mats(L, nb, n, n), *bw = mats(L, nb, n, k);
+    int32_t *pw = ints(L, nb * n);
+    if (!lw || !bw || !pw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &lv, lw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->pack_i(D->ctx, &pv, pw, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->sytrs(D->ctx, L->cx, arg_b(e, 0), lw, pw, bw, nb, n, k, err, errlen));
+    return D->unpack(D->ctx, bw, WSF, x, OP_LA_FULL, err, errlen);
+}
+
 static rgpu_status run(la *L)
 {
     switch (L->e->op) {
@@ -847,6 +911,8 @@ static rgpu_status run(la *L)
     case RGPU_OP_LINALG_EIGH:       return do_eigh(L);
     case RGPU_OP_LINALG_SVD:        return do_svd(L);
     case RGPU_OP_LINALG_EIG:        return do_eig(L);
+    case RGPU_OP_LINALG_LDL_FACTOR: return do_ldl_factor(L);
+    case RGPU_OP_LINALG_LDL_SOLVE:  return do_ldl_solve(L);
     default:
         rgpu_op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
         return RGPU_ERR_UNSUPPORTED;

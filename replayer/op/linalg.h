@@ -96,6 +96,12 @@ typedef struct op_la_dev {
      * n x n a (real or complex by cx), as geev gives them; a real a's pairs as op_la_eig_pairs builds them */
     rgpu_status (*geev)(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
                         size_t errlen);
+    /* LDL^T (LDL^H when herm and cx) of the lower triangles of nb n x n a, as sytrf/hetrf 'L': piv nb*n, info nb */
+    rgpu_status (*sytrf)(void *ctx, bool cx, bool herm, double *a, int64_t nb, int64_t n, int32_t *piv,
+                         int32_t *info, char *err, size_t errlen);
+    /* A X = B from sytrf's factors (ld, piv), B n x k */
+    rgpu_status (*sytrs)(void *ctx, bool cx, bool herm, const double *ld, const int32_t *piv, double *b, int64_t nb,
+                         int64_t n, int64_t k, char *err, size_t errlen);
 } op_la_dev;
 
 /* Runs a LINALG-family record on dev's steps. */
@@ -214,6 +220,109 @@ OP_FN void op_la_eig_pairs(const double *wr, const double *wi, const double *vr,
             }
         }
         if (pair) j++;
+    }
+}
+
+/* Element i of a workspace column as (re, im): real workspaces have im 0. */
+OP_FN void op_la_get(const double *p, int64_t i, bool cx, double *re, double *im)
+{
+    if (cx) { *re = p[2 * i]; *im = p[2 * i + 1]; }
+    else { *re = p[i]; *im = 0.0; }
+}
+
+OP_FN void op_la_put(double *p, int64_t i, bool cx, double re, double im)
+{
+    if (cx) { p[2 * i] = re; p[2 * i + 1] = im; }
+    else p[i] = re;
+}
+
+OP_FN void op_la_swap(double *b, int64_t i, int64_t j, bool cx)
+{
+    if (i == j) return;
+    int64_t e = cx ? 2 : 1;
+    for (int64_t h = 0; h < e; h++) {
+        double t = b[e * i + h];
+        b[e * i + h] = b[e * j + h];
+        b[e * j + h] = t;
+    }
+}
+
+/* A x = b in place for one column b (stride 1) from sytrf/hetrf 'L''s
+ * factors of one n x n matrix (ld column-major, lda n; ipiv 1-based, < 0
+ * for 2x2 blocks): LAPACK's sytrs/hetrs steps, L D y = b, then L^T x = y
+ * (L^H when herm: conjugates where hetrs takes them, D's diagonal real). */
+OP_FN void op_la_sytrs1(const double *a, const int32_t *ipiv, int64_t n, double *b, bool cx, bool herm)
+{
+    double cj = herm && cx ? -1.0 : 1.0;
+    int64_t k = 0;
+    while (k < n) {
+        double br, bi, ar, ai, pr, pi, xr, xi;
+        if (ipiv[k] > 0) {
+            op_la_swap(b, k, (int64_t)ipiv[k] - 1, cx);
+            op_la_get(b, k, cx, &br, &bi);
+            for (int64_t i = k + 1; i < n; i++) {
+                op_la_get(a, i + k * n, cx, &ar, &ai);
+                op_la_cmul(ar, ai, br, bi, &pr, &pi);
+                op_la_get(b, i, cx, &xr, &xi);
+                op_la_put(b, i, cx, xr - pr, xi - pi);
+            }
+            op_la_get(a, k + k * n, cx, &ar, &ai);
+            if (herm) ai = 0.0;
+            op_la_cdiv(br, bi, ar, ai, &xr, &xi);
+            op_la_put(b, k, cx, xr, xi);
+            k += 1;
+        } else {
+            op_la_swap(b, k + 1, (int64_t)-ipiv[k] - 1, cx);
+            double b0r, b0i, b1r, b1i;
+            op_la_get(b, k, cx, &b0r, &b0i);
+            op_la_get(b, k + 1, cx, &b1r, &b1i);
+            for (int64_t i = k + 2; i < n; i++) {
+                double qr, qi;
+                op_la_get(a, i + k * n, cx, &ar, &ai);
+                op_la_cmul(ar, ai, b0r, b0i, &pr, &pi);
+                op_la_get(a, i + (k + 1) * n, cx, &ar, &ai);
+                op_la_cmul(ar, ai, b1r, b1i, &qr, &qi);
+                op_la_get(b, i, cx, &xr, &xi);
+                op_la_put(b, i, cx, xr - pr - qr, xi - pi - qi);
+            }
+            double kr, ki, dr, di, er, ei, m1r, m1i, m0r, m0i, dnr, dni, tr, ti;
+            op_la_get(a, k + 1 + k * n, cx, &kr, &ki);                     /* akm1k */
+            op_la_get(a, k + k * n, cx, &dr, &di);
+            op_la_cdiv(dr, di, kr, cj * ki, &m1r, &m1i);                     /* akm1 = a(k,k) / conj?(akm1k) */
+            op_la_get(a, k + 1 + (k + 1) * n, cx, &er, &ei);
+            op_la_cdiv(er, ei, kr, ki, &m0r, &m0i);                          /* ak = a(k+1,k+1) / akm1k */
+            op_la_cmul(m1r, m1i, m0r, m0i, &dnr, &dni);
+            dnr -= 1.0;                                                      /* denom = akm1 * ak - 1 */
+            double c0r, c0i, c1r, c1i;
+            op_la_cdiv(b0r, b0i, kr, cj * ki, &c0r, &c0i);                   /* bkm1 */
+            op_la_cdiv(b1r, b1i, kr, ki, &c1r, &c1i);                        /* bk */
+            op_la_cmul(m0r, m0i, c0r, c0i, &tr, &ti);
+            op_la_cdiv(tr - c1r, ti - c1i, dnr, dni, &xr, &xi);
+            op_la_put(b, k, cx, xr, xi);
+            op_la_cmul(m1r, m1i, c1r, c1i, &tr, &ti);
+            op_la_cdiv(tr - c0r, ti - c0i, dnr, dni, &xr, &xi);
+            op_la_put(b, k + 1, cx, xr, xi);
+            k += 2;
+        }
+    }
+    k = n - 1;
+    while (k >= 0) {
+        bool two = ipiv[k] <= 0;
+        for (int64_t c = 0; c < (two ? 2 : 1); c++) {
+            int64_t col = k - c;                 /* rows k, then k-1 of a 2x2 block */
+            double sr, si, ar, ai, xr, xi, pr, pi;
+            op_la_get(b, col, cx, &sr, &si);
+            for (int64_t i = k + 1; i < n; i++) {
+                op_la_get(a, i + col * n, cx, &ar, &ai);
+                op_la_get(b, i, cx, &xr, &xi);
+                op_la_cmul(ar, cj * ai, xr, xi, &pr, &pi);
+                sr -= pr;
+                si -= pi;
+            }
+            op_la_put(b, col, cx, sr, si);
+        }
+        op_la_swap(b, k, (int64_t)(two ? -ipiv[k] : ipiv[k]) - 1, cx);
+        k -= two ? 2 : 1;
     }
 }
 

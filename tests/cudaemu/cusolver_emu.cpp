@@ -21,7 +21,7 @@ struct handle {
     cudaStream_t stream;
 };
 
-enum kind { GETRF, GETRS, POTRF, POTRS, GEQRF, ORGQR, ORMQR, SYEVD, GESVD, GEEV };
+enum kind { GETRF, GETRS, POTRF, POTRS, GEQRF, ORGQR, ORMQR, SYEVD, GESVD, GEEV, SYTRF };
 
 struct call {
     kind k;
@@ -144,6 +144,13 @@ void run(void *p) {
         delete[] superb;
         break;
     }
+    case SYTRF:    // flag: uplo (cuBLAS's), ipiv n
+        if (!range(c->A, mat_bytes(c->lda, c->n, c->z), "sytrf A") || !range(c->ipiv, (size_t)c->n * 4, "sytrf ipiv") ||
+            !range(c->info, 4, "sytrf info"))
+            return;
+        info = c->z ? LAPACKE_zsytrf(LAPACK_COL_MAJOR, c->flag ? 'U' : 'L', c->n, ZP(c->A), c->lda, c->ipiv)
+                    : LAPACKE_dsytrf(LAPACK_COL_MAJOR, c->flag ? 'U' : 'L', c->n, c->A, c->lda, c->ipiv);
+        break;
     case GEEV: {   // flag2: jobvr; B = W ((WR, WI) for a real A, complex n for a complex one); U = VR (ldu)
         size_t wbytes = (size_t)c->n * 16;
         if (!range(c->A, mat_bytes(c->lda, c->n, c->z), "geev A") || !range(c->B, wbytes, "geev W") ||
@@ -465,6 +472,40 @@ int cusolverDnZgesvd(void *h, signed char jobu, signed char jobvt, int m, int n,
                      double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info) {
     return la_gesvd(true, h, jobu, jobvt, m, n, A, lda, S, U, ldu, VT, ldvt, work, lwork, rwork, info);
 }
+
+// sytrf (symmetric Bunch-Kaufman, LAPACK's ipiv; no Hermitian variant in cuSOLVER)
+static int la_sytrf_bufferSize(bool z, void *h, int n, double *A, int lda, int *lwork) {
+    (void)z; (void)A;
+    if (!h) return ST_NOT_INITIALIZED;
+    if (n < 0 || bad_ld(lda, n) || !lwork) return ST_INVALID_VALUE;
+    *lwork = 64 * (n > 0 ? n : 1);
+    return ST_OK;
+}
+
+static int la_sytrf(bool z, void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork,
+                    int *info) {
+    if (n < 0 || (uplo != 0 && uplo != 1) || bad_ld(lda, n) || !ipiv || !work || lwork < 1 || !info)
+        return ST_INVALID_VALUE;
+    if (!cudaemu_device_range_ok(work, (size_t)lwork * sizeof(double) * (z ? 2 : 1))) return ST_INVALID_VALUE;
+    call c = { SYTRF, n, n, 0, lda, 0, uplo, A, nullptr, ipiv, info };
+    c.z = z;
+    return enqueue(h, c);
+}
+
+extern "C" {
+int cusolverDnDsytrf_bufferSize(void *h, int n, double *A, int lda, int *lwork) {
+    return la_sytrf_bufferSize(false, h, n, A, lda, lwork);
+}
+int cusolverDnZsytrf_bufferSize(void *h, int n, double *A, int lda, int *lwork) {
+    return la_sytrf_bufferSize(true, h, n, A, lda, lwork);
+}
+int cusolverDnDsytrf(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info) {
+    return la_sytrf(false, h, uplo, n, A, lda, ipiv, work, lwork, info);
+}
+int cusolverDnZsytrf(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info) {
+    return la_sytrf(true, h, uplo, n, A, lda, ipiv, work, lwork, info);
+}
+}  // extern "C"
 
 // The 64-bit API's params object and general eigensolver (CUDA >= 12.6):
 // double precision only (A, W, VR and compute all R_64F, or all C_64F), no

@@ -1136,6 +1136,11 @@ def _linalg(t):
     # --- issue 14: complex linalg (eig; the ops above take complex64/complex128 too)
     _put(t, [aten.linalg_eig.default], _fixed(C.OP_LINALG_EIG, ((0, "self"),), lambda args, kwargs: ()))
     _composite(t, [aten._linalg_eigvals.default], _la_eigvals)
+    _put(t, [aten.linalg_ldl_factor_ex.default],
+         _fixed(C.OP_LINALG_LDL_FACTOR, ((0, "self"),), _la_bools((99, "hermitian", False))),
+         pre=_la_checked("torch.linalg.ldl_factor_ex", 2))
+    _put(t, [aten.linalg_ldl_solve.default],
+         _fixed(C.OP_LINALG_LDL_SOLVE, ((0, "LD"), (1, "pivots"), (2, "B")), _la_bools((99, "hermitian", False))))
 
 
 def _table():
