@@ -1197,6 +1197,42 @@ case("cla_eigh_svd", lambda a: (torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(
      [(_cx((2, 4, 4), "hpd"),), (_cx((0, 3, 3), "hpd"),)], LAC, tol=LOOSE, layouts=("contig",))
 case("cla_eig", lambda a: _vr((torch.linalg.eigvals(a), torch.linalg.eig(a.mT)[0])),
      [(_cx((2, 4, 4)),), (_cx((3, 3)),), (_cx((0, 2, 2)),)], LAC, tol=LOOSE, layouts=("contig",))
+def _ldl(a, b, herm):
+    ld, piv, info = torch.linalg.ldl_factor_ex(a, hermitian=herm)
+    return ld, piv, info, torch.linalg.ldl_solve(ld, piv, b, hermitian=herm)
+
+
+def _sym(kind, shape, seed=0):
+    """A symmetric (or Hermitian, kind "herm") indefinite input of the case dtype, real or complex."""
+    def fn(dt):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(shape, generator=g, dtype=F64)
+        if dt.is_complex:
+            a = torch.complex(a, torch.randn(shape, generator=g, dtype=F64))
+        return (a + (a.mH if kind == "herm" else a.mT)).to(dt)
+    return Fixed(fn)
+
+
+def _gen(shape, seed=1):
+    def fn(dt):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(shape, generator=g, dtype=F64)
+        return (torch.complex(a, torch.randn(shape, generator=g, dtype=F64)) if dt.is_complex else a).to(dt)
+    return Fixed(fn)
+
+
+case("linalg_ldl", lambda a, b: _vr((_ldl(a, b, False), _ldl(a, b[..., :1], True) if not a.is_complex() else None,
+                                     torch.linalg.ldl_factor(a.mT)[0])),
+     [(_sym("sym", (2, 5, 5)), _gen((2, 5, 2))), (_sym("sym", (4, 4)), _gen((4, 3))),
+      (_sym("sym", (0, 3, 3)), _gen((0, 3, 1)))], LAF + LAC, tol=LOOSE, layouts=("contig",))
+def _herm_ldl(i):
+    """LD (i = 0) or pivots (1) of a Hermitian complex matrix, factored on the CPU (the cuda backend's
+    cuSOLVER has no hetrf; its ldl_solve runs our kernel; factoring is in test_linalg_complex.py)."""
+    return Fixed(lambda dt: torch.linalg.ldl_factor(_sym("herm", (2, 5, 5)).fn(dt), hermitian=True)[i])
+
+
+case("linalg_ldl_solve_herm", lambda ld, piv, b: _vr(torch.linalg.ldl_solve(ld, piv, b, hermitian=True)),
+     [(_herm_ldl(0), _herm_ldl(1), _gen((2, 5, 2)))], LAC, tol=LOOSE, layouts=("contig",))
 case("linalg_eig", lambda a: _vr((torch.linalg.eigvals(a), torch.linalg.eig(a)[0], torch.linalg.eig(a[:1])[1].shape)),
      [((2, 4, 4),), ((5, 5),), ((0, 3, 3),)], LAF, tol=LOOSE)
 

@@ -6,7 +6,7 @@ only linalg ops run on rgpu. The conformance cases (test_conformance.py,
 import pytest
 import torch
 
-import rgpu  # noqa: F401
+import rgpu
 
 DEV = "rgpu"
 C64, C128 = torch.complex64, torch.complex128
@@ -101,6 +101,31 @@ def test_errors(dt):
     # the _ex variants report through info, without raising
     assert torch.linalg.cholesky_ex((-a).to(DEV)).info.cpu().tolist() == [1, 1]
     assert torch.linalg.inv_ex(z.to(DEV)).info.cpu().tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("dt", [C64, C128])
+def test_ldl_hermitian(dt):
+    """hermitian=True: hetrf/hetrs on the cpu backend; the cuda backend refuses it (cuSOLVER has no hetrf),
+    as torch's cuSOLVER path does."""
+    a = _cx((2, 5, 5), dt)
+    a = a + a.mH
+    b = _cx((2, 5, 2), dt, seed=1)
+    if rgpu.server.info()["backend"].startswith("cuda"):
+        with pytest.raises(Exception, match="hermitian=True"):
+            torch.linalg.ldl_factor(a.to(DEV), hermitian=True)[0].cpu()
+        return
+    ld, piv = torch.linalg.ldl_factor(a, hermitian=True)
+    rld, rpiv = torch.linalg.ldl_factor(a.to(DEV), hermitian=True)
+    _close(rld.cpu(), ld, dt)
+    assert torch.equal(rpiv.cpu(), piv)
+    _close(torch.linalg.ldl_solve(rld, rpiv, b.to(DEV), hermitian=True).cpu(),
+           torch.linalg.ldl_solve(ld, piv, b, hermitian=True), dt)
+
+
+def test_ldl_errors():
+    z = torch.zeros(2, 3, 3, dtype=torch.float64)
+    _raises_as_cpu(torch.linalg.ldl_factor, z)
+    assert torch.linalg.ldl_factor_ex(z.to(DEV)).info.cpu().tolist() == [1, 1]
 
 
 def test_eig_backward_real():
