@@ -185,8 +185,9 @@ static rgpu_status c_potrf(void *ctx, bool cx, double *a, int64_t nb, int64_t n,
         info[b] = 0;
         if (n == 0) continue;
         double *ab = a + e * b * n * n;
-        lapack_int r = cx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, ZP(ab), (lapack_int)n)
-                          : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, ab, (lapack_int)n);
+        char uplo = lower ? 'L' : 'U';
+        lapack_int r = cx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, uplo, (lapack_int)n, ZP(ab), (lapack_int)n)
+                          : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, uplo, (lapack_int)n, ab, (lapack_int)n);
         LAPACK_OK(r, "potrf");
         info[b] = (int32_t)r;
     }

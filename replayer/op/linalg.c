@@ -12,7 +12,13 @@
  *                          otherwise (ATen's copy-saving choice, which its
  *                          backward mirrors: the LU outputs must be the same)
  *   solve_triangular, triangular_solve, cholesky_solve, cholesky_inverse.
- * Batch dims of the inputs broadcast to the output's batch dims. */
+ *   geqrf, householder_product, ormqr, qr, eigh, svd
+ *   linalg_eig             geev: complex eigenvalues/vectors (a real A's
+ *                          conjugate pairs made complex as ATen does)
+ *   ldl_factor_ex/solve    sytrf/hetrf of tril(A), LAPACK's pivots; sytrs
+ * Complex inputs run on complex128 workspaces (L->cx); eigenvalues of
+ * eigh, S, log|det| stay real. Batch dims of the inputs broadcast to the
+ * output's batch dims. */
 #include <stdio.h>
 #include <string.h>
 
@@ -466,7 +472,8 @@ static rgpu_status do_det(la *L, bool slog)
     int32_t *pw, *iw;
     if (!dw || (slog && !lw)) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(lu_factor(L, a, contiguous(a) && !L->cx, bs, nbd, nb, &w, &pw, &iw));   /* ATen: A^T of real A only */
+    /* ATen factors A^T of a contiguous real A, a complex A itself */
+    FORWARD_IF_ERROR(lu_factor(L, a, contiguous(a) && !L->cx, bs, nbd, nb, &w, &pw, &iw));
     if (lu && rgpu_op_numel(lu)) FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, lu, OP_LA_FULL, L->err, L->errlen));
     FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
     FORWARD_IF_ERROR(D->lu_det(D->ctx, L->cx, w, pw, nb, n, dw, lw, L->err, L->errlen));

@@ -122,8 +122,8 @@ void run(void *p) {
         if (!range(c->A, mat_bytes(c->lda, c->n, c->z), "syevd A") || !range(c->B, (size_t)c->n * 8, "syevd W") ||
             !range(c->info, 4, "syevd info"))
             return;
-        info = c->z ? LAPACKE_zheevd(LAPACK_COL_MAJOR, c->flag2 ? 'V' : 'N', c->flag ? 'U' : 'L', c->n, ZP(c->A), c->lda,
-                                     c->B)
+        info = c->z ? LAPACKE_zheevd(LAPACK_COL_MAJOR, c->flag2 ? 'V' : 'N', c->flag ? 'U' : 'L', c->n, ZP(c->A),
+                                     c->lda, c->B)
                     : LAPACKE_dsyevd(LAPACK_COL_MAJOR, c->flag2 ? 'V' : 'N', c->flag ? 'U' : 'L', c->n, c->A, c->lda,
                                      c->B);
         break;
@@ -223,7 +223,8 @@ static int la_potrf(bool z, void *h, int uplo, int n, double *A, int lda, double
     return enqueue(h, c);
 }
 
-static int la_potrs(bool z, void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info) {
+static int la_potrs(bool z, void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb,
+                    int *info) {
     if (n < 0 || nrhs < 0 || (uplo != 0 && uplo != 1) || bad_ld(lda, n) || bad_ld(ldb, n) || !info)
         return ST_INVALID_VALUE;
     call c = { POTRS, n, n, nrhs, lda, ldb, uplo, (double *)A, B, nullptr, info };
@@ -240,7 +241,8 @@ static int la_geqrf_bufferSize(bool z, void *h, int m, int n, double *A, int lda
     return ST_OK;
 }
 
-static int la_geqrf(bool z, void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info) {
+static int la_geqrf(bool z, void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork,
+                    int *info) {
     if (m < 0 || n < 0 || bad_ld(lda, m) || !work || lwork < 1 || !info) return ST_INVALID_VALUE;
     call c = { GEQRF, m, n, 0, lda, 0, 0, A, nullptr, nullptr, info };
     c.tau = tau;
@@ -248,7 +250,8 @@ static int la_geqrf(bool z, void *h, int m, int n, double *A, int lda, double *t
     return enqueue(h, c);
 }
 
-static int la_orgqr_bufferSize(bool z, void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork) {
+static int la_orgqr_bufferSize(bool z, void *h, int m, int n, int k, const double *A, int lda,
+                               const double *tau, int *lwork) {
     (void)z;
     (void)A; (void)tau;
     if (!h) return ST_NOT_INITIALIZED;
@@ -257,7 +260,8 @@ static int la_orgqr_bufferSize(bool z, void *h, int m, int n, int k, const doubl
     return ST_OK;
 }
 
-static int la_orgqr(bool z, void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+static int la_orgqr(bool z, void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work,
+                    int lwork,
                      int *info) {
     if (m < 0 || n < 0 || n > m || k < 0 || k > n || bad_ld(lda, m) || !work || lwork < 1 || !info)
         return ST_INVALID_VALUE;
@@ -280,7 +284,8 @@ static int la_ormqr_bufferSize(bool z, void *h, int side, int trans, int m, int 
     return ST_OK;
 }
 
-static int la_ormqr(bool z, void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+static int la_ormqr(bool z, void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                    const double *tau,
                      double *C, int ldc, double *work, int lwork, int *info) {
     int r = side ? n : m;
     if ((side != 0 && side != 1) || (trans != 0 && trans != (z ? 2 : 1)) || m < 0 || n < 0 || k < 0 || k > r ||
@@ -465,11 +470,13 @@ int cusolverDnZgesvd_bufferSize(void *h, int m, int n, int *lwork) {
     return la_gesvd_bufferSize(true, h, m, n, lwork);
 }
 int cusolverDnDgesvd(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda,
-                     double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info) {
+                     double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork,
+                     double *rwork, int *info) {
     return la_gesvd(false, h, jobu, jobvt, m, n, A, lda, S, U, ldu, VT, ldvt, work, lwork, rwork, info);
 }
 int cusolverDnZgesvd(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda,
-                     double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info) {
+                     double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork,
+                     double *rwork, int *info) {
     return la_gesvd(true, h, jobu, jobvt, m, n, A, lda, S, U, ldu, VT, ldvt, work, lwork, rwork, info);
 }
 

@@ -947,7 +947,7 @@ def _table_pointwise13(t):
 
 
 # --- issue 14: linalg ------------------------------------------------------------------------
-# Real float32/float64 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
+# float32/float64/complex64/complex128 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
 # (linalg.cholesky, linalg.inv, linalg.solve ...) are ATen composites that call the
 # _ex op and then _linalg_check_errors, which waits for info as CUDA PyTorch does.
 
