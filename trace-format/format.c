@@ -92,7 +92,7 @@ static const char *const family_name[RGPU_OPFAM_COUNT_] = {
 const char *rgpu_op_family_name(int f) { return (f >= 0 && f < RGPU_OPFAM_COUNT_) ? family_name[f] : "?"; }
 /* Appending an op changes this number and the table hash: bump nothing else,
  * but update FORMAT.md's op list. */
-_Static_assert(RGPU_OP_COUNT == 237, "op table changed: update FORMAT.md and this count");
+_Static_assert(RGPU_OP_COUNT == 240, "op table changed: update FORMAT.md and this count");
 
 const char *rgpu_op_name(int op) { return (op >= 0 && op < RGPU_OP_COUNT) ? rgpu_op_table[op].name : "?"; }
 

@@ -37,33 +37,56 @@ static int64_t nbatch(const rgpu_view *v)
 static void *c_alloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
 static void c_release(void *ctx, void *p) { (void)ctx; free(p); }
 
-static rgpu_status c_pack(void *ctx, const rgpu_view *v, double *ws, char *err, size_t errlen)
+static rgpu_status c_pack(void *ctx, const rgpu_view *v, double *ws, int wsf, char *err, size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
     int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
     int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
     size_t es = rgpu_dtype_size(v->dtype);
+    bool cx = wsf & OP_LA_CX;
+    double cj = wsf & OP_LA_CONJ ? -1.0 : 1.0;
     for (int64_t b = 0; b < nb; b++) {
         const char *base = (const char *)v->data + batch_off(v, b) * (int64_t)es;
-        double *w = ws + b * r * c;
+        double *w = ws + (cx ? 2 : 1) * b * r * c;
         for (int64_t j = 0; j < c; j++)
-            for (int64_t i = 0; i < r; i++) w[i + j * r] = op_load_f64(base + (i * s0 + j * s1) * (int64_t)es, v->dtype);
+            for (int64_t i = 0; i < r; i++) {
+                const char *p = base + (i * s0 + j * s1) * (int64_t)es;
+                if (cx) {
+                    double re, im;
+                    op_load_c128(p, v->dtype, &re, &im);
+                    w[2 * (i + j * r)] = re;
+                    w[2 * (i + j * r) + 1] = cj * im;
+                } else {
+                    w[i + j * r] = op_load_f64(p, v->dtype);
+                }
+            }
     }
     return RGPU_OK;
 }
 
-static rgpu_status c_unpack(void *ctx, const double *ws, const rgpu_view *v, int mask, char *err, size_t errlen)
+/* Complex workspaces store (re, im) (conjugated with OP_LA_CONJ), real ones
+ * (x, 0) into complex views. */
+static rgpu_status c_unpack(void *ctx, const double *ws, int wsf, const rgpu_view *v, int mask, char *err,
+                            size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
     int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
     int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
     size_t es = rgpu_dtype_size(v->dtype);
+    bool cx = wsf & OP_LA_CX;
+    double cj = wsf & OP_LA_CONJ ? -1.0 : 1.0;
     for (int64_t b = 0; b < nb; b++) {
         char *base = (char *)v->data + batch_off(v, b) * (int64_t)es;
-        const double *w = ws + b * r * c;
+        const double *w = ws + (cx ? 2 : 1) * b * r * c;
         for (int64_t j = 0; j < c; j++)
-            for (int64_t i = 0; i < r; i++)
-                op_store_f64(base + (i * s0 + j * s1) * (int64_t)es, v->dtype, op_la_masked(w[i + j * r], i, j, mask));
+            for (int64_t i = 0; i < r; i++) {
+                char *p = base + (i * s0 + j * s1) * (int64_t)es;
+                if (cx)
+                    op_store_c128(p, v->dtype, op_la_masked(w[2 * (i + j * r)], i, j, mask),
+                                  cj * op_la_masked_im(w[2 * (i + j * r) + 1], i, j, mask));
+                else
+                    op_store_c128(p, v->dtype, op_la_masked(w[i + j * r], i, j, mask), 0.0);
+            }
     }
     return RGPU_OK;
 }
@@ -94,14 +117,18 @@ static rgpu_status c_unpack_i(void *ctx, const int32_t *ws, const rgpu_view *v, 
     return RGPU_OK;
 }
 
-static rgpu_status c_eye(void *ctx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen)
+static rgpu_status c_eye(void *ctx, bool cx, double *ws, int64_t nb, int64_t n, char *err, size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
-    memset(ws, 0, (size_t)(nb * n * n) * sizeof *ws);
+    int64_t e = cx ? 2 : 1;
+    memset(ws, 0, (size_t)(e * nb * n * n) * sizeof *ws);
     for (int64_t b = 0; b < nb; b++)
-        for (int64_t i = 0; i < n; i++) ws[b * n * n + i + i * n] = 1.0;
+        for (int64_t i = 0; i < n; i++) ws[e * (b * n * n + i + i * n)] = 1.0;
     return RGPU_OK;
 }
+
+/* LAPACK's complex128 element */
+#define ZP(p) ((lapack_complex_double *)(p))
 
 /* A LAPACK argument error (info < 0) is a bug of ours, said as such. */
 #define LAPACK_OK(call, what)                                                                   \
@@ -111,75 +138,101 @@ static rgpu_status c_eye(void *ctx, double *ws, int64_t nb, int64_t n, char *err
                         what, (int)-r_);                                                        \
     } while (0)
 
-static rgpu_status c_getrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv, int32_t *info,
-                           char *err, size_t errlen)
+static rgpu_status c_getrf(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv,
+                           int32_t *info, char *err, size_t errlen)
 {
     (void)ctx;
-    int64_t k = m < n ? m : n;
+    int64_t k = m < n ? m : n, e = cx ? 2 : 1;
     for (int64_t b = 0; b < nb; b++) {
         info[b] = 0;
         if (k == 0) continue;
-        lapack_int r = LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, a + b * m * n,
-                                           (lapack_int)m, piv + b * k);
-        LAPACK_OK(r, "dgetrf");
+        double *ab = a + e * b * m * n;
+        lapack_int r = cx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, ZP(ab), (lapack_int)m,
+                                                piv + b * k)
+                          : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, ab, (lapack_int)m,
+                                                piv + b * k);
+        LAPACK_OK(r, "getrf");
         info[b] = (int32_t)r;
     }
     return RGPU_OK;
 }
 
-static rgpu_status c_getrs(void *ctx, const double *lu, const int32_t *piv, double *x, int64_t nb, int64_t n,
+static rgpu_status c_getrs(void *ctx, bool cx, const double *lu, const int32_t *piv, double *x, int64_t nb, int64_t n,
                            int64_t k, bool trans, char *err, size_t errlen)
 {
     (void)ctx;
     if (n == 0 || k == 0) return RGPU_OK;
-    for (int64_t b = 0; b < nb; b++)
-        LAPACK_OK(LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, trans ? 'T' : 'N', (lapack_int)n, (lapack_int)k,
-                                      lu + b * n * n, (lapack_int)n, piv + b * n, x + b * n * k, (lapack_int)n),
-                  "dgetrs");
+    int64_t e = cx ? 2 : 1;
+    for (int64_t b = 0; b < nb; b++) {
+        const double *lb = lu + e * b * n * n;
+        double *xb = x + e * b * n * k;
+        if (cx)
+            LAPACK_OK(LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, trans ? 'C' : 'N', (lapack_int)n, (lapack_int)k, ZP(lb),
+                                          (lapack_int)n, piv + b * n, ZP(xb), (lapack_int)n), "zgetrs");
+        else
+            LAPACK_OK(LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, trans ? 'T' : 'N', (lapack_int)n, (lapack_int)k, lb,
+                                          (lapack_int)n, piv + b * n, xb, (lapack_int)n), "dgetrs");
+    }
     return RGPU_OK;
 }
 
-static rgpu_status c_potrf(void *ctx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info, char *err,
-                           size_t errlen)
+static rgpu_status c_potrf(void *ctx, bool cx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info,
+                           char *err, size_t errlen)
 {
     (void)ctx;
+    int64_t e = cx ? 2 : 1;
     for (int64_t b = 0; b < nb; b++) {
         info[b] = 0;
         if (n == 0) continue;
-        lapack_int r = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, a + b * n * n,
-                                           (lapack_int)n);
-        LAPACK_OK(r, "dpotrf");
+        double *ab = a + e * b * n * n;
+        char uplo = lower ? 'L' : 'U';
+        lapack_int r = cx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, uplo, (lapack_int)n, ZP(ab), (lapack_int)n)
+                          : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, uplo, (lapack_int)n, ab, (lapack_int)n);
+        LAPACK_OK(r, "potrf");
         info[b] = (int32_t)r;
     }
     return RGPU_OK;
 }
 
-static rgpu_status c_potrs(void *ctx, const double *l, double *x, int64_t nb, int64_t n, int64_t k, bool lower,
-                           char *err, size_t errlen)
+static rgpu_status c_potrs(void *ctx, bool cx, const double *l, double *x, int64_t nb, int64_t n, int64_t k,
+                           bool lower, char *err, size_t errlen)
 {
     (void)ctx;
     if (n == 0 || k == 0) return RGPU_OK;
-    for (int64_t b = 0; b < nb; b++)
-        LAPACK_OK(LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k,
-                                      l + b * n * n, (lapack_int)n, x + b * n * k, (lapack_int)n),
-                  "dpotrs");
+    int64_t e = cx ? 2 : 1;
+    for (int64_t b = 0; b < nb; b++) {
+        const double *lb = l + e * b * n * n;
+        double *xb = x + e * b * n * k;
+        if (cx)
+            LAPACK_OK(LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k, ZP(lb),
+                                          (lapack_int)n, ZP(xb), (lapack_int)n), "zpotrs");
+        else
+            LAPACK_OK(LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k, lb,
+                                          (lapack_int)n, xb, (lapack_int)n), "dpotrs");
+    }
     return RGPU_OK;
 }
 
-static rgpu_status c_trsm(void *ctx, const double *a, double *x, int64_t nb, int64_t n, int64_t k, bool upper,
-                          bool trans, bool unit, char *err, size_t errlen)
+static rgpu_status c_trsm(void *ctx, bool cx, const double *a, double *x, int64_t nb, int64_t n, int64_t k,
+                          bool upper, bool trans, bool unit, char *err, size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
     for (int64_t b = 0; b < nb; b++)
-        for (int64_t j = 0; j < k; j++) op_la_trsv(a + b * n * n, n, x + b * n * k + j * n, n, upper, trans, unit);
+        for (int64_t j = 0; j < k; j++) {
+            if (cx) op_la_trsv_c(a + 2 * b * n * n, n, x + 2 * (b * n * k + j * n), n, upper, trans, unit);
+            else op_la_trsv(a + b * n * n, n, x + b * n * k + j * n, n, upper, trans, unit);
+        }
     return RGPU_OK;
 }
 
-static rgpu_status c_lu_det(void *ctx, const double *lu, const int32_t *piv, int64_t nb, int64_t n, double *d,
-                            double *lg, char *err, size_t errlen)
+static rgpu_status c_lu_det(void *ctx, bool cx, const double *lu, const int32_t *piv, int64_t nb, int64_t n,
+                            double *d, double *lg, char *err, size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
-    for (int64_t b = 0; b < nb; b++) op_la_lu_det1(lu + b * n * n, piv + b * n, n, d + b, lg ? lg + b : NULL);
+    for (int64_t b = 0; b < nb; b++) {
+        if (cx) op_la_lu_det1_c(lu + 2 * b * n * n, piv + b * n, n, d + 2 * b, lg ? lg + b : NULL);
+        else op_la_lu_det1(lu + b * n * n, piv + b * n, n, d + b, lg ? lg + b : NULL);
+    }
     return RGPU_OK;
 }
 
@@ -191,60 +244,85 @@ static rgpu_status c_lu_perm(void *ctx, const int32_t *piv, int64_t nb, int64_t 
     return RGPU_OK;
 }
 
-static rgpu_status c_crop(void *ctx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr, int64_t dc,
-                          int64_t nb, char *err, size_t errlen)
+static rgpu_status c_crop(void *ctx, bool cx, const double *src, int64_t sr, int64_t sc, double *dst, int64_t dr,
+                          int64_t dc, int64_t nb, char *err, size_t errlen)
 {
     (void)ctx; (void)err; (void)errlen;
+    int64_t e = cx ? 2 : 1;
     for (int64_t b = 0; b < nb; b++)
         for (int64_t j = 0; j < dc; j++)
             for (int64_t i = 0; i < dr; i++)
-                dst[b * dr * dc + i + j * dr] = i < sr && j < sc ? src[b * sr * sc + i + j * sr] : 0.0;
+                for (int64_t h = 0; h < e; h++)
+                    dst[e * (b * dr * dc + i + j * dr) + h] =
+                        i < sr && j < sc ? src[e * (b * sr * sc + i + j * sr) + h] : 0.0;
     return RGPU_OK;
 }
 
-static rgpu_status c_geqrf(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
+static rgpu_status c_geqrf(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, double *tau, char *err,
                            size_t errlen)
 {
     (void)ctx;
-    int64_t k = m < n ? m : n;
+    int64_t k = m < n ? m : n, e = cx ? 2 : 1;
     if (k == 0) return RGPU_OK;
-    for (int64_t b = 0; b < nb; b++)
-        LAPACK_OK(LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, a + b * m * n, (lapack_int)m,
-                                 tau + b * k), "dgeqrf");
+    for (int64_t b = 0; b < nb; b++) {
+        double *ab = a + e * b * m * n, *tb = tau + e * b * k;
+        if (cx)
+            LAPACK_OK(LAPACKE_zgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, ZP(ab), (lapack_int)m, ZP(tb)),
+                      "zgeqrf");
+        else
+            LAPACK_OK(LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, ab, (lapack_int)m, tb), "dgeqrf");
+    }
     return RGPU_OK;
 }
 
-static rgpu_status c_orgqr(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k, const double *tau,
-                           char *err, size_t errlen)
+static rgpu_status c_orgqr(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, int64_t k,
+                           const double *tau, char *err, size_t errlen)
 {
     (void)ctx;
     if (m == 0 || n == 0) return RGPU_OK;
-    for (int64_t b = 0; b < nb; b++)
-        LAPACK_OK(LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)k, a + b * m * n,
-                                 (lapack_int)m, tau + b * k), "dorgqr");
+    int64_t e = cx ? 2 : 1;
+    for (int64_t b = 0; b < nb; b++) {
+        double *ab = a + e * b * m * n;
+        const double *tb = tau + e * b * k;
+        if (cx)
+            LAPACK_OK(LAPACKE_zungqr(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)k, ZP(ab),
+                                     (lapack_int)m, ZP(tb)), "zungqr");
+        else
+            LAPACK_OK(LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)k, ab, (lapack_int)m,
+                                     tb), "dorgqr");
+    }
     return RGPU_OK;
 }
 
-static rgpu_status c_ormqr(void *ctx, const double *a, const double *tau, double *c, int64_t nb, int64_t m, int64_t n,
-                           int64_t k, bool left, bool trans, char *err, size_t errlen)
+static rgpu_status c_ormqr(void *ctx, bool cx, const double *a, const double *tau, double *c, int64_t nb, int64_t m,
+                           int64_t n, int64_t k, bool left, bool trans, char *err, size_t errlen)
 {
     (void)ctx;
-    int64_t r = left ? m : n;
-    for (int64_t b = 0; b < nb; b++)
-        LAPACK_OK(LAPACKE_dormqr(LAPACK_COL_MAJOR, left ? 'L' : 'R', trans ? 'T' : 'N', (lapack_int)m, (lapack_int)n,
-                                 (lapack_int)k, a + b * r * k, (lapack_int)r, tau + b * k, c + b * m * n,
-                                 (lapack_int)m), "dormqr");
+    int64_t r = left ? m : n, e = cx ? 2 : 1;
+    for (int64_t b = 0; b < nb; b++) {
+        const double *ab = a + e * b * r * k, *tb = tau + e * b * k;
+        double *cb = c + e * b * m * n;
+        if (cx)
+            LAPACK_OK(LAPACKE_zunmqr(LAPACK_COL_MAJOR, left ? 'L' : 'R', trans ? 'C' : 'N', (lapack_int)m,
+                                     (lapack_int)n, (lapack_int)k, ZP(ab), (lapack_int)r, ZP(tb), ZP(cb),
+                                     (lapack_int)m), "zunmqr");
+        else
+            LAPACK_OK(LAPACKE_dormqr(LAPACK_COL_MAJOR, left ? 'L' : 'R', trans ? 'T' : 'N', (lapack_int)m,
+                                     (lapack_int)n, (lapack_int)k, ab, (lapack_int)r, tb, cb, (lapack_int)m), "dormqr");
+    }
     return RGPU_OK;
 }
 
-static rgpu_status c_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w, char *err,
-                           size_t errlen)
+static rgpu_status c_syevd(void *ctx, bool cx, double *a, int64_t nb, int64_t n, bool lower, bool v, double *w,
+                           char *err, size_t errlen)
 {
     (void)ctx;
     for (int64_t b = 0; b < nb; b++) {
-        lapack_int r = LAPACKE_dsyevd(LAPACK_COL_MAJOR, v ? 'V' : 'N', lower ? 'L' : 'U', (lapack_int)n,
-                                      a + b * n * n, (lapack_int)n, w + b * n);
-        LAPACK_OK(r, "dsyevd");
+        lapack_int r = cx ? LAPACKE_zheevd(LAPACK_COL_MAJOR, v ? 'V' : 'N', lower ? 'L' : 'U', (lapack_int)n,
+                                           ZP(a + 2 * b * n * n), (lapack_int)n, w + b * n)
+                          : LAPACKE_dsyevd(LAPACK_COL_MAJOR, v ? 'V' : 'N', lower ? 'L' : 'U', (lapack_int)n,
+                                           a + b * n * n, (lapack_int)n, w + b * n);
+        LAPACK_OK(r, "syevd/heevd");
         RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.eigh: The algorithm failed to converge (batch element %lld)",
                         (long long)b);
     }
@@ -252,19 +330,100 @@ static rgpu_status c_syevd(void *ctx, double *a, int64_t nb, int64_t n, bool low
 }
 
 /* gesdd, ATen's CPU driver */
-static rgpu_status c_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u, double *vt,
-                           bool full, bool uv, char *err, size_t errlen)
+static rgpu_status c_gesvd(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, double *s, double *u,
+                           double *vt, bool full, bool uv, char *err, size_t errlen)
 {
     (void)ctx;
-    int64_t uc = full ? m : n;
-    double dummy = 0;
+    int64_t uc = full ? m : n, e = cx ? 2 : 1;
+    double dummy[2] = { 0, 0 };
+    char job = !uv ? 'N' : full ? 'A' : 'S';
     for (int64_t b = 0; b < nb; b++) {
-        lapack_int r = LAPACKE_dgesdd(LAPACK_COL_MAJOR, !uv ? 'N' : full ? 'A' : 'S', (lapack_int)m, (lapack_int)n,
-                                      a + b * m * n, (lapack_int)m, s + b * n, uv ? u + b * m * uc : &dummy,
-                                      (lapack_int)m, uv ? vt + b * n * n : &dummy, (lapack_int)(n ? n : 1));
-        LAPACK_OK(r, "dgesdd");
+        double *ab = a + e * b * m * n, *ub = uv ? u + e * b * m * uc : dummy, *vb = uv ? vt + e * b * n * n : dummy;
+        lapack_int r = cx ? LAPACKE_zgesdd(LAPACK_COL_MAJOR, job, (lapack_int)m, (lapack_int)n, ZP(ab), (lapack_int)m,
+                                           s + b * n, ZP(ub), (lapack_int)m, ZP(vb), (lapack_int)(n ? n : 1))
+                          : LAPACKE_dgesdd(LAPACK_COL_MAJOR, job, (lapack_int)m, (lapack_int)n, ab, (lapack_int)m,
+                                           s + b * n, ub, (lapack_int)m, vb, (lapack_int)(n ? n : 1));
+        LAPACK_OK(r, "gesdd");
         RETURN_ERROR_IF(r > 0, RGPU_ERR_EXEC, "linalg.svd: The algorithm failed to converge (batch element %lld)",
                         (long long)b);
+    }
+    return RGPU_OK;
+}
+
+/* geev, ATen's CPU driver; a real A's pairs made complex as ATen does */
+static rgpu_status c_geev(void *ctx, bool cx, double *a, int64_t nb, int64_t n, double *w, double *v, char *err,
+                          size_t errlen)
+{
+    (void)ctx;
+    double dummy[2] = { 0, 0 }, *tmp = NULL;
+    if (!cx) {
+        tmp = malloc((size_t)(2 * n + (v ? n * n : 0)) * sizeof(double));
+        RETURN_ERROR_IF(!tmp, RGPU_ERR_NOMEM, "cpu linalg: out of memory for geev's workspace");
+    }
+    rgpu_status st = RGPU_OK;
+    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
+        lapack_int r;
+        if (cx) {
+            r = LAPACKE_zgeev(LAPACK_COL_MAJOR, 'N', v ? 'V' : 'N', (lapack_int)n, ZP(a + 2 * b * n * n),
+                              (lapack_int)n, ZP(w + 2 * b * n), ZP(dummy), 1, ZP(v ? v + 2 * b * n * n : dummy),
+                              (lapack_int)(v ? n : 1));
+        } else {
+            double *wr = tmp, *wi = tmp + n, *vr = v ? tmp + 2 * n : dummy;
+            r = LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', v ? 'V' : 'N', (lapack_int)n, a + b * n * n, (lapack_int)n, wr,
+                              wi, dummy, 1, vr, (lapack_int)(v ? n : 1));
+            if (r == 0) op_la_eig_pairs(wr, wi, v ? vr : NULL, n, w + 2 * b * n, v ? v + 2 * b * n * n : NULL);
+        }
+        if (r < 0) {
+            rgpu_op_errf(err, errlen, "cpu linalg: LAPACK geev rejected argument %d", (int)-r);
+            st = RGPU_ERR_BAD_ARG;
+        } else if (r > 0) {
+            rgpu_op_errf(err, errlen, "linalg.eig: The algorithm failed to converge because the input matrix is "
+                         "ill-conditioned or has too many repeated eigenvalues (error code: %d)", (int)r);
+            st = RGPU_ERR_EXEC;
+        }
+    }
+    free(tmp);
+    return st;
+}
+
+/* sytrf/hetrf 'L', ATen's CPU driver */
+static rgpu_status c_sytrf(void *ctx, bool cx, bool herm, double *a, int64_t nb, int64_t n, int32_t *piv,
+                           int32_t *info, char *err, size_t errlen)
+{
+    (void)ctx;
+    for (int64_t b = 0; b < nb; b++) {
+        info[b] = 0;
+        if (n == 0) continue;
+        lapack_int r;
+        if (cx && herm)
+            r = LAPACKE_zhetrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, ZP(a + 2 * b * n * n), (lapack_int)n, piv + b * n);
+        else if (cx)
+            r = LAPACKE_zsytrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, ZP(a + 2 * b * n * n), (lapack_int)n, piv + b * n);
+        else
+            r = LAPACKE_dsytrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, a + b * n * n, (lapack_int)n, piv + b * n);
+        LAPACK_OK(r, "sytrf");
+        info[b] = (int32_t)r;
+    }
+    return RGPU_OK;
+}
+
+static rgpu_status c_sytrs(void *ctx, bool cx, bool herm, const double *ld, const int32_t *piv, double *x,
+                           int64_t nb, int64_t n, int64_t k, char *err, size_t errlen)
+{
+    (void)ctx;
+    if (n == 0 || k == 0) return RGPU_OK;
+    for (int64_t b = 0; b < nb; b++) {
+        lapack_int r;
+        if (cx && herm)
+            r = LAPACKE_zhetrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ZP(ld + 2 * b * n * n),
+                               (lapack_int)n, piv + b * n, ZP(x + 2 * b * n * k), (lapack_int)n);
+        else if (cx)
+            r = LAPACKE_zsytrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ZP(ld + 2 * b * n * n),
+                               (lapack_int)n, piv + b * n, ZP(x + 2 * b * n * k), (lapack_int)n);
+        else
+            r = LAPACKE_dsytrs(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)k, ld + b * n * n, (lapack_int)n,
+                               piv + b * n, x + b * n * k, (lapack_int)n);
+        LAPACK_OK(r, "sytrs");
     }
     return RGPU_OK;
 }
@@ -272,7 +431,7 @@ static rgpu_status c_gesvd(void *ctx, double *a, int64_t nb, int64_t m, int64_t 
 static const op_la_dev CPU_LA = {
     NULL, "cpu", c_alloc, c_release, c_pack, c_unpack, c_pack_i, c_unpack_i, c_eye,
     c_getrf, c_getrs, c_potrf, c_potrs, c_trsm, c_lu_det, c_lu_perm,
-    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd,
+    c_crop, c_geqrf, c_orgqr, c_ormqr, c_syevd, c_gesvd, c_geev, c_sytrf, c_sytrs,
 };
 
 rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen)

@@ -74,7 +74,7 @@ extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
 // ---------------------------------------------------------------------------
 // cuSOLVER (dense), loaded at run time like cuBLAS, on first use by the
 // linalg family (linalg.cu). Enums as ints: cublasFillMode_t LOWER = 0,
-// UPPER = 1; cublasOperation_t N = 0, T = 1; cublasSideMode_t LEFT = 0, RIGHT = 1;
+// UPPER = 1; cublasOperation_t N = 0, T = 1, C = 2; cublasSideMode_t LEFT = 0, RIGHT = 1;
 // cusolverEigMode_t NOVECTOR = 0, VECTOR = 1. All return cusolverStatus_t
 // (0 = success); devInfo and pivots are device int32.
 struct rgpu_cusolver {
@@ -108,6 +108,53 @@ struct rgpu_cusolver {
     int (*Dgesvd_bufferSize)(void *h, int m, int n, int *lwork);
     int (*Dgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
                   double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+    // The complex128 (Z) routines, cuDoubleComplex arrays given as double * (the
+    // same pointers); W, S, rwork real. Same arguments as D's; trans/op also
+    // takes CUBLAS_OP_C = 2; work is lwork complex elements.
+    int (*Zgetrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Zgetrf)(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
+    int (*Zgetrs)(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
+                  int ldb, int *info);
+    int (*Zpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
+    int (*Zpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
+    int (*Zpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
+    int (*Zgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
+    int (*Zgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
+    int (*Zungqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
+    int (*Zungqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
+                  int *info);
+    int (*Zunmqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
+                             const double *tau, const double *C, int ldc, int *lwork);
+    int (*Zunmqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
+                  double *C, int ldc, double *work, int lwork, int *info);
+    int (*Zheevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
+                             int *lwork);
+    int (*Zheevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
+                  int *info);
+    int (*Zgesvd_bufferSize)(void *h, int m, int n, int *lwork);
+    int (*Zgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
+                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
+    // Bunch-Kaufman LDL^T ('L' as uplo 0), LAPACK's ipiv; no hetrf/sytrs in cuSOLVER
+    int (*Dsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
+    int (*Dsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
+    int (*Zsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
+    int (*Zsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
+    // The 64-bit API's general eigensolver (CUDA >= 12.6), optional: NULL when
+    // this cuSOLVER has none (linalg.eig then says so). cudaDataType as ints
+    // (CUDA_R_64F = 1, CUDA_C_64F = 5); a real A with real W gives W = (WR, WI)
+    // and VR in LAPACK's pair layout. params: created on first use;
+    // hostbuf: the host workspace, kept (grown) until unload.
+    int (*CreateParams)(void **params);
+    int (*DestroyParams)(void *params);
+    int (*Xgeev_bufferSize)(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, const void *A,
+                            int64_t lda, int dtW, const void *W, int dtVL, const void *VL, int64_t ldvl, int dtVR,
+                            const void *VR, int64_t ldvr, int dtCompute, size_t *dev_bytes, size_t *host_bytes);
+    int (*Xgeev)(void *h, void *params, int jobvl, int jobvr, int64_t n, int dtA, void *A, int64_t lda, int dtW,
+                 void *W, int dtVL, void *VL, int64_t ldvl, int dtVR, void *VR, int64_t ldvr, int dtCompute,
+                 void *dev_buf, size_t dev_bytes, void *host_buf, size_t host_bytes, int *info);
+    void *params;
+    void *hostbuf;
+    size_t hostbuf_len;
 };
 
 // cusolver_loader.cu: finds and dlopens cuSOLVER ($RGPU_CUSOLVER_PATH, the

@@ -103,6 +103,8 @@ static bool find_cusolver(sfinder *f, const rgpu_cublas *blas) {
 }
 
 extern "C" void rgpu_cusolver_unload(rgpu_cusolver *s) {
+    if (s->params && s->DestroyParams) s->DestroyParams(s->params);
+    free(s->hostbuf);
     if (s->handle && s->Destroy) s->Destroy(s->handle);
     if (s->lib) dlclose(s->lib);
     memset(s, 0, sizeof *s);
@@ -139,6 +141,26 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
         { "cusolverDnDsyevd", (void **)&s->Dsyevd },
         { "cusolverDnDgesvd_bufferSize", (void **)&s->Dgesvd_bufferSize },
         { "cusolverDnDgesvd", (void **)&s->Dgesvd },
+        { "cusolverDnZgetrf_bufferSize", (void **)&s->Zgetrf_bufferSize },
+        { "cusolverDnZgetrf", (void **)&s->Zgetrf },
+        { "cusolverDnZgetrs", (void **)&s->Zgetrs },
+        { "cusolverDnZpotrf_bufferSize", (void **)&s->Zpotrf_bufferSize },
+        { "cusolverDnZpotrf", (void **)&s->Zpotrf },
+        { "cusolverDnZpotrs", (void **)&s->Zpotrs },
+        { "cusolverDnZgeqrf_bufferSize", (void **)&s->Zgeqrf_bufferSize },
+        { "cusolverDnZgeqrf", (void **)&s->Zgeqrf },
+        { "cusolverDnZungqr_bufferSize", (void **)&s->Zungqr_bufferSize },
+        { "cusolverDnZungqr", (void **)&s->Zungqr },
+        { "cusolverDnZunmqr_bufferSize", (void **)&s->Zunmqr_bufferSize },
+        { "cusolverDnZunmqr", (void **)&s->Zunmqr },
+        { "cusolverDnZheevd_bufferSize", (void **)&s->Zheevd_bufferSize },
+        { "cusolverDnZheevd", (void **)&s->Zheevd },
+        { "cusolverDnZgesvd_bufferSize", (void **)&s->Zgesvd_bufferSize },
+        { "cusolverDnZgesvd", (void **)&s->Zgesvd },
+        { "cusolverDnDsytrf_bufferSize", (void **)&s->Dsytrf_bufferSize },
+        { "cusolverDnDsytrf", (void **)&s->Dsytrf },
+        { "cusolverDnZsytrf_bufferSize", (void **)&s->Zsytrf_bufferSize },
+        { "cusolverDnZsytrf", (void **)&s->Zsytrf },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         dlerror();
@@ -150,6 +172,21 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
             return false;
         }
     }
+    // optional (CUDA >= 12.6): all four or none
+    const sym opt[] = {
+        { "cusolverDnCreateParams", (void **)&s->CreateParams },
+        { "cusolverDnDestroyParams", (void **)&s->DestroyParams },
+        { "cusolverDnXgeev_bufferSize", (void **)&s->Xgeev_bufferSize },
+        { "cusolverDnXgeev", (void **)&s->Xgeev },
+    };
+    bool all = true;
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        dlerror();
+        *opt[i].slot = dlsym(f.lib, opt[i].name);
+        all = all && *opt[i].slot;
+    }
+    if (!all)
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) *opt[i].slot = NULL;
     s->lib = f.lib;
     snprintf(why, whylen, "cuSOLVER from %s", f.path);
     return true;

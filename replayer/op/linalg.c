@@ -12,7 +12,13 @@
  *                          otherwise (ATen's copy-saving choice, which its
  *                          backward mirrors: the LU outputs must be the same)
  *   solve_triangular, triangular_solve, cholesky_solve, cholesky_inverse.
- * Batch dims of the inputs broadcast to the output's batch dims. */
+ *   geqrf, householder_product, ormqr, qr, eigh, svd
+ *   linalg_eig             geev: complex eigenvalues/vectors (a real A's
+ *                          conjugate pairs made complex as ATen does)
+ *   ldl_factor_ex/solve    sytrf/hetrf of tril(A), LAPACK's pivots; sytrs
+ * Complex inputs run on complex128 workspaces (L->cx); eigenvalues of
+ * eigh, S, log|det| stay real. Batch dims of the inputs broadcast to the
+ * output's batch dims. */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,7 +37,11 @@ typedef struct la {
     int nbuf;
     char *err;
     size_t errlen;
+    bool cx;                  /* complex workspaces (a complex input) */
 } la;
+
+/* pack/unpack flags of the op's matrix workspaces */
+#define WSF (L->cx ? OP_LA_CX : 0)
 
 /* ---------------------------------------------------------------------------
  * Views */
@@ -115,11 +125,17 @@ static rgpu_status nomem(la *L)
     return RGPU_ERR_NOMEM;
 }
 
-/* A workspace for nb matrices r x c. */
+/* A real workspace for nb matrices r x c. */
+static double *rmats(la *L, int64_t nb, int64_t r, int64_t c)
+{
+    if (r < 0 || c < 0 || (r && c > INT32_MAX / r) || (r * c != 0 && nb > (INT64_MAX / 16) / (r * c))) return NULL;
+    return (double *)get(L, nb * r * c, sizeof(double));
+}
+
+/* A workspace of the op's kind (complex when L->cx) for nb matrices r x c. */
 static double *mats(la *L, int64_t nb, int64_t r, int64_t c)
 {
-    if (r < 0 || c < 0 || (r && c > INT32_MAX / r) || (r * c != 0 && nb > (INT64_MAX / 8) / (r * c))) return NULL;
-    return (double *)get(L, nb * r * c, sizeof(double));
+    return rmats(L, nb, r, L->cx ? 2 * c : c);
 }
 
 static int32_t *ints(la *L, int64_t n) { return (int32_t *)get(L, n, sizeof(int32_t)); }
@@ -132,11 +148,18 @@ static rgpu_status check_float(la *L, const rgpu_view *v, const char *what, int 
     char *err = L->err;
     size_t errlen = L->errlen;
     RETURN_ERROR_IF(!v, RGPU_ERR_BAD_ARG, "%s: %s missing", L->name, what);
-    RETURN_ERROR_IF(v->dtype != RGPU_F32 && v->dtype != RGPU_F64, RGPU_ERR_UNSUPPORTED,
-                    "%s: %s is %s; linalg takes float32 or float64", L->name, what, rgpu_dtype_name(v->dtype));
+    RETURN_ERROR_IF(v->dtype != RGPU_F32 && v->dtype != RGPU_F64 && v->dtype != RGPU_C64 && v->dtype != RGPU_C128,
+                    RGPU_ERR_UNSUPPORTED, "%s: %s is %s; linalg takes float32, float64, complex64 or complex128",
+                    L->name, what, rgpu_dtype_name(v->dtype));
     RETURN_ERROR_IF(dt >= 0 && v->dtype != dt, RGPU_ERR_BAD_DTYPE, "%s: %s is %s, want %s", L->name, what,
                     rgpu_dtype_name(v->dtype), rgpu_dtype_name(dt));
     return RGPU_OK;
+}
+
+/* The real dtype of dt's values' magnitudes (eigenvalues of eigh, S, log|det|). */
+static int real_dt(int dt)
+{
+    return dt == RGPU_C64 ? RGPU_F32 : dt == RGPU_C128 ? RGPU_F64 : dt;
 }
 
 static rgpu_status check_mat(la *L, const rgpu_view *v, const char *what, bool square)
@@ -197,8 +220,8 @@ static rgpu_status lu_factor(la *L, const rgpu_view *a, bool trans, const int64_
     *piv = ints(L, nb * (k ? k : 1));
     *info = ints(L, nb);
     if (!*lu || !*piv || !*info) return nomem(L);
-    FORWARD_IF_ERROR(L->dev->pack(L->dev->ctx, &av, *lu, L->err, L->errlen));
-    return L->dev->getrf(L->dev->ctx, *lu, nb, m, n, *piv, *info, L->err, L->errlen);
+    FORWARD_IF_ERROR(L->dev->pack(L->dev->ctx, &av, *lu, WSF, L->err, L->errlen));
+    return L->dev->getrf(L->dev->ctx, L->cx, *lu, nb, m, n, *piv, *info, L->err, L->errlen);
 }
 
 /* op(A) X = B (left) or X op(A) = B from an LU given as views (lu, piv),
@@ -215,7 +238,8 @@ static rgpu_status lu_solve(la *L, const rgpu_view *luv, const rgpu_view *pivv, 
     FORWARD_IF_ERROR(bview(L, pivv, 1, bs, nbd, &pv));
     FORWARD_IF_ERROR(bview(L, b, 2, bs, nbd, &bv));
     pv = as_mat(pv, 1);
-    if (!left) { bv = mT(bv); xv = mT(xv); adjoint = !adjoint; }
+    int cj = 0;            /* X op(A) = B as op(A)^H X^H = B^H */
+    if (!left) { bv = mT(bv); xv = mT(xv); adjoint = !adjoint; cj = OP_LA_CONJ; }
     char *err = L->err;
     size_t errlen = L->errlen;
     RETURN_ERROR_IF(rows(&bv) != n || rows(&xv) != n || cols(&bv) != cols(&xv) || rows(&pv) != n,
@@ -225,11 +249,11 @@ static rgpu_status lu_solve(la *L, const rgpu_view *luv, const rgpu_view *pivv, 
     int32_t *pw = ints(L, nb * (n ? n : 1));
     if (!lw || !bw || !pw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &lv, lw, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &lv, lw, WSF, err, errlen));
     FORWARD_IF_ERROR(D->pack_i(D->ctx, &pv, pw, err, errlen));
-    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, err, errlen));
-    FORWARD_IF_ERROR(D->getrs(D->ctx, lw, pw, bw, nb, n, k, adjoint, err, errlen));
-    return D->unpack(D->ctx, bw, &xv, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, WSF | cj, err, errlen));
+    FORWARD_IF_ERROR(D->getrs(D->ctx, L->cx, lw, pw, bw, nb, n, k, adjoint, err, errlen));
+    return D->unpack(D->ctx, bw, WSF | cj, &xv, OP_LA_FULL, err, errlen);
 }
 
 /* ATen's linalg_solve_is_vector_rhs. */
@@ -274,9 +298,9 @@ static rgpu_status do_cholesky(la *L)
     int32_t *iw = ints(L, nb);
     if (!w || !iw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->potrf(D->ctx, w, nb, n, !upper, iw, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->unpack(D->ctx, w, l, upper ? OP_LA_UPPER : OP_LA_LOWER, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->potrf(D->ctx, L->cx, w, nb, n, !upper, iw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, l, upper ? OP_LA_UPPER : OP_LA_LOWER, L->err, L->errlen));
     return put_i(L, iw, info, 0);
 }
 
@@ -300,7 +324,7 @@ static rgpu_status do_lu_factor(la *L)
     double *w;
     int32_t *pw, *iw;
     FORWARD_IF_ERROR(lu_factor(L, a, false, bs, nbd, nb, &w, &pw, &iw));
-    FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, w, lu, OP_LA_FULL, err, errlen));
+    FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, w, WSF, lu, OP_LA_FULL, err, errlen));
     FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
     return put_i(L, iw, info, 0);
 }
@@ -346,10 +370,10 @@ static rgpu_status do_lu_unpack(la *L)
         b.sizes[b.ndim - 2] = k;          /* LU[..., :k, :] */
         double *wl = mats(L, nb, m, k), *wu = mats(L, nb, k, n);
         if (!wl || !wu) return nomem(L);
-        FORWARD_IF_ERROR(D->pack(D->ctx, &a, wl, err, errlen));
-        FORWARD_IF_ERROR(D->unpack(D->ctx, wl, lo, OP_LA_UNIT_LOWER, err, errlen));
-        FORWARD_IF_ERROR(D->pack(D->ctx, &b, wu, err, errlen));
-        FORWARD_IF_ERROR(D->unpack(D->ctx, wu, up, OP_LA_UPPER, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &a, wl, WSF, err, errlen));
+        FORWARD_IF_ERROR(D->unpack(D->ctx, wl, WSF, lo, OP_LA_UNIT_LOWER, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &b, wu, WSF, err, errlen));
+        FORWARD_IF_ERROR(D->unpack(D->ctx, wu, WSF, up, OP_LA_UPPER, err, errlen));
     }
     if (p && rgpu_op_numel(p)) {
         FORWARD_IF_ERROR(check_float(L, p, "P", lu->dtype));
@@ -363,12 +387,12 @@ static rgpu_status do_lu_unpack(la *L)
         FORWARD_IF_ERROR(bview(L, piv, 1, pbs, pnbd, &pv));
         pv = as_mat(pv, 1);
         int32_t *pw = ints(L, pnb * (k ? k : 1));
-        double *w = mats(L, pnb, m, m);
+        double *w = rmats(L, pnb, m, m);
         if (!pw || !w) return nomem(L);
         if (pnb) {
             FORWARD_IF_ERROR(D->pack_i(D->ctx, &pv, pw, err, errlen));
             FORWARD_IF_ERROR(D->lu_perm(D->ctx, pw, pnb, m, k, w, err, errlen));
-            FORWARD_IF_ERROR(D->unpack(D->ctx, w, p, OP_LA_FULL, err, errlen));
+            FORWARD_IF_ERROR(D->unpack(D->ctx, w, 0, p, OP_LA_FULL, err, errlen));
         }
     }
     return RGPU_OK;
@@ -394,7 +418,7 @@ static rgpu_status do_solve(la *L)
         double *w;
         int32_t *pw, *iw;
         FORWARD_IF_ERROR(lu_factor(L, a, use_t, bs, nbd, nb, &w, &pw, &iw));
-        FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, w, lu, OP_LA_FULL, L->err, L->errlen));
+        FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, w, WSF, lu, OP_LA_FULL, L->err, L->errlen));
         FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
         FORWARD_IF_ERROR(put_i(L, iw, info, 0));
     }
@@ -423,9 +447,9 @@ static rgpu_status do_inv(la *L)
     if (!bw) return nomem(L);
     FORWARD_IF_ERROR(lu_factor(L, a, false, bs, nbd, nb, &w, &pw, &iw));
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->eye(D->ctx, bw, nb, n, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->getrs(D->ctx, w, pw, bw, nb, n, n, false, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->unpack(D->ctx, bw, x, OP_LA_FULL, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->eye(D->ctx, L->cx, bw, nb, n, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->getrs(D->ctx, L->cx, w, pw, bw, nb, n, n, false, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, bw, WSF, x, OP_LA_FULL, L->err, L->errlen));
     return put_i(L, iw, info, 0);
 }
 
@@ -437,26 +461,27 @@ static rgpu_status do_det(la *L, bool slog)
     rgpu_view *lu = e->out[slog ? 2 : 1], *piv = e->out[slog ? 3 : 2];
     FORWARD_IF_ERROR(check_float(L, a, "A", -1));
     FORWARD_IF_ERROR(check_float(L, d, slog ? "sign" : "det", a->dtype));
-    if (slog) FORWARD_IF_ERROR(check_float(L, lg, "logabsdet", a->dtype));
+    if (slog) FORWARD_IF_ERROR(check_float(L, lg, "logabsdet", real_dt(a->dtype)));
     FORWARD_IF_ERROR(check_mat(L, a, "A", true));
     FORWARD_IF_ERROR(check_i32(L, piv, "pivots"));
     int64_t bs[MAXD], nb;
     int nbd = batch_of(d, 0, bs, &nb);
     int64_t n = cols(a);
     if (nb == 0) return RGPU_OK;
-    double *w, *dw = mats(L, nb, 1, 1), *lw = slog ? mats(L, nb, 1, 1) : NULL;
+    double *w, *dw = mats(L, nb, 1, 1), *lw = slog ? rmats(L, nb, 1, 1) : NULL;
     int32_t *pw, *iw;
     if (!dw || (slog && !lw)) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(lu_factor(L, a, contiguous(a), bs, nbd, nb, &w, &pw, &iw));
-    if (lu && rgpu_op_numel(lu)) FORWARD_IF_ERROR(D->unpack(D->ctx, w, lu, OP_LA_FULL, L->err, L->errlen));
+    /* ATen factors A^T of a contiguous real A, a complex A itself */
+    FORWARD_IF_ERROR(lu_factor(L, a, contiguous(a) && !L->cx, bs, nbd, nb, &w, &pw, &iw));
+    if (lu && rgpu_op_numel(lu)) FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, lu, OP_LA_FULL, L->err, L->errlen));
     FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
-    FORWARD_IF_ERROR(D->lu_det(D->ctx, w, pw, nb, n, dw, lw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->lu_det(D->ctx, L->cx, w, pw, nb, n, dw, lw, L->err, L->errlen));
     rgpu_view dv = as_mat(*d, 0);
-    FORWARD_IF_ERROR(D->unpack(D->ctx, dw, &dv, OP_LA_FULL, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, dw, WSF, &dv, OP_LA_FULL, L->err, L->errlen));
     if (slog) {
         rgpu_view lv = as_mat(*lg, 0);
-        FORWARD_IF_ERROR(D->unpack(D->ctx, lw, &lv, OP_LA_FULL, L->err, L->errlen));
+        FORWARD_IF_ERROR(D->unpack(D->ctx, lw, 0, &lv, OP_LA_FULL, L->err, L->errlen));
     }
     return RGPU_OK;
 }
@@ -481,12 +506,12 @@ static rgpu_status tri_solve(la *L, const rgpu_view *a, const rgpu_view *b, cons
     double *aw = mats(L, nb, n, n), *bw = mats(L, nb, n, k);
     if (!aw || !bw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
-    if (clone && rgpu_op_numel(clone)) FORWARD_IF_ERROR(D->unpack(D->ctx, aw, clone, OP_LA_FULL, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, err, errlen));
+    if (clone && rgpu_op_numel(clone)) FORWARD_IF_ERROR(D->unpack(D->ctx, aw, WSF, clone, OP_LA_FULL, err, errlen));
     if (rgpu_op_numel(&xv) == 0) return RGPU_OK;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, err, errlen));
-    FORWARD_IF_ERROR(D->trsm(D->ctx, aw, bw, nb, n, k, upper, trans, unit, err, errlen));
-    return D->unpack(D->ctx, bw, &xv, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->trsm(D->ctx, L->cx, aw, bw, nb, n, k, upper, trans, unit, err, errlen));
+    return D->unpack(D->ctx, bw, WSF, &xv, OP_LA_FULL, err, errlen);
 }
 
 static rgpu_status do_solve_triangular(la *L)
@@ -542,17 +567,17 @@ static rgpu_status do_cholesky_solve(la *L, bool inverse)
     double *fw = mats(L, nb, n, n), *bw = mats(L, nb, n, k);
     if (!fw || !bw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &fv, fw, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &fv, fw, WSF, err, errlen));
     if (inverse) {
-        FORWARD_IF_ERROR(D->eye(D->ctx, bw, nb, n, err, errlen));
+        FORWARD_IF_ERROR(D->eye(D->ctx, L->cx, bw, nb, n, err, errlen));
     } else {
         FORWARD_IF_ERROR(check_mat(L, b, "self", false));
         FORWARD_IF_ERROR(bview(L, b, 2, bs, nbd, &bv));
         RETURN_ERROR_IF(rows(&bv) != n || cols(&bv) != k, RGPU_ERR_SHAPE, "%s: self has the wrong shape", L->name);
-        FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, WSF, err, errlen));
     }
-    FORWARD_IF_ERROR(D->potrs(D->ctx, fw, bw, nb, n, k, !upper, err, errlen));
-    return D->unpack(D->ctx, bw, x, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->potrs(D->ctx, L->cx, fw, bw, nb, n, k, !upper, err, errlen));
+    return D->unpack(D->ctx, bw, WSF, x, OP_LA_FULL, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------
@@ -576,12 +601,12 @@ static rgpu_status do_geqrf(la *L)
     double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1);
     if (!w || !tw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->geqrf(D->ctx, w, nb, m, n, tw, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->unpack(D->ctx, w, o, OP_LA_FULL, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->geqrf(D->ctx, L->cx, w, nb, m, n, tw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, o, OP_LA_FULL, L->err, L->errlen));
     if (k == 0) return RGPU_OK;
     rgpu_view tv = as_mat(*tau, 1);
-    return D->unpack(D->ctx, tw, &tv, OP_LA_FULL, L->err, L->errlen);
+    return D->unpack(D->ctx, tw, WSF, &tv, OP_LA_FULL, L->err, L->errlen);
 }
 
 static rgpu_status do_householder(la *L)
@@ -608,10 +633,10 @@ static rgpu_status do_householder(la *L)
     double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1);
     if (!w || !tw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, err, errlen));
-    if (k) FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, err, errlen));
-    FORWARD_IF_ERROR(D->orgqr(D->ctx, w, nb, m, n, k, tw, err, errlen));
-    return D->unpack(D->ctx, w, o, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, err, errlen));
+    if (k) FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->orgqr(D->ctx, L->cx, w, nb, m, n, k, tw, err, errlen));
+    return D->unpack(D->ctx, w, WSF, o, OP_LA_FULL, err, errlen);
 }
 
 static rgpu_status do_ormqr(la *L)
@@ -644,12 +669,12 @@ static rgpu_status do_ormqr(la *L)
     if (!aw || !tw || !cw) return nomem(L);
     const op_la_dev *D = L->dev;
     if (k) {
-        FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
-        FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, err, errlen));
+        FORWARD_IF_ERROR(D->pack(D->ctx, &tv, tw, WSF, err, errlen));
     }
-    FORWARD_IF_ERROR(D->pack(D->ctx, &cv, cw, err, errlen));
-    if (k) FORWARD_IF_ERROR(D->ormqr(D->ctx, aw, tw, cw, nb, m, n, k, left, trans, err, errlen));
-    return D->unpack(D->ctx, cw, o, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->pack(D->ctx, &cv, cw, WSF, err, errlen));
+    if (k) FORWARD_IF_ERROR(D->ormqr(D->ctx, L->cx, aw, tw, cw, nb, m, n, k, left, trans, err, errlen));
+    return D->unpack(D->ctx, cw, WSF, o, OP_LA_FULL, err, errlen);
 }
 
 static rgpu_status do_qr(la *L)
@@ -675,19 +700,19 @@ static rgpu_status do_qr(la *L)
     double *w = mats(L, nb, m, n), *tw = mats(L, nb, k, 1), *rw = mats(L, nb, qc, n);
     if (!w || !tw || !rw) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, err, errlen));
-    FORWARD_IF_ERROR(D->geqrf(D->ctx, w, nb, m, n, tw, err, errlen));
-    FORWARD_IF_ERROR(D->crop(D->ctx, w, m, n, rw, qc, n, nb, err, errlen));
-    FORWARD_IF_ERROR(D->unpack(D->ctx, rw, r, OP_LA_UPPER, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->geqrf(D->ctx, L->cx, w, nb, m, n, tw, err, errlen));
+    FORWARD_IF_ERROR(D->crop(D->ctx, L->cx, w, m, n, rw, qc, n, nb, err, errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, rw, WSF, r, OP_LA_UPPER, err, errlen));
     if (mode == 2 || !q || rgpu_op_numel(q) == 0) return RGPU_OK;
     FORWARD_IF_ERROR(check_float(L, q, "Q", a->dtype));
     RETURN_ERROR_IF(q->ndim < 2 || rows(q) != m || cols(q) != qc, RGPU_ERR_SHAPE, "%s: Q has the wrong shape",
                     L->name);
     double *qw = mats(L, nb, m, qc);
     if (!qw) return nomem(L);
-    FORWARD_IF_ERROR(D->crop(D->ctx, w, m, n, qw, m, qc, nb, err, errlen));
-    FORWARD_IF_ERROR(D->orgqr(D->ctx, qw, nb, m, qc, k, tw, err, errlen));
-    return D->unpack(D->ctx, qw, q, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->crop(D->ctx, L->cx, w, m, n, qw, m, qc, nb, err, errlen));
+    FORWARD_IF_ERROR(D->orgqr(D->ctx, L->cx, qw, nb, m, qc, k, tw, err, errlen));
+    return D->unpack(D->ctx, qw, WSF, q, OP_LA_FULL, err, errlen);
 }
 
 static rgpu_status do_eigh(la *L)
@@ -696,7 +721,7 @@ static rgpu_status do_eigh(la *L)
     const rgpu_view *a = e->in[0];
     rgpu_view *w = e->out[0], *v = e->out[1];
     FORWARD_IF_ERROR(check_float(L, a, "A", -1));
-    FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", real_dt(a->dtype)));
     FORWARD_IF_ERROR(check_mat(L, a, "A", true));
     bool upper = arg_b(e, 0), vec = arg_b(e, 1) && v && rgpu_op_numel(v) > 0;
     if (vec) FORWARD_IF_ERROR(check_float(L, v, "eigenvectors", a->dtype));
@@ -706,14 +731,14 @@ static rgpu_status do_eigh(la *L)
     if (nb == 0 || n == 0) return RGPU_OK;
     rgpu_view av;
     FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
-    double *aw = mats(L, nb, n, n), *ww = mats(L, nb, n, 1);
+    double *aw = mats(L, nb, n, n), *ww = rmats(L, nb, n, 1);
     if (!aw || !ww) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, L->err, L->errlen));
-    FORWARD_IF_ERROR(D->syevd(D->ctx, aw, nb, n, !upper, vec, ww, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->syevd(D->ctx, L->cx, aw, nb, n, !upper, vec, ww, L->err, L->errlen));
     rgpu_view wv = as_mat(*w, 1);
-    FORWARD_IF_ERROR(D->unpack(D->ctx, ww, &wv, OP_LA_FULL, L->err, L->errlen));
-    return vec ? D->unpack(D->ctx, aw, v, OP_LA_FULL, L->err, L->errlen) : RGPU_OK;
+    FORWARD_IF_ERROR(D->unpack(D->ctx, ww, 0, &wv, OP_LA_FULL, L->err, L->errlen));
+    return vec ? D->unpack(D->ctx, aw, WSF, v, OP_LA_FULL, L->err, L->errlen) : RGPU_OK;
 }
 
 static rgpu_status do_svd(la *L)
@@ -724,7 +749,7 @@ static rgpu_status do_svd(la *L)
     char *err = L->err;
     size_t errlen = L->errlen;
     FORWARD_IF_ERROR(check_float(L, a, "A", -1));
-    FORWARD_IF_ERROR(check_float(L, s, "S", a->dtype));
+    FORWARD_IF_ERROR(check_float(L, s, "S", real_dt(a->dtype)));
     FORWARD_IF_ERROR(check_mat(L, a, "A", false));
     bool full = arg_b(e, 0), uv = arg_b(e, 1) && u && vh && rgpu_op_numel(u) > 0 && rgpu_op_numel(vh) > 0;
     int64_t bs[MAXD], nb;
@@ -749,26 +774,126 @@ static rgpu_status do_svd(la *L)
             FORWARD_IF_ERROR(check_float(L, t, "U/Vh", a->dtype));
             double *ew = mats(L, nb, rows(t), rows(t));
             if (!ew) return nomem(L);
-            FORWARD_IF_ERROR(L->dev->eye(L->dev->ctx, ew, nb, rows(t), err, errlen));
-            FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, ew, t, OP_LA_FULL, err, errlen));
+            FORWARD_IF_ERROR(L->dev->eye(L->dev->ctx, L->cx, ew, nb, rows(t), err, errlen));
+            FORWARD_IF_ERROR(L->dev->unpack(L->dev->ctx, ew, WSF, t, OP_LA_FULL, err, errlen));
         }
         return RGPU_OK;
     }
     rgpu_view av;
     FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
     if (tr) av = mT(av);
-    double *aw = mats(L, nb, m, n), *sw = mats(L, nb, n, 1);
+    double *aw = mats(L, nb, m, n), *sw = rmats(L, nb, n, 1);
     double *uw = uv ? mats(L, nb, m, uc) : NULL, *vw = uv ? mats(L, nb, n, n) : NULL;
     if (!aw || !sw || (uv && (!uw || !vw))) return nomem(L);
     const op_la_dev *D = L->dev;
-    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, err, errlen));
-    FORWARD_IF_ERROR(D->gesvd(D->ctx, aw, nb, m, n, sw, uw, vw, full, uv, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->gesvd(D->ctx, L->cx, aw, nb, m, n, sw, uw, vw, full, uv, err, errlen));
     rgpu_view sv = as_mat(*s, 1);
-    FORWARD_IF_ERROR(D->unpack(D->ctx, sw, &sv, OP_LA_FULL, err, errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, sw, 0, &sv, OP_LA_FULL, err, errlen));
     if (!uv) return RGPU_OK;
     rgpu_view ut = tr ? mT(*vh) : *u, vt = tr ? mT(*u) : *vh;
-    FORWARD_IF_ERROR(D->unpack(D->ctx, uw, &ut, OP_LA_FULL, err, errlen));
-    return D->unpack(D->ctx, vw, &vt, OP_LA_FULL, err, errlen);
+    FORWARD_IF_ERROR(D->unpack(D->ctx, uw, WSF, &ut, OP_LA_FULL, err, errlen));
+    return D->unpack(D->ctx, vw, WSF, &vt, OP_LA_FULL, err, errlen);
+}
+
+/* The complex dtype of a's eigenvalues (ATen's linalg_eig: real in, complex out). */
+static int complex_dt(int dt)
+{
+    return dt == RGPU_F32 ? RGPU_C64 : dt == RGPU_F64 ? RGPU_C128 : dt;
+}
+
+static rgpu_status do_eig(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *w = e->out[0], *v = e->out[1];
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, w, "eigenvalues", complex_dt(a->dtype)));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", true));
+    bool vec = v && rgpu_op_numel(v) > 0;
+    if (vec) FORWARD_IF_ERROR(check_float(L, v, "eigenvectors", complex_dt(a->dtype)));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(w, 1, bs, &nb);
+    int64_t n = cols(a);
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    RETURN_ERROR_IF(w->ndim < 1 || w->sizes[w->ndim - 1] != n || (vec && (v->ndim < 2 || rows(v) != n || cols(v) != n)),
+                    RGPU_ERR_SHAPE, "%s: eigenvalues or eigenvectors have the wrong shape", L->name);
+    if (nb == 0 || n == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *aw = mats(L, nb, n, n), *ww = rmats(L, nb, n, 2), *vw = vec ? rmats(L, nb, n, 2 * n) : NULL;
+    if (!aw || !ww || (vec && !vw)) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, aw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->geev(D->ctx, L->cx, aw, nb, n, ww, vw, err, errlen));
+    rgpu_view wv = as_mat(*w, 1);
+    FORWARD_IF_ERROR(D->unpack(D->ctx, ww, OP_LA_CX, &wv, OP_LA_FULL, err, errlen));
+    return vec ? D->unpack(D->ctx, vw, OP_LA_CX, v, OP_LA_FULL, err, errlen) : RGPU_OK;
+}
+
+static rgpu_status do_ldl_factor(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *a = e->in[0];
+    rgpu_view *ld = e->out[0], *piv = e->out[1], *info = e->out[2];
+    FORWARD_IF_ERROR(check_float(L, a, "A", -1));
+    FORWARD_IF_ERROR(check_float(L, ld, "LD", a->dtype));
+    FORWARD_IF_ERROR(check_mat(L, a, "A", true));
+    FORWARD_IF_ERROR(check_i32(L, piv, "pivots"));
+    FORWARD_IF_ERROR(check_i32(L, info, "info"));
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(ld, 2, bs, &nb);
+    int64_t n = cols(a);
+    if (nb == 0) return RGPU_OK;
+    rgpu_view av;
+    FORWARD_IF_ERROR(bview(L, a, 2, bs, nbd, &av));
+    double *w = mats(L, nb, n, n);
+    int32_t *pw = ints(L, nb * (n ? n : 1)), *iw = ints(L, nb);
+    if (!w || !pw || !iw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &av, w, WSF, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->sytrf(D->ctx, L->cx, arg_b(e, 0), w, nb, n, pw, iw, L->err, L->errlen));
+    FORWARD_IF_ERROR(D->unpack(D->ctx, w, WSF, ld, OP_LA_LOWER, L->err, L->errlen));   /* ATen factors tril(A) */
+    FORWARD_IF_ERROR(put_i(L, pw, piv, 1));
+    return put_i(L, iw, info, 0);
+}
+
+static rgpu_status do_ldl_solve(la *L)
+{
+    const rgpu_exec *e = L->e;
+    const rgpu_view *ld = e->in[0], *piv = e->in[1], *b = e->in[2];
+    rgpu_view *x = e->out[0];
+    char *err = L->err;
+    size_t errlen = L->errlen;
+    FORWARD_IF_ERROR(check_float(L, ld, "LD", -1));
+    FORWARD_IF_ERROR(check_float(L, b, "B", ld->dtype));
+    FORWARD_IF_ERROR(check_float(L, x, "the result", ld->dtype));
+    FORWARD_IF_ERROR(check_mat(L, ld, "LD", true));
+    FORWARD_IF_ERROR(check_mat(L, b, "B", false));
+    FORWARD_IF_ERROR(check_mat(L, x, "the result", false));
+    RETURN_ERROR_IF(!piv || piv->dtype != RGPU_I32 || piv->ndim < 1, RGPU_ERR_BAD_DTYPE,
+                    "%s: pivots must be int32 with at least 1 dim", L->name);
+    int64_t bs[MAXD], nb;
+    int nbd = batch_of(x, 2, bs, &nb);
+    int64_t n = cols(ld), k = cols(x);
+    if (nb == 0 || rgpu_op_numel(x) == 0) return RGPU_OK;
+    rgpu_view lv, pv, bv;
+    FORWARD_IF_ERROR(bview(L, ld, 2, bs, nbd, &lv));
+    FORWARD_IF_ERROR(bview(L, piv, 1, bs, nbd, &pv));
+    FORWARD_IF_ERROR(bview(L, b, 2, bs, nbd, &bv));
+    pv = as_mat(pv, 1);
+    RETURN_ERROR_IF(rows(&bv) != n || rows(x) != n || cols(&bv) != k || rows(&pv) != n, RGPU_ERR_SHAPE,
+                    "%s: shapes of LD, pivots, B and the result do not agree", L->name);
+    double *lw = mats(L, nb, n, n), *bw = mats(L, nb, n, k);
+    int32_t *pw = ints(L, nb * n);
+    if (!lw || !bw || !pw) return nomem(L);
+    const op_la_dev *D = L->dev;
+    FORWARD_IF_ERROR(D->pack(D->ctx, &lv, lw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->pack_i(D->ctx, &pv, pw, err, errlen));
+    FORWARD_IF_ERROR(D->pack(D->ctx, &bv, bw, WSF, err, errlen));
+    FORWARD_IF_ERROR(D->sytrs(D->ctx, L->cx, arg_b(e, 0), lw, pw, bw, nb, n, k, err, errlen));
+    return D->unpack(D->ctx, bw, WSF, x, OP_LA_FULL, err, errlen);
 }
 
 static rgpu_status run(la *L)
@@ -792,6 +917,9 @@ static rgpu_status run(la *L)
     case RGPU_OP_LINALG_QR:         return do_qr(L);
     case RGPU_OP_LINALG_EIGH:       return do_eigh(L);
     case RGPU_OP_LINALG_SVD:        return do_svd(L);
+    case RGPU_OP_LINALG_EIG:        return do_eig(L);
+    case RGPU_OP_LINALG_LDL_FACTOR: return do_ldl_factor(L);
+    case RGPU_OP_LINALG_LDL_SOLVE:  return do_ldl_solve(L);
     default:
         rgpu_op_errf(L->err, L->errlen, "%s backend (linalg): unsupported op %s", L->dev->name, L->name);
         return RGPU_ERR_UNSUPPORTED;
@@ -803,7 +931,7 @@ rgpu_status rgpu_op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err,
     /* optional: lu_unpack's outputs (empty when not unpacked), triangular_solve's clone */
     uint32_t opt_out = e->op == RGPU_OP_LU_UNPACK ? 7u : e->op == RGPU_OP_TRIANGULAR_SOLVE ? 2u
                      : e->op == RGPU_OP_LINALG_QR ? 1u : e->op == RGPU_OP_LINALG_EIGH ? 2u
-                     : e->op == RGPU_OP_LINALG_SVD ? 5u : 0u;
+                     : e->op == RGPU_OP_LINALG_SVD ? 5u : e->op == RGPU_OP_LINALG_EIG ? 2u : 0u;
     FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0, opt_out, true, err, errlen));
     la L;
     memset(&L, 0, sizeof L);
@@ -812,6 +940,7 @@ rgpu_status rgpu_op_la_exec(const rgpu_exec *e, const op_la_dev *dev, char *err,
     L.name = rgpu_op_name(e->op);
     L.err = err;
     L.errlen = errlen;
+    L.cx = e->n_in > 0 && e->in[0] && op_dtype_is_complex(e->in[0]->dtype);
     rgpu_status st = run(&L);
     for (int i = 0; i < L.nbuf; i++) dev->release(dev->ctx, L.buf[i]);
     return st;

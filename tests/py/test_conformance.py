@@ -1223,6 +1223,125 @@ case("fft_c2c", lambda x: (torch.view_as_real(torch.fft.fft(x.to(_FFT_C[x.dtype]
      FFT_IN, [F32, F64], tol=LOOSE)
 case("fft_c2r", lambda x: (torch.fft.irfft(x.to(_FFT_C[x.dtype])), torch.fft.irfft2(x.to(_FFT_C[x.dtype]), norm="ortho"),
                            aten._fft_c2r(x.to(_FFT_C[x.dtype]), [0, x.dim() - 1], 1, 2 * x.shape[-1] - 1)), FFT_IN, [F32, F64], tol=LOOSE)
+# --- issue 14: complex linalg ------------------------------------------------------------------
+# complex64/complex128 through the LINALG ops, inputs made on the CPU (Fixed) so that only linalg
+# ops run on rgpu; complex outputs compared as view_as_real. Eigenvectors and singular vectors
+# (phases differ between LAPACKs) are checked by reconstruction in test_linalg_complex.py.
+
+C64, C128 = torch.complex64, torch.complex128
+LAC = [C64, C128]
+
+
+def _cx(shape, kind="gen", seed=0):
+    """A complex input (Fixed): general, well-conditioned ("wc") or Hermitian positive-definite ("hpd")."""
+    def fn(dt):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.complex(torch.randn(shape, generator=g, dtype=F64), torch.randn(shape, generator=g, dtype=F64))
+        eye = torch.eye(shape[-1], dtype=C128)
+        if kind == "wc":
+            a = a + 2 * shape[-1] * eye
+        elif kind == "zero":
+            a = a * 0
+        elif kind == "hpd":
+            a = a @ a.mH + shape[-1] * eye
+        return a.to(dt)
+    return Fixed(fn)
+
+
+def _vr(r):
+    """Complex tensors as their real views (tuples kept)."""
+    if isinstance(r, (tuple, list)):
+        return tuple(_vr(x) for x in r)
+    if not (isinstance(r, torch.Tensor) and r.is_complex()):
+        return r
+    return torch.view_as_real(r.resolve_conj() if r.is_conj() else r)
+
+
+CLA_SQ = [(_cx((2, 4, 4), "wc"), _cx((2, 4, 3), seed=1)), (_cx((3, 3), "wc"), _cx((3, 2), seed=1))]
+case("cla_cholesky", lambda a: _vr((torch.linalg.cholesky_ex(a), torch.linalg.cholesky(a.mT, upper=True))),
+     [(_cx((2, 4, 4), "hpd"),), (_cx((3, 3), "hpd"),)], LAC, tol=LOOSE, layouts=("contig",))
+case("cla_cholesky_error", lambda a: torch.linalg.cholesky(-a), [(_cx((2, 3, 3), "hpd"),)], LAC,
+     layouts=("contig",))
+case("cla_lu", lambda a: _vr((torch.linalg.lu_factor_ex(a), torch.lu_unpack(*torch.linalg.lu_factor(a.mT)),
+                              torch.linalg.lu(a))),
+     [(_cx((2, 4, 4), "wc"),), (_cx((2, 5, 3)),), (_cx((3, 4)),)], LAC, tol=LOOSE, layouts=("contig",))
+case("cla_lu_solve", lambda a, b: _vr((torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+                                       torch.linalg.lu_solve(*torch.linalg.lu_factor(a.mT), b, adjoint=True))),
+     CLA_SQ, LAC, tol=LOOSE, layouts=("contig",))
+case("cla_solve_inv", lambda a, b: _vr((torch.linalg.solve(a, b), torch.linalg.solve_ex(a.mT, b.mT, left=False),
+                                        torch.linalg.solve(a, b[..., 0]), torch.linalg.inv_ex(a),
+                                        torch.linalg.inv(a.mT))),
+     CLA_SQ, LAC, tol=LOOSE, layouts=("contig",))
+case("cla_inv_singular", lambda a: (torch.linalg.inv_ex(a).info, torch.linalg.lu_factor_ex(a).info),
+     [(_cx((2, 3, 3), "zero"),)], LAC, layouts=("contig",))
+case("cla_inv_error", lambda a: torch.linalg.inv(a), [(_cx((2, 3, 3), "zero"),)], LAC, layouts=("contig",))
+case("cla_det", lambda a, z: _vr((torch.linalg.det(a), torch.linalg.det(a.mT), torch.linalg.slogdet(a),
+                                  torch.linalg.slogdet(a.mT), torch.linalg.det(z), torch.linalg.slogdet(z))),
+     [(_cx((2, 4, 4)), _cx((2, 2), "zero")), (_cx((3, 3)), _cx((3, 3), "zero")), (_cx((0, 2, 2)), _cx((1, 1), "zero"))],
+     LAC, tol=LOOSE, layouts=("contig",))
+case("cla_triangular", lambda a, b: _vr((torch.linalg.solve_triangular(a, b, upper=True),
+                                         torch.linalg.solve_triangular(a.mT, b, upper=False, unitriangular=True),
+                                         torch.linalg.solve_triangular(a, b.mT, upper=True, left=False),
+                                         torch.triangular_solve(b, a, upper=False, transpose=True),
+                                         torch.triangular_solve(b, a.mT, unitriangular=True))),
+     CLA_SQ, LAC, tol=LOOSE, layouts=("contig",))
+case("cla_cholesky_solve", lambda a, b: _vr((torch.cholesky_solve(b, torch.linalg.cholesky(a)),
+                                             torch.cholesky_solve(b, torch.linalg.cholesky(a, upper=True), upper=True),
+                                             torch.cholesky_inverse(torch.linalg.cholesky(a.mT)),
+                                             torch.cholesky_inverse(torch.linalg.cholesky(a, upper=True),
+                                                                    upper=True))),
+     [(_cx((2, 4, 4), "hpd"), _cx((2, 4, 3), seed=1))], LAC, tol=LOOSE, layouts=("contig",))
+case("cla_qr", lambda a, c: _vr((torch.linalg.qr(a), torch.linalg.qr(a.mT, mode="complete"),
+                                 torch.linalg.qr(a, mode="r")[1], torch.geqrf(a),
+                                 torch.linalg.householder_product(*torch.geqrf(a)),
+                                 torch.ormqr(*torch.geqrf(a), c), torch.ormqr(*torch.geqrf(a), c, transpose=True),
+                                 torch.ormqr(*torch.geqrf(a), c.mT, left=False))),
+     [(_cx((2, 5, 3)), _cx((2, 5, 4), seed=1)), (_cx((4, 4)), _cx((4, 2), seed=1))], LAC, tol=LOOSE,
+     layouts=("contig",))
+case("cla_eigh_svd", lambda a: (torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(a.mT, UPLO="U"),
+                                torch.linalg.eigh(a)[0], torch.linalg.svdvals(a), torch.linalg.svdvals(a[..., :3]),
+                                torch.linalg.svd(a.mT[..., :2, :])[1]),
+     [(_cx((2, 4, 4), "hpd"),), (_cx((0, 3, 3), "hpd"),)], LAC, tol=LOOSE, layouts=("contig",))
+case("cla_eig", lambda a: _vr((torch.linalg.eigvals(a), torch.linalg.eig(a.mT)[0])),
+     [(_cx((2, 4, 4)),), (_cx((3, 3)),), (_cx((0, 2, 2)),)], LAC, tol=LOOSE, layouts=("contig",))
+def _ldl(a, b, herm):
+    ld, piv, info = torch.linalg.ldl_factor_ex(a, hermitian=herm)
+    return ld, piv, info, torch.linalg.ldl_solve(ld, piv, b, hermitian=herm)
+
+
+def _sym(kind, shape, seed=0):
+    """A symmetric (or Hermitian, kind "herm") indefinite input of the case dtype, real or complex."""
+    def fn(dt):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(shape, generator=g, dtype=F64)
+        if dt.is_complex:
+            a = torch.complex(a, torch.randn(shape, generator=g, dtype=F64))
+        return (a + (a.mH if kind == "herm" else a.mT)).to(dt)
+    return Fixed(fn)
+
+
+def _gen(shape, seed=1):
+    def fn(dt):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(shape, generator=g, dtype=F64)
+        return (torch.complex(a, torch.randn(shape, generator=g, dtype=F64)) if dt.is_complex else a).to(dt)
+    return Fixed(fn)
+
+
+case("linalg_ldl", lambda a, b: _vr((_ldl(a, b, False), _ldl(a, b[..., :1], True) if not a.is_complex() else None,
+                                     torch.linalg.ldl_factor(a.mT)[0])),
+     [(_sym("sym", (2, 5, 5)), _gen((2, 5, 2))), (_sym("sym", (4, 4)), _gen((4, 3))),
+      (_sym("sym", (0, 3, 3)), _gen((0, 3, 1)))], LAF + LAC, tol=LOOSE, layouts=("contig",))
+def _herm_ldl(i):
+    """LD (i = 0) or pivots (1) of a Hermitian complex matrix, factored on the CPU (the cuda backend's
+    cuSOLVER has no hetrf; its ldl_solve runs our kernel; factoring is in test_linalg_complex.py)."""
+    return Fixed(lambda dt: torch.linalg.ldl_factor(_sym("herm", (2, 5, 5)).fn(dt), hermitian=True)[i])
+
+
+case("linalg_ldl_solve_herm", lambda ld, piv, b: _vr(torch.linalg.ldl_solve(ld, piv, b, hermitian=True)),
+     [(_herm_ldl(0), _herm_ldl(1), _gen((2, 5, 2)))], LAC, tol=LOOSE, layouts=("contig",))
+case("linalg_eig", lambda a: _vr((torch.linalg.eigvals(a), torch.linalg.eig(a)[0], torch.linalg.eig(a[:1])[1].shape)),
+     [((2, 4, 4),), ((5, 5),), ((0, 3, 3),)], LAF, tol=LOOSE)
 
 
 # --- running a case --------------------------------------------------------------------

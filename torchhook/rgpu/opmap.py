@@ -981,7 +981,7 @@ def _table_pointwise13(t):
 
 
 # --- issue 14: linalg ------------------------------------------------------------------------
-# Real float32/float64 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
+# float32/float64/complex64/complex128 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
 # (linalg.cholesky, linalg.inv, linalg.solve ...) are ATen composites that call the
 # _ex op and then _linalg_check_errors, which waits for info as CUDA PyTorch does.
 
@@ -1055,6 +1055,11 @@ def _la_pinv(func, args, kwargs):
     tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
     sinv = torch.where(s_ > tol, s_.reciprocal(), zero).to(a.dtype)
     return torch.matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
+def _la_eigvals(func, args, kwargs):
+    """_linalg_eigvals: linalg_eig's eigenvalues (geev computes them alike with or without vectors)."""
+    return aten.linalg_eig.default(args[0])[0]
+
+
 _LA_LIB = []    # the Library of the Meta kernels below, kept alive for the process
 
 
@@ -1162,6 +1167,14 @@ def _linalg(t):
                                       bool(arg(args, kwargs, 2, "compute_v", True)))))
     _put(t, [aten._linalg_svd.default],
          _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
+    # --- issue 14: complex linalg (eig; the ops above take complex64/complex128 too)
+    _put(t, [aten.linalg_eig.default], _fixed(C.OP_LINALG_EIG, ((0, "self"),), lambda args, kwargs: ()))
+    _composite(t, [aten._linalg_eigvals.default], _la_eigvals)
+    _put(t, [aten.linalg_ldl_factor_ex.default],
+         _fixed(C.OP_LINALG_LDL_FACTOR, ((0, "self"),), _la_bools((99, "hermitian", False))),
+         pre=_la_checked("torch.linalg.ldl_factor_ex", 2))
+    _put(t, [aten.linalg_ldl_solve.default],
+         _fixed(C.OP_LINALG_LDL_SOLVE, ((0, "LD"), (1, "pivots"), (2, "B")), _la_bools((99, "hermitian", False))))
 
 
 # --- issue 14: fft -------------------------------------------------------------------------
