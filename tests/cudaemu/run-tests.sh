@@ -74,7 +74,8 @@ step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py on cuda
     tests/py/test_complex_mm.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
-step "complex tensors on cuda (test_complex.py)" $PY -m pytest -q -p no:cacheprovider tests/py/test_complex.py
+step "complex tensors and complex linalg on cuda (test_complex.py, test_linalg_complex.py)" \
+    $PY -m pytest -q -p no:cacheprovider tests/py/test_complex.py tests/py/test_linalg_complex.py
 
 gpt() {
     local trace=$LOGS/gpt-cuda.rgt

@@ -128,17 +128,20 @@ def test_ldl_errors():
     assert torch.linalg.ldl_factor_ex(z.to(DEV)).info.cpu().tolist() == [1, 1]
 
 
-def test_eig_backward_real():
-    """Real-input eig's backward runs complex math (mH, complex matmul): pending the complex layer."""
-    a = torch.randn(4, 4, dtype=torch.float64)
-    ca = a.clone().requires_grad_(True)
-    w, v = torch.linalg.eig(ca)
-    w.real.sum().backward()
-    ra = a.to(DEV).requires_grad_(True)
-    try:
-        w2, v2 = torch.linalg.eig(ra)
-        w2.real.sum().backward()
-        got = ra.grad.cpu()
-    except Exception as e:  # noqa: BLE001
-        pytest.xfail(f"complex layer pending: {type(e).__name__}: {str(e)[:120]}")
-    torch.testing.assert_close(got, ca.grad, rtol=1e-8, atol=1e-8)
+@pytest.mark.parametrize("dt", [torch.float64, torch.complex128])
+def test_eig_eigh_svd_backward(dt):
+    """Backward of eig, eigh and svd (complex math in their formulas: mH, complex matmul) vs CPU."""
+    torch.manual_seed(0)
+    a = torch.randn(4, 4, dtype=dt)
+    h = a + a.mH
+    def losses(x, y):
+        w, v = torch.linalg.eig(x)
+        e, u = torch.linalg.eigh(y)
+        s = torch.linalg.svdvals(x)
+        return w.real.sum() + (w.imag ** 2).sum() + e.pow(2).sum() + (u[:, 0].abs() ** 2 * e).sum() + s.sum()
+    ca, ch = a.clone().requires_grad_(True), h.clone().requires_grad_(True)
+    losses(ca, ch).backward()
+    ra, rh = a.to(DEV).requires_grad_(True), h.to(DEV).requires_grad_(True)
+    losses(ra, rh).backward()
+    torch.testing.assert_close(ra.grad.cpu(), ca.grad, rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(rh.grad.cpu(), ch.grad, rtol=1e-8, atol=1e-8)

@@ -279,6 +279,15 @@ def _check_overlap(t, args, kwargs):
             raise RuntimeError(_PARTIAL_OVERLAP)
 
 
+def _plain(m):
+    """A kernel's output meta without a lazy conj/neg bit (ATen's meta of
+    lu_solve(left=False) returns a conj view): the record's output holds the
+    values themselves."""
+    if isinstance(m, torch.Tensor) and m.dtype.is_complex and (m.is_conj() or m.is_neg()):
+        m = m.resolve_conj().resolve_neg()
+    return m
+
+
 def _refuse_complex(func, args, kwargs, m):
     """On a cache miss of a table op whose record takes no complex views
     (ops.def's COMPLEX): NotImplementedError when the call is complex."""
@@ -318,7 +327,7 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
                     raise device_error(t)
                 if check_overlap:
                     _check_overlap(t, args, kwargs)
-            m = infer(func, args, kwargs)
+            m = _plain(infer(func, args, kwargs))
             if not complex_ok:
                 _refuse_complex(func, args, kwargs, m)
             extra = prep(args, kwargs) if prep is not None else None
@@ -389,7 +398,7 @@ def _multi_handler(func, mapper, prep=None, complex_ok=True):
         spec = _CACHE.get(key) if key is not None else None
         metas = None
         if spec is None:
-            metas = infer(func, args, kwargs)
+            metas = [_plain(x) for x in infer(func, args, kwargs)]
             if not complex_ok:
                 _refuse_complex(func, args, kwargs, metas)
             outs = []

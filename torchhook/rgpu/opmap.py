@@ -1036,13 +1036,14 @@ def _la_pinv(func, args, kwargs):
     m, n = a.shape[-2], a.shape[-1]
     if a.numel() == 0:
         return aten.new_empty.default(a, a.shape[:-2] + (n, m))
-    zero = torch.zeros((), dtype=a.dtype, device=a.device)
+    rdt = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(a.dtype, a.dtype)
+    zero = torch.zeros((), dtype=rdt, device=a.device)      # tolerances are real, as singular values
     if atol is None:
         atol_t = zero
     else:
         atol_t = atol
     if rtol is None:
-        dflt = torch.full((), torch.finfo(a.dtype).eps * max(m, n), dtype=a.dtype, device=a.device)
+        dflt = torch.full((), torch.finfo(rdt).eps * max(m, n), dtype=rdt, device=a.device)
         rtol = dflt if atol is None else torch.where(atol > 0, zero, dflt)
     if herm:
         w, v = torch.linalg.eigh(a)
@@ -1055,6 +1056,8 @@ def _la_pinv(func, args, kwargs):
     tol = torch.maximum(atol_t.unsqueeze(-1), rtol.unsqueeze(-1) * mx)
     sinv = torch.where(s_ > tol, s_.reciprocal(), zero).to(a.dtype)
     return torch.matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
+
+
 def _la_eigvals(func, args, kwargs):
     """_linalg_eigvals: linalg_eig's eigenvalues (geev computes them alike with or without vectors)."""
     return aten.linalg_eig.default(args[0])[0]
@@ -1095,18 +1098,19 @@ def _la_lstsq(func, args, kwargs):
     x = torch.matmul(torch.linalg.pinv(a), bb)
     if vec:
         x = x.squeeze(-1)
-    none = torch.empty((0,), dtype=a.dtype, device=a.device)
+    rdt = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(a.dtype, a.dtype)
+    none = torch.empty((0,), dtype=rdt, device=a.device)        # residuals, singular values: real
     if driver == "gels":      # full rank assumed; residuals when m > n, no rank
         res = none
         if m > n:
             xm = x.unsqueeze(-1) if vec else x
-            res = (torch.matmul(a, xm) - bb).pow(2).sum(-2)
+            res = (torch.matmul(a, xm) - bb).abs().pow(2).sum(-2)
             res = res.squeeze(-1) if vec else res
         return x, res, torch.empty((0,), dtype=torch.int64, device=a.device), none
-    tol = torch.finfo(a.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    tol = torch.finfo(rdt).eps * max(m, n) if rcond is None or rcond < 0 else rcond
     batch = torch.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
     rank = torch.linalg.matrix_rank(a, rtol=tol).expand(batch)
-    return x, none, rank, torch.empty((0,), dtype=a.dtype, device=a.device)
+    return x, none, rank, none
 
 
 def _la_register_metas():
