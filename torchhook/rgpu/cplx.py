@@ -91,15 +91,6 @@ def warn_discard():
     warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
 
 
-def copy_bits(base, t):
-    """A view t of base gets base's conj and neg bits (as ATen's views do)."""
-    if base.is_conj():
-        _set_conj(t, True)
-    if base.is_neg():
-        _set_neg(t, True)
-    return t
-
-
 def _alias(x):
     from .dispatch import _view_handler
     r = _view_handler(aten.alias.default, (x,), {})
@@ -250,10 +241,6 @@ def _mul(a, b):
     return a * b
 
 
-def _neg(a):
-    return None if a is None else -a
-
-
 def cmul(ar, ai, br, bi):
     return _sub(_mul(ar, br), _mul(ai, bi)), _add(_mul(ar, bi), _mul(ai, br))
 
@@ -285,17 +272,6 @@ def cdiv(ar, ai, br, bi):
     re, im = torch.where(big, re1, re2), torch.where(big, im1, im2)
     zero = (br_t == 0) & (bi_t == 0)
     return torch.where(zero, ar / br_t.abs(), re), torch.where(zero, ai / bi_t.abs(), im)
-
-
-def _result_cdt(*xs):
-    dts = []
-    for x in xs:
-        if isinstance(x, torch.Tensor):
-            dts.append(x)
-        elif isinstance(x, (int, float, bool, complex)):
-            dts.append(x)
-    return torch.result_type(*dts[:2]) if len(dts) >= 2 else (dts[0].dtype if isinstance(dts[0], torch.Tensor)
-                                                               else torch.complex64)
 
 
 def _rt(a, b):
@@ -447,10 +423,6 @@ def square(self):
     return mul(self, self)
 
 
-def _real_out(x):
-    return x
-
-
 def abs_(self):
     ar, ai = parts(self, self.dtype)
     return torch.hypot(ar, ai)
@@ -469,24 +441,26 @@ def sgn(self):
     return make(torch.where(z, 0.0, ar / d), torch.where(z, 0.0, ai / d), self.dtype)
 
 
-def _eq(self, other):
-    cdt = _cdt(_rt(self, other))
-    ar, ai = parts(self, cdt)
-    br, bi = parts(other, cdt)
-    r = ar == br
-    return r & (ai == bi if ai is not None or bi is not None else r) if True else r
+def _or0(x):
+    return 0.0 if x is None else x
+
+
+def _eq_parts(a, b):
+    """a == b elementwise, one of them a tensor (or both numbers: a bool)."""
+    if isinstance(a, torch.Tensor):
+        return torch.eq(a, b)
+    return torch.eq(b, a) if isinstance(b, torch.Tensor) else a == b
 
 
 def eq(self, other):
     cdt = _cdt(_rt(self, other))
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
-    r = torch.eq(ar, br) if isinstance(ar, torch.Tensor) else torch.eq(br, ar)
+    r = _eq_parts(ar, br)
     if ai is None and bi is None:
         return r
-    i = torch.eq(ai if ai is not None else 0.0 * ar, bi if bi is not None else 0.0) \
-        if isinstance(ai, torch.Tensor) or not isinstance(bi, torch.Tensor) else torch.eq(bi, ai if ai is not None else 0.0)
-    return r & i
+    i = _eq_parts(_or0(ai), _or0(bi))
+    return r & i if isinstance(i, torch.Tensor) else (r if i else torch.zeros_like(r))
 
 
 def ne(self, other):
@@ -780,14 +754,8 @@ def where(condition, self, other):
     cdt = _rt(self, other)
     ar, ai = parts(self, cdt)
     br, bi = parts(other, cdt)
-    re = torch.where(condition, ar, br)
-    im = torch.where(condition, ai if ai is not None else 0.0, bi if bi is not None else 0.0) \
-        if isinstance(ai, torch.Tensor) or isinstance(bi, torch.Tensor) or ai or bi else None
-    if im is not None and not isinstance(im, torch.Tensor):
-        im = None
-    if im is None and (ai or bi):
-        im = torch.where(condition, ai or 0.0, bi or 0.0) if isinstance(condition, torch.Tensor) else None
-    return make(re, im, cdt)
+    im = None if ai is None and bi is None else torch.where(condition, _or0(ai), _or0(bi))
+    return make(torch.where(condition, ar, br), im, cdt)
 
 
 def masked_fill(self, mask, value):

@@ -610,10 +610,7 @@ def _arange_out(func, args, kwargs):
 
 
 def _item(func, args, kwargs):
-    x = args[0]
-    if x.is_conj() or x.is_neg():
-        x = cplx.resolve(x)
-    return transfer.item(x)
+    return transfer.item(args[0])
 
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE

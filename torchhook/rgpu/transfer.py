@@ -92,4 +92,9 @@ def item(t):
     data = _C.wait(_C.record(_C.OP_LOCAL_SCALAR_DENSE, (), (t._tid,), ()))
     if len(data) != t.dtype.itemsize:
         raise RuntimeError(f"rgpu: item() of a {t.dtype} tensor returned {len(data)} bytes")
-    return decode_scalar(t.dtype, data)
+    v = decode_scalar(t.dtype, data)
+    if t.is_conj():             # a lazy conj/neg view: the stored value conjugated/negated
+        v = v.conjugate()
+    if t.is_neg():
+        v = -v
+    return v
