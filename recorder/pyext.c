@@ -31,6 +31,17 @@
  * dropped. A CALL: record(OP_CALL, (), (), (hash, (id, ...), seed, offset)),
  * seed and offset as signed 64-bit ints.
  *
+ * Write watch, per calling thread (dispatch's check that an op whose schema
+ * writes an argument really wrote it):
+ *   watch_begin(tids, sids)         watch these tensors (their storages: sids)
+ *   watch_end() -> tuple            stop the innermost watch -> the positions in
+ *                                   tids of the tensors no record wrote
+ * A watched tensor counts as written when a record (or upload) names it as an
+ * existing output (or as an input the record updates in place: BATCH_NORM's
+ * running stats), or names an alias made during the watch of its storage.
+ * Watches nest (every open one sees each record); recording costs nothing
+ * more while none is open.
+ *
  * record() is the per-op hot path: no allocation beyond the encode buffer,
  * no Python objects created, the GIL kept (the lock inside is uncontended
  * except by the sender thread). */
@@ -203,6 +214,103 @@ static int parse_arg(PyObject *o, rgpu_arg *a, scratch *sc, size_t *offs) {
     return -1;
 }
 
+/* ---- write watch (see the top comment) ---------------------------------- */
+
+#define WATCH_DEPTH 16
+typedef struct {
+    uint64_t *tid;      /* [n]: the watched tensors, then aliases of their storages */
+    uint32_t *target;   /* [n]: which watched tensor (position in watch_begin's tids) */
+    uint64_t *sid;      /* [ntarget]: each watched tensor's storage */
+    uint8_t *hit;       /* [ntarget] */
+    size_t n, cap, ntarget, cursor;
+} watch_frame;
+
+static _Thread_local watch_frame g_watch[WATCH_DEPTH];
+static _Thread_local int g_watch_depth;
+
+static int watch_add(watch_frame *f, uint64_t tid, uint32_t target) {
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 8;
+        uint64_t *t = PyMem_Realloc(f->tid, cap * sizeof *t);
+        if (!t) return -1;
+        f->tid = t;
+        uint32_t *g = PyMem_Realloc(f->target, cap * sizeof *g);
+        if (!g) return -1;
+        f->target = g;
+        f->cap = cap;
+    }
+    f->tid[f->n] = tid;
+    f->target[f->n] = target;
+    f->n++;
+    return 0;
+}
+
+/* One output of a record, seen by every open watch. Writes come in the order
+ * the targets were given (a foreach over a list), so the scan starts after
+ * the last hit. */
+static void watch_see(const rgpu_tdef *t) {
+    for (int d = 0; d < g_watch_depth; d++) {
+        watch_frame *f = &g_watch[d];
+        if (t->flags & RGPU_TDEF_EXISTING) {
+            for (size_t k = 0; k < f->n; k++) {
+                size_t i = (f->cursor + k) % f->n;
+                if (f->tid[i] == t->tid) { f->hit[f->target[i]] = 1; f->cursor = i + 1; break; }
+            }
+        } else if (!(t->flags & RGPU_TDEF_NEW_STORAGE)) {   /* an alias of storage t->sid */
+            for (size_t j = 0; j < f->ntarget; j++)
+                if (f->sid[j] == t->sid) { (void)watch_add(f, t->tid, (uint32_t)j); break; }
+        }
+    }
+}
+
+/* Inputs a record updates in place, besides its outputs: BATCH_NORM's running
+ * stats when training (ops.def). */
+static void watch_see_inputs(const rgpu_record *r) {
+    if (r->op == RGPU_OP_BATCH_NORM && r->n_args > 0 && r->args[0].kind == RGPU_ARG_BOOL && r->args[0].v.i)
+        for (int i = 3; i < 5 && i < r->n_in; i++)
+            if (r->in[i]) {
+                rgpu_tdef t = { .tid = r->in[i], .flags = RGPU_TDEF_EXISTING };
+                watch_see(&t);
+            }
+}
+
+static PyObject *py_watch_begin(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *tids, *sids;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &tids, &PyTuple_Type, &sids)) return NULL;
+    Py_ssize_t n = PyTuple_Size(tids);
+    if (PyTuple_Size(sids) != n) { PyErr_SetString(PyExc_ValueError, "rgpu: watch_begin: tids and sids differ in length"); return NULL; }
+    if (g_watch_depth == WATCH_DEPTH) { PyErr_SetString(PyExc_RuntimeError, "rgpu: write watches nested too deep"); return NULL; }
+    watch_frame *f = &g_watch[g_watch_depth];
+    f->n = 0; f->cursor = 0; f->ntarget = 0;
+    PyMem_Free(f->sid); PyMem_Free(f->hit);
+    f->sid = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *f->sid);
+    f->hit = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    if (!f->sid || !f->hit) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t tid = PyLong_AsUnsignedLongLong(PyTuple_GetItem(tids, i));
+        f->sid[i] = PyLong_AsUnsignedLongLong(PyTuple_GetItem(sids, i));
+        if (PyErr_Occurred()) return NULL;
+        if (watch_add(f, tid, (uint32_t)i)) return PyErr_NoMemory();
+    }
+    f->ntarget = (size_t)n;
+    g_watch_depth++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_watch_end(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    if (!g_watch_depth) { PyErr_SetString(PyExc_RuntimeError, "rgpu: watch_end without watch_begin"); return NULL; }
+    watch_frame *f = &g_watch[--g_watch_depth];
+    Py_ssize_t missed = 0;
+    for (size_t j = 0; j < f->ntarget; j++) missed += !f->hit[j];
+    PyObject *r = PyTuple_New(missed);
+    if (!r) return NULL;
+    for (size_t j = 0, k = 0; j < f->ntarget; j++)
+        if (!f->hit[j]) PyTuple_SetItem(r, (Py_ssize_t)k++, PyLong_FromSize_t(j));
+    return r;
+}
+
 static PyObject *capture_error(rgpu_status s, int op);
 
 static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -241,6 +349,9 @@ static PyObject *py_record(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (parse_arg(PyTuple_GetItem(sargs, i), &r.args[i], &sc, &offs[i])) { PyMem_Free(sc.p); return NULL; }
     for (Py_ssize_t i = 0; i < na; i++)
         if (r.args[i].kind == RGPU_ARG_INTS) r.args[i].v.ints.p = sc.p + offs[i];
+    if (g_watch_depth)
+        for (int i = 0; i < r.n_out; i++) watch_see(&r.out[i]);
+    if (g_watch_depth) watch_see_inputs(&r);
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_record(c, &r, &idx);
     PyMem_Free(sc.p);
@@ -281,6 +392,7 @@ static PyObject *py_upload(PyObject *self, PyObject *args) {
     if (parse_tdef(out, &t)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)) return NULL;
+    if (g_watch_depth) watch_see(&t);
     uint64_t idx = 0;
     rgpu_status s = rgpu_client_upload(c, &t, view.buf, (size_t)view.len, &idx);
     PyBuffer_Release(&view);
@@ -422,6 +534,8 @@ static PyMethodDef methods[] = {
     { "capture_abort", py_capture_abort, METH_NOARGS, "stop capturing, dropping what was captured" },
     { "put_blob", py_put_blob, METH_O, "put_blob(buffer) -> 16-byte hash: bytes the server may ask for" },
     { "stats", py_stats, METH_NOARGS, "client counters" },
+    { "watch_begin", py_watch_begin, METH_VARARGS, "watch_begin(tids, sids): watch these tensors for writes" },
+    { "watch_end", py_watch_end, METH_NOARGS, "watch_end() -> positions of the watched tensors no record wrote" },
     { NULL, NULL, 0, NULL },
 };
 

@@ -1,5 +1,7 @@
 """Client cost per op: rgpu's dispatch -> record path against PyTorch's own
-CPU eager dispatch, measured side by side in one run.
+CPU eager dispatch, measured side by side in one run. RGPU_CHECK_WRITES=1
+adds the write check (torchhook/rgpu/writes.py) to the plain in-place records
+too, as the test suite runs them.
 
 rgpu runs against `rgpu-server --backend null` (decodes and validates every
 record, executes nothing), so the numbers are the client alone: Python
@@ -59,6 +61,10 @@ def main():
         "x * 2.5          (scalar)": lambda x, y: (lambda n: [x * 2.5 for _ in range(n)]),
         "x.t()            (view)": lambda x, y: (lambda n: [x.t() for _ in range(n)]),
         "x.sum(0)         (reduction)": lambda x, y: (lambda n: [x.sum(0) for _ in range(n)]),
+        # per tensor of a 10-tensor list (torch.optim's foreach step; n/10 calls)
+        "_foreach_maximum_ (per tensor)": lambda x, y: (
+            lambda n, xs=[x.clone() for _ in range(10)], ys=[y] * 10:
+            [torch._foreach_maximum_(xs, ys) for _ in range(n // 10)]),
     }
     side = int(a.size ** 0.5) or 1
     print(f"client cost per op, tensors of {side}x{side} float32, {a.n} ops each; rgpu against --backend null")

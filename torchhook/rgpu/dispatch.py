@@ -23,7 +23,7 @@ import functools
 
 import torch
 
-from . import _C, cplx, decomp, opinfo, opmap, resize, transfer
+from . import _C, cplx, decomp, opinfo, opmap, resize, transfer, writes
 from .opmap import arg, device_error, free_temps
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
                      rebind, record_later, record_new, record_view, set_dispatcher, wrap)
@@ -780,6 +780,21 @@ def _handler(func):
 
 
 def _build(func):
+    h = _build_any(func)
+    w = writes.written_args(func)
+    if w and (writes.CHECK_ALL or not _plain_record(func)):
+        h = writes.checked(h, func, w)
+    return h
+
+
+def _plain_record(func):
+    """Whether func's handler is one op-table record, which writes its argument by construction."""
+    e = opmap.TABLE.get(func)
+    return (e is not None and e.kind != "handler" and e.pre is None and func not in cplx.ALWAYS
+            and func not in cplx.HANDLERS and func not in _SPECIAL and func not in _REGISTERED)
+
+
+def _build_any(func):
     h = cplx.ALWAYS.get(func)
     if h is not None:
         return h

@@ -1,0 +1,135 @@
+"""The write check: an op whose schema writes an argument (in-place `add_`,
+`out=` forms, `_foreach_*_` lists) must leave a record that writes it.
+
+A handler that returns without writing what its schema says it writes is a
+wrong number with no error (`_foreach_maximum_` once did exactly that), so
+dispatch wraps such handlers: the written tensors are watched in the recorder
+(_C.watch_begin/_end, per thread, nested) and a watched tensor that no record
+wrote, nor was rebound to a new tensor (out= resized), raises at the call.
+An in-place or out= op must also return the very object it wrote.
+
+Checked always: every handler that is not a plain op-table record
+(decompositions, specials, registered families, _foreach_*), where a missing
+write can hide. Plain table records write by construction; RGPU_CHECK_WRITES=1
+(the test suite sets it) checks those too. Not checked: ops that change only
+metadata (inplace_view ops, resize_, set_), written tensors with no elements,
+and the running stats of batch norm outside training (_WRITES_IF)."""
+import os
+
+import torch
+
+from . import _C
+from .tensor import RemoteTensor
+
+CHECK_ALL = os.environ.get("RGPU_CHECK_WRITES", "") not in ("", "0")
+
+_watch_begin = _C.watch_begin
+_watch_end = _C.watch_end
+
+# ops whose written argument changes metadata, or storage identity, not values
+_METADATA_ONLY = frozenset({"aten::resize_", "aten::resize_as_", "aten::set_", "aten::_resize_output_",
+                            "aten::resize_as_sparse_", "aten::sparse_resize_", "aten::sparse_resize_and_clear_",
+                            "aten::_coalesced_", "aten::_local_scalar_dense", "aten::record_stream",
+                            "aten::retain_grad", "aten::set_data", "prims::as_strided", "prims::resize",
+                            # write only when a flag tensor (observer_on, fake_quant_on) says so
+                            "aten::fused_moving_avg_obs_fake_quant", "aten::_fused_moving_avg_obs_fq_helper"})
+
+# ops that write their argument only when a bool argument says so, as ATen's own
+# kernels do: batch norm updates the running stats only in training
+_WRITES_IF = {"aten::_native_batch_norm_legit": "training", "aten::native_batch_norm": "training",
+              "aten::cudnn_batch_norm": "training", "aten::miopen_batch_norm": "training",
+              "aten::rrelu_with_noise": "training", "aten::rrelu_with_noise_": "training"}
+
+
+def written_args(func):
+    """[(position or None when keyword-only, name, is a list)] of the arguments
+    func's schema writes; [] when none, or when the write is metadata only."""
+    if not isinstance(func, torch._ops.OpOverload):
+        return []
+    s = func._schema
+    if s.name in _METADATA_ONLY or torch.Tag.inplace_view in func.tags:
+        return []
+    w = []
+    for i, a in enumerate(s.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            w.append((None if a.kwarg_only else i, a.name, str(a.type).startswith("List[")))
+    return w
+
+
+def _returns_written(func, w):
+    """The position in w of the argument a single-result op returns (add_ -> self,
+    add.out -> out), or None."""
+    s = func._schema
+    if len(s.returns) != 1 or s.returns[0].alias_info is None or w[0][2]:
+        return None
+    sets = s.returns[0].alias_info.before_set
+    for j, (_, name, _) in enumerate(w):
+        a = next(x for x in s.arguments if x.name == name)
+        if a.alias_info.before_set == sets:
+            return j
+    return None
+
+
+def _targets(w, args, kwargs):
+    """The written RemoteTensors with elements, and each w entry's value."""
+    ts, vals = [], []
+    for pos, name, is_list in w:
+        v = args[pos] if pos is not None and pos < len(args) else kwargs.get(name)
+        vals.append(v)
+        for t in (v if is_list and v is not None else (v,)):
+            if type(t) is RemoteTensor and t.numel():
+                ts.append(t)
+    return ts, vals
+
+
+_SEEN = set()
+
+
+def seen():
+    """The writing overloads called so far with a tensor to write (names like
+    "aten.add_.Tensor"); all of them under RGPU_CHECK_WRITES=1, else those
+    not plain table records."""
+    return set(_SEEN)
+
+
+def _flag(func, name):
+    """(position, default) of func's argument name."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == name:
+            return i, a.default_value
+    raise KeyError(name)
+
+
+def checked(h, func, w):
+    """h, raising when it leaves an argument func writes unwritten."""
+    label = str(func)
+    ret = _returns_written(func, w)
+    cond = _WRITES_IF.get(func._schema.name)
+    if cond is not None:
+        cpos, cdefault = _flag(func, cond)
+
+    def handler(func, args, kwargs):
+        if cond is not None and not (args[cpos] if cpos < len(args) else kwargs.get(cond, cdefault)):
+            return h(func, args, kwargs)
+        ts, vals = _targets(w, args, kwargs)
+        if not ts:
+            return h(func, args, kwargs)
+        _SEEN.add(label)
+        tids = tuple(t._tid for t in ts)
+        _watch_begin(tids, tuple(t._st.sid for t in ts))
+        try:
+            r = h(func, args, kwargs)
+        finally:
+            missed = _watch_end()
+        if missed:
+            bad = [i for i in missed if ts[i]._tid == tids[i]]
+            if bad:
+                t = ts[bad[0]]
+                raise RuntimeError(f"rgpu: internal error: {label} did not write {len(bad)} of the "
+                                   f"{len(ts)} tensors its schema writes (first: {tuple(t.shape)} "
+                                   f"{t.dtype}); its result would be wrong")
+        if ret is not None and vals[ret] is not None and r is not vals[ret]:
+            raise RuntimeError(f"rgpu: internal error: {label} returned a new tensor instead of the "
+                               f"argument it writes ('{w[ret][1]}')")
+        return r
+    return handler
