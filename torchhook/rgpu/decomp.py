@@ -19,6 +19,7 @@ from torch._decomp import decomposition_table
 
 from . import decomp_sample as _decomp_sample
 from . import mexp as _mexp
+from . import nnops as _nnops
 
 aten = torch.ops.aten
 
@@ -1124,30 +1125,54 @@ _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 _OWN.update(_OWN_INDEX)                   # issue 13: index
 _OWN.update(_OWN_SORT)                    # issue 13: sorting
 _OWN.update(_mexp.TABLE)                  # issue 14: matrix_exp
+_OWN_BY_NAME.update(_nnops.BY_NAME)        # torch_nn:: custom ops (LinearCrossEntropyLoss)
 
 
 # --- _foreach_* ------------------------------------------------------------------------
 
+def _powsum(t, ord=2, dtype=None):
+    """_foreach_powsum's per-tensor value: sum(|t| ** ord), as ATen computes it."""
+    a = aten.abs.default(t)
+    if dtype is not None:
+        a = a.to(dtype)
+    return aten.sum.default(aten.pow.Tensor_Scalar(a, ord))
+
+
 def _elementwise_fn(base, inplace, scalar_other):
-    """The per-tensor function of _foreach_<base>[_]: a torch.Tensor method."""
+    """The per-tensor function of _foreach_<base>[_]: a torch.Tensor method; for
+    an in-place form without one (maximum_, minimum_), the out= form written
+    into the target (one record, like the method's)."""
     if base == "norm":
         return lambda t, ord=2, dtype=None: torch.linalg.vector_norm(t, ord, dtype=dtype)
+    if base == "powsum":
+        return _powsum
+    if base == "zero" and not inplace:
+        return lambda t: torch.zeros_like(t)
+    if base == "copy" and not inplace:
+        return lambda t, src, non_blocking=False: aten.copy.default(t, src, non_blocking)
     if scalar_other and base in ("maximum", "minimum"):
         base = "clamp_min" if base == "maximum" else "clamp_max"
     fn = getattr(torch.Tensor, base + ("_" if inplace else ""), None)
+    if fn is None and inplace:
+        oop = getattr(torch, base, None)
+        if oop is None:
+            return None
+        return lambda t, *a, **k: oop(t, *a, out=t, **k)
     if fn is None:
         fn = getattr(torch, base, None)
     return fn
 
 
 def _foreach_handler(func):
+    """Per-tensor calls of the base op. In-place forms write each target
+    (dispatch's write check holds them to it); out= forms compute the
+    out-of-place values and copy them into `out`."""
     s = func._schema
     op = s.name[len("aten::_foreach_"):]
     inplace = op.endswith("_")
     base = op[:-1] if inplace else op
-    params = s.arguments
-    if any(a.name == "out" for a in params):
-        return None                     # _out variants: not needed by torch.optim
+    params = [a for a in s.arguments if a.name != "out"]
+    has_out = len(params) != len(s.arguments)
     kinds = []                          # per argument: "list", "scalarlist", "tensorscalars", "same"
     scalar_other = False
     for a in params:
@@ -1181,8 +1206,8 @@ def _foreach_handler(func):
 
     def handler(func, args, kwargs):
         _count(label)
-        vals = list(args) + [kwargs[n] if n in kwargs else params[i].default_value
-                             for i, n in enumerate(names) if i >= len(args)]
+        vals = list(args[:len(params)]) + [kwargs[n] if n in kwargs else params[i].default_value
+                                           for i, n in enumerate(names) if i >= len(args)]
         n = len(vals[first_list])
         ks = kinds
         if "tensorscalars" in kinds:
@@ -1203,5 +1228,14 @@ def _foreach_handler(func):
                 else:
                     pos.append(v)
             results.append(fn(*pos, **kw))
+        if has_out:
+            out = kwargs["out"] if "out" in kwargs else args[len(params)]
+            if len(out) != n:
+                raise RuntimeError(f"{label}: out has {len(out)} tensors, self has {n}")
+            for o, r in zip(out, results):
+                if o.shape != r.shape:
+                    o.resize_(r.shape)
+                o.copy_(r)
+            return None
         return None if inplace else results
     return handler

@@ -262,7 +262,7 @@ def _window_max(x, pos, sp):
     """pos[j]: (.., out_j, k_j) int64 positions along spatial dim j, broadcastable
     against x's leading dims (shape lead + [out_j, k_j] or [out_j, k_j]). Returns
     (values, flat indices) of the max over each window, the first max in window
-    order (row-major), a NaN winning."""
+    order (row-major), or the last NaN where the window has one (as ATen)."""
     sizes = list(x.shape[-sp:])
     lead = list(x.shape[:-sp])
     nl = len(lead)
@@ -297,10 +297,16 @@ def _window_max(x, pos, sp):
     for o in outs:
         no *= o
     vals = xf.gather(-1, flat.reshape(lead + [no * K])).reshape(lead + outs + [K])
-    # NaN wins: a NaN maps to +inf for the argmax, and keeps NaN as value
-    isn = vals != vals
-    key = vals.masked_fill(isn, float("inf")) if vals.is_floating_point() else vals
-    amax = key.argmax(-1, keepdim=True)
+    if vals.is_floating_point():
+        # ATen's `val > max || isnan(val)`: the first max of the non-NaN values,
+        # unless the window has a NaN, when its last NaN wins (over +inf too)
+        isn = vals != vals
+        amax = vals.masked_fill(isn, float("-inf")).argmax(-1, keepdim=True)
+        order = torch.arange(1, K + 1, dtype=torch.int64).to(vals.device)
+        last_nan = (isn.to(torch.int64) * order).argmax(-1, keepdim=True)
+        amax = torch.where(isn.any(-1, keepdim=True), last_nan, amax)
+    else:
+        amax = vals.argmax(-1, keepdim=True)
     v = vals.gather(-1, amax).squeeze(-1)
     i = flat.gather(-1, amax).squeeze(-1)
     return v, i
@@ -331,23 +337,63 @@ def _adaptive_max_pool3d(x, output_size):
     return _adaptive_max_pool(x, output_size, 3)
 
 
+_FRAC_DIMS = {2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def _fractional_check(x, kernel_size, output_size, samples, sp):
+    """ATen's argument checks of fractional_max_pool2d/3d (CPU: the meta function,
+    then fractional_max_pool_check_shape), in its order and with its messages."""
+    name = f"fractional_max_pool{sp}d"
+    of = "Ints" if sp == 2 else "three Ints"
+    if isinstance(kernel_size, (list, tuple)) and len(kernel_size) != sp:
+        raise RuntimeError(f"{name}: kernel_size must either be a single Int or tuple of {of}")
+    if isinstance(output_size, (list, tuple)) and len(output_size) != sp:
+        raise RuntimeError(f"{name}: output_size must either be a single Int or tuple of {of}")
+    fn = name + ("()" if sp == 2 else "_out()")
+    nd = x.dim()
+    if nd not in (sp + 1, sp + 2):
+        raise RuntimeError(f"{fn}: Expected {sp + 1}D or {sp + 2}D tensor, but got: {list(x.shape)}")
+    for i in range(1, nd):
+        if x.shape[i] == 0:
+            raise RuntimeError(f"{fn}: Expected input to have non-zero size for non-batch dimensions, but "
+                               f"got{list(x.shape)} with dimension {i} being empty.")
+    ks, outs = _tuple(kernel_size, sp), _tuple(output_size, sp)
+    ins = x.shape[-sp:]
+    # 2-d: out + k - 1 <= in, height then width; 3-d: out + k - 1 < in, time, width, height
+    for j in ((0, 1) if sp == 2 else (0, 2, 1)):
+        o, k, n = int(outs[j]), int(ks[j]), int(ins[j])
+        if not (o + k - 1 <= n if sp == 2 else o + k - 1 < n):
+            d = _FRAC_DIMS[sp][j]
+            raise RuntimeError(f"{fn}: pool {d} {k} too large relative to input {d} {n}")
+    if samples.dtype != x.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.dim() != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {samples.dim()}")
+    n_batch, n_chan = (1, x.shape[0]) if nd == sp + 1 else (x.shape[0], x.shape[1])
+    if samples.shape[0] < n_batch:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != n_chan:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if samples.shape[2] != sp:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {sp}; got {samples.shape[2]}.")
+    return ks, outs
+
+
 def _fractional(sp):
     def f(x, kernel_size, output_size, random_samples):
-        ks = _tuple(kernel_size, sp)
-        outs = _tuple(output_size, sp)
+        ks, outs = _fractional_check(x, kernel_size, output_size, random_samples, sp)
         batched = x.dim() == sp + 2
         xb = x if batched else x.unsqueeze(0)
-        samples = random_samples if random_samples.dim() == 3 else random_samples.unsqueeze(0)
         N, C = xb.shape[0], xb.shape[1]
-        for j in range(sp):
-            if int(outs[j]) + int(ks[j]) - 1 > int(xb.shape[2 + j]):
-                raise RuntimeError(f"fractional_max_pool{sp}d(): pool size {ks[j]} and output size {outs[j]} are "
-                                   f"too large for input size {xb.shape[2 + j]}")
-        if xb.numel() == 0 or any(o == 0 for o in outs):
+        # ATen reads the samples of batch element n from row n: an unbatched input
+        # (one element) takes row 0, and rows past the batch are never read
+        samples = random_samples[:N]
+        if xb.numel() == 0 or any(int(o) == 0 for o in outs):
             shape = [N, C] + list(outs)
             v, i = xb.new_empty(shape), xb.new_empty(shape, dtype=torch.int64)
         else:
-            pos = []
+            empty = any(int(k) <= 0 for k in ks)
+            starts_all = []
             for j in range(sp):
                 n_in, n_out, k = int(xb.shape[2 + j]), int(outs[j]), int(ks[j])
                 # ATen's sample order: (W, H) in 2-d, (T, H, W) in 3-d
@@ -363,9 +409,25 @@ def _fractional(sp):
                     b = (u * alpha).to(torch.int64).unsqueeze(-1)
                     last = xb.new_full((N, C, 1), n_in - k, dtype=torch.int64)
                     starts = torch.cat([a - b, last], -1)
-                ar = torch.arange(k, dtype=torch.int64).to(xb.device)
-                pos.append(starts.unsqueeze(-1) + ar)                     # (N, C, out, k)
-            v, i = _window_max(xb, pos, sp)
+                starts_all.append(starts)                                 # (N, C, out)
+            if empty:
+                # an empty window (a pool size <= 0): ATen writes -inf and the
+                # window's first position, reading nothing
+                i = None
+                for j in range(sp):
+                    stride_j = 1
+                    for s in xb.shape[3 + j:]:
+                        stride_j *= int(s)
+                    shape = [N, C] + [1] * sp
+                    shape[2 + j] = int(outs[j])
+                    term = starts_all[j].reshape(shape) * stride_j
+                    i = term if i is None else i + term
+                i = i.expand([N, C] + [int(o) for o in outs]).contiguous()
+                v = xb.new_full(i.shape, float("-inf"))
+            else:
+                pos = [starts_all[j].unsqueeze(-1) + torch.arange(int(ks[j]), dtype=torch.int64).to(xb.device)
+                       for j in range(sp)]                                # (N, C, out, k)
+                v, i = _window_max(xb, pos, sp)
         if not batched:
             v, i = v.squeeze(0), i.squeeze(0)
         return v, i
