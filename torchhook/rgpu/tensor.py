@@ -25,6 +25,8 @@ _set_conj = torch._C._set_conj
 _set_neg = torch._C._set_neg
 _free = _C.free
 _new_id = _C.new_id
+_data_get = torch._C.TensorBase.data.__get__
+_data_set = torch._C.TensorBase.data.__set__     # sizes/strides/offset/dtype only
 
 
 def _no_dispatcher(func, args, kwargs):
@@ -135,6 +137,22 @@ class RemoteTensor(torch.Tensor):
     @property
     def _meta(self):
         return meta_of(self)
+
+    # `t.data = other` (nn.utils.vector_to_parameters, old-style weight
+    # surgery): torch's setter copies only other's metadata into t's
+    # TensorImpl, so t would keep reading its old server tensor with new
+    # sizes, a wrong result with no error. t takes other's server tensor too.
+    @property
+    def data(self):
+        return _data_get(self)
+
+    @data.setter
+    def data(self, new):
+        if type(new) is not RemoteTensor:
+            dev = new.device if isinstance(new, torch.Tensor) else type(new).__name__
+            raise RuntimeError(f"rgpu: cannot set .data of an rgpu tensor to a tensor on {dev}: "
+                               "move it first (.to('rgpu')), or copy_ its values")
+        share(self, new)
 
     def untyped_storage(self):
         # the storage remembers its tensor: UntypedStorage.resize_ of the rgpu
@@ -256,11 +274,26 @@ def rebind(t, key, st, tid, m=None, storage_size=None):
         tmp = _make(RemoteTensor, sizes, strides=strides, storage_offset=offset, dtype=dtype, device=DEVICE,
                     storage_size=storage_size)
         tmp._key, tmp._st, tmp._tid, tmp._m = key, st, 0, None
-    t.data = tmp            # copies sizes/strides/offset/dtype into t's TensorImpl
+    _data_set(t, tmp)       # copies sizes/strides/offset/dtype into t's TensorImpl
     old = t._tid
     t._key, t._st, t._tid, t._m = key, st, tid, m
     if t.__dict__.pop("_ref", None) is None:
         _free(old)              # else the _TidRef frees it when its last wrapper goes
+
+
+def share(t, src):
+    """Point t at src's server tensor and metadata (both then own the id)."""
+    ref = src.__dict__.get("_ref")
+    if ref is None:
+        ref = src._ref = _TidRef(src._tid)
+    _data_set(t, src)
+    old = t._tid
+    t._key, t._st, t._tid, t._m = src._key, src._st, src._tid, src._m
+    if t.__dict__.get("_ref") is None and old and not (PENDING and _drop_pending(old)):
+        _free(old)
+    t._ref = ref
+    _set_conj(t, _is_conj(src))
+    _set_neg(t, _is_neg(src))
 
 
 def out_def(key, nbytes):
