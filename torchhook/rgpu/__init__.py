@@ -20,6 +20,7 @@ from . import cells as _cells           # noqa: E402  (the fused LSTM and GRU ce
 from . import memory as _memory         # noqa: E402
 from . import resize as _resize         # noqa: E402
 from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
+from . import lazy as _lazy             # noqa: E402  (nn.Lazy* modules: uninitialized parameters on rgpu)
 from . import server                    # noqa: E402
 from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))
 from .tensor import RemoteTensor        # noqa: E402
@@ -44,6 +45,7 @@ def stats():
     return s
 
 
+_lazy.install()          # UninitializedParameter/Buffer on rgpu (their torch hooks, for them only)
 _resize.install()        # UntypedStorage.resize_ of rgpu storages (no Python hook for it)
 _compile.no_fake_constants()    # rgpu tensors are never FakeTensorMode constants
 _compile.skip_our_frames()  # dynamo must never trace rgpu's own frames (torch._C only, cheap)
