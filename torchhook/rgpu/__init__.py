@@ -20,6 +20,7 @@ from . import cells as _cells           # noqa: E402  (the fused LSTM and GRU ce
 from . import memory as _memory         # noqa: E402
 from . import resize as _resize         # noqa: E402
 from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
+from . import fused_optim as _fused_optim  # noqa: E402  (torch.optim's fused=True kernels)
 from . import lazy as _lazy             # noqa: E402  (nn.Lazy* modules: uninitialized parameters on rgpu)
 from . import server                    # noqa: E402
 from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))

@@ -549,6 +549,18 @@ def _gather_pre(handler, func, args, kwargs):
     return handler(func, args, kwargs)
 
 
+def _embedding_pre(handler, func, args, kwargs):
+    """embedding(..., sparse=True) with a weight that will get a gradient: its
+    backward makes a sparse COO gradient, and rgpu has no sparse tensors. Raised
+    here, at the forward call: inside backward (autograd's device thread) the
+    failure would abort the process."""
+    if arg(args, kwargs, 4, "sparse", False) and torch.is_grad_enabled() and args[0].requires_grad:
+        raise NotImplementedError("rgpu: embedding with sparse=True (nn.Embedding(sparse=True)) is not "
+                                  "supported: its gradient is a sparse tensor, and rgpu has no sparse "
+                                  "tensors; use sparse=False")
+    return handler(func, args, kwargs)
+
+
 def _index_add():
     def prep(args, kwargs):
         return _wrap(args[1], args[0].dim())
@@ -1346,7 +1358,8 @@ def _table():
 
     # index family
     _put(t, _overloads("embedding", ("default", "out")),
-         _fixed(C.OP_EMBEDDING, ((0, "weight"), (1, "indices")), _int_arg(2, "padding_idx", -1)))
+         _fixed(C.OP_EMBEDDING, ((0, "weight"), (1, "indices")), _int_arg(2, "padding_idx", -1)),
+         pre=_embedding_pre)
     _put(t, _overloads("embedding_dense_backward", ("default", "out")),
          _fixed(C.OP_EMBEDDING_BACKWARD, ((0, "grad_output"), (1, "indices")),
                 lambda args, kwargs: (args[2], args[3], bool(args[4]))))

@@ -13,7 +13,8 @@ Checked always: every handler that is not a plain op-table record
 write can hide. Plain table records write by construction; RGPU_CHECK_WRITES=1
 (the test suite sets it) checks those too. Not checked: ops that change only
 metadata (inplace_view ops, resize_, set_), written tensors with no elements,
-and the running stats of batch norm outside training (_WRITES_IF)."""
+and writes ATen itself makes only under a condition (_WRITES_IF: batch norm's
+running stats outside training, the fused optimizers' gradients unscaled)."""
 import os
 
 import torch
@@ -34,11 +35,19 @@ _METADATA_ONLY = frozenset({"aten::resize_", "aten::resize_as_", "aten::set_", "
                             # write only when a flag tensor (observer_on, fake_quant_on) says so
                             "aten::fused_moving_avg_obs_fake_quant", "aten::_fused_moving_avg_obs_fq_helper"})
 
-# ops that write their argument only when a bool argument says so, as ATen's own
-# kernels do: batch norm updates the running stats only in training
-_WRITES_IF = {"aten::_native_batch_norm_legit": "training", "aten::native_batch_norm": "training",
-              "aten::cudnn_batch_norm": "training", "aten::miopen_batch_norm": "training",
-              "aten::rrelu_with_noise": "training", "aten::rrelu_with_noise_": "training"}
+# Writes ATen's own kernels make only under a condition: batch norm updates the
+# running stats only in training; the fused optimizers write the gradients back
+# only when unscaling them (grad_scale given); _fused_adagrad_ never writes the
+# state_steps its schema marks. {op: {written argument or "*": when(argument value)}}
+_TRAINING = ("training", bool)
+_SCALED = ("grad_scale", lambda v: v is not None)
+_NEVER = (None, None)
+_WRITES_IF = {"aten::_native_batch_norm_legit": {"*": _TRAINING}, "aten::native_batch_norm": {"*": _TRAINING},
+              "aten::cudnn_batch_norm": {"*": _TRAINING}, "aten::miopen_batch_norm": {"*": _TRAINING},
+              "aten::rrelu_with_noise": {"*": _TRAINING}, "aten::rrelu_with_noise_": {"noise": _TRAINING},
+              "aten::_fused_adam_": {"grads": _SCALED}, "aten::_fused_adamw_": {"grads": _SCALED},
+              "aten::_fused_sgd_": {"grads": _SCALED},
+              "aten::_fused_adagrad_": {"grads": _SCALED, "state_steps": _NEVER}}
 
 
 def written_args(func):
@@ -76,6 +85,8 @@ def _targets(w, args, kwargs):
     for pos, name, is_list in w:
         v = args[pos] if pos is not None and pos < len(args) else kwargs.get(name)
         vals.append(v)
+        if is_list is None:             # not written this call (_WRITES_IF)
+            continue
         for t in (v if is_list and v is not None else (v,)):
             if type(t) is RemoteTensor and t.numel():
                 ts.append(t)
@@ -92,26 +103,44 @@ def seen():
     return set(_SEEN)
 
 
-def _flag(func, name):
-    """(position, default) of func's argument name."""
+def _arg_getter(func, name):
+    """A function (args, kwargs) -> the value of func's argument name."""
     for i, a in enumerate(func._schema.arguments):
         if a.name == name:
-            return i, a.default_value
+            default = a.default_value
+            if a.kwarg_only:
+                return lambda args, kwargs: kwargs.get(name, default)
+            return lambda args, kwargs: args[i] if i < len(args) else kwargs.get(name, default)
     raise KeyError(name)
+
+
+def _conditions(func, w):
+    """[(index in w, get(args, kwargs), when(value))] of func's conditional writes."""
+    c = _WRITES_IF.get(func._schema.name)
+    if c is None:
+        return []
+    out = []
+    for j, (_, name, _) in enumerate(w):
+        spec = c.get(name) or c.get("*")
+        if spec is None:
+            continue                    # written always
+        flag, when = spec
+        out.append((j, None if flag is None else _arg_getter(func, flag), when))
+    return out
 
 
 def checked(h, func, w):
     """h, raising when it leaves an argument func writes unwritten."""
     label = str(func)
     ret = _returns_written(func, w)
-    cond = _WRITES_IF.get(func._schema.name)
-    if cond is not None:
-        cpos, cdefault = _flag(func, cond)
+    conds = _conditions(func, w)
 
     def handler(func, args, kwargs):
-        if cond is not None and not (args[cpos] if cpos < len(args) else kwargs.get(cond, cdefault)):
-            return h(func, args, kwargs)
-        ts, vals = _targets(w, args, kwargs)
+        ww = w
+        if conds:
+            skip = {j for j, get, when in conds if get is None or not when(get(args, kwargs))}
+            ww = [x if j not in skip else (x[0], x[1], None) for j, x in enumerate(w)]
+        ts, vals = _targets(ww, args, kwargs)
         if not ts:
             return h(func, args, kwargs)
         _SEEN.add(label)

@@ -1,0 +1,249 @@
+"""torch.optim's fused=True kernels on rgpu: _fused_adam_, _fused_adamw_,
+_fused_sgd_ and _fused_adagrad_ (and their tensor_lr overloads).
+
+Each is the per-tensor elementwise math of ATen's CPU kernel
+(aten/src/ATen/native/cpu/Fused{Adam,SGD,Adagrad}Kernel.cpp), in its order, with
+its double scalars rounded to the parameter's dtype where ATen rounds them, as
+rgpu records of the op table. Half and bfloat16 tensors are worked on in
+float32 and stored back, like ATen's opmath. The results match fused=True on
+the CPU to an ulp per op (ATen's vectorized loops use FMA in lerp and in SGD's
+weight decay and momentum, and SLEEF's sqrt; the op table rounds each op).
+
+No waits. Under fused=True the step counts are device tensors; the bias
+corrections are computed from them in float64 on the device (ATen: in double
+from step.item()), and a Tensor lr enters the same way (ATen: lr.item()).
+grad_scale (GradScaler): the gradients are divided by it and written back, as
+ATen does. found_inf: where ATen returns without touching anything when it is
+1.0, every written tensor here takes torch.where(found_inf == 1, old, new).
+
+The write check (writes.py) knows that ATen leaves the gradients alone without
+grad_scale and that _fused_adagrad_ never writes the state_steps its schema
+marks (writes._WRITES_IF)."""
+import math
+import struct
+
+import torch
+
+from .dispatch import register
+from .tensor import RemoteTensor
+
+aten = torch.ops.aten
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def _bind(func, args, kwargs):
+    """{argument name: value} with the schema's defaults."""
+    out = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args):
+            out[a.name] = args[i]
+        elif a.name in kwargs:
+            out[a.name] = kwargs[a.name]
+        else:
+            out[a.name] = a.default_value
+    return out
+
+
+def _compute_dtype(t):
+    return torch.float32 if t.dtype in _LOW else t.dtype
+
+
+def _round(x, dtype):
+    """A double scalar as ATen's kernel uses it: scalar_t(x) (opmath_t(x) for half)."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype)
+    if dtype == torch.float32:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    return float(x)
+
+
+def _scalar(x):
+    """A step count or Tensor lr as a float64 value: a Python float (CPU tensors and
+    numbers, no wait) or a 0-dim float64 rgpu tensor (no wait either)."""
+    if type(x) is RemoteTensor:
+        return x.to(torch.float64)
+    if isinstance(x, torch.Tensor):
+        return float(x.item())
+    return float(x)
+
+
+def _pow(base, e):
+    return math.pow(base, e) if isinstance(e, float) else torch.pow(base, e)
+
+
+def _sqrt(x):
+    return math.sqrt(x) if isinstance(x, float) else torch.sqrt(x)
+
+
+class _Writes:
+    """The tensors one parameter's update writes. Each is worked on in place in the
+    compute dtype (a float32 copy for half/bfloat16, stored back at the end); with
+    found_inf, every one keeps its old value where found_inf == 1."""
+
+    def __init__(self, skip, ct):
+        self.skip = skip
+        self.ct = ct
+        self.back = []
+
+    def take(self, t):
+        if t.dtype != self.ct:
+            w = t.to(self.ct)
+            self.back.append((t, w, None))
+            return w
+        if self.skip is not None:
+            self.back.append((t, t, t.clone()))
+        return t
+
+    def done(self):
+        for dst, w, old in self.back:
+            if old is not None:
+                dst.copy_(torch.where(self.skip, old, dst))
+            elif self.skip is not None:
+                dst.copy_(torch.where(self.skip, dst, w))
+            else:
+                dst.copy_(w)
+
+
+def _skip_mask(found_inf):
+    return None if found_inf is None else (found_inf == 1.0)
+
+
+def _grad(g, w, scale, ct):
+    """The gradient the update uses: divided by grad_scale and written back when one
+    is given (ATen stores the unscaled gradient; the update goes on with the
+    unrounded value for half/bfloat16)."""
+    if scale is None:
+        return g if g.dtype == ct else g.to(ct)
+    gw = w.take(g)
+    gw.div_(scale.to(ct))
+    return gw
+
+
+def _check(n, lists, what):
+    for name, lst in lists:
+        if len(lst) != n:
+            raise RuntimeError(f"rgpu: {what}: {name} has {len(lst)} tensors, params {n}")
+
+
+# --- Adam / AdamW --------------------------------------------------------------------
+
+def _adam(func, args, kwargs, adamw):
+    a = _bind(func, args, kwargs)
+    params, grads, exp_avgs, exp_avg_sqs = a["self"], a["grads"], a["exp_avgs"], a["exp_avg_sqs"]
+    maxs, steps = a["max_exp_avg_sqs"], a["state_steps"]
+    lr, beta1, beta2, wd, eps = a["lr"], a["beta1"], a["beta2"], a["weight_decay"], a["eps"]
+    amsgrad, maximize, scale = a["amsgrad"], a["maximize"], a["grad_scale"]
+    n = len(params)
+    _check(n, [("grads", grads), ("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs),
+               ("state_steps", steps)] + ([("max_exp_avg_sqs", maxs)] if amsgrad else []), str(func))
+    if not amsgrad and len(maxs):
+        raise RuntimeError(f"rgpu: {func}: max_exp_avg_sqs must be empty without amsgrad")
+    skip = _skip_mask(a["found_inf"])
+    lrd = _scalar(lr)
+    for i in range(n):
+        p, g, m, v, s = params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], steps[i]
+        ct = _compute_dtype(p)
+        w = _Writes(skip, ct)
+        step = _scalar(s)
+        bc1 = 1 - _pow(beta1, step)
+        bc2_sqrt = _sqrt(1 - _pow(beta2, step))
+        neg_step_size = _round(-(lrd / bc1), ct)
+        pp, mm, vv = w.take(p), w.take(m), w.take(v)
+        gg = _grad(g, w, scale, ct)
+        if maximize:
+            gg = gg.neg()
+        if wd != 0:
+            if adamw:
+                pp.mul_(_round(1 - lrd * wd, ct))
+            else:
+                gg = gg + pp * _round(wd, ct)
+        mm.lerp_(gg, _round(1 - beta1, ct))                      # exp_avg.lerp_(grad, 1 - beta1)
+        vv.mul_(_round(beta2, ct)).add_(gg * _round(1 - beta2, ct) * gg)
+        if amsgrad:
+            mx = w.take(maxs[i])
+            torch.maximum(mx, vv, out=mx)
+            vv = mx
+        denom = (vv.sqrt() / _round(bc2_sqrt, ct)).add_(_round(eps, ct))
+        pp.add_(mm * neg_step_size / denom)
+        w.done()
+
+
+def _fused_adam(func, args, kwargs):
+    return _adam(func, args, kwargs, adamw=False)
+
+
+def _fused_adamw(func, args, kwargs):
+    return _adam(func, args, kwargs, adamw=True)
+
+
+# --- SGD ------------------------------------------------------------------------------
+
+def _fused_sgd(func, args, kwargs):
+    a = _bind(func, args, kwargs)
+    params, grads, bufs = a["self"], a["grads"], a["momentum_buffer_list"]
+    wd, momentum, lr, dampening = a["weight_decay"], a["momentum"], a["lr"], a["dampening"]
+    nesterov, maximize, first, scale = a["nesterov"], a["maximize"], a["is_first_step"], a["grad_scale"]
+    n = len(params)
+    if momentum == 0:
+        if len(bufs):
+            raise RuntimeError(f"rgpu: {func}: momentum_buffer_list must be empty without momentum")
+        _check(n, [("grads", grads)], str(func))
+    else:
+        _check(n, [("grads", grads), ("momentum_buffer_list", bufs)], str(func))
+    skip = _skip_mask(a["found_inf"])
+    lrd = _scalar(lr)
+    for i in range(n):
+        p, g = params[i], grads[i]
+        ct = _compute_dtype(p)
+        w = _Writes(skip, ct)
+        pp = w.take(p)
+        gg = _grad(g, w, scale, ct)
+        if maximize:
+            gg = gg.neg()
+        if wd != 0:
+            gg = gg + pp * _round(wd, ct)
+        if momentum != 0:
+            bb = w.take(bufs[i])
+            if first:
+                bb.copy_(gg)
+            else:
+                bb.mul_(_round(momentum, ct)).add_(gg * _round(1 - dampening, ct))
+            gg = gg + bb * _round(momentum, ct) if nesterov else bb
+        pp.add_(gg * _round(-lrd, ct))
+        w.done()
+
+
+# --- Adagrad --------------------------------------------------------------------------
+
+def _fused_adagrad(func, args, kwargs):
+    a = _bind(func, args, kwargs)
+    params, grads, sums, steps = a["self"], a["grads"], a["state_sums"], a["state_steps"]
+    lr, lr_decay, wd, eps = a["lr"], a["lr_decay"], a["weight_decay"], a["eps"]
+    maximize, scale = a["maximize"], a["grad_scale"]
+    n = len(params)
+    _check(n, [("grads", grads), ("state_sums", sums), ("state_steps", steps)], str(func))
+    skip = _skip_mask(a["found_inf"])
+    lrd = _scalar(lr)
+    for i in range(n):
+        p, g, ss = params[i], grads[i], sums[i]
+        ct = _compute_dtype(p)
+        w = _Writes(skip, ct)
+        step = _scalar(steps[i])
+        clr = _round(lrd / (1.0 + (step - 1.0) * lr_decay), ct)
+        pp, sw = w.take(p), w.take(ss)
+        gg = _grad(g, w, scale, ct)
+        if maximize:
+            gg = gg.neg()
+        if wd != 0:
+            gg = gg + pp * _round(wd, ct)
+        sw.add_(gg * gg)
+        std = sw.sqrt().add_(_round(eps, ct))
+        pp.sub_(gg * clr / std)
+        w.done()
+
+
+register((aten._fused_adam_.default, aten._fused_adam_.tensor_lr), _fused_adam)
+register((aten._fused_adamw_.default, aten._fused_adamw_.tensor_lr), _fused_adamw)
+register((aten._fused_sgd_.default, aten._fused_sgd_.tensor_lr), _fused_sgd)
+register((aten._fused_adagrad_.default, aten._fused_adagrad_.tensor_lr), _fused_adagrad)
