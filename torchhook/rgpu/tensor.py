@@ -10,6 +10,7 @@ Every op on it goes to __torch_dispatch__, which the dispatch module installs
 with set_dispatcher()."""
 import copy
 import weakref
+from collections import OrderedDict
 
 import torch
 
@@ -133,6 +134,17 @@ class RemoteTensor(torch.Tensor):
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
         return new
+
+    # pickle / torch.save: the values go to the CPU and come back to rgpu at
+    # load (or stay where torch.load's map_location says), as torch does for a
+    # backend whose tensors have no host storage; a Parameter stays one. Only
+    # torch's own rebuild functions are named, so torch.load(weights_only=True)
+    # reads it. Views are saved as copies (no storage sharing across them).
+    def __reduce_ex__(self, proto):
+        if self.__dict__.get("_is_param"):
+            return (torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, OrderedDict()))
+        return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
+                (transfer.download(self), self.dtype, str(self.device), self.requires_grad))
 
     @property
     def _meta(self):
