@@ -1,14 +1,33 @@
 """Run PyTorch's OpInfo samples on rgpu and compare each with PyTorch CPU.
 
-    python3 tests/py/opinfo_runner.py [--dtype float32] [--samples 6] [--ops a,b]
-                                       [--json out.json] [--fails]
+    python3 tests/py/opinfo_runner.py [--kind op|inplace|out|foreach|foreach_inplace]
+                                       [--dtype float32] [--samples N] [--ops a,b]
+                                       [--json out.json] [--fails] [--write-floor]
 
-For every op in torch's `op_db` (torch.testing._internal.common_methods_invocations)
-that supports the dtype on CPU, up to --samples of its sample inputs run twice:
-on CPU, and with every tensor moved to rgpu. The op passes when every sample's
-outputs match CPU's (torch.testing.assert_close, NaNs equal, dtype-scaled
-tolerances) or both sides raise. Prints the pass rate; --fails lists each
-failing op with its first error. Needs `expecttest` (torch's test helpers).
+Kinds (each op passes when every sample matches CPU: torch.testing.assert_close,
+NaNs equal, dtype-scaled tolerances):
+
+  op       the out-of-place call of every op in torch's `op_db`
+           (torch.testing._internal.common_methods_invocations) that supports the
+           dtype on CPU; CPU and rgpu both raising counts as a match.
+  inplace  `op.inplace_variant` (add_, ...) on the samples where CPU's in-place call
+           succeeds: the returned value, the mutated input, and that the call returns
+           the very input object, as CPU does.
+  out      the out= form of every op with `supports_out` (PyTorch's test_out): out
+           tensors shaped like CPU's out-of-place result, filled with NaN (integer
+           max), so an out= that is not written shows; then a 0-element out that ATen
+           resizes. The out tensors and the returned object (it must be the out).
+  foreach  the ForeachFuncInfos (foreach_unary/binary/pointwise/reduce/other_op_db):
+           `_foreach_add(list, ...)`; the result list and the input lists afterwards
+           (unchanged, or, for _foreach_zero_/_foreach_copy_, which have no
+           out-of-place form, mutated).
+  foreach_inplace  their in-place variants (`_foreach_add_`): result (None) and the
+           mutated list.
+
+Samples are made on CPU and every tensor is moved to rgpu (--on-device: made on rgpu
+and copied, op kind only). Prints the pass rate and the time; --fails lists each
+failing op with its first error; --write-floor writes the ops that pass to the kind's
+floor file, tests/py/test_opinfo.py's floor (floor_path). Needs `expecttest`.
 """
 import argparse
 import json
@@ -168,34 +187,403 @@ def run(dtype=torch.float32, nsamples=6, ops=None, on_device=False):
     return res, skipped
 
 
+KINDS = ("op", "inplace", "out", "foreach", "foreach_inplace")
+NEW_KINDS = KINDS[1:]                    # the variant kinds beside op
+NEW_DTYPES = ("float32", "bfloat16")     # the dtypes test_opinfo.py keeps a floor for, for NEW_KINDS
+NEW_SAMPLES = 6                          # samples per op for inplace and out, as for op
+FOREACH_TENSORS = 3                      # tensors per foreach list (PyTorch: 20 and 23)
+
+NA = "n/a"   # a run_* answer: no sample that CPU runs, so nothing to compare (not counted)
+
+
+def _why(e):
+    """One line: the exception's first line, and assert_close's mismatch counts."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    msg = "; ".join(lines[:1] + [ln for ln in lines[1:] if ln.startswith(("Mismatched elements",
+                                                                           "Greatest absolute"))])
+    return f"{type(e).__name__}: {msg[:240]}"
+
+
+def _changed(before, after):
+    """Per tensor of after: whether it differs from before (shape, or a value; NaN == NaN)."""
+    out = []
+    for b, a in zip(_flat(before, []), _flat(after, [])):
+        if not isinstance(a, torch.Tensor):
+            continue
+        a = _cpu(a)
+        if b.shape != a.shape:
+            out.append(True)
+        elif b.dtype.is_floating_point or b.dtype.is_complex:
+            out.append(bool(((b != a) & ~(b.isnan() & a.isnan())).any()))
+        else:
+            out.append(bool((b != a).any()))
+    return out
+
+
+def _compare_targets(before, cpu_after, got_after, dtype, values, what):
+    """The written tensors (the in-place input, the out tensors) against CPU's: their
+    values; or, for ops whose values are random (values=False), their shapes and dtypes
+    and which of them the call wrote (changed from before), as on CPU; before=None
+    (uninitialised outputs): shapes and dtypes only."""
+    try:
+        if values:
+            _compare(cpu_after, got_after, dtype)
+            return
+        e, g = _flat(cpu_after, []), _flat(got_after, [])
+        for a, b in zip(e, g):
+            if isinstance(a, torch.Tensor) and (a.shape != b.shape or a.dtype != b.dtype):
+                raise AssertionError(f"{tuple(b.shape)} {b.dtype}, cpu gives {tuple(a.shape)} {a.dtype}")
+        if before is None:          # uninitialised outputs: nothing more to compare
+            return
+        ce, ge = _changed(before, cpu_after), _changed(before, got_after)
+        if ce != ge:
+            raise AssertionError(f"written: {ge}, on cpu: {ce} (random values, not compared)")
+    except AssertionError as e:
+        raise AssertionError(f"{what} after the call: {_why(e)}") from None
+
+
+def _clone(t):
+    return t.detach().clone()
+
+
+def _to_rgpu_strided(t):
+    """t on rgpu with t's strides and storage offset (.to("rgpu") makes a non-dense
+    tensor contiguous; in-place and out= writes into strided targets are worth testing)."""
+    if t.layout != torch.strided or t.is_contiguous() or t.requires_grad or t.numel() == 0:
+        return _to_rgpu(t)
+    base = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device="rgpu")
+    v = base.as_strided(t.shape, t.stride(), t.storage_offset())
+    v.copy_(t.detach())
+    return v
+
+
+def _rgpu_args(s):
+    """A sample's input, args and kwargs on rgpu, strides kept; a factory's device="cpu"
+    made "rgpu" (PyTorch makes the samples on the device under test, so its factories
+    get that device)."""
+    kw = _map(s.kwargs, _to_rgpu_strided)
+    d = kw.get("device")
+    if d is not None and torch.device(d).type == "cpu":
+        kw["device"] = "rgpu"
+    return _map(s.input, _to_rgpu_strided), _map(s.args, _to_rgpu_strided), kw
+
+
+def _samples(op, dtype, nsamples):
+    torch.manual_seed(0)        # the same sample values every run: a floor that does not flake
+    try:
+        return list(op.sample_inputs("cpu", dtype, requires_grad=False))[:nsamples], None
+    except Exception as e:  # noqa: BLE001
+        return None, f"(samples: {type(e).__name__})"
+
+
+def _same_objects(cpu_ret, cpu_targets, got_ret, got_targets, what):
+    """The call returned its input/out object(s) on CPU; rgpu must return the same objects."""
+    if isinstance(cpu_targets, torch.Tensor):
+        if cpu_ret is cpu_targets and got_ret is not got_targets:
+            raise AssertionError(f"returns a new {type(got_ret).__name__}, not the {what} object "
+                                 "(cpu returns the " + what + ")")
+        return
+    for i, (c, g) in enumerate(zip(cpu_targets, got_targets)):
+        if (isinstance(cpu_ret, (list, tuple)) and i < len(cpu_ret) and cpu_ret[i] is c
+                and not (isinstance(got_ret, (list, tuple)) and i < len(got_ret) and got_ret[i] is g)):
+            raise AssertionError(f"result {i} is not the {what} object {i} (cpu returns it)")
+
+
+def _refused(i, cpu_err, fn, s, target=None):
+    """With refusals: a reason when rgpu accepts the call CPU refused (cpu_err), else None."""
+    try:
+        inp, args, kwargs = _rgpu_args(s)
+        before = tuple(inp.shape) if isinstance(inp, torch.Tensor) else None
+        fn(inp, args, kwargs)
+        _map(inp, _cpu)
+    except Exception:  # noqa: BLE001
+        return None
+    shape = (f"; input {before} -> {tuple(inp.shape)}"
+             if before is not None and before != tuple(inp.shape) else "")
+    return f"sample {i}: cpu raises {_why(cpu_err)}; rgpu does not{shape}"
+
+
+def run_inplace_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refusals=False):
+    """op.inplace_variant on each sample where CPU's in-place call succeeds: None when
+    the returned value, the mutated input and the returned object match CPU's; NA
+    when CPU raises on every sample; else a one-line reason. values=False (random
+    ops): the input must be written when CPU's is, not to the same values.
+    refusals: also a reason when CPU raises and rgpu does not (add_ of a self that
+    would have to broadcast)."""
+    fn = op.inplace_variant
+    if samples is None:
+        samples, err = _samples(op, dtype, nsamples)
+        if err:
+            return err
+    ran = 0
+    for i, s in enumerate(samples):
+        cin = _map(s.input, _clone)
+        torch.manual_seed(0)
+        try:
+            cret = fn(cin, *s.args, **s.kwargs)
+        except Exception as e:  # noqa: BLE001  (e.g. the result dtype cannot be cast to the input's)
+            why = refusals and _refused(i, e, lambda x, a, k: fn(x, *a, **k), s)
+            if why:
+                return why
+            continue
+        ran += 1
+        torch.manual_seed(0)
+        try:       # s.input is as it was: the CPU call mutated its clone
+            inp, args, kwargs = _rgpu_args(s)
+            ret = fn(inp, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            return f"sample {i}: {_why(e)}"
+        try:
+            _same_objects(cret, cin, ret, inp, "input")
+            _compare_targets(s.input, cin, inp, dtype, values, "input")
+            if values:
+                _compare(cret, ret, dtype)
+        except Exception as e:  # noqa: BLE001
+            return f"sample {i}: mismatch: {_why(e)}"
+    return None if ran else NA
+
+
+def _fill(t):
+    """Like PyTorch's test_out case 0: NaN (integer max) everywhere, so an out= the op
+    does not write shows."""
+    if t.dtype == torch.bool:
+        return torch.ones_like(t)
+    try:
+        return torch.full_like(t, torch.iinfo(t.dtype).max)
+    except TypeError:
+        return torch.full_like(t, float("nan"))
+
+
+def run_out_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refusals=False):
+    """op(input, *args, **kwargs, out=out) for each sample whose out-of-place result is
+    a tensor or a tuple of tensors: first out tensors of the result's shape and dtype
+    filled with NaN, then 0-element ones (ATen resizes them). None when the out tensors
+    and the returned object match CPU's; NA when CPU's out= raises on every sample.
+    values=False (random ops): shapes, dtypes and which outs are written only; ops whose
+    name says empty (uninitialised outputs): shapes and dtypes only. refusals: also a
+    reason when CPU's out= call raises and rgpu's does not."""
+    uninit = "empty" in op.name
+    if samples is None:
+        samples, err = _samples(op, dtype, nsamples)
+        if err:
+            return err
+    ran, resized = 0, False
+    for i, s in enumerate(samples):
+        torch.manual_seed(0)
+        try:
+            expect = op(s.input, *s.args, **s.kwargs)
+        except Exception:  # noqa: BLE001
+            continue
+        if isinstance(expect, torch.Tensor):
+            single = True
+        elif (isinstance(expect, (tuple, list)) and expect
+              and all(isinstance(t, torch.Tensor) for t in expect)):
+            single = False
+        else:
+            continue
+        for case, make in (("out of the result's shape", _fill),
+                           ("0-element out", lambda t: t.new_empty((0,)))):
+            if case == "0-element out" and resized:
+                continue        # once per op: rgpu's resize_ of an out is slow (gc.get_referrers)
+            resized = resized or case == "0-element out"
+            cout = make(expect) if single else tuple(make(t) for t in expect)
+            rout0 = _map(cout, _clone)
+            torch.manual_seed(0)
+            try:
+                cret = op(s.input, *s.args, **s.kwargs, out=cout)
+            except Exception as e:  # noqa: BLE001
+                why = refusals and _refused(i, e, lambda x, a, k: op(x, *a, **k, out=_map(rout0, _to_rgpu)), s)
+                if why:
+                    return f"{why} ({case})"
+                continue
+            ran += 1
+            torch.manual_seed(0)
+            try:
+                inp, args, kwargs = _rgpu_args(s)
+                rout = _map(rout0, _to_rgpu)
+                ret = op(inp, *args, **kwargs, out=rout)
+            except Exception as e:  # noqa: BLE001
+                return f"sample {i}, {case}: {_why(e)}"
+            try:
+                _same_objects(cret, cout, ret, rout, "out")
+                _compare_targets(None if uninit else rout0, cout, rout, dtype, values and not uninit, "out")
+                if values and not uninit:
+                    _compare(cret, ret, dtype)
+            except Exception as e:  # noqa: BLE001
+                return f"sample {i}, {case}: mismatch: {_why(e)}"
+    return None if ran else NA
+
+
+def foreach_db():
+    from torch.testing._internal import common_methods_invocations as cmi
+    return (cmi.foreach_unary_op_db + cmi.foreach_binary_op_db + cmi.foreach_pointwise_op_db
+            + cmi.foreach_reduce_op_db + cmi.foreach_other_op_db)
+
+
+def _foreach_samples(op, dtype, ntensors=FOREACH_TENSORS):
+    """The op's samples with lists of ntensors tensors: contiguous ones, with scalars of
+    a higher dtype too (complex scalars on float lists), as test_foreach's binary tests
+    make them; then noncontiguous ones (test_foreach's slow path)."""
+    out = []
+    torch.manual_seed(0)
+    try:
+        out += op.sample_inputs("cpu", dtype, requires_grad=False, num_input_tensors=[ntensors],
+                                allow_higher_dtype_scalars=True)
+        nc = list(op.sample_inputs("cpu", dtype, requires_grad=False, num_input_tensors=[ntensors],
+                                   noncontiguous=True))
+        # a sample function that ignores these keywords (_foreach_mm) gives the same again
+        out += [x for x in nc if any(isinstance(t, torch.Tensor) and not t.is_contiguous()
+                                     for t in _flat([x.input, x.args], []))]
+    except Exception as e:  # noqa: BLE001
+        return None, f"(samples: {type(e).__name__})"
+    return out, None
+
+
+def run_foreach_op(op, dtype, inplace=False, samples=None):
+    """A ForeachFuncInfo's out-of-place op (op.op) or in-place variant on each of its
+    samples (lists of FOREACH_TENSORS tensors; every rightmost-argument kind: tensor
+    list, scalar, scalar list, tensor): the result and every tensor list argument after
+    the call against CPU's. None, NA (CPU raises on every sample) or a reason."""
+    fn = op.inplace_variant if inplace else op.op
+    if samples is None:
+        samples, err = _foreach_samples(op, dtype)
+        if err:
+            return err
+    ran = 0
+    for i, s in enumerate(samples):
+        cin, cargs = _map(s.input, _clone), _map(s.args, _clone)
+        torch.manual_seed(0)
+        try:
+            cret = fn(cin, *cargs, **s.kwargs)
+        except Exception:  # noqa: BLE001
+            continue
+        ran += 1
+        torch.manual_seed(0)
+        try:
+            inp, args, kwargs = _rgpu_args(s)
+            ret = fn(inp, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            return f"sample {i}: {_why(e)}"
+        try:
+            for what, c, g in (("input list after the call", cin, inp), ("result", cret, ret),
+                               ("other arguments after the call", cargs, args)):
+                try:
+                    _compare(c, g, dtype)
+                except AssertionError as e:
+                    raise AssertionError(f"{what}: {_why(e)}") from None
+        except Exception as e:  # noqa: BLE001
+            return f"sample {i}: mismatch: {_why(e)}"
+    return None if ran else NA
+
+
+# random values not marked so in their OpInfo (no test_compare_cpu skip): compared as random
+_RANDOM = frozenset({"randn", "randint", "nn.functional.alpha_dropout"})
+
+
+def random_values(op):
+    return compare_cpu_skipped(op) or op.name in _RANDOM
+
+
+def run_kind(kind, dtype=torch.float32, nsamples=None, ops=None, refusals=False):
+    """({op key: None or why it fails}, {keys with random values}) for one of KINDS
+    (op: run(); the second set is then the keys whose OpInfo skips test_compare_cpu).
+    Keys: the OpInfo's name[.variant] (inplace, out: the op's key, as for op), the
+    foreach op's name (_foreach_add; foreach_inplace: _foreach_add_). Ops with nothing
+    to compare (CPU raises on every sample) are left out. nsamples: per op (default 6;
+    foreach: all its samples). refusals (inplace, out; not what the floors hold): an
+    op also fails where CPU raises and rgpu does not."""
+    if kind == "op":
+        return run(dtype, 6 if nsamples is None else nsamples, ops)
+    import rgpu  # noqa: F401
+    res, skipped = {}, set()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")
+        if kind in ("inplace", "out"):
+            from torch.testing._internal.common_methods_invocations import op_db
+            for op in op_db:
+                key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+                if ops and key not in ops and op.name not in ops:
+                    continue
+                if dtype not in op.supported_dtypes("cpu"):
+                    continue
+                if kind == "inplace" and op.inplace_variant is None:
+                    continue
+                if kind == "out" and not op.supports_out:
+                    continue
+                n = NEW_SAMPLES if nsamples is None else nsamples
+                values = not random_values(op)
+                r = (run_inplace_op(op, dtype, n, values=values, refusals=refusals) if kind == "inplace"
+                     else run_out_op(op, dtype, n, values=values, refusals=refusals))
+                if r is NA:
+                    continue
+                res[key] = r
+                if not values:
+                    skipped.add(key)
+        elif kind in ("foreach", "foreach_inplace"):
+            inplace = kind == "foreach_inplace"
+            for op in foreach_db():
+                fn = op.inplace_variant if inplace else op.op
+                if fn is None or (not inplace and fn is op.inplace_variant):
+                    continue    # no in-place form; or (_foreach_zero_, _copy_) no out-of-place one
+                key = op.name + ("_" if inplace else "")
+                if ops and key not in ops and op.name not in ops:
+                    continue
+                if dtype not in op.supported_dtypes("cpu"):
+                    continue
+                samples, err = _foreach_samples(op, dtype)
+                if nsamples is not None and samples:
+                    samples = samples[:nsamples]
+                r = err or run_foreach_op(op, dtype, inplace, samples)
+                if r is NA:
+                    continue
+                res[key] = r
+        else:
+            raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    return res, skipped
+
+
 FLOOR_DTYPES = ("float32", "complex64")     # the dtypes test_opinfo.py keeps a floor for
 
 
-def floor_path(dtype="float32"):
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"opinfo_{dtype}_pass.txt")
+def floor_path(dtype="float32", kind="op"):
+    """opinfo_<dtype>_pass.txt for kind op, opinfo_<kind>_<dtype>_pass.txt for the others."""
+    name = f"opinfo_{dtype}_pass.txt" if kind == "op" else f"opinfo_{kind}_{dtype}_pass.txt"
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
 
 
-def read_floor(dtype="float32"):
-    with open(floor_path(dtype)) as f:
+def read_floor(dtype="float32", kind="op"):
+    with open(floor_path(dtype, kind)) as f:
         return {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", default="op", choices=KINDS)
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--samples", type=int, default=6)
+    ap.add_argument("--samples", type=int, default=None,
+                    help=f"samples per op (op: 6, inplace and out: {NEW_SAMPLES}, foreach: all of them, "
+                         f"lists of {FOREACH_TENSORS} tensors)")
     ap.add_argument("--ops", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--fails", action="store_true")
+    ap.add_argument("--refusals", action="store_true",
+                    help="inplace, out: an op also fails where CPU raises and rgpu does not (an in-place "
+                         "op that resizes its input where CPU refuses to broadcast it); not in the floors")
     ap.add_argument("--on-device", action="store_true",
-                    help="make the samples on rgpu and copy them to CPU (test_compare_cpu's way)")
+                    help="make the samples on rgpu and copy them to CPU (test_compare_cpu's way; kind op)")
     ap.add_argument("--write-floor", action="store_true",
-                    help="write the passing ops to opinfo_<dtype>_pass.txt (test_opinfo.py's floor; "
-                         "float32 and complex64)")
+                    help="write the passing ops to the kind's floor, test_opinfo.py's: opinfo_<dtype>_pass.txt "
+                         "(op: float32, complex64), opinfo_<kind>_<dtype>_pass.txt (the others: float32, bfloat16)")
     a = ap.parse_args(argv)
     dtype = getattr(torch, a.dtype)
+    ops = set(a.ops.split(",")) if a.ops else None
     t0 = time.time()
-    res, skipped = run(dtype, a.samples, set(a.ops.split(",")) if a.ops else None, a.on_device)
+    if a.kind == "op":
+        res, skipped = run(dtype, 6 if a.samples is None else a.samples, ops, a.on_device)
+    else:
+        assert not a.on_device, "--on-device: kind op only"
+        res, skipped = run_kind(a.kind, dtype, a.samples, ops, a.refusals)
+    dt = time.time() - t0
     n = len(res)
     ok = sum(1 for v in res.values() if v is None)
     nc = n - len(skipped)
@@ -204,20 +592,28 @@ def main(argv=None):
         for k in sorted(res):
             if res[k] is not None:
                 print(f"FAIL {k}: {res[k]}")
-    print(f"opinfo {a.dtype}: {ok}/{n} ops pass ({100.0 * ok / max(n, 1):.1f}%); "
-          f"without the {len(skipped)} whose OpInfo skips test_compare_cpu (random or "
-          f"uninitialised outputs): {okc}/{nc} ({100.0 * okc / max(nc, 1):.1f}%); "
-          f"{time.time() - t0:.0f} s")
+    label = a.dtype if a.kind == "op" else f"{a.kind} {a.dtype}"
+    tail = ""
+    if a.kind == "op":
+        tail = (f"; without the {len(skipped)} whose OpInfo skips test_compare_cpu (random or "
+                f"uninitialised outputs): {okc}/{nc} ({100.0 * okc / max(nc, 1):.1f}%)")
+    elif a.kind in ("inplace", "out"):
+        tail = (f"; without the {len(skipped)} with random values (compared by shape and by which "
+                f"tensors are written): {okc}/{nc} ({100.0 * okc / max(nc, 1):.1f}%)")
+    print(f"opinfo {label}: {ok}/{n} ops pass ({100.0 * ok / max(n, 1):.1f}%){tail}; {dt:.0f} s")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"dtype": a.dtype, "pass": ok, "total": n, "results": res,
-                       "compare_cpu_skipped": sorted(skipped)}, f, indent=1, sort_keys=True)
+            json.dump({"kind": a.kind, "dtype": a.dtype, "pass": ok, "total": n, "results": res,
+                       "compare_cpu_skipped": sorted(skipped), "seconds": dt}, f, indent=1, sort_keys=True)
     if a.write_floor:
-        assert a.dtype in FLOOR_DTYPES and not a.ops
-        with open(floor_path(a.dtype), "w") as f:
-            f.write(f"# OpInfo ops whose {a.dtype} samples all match CPU on rgpu (torch "
+        assert (a.dtype in (FLOOR_DTYPES if a.kind == "op" else NEW_DTYPES) and not a.ops and a.samples is None
+                and not a.refusals)
+        kind_arg = "" if a.kind == "op" else f"--kind {a.kind} "
+        what = "" if a.kind == "op" else f"{a.kind} "
+        with open(floor_path(a.dtype, a.kind), "w") as f:
+            f.write(f"# OpInfo ops whose {what}{a.dtype} samples all match CPU on rgpu (torch "
                     f"{torch.__version__.split('+')[0]}); tests/py/test_opinfo.py fails when one stops passing.\n"
-                    f"# Written by: python3 tests/py/opinfo_runner.py --dtype {a.dtype} --write-floor\n")
+                    f"# Written by: python3 tests/py/opinfo_runner.py {kind_arg}--dtype {a.dtype} --write-floor\n")
             f.writelines(k + "\n" for k in sorted(res) if res[k] is None)
     return 0
 
