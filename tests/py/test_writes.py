@@ -177,3 +177,53 @@ def test_vector_to_parameters_then_train():
     for a, b in zip(mc.parameters(), mr.parameters()):
         torch.testing.assert_close(b.detach().cpu(), a.detach())
         torch.testing.assert_close(b.grad.cpu(), a.grad)
+
+
+# --- out= of several outputs, composite out= kernels, in-place broadcasting -----------
+
+@pytest.mark.parametrize("call", [
+    lambda x, o: torch.sort(x, 1, out=o),
+    lambda x, o: torch.sort(x, stable=True, dim=1, descending=True, out=o),
+    lambda x, o: torch.cummax(x, 1, out=o),
+    lambda x, o: torch.cummin(x, 0, out=o),
+    lambda x, o: torch.mode(x.round(), 1, out=o),
+], ids=["sort", "sort_stable", "cummax", "cummin", "mode"])
+def test_multi_output_out_is_written(call):
+    x = torch.randn(4, 5)
+    got = []
+    for xx in (x, x.to("rgpu")):
+        o = (torch.full((4, 5), float("nan"), device=xx.device), torch.zeros((4, 5), dtype=torch.long,
+                                                                             device=xx.device))
+        r = call(xx, o)
+        assert r[0] is o[0] and r[1] is o[1]
+        got.append([t.cpu() for t in o])
+    for a, b in zip(*got):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kw", [{}, {"hermitian": True}, {"atol": 0.5}, {"rtol": 0.1}, {"tol": 1e-3}])
+def test_matrix_rank_out_is_written(kw):
+    a = torch.randn(5, 5)
+    a[4] = a[3]
+    if kw.get("hermitian"):
+        a = a @ a.T
+    o = torch.full((), 99, dtype=torch.long).to("rgpu")
+    r = torch.linalg.matrix_rank(a.to("rgpu"), out=o, **kw)
+    assert r is o and o.item() == torch.linalg.matrix_rank(a, **kw).item() == 4
+
+
+@pytest.mark.parametrize("name", ["atan2_", "clamp_min_", "eq_", "pow_", "fmod_", "hypot_", "xlogy_"])
+def test_inplace_never_broadcasts_self(name):
+    x, y = torch.rand(5, 1) + 0.5, torch.rand(5, 5) + 0.5
+    with pytest.raises(RuntimeError, match=r"doesn't match the broadcast shape \[5, 5\]"):
+        getattr(x.clone(), name)(y)
+    xr = x.to("rgpu")
+    with pytest.raises(RuntimeError, match=r"doesn't match the broadcast shape \[5, 5\]"):
+        getattr(xr, name)(y.to("rgpu"))
+    assert tuple(xr.shape) == (5, 1) and torch.equal(xr.cpu(), x)
+
+
+def test_conj_physical_of_a_real_tensor_is_itself():
+    x = torch.randn(3)
+    xr = x.to("rgpu")
+    assert xr.conj_physical_() is xr and torch.equal(xr.cpu(), x)

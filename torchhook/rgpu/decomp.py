@@ -19,6 +19,7 @@ from torch._decomp import decomposition_table
 
 from . import decomp_sample as _decomp_sample
 from . import mexp as _mexp
+from . import composite_out as _composite_out
 from . import nnops as _nnops
 
 aten = torch.ops.aten
@@ -56,6 +57,8 @@ def handler_for(func):
         d = func.decompose          # ATen's own aten-level decomposition (var_mean.dim, reshape ...)
     if d is None:
         d = decomposition_table.get(func)
+        if d is not None and name.endswith("_") and not name.startswith("aten::_"):
+            d = _inplace_from_functional(func) or d
     if d is None:
         return None
     label = str(func)
@@ -68,6 +71,38 @@ def handler_for(func):
                                       "apply to these arguments)")
         return r
     return handler
+
+
+def _inplace_from_functional(func):
+    """x.op_(...) as x.copy_(op(x, ...)) with ATen's checks: torch's in-place
+    decompositions call the out= form with out=x, whose wrapper resizes x where
+    ATen raises (x (5, 1), other (5, 5))."""
+    s = func._schema
+    packet = getattr(aten, s.name[len("aten::"):-1], None)
+    if packet is None or func._overloadname not in packet.overloads():
+        return None
+    functional = getattr(packet, func._overloadname)
+    if [(a.name, str(a.type)) for a in functional._schema.arguments] != \
+            [(a.name, str(a.type)) for a in s.arguments]:
+        return None
+
+    def d(self, *args, **kwargs):
+        r = functional(self, *args, **kwargs)
+        if r.shape != self.shape:
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(r.shape)}")
+        if not torch.can_cast(r.dtype, self.dtype):
+            raise RuntimeError(f"result type {_type_name(r.dtype)} can't be cast to the desired output "
+                               f"type {_type_name(self.dtype)}")
+        return aten.copy_.default(self, r)
+    return d
+
+
+def _type_name(dt):
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+            torch.uint8: "Byte", torch.bool: "Bool", torch.complex64: "ComplexFloat",
+            torch.complex128: "ComplexDouble"}.get(dt, str(dt))
 
 
 # --- our own, where torch's would leave ops.def (prims) or wait ------------------------
@@ -1125,6 +1160,7 @@ _OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
 _OWN.update(_OWN_INDEX)                   # issue 13: index
 _OWN.update(_OWN_SORT)                    # issue 13: sorting
 _OWN.update(_mexp.TABLE)                  # issue 14: matrix_exp
+_OWN.update(_composite_out.TABLE)          # out= composites that don't write out
 _OWN_BY_NAME.update(_nnops.BY_NAME)        # torch_nn:: custom ops (LinearCrossEntropyLoss)
 
 

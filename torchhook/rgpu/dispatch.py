@@ -302,6 +302,7 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
     (key, out_def, extra) -- key None when the op writes its argument in place.
     Writes are checked for overlaps like TensorIterator does (fill_ doesn't check)."""
     w = _writes(func)
+    inplace = w is not None and func._schema.name.endswith("_")
     if w is None:
         def target(args, kwargs):
             return None
@@ -339,6 +340,12 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
                 spec = (_WRITE, None, extra)
                 _remember(key, spec)
             else:
+                if inplace:
+                    # ATen's in-place ops never resize self (their meta kernels may,
+                    # and did resize t's meta tensor: made again from t's key)
+                    t._m = None
+                    raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
+                                       f"shape {list(m.shape)}")
                 # out= resized by the op: becomes a new tensor on new storage
                 k = key_of(m)
                 k = (k[0], k[1], 0, k[3])
@@ -392,7 +399,54 @@ def _record_outs(op, specs, ins, rargs, metas):
 
 def _multi_handler(func, mapper, prep=None, complex_ok=True):
     """Like _table_handler for ops with several new outputs; spec (outs, extra)
-    with outs[i] = (key, out_def) or None (ATen returned None: output_mask false)."""
+    with outs[i] = (key, out_def) or None (ATen returned None: output_mask false).
+    An out= overload (sort.values ...) records new outputs, then copies each into
+    its out tensor (resized as ATen resizes it) and returns the outs."""
+    outs = [name for pos, name, is_list in writes.written_args(func)]
+    if not outs:
+        return _multi_new(func, mapper, prep, complex_ok)
+    functional = _functional_of(func)
+    if functional is None:
+        return _unsupported
+
+    def out_handler(func, args, kwargs):
+        dst = [kwargs[n] for n in outs]
+        for d in dst:
+            if type(d) is not RemoteTensor:
+                raise device_error(d)
+        res = dispatch(functional, args, {k: v for k, v in kwargs.items() if k not in outs})
+        for d, r in zip(dst, res):
+            if d.shape != r.shape:
+                if d.numel():
+                    _warn_resize(d, r)
+                aten.resize_.default(d, r.shape)
+            aten.copy_.default(d, r)
+        return tuple(dst)
+    return out_handler
+
+
+def _functional_of(func):
+    """The overload of func's op without its out= arguments (sort.values -> sort.default)."""
+    s = func._schema
+    want = [(a.name, str(a.type)) for a in s.arguments if not (a.alias_info and a.alias_info.is_write)]
+    packet = func.overloadpacket
+    for o in packet.overloads():
+        f = getattr(packet, o)
+        if f is not func and [(a.name, str(a.type)) for a in f._schema.arguments] == want:
+            return f
+    return None
+
+
+def _warn_resize(d, r):
+    import warnings
+    warnings.warn(f"An output with one or more elements was resized since it had shape {list(d.shape)}, "
+                  f"which does not match the required output shape {list(r.shape)}. This behavior is "
+                  "deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                  "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                  "to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+
+
+def _multi_new(func, mapper, prep=None, complex_ok=True):
     def handler(func, args, kwargs):
         key = make_key(func, args, kwargs)
         spec = _CACHE.get(key) if key is not None else None

@@ -38,7 +38,7 @@ _METADATA_ONLY = frozenset({"aten::resize_", "aten::resize_as_", "aten::set_", "
 # Writes ATen's own kernels make only under a condition: batch norm updates the
 # running stats only in training; the fused optimizers write the gradients back
 # only when unscaling them (grad_scale given); _fused_adagrad_ never writes the
-# state_steps its schema marks. {op: {written argument or "*": when(argument value)}}
+# state_steps its schema marks; conj_physical_ of a real tensor is the tensor. {op: {written argument or "*": when(argument value)}}
 _TRAINING = ("training", bool)
 _SCALED = ("grad_scale", lambda v: v is not None)
 _NEVER = (None, None)
@@ -47,7 +47,8 @@ _WRITES_IF = {"aten::_native_batch_norm_legit": {"*": _TRAINING}, "aten::native_
               "aten::rrelu_with_noise": {"*": _TRAINING}, "aten::rrelu_with_noise_": {"noise": _TRAINING},
               "aten::_fused_adam_": {"grads": _SCALED}, "aten::_fused_adamw_": {"grads": _SCALED},
               "aten::_fused_sgd_": {"grads": _SCALED},
-              "aten::_fused_adagrad_": {"grads": _SCALED, "state_steps": _NEVER}}
+              "aten::_fused_adagrad_": {"grads": _SCALED, "state_steps": _NEVER},
+              "aten::conj_physical_": {"self": ("self", lambda t: t.dtype.is_complex)}}   # real: nothing to do
 
 
 def written_args(func):
@@ -134,6 +135,9 @@ def checked(h, func, w):
     label = str(func)
     ret = _returns_written(func, w)
     conds = _conditions(func, w)
+    # an in-place op (add_, xlogy_ ...) keeps self's shape: ATen raises where a
+    # decomposition's out= wrapper would resize it
+    inplace = func._schema.name.endswith("_") and w[0][1] == "self" and not w[0][2]
 
     def handler(func, args, kwargs):
         ww = w
@@ -145,11 +149,16 @@ def checked(h, func, w):
             return h(func, args, kwargs)
         _SEEN.add(label)
         tids = tuple(t._tid for t in ts)
+        shape = tuple(vals[0].shape) if inplace else None
         _watch_begin(tids, tuple(t._st.sid for t in ts))
         try:
             r = h(func, args, kwargs)
         finally:
             missed = _watch_end()
+        if inplace and tuple(vals[0].shape) != shape:
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                               f"{list(vals[0].shape)} (rgpu: {label} resized its input; it now holds "
+                               "the broadcast result)")
         if missed:
             bad = [i for i in missed if ts[i]._tid == tids[i]]
             if bad:
