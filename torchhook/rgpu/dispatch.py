@@ -402,7 +402,9 @@ def _multi_handler(func, mapper, prep=None, complex_ok=True):
     with outs[i] = (key, out_def) or None (ATen returned None: output_mask false).
     An out= overload (sort.values ...) records new outputs, then copies each into
     its out tensor (resized as ATen resizes it) and returns the outs."""
-    outs = [name for pos, name, is_list in writes.written_args(func)]
+    # out= tensors are the keyword-only written arguments (batch norm's running
+    # stats, written in place by the record itself, are positional)
+    outs = [name for pos, name, is_list in writes.written_args(func) if pos is None]
     if not outs:
         return _multi_new(func, mapper, prep, complex_ok)
     functional = _functional_of(func)
