@@ -20,6 +20,8 @@ come here, others go to torch's method unchanged. It is what meta_utils calls
 when dynamo fakeifies an empty rgpu tensor (`r.untyped_storage().resize_(0)`,
 the Llama/Qwen2 crash), and what users call."""
 
+import sys
+
 import torch
 
 from . import _C
@@ -36,12 +38,19 @@ def _bytes_view(t, nbytes):
     return record_view(t, k, out_def(k, -1))
 
 
+# references to a storage held by its one tensor and the calls down to here:
+# t.__dict__, _realloc's st, _others_share's st, getrefcount's argument
+_OWN_REFS = 4
+
+
 def _others_share(st, t):
     """Whether another live rgpu tensor (a view) holds storage st. Counted by
     looking at who refers to st, not by reference count: other holders (a
     record not yet sent, a capture, a cache) are not views that would miss
     the new storage. Slow (a heap walk), and only resize_ past a storage's
     end gets here."""
+    if sys.getrefcount(st) <= _OWN_REFS:
+        return False            # held by t and this call's frames only: no heap walk
     import gc
     for r in gc.get_referrers(st):
         if isinstance(r, RemoteTensor):
