@@ -168,6 +168,16 @@ def run_op(op, dtype, nsamples, on_device=False):
     return None
 
 
+def _ops_for(db, dtype, ops=None):
+    """(key, OpInfo) of each op of db that CPU supports at dtype (only those in ops, when given)."""
+    for op in db:
+        key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+        if ops and key not in ops and op.name not in ops:
+            continue
+        if dtype in op.supported_dtypes("cpu"):
+            yield key, op
+
+
 def run(dtype=torch.float32, nsamples=6, ops=None, on_device=False):
     """({op key: None or why it fails}, {keys whose OpInfo skips test_compare_cpu})."""
     import rgpu  # noqa: F401
@@ -175,12 +185,7 @@ def run(dtype=torch.float32, nsamples=6, ops=None, on_device=False):
     res, skipped = {}, set()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore")
-        for op in op_db:
-            key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
-            if ops and key not in ops and op.name not in ops:
-                continue
-            if dtype not in op.supported_dtypes("cpu"):
-                continue
+        for key, op in _ops_for(op_db, dtype, ops):
             res[key] = run_op(op, dtype, nsamples, on_device)
             if compare_cpu_skipped(op):
                 skipped.add(key)
@@ -500,12 +505,7 @@ def run_kind(kind, dtype=torch.float32, nsamples=None, ops=None, refusals=False)
         warnings.filterwarnings("ignore")
         if kind in ("inplace", "out"):
             from torch.testing._internal.common_methods_invocations import op_db
-            for op in op_db:
-                key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
-                if ops and key not in ops and op.name not in ops:
-                    continue
-                if dtype not in op.supported_dtypes("cpu"):
-                    continue
+            for key, op in _ops_for(op_db, dtype, ops):
                 if kind == "inplace" and op.inplace_variant is None:
                     continue
                 if kind == "out" and not op.supports_out:

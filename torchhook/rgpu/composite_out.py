@@ -9,19 +9,16 @@ so the op reaches __torch_dispatch__ whole; there it is the functional
 overload's value copied into `out` (resized as ATen resizes it), one more
 record, and dispatch's write check holds it to that."""
 import torch
+from torch._prims_common.wrappers import _resize_output_check
 
 from .tensor import RemoteTensor
+from .writes import functional_of
 
 aten = torch.ops.aten
 _lib = torch.library.Library("aten", "IMPL")    # kept alive for the process
 
-# out= overload -> the functional overload with the same other arguments
-OVERLOADS = {
-    aten.linalg_matrix_rank.out: aten.linalg_matrix_rank.default,
-    aten.linalg_matrix_rank.out_tol_tensor: aten.linalg_matrix_rank.tol_tensor,
-    aten.linalg_matrix_rank.atol_rtol_tensor_out: aten.linalg_matrix_rank.atol_rtol_tensor,
-    aten.linalg_matrix_rank.atol_rtol_float_out: aten.linalg_matrix_rank.atol_rtol_float,
-}
+OVERLOADS = (aten.linalg_matrix_rank.out, aten.linalg_matrix_rank.out_tol_tensor,
+             aten.linalg_matrix_rank.atol_rtol_tensor_out, aten.linalg_matrix_rank.atol_rtol_float_out)
 
 
 def _unreachable(*args, **kwargs):
@@ -37,13 +34,13 @@ def _copy_out(functional):
         r = functional(*args, **kwargs)
         if r.dtype != out.dtype and not torch.can_cast(r.dtype, out.dtype):
             raise RuntimeError(f"result type {r.dtype} can't be cast to the desired output type {out.dtype}")
-        if out.shape != r.shape:
+        if _resize_output_check(out, r.shape):
             aten.resize_.default(out, r.shape)
         return aten.copy_.default(out, r)
     return handler
 
 
-TABLE = {f: _copy_out(g) for f, g in OVERLOADS.items()}
+TABLE = {f: _copy_out(functional_of(f)) for f in OVERLOADS}
 
 for _f in OVERLOADS:
     _lib.impl(_f._schema.name.split("::")[1] + "." + _f._overloadname, _unreachable, "PrivateUse1")

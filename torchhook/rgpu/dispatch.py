@@ -22,6 +22,7 @@ its result is cached under (op, input metadata, non-tensor args)."""
 import functools
 
 import torch
+from torch._prims_common.wrappers import _resize_output_check
 
 from . import _C, cplx, decomp, opinfo, opmap, resize, transfer, writes
 from .opmap import arg, device_error, free_temps
@@ -407,7 +408,7 @@ def _multi_handler(func, mapper, prep=None, complex_ok=True):
     outs = [name for pos, name, is_list in writes.written_args(func) if pos is None]
     if not outs:
         return _multi_new(func, mapper, prep, complex_ok)
-    functional = _functional_of(func)
+    functional = writes.functional_of(func)
     if functional is None:
         return _unsupported
 
@@ -418,34 +419,11 @@ def _multi_handler(func, mapper, prep=None, complex_ok=True):
                 raise device_error(d)
         res = dispatch(functional, args, {k: v for k, v in kwargs.items() if k not in outs})
         for d, r in zip(dst, res):
-            if d.shape != r.shape:
-                if d.numel():
-                    _warn_resize(d, r)
+            if _resize_output_check(d, r.shape):     # warns as ATen does when d has elements
                 aten.resize_.default(d, r.shape)
             aten.copy_.default(d, r)
         return tuple(dst)
     return out_handler
-
-
-def _functional_of(func):
-    """The overload of func's op without its out= arguments (sort.values -> sort.default)."""
-    s = func._schema
-    want = [(a.name, str(a.type)) for a in s.arguments if not (a.alias_info and a.alias_info.is_write)]
-    packet = func.overloadpacket
-    for o in packet.overloads():
-        f = getattr(packet, o)
-        if f is not func and [(a.name, str(a.type)) for a in f._schema.arguments] == want:
-            return f
-    return None
-
-
-def _warn_resize(d, r):
-    import warnings
-    warnings.warn(f"An output with one or more elements was resized since it had shape {list(d.shape)}, "
-                  f"which does not match the required output shape {list(r.shape)}. This behavior is "
-                  "deprecated, and in a future PyTorch release outputs will not be resized unless they "
-                  "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
-                  "to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
 
 
 def _multi_new(func, mapper, prep=None, complex_ok=True):

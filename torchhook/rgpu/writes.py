@@ -66,6 +66,18 @@ def written_args(func):
     return w
 
 
+def functional_of(func):
+    """The overload of func's op without its written arguments, taking the same
+    others (sort.values -> sort.default, linalg_matrix_rank.out -> .default), or None."""
+    want = [(a.name, str(a.type)) for a in func._schema.arguments if not (a.alias_info and a.alias_info.is_write)]
+    packet = func.overloadpacket
+    for o in packet.overloads():
+        f = getattr(packet, o)
+        if f is not func and [(a.name, str(a.type)) for a in f._schema.arguments] == want:
+            return f
+    return None
+
+
 def _returns_written(func, w):
     """The position in w of the argument a single-result op returns (add_ -> self,
     add.out -> out), or None."""
