@@ -20,21 +20,26 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
 SAN     ?=
-CFLAGS_ = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder -Ireplayer
+# replayer/: server -> session -> op -> cpu, cuda; backend/backend.h is the
+# interface they all include. Headers by name ("session.h", "backend.h") from
+# the three layer folders; op/, cpu/, cuda/ by path ("op/error.h").
+REPLAYER_INC := -Ireplayer -Ireplayer/server -Ireplayer/session -Ireplayer/backend
+CFLAGS_ = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Itrace-format -Irecorder $(REPLAYER_INC)
 LIBS    := -lzstd -lsqlite3 -llapacke -lopenblas -lm -lpthread
 
 # CUDA: nvcc may be off PATH in the toolkit's usual folder.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/lib64/,%,$(dir $(firstword $(wildcard $(abspath $(dir $(realpath $(NVCC)))/../lib64/libcudart.so) /usr/local/cuda/lib64/libcudart.so /usr/local/cuda-*/lib64/libcudart.so)))))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format -Ireplayer -Xcompiler -Wall,-fPIC
+NVFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Itrace-format $(REPLAYER_INC) -Xcompiler -Wall,-fPIC
 
 FORMAT_SRC   := $(wildcard trace-format/*.c)
 RECORDER_SRC := recorder/client.c
-REPLAYER_SRC := replayer/session.c replayer/graph.c replayer/server_loop.c replayer/backend.c replayer/backend_selfcheck.c replayer/backend_host.c \
+REPLAYER_SRC := replayer/server/server_loop.c $(wildcard replayer/session/*.c) \
+                $(filter-out replayer/backend/backend_cuda_none.c,$(wildcard replayer/backend/*.c)) \
                 $(wildcard replayer/cpu/*.c) $(wildcard replayer/op/*.c)
 CUDA_SRC     := $(wildcard replayer/cuda/*.cu)
-HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*.h replayer/cpu/*.h replayer/op/*.h replayer/op/*.inc)
+HEADERS      := $(wildcard trace-format/*.h trace-format/*.def recorder/*.h replayer/*/*.h replayer/*/*.inc)
 
 FORMAT_OBJ   := $(FORMAT_SRC:%.c=$(B)/obj/%.o)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(B)/obj/%.o)
@@ -46,7 +51,7 @@ else ifneq ($(NVCC),)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -ldl -lpthread
 else
-CUDA_OBJ     := $(B)/obj/replayer/backend_cuda_none.o
+CUDA_OBJ     := $(B)/obj/replayer/backend/backend_cuda_none.o
 CUDA_LIBS    :=
 endif
 
@@ -55,7 +60,7 @@ SERVER := $(B)/bin/rgpu-server
 TOOLS  := $(B)/bin/rgpu-replay $(B)/bin/rgpu-diff $(B)/bin/rgpu-trace
 C_TESTS := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: client-clang install all deps test test-c test-py test-asan demo clean help develop cuda-note fuzz fuzz-smoke fuzz-build
+.PHONY: client-clang install install-run all deps deps-c deps-py test test-c test-c-run test-py test-asan demo clean help develop cuda-note fuzz fuzz-run fuzz-smoke fuzz-build test-cuda-emu-run
 all: cuda-note $(B)/lib/librgpu_format.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_replayer.a $(SERVER) $(TOOLS) $(if $(CUDA_EMU),,$(PYEXT) $(if $(NO_DEVELOP),,develop))
 
 help:
@@ -72,7 +77,10 @@ endif
 DEB_PKGS := libzstd-dev libxxhash-dev libsqlite3-dev check libopenblas-dev liblapacke-dev pkg-config sqlite3 openssh-server openssh-client
 FUZZ_PKGS := clang-14 libclang-rt-14-dev
 TRANSFORMERS_VERSION := 5.23.0
-deps:
+# deps-c: what the C parts need (the server and tools on a GPU host: no Python);
+# deps: everything, Python too. Each target that builds or tests calls one.
+deps: deps-c deps-py
+deps-c:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "rgpu: installing Debian packages:$$missing"; \
@@ -86,6 +94,7 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
 	    || echo "rgpu: could not install$$missing: the fuzz targets will be skipped"; \
 	fi
+deps-py: deps-c
 	@$(PYTHON) -c 'import torch, pytest, numpy' 2>/dev/null || { \
 	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
@@ -115,7 +124,7 @@ $(B)/lib/librgpu_recorder.a: $(RECORDER_OBJ)
 $(B)/lib/librgpu_replayer.a: $(REPLAYER_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
-$(SERVER): $(B)/obj/replayer/server_main.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
+$(SERVER): $(B)/obj/replayer/server/server_main.o $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_format.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
@@ -148,12 +157,18 @@ $(B)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(B)/lib/librgpu_replayer.a $(
 	$(CC) $(CFLAGS_) -o $@ $< $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a \
 	  $$(pkg-config --cflags --libs check) $(LIBS) $(CUDA_LIBS)
 
-test-c: $(C_TESTS) $(SERVER) $(TOOLS)
+# Each documented target works on a fresh clone on its own: it installs what
+# it needs, then builds what its tests call (a second make, so that -j never
+# starts a compile before the packages are there).
+test-c: deps-c
+	@$(MAKE) --no-print-directory test-c-run
+test-c-run: $(C_TESTS) $(SERVER) $(TOOLS)
 	@$(PYTHON) tools/gen_ops.py --check
 	@tools/check-symbols.sh $(B)/lib/librgpu_replayer.a $(B)/lib/librgpu_recorder.a $(B)/lib/librgpu_format.a
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; RGPU_SERVER_BIN=$(CURDIR)/$(SERVER) $$t; done
 
-test-py: all
+test-py: deps
+	@$(MAKE) --no-print-directory all
 	$(PYTHON) -m pytest -q tests/py
 
 test: deps
@@ -176,9 +191,9 @@ client-clang:
 
 # Sanitizer build of the C parts in its own tree.
 # (sanitizers slow the suites down: Check's per-test timeouts are stretched)
-test-asan: deps
+test-asan: deps-c
 	@CK_TIMEOUT_MULTIPLIER=10 ASAN_OPTIONS=quarantine_size_mb=64 $(MAKE) --no-print-directory B=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" \
-	  NVCC= test-c
+	  NVCC= test-c-run
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -197,9 +212,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 8
 FUZZ_TARGETS := record frame rgt server
 FUZZ_CFLAGS  := $(CSTD) -Wall -Wextra -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
-                -fno-sanitize-recover=undefined -Itrace-format -Irecorder -Ireplayer
+                -fno-sanitize-recover=undefined -Itrace-format -Irecorder $(REPLAYER_INC)
 FUZZ_FMT_OBJ := $(FORMAT_SRC:%.c=$(FZ)/obj/%.o)
-FUZZ_REP_OBJ := $(REPLAYER_SRC:%.c=$(FZ)/obj/%.o) $(FZ)/obj/replayer/backend_cuda_none.o
+FUZZ_REP_OBJ := $(REPLAYER_SRC:%.c=$(FZ)/obj/%.o) $(FZ)/obj/replayer/backend/backend_cuda_none.o
 
 $(FZ)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -220,7 +235,9 @@ fuzz-build: $(FUZZ_TARGETS:%=$(FZ)/bin/fuzz_%) $(FZ)/seeds/.done
 
 # Each target runs FUZZ_SECONDS; a crash, leak or UB report fails make (its
 # log is shown; the input is in build-fuzz/crashes/).
-fuzz: fuzz-build
+fuzz: deps-c
+	@$(MAKE) --no-print-directory fuzz-run
+fuzz-run: fuzz-build
 	@mkdir -p $(FZ)/crashes; for t in $(FUZZ_TARGETS); do \
 	  case $$t in rgt) ml=131072;; server) ml=65536;; *) ml=16384;; esac; \
 	  mkdir -p $(FZ)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
@@ -233,13 +250,15 @@ fuzz: fuzz-build
 # Inside `make test`: a short run of each, skipped (with a note) without clang-14.
 fuzz-smoke:
 	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
-	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); \
+	  $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); \
 	else echo "rgpu: $(FUZZ_CC) not found: fuzz smoke skipped (make deps installs it)"; fi
 
 # The server and the tools onto a GPU host, no Python or torch needed there
 # (the CUDA backend is in when nvcc exists): make install PREFIX=~/.local
 PREFIX ?= /usr/local
-install: $(SERVER) $(TOOLS)
+install: deps-c
+	@$(MAKE) --no-print-directory install-run
+install-run: $(SERVER) $(TOOLS)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(SERVER) $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	@echo "rgpu: installed rgpu-server, rgpu-replay, rgpu-diff, rgpu-trace in $(DESTDIR)$(PREFIX)/bin"
@@ -258,7 +277,7 @@ CXX        ?= g++
 CUDA_INC   ?= $(patsubst %/cuda_runtime_api.h,%,$(firstword $(wildcard $(if $(NVCC),$(dir $(realpath $(NVCC)))../include/cuda_runtime_api.h) /usr/local/cuda/include/cuda_runtime_api.h /usr/local/cuda-*/include/cuda_runtime_api.h)))
 EMU_DIR    := tests/cudaemu
 EMU_CXX    := $(CXX) -std=c++17 $(OPT) $(SAN) -fPIC -ffp-contract=off -Wall -Werror -I$(CUDA_INC) -I$(EMU_DIR)
-EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format -Ireplayer
+EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format $(REPLAYER_INC)
 EMU_CUH    := $(patsubst %,$(EMU_B)/emu/src/%,$(wildcard replayer/cuda/*.cuh))
 EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13 $(EMU_B)/lib/libcusolver.so.12 \
               $(EMU_B)/lib/libcufft.so.12
@@ -280,11 +299,11 @@ $(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.
 $(EMU_B)/lib/libcusolver.so.12: $(EMU_DIR)/cusolver_emu.cpp $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcusolver.so.12 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -llapacke -lopenblas
-# cuFFT's reference computes with the project's own host FFT (replayer/op/fft.c), linked in hidden
-$(EMU_B)/lib/libcufft.so.12: $(EMU_DIR)/cufft_emu.cpp replayer/op/fft.c replayer/op/fft.h $(EMU_B)/lib/libcudaemu.so
+# cuFFT's reference computes with the project's own host FFT (replayer/op/fft_plan.c), linked in hidden
+$(EMU_B)/lib/libcufft.so.12: $(EMU_DIR)/cufft_emu.cpp replayer/op/fft_plan.c replayer/op/fft.h $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@) $(EMU_B)/emu
-	$(CC) $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -fvisibility=hidden -Itrace-format -Ireplayer -c replayer/op/fft.c -o $(EMU_B)/emu/fft_ref.o
-	$(EMU_CXX) -Itrace-format -Ireplayer -shared -Wl,-soname,libcufft.so.12 -o $@ $< $(EMU_B)/emu/fft_ref.o -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -lm
+	$(CC) $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -fvisibility=hidden -Itrace-format $(REPLAYER_INC) -c replayer/op/fft_plan.c -o $(EMU_B)/emu/fft_ref.o
+	$(EMU_CXX) -Itrace-format $(REPLAYER_INC) -shared -Wl,-soname,libcufft.so.12 -o $@ $< $(EMU_B)/emu/fft_ref.o -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -lm
 ifeq ($(CUDA_EMU),1)
 $(SERVER) $(TOOLS) $(C_TESTS): | $(EMU_LIBS)
 endif
@@ -304,5 +323,8 @@ cuda-emu:
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in (about
 # a minute each on 2 cores).
 EMU_CONFORMANCE_ORDERS ?= forward reverse random
-test-cuda-emu: cuda-emu
+test-cuda-emu: deps
+	@$(MAKE) --no-print-directory cuda-emu
+	@$(MAKE) --no-print-directory test-cuda-emu-run
+test-cuda-emu-run:
 	@EMU_B=$(EMU_B) PYTHON=$(PYTHON) ORDERS="$(EMU_CONFORMANCE_ORDERS)" $(EMU_DIR)/run-tests.sh

@@ -16,7 +16,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 rc=0
 for f in replayer/cuda/*.cu; do
-    if ! "$NVCC" -std=c++17 -O2 -gencode "arch=compute_${ARCH#sm_},code=$ARCH" -Itrace-format -Ireplayer \
+    if ! "$NVCC" -std=c++17 -O2 -gencode "arch=compute_${ARCH#sm_},code=$ARCH" -Itrace-format -Ireplayer -Ireplayer/backend \
          -Xptxas -v -c "$f" -o "$TMP/k.o" > "$TMP/$(basename "$f").log" 2>&1; then
         echo "ptxas-table: $f does not compile:"; tail -5 "$TMP/$(basename "$f").log"; rc=1
     fi

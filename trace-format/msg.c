@@ -4,7 +4,7 @@
  * WELCOME and ERROR, the variable bytes that follow them) and, for CHUNK,
  * BLOB, BLOB_PART and RESULT, a bulk tail (a frame, result bytes) that _send
  * passes to the gathered write from where it lies. The offsets live here and
- * nowhere else: client.c and the server (replayer/server_loop.c) speak
+ * nowhere else: client.c and the server (replayer/server/server_loop.c) speak
  * through these functions. */
 #include "rgpu_format.h"
 
@@ -117,7 +117,6 @@ static void welcome_head(const void *mv, uint8_t *o) {
     trailer_encode(o + 72 + nb, m->has_sw_version, m->sw_version_len, m->sw_version);
 }
 CODEC_(welcome, welcome, RGPU_MSG_WELCOME, NULL, 0)
-size_t rgpu_msg_welcome_size(const rgpu_msg_welcome *m) { return welcome_head_len(m); }
 
 rgpu_status rgpu_msg_welcome_decode(const uint8_t *p, size_t n, rgpu_msg_welcome *m) {
     memset(m, 0, sizeof *m);
@@ -137,9 +136,8 @@ rgpu_status rgpu_msg_welcome_decode(const uint8_t *p, size_t n, rgpu_msg_welcome
     return RGPU_OK;
 }
 
-/* ------------------------------------------------------ CHUNK, CHUNK_REF */
+/* ------------------------------------------------------------------ CHUNK */
 static size_t chunk_head_len(const rgpu_msg_chunk *m) { (void)m; return RGPU_MSG_CHUNK_HEAD; }
-#define chunk_ref_head_len chunk_head_len
 
 static void chunk_head(const void *mv, uint8_t *o) {
     const rgpu_msg_chunk *m = mv;
@@ -148,9 +146,7 @@ static void chunk_head(const void *mv, uint8_t *o) {
     rgpu_st32(o + 12, 0);
     memcpy(o + 16, m->hash.b, 16);
 }
-#define chunk_ref_head chunk_head
 CODEC_(chunk, chunk, RGPU_MSG_CHUNK, m->frame, m->frame_len)
-CODEC_(chunk_ref, chunk, RGPU_MSG_CHUNK_REF, NULL, 0)
 
 rgpu_status rgpu_msg_chunk_decode(const uint8_t *p, size_t n, rgpu_msg_chunk *m) {
     memset(m, 0, sizeof *m);
@@ -162,13 +158,6 @@ rgpu_status rgpu_msg_chunk_decode(const uint8_t *p, size_t n, rgpu_msg_chunk *m)
     m->frame = p + RGPU_MSG_CHUNK_HEAD;
     m->frame_len = n - RGPU_MSG_CHUNK_HEAD;
     return RGPU_OK;
-}
-
-rgpu_status rgpu_msg_chunk_ref_decode(const uint8_t *p, size_t n, rgpu_msg_chunk *m) {
-    if (n > RGPU_MSG_CHUNK_REF_HEAD) { memset(m, 0, sizeof *m); return RGPU_ERR_BAD_MESSAGE; }
-    rgpu_status s = rgpu_msg_chunk_decode(p, n, m);
-    m->frame = NULL;
-    return s;
 }
 
 /* ------------------------------------------------------------------- BLOB */

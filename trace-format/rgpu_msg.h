@@ -67,13 +67,12 @@ typedef struct rgpu_msg_welcome {
     const char *sw_version;     /* not NUL-terminated */
 } rgpu_msg_welcome;
 
-/* CHUNK (c→s), 32 + frame bytes, and CHUNK_REF (c→s), exactly 32 bytes:
+/* CHUNK (c→s), 32 + frame bytes:
  *   u64 first_op @0 | u32 count @8 | u32 reserved 0 @12 | u8[16] hash @16 | frame @32
- * hash: XXH3-128 of the raw records; CHUNK_REF has no frame (frame_len 0).
- * Decoding: shorter than 32 is RGPU_ERR_TRUNCATED, reserved ≠ 0
- * RGPU_ERR_RESERVED; a CHUNK_REF longer than 32 is BAD_MESSAGE. */
+ * hash: XXH3-128 of the raw records. Decoding: shorter than 32 is
+ * RGPU_ERR_TRUNCATED, reserved ≠ 0 RGPU_ERR_RESERVED. (Type 4, the retired
+ * CHUNK_REF, has no codec: the server refuses it as an unexpected message.) */
 #define RGPU_MSG_CHUNK_HEAD 32
-#define RGPU_MSG_CHUNK_REF_HEAD 32
 typedef struct rgpu_msg_chunk {
     uint64_t first_op;
     uint32_t count;
@@ -163,14 +162,9 @@ RGPU_MSG_CODEC_(result)
 RGPU_MSG_CODEC_(error)
 RGPU_MSG_CODEC_(bye)
 #undef RGPU_MSG_CODEC_
-/* CHUNK_REF: a CHUNK's struct, no frame (frame and frame_len ignored). */
-size_t rgpu_msg_chunk_ref_encode(const rgpu_msg_chunk *m, uint8_t *out, size_t cap);
-rgpu_status rgpu_msg_chunk_ref_decode(const uint8_t *p, size_t n, rgpu_msg_chunk *m);
-rgpu_status rgpu_msg_chunk_ref_send(int fd, const rgpu_msg_chunk *m);
 
 /* The whole payload size of a message (what _encode writes). */
 size_t rgpu_msg_hello_size(const rgpu_msg_hello *m);
-size_t rgpu_msg_welcome_size(const rgpu_msg_welcome *m);
 size_t rgpu_msg_result_size(const rgpu_msg_result *m);
 
 #endif

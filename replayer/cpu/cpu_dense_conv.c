@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "cpu_dense.h"
+#include "cpu_dense_util.h"
 
 
 /* ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "cpu_dense.h"
+#include "cpu_dense_util.h"
 
 static void store_at(const rgpu_view *v, int64_t i, double val)
 {

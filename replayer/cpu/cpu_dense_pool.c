@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "cpu_dense.h"
+#include "cpu_dense_util.h"
 
 
 static rgpu_view as_4d(const rgpu_view *v) { return v->ndim == 3 ? rgpu_op_dense_unsqueeze(v, 0) : *v; }

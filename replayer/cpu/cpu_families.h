@@ -3,7 +3,7 @@
  * Each family file (cpu_pointwise.c, cpu_reduce2.c, cpu_dense.c, cpu_index.c,
  * cpu_amp.c) defines one `exec` with a switch over its ops. Which family runs
  * an op is ops.def's FAMILY column: rgpu_cpu_exec/supports are the generated
- * switch replayer/op/op_dispatch_cpu.inc (tools/gen_ops.py). */
+ * switch replayer/cpu/op_dispatch_cpu.inc (tools/gen_ops.py). */
 #ifndef RGPU_CPU_FAMILIES_H
 #define RGPU_CPU_FAMILIES_H
 
@@ -23,7 +23,7 @@ rgpu_status rgpu_cpu_amp_exec(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cpu_sort_exec(const rgpu_exec *e, char *err, size_t errlen);
 /* linear algebra (LAPACK): cholesky, LU, solves, inverse, det (cpu_linalg.c) */
 rgpu_status rgpu_cpu_linalg_exec(const rgpu_exec *e, char *err, size_t errlen);
-/* _fft_c2c, _fft_r2c, _fft_c2r (cpu_fft.c, op/fft.c's FFT) */
+/* _fft_c2c, _fft_r2c, _fft_c2r (cpu_fft.c, on op/fft_plan.c's FFT) */
 rgpu_status rgpu_cpu_fft_exec(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

@@ -318,7 +318,7 @@ static rgpu_status cpu_unsupported(const rgpu_exec *e, char *err, size_t errlen)
     RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend: unsupported op %s", rgpu_op_name(e->op));
 }
 
-#include "op/op_dispatch_cpu.inc"
+#include "cpu/op_dispatch_cpu.inc"
 
 bool rgpu_cpu_supports(int op)
 {

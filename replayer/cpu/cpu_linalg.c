@@ -37,39 +37,12 @@ static int64_t nbatch(const rgpu_view *v)
 static void *c_alloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
 static void c_release(void *ctx, void *p) { (void)ctx; free(p); }
 
-static rgpu_status c_pack(void *ctx, const rgpu_view *v, double *ws, int wsf, char *err, size_t errlen)
+/* v's matrices to (to_ws) or from the column-major workspace ws. Complex
+ * workspaces store (re, im) (conjugated with OP_LA_CONJ); real ones store x
+ * and give (x, 0) into complex views; mask (op_la_masked) applies on the way
+ * out. */
+static void c_move(const rgpu_view *v, double *ws, int wsf, int mask, bool to_ws)
 {
-    (void)ctx; (void)err; (void)errlen;
-    int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
-    int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
-    size_t es = rgpu_dtype_size(v->dtype);
-    bool cx = wsf & OP_LA_CX;
-    double cj = wsf & OP_LA_CONJ ? -1.0 : 1.0;
-    for (int64_t b = 0; b < nb; b++) {
-        const char *base = (const char *)v->data + batch_off(v, b) * (int64_t)es;
-        double *w = ws + (cx ? 2 : 1) * b * r * c;
-        for (int64_t j = 0; j < c; j++)
-            for (int64_t i = 0; i < r; i++) {
-                const char *p = base + (i * s0 + j * s1) * (int64_t)es;
-                if (cx) {
-                    double re, im;
-                    op_load_c128(p, v->dtype, &re, &im);
-                    w[2 * (i + j * r)] = re;
-                    w[2 * (i + j * r) + 1] = cj * im;
-                } else {
-                    w[i + j * r] = op_load_f64(p, v->dtype);
-                }
-            }
-    }
-    return RGPU_OK;
-}
-
-/* Complex workspaces store (re, im) (conjugated with OP_LA_CONJ), real ones
- * (x, 0) into complex views. */
-static rgpu_status c_unpack(void *ctx, const double *ws, int wsf, const rgpu_view *v, int mask, char *err,
-                            size_t errlen)
-{
-    (void)ctx; (void)err; (void)errlen;
     int64_t nb = nbatch(v), r = v->sizes[v->ndim - 2], c = v->sizes[v->ndim - 1];
     int64_t s0 = v->strides[v->ndim - 2], s1 = v->strides[v->ndim - 1];
     size_t es = rgpu_dtype_size(v->dtype);
@@ -77,17 +50,36 @@ static rgpu_status c_unpack(void *ctx, const double *ws, int wsf, const rgpu_vie
     double cj = wsf & OP_LA_CONJ ? -1.0 : 1.0;
     for (int64_t b = 0; b < nb; b++) {
         char *base = (char *)v->data + batch_off(v, b) * (int64_t)es;
-        const double *w = ws + (cx ? 2 : 1) * b * r * c;
+        double *w = ws + (cx ? 2 : 1) * b * r * c;
         for (int64_t j = 0; j < c; j++)
             for (int64_t i = 0; i < r; i++) {
                 char *p = base + (i * s0 + j * s1) * (int64_t)es;
-                if (cx)
-                    op_store_c128(p, v->dtype, op_la_masked(w[2 * (i + j * r)], i, j, mask),
-                                  cj * op_la_masked_im(w[2 * (i + j * r) + 1], i, j, mask));
-                else
-                    op_store_c128(p, v->dtype, op_la_masked(w[i + j * r], i, j, mask), 0.0);
+                double *x = w + (cx ? 2 : 1) * (i + j * r);
+                if (to_ws && cx) {
+                    op_load_c128(p, v->dtype, &x[0], &x[1]);
+                    x[1] *= cj;
+                } else if (to_ws) {
+                    x[0] = op_load_f64(p, v->dtype);
+                } else {
+                    op_store_c128(p, v->dtype, op_la_masked(x[0], i, j, mask),
+                                  cx ? cj * op_la_masked_im(x[1], i, j, mask) : 0.0);
+                }
             }
     }
+}
+
+static rgpu_status c_pack(void *ctx, const rgpu_view *v, double *ws, int wsf, char *err, size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    c_move(v, ws, wsf, 0, true);
+    return RGPU_OK;
+}
+
+static rgpu_status c_unpack(void *ctx, const double *ws, int wsf, const rgpu_view *v, int mask, char *err,
+                            size_t errlen)
+{
+    (void)ctx; (void)err; (void)errlen;
+    c_move(v, (double *)ws, wsf, mask, false);   /* reads ws only */
     return RGPU_OK;
 }
 
@@ -157,23 +149,35 @@ static rgpu_status c_getrf(void *ctx, bool cx, double *a, int64_t nb, int64_t m,
     return RGPU_OK;
 }
 
+/* Solves with a factor f (n, n) per matrix, in place on x (n, k): getrs with
+ * f's LU and piv (lu; mode 'N', 'T' or 'C'), else potrs with its Cholesky
+ * factor (mode 'L' or 'U'). */
+static rgpu_status c_solve(bool cx, bool lu, char mode, const double *f, const int32_t *piv, double *x, int64_t nb,
+                           int64_t n, int64_t k, char *err, size_t errlen)
+{
+    if (n == 0 || k == 0) return RGPU_OK;
+    int64_t e = cx ? 2 : 1;
+    lapack_int N = (lapack_int)n, K = (lapack_int)k;
+    for (int64_t b = 0; b < nb; b++) {
+        const double *fb = f + e * b * n * n;
+        double *xb = x + e * b * n * k;
+        if (lu && cx)
+            LAPACK_OK(LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, mode, N, K, ZP(fb), N, piv + b * n, ZP(xb), N), "zgetrs");
+        else if (lu)
+            LAPACK_OK(LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, mode, N, K, fb, N, piv + b * n, xb, N), "dgetrs");
+        else if (cx)
+            LAPACK_OK(LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, mode, N, K, ZP(fb), N, ZP(xb), N), "zpotrs");
+        else
+            LAPACK_OK(LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, mode, N, K, fb, N, xb, N), "dpotrs");
+    }
+    return RGPU_OK;
+}
+
 static rgpu_status c_getrs(void *ctx, bool cx, const double *lu, const int32_t *piv, double *x, int64_t nb, int64_t n,
                            int64_t k, bool trans, char *err, size_t errlen)
 {
     (void)ctx;
-    if (n == 0 || k == 0) return RGPU_OK;
-    int64_t e = cx ? 2 : 1;
-    for (int64_t b = 0; b < nb; b++) {
-        const double *lb = lu + e * b * n * n;
-        double *xb = x + e * b * n * k;
-        if (cx)
-            LAPACK_OK(LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, trans ? 'C' : 'N', (lapack_int)n, (lapack_int)k, ZP(lb),
-                                          (lapack_int)n, piv + b * n, ZP(xb), (lapack_int)n), "zgetrs");
-        else
-            LAPACK_OK(LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, trans ? 'T' : 'N', (lapack_int)n, (lapack_int)k, lb,
-                                          (lapack_int)n, piv + b * n, xb, (lapack_int)n), "dgetrs");
-    }
-    return RGPU_OK;
+    return c_solve(cx, true, trans ? (cx ? 'C' : 'T') : 'N', lu, piv, x, nb, n, k, err, errlen);
 }
 
 static rgpu_status c_potrf(void *ctx, bool cx, double *a, int64_t nb, int64_t n, bool lower, int32_t *info,
@@ -198,19 +202,7 @@ static rgpu_status c_potrs(void *ctx, bool cx, const double *l, double *x, int64
                            bool lower, char *err, size_t errlen)
 {
     (void)ctx;
-    if (n == 0 || k == 0) return RGPU_OK;
-    int64_t e = cx ? 2 : 1;
-    for (int64_t b = 0; b < nb; b++) {
-        const double *lb = l + e * b * n * n;
-        double *xb = x + e * b * n * k;
-        if (cx)
-            LAPACK_OK(LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k, ZP(lb),
-                                          (lapack_int)n, ZP(xb), (lapack_int)n), "zpotrs");
-        else
-            LAPACK_OK(LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, lower ? 'L' : 'U', (lapack_int)n, (lapack_int)k, lb,
-                                          (lapack_int)n, xb, (lapack_int)n), "dpotrs");
-    }
-    return RGPU_OK;
+    return c_solve(cx, false, lower ? 'L' : 'U', l, NULL, x, nb, n, k, err, errlen);
 }
 
 static rgpu_status c_trsm(void *ctx, bool cx, const double *a, double *x, int64_t nb, int64_t n, int64_t k,

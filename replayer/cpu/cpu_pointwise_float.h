@@ -239,7 +239,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
     case RGPU_OP_SIGMOID_BACKWARD: for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i]) * b[i]; break;
     case RGPU_OP_TANH_BACKWARD:    for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i] * b[i]); break;
-    default:   /* issue 13: special functions (op/special_math.h); pw_supports() let no other op through */
+    default:   /* the special functions (op/special_math.h); rgpu_op_pointwise_supports() let no other op through */
         if (op_special_nin(c->op) == 2)
             for (int64_t i = 0; i < n; i++) r[i] = PW_SPECIAL(c->op, a[i], b[i]);
         else if (op_special_nin(c->op) == 1)

@@ -1,63 +1,11 @@
-/* cpu_reduce2.h — private to the reduce2 family (cpu_reduce2*.c): argument
- * checks, an N-d counter carrying byte offsets for several operands, row
- * addressing over trailing dims, and the kernels of the second file. */
+/* cpu_reduce2.h — private to the reduce2 family: the kernels of
+ * cpu_reduce2_norm.c, called by the family's dispatch in cpu_reduce2.c. The
+ * helpers both files share: cpu_reduce2_util.h. */
 #ifndef RGPU_CPU_REDUCE2_H
 #define RGPU_CPU_REDUCE2_H
 
-#include <stdlib.h>
-
 #include "cpu_internal.h"
 #include "op/reduce.h"
-
-/* ---------------------------------------------------------------------------
- * N-d counter over sizes[0..n), row-major, with one byte offset per operand.
- * Usage: rgpu_r2_ctr_init, add operands, then do { ... } while (r2_ctr_next(&c)). */
-#define R2_MAX_OPS 6
-
-typedef struct r2_ctr {
-    int n, nops;
-    int64_t total;                                /* product of sizes */
-    int64_t sz[RGPU_MAX_DIMS];
-    int64_t st[R2_MAX_OPS][RGPU_MAX_DIMS];        /* bytes */
-    int64_t idx[RGPU_MAX_DIMS];
-    int64_t off[R2_MAX_OPS];                      /* bytes, current position */
-} r2_ctr;
-
-/* A counter over the n sizes (sizes may be NULL when n == 0). */
-void rgpu_r2_ctr_init(r2_ctr *c, int n, const int64_t *sizes);
-/* Adds an operand whose element strides over the counter's dims are
- * strides[0..n) (NULL: all 0), element size esz; returns its slot. */
-int rgpu_r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz);
-/* Advances; false after the last position (offsets are then back at 0). */
-static inline bool r2_ctr_next(r2_ctr *c)
-{
-    for (int d = c->n - 1; d >= 0; d--) {
-        if (++c->idx[d] < c->sz[d]) {
-            for (int k = 0; k < c->nops; k++) c->off[k] += c->st[k][d];
-            return true;
-        }
-        for (int k = 0; k < c->nops; k++) c->off[k] -= c->st[k][d] * (c->sz[d] - 1);
-        c->idx[d] = 0;
-    }
-    return false;
-}
-
-/* ---------------------------------------------------------------------------
- * Row addressing: the trailing dims [first, ndim) of a view as one row of n
- * elements, in row-major order. When they collapse to one stride the row is
- * (n, stride); otherwise offs holds each element's byte offset. */
-typedef struct r2_row {
-    int64_t n;
-    int64_t stride;       /* bytes, when offs == NULL */
-    int64_t *offs;        /* malloc'd, or NULL */
-    int dtype;
-} r2_row;
-
-rgpu_status rgpu_r2_row_init(r2_row *r, const rgpu_view *v, int first, char *err, size_t errlen);
-void rgpu_r2_row_free(r2_row *r);
-/* Row at base to/from a packed double buffer. */
-void rgpu_r2_row_load(const r2_row *r, const char *base, double *dst);
-void rgpu_r2_row_store(const r2_row *r, char *base, const double *src);
 
 /* ---------------------------------------------------------------------------
  * Kernels in cpu_reduce2_norm.c (called after rgpu_op_reduce_check_exec) */

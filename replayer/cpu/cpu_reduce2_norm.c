@@ -12,6 +12,7 @@
 
 #include "cpu_families.h"
 #include "cpu_reduce2.h"
+#include "cpu_reduce2_util.h"
 #include "op/ctc.h"
 
 /* ---------------------------------------------------------------------------

@@ -484,7 +484,7 @@ static rgpu_status cuda_unsupported(const rgpu_exec *e, char *err, size_t errlen
 
 // cuda_dispatch (op -> its family's exec) and cuda_dispatch_supports, from
 // ops.def; SESSION ops run in the session, with alloc/upload/download.
-#include "op/op_dispatch_cuda.inc"
+#include "cuda/op_dispatch_cuda.inc"
 
 // RGPU_OPF_CUBLAS ops (matmul.cu, conv.cu's im2col + gemm) are unsupported
 // when cuBLAS could not be loaded.

@@ -54,14 +54,36 @@ __device__ __forceinline__ double chan_at(const chan_view &v, int64_t c, int64_t
     return op_load_f64((const char *)v.rest.data + (c * v.cstride + rgpu_cuda_offset(v.rest, i)) * esz, v.dt);
 }
 
-struct bn_fwd_args {
+// What the forward and the backward kernels both read: x, the channel count,
+// the elements per channel, the mode and eps (op_bn_setup's), and a device
+// scratch of coefficients per channel.
+struct bn_base {
     chan_view x;
     int64_t C, n;
     bool training, f64;
-    double momentum, eps;
+    double eps;
+    double *coef;
+};
+
+// a's bn_base from su and x, with per_channel coefficients each in sc.
+static rgpu_status bn_base_init(bn_base *a, rgpu_dcu::scratch *sc, const op_bn_setup *su, const rgpu_view *x,
+                                int per_channel, const char *name, char *err, size_t errlen)
+{
+    a->coef = (double *)sc->get(per_channel * su->C, sizeof(double));
+    if (!a->coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)su->C);
+    a->x = chan_view_of(x);
+    a->C = su->C; a->n = su->n;
+    a->training = su->training;
+    a->f64 = x->dtype == RGPU_F64;
+    a->eps = su->eps;
+    return RGPU_OK;
+}
+
+struct bn_fwd_args : bn_base {
+    double momentum;
     int stat_dt;
     rgpu_dcu::param w, b, rm, rv, sm, si;   // p NULL when absent / not written
-    double *coef;                      // (C, 2): alpha, beta (float values when !f64)
+    // coef: (C, 2): alpha, beta (float values when !f64)
 };
 
 static __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
@@ -132,13 +154,10 @@ static __global__ void bn_apply_kernel(rgpu_cuda_view x, int xdt, rgpu_cuda_view
     }
 }
 
-struct bn_bwd_args {
-    chan_view x, g;
-    int64_t C, n;
-    bool training, f64;
-    double eps;
+struct bn_bwd_args : bn_base {
+    chan_view g;
     rgpu_dcu::param w, rm, rv, sm, si, dw, db;
-    double *coef;   // (C, 5): mean, invstd, wc, k, gm
+    // coef: (C, 5): mean, invstd, wc, k, gm
 };
 
 static __global__ void bn_bwd_stats_kernel(bn_bwd_args a)
@@ -222,19 +241,14 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
     rgpu_dcu::scratch sc(c);
-    double *coef = (double *)sc.get(2 * C, sizeof(double));
-    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_fwd_args a;
-    a.x = chan_view_of(x);
-    a.C = C; a.n = su.n;
-    a.training = su.training;
-    a.f64 = x->dtype == RGPU_F64;
-    a.momentum = su.momentum; a.eps = su.eps;
+    FORWARD_IF_ERROR(bn_base_init(&a, &sc, &su, x, 2, name, err, errlen));
+    double *coef = a.coef;
+    a.momentum = su.momentum;
     a.stat_dt = su.stat_dt;
     a.w = rgpu_dcu::param_of(e->in[1]); a.b = rgpu_dcu::param_of(e->in[2]);
     a.rm = rgpu_dcu::param_of(e->in[3]); a.rv = rgpu_dcu::param_of(e->in[4]);
     a.sm = rgpu_dcu::param_of(su.saves[0]); a.si = rgpu_dcu::param_of(su.saves[1]);
-    a.coef = coef;
     bn_fwd_stats_kernel<<<channel_blocks(C), rgpu_dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     int64_t numel = rgpu_op_numel(x);
@@ -254,19 +268,13 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;
     rgpu_dcu::scratch sc(c);
-    double *coef = (double *)sc.get(5 * C, sizeof(double));
-    if (!coef) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld channels", name, (long long)C);
     bn_bwd_args a;
-    a.x = chan_view_of(x);
+    FORWARD_IF_ERROR(bn_base_init(&a, &sc, &su, x, 5, name, err, errlen));
+    double *coef = a.coef;
     a.g = chan_view_of(gr);
-    a.C = C; a.n = su.n;
-    a.training = su.training;
-    a.f64 = x->dtype == RGPU_F64;
-    a.eps = su.eps;
     a.w = rgpu_dcu::param_of(e->in[2]); a.rm = rgpu_dcu::param_of(e->in[3]); a.rv = rgpu_dcu::param_of(e->in[4]);
     a.sm = rgpu_dcu::param_of(e->in[5]); a.si = rgpu_dcu::param_of(e->in[6]);
     a.dw = rgpu_dcu::param_of(e->out[1]); a.db = rgpu_dcu::param_of(e->out[2]);
-    a.coef = coef;
     bn_bwd_stats_kernel<<<channel_blocks(C), rgpu_dcu::THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (dx) {

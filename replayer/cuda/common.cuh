@@ -77,6 +77,42 @@ extern "C" void rgpu_cublas_unload(rgpu_cublas *b);
 // UPPER = 1; cublasOperation_t N = 0, T = 1, C = 2; cublasSideMode_t LEFT = 0, RIGHT = 1;
 // cusolverEigMode_t NOVECTOR = 0, VECTOR = 1. All return cusolverStatus_t
 // (0 = success); devInfo and pivots are device int32.
+
+// The D (double) and Z (complex128) routines: D's name, Z's name, their
+// arguments. Z takes cuDoubleComplex arrays as double * (the same pointers);
+// W, S, rwork real; trans/op also takes CUBLAS_OP_C = 2; work is lwork
+// complex elements. Bunch-Kaufman LDL^T ('L' as uplo 0) with LAPACK's ipiv:
+// cuSOLVER has no hetrf/sytrs. cusolver_loader.cu binds cusolverDn<name>.
+#define RGPU_CUSOLVER_DZ(X) \
+    X(Dgetrf_bufferSize, Zgetrf_bufferSize, (void *h, int m, int n, double *A, int lda, int *lwork)) \
+    X(Dgetrf, Zgetrf, (void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info)) \
+    X(Dgetrs, Zgetrs, (void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, \
+      double *B, int ldb, int *info)) \
+    X(Dpotrf_bufferSize, Zpotrf_bufferSize, (void *h, int uplo, int n, double *A, int lda, int *lwork)) \
+    X(Dpotrf, Zpotrf, (void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info)) \
+    X(Dpotrs, Zpotrs, (void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, \
+      int *info)) \
+    X(Dgeqrf_bufferSize, Zgeqrf_bufferSize, (void *h, int m, int n, double *A, int lda, int *lwork)) \
+    X(Dgeqrf, Zgeqrf, (void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info)) \
+    X(Dorgqr_bufferSize, Zungqr_bufferSize, (void *h, int m, int n, int k, const double *A, int lda, \
+      const double *tau, int *lwork)) \
+    X(Dorgqr, Zungqr, (void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, \
+      int lwork, int *info)) \
+    X(Dormqr_bufferSize, Zunmqr_bufferSize, (void *h, int side, int trans, int m, int n, int k, const double *A, \
+      int lda, const double *tau, const double *C, int ldc, int *lwork)) \
+    X(Dormqr, Zunmqr, (void *h, int side, int trans, int m, int n, int k, const double *A, int lda, \
+      const double *tau, double *C, int ldc, double *work, int lwork, int *info)) \
+    X(Dsyevd_bufferSize, Zheevd_bufferSize, (void *h, int jobz, int uplo, int n, const double *A, int lda, \
+      const double *W, int *lwork)) \
+    X(Dsyevd, Zheevd, (void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, \
+      int lwork, int *info)) \
+    X(Dgesvd_bufferSize, Zgesvd_bufferSize, (void *h, int m, int n, int *lwork)) \
+    X(Dgesvd, Zgesvd, (void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, \
+      double *S, double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info)) \
+    X(Dsytrf_bufferSize, Zsytrf_bufferSize, (void *h, int n, double *A, int lda, int *lwork)) \
+    X(Dsytrf, Zsytrf, (void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, \
+      int *info))
+
 struct rgpu_cusolver {
     void *lib;                    // dlopen handle; NULL when absent
     void *handle;                 // cusolverDnHandle_t
@@ -85,60 +121,9 @@ struct rgpu_cusolver {
     int (*Create)(void **handle);
     int (*Destroy)(void *handle);
     int (*SetStream)(void *handle, cudaStream_t s);
-    int (*Dgetrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
-    int (*Dgetrf)(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
-    int (*Dgetrs)(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
-                  int ldb, int *info);
-    int (*Dpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
-    int (*Dpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
-    int (*Dpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
-    int (*Dgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
-    int (*Dgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
-    int (*Dorgqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
-    int (*Dorgqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
-                  int *info);
-    int (*Dormqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
-                             const double *tau, const double *C, int ldc, int *lwork);
-    int (*Dormqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
-                  double *C, int ldc, double *work, int lwork, int *info);
-    int (*Dsyevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
-                             int *lwork);
-    int (*Dsyevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
-                  int *info);
-    int (*Dgesvd_bufferSize)(void *h, int m, int n, int *lwork);
-    int (*Dgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
-                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
-    // The complex128 (Z) routines, cuDoubleComplex arrays given as double * (the
-    // same pointers); W, S, rwork real. Same arguments as D's; trans/op also
-    // takes CUBLAS_OP_C = 2; work is lwork complex elements.
-    int (*Zgetrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
-    int (*Zgetrf)(void *h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
-    int (*Zgetrs)(void *h, int trans, int n, int nrhs, const double *A, int lda, const int *ipiv, double *B,
-                  int ldb, int *info);
-    int (*Zpotrf_bufferSize)(void *h, int uplo, int n, double *A, int lda, int *lwork);
-    int (*Zpotrf)(void *h, int uplo, int n, double *A, int lda, double *work, int lwork, int *info);
-    int (*Zpotrs)(void *h, int uplo, int n, int nrhs, const double *A, int lda, double *B, int ldb, int *info);
-    int (*Zgeqrf_bufferSize)(void *h, int m, int n, double *A, int lda, int *lwork);
-    int (*Zgeqrf)(void *h, int m, int n, double *A, int lda, double *tau, double *work, int lwork, int *info);
-    int (*Zungqr_bufferSize)(void *h, int m, int n, int k, const double *A, int lda, const double *tau, int *lwork);
-    int (*Zungqr)(void *h, int m, int n, int k, double *A, int lda, const double *tau, double *work, int lwork,
-                  int *info);
-    int (*Zunmqr_bufferSize)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda,
-                             const double *tau, const double *C, int ldc, int *lwork);
-    int (*Zunmqr)(void *h, int side, int trans, int m, int n, int k, const double *A, int lda, const double *tau,
-                  double *C, int ldc, double *work, int lwork, int *info);
-    int (*Zheevd_bufferSize)(void *h, int jobz, int uplo, int n, const double *A, int lda, const double *W,
-                             int *lwork);
-    int (*Zheevd)(void *h, int jobz, int uplo, int n, double *A, int lda, double *W, double *work, int lwork,
-                  int *info);
-    int (*Zgesvd_bufferSize)(void *h, int m, int n, int *lwork);
-    int (*Zgesvd)(void *h, signed char jobu, signed char jobvt, int m, int n, double *A, int lda, double *S,
-                  double *U, int ldu, double *VT, int ldvt, double *work, int lwork, double *rwork, int *info);
-    // Bunch-Kaufman LDL^T ('L' as uplo 0), LAPACK's ipiv; no hetrf/sytrs in cuSOLVER
-    int (*Dsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
-    int (*Dsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
-    int (*Zsytrf_bufferSize)(void *h, int n, double *A, int lda, int *lwork);
-    int (*Zsytrf)(void *h, int uplo, int n, double *A, int lda, int *ipiv, double *work, int lwork, int *info);
+#define RGPU_CUSOLVER_FIELD_(d, z, args) int (*d) args; int (*z) args;
+    RGPU_CUSOLVER_DZ(RGPU_CUSOLVER_FIELD_)
+#undef RGPU_CUSOLVER_FIELD_
     // The 64-bit API's general eigensolver (CUDA >= 12.6), optional: NULL when
     // this cuSOLVER has none (linalg.eig then says so). cudaDataType as ints
     // (CUDA_R_64F = 1, CUDA_C_64F = 5); a real A with real W gives W = (WR, WI)
@@ -213,10 +198,11 @@ static inline rgpu_cuda_view rgpu_cuda_view_of(const rgpu_view *v) {
     return r;
 }
 
-// Element offset of linear index i (row-major over sizes) in view v.
-__device__ inline long long rgpu_cuda_offset(const rgpu_cuda_view &v, long long i) {
+// Element offset of linear index i, row-major over v's leading nd dims
+// (a batch index when the trailing dims are a matrix).
+__device__ inline long long rgpu_cuda_offset_lead(const rgpu_cuda_view &v, int nd, long long i) {
     long long off = 0;
-    for (int d = v.ndim - 1; d >= 0; d--) {
+    for (int d = nd - 1; d >= 0; d--) {
         long long s = v.sizes[d];
         off += (i % s) * v.strides[d];
         i /= s;
@@ -224,10 +210,15 @@ __device__ inline long long rgpu_cuda_offset(const rgpu_cuda_view &v, long long 
     return off;
 }
 
+// Element offset of linear index i (row-major over sizes) in view v.
+__device__ inline long long rgpu_cuda_offset(const rgpu_cuda_view &v, long long i) {
+    return rgpu_cuda_offset_lead(v, v.ndim, i);
+}
+
 // ---------------------------------------------------------------------------
 // Op families: one file (or a few) each, mirroring replayer/cpu/. Which
 // family runs an op is ops.def's FAMILY column: backend_cuda.cu dispatches
-// through the generated switch replayer/op/op_dispatch_cuda.inc.
+// through the generated switch replayer/cuda/op_dispatch_cuda.inc.
 #define RGPU_CUDA_FAMILY(name) \
     extern "C" rgpu_status rgpu_cuda_##name##_exec(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 RGPU_CUDA_FAMILY(copy)       // copy.cu: COPY (strided, broadcast, cast), FULL, ARANGE

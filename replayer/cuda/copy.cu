@@ -11,12 +11,13 @@
 //   canonical NaN: f16 sign|0x7E00, bf16 0x7FC0)
 // Validation and messages are the CPU kernel's.
 //
-// Layout: the operands are reduced like rgpu_op_iter_init (dims ordered by the
+// Layout: the operands are reduced by rgpu_op_iter_init (dims ordered by the
 // output's strides, size-1 dims dropped, mergeable dims coalesced), then one
 // thread per output element (grid-stride). Contiguous same-dtype copies are a
 // cudaMemcpyAsync; contiguous fills of a byte pattern a cudaMemsetAsync.
 #include "common.cuh"
 #include "convert.cuh"
+#include "op/iter.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -54,7 +55,7 @@ template <int DT> __host__ __device__ static constexpr bool is_complex_dt() {
 struct alignas(16) elem16 { unsigned long long lo, hi; };
 
 // ---------------------------------------------------------------------------
-// The reduced iteration space (rgpu_op_iter_init with at most one input), strides
+// The reduced iteration space (rgpu_op_iter_init's, with at most one input), strides
 // in elements of each operand. zmask: dims where the output's stride is 0
 // (an expanded output): only the last index along them writes, so the value
 // that lands is the one the CPU's in-order loop writes last.
@@ -70,55 +71,20 @@ struct copy_iter {
 
 static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_view *in, int op, char *err,
                              size_t errlen) {
-    int nd = out->ndim;
-    long long st[2][RGPU_MAX_DIMS];
-    it->numel = 1;
-    for (int d = 0; d < nd; d++) { it->numel *= out->sizes[d]; st[0][d] = out->strides[d]; st[1][d] = 0; }
-    int nops = in ? 2 : 1;
-    if (in) {
-        if (in->ndim > nd)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] has %d dims, more than the output's %d", rgpu_op_name(op), 0, in->ndim, nd);
-        int lead = nd - in->ndim;
-        for (int d = lead; d < nd; d++) {
-            long long s = in->sizes[d - lead];
-            if (s == out->sizes[d]) st[1][d] = (s == 1) ? 0 : in->strides[d - lead];
-            else if (s == 1) st[1][d] = 0;
-            else
-                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: in[%d] size %lld at dim %d does not broadcast to %lld", rgpu_op_name(op), 0,
-                     s, d - lead, (long long)out->sizes[d]);
-        }
-    }
-    int perm[RGPU_MAX_DIMS];
-    int np = 0;
-    for (int d = 0; d < nd; d++) {
-        if (out->sizes[d] == 1) continue;
-        int j = np++;
-        while (j > 0 && st[0][perm[j - 1]] < st[0][d]) { perm[j] = perm[j - 1]; j--; }
-        perm[j] = d;
-    }
-    long long *str[2] = { it->ostr, it->istr };
-    int n = 0;
-    for (int i = 0; i < np; i++) {
-        int d = perm[i];
-        if (n > 0) {
-            bool merge = true;
-            for (int k = 0; k < nops; k++)
-                if (str[k][n - 1] != st[k][d] * out->sizes[d]) { merge = false; break; }
-            if (merge) {
-                it->sizes[n - 1] *= out->sizes[d];
-                for (int k = 0; k < nops; k++) str[k][n - 1] = st[k][d];
-                continue;
-            }
-        }
-        it->sizes[n] = out->sizes[d];
-        for (int k = 0; k < 2; k++) str[k][n] = st[k][d];
-        n++;
-    }
-    if (n == 0) { it->sizes[0] = 1; it->ostr[0] = it->istr[0] = 0; n = 1; }
-    it->ndim = n;
+    op_iter oi;
+    op_operand src = { in, NULL, 0 };
+    FORWARD_IF_ERROR(rgpu_op_iter_init(&oi, out, &src, in ? 1 : 0, op, err, errlen));
+    // op_iter's strides are bytes; the kernels index typed elements
+    long long oes = (long long)rgpu_dtype_size(out->dtype), ies = in ? (long long)rgpu_dtype_size(in->dtype) : 1;
+    it->ndim = oi.ndim;
+    it->numel = oi.numel;
     it->zmask = 0;
-    for (int d = 0; d < n; d++)
+    for (int d = 0; d < oi.ndim; d++) {
+        it->sizes[d] = oi.sizes[d];
+        it->ostr[d] = oi.strides[0][d] / oes;
+        it->istr[d] = in ? oi.strides[1][d] / ies : 0;
         if (it->ostr[d] == 0 && it->sizes[d] > 1) it->zmask |= 1u << d;
+    }
     return RGPU_OK;
 }
 

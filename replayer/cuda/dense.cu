@@ -25,8 +25,7 @@ extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
         return rgpu_cuda_dense_rnn_cell(c, e, err, errlen);
     default:
-        snprintf(err, errlen, "cuda backend (dense): unsupported op %s", rgpu_op_name(e->op));
-        return RGPU_ERR_UNSUPPORTED;
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }
 }
 
@@ -213,19 +212,14 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
         return RGPU_OK;
     }
     if (!have_blas(c, opname, err, errlen)) return RGPU_ERR_UNSUPPORTED;
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX) {
-        snprintf(err, errlen, "%s: a GEMM dimension over %d is too large for cuBLAS", opname, INT_MAX);
-        return RGPU_ERR_UNSUPPORTED;
-    }
+    RETURN_ERROR_IF(M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX,
+                    RGPU_ERR_UNSUPPORTED, "%s: a GEMM dimension over %d is too large for cuBLAS", opname, INT_MAX);
     const rgpu_cublas &bl = c->blas;
     bool tf32 = dt == RGPU_F32 && c->allow_tf32;
     bool reduced = dt == RGPU_F16 || dt == RGPU_BF16;
     if (bl.SetMathMode) {
         int st = bl.SetMathMode(bl.handle, reduced ? DEFAULT_MATH | DISALLOW_REDUCED_PRECISION_REDUCTION : DEFAULT_MATH);
-        if (st != 0) {
-            snprintf(err, errlen, "%s: cublasSetMathMode failed with status %d", opname, st);
-            return RGPU_ERR_EXEC;
-        }
+        RETURN_ERROR_IF(st != 0, RGPU_ERR_EXEC, "%s: cublasSetMathMode failed with status %d", opname, st);
     }
     int64_t esz = (int64_t)rgpu_dtype_size(dt);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
@@ -241,10 +235,8 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
         bool missing = dt == RGPU_F64 ? !bl.DgemmStridedBatched
                      : dt == RGPU_C64 ? !bl.CgemmStridedBatched : dt == RGPU_C128 ? !bl.ZgemmStridedBatched
                      : dt == RGPU_F32 && !tf32 ? !bl.SgemmStridedBatched : !bl.GemmStridedBatchedEx;
-        if (missing) {
-            snprintf(err, errlen, "cuBLAS not available: %s: the loaded libcublas lacks the GEMM it needs", opname);
-            return RGPU_ERR_UNSUPPORTED;
-        }
+        RETURN_ERROR_IF(missing, RGPU_ERR_UNSUPPORTED,
+                        "cuBLAS not available: %s: the loaded libcublas lacks the GEMM it needs", opname);
         if (dt == RGPU_F64) {
             double al = alpha, be = beta;
             fn = "cublasDgemmStridedBatched";
@@ -274,11 +266,8 @@ rgpu_status gemm(rgpu_cuda_ctx *c, int dt, bool ta, bool tb, int64_t M, int64_t 
                                          (int)lda, sA, &be, pc, ty, (int)ldc, sC, nb,
                                          tf32 ? COMPUTE_32F_FAST_TF32 : COMPUTE_32F, GEMM_DEFAULT);
         }
-        if (st != 0) {
-            snprintf(err, errlen, "%s: %s failed with status %d (m=%lld n=%lld k=%lld batch=%d)", opname, fn, st,
-                     (long long)M, (long long)N, (long long)K, nb);
-            return RGPU_ERR_EXEC;
-        }
+        RETURN_ERROR_IF(st != 0, RGPU_ERR_EXEC, "%s: %s failed with status %d (m=%lld n=%lld k=%lld batch=%d)",
+                        opname, fn, st, (long long)M, (long long)N, (long long)K, nb);
     }
     return RGPU_OK;
 }

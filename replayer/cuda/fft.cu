@@ -1,6 +1,6 @@
 // fft.cu — the CUDA fft family (_fft_c2c, _fft_r2c, _fft_c2r) on cuFFT,
 // loaded at run time (dlopen, as cuBLAS and cuSOLVER are): without it the
-// ops fail with "needs cuFFT". The record's checks are op/fft.c's, shared
+// ops fail with "needs cuFFT". The record's checks are op/fft_check.c's, shared
 // with the CPU backend.
 //
 // Every op gathers its input into a contiguous buffer with the batch dims

@@ -85,15 +85,11 @@ rgpu_status ix_find_bad_index(rgpu_cuda_ctx *c, const rgpu_view *ix, int nd, con
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
     RGPU_CUDA_NEEDS_HOST(c, "an index bounds check", err, errlen);
-    ix_scratch s(c);
-    IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the index check");
-    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
-    k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, lo, hi,
-                                                           has_skip, skip, n, bad);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    unsigned long long pos = 0;
-    RGPU_CUDA_TRY(cudaMemcpyAsync(&pos, bad, sizeof pos, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    unsigned long long pos;
+    FORWARD_IF_ERROR(ix_first_flagged(c, "the index check", [&](unsigned long long *bad) {
+        k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, lo, hi,
+                                                               has_skip, skip, n, bad);
+    }, &pos, err, errlen));
     if (pos == ~0ull) return RGPU_OK;
     long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
     const char *p = (const char *)ix->data + off;
@@ -140,44 +136,43 @@ rgpu_status ix_fill_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *val
     return RGPU_OK;
 }
 
-rgpu_status ix_upload_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *host, char *err, size_t errlen)
+// v's elements from (upload) or to a contiguous row-major host buffer,
+// through a device staging buffer of the same layout; waits for the copy.
+static rgpu_status stage_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, bool upload, char *err,
+                              size_t errlen)
 {
+    // k_copy writes stride set 0 from set 1: the view is the destination of
+    // an upload and the source of a download, the staging buffer the other
+    const int kv = upload ? 0 : 1;
     ix_walk w;
-    ix_walk_init(&w, dst->ndim, dst->sizes);
-    ix_walk_strides(&w, 0, dst);
+    ix_walk_init(&w, v->ndim, v->sizes);
+    ix_walk_strides(&w, kv, v);
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
-    int esz = (int)rgpu_dtype_size(dst->dtype);
-    walk_contig(&w, 1, esz);
+    int esz = (int)rgpu_dtype_size(v->dtype);
+    walk_contig(&w, 1 - kv, esz);
     size_t nbytes = (size_t)n * (size_t)esz;
-    RGPU_CUDA_NEEDS_HOST(c, "an upload from the host", err, errlen);
+    RGPU_CUDA_NEEDS_HOST(c, upload ? "an upload from the host" : "a read-back to the host", err, errlen);
     ix_scratch s(c);
-    IX_SCRATCH(s, tmp, char *, nbytes, "an upload");
-    RGPU_CUDA_TRY(cudaMemcpyAsync(tmp, host, nbytes, cudaMemcpyHostToDevice, c->stream), err, errlen);
-    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, dst->dtype, esz, tmp, dst->dtype, n);
+    IX_SCRATCH(s, tmp, char *, nbytes, upload ? "an upload" : "a download");
+    if (upload) RGPU_CUDA_TRY(cudaMemcpyAsync(tmp, host, nbytes, cudaMemcpyHostToDevice, c->stream), err, errlen);
+    char *dst = upload ? (char *)v->data : tmp;
+    const char *src = upload ? tmp : (const char *)v->data;
+    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dst, v->dtype, esz, src, v->dtype, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    if (!upload) RGPU_CUDA_TRY(cudaMemcpyAsync(host, tmp, nbytes, cudaMemcpyDeviceToHost, c->stream), err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
     return RGPU_OK;
 }
 
+rgpu_status ix_upload_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const void *host, char *err, size_t errlen)
+{
+    return stage_view(c, dst, (void *)host, true, err, errlen);
+}
+
 rgpu_status ix_download_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, char *err, size_t errlen)
 {
-    ix_walk w;
-    ix_walk_init(&w, v->ndim, v->sizes);
-    ix_walk_strides(&w, 1, v);
-    long long n = ix_walk_numel(&w);
-    if (n <= 0) return RGPU_OK;
-    int esz = (int)rgpu_dtype_size(v->dtype);
-    walk_contig(&w, 0, esz);
-    size_t nbytes = (size_t)n * (size_t)esz;
-    RGPU_CUDA_NEEDS_HOST(c, "a read-back to the host", err, errlen);
-    ix_scratch s(c);
-    IX_SCRATCH(s, tmp, char *, nbytes, "a download");
-    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, tmp, v->dtype, esz, (const char *)v->data, v->dtype, n);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    RGPU_CUDA_TRY(cudaMemcpyAsync(host, tmp, nbytes, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
-    return RGPU_OK;
+    return stage_view(c, v, host, false, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -1077,7 +1072,6 @@ extern "C" rgpu_status rgpu_cuda_index_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     case RGPU_OP_COUNT_UNIQUE:       return ix_unique(c, e, true, err, errlen);
     case RGPU_OP_UNIQUE:             return ix_unique(c, e, false, err, errlen);
     default:
-        snprintf(err, errlen, "cuda index family: unsupported op %s", rgpu_op_name(e->op));
-        return RGPU_ERR_UNSUPPORTED;
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda index family: unsupported op %s", rgpu_op_name(e->op));
     }
 }

@@ -168,17 +168,7 @@ __device__ inline void ix_elem_reduce(char *d, const char *s, int dt, int mode, 
     case RGPU_F64:
         *(double *)d = ix_step_f64(*(const double *)d, *(const double *)s, mode, a);
         break;
-    case RGPU_BOOL: {
-        bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
-        *(uint8_t *)d = mode == OP_IDX_MUL ? (x && y) : (x || (a.b && y));
-        break;
-    }
-    default: {
-        uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
-        x = mode == OP_IDX_MUL ? x * y : x + a.i * y;
-        op_store_u64(d, dt, x);
-        break;
-    }
+    default: op_idx_elem_reduce_exact(d, s, dt, mode, a.b != 0, a.i); break;
     }
 }
 
@@ -209,6 +199,24 @@ static inline cudaError_t ix_read_back(rgpu_cuda_ctx *c, void *dst, const void *
 {
     cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream);
     return e != cudaSuccess ? e : cudaStreamSynchronize(c->stream);
+}
+
+// The position a check kernel flags first: launch(bad) runs the kernel, which
+// atomicMin's each bad position into *bad (a device slot that starts at
+// ~0ull); *pos is that slot read back in stream order, ~0ull when none.
+// what names the slot in the out-of-memory message.
+template <class Launch>
+static inline rgpu_status ix_first_flagged(rgpu_cuda_ctx *c, const char *what, Launch launch,
+                                           unsigned long long *pos, char *err, size_t errlen)
+{
+    ix_scratch s(c);
+    IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), what);
+    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
+    launch(bad);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    *pos = ~0ull;
+    RGPU_CUDA_TRY(ix_read_back(c, pos, bad, sizeof *pos), err, errlen);
+    return RGPU_OK;
 }
 
 // Host memory freed when the holder goes out of scope.

@@ -13,13 +13,7 @@
 
 // Element offset of batch b of a view whose last two dims are the matrix.
 __device__ inline long long la_batch_off(const rgpu_cuda_view &v, long long b) {
-    long long off = 0;
-    for (int d = v.ndim - 3; d >= 0; d--) {
-        long long s = v.sizes[d];
-        off += (b % s) * v.strides[d];
-        b /= s;
-    }
-    return off;
+    return rgpu_cuda_offset_lead(v, v.ndim - 2, b);
 }
 
 #define LA_LOOP(i, n) \
@@ -213,6 +207,20 @@ static rgpu_status g_lu_perm(void *ctx, const int32_t *piv, int64_t nb, int64_t 
         RETURN_ERROR_IF(s_ != 0, RGPU_ERR_EXEC, "cuda linalg: %s failed (cusolverStatus %d)", what, s_); \
     } while (0)
 
+// call(b) for each matrix b of the batch in order, until one returns a
+// cusolverStatus other than 0: that one as "cusolverDn<Z|D><what> failed".
+template <class F>
+static rgpu_status la_each_matrix(int64_t nb, bool cx, const char *what, F call, char *err, size_t errlen)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        int s = call(b);
+        if (s != 0)
+            RETURN_ERROR(RGPU_ERR_EXEC, "cuda linalg: cusolverDn%c%s failed (cusolverStatus %d)", cx ? 'Z' : 'D', what,
+                         s);
+    }
+    return RGPU_OK;
+}
+
 // cx picks the Z routine (complex128 as (re, im) pairs; the table types it as
 // double *, the same pointer), workspaces in units of e doubles.
 static rgpu_status g_getrf(void *ctx, bool cx, double *a, int64_t nb, int64_t m, int64_t n, int32_t *piv,
@@ -229,15 +237,10 @@ static rgpu_status g_getrf(void *ctx, bool cx, double *a, int64_t nb, int64_t m,
                "cusolverDn<t>getrf_bufferSize");
     double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * e * sizeof(double));
     RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for getrf's workspace");
-    rgpu_status st = RGPU_OK;
-    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
-        int s = (cx ? S->Zgetrf : S->Dgetrf)(S->handle, (int)m, (int)n, a + e * b * m * n, (int)m, work, piv + b * k,
-                                             info + b);
-        if (s != 0) {
-            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%cgetrf failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
-            st = RGPU_ERR_EXEC;
-        }
-    }
+    rgpu_status st = la_each_matrix(nb, cx, "getrf", [&](int64_t b) {
+        return (cx ? S->Zgetrf : S->Dgetrf)(S->handle, (int)m, (int)n, a + e * b * m * n, (int)m, work, piv + b * k,
+            info + b);
+    }, err, errlen);
     rgpu_cuda_scratch_free(c, work);
     return st;
 }
@@ -251,15 +254,10 @@ static rgpu_status g_getrs(void *ctx, bool cx, const double *lu, const int32_t *
     int op = trans ? (cx ? 2 : 1) : 0;    // CUBLAS_OP_C / _T
     int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));
     RETURN_ERROR_IF(!dinfo, RGPU_ERR_NOMEM, "cuda linalg: out of memory");
-    rgpu_status st = RGPU_OK;
-    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
-        int s = (cx ? S->Zgetrs : S->Dgetrs)(S->handle, op, (int)n, (int)k, lu + e * b * n * n, (int)n, piv + b * n,
-                                             x + e * b * n * k, (int)n, dinfo);
-        if (s != 0) {
-            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%cgetrs failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
-            st = RGPU_ERR_EXEC;
-        }
-    }
+    rgpu_status st = la_each_matrix(nb, cx, "getrs", [&](int64_t b) {
+        return (cx ? S->Zgetrs : S->Dgetrs)(S->handle, op, (int)n, (int)k, lu + e * b * n * n, (int)n, piv + b * n,
+            x + e * b * n * k, (int)n, dinfo);
+    }, err, errlen);
     rgpu_cuda_scratch_free(c, dinfo);
     return st;
 }
@@ -278,15 +276,10 @@ static rgpu_status g_potrf(void *ctx, bool cx, double *a, int64_t nb, int64_t n,
                "cusolverDn<t>potrf_bufferSize");
     double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * e * sizeof(double));
     RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for potrf's workspace");
-    rgpu_status st = RGPU_OK;
-    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
-        int s = (cx ? S->Zpotrf : S->Dpotrf)(S->handle, uplo, (int)n, a + e * b * n * n, (int)n, work, lwork,
-                                             info + b);
-        if (s != 0) {
-            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%cpotrf failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
-            st = RGPU_ERR_EXEC;
-        }
-    }
+    rgpu_status st = la_each_matrix(nb, cx, "potrf", [&](int64_t b) {
+        return (cx ? S->Zpotrf : S->Dpotrf)(S->handle, uplo, (int)n, a + e * b * n * n, (int)n, work, lwork,
+            info + b);
+    }, err, errlen);
     rgpu_cuda_scratch_free(c, work);
     return st;
 }
@@ -299,15 +292,10 @@ static rgpu_status g_potrs(void *ctx, bool cx, const double *l, double *x, int64
     int64_t e = cx ? 2 : 1;
     int *dinfo = (int *)rgpu_cuda_scratch(c, sizeof(int));
     RETURN_ERROR_IF(!dinfo, RGPU_ERR_NOMEM, "cuda linalg: out of memory");
-    rgpu_status st = RGPU_OK;
-    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
-        int s = (cx ? S->Zpotrs : S->Dpotrs)(S->handle, lower ? 0 : 1, (int)n, (int)k, l + e * b * n * n, (int)n,
-                                             x + e * b * n * k, (int)n, dinfo);
-        if (s != 0) {
-            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%cpotrs failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
-            st = RGPU_ERR_EXEC;
-        }
-    }
+    rgpu_status st = la_each_matrix(nb, cx, "potrs", [&](int64_t b) {
+        return (cx ? S->Zpotrs : S->Dpotrs)(S->handle, lower ? 0 : 1, (int)n, (int)k, l + e * b * n * n, (int)n,
+            x + e * b * n * k, (int)n, dinfo);
+    }, err, errlen);
     rgpu_cuda_scratch_free(c, dinfo);
     return st;
 }
@@ -425,15 +413,10 @@ static rgpu_status g_sytrf(void *ctx, bool cx, bool herm, double *a, int64_t nb,
                "cusolverDn<t>sytrf_bufferSize");
     double *work = (double *)rgpu_cuda_scratch(c, (size_t)(lwork > 0 ? lwork : 1) * e * sizeof(double));
     RETURN_ERROR_IF(!work, RGPU_ERR_NOMEM, "cuda linalg: out of memory for sytrf's workspace");
-    rgpu_status st = RGPU_OK;
-    for (int64_t b = 0; b < nb && st == RGPU_OK; b++) {
-        int s = (cx ? S->Zsytrf : S->Dsytrf)(S->handle, 0, (int)n, a + e * b * n * n, (int)n, piv + b * n, work,
-                                             lwork > 0 ? lwork : 1, info + b);
-        if (s != 0) {
-            rgpu_op_errf(err, errlen, "cuda linalg: cusolverDn%csytrf failed (cusolverStatus %d)", cx ? 'Z' : 'D', s);
-            st = RGPU_ERR_EXEC;
-        }
-    }
+    rgpu_status st = la_each_matrix(nb, cx, "sytrf", [&](int64_t b) {
+        return (cx ? S->Zsytrf : S->Dsytrf)(S->handle, 0, (int)n, a + e * b * n * n, (int)n, piv + b * n, work,
+            lwork > 0 ? lwork : 1, info + b);
+    }, err, errlen);
     rgpu_cuda_scratch_free(c, work);
     return st;
 }

@@ -84,6 +84,20 @@ __device__ __forceinline__ bool nll_valid(long long c, const nll_args &a)
     return c != a.ignore && c >= 0 && c < a.C;
 }
 
+// The fields forward and backward share: the shape of the check, logp,
+// target and weight?; the rest zero.
+static nll_args nll_args_of(const op_nll_shape *s, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w)
+{
+    nll_args a;
+    memset(&a, 0, sizeof a);
+    a.N = s->N; a.C = s->C; a.ls0 = s->ls0; a.ls1 = s->ls1; a.ts = s->ts; a.ws = s->ws; a.ignore = s->ignore;
+    a.reduction = (int)s->reduction;
+    a.logp = logp->data; a.ldt = logp->dtype;
+    a.t = t->data; a.tdt = t->dtype;
+    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    return a;
+}
+
 // reduction none with 2-d logp: loss_i = -w[t_i] * logp[i, t_i] (0 when ignored)
 static __global__ void nll_rows_kernel(nll_args a)
 {
@@ -135,13 +149,7 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     // as ATen: a reduced loss over an empty logp checks no target
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, per_row || s.C > 0 ? s.N : 0, err, errlen));
 
-    nll_args a;
-    memset(&a, 0, sizeof a);
-    a.N = s.N; a.C = s.C; a.ls0 = s.ls0; a.ls1 = s.ls1; a.ts = s.ts; a.ws = s.ws; a.ignore = s.ignore;
-    a.reduction = (int)s.reduction;
-    a.logp = logp->data; a.ldt = logp->dtype;
-    a.t = t->data; a.tdt = t->dtype;
-    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    nll_args a = nll_args_of(&s, logp, t, w);
     a.loss = loss->data; a.lossdt = loss->dtype;
     a.tw = tw ? tw->data : NULL; a.twdt = tw ? tw->dtype : 0;
     if (per_row) {
@@ -196,13 +204,7 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
 
-    nll_args a;
-    memset(&a, 0, sizeof a);
-    a.N = s.N; a.C = s.C; a.ls0 = s.ls0; a.ls1 = s.ls1; a.ts = s.ts; a.ws = s.ws; a.ignore = s.ignore;
-    a.reduction = (int)s.reduction;
-    a.logp = logp->data; a.ldt = logp->dtype;
-    a.t = t->data; a.tdt = t->dtype;
-    a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
+    nll_args a = nll_args_of(&s, logp, t, w);
     a.go = go->data; a.godt = go->dtype;
     a.gos = per_row ? go->strides[0] : -1;   // -1: one grad element for all rows
     a.twin = twv->data; a.twindt = twv->dtype;

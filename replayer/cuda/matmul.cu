@@ -30,6 +30,19 @@ static rgpu_view mat3(void *data, int dt, int64_t nb, int64_t rows, int64_t cols
 
 #define NOMEM(name) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for matmul buffers", name)
 
+// A contiguous copy in sc of the (nb, rows, cols) operand v, for one cuBLAS
+// cannot read in place; *p its data.
+static rgpu_status contig_operand(rgpu_cuda_ctx *c, rgpu_dcu::scratch *sc, const rgpu_view *v, const char *name,
+                                  const void **p, char *err, size_t errlen)
+{
+    void *buf = sc->get(v->sizes[0] * v->sizes[1] * v->sizes[2], rgpu_dtype_size(v->dtype));
+    if (!buf) NOMEM(name);
+    rgpu_view d = rgpu_dcu::contig_view(buf, v->dtype, 3, v->sizes);
+    FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, v, err, errlen));
+    *p = buf;
+    return RGPU_OK;
+}
+
 rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dense_mm q;
@@ -66,20 +79,12 @@ rgpu_status rgpu_cuda_dense_matmul(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     bool a_direct = rgpu_op_dense_blas_layout(n, k, A.strides[1], A.strides[2], &ta, &lda);
     bool b_direct = rgpu_op_dense_blas_layout(k, m, Bv.strides[1], Bv.strides[2], &tb, &ldb);
     if (!a_direct) {
-        int64_t sz[3] = { nb, n, k };
-        void *buf = sc.get(nb * n * k, (size_t)esz);
-        if (!buf) NOMEM(name);
-        rgpu_view d = rgpu_dcu::contig_view(buf, dt, 3, sz);
-        FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, &A, err, errlen));
-        pa = buf; ta = false; lda = k > 0 ? k : 1; sa = n * k;
+        FORWARD_IF_ERROR(contig_operand(c, &sc, &A, name, &pa, err, errlen));
+        ta = false; lda = k > 0 ? k : 1; sa = n * k;
     }
     if (!b_direct) {
-        int64_t sz[3] = { nb, k, m };
-        void *buf = sc.get(nb * k * m, (size_t)esz);
-        if (!buf) NOMEM(name);
-        rgpu_view d = rgpu_dcu::contig_view(buf, dt, 3, sz);
-        FORWARD_IF_ERROR(rgpu_dcu::copy(c, &d, &Bv, err, errlen));
-        pb = buf; tb = false; ldb = m; sb = k * m;
+        FORWARD_IF_ERROR(contig_operand(c, &sc, &Bv, name, &pb, err, errlen));
+        tb = false; ldb = m; sb = k * m;
     }
     if (nb == 1) { sa = 0; sb = 0; }
 

@@ -84,18 +84,10 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 
     ln_fwd_args g;
     memset(&g, 0, sizeof g);
-    rf_ctr_init(&g.lead, s.lead, x->sizes);
-    rf_ctr_set(&g.lead, 0, x->strides);
-    rf_ctr_set(&g.lead, 1, y->strides);
-    rf_ctr_set(&g.lead, 2, mean ? mean->strides : NULL);
-    rf_ctr_set(&g.lead, 3, rstd ? rstd->strides : NULL);
-    rf_ctr_coalesce(&g.lead);
-    rf_ctr_init(&g.row, s.k, s.norm);
-    rf_ctr_set(&g.row, 0, norm_strides(x, s.k));
-    rf_ctr_set(&g.row, 1, norm_strides(y, s.k));
-    rf_ctr_set(&g.row, 2, norm_strides(w, s.k));
-    rf_ctr_set(&g.row, 3, norm_strides(b, s.k));
-    rf_ctr_coalesce(&g.row);
+    rf_ctr_build(&g.lead, s.lead, x->sizes,
+                 { x->strides, y->strides, mean ? mean->strides : NULL, rstd ? rstd->strides : NULL });
+    rf_ctr_build(&g.row, s.k, s.norm,
+                 { norm_strides(x, s.k), norm_strides(y, s.k), norm_strides(w, s.k), norm_strides(b, s.k) });
     g.N = s.N;
     g.rN = 1.0 / (double)s.N;
     g.eps = s.eps;
@@ -242,23 +234,11 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
 
     ln_bwd_args a;
     memset(&a, 0, sizeof a);
-    rf_ctr_init(&a.lead, s.lead, x->sizes);
-    rf_ctr_set(&a.lead, 0, g->strides);
-    rf_ctr_set(&a.lead, 1, x->strides);
-    rf_ctr_set(&a.lead, 2, mean->strides);
-    rf_ctr_set(&a.lead, 3, rstd->strides);
-    rf_ctr_set(&a.lead, 4, dx ? dx->strides : NULL);
-    rf_ctr_coalesce(&a.lead);
-    rf_ctr_init(&a.row, s.k, s.norm);
-    rf_ctr_set(&a.row, 0, norm_strides(g, s.k));
-    rf_ctr_set(&a.row, 1, norm_strides(x, s.k));
-    rf_ctr_set(&a.row, 2, norm_strides(dx, s.k));
-    rf_ctr_set(&a.row, 3, norm_strides(w, s.k));
-    rf_ctr_coalesce(&a.row);
-    rf_ctr_init(&a.prow, s.k, s.norm);
-    rf_ctr_set(&a.prow, 0, norm_strides(dw, s.k));
-    rf_ctr_set(&a.prow, 1, norm_strides(db, s.k));
-    rf_ctr_coalesce(&a.prow);
+    rf_ctr_build(&a.lead, s.lead, x->sizes,
+                 { g->strides, x->strides, mean->strides, rstd->strides, dx ? dx->strides : NULL });
+    rf_ctr_build(&a.row, s.k, s.norm,
+                 { norm_strides(g, s.k), norm_strides(x, s.k), norm_strides(dx, s.k), norm_strides(w, s.k) });
+    rf_ctr_build(&a.prow, s.k, s.norm, { norm_strides(dw, s.k), norm_strides(db, s.k) });
     a.M = s.M; a.N = s.N;
     a.rN = 1.0 / (double)s.N;
     a.g = g->data; a.gdt = g->dtype;

@@ -890,7 +890,7 @@ static unsigned pw_blocks(long long numel) {
 static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
     unsigned nb = pw_blocks(A.numel);
     bool oned = A.ndim == 1;
-    if (op_special_nin(A.op) != 0) {   // issue 13: special functions (floating only)
+    if (op_special_nin(A.op) != 0) {   // the special functions (op/special_math.h; floating only)
         if (A.ct == OP_CT_F64) {
             if (oned) pw_kernel<OP_CT_F64, true, true><<<nb, PW_THREADS, 0, s>>>(A);
             else pw_kernel<OP_CT_F64, false, true><<<nb, PW_THREADS, 0, s>>>(A);

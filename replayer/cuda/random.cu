@@ -104,14 +104,10 @@ static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *er
     ix_walk_init(&w, p->ndim, p->sizes);
     ix_walk_strides(&w, 0, p);
     RGPU_CUDA_NEEDS_HOST(c, "bernoulli's p check", err, errlen);
-    ix_scratch s(c);
-    IX_SCRATCH(s, bad, unsigned long long *, sizeof(unsigned long long), "the p check");
-    RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream), err, errlen);
-    k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n, bad);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    unsigned long long pos = 0;
-    RGPU_CUDA_TRY(cudaMemcpyAsync(&pos, bad, sizeof pos, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    unsigned long long pos;
+    FORWARD_IF_ERROR(ix_first_flagged(c, "the p check", [&](unsigned long long *bad) {
+        k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n, bad);
+    }, &pos, err, errlen));
     if (pos == ~0ull) return RGPU_OK;
     long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
     char buf[8] = { 0 };

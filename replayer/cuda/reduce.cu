@@ -312,16 +312,10 @@ struct red_dims {
 static void red_args_set(red_args *g, const red_dims *d)
 {
     memset(g, 0, sizeof *g);
-    rf_ctr_init(&g->keep, d->nk, d->ksz);
-    rf_ctr_set(&g->keep, 0, d->kin);
-    rf_ctr_set(&g->keep, 1, d->kout[0]);
-    rf_ctr_set(&g->keep, 2, d->kout[1]);
-    g->outer = g->keep.total;
-    rf_ctr_coalesce(&g->keep);
-    rf_ctr_init(&g->red, d->nr, d->rsz);
-    rf_ctr_set(&g->red, 0, d->rin);
+    rf_ctr_build(&g->keep, d->nk, d->ksz, { d->kin, d->kout[0], d->kout[1] });
+    g->outer = g->keep.total;   // coalescing keeps the total
+    rf_ctr_build(&g->red, d->nr, d->rsz, { d->rin });
     g->count = g->red.total;
-    rf_ctr_coalesce(&g->red);
 }
 
 // ---------------------------------------------------------------------------
@@ -542,10 +536,7 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     int64_t osz[RF_MAXD];   /* the lines: in's sizes, the scan dim's set to 1 */
     FORWARD_IF_ERROR(rgpu_op_cumsum_check(e, &dim, osz, err, errlen));
     cumsum_args a;
-    rf_ctr_init(&a.lines, in->ndim, osz);
-    rf_ctr_set(&a.lines, 0, in->strides);
-    rf_ctr_set(&a.lines, 1, out->strides);
-    rf_ctr_coalesce(&a.lines);
+    rf_ctr_build(&a.lines, in->ndim, osz, { in->strides, out->strides });
     a.n = 1; a.is = 0; a.os = 0;
     if (in->ndim > 0) { a.n = in->sizes[dim]; a.is = in->strides[dim]; a.os = out->strides[dim]; }
     if (a.lines.total == 0 || a.n == 0) return RGPU_OK;

@@ -15,6 +15,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <initializer_list>
 #include <math.h>
 #include <string.h>
 
@@ -78,6 +79,17 @@ template <int K> static inline void rf_ctr_coalesce(rf_ctr<K> *c)
         n++;
     }
     c->n = n;
+}
+
+// rf_ctr_init, then operand k steps by strides[k] (NULL: 0 everywhere), then
+// rf_ctr_coalesce: the counter a launcher builds, in one call.
+template <int K>
+static inline void rf_ctr_build(rf_ctr<K> *c, int n, const int64_t *sizes, std::initializer_list<const int64_t *> strides)
+{
+    rf_ctr_init(c, n, sizes);
+    int k = 0;
+    for (const int64_t *st : strides) rf_ctr_set(c, k++, st);
+    rf_ctr_coalesce(c);
 }
 
 template <int K> __device__ __forceinline__ void rf_ctr_offs(const rf_ctr<K> &c, long long i, long long *off)

@@ -1,6 +1,6 @@
 // rnn.cu — the fused LSTM and GRU cells and their backwards on the GPU: one
 // thread per (b, j) element of the (B, H) hidden state running op/rnn.h, the
-// code the CPU backend runs (cpu/cpu_dense_rnn.c).
+// code the CPU backend runs (cpu/cpu_dense.c).
 #include "dense.cuh"
 #include "op/rnn.h"
 

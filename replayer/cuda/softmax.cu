@@ -107,44 +107,37 @@ static rgpu_status launch_rows(rgpu_cuda_ctx *c, const sm_args &g, bool backward
     return RGPU_OK;
 }
 
+// Rows along dim of a (the input or the grad), b (the input again, or the
+// output y) into out; one launch of the forward or the backward kernel.
+static rgpu_status softmax_rows(rgpu_cuda_ctx *c, const rgpu_view *a, const rgpu_view *b, rgpu_view *out, int dim,
+                                bool is_log, bool backward, char *err, size_t errlen)
+{
+    sm_args g;
+    memset(&g, 0, sizeof g);
+    const rgpu_view *vs[3] = { a, b, out };
+    rows_along(&g, vs, 3, dim);
+    if (g.rows.total == 0 || g.n == 0) return RGPU_OK;
+    g.a = a->data; g.adt = a->dtype;
+    g.b = b->data; g.bdt = b->dtype;
+    g.out = out->data; g.odt = out->dtype;
+    g.is_log = is_log;
+    return launch_rows(c, g, backward, err, errlen);
+}
+
 // in x, out y (x's shape); args int dim, bool half_to_float (only out's
 // dtype changes, which the client already chose).
 rgpu_status rgpu_cuda_red_softmax(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err, size_t errlen)
 {
-    const rgpu_view *in = e->in[0];
-    rgpu_view *out = e->out[0];
     int dim;
     FORWARD_IF_ERROR(rgpu_op_softmax_check(e, &dim, err, errlen));
-
-    sm_args g;
-    memset(&g, 0, sizeof g);
-    const rgpu_view *vs[3] = { in, in, out };
-    rows_along(&g, vs, 3, dim);
-    if (g.rows.total == 0 || g.n == 0) return RGPU_OK;
-    g.a = in->data; g.adt = in->dtype;
-    g.b = in->data; g.bdt = in->dtype;
-    g.out = out->data; g.odt = out->dtype;
-    g.is_log = is_log;
-    return launch_rows(c, g, false, err, errlen);
+    return softmax_rows(c, e->in[0], e->in[0], e->out[0], dim, is_log, false, err, errlen);
 }
 
 // in grad g, output y (same shape); args int dim, DTYPE input_dtype (out's dtype).
 rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, bool is_log, char *err,
                                            size_t errlen)
 {
-    const rgpu_view *g = e->in[0], *y = e->in[1];
-    rgpu_view *out = e->out[0];
     int dim;
     FORWARD_IF_ERROR(rgpu_op_softmax_backward_check(e, &dim, err, errlen));
-
-    sm_args a;
-    memset(&a, 0, sizeof a);
-    const rgpu_view *vs[3] = { g, y, out };
-    rows_along(&a, vs, 3, dim);
-    if (a.rows.total == 0 || a.n == 0) return RGPU_OK;
-    a.a = g->data; a.adt = g->dtype;
-    a.b = y->data; a.bdt = y->dtype;
-    a.out = out->data; a.odt = out->dtype;
-    a.is_log = is_log;
-    return launch_rows(c, a, true, err, errlen);
+    return softmax_rows(c, e->in[0], e->in[1], e->out[0], dim, is_log, true, err, errlen);
 }

@@ -1,5 +1,6 @@
 /* op/fft.h — the fft family (_fft_c2c, _fft_r2c, _fft_c2r), shared by both
- * backends: the checks of a record, and a careful 1-d complex FFT in double
+ * backends: the checks of a record (fft_check.c), and a careful 1-d complex
+ * FFT in double (fft_plan.c)
  * (mixed radix 4, 2, 3, 5 and any odd radix for smooth sizes; Bluestein's
  * chirp-z through a power-of-two FFT for sizes with a large prime factor)
  * that the CPU backend runs and that cudaemu's cuFFT reference runs.
@@ -48,9 +49,6 @@ typedef struct rgpu_fft_args {
 /* Checks an FFT_* record (dtypes, dims unique and in range, output sizes) and
  * fills a. One-line errors naming the op. */
 rgpu_status rgpu_op_fft_check(const rgpu_exec *e, rgpu_fft_args *a, char *err, size_t errlen);
-
-/* Runs a checked record on host memory (the CPU backend). */
-rgpu_status rgpu_op_fft_host(const rgpu_exec *e, const rgpu_fft_args *a, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -147,6 +147,21 @@ OP_FN op_idx_alpha op_idx_alpha_one(void)
     return a;
 }
 
+/* The ADD/MUL step of op_idx_elem_reduce for bool (logical) and the integer
+ * dtypes (wrapping int64): exact, so the CUDA kernels share it as it is;
+ * ab, ai: alpha's b and i. */
+OP_FN void op_idx_elem_reduce_exact(char *d, const char *s, int dt, int mode, bool ab, uint64_t ai)
+{
+    if (dt == RGPU_BOOL) {
+        bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
+        *(uint8_t *)d = mode == OP_IDX_MUL ? (x && y) : (x || (ab && y));
+        return;
+    }
+    uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
+    x = mode == OP_IDX_MUL ? x * y : x + ai * y;
+    op_store_u64(d, dt, x);
+}
+
 OP_FN void op_idx_elem_reduce(char *d, const char *s, int dt, int mode, const op_idx_alpha *a)
 {
     if (mode == OP_IDX_ASSIGN) { op_elem_copy(d, s, op_dtype_esize(dt)); return; }
@@ -170,17 +185,7 @@ OP_FN void op_idx_elem_reduce(char *d, const char *s, int dt, int mode, const op
         *(double *)d = x;
         break;
     }
-    case RGPU_BOOL: {
-        bool x = *(const uint8_t *)d != 0, y = *(const uint8_t *)s != 0;
-        *(uint8_t *)d = mode == OP_IDX_MUL ? (x && y) : (x || (a->b && y));
-        break;
-    }
-    default: {
-        uint64_t x = op_load_u64(d, dt), y = op_load_u64(s, dt);
-        x = mode == OP_IDX_MUL ? x * y : x + a->i * y;
-        op_store_u64(d, dt, x);
-        break;
-    }
+    default: op_idx_elem_reduce_exact(d, s, dt, mode, a->b, a->i); break;
     }
 }
 

@@ -1,7 +1,7 @@
 /* op/rnn.h — the fused recurrent cells nn.LSTM and nn.GRU run off the CPU
  * (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backwards), one
  * (b, j) element of the (B, H) hidden state at a time, written once for both
- * backends (cpu/cpu_dense_rnn.c loops, cuda/rnn.cu runs a thread each). Math
+ * backends (cpu/cpu_dense.c loops, cuda/rnn.cu runs a thread each). Math
  * in double, stored in the tensors' dtype.
  *
  * LSTM: gates (B, 4H) in the order i, f, g, o; v = input_gates + hidden_gates

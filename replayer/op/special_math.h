@@ -1,4 +1,4 @@
-/* op/special_math.h — the special functions of issue 13 (torch.special's
+/* op/special_math.h — the special functions of torch.special (its
  * erfcx, ndtri, log_ndtr, the Bessel family, airy_ai, zeta, igamma/igammac
  * and the orthogonal polynomials), written once for both backends.
  *

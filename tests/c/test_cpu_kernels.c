@@ -3,7 +3,7 @@
  * arithmetic with broadcast/strided/in-place operands, sum/mean, and the
  * error paths. Expected values are what PyTorch's CPU ATen produces.
  *
- * Build: gcc -std=c11 -Wall -Wextra -Werror -O1 -g -Itrace-format -Ireplayer \
+ * Build: gcc -std=c11 -Wall -Wextra -Werror -O1 -g -Itrace-format -Ireplayer -Ireplayer/backend \
  *   tests/c/test_cpu_kernels.c replayer/cpu/\*.c trace-format/\*.c -o /tmp/tck \
  *   $(pkg-config --cflags --libs check) -lzstd -lxxhash -lsqlite3 -lm -lpthread */
 #include <check.h>

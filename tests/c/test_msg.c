@@ -101,13 +101,12 @@ static sample make(int type) {
         put_bytes(&s, "backend name", be, 32); put_int(&s, "nbits", m.nbits, 4); put_bytes(&s, "bitmap", BITS, 3);
         break;
     }
-    case RGPU_MSG_CHUNK: case RGPU_MSG_CHUNK_REF:
-        s.head = type == RGPU_MSG_CHUNK ? RGPU_MSG_CHUNK_HEAD : RGPU_MSG_CHUNK_REF_HEAD;
-        s.len = type == RGPU_MSG_CHUNK ? rgpu_msg_chunk_encode(&CHUNK, s.enc, sizeof s.enc)
-                                       : rgpu_msg_chunk_ref_encode(&CHUNK, s.enc, sizeof s.enc);
+    case RGPU_MSG_CHUNK:
+        s.head = RGPU_MSG_CHUNK_HEAD;
+        s.len = rgpu_msg_chunk_encode(&CHUNK, s.enc, sizeof s.enc);
         put_int(&s, "first_op", CHUNK.first_op, 8); put_int(&s, "count", CHUNK.count, 4);
         put_int(&s, "reserved", 0, 4); put_bytes(&s, "hash", CHUNK.hash.b, 16);
-        if (type == RGPU_MSG_CHUNK) put_bytes(&s, "frame", FRAME, sizeof FRAME);
+        put_bytes(&s, "frame", FRAME, sizeof FRAME);
         break;
     case RGPU_MSG_BLOB: {
         rgpu_msg_blob m = { .hash = H, .frame = FRAME, .frame_len = sizeof FRAME };
@@ -163,7 +162,6 @@ static rgpu_status decode(int type, const uint8_t *p, size_t n) {
     case RGPU_MSG_HELLO: return rgpu_msg_hello_decode(p, n, &u.h);
     case RGPU_MSG_WELCOME: return rgpu_msg_welcome_decode(p, n, &u.w);
     case RGPU_MSG_CHUNK: return rgpu_msg_chunk_decode(p, n, &u.c);
-    case RGPU_MSG_CHUNK_REF: return rgpu_msg_chunk_ref_decode(p, n, &u.c);
     case RGPU_MSG_BLOB: return rgpu_msg_blob_decode(p, n, &u.b);
     case RGPU_MSG_BLOB_PART: return rgpu_msg_blob_part_decode(p, n, &u.bp);
     case RGPU_MSG_NEED: return rgpu_msg_need_decode(p, n, &u.nd);
@@ -211,10 +209,6 @@ START_TEST(test_round_trips) {
     ck_assert_int_eq(rgpu_msg_chunk_decode(s.enc, s.len, &c), RGPU_OK);
     ck_assert(c.first_op == CHUNK.first_op && c.count == CHUNK.count && rgpu_hash_eq(&c.hash, &CHUNK.hash));
     ck_assert(c.frame_len == sizeof FRAME && !memcmp(c.frame, FRAME, sizeof FRAME));
-    s = make(RGPU_MSG_CHUNK_REF);
-    ck_assert_uint_eq(s.len, 32);
-    ck_assert_int_eq(rgpu_msg_chunk_ref_decode(s.enc, s.len, &c), RGPU_OK);
-    ck_assert(c.first_op == CHUNK.first_op && c.frame == NULL && c.frame_len == 0);
 
     rgpu_msg_blob b;
     s = make(RGPU_MSG_BLOB);
@@ -261,7 +255,7 @@ END_TEST
 /* _send writes header + exactly _encode's payload. */
 typedef rgpu_status (*send_fn)(int fd, const void *m);
 #define SEND_(name, T) static rgpu_status send_##name(int fd, const void *m) { return rgpu_msg_##name##_send(fd, (const T *)m); }
-SEND_(hello, rgpu_msg_hello) SEND_(welcome, rgpu_msg_welcome) SEND_(chunk, rgpu_msg_chunk) SEND_(chunk_ref, rgpu_msg_chunk)
+SEND_(hello, rgpu_msg_hello) SEND_(welcome, rgpu_msg_welcome) SEND_(chunk, rgpu_msg_chunk)
 SEND_(blob, rgpu_msg_blob) SEND_(blob_part, rgpu_msg_blob_part) SEND_(need, rgpu_msg_need) SEND_(wait, rgpu_msg_wait)
 SEND_(ack, rgpu_msg_ack) SEND_(result, rgpu_msg_result) SEND_(error, rgpu_msg_error) SEND_(bye, rgpu_msg_bye)
 
@@ -287,7 +281,6 @@ START_TEST(test_send_is_encode) {
     check_sent(RGPU_MSG_HELLO, send_hello, &h);
     check_sent(RGPU_MSG_WELCOME, send_welcome, &w);
     check_sent(RGPU_MSG_CHUNK, send_chunk, &CHUNK);
-    check_sent(RGPU_MSG_CHUNK_REF, send_chunk_ref, &CHUNK);
     check_sent(RGPU_MSG_BLOB, send_blob, &b);
     check_sent(RGPU_MSG_BLOB_PART, send_blob_part, &PART);
     check_sent(RGPU_MSG_NEED, send_need, &(rgpu_msg_need){ H });
@@ -301,7 +294,7 @@ END_TEST
 
 /* ---------------------------------------------------------------------------
  * Refusals */
-static const int ALL[] = { RGPU_MSG_HELLO, RGPU_MSG_WELCOME, RGPU_MSG_CHUNK, RGPU_MSG_CHUNK_REF, RGPU_MSG_BLOB,
+static const int ALL[] = { RGPU_MSG_HELLO, RGPU_MSG_WELCOME, RGPU_MSG_CHUNK, RGPU_MSG_BLOB,
                            RGPU_MSG_NEED, RGPU_MSG_WAIT, RGPU_MSG_RESULT, RGPU_MSG_ACK, RGPU_MSG_ERROR,
                            RGPU_MSG_BYE, RGPU_MSG_BLOB_PART };
 
@@ -314,7 +307,7 @@ START_TEST(test_truncated_and_oversized) {
         for (size_t n = 0; n < s.head; n++) {
             rgpu_status st = decode(s.type, s.enc, n);
             ck_assert_msg(st != RGPU_OK, "%s cut to %zu bytes decodes", s.name, n);
-            rgpu_status want = (s.type == RGPU_MSG_CHUNK || s.type == RGPU_MSG_CHUNK_REF || s.type == RGPU_MSG_BLOB ||
+            rgpu_status want = (s.type == RGPU_MSG_CHUNK || s.type == RGPU_MSG_BLOB ||
                                 s.type == RGPU_MSG_BLOB_PART) ? RGPU_ERR_TRUNCATED : RGPU_ERR_BAD_MESSAGE;
             ck_assert_msg(st == want, "%s cut to %zu: %s", s.name, n, rgpu_status_name(st));
         }
@@ -327,7 +320,7 @@ START_TEST(test_truncated_and_oversized) {
         for (size_t n = s.head; n < declared; n++)
             if (n != optional_at)   /* where the optional trailer would start: decodes, without it */
                 ck_assert_msg(decode(s.type, s.enc, n) != RGPU_OK, "%s cut to %zu bytes decodes", s.name, n);
-        bool fixed = s.type == RGPU_MSG_HELLO || s.type == RGPU_MSG_WELCOME || s.type == RGPU_MSG_CHUNK_REF ||
+        bool fixed = s.type == RGPU_MSG_HELLO || s.type == RGPU_MSG_WELCOME ||
                      s.type == RGPU_MSG_NEED || s.type == RGPU_MSG_WAIT || s.type == RGPU_MSG_ACK || s.type == RGPU_MSG_BYE;
         s.enc[s.len] = 0;
         if (fixed) ck_assert_msg(decode(s.type, s.enc, s.len + 1) == RGPU_ERR_BAD_MESSAGE, "%s + 1 byte decodes", s.name);
@@ -353,9 +346,6 @@ START_TEST(test_damaged_fields) {
     sample s = make(RGPU_MSG_CHUNK);
     s.enc[12] = 1;
     ck_assert_int_eq(decode(RGPU_MSG_CHUNK, s.enc, s.len), RGPU_ERR_RESERVED);
-    s = make(RGPU_MSG_CHUNK_REF);
-    s.enc[15] = 1;
-    ck_assert_int_eq(decode(RGPU_MSG_CHUNK_REF, s.enc, s.len), RGPU_ERR_RESERVED);
     s = make(RGPU_MSG_RESULT);
     s.enc[13] = 1;
     ck_assert_int_eq(decode(RGPU_MSG_RESULT, s.enc, s.len), RGPU_ERR_BAD_MESSAGE);

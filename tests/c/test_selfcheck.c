@@ -1,5 +1,5 @@
 /* test_selfcheck.c — the start-up self-check of `--backend auto`
- * (replayer/backend_selfcheck.c): it passes for a backend that computes like
+ * (replayer/backend/backend_selfcheck.c): it passes for a backend that computes like
  * the reference, names the op whose result is wrong, and makes auto fall
  * back to cpu. (On a CUDA or cudaemu build, auto runs it against cuda.) */
 #include <check.h>

@@ -154,6 +154,13 @@ START_TEST(garbage_and_half_frames) {
     ck_assert_int_eq(write(fd, h, RGPU_WIRE_HEADER), RGPU_WIRE_HEADER);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MESSAGE);
     honest_roundtrip(10.0f);
+    /* the reserved type 4 (the retired CHUNK_REF) with its old 32-byte payload */
+    fd = raw_session();
+    uint8_t ref[RGPU_WIRE_HEADER + 32] = { 0 };
+    rgpu_wire_header_encode(ref, RGPU_MSG_CHUNK_REF, 32);
+    ck_assert_int_eq(write(fd, ref, sizeof ref), (ssize_t)sizeof ref);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MESSAGE);
+    honest_roundtrip(10.5f);
 }
 END_TEST
 

@@ -3,7 +3,7 @@
 // backend finds it through its own loader (cuBLAS's folder, or
 // $RGPU_CUFFT_PATH). Emulated device memory is host memory: each exec is
 // checked when made, queued on the plan's stream, and computed there with
-// the project's own host FFT (replayer/op/fft.c, double precision) over
+// the project's own host FFT (replayer/op/fft_plan.c, double precision) over
 // cuFFT's data layouts (basic, or advanced: embed, stride, distance).
 // Unnormalized, as cuFFT; C2R drops the imaginary parts of DC and Nyquist.
 #include <stdio.h>

@@ -26,6 +26,9 @@ ORDERS=${ORDERS:-forward random}
 STOP=${STOP_ON_FAIL:-0}
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/cudaemu-tests.XXXXXX")
 export RGPU_SERVER_BIN=$PWD/$EMU_B/bin/rgpu-server RGPU_BACKEND=cuda
+# the offline tools the Python suites call (rgpu-replay, rgpu-diff): the emulated
+# build's, so this runs on a fresh clone without `make all` first
+export RGPU_BIN=$PWD/$EMU_B/bin
 # the emulated cuBLAS, also where the binaries' RUNPATH is not used (an ASan
 # build: its dlopen interceptor hides the caller)
 export RGPU_CUBLAS_PATH=$PWD/$EMU_B/lib LD_LIBRARY_PATH=$PWD/$EMU_B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

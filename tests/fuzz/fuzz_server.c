@@ -1,6 +1,6 @@
 /* fuzz_server.c — libFuzzer target: rgpu-server's whole message loop.
  *
- * The server library (replayer/server_loop.c, server.h) is linked and one
+ * The server library (replayer/server/server_loop.c, server.h) is linked and one
  * connection is served per input over a socketpair: the input is what the client sends, then EOF; a
  * drain thread swallows the replies. Unless the first byte is odd, a valid
  * HELLO goes first so the fuzzer explores sessions rather than handshakes.

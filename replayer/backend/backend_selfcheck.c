@@ -18,6 +18,16 @@
 
 #include "op/half.h"
 
+/* A failure's one-line reason into err (truncated to errlen), status st returned. */
+static rgpu_status fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static rgpu_status fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 #define MAXT 3   /* tensors per side of a case */
 
 typedef struct sc_tensor {
@@ -215,17 +225,17 @@ static rgpu_status run_case(rgpu_backend *b, const sc_case *c, sc_run *r, char *
         size_t nb = bytes_of(&c->in[i]);
         void *h = malloc(nb ? nb : 1);
         r->in[i] = b->alloc(b, nb);
-        if (!h || !r->in[i]) { free(h); snprintf(err, errlen, "out of memory"); return RGPU_ERR_NOMEM; }
+        if (!h || !r->in[i]) { free(h); return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory"); }
         fill(h, &c->in[i], i + 1);
         rgpu_status st = b->upload(b, r->in[i], h, nb);
         free(h);
-        if (st) { snprintf(err, errlen, "upload: %s", rgpu_status_str(st)); return st; }
+        if (st) return fail(err, errlen, st, "upload: %s", rgpu_status_str(st));
         vin[i] = view_of(r->in[i], &c->in[i]);
         e.in[i] = &vin[i];
     }
     for (int i = 0; i < c->n_out; i++) {
         r->out[i] = b->alloc(b, bytes_of(&c->out[i]));
-        if (!r->out[i]) { snprintf(err, errlen, "out of memory"); return RGPU_ERR_NOMEM; }
+        if (!r->out[i]) return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
         vout[i] = view_of(r->out[i], &c->out[i]);
         e.out[i] = &vout[i];
     }
@@ -234,8 +244,8 @@ static rgpu_status run_case(rgpu_backend *b, const sc_case *c, sc_run *r, char *
     for (int i = 0; i < c->n_out; i++) {
         size_t nb = bytes_of(&c->out[i]);
         r->host_out[i] = malloc(nb ? nb : 1);
-        if (!r->host_out[i]) { snprintf(err, errlen, "out of memory"); return RGPU_ERR_NOMEM; }
-        if ((st = b->download(b, r->host_out[i], r->out[i], nb))) { snprintf(err, errlen, "download: %s", rgpu_status_str(st)); return st; }
+        if (!r->host_out[i]) return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
+        if ((st = b->download(b, r->host_out[i], r->out[i], nb))) return fail(err, errlen, st, "download: %s", rgpu_status_str(st));
     }
     return b->sync(b);
 }

@@ -1,6 +1,6 @@
 /* backend.h — what an executor backend (cpu, cuda, null) provides.
  *
- * The session layer (replayer/session.c) owns storages and tensors and turns
+ * The session layer (replayer/session/) owns storages and tensors and turns
  * each decoded record into one exec call on resolved views. A backend only
  * sees device pointers with dtype/sizes/strides; it never parses records.
  * Dispatch inside exec is one switch whose default returns UNSUPPORTED. */

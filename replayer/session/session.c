@@ -4,9 +4,9 @@
  * looked up, every new tensor is bounds-checked against its storage, every
  * size is overflow-checked, before any kernel sees a pointer. Failures of a
  * single op poison its outputs and are reported at the next wait; they never
- * stop the session. Templates, CALL and graphs are in graph.c (the two
- * share session_internal.h). */
-#include "session_internal.h"
+ * stop the session. Templates, CALL and graphs are in graph.c (graph.h),
+ * the tables both use in store.c (store.h). */
+#include "graph.h"
 #include "op/op_args.h"
 
 #include <stdarg.h>
@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+
+static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
 
 /* ---------------------------------------------------------------------------
  * Tables */
@@ -29,98 +31,19 @@ rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) 
     s->lim.max_template_bytes = (lim && lim->max_template_bytes) ? lim->max_template_bytes : (256u << 20);
     s->lim.graphs = lim && lim->graphs;
     s->lim.pool = lim ? lim->pool : NULL;
+    s->run_record = run_record;
     return s;
 }
 
-/* ---------------------------------------------------------------------------
- * Memory accounting: every byte held is taken before it is allocated */
-bool rgpu_mem_pool_take(rgpu_mem_pool *p, uint64_t n) {
-    if (!p) return true;
-    uint64_t cur = __atomic_load_n(&p->used, __ATOMIC_RELAXED), next;
-    do {
-        if (__builtin_add_overflow(cur, n, &next) || (p->limit && next > p->limit)) return false;
-    } while (!__atomic_compare_exchange_n(&p->used, &cur, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    uint64_t pk = __atomic_load_n(&p->peak, __ATOMIC_RELAXED);
-    while (next > pk && !__atomic_compare_exchange_n(&p->peak, &pk, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
-    return true;
-}
-void rgpu_mem_pool_give(rgpu_mem_pool *p, uint64_t n) { if (p) __atomic_sub_fetch(&p->used, n, __ATOMIC_RELAXED); }
-uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p) { return p ? __atomic_load_n(&p->used, __ATOMIC_RELAXED) : 0; }
-
-/* Take n bytes of `what` for the session (host: from the pool too), or say
- * which limit it would pass. */
-rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
-    uint64_t lim = s->lim.max_total_bytes;
-    if (lim && (n > lim || s->held > lim - n)) {
-        if (why) snprintf(why, whylen, "%s of %llu bytes would pass the session limit of %llu bytes "
-                          "(--max-session-bytes; %llu held)", what, (unsigned long long)n,
-                          (unsigned long long)lim, (unsigned long long)s->held);
-        return RGPU_ERR_LIMIT;
-    }
-    if (host && !rgpu_mem_pool_take(s->lim.pool, n)) {
-        if (why) snprintf(why, whylen, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
-                          "(--max-memory; %llu in use by all sessions)", what, (unsigned long long)n,
-                          (unsigned long long)s->lim.pool->limit, (unsigned long long)rgpu_mem_pool_used(s->lim.pool));
-        return RGPU_ERR_LIMIT;
-    }
-    s->held += n;
-    if (host) s->held_host += n;
-    return RGPU_OK;
-}
-
-void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host) {
-    s->held -= n;
-    if (host) { s->held_host -= n; rgpu_mem_pool_give(s->lim.pool, n); }
-}
-
-/* Storages of a host backend are host memory. */
-static bool storage_host(const rgpu_session *s) { return !s->b->device_memory; }
-
 uint64_t rgpu_session_held(const rgpu_session *s) { return s->held; }
-uint64_t rgpu_session_held_host(const rgpu_session *s) { return s->held_host; }
-
-uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
-    uint64_t room = UINT64_MAX;
-    if (why && whylen) why[0] = 0;
-    if (s->lim.max_total_bytes) {
-        room = s->held < s->lim.max_total_bytes ? s->lim.max_total_bytes - s->held : 0;
-        if (why) snprintf(why, whylen, "the session limit of %llu bytes (--max-session-bytes; %llu held)",
-                          (unsigned long long)s->lim.max_total_bytes, (unsigned long long)s->held);
-    }
-    const rgpu_mem_pool *p = s->lim.pool;
-    if (p && p->limit) {
-        uint64_t used = rgpu_mem_pool_used(p), r = used < p->limit ? p->limit - used : 0;
-        if (r < room) {
-            room = r;
-            if (why) snprintf(why, whylen, "the server's memory limit of %llu bytes (--max-memory; %llu in use)",
-                              (unsigned long long)p->limit, (unsigned long long)used);
-        }
-    }
-    return room;
-}
 
 void rgpu_session_set_fetch(rgpu_session *s, rgpu_blob_fetch_fn fn, void *ud) { s->fetch = fn; s->fetch_ud = ud; }
 uint64_t rgpu_session_applied(const rgpu_session *s) { return s->applied; }
 void rgpu_session_memory(const rgpu_session *s, uint64_t *a, uint64_t *p) { *a = s->mem; *p = s->peak; }
 uint64_t rgpu_session_tensor_count(const rgpu_session *s) { return s->tensors.len; }
-uint64_t rgpu_session_blob_bytes(const rgpu_session *s) { return s->blob_bytes; }
 uint64_t rgpu_session_storage_count(const rgpu_session *s) { return s->storages.len; }
 uint64_t rgpu_session_template_count(const rgpu_session *s) { return s->tpls.len; }
 uint64_t rgpu_session_template_bytes(const rgpu_session *s) { return s->tpl_bytes; }
-
-void rgpu_sess_storage_unref(rgpu_session *s, storage *st) {
-    if (!st || --st->refs) return;
-    u64map_del(&s->storages, st->sid);
-    if (!st->borrowed) s->b->free(s->b, st->data);
-    s->mem -= st->nbytes;
-    if (!st->borrowed) rgpu_sess_mem_give(s, st->nbytes, storage_host(s));
-    free(st);
-}
-
-void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t) {
-    rgpu_sess_storage_unref(s, t->st);
-    free(t);
-}
 
 
 void rgpu_session_free(rgpu_session *s) {
@@ -143,80 +66,8 @@ void rgpu_session_free(rgpu_session *s) {
     free(s);
 }
 
-/* ---------------------------------------------------------------------------
- * Blobs (keyed by the first 8 hash bytes; full hash compared) */
-uint64_t rgpu_sess_blob_key(const rgpu_hash *h) {
-    uint64_t k = rgpu_ld64(h->b);
-    return k ? k : 1;
-}
-
-blobent *rgpu_sess_blob_find(rgpu_session *s, const rgpu_hash *h) {
-    blobent *e = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
-    return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
-}
-
-/* Drop the oldest blobs until those kept fit in `keep` bytes, sparing the
- * ones fetched for the chunk about to run (gen == blob_gen) unless all. */
-static void blob_evict_to(rgpu_session *s, uint64_t keep, bool all) {
-    blobent **pp = &s->blob_head, *prev = NULL;
-    while (s->blob_bytes > keep && *pp) {
-        blobent *e = *pp;
-        if (!all && e->gen == s->blob_gen) { prev = e; pp = &e->next; continue; }
-        *pp = e->next;
-        if (s->blob_tail == e) s->blob_tail = prev;
-        if (u64map_get(&s->blobs, rgpu_sess_blob_key(&e->h)) == e) u64map_del(&s->blobs, rgpu_sess_blob_key(&e->h));
-        s->blob_bytes -= e->n;
-        rgpu_sess_mem_give(s, e->n, true);
-        free(e->data);
-        free(e);
-    }
-}
-
 /* After a chunk ran: what its uploads consumed may go, past the dedupe cache. */
-static void blob_evict(rgpu_session *s) { blob_evict_to(s, s->lim.max_blob_cache, true); }
-
-rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n) {
-    rgpu_hash got = rgpu_hash_bytes(data, n);
-    if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
-    if (rgpu_sess_blob_find(s, h)) { free(data); return RGPU_OK; }
-    /* room first: older blobs beyond the cache go before this one is counted */
-    blob_evict_to(s, n < s->lim.max_blob_cache ? s->lim.max_blob_cache - n : 0, false);
-    rgpu_status st = rgpu_sess_mem_take(s, n, true, "an uploaded blob", NULL, 0);
-    if (st) { free(data); return st; }
-    blobent *e = calloc(1, sizeof *e);
-    if (!e) { rgpu_sess_mem_give(s, n, true); free(data); return RGPU_ERR_NOMEM; }
-    e->h = *h; e->data = data; e->n = n; e->gen = s->blob_gen;
-    blobent *old = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
-    (void)old;  /* a colliding 64-bit prefix: the newer blob wins the slot */
-    if (!u64map_put(&s->blobs, rgpu_sess_blob_key(h), e)) { rgpu_sess_mem_give(s, n, true); free(data); free(e); return RGPU_ERR_NOMEM; }
-    if (s->blob_tail) s->blob_tail->next = e; else s->blob_head = e;
-    s->blob_tail = e;
-    s->blob_bytes += n;
-    return RGPU_OK;
-}
-
-bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return rgpu_sess_blob_find(s, h) != NULL; }
-
-/* Fetch blob h through the fetch callback, bounded by the session's room: a
- * blob over it is refused before it is inflated (RGPU_ERR_LIMIT, why names
- * the limit). The bytes' hash is checked. */
-rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
-    *data = NULL; *n = 0;
-    if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
-    char lim[160];
-    uint64_t room = rgpu_session_room(s, lim, sizeof lim);
-    rgpu_status st = s->fetch(s->fetch_ud, h, room, data, n);
-    if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > room)) {
-        char hex[33];
-        rgpu_hash_hex(h, hex);
-        if (why) snprintf(why, whylen, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
-        return RGPU_ERR_LIMIT;
-    }
-    if (st) return st;
-    rgpu_hash got = rgpu_hash_bytes(*data, *n);
-    if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
-    return RGPU_OK;
-}
+static void blob_evict(rgpu_session *s) { rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, true); }
 
 /* The blob an UPLOAD names: kept, or fetched and kept. A blob refused for a
  * memory limit is remembered, so its UPLOAD fails at once with the reason
@@ -227,8 +78,7 @@ static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, 
         return RGPU_OK;
     }
     if (u64map_get(&s->refused, rgpu_sess_blob_key(h))) {
-        if (why) snprintf(why, whylen, "%s", s->refused_why);
-        return RGPU_ERR_LIMIT;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s", s->refused_why);
     }
     uint8_t *data;
     size_t n;
@@ -240,32 +90,14 @@ static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, 
     }
     if (st == RGPU_ERR_LIMIT) {
         u64map_put(&s->refused, rgpu_sess_blob_key(h), (void *)1);
-        if (why) snprintf(why, whylen, "%s", s->refused_why);
-        return st;
+        return rgpu_sess_fail(why, whylen, st, "%s", s->refused_why);
     }
     if (st) return st;
     *out = rgpu_sess_blob_find(s, h);
     return *out ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
 }
 /* ---------------------------------------------------------------------------
- * Errors */
-rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
-    if (s->in_call) s->call_fail++;
-    if (!s->err_status) {
-        s->err_status = st;
-        s->err_op = idx;
-        if (s->in_call)   /* a record of the template a CALL runs */
-            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: template record %u (%s): %s%s%s",
-                     (unsigned long long)idx, rgpu_op_name(RGPU_OP_CALL), s->call_rec, rgpu_op_name(op),
-                     rgpu_status_str(st), why && *why ? ": " : "", why ? why : "");
-        else
-            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
-                     (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
-                     why && *why ? ": " : "", why ? why : "");
-    }
-    return st;
-}
-
+ * Results */
 rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, uint64_t *err_op,
                                      char *msg, size_t msglen, uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
@@ -318,8 +150,7 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
                                    uint8_t **out, size_t *outn, char *why, size_t whylen) {
     int64_t numel = tensor_numel(t);
     if (max_numel >= 0 && numel != max_numel) {
-        snprintf(why, whylen, "a tensor with %lld elements cannot be converted to a scalar", (long long)numel);
-        return RGPU_ERR_SHAPE;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_SHAPE, "a tensor with %lld elements cannot be converted to a scalar", (long long)numel);
     }
     size_t es = rgpu_dtype_size(t->dtype), n = (size_t)numel * es;
     rgpu_status st = rgpu_sess_mem_take(s, n, true, "a download", why, whylen);
@@ -331,7 +162,7 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
     if (tensor_contiguous(t)) {
         st = s->b->download(s->b, host, v.data, n);
     } else {
-        bool th = storage_host(s);
+        bool th = rgpu_sess_storage_host(s);
         if ((st = rgpu_sess_mem_take(s, n, th, "a download's gather buffer", why, whylen))) {
             free(host); rgpu_sess_mem_give(s, n, true); return st;
         }
@@ -387,7 +218,7 @@ static uint8_t *take_small(rgpu_session *s, size_t n, rgpu_status *st, char *why
 /* Why rgpu_tdef_check_bounds refused d (st), into c->why. */
 static rgpu_status tdef_refused(ctx *c, const rgpu_tdef *d, rgpu_status st) {
     if (st == RGPU_ERR_TOO_LARGE)
-        snprintf(c->why, sizeof c->why, "tensor %llu: %lld elements of %zu bytes are over the limit of %llu bytes "
+        return RECORD_FAIL(c, st, "tensor %llu: %lld elements of %zu bytes are over the limit of %llu bytes "
                  "for any tensor, views included", (unsigned long long)d->tid, (long long)rgpu_tdef_numel(d),
                  rgpu_dtype_size(d->dtype), (unsigned long long)RGPU_MAX_TENSOR_BYTES);
     return st;
@@ -397,10 +228,9 @@ static rgpu_status tdef_refused(ctx *c, const rgpu_tdef *d, rgpu_status st) {
 static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     rgpu_session *s = c->s;
     *out = NULL;
-    if (!d->tid) { snprintf(c->why, sizeof c->why, "tensor id 0"); return RGPU_ERR_BAD_ARG; }
+    if (!d->tid) return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "tensor id 0");
     if (u64map_get(&s->tensors, d->tid)) {
-        snprintf(c->why, sizeof c->why, "tensor %llu already defined", (unsigned long long)d->tid);
-        return RGPU_ERR_DUPLICATE_ID;
+        return RECORD_FAIL(c, RGPU_ERR_DUPLICATE_ID, "tensor %llu already defined", (unsigned long long)d->tid);
     }
     tensor *t = calloc(1, sizeof *t);
     if (!t) return RGPU_ERR_NOMEM;
@@ -413,21 +243,18 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     storage *sg;
     if (d->flags & RGPU_TDEF_NEW_STORAGE) {
         if (!d->sid || u64map_get(&s->storages, d->sid)) {
-            snprintf(c->why, sizeof c->why, "storage %llu already defined", (unsigned long long)d->sid);
             t->poisoned = true;
-            return RGPU_ERR_DUPLICATE_ID;
+            return RECORD_FAIL(c, RGPU_ERR_DUPLICATE_ID, "storage %llu already defined", (unsigned long long)d->sid);
         }
         if (d->nbytes > s->lim.max_storage_bytes) {
-            snprintf(c->why, sizeof c->why, "storage of %llu bytes over the limit of %llu",
-                     (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_storage_bytes);
             t->poisoned = true;
-            return RGPU_ERR_TOO_LARGE;
+            return RECORD_FAIL(c, RGPU_ERR_TOO_LARGE, "storage of %llu bytes over the limit of %llu",
+                     (unsigned long long)d->nbytes, (unsigned long long)s->lim.max_storage_bytes);
         }
         if (s->lim.max_storages && s->storages.len >= s->lim.max_storages) {
-            snprintf(c->why, sizeof c->why, "the session holds %llu storages, the server's limit (--max-storages)",
-                     (unsigned long long)s->storages.len);
             t->poisoned = true;
-            return RGPU_ERR_LIMIT;
+            return RECORD_FAIL(c, RGPU_ERR_LIMIT, "the session holds %llu storages, the server's limit (--max-storages)",
+                     (unsigned long long)s->storages.len);
         }
         if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return tdef_refused(c, d, st); }
         sg = calloc(1, sizeof *sg);
@@ -435,20 +262,19 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
         sg->sid = d->sid; sg->nbytes = d->nbytes;
         int slot = -1;   /* a graph replay's static buffer for it, or its output slot */
         if (s->g) sg->data = rgpu_sess_graph_storage_data(s, sg, &slot);
-        if (!sg->data && (st = rgpu_sess_mem_take(s, d->nbytes, storage_host(s), "a storage", c->why, sizeof c->why))) {
+        if (!sg->data && (st = rgpu_sess_mem_take(s, d->nbytes, rgpu_sess_storage_host(s), "a storage", c->why, sizeof c->why))) {
             free(sg);
             t->poisoned = true;
             return st;
         }
         if (!sg->data && !(sg->data = s->b->alloc(s->b, (size_t)d->nbytes))) {
-            rgpu_sess_mem_give(s, d->nbytes, storage_host(s));
+            rgpu_sess_mem_give(s, d->nbytes, rgpu_sess_storage_host(s));
             free(sg);
-            snprintf(c->why, sizeof c->why, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
             t->poisoned = true;
-            return RGPU_ERR_NOMEM;
+            return RECORD_FAIL(c, RGPU_ERR_NOMEM, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
         }
         if (!u64map_put(&s->storages, sg->sid, sg)) {
-            if (!sg->borrowed) { s->b->free(s->b, sg->data); rgpu_sess_mem_give(s, d->nbytes, storage_host(s)); }
+            if (!sg->borrowed) { s->b->free(s->b, sg->data); rgpu_sess_mem_give(s, d->nbytes, rgpu_sess_storage_host(s)); }
             free(sg);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
@@ -459,16 +285,14 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     } else {
         sg = u64map_get(&s->storages, d->sid);
         if (!sg) {
-            snprintf(c->why, sizeof c->why, "storage %llu", (unsigned long long)d->sid);
             t->poisoned = true;
-            return RGPU_ERR_UNKNOWN_STORAGE;
+            return RECORD_FAIL(c, RGPU_ERR_UNKNOWN_STORAGE, "storage %llu", (unsigned long long)d->sid);
         }
         if ((st = rgpu_tdef_check_bounds(d, sg->nbytes))) {
             t->poisoned = true;
             if (st == RGPU_ERR_TOO_LARGE) return tdef_refused(c, d, st);
-            snprintf(c->why, sizeof c->why, "tensor %llu outside storage %llu of %llu bytes", (unsigned long long)d->tid,
+            return RECORD_FAIL(c, st, "tensor %llu outside storage %llu of %llu bytes", (unsigned long long)d->tid,
                      (unsigned long long)d->sid, (unsigned long long)sg->nbytes);
-            return st;
         }
     }
     sg->refs++;
@@ -486,8 +310,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     switch (r->op) {   /* the RGPU_OPF_SESSION ops */
     case RGPU_OP_NOP: case RGPU_OP_EMPTY: case RGPU_OP_ALIAS:
         if (r->op == RGPU_OP_ALIAS && outs[0]->st != ins[0]->st) {
-            snprintf(c->why, sizeof c->why, "alias over a different storage than its base");
-            return RGPU_ERR_BAD_ARG;
+            return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "alias over a different storage than its base");
         }
         return RGPU_OK;
     case RGPU_OP_FREE: {
@@ -506,15 +329,14 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     case RGPU_OP_UPLOAD: {
         uint64_t n = (uint64_t)r->args[1].v.i;
         if (n != outs[0]->st->nbytes) {
-            snprintf(c->why, sizeof c->why, "upload of %llu bytes into a storage of %llu", (unsigned long long)n,
+            return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "upload of %llu bytes into a storage of %llu", (unsigned long long)n,
                      (unsigned long long)outs[0]->st->nbytes);
-            return RGPU_ERR_BAD_ARG;
         }
         blobent *e;
         if ((st = blob_get(s, &r->args[0].v.h, &e, c->why, sizeof c->why))) return st;
-        if (e->n != n) { snprintf(c->why, sizeof c->why, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n); return RGPU_ERR_BAD_ARG; }
+        if (e->n != n) return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n);
         st = s->b->upload(s->b, outs[0]->st->data, e->data, e->n);
-        blob_evict_to(s, s->lim.max_blob_cache, false);
+        rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, false);
         return st;
     }
     case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE: {
@@ -538,15 +360,13 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     }
     default:
         if (rgpu_op_table[r->op].flags & RGPU_OPF_SESSION) {
-            snprintf(c->why, sizeof c->why, "the session has no handler for %s", rgpu_op_name(r->op));
-            return RGPU_ERR_UNSUPPORTED;
+            return RECORD_FAIL(c, RGPU_ERR_UNSUPPORTED, "the session has no handler for %s", rgpu_op_name(r->op));
         }
         break;
     }
     /* a compute op: hand views to the backend */
     if (!s->b->supports(s->b, r->op)) {
-        snprintf(c->why, sizeof c->why, "the %s backend has no kernel for %s", s->b->name, rgpu_op_name(r->op));
-        return RGPU_ERR_UNSUPPORTED;
+        return RECORD_FAIL(c, RGPU_ERR_UNSUPPORTED, "the %s backend has no kernel for %s", s->b->name, rgpu_op_name(r->op));
     }
     rgpu_view vin[RGPU_MAX_IN], vout[RGPU_MAX_OUT];
     rgpu_exec e = { .op = r->op, .n_in = r->n_in, .n_out = r->n_out, .n_args = r->n_args, .args = r->args };
@@ -582,7 +402,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
 
 /* force_poison: run r as if an input were poisoned by op poison_op (a CALL
  * with a poisoned binding): its outputs are defined, poisoned, not computed. */
-void rgpu_sess_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op) {
+static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op) {
     ctx c = { .s = s, .r = r, .idx = idx };
     tensor *outs[RGPU_MAX_OUT] = { 0 };
     const tensor *ins[RGPU_MAX_IN] = { 0 };
@@ -630,7 +450,7 @@ void rgpu_sess_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, b
 
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (idx != s->applied) return RGPU_ERR_SEQUENCE;
-    rgpu_sess_run_record(s, r, idx, false, 0);
+    run_record(s, r, idx, false, 0);
     s->applied++;
     return RGPU_OK;
 }
@@ -715,8 +535,7 @@ rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n)
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
                                      uint32_t count, char *why, size_t whylen) {
     if (first_op != s->applied) {
-        snprintf(why, whylen, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
-        return RGPU_ERR_SEQUENCE;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_SEQUENCE, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
     }
     size_t off = 0;
     uint32_t k = 0;
@@ -725,16 +544,14 @@ rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t
         size_t used;
         rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
         if (st) {
-            snprintf(why, whylen, "record %u (op %llu, byte %zu of %zu) does not decode: %s", k,
+            return rgpu_sess_fail(why, whylen, st, "record %u (op %llu, byte %zu of %zu) does not decode: %s", k,
                      (unsigned long long)(first_op + k), off, n, rgpu_status_str(st));
-            return st;
         }
         off += used;
         k++;
     }
     if (k != count) {
-        snprintf(why, whylen, "holds %u records, its header says %u", k, count);
-        return RGPU_ERR_BAD_MESSAGE;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_MESSAGE, "holds %u records, its header says %u", k, count);
     }
     return RGPU_OK;
 }
@@ -753,7 +570,7 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         rgpu_record_decode(raw + off, n - off, &r, &used);
         off += used;
         if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
-        rgpu_sess_run_record(s, &r, first_op + i, false, 0);
+        run_record(s, &r, first_op + i, false, 0);
         s->applied++;
     }
     blob_evict(s);
@@ -881,7 +698,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         size_t dn;
         if ((st = ck_blob(s, hb, (size_t)nbytes, &data, &dn))) break;
         storage *sg = calloc(1, sizeof *sg);
-        if (!sg || (st = rgpu_sess_mem_take(s, nbytes, storage_host(s), "a storage", NULL, 0))) {
+        if (!sg || (st = rgpu_sess_mem_take(s, nbytes, rgpu_sess_storage_host(s), "a storage", NULL, 0))) {
             free(sg); free(data);
             if (!st) st = RGPU_ERR_NOMEM;
             break;
@@ -889,7 +706,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         sg->sid = sid; sg->nbytes = nbytes;
         if (!(sg->data = s->b->alloc(s->b, (size_t)nbytes)) || !u64map_put(&s->storages, sid, sg)) {
             if (sg->data) s->b->free(s->b, sg->data);
-            rgpu_sess_mem_give(s, nbytes, storage_host(s));
+            rgpu_sess_mem_give(s, nbytes, rgpu_sess_storage_host(s));
             free(sg); free(data);
             st = RGPU_ERR_NOMEM;
             break;

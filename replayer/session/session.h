@@ -127,17 +127,14 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n);
 /* Bytes currently allocated for storages, and the peak. */
 void rgpu_session_memory(const rgpu_session *s, uint64_t *allocated, uint64_t *peak);
 /* Bytes the session holds in all (storages, blobs, templates, results: what
- * max_total_bytes bounds), and of them in host memory (what it took from the
- * pool). */
+ * max_total_bytes bounds). */
 uint64_t rgpu_session_held(const rgpu_session *s);
-uint64_t rgpu_session_held_host(const rgpu_session *s);
 /* How many more bytes of host memory the session may take now (session limit
  * and pool together): a blob that inflates to more is refused before it is
  * inflated. why (when not NULL) gets the limit that binds, for an error. */
 uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen);
 uint64_t rgpu_session_tensor_count(const rgpu_session *s);
-/* Bytes of uploaded blobs the session keeps, and its live storage count. */
-uint64_t rgpu_session_blob_bytes(const rgpu_session *s);
+/* Its live storage count. */
 uint64_t rgpu_session_storage_count(const rgpu_session *s);
 /* Templates kept (parsed, or remembered as bad) and their bytes. */
 uint64_t rgpu_session_template_count(const rgpu_session *s);

@@ -1,8 +1,9 @@
 /* graph.c — templates and CALL: the template cache, a CALL's records run
  * with its ids remapped (FORMAT.md §5.1), and the later calls of a template
- * replayed as one captured graph (--graphs on). The record executor it runs
- * them through is session.c's (session_internal.h is the interface). */
-#include "session_internal.h"
+ * replayed as one captured graph (--graphs on). It stands on the session's
+ * tables (store.h); the record executor it runs a template's records through
+ * is session.c's, reached only through s->run_record (the CALL recursion). */
+#include "graph.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -137,33 +138,29 @@ static rgpu_status call_prepare(rgpu_session *s, const rgpu_record *r, tplent **
     *bind = NULL;
     if (r->n_args != 4 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INTS ||
         r->args[2].kind != RGPU_ARG_INT || r->args[3].kind != RGPU_ARG_INT) {
-        snprintf(why, whylen, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
-        return RGPU_ERR_BAD_ARG;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
     }
     char hex[33];
     rgpu_hash_hex(&r->args[0].v.h, hex);
     tplent *e;
     rgpu_status st = rgpu_sess_tpl_get(s, &r->args[0].v.h, &e);
     if (st) {
-        snprintf(why, whylen, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
-        return st;
+        return rgpu_sess_fail(why, whylen, st, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
     }
     if (e->status) {
-        snprintf(why, whylen, "template %s is not a valid template (%s)", hex, rgpu_status_name(e->status));
-        return e->status;
+        return rgpu_sess_fail(why, whylen, e->status, "template %s is not a valid template (%s)", hex,
+                              rgpu_status_name(e->status));
     }
     uint32_t nb = r->args[1].v.ints.n;
     if (nb != e->info.n_bind) {
-        snprintf(why, whylen, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
-        return RGPU_ERR_BAD_ARG;
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
     }
     uint64_t *b = malloc(sizeof *b * (nb ? nb : 1));
     if (!b) return RGPU_ERR_NOMEM;
     for (uint32_t i = 0; i < nb; i++) {
         if (!(b[i] = (uint64_t)rgpu_arg_int_at(&r->args[1], i))) {
-            snprintf(why, whylen, "binding %u is id 0", i);
             free(b);
-            return RGPU_ERR_BAD_ARG;
+            return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "binding %u is id 0", i);
         }
     }
     *tp = e;
@@ -220,7 +217,7 @@ static void call_records(ctx *c, const tplent *e, const uint64_t *bind, uint64_t
             rgpu_sess_op_fail(s, c->idx, r.op, RGPU_ERR_NOMEM, "mapping the template's ids");
             break;
         }
-        rgpu_sess_run_record(s, &r, c->idx, poisoned && r.op != RGPU_OP_FREE, poison_op);
+        s->run_record(s, &r, c->idx, poisoned && r.op != RGPU_OP_FREE, poison_op);
     }
     call_free_locals(s);
     s->in_call = false;
@@ -237,7 +234,7 @@ static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed,
 
 rgpu_status rgpu_sess_exec_call(ctx *c) {
     rgpu_session *s = c->s;
-    if (s->in_call) { snprintf(c->why, sizeof c->why, "a template cannot CALL"); return RGPU_ERR_BAD_OP; }
+    if (s->in_call) return RECORD_FAIL(c, RGPU_ERR_BAD_OP, "a template cannot CALL");
     tplent *e;
     uint64_t *bind;
     rgpu_status st = call_prepare(s, c->r, &e, &bind, c->why, sizeof c->why);

@@ -1,9 +1,12 @@
-/* session_internal.h — what session.c (records, tables, blobs, results,
- * checkpoints) and graph.c (templates, CALL, graphs) share: the session's
- * tables and the functions each side calls in the other. Not an API: only
- * these two files include it. */
-#ifndef RGPU_SESSION_INTERNAL_H
-#define RGPU_SESSION_INTERNAL_H
+/* store.h — the session's tables and state (store.c), below both the record
+ * executor (session.c) and templates/CALL/graphs (graph.c): storages,
+ * tensors, the upload blob cache, results, memory accounting and the error
+ * slot. Not an API: only replayer/session/ includes it.
+ *
+ * Layers: session.c -> graph.c -> store.c (and session.c -> store.c). The
+ * one call back up is the CALL recursion, through s->run_record. */
+#ifndef RGPU_SESSION_STORE_H
+#define RGPU_SESSION_STORE_H
 
 #include "session.h"
 #include "u64map.h"
@@ -39,30 +42,8 @@ typedef struct result {
     size_t n;
 } result;
 
-/* A parsed template (FORMAT.md §5.1), kept per session apart from the
- * evictable upload blobs. A blob that is no template is remembered too, with
- * its status, so a bad CALL fails at once instead of fetching it again. */
-typedef struct tplent {
-    rgpu_hash h;
-    rgpu_status status;       /* RGPU_OK, or why the blob is not a template */
-    uint8_t *raw;             /* the blob (NULL when status != OK) */
-    size_t n;
-    rgpu_template_info info;  /* points into raw */
-    u64map bind;              /* bind id -> its index + 1 */
-    uint64_t last_use;        /* LRU clock */
-    uint64_t bytes;           /* accounted against max_template_bytes */
-    int8_t graphable;         /* 0: not looked at yet; 1: may be graphed; -1: never */
-    struct ginst *inst;       /* its graph instances (one per bindings layout) */
-    uint32_t n_inst;
-} tplent;
-
+struct tplent;
 struct gcall;
-
-_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "call-local ids are kept in pointer-sized map values");
-
-/* Ids the server makes for a call's template-local tensors and storages:
- * the top bit set, which client ids never have (FORMAT.md §5.1). */
-#define LOCAL_ID_BIT (1ull << 63)
 
 struct rgpu_session {
     rgpu_backend *b;
@@ -81,7 +62,7 @@ struct rgpu_session {
     uint64_t local_next;
     bool in_call, call_nomem;
     uint32_t call_rec;        /* position of the template record running */
-    const tplent *call_tpl;
+    const struct tplent *call_tpl;
     const uint64_t *call_bind;
     uint32_t call_fail;       /* records of this call that failed */
     int rec_out;              /* output position of the tdef being defined */
@@ -92,6 +73,11 @@ struct rgpu_session {
     uint64_t held, held_host; /* everything held (max_total_bytes), and of it host memory (the pool) */
     bool (*cancel)(void *ud); /* asked between records: true stops the chunk (rgpu_session_set_cancel) */
     void *cancel_ud;
+    /* The record executor (session.c's run_record): graph.c runs a CALL's
+     * template records through it, the one call from below back up into
+     * session.c (set by rgpu_session_new). force_poison: run r as if an
+     * input were poisoned by poison_op. */
+    void (*run_record)(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
     /* first failure since the last take_result */
     int err_status;
     uint64_t err_op;
@@ -99,45 +85,30 @@ struct rgpu_session {
 };
 
 /* ---------------------------------------------------------------------------
- * One record */
-typedef struct ctx {
-    rgpu_session *s;
-    const rgpu_record *r;
-    uint64_t idx;
-    char why[200];
-} ctx;
-
-/* ---- session.c, for graph.c */
+ * store.c */
+/* The session's error idiom: writes one line into why (truncated to whylen;
+ * why may be NULL) and returns st, like op/error.h's RETURN_ERROR. */
+rgpu_status rgpu_sess_fail(char *why, size_t whylen, rgpu_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Take n bytes from the session's limits (host: also from the pool); on
  * RGPU_ERR_LIMIT why names the limit. mem_give returns them. */
 rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen);
 void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host);
+/* Storages of a host backend are host memory. */
+static inline bool rgpu_sess_storage_host(const rgpu_session *s) { return !s->b->device_memory; }
+/* A storage losing a tensor (freed with its last), a tensor leaving the table. */
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st);
 void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t);
 /* Blobs and templates share one key: the first 8 hash bytes (never 0). */
 uint64_t rgpu_sess_blob_key(const rgpu_hash *h);
 blobent *rgpu_sess_blob_find(rgpu_session *s, const rgpu_hash *h);
+/* Drop the oldest blobs until those kept fit in `keep` bytes, sparing the
+ * ones fetched for the chunk about to run (gen == blob_gen) unless all. */
+void rgpu_sess_blob_evict_to(rgpu_session *s, uint64_t keep, bool all);
 /* Blob h through the fetch callback, bounded by the session's room, hash checked. */
 rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why,
                                     size_t whylen);
 /* Record op idx as failed (the first failure is reported at the next wait). */
 rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why);
-/* Run one record (force_poison: as if an input were poisoned by poison_op). */
-void rgpu_sess_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
-
-/* ---- graph.c, for session.c */
-void rgpu_sess_tpl_free(rgpu_session *s, tplent *e);
-/* The template named h: cached, among the upload blobs, or fetched; a blob
- * that is no template gives RGPU_OK with (*out)->status set. */
-rgpu_status rgpu_sess_tpl_get(rgpu_session *s, const rgpu_hash *h, tplent **out);
-/* Execute the CALL record c->r (record by record, or its graph). */
-rgpu_status rgpu_sess_exec_call(ctx *c);
-/* Hooks of the record executor while a graphed CALL runs (s->g set): the
- * call is being replayed (no exec); a storage's data from the instance's
- * static buffers (slot for storage_made, -1: none); an exec to log. */
-bool rgpu_sess_graph_replaying(const rgpu_session *s);
-void *rgpu_sess_graph_storage_data(rgpu_session *s, storage *sg, int *slot);
-void rgpu_sess_graph_storage_made(rgpu_session *s, storage *sg, int slot);
-void rgpu_sess_graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs, const tensor **ins);
 
 #endif

@@ -1,13 +1,12 @@
-/* backend_host.c — the two host-memory backends: cpu (the reference) and
- * null (executes nothing: for measuring the client alone). */
+/* cpu_backend.c — the cpu backend's vtable (the reference backend: host
+ * memory, kernels in cpu_kernels.c and the family files), its graphs
+ * (captured exec calls replayed in order) and the test-only faulty variant. */
 #include "backend.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "op/half.h"
 
 static void *host_alloc(rgpu_backend *b, size_t nbytes) {
     (void)b;
@@ -22,7 +21,6 @@ static rgpu_status host_copy(rgpu_backend *b, void *dst, const void *src, size_t
     return RGPU_OK;
 }
 static rgpu_status host_sync(rgpu_backend *b) { (void)b; return RGPU_OK; }
-static void host_destroy(rgpu_backend *b) { free(b); }
 
 /* ---------------------------------------------------------------------------
  * cpu graphs (backend.h): a capture keeps deep copies of the exec calls the
@@ -183,44 +181,6 @@ rgpu_backend *rgpu_backend_cpu_create(void) {
         /* .graph_end     = */ cpu_graph_end,
         /* .graph_launch  = */ cpu_graph_launch,
         /* .graph_destroy = */ cpu_graph_destroy,
-        /* .device_memory = */ false,
-    };
-    return b;
-}
-
-/* null: storages are 1-byte tokens; nothing is computed; every download
- * answers zeros. The session layer still decodes and validates everything. */
-static void *null_alloc(rgpu_backend *b, size_t nbytes) { (void)b; (void)nbytes; return malloc(1); }
-static rgpu_status null_upload(rgpu_backend *b, void *dst, const void *src, size_t n) {
-    (void)b; (void)dst; (void)src; (void)n;
-    return RGPU_OK;
-}
-static rgpu_status null_download(rgpu_backend *b, void *dst, const void *src, size_t n) {
-    (void)b; (void)src;
-    if (n) memset(dst, 0, n);
-    return RGPU_OK;
-}
-static rgpu_status null_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
-    (void)b; (void)e; (void)err; (void)errlen;
-    return RGPU_OK;
-}
-static bool null_supports(rgpu_backend *b, int op) { (void)b; return op >= 0 && op < RGPU_OP_COUNT; }
-
-rgpu_backend *rgpu_backend_null_create(void) {
-    rgpu_backend *b = calloc(1, sizeof *b);
-    if (!b) return NULL;
-    *b = (rgpu_backend){
-        /* .name     = */ "null",
-        /* .ctx      = */ NULL,
-        /* .alloc    = */ null_alloc,
-        /* .free     = */ host_free,
-        /* .upload   = */ null_upload,
-        /* .download = */ null_download,
-        /* .exec     = */ null_exec,
-        /* .sync     = */ host_sync,
-        /* .supports = */ null_supports,
-        /* .destroy  = */ host_destroy,
-        /* graphs: none */ NULL, NULL, NULL, NULL,
         /* .device_memory = */ false,
     };
     return b;

@@ -1,4 +1,4 @@
-/* op/fft.c — the host FFT of op/fft.h: 1-d plans, self-contained (libm
+/* op/fft_plan.c — the host FFT of op/fft.h: 1-d plans, self-contained (libm
  * only), so cudaemu's cuFFT reference links it alone.
  *
  * The 1-d transform: smooth sizes (every prime factor <= MAX_RADIX) run a

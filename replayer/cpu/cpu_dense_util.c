@@ -1,0 +1,99 @@
+/* cpu_dense_util.c — the helpers the CPU dense files share (cpu_dense_util.h):
+ * zeroed compute buffers, packing a view into a row-major compute buffer and
+ * back, and GEMM on compute buffers (cblas for f32/f64, wrapping loops for
+ * int64). Below every cpu_dense*.c file; calls none of them. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cpu_dense_util.h"
+
+/* ---------------------------------------------------------------------------
+ * Buffers */
+
+void *rgpu_dense_calloc(int64_t n, size_t esz)
+{
+    if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / esz) return NULL;
+    return calloc(n ? (size_t)n : 1, esz);
+}
+
+/* Row-major walk over v's outer dims; the inner dim is converted as a row. */
+static void dense_walk(const rgpu_view *v, int ct, void *buf, bool store)
+{
+    int64_t numel = rgpu_op_numel(v);
+    if (numel == 0) return;
+    int nd = v->ndim;
+    int64_t esz = (int64_t)rgpu_dtype_size(v->dtype), csz = (int64_t)op_dense_ct_size(ct);
+    int64_t inner = nd ? v->sizes[nd - 1] : 1, is = nd ? v->strides[nd - 1] * esz : 0;
+    int64_t idx[RGPU_MAX_DIMS] = {0}, off = 0;
+    char *base = v->data, *b = buf;
+    for (int64_t pos = 0; pos < numel; pos += inner) {
+        char *p = base + off, *q = b + pos * csz;
+        if (store) {
+            if (ct == OP_CT_F32) cpu_store_row_f32(p, v->dtype, is, (const float *)q, inner);
+            else if (ct == OP_CT_F64) cpu_store_row_f64(p, v->dtype, is, (const double *)q, inner);
+            else cpu_store_row_u64(p, v->dtype, is, (const uint64_t *)q, inner);
+        } else {
+            if (ct == OP_CT_F32) cpu_load_row_f32((float *)q, p, v->dtype, is, inner);
+            else if (ct == OP_CT_F64) cpu_load_row_f64((double *)q, p, v->dtype, is, inner);
+            else cpu_load_row_u64((uint64_t *)q, p, v->dtype, is, inner);
+        }
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < v->sizes[d]) { off += v->strides[d] * esz; break; }
+            off -= v->strides[d] * esz * (v->sizes[d] - 1);
+            idx[d] = 0;
+        }
+    }
+}
+
+void rgpu_dense_load(const rgpu_view *v, int ct, void *dst) { dense_walk(v, ct, dst, false); }
+void rgpu_dense_store(const rgpu_view *v, int ct, const void *src) { dense_walk(v, ct, (void *)(uintptr_t)src, true); }
+
+/* ---------------------------------------------------------------------------
+ * GEMM on compute buffers */
+
+static void gemm_i64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, uint64_t alpha,
+                     const uint64_t *A, int64_t lda, const uint64_t *B, int64_t ldb, uint64_t beta,
+                     uint64_t *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < M; i++) {
+        uint64_t *c = C + i * ldc;
+        for (int64_t j = 0; j < N; j++) c[j] = beta == 0 ? 0 : beta * c[j];
+        for (int64_t l = 0; l < K; l++) {
+            uint64_t a = alpha * (ta ? A[l * lda + i] : A[i * lda + l]);
+            if (tb) for (int64_t j = 0; j < N; j++) c[j] += a * B[j * ldb + l];
+            else for (int64_t j = 0; j < N; j++) c[j] += a * B[l * ldb + j];
+        }
+    }
+}
+
+void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
+{
+    if (M == 0 || N == 0) return;
+    if (ct == OP_CT_I64) {
+        gemm_i64(ta, tb, M, N, K, (uint64_t)op_f64_to_i64_sat(alpha), A, lda, B, ldb,
+                 (uint64_t)op_f64_to_i64_sat(beta), C, ldc);
+        return;
+    }
+    if (K == 0) {   /* C = beta*C; BLAS wants lda >= 1 even then, so do it here */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                if (ct == OP_CT_F32) {
+                    float *c = (float *)C + i * ldc + j;
+                    *c = beta == 0 ? 0.0f : (float)beta * *c;
+                } else {
+                    double *c = (double *)C + i * ldc + j;
+                    *c = beta == 0 ? 0.0 : beta * *c;
+                }
+            }
+        return;
+    }
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (ct == OP_CT_F32)
+        cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, (float)alpha, A, (blasint)lda,
+                    B, (blasint)ldb, (float)beta, C, (blasint)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda,
+                    B, (blasint)ldb, beta, C, (blasint)ldc);
+}

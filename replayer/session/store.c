@@ -1,0 +1,185 @@
+/* store.c — the session's tables, below both the record executor (session.c)
+ * and templates/CALL/graphs (graph.c): memory accounting against the
+ * session's and the server's limits, storages and tensors leaving the
+ * tables, the upload blob cache (keep, find, evict, fetch), and the error
+ * slot an op's failure is recorded in. Calls neither of the files above it. */
+#include "store.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rgpu_status rgpu_sess_fail(char *why, size_t whylen, rgpu_status st, const char *fmt, ...) {
+    if (!why || !whylen) return st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+ * Memory accounting: every byte held is taken before it is allocated */
+bool rgpu_mem_pool_take(rgpu_mem_pool *p, uint64_t n) {
+    if (!p) return true;
+    uint64_t cur = __atomic_load_n(&p->used, __ATOMIC_RELAXED), next;
+    do {
+        if (__builtin_add_overflow(cur, n, &next) || (p->limit && next > p->limit)) return false;
+    } while (!__atomic_compare_exchange_n(&p->used, &cur, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    uint64_t pk = __atomic_load_n(&p->peak, __ATOMIC_RELAXED);
+    while (next > pk && !__atomic_compare_exchange_n(&p->peak, &pk, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return true;
+}
+void rgpu_mem_pool_give(rgpu_mem_pool *p, uint64_t n) { if (p) __atomic_sub_fetch(&p->used, n, __ATOMIC_RELAXED); }
+uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p) { return p ? __atomic_load_n(&p->used, __ATOMIC_RELAXED) : 0; }
+
+/* Take n bytes of `what` for the session (host: from the pool too), or say
+ * which limit it would pass. */
+rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
+    uint64_t lim = s->lim.max_total_bytes;
+    if (lim && (n > lim || s->held > lim - n)) {
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the session limit of %llu bytes "
+                          "(--max-session-bytes; %llu held)", what, (unsigned long long)n,
+                          (unsigned long long)lim, (unsigned long long)s->held);
+    }
+    if (host && !rgpu_mem_pool_take(s->lim.pool, n)) {
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
+                          "(--max-memory; %llu in use by all sessions)", what, (unsigned long long)n,
+                          (unsigned long long)s->lim.pool->limit, (unsigned long long)rgpu_mem_pool_used(s->lim.pool));
+    }
+    s->held += n;
+    if (host) s->held_host += n;
+    return RGPU_OK;
+}
+
+void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host) {
+    s->held -= n;
+    if (host) { s->held_host -= n; rgpu_mem_pool_give(s->lim.pool, n); }
+}
+
+uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
+    uint64_t room = UINT64_MAX;
+    if (why && whylen) why[0] = 0;
+    if (s->lim.max_total_bytes) {
+        room = s->held < s->lim.max_total_bytes ? s->lim.max_total_bytes - s->held : 0;
+        if (why) snprintf(why, whylen, "the session limit of %llu bytes (--max-session-bytes; %llu held)",
+                          (unsigned long long)s->lim.max_total_bytes, (unsigned long long)s->held);
+    }
+    const rgpu_mem_pool *p = s->lim.pool;
+    if (p && p->limit) {
+        uint64_t used = rgpu_mem_pool_used(p), r = used < p->limit ? p->limit - used : 0;
+        if (r < room) {
+            room = r;
+            if (why) snprintf(why, whylen, "the server's memory limit of %llu bytes (--max-memory; %llu in use)",
+                              (unsigned long long)p->limit, (unsigned long long)used);
+        }
+    }
+    return room;
+}
+
+/* ---------------------------------------------------------------------------
+ * Storages and tensors */
+void rgpu_sess_storage_unref(rgpu_session *s, storage *st) {
+    if (!st || --st->refs) return;
+    u64map_del(&s->storages, st->sid);
+    if (!st->borrowed) s->b->free(s->b, st->data);
+    s->mem -= st->nbytes;
+    if (!st->borrowed) rgpu_sess_mem_give(s, st->nbytes, rgpu_sess_storage_host(s));
+    free(st);
+}
+
+void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t) {
+    rgpu_sess_storage_unref(s, t->st);
+    free(t);
+}
+
+/* ---------------------------------------------------------------------------
+ * Blobs (keyed by the first 8 hash bytes; full hash compared) */
+uint64_t rgpu_sess_blob_key(const rgpu_hash *h) {
+    uint64_t k = rgpu_ld64(h->b);
+    return k ? k : 1;
+}
+
+blobent *rgpu_sess_blob_find(rgpu_session *s, const rgpu_hash *h) {
+    blobent *e = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
+    return (e && rgpu_hash_eq(&e->h, h)) ? e : NULL;
+}
+
+/* Drop the oldest blobs until those kept fit in `keep` bytes, sparing the
+ * ones fetched for the chunk about to run (gen == blob_gen) unless all. */
+void rgpu_sess_blob_evict_to(rgpu_session *s, uint64_t keep, bool all) {
+    blobent **pp = &s->blob_head, *prev = NULL;
+    while (s->blob_bytes > keep && *pp) {
+        blobent *e = *pp;
+        if (!all && e->gen == s->blob_gen) { prev = e; pp = &e->next; continue; }
+        *pp = e->next;
+        if (s->blob_tail == e) s->blob_tail = prev;
+        if (u64map_get(&s->blobs, rgpu_sess_blob_key(&e->h)) == e) u64map_del(&s->blobs, rgpu_sess_blob_key(&e->h));
+        s->blob_bytes -= e->n;
+        rgpu_sess_mem_give(s, e->n, true);
+        free(e->data);
+        free(e);
+    }
+}
+
+rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *data, size_t n) {
+    rgpu_hash got = rgpu_hash_bytes(data, n);
+    if (!rgpu_hash_eq(&got, h)) { free(data); return RGPU_ERR_BAD_CHECKSUM; }
+    if (rgpu_sess_blob_find(s, h)) { free(data); return RGPU_OK; }
+    /* room first: older blobs beyond the cache go before this one is counted */
+    rgpu_sess_blob_evict_to(s, n < s->lim.max_blob_cache ? s->lim.max_blob_cache - n : 0, false);
+    rgpu_status st = rgpu_sess_mem_take(s, n, true, "an uploaded blob", NULL, 0);
+    if (st) { free(data); return st; }
+    blobent *e = calloc(1, sizeof *e);
+    if (!e) { rgpu_sess_mem_give(s, n, true); free(data); return RGPU_ERR_NOMEM; }
+    e->h = *h; e->data = data; e->n = n; e->gen = s->blob_gen;
+    blobent *old = u64map_get(&s->blobs, rgpu_sess_blob_key(h));
+    (void)old;  /* a colliding 64-bit prefix: the newer blob wins the slot */
+    if (!u64map_put(&s->blobs, rgpu_sess_blob_key(h), e)) { rgpu_sess_mem_give(s, n, true); free(data); free(e); return RGPU_ERR_NOMEM; }
+    if (s->blob_tail) s->blob_tail->next = e; else s->blob_head = e;
+    s->blob_tail = e;
+    s->blob_bytes += n;
+    return RGPU_OK;
+}
+
+bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return rgpu_sess_blob_find(s, h) != NULL; }
+
+/* Fetch blob h through the fetch callback, bounded by the session's room: a
+ * blob over it is refused before it is inflated (RGPU_ERR_LIMIT, why names
+ * the limit). The bytes' hash is checked. */
+rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
+    *data = NULL; *n = 0;
+    if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
+    char lim[160];
+    uint64_t room = rgpu_session_room(s, lim, sizeof lim);
+    rgpu_status st = s->fetch(s->fetch_ud, h, room, data, n);
+    if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > room)) {
+        char hex[33];
+        rgpu_hash_hex(h, hex);
+        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
+    }
+    if (st) return st;
+    rgpu_hash got = rgpu_hash_bytes(*data, *n);
+    if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Errors */
+rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
+    if (s->in_call) s->call_fail++;
+    if (!s->err_status) {
+        s->err_status = st;
+        s->err_op = idx;
+        if (s->in_call)   /* a record of the template a CALL runs */
+            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: template record %u (%s): %s%s%s",
+                     (unsigned long long)idx, rgpu_op_name(RGPU_OP_CALL), s->call_rec, rgpu_op_name(op),
+                     rgpu_status_str(st), why && *why ? ": " : "", why ? why : "");
+        else
+            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
+                     (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
+                     why && *why ? ": " : "", why ? why : "");
+    }
+    return st;
+}
