@@ -584,6 +584,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         { "OPF_SESSION", RGPU_OPF_SESSION }, { "OPF_RANDOM", RGPU_OPF_RANDOM }, { "OPF_CUBLAS", RGPU_OPF_CUBLAS },
         { "OPF_DATA_DEPENDENT", RGPU_OPF_DATA_DEPENDENT }, { "OPF_FLOATY", RGPU_OPF_FLOATY },
         { "OPF_INT_TO_FLOAT", RGPU_OPF_INT_TO_FLOAT }, { "OPF_COMPLEX", RGPU_OPF_COMPLEX },
+        { "OPF_BOOL_OUT", RGPU_OPF_BOOL_OUT }, { "OPF_NO_BOOL", RGPU_OPF_NO_BOOL },
+        { "OPF_INTEGRAL", RGPU_OPF_INTEGRAL }, { "OPF_OPTIONAL", RGPU_OPF_OPTIONAL },
     };
     for (size_t i = 0; i < sizeof opf / sizeof opf[0]; i++)
         if (PyModule_AddIntConstant(m, opf[i].name, opf[i].v)) return NULL;

@@ -102,6 +102,7 @@ enum {
     RGPU_OPF_HASHED_ = 31,   /* the bits rgpu_op_table_hash covers: the five above */
     RGPU_OPF_SESSION = 32, RGPU_OPF_RANDOM = 64, RGPU_OPF_CUBLAS = 128, RGPU_OPF_DATA_DEPENDENT = 256,
     RGPU_OPF_FLOATY = 512, RGPU_OPF_INT_TO_FLOAT = 1024, RGPU_OPF_COMPLEX = 2048,
+    RGPU_OPF_BOOL_OUT = 4096, RGPU_OPF_NO_BOOL = 8192, RGPU_OPF_INTEGRAL = 16384, RGPU_OPF_OPTIONAL = 32768,
 };
 
 /* Op families (ops.def's FAMILY column): which family's code executes an op. */
@@ -281,7 +282,7 @@ typedef enum rgpu_msg_type {
     RGPU_MSG_HELLO = 1,       /* c->s: version, op-table hash, session, last ack, token */
     RGPU_MSG_WELCOME = 2,     /* s->c: version, op-table hash, session, applied, backend, supports */
     RGPU_MSG_CHUNK = 3,       /* c->s: first op, count, hash, frame */
-    RGPU_MSG_CHUNK_REF = 4,   /* c->s: first op, count, hash (server holds it) */
+    RGPU_MSG_CHUNK_REF = 4,   /* reserved: a retired chunk-by-hash message; no codec, the server refuses it */
     RGPU_MSG_BLOB = 5,        /* c->s: hash, frame */
     RGPU_MSG_NEED = 6,        /* s->c: hash of a blob or chunk the server lacks */
     RGPU_MSG_WAIT = 7,        /* c->s: op index; reply RESULT when applied */

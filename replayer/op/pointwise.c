@@ -9,66 +9,19 @@
 #include "special_math.h"
 
 /* ---------------------------------------------------------------------------
- * Op layouts */
+ * Op layouts (generated from ops.def: tools/gen_ops.py pw_layout) */
+
+#include "op_gen_pointwise.inc"
 
 bool rgpu_op_pointwise_layout_of(int op, pw_layout *L)
 {
-    memset(L, 0, sizeof *L);
-    L->own = -1;
-    switch (op) {
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P:
-    case RGPU_OP_EXPM1: case RGPU_OP_SQRT: case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL:
-    case RGPU_OP_TANH: case RGPU_OP_SIGMOID: case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF:
-    case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND: case RGPU_OP_TRUNC: case RGPU_OP_SIGN:
-    case RGPU_OP_RELU: case RGPU_OP_SILU: case RGPU_OP_BITWISE_NOT:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-    case RGPU_OP_ACOS: case RGPU_OP_ASIN: case RGPU_OP_ATAN: case RGPU_OP_ACOSH: case RGPU_OP_ASINH:
-    case RGPU_OP_ATANH: case RGPU_OP_SINH: case RGPU_OP_COSH: case RGPU_OP_TAN: case RGPU_OP_LOG2:
-    case RGPU_OP_LOG10: case RGPU_OP_EXP2: case RGPU_OP_ERFC: case RGPU_OP_ERFINV: case RGPU_OP_LGAMMA:
-    case RGPU_OP_DIGAMMA: case RGPU_OP_FREXP_MANTISSA: case RGPU_OP_FREXP_EXPONENT:
-        L->nargs = 1;
-        return true;
-    case RGPU_OP_LOGICAL_NOT: case RGPU_OP_ISNAN: case RGPU_OP_SIGNBIT:
-        L->nargs = 1; L->res_bool = true;
-        return true;
-    case RGPU_OP_POLYGAMMA: case RGPU_OP_ROUND_DECIMALS:   /* int n / decimals */
-        L->nargs = 2; L->own = 0;
-        return true;
-    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD:   /* int approximate */
-    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV:       /* scalar value */
-    case RGPU_OP_THRESHOLD_BACKWARD:                  /* scalar threshold */
-        L->nargs = 2; L->own = 0;
-        return true;
-    case RGPU_OP_POW: case RGPU_OP_MAXIMUM: case RGPU_OP_MINIMUM:
-    case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR: case RGPU_OP_BITWISE_XOR:
-    case RGPU_OP_REMAINDER: case RGPU_OP_FMOD: case RGPU_OP_ATAN2: case RGPU_OP_HYPOT:
-    case RGPU_OP_FMAX: case RGPU_OP_FMIN: case RGPU_OP_COPYSIGN: case RGPU_OP_NEXTAFTER:
-        L->slots = 3u; L->nargs = 3;
-        return true;
-    case RGPU_OP_EQ: case RGPU_OP_NE: case RGPU_OP_LT: case RGPU_OP_LE: case RGPU_OP_GT: case RGPU_OP_GE:
-    case RGPU_OP_LOGICAL_AND: case RGPU_OP_LOGICAL_OR: case RGPU_OP_LOGICAL_XOR:
-        L->slots = 3u; L->nargs = 3; L->res_bool = true;
-        return true;
-    case RGPU_OP_DIV_MODE:                            /* a_s, b_s, int mode */
-        L->slots = 3u; L->nargs = 4; L->own = 2;
-        return true;
-    case RGPU_OP_WHERE:                               /* cond, a|s, b|s */
-        L->slots = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_CLAMP:                               /* x, min?|s, max?|s */
-        L->slots = 6u; L->optional = 6u; L->nargs = 4;
-        return true;
-    case RGPU_OP_LERP:                                /* start, end, weight|s */
-        L->slots = 4u; L->nargs = 4;
-        return true;
-    default:
-        break;
+    if (op < 0 || op >= RGPU_OP_COUNT || !op_gen_pw[op].is) {
+        memset(L, 0, sizeof *L);
+        L->own = -1;
+        return false;
     }
-    switch (op_special_nin(op)) {   /* issue 13: special functions (x) and (t|s, t|s) */
-    case 1: L->nargs = 1; return true;
-    case 2: L->slots = 3u; L->nargs = 3; return true;
-    default: return false;
-    }
+    *L = op_gen_pw[op].L;
+    return true;
 }
 
 /* Compute classes (CT_*: cpu_pointwise.h): the opmath type the loops run in. */
@@ -83,34 +36,16 @@ int rgpu_op_pointwise_compute_class(int dt)
 }
 
 /* Which compute classes ATen's CPU kernel of each op accepts (its
- * AT_DISPATCH list); the rest fail as "not implemented for 'Bool'" does. */
+ * AT_DISPATCH list, said by ops.def's FLOATY / NO_BOOL / INTEGRAL flags); the
+ * rest fail as "not implemented for 'Bool'" does. */
 bool rgpu_op_pointwise_supports(int op, int ct)
 {
     bool fl = ct == OP_CT_F32 || ct == OP_CT_F64;
-    switch (op) {
-    case RGPU_OP_EXP: case RGPU_OP_LOG: case RGPU_OP_LOG1P: case RGPU_OP_EXPM1: case RGPU_OP_SQRT:
-    case RGPU_OP_RSQRT: case RGPU_OP_RECIPROCAL: case RGPU_OP_TANH: case RGPU_OP_SIGMOID:
-    case RGPU_OP_SIN: case RGPU_OP_COS: case RGPU_OP_ERF: case RGPU_OP_SILU: case RGPU_OP_GELU:
-    case RGPU_OP_ATAN2: case RGPU_OP_HYPOT: case RGPU_OP_LERP: case RGPU_OP_ADDCDIV: case RGPU_OP_GELU_BACKWARD:
-    case RGPU_OP_SILU_BACKWARD: case RGPU_OP_SIGMOID_BACKWARD: case RGPU_OP_TANH_BACKWARD:
-    case RGPU_OP_ACOS: case RGPU_OP_ASIN: case RGPU_OP_ATAN: case RGPU_OP_ACOSH: case RGPU_OP_ASINH:
-    case RGPU_OP_ATANH: case RGPU_OP_SINH: case RGPU_OP_COSH: case RGPU_OP_TAN: case RGPU_OP_LOG2:
-    case RGPU_OP_LOG10: case RGPU_OP_EXP2: case RGPU_OP_ERFC: case RGPU_OP_ERFINV: case RGPU_OP_LGAMMA:
-    case RGPU_OP_DIGAMMA: case RGPU_OP_POLYGAMMA: case RGPU_OP_ROUND_DECIMALS: case RGPU_OP_FREXP_MANTISSA:
-    case RGPU_OP_FREXP_EXPONENT: case RGPU_OP_COPYSIGN: case RGPU_OP_NEXTAFTER:
-        return fl;
-    case RGPU_OP_NEG: case RGPU_OP_ABS: case RGPU_OP_FLOOR: case RGPU_OP_CEIL: case RGPU_OP_ROUND:
-    case RGPU_OP_TRUNC: case RGPU_OP_RELU: case RGPU_OP_POW: case RGPU_OP_REMAINDER:
-    case RGPU_OP_FMOD: case RGPU_OP_DIV_MODE: case RGPU_OP_CLAMP: case RGPU_OP_ADDCMUL:
-    case RGPU_OP_THRESHOLD_BACKWARD:
-        return ct != OP_CT_BOOL;
-    case RGPU_OP_BITWISE_NOT: case RGPU_OP_BITWISE_AND: case RGPU_OP_BITWISE_OR:
-    case RGPU_OP_BITWISE_XOR:
-        return !fl;
-    default:   /* sign, logical_*, isnan, maximum, minimum, comparisons, where, signbit, fmax, fmin;
-                  special functions */
-        return op_special_nin(op) == 0 || fl;
-    }
+    uint32_t f = op >= 0 && op < RGPU_OP_COUNT ? rgpu_op_table[op].flags : 0;
+    if (f & RGPU_OPF_FLOATY) return fl;
+    if (f & RGPU_OPF_NO_BOOL) return ct != OP_CT_BOOL;
+    if (f & RGPU_OPF_INTEGRAL) return !fl;
+    return true;
 }
 
 /* out's shape must be the broadcast of the tensor inputs' shapes. */

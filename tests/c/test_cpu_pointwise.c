@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "op/half.h"
+#include "op/pointwise.h"
 #include "cpu/cpu_families.h"
 #include "check_cpu.h"
 
@@ -1938,26 +1939,19 @@ END_TEST
 
 START_TEST(test_owns)
 {
-    static const int mine[] = {
-        RGPU_OP_NEG, RGPU_OP_ABS, RGPU_OP_EXP, RGPU_OP_LOG, RGPU_OP_LOG1P, RGPU_OP_EXPM1, RGPU_OP_SQRT,
-        RGPU_OP_RSQRT, RGPU_OP_RECIPROCAL, RGPU_OP_TANH, RGPU_OP_SIGMOID, RGPU_OP_SIN, RGPU_OP_COS,
-        RGPU_OP_ERF, RGPU_OP_FLOOR, RGPU_OP_CEIL, RGPU_OP_ROUND, RGPU_OP_TRUNC, RGPU_OP_SIGN, RGPU_OP_RELU,
-        RGPU_OP_SILU, RGPU_OP_GELU, RGPU_OP_LOGICAL_NOT, RGPU_OP_BITWISE_NOT, RGPU_OP_ISNAN,
-        RGPU_OP_POW, RGPU_OP_MAXIMUM, RGPU_OP_MINIMUM, RGPU_OP_EQ, RGPU_OP_NE, RGPU_OP_LT, RGPU_OP_LE,
-        RGPU_OP_GT, RGPU_OP_GE, RGPU_OP_LOGICAL_AND, RGPU_OP_LOGICAL_OR, RGPU_OP_LOGICAL_XOR,
-        RGPU_OP_BITWISE_AND, RGPU_OP_BITWISE_OR, RGPU_OP_BITWISE_XOR, RGPU_OP_REMAINDER, RGPU_OP_FMOD,
-        RGPU_OP_ATAN2, RGPU_OP_DIV_MODE, RGPU_OP_WHERE, RGPU_OP_CLAMP, RGPU_OP_LERP, RGPU_OP_ADDCMUL,
-        RGPU_OP_ADDCDIV, RGPU_OP_THRESHOLD_BACKWARD, RGPU_OP_GELU_BACKWARD, RGPU_OP_SILU_BACKWARD,
-        RGPU_OP_SIGMOID_BACKWARD, RGPU_OP_TANH_BACKWARD, RGPU_OP_TRIL, RGPU_OP_TRIU,
-    };
-    int n = (int)(sizeof mine / sizeof mine[0]), owned = 0;
-    for (int i = 0; i < n; i++) {
-        ck_assert_msg(family_owns(mine[i]), "%s", rgpu_op_name(mine[i]));
-        ck_assert(rgpu_cpu_supports(mine[i]));
+    /* every op of the family (ops.def's column) is supported by the cpu
+     * backend, and every op with a pointwise layout is of the family */
+    int owned = 0;
+    for (int op = 0; op < RGPU_OP_COUNT; op++) {
+        pw_layout L;
+        if (rgpu_op_pointwise_layout_of(op, &L)) ck_assert_msg(family_owns(op), "%s", rgpu_op_name(op));
+        if (!family_owns(op)) continue;
+        ck_assert_msg(rgpu_cpu_supports(op), "%s", rgpu_op_name(op));
+        owned++;
     }
-    for (int op = -2; op <= RGPU_OP_AMP_UPDATE_SCALE; op++) owned += family_owns(op);
-    ck_assert_int_eq(owned, n);
-    ck_assert(family_owns(RGPU_OP_HYPOT) && rgpu_cpu_supports(RGPU_OP_HYPOT));
+    ck_assert_int_ge(owned, 116);
+    ck_assert(!family_owns(-2) && !family_owns(RGPU_OP_COUNT));
+    ck_assert(family_owns(RGPU_OP_HYPOT) && family_owns(RGPU_OP_TRIL));
     ck_assert(!family_owns(RGPU_OP_ADD_TENSOR));
     ck_assert(!family_owns(RGPU_OP_SUM));
     /* the family's exec refuses what it does not own, naming the op */
@@ -2058,47 +2052,39 @@ static void long_inputs(float *a, float *b, float *w, uint8_t *c)
     }
 }
 
-/* args for op in f32 as the family expects them */
-static int long_args(int op, rgpu_arg *args)
+/* args for op in f32 from its layout: every scalar slot NONE (the tensors
+ * are given), the op's own arg 1 (an INT: gelu's tanh approximation,
+ * polygamma's n, div's trunc mode...) or 0.5 (a scalar), DTYPE f32 last */
+static int long_args(int op, const pw_layout *L, rgpu_arg *args)
 {
-    const rgpu_arg none = AN, dt = AD(F32), one = AI(1), half = AF(0.5), two = AI(2);
-    switch (op) {
-    case RGPU_OP_GELU: case RGPU_OP_GELU_BACKWARD: args[0] = one; args[1] = dt; return 2;
-    case RGPU_OP_ADDCMUL: case RGPU_OP_ADDCDIV: case RGPU_OP_THRESHOLD_BACKWARD: args[0] = half; args[1] = dt; return 2;
-    case RGPU_OP_DIV_MODE: args[0] = none; args[1] = none; args[2] = two; args[3] = dt; return 4;
-    case RGPU_OP_WHERE: case RGPU_OP_CLAMP: case RGPU_OP_LERP:
-        args[0] = none; args[1] = none; args[2] = none; args[3] = dt; return 4;
-    default:
-        if (rgpu_op_table[op].n_in == 2 && op != RGPU_OP_SILU_BACKWARD && op != RGPU_OP_SIGMOID_BACKWARD
-            && op != RGPU_OP_TANH_BACKWARD) {
-            args[0] = none; args[1] = none; args[2] = dt; return 3;
-        }
-        args[0] = dt; return 1;
+    const rgpu_arg none = AN, dt = AD(F32), one = AI(1), half = AF(0.5);
+    const char *sig = rgpu_op_table[op].sig;
+    for (int i = 0; i < L->nargs - 1; i++) {
+        /* the i-th "KIND name" of the signature */
+        const char *k = sig;
+        for (int j = 0; j < i; j++) k = strchr(k, ',') + 2;
+        args[i] = i == L->own ? (k[0] == 'i' ? one : half) : none;
     }
+    args[L->nargs - 1] = dt;
+    return L->nargs;
 }
 
 START_TEST(test_fast_path_matches_generic)
 {
-    static const int ops[] = {
-        RGPU_OP_NEG, RGPU_OP_ABS, RGPU_OP_EXP, RGPU_OP_LOG, RGPU_OP_LOG1P, RGPU_OP_EXPM1, RGPU_OP_SQRT,
-        RGPU_OP_RSQRT, RGPU_OP_RECIPROCAL, RGPU_OP_TANH, RGPU_OP_SIGMOID, RGPU_OP_SIN, RGPU_OP_COS,
-        RGPU_OP_ERF, RGPU_OP_FLOOR, RGPU_OP_ROUND, RGPU_OP_SIGN, RGPU_OP_RELU, RGPU_OP_SILU, RGPU_OP_GELU,
-        RGPU_OP_ISNAN, RGPU_OP_POW, RGPU_OP_MAXIMUM, RGPU_OP_MINIMUM, RGPU_OP_LT, RGPU_OP_GE, RGPU_OP_EQ,
-        RGPU_OP_REMAINDER, RGPU_OP_ATAN2, RGPU_OP_DIV_MODE, RGPU_OP_WHERE, RGPU_OP_CLAMP, RGPU_OP_LERP,
-        RGPU_OP_ADDCMUL, RGPU_OP_ADDCDIV, RGPU_OP_THRESHOLD_BACKWARD, RGPU_OP_GELU_BACKWARD,
-        RGPU_OP_SILU_BACKWARD, RGPU_OP_SIGMOID_BACKWARD, RGPU_OP_TANH_BACKWARD,
-    };
     static float a[NLONG], b[NLONG], w[NLONG], as[2 * NLONG], bs[3 * NLONG], ws[2 * NLONG];
     static float o1[NLONG], o2[2 * NLONG];
     static uint8_t c[NLONG], cs[2 * NLONG], ob1[NLONG], ob2[2 * NLONG];
     long_inputs(a, b, w, c);
     for (int i = 0; i < NLONG; i++) { as[2 * i] = a[i]; bs[3 * i] = b[i]; ws[2 * i] = w[i]; cs[2 * i] = c[i]; }
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        int op = ops[k];
+    int ran = 0;
+    for (int op = 0; op < RGPU_OP_COUNT; op++) {   /* every pointwise op that computes in f32 */
+        pw_layout L;
+        if (!rgpu_op_pointwise_layout_of(op, &L) || !rgpu_op_pointwise_supports(op, OP_CT_F32)) continue;
+        if (op == RGPU_OP_FREXP_EXPONENT) continue;   /* its out is int32 (the int64 paths are below) */
         rgpu_arg args[4];
-        int nargs = long_args(op, args);
-        bool where = op == RGPU_OP_WHERE, res_bool = op == RGPU_OP_ISNAN || op == RGPU_OP_LT
-                     || op == RGPU_OP_GE || op == RGPU_OP_EQ;
+        int nargs = long_args(op, &L, args);
+        bool where = op == RGPU_OP_WHERE, res_bool = L.res_bool;
+        ran++;
         int odt = res_bool ? RGPU_BOOL : RGPU_F32;
         void *p1 = res_bool ? (void *)ob1 : (void *)o1, *p2 = res_bool ? (void *)ob2 : (void *)o2;
         rgpu_view va = where ? view(c, RGPU_BOOL, 1, SZ(NLONG), NULL) : view(a, RGPU_F32, 1, SZ(NLONG), NULL);
@@ -2134,6 +2120,7 @@ START_TEST(test_fast_path_matches_generic)
                           (double)o1[i], ref);
         }
     }
+    ck_assert_int_ge(ran, 90);
     /* the int64 and f64 in-place fast paths too */
     static int64_t li[NLONG], lis[2 * NLONG], lo1[NLONG], lo2[2 * NLONG];
     static double ld[NLONG], lds[2 * NLONG], ldo1[NLONG], ldo2[2 * NLONG];
