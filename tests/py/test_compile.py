@@ -171,7 +171,7 @@ def test_graph_that_reads_data_back_runs_eagerly_with_a_warning():
 
 def test_unsupported_op_falls_back_naming_it():
     def f(x):
-        return torch.hash_tensor(x * 2)             # hash_tensor: not on rgpu (linalg_eig is, since issue 14)
+        return torch.hash_tensor(x * 2)             # hash_tensor: not on rgpu (linalg_eig is)
     x = torch.rand(3, 3) + 1
     with pytest.raises(NotImplementedError, match="hash_tensor"):
         f(x.to(DEV))                        # eager rgpu can't run it either

@@ -2,7 +2,7 @@
 transformers GPT-2, Llama, Qwen2 and T5 built from tiny configs (no weights
 downloaded). Compiled training on rgpu equals eager training on the CPU, with
 no eager fallback and a handful of records per step; compiled generation gives
-eager's tokens. The crashes of issue 16 are regression tests here: rgpu's own
+eager's tokens. Crashes seen on these models are regression tests here: rgpu's own
 bookkeeping traced by dynamo (GPT-2), storage resize on the rgpu device
 (Llama, Qwen2), torch.tensor(..., device="rgpu") under fake tensors (T5), and
 a failed compile that used to leave state behind for the next model."""

@@ -1,4 +1,4 @@
-"""Complex tensors on rgpu (issue 14, item 1): what a user does with complex64 /
+"""Complex tensors on rgpu: what a user does with complex64 /
 complex128, compared with PyTorch on the CPU. The op-by-op cases (pointwise,
 reductions, movement, layouts) are in test_conformance.py (c_*)."""
 import math
@@ -265,7 +265,7 @@ def _train_spectral(dev, steps=20):
 
 
 def test_spectral_layer_training_matches_cpu():
-    """issue 14's complex training loop: an FNO-style spectral model, 20 Adam steps, CPU's losses."""
+    """A complex training loop: an FNO-style spectral model, 20 Adam steps, CPU's losses."""
     lc, pc = _train_spectral("cpu")
     lr, pr = _train_spectral(DEV)
     assert lr[-1] < lr[0] * 0.9

@@ -5,6 +5,8 @@ and on rgpu copies laid out the same way (contiguous, transposed, strided), for
 every dtype the op takes, and compares dtype, shape and values at per-dtype
 tolerances. test_every_op_has_a_case records which ops.def ops the cases emit
 and fails when an op has none. Autograd through a few ops closes the file."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -626,7 +628,7 @@ def _setitem(x, i, v):
     return x
 
 
-# --- issue 13: pointwise
+# --- pointwise: elementary and gamma-family ops, their prims
 UNIT = [(((3, 5), "unit"),), (((2, 3, 4), "unit"),)]
 FLOAT_UNARY13 = FLOATS + [I64]                 # I64 promotes to the default float dtype
 case("trig13", lambda x: (torch.atan(x), torch.asinh(x), torch.sinh(x), torch.cosh(x), torch.tan(x)),
@@ -666,7 +668,7 @@ case("vander", lambda x: torch.linalg.vander(x.flatten()[:5]), U[:1], [F32, F64,
 case("prims_mul_prod", lambda x: (torch.ops.prims.mul.default(x, x), torch.ops.prims.prod.default(x, [0])),
      U[:1], [F32, I64])
 
-# --- issue 13: special (special functions: replayer/op/special_math.h)
+# --- special functions ( replayer/op/special_math.h)
 SP = torch.special
 SPF = [F32, F64, I64]                      # integer inputs compute in the default float dtype
 SPU = [((3, 5),), (((2, 3, 4), "pos"),), ((0, 3),)]
@@ -718,7 +720,7 @@ for name in POLYS:
                                                         f(x, float("nan"))),
          [(SPX,)], [F32, F64], layouts=("contig",), tol=LOOSE)
     case("special_" + name + "_scalar_x", lambda n, f=fn: f(0.3, n), [(Idx((3, 5), 14),)], [I64], tol=LOOSE)
-# --- issue 13: conv-pool-sample
+# --- pooling, upsampling, grid sampling
 # (ATen's CPU avg_pool3d takes no f16/bf16, adaptive_max_pool2d no integers.)
 # 3-d convolution (the convolution kernels, both backends), 3-d / adaptive /
 # fractional pooling, grid sampling and every upsample mode, forward and
@@ -888,7 +890,7 @@ CONV_POOL_SAMPLE_AUTOGRAD = {
 def test_autograd_conv_pool_sample(name, dt):
     fn, shapes = CONV_POOL_SAMPLE_AUTOGRAD[name]
     _grads(fn, [sample(s, dt, i) for i, s in enumerate(shapes)])
-# --- issue 13: index
+# --- index ops
 _NAN_SRC = Fixed(lambda d: torch.tensor([[1.0, float("nan"), -2.0, 0.5], [float("nan"), 3.0, 4.0, -1.0]]).to(d))
 for _red in ("sum", "prod", "mean", "amax", "amin"):
     for _incl in (True, False):
@@ -937,7 +939,7 @@ case("cdist", lambda a, b: tuple(torch.cdist(a, b, p) for p in (2.0, 1.0, 0.0, 0
      [((2, 4, 3), (2, 5, 3)), ((30, 3), (4, 3))], [F32, F64], tol=LOOSE)
 case("pdist", lambda a: tuple(F.pdist(a, p) for p in (2.0, 1.0, float("inf"))), [((5, 3),), ((1, 3),)],
      [F32, F64], tol=LOOSE)
-# --- issue 13: modules
+# --- nn modules' ops
 def _ctc(x, t, il, tl, red="mean", zinf=False, norm=True):
     """F.ctc_loss and its gradient (through _ctc_loss_backward) for x (T, N, C):
     log_softmax(x), or x itself as the log-probabilities (its layout reaches the op)."""
@@ -991,7 +993,7 @@ def _gru_cell(ig, hg, hx, ib, hb, ghy):
 case("lstm_cell", _lstm_cell, [((3, 8), (3, 8), (3, 2), (8,), (8,), (3, 2), (3, 2))], [F32, F64], tol=LOOSE)
 case("gru_cell", _gru_cell, [((3, 6), (3, 6), (3, 2), (6,), (6,), (3, 2))], [F32, F64], tol=LOOSE)
 
-# --- issue 13: sorting
+# --- sorting
 SR = [((3, 5),), ((2, 3, 4),), ((0, 3),), ((),)]
 _NANS = Fixed(lambda dt: torch.tensor([[1.0, float("nan"), -0.0, 0.0, 2.0, float("nan"), -float("inf"), 1.0],
                                        [3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, 4.0]]).to(dt))
@@ -1046,7 +1048,7 @@ case("unique_consecutive", lambda x: (torch.unique_consecutive(x),
      [(_RUNS,)], [F32, I64, BOOL])
 case("isin", lambda a, b: (torch.isin(a, b), torch.isin(a, b, invert=True)), [((3, 4), (40,))], [I64])
 
-# --- issue 14: linalg ----------------------------------------------------------------------------
+# --- linalg -------------------------------------------------------------------------------------
 
 def _eye_like(a):
     return torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
@@ -1124,7 +1126,7 @@ case("linalg_pinv", lambda a: (torch.linalg.pinv(a), torch.linalg.pinv(a @ a.mT,
      [((2, 5, 3),), ((3, 4),)], LAF, tol=LOOSE)
 
 
-# --- issue 14: complex (the hook's complex layer, torchhook/rgpu/cplx.py, over real records;
+# --- complex (the hook's complex layer, torchhook/rgpu/cplx.py, over real records;
 # copy_/cat/index/gather/scatter records with complex views on both backends)
 CU = [((3, 5),), ((2, 3, 4),), ((0, 3),), ((),)]
 CB = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((3, 4), ())]
@@ -1174,7 +1176,7 @@ case("c_index", lambda x, i: (x[i], x.index_select(0, i), x.gather(0, i[:, None]
 case("c_addc_lerp", lambda x, y: (torch.addcmul(x, x, y, value=2), torch.addcdiv(x, x, y + 3),
                                   torch.lerp(x, y, 0.3), torch.dot(x.flatten(), y.flatten()),
                                   torch.vdot(x.flatten(), y.flatten())), [((3, 4), (3, 4))], CPLX, tol=LOOSE)
-# --- issue 14: complex matmul, matrix_exp ---------------------------------------------------
+# --- complex matmul, matrix_exp ------------------------------------------------------------
 # Complex operands are view_as_complex of (..., 2) F32/F64 inputs (complex64/complex128);
 # results come back view_as_real, so the float tolerances apply. Transposed and
 # strided operands are made inside the expressions.
@@ -1213,7 +1215,7 @@ case("complex_addmm", _caddmm, [((3, 5, 2), (3, 4, 2), (4, 5, 2))], LAF, **CM)
 case("complex_baddbmm", _cbaddbmm, [((2, 3, 5, 2), (2, 3, 4, 2), (2, 4, 5, 2))], LAF, **CM)
 case("matrix_exp", lambda a: (torch.linalg.matrix_exp(a), torch.matrix_exp(a * 0.01)),
      [((2, 4, 4),), ((3, 3),)], LAF, tol=LOOSE)
-# --- issue 14: fft (complex outputs compared through view_as_real)
+# --- fft (complex outputs compared through view_as_real)
 _FFT_C = {F32: torch.complex64, F64: torch.complex128}
 FFT_IN = [((3, 5),), ((2, 3, 8),)]
 case("fft_r2c", lambda x: (torch.view_as_real(torch.fft.rfft(x)), torch.view_as_real(torch.fft.rfft2(x, norm="ortho")),
@@ -1223,7 +1225,7 @@ case("fft_c2c", lambda x: (torch.view_as_real(torch.fft.fft(x.to(_FFT_C[x.dtype]
      FFT_IN, [F32, F64], tol=LOOSE)
 case("fft_c2r", lambda x: (torch.fft.irfft(x.to(_FFT_C[x.dtype])), torch.fft.irfft2(x.to(_FFT_C[x.dtype]), norm="ortho"),
                            aten._fft_c2r(x.to(_FFT_C[x.dtype]), [0, x.dim() - 1], 1, 2 * x.shape[-1] - 1)), FFT_IN, [F32, F64], tol=LOOSE)
-# --- issue 14: complex linalg ------------------------------------------------------------------
+# --- complex linalg ---------------------------------------------------------------------------
 # complex64/complex128 through the LINALG ops, inputs made on the CPU (Fixed) so that only linalg
 # ops run on rgpu; complex outputs compared as view_as_real. Eigenvectors and singular vectors
 # (phases differ between LAPACKs) are checked by reconstruction in test_linalg_complex.py.

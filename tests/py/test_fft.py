@@ -1,9 +1,9 @@
-"""torch.fft on rgpu against PyTorch CPU (issue 14): every torch.fft function,
+"""torch.fft on rgpu against PyTorch CPU: every torch.fft function,
 every norm, real and complex dtypes, sizes that are powers of two, smooth,
 prime; n= padding and trimming, dim= choices, 2-d and n-d, batched and
 non-contiguous inputs; stft/istft; large sizes for accuracy; errors;
 gradients; determinism. The three ATen primitives (_fft_c2c, _fft_r2c,
-_fft_c2r) run on the server (replayer/op/fft.c on cpu, cuFFT on cuda); the
+_fft_c2r) run on the server (replayer/op/fft_plan.c on cpu, cuFFT on cuda); the
 rest are composites. Runs against the cuda backend too (RGPU_BACKEND=cuda,
 RGPU_SERVER_BIN=build-emu/bin/rgpu-server on cudaemu)."""
 import pytest

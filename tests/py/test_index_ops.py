@@ -1,4 +1,4 @@
-"""Issue 13, index ops: module-level training of nn.EmbeddingBag against the CPU,
+"""Index ops: module-level training of nn.EmbeddingBag against the CPU,
 gradients of the decomposed ops (cdist, pdist, bilinear, addbmm, index_reduce,
 scatter_reduce, embedding_bag with per_sample_weights), and determinism of
 scatter_reduce."""

@@ -1,4 +1,4 @@
-"""Complex linalg (issue 14) where results are unique only up to phases, or
+"""Complex linalg where results are unique only up to phases, or
 the check needs CPU math: eigh/svd/eig vectors by reconstruction, lu_solve
 with left=False, LinAlgError messages as CPU's. Inputs are made on the CPU;
 only linalg ops run on rgpu. The conformance cases (test_conformance.py,

@@ -1,4 +1,4 @@
-"""PyTorch modules on rgpu against the CPU (issue 13, item 5): recurrent nets
+"""PyTorch modules on rgpu against the CPU: recurrent nets
 with packed sequences, the fused transformer fast path (and TransformerEncoder's
 nested-tensor path), MultiheadAttention, weight_norm, rrelu, batch norm's saved
 statistics. Each trains a few optimizer steps from the same initial weights on

@@ -22,6 +22,20 @@ TO_RGPU = {
     torch.complex32: _C.DTYPE_C32,
 }
 
+# c10's ScalarType names, as ATen's error messages spell dtypes ("... not implemented for 'Long'")
+C10_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+    torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+    torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.complex32: "ComplexHalf",
+}
+
+
+def c10_name(dtype):
+    """dtype as ATen's messages name it (C10_NAMES), else str(dtype)."""
+    return C10_NAMES.get(dtype, str(dtype))
+
+
 _STRUCT = {
     torch.float32: struct.Struct("<f"),
     torch.float64: struct.Struct("<d"),

@@ -34,7 +34,8 @@ record; neither waits (GradScaler.step's found_inf.item() is the wait)."""
 import torch
 
 from . import _C
-from .dispatch import register
+from ._dtypes import c10_name
+from .registry import register
 from .tensor import RemoteTensor
 
 aten = torch.ops.aten
@@ -271,8 +272,6 @@ def _want_scalar(t, what, dtype, dtype_word):
 
 
 _UNSCALE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-_C10_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-              torch.uint8: "Byte", torch.bool: "Bool"}
 
 
 def _unscale(func, args, kwargs):
@@ -288,7 +287,7 @@ def _unscale(func, args, kwargs):
             raise RuntimeError("one of scaled_grads was not an rgpu tensor.")
         if g.dtype not in _UNSCALE_DTYPES:
             raise NotImplementedError(f'"_amp_foreach_non_finite_check_and_unscale_" not implemented for '
-                                      f"'{_C10_NAMES.get(g.dtype, g.dtype)}'")
+                                      f"'{c10_name(g.dtype)}'")
     rec, op, ft, it = _C.record, _C.OP_AMP_UNSCALE, found._tid, inv._tid
     for g in grads:
         rec(op, (g._tid, ft), (g._tid, it), ())

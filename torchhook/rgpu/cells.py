@@ -4,8 +4,8 @@ replayer/op/rnn.h's), plus a sum for each bias gradient."""
 import torch
 
 from . import _C
-from .dispatch import register
-from .opmap import arg, need_remote
+from .args import arg, need_remote
+from .registry import register
 from .tensor import RemoteTensor, record_multi
 
 aten = torch.ops.aten

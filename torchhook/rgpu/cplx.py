@@ -26,6 +26,7 @@ import warnings
 
 import torch
 
+from ._dtypes import c10_name
 from .tensor import RemoteTensor
 
 aten = torch.ops.aten
@@ -91,8 +92,20 @@ def warn_discard():
     warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
 
 
+# dispatch.py's view handler and its copy of a tensor's stored values, handed
+# down by dispatch at its import (use_dispatch): dispatch imports this module,
+# so this one does not import dispatch.
+_view_handler = _clone_raw = None
+
+
+def use_dispatch(view_handler, clone_raw):
+    """view_handler(func, args, kwargs): dispatch's handler of view ops;
+    clone_raw(x): a copy of x's values as stored, its conj/neg bits not applied."""
+    global _view_handler, _clone_raw
+    _view_handler, _clone_raw = view_handler, clone_raw
+
+
 def _alias(x):
-    from .dispatch import _view_handler
     r = _view_handler(aten.alias.default, (x,), {})
     return r
 
@@ -110,7 +123,6 @@ def resolve(x):
     c, n = x.is_conj(), x.is_neg()
     if not (c or n):
         return x
-    from .dispatch import _clone_raw
     r = _clone_raw(_raw(x))
     if x.dtype.is_complex:
         v = torch.view_as_real(r)
@@ -305,14 +317,10 @@ def _fn(impl):
     return lambda func, args, kwargs: impl(*args, **kwargs)
 
 
-_NAME = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf",
-         torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}
-
-
 def _check_cast(r, self):
     if r.dtype.is_complex and not self.dtype.is_complex:
-        raise RuntimeError(f"result type {_NAME.get(r.dtype, r.dtype)} can't be cast to the desired output type "
-                           f"{_NAME.get(self.dtype, self.dtype)}")
+        raise RuntimeError(f"result type {c10_name(r.dtype)} can't be cast to the desired output type "
+                           f"{c10_name(self.dtype)}")
 
 
 def _inplace(impl):

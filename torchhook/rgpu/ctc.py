@@ -10,8 +10,8 @@ lengths that live on rgpu are the kernels' to check (NaN for a bad element)."""
 import torch
 
 from . import _C
-from .dispatch import register
-from .opmap import need_remote
+from .args import need_remote
+from .registry import register
 from .tensor import RemoteTensor, record_multi
 
 aten = torch.ops.aten

@@ -16,8 +16,8 @@ import struct
 import torch
 
 from . import _C
-from .dispatch import register
-from .opmap import device_error, need_remote
+from .args import device_error, need_remote
+from .registry import register
 from .tensor import RemoteTensor, out_def, record_multi, record_new
 
 aten = torch.ops.aten
@@ -98,7 +98,7 @@ def _unique_unsupported(func, args, kwargs):
                               "supported; torch.unique without dim is")
 
 
-# --- issue 13: sorting: unique_consecutive (without dim) ------------------------------
+# --- unique_consecutive (without dim), by sorting's ops ----------------------------------
 
 def _unique_consecutive(func, args, kwargs):
     """(values, inverse, counts) of the runs of equal consecutive elements of the
@@ -130,7 +130,7 @@ def _unique_consecutive(func, args, kwargs):
     return vals, inverse if inv else empty(), counts if cnt else empty()
 
 
-# --- issue 13: sorting: histogram (its ATen op has no meta kernel) -----------------------
+# --- histogram (its ATen op has no meta kernel) -------------------------------------------
 
 def _histogram_bins_tensor(func, args, kwargs):
     """HISTOGRAM: (hist, bin_edges) of x over the edges bins (weight?, density)."""

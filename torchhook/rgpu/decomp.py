@@ -21,6 +21,7 @@ from . import decomp_sample as _decomp_sample
 from . import mexp as _mexp
 from . import composite_out as _composite_out
 from . import nnops as _nnops
+from ._dtypes import c10_name
 
 aten = torch.ops.aten
 
@@ -92,17 +93,10 @@ def _inplace_from_functional(func):
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                f"{list(r.shape)}")
         if not torch.can_cast(r.dtype, self.dtype):
-            raise RuntimeError(f"result type {_type_name(r.dtype)} can't be cast to the desired output "
-                               f"type {_type_name(self.dtype)}")
+            raise RuntimeError(f"result type {c10_name(r.dtype)} can't be cast to the desired output "
+                               f"type {c10_name(self.dtype)}")
         return aten.copy_.default(self, r)
     return d
-
-
-def _type_name(dt):
-    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
-            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-            torch.uint8: "Byte", torch.bool: "Bool", torch.complex64: "ComplexFloat",
-            torch.complex128: "ComplexDouble"}.get(dt, str(dt))
 
 
 # --- our own, where torch's would leave ops.def (prims) or wait ------------------------
@@ -334,7 +328,7 @@ def _replication_pad_backward(grad_out, x, padding):
     return g
 
 
-# --- issue 13: index ------------------------------------------------------------------
+# --- index ops ------------------------------------------------------------------------
 # Index ops and reductions that are a few records of ops.def ops with ATen CPU's values
 # (no waits): scatter_reduce (its kernel) carries index_reduce, segment_reduce and the
 # max of embedding_bag; index_put/index_add/cumsum carry put, masked_scatter,
@@ -740,7 +734,7 @@ _OWN_INDEX = {
 
 
 
-# --- issue 13: modules (packed sequences, rrelu, weight_norm, the fused transformer) --
+# --- nn modules' ops (packed sequences, rrelu, weight_norm, the fused transformer) ----
 
 def _packed_rows(batch_sizes, t_len, b_len, batch_first):
     """Rows of the (T*B, ...) or (B*T, ...) flattened padded input that the packed
@@ -954,7 +948,7 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
 # aten math stays as the CPU reference of the conformance cases (ATen has no
 # CPU kernel for them).
 
-# --- issue 13: sorting: through the SORT / SEARCHSORTED ops ---------------------------
+# --- sorting: through the SORT / SEARCHSORTED ops ------------------------------------
 
 def _sorted(x, dim, descending=False):
     return aten.sort.stable(x, stable=True, dim=dim, descending=descending)
@@ -1113,7 +1107,7 @@ _OWN = {aten.copy.default: _copy, aten.flip.default: _flip, aten.var_mean.correc
         aten.replication_pad1d_backward.default: _replication_pad_backward,
         aten.replication_pad2d_backward.default: _replication_pad_backward,
         aten.replication_pad3d_backward.default: _replication_pad_backward,
-        # issue 13: modules
+        # nn modules' ops
         aten._pack_padded_sequence.default: _pack_padded_sequence,
         aten.rrelu_with_noise.default: _rrelu_with_noise,
         aten.rrelu_with_noise_functional.default: _rrelu_with_noise_functional,
@@ -1156,10 +1150,10 @@ _OWN_BY_NAME = {"prims::fma": _fma,       # prims register late (torch._prims)
                 "prims::convert_element_type": _convert_element_type,
                 "prims::copy_to": _copy_to, "prims::as_strided_scatter": _as_strided_scatter}
 _OWN[aten.angle.default] = _angle
-_OWN.update(_decomp_sample.TABLE)         # issue 13: conv-pool-sample
-_OWN.update(_OWN_INDEX)                   # issue 13: index
-_OWN.update(_OWN_SORT)                    # issue 13: sorting
-_OWN.update(_mexp.TABLE)                  # issue 14: matrix_exp
+_OWN.update(_decomp_sample.TABLE)         # pooling, upsampling, grid sampling
+_OWN.update(_OWN_INDEX)                   # index ops
+_OWN.update(_OWN_SORT)                    # sorting
+_OWN.update(_mexp.TABLE)                  # matrix_exp
 _OWN.update(_composite_out.TABLE)          # out= composites that don't write out
 _OWN_BY_NAME.update(_nnops.BY_NAME)        # torch_nn:: custom ops (LinearCrossEntropyLoss)
 

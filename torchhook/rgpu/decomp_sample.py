@@ -1,4 +1,4 @@
-"""Decompositions of pooling, upsampling and grid sampling (issue 13, conv-pool-sample).
+"""Decompositions of pooling, upsampling and grid sampling.
 
 Everything here is separable or an index scatter, so it needs no kernel of
 its own:

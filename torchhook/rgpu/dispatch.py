@@ -1,6 +1,7 @@
 """__torch_dispatch__ for RemoteTensor: every ATen op on an rgpu tensor becomes records.
 
-Each OpOverload gets one handler, built on first sight and kept in _HANDLERS:
+Each OpOverload gets one handler, built on first sight and kept in _HANDLERS
+(registry.py's HANDLERS):
   table ops     the overloads of the op table (opmap.TABLE: add, mul, sum,
                 fill_, copy_ ...): output metadata from the meta kernel, then
                 one record whose output is a new tensor or, for in-place and
@@ -13,7 +14,7 @@ Each OpOverload gets one handler, built on first sight and kept in _HANDLERS:
   specials      transfers (_to_copy, _copy_from, item()), clone and the
                 *_like / new_* factories
   registered    handlers of op families with state of their own (random.py,
-                datadep.py, amp.py: register())
+                datadep.py, amp.py: registry.register())
   anything else raises NotImplementedError naming the op, at the call.
 Writes are checked for overlapping inputs like TensorIterator does, since meta
 kernels can't (meta tensors have no addresses).
@@ -25,7 +26,9 @@ import torch
 from torch._prims_common.wrappers import _resize_output_check
 
 from . import _C, cplx, decomp, opinfo, opmap, resize, transfer, writes
-from .opmap import arg, device_error, free_temps
+from .args import arg, device_error, free_temps
+# (register stays importable from here: rgpu.dispatch.register)
+from .registry import HANDLERS as _HANDLERS, REGISTERED as _REGISTERED, register  # noqa: F401
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
                      rebind, record_later, record_new, record_view, set_dispatcher, wrap)
 
@@ -34,7 +37,6 @@ _record = _C.record
 _new_id = _C.new_id
 _OpOverload = torch._ops.OpOverload
 
-_HANDLERS = {}
 _CACHE = {}
 _CACHE_MAX = 100_000
 _NOKEY = object()
@@ -730,18 +732,6 @@ def _is_view(func):
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
-_REGISTERED = {}
-
-
-def register(funcs, handler):
-    """Install handler(func, args, kwargs) for each OpOverload in funcs. Modules
-    with a family of ops (random, data-dependent shapes, ...) register here
-    at import; a handler returns what the ATen op returns."""
-    for f in funcs:
-        _REGISTERED[f] = handler
-        _HANDLERS.pop(id(f), None)
-
-
 def supports(func):
     """Whether rgpu can run OpOverload func (a kernel, a handler or a decomposition,
     or for a factory (no tensor arguments) a PrivateUse1 kernel)."""
@@ -866,4 +856,5 @@ def _build_real(func):
     return _unsupported
 
 
+cplx.use_dispatch(_view_handler, _clone_raw)
 set_dispatcher(dispatch)

@@ -111,7 +111,7 @@ def copy_from(self, dst, non_blocking=False):
     raise RuntimeError(f"rgpu: _copy_from between {self.device} and {dst.device}")
 
 
-# issue 14: fft. ATen's fftfreq writes its negative half by an arange into a
+# torch.fft.fftfreq: ATen's fftfreq writes its negative half by an arange into a
 # resized empty slice of its result, which arange-into-out here would rebind.
 def fft_fftfreq(n, d=1.0, dtype=None, layout=None, device=None, pin_memory=None):
     dt = dtype or torch.get_default_dtype()

@@ -24,7 +24,7 @@ import struct
 
 import torch
 
-from .dispatch import register
+from .registry import register
 from .tensor import RemoteTensor
 
 aten = torch.ops.aten

@@ -1,4 +1,4 @@
-"""linalg.matrix_exp as matmuls (issue 14): ATen's method, degree-18 Taylor-type
+"""linalg.matrix_exp as matmuls: ATen's method, degree-18 Taylor-type
 polynomial with scaling and squaring (Bader, Blanes, Casas 2019; ATen's
 LinearAlgebra.cpp mexp / compute_T18_scale_square).
 

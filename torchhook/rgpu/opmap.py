@@ -22,9 +22,11 @@ handler(func, args, kwargs) when one record can do the op, and otherwise
 does it itself (cat of more tensors than a record takes, index with boolean
 or CPU indices, copy_ across devices).
 
-Adding an op is one line in _table() (or in _UNARY / _BINARY for a pointwise
-op); ops of other kinds go to decomp.py. Per-op facts that are ops.def's
-(compute class, input limits) come from opinfo.py.
+Adding an op is one line in _table(); a plain pointwise op (one tensor, or
+two tensor-or-scalar operands, and the DTYPE compute: opinfo.UNARY / BINARY)
+needs none, its ops.def line maps every ATen overload of its name. Ops of
+other kinds go to decomp.py. Per-op facts that are ops.def's (compute class,
+input limits) come from opinfo.py.
 
 Conventions from ops.def: a "t|s" slot holds a tensor id, or 0 with the
 scalar in the record arg of the same position; the last arg of a pointwise op
@@ -33,7 +35,9 @@ import torch
 
 from . import _C, opinfo, transfer
 from ._dtypes import TO_RGPU
-from .tensor import DEVICE, RemoteTensor, meta_of
+from .args import arg, need_remote, operand, slot_of as _slot, tid_of as _tid
+from .datadep import expand_masks
+from .tensor import DEVICE, RemoteTensor, key_of, meta_of, out_def, record_new
 
 aten = torch.ops.aten
 C = _C
@@ -47,66 +51,6 @@ class Entry:
 
     def __init__(self, kind, op, mapper, prep=None, overlap=True, pre=None):
         self.kind, self.op, self.mapper, self.prep, self.overlap, self.pre = kind, op, mapper, prep, overlap, pre
-
-
-# --- argument helpers (also used by dispatch.py, random.py, datadep.py) -----------------
-
-def device_error(t):
-    return RuntimeError("Expected all tensors to be on the same device, but found at least two "
-                        f"devices, rgpu:0 and {t.device}!")
-
-
-def arg(args, kwargs, pos, name, default=None):
-    """Argument pos (or keyword name) of an ATen call, default when absent."""
-    return args[pos] if len(args) > pos else kwargs.get(name, default)
-
-
-def need_remote(t, func):
-    if type(t) is not RemoteTensor:
-        raise RuntimeError(f"rgpu: {func}: expected an rgpu tensor, got one on {t.device}")
-
-
-def _tid(x):
-    if type(x) is RemoteTensor:
-        return x._tid
-    raise device_error(x)
-
-
-def operand(x, temps):
-    """The tid of a tensor input (None stays None), uploading a CPU scalar tensor
-    (its tid is appended to temps, freed after the record)."""
-    if type(x) is RemoteTensor:
-        return x._tid
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() == 0:
-        return upload_temp(x, temps)
-    raise device_error(x)
-
-
-def upload_temp(x, temps):
-    """Upload CPU tensor x for one record: its tid, also appended to temps."""
-    tid = transfer.upload_tensor(x)
-    temps.append(tid)
-    return tid
-
-
-def free_temps(temps):
-    """Free the tensors upload_temp made, once their record is made."""
-    for tid in temps:
-        _C.free(tid)
-
-
-def _slot(x):
-    """A "t|s" operand: (tid, None) for an rgpu tensor, (None, value) for a scalar
-    (a CPU scalar tensor gives its value; None stays absent)."""
-    if type(x) is RemoteTensor:
-        return x._tid, None
-    if isinstance(x, torch.Tensor):
-        if x.device.type != "cpu" or x.dim() != 0:
-            raise device_error(x)
-        return None, x.item()
-    return None, x
 
 
 # --- type promotion (ATen's ResultTypeState) ----------------------------------------
@@ -584,7 +528,7 @@ def _mm(op, has_self):
     return op, None, mapper
 
 
-# --- issue 14: complex matmul ----------------------------------------------------------------
+# --- complex matmul ---------------------------------------------------------------------------
 # MM/BMM/ADDMM/BADDBMM take complex64/complex128 operands; their alpha/beta
 # record args are real. A complex alpha or beta with no imaginary part is
 # recorded as its real part; one with an imaginary part makes addmm/baddbmm
@@ -736,7 +680,6 @@ def _expand_masks(self, indices):
     """Boolean (and uint8) index tensors become the integer indices of their
     nonzero elements, one per mask dim, as ATen's expandTensors does (one wait
     for an rgpu mask, none for a CPU one), with ATen's mask shape checks."""
-    from .datadep import expand_masks       # datadep imports dispatch, which imports this module
     return [_to_rgpu_index(i) for i in expand_masks(self, list(indices))]
 
 
@@ -776,7 +719,7 @@ def _index_put_pre(handler, func, args, kwargs):
     return func(self, _expand_masks(self, args[1]), values, *args[3:], **kwargs)
 
 
-# issue 13: modules
+# batch norm's pre-passes (nn modules' ops)
 def _bn_eval_pre(handler, func, args, kwargs):
     """native_batch_norm / _native_batch_norm_legit in eval mode: ATen's CPU kernel
     returns save_mean and save_invstd of shape (0,) (the record still writes (C,))."""
@@ -797,7 +740,7 @@ def _bn_backward_pre(handler, func, args, kwargs):
     return handler(func, args, kwargs)
 
 
-# --- issue 13: sorting -------------------------------------------------------------------
+# --- sorting --------------------------------------------------------------------------------
 
 def _sort_prep(stable_overload):
     """sort.default (self, dim, descending) / sort.stable (self, *, stable, dim,
@@ -845,52 +788,43 @@ def _overloads(name, names):
     return [getattr(pk, o) for o in names if o in have]
 
 
-_UNARY = [("neg", "NEG"), ("abs", "ABS"), ("exp", "EXP"), ("log", "LOG"), ("log1p", "LOG1P"),
-          ("expm1", "EXPM1"), ("sqrt", "SQRT"), ("rsqrt", "RSQRT"), ("reciprocal", "RECIPROCAL"),
-          ("tanh", "TANH"), ("sigmoid", "SIGMOID"), ("sin", "SIN"), ("cos", "COS"), ("erf", "ERF"),
-          ("floor", "FLOOR"), ("ceil", "CEIL"), ("round", "ROUND"), ("trunc", "TRUNC"),
-          ("sign", "SIGN"), ("relu", "RELU"), ("silu", "SILU"), ("gelu", "GELU"),
-          ("logical_not", "LOGICAL_NOT"), ("bitwise_not", "BITWISE_NOT"), ("isnan", "ISNAN")]
-_BINARY = [("pow", "POW"), ("maximum", "MAXIMUM"), ("minimum", "MINIMUM"), ("eq", "EQ"), ("ne", "NE"),
-           ("lt", "LT"), ("le", "LE"), ("gt", "GT"), ("ge", "GE"), ("logical_and", "LOGICAL_AND"),
-           ("logical_or", "LOGICAL_OR"), ("logical_xor", "LOGICAL_XOR"),
-           ("bitwise_and", "BITWISE_AND"), ("bitwise_or", "BITWISE_OR"),
-           ("bitwise_xor", "BITWISE_XOR"), ("remainder", "REMAINDER"), ("fmod", "FMOD"),
-           ("atan2", "ATAN2"), ("hypot", "HYPOT")]
-_BINARY_OVERLOADS = ("default", "out", "Tensor", "Scalar", "Scalar_Tensor", "Tensor_out",
-                     "Scalar_out", "Scalar_Tensor_out", "Tensor_Tensor", "Tensor_Scalar",
-                     "Tensor_Tensor_out", "Tensor_Scalar_out")
-# --- issue 13: special (special functions: replayer/op/special_math.h) ---
-# one-input ops (x) and two-input ops whose either input may be a scalar: igamma(a, x),
-# zeta(x, q), the polynomials (x, n); all promote integer inputs to the default float dtype
-_SPECIAL_UNARY = [("special_erfcx", "SPECIAL_ERFCX"), ("special_ndtri", "SPECIAL_NDTRI"),
-                  ("special_log_ndtr", "SPECIAL_LOG_NDTR"), ("i0", "I0"), ("special_i0e", "SPECIAL_I0E"),
-                  ("special_i1", "SPECIAL_I1"), ("special_i1e", "SPECIAL_I1E"),
-                  ("special_bessel_j0", "SPECIAL_BESSEL_J0"), ("special_bessel_j1", "SPECIAL_BESSEL_J1"),
-                  ("special_bessel_y0", "SPECIAL_BESSEL_Y0"), ("special_bessel_y1", "SPECIAL_BESSEL_Y1"),
-                  ("special_modified_bessel_i0", "SPECIAL_MODIFIED_BESSEL_I0"),
-                  ("special_modified_bessel_i1", "SPECIAL_MODIFIED_BESSEL_I1"),
-                  ("special_modified_bessel_k0", "SPECIAL_MODIFIED_BESSEL_K0"),
-                  ("special_modified_bessel_k1", "SPECIAL_MODIFIED_BESSEL_K1"),
-                  ("special_scaled_modified_bessel_k0", "SPECIAL_SCALED_MODIFIED_BESSEL_K0"),
-                  ("special_scaled_modified_bessel_k1", "SPECIAL_SCALED_MODIFIED_BESSEL_K1"),
-                  ("special_spherical_bessel_j0", "SPECIAL_SPHERICAL_BESSEL_J0"),
-                  ("special_airy_ai", "SPECIAL_AIRY_AI")]
-_SPECIAL_BINARY = [("igamma", "IGAMMA"), ("igammac", "IGAMMAC"), ("special_zeta", "SPECIAL_ZETA"),
-                   ("special_chebyshev_polynomial_t", "SPECIAL_CHEBYSHEV_POLYNOMIAL_T"),
-                   ("special_chebyshev_polynomial_u", "SPECIAL_CHEBYSHEV_POLYNOMIAL_U"),
-                   ("special_chebyshev_polynomial_v", "SPECIAL_CHEBYSHEV_POLYNOMIAL_V"),
-                   ("special_chebyshev_polynomial_w", "SPECIAL_CHEBYSHEV_POLYNOMIAL_W"),
-                   ("special_shifted_chebyshev_polynomial_t", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_T"),
-                   ("special_shifted_chebyshev_polynomial_u", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_U"),
-                   ("special_shifted_chebyshev_polynomial_v", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_V"),
-                   ("special_shifted_chebyshev_polynomial_w", "SPECIAL_SHIFTED_CHEBYSHEV_POLYNOMIAL_W"),
-                   ("special_hermite_polynomial_h", "SPECIAL_HERMITE_POLYNOMIAL_H"),
-                   ("special_hermite_polynomial_he", "SPECIAL_HERMITE_POLYNOMIAL_HE"),
-                   ("special_laguerre_polynomial_l", "SPECIAL_LAGUERRE_POLYNOMIAL_L"),
-                   ("special_legendre_polynomial_p", "SPECIAL_LEGENDRE_POLYNOMIAL_P")]
-_SPECIAL_OVERLOADS = ("default", "out", "self_scalar", "other_scalar", "self_scalar_out", "other_scalar_out",
-                      "x_scalar", "n_scalar", "x_scalar_out", "n_scalar_out")
+def _pointwise_overloads(name, n_in):
+    """The overloads of aten.<name> and aten.<name>_ that compute one Tensor from
+    n_in operands, each a Tensor or a Scalar (at least one a Tensor), and
+    optionally write it into a keyword out= tensor: what a plain pointwise op
+    of ops.def (opinfo.UNARY, opinfo.BINARY) records. Taken from the schemas
+    torch has, so the overload sets follow ATen's naming, which differs by op
+    (pow.Tensor_Scalar, special_zeta.self_scalar, xlogy.OutScalar_Self ...);
+    overloads over Python numbers only (eq(Scalar a, Scalar b) -> bool) are not
+    tensor ops and are left out."""
+    out = []
+    for nm in (name, name + "_"):
+        pk = getattr(aten, nm, None)
+        if pk is None:
+            continue
+        for o in pk.overloads():
+            f = getattr(pk, o)
+            if _operands(f._schema) == n_in:
+                out.append(f)
+    return out
+
+
+def _operands(schema):
+    """How many Tensor/Scalar operands a pointwise schema has (an out= tensor
+    not counted), or None when it has any other argument or result."""
+    if len(schema.returns) != 1 or str(schema.returns[0].type) != "Tensor":
+        return None
+    n, tensors = 0, 0
+    for a in schema.arguments:
+        t = str(a.type)                 # "number" is a Scalar
+        if a.kwarg_only and a.name == "out" and t == "Tensor" and a.alias_info is not None \
+                and a.alias_info.is_write:
+            continue
+        if a.kwarg_only or t not in ("Tensor", "number"):
+            return None
+        n += 1
+        tensors += t == "Tensor"
+    return n if tensors else None
 
 
 def _put(t, funcs, spec, overlap=True, pre=None):
@@ -911,17 +845,19 @@ def _composite(t, funcs, handler):
         t[f] = e
 
 
-# --- issue 13: pointwise ------------------------------------------------------------------
-# Elementary and gamma-family pointwise ops, their prims (torch._refs'
-# decompositions emit prims.*: cumprod's prims.prod, logaddexp2's prims.exp2 ...),
-# polygamma, round(decimals=), frexp (two records: mantissa, exponent).
-
-_UNARY13 = [("acos", "ACOS"), ("asin", "ASIN"), ("atan", "ATAN"), ("acosh", "ACOSH"), ("asinh", "ASINH"),
-            ("atanh", "ATANH"), ("sinh", "SINH"), ("cosh", "COSH"), ("tan", "TAN"), ("log2", "LOG2"),
-            ("log10", "LOG10"), ("exp2", "EXP2"), ("erfc", "ERFC"), ("erfinv", "ERFINV"),
-            ("lgamma", "LGAMMA"), ("digamma", "DIGAMMA"), ("signbit", "SIGNBIT")]
-_BINARY13 = [("fmax", "FMAX"), ("fmin", "FMIN"), ("copysign", "COPYSIGN"), ("nextafter", "NEXTAFTER")]
-_PRIMS13 = {"erf_inv": "ERFINV"}        # prims spelled otherwise than the aten op
+# --- more pointwise: prims, polygamma, round(decimals=), frexp ----------------------------
+# prims.* overloads of table ops (torch._refs' decompositions emit them:
+# cumprod's prims.prod, logaddexp2's prims.exp2 ...), polygamma,
+# round(decimals=), frexp (two records: mantissa, exponent).
+#
+# The prims overloads mapped, by prims name -> ops.def name. Listed by hand,
+# not derived from opinfo.UNARY / BINARY: a prims op does no type promotion
+# and may differ from the aten op of its name, so each one is added when a
+# decomposition rgpu runs needs it (other prims stay unsupported).
+_PRIMS_UNARY = {n: n for n in ("acos", "asin", "atan", "acosh", "asinh", "atanh", "sinh", "cosh", "tan", "log2",
+                               "log10", "exp2", "erfc", "lgamma", "digamma", "signbit")}
+_PRIMS_UNARY.update(erf_inv="erfinv", round="round")
+_PRIMS_BINARY = ("fmax", "fmin", "nextafter")
 
 
 def _polygamma(npos, xpos):
@@ -945,7 +881,6 @@ def _round_decimals():
 
 def _frexp(func, args, kwargs):
     """frexp(self) -> (mantissa (self's dtype), exponent (int32)): one record each."""
-    from .tensor import key_of, out_def, record_new
     x = args[0]
     need_remote(x, func)
     if not x.dtype.is_floating_point:
@@ -972,17 +907,10 @@ def _prims_prod(args, kwargs):
 def _table_pointwise13(t):
     import torch._prims                 # noqa: F401 - registers torch.ops.prims
     prims = torch.ops.prims
-    for name, op in _UNARY13:
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
-             _unary(getattr(C, "OP_" + op)))
-    for name, op in _BINARY13:
-        _put(t, _overloads(name, _BINARY_OVERLOADS) + _overloads(name + "_", _BINARY_OVERLOADS),
-             _binary_slots(getattr(C, "OP_" + op)))
-    for name, op in [(n, o) for n, o in _UNARY13 if n != "erfinv"] + list(_PRIMS13.items()) + [("round", "ROUND")]:
-        _put(t, [getattr(prims, name).default], _unary(getattr(C, "OP_" + op)))
-    for name, op in _BINARY13:
-        if hasattr(prims, name):        # no prims.copysign
-            _put(t, [getattr(prims, name).default], _binary_slots(getattr(C, "OP_" + op)))
+    for name, op in _PRIMS_UNARY.items():
+        _put(t, [getattr(prims, name).default], _unary(opinfo.BY_NAME[op]))
+    for name in _PRIMS_BINARY:
+        _put(t, [getattr(prims, name).default], _binary_slots(opinfo.BY_NAME[name]))
     _put(t, [prims.mul.default], _arith(C.OP_MUL_TENSOR, C.OP_MUL_SCALAR, None))
     _put(t, [prims.prod.default], _fixed(C.OP_PROD, ((0, "inp"),), _prims_prod))
     _put(t, _overloads("polygamma", ("default", "out")), _polygamma(0, 1))
@@ -992,7 +920,7 @@ def _table_pointwise13(t):
     _composite(t, _overloads("frexp", ("Tensor", "Tensor_out")) + [prims.frexp.default], _frexp)
 
 
-# --- issue 14: linalg ------------------------------------------------------------------------
+# --- linalg ---------------------------------------------------------------------------------
 # float32/float64/complex64/complex128 LAPACK-style ops (ops.def's LINALG family). The non-_ex ops
 # (linalg.cholesky, linalg.inv, linalg.solve ...) are ATen composites that call the
 # _ex op and then _linalg_check_errors, which waits for info as CUDA PyTorch does.
@@ -1183,7 +1111,7 @@ def _linalg(t):
                                       bool(arg(args, kwargs, 2, "compute_v", True)))))
     _put(t, [aten._linalg_svd.default],
          _fixed(C.OP_LINALG_SVD, ((0, "A"),), _la_bools((1, "full_matrices", False), (2, "compute_uv", True))))
-    # --- issue 14: complex linalg (eig; the ops above take complex64/complex128 too)
+    # --- complex linalg (eig; the ops above take complex64/complex128 too)
     _put(t, [aten.linalg_eig.default], _fixed(C.OP_LINALG_EIG, ((0, "self"),), lambda args, kwargs: ()))
     _composite(t, [aten._linalg_eigvals.default], _la_eigvals)
     _put(t, [aten.linalg_ldl_factor_ex.default],
@@ -1193,7 +1121,7 @@ def _linalg(t):
          _fixed(C.OP_LINALG_LDL_SOLVE, ((0, "LD"), (1, "pivots"), (2, "B")), _la_bools((99, "hermitian", False))))
 
 
-# --- issue 14: fft -------------------------------------------------------------------------
+# --- fft ------------------------------------------------------------------------------------
 # torch.fft.* and stft/istft reach the backend as these three; fftfreq, fftshift
 # (roll) and the rest are composites of ordinary ops.
 
@@ -1229,27 +1157,22 @@ def _table():
     _put(t, [aten.zero_.default], (C.OP_FULL, None, _zero), overlap=False)
     _put(t, [aten.copy_.default], (C.OP_COPY, None, _copy), pre=_copy_pre)
 
-    # pointwise
-    for name, op in _UNARY:
-        own = _gelu_approx if name == "gelu" else None
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
-             _unary(getattr(C, "OP_" + op), own))
-    for name, op in _BINARY:
-        _put(t, _overloads(name, _BINARY_OVERLOADS) + _overloads(name + "_", _BINARY_OVERLOADS),
-             _binary_slots(getattr(C, "OP_" + op)))
-    # --- issue 13: special
-    for name, op in _SPECIAL_UNARY:
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)),
-             _unary(getattr(C, "OP_" + op)))
-    for name, op in _SPECIAL_BINARY:
-        _put(t, _overloads(name, _SPECIAL_OVERLOADS) + _overloads(name + "_", ("default",)),
-             _binary_slots(getattr(C, "OP_" + op)))
+    # pointwise: ops.def's plain pointwise ops (opinfo.UNARY, opinfo.BINARY: neg,
+    # exp, atan2, the special functions (replayer/op/special_math.h) ...), every
+    # ATen overload of their shape; integer inputs of the INT_TO_FLOAT ones
+    # compute in the default float dtype (opinfo.FLOAT_COMPUTE)
+    for name, op in opinfo.UNARY:
+        _put(t, _pointwise_overloads(name, 1), _unary(op))
+    for name, op in opinfo.BINARY:
+        _put(t, _pointwise_overloads(name, 2), _binary_slots(op))
+    # gelu: its record has the approximate arg too ("i approximate, dt compute")
+    _put(t, _overloads("gelu", ("default", "out")) + _overloads("gelu_", ("default",)),
+         _unary(C.OP_GELU, _gelu_approx))
     _put(t, [aten.max.other, aten.max.out], _binary_slots(C.OP_MAXIMUM))
     _put(t, [aten.min.other, aten.min.out], _binary_slots(C.OP_MINIMUM))
     _put(t, [aten.div.Tensor_mode, aten.div_.Tensor_mode, aten.div.out_mode, aten.div.Scalar_mode,
              aten.div_.Scalar_mode, aten.div.Scalar_mode_out], _div_mode(C.OP_DIV_TENSOR, C.OP_DIV_SCALAR))
-    _put(t, _overloads("floor_divide", _BINARY_OVERLOADS) + _overloads("floor_divide_", _BINARY_OVERLOADS),
-         _binary_slots(C.OP_DIV_MODE, 2))
+    _put(t, _pointwise_overloads("floor_divide", 2), _binary_slots(C.OP_DIV_MODE, 2))
     _put(t, _overloads("where", ("self", "ScalarSelf", "ScalarOther", "Scalar", "self_out")), _where())
     _put(t, _overloads("masked_fill", ("Scalar", "Tensor", "Scalar_out", "Tensor_out"))
          + _overloads("masked_fill_", ("Scalar", "Tensor")), _masked_fill())
@@ -1385,12 +1308,12 @@ def _table():
          + _overloads("_index_put_impl", ("default", "out")) + _overloads("_index_put_impl_", ("default",)),
          _index_put(), pre=_index_put_pre)
 
-    # --- issue 13: index
+    # index: scatter_reduce
     _put(t, _overloads("scatter_reduce", ("two", "two_out")) + _overloads("scatter_reduce_", ("two",)),
          _fixed(C.OP_SCATTER_REDUCE, ((0, "self"), (2, "index"), (3, "src")), _scatter_reduce_args))
 
 
-    # --- issue 13: sorting (sort family; topk, median ... are decompositions: decomp.py)
+    # sorting (sort family; topk, median ... are decompositions: decomp.py)
     _put(t, _overloads("sort", ("default", "values")), _fixed(C.OP_SORT, x, _sort_prep(False)))
     _put(t, _overloads("sort", ("stable", "values_stable")), _fixed(C.OP_SORT, x, _sort_prep(True)))
     _put(t, _overloads("mode", ("default", "values")), _fixed(C.OP_MODE, x, _argdim_default(-1)))
@@ -1413,8 +1336,8 @@ def _table():
     _table_pointwise13(t)
 
 
-    _linalg(t)   # issue 14: linalg
-    _fft(t)      # issue 14: fft
+    _linalg(t)
+    _fft(t)
     return t
 
 

@@ -27,8 +27,10 @@ import threading
 import torch
 
 from . import _C
-from .dispatch import _cached_meta_key, register
-from .opmap import arg, free_temps, need_remote, upload_temp
+from ._dtypes import c10_name
+from .args import arg, free_temps, need_remote, upload_temp
+from .dispatch import _cached_meta_key
+from .registry import register
 from .tensor import RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, wrap
 
 aten = torch.ops.aten
@@ -128,12 +130,7 @@ def _no_generator(func, kwargs):
 
 def _need_float(t, name):
     if not t.dtype.is_floating_point:
-        raise NotImplementedError(f'"{name}" not implemented for \'{_tname(t.dtype)}\'')
-
-
-def _tname(dtype):
-    return {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-            torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
+        raise NotImplementedError(f'"{name}" not implemented for \'{c10_name(t.dtype)}\'')
 
 
 def _float_fill(func, args, kwargs, a, b, kernel):
@@ -194,7 +191,7 @@ def _bernoulli_float_(func, args, kwargs):
 def _p_operand(p, shape, temps):
     """The tid of a probability tensor (uploading a CPU one) after ATen's checks."""
     if not p.dtype.is_floating_point:
-        raise NotImplementedError(f'"bernoulli_tensor_cpu_p_" not implemented for \'{_tname(p.dtype)}\'')
+        raise NotImplementedError(f'"bernoulli_tensor_cpu_p_" not implemented for \'{c10_name(p.dtype)}\'')
     if tuple(torch.broadcast_shapes(p.shape, shape)) != tuple(shape):     # raises if they don't broadcast
         raise RuntimeError(f"expand: p of shape {tuple(p.shape)} cannot be broadcast to {tuple(shape)}")
     if type(p) is RemoteTensor:
@@ -314,7 +311,7 @@ def _randperm_out(func, args, kwargs):
         raise RuntimeError(f"n must be non-negative, got{n}")
     dt = out.dtype
     if dt is torch.bool or dt.is_complex:
-        raise NotImplementedError(f"\"randperm\" not implemented for '{_tname(dt)}'")
+        raise NotImplementedError(f"\"randperm\" not implemented for '{c10_name(dt)}'")
     if dt.is_floating_point:
         if n > (1 << _FLOAT_DIGITS[dt]) + 1:
             raise RuntimeError(f"n cannot be greater than 2^{_FLOAT_DIGITS[dt]}+1 for {dt} type.")

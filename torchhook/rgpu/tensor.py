@@ -16,6 +16,7 @@ import torch
 
 from . import _C, transfer
 from ._dtypes import rgpu_dtype
+from .pending import PENDING, drop_pending as _drop_pending, flush_pending  # noqa: F401 (re-exported)
 
 DEVICE = torch.device("rgpu", 0)
 
@@ -174,10 +175,6 @@ class RemoteTensor(torch.Tensor):
             s._rgpu_owner = weakref.ref(self)
         return s
 
-    @property
-    def _sid(self):
-        return self._st.sid
-
     def tolist(self):
         return transfer.download(self).tolist()
 
@@ -201,18 +198,8 @@ class RemoteTensor(torch.Tensor):
         return head + extra + tail + extra2 + ")"
 
 
-# Records of new tensors made later, when first used (tensor id -> (op, output
-# definition, args)): zeros autograd makes inside backward for outputs that got
-# no gradient (a compiled backward binds a shared zero instead, compile.py),
-# and empty tensors from the factories (torch.tensor / x.to("rgpu") fill one
-# at once: one UPLOAD then defines it, dispatch.py). Every path that records
-# a tensor's id calls flush_pending() first when PENDING is not empty; a
-# pending tensor that dies was never recorded and is not freed.
-PENDING = {}
-
-
 def record_later(op, key, odef, args, m=None):
-    """A new tensor (on a new storage) whose record waits in PENDING until flush_pending()."""
+    """A new tensor (on a new storage) whose record waits in PENDING (pending.py) until flush_pending()."""
     tid, sid = _new_id(), _new_id()
     PENDING[tid] = (op, (tid, sid) + odef, args)
     return wrap(key, Storage(sid, odef[4], None if m is None else m.untyped_storage()), tid, m)
@@ -220,29 +207,6 @@ def record_later(op, key, odef, args, m=None):
 
 def record_zero_later(key, odef, m=None):
     return record_later(_C.OP_FULL, key, odef, (0,), m)
-
-
-def _drop_pending(tid):
-    """A pending tensor dies: a constant (FULL) never used is never recorded
-    (returns True); an allocation (EMPTY) is recorded as the program made it,
-    so memory statistics see it, and then freed as usual (returns False)."""
-    p = PENDING.pop(tid, None)
-    if p is None:
-        return False
-    if p[0] == _C.OP_FULL:
-        return True
-    _C.record(p[0], (p[1],), (), p[2])
-    return False
-
-
-def flush_pending():
-    """Record the pending tensors (before any record that may use them)."""
-    while PENDING:              # (popitem: atomic, another thread may add or take)
-        try:
-            _, (op, d, args) = PENDING.popitem()
-        except KeyError:
-            break
-        _C.record(op, (d,), (), args)
 
 
 def wrap(key, st, tid, m=None):

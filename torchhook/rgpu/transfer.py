@@ -7,8 +7,8 @@ import ctypes
 import torch
 
 from . import _C
-from . import tensor as _tensor
 from ._dtypes import decode_scalar, rgpu_dtype
+from .pending import PENDING, flush_pending
 
 
 def contiguous_strides(sizes):
@@ -40,17 +40,17 @@ def upload_tensor(src):
 
 def upload_into(dst, src):
     """dst := src by one UPLOAD that defines dst, when dst is a new empty tensor
-    not recorded yet (tensor.PENDING) that src fills exactly (same shape and
+    not recorded yet (pending.PENDING) that src fills exactly (same shape and
     dtype, dst contiguous over its whole storage, src a CPU tensor). Returns
     whether it did (else nothing happened)."""
-    pend = _tensor.PENDING.get(dst._tid)
+    pend = PENDING.get(dst._tid)
     if pend is None or pend[0] != _C.OP_EMPTY or not isinstance(src, torch.Tensor) or src.device.type != "cpu":
         return False
     sizes, strides, offset, dtype = dst._key
     if (src.dtype != dtype or tuple(src.shape) != sizes or offset != 0 or strides != contiguous_strides(sizes)
             or pend[1][6] != src.numel() * src.element_size() or src.requires_grad):
         return False
-    if _tensor.PENDING.pop(dst._tid, None) is None:
+    if PENDING.pop(dst._tid, None) is None:
         return False                    # another thread recorded it meanwhile
     src = src.resolve_conj().resolve_neg().contiguous()
     _C.upload(pend[1], _cpu_buffer(src))
@@ -66,8 +66,8 @@ def copy_from_cpu(dst, src):
 
 def download(t):
     """The elements of rgpu tensor t as a new contiguous CPU tensor (waits)."""
-    if _tensor.PENDING:
-        _tensor.flush_pending()
+    if PENDING:
+        flush_pending()
     data = _C.wait(_C.record(_C.OP_DOWNLOAD, (), (t._tid,), ()))
     shape, dtype = t.shape, t.dtype
     n = t.numel()

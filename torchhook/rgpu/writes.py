@@ -147,7 +147,7 @@ def checked(h, func, w):
     label = str(func)
     ret = _returns_written(func, w)
     conds = _conditions(func, w)
-    # an in-place op (add_, xlogy_ ...) keeps self's shape: ATen raises where a
+    # an in-place op (add_, sinc_ ...) keeps self's shape: ATen raises where a
     # decomposition's out= wrapper would resize it
     inplace = func._schema.name.endswith("_") and w[0][1] == "self" and not w[0][2]
 

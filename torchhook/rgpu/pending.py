@@ -1,0 +1,38 @@
+"""Records of new tensors made later, when first used.
+
+PENDING maps a tensor id to (op, output definition, args): zeros autograd
+makes inside backward for outputs that got no gradient (a compiled backward
+binds a shared zero instead, compile.py), and empty tensors from the
+factories (torch.tensor / x.to("rgpu") fill one at once: one UPLOAD then
+defines it, transfer.upload_into). Every path that records a tensor's id
+calls flush_pending() first when PENDING is not empty; a pending tensor that
+dies was never recorded and is not freed.
+
+tensor.py makes pending tensors (record_later) and re-exports these names;
+they live here, below both tensor.py and transfer.py, which read them."""
+from . import _C
+
+PENDING = {}
+
+
+def drop_pending(tid):
+    """A pending tensor dies: a constant (FULL) never used is never recorded
+    (returns True); an allocation (EMPTY) is recorded as the program made it,
+    so memory statistics see it, and then freed as usual (returns False)."""
+    p = PENDING.pop(tid, None)
+    if p is None:
+        return False
+    if p[0] == _C.OP_FULL:
+        return True
+    _C.record(p[0], (p[1],), (), p[2])
+    return False
+
+
+def flush_pending():
+    """Record the pending tensors (before any record that may use them)."""
+    while PENDING:              # (popitem: atomic, another thread may add or take)
+        try:
+            _, (op, d, args) = PENDING.popitem()
+        except KeyError:
+            break
+        _C.record(op, (d,), (), args)
