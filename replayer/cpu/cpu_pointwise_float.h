@@ -130,6 +130,9 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_FMOD:  for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmod)(a[i], b[i]); break;
     case RGPU_OP_ATAN2: for (int64_t i = 0; i < n; i++) r[i] = PW_F(atan2)(a[i], b[i]); break;
     case RGPU_OP_HYPOT: for (int64_t i = 0; i < n; i++) r[i] = PW_F(hypot)(a[i], b[i]); break;
+    case RGPU_OP_XLOGY:   /* ATen's xlogy: y's NaN first, then x == 0 gives 0 (log(0), log(inf) too) */
+        for (int64_t i = 0; i < n; i++) r[i] = b[i] != b[i] ? (PW_T)NAN : a[i] == zero ? zero : a[i] * PW_F(log)(b[i]);
+        break;
     /* fmax/fmin: a NaN operand loses to a number */
     case RGPU_OP_FMAX:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmax)(a[i], b[i]); break;
     case RGPU_OP_FMIN:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(fmin)(a[i], b[i]); break;

@@ -366,6 +366,8 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_FMOD:  return pw_fmod(a, b);
     case RGPU_OP_ATAN2: return pw_atan2(a, b);
     case RGPU_OP_HYPOT: return pw_hypot(a, b);
+    // ATen's xlogy: y's NaN first, then x == 0 gives 0 (log(0), log(inf) too)
+    case RGPU_OP_XLOGY: return b != b ? pw_nan<T>() : (a == zero ? zero : pw_mul(a, pw_log(b)));
     // fmax/fmin: a NaN operand loses to a number
     case RGPU_OP_FMAX:      return pw_fmax(a, b);
     case RGPU_OP_FMIN:      return pw_fmin(a, b);

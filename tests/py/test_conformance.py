@@ -201,6 +201,13 @@ case("fmod", torch.fmod, BNZ, NUMS)
 case("fmod_scalar", lambda x: torch.fmod(x, -2.5), U[:2], FLOATS)
 case("atan2", torch.atan2, B, FLOATS + [I64])
 case("hypot", torch.hypot, B, FLOATS)
+BPOS = [((3, 4), ((3, 4), "pos")), ((2, 3, 4), ((4,), "pos")), ((0, 4), ((4,), "pos")), ((3, 4), ((), "pos"))]
+case("xlogy", lambda a, b: torch.xlogy(torch.relu(a), b), BPOS, FLOATS + [I64])   # relu: x == 0 half the time
+case("xlogy_special", torch.xlogy,
+     [(Fixed(lambda dt: torch.tensor([0.0, 0.0, 0.0, 1.0, 2.0, -1.0, 0.0], dtype=dt)),
+       Fixed(lambda dt: torch.tensor([math.nan, 0.0, math.inf, 0.0, -1.0, 3.0, 2.0], dtype=dt)))], FLOATS)
+case("xlogy_scalar_self", lambda b: torch.xlogy(2.0, b), UPOS, FLOATS)
+case("xlogy_scalar_other", lambda a: torch.xlogy(torch.relu(a), 3.0), U[:2], FLOATS)
 case("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor"), BNZ, NUMS)
 case("div_trunc", lambda a, b: torch.div(a, b, rounding_mode="trunc"), BNZ, NUMS)
 case("div_floor_scalar", lambda a: torch.div(a, -3, rounding_mode="floor"), U[:2], NUMS)
