@@ -16,17 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op/error.h"
 #include "op/half.h"
 
-/* A failure's one-line reason into err (truncated to errlen), status st returned. */
-static rgpu_status fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static rgpu_status fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 #define MAXT 3   /* tensors per side of a case */
 
@@ -225,17 +217,17 @@ static rgpu_status run_case(rgpu_backend *b, const sc_case *c, sc_run *r, char *
         size_t nb = bytes_of(&c->in[i]);
         void *h = malloc(nb ? nb : 1);
         r->in[i] = b->alloc(b, nb);
-        if (!h || !r->in[i]) { free(h); return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory"); }
+        if (!h || !r->in[i]) { free(h); return rgpu_op_fail(err, errlen, RGPU_ERR_NOMEM, "out of memory"); }
         fill(h, &c->in[i], i + 1);
         rgpu_status st = b->upload(b, r->in[i], h, nb);
         free(h);
-        if (st) return fail(err, errlen, st, "upload: %s", rgpu_status_str(st));
+        if (st) return rgpu_op_fail(err, errlen, st, "upload: %s", rgpu_status_str(st));
         vin[i] = view_of(r->in[i], &c->in[i]);
         e.in[i] = &vin[i];
     }
     for (int i = 0; i < c->n_out; i++) {
         r->out[i] = b->alloc(b, bytes_of(&c->out[i]));
-        if (!r->out[i]) return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
+        if (!r->out[i]) return rgpu_op_fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
         vout[i] = view_of(r->out[i], &c->out[i]);
         e.out[i] = &vout[i];
     }
@@ -244,8 +236,8 @@ static rgpu_status run_case(rgpu_backend *b, const sc_case *c, sc_run *r, char *
     for (int i = 0; i < c->n_out; i++) {
         size_t nb = bytes_of(&c->out[i]);
         r->host_out[i] = malloc(nb ? nb : 1);
-        if (!r->host_out[i]) return fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
-        if ((st = b->download(b, r->host_out[i], r->out[i], nb))) return fail(err, errlen, st, "download: %s", rgpu_status_str(st));
+        if (!r->host_out[i]) return rgpu_op_fail(err, errlen, RGPU_ERR_NOMEM, "out of memory");
+        if ((st = b->download(b, r->host_out[i], r->out[i], nb))) return rgpu_op_fail(err, errlen, st, "download: %s", rgpu_status_str(st));
     }
     return b->sync(b);
 }

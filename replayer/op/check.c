@@ -16,6 +16,16 @@ void rgpu_op_errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+rgpu_status rgpu_op_fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) return st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 int64_t rgpu_op_numel(const rgpu_view *v)
 {
     int64_t n = 1;

@@ -25,6 +25,10 @@ extern "C" {
 
 /* vsnprintf into err (no-op when err is NULL or errlen is 0). */
 void rgpu_op_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same, returning st: the one helper of code outside op/ that reports an
+ * error as (status, one line) -- the session, the server loop, the self-check. */
+rgpu_status rgpu_op_fail(char *err, size_t errlen, rgpu_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
  * journal when the client comes back. Every HELLO must carry the token the
  * server wrote to --token-file (compared in constant time). */
 #include "server.h"
+#include "op/error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -229,15 +230,6 @@ static void part_free(conn *c, part *pt) {
     free(pt);
 }
 
-/* A failure's one-line reason into why (truncated to n), status st returned. */
-static rgpu_status failf(char *why, size_t n, rgpu_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static rgpu_status failf(char *why, size_t n, rgpu_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* An ERROR (FORMAT.md §7.1) of code with the formatted message, its text
  * in buf (NUL-terminated, cut at RGPU_MAX_ERROR_MSG bytes). */
@@ -555,7 +547,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
             s = blob_from_msg(c, p, h.len, wanted ? max_n : rgpu_session_room(c->s, NULL, 0), &got, &d, &dn);
             msg_free(p, h.len);
             if (wanted) { *data = d; *n = dn; return s; }
-            if (s && s != RGPU_ERR_LIMIT) return failf(c->why, sizeof c->why, s, "BLOB: %s", rgpu_status_str(s));
+            if (s && s != RGPU_ERR_LIMIT) return rgpu_op_fail(c->why, sizeof c->why, s, "BLOB: %s", rgpu_status_str(s));
             if ((s = keep_pushed(c, &got, s, d, dn))) return s;
             continue;
         }
@@ -566,7 +558,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
             s = blob_part(c, p, h.len, &got, &d, &dn);
             msg_free(p, h.len);
             bool wanted = rgpu_hash_eq(&got, want);
-            if (s && s != RGPU_ERR_LIMIT) return failf(c->why, sizeof c->why, s, "BLOB_PART: %s", rgpu_status_str(s));
+            if (s && s != RGPU_ERR_LIMIT) return rgpu_op_fail(c->why, sizeof c->why, s, "BLOB_PART: %s", rgpu_status_str(s));
             if (wanted && (d || s)) {
                 if (!s && dn > max_n) { free(d); d = NULL; s = RGPU_ERR_LIMIT; }
                 *data = d; *n = dn;
@@ -578,7 +570,7 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
         if (h.type == RGPU_MSG_ERROR || h.type == RGPU_MSG_BYE) { msg_free(p, h.len); return RGPU_ERR_MISSING_BLOB; }
         if (c->ndeferred >= MAX_DEFERRED) {
             msg_free(p, h.len);
-            return failf(c->why, sizeof c->why, RGPU_ERR_TOO_LARGE, "%u messages sent while the server waits for a blob (at most %u)",
+            return rgpu_op_fail(c->why, sizeof c->why, RGPU_ERR_TOO_LARGE, "%u messages sent while the server waits for a blob (at most %u)",
                      MAX_DEFERRED + 1, MAX_DEFERRED);
         }
         deferred *dm = calloc(1, sizeof *dm);
@@ -784,11 +776,11 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     rgpu_rgt *t;
     rgpu_status s = rgpu_rgt_open(se->jnl_path, &t);
     if (s) {
-        return failf(why, whylen, s, "its journal cannot be read: %s (%s)", rgpu_rgt_errmsg(NULL), rgpu_status_name(s));
+        return rgpu_op_fail(why, whylen, s, "its journal cannot be read: %s (%s)", rgpu_rgt_errmsg(NULL), rgpu_status_name(s));
     }
     rebuild_ctx rc = { t };
     se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
-    if (!se->s) { rgpu_rgt_close(t); return failf(why, whylen, RGPU_ERR_NOMEM, "out of memory"); }
+    if (!se->s) { rgpu_rgt_close(t); return rgpu_op_fail(why, whylen, RGPU_ERR_NOMEM, "out of memory"); }
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
     uint64_t count = 0;
     result_walk w = { .se = se };
@@ -803,7 +795,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         free(ck);
         if (s) {
             rgpu_rgt_close(t);
-            return failf(why, whylen, s, "its journal's checkpoint does not load (%s)", rgpu_status_str(s));
+            return rgpu_op_fail(why, whylen, s, "its journal's checkpoint does not load (%s)", rgpu_status_str(s));
         }
         w.upto = rgpu_session_applied(se->s);
         rgpu_rgt_each_result(t, take_journaled_result, &w);
@@ -831,10 +823,10 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     }
     rgpu_rgt_close(t);
     if (s) {
-        return failf(why, whylen, s, "its journal does not replay (%s)", rgpu_status_str(s));
+        return rgpu_op_fail(why, whylen, s, "its journal does not replay (%s)", rgpu_status_str(s));
     }
     if ((s = rgpu_rgt_open_append(se->jnl_path, &se->jnl))) {
-        return failf(why, whylen, s, "its journal cannot be reopened: %s", rgpu_rgt_errmsg(NULL));
+        return rgpu_op_fail(why, whylen, s, "its journal cannot be reopened: %s", rgpu_rgt_errmsg(NULL));
     }
     logf_("session %u: rebuilt from its journal %s: %llu chunks, %llu ops", se->no, se->jnl_path,
           (unsigned long long)count, (unsigned long long)rgpu_session_applied(se->s));

@@ -138,29 +138,29 @@ static rgpu_status call_prepare(rgpu_session *s, const rgpu_record *r, tplent **
     *bind = NULL;
     if (r->n_args != 4 || r->args[0].kind != RGPU_ARG_HASH || r->args[1].kind != RGPU_ARG_INTS ||
         r->args[2].kind != RGPU_ARG_INT || r->args[3].kind != RGPU_ARG_INT) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
+        return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_ARG, "CALL takes (HASH template, INTS bindings, INT seed, INT offset)");
     }
     char hex[33];
     rgpu_hash_hex(&r->args[0].v.h, hex);
     tplent *e;
     rgpu_status st = rgpu_sess_tpl_get(s, &r->args[0].v.h, &e);
     if (st) {
-        return rgpu_sess_fail(why, whylen, st, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
+        return rgpu_op_fail(why, whylen, st, "template %s: %s", hex, st == RGPU_ERR_MISSING_BLOB ? "nobody holds it" : rgpu_status_str(st));
     }
     if (e->status) {
-        return rgpu_sess_fail(why, whylen, e->status, "template %s is not a valid template (%s)", hex,
+        return rgpu_op_fail(why, whylen, e->status, "template %s is not a valid template (%s)", hex,
                               rgpu_status_name(e->status));
     }
     uint32_t nb = r->args[1].v.ints.n;
     if (nb != e->info.n_bind) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_ARG, "template %s has %u bind ids, the call gives %u bindings", hex, e->info.n_bind, nb);
     }
     uint64_t *b = malloc(sizeof *b * (nb ? nb : 1));
     if (!b) return RGPU_ERR_NOMEM;
     for (uint32_t i = 0; i < nb; i++) {
         if (!(b[i] = (uint64_t)rgpu_arg_int_at(&r->args[1], i))) {
             free(b);
-            return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_ARG, "binding %u is id 0", i);
+            return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_ARG, "binding %u is id 0", i);
         }
     }
     *tp = e;

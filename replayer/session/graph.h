@@ -39,7 +39,7 @@ typedef struct ctx {
 } ctx;
 
 /* A record's failure: its message into c->why, status st returned. */
-#define RECORD_FAIL(c, st, ...) rgpu_sess_fail((c)->why, sizeof (c)->why, (st), __VA_ARGS__)
+#define RECORD_FAIL(c, st, ...) rgpu_op_fail((c)->why, sizeof (c)->why, (st), __VA_ARGS__)
 
 /* ---------------------------------------------------------------------------
  * graph.c, for session.c */

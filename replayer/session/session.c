@@ -78,7 +78,7 @@ static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, 
         return RGPU_OK;
     }
     if (u64map_get(&s->refused, rgpu_sess_blob_key(h))) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s", s->refused_why);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s", s->refused_why);
     }
     uint8_t *data;
     size_t n;
@@ -90,7 +90,7 @@ static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, 
     }
     if (st == RGPU_ERR_LIMIT) {
         u64map_put(&s->refused, rgpu_sess_blob_key(h), (void *)1);
-        return rgpu_sess_fail(why, whylen, st, "%s", s->refused_why);
+        return rgpu_op_fail(why, whylen, st, "%s", s->refused_why);
     }
     if (st) return st;
     *out = rgpu_sess_blob_find(s, h);
@@ -150,7 +150,7 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
                                    uint8_t **out, size_t *outn, char *why, size_t whylen) {
     int64_t numel = tensor_numel(t);
     if (max_numel >= 0 && numel != max_numel) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_SHAPE, "a tensor with %lld elements cannot be converted to a scalar", (long long)numel);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_SHAPE, "a tensor with %lld elements cannot be converted to a scalar", (long long)numel);
     }
     size_t es = rgpu_dtype_size(t->dtype), n = (size_t)numel * es;
     rgpu_status st = rgpu_sess_mem_take(s, n, true, "a download", why, whylen);
@@ -535,7 +535,7 @@ rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n)
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
                                      uint32_t count, char *why, size_t whylen) {
     if (first_op != s->applied) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_SEQUENCE, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_SEQUENCE, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
     }
     size_t off = 0;
     uint32_t k = 0;
@@ -544,14 +544,14 @@ rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t
         size_t used;
         rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
         if (st) {
-            return rgpu_sess_fail(why, whylen, st, "record %u (op %llu, byte %zu of %zu) does not decode: %s", k,
+            return rgpu_op_fail(why, whylen, st, "record %u (op %llu, byte %zu of %zu) does not decode: %s", k,
                      (unsigned long long)(first_op + k), off, n, rgpu_status_str(st));
         }
         off += used;
         k++;
     }
     if (k != count) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_BAD_MESSAGE, "holds %u records, its header says %u", k, count);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_MESSAGE, "holds %u records, its header says %u", k, count);
     }
     return RGPU_OK;
 }

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-rgpu_status rgpu_sess_fail(char *why, size_t whylen, rgpu_status st, const char *fmt, ...) {
-    if (!why || !whylen) return st;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* ---------------------------------------------------------------------------
  * Memory accounting: every byte held is taken before it is allocated */
@@ -39,12 +31,12 @@ uint64_t rgpu_mem_pool_used(const rgpu_mem_pool *p) { return p ? __atomic_load_n
 rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen) {
     uint64_t lim = s->lim.max_total_bytes;
     if (lim && (n > lim || s->held > lim - n)) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the session limit of %llu bytes "
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the session limit of %llu bytes "
                           "(--max-session-bytes; %llu held)", what, (unsigned long long)n,
                           (unsigned long long)lim, (unsigned long long)s->held);
     }
     if (host && !rgpu_mem_pool_take(s->lim.pool, n)) {
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
                           "(--max-memory; %llu in use by all sessions)", what, (unsigned long long)n,
                           (unsigned long long)s->lim.pool->limit, (unsigned long long)rgpu_mem_pool_used(s->lim.pool));
     }
@@ -157,7 +149,7 @@ rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t
     if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > room)) {
         char hex[33];
         rgpu_hash_hex(h, hex);
-        return rgpu_sess_fail(why, whylen, RGPU_ERR_LIMIT, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
     }
     if (st) return st;
     rgpu_hash got = rgpu_hash_bytes(*data, *n);

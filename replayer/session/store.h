@@ -10,6 +10,7 @@
 
 #include "session.h"
 #include "u64map.h"
+#include "op/error.h"
 
 typedef struct storage {
     uint64_t sid;
@@ -86,10 +87,6 @@ struct rgpu_session {
 
 /* ---------------------------------------------------------------------------
  * store.c */
-/* The session's error idiom: writes one line into why (truncated to whylen;
- * why may be NULL) and returns st, like op/error.h's RETURN_ERROR. */
-rgpu_status rgpu_sess_fail(char *why, size_t whylen, rgpu_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 /* Take n bytes from the session's limits (host: also from the pool); on
  * RGPU_ERR_LIMIT why names the limit. mem_give returns them. */
 rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const char *what, char *why, size_t whylen);
