@@ -40,6 +40,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
+def _seed(s=0):
+    """torch.manual_seed for the two generators the runner uses, CPU's and
+    rgpu's: torch.manual_seed also queues a lazy seed call for cuda, mtia and
+    xpu with a formatted stack each (2-3 ms a call once transformers is
+    imported; the runner seeds ~10,000 times a floor)."""
+    torch.default_generator.manual_seed(s)
+    torch.rgpu.manual_seed_all(s)
+
+
+def _no_tracked_input():
+    """torch.testing's sample iterators look for the running unittest
+    TestCase with inspect.stack() when a sample raises (0.1 s a call with many
+    modules loaded); there is none here."""
+    from torch.testing._internal import common_utils
+    common_utils.extract_test_fn = lambda: None
+
+
 TOL = {torch.float32: (1.3e-5, 1e-4), torch.float64: (1e-7, 1e-7),
        torch.float16: (1e-3, 1e-2), torch.bfloat16: (1.6e-2, 1e-2),
        torch.complex64: (1.3e-5, 1e-4), torch.complex128: (1e-7, 1e-7)}
@@ -138,7 +155,7 @@ def run_op(op, dtype, nsamples, on_device=False):
     for i, s in enumerate(samples):
         if on_device:
             dev, s = s, s.transform(lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
-        torch.manual_seed(0)
+        _seed(0)
         try:
             expect = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
             cpu_err = None
@@ -151,7 +168,7 @@ def run_op(op, dtype, nsamples, on_device=False):
                 inp = _map(s.input, _to_rgpu)
                 args = _map(s.args, _to_rgpu)
                 kwargs = _map(s.kwargs, _to_rgpu)
-            torch.manual_seed(0)
+            _seed(0)
             got = _map(s.output_process_fn_grad(op(inp, *args, **kwargs)), _cpu)
         except Exception as e:  # noqa: BLE001
             if cpu_err is not None:
@@ -170,6 +187,7 @@ def run_op(op, dtype, nsamples, on_device=False):
 
 def _ops_for(db, dtype, ops=None):
     """(key, OpInfo) of each op of db that CPU supports at dtype (only those in ops, when given)."""
+    _no_tracked_input()
     for op in db:
         key = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
         if ops and key not in ops and op.name not in ops:
@@ -274,7 +292,7 @@ def _rgpu_args(s):
 
 
 def _samples(op, dtype, nsamples):
-    torch.manual_seed(0)        # the same sample values every run: a floor that does not flake
+    _seed(0)        # the same sample values every run: a floor that does not flake
     try:
         return list(op.sample_inputs("cpu", dtype, requires_grad=False))[:nsamples], None
     except Exception as e:  # noqa: BLE001
@@ -323,7 +341,7 @@ def run_inplace_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, r
     ran = 0
     for i, s in enumerate(samples):
         cin = _map(s.input, _clone)
-        torch.manual_seed(0)
+        _seed(0)
         try:
             cret = fn(cin, *s.args, **s.kwargs)
         except Exception as e:  # noqa: BLE001  (e.g. the result dtype cannot be cast to the input's)
@@ -332,7 +350,7 @@ def run_inplace_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, r
                 return why
             continue
         ran += 1
-        torch.manual_seed(0)
+        _seed(0)
         try:       # s.input is as it was: the CPU call mutated its clone
             inp, args, kwargs = _rgpu_args(s)
             ret = fn(inp, *args, **kwargs)
@@ -374,7 +392,7 @@ def run_out_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refus
             return err
     ran, resized = 0, False
     for i, s in enumerate(samples):
-        torch.manual_seed(0)
+        _seed(0)
         try:
             expect = op(s.input, *s.args, **s.kwargs)
         except Exception:  # noqa: BLE001
@@ -393,7 +411,7 @@ def run_out_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refus
             resized = resized or case == "0-element out"
             cout = make(expect) if single else tuple(make(t) for t in expect)
             rout0 = _map(cout, _clone)
-            torch.manual_seed(0)
+            _seed(0)
             try:
                 cret = op(s.input, *s.args, **s.kwargs, out=cout)
             except Exception as e:  # noqa: BLE001
@@ -402,7 +420,7 @@ def run_out_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refus
                     return f"{why} ({case})"
                 continue
             ran += 1
-            torch.manual_seed(0)
+            _seed(0)
             try:
                 inp, args, kwargs = _rgpu_args(s)
                 rout = _map(rout0, _to_rgpu)
@@ -421,6 +439,7 @@ def run_out_op(op, dtype, nsamples=NEW_SAMPLES, samples=None, values=True, refus
 
 def foreach_db():
     from torch.testing._internal import common_methods_invocations as cmi
+    _no_tracked_input()
     return (cmi.foreach_unary_op_db + cmi.foreach_binary_op_db + cmi.foreach_pointwise_op_db
             + cmi.foreach_reduce_op_db + cmi.foreach_other_op_db)
 
@@ -430,7 +449,7 @@ def _foreach_samples(op, dtype, ntensors=FOREACH_TENSORS):
     a higher dtype too (complex scalars on float lists), as test_foreach's binary tests
     make them; then noncontiguous ones (test_foreach's slow path)."""
     out = []
-    torch.manual_seed(0)
+    _seed(0)
     try:
         out += op.sample_inputs("cpu", dtype, requires_grad=False, num_input_tensors=[ntensors],
                                 allow_higher_dtype_scalars=True)
@@ -457,13 +476,13 @@ def run_foreach_op(op, dtype, inplace=False, samples=None):
     ran = 0
     for i, s in enumerate(samples):
         cin, cargs = _map(s.input, _clone), _map(s.args, _clone)
-        torch.manual_seed(0)
+        _seed(0)
         try:
             cret = fn(cin, *cargs, **s.kwargs)
         except Exception:  # noqa: BLE001
             continue
         ran += 1
-        torch.manual_seed(0)
+        _seed(0)
         try:
             inp, args, kwargs = _rgpu_args(s)
             ret = fn(inp, *args, **kwargs)
