@@ -57,6 +57,8 @@ extern char **environ;
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 
+#define BYE_WAIT_S 2.0   /* seconds a close waits at most for the server's BYE (FORMAT.md §7.2) */
+
 /* An item for the sender, in send order. */
 enum { ITEM_CHUNK = 1, ITEM_MSG = 2, ITEM_NEED = 3, ITEM_RGT_BLOB = 4, ITEM_PUSH = 5 };
 typedef struct item {
@@ -239,10 +241,16 @@ static struct timespec deadline_in(double s) {
  * path), and the protocol goes over its stdin/stdout: one end of a socket
  * pair here, so the rest of the client sees a socket as for TCP. Its stderr
  * goes to a temporary file, whose last line is named in connection errors. */
-static void ssh_stop(rgpu_client *c) {
+static void ssh_stop(rgpu_client *c, double until) {
     if (c->ssh_pid > 0) {
-        kill(c->ssh_pid, SIGTERM);
-        waitpid(c->ssh_pid, NULL, 0);
+        /* after an orderly close ssh ends by itself once the host end has
+         * (until: a monotonic deadline); a link given up is cut at once */
+        pid_t r;
+        while ((r = waitpid(c->ssh_pid, NULL, WNOHANG)) == 0 && mono_now() < until) usleep(2000);
+        if (r == 0) {
+            kill(c->ssh_pid, SIGTERM);
+            waitpid(c->ssh_pid, NULL, 0);
+        }
         c->ssh_pid = 0;
     }
     if (c->ssh_err > 0) { close(c->ssh_err); c->ssh_err = 0; }
@@ -262,7 +270,7 @@ static void ssh_errline(const rgpu_client *c, char *out, size_t n) {
 }
 
 static int dial_ssh(rgpu_client *c, const char *spec, char *err, size_t errlen) {
-    ssh_stop(c);
+    ssh_stop(c, 0);
     char target[300], port[16] = "", cmd[600], opt_to[64];
     snprintf(target, sizeof target, "%s", spec);
     char *colon = strrchr(target, ':');
@@ -1105,7 +1113,7 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     return RGPU_OK;
 fail:
     if (c->fd >= 0) close(c->fd);
-    ssh_stop(c);
+    ssh_stop(c, 0);
     rgpu_rgt_close(c->rgt);
     free(c);
     return s;
@@ -1426,6 +1434,7 @@ void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s) {
 
 void rgpu_client_close(rgpu_client *c) {
     if (!c) return;
+    double bye_by = 0;   /* when an orderly close stops waiting for the server (0: none) */
     if (c->threads_started) {
         pthread_mutex_lock(&c->mu);
         bool dead = c->dead;
@@ -1439,12 +1448,26 @@ void rgpu_client_close(rgpu_client *c) {
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->sender, NULL);
         pthread_mutex_lock(&c->mu);
-        if (c->fd >= 0 && !c->broken) shutdown(c->fd, SHUT_RDWR);
+        if (c->fd >= 0 && !c->broken) {
+            if (!c->dead) {
+                /* BYE went out: the server answers BYE once it has freed the
+                 * session (FORMAT.md §7.2). Wait for that, or for the link
+                 * to end (an older server just closes), at most
+                 * BYE_WAIT_S: cut before, the BYE can be lost on the way
+                 * (in ssh's buffers) and the session kept for --grace. Our
+                 * write side ends first: over ssh, that is ssh's stdin EOF. */
+                shutdown(c->fd, SHUT_WR);
+                bye_by = mono_now() + BYE_WAIT_S;
+                struct timespec dl = deadline_in(BYE_WAIT_S);
+                while (!c->dead && cond_wait_until(&c->cv_wait, &c->mu, &dl) != ETIMEDOUT) {}
+            }
+            shutdown(c->fd, SHUT_RDWR);
+        }
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->receiver, NULL);
     }
     if (c->fd >= 0) close(c->fd);
-    ssh_stop(c);
+    ssh_stop(c, bye_by);
     if (c->rgt) { rgpu_rgt_flush(c->rgt); rgpu_rgt_close(c->rgt); }
     while (c->q_head) { item *it = c->q_head; c->q_head = it->next; item_free(it); }
     while (c->sent_head) { item *it = c->sent_head; c->sent_head = it->next; item_free(it); }

@@ -59,7 +59,8 @@ rgpu_status rgpu_client_connect(const char *address, const char *record_path,
  * the file RGPU_TOKEN_FILE, else the server's default token file). */
 rgpu_status rgpu_client_connect_token(const char *address, const char *record_path, const char *token,
                                       rgpu_client **out, char *err, size_t errlen);
-/* Flush, say BYE, join threads, close the trace. NULL is a no-op. */
+/* Flush, say BYE and wait (at most 2 s) for the server's BYE, which says it
+ * freed the session; join threads, close the trace. NULL is a no-op. */
 void rgpu_client_close(rgpu_client *c);
 const rgpu_server_info *rgpu_client_server(const rgpu_client *c);
 

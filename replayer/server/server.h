@@ -18,6 +18,7 @@ typedef struct rgpu_server_config {
     bool quiet;                    /* --quiet: no log lines on stderr */
     bool no_auth;                  /* --no-auth: HELLOs need no token */
     char token[RGPU_SERVER_TOKEN_HEX + 1];   /* what a HELLO must carry (rgpu_server_setup_token) */
+    char token_file[4096];         /* where it came from, read again at each HELLO ("": none) */
     const char *record_dir;        /* --record DIR: one .rgt per session, kept; NULL: none */
     char journal_dir[4096];        /* --journal DIR; "": none */
     double grace;                  /* --grace SECONDS a dropped session waits for its client */
@@ -65,6 +66,15 @@ int rgpu_server_lock_dir(const char *dir, const char *opt);
 int rgpu_server_mkdirs(const char *path);
 /* DATA: $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
 void rgpu_server_data_dir(char *out, size_t n);
+/* DATA is trusted (FORMAT.md §7.4): itself (lstat) a folder of this user,
+ * not a symbolic link, not writable by group or others; every folder above
+ * it (as realpath resolves it) this user's or root's and not writable by
+ * group or others unless sticky (/tmp). 0, or -1 with why naming the path
+ * and the rule. */
+int rgpu_server_check_data_dir(const char *data, char *why, size_t n);
+/* The process at the other end of Unix socket fd runs as uid (SO_PEERCRED;
+ * getpeereid elsewhere). 0, or -1 with why. */
+int rgpu_server_check_peer(int fd, unsigned uid, char *why, size_t n);
 /* --max-memory's default: 3/4 of the memory this process may use. */
 uint64_t rgpu_server_default_max_memory(void);
 /* rgpu-server --stdio (FORMAT.md §7.4): relay stdin/stdout to this user's

@@ -15,13 +15,16 @@
  * committed to DIR/session-<id>.rgt before it is acknowledged, so a server
  * started again on the same directory rebuilds a session by replaying its
  * journal when the client comes back. Every HELLO must carry the token the
- * server wrote to --token-file (compared in constant time). */
+ * server wrote to --token-file (compared in constant time; the file is read
+ * again at each HELLO and once a second, FORMAT.md §7.2). BYE is answered
+ * with BYE once the session is freed. */
 #include "server.h"
 #include "op/error.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -847,10 +850,14 @@ static sess *new_sess(void) {
 
 /* ---------------------------------------------------------------------------
  * Handshake: HELLO → WELCOME (new or resumed session) or ERROR */
+static void token_current(char out[TOKEN_HEX + 1]);
+
 static bool token_ok(const uint8_t *t, size_t n) {
-    size_t want = strlen(g_cfg.token);
+    char tok[TOKEN_HEX + 1];
+    token_current(tok);
+    size_t want = strlen(tok);
     unsigned diff = (unsigned)(n != want);
-    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)g_cfg.token[i] ^ (i < n ? t[i] : 0));
+    for (size_t i = 0; i < want; i++) diff |= (unsigned)((uint8_t)tok[i] ^ (i < n ? t[i] : 0));
     return diff == 0;
 }
 
@@ -1134,6 +1141,8 @@ static void serve_conn(conn *c) {
         sess_destroy(se);
     }
     log_stats(keep ? "session detached" : "session ended");
+    /* BYE answered with BYE: the session is freed, the client may go */
+    if (c->bye) rgpu_msg_bye_send(c->fd, &(rgpu_msg_bye){ 0 });
 out:
     while (c->dq_head) { deferred *d = c->dq_head; c->dq_head = d->next; msg_free(d->p, d->h.len); free(d); }
     while (c->parts) part_free(c, c->parts);
@@ -1266,6 +1275,68 @@ int rgpu_server_mkdirs(const char *path) {
     return (mkdir(p, 0700) == 0 || errno == EEXIST) ? 0 : -1;
 }
 
+/* A folder of rgpu's own (FORMAT.md §7.4): by lstat, a folder (not a
+ * symbolic link) owned by this user, with none of the mode bits in deny. */
+static int own_dir(const char *path, mode_t deny, char *why, size_t n) {
+    struct stat st;
+    if (lstat(path, &st) != 0) snprintf(why, n, "%s: %s", path, strerror(errno));
+    else if (S_ISLNK(st.st_mode)) snprintf(why, n, "%s is a symbolic link: it must be a folder itself", path);
+    else if (!S_ISDIR(st.st_mode)) snprintf(why, n, "%s is not a folder", path);
+    else if (st.st_uid != geteuid())
+        snprintf(why, n, "%s is owned by uid %u: it must be this user's (uid %u)", path, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+    else if (st.st_mode & deny)
+        snprintf(why, n, "%s is mode %03o: it must not be %s group or others (chmod %s it)", path,
+                 (unsigned)(st.st_mode & 0777), deny == 022 ? "writable by" : "open to", deny == 022 ? "go-w" : "700");
+    else return 0;
+    return -1;
+}
+
+int rgpu_server_check_data_dir(const char *data, char *why, size_t n) {
+    if (own_dir(data, 022, why, n)) return -1;
+    /* the folders above it, as the kernel resolves them: none that another
+     * user could rename or replace */
+    char p[PATH_MAX], up[PATH_MAX + 4];
+    snprintf(up, sizeof up, "%s/..", data);
+    if (!realpath(up, p)) { snprintf(why, n, "%s: %s", up, strerror(errno)); return -1; }
+    for (;;) {
+        struct stat st;
+        if (stat(p, &st) != 0) { snprintf(why, n, "%s: %s", p, strerror(errno)); return -1; }
+        if (st.st_uid != geteuid() && st.st_uid != 0) {
+            snprintf(why, n, "%s (above the data folder) is owned by uid %u: every folder above it must be this "
+                     "user's (uid %u) or root's", p, (unsigned)st.st_uid, (unsigned)geteuid());
+            return -1;
+        }
+        if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+            snprintf(why, n, "%s (above the data folder) is mode %03o: no folder above it may be writable by group "
+                     "or others, unless sticky like /tmp", p, (unsigned)(st.st_mode & 0777));
+            return -1;
+        }
+        if (!strcmp(p, "/")) return 0;
+        char *sl = strrchr(p, '/');   /* realpath's answer is absolute */
+        if (sl == p) sl[1] = 0; else *sl = 0;
+    }
+}
+
+int rgpu_server_check_peer(int fd, unsigned uid, char *why, size_t n) {
+    uid_t peer;
+#ifdef __linux__
+    struct ucred cr;
+    socklen_t l = sizeof cr;
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l);
+    peer = cr.uid;
+#else
+    gid_t g;
+    int rc = getpeereid(fd, &peer, &g);
+#endif
+    if (rc != 0) { snprintf(why, n, "cannot tell who serves it: %s", strerror(errno)); return -1; }
+    if ((unsigned)peer != uid) {
+        snprintf(why, n, "it is served by uid %u, not by this user (uid %u)", (unsigned)peer, uid);
+        return -1;
+    }
+    return 0;
+}
+
 /* $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
 void rgpu_server_data_dir(char *out, size_t n) {
     const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -1280,68 +1351,131 @@ static bool is_hex_token(const char *s) {
     return true;
 }
 
-/* An existing token file is used only when it is a regular file (not a
- * link), owned by this user, mode 0600 (no group/other bits) and holds a
- * well-formed token (so a restarted server, and servers sharing the default
- * file, keep one token); anything else refuses to start with the reason:
- * the file is never replaced, since another program may own it. When the
- * file is absent, a fresh token from /dev/urandom is created (O_EXCL, 0600). */
-int rgpu_server_setup_token(const char *path, char out[RGPU_SERVER_TOKEN_HEX + 1]) {
+/* Read a token file: 1 with its token in out; 0 when there is none; -1 with
+ * why (a phrase after the path) when it is not a regular file (a link is
+ * not), owned by this user, mode 0600 (no group/other bits), holding a
+ * well-formed token. */
+static int token_read(const char *path, char out[TOKEN_HEX + 1], char *why, size_t n) {
     struct stat st;
-    if (lstat(path, &st) == 0) {
-        const char *bad = NULL;
-        char buf[TOKEN_HEX + 3] = { 0 };
-        if (!S_ISREG(st.st_mode)) bad = S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file";
-        else if (st.st_uid != geteuid()) bad = "is owned by another user";
-        else if (st.st_mode & 077) bad = "is readable or writable by others (chmod 600 it)";
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(why, n, "cannot be examined: %s", strerror(errno));
+        return -1;
+    }
+    const char *bad = NULL;
+    char buf[TOKEN_HEX + 3] = { 0 };
+    if (!S_ISREG(st.st_mode)) bad = S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file";
+    else if (st.st_uid != geteuid()) bad = "is owned by another user";
+    else if (st.st_mode & 077) bad = "is readable or writable by others (chmod 600 it)";
+    else {
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (r < 0) bad = "cannot be read";
         else {
-            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-            if (fd >= 0) close(fd);
-            if (r < 0) bad = "cannot be read";
-            else {
-                buf[r < 0 ? 0 : r] = 0;
-                buf[strcspn(buf, "\r\n")] = 0;
-                if (!is_hex_token(buf)) bad = "does not hold an rgpu token (64 hex digits)";
-            }
+            buf[r] = 0;
+            buf[strcspn(buf, "\r\n")] = 0;
+            if (!is_hex_token(buf)) bad = "does not hold an rgpu token (64 hex digits)";
         }
-        if (bad) {
-            fprintf(stderr, "rgpu-server: token file %s %s; refusing to start (remove it to have a new token "
-                    "written, or name another with --token-file)\n", path, bad);
-            return -1;
-        }
-        memcpy(out, buf, TOKEN_HEX + 1);
-        return 0;
     }
-    if (errno != ENOENT) {
-        fprintf(stderr, "rgpu-server: token file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    uint8_t rnd[TOKEN_HEX / 2];
-    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (u < 0 || read(u, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
-        fprintf(stderr, "rgpu-server: cannot read /dev/urandom for the token\n");
-        if (u >= 0) close(u);
-        return -1;
-    }
-    close(u);
-    for (size_t i = 0; i < sizeof rnd; i++) snprintf(out + 2 * i, 3, "%02x", rnd[i]);
-    /* written under a temporary name, then linked in only if the path is
-     * still free (link fails on an existing name): never half a token, never
-     * over another's file */
+    if (bad) { snprintf(why, n, "%s", bad); return -1; }
+    memcpy(out, buf, TOKEN_HEX + 1);
+    return 1;
+}
+
+/* Write tok to path, mode 0600, only if path is free: under a temporary
+ * name, then linked in (link fails on an existing name): never half a
+ * token, never over another's file. 0, or -1 (errno; EEXIST: the path, or
+ * a stale temporary name, which is removed, exists: look again). */
+static int token_link(const char *path, const char *tok) {
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, out, TOKEN_HEX) != TOKEN_HEX || write(fd, "\n", 1) != 1 || close(fd) != 0 ||
-        link(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        if (e == EEXIST) return rgpu_server_setup_token(path, out);   /* another server wrote it just now: use (or refuse) it */
-        fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(e));
-        return -1;
-    }
+    bool ok = fd >= 0 && write(fd, tok, TOKEN_HEX) == TOKEN_HEX && write(fd, "\n", 1) == 1;
+    if (fd >= 0 && close(fd) != 0) ok = false;
+    ok = ok && link(tmp, path) == 0;
+    int e = errno;
     unlink(tmp);
-    return 0;
+    errno = e;
+    return ok ? 0 : -1;
+}
+
+/* An existing token file is used if token_read takes it (so a restarted
+ * server, and servers sharing the default file, keep one token); anything
+ * else refuses to start with the reason: the file is never replaced, since
+ * another program may own it. When the file is absent, a fresh token from
+ * /dev/urandom is created. */
+int rgpu_server_setup_token(const char *path, char out[RGPU_SERVER_TOKEN_HEX + 1]) {
+    for (;;) {
+        char why[200];
+        int r = token_read(path, out, why, sizeof why);
+        if (r > 0) return 0;
+        if (r < 0) {
+            fprintf(stderr, "rgpu-server: token file %s %s; refusing to start (remove it to have a new token "
+                    "written, or name another with --token-file)\n", path, why);
+            return -1;
+        }
+        uint8_t rnd[TOKEN_HEX / 2];
+        int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (u < 0 || read(u, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
+            fprintf(stderr, "rgpu-server: cannot read /dev/urandom for the token\n");
+            if (u >= 0) close(u);
+            return -1;
+        }
+        close(u);
+        for (size_t i = 0; i < sizeof rnd; i++) snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+        if (token_link(path, out) == 0) return 0;
+        if (errno != EEXIST) {
+            fprintf(stderr, "rgpu-server: cannot write the token file %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        /* another server wrote it just now: use (or refuse) it */
+    }
+}
+
+/* The token file under a running server (FORMAT.md §7.2), read again at
+ * each HELLO and once a second, so that the file and the server never
+ * disagree for long: gone, the server's token is written back; holding
+ * another good token (replaced by the user, or written by a `--stdio`
+ * bridge or server that found it gone), that token is the server's from
+ * then on; unusable, the server keeps its token and logs why, once. */
+static pthread_mutex_t g_token_mu = PTHREAD_MUTEX_INITIALIZER;   /* g_cfg.token after init */
+
+static void token_refresh_locked(void) {
+    static char said[300];      /* the last complaint logged, so it is not repeated */
+    const char *path = g_cfg.token_file;
+    if (g_cfg.no_auth || !path[0]) return;
+    char t[TOKEN_HEX + 1], why[300] = "";
+    int r = token_read(path, t, why, sizeof why);
+    if (r == 0) {
+        if (token_link(path, g_cfg.token) == 0) {
+            logf_("token file %s was gone: this server's token written to it again", path);
+            said[0] = 0;
+            return;
+        }
+        if (errno != EEXIST) snprintf(why, sizeof why, "is gone and cannot be written again: %s", strerror(errno));
+        else if ((r = token_read(path, t, why, sizeof why)) == 0) return;   /* not written meanwhile: next look */
+    }
+    if (r > 0) {
+        if (strcmp(t, g_cfg.token) != 0) {
+            memcpy(g_cfg.token, t, sizeof t);
+            logf_("token file %s holds a new token: clients need that one from now on", path);
+        }
+        said[0] = 0;
+        return;
+    }
+    if (strcmp(said, why) != 0) {
+        logf_("WARNING: token file %s %s; this server keeps its token (fix or remove the file)", path, why);
+        snprintf(said, sizeof said, "%s", why);
+    }
+}
+
+/* The token a HELLO must carry now, into out. */
+static void token_current(char out[TOKEN_HEX + 1]) {
+    pthread_mutex_lock(&g_token_mu);
+    token_refresh_locked();
+    memcpy(out, g_cfg.token, TOKEN_HEX + 1);
+    pthread_mutex_unlock(&g_token_mu);
 }
 
 /* One server per journal or record directory: an exclusive lock on
@@ -1428,7 +1562,10 @@ uint64_t rgpu_server_default_max_memory(void) {
  * HELLO (the token never crosses the network: SSH authenticated the user),
  * and relays bytes between stdin/stdout and the daemon until either side
  * ends. The daemon keeps the session when the link drops, so the client's
- * resume works over a new ssh. */
+ * resume works over a new ssh. The token goes only where no one else could
+ * have put the socket: DATA and the folders above it pass
+ * rgpu_server_check_data_dir, DATA/daemon is this user's 0700, and the
+ * socket's peer runs as this user (SO_PEERCRED). */
 static int unix_connect(const char *path) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof sa.sun_path) return -1;
@@ -1461,9 +1598,10 @@ int rgpu_server_stdio_bridge(void) {
     snprintf(lockp, sizeof lockp, "%s/lock", dir);
     snprintf(logp, sizeof logp, "%s/log", dir);
     snprintf(tokf, sizeof tokf, "%s/token", data);
-    struct stat st;
-    if (rgpu_server_mkdirs(dir) || lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-        return bridge_fail(RGPU_ERR_IO, "%s must be a directory of this user, mode 0700", dir);
+    char why[RGPU_MAX_ERROR_MSG];
+    if (rgpu_server_mkdirs(dir)) return bridge_fail(RGPU_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+    if (rgpu_server_check_data_dir(data, why, sizeof why) || own_dir(dir, 077, why, sizeof why))
+        return bridge_fail(RGPU_ERR_AUTH, "%s; refusing to use it", why);
     int fd = unix_connect(sock);
     if (fd < 0) {
         int lk = open(lockp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -1497,6 +1635,9 @@ int rgpu_server_stdio_bridge(void) {
         close(lk);
         if (fd < 0) return bridge_fail(RGPU_ERR_TIMEOUT, "the rgpu-server daemon did not come up in 30 s (see %s)", logp);
     }
+    /* the token goes only to this user's own daemon */
+    if (rgpu_server_check_peer(fd, (unsigned)geteuid(), why, sizeof why))
+        return bridge_fail(RGPU_ERR_AUTH, "%s: %s; refusing to send it the token", sock, why);
     /* the client's HELLO, its token replaced by the daemon's */
     char token[TOKEN_HEX + 1];
     if (rgpu_server_setup_token(tokf, token)) return bridge_fail(RGPU_ERR_AUTH, "no usable token file %s", tokf);
@@ -1571,9 +1712,15 @@ int rgpu_server_run(const int *fds, int n) {
     int npf = 0;
     for (int i = 0; i < n && npf < 8; i++) pf[npf++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
     uint32_t conn_no = 0;
+    double token_seen = now_s();
     while (!g_stop) {
         int k = poll(pf, (nfds_t)npf, 250);
         reap_expired();
+        if (now_s() - token_seen >= 1) {   /* the token file, also between HELLOs */
+            char tok[TOKEN_HEX + 1];
+            token_current(tok);
+            token_seen = now_s();
+        }
         if (g_cfg.parent_pid > 0 && getppid() != g_cfg.parent_pid) {
             /* the client that started us died without stopping us (SIGKILL, abort) */
             logf_("parent process %d is gone: stopping", g_cfg.parent_pid);

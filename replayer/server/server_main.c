@@ -50,7 +50,11 @@ static void usage(FILE *f) {
         "                      used if PATH is a regular file of this user, mode 0600, holding a\n"
         "                      token; created when absent; anything else refuses to start\n"
         "                      (default DATA/token, where DATA is $XDG_STATE_HOME/rgpu or\n"
-        "                      ~/.local/state/rgpu)\n"
+        "                      ~/.local/state/rgpu: a folder of this user's, not writable by\n"
+        "                      others, nor any folder above it unless sticky like /tmp).\n"
+        "                      Read again at each HELLO and once a second: deleted, it is\n"
+        "                      written back with this server's token; holding another good\n"
+        "                      token, that one is used from then on\n"
         "  --no-auth           accept clients without a token (tests only: anyone who can\n"
         "                      connect can run ops and read the session's memory)\n"
         "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
@@ -88,7 +92,10 @@ static void usage(FILE *f) {
         "  --stdio             relay stdin/stdout to this user's daemon (an rgpu-server on\n"
         "                      DATA/daemon/sock, started detached when none runs, log in\n"
         "                      DATA/daemon/log), putting its token into the client's HELLO:\n"
-        "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host\n"
+        "                      what `ssh host rgpu-server --stdio` runs for RGPU_SERVER=ssh://host.\n"
+        "                      Refused unless DATA is safe (as for --token-file) and\n"
+        "                      DATA/daemon is a real folder of this user's, mode 0700; the\n"
+        "                      token goes only to a daemon of this user (SO_PEERCRED)\n"
         "  --version           the version, trace format and op table\n"
         "  --help              this text\n"
         "Sizes take K, M, G suffixes.\n");
@@ -181,6 +188,17 @@ int main(int argc, char **argv) {
     }
     char data[1024];
     rgpu_server_data_dir(data, sizeof data);
+    if ((!cfg.no_auth && !token_file) || !journal) {   /* DATA holds the token or the journals: it must be safe */
+        char why[600];
+        if (rgpu_server_mkdirs(data)) {
+            fprintf(stderr, "rgpu-server: cannot create %s for the token file and journals: %s\n", data, strerror(errno));
+            return 1;
+        }
+        if (rgpu_server_check_data_dir(data, why, sizeof why)) {
+            fprintf(stderr, "rgpu-server: %s; refusing to start\n", why);
+            return 1;
+        }
+    }
 
     /* session ids: a random epoch in the high half, so that ids from an
      * earlier process (resumed from its journal) never collide with new ones */
@@ -193,9 +211,9 @@ int main(int argc, char **argv) {
     char tf[4200] = "";
     if (!cfg.no_auth) {
         if (token_file) snprintf(tf, sizeof tf, "%s", token_file);
-        else if (rgpu_server_mkdirs(data) == 0) snprintf(tf, sizeof tf, "%s/token", data);
-        else { fprintf(stderr, "rgpu-server: cannot create %s for the token file: %s\n", data, strerror(errno)); return 1; }
+        else snprintf(tf, sizeof tf, "%s/token", data);
         if (rgpu_server_setup_token(tf, cfg.token)) return 1;
+        snprintf(cfg.token_file, sizeof cfg.token_file, "%s", tf);
     }
     if (!journal) {
         /* one folder per listen address: a server restarted on the same

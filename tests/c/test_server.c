@@ -22,6 +22,7 @@
 
 #include "check_util.h"
 #include "check_server.h"
+#include "server.h"
 
 static srv g_srv;
 /* the names the tests below use */
@@ -374,6 +375,53 @@ START_TEST(resume_on_a_new_connection) {
 }
 END_TEST
 
+/* An orderly close: BYE is answered with BYE once the session is freed,
+ * then the server closes; the session cannot be resumed. */
+START_TEST(bye_answered_with_bye) {
+    uint64_t id;
+    int fd = raw_session_at(0, &id, NULL);
+    rgpu_buf b = { 0 };
+    valid_record(&b, 21);
+    send_chunk(fd, b.p, b.len, 0, 1, 0);
+    ck_assert_uint_eq(read_ack(fd), 1);
+    ck_assert_int_eq(rgpu_msg_bye_send(fd, &(rgpu_msg_bye){ 0 }), RGPU_OK);
+    rgpu_msg_header h;
+    uint8_t *p = NULL;
+    ck_assert_int_eq(rgpu_wire_recv(fd, 1024, &h, &p), RGPU_OK);
+    ck_assert_uint_eq(h.type, RGPU_MSG_BYE);
+    ck_assert_uint_eq(h.len, 0);
+    free(p);
+    uint8_t x;
+    ck_assert(read(fd, &x, 1) == 0);                  /* then it closes */
+    close(fd);
+    fd = raw_connect();
+    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
+    rgpu_buf_free(&b);
+    honest_roundtrip(17.0f);
+}
+END_TEST
+
+/* The ssh bridge's check of its daemon (server.h): the peer's uid. A peer
+ * of another uid cannot be made here without root, so the check is asked
+ * for another uid than the socket's. */
+START_TEST(peer_uid_checked) {
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    char why[256] = "", want[128];
+    unsigned me = (unsigned)geteuid();
+    ck_assert_int_eq(rgpu_server_check_peer(sv[0], me, why, sizeof why), 0);
+    ck_assert_int_eq(rgpu_server_check_peer(sv[0], me + 1, why, sizeof why), -1);
+    snprintf(want, sizeof want, "it is served by uid %u, not by this user (uid %u)", me, me + 1);
+    ck_assert_str_eq(why, want);
+    int pp[2];                                        /* not a socket: no peer to tell */
+    ck_assert_int_eq(pipe(pp), 0);
+    ck_assert_int_eq(rgpu_server_check_peer(pp[0], me, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "cannot tell who serves it"), "%s", why);
+    close(sv[0]); close(sv[1]); close(pp[0]); close(pp[1]);
+}
+END_TEST
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("server");
@@ -382,6 +430,6 @@ int main(void) {
                   ndim_over_limit, out_of_sequence_chunk, wrong_version_and_table, garbage_and_half_frames,
                   view_outside_storage_reported_at_wait, many_sessions_at_once, token_required_and_checked,
                   message_over_max_message, chunk_over_max_chunk, storage_limits_reported_at_wait,
-                  resume_on_a_new_connection);
+                  resume_on_a_new_connection, bye_answered_with_bye, peer_uid_checked);
     return run_suite(s);
 }

@@ -5,8 +5,10 @@ remote command `rgpu-server --stdio` bridges to the user's rgpu-server daemon
 dropped link. Each case in a child process, with its own state folder."""
 import json
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -241,6 +243,7 @@ def test_real_sshd_hello_world_and_killed_ssh(sshd, tmp_path):
     assert r.returncode == 3 and r.stdout.strip() == "8.0", r.stderr[-3000:]
     log = (tmp_path / "state" / "rgpu" / "daemon" / "log").read_text()
     assert log.count("listening on") == 1 and log.count("started (id") == 2, log   # one daemon, reused
+    assert log.count(": bye after") == 2 and "kept for" not in log, log           # both exits freed at once
     train_killing_ssh(e, ssh_children)
 
 
@@ -283,3 +286,187 @@ def test_a_server_that_never_answers_is_an_error_in_bounded_time(tmp_path):
         ls.close()
     assert time.monotonic() - t0 < 30
     assert "ConnectionError:" in p.stdout and "RGPU_CONNECT_TIMEOUT" in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+# --- clean exits free the session at once; the host end trusts only what is this user's ---------
+
+# rgpu._C alone (no torch: a child starts in milliseconds), with RGPU_SERVER.
+C_ONLY = f"""
+import importlib.machinery, importlib.util, os
+_ld = importlib.machinery.ExtensionFileLoader("rgpu._C", {os.path.join(TORCHHOOK, "rgpu", "_C.abi3.so")!r})
+_C = importlib.util.module_from_spec(importlib.util.spec_from_loader("rgpu._C", _ld))
+_ld.exec_module(_C)
+"""
+
+# N sessions, each holding a 4 MiB upload when it says BYE; after each close
+# (which returns once the server's BYE came back) the server's log, read at
+# once: its "bye" lines and its last "stats" line.
+CLEAN_EXITS = C_ONLY + """
+import json, re, sys, time
+log = sys.argv[1]
+for i in range(int(sys.argv[2])):
+    _C.connect(os.environ["RGPU_SERVER"])
+    n = 4 << 20
+    tid, sid = _C.new_id(), _C.new_id()
+    _C.wait(_C.upload((tid, sid, _C.DTYPE_U8, (n,), (1,), 0, n), os.urandom(n)))
+    t0 = time.monotonic()
+    _C.close()
+    dt = time.monotonic() - t0
+    text = open(log).read()
+    print(json.dumps({"close_s": dt, "byes": len(re.findall(r"session \\d+ \\(.*\\): bye after", text)),
+                      "kept": text.count("kept for"), "stats": (re.findall(r"stats \\(.*", text) or [""])[-1]}), flush=True)
+"""
+
+
+def clean_exits(e, log, n):
+    p = subprocess.run([sys.executable, "-c", CLEAN_EXITS, str(log), str(n)], env=e, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(rows) == n
+    for i, r in enumerate(rows):
+        # the server had freed the session before close() returned: its bye
+        # and its stats are in the log already, nothing is kept for --grace
+        assert r["byes"] == i + 1 and r["kept"] == 0, (i, r)
+        m = re.fullmatch(r"stats \(session ended\): sessions 0 \(detached 0\), session bytes 0, host memory (\d+) of .*",
+                         r["stats"])
+        assert m and int(m.group(1)) == 0, (i, r)
+        assert r["close_s"] < 1.0, (i, r)        # the BYE came back: no 2 s bounded wait ran out
+    return rows
+
+
+def test_clean_exits_over_real_ssh_free_the_session_at_once(sshd, tmp_path):
+    e, _ = sshd
+    t0 = time.monotonic()
+    rows = clean_exits(e, tmp_path / "state" / "rgpu" / "daemon" / "log", 20)
+    log = (tmp_path / "state" / "rgpu" / "daemon" / "log").read_text()
+    assert log.count(": bye after") == 20 and "kept for" not in log, log
+    assert time.monotonic() - t0 < 60
+    print("close() over ssh, s: max %.3f, mean %.3f" % (max(r["close_s"] for r in rows),
+                                                     sum(r["close_s"] for r in rows) / len(rows)))
+
+
+def test_clean_exits_over_tcp_free_the_session_at_once(tmp_path):
+    sys.path.insert(0, HERE)
+    from test_resume import Server
+    srv = Server(tmp_path, "--journal", "none")
+    try:
+        e = dict(os.environ, RGPU_SERVER=f"127.0.0.1:{srv.port}", RGPU_TOKEN_FILE=srv.token_file)
+        e.pop("RGPU_TOKEN", None)
+        clean_exits(e, srv.log_path, 5)
+    finally:
+        srv.stop()
+
+
+def connect_error(env):
+    """Connect over the ssh stand-in and close: '' or the ConnectionError's text."""
+    p = subprocess.run([sys.executable, "-c", C_ONLY + """
+try:
+    _C.connect(os.environ["RGPU_SERVER"])
+    _C.close()
+    print("")
+except ConnectionError as e:
+    print(e)
+"""], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.strip()
+
+
+def test_the_data_folder_must_be_this_users_alone(env, tmp_path):
+    state = tmp_path / "state"
+    data, daemon = state / "rgpu", state / "rgpu" / "daemon"
+    data.mkdir(parents=True, mode=0o700)
+    refused = []
+    data.chmod(0o770)                                   # group-writable DATA
+    refused.append((connect_error(env), f"{data} is mode 770: it must not be writable by group or others"))
+    data.chmod(0o700)
+    state.chmod(0o777)                                  # a folder above it others can write (not sticky)
+    refused.append((connect_error(env), f"{state} (above the data folder) is mode 777"))
+    state.chmod(0o1777)                                 # sticky, like /tmp: others cannot rename our folders
+    assert connect_error(env) == ""
+    state.chmod(0o700)
+    daemon.chmod(0o750)
+    refused.append((connect_error(env), f"{daemon} is mode 750: it must not be open to group or others"))
+    os.rename(daemon, tmp_path / "elsewhere")           # daemon/ a symbolic link to a folder of ours
+    os.symlink(tmp_path / "elsewhere", daemon)
+    (tmp_path / "elsewhere").chmod(0o700)
+    refused.append((connect_error(env), f"{daemon} is a symbolic link"))
+    os.unlink(daemon)
+    os.rename(tmp_path / "elsewhere", daemon)
+    if os.geteuid() == 0:                               # a folder above DATA owned by another user
+        os.chown(state, 12345, -1)
+        refused.append((connect_error(env), f"{state} (above the data folder) is owned by uid 12345"))
+        os.chown(state, 0, -1)
+    for got, want in refused:
+        assert want in got and "refusing to use it" in got, (got, want)
+    assert connect_error(env) == ""                     # all put right: it works again
+
+
+FOREIGN = """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.setuid(12345)                 # the socket is served (listen) by another user
+s.listen(4)
+print("listening", flush=True)
+c, _ = s.accept()
+got = b""
+c.settimeout(5)
+try:
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+print(len(got), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to serve a socket as another user "
+                                             "(the check itself: test_server's peer_uid_checked)")
+def test_a_daemon_socket_served_by_another_user_gets_no_token(env, tmp_path):
+    daemon = tmp_path / "state" / "rgpu" / "daemon"
+    daemon.mkdir(parents=True, mode=0o700)
+    (tmp_path / "state" / "rgpu").chmod(0o700)
+    f = subprocess.Popen([sys.executable, "-c", FOREIGN, str(daemon / "sock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert f.stdout.readline().strip() == "listening"
+        got = connect_error(env)
+        assert f"{daemon}/sock: it is served by uid 12345, not by this user (uid 0); refusing to send it the token" \
+            in got, got
+        assert f.stdout.readline().strip() == "0"      # not a byte reached it
+    finally:
+        f.kill()
+        f.wait()
+
+
+def test_token_file_deleted_or_replaced_under_a_running_daemon(env, tmp_path):
+    data = tmp_path / "state" / "rgpu"
+    tok = data / "token"
+    assert connect_error(env) == ""                     # the daemon runs, with the token in DATA/token
+    direct = dict(env, RGPU_SERVER=f"unix:{data}/daemon/sock")
+    t1 = tok.read_text().strip()
+    tok.unlink()                                        # deleted: the next client still gets in
+    assert connect_error(env) == ""
+    t2 = tok.read_text().strip()                        # the bridge's new one (taken by the daemon), or t1 again
+    assert len(t2) == 64
+    tok.unlink()                                        # deleted with no client about: written back
+    deadline = time.monotonic() + 5
+    while not tok.exists():
+        assert time.monotonic() < deadline, "the daemon did not write its token file back"
+        time.sleep(0.05)
+    time.sleep(0.05)
+    assert tok.read_text().strip() == t2 and stat.S_IMODE(tok.stat().st_mode) == 0o600
+    assert connect_error(dict(direct, RGPU_TOKEN=t2)) == ""
+    t3 = "ab" * 32                                      # replaced by the user: the new one counts
+    (data / "token.new").write_text(t3 + "\n")
+    (data / "token.new").chmod(0o600)
+    os.rename(data / "token.new", tok)
+    assert connect_error(env) == ""
+    assert connect_error(dict(direct, RGPU_TOKEN=t3)) == ""
+    assert "wrong token" in connect_error(dict(direct, RGPU_TOKEN=t2))
+    log = (data / "daemon" / "log").read_text()
+    assert "holds a new token" in log and "was gone: this server's token written to it again" in log, log
+    assert log.count("wrong token") == 1, log           # only the old token, tried on purpose
