@@ -9,8 +9,9 @@
  * Resume: a sent chunk stays (as its exact frame) on the `sent` list until an
  * ACK or RESULT covers its last op. When the link drops (EOF, reset, a
  * message cut short), the receiver parks the sender, redials with backoff
- * for RGPU_RECONNECT_TIMEOUT seconds and sends HELLO naming the session and
- * the last acknowledged op; WELCOME says which op the server applies next.
+ * for RGPU_RECONNECT_TIMEOUT seconds and sends HELLO naming the session, its
+ * secret (from the first WELCOME: no other client can resume it) and the last
+ * acknowledged op; WELCOME says which op the server applies next.
  * The receiver then requeues the sent chunks the server lacks, in order,
  * ahead of everything unsent, and a WAIT for every waiter still waiting, and
  * lets the sender go. Upload bytes stay until their UPLOAD is acknowledged, so
@@ -100,6 +101,7 @@ struct rgpu_client {
     pthread_t sender, receiver;
     bool threads_started;
     rgpu_server_info info;
+    uint8_t secret[RGPU_SESSION_SECRET];   /* the session's, from WELCOME: a resume carries it */
     rgpu_rgt *rgt;
     pthread_mutex_t rgt_mu;
     char address[512];
@@ -441,20 +443,21 @@ static size_t read_token(const char *given, char *out, size_t cap) {
     return strlen(out);
 }
 
-/* HELLO, then WELCOME (rgpu_msg.h). On an ERROR reply, returns its code
- * (err: the server's message). */
-static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
-                              uint64_t *applied, char *err, size_t errlen);
+/* HELLO, then WELCOME (rgpu_msg.h). secret: in, the session's (zeros for a
+ * new session); out, WELCOME's. On an ERROR reply, returns its code (err:
+ * the server's message). */
+static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint8_t secret[RGPU_SESSION_SECRET],
+                              uint64_t last_ack, rgpu_server_info *info, uint64_t *applied, char *err, size_t errlen);
 
 /* The handshake within RGPU_CONNECT_TIMEOUT: the socket's timeouts are set
  * for it and cleared after (a WAIT may then take as long as its op). */
-static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
-                             uint64_t *applied, char *err, size_t errlen) {
+static rgpu_status handshake(int fd, const char *token, uint64_t session, uint8_t secret[RGPU_SESSION_SECRET],
+                             uint64_t last_ack, rgpu_server_info *info, uint64_t *applied, char *err, size_t errlen) {
     double to = connect_timeout_s();
     struct timeval tv = { (time_t)to, (suseconds_t)((to - (double)(time_t)to) * 1e6) }, zero = { 0, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    rgpu_status s = handshake_(fd, token, session, last_ack, info, applied, err, errlen);
+    rgpu_status s = handshake_(fd, token, session, secret, last_ack, info, applied, err, errlen);
     if (s == RGPU_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         s = RGPU_ERR_TIMEOUT;
         set_err(err, errlen, "no answer to the handshake within %g s (RGPU_CONNECT_TIMEOUT)", to);
@@ -464,13 +467,14 @@ static rgpu_status handshake(int fd, const char *token, uint64_t session, uint64
     return s;
 }
 
-static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint64_t last_ack, rgpu_server_info *info,
-                              uint64_t *applied, char *err, size_t errlen) {
+static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint8_t secret[RGPU_SESSION_SECRET],
+                              uint64_t last_ack, rgpu_server_info *info, uint64_t *applied, char *err, size_t errlen) {
     char tok[RGPU_MAX_TOKEN_LEN] = { 0 };
     rgpu_msg_hello hello = { .version = RGPU_FORMAT_VERSION, .session = session, .last_ack = last_ack,
                              .token = (const uint8_t *)tok, .has_sw_version = true,   /* this client's version */
                              .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
     rgpu_op_table_hash(hello.op_table);
+    memcpy(hello.secret, secret, RGPU_SESSION_SECRET);
     hello.token_len = (uint32_t)read_token(token, tok, sizeof tok);
     rgpu_status s = rgpu_msg_hello_send(fd, &hello);
     if (s) { set_err(err, errlen, "handshake: %s", rgpu_status_str(s)); return s; }
@@ -500,6 +504,7 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint6
         return RGPU_ERR_BAD_MESSAGE;
     }
     info->session = w.session;
+    memcpy(secret, w.secret, RGPU_SESSION_SECRET);
     *applied = w.applied;
     snprintf(info->backend, sizeof info->backend, "%s", w.backend);
     size_t nb = ((size_t)w.nbits + 7) / 8;
@@ -841,14 +846,14 @@ done:
 
 /* Dial and handshake with backoff until reconnect_timeout; the session must
  * still exist. *fd_out and *applied on success; else why (one line). */
-static rgpu_status redial(rgpu_client *c, uint64_t session, uint64_t last_ack, int *fd_out,
-                          rgpu_server_info *info, uint64_t *applied, char *why, size_t whylen) {
+static rgpu_status redial(rgpu_client *c, uint64_t session, uint8_t secret[RGPU_SESSION_SECRET], uint64_t last_ack,
+                          int *fd_out, rgpu_server_info *info, uint64_t *applied, char *why, size_t whylen) {
     double deadline = mono_now() + c->reconnect_timeout, delay = 0.02;
     char err[512] = "";
     for (int attempt = 1;; attempt++) {
         int fd = dial(c, c->address, err, sizeof err);
         if (fd >= 0) {
-            rgpu_status s = handshake(fd, c->token, session, last_ack, info, applied, err, sizeof err);
+            rgpu_status s = handshake(fd, c->token, session, secret, last_ack, info, applied, err, sizeof err);
             if (!s) { *fd_out = fd; return RGPU_OK; }
             close(fd);
             ssh_note(c, err, sizeof err);
@@ -895,7 +900,7 @@ static bool resume_session(rgpu_client *c) {
     uint64_t applied = 0;
     rgpu_server_info info = c->info;
     char why[600] = "";
-    rgpu_status s = redial(c, session, last_ack, &fd, &info, &applied, why, sizeof why);
+    rgpu_status s = redial(c, session, c->secret, last_ack, &fd, &info, &applied, why, sizeof why);
 
     pthread_mutex_lock(&c->mu);
     c->fd = fd;   /* -1 when failed: further sends fail at once */
@@ -967,23 +972,74 @@ static bool resume_session(rgpu_client *c) {
 
 /* ---------------------------------------------------------------------------
  * Receiver thread */
+
+/* The server broke the protocol (FORMAT.md §7): a message that does not
+ * decode, one a server never sends, a type this client does not know. The
+ * session cannot go on: every waiter fails at once with a message naming
+ * what came (mu held). */
+static void protocol_error_locked(rgpu_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void protocol_error_locked(rgpu_client *c, const char *fmt, ...) {
+    char what[256], m[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(m, sizeof m, "protocol error: rgpu-server at %s sent %s; the session cannot go on", c->address, what);
+    mark_dead_locked(c, RGPU_ERR_BAD_MESSAGE, m);
+}
+
+/* A header rgpu_wire_recv refused (mu held). */
+static void bad_header_locked(rgpu_client *c, rgpu_status s, const rgpu_msg_header *h) {
+    if (s == RGPU_ERR_BAD_MESSAGE)
+        protocol_error_locked(c, "a message of unknown type %u (this client, trace format %u, knows types 1 to %d)",
+                              h->type, RGPU_FORMAT_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
+    else if (s == RGPU_ERR_TOO_LARGE)
+        protocol_error_locked(c, "a %s message of %llu bytes (over %llu)", rgpu_msg_name(h->type),
+                              (unsigned long long)h->len, (unsigned long long)RGPU_MAX_FRAME);
+    else
+        protocol_error_locked(c, "a message header that does not decode (%s)", rgpu_status_str(s));
+}
+
+static void take_result_locked(rgpu_client *c, const rgpu_msg_result *r) {
+    if (r->op + 1 > c->acked) c->acked = r->op + 1;   /* chunks apply whole: op's chunk is done */
+    reap_sent_locked(c);
+    for (waiter *w = c->waiters; w; w = w->next) {
+        if (w->op != r->op || w->done) continue;
+        w->status = (int)r->status;
+        w->msg = strndup(r->msg, r->msg_len);
+        w->n = r->data_len;
+        w->data = malloc(w->n ? w->n : 1);
+        if (w->data) memcpy(w->data, r->data, w->n);
+        w->done = true;
+        if (c->rgt) {
+            pthread_mutex_lock(&c->rgt_mu);
+            rgpu_rgt_put_result(c->rgt, r->op, w->status, w->data, w->status ? 0 : w->n);
+            pthread_mutex_unlock(&c->rgt_mu);
+        }
+        break;
+    }
+    pthread_cond_broadcast(&c->cv_wait);
+}
+
 static void *receiver_main(void *arg) {
     rgpu_client *c = arg;
     for (;;) {
-        rgpu_msg_header h;
+        rgpu_msg_header h = { 0 };
         uint8_t *p;
         rgpu_status s = rgpu_wire_recv(c->fd, RGPU_MAX_FRAME, &h, &p);
         if (s) {
             pthread_mutex_lock(&c->mu);
             bool resume = link_lost(s) && c->reconnect_timeout > 0 && !c->dead && !c->closing;
-            if (!resume) {
-                if (!c->closing || c->waiters) {
-                    char m[160];
-                    snprintf(m, sizeof m, "connection to rgpu-server lost: %s", rgpu_status_str(s));
-                    mark_dead_locked(c, s == RGPU_ERR_CLOSED ? RGPU_ERR_CLOSED : s, m);
-                } else {
-                    mark_dead_locked(c, RGPU_ERR_CLOSED, "connection closed");
-                }
+            bool bad_header = s == RGPU_ERR_BAD_MAGIC || s == RGPU_ERR_RESERVED || s == RGPU_ERR_BAD_MESSAGE ||
+                              s == RGPU_ERR_TOO_LARGE;
+            if (bad_header) {
+                bad_header_locked(c, s, &h);
+            } else if (!resume && (!c->closing || c->waiters)) {
+                char m[160];
+                snprintf(m, sizeof m, "connection to rgpu-server lost: %s", rgpu_status_str(s));
+                mark_dead_locked(c, s == RGPU_ERR_CLOSED ? RGPU_ERR_CLOSED : s, m);
+            } else if (!resume) {
+                mark_dead_locked(c, RGPU_ERR_CLOSED, "connection closed");
             }
             pthread_mutex_unlock(&c->mu);
             if (resume && resume_session(c)) continue;
@@ -991,44 +1047,34 @@ static void *receiver_main(void *arg) {
         }
         pthread_mutex_lock(&c->mu);
         c->st.bytes_in += RGPU_WIRE_HEADER + h.len;
+        /* Every message a server sends is decoded or refused: none is
+         * skipped, since FORMAT.md §7.1 names every type (an unknown one was
+         * refused above) and says which way each goes. */
         switch (h.type) {
         case RGPU_MSG_ACK: {
             rgpu_msg_ack a;
-            if (!rgpu_msg_ack_decode(p, h.len, &a) && a.applied > c->acked) c->acked = a.applied;
+            if (rgpu_msg_ack_decode(p, h.len, &a)) { protocol_error_locked(c, "an ACK of %llu bytes (not 8)", (unsigned long long)h.len); break; }
+            if (a.applied > c->acked) c->acked = a.applied;
             reap_sent_locked(c);
             break;
         }
         case RGPU_MSG_NEED: {
             rgpu_msg_need nd;
-            if (!rgpu_msg_need_decode(p, h.len, &nd)) {
-                item *it = calloc(1, sizeof *it);
-                if (it) { it->kind = ITEM_NEED; it->hash = nd.hash; enqueue(c, it, true); }
-                c->st.round_trips++;   /* the server waits for these bytes */
-            }
+            if (rgpu_msg_need_decode(p, h.len, &nd)) { protocol_error_locked(c, "a NEED of %llu bytes (not 16)", (unsigned long long)h.len); break; }
+            item *it = calloc(1, sizeof *it);
+            if (it) { it->kind = ITEM_NEED; it->hash = nd.hash; enqueue(c, it, true); }
+            c->st.round_trips++;   /* the server waits for these bytes */
             break;
         }
         case RGPU_MSG_RESULT: {
             rgpu_msg_result r;
-            if (!rgpu_msg_result_decode(p, h.len, &r)) {
-                if (r.op + 1 > c->acked) c->acked = r.op + 1;   /* chunks apply whole: op's chunk is done */
-                reap_sent_locked(c);
-                for (waiter *w = c->waiters; w; w = w->next) {
-                    if (w->op != r.op || w->done) continue;
-                    w->status = (int)r.status;
-                    w->msg = strndup(r.msg, r.msg_len);
-                    w->n = r.data_len;
-                    w->data = malloc(w->n ? w->n : 1);
-                    if (w->data) memcpy(w->data, r.data, w->n);
-                    w->done = true;
-                    if (c->rgt) {
-                        pthread_mutex_lock(&c->rgt_mu);
-                        rgpu_rgt_put_result(c->rgt, r.op, w->status, w->data, w->status ? 0 : w->n);
-                        pthread_mutex_unlock(&c->rgt_mu);
-                    }
-                    break;
-                }
-                pthread_cond_broadcast(&c->cv_wait);
+            if (rgpu_msg_result_decode(p, h.len, &r)) {
+                protocol_error_locked(c, "a RESULT that does not decode (%llu bytes; FORMAT.md §7.1: %d fixed bytes, "
+                                      "reserved 0, msg_len within the payload)", (unsigned long long)h.len,
+                                      RGPU_MSG_RESULT_HEAD);
+                break;
             }
+            take_result_locked(c, &r);
             break;
         }
         case RGPU_MSG_ERROR: {
@@ -1043,8 +1089,10 @@ static void *receiver_main(void *arg) {
         case RGPU_MSG_BYE:
             mark_dead_locked(c, RGPU_ERR_CLOSED, "rgpu-server said goodbye");
             break;
-        default:
-            break;   /* unknown server messages are ignored: forward compatible */
+        default:   /* HELLO, WELCOME (after the handshake), CHUNK, type 4, BLOB, WAIT, BLOB_PART */
+            protocol_error_locked(c, "an unexpected %s message (type %u: a server never sends it)",
+                                  rgpu_msg_name(h.type), h.type);
+            break;
         }
         bool stop = c->dead;
         pthread_mutex_unlock(&c->mu);
@@ -1087,7 +1135,7 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     rgpu_status s;
     uint64_t applied;
     if (c->fd < 0) { s = RGPU_ERR_IO; goto fail; }
-    if ((s = handshake(c->fd, c->token, 0, 0, &c->info, &applied, err, errlen))) { ssh_note(c, err, errlen); goto fail; }
+    if ((s = handshake(c->fd, c->token, 0, c->secret, 0, &c->info, &applied, err, errlen))) { ssh_note(c, err, errlen); goto fail; }
     c->st.round_trips = 1;   /* the handshake */
     if (record_path && *record_path) {
         if ((s = rgpu_rgt_create(record_path, "rgpu recorder", &c->rgt))) {

@@ -74,21 +74,23 @@ static void hello_head(const void *mv, uint8_t *o) {
     memcpy(o + 4, m->op_table, 16);
     rgpu_st64(o + 20, m->session);
     rgpu_st64(o + 28, m->last_ack);
-    rgpu_st32(o + 36, m->token_len);
-    if (m->token_len) memcpy(o + 40, m->token, m->token_len);
-    trailer_encode(o + 40 + m->token_len, m->has_sw_version, m->sw_version_len, m->sw_version);
+    memcpy(o + 36, m->secret, RGPU_SESSION_SECRET);
+    rgpu_st32(o + 52, m->token_len);
+    if (m->token_len) memcpy(o + 56, m->token, m->token_len);
+    trailer_encode(o + 56 + m->token_len, m->has_sw_version, m->sw_version_len, m->sw_version);
 }
 CODEC_(hello, hello, RGPU_MSG_HELLO, NULL, 0)
 size_t rgpu_msg_hello_size(const rgpu_msg_hello *m) { return hello_head_len(m); }
 
 rgpu_status rgpu_msg_hello_decode(const uint8_t *p, size_t n, rgpu_msg_hello *m) {
     memset(m, 0, sizeof *m);
+    if (n >= 4) m->version = rgpu_ld32(p);   /* a peer of another format version is named as such */
     if (n < RGPU_MSG_HELLO_HEAD) return RGPU_ERR_BAD_MESSAGE;
-    m->version = rgpu_ld32(p);
     memcpy(m->op_table, p + 4, 16);
     m->session = rgpu_ld64(p + 20);
     m->last_ack = rgpu_ld64(p + 28);
-    uint32_t tl = rgpu_ld32(p + 36);
+    memcpy(m->secret, p + 36, RGPU_SESSION_SECRET);
+    uint32_t tl = rgpu_ld32(p + 52);
     m->token_len = tl;
     if (tl > RGPU_MAX_TOKEN_LEN || tl > n - RGPU_MSG_HELLO_HEAD ||
         !trailer_decode(p, n, RGPU_MSG_HELLO_HEAD + tl, RGPU_MAX_PEER_VERSION, &m->has_sw_version,
@@ -110,26 +112,28 @@ static void welcome_head(const void *mv, uint8_t *o) {
     memcpy(o + 4, m->op_table, 16);
     rgpu_st64(o + 20, m->session);
     rgpu_st64(o + 28, m->applied);
-    memset(o + 36, 0, 32);
-    memcpy(o + 36, m->backend, strnlen(m->backend, 31));
-    rgpu_st32(o + 68, m->nbits);
-    if (nb) memcpy(o + 72, m->bitmap, nb);
-    trailer_encode(o + 72 + nb, m->has_sw_version, m->sw_version_len, m->sw_version);
+    memcpy(o + 36, m->secret, RGPU_SESSION_SECRET);
+    memset(o + 52, 0, 32);
+    memcpy(o + 52, m->backend, strnlen(m->backend, 31));
+    rgpu_st32(o + 84, m->nbits);
+    if (nb) memcpy(o + 88, m->bitmap, nb);
+    trailer_encode(o + 88 + nb, m->has_sw_version, m->sw_version_len, m->sw_version);
 }
 CODEC_(welcome, welcome, RGPU_MSG_WELCOME, NULL, 0)
 
 rgpu_status rgpu_msg_welcome_decode(const uint8_t *p, size_t n, rgpu_msg_welcome *m) {
     memset(m, 0, sizeof *m);
     if (n < RGPU_MSG_WELCOME_HEAD) return RGPU_ERR_BAD_MESSAGE;
-    size_t nb = ((size_t)rgpu_ld32(p + 68) + 7) / 8;
+    size_t nb = ((size_t)rgpu_ld32(p + 84) + 7) / 8;
     if (nb > n - RGPU_MSG_WELCOME_HEAD) return RGPU_ERR_BAD_MESSAGE;
     m->version = rgpu_ld32(p);
     memcpy(m->op_table, p + 4, 16);
     m->session = rgpu_ld64(p + 20);
     m->applied = rgpu_ld64(p + 28);
-    memcpy(m->backend, p + 36, 32);
+    memcpy(m->secret, p + 36, RGPU_SESSION_SECRET);
+    memcpy(m->backend, p + 52, 32);
     m->backend[32] = 0;
-    m->nbits = rgpu_ld32(p + 68);
+    m->nbits = rgpu_ld32(p + 84);
     m->bitmap = p + RGPU_MSG_WELCOME_HEAD;
     if (!trailer_decode(p, n, RGPU_MSG_WELCOME_HEAD + nb, 255, &m->has_sw_version, &m->sw_version_len, &m->sw_version))
         return RGPU_ERR_BAD_MESSAGE;

@@ -20,7 +20,7 @@ extern "C" {
 /* ---------------------------------------------------------------------------
  * Versions and limits */
 #define RGPU_VERSION          "0.1.0"  /* the software (pyproject.toml's version) */
-#define RGPU_FORMAT_VERSION   1u
+#define RGPU_FORMAT_VERSION   2u       /* 2: HELLO and WELCOME carry the session secret */
 #define RGPU_MAX_DIMS         12       /* ndim above this is rejected */
 #define RGPU_MAX_OUT          8        /* outputs per record */
 #define RGPU_MAX_IN           64       /* tensor inputs per record (variadic ops: cat) */
@@ -297,6 +297,9 @@ const char *rgpu_msg_name(int type);
 
 typedef struct rgpu_msg_header { uint8_t type; uint64_t len; } rgpu_msg_header;
 void rgpu_wire_header_encode(uint8_t out[RGPU_WIRE_HEADER], int type, uint64_t len);
+/* BAD_MAGIC, RESERVED, BAD_MESSAGE (type 0 or unknown: ≥ RGPU_MSG_TYPE_COUNT_)
+ * or TOO_LARGE (len > max_len); after the magic and reserved checks, *h holds
+ * the header's type and len even when refused (for the error message). */
 rgpu_status rgpu_wire_header_decode(const uint8_t in[RGPU_WIRE_HEADER], uint64_t max_len,
                                     rgpu_msg_header *h);
 
@@ -305,7 +308,9 @@ rgpu_status rgpu_io_write_all(int fd, const void *p, size_t n);
 rgpu_status rgpu_io_read_all(int fd, void *p, size_t n);  /* CLOSED on EOF at start, TRUNCATED mid-way */
 /* Send header + payload parts (gathered write). */
 rgpu_status rgpu_wire_send(int fd, int type, const void *a, size_t an, const void *b, size_t bn);
-/* Read one message: header then payload into *payload (malloc'd; caller frees). */
+/* Read one message: header then payload into *payload (malloc'd; caller frees).
+ * A refused header (rgpu_wire_header_decode's statuses) leaves its type and
+ * len in *h and its payload unread: the stream cannot go on. */
 rgpu_status rgpu_wire_recv(int fd, uint64_t max_len, rgpu_msg_header *h, uint8_t **payload);
 
 /* Little-endian load/store helpers. */

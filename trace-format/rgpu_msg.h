@@ -25,21 +25,25 @@
 #define RGPU_MAX_PEER_VERSION 32    /* HELLO's trailing software version */
 #define RGPU_MAX_ERROR_MSG   511    /* ERROR message bytes (longer is cut by the encoder's users) */
 
-/* HELLO (c→s), 40 + token_len bytes, then optionally u8 n | n bytes:
+/* HELLO (c→s), 56 + token_len bytes, then optionally u8 n | n bytes:
  *   u32 version @0 | u8[16] op_table @4 | u64 session @20 | u64 last_ack @28 |
- *   u32 token_len @36 | token @40 | [u8 n | software version]
- * session 0 asks for a new session, else the one to resume (last_ack: the
- * last ACK the client saw). token_len ≤ RGPU_MAX_TOKEN_LEN; the trailer, when
- * present, is exactly 1 + n bytes with n ≤ RGPU_MAX_PEER_VERSION.
- * Decoding: n < 40 is BAD_MESSAGE with *m zeroed; a token or trailer that
- * does not match the payload is BAD_MESSAGE with the fixed fields filled (a
- * server names a version or op-table mismatch before a malformed token). */
-#define RGPU_MSG_HELLO_HEAD 40
+ *   u8[16] secret @36 | u32 token_len @52 | token @56 | [u8 n | software version]
+ * session 0 asks for a new session (secret: zeros, ignored), else the one to
+ * resume (secret: the one its WELCOME gave; last_ack: the last ACK the client
+ * saw). token_len ≤ RGPU_MAX_TOKEN_LEN; the trailer, when present, is exactly
+ * 1 + n bytes with n ≤ RGPU_MAX_PEER_VERSION.
+ * Decoding: n < 56 is BAD_MESSAGE with *m zeroed but for version (read when
+ * n ≥ 4); a token or trailer that does not match the payload is BAD_MESSAGE
+ * with the fixed fields filled (a server names a version or op-table
+ * mismatch before a malformed HELLO). */
+#define RGPU_MSG_HELLO_HEAD 56
+#define RGPU_SESSION_SECRET 16      /* bytes of a session's secret (FORMAT.md §7.2) */
 typedef struct rgpu_msg_hello {
     uint32_t version;           /* RGPU_FORMAT_VERSION */
     uint8_t op_table[16];       /* rgpu_op_table_hash() */
     uint64_t session;
     uint64_t last_ack;
+    uint8_t secret[RGPU_SESSION_SECRET];
     uint32_t token_len;
     const uint8_t *token;
     bool has_sw_version;        /* the trailer is there */
@@ -47,18 +51,21 @@ typedef struct rgpu_msg_hello {
     const char *sw_version;     /* not NUL-terminated */
 } rgpu_msg_hello;
 
-/* WELCOME (s→c), 72 + ceil(nbits/8) bytes, then optionally u8 n | n bytes:
+/* WELCOME (s→c), 88 + ceil(nbits/8) bytes, then optionally u8 n | n bytes:
  *   u32 version @0 | u8[16] op_table @4 | u64 session @20 | u64 applied @28 |
- *   char[32] backend @36 (NUL-padded) | u32 nbits @68 | bitmap @72 | [u8 n | version]
- * Bit i of the bitmap (byte i/8, bit i%8, LSB first) set: the backend runs op
- * i. backend holds at most 31 characters when encoded (the 32nd byte is NUL);
- * decoded, it is NUL-terminated whatever the peer sent. */
-#define RGPU_MSG_WELCOME_HEAD 72
+ *   u8[16] secret @36 | char[32] backend @52 (NUL-padded) | u32 nbits @84 |
+ *   bitmap @88 | [u8 n | version]
+ * secret: what a HELLO resuming this session must carry. Bit i of the bitmap
+ * (byte i/8, bit i%8, LSB first) set: the backend runs op i. backend holds at
+ * most 31 characters when encoded (the 32nd byte is NUL); decoded, it is
+ * NUL-terminated whatever the peer sent. */
+#define RGPU_MSG_WELCOME_HEAD 88
 typedef struct rgpu_msg_welcome {
     uint32_t version;
     uint8_t op_table[16];
     uint64_t session;
     uint64_t applied;           /* the next op the server will apply */
+    uint8_t secret[RGPU_SESSION_SECRET];
     char backend[33];
     uint32_t nbits;
     const uint8_t *bitmap;      /* ceil(nbits/8) bytes */

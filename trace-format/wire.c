@@ -29,9 +29,9 @@ rgpu_status rgpu_wire_header_decode(const uint8_t in[RGPU_WIRE_HEADER], uint64_t
                                     rgpu_msg_header *h) {
     if (rgpu_ld32(in + 4) != RGPU_WIRE_MAGIC) return RGPU_ERR_BAD_MAGIC;
     if (in[1] || in[2] || in[3]) return RGPU_ERR_RESERVED;
-    if (in[0] == 0 || in[0] >= RGPU_MSG_TYPE_COUNT_) return RGPU_ERR_BAD_MESSAGE;
-    h->type = in[0];
+    h->type = in[0];          /* filled before the checks below: a refusal can name them */
     h->len = rgpu_ld64(in + 8);
+    if (in[0] == 0 || in[0] >= RGPU_MSG_TYPE_COUNT_) return RGPU_ERR_BAD_MESSAGE;
     if (h->len > max_len) return RGPU_ERR_TOO_LARGE;
     return RGPU_OK;
 }

@@ -29,12 +29,11 @@ typedef struct rgpu_server_config {
     double hs_timeout;             /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
     uint32_t max_conns;            /* --max-connections */
     uint64_t compact;              /* --journal-compact BYTES: checkpoint after this much journal */
-    uint64_t epoch;                /* high 32 bits of this process's session ids (nonzero) */
     uint32_t first_session_no;     /* the first session's number (logs, --record file names) */
     int parent_pid;                /* --exit-with-parent: stop when this process (our parent) is gone; 0 never */
 } rgpu_server_config;
 
-/* The defaults of rgpu-server's options (backend, token, epoch unset). */
+/* The defaults of rgpu-server's options (backend and token unset). */
 void rgpu_server_config_default(rgpu_server_config *cfg);
 /* Take cfg (copied) as this process's server. With a journal directory,
  * journals left there by an earlier process become dormant sessions that

@@ -16,8 +16,11 @@
  * started again on the same directory rebuilds a session by replaying its
  * journal when the client comes back. Every HELLO must carry the token the
  * server wrote to --token-file (compared in constant time; the file is read
- * again at each HELLO and once a second, FORMAT.md §7.2). BYE is answered
- * with BYE once the session is freed. */
+ * again at each HELLO and once a second, FORMAT.md §7.2); a resume also the
+ * session's own secret, which only its WELCOME carried (random, 128 bits, kept
+ * in the journal's meta; compared in constant time before the session is
+ * touched), so one token holder cannot enter another's session. BYE is
+ * answered with BYE once the session is freed. */
 #include "server.h"
 #include "op/error.h"
 
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -93,7 +97,9 @@ typedef struct sent_result {      /* a RESULT payload, for a WAIT resent after a
 struct conn;
 typedef struct sess {
     struct sess *next;
-    uint64_t id;
+    uint64_t id;                  /* random, nonzero (new_sess) */
+    uint8_t secret[RGPU_SESSION_SECRET];   /* a resume must carry it (FORMAT.md §7.2) */
+    bool has_secret;              /* false: dormant, the secret is still only in its journal */
     uint32_t no;                  /* the number in logs and --record file names */
     rgpu_session *s;              /* NULL: dormant, only its journal exists (after a restart) */
     rgpu_rgt *rec, *jnl;
@@ -285,7 +291,11 @@ static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     rgpu_status s = rgpu_io_read_all(c->fd, hb, sizeof hb);
     if (s) { c->link_err = true; return s; }
     if ((s = rgpu_wire_header_decode(hb, UINT64_MAX, h))) {
-        send_error(c, s, "reading message: %s", rgpu_status_str(s));
+        if (s == RGPU_ERR_BAD_MESSAGE)   /* FORMAT.md §7.1: an unknown type is a protocol error */
+            send_error(c, s, "reading message: unknown message type %u (this server, trace format %u, knows 1 to %d)",
+                       h->type, RGPU_FORMAT_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
+        else
+            send_error(c, s, "reading message: %s", rgpu_status_str(s));
         return s;
     }
     uint64_t lim = max_payload(h->type);
@@ -836,14 +846,64 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     return RGPU_OK;
 }
 
-static sess *new_sess(void) {
+/* n bytes from the kernel's random source; false when it fails. */
+static bool random_bytes(void *p, size_t n) {
+    uint8_t *b = p;
+    while (n) {
+        ssize_t r = getrandom(b, n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        b += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+static bool secret_is_zero(const uint8_t s[RGPU_SESSION_SECRET]) {
+    uint8_t any = 0;
+    for (int i = 0; i < RGPU_SESSION_SECRET; i++) any |= s[i];
+    return any == 0;
+}
+
+/* Constant time: how long it takes says nothing about where a guess went wrong. */
+static bool secret_eq(const uint8_t a[RGPU_SESSION_SECRET], const uint8_t b[RGPU_SESSION_SECRET]) {
+    uint8_t diff = 0;
+    for (int i = 0; i < RGPU_SESSION_SECRET; i++) diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* A new session: a random id (nonzero, not held, no journal of that name)
+ * and a random secret (never all zeros: zeros mean "none" in a HELLO).
+ * NULL with why when out of memory or random bytes. */
+static sess *new_sess(char *why, size_t whylen) {
     sess *se = calloc(1, sizeof *se);
-    if (!se) return NULL;
+    if (!se) { snprintf(why, whylen, "no memory for a session"); return NULL; }
+    if (!random_bytes(se->secret, sizeof se->secret) || secret_is_zero(se->secret)) {
+        snprintf(why, whylen, "no random bytes for the session's secret: %s", strerror(errno));
+        free(se);
+        return NULL;
+    }
+    se->has_secret = true;
     se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
-    if (!se->s) { free(se); return NULL; }
+    if (!se->s) { snprintf(why, whylen, "no memory for a session"); free(se); return NULL; }
     pthread_mutex_lock(&g_mu);
+    for (;;) {
+        uint64_t id = 0;
+        if (!random_bytes(&id, sizeof id)) {
+            pthread_mutex_unlock(&g_mu);
+            snprintf(why, whylen, "no random bytes for the session's id: %s", strerror(errno));
+            rgpu_session_free(se->s);
+            free(se);
+            return NULL;
+        }
+        char path[4200];
+        if (g_cfg.journal_dir[0]) journal_path(id, path, sizeof path);
+        if (id && !find_sess_locked(id) && (!g_cfg.journal_dir[0] || access(path, F_OK) != 0)) {
+            se->id = id;
+            break;
+        }
+    }
     se->no = g_next_no++;
-    se->id = g_cfg.epoch << 32 | se->no;
     pthread_mutex_unlock(&g_mu);
     return se;
 }
@@ -861,10 +921,75 @@ static bool token_ok(const uint8_t *t, size_t n) {
     return diff == 0;
 }
 
-/* Attach c to session id: in memory (taking it over from a connection that
- * has not noticed its drop yet), or rebuilt from a journal. */
-static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
+/* The journal meta key of a session's secret (32 hex digits; FORMAT.md §7.3). */
+#define SECRET_META "session_secret"
+
+/* The secret of session id as its journal keeps it; false with why when the
+ * journal cannot be read or holds none. */
+static bool journal_secret(uint64_t id, uint8_t out[RGPU_SESSION_SECRET], char *why, size_t whylen) {
+    char path[4200], hex[64];
+    journal_path(id, path, sizeof path);
+    rgpu_rgt *t;
+    rgpu_status s = rgpu_rgt_open(path, &t);
+    if (s) {
+        snprintf(why, whylen, "its journal cannot be read to check the session secret: %s (%s)", rgpu_rgt_errmsg(NULL),
+                 rgpu_status_name(s));
+        return false;
+    }
+    rgpu_hash h;
+    bool ok = rgpu_rgt_get_meta(t, SECRET_META, hex, sizeof hex) == RGPU_OK && rgpu_hash_from_hex(hex, &h);
+    rgpu_rgt_close(t);
+    if (!ok) { snprintf(why, whylen, "its journal holds no session secret (meta %s)", SECRET_META); return false; }
+    memcpy(out, h.b, RGPU_SESSION_SECRET);
+    return true;
+}
+
+enum { SECRET_OK, SECRET_WRONG, SECRET_UNCHECKED, SECRET_NO_SESSION };
+
+/* Does secret open session id? Checked before anything touches the session
+ * (its connection, its journal): the secret from memory, or, for a session
+ * only its journal holds (a server restarted on its --journal), from there.
+ * SECRET_NO_SESSION when neither holds it; why says what is wrong. */
+static int check_secret(uint64_t id, const uint8_t secret[RGPU_SESSION_SECRET], char *why, size_t whylen) {
+    uint8_t want[RGPU_SESSION_SECRET];
+    pthread_mutex_lock(&g_mu);
+    sess *se = find_sess_locked(id);
+    bool known = se && se->has_secret;
+    if (known) memcpy(want, se->secret, sizeof want);
+    pthread_mutex_unlock(&g_mu);
+    if (!known) {
+        char path[4200];
+        if (g_cfg.journal_dir[0]) journal_path(id, path, sizeof path);
+        if (!g_cfg.journal_dir[0] || access(path, F_OK) != 0) {
+            if (!se) return SECRET_NO_SESSION;
+            snprintf(why, whylen, "its journal is gone, and with it the session secret to check");
+            return SECRET_UNCHECKED;
+        }
+        if (!journal_secret(id, want, why, whylen)) return SECRET_UNCHECKED;
+    }
+    if (secret_is_zero(secret)) {
+        snprintf(why, whylen, "the HELLO carries no session secret (a resume must carry the secret of the session's "
+                 "WELCOME: only its own client can resume it)");
+        return SECRET_WRONG;
+    }
+    if (!secret_eq(secret, want)) {
+        snprintf(why, whylen, "wrong session secret (only the client the session's WELCOME went to can resume it)");
+        return SECRET_WRONG;
+    }
+    return SECRET_OK;
+}
+
+/* Attach c to session id, once its secret is right: in memory (taking it
+ * over from a connection that has not noticed its drop yet), or rebuilt from
+ * a journal. A wrong secret leaves the session and its connection alone. */
+static sess *resume(conn *c, uint64_t id, const uint8_t secret[RGPU_SESSION_SECRET], uint64_t last_ack) {
     char why[512] = "";
+    int sc = check_secret(id, secret, why, sizeof why);
+    if (sc == SECRET_WRONG || sc == SECRET_UNCHECKED) {
+        send_error(c, sc == SECRET_WRONG ? RGPU_ERR_AUTH : RGPU_ERR_SESSION_LOST, "cannot resume session %016llx: %s",
+                   (unsigned long long)id, why);
+        return NULL;
+    }
     /* Still attached to a connection that has not noticed its drop: cut it;
      * its thread detaches at its next read. While that thread is inside a
      * long op (busy), wait for the op, however long: the op's results belong
@@ -892,7 +1017,7 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
     if (!se && !why[0] && g_cfg.journal_dir[0]) {   /* a journal left by an earlier server process */
         char path[4200];
         journal_path(id, path, sizeof path);
-        if (access(path, F_OK) == 0 && (se = calloc(1, sizeof *se))) {
+        if (sc == SECRET_OK && access(path, F_OK) == 0 && (se = calloc(1, sizeof *se))) {
             se->id = id;
             se->no = g_next_no++;
             snprintf(se->jnl_path, sizeof se->jnl_path, "%s", path);
@@ -901,6 +1026,10 @@ static sess *resume(conn *c, uint64_t id, uint64_t last_ack) {
         }
     }
     if (se && !se->conn && !why[0]) se->conn = c;
+    if (se && se->conn == c && !se->has_secret) {   /* dormant: check_secret read it from the journal */
+        memcpy(se->secret, secret, sizeof se->secret);
+        se->has_secret = true;
+    }
     pthread_mutex_unlock(&g_mu);
     if (se && se->conn == c && !se->s) {
         rgpu_status s = rebuild_from_journal(se, why, sizeof why);
@@ -988,11 +1117,15 @@ static sess *handshake(conn *c) {
     rgpu_status ms = h.type == RGPU_MSG_HELLO ? rgpu_msg_hello_decode(p, h.len, &m) : RGPU_ERR_BAD_MESSAGE;
     char cver[40] = "?";
     if (!ms && m.has_sw_version) snprintf(cver, sizeof cver, "%.*s", (int)m.sw_version_len, m.sw_version);
-    if (h.type != RGPU_MSG_HELLO || h.len < RGPU_MSG_HELLO_HEAD) {
+    char why[512] = "";
+    if (h.type != RGPU_MSG_HELLO) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
-    } else if (m.version != RGPU_FORMAT_VERSION) {
+    } else if (h.len >= 4 && m.version != RGPU_FORMAT_VERSION) {   /* an older client's HELLO may be shorter */
         send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks trace format %u, this server (rgpu-server %s) "
                    "format %u", cver, m.version, RGPU_VERSION, RGPU_FORMAT_VERSION);
+    } else if (h.len < RGPU_MSG_HELLO_HEAD) {
+        send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO of %llu bytes, shorter than its %d fixed bytes",
+                   (unsigned long long)h.len, RGPU_MSG_HELLO_HEAD);
     } else if (memcmp(m.op_table, table, 16) != 0) {
         send_error(c, RGPU_ERR_OP_TABLE, "client and server were built from different ops.def (client: rgpu %s, op "
                    "table %02x%02x%02x%02x...; this server: rgpu-server %s, %d ops, op table %02x%02x%02x%02x...)",
@@ -1004,9 +1137,9 @@ static sess *handshake(conn *c) {
         send_error(c, RGPU_ERR_AUTH, m.token_len == 0 ? "no token: set RGPU_TOKEN or RGPU_TOKEN_FILE to the server's token file"
                                                       : "wrong token (compare RGPU_TOKEN / RGPU_TOKEN_FILE with the server's token file)");
     } else if (m.session) {
-        se = resume(c, m.session, m.last_ack);
-    } else if (!(se = new_sess())) {
-        send_error(c, RGPU_ERR_NOMEM, "no memory for a session");
+        se = resume(c, m.session, m.secret, m.last_ack);
+    } else if (!(se = new_sess(why, sizeof why))) {
+        send_error(c, RGPU_ERR_NOMEM, "%s", why);
     } else {
         se->conn = c;
         c->se = se;
@@ -1019,8 +1152,14 @@ static sess *handshake(conn *c) {
                       "restart will not resume it)", TAG(c), rgpu_rgt_errmsg(NULL));
                 if (js != RGPU_ERR_DUPLICATE_ID) remove_journal(se->jnl_path);   /* what the failed create left */
                 se->jnl_path[0] = 0;
-            } else if (rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) || rgpu_rgt_flush(se->jnl)) {
-                jnl_failed(se);
+            } else {
+                rgpu_hash sh;   /* the secret as hex text: a restarted server checks a resume against it */
+                char hex[33];
+                memcpy(sh.b, se->secret, sizeof sh.b);
+                rgpu_hash_hex(&sh, hex);
+                if (rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) ||
+                    rgpu_rgt_set_meta(se->jnl, SECRET_META, hex) || rgpu_rgt_flush(se->jnl))
+                    jnl_failed(se);
             }
         }
         if (se && g_cfg.record_dir) {
@@ -1054,6 +1193,7 @@ static sess *handshake(conn *c) {
                            .nbits = RGPU_OP_COUNT, .bitmap = bits, .has_sw_version = true,
                            .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
     memcpy(w.op_table, table, 16);
+    memcpy(w.secret, se->secret, sizeof w.secret);
     snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_cfg.backend));   /* "cuda (NVIDIA H200)" */
     rgpu_msg_welcome_send(c->fd, &w);   /* a failure shows at the next read */
     return se;

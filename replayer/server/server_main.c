@@ -200,14 +200,6 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* session ids: a random epoch in the high half, so that ids from an
-     * earlier process (resumed from its journal) never collide with new ones */
-    int u = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    uint32_t ep = 0;
-    if (u >= 0) { if (read(u, &ep, sizeof ep) != (ssize_t)sizeof ep) ep = 0; close(u); }
-    ep ^= (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
-    cfg.epoch = (ep & 0x7fffffffu) | 1u;
-
     char tf[4200] = "";
     if (!cfg.no_auth) {
         if (token_file) snprintf(tf, sizeof tf, "%s", token_file);

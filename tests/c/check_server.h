@@ -105,37 +105,60 @@ static inline int srv_connect(const srv *s) {
     return fd;
 }
 
-/* HELLO with the given token (NULL: the server's), session and last ack;
- * the send's status (a server that refuses at accept may have closed). */
+/* The secrets of the sessions this program started (srv_session keeps each
+ * WELCOME's), so that a resume by id carries the right one; servers restarted
+ * on a journal keep them. */
+static struct { uint64_t id; uint8_t secret[RGPU_SESSION_SECRET]; } g_secrets[256];
+static int g_nsecrets;
+
+static inline const uint8_t *srv_secret_of(uint64_t session) {
+    for (int i = 0; i < g_nsecrets; i++)
+        if (g_secrets[i].id == session) return g_secrets[i].secret;
+    return NULL;
+}
+
+static inline void srv_keep_secret(uint64_t session, const uint8_t *secret) {
+    if (srv_secret_of(session) || g_nsecrets == (int)(sizeof g_secrets / sizeof g_secrets[0])) return;
+    g_secrets[g_nsecrets].id = session;
+    memcpy(g_secrets[g_nsecrets++].secret, secret, RGPU_SESSION_SECRET);
+}
+
+/* HELLO with the given token (NULL: the server's), session and secret (NULL:
+ * the one kept for that session, else zeros); the send's status (a server
+ * that refuses at accept may have closed). */
 static inline rgpu_status srv_hello_try(const srv *s, int fd, uint32_t version, int break_table, const char *token,
-                                        uint64_t session) {
-    uint8_t h[40 + 128] = { 0 };
-    rgpu_st32(h, version);
-    rgpu_op_table_hash(h + 4);
-    if (break_table) h[4] ^= 1;
+                                        uint64_t session, const uint8_t *secret) {
+    rgpu_msg_hello m = { .version = version, .session = session };
+    rgpu_op_table_hash(m.op_table);
+    if (break_table) m.op_table[0] ^= 1;
     if (!token) token = s->token;
-    size_t tl = strlen(token);
-    rgpu_st64(h + 20, session);
-    rgpu_st32(h + 36, (uint32_t)tl);
-    memcpy(h + 40, token, tl);
-    return rgpu_wire_send(fd, RGPU_MSG_HELLO, h, 40 + tl, NULL, 0);
+    m.token = (const uint8_t *)token;
+    m.token_len = (uint32_t)strlen(token);
+    if (!secret) secret = srv_secret_of(session);
+    if (secret) memcpy(m.secret, secret, RGPU_SESSION_SECRET);
+    return rgpu_msg_hello_send(fd, &m);
 }
 
-static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_table, const char *token, uint64_t session) {
-    ck_assert_int_eq(srv_hello_try(s, fd, version, break_table, token, session), RGPU_OK);
+static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_table, const char *token, uint64_t session,
+                             const uint8_t *secret) {
+    ck_assert_int_eq(srv_hello_try(s, fd, version, break_table, token, session, secret), RGPU_OK);
 }
 
-/* A raw session (new when session is 0, else resumed); *applied from WELCOME. */
+/* A raw session (new when session is 0, else resumed with its kept secret);
+ * *applied from WELCOME. */
 static inline int srv_session(const srv *s, uint64_t session, uint64_t *id, uint64_t *applied) {
     int fd = srv_connect(s);
-    srv_hello(s, fd, RGPU_FORMAT_VERSION, 0, NULL, session);
+    srv_hello(s, fd, RGPU_FORMAT_VERSION, 0, NULL, session, NULL);
     rgpu_msg_header mh;
     uint8_t *p;
     ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
     ck_assert_msg(mh.type == RGPU_MSG_WELCOME, "expected WELCOME, got %s%s%.200s", rgpu_msg_name(mh.type),
                   mh.type == RGPU_MSG_ERROR ? ": " : "", mh.type == RGPU_MSG_ERROR ? (char *)p + 8 : "");
-    if (id) *id = rgpu_ld64(p + 20);
-    if (applied) *applied = rgpu_ld64(p + 28);
+    rgpu_msg_welcome w;
+    ck_assert_int_eq(rgpu_msg_welcome_decode(p, mh.len, &w), RGPU_OK);
+    srv_keep_secret(w.session, w.secret);
+    if (id) *id = w.session;
+    if (applied) *applied = w.applied;
     free(p);
     return fd;
 }

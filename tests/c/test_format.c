@@ -904,6 +904,7 @@ START_TEST(test_wire_header)
     ck_assert_int_eq(rgpu_wire_header_decode(h, RGPU_MAX_FRAME, &mh), RGPU_ERR_BAD_MESSAGE);
     rgpu_wire_header_encode(h, RGPU_MSG_TYPE_COUNT_, 8);
     ck_assert_int_eq(rgpu_wire_header_decode(h, RGPU_MAX_FRAME, &mh), RGPU_ERR_BAD_MESSAGE);
+    ck_assert(mh.type == RGPU_MSG_TYPE_COUNT_ && mh.len == 8);   /* a refusal can name the type */
 
     for (int t = 1; t < RGPU_MSG_TYPE_COUNT_; t++) ck_assert_str_ne(rgpu_msg_name(t), "?");
     ck_assert_str_eq(rgpu_msg_name(RGPU_MSG_CHUNK_REF), "CHUNK_REF");
@@ -1229,7 +1230,7 @@ START_TEST(test_rgt_bad_meta)
     written w;
     rgpu_rgt *t;
     struct { const char *sql; rgpu_status want; } cases[] = {
-        { "update meta set value='2' where key='format_version'", RGPU_ERR_BAD_VERSION },
+        { "update meta set value='1' where key='format_version'", RGPU_ERR_BAD_VERSION },   /* format 1: before the session secret */
         { "update meta set value='0' where key='format_version'", RGPU_ERR_BAD_VERSION },
         { "delete from meta where key='format_version'", RGPU_ERR_BAD_VERSION },
         { "update meta set value='00000000000000000000000000000000' where key='op_table_hash'", RGPU_ERR_OP_TABLE },

@@ -53,6 +53,7 @@ static rgpu_msg_hello hello_sample(void) {
                          .token_len = sizeof TOKEN - 1, .token = (const uint8_t *)TOKEN, .has_sw_version = true,
                          .sw_version_len = 5, .sw_version = "9.8.7" };
     for (int i = 0; i < 16; i++) m.op_table[i] = (uint8_t)(0xc0 + i);
+    for (int i = 0; i < RGPU_SESSION_SECRET; i++) m.secret[i] = (uint8_t)(0x60 + 3 * i);
     return m;
 }
 
@@ -60,6 +61,7 @@ static rgpu_msg_welcome welcome_sample(void) {
     rgpu_msg_welcome m = { .version = 0x01020304, .session = 0x3132333435363738ull, .applied = 0x4142434445464748ull,
                            .nbits = 18, .bitmap = BITS, .has_sw_version = true, .sw_version_len = 3, .sw_version = "1.2" };
     for (int i = 0; i < 16; i++) m.op_table[i] = (uint8_t)(0xd0 + i);
+    for (int i = 0; i < RGPU_SESSION_SECRET; i++) m.secret[i] = (uint8_t)(0x90 + 5 * i);
     snprintf(m.backend, sizeof m.backend, "cpu (test)");
     return m;
 }
@@ -87,7 +89,7 @@ static sample make(int type) {
         s.len = rgpu_msg_hello_encode(&m, s.enc, sizeof s.enc);
         put_int(&s, "version", m.version, 4); put_bytes(&s, "op-table hash", m.op_table, 16);
         put_int(&s, "session", m.session, 8); put_int(&s, "last_ack", m.last_ack, 8);
-        put_int(&s, "token_len", m.token_len, 4); put_bytes(&s, "token", TOKEN, m.token_len);
+        put_bytes(&s, "secret", m.secret, RGPU_SESSION_SECRET); put_int(&s, "token_len", m.token_len, 4); put_bytes(&s, "token", TOKEN, m.token_len);
         break;
     }
     case RGPU_MSG_WELCOME: {
@@ -98,7 +100,7 @@ static sample make(int type) {
         memcpy(be, m.backend, strlen(m.backend));
         put_int(&s, "version", m.version, 4); put_bytes(&s, "op-table hash", m.op_table, 16);
         put_int(&s, "session", m.session, 8); put_int(&s, "applied", m.applied, 8);
-        put_bytes(&s, "backend name", be, 32); put_int(&s, "nbits", m.nbits, 4); put_bytes(&s, "bitmap", BITS, 3);
+        put_bytes(&s, "secret", m.secret, RGPU_SESSION_SECRET); put_bytes(&s, "backend name", be, 32); put_int(&s, "nbits", m.nbits, 4); put_bytes(&s, "bitmap", BITS, 3);
         break;
     }
     case RGPU_MSG_CHUNK:
@@ -179,23 +181,25 @@ static rgpu_status decode(int type, const uint8_t *p, size_t n) {
 START_TEST(test_round_trips) {
     rgpu_msg_hello h0 = hello_sample(), h;
     sample s = make(RGPU_MSG_HELLO);
-    ck_assert_uint_eq(s.len, 40 + 32 + 1 + 5);
+    ck_assert_uint_eq(s.len, 56 + 32 + 1 + 5);
     ck_assert_uint_eq(s.len, rgpu_msg_hello_size(&h0));
     ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, s.len, &h), RGPU_OK);
     ck_assert(h.version == h0.version && h.session == h0.session && h.last_ack == h0.last_ack);
     ck_assert(!memcmp(h.op_table, h0.op_table, 16) && h.token_len == 32 && !memcmp(h.token, TOKEN, 32));
+    ck_assert(!memcmp(h.secret, h0.secret, RGPU_SESSION_SECRET));
     ck_assert(h.has_sw_version && h.sw_version_len == 5 && !memcmp(h.sw_version, "9.8.7", 5));
     h0.has_sw_version = false;   /* the trailer is optional */
     size_t n = rgpu_msg_hello_encode(&h0, s.enc, sizeof s.enc);
-    ck_assert_uint_eq(n, 72);
+    ck_assert_uint_eq(n, 88);
     ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, n, &h), RGPU_OK);
     ck_assert(!h.has_sw_version && h.sw_version == NULL);
 
     rgpu_msg_welcome w0 = welcome_sample(), w;
     s = make(RGPU_MSG_WELCOME);
-    ck_assert_uint_eq(s.len, 72 + 3 + 1 + 3);
+    ck_assert_uint_eq(s.len, 88 + 3 + 1 + 3);
     ck_assert_int_eq(rgpu_msg_welcome_decode(s.enc, s.len, &w), RGPU_OK);
     ck_assert(w.session == w0.session && w.applied == w0.applied && w.nbits == 18 && !memcmp(w.bitmap, BITS, 3));
+    ck_assert(!memcmp(w.secret, w0.secret, RGPU_SESSION_SECRET));
     ck_assert_str_eq(w.backend, "cpu (test)");
     ck_assert(w.has_sw_version && w.sw_version_len == 3 && !memcmp(w.sw_version, "1.2", 3));
     memset(w0.backend, 'x', 32);   /* 32 characters: 31 go out, then NUL */
@@ -359,11 +363,16 @@ START_TEST(test_damaged_fields) {
     /* HELLO: token_len past the payload, a trailer too long or too short; the fixed fields still read */
     s = make(RGPU_MSG_HELLO);
     rgpu_msg_hello h;
-    rgpu_st32(s.enc + 36, 1000);
+    rgpu_st32(s.enc + 52, 1000);
     ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, s.len, &h), RGPU_ERR_BAD_MESSAGE);
     ck_assert(h.version == 0x01020304 && h.session == 0x1112131415161718ull && h.token == NULL);
+    /* shorter than the fixed part (a format-1 HELLO is 40 bytes): only the version reads */
+    ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, 40, &h), RGPU_ERR_BAD_MESSAGE);
+    ck_assert(h.version == 0x01020304 && h.session == 0 && h.token_len == 0);
+    ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, 3, &h), RGPU_ERR_BAD_MESSAGE);
+    ck_assert_uint_eq(h.version, 0);
     s = make(RGPU_MSG_HELLO);
-    s.enc[72] = 6;   /* says 6 version bytes, 5 follow */
+    s.enc[56 + 32] = 6;   /* says 6 version bytes, 5 follow */
     ck_assert_int_eq(rgpu_msg_hello_decode(s.enc, s.len, &h), RGPU_ERR_BAD_MESSAGE);
     rgpu_msg_hello big = hello_sample();
     char v[40];
@@ -378,7 +387,7 @@ START_TEST(test_damaged_fields) {
 
     /* WELCOME: nbits past the payload */
     s = make(RGPU_MSG_WELCOME);
-    rgpu_st32(s.enc + 68, 0xffffffffu);
+    rgpu_st32(s.enc + 84, 0xffffffffu);
     ck_assert_int_eq(decode(RGPU_MSG_WELCOME, s.enc, s.len), RGPU_ERR_BAD_MESSAGE);
 
     /* BLOB_PART: offset at or past total, total over the limit */

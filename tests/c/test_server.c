@@ -30,8 +30,8 @@ static srv g_srv;
 #define g_token g_srv.token
 #define g_token_file g_srv.token_file
 #define raw_connect() srv_connect(&g_srv)
-#define send_hello_full(fd, version, brk, token, session) srv_hello(&g_srv, fd, version, brk, token, session)
-#define send_hello(fd, version, brk) srv_hello(&g_srv, fd, version, brk, NULL, 0)
+#define send_hello_full(fd, version, brk, token, session) srv_hello(&g_srv, fd, version, brk, token, session, NULL)
+#define send_hello(fd, version, brk) srv_hello(&g_srv, fd, version, brk, NULL, 0, NULL)
 #define raw_session_at(session, id, applied) srv_session(&g_srv, session, id, applied)
 #define raw_session() srv_session(&g_srv, 0, NULL, NULL)
 
@@ -128,6 +128,13 @@ START_TEST(wrong_version_and_table) {
     send_hello(fd, RGPU_FORMAT_VERSION + 1, 0);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_VERSION);
     ck_assert_msg(strstr(msg, "format 2") && strstr(msg, want), "%s", msg);   /* both versions named */
+    /* a format-1 client's HELLO (40 bytes, no token): shorter than this format's, named by its version */
+    uint8_t old[40] = { 0 };
+    rgpu_st32(old, 1);
+    fd = raw_connect();
+    ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, old, sizeof old, NULL, 0), RGPU_OK);
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_VERSION);
+    ck_assert_msg(strstr(msg, "format 1") && strstr(msg, "format 2"), "%s", msg);
     fd = raw_connect();
     send_hello(fd, RGPU_FORMAT_VERSION, 1);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_OP_TABLE);
@@ -149,11 +156,17 @@ START_TEST(garbage_and_half_frames) {
     ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
     close(fd);
     honest_roundtrip(9.0f);
-    /* unknown message type */
+    /* a type that does not go client to server, and one no format names (a protocol error, never skipped) */
     fd = raw_session();
     rgpu_wire_header_encode(h, RGPU_MSG_WELCOME, 0);
     ck_assert_int_eq(write(fd, h, RGPU_WIRE_HEADER), RGPU_WIRE_HEADER);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_BAD_MESSAGE);
+    fd = raw_session();
+    rgpu_wire_header_encode(h, RGPU_MSG_TYPE_COUNT_, 0);
+    ck_assert_int_eq(write(fd, h, RGPU_WIRE_HEADER), RGPU_WIRE_HEADER);
+    char msg[512];
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_MESSAGE);
+    ck_assert_msg(strstr(msg, "unknown message type 13"), "%s", msg);
     honest_roundtrip(10.0f);
     /* the reserved type 4 (the retired CHUNK_REF) with its old 32-byte payload */
     fd = raw_session();
@@ -402,6 +415,57 @@ START_TEST(bye_answered_with_bye) {
 }
 END_TEST
 
+/* A HELLO resuming session id with the server's token and this secret:
+ * refused with AUTH, the message naming the session and why. */
+static void resume_refused(uint64_t id, const uint8_t *secret, const char *why) {
+    char msg[512], idhex[20];
+    int fd = raw_connect();
+    srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, id, secret);
+    ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_AUTH);
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
+    ck_assert_msg(strstr(msg, why) && strstr(msg, idhex), "%s", msg);
+}
+
+/* Another connection with the server's token but not the session's secret
+ * (none, or a wrong one) cannot resume it, attached or detached: refused with
+ * AUTH, the session and its connection untouched. Ids are random. */
+START_TEST(resume_needs_the_session_secret) {
+    uint64_t id, id_b, applied;
+    int fd = raw_session_at(0, &id, NULL);
+    close(raw_session_at(0, &id_b, NULL));
+    ck_assert_msg(id && id_b && id != id_b && id_b != id + 1 && (id >> 32) != (id_b >> 32),
+                  "session ids %016llx, %016llx look sequential", (unsigned long long)id, (unsigned long long)id_b);
+    const uint8_t *secret = srv_secret_of(id);
+    ck_assert(secret != NULL);
+    uint8_t none[RGPU_SESSION_SECRET] = { 0 }, wrong[RGPU_SESSION_SECRET];
+    memcpy(wrong, secret, sizeof wrong);
+    wrong[15] ^= 0x80;   /* one bit off */
+    rgpu_buf b = { 0 };
+    /* attached: after each refusal the owner's next chunk is applied and acknowledged */
+    for (uint64_t op = 0; op < 4; op++) {
+        resume_refused(id, op % 2 ? wrong : none, op % 2 ? "wrong session secret" : "no session secret");
+        b.len = 0;
+        valid_record(&b, 5 + 2 * op);
+        send_chunk(fd, b.p, b.len, op, 1, 0);
+        ck_assert_uint_eq(read_ack(fd), op + 1);
+    }
+    /* detached: refused too, and the owner then resumes where it was */
+    close(fd);
+    usleep(100000);
+    resume_refused(id, wrong, "wrong session secret");
+    resume_refused(id, none, "no session secret");
+    fd = raw_session_at(id, NULL, &applied);
+    ck_assert_uint_eq(applied, 4);
+    b.len = 0;
+    valid_record(&b, 13);
+    send_chunk(fd, b.p, b.len, 4, 1, 0);
+    ck_assert_uint_eq(read_ack(fd), 5);
+    close(fd);
+    rgpu_buf_free(&b);
+    honest_roundtrip(17.0f);
+}
+END_TEST
+
 /* The ssh bridge's check of its daemon (server.h): the peer's uid. A peer
  * of another uid cannot be made here without root, so the check is asked
  * for another uid than the socket's. */
@@ -430,6 +494,7 @@ int main(void) {
                   ndim_over_limit, out_of_sequence_chunk, wrong_version_and_table, garbage_and_half_frames,
                   view_outside_storage_reported_at_wait, many_sessions_at_once, token_required_and_checked,
                   message_over_max_message, chunk_over_max_chunk, storage_limits_reported_at_wait,
-                  resume_on_a_new_connection, bye_answered_with_bye, peer_uid_checked);
+                  resume_on_a_new_connection, bye_answered_with_bye, peer_uid_checked,
+                  resume_needs_the_session_secret);
     return run_suite(s);
 }

@@ -39,7 +39,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     cfg.limits.max_storages = 256;
     cfg.limits.max_blob_cache = 4 << 20;
     cfg.max_memory = 64 << 20;        /* the global host-memory pool, as rgpu-server sets it */
-    cfg.epoch = 1;
     rgpu_server_init(&cfg);
     signal(SIGPIPE, SIG_IGN);
     return 0;

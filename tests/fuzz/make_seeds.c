@@ -225,11 +225,11 @@ int main(int argc, char **argv) {
     put("server", "need", s2.p, s2.len);
     /* byte 0 odd: the input is the handshake itself */
     rgpu_buf s3 = { 0 };
-    uint8_t one = 1, hello[40] = { 0 };
+    uint8_t one = 1, hello[RGPU_MSG_HELLO_HEAD];
     rgpu_buf_append(&s3, &one, 1);
-    rgpu_st32(hello, RGPU_FORMAT_VERSION);
-    rgpu_op_table_hash(hello + 4);
-    msg(&s3, RGPU_MSG_HELLO, hello, 40, NULL, 0);
+    rgpu_msg_hello hm = { .version = RGPU_FORMAT_VERSION };
+    rgpu_op_table_hash(hm.op_table);
+    msg(&s3, RGPU_MSG_HELLO, hello, rgpu_msg_hello_encode(&hm, hello, sizeof hello), NULL, 0);
     rgpu_st64(hdr, 0); rgpu_st32(hdr + 8, 5); memcpy(hdr + 16, rgpu_hash_bytes(recs.p, recs.len).b, 16);
     rgpu_buf f1 = { 0 };
     rgpu_frame_compress(recs.p, recs.len, 1, &f1);

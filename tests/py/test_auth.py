@@ -2,7 +2,9 @@
 (RGPU_TOKEN, RGPU_TOKEN_FILE, the embedded server's private one), refusals
 with RGPU_ERR_AUTH and a clear message, and wrong token / garbage / a half-sent
 frame / an oversized length each refused with its error while an honest
-session on the same server keeps training."""
+session on the same server keeps training. A session's secret: another client
+with the right token but not the secret cannot resume a live, a dropped or a
+SIGKILLed client's session, and the victim carries on unharmed."""
 import os
 import socket
 import stat
@@ -18,7 +20,7 @@ import rgpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_resume import TRAIN, Server, child, finish  # noqa: E402
+from test_resume import TRAIN, FaultProxy, Server, child, finish, until_step  # noqa: E402
 
 TORCHHOOK = os.path.join(HERE, "..", "..", "torchhook")
 MAGIC = 0x57504752
@@ -30,8 +32,10 @@ def frame(typ, payload):
     return struct.pack("<BBHIQ", typ, 0, 0, MAGIC, len(payload)) + payload
 
 
-def hello(token=b"", session=0):
-    return frame(MSG_HELLO, struct.pack("<I16sQQI", 1, rgpu._C.op_table_hash(), session, 0, len(token)) + token)
+def hello(token=b"", session=0, secret=bytes(16)):
+    """FORMAT.md §7.1: version, op-table hash, session, last_ack, secret, token."""
+    return frame(MSG_HELLO, struct.pack("<I16sQQ16sI", rgpu._C.FORMAT_VERSION, rgpu._C.op_table_hash(), session, 0,
+                                        secret, len(token)) + token)
 
 
 def recv_msg(s):
@@ -157,3 +161,124 @@ def test_hostile_connections_while_an_honest_session_trains(tmp_path):
     assert "--max-message" in codes[2][1]
     assert len(r["losses"]) == 60 and r["stats"]["reconnects"] == 0
     assert "connection lost at op 0" in srv.log()
+
+
+# ---------------------------------------------------------------------------
+# A session's secret: the token admits a client to the server, not to another
+# client's session.
+SAYS_SESSION = "import rgpu\nprint('session', rgpu.server.info()['session'], flush=True)\n"
+STEPS_SECRET = "60"
+
+
+def session_of(p):
+    line = p.stdout.readline()
+    assert line.startswith("session "), (line, p.stderr.read()[-2000:] if p.poll() is not None else "")
+    return int(line.split()[1])
+
+
+def takeover(port, tok, sid):
+    """Resume session sid with the server's token but no secret, then a random
+    one: the (code, message) of each refusal."""
+    out = []
+    for secret in (bytes(16), os.urandom(16)):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(hello(tok, session=sid, secret=secret))
+        out.append(expect_error(s))
+    return out
+
+
+def assert_refused(codes, sid):
+    assert [c for c, _ in codes] == [ERR_AUTH, ERR_AUTH], codes
+    assert "no session secret" in codes[0][1] and "wrong session secret" in codes[1][1], codes
+    assert all(f"{sid:016x}" in m for _, m in codes), codes
+
+
+@pytest.fixture(scope="module")
+def solo(tmp_path_factory):
+    """The losses of an undisturbed run of STEPS_SECRET steps."""
+    tmp = tmp_path_factory.mktemp("solo")
+    srv = Server(tmp, "--journal", "none")
+    try:
+        return finish(child(TRAIN, srv.port, srv.token_file, STEPS=STEPS_SECRET))["losses"]
+    finally:
+        srv.stop()
+
+
+def test_live_session_cannot_be_taken_over(tmp_path, solo):
+    """A second client with the token but not the secret tries to resume a
+    training client's session, again and again: refused each time, and the
+    trainer never notices (no reconnect, the same losses as alone)."""
+    srv = Server(tmp_path, "--journal", "none")
+    tok = open(srv.token_file).read().strip().encode()
+    victim = child(SAYS_SESSION + TRAIN, srv.port, srv.token_file, STEPS=STEPS_SECRET)
+    try:
+        sid = session_of(victim)
+        until_step(victim, 3)
+        codes = []
+        for _ in range(5):
+            codes += takeover(srv.port, tok, sid)
+        r = finish(victim)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        srv.stop()
+    for i in range(0, len(codes), 2):
+        assert_refused(codes[i:i + 2], sid)
+    assert r["losses"] == solo and r["stats"]["reconnects"] == 0
+    assert "resumed" not in srv.log() and srv.log().count("error RGPU_ERR_AUTH") == 10
+
+
+def test_dropped_session_cannot_be_taken_over_and_its_client_comes_back(tmp_path, solo):
+    """The trainer's link drops and stays down (a proxy cuts it and refuses new
+    connections); meanwhile another client with the token tries to resume the
+    detached session: refused. The link comes back, the trainer resumes its
+    session with its secret and ends with the same losses as alone."""
+    srv = Server(tmp_path, "--journal", str(tmp_path / "journal"))
+    tok = open(srv.token_file).read().strip().encode()
+    proxy = FaultProxy(srv.port)
+    victim = child(SAYS_SESSION + TRAIN, proxy.port, srv.token_file, STEPS=STEPS_SECRET)
+    try:
+        sid = session_of(victim)
+        until_step(victim, 10)
+        proxy.blackhole = True
+        proxy.cut_all()
+        srv.wait_log("connection lost at op")
+        codes = takeover(srv.port, tok, sid)
+        assert os.path.exists(tmp_path / "journal" / f"session-{sid:016x}.rgt")
+        proxy.blackhole = False
+        r = finish(victim)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        proxy.close()
+        srv.stop()
+    assert_refused(codes, sid)
+    assert r["losses"] == solo and r["stats"]["reconnects"] >= 1
+    assert srv.log().count(": resumed at op") >= 1
+
+
+def test_sigkilled_clients_session_cannot_be_taken_over(tmp_path):
+    """A SIGKILLed client's session waits --grace seconds for its client;
+    another client with the token but not the secret is refused, and the
+    session stays as it was until its grace period ends (then it is freed,
+    with the bytes it held)."""
+    srv = Server(tmp_path, "--journal", str(tmp_path / "journal"), "--grace", "4")
+    tok = open(srv.token_file).read().strip().encode()
+    victim = child(SAYS_SESSION + TRAIN, srv.port, srv.token_file, STEPS="100000")
+    try:
+        sid = session_of(victim)
+        until_step(victim, 5)
+        victim.kill()
+        victim.wait()
+        srv.wait_log("connection lost at op")
+        codes = takeover(srv.port, tok, sid)
+        journal = tmp_path / "journal" / f"session-{sid:016x}.rgt"
+        assert journal.exists()
+        m = srv.wait_log(r"no client came back within 4 s \(--grace\): freed (\d+) bytes, journal removed", timeout=20)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        srv.stop()
+    assert_refused(codes, sid)
+    assert int(m.group(1)) > 0 and not journal.exists()
+    assert "resumed" not in srv.log()

@@ -167,9 +167,91 @@ def test_versions_agree():
     repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     out = subprocess.run([os.path.join(repo, "build", "bin", "rgpu-server"), "--version"], capture_output=True,
                          text=True, timeout=30).stdout
-    m = re.match(r"rgpu-server (\S+) \(trace format 1, (\d+) ops", out)
+    m = re.match(r"rgpu-server (\S+) \(trace format 2, (\d+) ops", out)
     assert m and m.group(1) == rgpu.__version__ and int(m.group(2)) == rgpu._C.OP_COUNT, out
     pyproject = open(os.path.join(repo, "pyproject.toml")).read()
     assert f'version = "{rgpu.__version__}"' in pyproject
     torch.ones(1, device="rgpu").sum().item()
     assert rgpu.stats()["server_version"] == rgpu.__version__      # the handshake carries it
+
+
+# ---------------------------------------------------------------------------
+# A server that breaks the protocol: the client's wait fails at once, naming
+# what came (FORMAT.md §7.1: unknown types and undecodable messages are
+# protocol errors), instead of waiting out RGPU_WAIT_TIMEOUT.
+def fake_protocol_server(answer):
+    """A TCP listener speaking the handshake right (a WELCOME whose backend
+    runs every op), then answering the client's first WAIT with the bytes
+    answer (a whole message, header included). Returns its port."""
+    import socket
+    import struct
+    import threading
+    MAGIC = 0x57504752
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+
+    def exact(s, n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c:
+                raise EOFError
+            b += c
+        return b
+
+    def serve():
+        s, _ = ls.accept()
+        ls.close()
+        try:
+            exact(s, struct.unpack("<BBHIQ", exact(s, 16))[4])          # HELLO
+            nbits = rgpu._C.OP_COUNT
+            body = struct.pack("<I16sQQ16s32sI", rgpu._C.FORMAT_VERSION, rgpu._C.op_table_hash(), 0x5eed, 0,
+                               b"\x01" * 16, b"fake", nbits) + b"\xff" * ((nbits + 7) // 8)
+            s.sendall(struct.pack("<BBHIQ", 2, 0, 0, MAGIC, len(body)) + body)
+            while True:
+                typ, _, _, _, n = struct.unpack("<BBHIQ", exact(s, 16))
+                exact(s, n)
+                if typ == 7:                                               # WAIT
+                    s.sendall(answer)
+                    exact(s, 1)                                            # until the client goes
+        except (EOFError, OSError):
+            pass
+        finally:
+            s.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return ls.getsockname()[1]
+
+
+PROTOCOL_CHILD = """
+    import time, torch, rgpu
+    rgpu.server.ensure()
+    y = torch.ones(2, device="rgpu").sum()      # recorded: no wait yet (an op's first call is slow in Python)
+    t = time.monotonic()
+    try:
+        y.item()
+        print("NO ERROR")
+    except RuntimeError as e:
+        print("ERR", f"{time.monotonic() - t:.2f}", type(e).__name__, e)
+"""
+
+
+@pytest.mark.parametrize("what,answer,says", [
+    ("short RESULT", (8, b"\x07" * 10), "a RESULT that does not decode (10 bytes"),
+    ("RESULT msg_len", (8, bytes(24) + b"\xff\x00\x00\x00" + b"ab"), "a RESULT that does not decode (30 bytes"),
+    ("ACK of 4 bytes", (9, bytes(4)), "an ACK of 4 bytes"),
+    ("unknown type", (13, bytes(8)), "a message of unknown type 13"),
+    ("CHUNK from the server", (3, bytes(32)), "an unexpected CHUNK message"),
+])
+def test_protocol_error_from_the_server_fails_the_wait_at_once(what, answer, says):
+    import struct
+    typ, payload = answer
+    port = fake_protocol_server(struct.pack("<BBHIQ", typ, 0, 0, 0x57504752, len(payload)) + payload)
+    p = child(PROTOCOL_CHILD, RGPU_SERVER=f"127.0.0.1:{port}", RGPU_TOKEN="t" * 64, RGPU_WAIT_TIMEOUT="3600")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.strip()
+    assert out.startswith("ERR "), (what, out)
+    _, secs, cls, msg = out.split(" ", 3)
+    assert float(secs) < 1.0, (what, out)
+    assert cls == "RemoteError" and "protocol error: rgpu-server at 127.0.0.1:" in msg and says in msg, (what, out)
