@@ -470,7 +470,7 @@ static rgpu_status handshake(int fd, const char *token, uint64_t session, uint8_
 static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint8_t secret[RGPU_SESSION_SECRET],
                               uint64_t last_ack, rgpu_server_info *info, uint64_t *applied, char *err, size_t errlen) {
     char tok[RGPU_MAX_TOKEN_LEN] = { 0 };
-    rgpu_msg_hello hello = { .version = RGPU_FORMAT_VERSION, .session = session, .last_ack = last_ack,
+    rgpu_msg_hello hello = { .version = RGPU_WIRE_VERSION, .session = session, .last_ack = last_ack,
                              .token = (const uint8_t *)tok, .has_sw_version = true,   /* this client's version */
                              .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
     rgpu_op_table_hash(hello.op_table);
@@ -490,8 +490,8 @@ static rgpu_status handshake_(int fd, const char *token, uint64_t session, uint8
         set_err(err, errlen, "server refused: %.*s", (int)(e.msg_len < 400 ? e.msg_len : 400), e.msg ? e.msg : "");
         if (code == RGPU_ERR_BAD_VERSION || code == RGPU_ERR_OP_TABLE) {   /* name this side too */
             size_t l = strlen(err);
-            snprintf(err + l, errlen > l ? errlen - l : 0, " [this client: rgpu %s, trace format %u, %d ops]",
-                     RGPU_VERSION, RGPU_FORMAT_VERSION, RGPU_OP_COUNT);
+            snprintf(err + l, errlen > l ? errlen - l : 0, " [this client: rgpu %s, wire protocol %u, trace format %u, %d ops]",
+                     RGPU_VERSION, RGPU_WIRE_VERSION, RGPU_FORMAT_VERSION, RGPU_OP_COUNT);
         }
         free(p);
         return code ? code : RGPU_ERR_BAD_MESSAGE;
@@ -991,8 +991,8 @@ static void protocol_error_locked(rgpu_client *c, const char *fmt, ...) {
 /* A header rgpu_wire_recv refused (mu held). */
 static void bad_header_locked(rgpu_client *c, rgpu_status s, const rgpu_msg_header *h) {
     if (s == RGPU_ERR_BAD_MESSAGE)
-        protocol_error_locked(c, "a message of unknown type %u (this client, trace format %u, knows types 1 to %d)",
-                              h->type, RGPU_FORMAT_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
+        protocol_error_locked(c, "a message of unknown type %u (this client, wire protocol %u, knows types 1 to %d)",
+                              h->type, RGPU_WIRE_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
     else if (s == RGPU_ERR_TOO_LARGE)
         protocol_error_locked(c, "a %s message of %llu bytes (over %llu)", rgpu_msg_name(h->type),
                               (unsigned long long)h->len, (unsigned long long)RGPU_MAX_FRAME);

@@ -590,7 +590,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     for (size_t i = 0; i < sizeof opf / sizeof opf[0]; i++)
         if (PyModule_AddIntConstant(m, opf[i].name, opf[i].v)) return NULL;
     if (PyModule_AddIntConstant(m, "OP_COUNT", RGPU_OP_COUNT)) return NULL;
-    if (PyModule_AddIntConstant(m, "FORMAT_VERSION", RGPU_FORMAT_VERSION)) return NULL;   /* HELLO's version (tests) */
+    if (PyModule_AddIntConstant(m, "WIRE_VERSION", RGPU_WIRE_VERSION)) return NULL;   /* HELLO's version (tests) */
     if (PyModule_AddStringConstant(m, "VERSION", RGPU_VERSION)) return NULL;
     if (PyModule_AddIntConstant(m, "TEMPLATE_MAGIC", RGPU_TEMPLATE_MAGIC)) return NULL;
     if (PyModule_AddIntConstant(m, "TEMPLATE_VERSION", RGPU_TEMPLATE_VERSION)) return NULL;

@@ -20,7 +20,8 @@ extern "C" {
 /* ---------------------------------------------------------------------------
  * Versions and limits */
 #define RGPU_VERSION          "0.1.0"  /* the software (pyproject.toml's version) */
-#define RGPU_FORMAT_VERSION   2u       /* 2: HELLO and WELCOME carry the session secret */
+#define RGPU_FORMAT_VERSION   1u       /* records, frames, .rgt traces, the op-table hash */
+#define RGPU_WIRE_VERSION     2u       /* the wire protocol (HELLO/WELCOME); 2: the session secret */
 #define RGPU_MAX_DIMS         12       /* ndim above this is rejected */
 #define RGPU_MAX_OUT          8        /* outputs per record */
 #define RGPU_MAX_IN           64       /* tensor inputs per record (variadic ops: cat) */

@@ -39,7 +39,7 @@
 #define RGPU_MSG_HELLO_HEAD 56
 #define RGPU_SESSION_SECRET 16      /* bytes of a session's secret (FORMAT.md §7.2) */
 typedef struct rgpu_msg_hello {
-    uint32_t version;           /* RGPU_FORMAT_VERSION */
+    uint32_t version;           /* RGPU_WIRE_VERSION */
     uint8_t op_table[16];       /* rgpu_op_table_hash() */
     uint64_t session;
     uint64_t last_ack;

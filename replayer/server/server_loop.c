@@ -292,8 +292,8 @@ static rgpu_status recv_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     if (s) { c->link_err = true; return s; }
     if ((s = rgpu_wire_header_decode(hb, UINT64_MAX, h))) {
         if (s == RGPU_ERR_BAD_MESSAGE)   /* FORMAT.md §7.1: an unknown type is a protocol error */
-            send_error(c, s, "reading message: unknown message type %u (this server, trace format %u, knows 1 to %d)",
-                       h->type, RGPU_FORMAT_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
+            send_error(c, s, "reading message: unknown message type %u (this server, wire protocol %u, knows 1 to %d)",
+                       h->type, RGPU_WIRE_VERSION, RGPU_MSG_TYPE_COUNT_ - 1);
         else
             send_error(c, s, "reading message: %s", rgpu_status_str(s));
         return s;
@@ -1120,9 +1120,9 @@ static sess *handshake(conn *c) {
     char why[512] = "";
     if (h.type != RGPU_MSG_HELLO) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "expected HELLO, got %s", rgpu_msg_name(h.type));
-    } else if (h.len >= 4 && m.version != RGPU_FORMAT_VERSION) {   /* an older client's HELLO may be shorter */
-        send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks trace format %u, this server (rgpu-server %s) "
-                   "format %u", cver, m.version, RGPU_VERSION, RGPU_FORMAT_VERSION);
+    } else if (h.len >= 4 && m.version != RGPU_WIRE_VERSION) {   /* an older client's HELLO may be shorter */
+        send_error(c, RGPU_ERR_BAD_VERSION, "client (rgpu %s) speaks wire protocol %u, this server (rgpu-server %s) "
+                   "protocol %u", cver, m.version, RGPU_VERSION, RGPU_WIRE_VERSION);
     } else if (h.len < RGPU_MSG_HELLO_HEAD) {
         send_error(c, RGPU_ERR_BAD_MESSAGE, "HELLO of %llu bytes, shorter than its %d fixed bytes",
                    (unsigned long long)h.len, RGPU_MSG_HELLO_HEAD);
@@ -1189,7 +1189,7 @@ static sess *handshake(conn *c) {
     uint8_t bits[(RGPU_OP_COUNT + 7) / 8] = { 0 };
     for (int i = 0; i < RGPU_OP_COUNT; i++)
         if (g_cfg.backend->supports(g_cfg.backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
-    rgpu_msg_welcome w = { .version = RGPU_FORMAT_VERSION, .session = se->id, .applied = rgpu_session_applied(se->s),
+    rgpu_msg_welcome w = { .version = RGPU_WIRE_VERSION, .session = se->id, .applied = rgpu_session_applied(se->s),
                            .nbits = RGPU_OP_COUNT, .bitmap = bits, .has_sw_version = true,
                            .sw_version_len = (uint8_t)strlen(RGPU_VERSION), .sw_version = RGPU_VERSION };
     memcpy(w.op_table, table, 16);

@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--version")) {
             uint8_t t[16];
             rgpu_op_table_hash(t);
-            printf("rgpu-server %s (trace format %u, %d ops, op table %02x%02x%02x%02x...)\n", RGPU_VERSION,
-                   RGPU_FORMAT_VERSION, RGPU_OP_COUNT, t[0], t[1], t[2], t[3]);
+            printf("rgpu-server %s (trace format %u, wire protocol %u, %d ops, op table %02x%02x%02x%02x...)\n", RGPU_VERSION,
+                   RGPU_FORMAT_VERSION, RGPU_WIRE_VERSION, RGPU_OP_COUNT, t[0], t[1], t[2], t[3]);
             return 0;
         }
         else if (!strcmp(a, "--stdio")) { signal(SIGPIPE, SIG_IGN); return rgpu_server_stdio_bridge(); }
@@ -249,9 +249,9 @@ int main(int argc, char **argv) {
     int fds[2], n = 0;
     if (tcp && (fds[n++] = rgpu_server_listen_tcp(tcp)) < 0) return 1;
     if (unix_path && (fds[n++] = rgpu_server_listen_unix(unix_path)) < 0) return 1;
-    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
+    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, wire %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
                     tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", cfg.backend->name,
-                    RGPU_FORMAT_VERSION, RGPU_OP_COUNT, cfg.journal_dir[0] ? cfg.journal_dir : "none", cfg.grace);
+                    RGPU_FORMAT_VERSION, RGPU_WIRE_VERSION, RGPU_OP_COUNT, cfg.journal_dir[0] ? cfg.journal_dir : "none", cfg.grace);
     rgpu_server_run(fds, n);
     for (int i = 0; i < n; i++) close(fds[i]);
     if (unix_path) unlink(unix_path);

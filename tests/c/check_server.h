@@ -148,7 +148,7 @@ static inline void srv_hello(const srv *s, int fd, uint32_t version, int break_t
  * *applied from WELCOME. */
 static inline int srv_session(const srv *s, uint64_t session, uint64_t *id, uint64_t *applied) {
     int fd = srv_connect(s);
-    srv_hello(s, fd, RGPU_FORMAT_VERSION, 0, NULL, session, NULL);
+    srv_hello(s, fd, RGPU_WIRE_VERSION, 0, NULL, session, NULL);
     rgpu_msg_header mh;
     uint8_t *p;
     ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);

@@ -1230,7 +1230,7 @@ START_TEST(test_rgt_bad_meta)
     written w;
     rgpu_rgt *t;
     struct { const char *sql; rgpu_status want; } cases[] = {
-        { "update meta set value='1' where key='format_version'", RGPU_ERR_BAD_VERSION },   /* format 1: before the session secret */
+        { "update meta set value='2' where key='format_version'", RGPU_ERR_BAD_VERSION },
         { "update meta set value='0' where key='format_version'", RGPU_ERR_BAD_VERSION },
         { "delete from meta where key='format_version'", RGPU_ERR_BAD_VERSION },
         { "update meta set value='00000000000000000000000000000000' where key='op_table_hash'", RGPU_ERR_OP_TABLE },

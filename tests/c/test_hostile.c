@@ -386,7 +386,7 @@ START_TEST(malformed_record_in_a_valid_frame) {
     ck_assert_msg(strstr(msg, "record 1"), "%s", msg);
     /* and the session is gone, not waiting for a resume */
     fd = srv_connect(&g_srv);
-    srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, id, NULL);
+    srv_hello(&g_srv, fd, RGPU_WIRE_VERSION, 0, NULL, id, NULL);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
     after_attack(9.0f, 200);
 }
@@ -445,7 +445,7 @@ START_TEST(long_chunk_cancelled_when_its_client_is_gone) {
     ck_assert_msg(log_count(&s, "the rest of it is cancelled"), "not cancelled (see %s)", s.log);
     ck_assert_msg(now_s() - t0 < 10, "cancelled after %.1f s", now_s() - t0);
     fd = srv_connect(&s);
-    srv_hello(&s, fd, RGPU_FORMAT_VERSION, 0, NULL, id, NULL);
+    srv_hello(&s, fd, RGPU_WIRE_VERSION, 0, NULL, id, NULL);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
     srv_stop(&s);
 }
@@ -480,7 +480,7 @@ START_TEST(connection_cap) {
     int code = 0;
     for (; n < 32; n++) {   /* sessions, so the handshake deadline does not close them */
         int fd = srv_connect(&g_srv);
-        srv_hello_try(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, 0, NULL);   /* a refused one may be closed already */
+        srv_hello_try(&g_srv, fd, RGPU_WIRE_VERSION, 0, NULL, 0, NULL);   /* a refused one may be closed already */
         rgpu_msg_header mh;
         uint8_t *p;
         ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
@@ -797,7 +797,7 @@ START_TEST(compacted_journal_rebuilds_the_session) {
     for (int k = 0; k < 2; k++) {
         uint8_t none[RGPU_SESSION_SECRET] = { 0 };
         fd = srv_connect(&s2);
-        srv_hello(&s2, fd, RGPU_FORMAT_VERSION, 0, NULL, id, k ? wrong : none);
+        srv_hello(&s2, fd, RGPU_WIRE_VERSION, 0, NULL, id, k ? wrong : none);
         char why[512];
         ck_assert_int_eq(expect_error_msg(fd, why, sizeof why), RGPU_ERR_AUTH);
         ck_assert_msg(strstr(why, k ? "wrong session secret" : "no session secret"), "%s", why);

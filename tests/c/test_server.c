@@ -125,18 +125,18 @@ START_TEST(wrong_version_and_table) {
     char msg[512], want[64];
     snprintf(want, sizeof want, "rgpu-server %s", RGPU_VERSION);
     int fd = raw_connect();
-    send_hello(fd, RGPU_FORMAT_VERSION + 1, 0);
+    send_hello(fd, RGPU_WIRE_VERSION + 1, 0);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_VERSION);
-    ck_assert_msg(strstr(msg, "format 2") && strstr(msg, want), "%s", msg);   /* both versions named */
-    /* a format-1 client's HELLO (40 bytes, no token): shorter than this format's, named by its version */
+    ck_assert_msg(strstr(msg, "protocol 2") && strstr(msg, want), "%s", msg);   /* both versions named */
+    /* a protocol-1 client's HELLO (40 bytes, no token): shorter than this format's, named by its version */
     uint8_t old[40] = { 0 };
     rgpu_st32(old, 1);
     fd = raw_connect();
     ck_assert_int_eq(rgpu_wire_send(fd, RGPU_MSG_HELLO, old, sizeof old, NULL, 0), RGPU_OK);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_BAD_VERSION);
-    ck_assert_msg(strstr(msg, "format 1") && strstr(msg, "format 2"), "%s", msg);
+    ck_assert_msg(strstr(msg, "protocol 1") && strstr(msg, "protocol 2"), "%s", msg);
     fd = raw_connect();
-    send_hello(fd, RGPU_FORMAT_VERSION, 1);
+    send_hello(fd, RGPU_WIRE_VERSION, 1);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_OP_TABLE);
     ck_assert_msg(strstr(msg, "client: rgpu") && strstr(msg, want), "%s", msg);
     honest_roundtrip(8.0f);
@@ -259,12 +259,12 @@ START_TEST(token_required_and_checked) {
     bad[3] = longer;
     for (int i = 0; i < 4; i++) {
         int fd = raw_connect();
-        send_hello_full(fd, RGPU_FORMAT_VERSION, 0, bad[i], 0);
+        send_hello_full(fd, RGPU_WIRE_VERSION, 0, bad[i], 0);
         ck_assert_int_eq(expect_error(fd), RGPU_ERR_AUTH);
     }
     /* a refused client executes nothing: a chunk after the refused HELLO is never read */
     int fd = raw_connect();
-    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, wrong, 0);
+    send_hello_full(fd, RGPU_WIRE_VERSION, 0, wrong, 0);
     rgpu_buf b = { 0 };
     valid_record(&b, 5);
     send_chunk(fd, b.p, b.len, 0, 1, 0);
@@ -377,11 +377,11 @@ START_TEST(resume_on_a_new_connection) {
     ck_assert_int_eq(expect_error(fd2), RGPU_ERR_SEQUENCE);
     /* after a protocol error the session is gone: resuming it is refused */
     fd = raw_connect();
-    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    send_hello_full(fd, RGPU_WIRE_VERSION, 0, NULL, id);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
     /* and so is a session id the server never gave out */
     fd = raw_connect();
-    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, 0x7777777700000001ull);
+    send_hello_full(fd, RGPU_WIRE_VERSION, 0, NULL, 0x7777777700000001ull);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
     rgpu_buf_free(&b1); rgpu_buf_free(&b2); rgpu_buf_free(&b3);
     honest_roundtrip(16.0f);
@@ -408,7 +408,7 @@ START_TEST(bye_answered_with_bye) {
     ck_assert(read(fd, &x, 1) == 0);                  /* then it closes */
     close(fd);
     fd = raw_connect();
-    send_hello_full(fd, RGPU_FORMAT_VERSION, 0, NULL, id);
+    send_hello_full(fd, RGPU_WIRE_VERSION, 0, NULL, id);
     ck_assert_int_eq(expect_error(fd), RGPU_ERR_SESSION_LOST);
     rgpu_buf_free(&b);
     honest_roundtrip(17.0f);
@@ -420,7 +420,7 @@ END_TEST
 static void resume_refused(uint64_t id, const uint8_t *secret, const char *why) {
     char msg[512], idhex[20];
     int fd = raw_connect();
-    srv_hello(&g_srv, fd, RGPU_FORMAT_VERSION, 0, NULL, id, secret);
+    srv_hello(&g_srv, fd, RGPU_WIRE_VERSION, 0, NULL, id, secret);
     ck_assert_int_eq(expect_error_msg(fd, msg, sizeof msg), RGPU_ERR_AUTH);
     snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
     ck_assert_msg(strstr(msg, why) && strstr(msg, idhex), "%s", msg);

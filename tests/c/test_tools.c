@@ -399,7 +399,7 @@ START_TEST(bad_traces_exit_2) {
     ck_assert(n > 4096 && n < sizeof buf);
     for (size_t cut = 0; cut < n; cut += n / 7 + 1) expect_bad(raw_file("trunc", buf, cut), NULL);
     expect_bad(raw_file("trunc", buf, n - 1), NULL);
-    expect_bad(edited("version", "UPDATE meta SET value='1' WHERE key='format_version'"), "BAD_VERSION");
+    expect_bad(edited("version", "UPDATE meta SET value='2' WHERE key='format_version'"), "BAD_VERSION");
     expect_bad(edited("optable", "UPDATE meta SET value='00000000000000000000000000000000' WHERE key='op_table_hash'"), "OP_TABLE");
     expect_bad(edited("nomagic", "DELETE FROM meta WHERE key='magic'"), "BAD_MAGIC");
     expect_bad(edited("nochunk", "DELETE FROM chunks WHERE hash=(SELECT hash FROM stream WHERE seq=1)"), "BAD_TRACE");

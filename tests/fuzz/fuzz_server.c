@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (pthread_create(&t, NULL, drain, (void *)(intptr_t)sv[1])) { close(sv[0]); close(sv[1]); return 0; }
     bool raw = size && (data[0] & 1);
     if (!raw) {
-        rgpu_msg_hello h = { .version = RGPU_FORMAT_VERSION };
+        rgpu_msg_hello h = { .version = RGPU_WIRE_VERSION };
         rgpu_op_table_hash(h.op_table);
         rgpu_msg_hello_send(sv[1], &h);
     }

@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
     rgpu_buf s3 = { 0 };
     uint8_t one = 1, hello[RGPU_MSG_HELLO_HEAD];
     rgpu_buf_append(&s3, &one, 1);
-    rgpu_msg_hello hm = { .version = RGPU_FORMAT_VERSION };
+    rgpu_msg_hello hm = { .version = RGPU_WIRE_VERSION };
     rgpu_op_table_hash(hm.op_table);
     msg(&s3, RGPU_MSG_HELLO, hello, rgpu_msg_hello_encode(&hm, hello, sizeof hello), NULL, 0);
     rgpu_st64(hdr, 0); rgpu_st32(hdr + 8, 5); memcpy(hdr + 16, rgpu_hash_bytes(recs.p, recs.len).b, 16);

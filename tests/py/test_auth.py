@@ -34,7 +34,7 @@ def frame(typ, payload):
 
 def hello(token=b"", session=0, secret=bytes(16)):
     """FORMAT.md §7.1: version, op-table hash, session, last_ack, secret, token."""
-    return frame(MSG_HELLO, struct.pack("<I16sQQ16sI", rgpu._C.FORMAT_VERSION, rgpu._C.op_table_hash(), session, 0,
+    return frame(MSG_HELLO, struct.pack("<I16sQQ16sI", rgpu._C.WIRE_VERSION, rgpu._C.op_table_hash(), session, 0,
                                         secret, len(token)) + token)
 
 

@@ -167,7 +167,7 @@ def test_versions_agree():
     repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     out = subprocess.run([os.path.join(repo, "build", "bin", "rgpu-server"), "--version"], capture_output=True,
                          text=True, timeout=30).stdout
-    m = re.match(r"rgpu-server (\S+) \(trace format 2, (\d+) ops", out)
+    m = re.match(r"rgpu-server (\S+) \(trace format 1, wire protocol 2, (\d+) ops", out)
     assert m and m.group(1) == rgpu.__version__ and int(m.group(2)) == rgpu._C.OP_COUNT, out
     pyproject = open(os.path.join(repo, "pyproject.toml")).read()
     assert f'version = "{rgpu.__version__}"' in pyproject
@@ -206,7 +206,7 @@ def fake_protocol_server(answer):
         try:
             exact(s, struct.unpack("<BBHIQ", exact(s, 16))[4])          # HELLO
             nbits = rgpu._C.OP_COUNT
-            body = struct.pack("<I16sQQ16s32sI", rgpu._C.FORMAT_VERSION, rgpu._C.op_table_hash(), 0x5eed, 0,
+            body = struct.pack("<I16sQQ16s32sI", rgpu._C.WIRE_VERSION, rgpu._C.op_table_hash(), 0x5eed, 0,
                                b"\x01" * 16, b"fake", nbits) + b"\xff" * ((nbits + 7) // 8)
             s.sendall(struct.pack("<BBHIQ", 2, 0, 0, MAGIC, len(body)) + body)
             while True:

@@ -230,7 +230,7 @@ def test_trace_info_ops_dump_counts(trace):
     assert f"chunks: {n_stream} stream entries, {n_chunks} unique" in info
     assert f"blobs: {n_blobs}, {blob_raw} raw bytes" in info
     assert f"results: {n_results} (0 failed)" in info
-    assert "meta.format_version: 2" in info and "(matches this build)" in info
+    assert "meta.format_version: 1" in info and "(matches this build)" in info
     assert "meta.creator: rgpu recorder" in info and "compression ratio" in info and "dedupe ratio" in info
 
     lines = dump_lines(trace)
@@ -322,7 +322,7 @@ def test_truncated_garbage_version_missing_chunk(trace, tmp_path):
     g = tmp_path / "garbage.rgt"
     g.write_bytes(bytes((i * 7919 + 13) % 251 for i in range(20000)))
     expect_bad(g, "not an rgpu trace")
-    expect_bad(copy_with(trace, tmp_path, "version", "update meta set value='1' where key='format_version'"),
+    expect_bad(copy_with(trace, tmp_path, "version", "update meta set value='2' where key='format_version'"),
                "BAD_VERSION")
     expect_bad(copy_with(trace, tmp_path, "optable", "update meta set value='0' where key='op_table_hash'"),
                "OP_TABLE")
