@@ -424,7 +424,7 @@ def test_wait_on_a_frozen_server_times_out(tmp_path):
             srv.proc.send_signal(signal.SIGCONT)
     finally:
         srv.stop()
-    assert out.startswith("ERR ") and 2 <= int(out.split()[1]) <= 5 and "RGPU_WAIT_TIMEOUT" in out, out + err[-2000:]
+    assert out.startswith("ERR ") and 2 <= int(out.split()[1]) <= 15 and "RGPU_WAIT_TIMEOUT" in out, out + err[-2000:]
 
 
 def test_backlog_of_unacknowledged_ops_is_bounded(tmp_path):
@@ -446,8 +446,14 @@ def test_backlog_of_unacknowledged_ops_is_bounded(tmp_path):
                 done.append(y.sum().item())
             t = threading.Thread(target=work)
             t.start()
-            time.sleep(3)
-            s1 = rgpu.stats()
+            # until recording stands still past the limit (a loaded machine takes longer)
+            deadline, s1 = time.monotonic() + 60, rgpu.stats()
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+                s = rgpu.stats()
+                if s["ops"] == s1["ops"] and s["unacked_bytes"] > 65536:
+                    break
+                s1 = s
             time.sleep(1)
             s2 = rgpu.stats()
             print("blocked", not done, s1["ops"] == s2["ops"], s2["unacked_bytes"], flush=True)
