@@ -99,6 +99,8 @@ deps-py: deps-c
 	  echo "rgpu: installing torch==2.13.0, pytest, numpy"; \
 	  $(PYTHON) -m pip install -q torch==2.13.0 pytest numpy; }
 	@# expecttest, hypothesis: torch's OpInfo database (tests/py/test_opinfo.py) imports them
+	@# pytest-xdist: the suite runs on every core (make test-py PYTEST_JOBS=1 for one process)
+	@$(PYTHON) -c 'import xdist' 2>/dev/null || { echo "rgpu: installing pytest-xdist"; $(PYTHON) -m pip install -q pytest-xdist; }
 	@$(PYTHON) -c 'import expecttest, hypothesis' 2>/dev/null || { \
 	  echo "rgpu: installing expecttest, hypothesis (for torch's OpInfo samples)"; \
 	  $(PYTHON) -m pip install -q expecttest hypothesis; }
@@ -169,7 +171,7 @@ test-c-run: $(C_TESTS) $(SERVER) $(TOOLS)
 
 test-py: deps
 	@$(MAKE) --no-print-directory all
-	$(PYTHON) -m pytest -q tests/py
+	$(PYTHON) -m pytest -q $(if $(filter 1,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile) tests/py
 
 test: deps
 	@$(MAKE) --no-print-directory all
@@ -322,6 +324,8 @@ cuda-emu:
 
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in (reverse too: make test-cuda-emu EMU_CONFORMANCE_ORDERS="forward reverse random"; about
 # a minute each on 2 cores).
+# PYTEST_JOBS: pytest processes for test-py (pytest-xdist, whole files per process).
+PYTEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 EMU_CONFORMANCE_ORDERS ?= forward random
 test-cuda-emu: deps
 	@$(MAKE) --no-print-directory cuda-emu
