@@ -28,6 +28,7 @@ typedef struct rgpu_server_config {
     double hs_timeout;             /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
     uint32_t max_conns;            /* --max-connections */
     uint64_t compact;              /* --journal-compact BYTES: checkpoint after this much journal */
+    rgpu_rgt_sync journal_sync;    /* --journal-sync full|normal: what a journal commit waits for (default full) */
     uint64_t epoch;                /* high 32 bits of this process's session ids (nonzero) */
     uint32_t first_session_no;     /* the first session's number (logs, --record file names) */
     int parent_pid;                /* --exit-with-parent: stop when this process (our parent) is gone; 0 never */
@@ -65,8 +66,6 @@ int rgpu_server_lock_dir(const char *dir, const char *opt);
 int rgpu_server_mkdirs(const char *path);
 /* DATA: $XDG_STATE_HOME/rgpu, else ~/.local/state/rgpu. */
 void rgpu_server_data_dir(char *out, size_t n);
-/* --max-memory's default: 3/4 of the memory this process may use. */
-uint64_t rgpu_server_default_max_memory(void);
 /* rgpu-server --stdio (FORMAT.md §7.4): relay stdin/stdout to this user's
  * daemon, started when none runs; the exit status. */
 int rgpu_server_stdio_bridge(void);
