@@ -16,7 +16,8 @@
  *       args: bool | int | float | None | sequence of ints | 16-byte bytes (hash)
  *             | 1-byte bytes (a DTYPE arg: the byte is the rgpu dtype number)
  *   upload(out, buffer) -> op index
- *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone)
+ *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone; warns
+ *                                   RuntimeWarning once when the server's journal of the session turned off)
  *   free(tid), flush(), stats() -> dict (with "journal" once connected), op_table_hash() -> 16 bytes
  *
  * Compiled-graph templates (FORMAT.md §5.1), per calling thread:

@@ -49,7 +49,8 @@ extern char **environ;
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 #define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
-#define ACK_WINDOW      0.01               /* s: chunks applied within it are committed, then acknowledged, together */
+#define ACK_IDLE        0.01               /* s: a client silent this long gets the ACK of its applied chunks */
+#define ACK_MAX_DELAY   0.1                /* s: ... as does one that keeps sending, at the latest */
 #define ACK_BYTES       (8u << 20)         /* ... or once this many chunk frame bytes wait for their ACK */
 
 static rgpu_server_config g_cfg;        /* the options (rgpu_server_init) */
@@ -649,9 +650,10 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
  * its op's chunk), go out only after the commit that holds their chunks: one
  * commit -- under --journal-sync full one fsync -- for all the chunks applied
  * since the last ACK. The loop commits when a WAIT is answered, when the
- * client sent nothing more within ACK_WINDOW of the oldest unacknowledged
- * chunk, or ACK_WINDOW after it (or ACK_BYTES later) while chunks keep
- * coming: a training step that ends in a wait pays one fsync. */
+ * client has sent nothing for ACK_IDLE (it waits, or its backlog is full), and
+ * while it keeps sending, ACK_MAX_DELAY after the oldest unacknowledged chunk
+ * or once ACK_BYTES of them wait: a training step (its chunks come at least
+ * every RGPU_CHUNK_MS) that ends in a wait pays one fsync. */
 static void commit(conn *c) {
     sess *se = c->se;
     if (se->rec && rgpu_rgt_flush(se->rec)) rec_failed(se, rgpu_rgt_errmsg(se->rec));
@@ -681,16 +683,17 @@ static rgpu_status chunk_applied(conn *c, size_t frame_len) {
     return c->se->jnl || c->se->rec ? RGPU_OK : commit_and_ack(c, false);
 }
 
-/* Between messages, with chunks waiting for their ACK: true when the group
- * is due (ACK_WINDOW or ACK_BYTES reached); before reading, wait for input no
- * longer than the window's rest and commit when none came. */
+/* After a message, with chunks waiting for their ACK: is the group due
+ * (ACK_MAX_DELAY or ACK_BYTES reached)? Before reading the next one: wait for
+ * it at most ACK_IDLE (and not past ACK_MAX_DELAY), committing when none came. */
 static bool commit_due(const conn *c) {
-    return c->unacked_since && (now_s() - c->unacked_since >= ACK_WINDOW || c->unacked_bytes >= ACK_BYTES);
+    return c->unacked_since && (now_s() - c->unacked_since >= ACK_MAX_DELAY || c->unacked_bytes >= ACK_BYTES);
 }
 
 static rgpu_status commit_unless_input(conn *c) {
     if (!c->unacked_since || c->dq_head) return RGPU_OK;
-    double left = c->unacked_since + ACK_WINDOW - now_s();
+    double left = c->unacked_since + ACK_MAX_DELAY - now_s();
+    if (left > ACK_IDLE) left = ACK_IDLE;
     struct pollfd pf = { .fd = c->fd, .events = POLLIN };
     int r = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
     return r == 0 ? commit_and_ack(c, false) : RGPU_OK;   /* input (or a hangup, or EINTR): read it */
