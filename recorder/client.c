@@ -134,6 +134,8 @@ struct rgpu_client {
     struct { uint64_t key, n; } *known;
     size_t known_cap, known_len, known_head;
     uint64_t known_bytes;
+    char journal[320];       /* the session's journal on the server: "on", "off: why", "none" (NOTICE) */
+    bool journal_news;       /* it turned off and the program has not been told (rgpu_client_take_notice) */
     waiter *waiters;
     uint64_t *frees;
     size_t nfree, capfree;
@@ -1086,6 +1088,20 @@ static void *receiver_main(void *arg) {
             mark_dead_locked(c, code ? code : RGPU_ERR_BAD_MESSAGE, m);
             break;
         }
+        case RGPU_MSG_NOTICE: {   /* not fatal; a code this client does not know is ignored */
+            rgpu_msg_notice nt;
+            if (rgpu_msg_notice_decode(p, h.len, &nt)) {
+                protocol_error_locked(c, "a NOTICE that does not decode (%llu bytes)", (unsigned long long)h.len);
+                break;
+            }
+            if (nt.code == RGPU_NOTICE_JOURNAL_OFF && strncmp(c->journal, "off", 3) != 0) {
+                snprintf(c->journal, sizeof c->journal, "off: %.*s", (int)(nt.msg_len < 300 ? nt.msg_len : 300), nt.msg);
+                c->journal_news = true;
+            } else if (nt.code == RGPU_NOTICE_JOURNAL_NONE) {
+                snprintf(c->journal, sizeof c->journal, "none");
+            }
+            break;
+        }
         case RGPU_MSG_BYE:
             mark_dead_locked(c, RGPU_ERR_CLOSED, "rgpu-server said goodbye");
             break;
@@ -1115,6 +1131,7 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     if (!c) return RGPU_ERR_NOMEM;
     c->next_id = 1;
     c->next_local = 1;
+    snprintf(c->journal, sizeof c->journal, "on");
     c->serial = __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);
     snprintf(c->address, sizeof c->address, "%s", address);
     if (token) snprintf(c->token, sizeof c->token, "%s", token);
@@ -1471,6 +1488,23 @@ const char *rgpu_client_failure(rgpu_client *c) {
     bool dead = c->dead;
     pthread_mutex_unlock(&c->mu);
     return dead ? c->dead_msg : NULL;   /* written once, before dead is set */
+}
+
+void rgpu_client_journal(rgpu_client *c, char *out, size_t n) {
+    pthread_mutex_lock(&c->mu);
+    snprintf(out, n, "%s", c->journal);
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool rgpu_client_take_notice(rgpu_client *c, char *out, size_t n) {
+    pthread_mutex_lock(&c->mu);
+    bool news = c->journal_news;
+    if (news)
+        snprintf(out, n, "rgpu-server turned this session's journal off (%s): the run goes on, but a server "
+                 "restart will not resume it", c->journal + 5);
+    c->journal_news = false;
+    pthread_mutex_unlock(&c->mu);
+    return news;
 }
 
 void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s) {

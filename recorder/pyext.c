@@ -16,8 +16,9 @@
  *       args: bool | int | float | None | sequence of ints | 16-byte bytes (hash)
  *             | 1-byte bytes (a DTYPE arg: the byte is the rgpu dtype number)
  *   upload(out, buffer) -> op index
- *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone)
- *   free(tid), flush(), stats() -> dict, op_table_hash() -> 16 bytes
+ *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone; warns
+ *                                   RuntimeWarning once when the server's journal of the session turned off)
+ *   free(tid), flush(), stats() -> dict (with "journal" once connected), op_table_hash() -> 16 bytes
  *
  * Compiled-graph templates (FORMAT.md §5.1), per calling thread:
  *   capture_begin()                 start capturing (RuntimeError when this thread already does)
@@ -421,6 +422,11 @@ static PyObject *py_wait(PyObject *self, PyObject *arg) {
     Py_BEGIN_ALLOW_THREADS
     s = rgpu_client_wait(c, idx, &data, &n, err, sizeof err);
     Py_END_ALLOW_THREADS
+    char note[512];
+    if (rgpu_client_take_notice(c, note, sizeof note) && PyErr_WarnEx(PyExc_RuntimeWarning, note, 1) < 0) {
+        free(data);   /* warnings are errors here */
+        return NULL;
+    }
     if (s) {
         free(data);
         if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
@@ -496,7 +502,7 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client_stats s = { 0 };
     if (g_client) rgpu_client_get_stats(g_client, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
                          "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
                          "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
                          "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
@@ -504,6 +510,14 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
                          "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes,
                          "templates", (unsigned long long)s.templates, "calls", (unsigned long long)s.calls,
                          "round_trips", (unsigned long long)s.round_trips);
+    if (d && g_client) {   /* "on", "off: <why>" (a server restart would not resume the run), "none" */
+        char j[320];
+        rgpu_client_journal(g_client, j, sizeof j);
+        PyObject *v = PyUnicode_DecodeUTF8(j, (Py_ssize_t)strlen(j), "replace");
+        if (!v || PyDict_SetItemString(d, "journal", v)) Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
 }
 
 static PyObject *py_op_table_hash(PyObject *self, PyObject *noargs) {

@@ -136,6 +136,16 @@ rgpu_status rgpu_client_flush(rgpu_client *c);
 
 void rgpu_client_get_stats(rgpu_client *c, rgpu_client_stats *s);
 
+/* The session's journal on the server (FORMAT.md §7.2, NOTICE) into out:
+ * "on" until the server says otherwise, "off: <why>" once it stopped (the
+ * session goes on, but a server restart will not resume it), "none" when the
+ * server keeps no journal (--journal none). */
+void rgpu_client_journal(rgpu_client *c, char *out, size_t n);
+/* True, once, when the journal turned off since the last call, with a
+ * sentence for the program's user in out (the extension warns with it at
+ * the next wait). */
+bool rgpu_client_take_notice(rgpu_client *c, char *out, size_t n);
+
 /* Why the client stopped working (connection lost, session lost, the server's
  * ERROR), or NULL while it works. The text lives as long as c. */
 const char *rgpu_client_failure(rgpu_client *c);

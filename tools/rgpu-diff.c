@@ -20,6 +20,7 @@ static const char *PROG = "rgpu-diff";
 static const char USAGE[] =
     "usage: rgpu-diff TRACE.rgt [--a BACKEND] [--b BACKEND] [--rtol R] [--atol A]\n"
     "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
+    "                 [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
     "\n"
     "Replays the trace on backends a and b at once and compares every output\n"
     "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
@@ -44,6 +45,7 @@ static const char USAGE[] =
     "  --json        print a machine-readable report on stdout instead\n"
     "  --top K       rows in the worst-ops table (default 10)\n"
     "  --quiet       no progress bar\n"
+    TC_LIMITS_USAGE
     "  --help        this text\n"
     "\n"
     "An op that fails on one backend only is a difference, except an op the\n"
@@ -55,7 +57,8 @@ static const char USAGE[] =
     "outside tests.\n"
     "\n"
     "Exit status: 0 no differences, 1 differences, 2 usage error, unreadable,\n"
-    "corrupt or version-mismatched trace, or unavailable backend.\n";
+    "corrupt or version-mismatched trace, unavailable backend, or an op over the\n"
+    "memory limits (a's and b's sessions share --max-memory).\n";
 
 /* Per op name. */
 typedef struct opstat {
@@ -382,8 +385,12 @@ int main(int argc, char **argv) {
     static differ state;          /* large; static so every early return is leak-free */
     differ *d = &state;
     d->only_op = -1;
+    static tc_limits lim;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int k = rgpu_limits_option(&lim.opts, PROG, argc, argv, &i);
+        if (k < 0) return 2;
+        if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--resync")) d->resync = true;
@@ -419,8 +426,9 @@ int main(int argc, char **argv) {
     d->exact = !d->have_rtol && !d->have_atol && base_len(ba->name) == base_len(bb->name) &&
                !strncmp(ba->name, bb->name, base_len(ba->name));
 
-    d->a = rgpu_session_new(ba, NULL);
-    d->b = rgpu_session_new(bb, NULL);
+    tc_limits_init(&lim);
+    d->a = rgpu_session_new(ba, &lim.lim);
+    d->b = rgpu_session_new(bb, &lim.lim);
     if (!d->a || !d->b) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }   /* exiting: the OS frees */
     rgpu_session_set_fetch(d->a, tc_fetch_blob, t);
     rgpu_session_set_fetch(d->b, tc_fetch_blob, t);
@@ -461,6 +469,13 @@ int main(int argc, char **argv) {
             if (tc_malformed(sa) || tc_malformed(sb)) {
                 tc_progress_end(&prog);
                 fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, tc_malformed(sa) ? ma : mb);
+                rc = 2; done = true;
+                break;
+            }
+            if (tc_over_limit(sa) || tc_over_limit(sb)) {
+                tc_progress_end(&prog);
+                fprintf(stderr, "%s: %s: %s: %s; the diff stops (the limit's option raises it)\n", PROG, path,
+                        tc_over_limit(sa) ? "a" : "b", tc_over_limit(sa) ? ma : mb);
                 rc = 2; done = true;
                 break;
             }

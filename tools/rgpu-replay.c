@@ -15,6 +15,7 @@ static const char *PROG = "rgpu-replay";
 static const char USAGE[] =
     "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
     "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
+    "                   [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
     "\n"
     "Executes a trace recorded by the client (RGPU_RECORD=path) or by the server\n"
     "(rgpu-server --record DIR), without a client: chunks in stream order, uploads\n"
@@ -38,13 +39,15 @@ static const char USAGE[] =
     "                   one line each: index, op name, status, hex bytes (two\n"
     "                   replays on one backend give identical files)\n"
     "  --quiet          no progress bar and no summary line\n"
+    TC_LIMITS_USAGE
     "  --help           this text\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal and the replay takes\n"
     "a while; a summary line (ops, ops/s, bytes, wall time) goes to stdout.\n"
     "\n"
     "Exit status: 0 replayed (and verified), 1 a result differs, 2 usage error,\n"
-    "unreadable, corrupt or version-mismatched trace, or unavailable backend.\n";
+    "unreadable, corrupt or version-mismatched trace, unavailable backend, or an\n"
+    "op over the memory limits.\n";
 
 typedef struct verifier {
     bool same_backend;
@@ -108,8 +111,12 @@ int main(int argc, char **argv) {
     const char *path = NULL, *backend_name = "auto", *dump_path = NULL;
     bool verify = false, quiet = false;
     uint64_t from = 0, to = UINT64_MAX;
+    tc_limits lim = { 0 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int k = rgpu_limits_option(&lim.opts, PROG, argc, argv, &i);
+        if (k < 0) return 2;
+        if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--verify")) verify = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
@@ -147,7 +154,8 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    rgpu_session *s = rgpu_session_new(b, NULL);
+    tc_limits_init(&lim);
+    rgpu_session *s = rgpu_session_new(b, &lim.lim);
     if (!s) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     rgpu_session_set_fetch(s, tc_fetch_blob, t);
 
@@ -186,9 +194,12 @@ int main(int argc, char **argv) {
             uint8_t *data;
             size_t n;
             rgpu_session_take_result(s, idx, &status, &err_op, msg, sizeof msg, &data, &n);
-            if (tc_malformed(status)) {
+            if (tc_malformed(status) || tc_over_limit(status)) {
                 tc_progress_end(&prog);
-                fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, msg);
+                if (tc_over_limit(status))
+                    fprintf(stderr, "%s: %s: %s; the replay stops (the limit's option raises it)\n", PROG, path, msg);
+                else
+                    fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, msg);
                 free(data);
                 rc = 2; done = true;
                 break;

@@ -283,6 +283,18 @@ bool tc_malformed(int status) {
     }
 }
 
+void tc_limits_init(tc_limits *l) {
+    rgpu_limits_resolve(&l->opts);
+    memset(&l->pool, 0, sizeof l->pool);
+    l->pool.limit = l->opts.max_memory;
+    memset(&l->lim, 0, sizeof l->lim);
+    l->lim.max_total_bytes = l->opts.max_session_bytes;
+    l->lim.max_storages = l->opts.max_storages;
+    l->lim.pool = &l->pool;
+}
+
+bool tc_over_limit(int status) { return status == RGPU_ERR_LIMIT; }
+
 /* ---------------------------------------------------------------------------
  * Results and sizes */
 rgpu_status tc_load_results(tc_trace *t, tc_results *out) {

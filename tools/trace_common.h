@@ -10,6 +10,7 @@
 #define RGPU_TOOLS_TRACE_COMMON_H
 
 #include "session.h"
+#include "memlimits.h"
 
 #include <stdio.h>
 
@@ -99,6 +100,29 @@ rgpu_status tc_stats_get(tc_trace *t, tc_stats *s);
 rgpu_status tc_check_stream(tc_trace *t);
 /* Calls fn for each meta row, in key order. */
 rgpu_status tc_meta_each(tc_trace *t, void (*fn)(void *ud, const char *k, const char *v), void *ud);
+
+/* ---------------------------------------------------------------------------
+ * Memory limits: rgpu-server's (memlimits.h), so that a trace the server would
+ * refuse is refused offline too, before a blob is inflated. */
+typedef struct tc_limits {
+    rgpu_limit_opts opts;         /* from rgpu_limits_option while parsing argv */
+    rgpu_mem_pool pool;           /* --max-memory: all the tool's sessions together */
+    rgpu_session_limits lim;      /* for rgpu_session_new */
+} tc_limits;
+/* After parsing: the defaults filled in, pool and lim set (lim points at pool). */
+void tc_limits_init(tc_limits *l);
+/* The tools' --help paragraph on the limit options. */
+#define TC_LIMITS_USAGE \
+    "  --max-memory BYTES, --max-session-bytes BYTES, --max-storages N\n" \
+    "                   memory limits, rgpu-server's: host memory of all sessions\n" \
+    "                   (default 3/4 of the machine's, the cgroup's or the rlimit's),\n" \
+    "                   bytes held per session (default 3/4 of --max-memory, 0: none),\n" \
+    "                   live storages per session (default none). An op over them\n" \
+    "                   stops the run with exit 2, naming the limit; a blob is refused\n" \
+    "                   before it is inflated. Sizes take K, M, G suffixes.\n"
+/* An op status that stops a replay: RGPU_ERR_LIMIT (the run needs more memory
+ * than the limits give; raising them replays it). */
+bool tc_over_limit(int status);
 
 /* ---------------------------------------------------------------------------
  * Comparison */

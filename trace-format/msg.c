@@ -1,7 +1,7 @@
 /* msg.c — the wire messages' payloads (FORMAT.md §7.1; API in rgpu_msg.h).
  *
  * Each message is a head written here (its fixed fields and, for HELLO,
- * WELCOME and ERROR, the variable bytes that follow them) and, for CHUNK,
+ * WELCOME, ERROR and NOTICE, the variable bytes that follow them) and, for CHUNK,
  * BLOB, BLOB_PART and RESULT, a bulk tail (a frame, result bytes) that _send
  * passes to the gathered write from where it lies. The offsets live here and
  * nowhere else: client.c and the server (replayer/server/server_loop.c) speak
@@ -282,6 +282,12 @@ rgpu_status rgpu_msg_error_decode(const uint8_t *p, size_t n, rgpu_msg_error *m)
     m->msg = (const char *)p + RGPU_MSG_ERROR_HEAD;
     return RGPU_OK;
 }
+
+/* ----------------------------------------------------------------- NOTICE */
+#define notice_head_len error_head_len   /* ERROR's layout */
+#define notice_head error_head
+CODEC_(notice, notice, RGPU_MSG_NOTICE, NULL, 0)
+rgpu_status rgpu_msg_notice_decode(const uint8_t *p, size_t n, rgpu_msg_notice *m) { return rgpu_msg_error_decode(p, n, m); }
 
 /* -------------------------------------------------------------------- BYE */
 static size_t bye_head_len(const rgpu_msg_bye *m) { (void)m; return RGPU_MSG_BYE_HEAD; }

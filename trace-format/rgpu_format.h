@@ -21,7 +21,7 @@ extern "C" {
  * Versions and limits */
 #define RGPU_VERSION          "0.1.0"  /* the software (pyproject.toml's version) */
 #define RGPU_FORMAT_VERSION   1u       /* records, frames, .rgt traces, the op-table hash */
-#define RGPU_WIRE_VERSION     2u       /* the wire protocol (HELLO/WELCOME); 2: the session secret */
+#define RGPU_WIRE_VERSION     2u       /* the wire protocol; 2: the session secret (HELLO/WELCOME), NOTICE */
 #define RGPU_MAX_DIMS         12       /* ndim above this is rejected */
 #define RGPU_MAX_OUT          8        /* outputs per record */
 #define RGPU_MAX_IN           64       /* tensor inputs per record (variadic ops: cat) */
@@ -292,7 +292,8 @@ typedef enum rgpu_msg_type {
     RGPU_MSG_ERROR = 10,      /* either: fatal protocol error, code + message */
     RGPU_MSG_BYE = 11,        /* either: orderly close */
     RGPU_MSG_BLOB_PART = 12,  /* c->s: hash, total raw length, offset, frame of the next piece */
-    RGPU_MSG_TYPE_COUNT_ = 13
+    RGPU_MSG_NOTICE = 13,     /* s->c: not fatal: code + message (the session's journal turned off) */
+    RGPU_MSG_TYPE_COUNT_ = 14
 } rgpu_msg_type;
 const char *rgpu_msg_name(int type);
 
@@ -360,6 +361,14 @@ rgpu_status rgpu_rgt_get_stream(rgpu_rgt *t, uint64_t seq, rgpu_hash *h, uint64_
 rgpu_status rgpu_rgt_get_blob(rgpu_rgt *t, const rgpu_hash *h, uint8_t **frame, size_t *frame_len);
 /* Commit pending writes (writes are batched in a transaction). */
 rgpu_status rgpu_rgt_flush(rgpu_rgt *t);
+/* What a commit (rgpu_rgt_flush) waits for, on a writable trace (FORMAT.md
+ * §7.3): RGPU_RGT_SYNC_NORMAL (the default; SQLite synchronous=NORMAL in WAL
+ * mode: the commit is in the OS when flush returns, so it survives the
+ * process being killed, not a power cut) or RGPU_RGT_SYNC_FULL
+ * (synchronous=FULL: the WAL is fsynced at every commit: it survives a power
+ * cut, when the disk honours fsync). */
+typedef enum { RGPU_RGT_SYNC_NORMAL = 0, RGPU_RGT_SYNC_FULL = 1 } rgpu_rgt_sync;
+rgpu_status rgpu_rgt_set_sync(rgpu_rgt *t, rgpu_rgt_sync sync);
 /* Meta value of key (RGPU_ERR_MISSING_BLOB when absent). */
 rgpu_status rgpu_rgt_get_meta(rgpu_rgt *t, const char *key, char *out, size_t outlen);
 /* Server journals (FORMAT.md §7.3): after a checkpoint of the session at

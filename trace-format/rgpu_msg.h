@@ -149,6 +149,17 @@ typedef struct rgpu_msg_error {
     const char *msg;            /* UTF-8, not NUL-terminated */
 } rgpu_msg_error;
 
+/* NOTICE (s→c), ERROR's layout:  u32 code @0 | u32 reserved 0 @4 | message @8
+ * Something the client should know that does not end the session (FORMAT.md
+ * §7.2); a client ignores a code it does not know. */
+typedef rgpu_msg_error rgpu_msg_notice;
+#define RGPU_MSG_NOTICE_HEAD RGPU_MSG_ERROR_HEAD
+enum {
+    RGPU_NOTICE_JOURNAL_OFF = 1,    /* the session's journal stopped (message: why); a server restart
+                                       will not resume the session, which goes on */
+    RGPU_NOTICE_JOURNAL_NONE = 2,   /* the server keeps no journal (--journal none) */
+};
+
 /* BYE (either way): empty. */
 #define RGPU_MSG_BYE_HEAD 0
 typedef struct rgpu_msg_bye { char unused_; } rgpu_msg_bye;
@@ -167,6 +178,7 @@ RGPU_MSG_CODEC_(wait)
 RGPU_MSG_CODEC_(ack)
 RGPU_MSG_CODEC_(result)
 RGPU_MSG_CODEC_(error)
+RGPU_MSG_CODEC_(notice)
 RGPU_MSG_CODEC_(bye)
 #undef RGPU_MSG_CODEC_
 

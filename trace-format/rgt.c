@@ -1,7 +1,8 @@
 /* rgt.c — the .rgt trace container on SQLite (FORMAT.md, ".rgt container").
  *
  * Writers batch inserts inside one open transaction and commit on flush and
- * close, so recording a long run costs one fsync per flush, not per chunk. */
+ * close. WAL mode, synchronous=NORMAL unless rgpu_rgt_set_sync says FULL: a
+ * commit then costs no fsync (FULL: one, of the WAL). */
 #include "rgpu_format.h"
 
 #include <errno.h>
@@ -30,7 +31,9 @@ static const char *SCHEMA =
     "CREATE TABLE results(op_index INTEGER PRIMARY KEY, status INTEGER NOT NULL, data BLOB);";
 
 static rgpu_status db_err(rgpu_rgt *t) {
-    snprintf(t->err, sizeof t->err, "%s", t->db ? sqlite3_errmsg(t->db) : "cannot open database");
+    int e = t->db ? sqlite3_system_errno(t->db) : 0;   /* the OS's reason, when a system call failed */
+    snprintf(t->err, sizeof t->err, "%s%s%s%s", t->db ? sqlite3_errmsg(t->db) : "cannot open database", e ? " (" : "",
+             e ? strerror(e) : "", e ? ")" : "");
     return RGPU_ERR_DB;
 }
 
@@ -171,6 +174,12 @@ static rgpu_status begin(rgpu_rgt *t) {
     if (sqlite3_exec(t->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return db_err(t);
     t->in_tx = true;
     return RGPU_OK;
+}
+
+rgpu_status rgpu_rgt_set_sync(rgpu_rgt *t, rgpu_rgt_sync sync) {
+    if (!t->writable) return RGPU_ERR_DB;
+    const char *sql = sync == RGPU_RGT_SYNC_FULL ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+    return sqlite3_exec(t->db, sql, NULL, NULL, NULL) == SQLITE_OK ? RGPU_OK : db_err(t);
 }
 
 rgpu_status rgpu_rgt_flush(rgpu_rgt *t) {

@@ -15,7 +15,7 @@ static const char *const msg_names[RGPU_MSG_TYPE_COUNT_] = {
     [RGPU_MSG_CHUNK] = "CHUNK", [RGPU_MSG_CHUNK_REF] = "CHUNK_REF", [RGPU_MSG_BLOB] = "BLOB",
     [RGPU_MSG_NEED] = "NEED", [RGPU_MSG_WAIT] = "WAIT", [RGPU_MSG_RESULT] = "RESULT",
     [RGPU_MSG_ACK] = "ACK", [RGPU_MSG_ERROR] = "ERROR", [RGPU_MSG_BYE] = "BYE",
-    [RGPU_MSG_BLOB_PART] = "BLOB_PART",
+    [RGPU_MSG_BLOB_PART] = "BLOB_PART", [RGPU_MSG_NOTICE] = "NOTICE",
 };
 const char *rgpu_msg_name(int t) { return (t > 0 && t < RGPU_MSG_TYPE_COUNT_) ? msg_names[t] : "?"; }
 

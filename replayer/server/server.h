@@ -29,6 +29,7 @@ typedef struct rgpu_server_config {
     double hs_timeout;             /* --handshake-timeout SECONDS: HELLO must arrive whole by then */
     uint32_t max_conns;            /* --max-connections */
     uint64_t compact;              /* --journal-compact BYTES: checkpoint after this much journal */
+    rgpu_rgt_sync journal_sync;    /* --journal-sync full|normal: what a journal commit waits for (default full) */
     uint32_t first_session_no;     /* the first session's number (logs, --record file names) */
     int parent_pid;                /* --exit-with-parent: stop when this process (our parent) is gone; 0 never */
 } rgpu_server_config;
@@ -74,8 +75,6 @@ int rgpu_server_check_data_dir(const char *data, char *why, size_t n);
 /* The process at the other end of Unix socket fd runs as uid (SO_PEERCRED;
  * getpeereid elsewhere). 0, or -1 with why. */
 int rgpu_server_check_peer(int fd, unsigned uid, char *why, size_t n);
-/* --max-memory's default: 3/4 of the memory this process may use. */
-uint64_t rgpu_server_default_max_memory(void);
 /* rgpu-server --stdio (FORMAT.md §7.4): relay stdin/stdout to this user's
  * daemon, started when none runs; the exit status. */
 int rgpu_server_stdio_bridge(void);

@@ -41,7 +41,6 @@
 #include <arpa/inet.h>
 #include <sys/file.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <spawn.h>
@@ -57,6 +56,9 @@ extern char **environ;
 #define RESULT_KEEP     (64ull << 20)      /* bytes of sent RESULTs kept for resent WAITs */
 #define MAX_DEFERRED    4096               /* messages queued while a NEED is outstanding */
 #define MAX_SMALL_MSG   (1u << 20)         /* any message but CHUNK and BLOB */
+#define ACK_IDLE        0.01               /* s: a client silent this long gets the ACK of its applied chunks */
+#define ACK_MAX_DELAY   0.1                /* s: ... as does one that keeps sending, at the latest */
+#define ACK_BYTES       (8u << 20)         /* ... or once this many chunk frame bytes wait for their ACK */
 
 static rgpu_server_config g_cfg;        /* the options (rgpu_server_init) */
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,8 +104,10 @@ typedef struct sess {
     bool has_secret;              /* false: dormant, the secret is still only in its journal */
     uint32_t no;                  /* the number in logs and --record file names */
     rgpu_session *s;              /* NULL: dormant, only its journal exists (after a restart) */
-    rgpu_rgt *rec, *jnl;
-    char jnl_path[4200];
+    rgpu_rgt *rec, *jnl;          /* open while attached: a detached session holds no file descriptors */
+    char jnl_path[4200];          /* "": no journal (none, or it turned off) */
+    char rec_path[4200];          /* the --record trace; "": none (or recording stopped) */
+    char jnl_off[256];            /* why its journal turned off ("": it did not); the client is told (NOTICE) */
     struct conn *conn;            /* attached connection, or NULL (detached) */
     double detached_at;
     uint64_t mem_bytes;           /* storages + blobs, updated by the owning thread (atomic) */
@@ -140,12 +144,21 @@ static void remove_journal(const char *path) {
     snprintf(p, sizeof p, "%s-shm", path); remove(p);
 }
 
+/* An ending session's journal goes before the session leaves the table: a
+ * resume that no longer finds the session must not rebuild it from its
+ * journal either. */
+static void drop_journal(sess *se) {
+    rgpu_rgt_close(se->jnl);
+    se->jnl = NULL;
+    remove_journal(se->jnl_path);
+    se->jnl_path[0] = 0;
+}
+
 /* Free a session that is no longer in the table; its journal goes too. */
 static void sess_destroy(sess *se) {
     rgpu_session_free(se->s);
     rgpu_rgt_close(se->rec);
-    rgpu_rgt_close(se->jnl);
-    remove_journal(se->jnl_path);
+    drop_journal(se);
     while (se->sent) { sent_result *r = se->sent; se->sent = r->next; rgpu_mem_pool_give(&g_pool, r->n); free(r->p); free(r); }
     free(se);
 }
@@ -176,12 +189,13 @@ static void reap_expired(void) {
         pthread_mutex_lock(&g_mu);
         sess *se = g_sessions;
         while (se && (se->conn || t - se->detached_at < g_cfg.grace)) se = se->next;
-        if (se) unlink_sess_locked(se);
+        bool had_journal = se && se->jnl_path[0];
+        if (se) { unlink_sess_locked(se); drop_journal(se); }   /* detached: no file open */
         pthread_mutex_unlock(&g_mu);
         if (!se) return;
         uint64_t bytes = __atomic_load_n(&se->mem_bytes, __ATOMIC_RELAXED);
         logf_("session %u: no client came back within %g s (--grace): freed %llu bytes%s", se->no, g_cfg.grace,
-              (unsigned long long)bytes, se->jnl_path[0] ? ", journal removed" : "");
+              (unsigned long long)bytes, had_journal ? ", journal removed" : "");
         sess_destroy(se);
         log_stats("session expired");
     }
@@ -212,6 +226,10 @@ typedef struct conn {
     bool link_err;            /* a read or write on the socket failed: the peer is gone */
     double gone_at, polled_at; /* while a chunk runs: when the peer was first seen gone (0: not), last look */
     bool bye;
+    bool welcomed;            /* WELCOME went out: NOTICEs may follow */
+    uint64_t acked;           /* the last ACK's `applied` */
+    double unacked_since;     /* when the oldest chunk applied and not yet acknowledged was (0: none) */
+    uint64_t unacked_bytes;   /* their frame bytes */
     char why[256];            /* detail of the last failure inside a fetch, for the ERROR */
     part *parts;              /* blobs being assembled from BLOB_PART pieces */
 } conn;
@@ -347,32 +365,77 @@ static rgpu_status next_msg(conn *c, rgpu_msg_header *h, uint8_t **p) {
     return recv_msg(c, h, p);
 }
 
-/* A write to a session's journal failed (a full disk, an I/O error): the
- * session goes on without one, loudly, rather than ending (training keeps
- * going; only a server restart would lose it). The file is kept: it is
- * consistent up to its last commit, but no longer resumable after a restart,
- * so it is removed when the session ends like any journal. */
-static void jnl_failed(sess *se) {
+/* What the client is told about the session's journal after WELCOME and when
+ * it changes (FORMAT.md §7.2 NOTICE): it turned off (why), or the server keeps
+ * none; nothing while it is on. */
+static void send_journal_notice(conn *c) {
+    const sess *se = c->se;
+    rgpu_msg_notice m = { .code = RGPU_NOTICE_JOURNAL_OFF, .msg_len = (uint32_t)strlen(se->jnl_off), .msg = se->jnl_off };
+    if (!se->jnl_off[0]) {
+        if (g_cfg.journal_dir[0]) return;
+        m = (rgpu_msg_notice){ .code = RGPU_NOTICE_JOURNAL_NONE, .msg = "" };
+    }
+    if (rgpu_msg_notice_send(c->fd, &m)) c->link_err = true;
+}
+
+/* The session's journal turned off: a write failed (a full disk, an I/O
+ * error), or it could not be created or reopened (no file descriptor left).
+ * The session goes on without one, loudly, rather than ending (training
+ * keeps going; only a server restart would lose it), and its client is told
+ * (NOTICE, once WELCOME went out). The file goes: it is consistent up to its
+ * last commit, but missing chunks from here, so a restart must not rebuild
+ * a wrong state from it. */
+static void jnl_failed(conn *c, const char *why) {
+    sess *se = c->se;
+    snprintf(se->jnl_off, sizeof se->jnl_off, "%s", why && *why ? why : "journal write failed");
     logf_("session %u: WARNING: journal %s: %s: the session continues WITHOUT a journal (a server restart "
-          "will not resume it)", se->no, se->jnl_path, rgpu_rgt_errmsg(se->jnl));
+          "will not resume it)", se->no, se->jnl_path[0] ? se->jnl_path : "-", se->jnl_off);
     rgpu_rgt_close(se->jnl);
     se->jnl = NULL;
-    remove_journal(se->jnl_path);   /* missing chunks from here: a restart must not rebuild a wrong state */
+    remove_journal(se->jnl_path);
     se->jnl_path[0] = 0;
+    if (c->welcomed) send_journal_notice(c);
 }
 
 /* A write to a --record trace failed: recording stops there; the trace keeps
  * everything up to its last commit (readable, replayable to that point). */
-static void rec_failed(sess *se) {
-    logf_("session %u: WARNING: --record trace: %s: recording stopped; the trace holds the ops up to its last "
-          "commit", se->no, rgpu_rgt_errmsg(se->rec));
+static void rec_failed(sess *se, const char *why) {
+    logf_("session %u: WARNING: --record trace %s: %s: recording stopped; the trace holds the ops up to its last "
+          "commit", se->no, se->rec_path, why);
     rgpu_rgt_close(se->rec);
     se->rec = NULL;
+    se->rec_path[0] = 0;
+}
+
+/* Open a journal or --record trace for appending; a journal gets the
+ * --journal-sync policy. */
+static rgpu_status rgt_reopen(const char *path, bool journal, rgpu_rgt **t) {
+    rgpu_status s = rgpu_rgt_open_append(path, t);
+    if (!s && journal && (s = rgpu_rgt_set_sync(*t, g_cfg.journal_sync))) { rgpu_rgt_close(*t); *t = NULL; }
+    return s;
+}
+
+/* Detaching: the session's files are closed (their pending writes
+ * committed), so that sessions waiting --grace for their clients hold no file
+ * descriptors; a resume reopens them (sess_reopen_files). */
+static void sess_close_files(conn *c) {
+    sess *se = c->se;
+    if (se->rec && rgpu_rgt_flush(se->rec)) rec_failed(se, rgpu_rgt_errmsg(se->rec));
+    if (se->jnl && rgpu_rgt_flush(se->jnl)) jnl_failed(c, rgpu_rgt_errmsg(se->jnl));
+    rgpu_rgt_close(se->rec);
+    rgpu_rgt_close(se->jnl);
+    se->rec = se->jnl = NULL;
+}
+
+static void sess_reopen_files(conn *c) {
+    sess *se = c->se;
+    if (se->jnl_path[0] && !se->jnl && rgt_reopen(se->jnl_path, true, &se->jnl)) jnl_failed(c, rgpu_rgt_errmsg(NULL));
+    if (se->rec_path[0] && !se->rec && rgt_reopen(se->rec_path, false, &se->rec)) rec_failed(se, rgpu_rgt_errmsg(NULL));
 }
 
 static void jnl_put_blob(conn *c, const rgpu_hash *h, uint64_t raw_len, const uint8_t *frame, size_t n) {
-    if (c->se->rec && rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n)) rec_failed(c->se);
-    if (c->se->jnl && rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n)) jnl_failed(c->se);
+    if (c->se->rec && rgpu_rgt_put_blob(c->se->rec, h, raw_len, frame, n)) rec_failed(c->se, rgpu_rgt_errmsg(c->se->rec));
+    if (c->se->jnl && rgpu_rgt_put_blob(c->se->jnl, h, raw_len, frame, n)) jnl_failed(c, rgpu_rgt_errmsg(c->se->jnl));
     c->se->jnl_since += n;
 }
 
@@ -445,7 +508,7 @@ static void jnl_compact(conn *c) {
         se->jnl_since = 0;
         return;
     }
-    if (s) { jnl_failed(se); return; }
+    if (s) { jnl_failed(c, rgpu_rgt_errmsg(se->jnl)); return; }
     struct stat st;
     long long size = stat(se->jnl_path, &st) == 0 ? (long long)st.st_size : -1;
     logf_("session %u: journal compacted at op %llu: checkpoint of %llu state bytes in %.3f s, journal file %lld bytes",
@@ -595,10 +658,58 @@ static rgpu_status fetch_blob(void *ud, const rgpu_hash *want, uint64_t max_n, u
     }
 }
 
-static rgpu_status send_ack(conn *c) {
-    rgpu_status s = rgpu_msg_ack_send(c->fd, &(rgpu_msg_ack){ rgpu_session_applied(c->s) });
+/* ---------------------------------------------------------------------------
+ * Group commit (FORMAT.md §7.2, §7.3). An ACK, and a RESULT (which covers
+ * its op's chunk), go out only after the commit that holds their chunks: one
+ * commit -- under --journal-sync full one fsync -- for all the chunks applied
+ * since the last ACK. The loop commits when a WAIT is answered, when the
+ * client has sent nothing for ACK_IDLE (it waits, or its backlog is full), and
+ * while it keeps sending, ACK_MAX_DELAY after the oldest unacknowledged chunk
+ * or once ACK_BYTES of them wait: a training step (its chunks come at least
+ * every RGPU_CHUNK_MS) that ends in a wait pays one fsync. */
+static void commit(conn *c) {
+    sess *se = c->se;
+    if (se->rec && rgpu_rgt_flush(se->rec)) rec_failed(se, rgpu_rgt_errmsg(se->rec));
+    if (se->jnl && rgpu_rgt_flush(se->jnl)) jnl_failed(c, rgpu_rgt_errmsg(se->jnl));
+}
+
+/* Commit, then ACK(applied) when chunks wait for one (or always: force),
+ * then maybe compact the journal. */
+static rgpu_status commit_and_ack(conn *c, bool force) {
+    commit(c);
+    bool due = force || c->unacked_since > 0;
+    c->unacked_since = 0;
+    c->unacked_bytes = 0;
+    if (!due) return RGPU_OK;
+    c->acked = rgpu_session_applied(c->s);
+    rgpu_status s = rgpu_msg_ack_send(c->fd, &(rgpu_msg_ack){ c->acked });
     if (s) c->link_err = true;
+    else jnl_compact(c);
     return s;
+}
+
+/* A chunk was applied: acknowledged at once when there is nothing to commit,
+ * else at the group's commit. */
+static rgpu_status chunk_applied(conn *c, size_t frame_len) {
+    if (!c->unacked_since) c->unacked_since = now_s();
+    c->unacked_bytes += frame_len;
+    return c->se->jnl || c->se->rec ? RGPU_OK : commit_and_ack(c, false);
+}
+
+/* After a message, with chunks waiting for their ACK: is the group due
+ * (ACK_MAX_DELAY or ACK_BYTES reached)? Before reading the next one: wait for
+ * it at most ACK_IDLE (and not past ACK_MAX_DELAY), committing when none came. */
+static bool commit_due(const conn *c) {
+    return c->unacked_since && (now_s() - c->unacked_since >= ACK_MAX_DELAY || c->unacked_bytes >= ACK_BYTES);
+}
+
+static rgpu_status commit_unless_input(conn *c) {
+    if (!c->unacked_since || c->dq_head) return RGPU_OK;
+    double left = c->unacked_since + ACK_MAX_DELAY - now_s();
+    if (left > ACK_IDLE) left = ACK_IDLE;
+    struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+    int r = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
+    return r == 0 ? commit_and_ack(c, false) : RGPU_OK;   /* input (or a hangup, or EINTR): read it */
 }
 
 /* Chunks apply whole: a chunk ending at or before `applied` is a resend and
@@ -612,7 +723,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     uint32_t count = m.count;
     rgpu_hash h = m.hash;
     uint64_t applied = rgpu_session_applied(c->s);
-    if (count && first + count > first && first + count <= applied) return send_ack(c);   /* resent: drop */
+    if (count && first + count > first && first + count <= applied) return commit_and_ack(c, true);   /* resent: drop */
     if (first != applied) {
         if (first < applied)
             return send_error(c, RGPU_ERR_SEQUENCE, "CHUNK of ops %llu..%llu straddles op %llu, the next one to apply "
@@ -645,8 +756,10 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         return send_error(c, s, "CHUNK at op %llu: %s%s%s", (unsigned long long)first, rgpu_status_str(s),
                           c->why[0] ? ": " : "", c->why), s;
     }
-    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, m.frame, m.frame_len)) rec_failed(c->se);
-    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, m.frame, m.frame_len)) jnl_failed(c->se);
+    if (c->se->rec && rgpu_rgt_put_chunk(c->se->rec, &h, first, count, n, m.frame, m.frame_len))
+        rec_failed(c->se, rgpu_rgt_errmsg(c->se->rec));
+    if (c->se->jnl && rgpu_rgt_put_chunk(c->se->jnl, &h, first, count, n, m.frame, m.frame_len))
+        jnl_failed(c, rgpu_rgt_errmsg(c->se->jnl));
     c->se->jnl_since += m.frame_len;
     c->gone_at = c->polled_at = 0;
     s = rgpu_session_run_chunk(c->s, raw, n, first, count);
@@ -660,11 +773,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     }
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
     sess_update_mem(c->se);
-    if (c->se->rec && rgpu_rgt_flush(c->se->rec)) rec_failed(c->se);   /* WAL, synchronous=NORMAL: a commit, no fsync */
-    if (c->se->jnl && rgpu_rgt_flush(c->se->jnl)) jnl_failed(c->se);    /* committed before the ACK */
-    s = send_ack(c);
-    if (!s) jnl_compact(c);
-    return s;
+    return chunk_applied(c, m.frame_len);   /* committed before its ACK */
 }
 
 /* Keep a copy of a RESULT so that a WAIT resent after a drop gets it again
@@ -699,10 +808,12 @@ static sent_result *take_kept_result(sess *se, uint64_t op) {
     return found;
 }
 
-static void jnl_put_result(sess *se, uint64_t op, int status, const uint8_t *data, size_t n) {
-    rgpu_rgt *ts[2] = { se->rec, se->jnl };
-    for (int i = 0; i < 2; i++)
-        if (ts[i]) { rgpu_rgt_put_result(ts[i], op, status, data, n); rgpu_rgt_flush(ts[i]); }
+/* The result of a wait, into the journal and the --record trace (committed
+ * with the chunks before the RESULT goes out: commit_and_ack). */
+static void jnl_put_result(conn *c, uint64_t op, int status, const uint8_t *data, size_t n) {
+    sess *se = c->se;
+    if (se->rec && rgpu_rgt_put_result(se->rec, op, status, data, n)) rec_failed(se, rgpu_rgt_errmsg(se->rec));
+    if (se->jnl && rgpu_rgt_put_result(se->jnl, op, status, data, n)) jnl_failed(c, rgpu_rgt_errmsg(se->jnl));
 }
 
 static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
@@ -728,8 +839,9 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_msg_result r = { .op = op, .status = (uint32_t)status, .err_op = err_op, .msg_len = (uint32_t)strlen(msg),
                           .msg = msg, .data = data, .data_len = n };
     keep_result(c->se, &r);
-    jnl_put_result(c->se, op, status, data, n);
-    s = rgpu_msg_result_send(c->fd, &r);
+    jnl_put_result(c, op, status, data, n);
+    s = commit_and_ack(c, false);   /* the RESULT covers its op's chunk: committed first */
+    if (!s) s = rgpu_msg_result_send(c->fd, &r);
     free(data);
     return s;
 }
@@ -838,7 +950,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     if (s) {
         return rgpu_op_fail(why, whylen, s, "its journal does not replay (%s)", rgpu_status_str(s));
     }
-    if ((s = rgpu_rgt_open_append(se->jnl_path, &se->jnl))) {
+    if ((s = rgt_reopen(se->jnl_path, true, &se->jnl))) {
         return rgpu_op_fail(why, whylen, s, "its journal cannot be reopened: %s", rgpu_rgt_errmsg(NULL));
     }
     logf_("session %u: rebuilt from its journal %s: %llu chunks, %llu ops", se->no, se->jnl_path,
@@ -1147,28 +1259,28 @@ static sess *handshake(conn *c) {
             journal_path(se->id, se->jnl_path, sizeof se->jnl_path);
             rgpu_status js = rgpu_rgt_create_new(se->jnl_path, "rgpu-server --journal", &se->jnl);
             if (js) {
-                /* a full disk: the session runs, loudly, without a journal */
-                logf_("%s: WARNING: cannot create its journal (%s): the session runs WITHOUT a journal (a server "
-                      "restart will not resume it)", TAG(c), rgpu_rgt_errmsg(NULL));
-                if (js != RGPU_ERR_DUPLICATE_ID) remove_journal(se->jnl_path);   /* what the failed create left */
-                se->jnl_path[0] = 0;
+                /* a full disk, no file descriptor left: the session runs, loudly, without a journal */
+                if (js == RGPU_ERR_DUPLICATE_ID) se->jnl_path[0] = 0;   /* not ours: kept */
+                jnl_failed(c, rgpu_rgt_errmsg(NULL));
             } else {
                 rgpu_hash sh;   /* the secret as hex text: a restarted server checks a resume against it */
                 char hex[33];
                 memcpy(sh.b, se->secret, sizeof sh.b);
                 rgpu_hash_hex(&sh, hex);
-                if (rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) ||
+                if (rgpu_rgt_set_sync(se->jnl, g_cfg.journal_sync) ||
+                    rgpu_rgt_set_meta(se->jnl, "backend", g_cfg.backend->name) ||
                     rgpu_rgt_set_meta(se->jnl, SECRET_META, hex) || rgpu_rgt_flush(se->jnl))
-                    jnl_failed(se);
+                    jnl_failed(c, rgpu_rgt_errmsg(se->jnl));
             }
         }
         if (se && g_cfg.record_dir) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/session-%u.rgt", g_cfg.record_dir, se->no);
+            char *path = se->rec_path;
+            snprintf(path, sizeof se->rec_path, "%s/session-%u.rgt", g_cfg.record_dir, se->no);
             if (rgpu_rgt_create_new(path, "rgpu-server --record", &se->rec)) {   /* never over an earlier run's */
                 logf_("%s: WARNING: cannot record the session (%s): it runs without its --record trace", TAG(c),
                       rgpu_rgt_errmsg(NULL));
                 se->rec = NULL;
+                path[0] = 0;
             } else {
                 rgpu_rgt_set_meta(se->rec, "backend", g_cfg.backend->name);
                 logf_("session %u: recording to %s", se->no, path);
@@ -1186,6 +1298,7 @@ static sess *handshake(conn *c) {
     if (!se) return NULL;
     c->se = se;
     c->s = se->s;
+    sess_reopen_files(c);   /* a resumed session's, closed when it detached */
     uint8_t bits[(RGPU_OP_COUNT + 7) / 8] = { 0 };
     for (int i = 0; i < RGPU_OP_COUNT; i++)
         if (g_cfg.backend->supports(g_cfg.backend, i)) bits[i / 8] |= (uint8_t)(1u << (i % 8));
@@ -1196,6 +1309,9 @@ static sess *handshake(conn *c) {
     memcpy(w.secret, se->secret, sizeof w.secret);
     snprintf(w.backend, 32, "%s", rgpu_backend_describe(g_cfg.backend));   /* "cuda (NVIDIA H200)" */
     rgpu_msg_welcome_send(c->fd, &w);   /* a failure shows at the next read */
+    c->welcomed = true;
+    c->acked = w.applied;
+    send_journal_notice(c);
     return se;
 }
 
@@ -1210,7 +1326,7 @@ static void serve_conn(conn *c) {
     while (!s) {
         rgpu_msg_header h;
         uint8_t *p;
-        if ((s = next_msg(c, &h, &p))) break;
+        if ((s = commit_unless_input(c)) || (s = next_msg(c, &h, &p))) break;
         __atomic_store_n(&se->busy, true, __ATOMIC_RELAXED);
         switch (h.type) {
         case RGPU_MSG_CHUNK: s = handle_chunk(c, p, h.len); break;
@@ -1243,6 +1359,7 @@ static void serve_conn(conn *c) {
             break;
         }
         msg_free(p, h.len);
+        if (!s && commit_due(c)) s = commit_and_ack(c, false);
         __atomic_store_n(&se->busy, false, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&se->busy, false, __ATOMIC_RELAXED);
@@ -1258,6 +1375,8 @@ static void serve_conn(conn *c) {
     uint32_t no = se->no;
     char tg[120];
     tag(c, tg, sizeof tg);
+    if (keep) sess_close_files(c);
+    else drop_journal(se);
     pthread_mutex_lock(&g_mu);
     se->conn = NULL;
     se->detached_at = now_s();
@@ -1674,26 +1793,6 @@ static void adopt_journals(void) {
     if (n) logf_("journal %s: %u session(s) from an earlier run, resumable for %g s", g_cfg.journal_dir, n, g_cfg.grace);
 }
 
-/* --max-memory's default: 3/4 of the memory this process may use (the
- * machine's, or less: its cgroup's limit, RLIMIT_AS, RLIMIT_DATA), so that
- * the limits make an OOM kill impossible while leaving room for the rest. */
-uint64_t rgpu_server_default_max_memory(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
-    unsigned long long cg;
-    if (f) {
-        if (fscanf(f, "%llu", &cg) == 1 && cg > 0 && cg < mem) mem = cg;
-        fclose(f);
-    }
-    int which[2] = { RLIMIT_AS, RLIMIT_DATA };
-    for (int i = 0; i < 2; i++) {
-        struct rlimit rl;
-        if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < mem) mem = rl.rlim_cur;
-    }
-    return mem / 4 * 3;
-}
-
 /* ---------------------------------------------------------------------------
  * rgpu-server --stdio: the host end of an ssh:// link (FORMAT.md §7.4). It
  * connects to this user's daemon — an ordinary rgpu-server on a Unix socket
@@ -1826,6 +1925,7 @@ void rgpu_server_config_default(rgpu_server_config *c) {
     c->hs_timeout = 10;
     c->max_conns = 256;
     c->compact = 64ull << 20;
+    c->journal_sync = RGPU_RGT_SYNC_FULL;
     c->first_session_no = 1;
 }
 

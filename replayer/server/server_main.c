@@ -2,6 +2,7 @@
  * the token, journal and record directories, the listening sockets, then
  * the connection loop (server_loop.c, server.h). */
 #include "server.h"
+#include "memlimits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,23 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return false;
-    if (*end == 'K' || *end == 'k') { v <<= 10; end++; }
-    else if (*end == 'M' || *end == 'm') { v <<= 20; end++; }
-    else if (*end == 'G' || *end == 'g') { v <<= 30; end++; }
-    if (*end) return false;
-    *out = v;
-    return true;
-}
-
 static void usage(FILE *f) {
     fprintf(f,
         "usage: rgpu-server [--listen HOST:PORT] [--unix PATH] [--backend cpu|cuda|null|auto]\n"
-        "                   [--token-file PATH] [--journal DIR|none] [--grace SECONDS]\n"
+        "                   [--token-file PATH] [--journal DIR|none] [--journal-sync full|normal]\n"
+        "                   [--grace SECONDS]\n"
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
         "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
@@ -60,8 +49,17 @@ static void usage(FILE *f) {
         "  --journal DIR|none  commit every chunk and blob to DIR/session-ID.rgt before\n"
         "                      acknowledging it, so a restarted server resumes the session\n"
         "                      (default DATA/journal/<listen address>); one server per DIR\n"
-        "                      (locked); a failed journal write turns it off for that session,\n"
-        "                      loudly, and the session goes on\n"
+        "                      (locked); a failed journal write (or one that cannot be created:\n"
+        "                      a full disk, no file descriptor left) turns it off for that\n"
+        "                      session, loudly, the client is told (a RuntimeWarning at its next\n"
+        "                      wait, rgpu.stats()[\"journal\"]), and the session goes on; a\n"
+        "                      detached session's journal is closed until it is resumed\n"
+        "  --journal-sync full|normal\n"
+        "                      what an ACK promises (FORMAT.md §7.3). full (default): the chunks it\n"
+        "                      acknowledges are fsynced (SQLite synchronous=FULL, one fsync for all\n"
+        "                      the chunks since the last ACK): they survive a power cut, when the\n"
+        "                      disk honours fsync. normal: committed to the OS, no fsync: they\n"
+        "                      survive the server being killed, not a power cut\n"
         "  --journal-compact BYTES\n"
         "                      after this much journal (and twice the last checkpoint) a session's\n"
         "                      state is checkpointed into it and older entries dropped (64M)\n"
@@ -106,12 +104,15 @@ static void on_signal(int sig) { (void)sig; rgpu_server_stop(); }
 
 int main(int argc, char **argv) {
     const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
-    bool session_bytes_given = false;
+    rgpu_limit_opts lim = { 0 };
     rgpu_server_config cfg;
     rgpu_server_config_default(&cfg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
+        int k = rgpu_limits_option(&lim, "rgpu-server", argc, argv, &i);   /* --max-memory, --max-session-bytes, --max-storages */
+        if (k < 0) return 2;
+        if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--version")) {
             uint8_t t[16];
@@ -135,24 +136,24 @@ int main(int argc, char **argv) {
             cfg.grace = strtod(argv[++i], &end);
             if (*end || cfg.grace < 0) { fprintf(stderr, "rgpu-server: --grace wants seconds >= 0\n"); return 2; }
         }
-        else if (!strcmp(a, "--max-message") && more) { if (!parse_u64(argv[++i], &cfg.max_msg) || cfg.max_msg < 4096) goto bad_size; }
-        else if (!strcmp(a, "--max-chunk") && more) { if (!parse_u64(argv[++i], &cfg.max_chunk) || !cfg.max_chunk) goto bad_size; }
-        else if (!strcmp(a, "--max-session-bytes") && more) {
-            if (!parse_u64(argv[++i], &cfg.limits.max_total_bytes)) goto bad_size;
-            session_bytes_given = true;   /* 0: no per-session limit (the global one still holds) */
-        }
-        else if (!strcmp(a, "--max-storages") && more) { if (!parse_u64(argv[++i], &cfg.limits.max_storages)) goto bad_size; }
-        else if (!strcmp(a, "--journal-compact") && more) { if (!parse_u64(argv[++i], &cfg.compact) || !cfg.compact) goto bad_size; }
-        else if (!strcmp(a, "--max-memory") && more) { if (!parse_u64(argv[++i], &cfg.max_memory) || !cfg.max_memory) goto bad_size; }
+        else if (!strcmp(a, "--max-message") && more) { if (!rgpu_limits_parse_size(argv[++i], &cfg.max_msg) || cfg.max_msg < 4096) goto bad_size; }
+        else if (!strcmp(a, "--max-chunk") && more) { if (!rgpu_limits_parse_size(argv[++i], &cfg.max_chunk) || !cfg.max_chunk) goto bad_size; }
+        else if (!strcmp(a, "--journal-compact") && more) { if (!rgpu_limits_parse_size(argv[++i], &cfg.compact) || !cfg.compact) goto bad_size; }
         else if (!strcmp(a, "--max-connections") && more) {
             uint64_t v;
-            if (!parse_u64(argv[++i], &v) || !v || v > 1000000) goto bad_size;
+            if (!rgpu_limits_parse_size(argv[++i], &v) || !v || v > 1000000) goto bad_size;
             cfg.max_conns = (uint32_t)v;
         }
         else if (!strcmp(a, "--handshake-timeout") && more) {
             char *end;
             cfg.hs_timeout = strtod(argv[++i], &end);
             if (*end || !(cfg.hs_timeout > 0)) { fprintf(stderr, "rgpu-server: --handshake-timeout wants seconds > 0\n"); return 2; }
+        }
+        else if (!strcmp(a, "--journal-sync") && more) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "full")) cfg.journal_sync = RGPU_RGT_SYNC_FULL;
+            else if (!strcmp(v, "normal")) cfg.journal_sync = RGPU_RGT_SYNC_NORMAL;
+            else { fprintf(stderr, "rgpu-server: --journal-sync wants full or normal, not '%s'\n", v); return 2; }
         }
         else if (!strcmp(a, "--graphs") && more) {
             const char *v = argv[++i];
@@ -167,8 +168,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
-    if (!cfg.max_memory) cfg.max_memory = rgpu_server_default_max_memory();
-    if (!session_bytes_given) cfg.limits.max_total_bytes = cfg.max_memory / 4 * 3;
+    rgpu_limits_resolve(&lim);
+    cfg.max_memory = lim.max_memory;
+    cfg.limits.max_total_bytes = lim.max_session_bytes;
+    cfg.limits.max_storages = lim.max_storages;
     if (cfg.record_dir && mkdir(cfg.record_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "rgpu-server: --record %s: %s\n", cfg.record_dir, strerror(errno));
         return 1;
@@ -249,9 +252,11 @@ int main(int argc, char **argv) {
     int fds[2], n = 0;
     if (tcp && (fds[n++] = rgpu_server_listen_tcp(tcp)) < 0) return 1;
     if (unix_path && (fds[n++] = rgpu_server_listen_unix(unix_path)) < 0) return 1;
-    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, wire %u, %d ops, journal %s, grace %g s)", tcp ? tcp : "",
+    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, wire %u, %d ops, journal %s%s, grace %g s)", tcp ? tcp : "",
                     tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", cfg.backend->name,
-                    RGPU_FORMAT_VERSION, RGPU_WIRE_VERSION, RGPU_OP_COUNT, cfg.journal_dir[0] ? cfg.journal_dir : "none", cfg.grace);
+                    RGPU_FORMAT_VERSION, RGPU_WIRE_VERSION, RGPU_OP_COUNT, cfg.journal_dir[0] ? cfg.journal_dir : "none",
+                    !cfg.journal_dir[0] ? "" : cfg.journal_sync == RGPU_RGT_SYNC_FULL ? " (sync full)" : " (sync normal)",
+                    cfg.grace);
     rgpu_server_run(fds, n);
     for (int i = 0; i < n; i++) close(fds[i]);
     if (unix_path) unlink(unix_path);

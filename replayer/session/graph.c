@@ -91,7 +91,7 @@ rgpu_status rgpu_sess_tpl_get(rgpu_session *s, const rgpu_hash *h, tplent **out)
             if (!(data = malloc(b->n ? b->n : 1))) return RGPU_ERR_NOMEM;
             if (b->n) memcpy(data, b->data, b->n);
             n = b->n;
-        } else if ((st = rgpu_sess_fetch_checked(s, h, &data, &n, NULL, 0))) {
+        } else if ((st = rgpu_sess_fetch_checked(s, h, UINT64_MAX, &data, &n, NULL, 0))) {
             return st;
         }
         if ((st = tpl_add(s, h, data, n, &e))) return st;

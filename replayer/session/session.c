@@ -69,10 +69,10 @@ void rgpu_session_free(rgpu_session *s) {
 /* After a chunk ran: what its uploads consumed may go, past the dedupe cache. */
 static void blob_evict(rgpu_session *s) { rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, true); }
 
-/* The blob an UPLOAD names: kept, or fetched and kept. A blob refused for a
- * memory limit is remembered, so its UPLOAD fails at once with the reason
- * instead of asking the client for it again. */
-static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, char *why, size_t whylen) {
+/* The blob of size bytes an UPLOAD names: kept, or fetched and kept. A blob
+ * refused for a memory limit is remembered, so its UPLOAD fails at once with
+ * the reason instead of asking the client for it again. */
+static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, uint64_t size, blobent **out, char *why, size_t whylen) {
     if ((*out = rgpu_sess_blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
         (*out)->gen = s->blob_gen;
         return RGPU_OK;
@@ -82,7 +82,10 @@ static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, blobent **out, 
     }
     uint8_t *data;
     size_t n;
-    rgpu_status st = rgpu_sess_fetch_checked(s, h, &data, &n, s->refused_why, sizeof s->refused_why);
+    char bad[sizeof s->refused_why];
+    rgpu_status st = rgpu_sess_fetch_checked(s, h, size, &data, &n, bad, sizeof bad);
+    if (st == RGPU_ERR_BAD_ARG) return rgpu_op_fail(why, whylen, st, "%s", bad);
+    if (st == RGPU_ERR_LIMIT) snprintf(s->refused_why, sizeof s->refused_why, "%s", bad);
     if (!st) {
         st = rgpu_session_put_blob(s, h, data, n);
         if (st == RGPU_ERR_LIMIT)
@@ -333,7 +336,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
                      (unsigned long long)outs[0]->st->nbytes);
         }
         blobent *e;
-        if ((st = blob_get(s, &r->args[0].v.h, &e, c->why, sizeof c->why))) return st;
+        if ((st = blob_get(s, &r->args[0].v.h, n, &e, c->why, sizeof c->why))) return st;
         if (e->n != n) return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n);
         st = s->b->upload(s->b, outs[0]->st->data, e->data, e->n);
         rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, false);
@@ -515,8 +518,9 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
         if (r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH || !s->fetch) continue;
         if (r.op == RGPU_OP_UPLOAD) {
             blobent *e;
-            st = blob_get(s, &r.args[0].v.h, &e, NULL, 0);
-            if (st && st != RGPU_ERR_LIMIT) return st;   /* a refused blob fails its UPLOAD when it runs */
+            uint64_t size = r.n_args > 1 && r.args[1].kind == RGPU_ARG_INT ? (uint64_t)r.args[1].v.i : UINT64_MAX;
+            st = blob_get(s, &r.args[0].v.h, size, &e, NULL, 0);
+            if (st && st != RGPU_ERR_LIMIT && st != RGPU_ERR_BAD_ARG) return st;   /* a refused blob fails its UPLOAD when it runs */
         } else if (r.op == RGPU_OP_CALL && templates) {
             tplent *e;
             if ((st = rgpu_sess_tpl_get(s, &r.args[0].v.h, &e))) return st;
@@ -673,8 +677,8 @@ static uint64_t ck_u64(ckr *r) { const uint8_t *q = ck_take(r, 8); return q ? rg
 static rgpu_status ck_blob(rgpu_session *s, const uint8_t *hb, size_t want, uint8_t **data, size_t *n) {
     rgpu_hash h;
     memcpy(h.b, hb, 16);
-    rgpu_status st = rgpu_sess_fetch_checked(s, &h, data, n, NULL, 0);
-    if (!st && want != SIZE_MAX && *n != want) { free(*data); *data = NULL; st = RGPU_ERR_BAD_TRACE; }
+    rgpu_status st = rgpu_sess_fetch_checked(s, &h, want == SIZE_MAX ? UINT64_MAX : want, data, n, NULL, 0);
+    if (st == RGPU_ERR_BAD_ARG || (!st && want != SIZE_MAX && *n != want)) { free(*data); *data = NULL; st = RGPU_ERR_BAD_TRACE; }
     return st;
 }
 

@@ -36,7 +36,7 @@ rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const cha
                           (unsigned long long)lim, (unsigned long long)s->held);
     }
     if (host && !rgpu_mem_pool_take(s->lim.pool, n)) {
-        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the server's memory limit of %llu bytes "
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s of %llu bytes would pass the host-memory limit of %llu bytes "
                           "(--max-memory; %llu in use by all sessions)", what, (unsigned long long)n,
                           (unsigned long long)s->lim.pool->limit, (unsigned long long)rgpu_mem_pool_used(s->lim.pool));
     }
@@ -63,7 +63,7 @@ uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
         uint64_t used = rgpu_mem_pool_used(p), r = used < p->limit ? p->limit - used : 0;
         if (r < room) {
             room = r;
-            if (why) snprintf(why, whylen, "the server's memory limit of %llu bytes (--max-memory; %llu in use)",
+            if (why) snprintf(why, whylen, "the host-memory limit of %llu bytes (--max-memory; %llu in use)",
                               (unsigned long long)p->limit, (unsigned long long)used);
         }
     }
@@ -137,18 +137,24 @@ rgpu_status rgpu_session_put_blob(rgpu_session *s, const rgpu_hash *h, uint8_t *
 
 bool rgpu_session_has_blob(rgpu_session *s, const rgpu_hash *h) { return rgpu_sess_blob_find(s, h) != NULL; }
 
-/* Fetch blob h through the fetch callback, bounded by the session's room: a
- * blob over it is refused before it is inflated (RGPU_ERR_LIMIT, why names
- * the limit). The bytes' hash is checked. */
-rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why, size_t whylen) {
+/* Fetch blob h through the fetch callback, bounded by the session's room
+ * and by the size its record names: a blob over either is refused before it
+ * is inflated (RGPU_ERR_LIMIT, why names the limit; RGPU_ERR_BAD_ARG: not the
+ * size the record says, which no honest client sends). The bytes' hash is
+ * checked. */
+rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint64_t size, uint8_t **data, size_t *n,
+                                    char *why, size_t whylen) {
     *data = NULL; *n = 0;
     if (!s->fetch) return RGPU_ERR_MISSING_BLOB;
     char lim[160];
-    uint64_t room = rgpu_session_room(s, lim, sizeof lim);
-    rgpu_status st = s->fetch(s->fetch_ud, h, room, data, n);
-    if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > room)) {
+    uint64_t room = rgpu_session_room(s, lim, sizeof lim), max = size < room ? size : room;
+    rgpu_status st = s->fetch(s->fetch_ud, h, max, data, n);
+    if (st == RGPU_ERR_LIMIT || (st == RGPU_ERR_TOO_LARGE && *n > max)) {
         char hex[33];
         rgpu_hash_hex(h, hex);
+        if (*n > size && size < room)
+            return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_ARG, "blob %.12s has %zu bytes, its record says %llu", hex, *n,
+                                (unsigned long long)size);
         return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "blob %.12s of %zu bytes would pass %s", hex, *n, lim);
     }
     if (st) return st;

@@ -102,9 +102,11 @@ blobent *rgpu_sess_blob_find(rgpu_session *s, const rgpu_hash *h);
 /* Drop the oldest blobs until those kept fit in `keep` bytes, sparing the
  * ones fetched for the chunk about to run (gen == blob_gen) unless all. */
 void rgpu_sess_blob_evict_to(rgpu_session *s, uint64_t keep, bool all);
-/* Blob h through the fetch callback, bounded by the session's room, hash checked. */
-rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint8_t **data, size_t *n, char *why,
-                                    size_t whylen);
+/* Blob h through the fetch callback, bounded by the session's room (RGPU_ERR_LIMIT) and by size, the
+ * bytes the record naming it needs (RGPU_ERR_BAD_ARG; UINT64_MAX: any), both before it is inflated;
+ * hash checked. */
+rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint64_t size, uint8_t **data, size_t *n,
+                                    char *why, size_t whylen);
 /* Record op idx as failed (the first failure is reported at the next wait). */
 rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why);
 

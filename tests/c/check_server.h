@@ -163,7 +163,21 @@ static inline int srv_session(const srv *s, uint64_t session, uint64_t *id, uint
     return fd;
 }
 
-/* Read until ERROR (ACKs and NEEDs skipped); its code, its text into msg
+/* NOTICEs (FORMAT.md §7.2) come between the answers the helpers below wait
+ * for: each is skipped and the last one kept here for the test to look at. */
+static int g_notice_code, g_notices;
+static char g_notice_msg[512];
+static inline bool took_notice(const rgpu_msg_header *mh, const uint8_t *p) {
+    if (mh->type != RGPU_MSG_NOTICE) return false;
+    rgpu_msg_notice m;
+    ck_assert_int_eq(rgpu_msg_notice_decode(p, mh->len, &m), RGPU_OK);
+    g_notice_code = (int)m.code;
+    snprintf(g_notice_msg, sizeof g_notice_msg, "%.*s", (int)m.msg_len, m.msg);
+    g_notices++;
+    return true;
+}
+
+/* Read until ERROR (ACKs, NEEDs and NOTICEs skipped); its code, its text into msg
  * (when not NULL). Then the server must close: the fd is closed here. */
 static inline int expect_error_msg(int fd, char *msg, size_t msglen) {
     for (;;) {
@@ -171,7 +185,7 @@ static inline int expect_error_msg(int fd, char *msg, size_t msglen) {
         uint8_t *p;
         rgpu_status s = rgpu_wire_recv(fd, 1 << 20, &mh, &p);
         ck_assert_msg(s == RGPU_OK, "no ERROR message, got status %s", rgpu_status_name(s));
-        if (mh.type == RGPU_MSG_ACK || mh.type == RGPU_MSG_NEED) { free(p); continue; }
+        if (mh.type == RGPU_MSG_ACK || mh.type == RGPU_MSG_NEED || took_notice(&mh, p)) { free(p); continue; }
         ck_assert_msg(mh.type == RGPU_MSG_ERROR, "expected ERROR, got %s", rgpu_msg_name(mh.type));
         int code = (int)rgpu_ld32(p);
         if (msg) snprintf(msg, msglen, "%.*s", (int)(mh.len > 8 ? mh.len - 8 : 0), (char *)p + 8);
@@ -213,12 +227,13 @@ static inline void send_blob(int fd, const void *raw, size_t n) {
     rgpu_buf_free(&f);
 }
 
-/* Next message of the given type (others than ACK/NEED fail the test). */
+/* Next message of the given type (others than ACK/NEED/NOTICE fail the test). */
 static inline uint8_t *expect_msg(int fd, int type, rgpu_msg_header *mh) {
     for (;;) {
         uint8_t *p;
         ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, mh, &p), RGPU_OK);
         if (mh->type == type) return p;
+        if (took_notice(mh, p)) { free(p); continue; }
         ck_assert_msg(mh->type == RGPU_MSG_ACK || mh->type == RGPU_MSG_NEED, "expected %s, got %s%s%.200s",
                       rgpu_msg_name(type), rgpu_msg_name(mh->type), mh->type == RGPU_MSG_ERROR ? ": " : "",
                       mh->type == RGPU_MSG_ERROR ? (char *)p + 8 : "");
@@ -229,7 +244,11 @@ static inline uint8_t *expect_msg(int fd, int type, rgpu_msg_header *mh) {
 static inline uint64_t read_ack(int fd) {
     rgpu_msg_header mh;
     uint8_t *p;
-    ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
+    for (;;) {
+        ck_assert_int_eq(rgpu_wire_recv(fd, 1 << 20, &mh, &p), RGPU_OK);
+        if (!took_notice(&mh, p)) break;
+        free(p);
+    }
     ck_assert_int_eq(mh.type, RGPU_MSG_ACK);
     uint64_t a = rgpu_ld64(p);
     free(p);

@@ -668,12 +668,16 @@ static void srv_start_small_disk(srv *s, const char *const *extra) {
 }
 
 /* A journal write that fails turns the journal off for that session,
- * loudly; training goes on. */
+ * loudly, and the client is told (NOTICE JOURNAL_OFF with the reason);
+ * training goes on. */
 START_TEST(journal_write_failure_keeps_the_session) {
     srv s;
     srv_start_small_disk(&s, NULL);
+    g_notices = 0;
     upload_sum_download(&s);
     ck_assert_msg(log_count(&s, "WITHOUT a journal"), "no warning in %s", s.log);
+    ck_assert_msg(g_notices == 1 && g_notice_code == RGPU_NOTICE_JOURNAL_OFF && g_notice_msg[0],
+                  "%d notices, the last %d '%s'", g_notices, g_notice_code, g_notice_msg);
     srv_stop(&s);
 }
 END_TEST

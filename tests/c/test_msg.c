@@ -77,6 +77,8 @@ static const char EMSG[] = "something went wrong";
 static const rgpu_msg_result RESULT_M = { .op = 0x7172737475767778ull, .status = 0x81828384, .err_op = 0x9192939495969798ull,
                                         .msg_len = sizeof RMSG - 1, .msg = RMSG, .data = RDATA, .data_len = sizeof RDATA };
 static const rgpu_msg_error ERROR_M = { .code = 0xb1b2b3b4, .msg_len = sizeof EMSG - 1, .msg = EMSG };
+static const char NMSG[] = "journal write failed: disk I/O error";
+static const rgpu_msg_notice NOTICE_M = { .code = 0xc1c2c3c4, .msg_len = sizeof NMSG - 1, .msg = NMSG };
 static const rgpu_msg_wait WAIT = { 0x0102030405060708ull };
 static const rgpu_msg_ack ACK = { 0xa1a2a3a4a5a6a7a8ull };
 
@@ -142,6 +144,12 @@ static sample make(int type) {
         put_int(&s, "code", ERROR_M.code, 4); put_int(&s, "reserved", 0, 4);
         put_bytes(&s, "UTF-8 message", EMSG, ERROR_M.msg_len);
         break;
+    case RGPU_MSG_NOTICE:
+        s.head = RGPU_MSG_NOTICE_HEAD;
+        s.len = rgpu_msg_notice_encode(&NOTICE_M, s.enc, sizeof s.enc);
+        put_int(&s, "code", NOTICE_M.code, 4); put_int(&s, "reserved", 0, 4);
+        put_bytes(&s, "UTF-8 message", NMSG, NOTICE_M.msg_len);
+        break;
     case RGPU_MSG_BYE:
         s.head = RGPU_MSG_BYE_HEAD;
         s.len = rgpu_msg_bye_encode(&(rgpu_msg_bye){ 0 }, s.enc, sizeof s.enc);
@@ -159,7 +167,8 @@ static sample make(int type) {
 /* Decode p[0..n) as a message of type; the status. */
 static rgpu_status decode(int type, const uint8_t *p, size_t n) {
     union { rgpu_msg_hello h; rgpu_msg_welcome w; rgpu_msg_chunk c; rgpu_msg_blob b; rgpu_msg_blob_part bp;
-            rgpu_msg_need nd; rgpu_msg_wait wt; rgpu_msg_ack a; rgpu_msg_result r; rgpu_msg_error e; rgpu_msg_bye y; } u;
+            rgpu_msg_need nd; rgpu_msg_wait wt; rgpu_msg_ack a; rgpu_msg_result r; rgpu_msg_error e; rgpu_msg_bye y;
+            rgpu_msg_notice no; } u;
     switch (type) {
     case RGPU_MSG_HELLO: return rgpu_msg_hello_decode(p, n, &u.h);
     case RGPU_MSG_WELCOME: return rgpu_msg_welcome_decode(p, n, &u.w);
@@ -172,6 +181,7 @@ static rgpu_status decode(int type, const uint8_t *p, size_t n) {
     case RGPU_MSG_RESULT: return rgpu_msg_result_decode(p, n, &u.r);
     case RGPU_MSG_ERROR: return rgpu_msg_error_decode(p, n, &u.e);
     case RGPU_MSG_BYE: return rgpu_msg_bye_decode(p, n, &u.y);
+    case RGPU_MSG_NOTICE: return rgpu_msg_notice_decode(p, n, &u.no);
     }
     return RGPU_ERR_BAD_MESSAGE;
 }
@@ -249,6 +259,12 @@ START_TEST(test_round_trips) {
     ck_assert_int_eq(rgpu_msg_error_decode(s.enc, s.len, &e), RGPU_OK);
     ck_assert(e.code == ERROR_M.code && e.msg_len == sizeof EMSG - 1 && !memcmp(e.msg, EMSG, e.msg_len));
 
+    rgpu_msg_notice no;
+    s = make(RGPU_MSG_NOTICE);
+    ck_assert_int_eq(rgpu_msg_notice_decode(s.enc, s.len, &no), RGPU_OK);
+    ck_assert(no.code == NOTICE_M.code && no.msg_len == sizeof NMSG - 1 && !memcmp(no.msg, NMSG, no.msg_len));
+    ck_assert_str_eq(rgpu_msg_name(RGPU_MSG_NOTICE), "NOTICE");
+
     rgpu_msg_bye y;
     s = make(RGPU_MSG_BYE);
     ck_assert_uint_eq(s.len, 0);
@@ -262,6 +278,7 @@ typedef rgpu_status (*send_fn)(int fd, const void *m);
 SEND_(hello, rgpu_msg_hello) SEND_(welcome, rgpu_msg_welcome) SEND_(chunk, rgpu_msg_chunk)
 SEND_(blob, rgpu_msg_blob) SEND_(blob_part, rgpu_msg_blob_part) SEND_(need, rgpu_msg_need) SEND_(wait, rgpu_msg_wait)
 SEND_(ack, rgpu_msg_ack) SEND_(result, rgpu_msg_result) SEND_(error, rgpu_msg_error) SEND_(bye, rgpu_msg_bye)
+SEND_(notice, rgpu_msg_notice)
 
 static void check_sent(int type, send_fn send, const void *m) {
     sample s = make(type);
@@ -293,6 +310,7 @@ START_TEST(test_send_is_encode) {
     check_sent(RGPU_MSG_RESULT, send_result, &RESULT_M);
     check_sent(RGPU_MSG_ERROR, send_error, &ERROR_M);
     check_sent(RGPU_MSG_BYE, send_bye, &(rgpu_msg_bye){ 0 });
+    check_sent(RGPU_MSG_NOTICE, send_notice, &NOTICE_M);
 }
 END_TEST
 
@@ -300,7 +318,7 @@ END_TEST
  * Refusals */
 static const int ALL[] = { RGPU_MSG_HELLO, RGPU_MSG_WELCOME, RGPU_MSG_CHUNK, RGPU_MSG_BLOB,
                            RGPU_MSG_NEED, RGPU_MSG_WAIT, RGPU_MSG_RESULT, RGPU_MSG_ACK, RGPU_MSG_ERROR,
-                           RGPU_MSG_BYE, RGPU_MSG_BLOB_PART };
+                           RGPU_MSG_BYE, RGPU_MSG_BLOB_PART, RGPU_MSG_NOTICE };
 
 START_TEST(test_truncated_and_oversized) {
     for (size_t k = 0; k < sizeof ALL / sizeof ALL[0]; k++) {
@@ -359,6 +377,10 @@ START_TEST(test_damaged_fields) {
     s = make(RGPU_MSG_ERROR);
     s.enc[4] = 1;
     ck_assert_int_eq(decode(RGPU_MSG_ERROR, s.enc, s.len), RGPU_ERR_BAD_MESSAGE);
+    s = make(RGPU_MSG_NOTICE);
+    s.enc[5] = 1;
+    ck_assert_int_eq(decode(RGPU_MSG_NOTICE, s.enc, s.len), RGPU_ERR_BAD_MESSAGE);
+    ck_assert_int_eq(decode(RGPU_MSG_NOTICE, s.enc, 7), RGPU_ERR_BAD_MESSAGE);
 
     /* HELLO: token_len past the payload, a trailer too long or too short; the fixed fields still read */
     s = make(RGPU_MSG_HELLO);

@@ -6,15 +6,21 @@
  * $RGPU_BIN, else the folder of $RGPU_SERVER_BIN, so `make test-asan` runs
  * the sanitizer builds — on the good trace and on truncated, garbage,
  * version-changed, hash-changed and internally inconsistent copies: each bad
- * one must exit 2 with one line on stderr, never a signal. */
+ * one must exit 2 with one line on stderr, never a signal; a trace whose blob
+ * inflates past the memory limits (the server's, rgpu-server's options) is
+ * refused before it is inflated, within bounded memory. */
 #include <check.h>
 #include <libgen.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <zstd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,7 +172,9 @@ static uint64_t make_trace(const char *path, int iters, int chunk_ops) {
 
 /* ---------------------------------------------------------------------------
  * Running the tools */
-typedef struct run_out { int code; char out[65536], err[4096]; int err_lines; } run_out;
+typedef struct run_out { int code; char out[65536], err[4096]; int err_lines; long maxrss_kb; } run_out;
+
+static rlim_t g_child_as;   /* RLIMIT_AS of the next run()'s child; 0: unchanged */
 
 static void slurp(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "r");
@@ -195,11 +203,15 @@ static void run(run_out *o, const char *fault, const char *tool, ...) {
     if (pid == 0) {
         if (!freopen(outp, "w", stdout) || !freopen(errp, "w", stderr)) _exit(126);
         if (fault) setenv("RGPU_CPU_FAULT", fault, 1); else unsetenv("RGPU_CPU_FAULT");
+        struct rlimit rl = { g_child_as, g_child_as };
+        if (g_child_as && setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
         execv(exe, argv);
         _exit(127);
     }
     int st;
-    ck_assert(waitpid(pid, &st, 0) == pid);
+    struct rusage ru;
+    ck_assert(wait4(pid, &st, 0, &ru) == pid);
+    o->maxrss_kb = ru.ru_maxrss;
     slurp(outp, o->out, sizeof o->out);
     slurp(errp, o->err, sizeof o->err);
     ck_assert_msg(WIFEXITED(st), "%s %s died of signal %d; stderr: %s", tool, argv[1], WTERMSIG(st), o->err);
@@ -460,6 +472,131 @@ START_TEST(usage_errors) {
 }
 END_TEST
 
+/* A trace of one UPLOAD of a blob of n zero bytes into a float32 vector of
+ * upload_n bytes (n: an honest trace), its sum and the sum's value (0.0f, the
+ * results row): the blob is a frame of a few hundred KB declaring n bytes,
+ * built piece by piece so that this process never holds n. */
+static void make_zero_blob_trace(const char *path, uint64_t n, uint64_t upload_n) {
+    static const uint8_t zeros[1 << 20];
+    XXH3_state_t *h64 = XXH3_createState(), *h128 = XXH3_createState();
+    XXH3_64bits_reset(h64);
+    XXH3_128bits_reset(h128);
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    ck_assert_int_eq(ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(z, n)), 0);
+    rgpu_buf frame = { 0 };
+    ck_assert_int_eq(rgpu_buf_reserve(&frame, RGPU_FRAME_HEADER + (1 << 20)), RGPU_OK);
+    frame.len = RGPU_FRAME_HEADER;
+    for (uint64_t done = 0;;) {
+        size_t piece = n - done < sizeof zeros ? (size_t)(n - done) : sizeof zeros;
+        bool last = done + piece == n;
+        XXH3_64bits_update(h64, zeros, piece);
+        XXH3_128bits_update(h128, zeros, piece);
+        ZSTD_inBuffer in = { zeros, piece, 0 };
+        size_t left;
+        do {
+            ck_assert_int_eq(rgpu_buf_reserve(&frame, 1 << 16), RGPU_OK);
+            ZSTD_outBuffer out = { frame.p + frame.len, frame.cap - frame.len, 0 };
+            left = ZSTD_compressStream2(z, &out, &in, last ? ZSTD_e_end : ZSTD_e_continue);
+            ck_assert_int_eq(ZSTD_isError(left), 0);
+            frame.len += out.pos;
+        } while (last ? left != 0 : in.pos < in.size);
+        done += piece;
+        if (last) break;
+    }
+    rgpu_st32(frame.p, RGPU_FRAME_MAGIC);
+    rgpu_st32(frame.p + 4, 0);
+    rgpu_st64(frame.p + 8, n);
+    rgpu_st64(frame.p + 16, XXH3_64bits_digest(h64));
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h128));
+    rgpu_hash h;                       /* rgpu_hash_bytes's: the canonical (big-endian) XXH3-128 */
+    memcpy(h.b, c.digest, 16);
+    ZSTD_freeCCtx(z);
+    XXH3_freeState(h64);
+    XXH3_freeState(h128);
+
+    builder b = { 0 };
+    ck_assert_int_eq(rgpu_rgt_create(path, "test_tools", &b.t), RGPU_OK);
+    ck_assert_int_eq(rgpu_rgt_set_meta(b.t, "backend", "cpu"), RGPU_OK);
+    ck_assert_int_eq(rgpu_rgt_put_blob(b.t, &h, n, frame.p, frame.len), RGPU_OK);
+    rgpu_buf_free(&frame);
+    rgpu_record r = { .op = RGPU_OP_UPLOAD, .n_out = 1, .n_args = 2 };
+    r.out[0] = vec(&b, (int64_t)(upload_n / 4));
+    r.args[0].kind = RGPU_ARG_HASH; r.args[0].v.h = h;
+    r.args[1].kind = RGPU_ARG_INT; r.args[1].v.i = (int64_t)upload_n;
+    add(&b, &r);
+    uint64_t sum = sum_all(&b, r.out[0].tid);
+    wait_op(&b, RGPU_OP_LOCAL_SCALAR_DENSE, sum);
+    rgpu_hash ch = rgpu_hash_bytes(b.chunk.p, b.chunk.len);
+    rgpu_buf cf = { 0 };
+    ck_assert_int_eq(rgpu_frame_compress(b.chunk.p, b.chunk.len, 1, &cf), RGPU_OK);
+    ck_assert_int_eq(rgpu_rgt_put_chunk(b.t, &ch, 0, (uint32_t)b.n_in_chunk, b.chunk.len, cf.p, cf.len), RGPU_OK);
+    const float zero = 0.0f;
+    ck_assert_int_eq(rgpu_rgt_put_result(b.t, b.wait_ops[0], 0, &zero, sizeof zero), RGPU_OK);
+    rgpu_buf_free(&cf);
+    rgpu_buf_free(&b.chunk);
+    rgpu_rgt_close(b.t);
+}
+
+/* rgpu-replay and rgpu-diff take rgpu-server's memory limits: a blob over
+ * them stops the run with exit 2 naming the limit, before it is inflated
+ * (the tool's peak RSS stays far below the blob); the defaults come from the
+ * machine (here an RLIMIT_AS of 3 GiB: --max-memory 2.25 GiB, sessions 1.69
+ * GiB, under the 2 GiB blob); raising the limit replays the trace. */
+START_TEST(blob_over_the_limits_is_refused_in_bounded_memory) {
+    char bomb[160], small[160], liar[160];
+    snprintf(bomb, sizeof bomb, "%s/zeros-2g.rgt", g_dir);
+    snprintf(small, sizeof small, "%s/zeros-96m.rgt", g_dir);
+    snprintf(liar, sizeof liar, "%s/zeros-2g-into-4k.rgt", g_dir);
+    make_zero_blob_trace(bomb, 2ull << 30, 2ull << 30);
+    make_zero_blob_trace(small, 96ull << 20, 96ull << 20);
+    make_zero_blob_trace(liar, 2ull << 30, 4096);
+    struct stat st;
+    ck_assert(stat(bomb, &st) == 0 && st.st_size < (1 << 20));   /* 2 GiB of zeros in a small file */
+    const long bound_kb = 200 << 10;   /* the tool itself, a few MiB of frame: nowhere near the blob */
+    run_out o;
+
+    run(&o, NULL, "rgpu-replay", bomb, "--backend", "cpu", "--max-session-bytes", "64M", NULL);
+    ck_assert_msg(o.code == 2 && o.err_lines == 1, "exit %d: %s%s", o.code, o.out, o.err);
+    ck_assert_msg(strstr(o.err, "op 0 (rgpu::upload)") && strstr(o.err, "--max-session-bytes") &&
+                  strstr(o.err, "67108864"), "%s", o.err);
+    ck_assert_msg(o.maxrss_kb < bound_kb, "rgpu-replay peaked at %ld KiB", o.maxrss_kb);
+
+    run(&o, NULL, "rgpu-diff", bomb, "--a", "cpu", "--b", "cpu", "--max-memory", "96M", NULL);
+    ck_assert_msg(o.code == 2 && o.err_lines == 1, "exit %d: %s%s", o.code, o.out, o.err);
+    ck_assert_msg(strstr(o.err, "op 0 (rgpu::upload)") && strstr(o.err, "--max-session-bytes") &&
+                  strstr(o.err, "75497472"), "%s", o.err);   /* 3/4 of 96M */
+    ck_assert_msg(o.maxrss_kb < bound_kb, "rgpu-diff peaked at %ld KiB", o.maxrss_kb);
+
+    g_child_as = (rlim_t)3 << 30;      /* the defaults, from the machine's (the process's) memory */
+    run(&o, NULL, "rgpu-replay", bomb, "--backend", "cpu", NULL);
+    g_child_as = 0;
+    ck_assert_msg(o.code == 2 && o.err_lines == 1, "exit %d: %s%s", o.code, o.out, o.err);
+    ck_assert_msg(strstr(o.err, "--max-session-bytes") && strstr(o.err, "1811939328"), "%s", o.err);
+    ck_assert_msg(o.maxrss_kb < bound_kb, "rgpu-replay peaked at %ld KiB", o.maxrss_kb);
+
+    /* the same kind of trace, smaller: refused under a low limit, replayed and verified under a raised one */
+    run(&o, NULL, "rgpu-replay", small, "--backend", "cpu", "--max-session-bytes", "64M", NULL);
+    ck_assert_msg(o.code == 2 && strstr(o.err, "--max-session-bytes"), "exit %d: %s", o.code, o.err);
+    run(&o, NULL, "rgpu-replay", small, "--backend", "cpu", "--verify", "--max-session-bytes", "512M", NULL);
+    ck_assert_msg(o.code == 0 && strstr(o.out, "1 results verified"), "exit %d: %s%s", o.code, o.out, o.err);
+    run(&o, NULL, "rgpu-diff", small, "--a", "cpu", "--b", "cpu", "--quiet", "--max-memory", "1G",
+        "--max-session-bytes", "300M", NULL);
+    ck_assert_msg(o.code == 0, "exit %d: %s%s", o.code, o.out, o.err);
+    /* a 2 GiB blob named by an UPLOAD of 4 KiB, under limits it fits: refused by the size the record
+     * names, before it is inflated (the op fails, the replay goes on) */
+    run(&o, NULL, "rgpu-replay", liar, "--backend", "cpu", "--max-memory", "16G", "--max-session-bytes", "8G", NULL);
+    ck_assert_msg(o.code == 0 && strstr(o.out, "op 0 (rgpu::upload) failed") &&
+                  strstr(o.out, "has 2147483648 bytes, its record says 4096"), "exit %d: %s%s", o.code, o.out, o.err);
+    ck_assert_msg(o.maxrss_kb < bound_kb, "rgpu-replay peaked at %ld KiB", o.maxrss_kb);
+    /* bad values are usage errors */
+    run(&o, NULL, "rgpu-replay", small, "--max-memory", "0", NULL);
+    ck_assert_msg(o.code == 2 && o.err_lines == 1 && strstr(o.err, "--max-memory"), "%s", o.err);
+    run(&o, NULL, "rgpu-diff", small, "--max-session-bytes", "lots", NULL);
+    ck_assert_msg(o.code == 2 && o.err_lines == 1 && strstr(o.err, "'lots'"), "%s", o.err);
+}
+END_TEST
+
 START_TEST(long_trace_replays_fast) {
     char path[160];
     snprintf(path, sizeof path, "%s/long.rgt", g_dir);
@@ -482,6 +619,6 @@ int main(void) {
     TCase *tc = add_tcase(s, "tools", 120, setup, teardown);
     ADD_TESTS(tc, replay_verifies_good_trace, replay_twice_is_bitwise_equal, replay_names_corrupted_result,
                   diff_finds_the_faulty_op, trace_info_ops_dump, bad_traces_exit_2, usage_errors,
-                  long_trace_replays_fast);
+                  long_trace_replays_fast, blob_over_the_limits_is_refused_in_bounded_memory);
     return run_suite(s);
 }

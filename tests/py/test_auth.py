@@ -25,7 +25,7 @@ from test_resume import TRAIN, FaultProxy, Server, child, finish, until_step  # 
 TORCHHOOK = os.path.join(HERE, "..", "..", "torchhook")
 MAGIC = 0x57504752
 ERR_AUTH, ERR_TOO_LARGE, ERR_BAD_MAGIC = 32, 9, 2
-MSG_HELLO, MSG_WELCOME, MSG_ERROR, MSG_CHUNK = 1, 2, 10, 3
+MSG_HELLO, MSG_WELCOME, MSG_ERROR, MSG_CHUNK, MSG_NOTICE = 1, 2, 10, 3, 13
 
 
 def frame(typ, payload):
@@ -53,8 +53,11 @@ def recv_msg(s):
 
 
 def expect_error(s):
-    """The server's ERROR (code, message), then it closes."""
+    """The server's ERROR (code, message), then it closes (NOTICEs before it,
+    not fatal, skipped: --journal none says so after WELCOME)."""
     typ, p = recv_msg(s)
+    while typ == MSG_NOTICE:
+        typ, p = recv_msg(s)
     assert typ == MSG_ERROR, typ
     code = struct.unpack("<I", p[:4])[0]
     s.settimeout(10)

@@ -47,10 +47,11 @@ TRAIN = TRAIN_LOOP.format(steps="mlp_steps", args="")
 
 
 class Server:
-    """rgpu-server on 127.0.0.1:port with a token file and a log file."""
+    """rgpu-server on 127.0.0.1:port with a token file and a log file;
+    preexec (optional) runs in the server's process before it starts (limits)."""
 
-    def __init__(self, tmp, *args, port=None):
-        self.tmp, self.args = tmp, list(args)
+    def __init__(self, tmp, *args, port=None, preexec=None):
+        self.tmp, self.args, self.preexec = tmp, list(args), preexec
         self.port = port or free_port()
         self.token_file = str(tmp / "token")
         self.log_path = tmp / "server.log"
@@ -61,7 +62,7 @@ class Server:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([SERVER, "--listen", f"127.0.0.1:{self.port}", "--backend", "cpu",
                                       "--token-file", self.token_file, *self.args],
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=self.preexec)
         log.close()
         wait_listening(self.proc, self.port, self.log)
 

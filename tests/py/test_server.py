@@ -241,7 +241,8 @@ PROTOCOL_CHILD = """
     ("short RESULT", (8, b"\x07" * 10), "a RESULT that does not decode (10 bytes"),
     ("RESULT msg_len", (8, bytes(24) + b"\xff\x00\x00\x00" + b"ab"), "a RESULT that does not decode (30 bytes"),
     ("ACK of 4 bytes", (9, bytes(4)), "an ACK of 4 bytes"),
-    ("unknown type", (13, bytes(8)), "a message of unknown type 13"),
+    ("unknown type", (14, bytes(8)), "a message of unknown type 14"),
+    ("NOTICE cut short", (13, bytes(4)), "a NOTICE"),
     ("CHUNK from the server", (3, bytes(32)), "an unexpected CHUNK message"),
 ])
 def test_protocol_error_from_the_server_fails_the_wait_at_once(what, answer, says):

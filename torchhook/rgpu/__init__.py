@@ -35,8 +35,11 @@ manual_seed = _device.manual_seed
 def stats():
     """Client counters: ops, chunks, waits, bytes_out, bytes_in (and more),
     "decomposed": {op name: calls decomposed into other ops}, and once
-    connected "backend": the server's backend as its handshake names it, and
-    "server_version": the server's rgpu version (rgpu.__version__ is ours)."""
+    connected "backend": the server's backend as its handshake names it,
+    "server_version": the server's rgpu version (rgpu.__version__ is ours) and
+    "journal": whether a server restart would resume this run -- "on", "none"
+    (the server keeps no journal) or "off: <why>" (it failed; the next wait
+    also warns once, a RuntimeWarning)."""
     s = _C.stats()
     s["decomposed"] = _decomp.counts()
     s["compile"] = _compile.counts()
