@@ -616,6 +616,18 @@ static rgpu_status emit_frees_locked(rgpu_client *c) {
     return append_record_locked(c, &r, NULL);
 }
 
+/* Whether the server allocates running r: an output over a new storage, or a
+ * CALL (a template's locals and outputs). The frees queued before such a
+ * record go first, so the memory they release is there for it to reuse, as
+ * PyTorch's allocator reuses it (FORMAT.md §4.1); between allocations the
+ * frees stay batched. */
+static inline bool allocates(const rgpu_record *r) {
+    if (r->op == RGPU_OP_CALL) return true;
+    for (int i = 0; i < r->n_out; i++)
+        if (r->out[i].flags & RGPU_TDEF_NEW_STORAGE) return true;
+    return false;
+}
+
 static rgpu_status close_chunk_locked(rgpu_client *c) {
     rgpu_status s = emit_frees_locked(c);
     if (s) return s;
@@ -1244,6 +1256,7 @@ static void capture_emit_frees(capture *k) {
 static rgpu_status capture_record(capture *k, const rgpu_record *r) {
     if (r->op < RGPU_OP_COUNT && (r->op == RGPU_OP_CALL || (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT)))
         return RGPU_ERR_UNSUPPORTED;
+    if (k->nfree && allocates(r)) capture_emit_frees(k);   /* a call reuses its dead locals' memory */
     size_t before = k->buf.len;
     rgpu_status s = rgpu_record_encode(&k->buf, r);
     if (!s && k->buf.len > RGPU_MAX_CHUNK_RAW) { k->buf.len = before; s = RGPU_ERR_TOO_LARGE; }
@@ -1344,9 +1357,11 @@ rgpu_status rgpu_client_record(rgpu_client *c, const rgpu_record *r, uint64_t *o
     }
     pthread_mutex_lock(&c->mu);
     rgpu_status s = c->dead ? (rgpu_status)c->dead_status : RGPU_OK;
-    /* Frees queued before a wait op go before it, so what it observes
-     * (memory stats) already reflects tensors the program dropped. */
-    if (!s && r->op < RGPU_OP_COUNT && (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT)) s = emit_frees_locked(c);
+    /* Frees queued before an allocation go before it (allocates), and before
+     * a wait op, so what it observes (memory stats) already reflects tensors
+     * the program dropped. */
+    if (!s && c->nfree && (allocates(r) || (r->op < RGPU_OP_COUNT && (rgpu_op_table[r->op].flags & RGPU_OPF_WAIT))))
+        s = emit_frees_locked(c);
     if (!s) s = append_record_locked(c, r, op_index);
     if (!s && r->op == RGPU_OP_CALL) c->st.calls++;
     if (!s && c->cur.len >= RGPU_CHUNK_BYTES) s = close_chunk_locked(c);
@@ -1381,7 +1396,8 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
         return s;
     }
     pthread_mutex_lock(&c->mu);
-    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : append_record_locked(c, &r, &b->op_index);
+    rgpu_status s = c->dead ? (rgpu_status)c->dead_status : emit_frees_locked(c);   /* an upload allocates */
+    if (!s) s = append_record_locked(c, &r, &b->op_index);
     bool linked = !s;
     if (!s) {
         b->next = c->blobs;
@@ -1400,13 +1416,17 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
     return s;
 }
 
+bool rgpu_client_capture_free(rgpu_client *c, uint64_t tid) {
+    capture *k = capturing(c);
+    if (!k) return false;
+    k->frees[k->nfree++] = tid;
+    if (k->nfree == RGPU_CAPTURE_FREE_BATCH) capture_emit_frees(k);
+    return true;
+}
+
 void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid) {
     if (tid & RGPU_TEMPLATE_LOCAL_BIT) {
-        capture *k = capturing(c);
-        if (k) {
-            k->frees[k->nfree++] = tid;
-            if (k->nfree == RGPU_CAPTURE_FREE_BATCH) capture_emit_frees(k);
-        }
+        rgpu_client_capture_free(c, tid);
         return;   /* no capture here: the server frees a call's locals at its end */
     }
     pthread_mutex_lock(&c->mu);

@@ -24,6 +24,8 @@
  *   capture_begin()                 start capturing (RuntimeError when this thread already does)
  *   capture_end() -> bytes          the captured records, back to back; stop capturing
  *   capture_abort()                 drop them, stop (no error without a capture)
+ *   capture_free(tid) -> bool       a FREE of tid (a bound input handed over) at this point of
+ *                                   this thread's capture; False (nothing done) without one
  *   put_blob(buffer) -> 16 bytes    register bytes the server may NEED (a template blob), by hash
  * While capturing: new_id() has bit 62 set, record() and upload() return 0
  * (no op index is used) and their records go into the capture; recording a
@@ -446,6 +448,13 @@ static PyObject *py_free(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_capture_free(PyObject *self, PyObject *arg) {
+    (void)self;
+    unsigned long long tid = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(g_client && rgpu_client_capture_free(g_client, tid));
+}
+
 static PyObject *py_capture_begin(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client *c = need_client();
@@ -546,6 +555,7 @@ static PyMethodDef methods[] = {
     { "capture_begin", py_capture_begin, METH_NOARGS, "start capturing this thread's records (a template)" },
     { "capture_end", py_capture_end, METH_NOARGS, "stop capturing -> the captured records (bytes)" },
     { "capture_abort", py_capture_abort, METH_NOARGS, "stop capturing, dropping what was captured" },
+    { "capture_free", py_capture_free, METH_O, "capture_free(tid) -> bool: free tid inside this thread's capture, here" },
     { "put_blob", py_put_blob, METH_O, "put_blob(buffer) -> 16-byte hash: bytes the server may ask for" },
     { "stats", py_stats, METH_NOARGS, "client counters" },
     { "watch_begin", py_watch_begin, METH_VARARGS, "watch_begin(tids, sids): watch these tensors for writes" },

@@ -82,11 +82,14 @@ rgpu_status rgpu_client_upload(rgpu_client *c, const rgpu_tdef *out, const void 
                                uint64_t *op_index);
 
 /* Queue a tensor id to free; recorded as one FREE record per RGPU_FREE_BATCH
- * ids or when the open chunk closes. Never blocks on the network. A
- * template-local id (RGPU_TEMPLATE_LOCAL_BIT) goes into the calling thread's
- * capture (FREE records of RGPU_CAPTURE_FREE_BATCH ids, and at its end); with
- * no capture on this thread it is dropped: the server frees a call's locals
- * when the call ends. */
+ * ids, before the next record that allocates (a new storage, an UPLOAD, a
+ * CALL) or waits, or when the open chunk closes: the server frees in stream
+ * order, so the next allocation can reuse the bytes (FORMAT.md §4.1). Never
+ * blocks on the network. A template-local id (RGPU_TEMPLATE_LOCAL_BIT) goes
+ * into the calling thread's capture (FREE records of RGPU_CAPTURE_FREE_BATCH
+ * ids, before its next allocating record, and at its end); with no capture on
+ * this thread it is dropped: the server frees a call's locals when the call
+ * ends. */
 void rgpu_client_free_tensor(rgpu_client *c, uint64_t tid);
 
 /* ---------------------------------------------------------------------------
@@ -108,6 +111,11 @@ rgpu_status rgpu_client_capture_end(rgpu_client *c, rgpu_buf *records);
 void rgpu_client_capture_abort(rgpu_client *c);
 /* True while the calling thread captures for c. */
 bool rgpu_client_capturing(const rgpu_client *c);
+/* Free tid inside the calling thread's capture, at this point of its
+ * records: a FREE of a bound input the caller hands over (the template drops
+ * it after its last use, so every CALL frees it there). Returns false, doing
+ * nothing, when this thread does not capture. */
+bool rgpu_client_capture_free(rgpu_client *c, uint64_t tid);
 
 /* Register bytes the server may ask for (NEED) by their XXH3-128 *h, kept
  * for the whole session (reconnects too) and written into the record_path

@@ -281,10 +281,10 @@ rgpu_status rgpu_sess_exec_call(ctx *c) {
  * The capture replays the log after the logged call has finished, so a
  * refusal never leaves anything half done: that call's results came from
  * the record-by-record path already. Templates with random ops (the CALL's
- * seed and offset change their args every call), UPLOAD records, or a FREE
- * of a bound id are never graphed. A graph runs the same kernels with the
- * same arguments over the same byte offsets as the records would: results
- * are bitwise those of the record-by-record path. */
+ * seed and offset change their args every call) or UPLOAD records are
+ * never graphed. A graph runs the same kernels with the same arguments over
+ * the same byte offsets as the records would: results are bitwise those of
+ * the record-by-record path. */
 
 enum { GRAPH_MAX_INSTANCES = 4, GRAPH_MAX_CAPTURES = 8, GRAPH_MAX_TRANSIENT = 3 };
 enum { GI_SEEN, GI_READY, GI_OFF };
@@ -327,7 +327,7 @@ typedef struct ginst {
 typedef struct gcall {
     bool replay;
     ginst *gi;
-    storage **in;             /* the bound storages (a reference held on each) */
+    storage **in;             /* the bound storages (each pinned) */
     uint32_t n_in;
     /* logging */
     gslot *slots;             /* inputs, then created storages */
@@ -368,9 +368,9 @@ static bool tpl_graphable(rgpu_session *s, tplent *e) {
         off += used;
         if (rgpu_op_is_random(r.op)) why = "it has random ops (their seed and offset change with every call)";
         else if (r.op == RGPU_OP_UPLOAD) why = "it has UPLOAD records";
-        else if (r.op == RGPU_OP_FREE && r.n_args == 1 && r.args[0].kind == RGPU_ARG_INTS)
-            for (uint32_t i = 0; i < r.args[0].v.ints.n && !why; i++)
-                if (u64map_get(&e->bind, (uint64_t)rgpu_arg_int_at(&r.args[0], i))) why = "it frees a bound id";
+        /* A FREE of a bound tensor (an input the caller handed over) is
+         * fine: call_layout pins every bound storage, so its bytes stay where
+         * the graph reads them until the call is done. */
     }
     if (why) {
         char hex[33];
@@ -396,7 +396,7 @@ static void vpush(u64vec *v, uint64_t x) {
 
 static void inputs_release(rgpu_session *s, storage **in, uint32_t n) {
     if (!in) return;
-    for (uint32_t j = 0; j < n; j++) rgpu_sess_storage_unref(s, in[j]);
+    for (uint32_t j = 0; j < n; j++) rgpu_sess_storage_unpin(s, in[j]);
     free(in);
 }
 
@@ -405,7 +405,8 @@ static void inputs_release(rgpu_session *s, storage **in, uint32_t n) {
  * shape, strides, offset), a storage (its position), or nothing; each
  * storage's size at its first position. Equal layouts mean the same views of
  * the same number of storages with the same aliasing: what a graph bakes in.
- * The distinct storages go to *in, each with a reference held. */
+ * The distinct storages go to *in, each pinned (a bound tensor the template
+ * frees leaves its bytes where the graph reads them until the call is done). */
 static rgpu_status call_layout(rgpu_session *s, const tplent *e, const uint64_t *bind, uint64_t **key, size_t *key_n,
                                storage ***in, uint32_t *n_in) {
     u64vec k = { 0 };
@@ -431,7 +432,7 @@ static rgpu_status call_layout(rgpu_session *s, const tplent *e, const uint64_t 
                     st = q; cap = nc;
                 }
                 st[n++] = x;
-                x->refs++;
+                x->pins++;
                 p = n;
                 if (!u64map_put(&pos, (uint64_t)(uintptr_t)x, (void *)p)) { nomem = true; break; }
                 vpush(&k, x->nbytes);

@@ -72,13 +72,24 @@ uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
 
 /* ---------------------------------------------------------------------------
  * Storages and tensors */
+static void storage_release(rgpu_session *s, storage *st) {   /* its bytes */
+    if (!st->borrowed) {
+        s->b->free(s->b, st->data);
+        rgpu_sess_mem_give(s, st->nbytes, rgpu_sess_storage_host(s));
+    }
+    free(st);
+}
+
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st) {
     if (!st || --st->refs) return;
     u64map_del(&s->storages, st->sid);
-    if (!st->borrowed) s->b->free(s->b, st->data);
     s->mem -= st->nbytes;
-    if (!st->borrowed) rgpu_sess_mem_give(s, st->nbytes, rgpu_sess_storage_host(s));
-    free(st);
+    if (!st->pins) storage_release(s, st);
+}
+
+void rgpu_sess_storage_unpin(rgpu_session *s, storage *st) {
+    if (--st->pins || st->refs) return;
+    storage_release(s, st);
 }
 
 void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t) {

@@ -17,6 +17,8 @@ typedef struct storage {
     void *data;
     uint64_t nbytes;
     uint32_t refs;            /* tensors over this storage */
+    uint32_t pins;            /* a graphed call's holds on a bound storage (graph.c): its
+                                 bytes outlive its last tensor until the call is done */
     bool borrowed;            /* data is a graph instance's static buffer: not freed with it */
 } storage;
 
@@ -95,6 +97,9 @@ void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host);
 static inline bool rgpu_sess_storage_host(const rgpu_session *s) { return !s->b->device_memory; }
 /* A storage losing a tensor (freed with its last), a tensor leaving the table. */
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st);
+/* A storage's last tensor gone is freed for the program at once (unknown id,
+ * out of memory_stats); its bytes go back when the last pin does too. */
+void rgpu_sess_storage_unpin(rgpu_session *s, storage *st);
 void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t);
 /* Blobs and templates share one key: the first 8 hash bytes (never 0). */
 uint64_t rgpu_sess_blob_key(const rgpu_hash *h);

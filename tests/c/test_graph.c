@@ -7,7 +7,8 @@
  * input that moves after the capture (captured again), in-place updates of
  * bound inputs (written back when staged), aliasing bindings (a layout of
  * their own), a random op (never graphed), capture refusals (permanent and
- * transient), a failing record, and graphs off. */
+ * transient), a failing record, a bound input the template frees, and
+ * graphs off. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +442,48 @@ START_TEST(test_failing_record)
 }
 END_TEST
 
+/* A template that frees a bound input after its last use (torch.compile's
+ * backward handing over a saved activation): o1 = x * w, FREE x, o2 = o1 + w.
+ * x is gone after every call, its bytes were free before o2 was allocated
+ * (the peak is the bytes held before the call plus o1's), and the template
+ * is still graphed. */
+START_TEST(test_handed_input)
+{
+    enum { TX = 141, TW = 142, TO1 = 143, TO1S = 144, TO2 = 145, TO2S = 146 };
+    rgpu_buf r = { 0 };
+    rec_binary(&r, RGPU_OP_MUL_TENSOR, vec_def(TO1, TO1S, N), TX, TW);
+    rec_free(&r, TX);
+    rec_binary(&r, RGPU_OP_ADD_TENSOR, vec_def(TO2, TO2S, N), TO1, TW);
+    static const uint64_t ids[] = { TX, TW, TO1, TO1S, TO2, TO2S };
+    rgpu_hash h = template_of(0, ids, 6, &r);
+    make_vec(3, 4, 0.5f, 1);
+    for (int k = 0; k < 5; k++) {
+        uint64_t x = 400 + 8 * (uint64_t)k;
+        make_vec(x, x + 1, (float)k + 0.5f, -1);
+        uint64_t before, peak;
+        rgpu_session_memory(g_s[0], &before, &peak);
+        uint64_t bind[] = { x, 3, x + 2, x + 3, x + 4, x + 5 };
+        call(&h, bind, 6);
+        unhold(x);
+        hold(x + 2);
+        hold(x + 4);
+        same_everywhere("handed input");
+        for (int m = 0; m < 2; m++) {
+            rgpu_tensor_info ti;
+            ck_assert_int_eq(rgpu_session_tensor_info(g_s[m], x, &ti), RGPU_ERR_UNKNOWN_TENSOR);
+        }
+        uint64_t after;
+        rgpu_session_memory(g_s[0], &after, &peak);
+        ck_assert_uint_eq(after, before + N * sizeof(float));   /* + o1 + o2 - x */
+        ck_assert_uint_eq(peak, before + N * sizeof(float));    /* x went before o2 came */
+    }
+    rgpu_graph_stats st = stats();
+    ck_assert_uint_eq(st.refusals, 0);
+    ck_assert_uint_eq(st.captures + st.replays, 4);   /* an input that moved is captured again */
+    ck_assert_uint_ge(st.replays, 2);
+}
+END_TEST
+
 /* Graphs off, or a backend without hooks: nothing is counted or held. */
 START_TEST(test_off_and_no_hooks)
 {
@@ -471,7 +514,7 @@ static Suite *suite(void) {
     TCase *tc = add_tcase(s, "core", 0, setup, teardown);
     ADD_TESTS(tc, test_same_inputs, test_new_inputs, test_input_moves, test_inplace_update,
                   test_aliasing_layouts, test_random_never_graphed, test_capture_refused,
-                  test_capture_transient, test_failing_record, test_off_and_no_hooks);
+                  test_capture_transient, test_failing_record, test_handed_input, test_off_and_no_hooks);
     return s;
 }
 

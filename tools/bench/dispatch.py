@@ -44,6 +44,11 @@ def per_op_us(fn, n):
     return (time.perf_counter() - t) / n * 1e6
 
 
+def _dropped(x, y, n):
+    for _ in range(n):
+        z = x + y       # noqa: F841  (the previous z dies here)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20000)
@@ -58,6 +63,8 @@ def main():
     cases = {
         "x.add_(1)        (in-place, scalar)": lambda x, y: (lambda n: [x.add_(1) for _ in range(n)]),
         "x + y            (new tensor)": lambda x, y: (lambda n: [x + y for _ in range(n)]),
+        # the result dropped at once, as in a loop: one FREE of it queued per op
+        "z = x + y        (new, dropped)": lambda x, y: (lambda n: _dropped(x, y, n)),
         "x * 2.5          (scalar)": lambda x, y: (lambda n: [x * 2.5 for _ in range(n)]),
         "x.t()            (view)": lambda x, y: (lambda n: [x.t() for _ in range(n)]),
         "x.sum(0)         (reduction)": lambda x, y: (lambda n: [x.sum(0) for _ in range(n)]),

@@ -12,7 +12,10 @@ behind a header naming the ids a call binds (inputs, their storages, the
 outputs), are the graph's *template*: a blob named by its hash, sent once
 (the server asks for it). Every call, the first included, is one CALL record
 binding the template's ids to this call's tensors; the outputs' metadata is
-known from the capture, so a call never waits.
+known from the capture, so a call never waits. The template frees each
+temporary after its last use, and an argument the call alone holds (a
+backward's saved activations, which aot_autograd hands over) too: memory is
+reused within a call as PyTorch reuses it (_sole, _Donor).
 
 A graph that can't be shipped runs eagerly (every op recorded as usual) after
 one warning naming the reason: an op that needs a wait (its output shape or
@@ -23,7 +26,9 @@ compile (any exception while it traces, fakeifies or calls this backend)
 runs eagerly after one warning (install()); fullgraph=True raises instead.
 rgpu's own Python is never traced by dynamo (skip_our_frames()).
 See FORMAT.md §5.1 for the template layout and the CALL record."""
+import collections
 import struct
+import sys
 import warnings
 import weakref
 
@@ -33,7 +38,7 @@ from . import _C
 from . import dispatch as _dispatch
 from . import random as _random
 from . import tensor as _tensor
-from .tensor import RemoteTensor, Storage, record_view, wrap
+from .tensor import RemoteTensor, Storage, _TidRef, out_def, record_view, twin, wrap
 
 _MAGIC = 0x50544752         # "RGTP"
 _VERSION = 1
@@ -450,6 +455,54 @@ def _layout(args):
     return tuple(out)
 
 
+def _sole(args, i):
+    """Whether the call's own argument list holds the only reference to
+    args[i], a recorded RemoteTensor: no other Python reference, no C++ owner
+    (autograd, a .grad), no other wrapper over its server id. Such an argument
+    dies with the call (the boxed convention hands the list over: aot
+    autograd's backward passes the saved activations so), so the template may
+    free it after its last use, as the graph frees its own temporaries."""
+    a = args[i]
+    if type(a) is not RemoteTensor or a._use_count() != 1 or a._tid in _tensor.PENDING:
+        return False
+    ref = a.__dict__.get("_ref")
+    # the references counted: args, a, getrefcount's own argument
+    return sys.getrefcount(a) == 3 and (ref is None or sys.getrefcount(ref) == 3)
+
+
+def _hand_over(a):
+    """a's server id now belongs to a template that frees it: a frees nothing."""
+    ref = a.__dict__.get("_ref")
+    if ref is not None:
+        ref.tid = 0
+    else:
+        a._tid = 0
+
+
+class _Handed:
+    """The arguments a capture frees: ids whose _Donor fired while it was open."""
+    __slots__ = ("open", "tids")
+
+    def __init__(self):
+        self.open = True
+        self.tids = set()
+
+
+class _Donor(_TidRef):
+    """Owns the capture's wrapper over an argument only the call holds (and
+    its same-metadata views): when the last of them dies during the capture,
+    the template frees the argument there; later (an output, a cycle), never."""
+    __slots__ = ("handed",)
+
+    def __init__(self, tid, handed):
+        super().__init__(tid)
+        self.handed = handed
+
+    def __del__(self):
+        if self.handed.open and _C.capture_free(self.tid):
+            self.handed.tids.add(self.tid)
+
+
 class _NodeFailed(Exception):
     pass
 
@@ -503,7 +556,9 @@ class _Graph:
 
     def __call__(self, args):
         _tensor._HIDE_UNFLATTEN[0] = False
-        args = list(args)
+        boxed, args = args, list(args)
+        if type(boxed) is list:
+            boxed.clear()       # the boxed convention: the callee owns the arguments (see _sole)
         if _tensor.PENDING:
             subst = self._bind_constants(args)
             if subst:
@@ -584,14 +639,16 @@ class _Graph:
         consts = [c for c in consts if type(c) is RemoteTensor]
         if _tensor.PENDING:
             _tensor.flush_pending()     # recorded now, not into the template by the first op
+        handed, twins = _Handed(), {}
         try:
             _C.capture_begin()
-            outs = list(_Capture(self.gm).run(*args))
+            outs = list(_Capture(self.gm).run(initial_env=self._capture_env(args, handed, twins)))
             if _dispatch._DEFERRED:          # an op failed inside backward
                 raise _dispatch._DEFERRED.pop()
             if _tensor.PENDING:             # made inside: their records belong to the template
                 _tensor.flush_pending()
         except Exception as e:          # noqa: BLE001  (any failure: run eagerly, say why)
+            handed.open = False
             _C.capture_abort()
             for tid in [t for t in _tensor.PENDING if t & _LOCAL]:
                 _tensor.PENDING.pop(tid, None)  # made by the dropped capture: its ids mean nothing now
@@ -599,16 +656,38 @@ class _Graph:
             self._give_up(str(e) if isinstance(e, _NodeFailed) else f"{type(e).__name__}: {e}".splitlines()[0])
             return None
         raw = _C.capture_end()
+        handed.open = False
+        # an argument the graph returns is returned as itself, not as its twin
+        outs = [args[twins[id(o)][1]] if id(o) in twins and twins[id(o)][0]() is o else o for o in outs]
         n_random = (_random.get_state()[1] - state[1]) & ((1 << 64) - 1)
         _random.set_state(*state)
-        return _Template(args, consts, outs, raw, state[1], n_random)
+        pos = [i for i, a in enumerate(args) if type(a) is RemoteTensor and a._tid in handed.tids]
+        return _Template(args, consts, outs, raw, state[1], n_random, pos)
+
+    def _capture_env(self, args, handed, twins):
+        """The placeholders' values for the capture run. An argument only this
+        call holds (_sole) is seen through a twin wrapper owned by a _Donor,
+        which the run drops after its last use, so that its free lands in the
+        template there (handed.tids); twins maps id(twin) to (a weak reference
+        to it, its position). The other arguments are passed as they are."""
+        uses = collections.Counter(a._tid for a in args if type(a) is RemoteTensor)
+        env = {}
+        for i, ph in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
+            if _sole(args, i) and uses[args[i]._tid] == 1:
+                t = twin(args[i], _Donor(args[i]._tid, handed))
+                twins[id(t)] = (weakref.ref(t), i)
+                env[ph] = t
+            else:
+                env[ph] = args[i]
+        return env
 
 
 class _Template:
     """A captured graph: its blob's hash and how to bind a call and build the outputs."""
 
-    def __init__(self, args, consts, outs, raw, base_offset, n_random):
+    def __init__(self, args, consts, outs, raw, base_offset, n_random, handed=()):
         self.n_random = n_random
+        self.handed = frozenset(handed)     # argument positions the template frees (_sole)
         bind, index = [], {}
 
         def slot(x):
@@ -675,15 +754,32 @@ class _Template:
         self.hash = _C.put_blob(blob)
         _counts["templates"] += 1
 
+    @staticmethod
+    def _alias(a):
+        """A new server id over a's tensor (an ALIAS record), for the template to free."""
+        tid = _C.new_id()
+        _C.record(_C.OP_ALIAS, ((tid, a._st.sid) + out_def(a._key, -1),), (a._tid,), ())
+        return tid
+
     def call(self, args):
         new_id = _C.new_id
         fresh = [new_id() for _ in range(self.n_out_ids)]
-        binds = [args[i]._tid for i in self.in_pos]
+        binds, gone = [], []
+        for i in self.in_pos:
+            if i not in self.handed:
+                binds.append(args[i]._tid)
+            elif _sole(args, i):
+                binds.append(args[i]._tid)
+                gone.append(i)
+            else:                       # held elsewhere this time: the template frees an alias of it
+                binds.append(self._alias(args[i]))
         binds += [args[i]._st.sid for i in self.st_pos]
         binds += self.consts
         binds += fresh
         seed, offset = _random.take(self.n_random) if self.n_random else (0, 0)
         _C.record(_C.OP_CALL, (), (), (self.hash, tuple(binds), seed, offset))
+        for i in gone:
+            _hand_over(args[i])
         storages = {k: Storage(fresh[k], n) for k, n in self.st_bytes.items()}
         made = {}
         res = []

@@ -18,12 +18,18 @@ PENDING = {}
 def drop_pending(tid):
     """A pending tensor dies: a constant (FULL) never used is never recorded
     (returns True); an allocation (EMPTY) is recorded as the program made it,
-    so memory statistics see it, and then freed as usual (returns False)."""
+    so memory statistics see it, and then freed as usual (returns False). The
+    other pending allocations are alive now: they are recorded first, so its
+    FREE (which goes before the next allocation) cannot make room for them."""
     p = PENDING.pop(tid, None)
     if p is None:
         return False
     if p[0] == _C.OP_FULL:
         return True
+    for t in [t for t, q in list(PENDING.items()) if q[0] != _C.OP_FULL]:
+        q = PENDING.pop(t, None)
+        if q is not None:
+            _C.record(q[0], (q[1],), (), q[2])
     _C.record(p[0], (p[1],), (), p[2])
     return False
 

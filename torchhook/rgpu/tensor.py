@@ -296,9 +296,27 @@ class _TidRef:
         self.tid = tid
 
     def __del__(self):
-        if PENDING and _drop_pending(self.tid):
-            return
+        if not self.tid or (PENDING and _drop_pending(self.tid)):
+            return              # tid 0: handed to a template that frees it (compile.py)
         _free(self.tid)
+
+
+def _view_bits(t, base):
+    """t, a view of base, with base's lazy conj / neg bits, as ATen's views
+    keep them (cplx.py)."""
+    if _is_conj(base):
+        _set_conj(t, True)
+    if _is_neg(base):
+        _set_neg(t, True)
+    return t
+
+
+def twin(base, ref, m=None):
+    """Another wrapper over base's server tensor, with its metadata, owned by
+    ref (a _TidRef: the id is freed when its last wrapper goes)."""
+    t = wrap(base._key, base._st, base._tid, m)
+    t._ref = ref
+    return _view_bits(t, base)
 
 
 def record_view(base, key, odef, m=None):
@@ -309,19 +327,11 @@ def record_view(base, key, odef, m=None):
         ref = base.__dict__.get("_ref")
         if ref is None:
             ref = base._ref = _TidRef(base._tid)
-        t = wrap(key, base._st, base._tid, m)
-        t._ref = ref
-    else:
-        tid = _new_id()
-        st = base._st
-        _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
-        t = wrap(key, st, tid, m)
-    # a view keeps its base's lazy conj / neg bits, as ATen's views do (cplx.py)
-    if _is_conj(base):
-        _set_conj(t, True)
-    if _is_neg(base):
-        _set_neg(t, True)
-    return t
+        return twin(base, ref, m)
+    tid = _new_id()
+    st = base._st
+    _C.record(_C.OP_ALIAS, ((tid, st.sid) + odef,), (base._tid,), ())
+    return _view_bits(wrap(key, st, tid, m), base)
 
 
 def record_multi(op, metas, ins, args):
