@@ -331,4 +331,4 @@ test-cuda-emu: deps
 	@$(MAKE) --no-print-directory cuda-emu
 	@$(MAKE) --no-print-directory test-cuda-emu-run
 test-cuda-emu-run:
-	@EMU_B=$(EMU_B) PYTHON=$(PYTHON) ORDERS="$(EMU_CONFORMANCE_ORDERS)" $(EMU_DIR)/run-tests.sh
+	@EMU_B=$(EMU_B) PYTHON=$(PYTHON) JOBS=$(PYTEST_JOBS) ORDERS="$(EMU_CONFORMANCE_ORDERS)" $(EMU_DIR)/run-tests.sh

@@ -612,6 +612,7 @@ static rgpu_status emit_frees_locked(rgpu_client *c) {
     r.args[0].v.ints.p = (const uint8_t *)c->frees;
     r.args[0].v.ints.n = (uint32_t)c->nfree;
     c->st.frees += c->nfree;
+    c->st.free_records++;
     c->nfree = 0;
     return append_record_locked(c, &r, NULL);
 }

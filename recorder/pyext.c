@@ -511,11 +511,12 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     rgpu_client_stats s = { 0 };
     if (g_client) rgpu_client_get_stats(g_client, &s);
-    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
                          "ops", (unsigned long long)s.ops, "chunks", (unsigned long long)s.chunks,
                          "waits", (unsigned long long)s.waits, "bytes_out", (unsigned long long)s.bytes_out,
                          "bytes_in", (unsigned long long)s.bytes_in, "blobs_sent", (unsigned long long)s.blobs_sent,
                          "blobs_deduped", (unsigned long long)s.blobs_deduped, "frees", (unsigned long long)s.frees,
+                         "free_records", (unsigned long long)s.free_records,
                          "reconnects", (unsigned long long)s.reconnects, "unacked_bytes", (unsigned long long)s.unacked_bytes,
                          "templates", (unsigned long long)s.templates, "calls", (unsigned long long)s.calls,
                          "round_trips", (unsigned long long)s.round_trips);

@@ -35,6 +35,7 @@ typedef struct rgpu_client rgpu_client;
 typedef struct rgpu_client_stats {
     uint64_t ops, chunks, waits, bytes_out, bytes_in;
     uint64_t blobs_sent, blobs_deduped, frees;
+    uint64_t free_records;    /* FREE records among ops (frees: the tensor ids they name) */
     uint64_t reconnects;      /* links that dropped and were resumed */
     uint64_t unacked_bytes;   /* chunk bytes held for a resend (now) */
     uint64_t templates;       /* distinct blobs registered with rgpu_client_put_blob */

@@ -11,7 +11,7 @@
 #      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
 #      equal to the cpu backend's), test_basic.py, test_complex_mm.py (complex GEMM,
-#      matrix_exp) on cuda;
+#      matrix_exp), test_memory.py (frees in stream order: peaks near the live set) on cuda;
 #      tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
 #   5. tests/py/test_amp.py on cuda
 #   6. the reduced GPT trained 20 steps on cuda (recorded), then
@@ -33,6 +33,9 @@ export RGPU_BIN=$PWD/$EMU_B/bin
 # build: its dlopen interceptor hides the caller)
 export RGPU_CUBLAS_PATH=$PWD/$EMU_B/lib LD_LIBRARY_PATH=$PWD/$EMU_B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset RGPU_SERVER RGPU_RECORD RGPU_GRAPHS CUDAEMU_ORDER
+# JOBS > 1 (make: PYTEST_JOBS) and pytest-xdist: the op-by-op suites run on that many processes
+XDIST=()
+if [ "${JOBS:-1}" -gt 1 ] && $PY -c 'import xdist' 2>/dev/null; then XDIST=(-n "$JOBS"); fi
 RESULTS=()
 FAILED=0
 T0=$(date +%s)
@@ -68,13 +71,13 @@ for t in test_server test_tools test_selfcheck; do
 done
 for o in $ORDERS; do
     step "conformance on cuda, $o thread order" env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ \
-        $PY -m pytest -q -p no:cacheprovider tests/py/test_conformance.py
+        $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_conformance.py
 done
-step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider tests/py/test_fft.py
+step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_fft.py
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py
-step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py on cuda" \
-    $PY -m pytest -q -p no:cacheprovider tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
-    tests/py/test_complex_mm.py
+step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_memory.py on cuda" \
+    $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" --dist loadfile tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
+    tests/py/test_complex_mm.py tests/py/test_memory.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
 step "complex tensors and complex linalg on cuda (test_complex.py, test_linalg_complex.py)" \

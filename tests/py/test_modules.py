@@ -99,7 +99,8 @@ def test_rnn_dropout_eval_and_no_grad(kind):
 
 def test_lstm_packed_costs_few_records_and_no_wait():
     """A packed LSTM step is a handful of records (one cell record forward and
-    one backward, ~6 forward and ~18 backward in all) and nothing waits."""
+    one backward, ~6 forward and ~18 backward in all) and nothing waits. FREE
+    records, which go out before each record that allocates, are not counted."""
     torch.manual_seed(0)
     rnn = nn.LSTM(4, 5, batch_first=True).to(DEV)
     x = torch.randn(3, 20, 4, device=DEV)
@@ -110,7 +111,7 @@ def test_lstm_packed_costs_few_records_and_no_wait():
     pad_packed_sequence(out, batch_first=True)[0].sum().backward()
     s1 = rgpu.stats()
     assert s1["waits"] == s0["waits"]
-    assert s1["ops"] - s0["ops"] < 20 * 30
+    assert (s1["ops"] - s1["free_records"]) - (s0["ops"] - s0["free_records"]) < 20 * 30
     d = s1["decomposed"]
     assert d.get("aten._pack_padded_sequence.default", 0) >= 1
 
