@@ -186,35 +186,28 @@ def fake_protocol_server(answer):
     import socket
     import struct
     import threading
-    MAGIC = 0x57504752
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_auth import MSG_WELCOME, frame, recv_msg
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
-
-    def exact(s, n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c:
-                raise EOFError
-            b += c
-        return b
 
     def serve():
         s, _ = ls.accept()
         ls.close()
         try:
-            exact(s, struct.unpack("<BBHIQ", exact(s, 16))[4])          # HELLO
+            recv_msg(s)                                                    # HELLO
             nbits = rgpu._C.OP_COUNT
             body = struct.pack("<I16sQQ16s32sI", rgpu._C.WIRE_VERSION, rgpu._C.op_table_hash(), 0x5eed, 0,
                                b"\x01" * 16, b"fake", nbits) + b"\xff" * ((nbits + 7) // 8)
-            s.sendall(struct.pack("<BBHIQ", 2, 0, 0, MAGIC, len(body)) + body)
+            s.sendall(frame(MSG_WELCOME, body))
             while True:
-                typ, _, _, _, n = struct.unpack("<BBHIQ", exact(s, 16))
-                exact(s, n)
+                typ, _ = recv_msg(s)
                 if typ == 7:                                               # WAIT
                     s.sendall(answer)
-                    exact(s, 1)                                            # until the client goes
+                    while s.recv(4096):                                    # until the client goes
+                        pass
+                    return
         except (EOFError, OSError):
             pass
         finally:

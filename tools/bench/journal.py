@@ -20,11 +20,12 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchsrv import start_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -64,26 +65,11 @@ print(json.dumps({{"us_per_chunk": per_chunk * 1e6, "us_per_wait": per_wait * 1e
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure(policy, base, a):
     tmp = tempfile.mkdtemp(prefix=f"rgpu-bench-journal-{policy}-", dir=base)
-    port, token = free_port(), os.path.join(tmp, "token")
     journal = ["--journal", "none"] if policy == "none" else ["--journal", os.path.join(tmp, "j"), "--journal-sync", policy]
-    log = open(os.path.join(tmp, "server.log"), "wb")
-    srv = subprocess.Popen([SERVER, "--listen", f"127.0.0.1:{port}", "--backend", "cpu", "--token-file", token,
-                            *journal], stdout=log, stderr=log)
+    srv, port, token, log = start_server(SERVER, tmp, *journal)
     try:
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "torchhook"), RGPU_SERVER=f"127.0.0.1:{port}",
                    RGPU_TOKEN_FILE=token)
         env.pop("RGPU_TOKEN", None)

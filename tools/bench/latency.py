@@ -25,6 +25,8 @@ import tempfile
 import threading
 import time
 
+from benchsrv import start_server
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SERVER = os.path.join(REPO, "build", "bin", "rgpu-server")
@@ -179,20 +181,8 @@ def main():
     a = ap.parse_args()
     rtts = [float(r) / 1000 for r in a.rtt.split(",")]
     tmp = tempfile.mkdtemp(prefix="rgpu-latency-")
-    token = os.path.join(tmp, "token")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(os.path.join(tmp, "server.log"), "wb")
-    srv = subprocess.Popen([SERVER, "--listen", f"127.0.0.1:{port}", "--backend", "cpu", "--journal", "none",
-                            "--token-file", token, "--quiet"], stdout=log, stderr=log)
+    srv, port, token, log = start_server(SERVER, tmp, "--journal", "none", "--quiet")
     try:
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         scen = [("a", "fixed", 0), ("b", "new", 0)]
         if not a.quick:
             scen += [("c", "gpt", 0), ("d", "upload", 0), ("e", "upload", 100e6 / 8)]
