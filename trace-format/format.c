@@ -46,6 +46,8 @@ static const char *const status_str[RGPU_STATUS_COUNT_] = {
     [RGPU_ERR_AUTH] = "authentication failed",
     [RGPU_ERR_SESSION_LOST] = "session lost",
     [RGPU_ERR_LIMIT] = "session limit reached",
+    [RGPU_ERR_PATH] = "server path refused",
+    [RGPU_ERR_CHANGED] = "server file changed",
 };
 static const char *const status_name[RGPU_STATUS_COUNT_] = {
     "RGPU_OK", "RGPU_ERR_NOMEM", "RGPU_ERR_BAD_MAGIC", "RGPU_ERR_BAD_CHECKSUM",
@@ -57,8 +59,9 @@ static const char *const status_name[RGPU_STATUS_COUNT_] = {
     "RGPU_ERR_EXEC", "RGPU_ERR_MISSING_BLOB", "RGPU_ERR_ARITY", "RGPU_ERR_SHAPE",
     "RGPU_ERR_OVERFLOW", "RGPU_ERR_SEQUENCE", "RGPU_ERR_BAD_TRACE", "RGPU_ERR_TIMEOUT",
     "RGPU_ERR_AUTH", "RGPU_ERR_SESSION_LOST", "RGPU_ERR_LIMIT",
+    "RGPU_ERR_PATH", "RGPU_ERR_CHANGED",
 };
-_Static_assert(RGPU_STATUS_COUNT_ == 35, "status codes are append-only: update both tables");
+_Static_assert(RGPU_STATUS_COUNT_ == 37, "status codes are append-only: update both tables");
 
 const char *rgpu_status_str(int s) {
     return (s >= 0 && s < RGPU_STATUS_COUNT_) ? status_str[s] : "unknown status";

@@ -72,7 +72,9 @@ typedef enum rgpu_status {
     RGPU_ERR_AUTH = 32,             /* missing or wrong token in HELLO */
     RGPU_ERR_SESSION_LOST = 33,     /* a session to resume no longer exists */
     RGPU_ERR_LIMIT = 34,            /* a per-session limit (storages, bytes) reached */
-    RGPU_STATUS_COUNT_ = 35
+    RGPU_ERR_PATH = 35,             /* a server path refused (not beneath an exposed folder, read-only, bad name) */
+    RGPU_ERR_CHANGED = 36,          /* a server file differs from the identity its record carries */
+    RGPU_STATUS_COUNT_ = 37
 } rgpu_status;
 
 /* Static string naming the status ("bad checksum"); never NULL. */
