@@ -35,7 +35,8 @@ typedef struct rgpu_files rgpu_files;
 /* An empty set (nothing exposed: every path is refused, naming the flags). */
 rgpu_files *rgpu_files_new(void);
 void rgpu_files_free(rgpu_files *f);
-/* Expose spec "[NAME=]DIR" read-only or read-write. DIR must be an existing
+/* Expose spec "[NAME=]DIR" read-only or read-write (at start-up, before any
+ * other call: the other functions may run on several threads at once). DIR must be an existing
  * folder (opened O_PATH|O_DIRECTORY now); NAME [A-Za-z0-9._-]{1,64}, not "."
  * or "..", unique. Returns RGPU_ERR_PATH with why on a bad spec. */
 rgpu_status rgpu_files_add(rgpu_files *f, const char *spec, bool writable, char *why, size_t whylen);
@@ -126,9 +127,18 @@ rgpu_status rgpu_files_zip_begin(rgpu_files *f, const char *path, size_t n, bool
 rgpu_status rgpu_zip_entry_begin(rgpu_zip_writer *w, const char *name, size_t name_len, uint64_t size,
                                  char *why, size_t whylen);
 rgpu_status rgpu_zip_data(rgpu_zip_writer *w, const void *buf, size_t len, char *why, size_t whylen);
-/* Central directory, fsync, rename: the file's size and XXH3-128 of its bytes. */
+/* Central directory, fsync, rename: the file's size and XXH3-128 of its bytes.
+ * Frees w, whether it succeeds or not (a failure removes the temporary file).
+ * A failed entry_begin or zip_data removes the temporary file at once; w then
+ * refuses everything but rgpu_zip_abort. */
 rgpu_status rgpu_zip_commit(rgpu_zip_writer *w, uint64_t *size, rgpu_hash *hash, char *why, size_t whylen);
 /* Give up: the temporary file is removed, path untouched. Frees w (commit does too). */
 void rgpu_zip_abort(rgpu_zip_writer *w);
+
+/* Tests only. rgpu_files_force_walk: resolve by the component walk even
+ * where the kernel has openat2. rgpu_zip64_threshold: sizes, offsets and
+ * counts at or above it take the zip64 form (0: all of them). */
+extern int rgpu_files_force_walk;
+extern uint64_t rgpu_zip64_threshold;
 
 #endif
