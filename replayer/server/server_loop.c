@@ -116,6 +116,7 @@ typedef struct sess {
     bool resuming;                /* a resume is taking it over (atomic): its old link's end is not a cancel */
     uint64_t jnl_since;           /* frame bytes journaled since the last checkpoint */
     uint64_t jnl_state;           /* bytes of state the last checkpoint held */
+    bool jnl_force;               /* checkpoint at the next ACK: a file its journal reads was rewritten */
     sent_result *sent;            /* newest first */
     size_t sent_bytes;
 } sess;
@@ -483,7 +484,7 @@ static rgpu_status ck_put(void *ud, const rgpu_hash *h, const void *data, size_t
 static void jnl_compact(conn *c) {
     sess *se = c->se;
     uint64_t want = g_cfg.compact > 2 * se->jnl_state ? g_cfg.compact : 2 * se->jnl_state;
-    if (!se->jnl || se->jnl_since < want) return;
+    if (!se->jnl || (se->jnl_since < want && !se->jnl_force)) return;
     double t0 = now_s();
     uint64_t op = rgpu_session_applied(c->s), state = 0, results_from = op;
     ckput cp = { se->jnl, NULL, 0, 0 };
@@ -507,6 +508,7 @@ static void jnl_compact(conn *c) {
         logf_("session %u: journal checkpoint skipped at op %llu: %s", se->no, (unsigned long long)op, rgpu_status_str(s));
         se->jnl_state = se->jnl_since;
         se->jnl_since = 0;
+        se->jnl_force = false;
         return;
     }
     if (s) { jnl_failed(c, rgpu_rgt_errmsg(se->jnl)); return; }
@@ -516,6 +518,7 @@ static void jnl_compact(conn *c) {
           se->no, (unsigned long long)op, (unsigned long long)state, now_s() - t0, size);
     se->jnl_state = state;
     se->jnl_since = 0;
+    se->jnl_force = false;
 }
 
 /* A BLOB message's blob: inflated only when it fits in max_n bytes (else
@@ -773,6 +776,9 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         return s;
     }
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
+    /* rgpu.load then rgpu.save of one file: the journal's replay could not
+     * read what it read, so its state goes into the journal at this ACK */
+    if (rgpu_session_take_rewrote(c->s)) c->se->jnl_force = true;
     sess_update_mem(c->se);
     return chunk_applied(c, m.frame_len);   /* committed before its ACK */
 }

@@ -319,10 +319,15 @@ rgpu_status rgpu_sess_exec_file(ctx *c, tensor **outs) {
     case RGPU_OP_FILE_STAT: return file_stat(c, path, n);
     case RGPU_OP_FILE_LIST: return file_list(c, path, n);
     case RGPU_OP_ZIP_INDEX: return zip_index(c, path, n);
-    case RGPU_OP_SAVE_ZIP: return save_zip(c, path, n);
+    case RGPU_OP_SAVE_ZIP:
+        if ((st = save_zip(c, path, n)) == RGPU_OK && !s->files_dry &&
+            u64map_get(&s->read_paths, rgpu_sess_blob_key(&c->r->args[0].v.h)))
+            s->rewrote_read = true;
+        return st;
     default: break;
     }
     st = from_file(c, outs[0], path, n);
+    if (!st) u64map_put(&s->read_paths, rgpu_sess_blob_key(&c->r->args[0].v.h), (void *)1);
     if (s->written && (st == RGPU_ERR_CHANGED || st == RGPU_ERR_PATH) && !s->stop_status) {
         /* the file a rebuilt session read is not the one it read before: the rebuild must stop */
         s->stop_status = st;

@@ -55,6 +55,7 @@ void rgpu_session_free(rgpu_session *s) {
     while (s->blob_head) { blobent *e = s->blob_head; s->blob_head = e->next; free(e->data); free(e); }
     u64map_free(&s->blobs);
     u64map_free(&s->refused);
+    u64map_free(&s->read_paths);
     for (size_t i = 0; i < s->results.cap; i++)
         if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }   /* pool: below */
     u64map_free(&s->results);
@@ -540,6 +541,12 @@ void rgpu_session_set_rebuild(rgpu_session *s, bool (*written)(void *ud, uint64_
 
 const char *rgpu_session_stop_reason(const rgpu_session *s) { return s->stop_status ? s->stop_why : ""; }
 
+bool rgpu_session_take_rewrote(rgpu_session *s) {
+    bool r = s->rewrote_read;
+    s->rewrote_read = false;
+    return r;
+}
+
 /* ---------------------------------------------------------------------------
  * Checkpoints (FORMAT.md §7.3): the state between chunks, for journal
  * compaction. All little-endian:
@@ -617,6 +624,7 @@ rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void 
         if (!s->tpls.keys[i] || e->status) continue;
         if (!(st = put(ud, &e->h, e->raw, e->n))) st = rgpu_buf_append(out, e->h.b, 16);
     }
+    if (!st) u64map_free(&s->read_paths);   /* a rebuild from here reads none of them again */
     return st;
 }
 

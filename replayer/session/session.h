@@ -83,6 +83,11 @@ void rgpu_session_set_files(rgpu_session *s, rgpu_files *f, bool dry_run_writes)
  * nothing stopped it). */
 void rgpu_session_set_rebuild(rgpu_session *s, bool (*written)(void *ud, uint64_t op), void *ud);
 const char *rgpu_session_stop_reason(const rgpu_session *s);
+/* True once after a SAVE_ZIP replaced a file that a FROM_FILE of this
+ * session read since its last checkpoint (rgpu.load then rgpu.save of one
+ * name): a rebuild from the journal would find that file changed, so
+ * rgpu-server checkpoints the session into its journal now. */
+bool rgpu_session_take_rewrote(rgpu_session *s);
 
 /* The checks run_chunk makes before it runs anything: first_op == applied,
  * every record decodes, count records. why names the failing record. */

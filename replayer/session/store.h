@@ -84,6 +84,8 @@ struct rgpu_session {
     /* server folders (rgpu_session_set_files; fileops.c) */
     rgpu_files *files;        /* NULL: none exposed */
     bool files_dry;           /* SAVE_ZIP computes its size and hash, writes nothing */
+    u64map read_paths;        /* path blob key -> 1: the files FROM_FILE read since the last checkpoint */
+    bool rewrote_read;        /* a SAVE_ZIP replaced one of them (rgpu_session_take_rewrote) */
     bool (*written)(void *ud, uint64_t op);   /* rebuilding (rgpu_session_set_rebuild), or NULL */
     void *written_ud;
     rgpu_status stop_status;  /* a rebuild that must not go on: run_chunk returns it */

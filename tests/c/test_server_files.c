@@ -928,6 +928,56 @@ START_TEST(journal_rebuild) {
 }
 END_TEST
 
+/* rgpu.load then rgpu.save of one name: the SAVE_ZIP replaces the file a
+ * FROM_FILE read, so the server checkpoints the session into its journal at
+ * once, and a rebuild does not need the old file (it would refuse it). */
+START_TEST(journal_checkpoint_after_rewrite) {
+    srv_start(&g_s, data_opts(NULL, NULL));
+    uint64_t id;
+    wc w = { .fd = srv_session(&g_s, 0, &id, NULL) };
+    char msg[600];
+    rgpu_record ar = rec_arange(1, 64);
+    wc_run(&w, &ar, NULL);
+    rgpu_buf m = { 0 };
+    mf_model(&m, 1);
+    send_blob(w.fd, m.p, m.len);
+    uint8_t le[16];
+    rgpu_st64(le, 1);
+    rgpu_record sv = rec_save("ckpt/k.pt", &m, le, 1);
+    ck_assert_int_eq(wc_do(&w, &sv, "ckpt/k.pt", msg, sizeof msg, NULL, NULL), RGPU_OK);
+    ck_assert_int_eq(log_has(&g_s, "journal compacted"), 0);
+    size_t kn;
+    uint8_t *old = read_file(g_c, "k.pt", &kn);
+    wc_from_file(&w, 2, "ckpt/k.pt", g_c, "k.pt");       /* rgpu.load: the whole file, for the test */
+    rgpu_record ar2 = rec_arange(3, 64);
+    ar2.args[0] = iarg(1000);
+    wc_run(&w, &ar2, NULL);
+    rgpu_st64(le + 8, 3);
+    sv = rec_save("ckpt/k.pt", &m, le + 8, 1);             /* rgpu.save over it */
+    ck_assert_int_eq(wc_do(&w, &sv, "ckpt/k.pt", msg, sizeof msg, NULL, NULL), RGPU_OK);
+    for (int i = 0; i < 300 && !log_has(&g_s, "journal compacted at op 5"); i++) usleep(10000);
+    ck_assert_msg(log_has(&g_s, "journal compacted at op 5"), "no checkpoint after the rewrite (see %s)", g_s.log);
+    close(w.fd);
+    srv_kill(&g_s);
+    srv_restart(&g_s);
+    uint64_t applied;
+    w.fd = srv_session(&g_s, id, NULL, &applied);
+    ck_assert_uint_eq(applied, 5);
+    w.op = applied;
+    rgpu_record dl = rec_dl(2);
+    uint8_t *d;
+    size_t n;
+    ck_assert_int_eq(wc_do(&w, &dl, NULL, msg, sizeof msg, &d, &n), RGPU_OK);
+    ck_assert_uint_eq(n, kn);
+    ck_assert_int_eq(memcmp(d, old, kn), 0);               /* the bytes it read then */
+    free(d);
+    free(old);
+    rgpu_buf_free(&m);
+    close(w.fd);
+    srv_stop(&g_s);
+}
+END_TEST
+
 /* rgpu-replay and rgpu-diff of the server's --record trace: bitwise with the
  * folders (the checkpoint only hashed, not written), a mismatch without
  * them, and a stop naming the file once it changed. */
@@ -1068,6 +1118,7 @@ int main(void) {
     TCase *tc = add_tcase(s, "session", 60, setup_tree, teardown_tree);
     ADD_TESTS(tc, stat_and_list, from_file_bytes, from_file_refusals, save_zip_round_trip, save_zip_refusals_and_dry_run);
     tc = add_tcase(s, "server", 60, setup_tree, teardown_tree);
-    ADD_TESTS(tc, server_ops_and_options, server_config_file, daemon_reads_its_config, journal_rebuild, replay_with_data);
+    ADD_TESTS(tc, server_ops_and_options, server_config_file, daemon_reads_its_config, journal_rebuild,
+                  journal_checkpoint_after_rewrite, replay_with_data);
     return run_suite(s);
 }
