@@ -162,7 +162,7 @@ static rgpu_status from_file(ctx *c, tensor *out, const char *p, size_t n) {
     storage *sg = out->st;
     uint64_t want = (uint64_t)size, nbytes = sg->nbytes;
     if ((uint64_t)off > want || nbytes > want - (uint64_t)off)
-        return RECORD_FAIL(c, RGPU_ERR_OUT_OF_BOUNDS, "%.*s: bytes [%lld, %llu) are past the end of its %llu bytes",
+        return RECORD_FAIL(c, RGPU_ERR_OUT_OF_BOUNDS, "server file \"%.*s\": bytes [%lld, %llu) are past its end (%llu bytes)",
                            (int)n, p, (long long)off, (unsigned long long)((uint64_t)off + nbytes), (unsigned long long)want);
     rgpu_file_reader *rd;
     rgpu_status st = rgpu_files_open(s->files, p, n, &want, &r->args[3].v.h, &rd, c->why, sizeof c->why);
@@ -309,12 +309,14 @@ rgpu_status rgpu_sess_exec_file(ctx *c, tensor **outs) {
         return RECORD_FAIL(c, RGPU_ERR_UNSUPPORTED, "%s cannot run inside a template (CALL)", rgpu_op_name(op));
     /* rebuilding from a journal: a checkpoint whose result the client got was written; not again */
     if (op == RGPU_OP_SAVE_ZIP && s->written && s->written(s->written_ud, c->idx)) return RGPU_OK;
-    if (!s->files) return RECORD_FAIL(c, RGPU_ERR_PATH, "no folder is exposed (rgpu-server --data DIR / --data-rw DIR)");
     const uint8_t *p = NULL;
     size_t n = 0;
     rgpu_status st = blob_arg(c, 0, &p, &n);
     if (st) return st;
     const char *path = (const char *)p;
+    if (!s->files)   /* as files.c says it for an empty set */
+        return RECORD_FAIL(c, RGPU_ERR_PATH, "server path \"%.*s\": no folder is exposed (rgpu-server --data DIR / --data-rw DIR)",
+                           (int)n, path);
     switch (op) {
     case RGPU_OP_FILE_STAT: return file_stat(c, path, n);
     case RGPU_OP_FILE_LIST: return file_list(c, path, n);

@@ -458,7 +458,7 @@ START_TEST(from_file_refusals) {
     ck_assert_msg(strstr(msg, "data/a.bin"), "%s", msg);
     r = rec_from_file(3, 20, "data/a.bin", (int64_t)size - 10, size, h);   /* past its end */
     ck_assert_int_eq(env_do(&e, &r, "data/a.bin", msg, sizeof msg, NULL, NULL), RGPU_ERR_OUT_OF_BOUNDS);
-    ck_assert_msg(strstr(msg, "data/a.bin") && strstr(msg, "past the end"), "%s", msg);
+    ck_assert_msg(strstr(msg, "data/a.bin") && strstr(msg, "past its end"), "%s", msg);
     r = rec_from_file(4, 20, "data/a.bin", -1, size, h);
     ck_assert_int_eq(env_do(&e, &r, "data/a.bin", msg, sizeof msg, NULL, NULL), RGPU_ERR_BAD_ARG);
     static const char *bad[] = { "data/sub", "data/nope.bin", "data/../c/x.bin", "/etc/passwd", "nosuch/a.bin", "data/sub/../../d/a.bin" };
