@@ -21,6 +21,7 @@ static const char USAGE[] =
     "usage: rgpu-diff TRACE.rgt [--a BACKEND] [--b BACKEND] [--rtol R] [--atol A]\n"
     "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
     "                 [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
+    "                 [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]...\n"
     "\n"
     "Replays the trace on backends a and b at once and compares every output\n"
     "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
@@ -46,6 +47,9 @@ static const char USAGE[] =
     "  --top K       rows in the worst-ops table (default 10)\n"
     "  --quiet       no progress bar\n"
     TC_LIMITS_USAGE
+    TC_DATA_USAGE
+    "                   A file that changed since the run read it (RGPU_ERR_CHANGED)\n"
+    "                   stops the diff with exit 2, naming it.\n"
     "  --help        this text\n"
     "\n"
     "An op that fails on one backend only is a difference, except an op the\n"
@@ -57,8 +61,9 @@ static const char USAGE[] =
     "outside tests.\n"
     "\n"
     "Exit status: 0 no differences, 1 differences, 2 usage error, unreadable,\n"
-    "corrupt or version-mismatched trace, unavailable backend, or an op over the\n"
-    "memory limits (a's and b's sessions share --max-memory).\n";
+    "corrupt or version-mismatched trace, unavailable backend, an op over the\n"
+    "memory limits (a's and b's sessions share --max-memory), or a file the run read\n"
+    "that has changed.\n";
 
 /* Per op name. */
 typedef struct opstat {
@@ -148,7 +153,7 @@ static void compare_op(differ *d, uint64_t idx, const rgpu_record *r, const uint
     s->compared++;
     if (sa || sb) {
         char why[300];
-        snprintf(why, sizeof why, "failed on %s only: %s", sa ? "a" : "b", sa ? ma : mb);
+        snprintf(why, sizeof why, "failed on %s only: %.270s", sa ? "a" : "b", sa ? ma : mb);
         d->diffs++;
         count_diff(d, idx, r->op, INFINITY, NULL);
         note_first(d, idx, r, -1, 0, NULL, why);
@@ -386,9 +391,12 @@ int main(int argc, char **argv) {
     differ *d = &state;
     d->only_op = -1;
     static tc_limits lim;
+    rgpu_files *files = rgpu_files_new();
+    if (!files) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int k = rgpu_limits_option(&lim.opts, PROG, argc, argv, &i);
+        if (!k) k = rgpu_data_option(files, PROG, argc, argv, &i);
         if (k < 0) return 2;
         if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
@@ -406,6 +414,7 @@ int main(int argc, char **argv) {
         else path = a;
     }
     if (!path) return tc_usage_error(PROG, "%s", "no trace given");
+    if (rgpu_data_from_env(files, PROG)) return 2;
     if (opname && (d->only_op = tc_op_by_name(opname)) < 0) return tc_usage_error(PROG, "--op: no op named '%s' in the op table", opname);
     const char *fault = getenv("RGPU_CPU_FAULT");
     int fault_op = -1;
@@ -432,6 +441,8 @@ int main(int argc, char **argv) {
     if (!d->a || !d->b) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }   /* exiting: the OS frees */
     rgpu_session_set_fetch(d->a, tc_fetch_blob, t);
     rgpu_session_set_fetch(d->b, tc_fetch_blob, t);
+    rgpu_session_set_files(d->a, files, true);
+    rgpu_session_set_files(d->b, files, true);
 
     int rc = 0;
     size_t outs_cap = 64;
@@ -460,15 +471,23 @@ int main(int argc, char **argv) {
             }
             int sa, sb;
             uint64_t eo;
-            char ma[256], mb[256];
+            char ma[RGPU_MAX_ERROR_MSG + 1], mb[RGPU_MAX_ERROR_MSG + 1];
             uint8_t *da, *db;
             size_t na, nb;
             rgpu_session_take_result(d->a, idx, &sa, &eo, ma, sizeof ma, &da, &na);
             rgpu_session_take_result(d->b, idx, &sb, &eo, mb, sizeof mb, &db, &nb);
             free(da); free(db);
-            if (tc_malformed(sa) || tc_malformed(sb)) {
+            if (tc_malformed(r.op, sa) || tc_malformed(r.op, sb)) {
                 tc_progress_end(&prog);
-                fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path, tc_malformed(sa) ? ma : mb);
+                fprintf(stderr, "%s: %s: malformed trace (RGPU_ERR_BAD_TRACE): %s\n", PROG, path,
+                        tc_malformed(r.op, sa) ? ma : mb);
+                rc = 2; done = true;
+                break;
+            }
+            if (tc_input_changed(sa) || tc_input_changed(sb)) {
+                tc_progress_end(&prog);
+                fprintf(stderr, "%s: %s; the diff stops: a file the run read has changed since (restore it to compare)\n",
+                        PROG, tc_input_changed(sa) ? ma : mb);
                 rc = 2; done = true;
                 break;
             }
@@ -508,6 +527,7 @@ int main(int argc, char **argv) {
     free(outs);
     rgpu_session_free(d->a);
     rgpu_session_free(d->b);
+    rgpu_files_free(files);
     ba->destroy(ba);
     bb->destroy(bb);
     tc_close(t);

@@ -16,6 +16,7 @@ static const char USAGE[] =
     "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
     "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
     "                   [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
+    "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]...\n"
     "\n"
     "Executes a trace recorded by the client (RGPU_RECORD=path) or by the server\n"
     "(rgpu-server --record DIR), without a client: chunks in stream order, uploads\n"
@@ -40,12 +41,16 @@ static const char USAGE[] =
     "                   replays on one backend give identical files)\n"
     "  --quiet          no progress bar and no summary line\n"
     TC_LIMITS_USAGE
+    TC_DATA_USAGE
+    "                   A file that changed since the run read it (another size or\n"
+    "                   hash: RGPU_ERR_CHANGED) stops the replay with exit 1, naming it.\n"
     "  --help           this text\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal and the replay takes\n"
     "a while; a summary line (ops, ops/s, bytes, wall time) goes to stdout.\n"
     "\n"
-    "Exit status: 0 replayed (and verified), 1 a result differs, 2 usage error,\n"
+    "Exit status: 0 replayed (and verified), 1 a result differs or a file the run\n"
+    "read has changed, 2 usage error,\n"
     "unreadable, corrupt or version-mismatched trace, unavailable backend, or an\n"
     "op over the memory limits.\n";
 
@@ -112,9 +117,12 @@ int main(int argc, char **argv) {
     bool verify = false, quiet = false;
     uint64_t from = 0, to = UINT64_MAX;
     tc_limits lim = { 0 };
+    rgpu_files *files = rgpu_files_new();
+    if (!files) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int k = rgpu_limits_option(&lim.opts, PROG, argc, argv, &i);
+        if (!k) k = rgpu_data_option(files, PROG, argc, argv, &i);
         if (k < 0) return 2;
         if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
@@ -130,6 +138,7 @@ int main(int argc, char **argv) {
     }
     if (!path) return tc_usage_error(PROG, "%s", "no trace given");
     if (from > to) return tc_usage_error(PROG, "%s", "--from is after --to");
+    if (rgpu_data_from_env(files, PROG)) return 2;
 
     char err[640];
     tc_trace *t;
@@ -158,16 +167,17 @@ int main(int argc, char **argv) {
     rgpu_session *s = rgpu_session_new(b, &lim.lim);
     if (!s) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     rgpu_session_set_fetch(s, tc_fetch_blob, t);
+    rgpu_session_set_files(s, files, true);
 
     verifier v = { .same_backend = rec_backend[0] && !strcmp(rec_backend, b->name) };
     int rc = 0;
     size_t ri = 0;                       /* next recorded result */
     uint64_t end = to < t->n_ops ? to : t->n_ops, failed = 0, chunks = 0;
-    char first_fail_msg[256] = "";
+    char first_fail_msg[RGPU_MAX_ERROR_MSG + 1] = "";
     /* The live run's status at a wait is the first failure since the previous
      * wait; the replay reproduces that from per-op answers. */
     int pending = 0;
-    char pending_msg[256] = "";
+    char pending_msg[RGPU_MAX_ERROR_MSG + 1] = "";
     tc_progress prog;
     tc_progress_start(&prog, PROG, !quiet);
     double t0 = tc_now();
@@ -190,11 +200,24 @@ int main(int argc, char **argv) {
             if (t->blob_err) { tc_progress_end(&prog); fprintf(stderr, "%s: op %llu (%s): %s\n", PROG, (unsigned long long)idx, rgpu_op_name(r.op), t->err); rc = 2; done = true; break; }
             int status;
             uint64_t err_op;
-            char msg[256];
+            char msg[RGPU_MAX_ERROR_MSG + 1];
             uint8_t *data;
             size_t n;
             rgpu_session_take_result(s, idx, &status, &err_op, msg, sizeof msg, &data, &n);
-            if (tc_malformed(status) || tc_over_limit(status)) {
+            if (tc_input_changed(status)) {
+                tc_progress_end(&prog);
+                if (verify) {   /* the live run read the file it recorded; the replay cannot */
+                    printf("%s: mismatch at op %llu (%s): the replay failed: %s\n", PROG, (unsigned long long)idx,
+                           rgpu_op_name(r.op), msg);
+                    v.mismatches++;
+                }
+                fprintf(stderr, "%s: %s; the replay stops: a file the run read has changed since (restore it to replay)\n",
+                        PROG, msg);
+                free(data);
+                rc = 1; done = true;
+                break;
+            }
+            if (tc_malformed(r.op, status) || tc_over_limit(status)) {
                 tc_progress_end(&prog);
                 if (tc_over_limit(status))
                     fprintf(stderr, "%s: %s: %s; the replay stops (the limit's option raises it)\n", PROG, path, msg);
@@ -258,6 +281,7 @@ int main(int argc, char **argv) {
     }
     if (dump && fclose(dump) != 0 && !rc) { fprintf(stderr, "%s: --dump-results %s: write failed\n", PROG, dump_path); rc = 2; }
     rgpu_session_free(s);
+    rgpu_files_free(files);
     b->destroy(b);
     tc_results_free(&res);
     tc_close(t);

@@ -273,7 +273,11 @@ rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t 
     return s;
 }
 
-bool tc_malformed(int status) {
+bool tc_malformed(int op, int status) {
+    bool file_op = op == RGPU_OP_FILE_STAT || op == RGPU_OP_FILE_LIST || op == RGPU_OP_FROM_FILE ||
+                   op == RGPU_OP_ZIP_INDEX || op == RGPU_OP_SAVE_ZIP;
+    if (file_op && (status == RGPU_ERR_OUT_OF_BOUNDS || status == RGPU_ERR_TOO_LARGE || status == RGPU_ERR_UNKNOWN_TENSOR))
+        return false;
     switch (status) {
     case RGPU_ERR_OUT_OF_BOUNDS: case RGPU_ERR_TOO_LARGE: case RGPU_ERR_OVERFLOW: case RGPU_ERR_TOO_MANY_DIMS:
     case RGPU_ERR_UNKNOWN_TENSOR: case RGPU_ERR_UNKNOWN_STORAGE: case RGPU_ERR_DUPLICATE_ID:
@@ -294,6 +298,8 @@ void tc_limits_init(tc_limits *l) {
 }
 
 bool tc_over_limit(int status) { return status == RGPU_ERR_LIMIT; }
+
+bool tc_input_changed(int status) { return status == RGPU_ERR_CHANGED; }
 
 /* ---------------------------------------------------------------------------
  * Results and sizes */

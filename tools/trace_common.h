@@ -10,6 +10,7 @@
 #define RGPU_TOOLS_TRACE_COMMON_H
 
 #include "session.h"
+#include "dataopts.h"
 #include "memlimits.h"
 
 #include <stdio.h>
@@ -77,8 +78,10 @@ rgpu_status tc_fetch_blob(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t 
 /* An op status that no honest recording can produce: a tensor definition
  * out of bounds, over the size bound, overflowing, or naming an id that is
  * not there (or already is). A replay that meets one stops: the trace is
- * malformed (exit 2), not a run whose op failed. */
-bool tc_malformed(int status);
+ * malformed (exit 2), not a run whose op failed. A file op's read past a
+ * file's end, list over its bound or manifest naming a tensor that is gone
+ * are that op's own failures (the live run had them too), not malformed. */
+bool tc_malformed(int op, int status);
 
 /* Recorded wait results, sorted by op index. data points into the array's
  * own storage. */
@@ -123,6 +126,22 @@ void tc_limits_init(tc_limits *l);
 /* An op status that stops a replay: RGPU_ERR_LIMIT (the run needs more memory
  * than the limits give; raising them replays it). */
 bool tc_over_limit(int status);
+
+/* ---------------------------------------------------------------------------
+ * Server folders: rgpu-server's --data/--data-rw and RGPU_REMOTE_DATA
+ * (dataopts.h), so that a trace's file ops find the files the live run read.
+ * The tools never write: SAVE_ZIP runs dry (its size and hash computed, so
+ * --verify still compares the checkpoint's bytes). */
+#define TC_DATA_USAGE \
+    "  --data [NAME=]DIR, --data-rw [NAME=]DIR\n" \
+    "                   the folders rgpu-server exposed (its options, repeatable;\n" \
+    "                   also RGPU_REMOTE_DATA, entries ro:[NAME=]DIR or rw:[NAME=]DIR\n" \
+    "                   separated by ';'): the trace's file ops read there, checking\n" \
+    "                   each file's size and hash against the recorded ones; nothing\n" \
+    "                   is written (a checkpoint's zip is only hashed).\n"
+/* A file the run read has changed since (RGPU_ERR_CHANGED): the replay
+ * cannot reproduce the run and stops, naming the file. */
+bool tc_input_changed(int status);
 
 /* ---------------------------------------------------------------------------
  * Comparison */

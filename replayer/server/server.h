@@ -32,6 +32,8 @@ typedef struct rgpu_server_config {
     rgpu_rgt_sync journal_sync;    /* --journal-sync full|normal: what a journal commit waits for (default full) */
     uint32_t first_session_no;     /* the first session's number (logs, --record file names) */
     int parent_pid;                /* --exit-with-parent: stop when this process (our parent) is gone; 0 never */
+    rgpu_files *files;             /* the folders every session's file ops reach (--data, --data-rw, --config,
+                                      RGPU_REMOTE_DATA; dataopts.h); NULL: none */
 } rgpu_server_config;
 
 /* The defaults of rgpu-server's options (backend and token unset). */

@@ -22,6 +22,7 @@
  * touched), so one token holder cannot enter another's session. BYE is
  * answered with BYE once the session is freed. */
 #include "server.h"
+#include "dataopts.h"
 #include "op/error.h"
 
 #include <dirent.h>
@@ -115,6 +116,7 @@ typedef struct sess {
     bool resuming;                /* a resume is taking it over (atomic): its old link's end is not a cancel */
     uint64_t jnl_since;           /* frame bytes journaled since the last checkpoint */
     uint64_t jnl_state;           /* bytes of state the last checkpoint held */
+    bool jnl_force;               /* checkpoint at the next ACK: a file its journal reads was rewritten */
     sent_result *sent;            /* newest first */
     size_t sent_bytes;
 } sess;
@@ -482,7 +484,7 @@ static rgpu_status ck_put(void *ud, const rgpu_hash *h, const void *data, size_t
 static void jnl_compact(conn *c) {
     sess *se = c->se;
     uint64_t want = g_cfg.compact > 2 * se->jnl_state ? g_cfg.compact : 2 * se->jnl_state;
-    if (!se->jnl || se->jnl_since < want) return;
+    if (!se->jnl || (se->jnl_since < want && !se->jnl_force)) return;
     double t0 = now_s();
     uint64_t op = rgpu_session_applied(c->s), state = 0, results_from = op;
     ckput cp = { se->jnl, NULL, 0, 0 };
@@ -506,6 +508,7 @@ static void jnl_compact(conn *c) {
         logf_("session %u: journal checkpoint skipped at op %llu: %s", se->no, (unsigned long long)op, rgpu_status_str(s));
         se->jnl_state = se->jnl_since;
         se->jnl_since = 0;
+        se->jnl_force = false;
         return;
     }
     if (s) { jnl_failed(c, rgpu_rgt_errmsg(se->jnl)); return; }
@@ -515,6 +518,7 @@ static void jnl_compact(conn *c) {
           se->no, (unsigned long long)op, (unsigned long long)state, now_s() - t0, size);
     se->jnl_state = state;
     se->jnl_since = 0;
+    se->jnl_force = false;
 }
 
 /* A BLOB message's blob: inflated only when it fits in max_n bytes (else
@@ -772,6 +776,9 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         return s;
     }
     if (s) return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, rgpu_status_str(s)), s;
+    /* rgpu.load then rgpu.save of one file: the journal's replay could not
+     * read what it read, so its state goes into the journal at this ACK */
+    if (rgpu_session_take_rewrote(c->s)) c->se->jnl_force = true;
     sess_update_mem(c->se);
     return chunk_applied(c, m.frame_len);   /* committed before its ACK */
 }
@@ -830,7 +837,7 @@ static rgpu_status handle_wait(conn *c, const uint8_t *p, uint64_t len) {
     }
     int status;
     uint64_t err_op;
-    char msg[256];
+    char msg[RGPU_MAX_ERROR_MSG + 1];
     uint8_t *data;
     size_t n;
     rgpu_status s = rgpu_session_take_result(c->s, op, &status, &err_op, msg, sizeof msg, &data, &n);
@@ -852,7 +859,12 @@ static void journal_path(uint64_t id, char *out, size_t n) {
     snprintf(out, n, "%s/session-%016llx.rgt", g_cfg.journal_dir, (unsigned long long)id);
 }
 
-typedef struct rebuild_ctx { rgpu_rgt *t; } rebuild_ctx;
+typedef struct rebuild_ctx {
+    rgpu_rgt *t;
+    uint64_t *answered;       /* the ops the journal holds a result of, sorted */
+    size_t n_answered, cap;
+    rgpu_status err;
+} rebuild_ctx;
 
 static rgpu_status journal_fetch(void *ud, const rgpu_hash *h, uint64_t max_n, uint8_t **data, size_t *n) {
     rebuild_ctx *r = ud;
@@ -867,6 +879,32 @@ static rgpu_status journal_fetch(void *ud, const rgpu_hash *h, uint64_t max_n, u
     rgpu_hash got = rgpu_hash_bytes(*data, *n);
     if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
     return RGPU_OK;
+}
+
+static int collect_answered(void *ud, uint64_t op, int status, const void *data, size_t n) {
+    (void)status; (void)data; (void)n;
+    rebuild_ctx *r = ud;
+    if (r->n_answered == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        uint64_t *v = realloc(r->answered, cap * sizeof *v);
+        if (!v) { r->err = RGPU_ERR_NOMEM; return 1; }
+        r->answered = v;
+        r->cap = cap;
+    }
+    r->answered[r->n_answered++] = op;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The session's question while it is rebuilt: was op's result journaled
+ * (a SAVE_ZIP so answered wrote its file, and is not run again)? */
+static bool was_answered(void *ud, uint64_t op) {
+    const rebuild_ctx *r = ud;
+    return r->n_answered && bsearch(&op, r->answered, r->n_answered, sizeof op, cmp_u64) != NULL;
 }
 
 /* The waits the journal says were answered: take their results out of the
@@ -903,10 +941,18 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
     if (s) {
         return rgpu_op_fail(why, whylen, s, "its journal cannot be read: %s (%s)", rgpu_rgt_errmsg(NULL), rgpu_status_name(s));
     }
-    rebuild_ctx rc = { t };
+    rebuild_ctx rc = { .t = t };
+    if ((s = rgpu_rgt_each_result(t, collect_answered, &rc)) || (s = rc.err)) {
+        rgpu_rgt_close(t);
+        free(rc.answered);
+        return rgpu_op_fail(why, whylen, s, "its journal's results cannot be read (%s)", rgpu_status_str(s));
+    }
+    qsort(rc.answered, rc.n_answered, sizeof *rc.answered, cmp_u64);
     se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
-    if (!se->s) { rgpu_rgt_close(t); return rgpu_op_fail(why, whylen, RGPU_ERR_NOMEM, "out of memory"); }
+    if (!se->s) { rgpu_rgt_close(t); free(rc.answered); return rgpu_op_fail(why, whylen, RGPU_ERR_NOMEM, "out of memory"); }
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
+    rgpu_session_set_files(se->s, g_cfg.files, false);
+    rgpu_session_set_rebuild(se->s, was_answered, &rc);
     uint64_t count = 0;
     result_walk w = { .se = se };
     char ckhex[64];
@@ -920,6 +966,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         free(ck);
         if (s) {
             rgpu_rgt_close(t);
+            free(rc.answered);
             return rgpu_op_fail(why, whylen, s, "its journal's checkpoint does not load (%s)", rgpu_status_str(s));
         }
         w.upto = rgpu_session_applied(se->s);
@@ -947,6 +994,11 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         rgpu_rgt_each_result(t, take_journaled_result, &w);
     }
     rgpu_rgt_close(t);
+    free(rc.answered);
+    rgpu_session_set_rebuild(se->s, NULL, NULL);
+    if (s && rgpu_session_stop_reason(se->s)[0]) {   /* a file it read is no longer the one it read */
+        return rgpu_op_fail(why, whylen, s, "its journal cannot be replayed: %s", rgpu_session_stop_reason(se->s));
+    }
     if (s) {
         return rgpu_op_fail(why, whylen, s, "its journal does not replay (%s)", rgpu_status_str(s));
     }
@@ -998,6 +1050,7 @@ static sess *new_sess(char *why, size_t whylen) {
     se->has_secret = true;
     se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (!se->s) { snprintf(why, whylen, "no memory for a session"); free(se); return NULL; }
+    rgpu_session_set_files(se->s, g_cfg.files, false);
     pthread_mutex_lock(&g_mu);
     for (;;) {
         uint64_t id = 0;
@@ -1091,6 +1144,22 @@ static int check_secret(uint64_t id, const uint8_t secret[RGPU_SESSION_SECRET], 
     return SECRET_OK;
 }
 
+/* A rebuild that failed: back to dormant (no session state, no connection,
+ * only its journal), reaped --grace after it was first left. */
+static void sess_make_dormant(sess *se) {
+    pthread_mutex_lock(&g_mu);
+    rgpu_session *dead = se->s;
+    sent_result *sent = se->sent;
+    se->s = NULL;
+    se->conn = NULL;
+    se->sent = NULL;
+    se->sent_bytes = 0;
+    if (!se->detached_at) se->detached_at = now_s();
+    pthread_mutex_unlock(&g_mu);
+    rgpu_session_free(dead);
+    while (sent) { sent_result *r = sent; sent = r->next; rgpu_mem_pool_give(&g_pool, r->n); free(r->p); free(r); }
+}
+
 /* Attach c to session id, once its secret is right: in memory (taking it
  * over from a connection that has not noticed its drop yet), or rebuilt from
  * a journal. A wrong secret leaves the session and its connection alone. */
@@ -1145,7 +1214,12 @@ static sess *resume(conn *c, uint64_t id, const uint8_t secret[RGPU_SESSION_SECR
     pthread_mutex_unlock(&g_mu);
     if (se && se->conn == c && !se->s) {
         rgpu_status s = rebuild_from_journal(se, why, sizeof why);
-        if (s) {
+        if (s && (s == RGPU_ERR_CHANGED || s == RGPU_ERR_PATH)) {
+            /* a file it read changed or is gone: the session stays dormant,
+             * its journal kept for --grace, should the file come back */
+            sess_make_dormant(se);
+            se = NULL;
+        } else if (s) {
             pthread_mutex_lock(&g_mu);
             unlink_sess_locked(se);
             pthread_mutex_unlock(&g_mu);
@@ -1850,7 +1924,10 @@ int rgpu_server_stdio_bridge(void) {
             if (sl <= 0) return bridge_fail(RGPU_ERR_IO, "cannot find this program: %s", strerror(errno));
             self[sl] = 0;
             unlink(sock);
-            char *argv[] = { self, "--unix", sock, "--token-file", tokf, NULL };
+            char conf[4200];   /* the daemon reads its folders there (and from RGPU_REMOTE_DATA, inherited) */
+            rgpu_data_config_path(conf, sizeof conf);
+            char *argv[] = { self, "--unix", sock, "--token-file", tokf, "--config", conf, NULL };
+            if (access(conf, F_OK) != 0) argv[5] = NULL;
             posix_spawn_file_actions_t fa;
             posix_spawn_file_actions_init(&fa);
             posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);

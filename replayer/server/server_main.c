@@ -2,6 +2,7 @@
  * the token, journal and record directories, the listening sockets, then
  * the connection loop (server_loop.c, server.h). */
 #include "server.h"
+#include "dataopts.h"
 #include "memlimits.h"
 
 #include <dirent.h>
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
         "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
+        "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--config FILE]\n"
         "                   [--exit-with-parent]\n"
         "\n"
         "       rgpu-server --stdio   (the host end of RGPU_SERVER=ssh://host: see below)\n"
@@ -63,6 +65,32 @@ static void usage(FILE *f) {
         "  --journal-compact BYTES\n"
         "                      after this much journal (and twice the last checkpoint) a session's\n"
         "                      state is checkpointed into it and older entries dropped (64M)\n"
+        "  --data [NAME=]DIR   expose folder DIR read-only to clients as NAME (default: DIR's\n"
+        "                      last component; NAME is 1-64 of A-Z a-z 0-9 . _ -): rgpu.from_file,\n"
+        "                      rgpu.load, rgpu.listdir and rgpu.stat read \"NAME/rel/path\" there, and\n"
+        "                      nowhere else (no .., no absolute path, no symlink leads out).\n"
+        "                      Repeatable. Default: no folder (every file op fails with\n"
+        "                      RGPU_ERR_PATH)\n"
+        "  --data-rw [NAME=]DIR\n"
+        "                      the same, read-write: rgpu.save writes its checkpoints there\n"
+        "                      (a temporary file, fsynced, renamed over the name: never half of\n"
+        "                      one). A session rebuilt from its --journal reads its files again,\n"
+        "                      checking each one's size and hash, and refuses to resume when one\n"
+        "                      changed; a checkpoint its client got the answer for is not written\n"
+        "                      again.\n"
+        "                      Also RGPU_REMOTE_DATA in the server's environment: entries separated\n"
+        "                      by ';', each ro:[NAME=]DIR or rw:[NAME=]DIR (ro: when no prefix); the\n"
+        "                      embedded server a client starts inherits it. A bad spec, a DIR that\n"
+        "                      is not a folder or a NAME given twice: the server refuses to start\n"
+        "  --config FILE       more folders from FILE: lines `data [NAME=]DIR` and\n"
+        "                      `data-rw [NAME=]DIR`; blank lines and lines starting with #\n"
+        "                      ignored. The daemon --stdio starts reads\n"
+        "                      $XDG_CONFIG_HOME/rgpu/server.conf (default ~/.config/rgpu/server.conf)\n"
+        "                      when it exists, and RGPU_REMOTE_DATA from the environment of the\n"
+        "                      ssh session that started it: both are read when the daemon starts,\n"
+        "                      so a change takes effect at its next start (stop it: kill the\n"
+        "                      rgpu-server whose pid DATA/daemon/log names; the next connection\n"
+        "                      starts a new one, and its journals resume the sessions)\n"
         "  --exit-with-parent  stop when the process that started the server is gone\n"
         "                      (the embedded server of a client that was killed)\n"
         "  --grace SECONDS     keep a session whose connection dropped this long for its\n"
@@ -103,14 +131,17 @@ static void usage(FILE *f) {
 static void on_signal(int sig) { (void)sig; rgpu_server_stop(); }
 
 int main(int argc, char **argv) {
-    const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL;
+    const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL, *config = NULL;
     rgpu_limit_opts lim = { 0 };
     rgpu_server_config cfg;
     rgpu_server_config_default(&cfg);
+    cfg.files = rgpu_files_new();
+    if (!cfg.files) { fprintf(stderr, "rgpu-server: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
         int k = rgpu_limits_option(&lim, "rgpu-server", argc, argv, &i);   /* --max-memory, --max-session-bytes, --max-storages */
+        if (!k) k = rgpu_data_option(cfg.files, "rgpu-server", argc, argv, &i);   /* --data, --data-rw */
         if (k < 0) return 2;
         if (k) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -131,6 +162,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--record") && more) cfg.record_dir = argv[++i];
         else if (!strcmp(a, "--token-file") && more) token_file = argv[++i];
         else if (!strcmp(a, "--journal") && more) journal = argv[++i];
+        else if (!strcmp(a, "--config") && more) config = argv[++i];
         else if (!strcmp(a, "--grace") && more) {
             char *end;
             cfg.grace = strtod(argv[++i], &end);
@@ -167,6 +199,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rgpu-server: %s: bad size '%s'\n", a, argv[i]);
         return 2;
     }
+    if ((config && rgpu_data_from_config(cfg.files, "rgpu-server", config)) || rgpu_data_from_env(cfg.files, "rgpu-server"))
+        return 2;
     if (!tcp && !unix_path) tcp = "127.0.0.1:7437";
     rgpu_limits_resolve(&lim);
     cfg.max_memory = lim.max_memory;
@@ -239,6 +273,10 @@ int main(int argc, char **argv) {
     if (cfg.no_auth) rgpu_server_log("--no-auth: accepting clients without a token");
     else rgpu_server_log("token in %s (clients: RGPU_TOKEN_FILE=%s)", tf, tf);
     if (why[0]) rgpu_server_log("%s", why);
+    char exposed[4096];
+    rgpu_data_describe(cfg.files, exposed, sizeof exposed);
+    if (exposed[0]) rgpu_server_log("exposing %s", exposed);
+    else rgpu_server_log("no folder exposed to clients' file ops (--data DIR, --data-rw DIR)");
     if (cfg.limits.graphs)
         rgpu_server_log(cfg.backend->graph_begin ? "--graphs on: repeated template calls replay as %s graphs"
                                                  : "--graphs on: the %s backend has no graphs; every call runs record by record",
@@ -252,14 +290,15 @@ int main(int argc, char **argv) {
     int fds[2], n = 0;
     if (tcp && (fds[n++] = rgpu_server_listen_tcp(tcp)) < 0) return 1;
     if (unix_path && (fds[n++] = rgpu_server_listen_unix(unix_path)) < 0) return 1;
-    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, wire %u, %d ops, journal %s%s, grace %g s)", tcp ? tcp : "",
+    rgpu_server_log("listening on %s%s%s%s (backend %s, format %u, wire %u, %d ops, journal %s%s, grace %g s, pid %d)", tcp ? tcp : "",
                     tcp && unix_path ? " and " : "", unix_path ? "unix:" : "", unix_path ? unix_path : "", cfg.backend->name,
                     RGPU_FORMAT_VERSION, RGPU_WIRE_VERSION, RGPU_OP_COUNT, cfg.journal_dir[0] ? cfg.journal_dir : "none",
                     !cfg.journal_dir[0] ? "" : cfg.journal_sync == RGPU_RGT_SYNC_FULL ? " (sync full)" : " (sync normal)",
-                    cfg.grace);
+                    cfg.grace, (int)getpid());
     rgpu_server_run(fds, n);
     for (int i = 0; i < n; i++) close(fds[i]);
     if (unix_path) unlink(unix_path);
     rgpu_server_log("stopped");
+    rgpu_files_free(cfg.files);
     return 0;
 }

@@ -35,7 +35,7 @@ typedef struct ctx {
     rgpu_session *s;
     const rgpu_record *r;
     uint64_t idx;
-    char why[200];
+    char why[RGPU_MAX_ERROR_MSG + 1];   /* the failure, as a RESULT carries it */
 } ctx;
 
 /* A record's failure: its message into c->why, status st returned. */

@@ -5,8 +5,8 @@
  * size is overflow-checked, before any kernel sees a pointer. Failures of a
  * single op poison its outputs and are reported at the next wait; they never
  * stop the session. Templates, CALL and graphs are in graph.c (graph.h),
- * the tables both use in store.c (store.h). */
-#include "graph.h"
+ * the server-file ops in fileops.c, the tables all use in store.c (store.h). */
+#include "fileops.h"
 #include "op/op_args.h"
 
 #include <stdarg.h>
@@ -55,6 +55,7 @@ void rgpu_session_free(rgpu_session *s) {
     while (s->blob_head) { blobent *e = s->blob_head; s->blob_head = e->next; free(e->data); free(e); }
     u64map_free(&s->blobs);
     u64map_free(&s->refused);
+    u64map_free(&s->read_paths);
     for (size_t i = 0; i < s->results.cap; i++)
         if (s->results.keys[i]) { result *r = s->results.vals[i]; free(r->data); free(r); }   /* pool: below */
     u64map_free(&s->results);
@@ -69,36 +70,6 @@ void rgpu_session_free(rgpu_session *s) {
 /* After a chunk ran: what its uploads consumed may go, past the dedupe cache. */
 static void blob_evict(rgpu_session *s) { rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, true); }
 
-/* The blob of size bytes an UPLOAD names: kept, or fetched and kept. A blob
- * refused for a memory limit is remembered, so its UPLOAD fails at once with
- * the reason instead of asking the client for it again. */
-static rgpu_status blob_get(rgpu_session *s, const rgpu_hash *h, uint64_t size, blobent **out, char *why, size_t whylen) {
-    if ((*out = rgpu_sess_blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
-        (*out)->gen = s->blob_gen;
-        return RGPU_OK;
-    }
-    if (u64map_get(&s->refused, rgpu_sess_blob_key(h))) {
-        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s", s->refused_why);
-    }
-    uint8_t *data;
-    size_t n;
-    char bad[sizeof s->refused_why];
-    rgpu_status st = rgpu_sess_fetch_checked(s, h, size, &data, &n, bad, sizeof bad);
-    if (st == RGPU_ERR_BAD_ARG) return rgpu_op_fail(why, whylen, st, "%s", bad);
-    if (st == RGPU_ERR_LIMIT) snprintf(s->refused_why, sizeof s->refused_why, "%s", bad);
-    if (!st) {
-        st = rgpu_session_put_blob(s, h, data, n);
-        if (st == RGPU_ERR_LIMIT)
-            rgpu_session_room(s, s->refused_why, sizeof s->refused_why);
-    }
-    if (st == RGPU_ERR_LIMIT) {
-        u64map_put(&s->refused, rgpu_sess_blob_key(h), (void *)1);
-        return rgpu_op_fail(why, whylen, st, "%s", s->refused_why);
-    }
-    if (st) return st;
-    *out = rgpu_sess_blob_find(s, h);
-    return *out ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
-}
 /* ---------------------------------------------------------------------------
  * Results */
 rgpu_status rgpu_session_take_result(rgpu_session *s, uint64_t op, int *status, uint64_t *err_op,
@@ -186,33 +157,6 @@ static rgpu_status download_tensor(rgpu_session *s, const tensor *t, int64_t max
     if (st) { free(host); rgpu_sess_mem_give(s, n, true); return st; }
     *out = host; *outn = n;
     return RGPU_OK;
-}
-
-/* Keep the result bytes of WAIT op idx until the client's WAIT takes them.
- * data's n bytes are already taken from the session's memory (download_tensor,
- * take_small); they are given back when the result is taken or dropped. */
-static void result_drop(rgpu_session *s, result *r) {
-    rgpu_sess_mem_give(s, r->n, true);
-    free(r->data);
-    free(r);
-}
-
-static rgpu_status store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n) {
-    result *res = calloc(1, sizeof *res);
-    if (!res) { free(data); rgpu_sess_mem_give(s, n, true); return RGPU_ERR_NOMEM; }
-    res->data = data; res->n = n;
-    result *old = u64map_del(&s->results, idx + 1);
-    if (old) result_drop(s, old);
-    if (!u64map_put(&s->results, idx + 1, res)) { result_drop(s, res); return RGPU_ERR_NOMEM; }
-    return RGPU_OK;
-}
-
-/* A small result (counts, memory stats): n bytes taken, then allocated. */
-static uint8_t *take_small(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen) {
-    if ((*st = rgpu_sess_mem_take(s, n, true, "a result", why, whylen))) return NULL;
-    uint8_t *p = malloc(n);
-    if (!p) { rgpu_sess_mem_give(s, n, true); *st = RGPU_ERR_NOMEM; }
-    return p;
 }
 
 /* ---------------------------------------------------------------------------
@@ -336,7 +280,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
                      (unsigned long long)outs[0]->st->nbytes);
         }
         blobent *e;
-        if ((st = blob_get(s, &r->args[0].v.h, n, &e, c->why, sizeof c->why))) return st;
+        if ((st = rgpu_sess_blob_get(s, &r->args[0].v.h, n, &e, c->why, sizeof c->why))) return st;
         if (e->n != n) return RECORD_FAIL(c, RGPU_ERR_BAD_ARG, "blob has %zu bytes, record says %llu", e->n, (unsigned long long)n);
         st = s->b->upload(s->b, outs[0]->st->data, e->data, e->n);
         rgpu_sess_blob_evict_to(s, s->lim.max_blob_cache, false);
@@ -347,19 +291,21 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         size_t n = 0;
         st = download_tensor(s, ins[0], r->op == RGPU_OP_LOCAL_SCALAR_DENSE ? 1 : -1, &data, &n, c->why, sizeof c->why);
         if (st) return st;
-        return store_result(s, c->idx, data, n);
+        return rgpu_sess_store_result(s, c->idx, data, n);
     }
     case RGPU_OP_SYNC:
         return s->b->sync(s->b);
     case RGPU_OP_CALL:
         return rgpu_sess_exec_call(c);
+    case RGPU_OP_FILE_STAT: case RGPU_OP_FILE_LIST: case RGPU_OP_FROM_FILE: case RGPU_OP_ZIP_INDEX: case RGPU_OP_SAVE_ZIP:
+        return rgpu_sess_exec_file(c, outs);
     case RGPU_OP_MEMORY_STATS: {
-        uint8_t *data = take_small(s, 16, &st, c->why, sizeof c->why);
+        uint8_t *data = rgpu_sess_take_bytes(s, 16, &st, c->why, sizeof c->why);
         if (!data) return st;
         rgpu_st64(data, s->mem);
         rgpu_st64(data + 8, s->peak);
         if (r->args[0].v.i) s->peak = s->mem;
-        return store_result(s, c->idx, data, 16);
+        return rgpu_sess_store_result(s, c->idx, data, 16);
     }
     default:
         if (rgpu_op_table[r->op].flags & RGPU_OPF_SESSION) {
@@ -392,10 +338,10 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         if (!st) st = s->b->download(s->b, &host, tmp, 8);
         s->b->free(s->b, tmp);
         if (st) return st;
-        uint8_t *data = take_small(s, 8, &st, c->why, sizeof c->why);
+        uint8_t *data = rgpu_sess_take_bytes(s, 8, &st, c->why, sizeof c->why);
         if (!data) return st;
         rgpu_st64(data, (uint64_t)host);
-        return store_result(s, c->idx, data, 8);
+        return rgpu_sess_store_result(s, c->idx, data, 8);
     }
     if (s->g && rgpu_sess_graph_replaying(s)) return RGPU_OK;   /* the call's graph computes it */
     rgpu_status st2 = s->b->exec(s->b, &e, c->why, sizeof c->why);
@@ -505,8 +451,8 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
     return st;
 }
 
-/* Fetch the blobs the UPLOAD records of raw[0..n) name; with templates,
- * also the templates CALL records name and the blobs inside them. */
+/* Fetch the blobs the UPLOAD and file-op records of raw[0..n) name; with
+ * templates, also the templates CALL records name and the blobs inside them. */
 static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t n, bool templates) {
     size_t off = 0;
     rgpu_record r;
@@ -519,8 +465,10 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
         if (r.op == RGPU_OP_UPLOAD) {
             blobent *e;
             uint64_t size = r.n_args > 1 && r.args[1].kind == RGPU_ARG_INT ? (uint64_t)r.args[1].v.i : UINT64_MAX;
-            st = blob_get(s, &r.args[0].v.h, size, &e, NULL, 0);
+            st = rgpu_sess_blob_get(s, &r.args[0].v.h, size, &e, NULL, 0);
             if (st && st != RGPU_ERR_LIMIT && st != RGPU_ERR_BAD_ARG) return st;   /* a refused blob fails its UPLOAD when it runs */
+        } else if (rgpu_sess_is_file_op(r.op)) {
+            if ((st = rgpu_sess_file_prefetch(s, &r))) return st;
         } else if (r.op == RGPU_OP_CALL && templates) {
             tplent *e;
             if ((st = rgpu_sess_tpl_get(s, &r.args[0].v.h, &e))) return st;
@@ -576,12 +524,28 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
         run_record(s, &r, first_op + i, false, 0);
         s->applied++;
+        if (s->stop_status) { blob_evict(s); return s->stop_status; }   /* a rebuild that must not go on */
     }
     blob_evict(s);
     return RGPU_OK;
 }
 
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud) { s->cancel = fn; s->cancel_ud = ud; }
+
+void rgpu_session_set_files(rgpu_session *s, rgpu_files *f, bool dry_run_writes) { s->files = f; s->files_dry = dry_run_writes; }
+
+void rgpu_session_set_rebuild(rgpu_session *s, bool (*written)(void *ud, uint64_t op), void *ud) {
+    s->written = written;
+    s->written_ud = ud;
+}
+
+const char *rgpu_session_stop_reason(const rgpu_session *s) { return s->stop_status ? s->stop_why : ""; }
+
+bool rgpu_session_take_rewrote(rgpu_session *s) {
+    bool r = s->rewrote_read;
+    s->rewrote_read = false;
+    return r;
+}
 
 /* ---------------------------------------------------------------------------
  * Checkpoints (FORMAT.md §7.3): the state between chunks, for journal
@@ -660,6 +624,7 @@ rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void 
         if (!s->tpls.keys[i] || e->status) continue;
         if (!(st = put(ud, &e->h, e->raw, e->n))) st = rgpu_buf_append(out, e->h.b, 16);
     }
+    if (!st) u64map_free(&s->read_paths);   /* a rebuild from here reads none of them again */
     return st;
 }
 
@@ -750,7 +715,7 @@ rgpu_status rgpu_session_restore(rgpu_session *s, const uint8_t *p, size_t n) {
         if (!hb || op >= applied) { st = RGPU_ERR_BAD_TRACE; break; }
         if ((st = ck_blob(s, hb, SIZE_MAX, &data, &dn))) break;
         if ((st = rgpu_sess_mem_take(s, dn, true, "a result", NULL, 0))) { free(data); break; }
-        st = store_result(s, op, data, dn);
+        st = rgpu_sess_store_result(s, op, data, dn);
     }
     uint64_t nb = st ? 0 : ck_u64(&r);
     for (uint64_t i = 0; i < nb && !st && !r.bad; i++) {

@@ -8,6 +8,7 @@
 #define RGPU_SESSION_H
 
 #include "backend.h"
+#include "files.h"
 
 typedef struct rgpu_session rgpu_session;
 
@@ -64,13 +65,37 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
  * longer than --grace). NULL: never. */
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud);
 
+/* Server folders (rgpu-server --data/--data-rw; FORMAT.md §7.5) for the file
+ * ops FILE_STAT, FILE_LIST, FROM_FILE, ZIP_INDEX and SAVE_ZIP: f is shared,
+ * not owned (NULL, the default: every file op fails with RGPU_ERR_PATH,
+ * nothing exposed). dry_run_writes (the offline tools): SAVE_ZIP computes
+ * its file's size and hash and writes nothing. */
+void rgpu_session_set_files(rgpu_session *s, rgpu_files *f, bool dry_run_writes);
+
+/* Rebuilding the session from its journal (rgpu-server restarted on its
+ * --journal; written NULL: off). A SAVE_ZIP op for which written(ud, op) is
+ * true -- its result was journaled, so its file was written -- is not run
+ * again and leaves no result (the journal's is the answer). A FROM_FILE
+ * whose file changed or can no longer be read (RGPU_ERR_CHANGED,
+ * RGPU_ERR_PATH) stops run_chunk, which returns that status; the session is
+ * then not the one the journal describes and must be freed.
+ * rgpu_session_stop_reason names the op, the file and what differs ("" when
+ * nothing stopped it). */
+void rgpu_session_set_rebuild(rgpu_session *s, bool (*written)(void *ud, uint64_t op), void *ud);
+const char *rgpu_session_stop_reason(const rgpu_session *s);
+/* True once after a SAVE_ZIP replaced a file that a FROM_FILE of this
+ * session read since its last checkpoint (rgpu.load then rgpu.save of one
+ * name): a rebuild from the journal would find that file changed, so
+ * rgpu-server checkpoints the session into its journal now. */
+bool rgpu_session_take_rewrote(rgpu_session *s);
+
 /* The checks run_chunk makes before it runs anything: first_op == applied,
  * every record decodes, count records. why names the failing record. */
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
                                      uint32_t count, char *why, size_t whylen);
 
 /* Before running a chunk: fetch (through the fetch callback) every blob its
- * UPLOAD records name that the session lacks, every template its CALL records
+ * UPLOAD and file-op records name that the session lacks, every template its CALL records
  * name, and the blobs of the UPLOAD records inside those templates, so that a
  * connection lost while fetching leaves the chunk unapplied rather than
  * half-applied. The chunk must decode (run_chunk checks it again); returns

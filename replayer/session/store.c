@@ -1,8 +1,8 @@
 /* store.c — the session's tables, below both the record executor (session.c)
  * and templates/CALL/graphs (graph.c): memory accounting against the
  * session's and the server's limits, storages and tensors leaving the
- * tables, the upload blob cache (keep, find, evict, fetch), and the error
- * slot an op's failure is recorded in. Calls neither of the files above it. */
+ * tables, the upload blob cache (keep, find, evict, fetch), the results of
+ * WAIT ops, and the error slot an op's failure is recorded in. Calls neither of the files above it. */
 #include "store.h"
 
 #include <stdarg.h>
@@ -172,6 +172,65 @@ rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint64_
     rgpu_hash got = rgpu_hash_bytes(*data, *n);
     if (!rgpu_hash_eq(&got, h)) { free(*data); *data = NULL; return RGPU_ERR_BAD_CHECKSUM; }
     return RGPU_OK;
+}
+
+/* The blob of size bytes a record names (an UPLOAD's bytes, a file op's
+ * path): kept, or fetched and kept. A blob refused for a memory limit is
+ * remembered, so its record fails at once with the reason instead of asking
+ * the client for it again. */
+rgpu_status rgpu_sess_blob_get(rgpu_session *s, const rgpu_hash *h, uint64_t size, blobent **out, char *why, size_t whylen) {
+    if ((*out = rgpu_sess_blob_find(s, h))) {   /* pushed, or kept: now it belongs to this chunk too */
+        (*out)->gen = s->blob_gen;
+        return RGPU_OK;
+    }
+    if (u64map_get(&s->refused, rgpu_sess_blob_key(h))) {
+        return rgpu_op_fail(why, whylen, RGPU_ERR_LIMIT, "%s", s->refused_why);
+    }
+    uint8_t *data;
+    size_t n;
+    char bad[sizeof s->refused_why];
+    rgpu_status st = rgpu_sess_fetch_checked(s, h, size, &data, &n, bad, sizeof bad);
+    if (st == RGPU_ERR_BAD_ARG) return rgpu_op_fail(why, whylen, st, "%s", bad);
+    if (st == RGPU_ERR_LIMIT) snprintf(s->refused_why, sizeof s->refused_why, "%s", bad);
+    if (!st) {
+        st = rgpu_session_put_blob(s, h, data, n);
+        if (st == RGPU_ERR_LIMIT)
+            rgpu_session_room(s, s->refused_why, sizeof s->refused_why);
+    }
+    if (st == RGPU_ERR_LIMIT) {
+        u64map_put(&s->refused, rgpu_sess_blob_key(h), (void *)1);
+        return rgpu_op_fail(why, whylen, st, "%s", s->refused_why);
+    }
+    if (st) return st;
+    *out = rgpu_sess_blob_find(s, h);
+    return *out ? RGPU_OK : RGPU_ERR_MISSING_BLOB;
+}
+
+/* ---------------------------------------------------------------------------
+ * Results of WAIT ops, kept until the client's WAIT takes them. Their bytes
+ * are taken from the session's memory first (rgpu_sess_take_bytes, a
+ * download) and given back when the result is taken or dropped. */
+static void result_drop(rgpu_session *s, result *r) {
+    rgpu_sess_mem_give(s, r->n, true);
+    free(r->data);
+    free(r);
+}
+
+rgpu_status rgpu_sess_store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n) {
+    result *res = calloc(1, sizeof *res);
+    if (!res) { free(data); rgpu_sess_mem_give(s, n, true); return RGPU_ERR_NOMEM; }
+    res->data = data; res->n = n;
+    result *old = u64map_del(&s->results, idx + 1);
+    if (old) result_drop(s, old);
+    if (!u64map_put(&s->results, idx + 1, res)) { result_drop(s, res); return RGPU_ERR_NOMEM; }
+    return RGPU_OK;
+}
+
+uint8_t *rgpu_sess_take_bytes(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen) {
+    if ((*st = rgpu_sess_mem_take(s, n, true, "a result", why, whylen))) return NULL;
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p) { rgpu_sess_mem_give(s, n, true); *st = RGPU_ERR_NOMEM; }
+    return p;
 }
 
 /* ---------------------------------------------------------------------------

@@ -81,10 +81,19 @@ struct rgpu_session {
      * session.c (set by rgpu_session_new). force_poison: run r as if an
      * input were poisoned by poison_op. */
     void (*run_record)(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
-    /* first failure since the last take_result */
+    /* server folders (rgpu_session_set_files; fileops.c) */
+    rgpu_files *files;        /* NULL: none exposed */
+    bool files_dry;           /* SAVE_ZIP computes its size and hash, writes nothing */
+    u64map read_paths;        /* path blob key -> 1: the files FROM_FILE read since the last checkpoint */
+    bool rewrote_read;        /* a SAVE_ZIP replaced one of them (rgpu_session_take_rewrote) */
+    bool (*written)(void *ud, uint64_t op);   /* rebuilding (rgpu_session_set_rebuild), or NULL */
+    void *written_ud;
+    rgpu_status stop_status;  /* a rebuild that must not go on: run_chunk returns it */
+    char stop_why[RGPU_MAX_ERROR_MSG + 1];
+    /* first failure since the last take_result (a RESULT's message holds at most RGPU_MAX_ERROR_MSG bytes) */
     int err_status;
     uint64_t err_op;
-    char err_msg[256];
+    char err_msg[RGPU_MAX_ERROR_MSG + 1];
 };
 
 /* ---------------------------------------------------------------------------
@@ -112,6 +121,15 @@ void rgpu_sess_blob_evict_to(rgpu_session *s, uint64_t keep, bool all);
  * hash checked. */
 rgpu_status rgpu_sess_fetch_checked(rgpu_session *s, const rgpu_hash *h, uint64_t size, uint8_t **data, size_t *n,
                                     char *why, size_t whylen);
+/* The blob of size bytes a record names (see rgpu_sess_fetch_checked): kept,
+ * or fetched and kept; one refused for a memory limit fails at once after. */
+rgpu_status rgpu_sess_blob_get(rgpu_session *s, const rgpu_hash *h, uint64_t size, blobent **out, char *why, size_t whylen);
+/* Keep data (n bytes, already taken from the session's memory; owned by the
+ * session from here, on failure too) as the result of WAIT op idx. */
+rgpu_status rgpu_sess_store_result(rgpu_session *s, uint64_t idx, uint8_t *data, size_t n);
+/* n bytes for a result: taken from the session's memory, then allocated
+ * (NULL with *st, why naming the limit, when either fails). */
+uint8_t *rgpu_sess_take_bytes(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen);
 /* Record op idx as failed (the first failure is reported at the next wait). */
 rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why);
 
