@@ -319,7 +319,7 @@ $(EMU_B)/tests/test_cudaemu: $(EMU_B)/emu/src/$(EMU_DIR)/test_cudaemu.cu $(EMU_D
 cuda-emu:
 	@test -n "$(CUDA_INC)" || { echo "rgpu: no CUDA toolkit headers (cuda_runtime_api.h): cudaemu cannot be built"; exit 1; }
 	@$(MAKE) --no-print-directory CUDA_EMU=1 all $(EMU_B)/tests/test_cudaemu \
-	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools %/test_selfcheck,$(C_TESTS)))
+	  $(patsubst $(B)/tests/%,$(EMU_B)/tests/%,$(filter %/test_server %/test_tools %/test_selfcheck %/test_server_files,$(C_TESTS)))
 	@$(MAKE) --no-print-directory $(PYEXT) $(if $(NO_DEVELOP),,develop)
 
 # EMU_CONFORMANCE_ORDERS: the thread orders the conformance suite runs in (reverse too: make test-cuda-emu EMU_CONFORMANCE_ORDERS="forward reverse random"; about

@@ -241,7 +241,7 @@ static void zidx_parse(const uint8_t *d, size_t n, zidx *z) {
 }
 
 /* ---------------------------------------------------------------------------
- * A session in this process (cpu; `device`: posing as a device backend) */
+ * A session in this process (cpu; `device`: a device backend, see env_open) */
 typedef struct env {
     rgpu_backend *b;
     rgpu_files *f;
@@ -275,9 +275,15 @@ static rgpu_status env_fetch(void *ud, const rgpu_hash *h, uint64_t max_n, uint8
 static void env_open(env *e, bool device, bool with_files, bool dry) {
     memset(e, 0, sizeof *e);
     char why[256];
-    e->b = rgpu_backend_create("cpu", why, sizeof why);
+    /* device: the cuda backend where the run asks for it (make test-cuda-emu
+     * sets RGPU_BACKEND=cuda), else cpu posing as a device backend (upload and
+     * download stay memcpy): the bounce path either way */
+    const char *be = getenv("RGPU_BACKEND");
+    bool cuda = device && be && !strcmp(be, "cuda");
+    e->b = rgpu_backend_create(cuda ? "cuda" : "cpu", why, sizeof why);
     ck_assert_msg(e->b != NULL, "%s", why);
-    e->b->device_memory = device;   /* upload/download stay memcpy: the bounce path, checkable */
+    if (!cuda) e->b->device_memory = device;
+    ck_assert(e->b->device_memory == device);
     e->s = rgpu_session_new(e->b, NULL);
     rgpu_session_set_fetch(e->s, env_fetch, e);
     if (!with_files) return;

@@ -66,7 +66,7 @@ summary() {
 }
 
 step "layer tests (test_cudaemu)" "$EMU_B/tests/test_cudaemu"
-for t in test_server test_tools test_selfcheck; do
+for t in test_server test_tools test_selfcheck test_server_files; do
     [ -x "$EMU_B/tests/$t" ] && step "check $t" "$EMU_B/tests/$t"
 done
 for o in $ORDERS; do
