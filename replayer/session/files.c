@@ -316,9 +316,11 @@ static rgpu_status open_reg(const rgpu_files *f, const parsed *p, int *fd, struc
  * Identity: XXH3-128 of a whole file, cached by (dev, ino, size, mtime, ctime).
  * A file changed within the same timestamp tick as its hashing keeps its
  * stat: an entry hashed less than RACY_NS after the file's ctime is not
- * trusted and the file is hashed again (git's "racily clean" rule). */
+ * trusted and the file is hashed again (git's "racily clean" rule). Kernel
+ * timestamps are at worst a jiffy (<= 10 ms) coarse; so a file just written
+ * is hashed again for at most RACY_NS, then the cache answers. */
 #define CACHE_SLOTS 256
-#define RACY_NS 2000000000ll
+#define RACY_NS 100000000ll
 #define HASH_PIECE (4u << 20)
 
 typedef struct cache_key { uint64_t dev, ino, size; int64_t mtime, ctime; } cache_key;
@@ -450,18 +452,19 @@ static int entry_cmp(const void *a, const void *b) {
 }
 
 static rgpu_status list_mounts(const rgpu_files *f, rgpu_file_entry **out, size_t *count, char *why, size_t whylen) {
-    rgpu_file_entry *e = calloc((size_t)f->n + 1, sizeof *e);
+    int n = f ? f->n : 0;
+    rgpu_file_entry *e = calloc((size_t)n + 1, sizeof *e);
     if (!e) return FAIL(RGPU_ERR_NOMEM, "listing the exposed folders: out of memory");
-    for (int i = 0; i < f->n; i++) {
+    for (int i = 0; i < n; i++) {
         struct stat st;
         snprintf(e[i].name, sizeof e[i].name, "%s", f->m[i].name);
         e[i].kind = RGPU_FILE_DIR;
         e[i].writable = f->m[i].writable;
         if (fstat(f->m[i].fd, &st) == 0) e[i].mtime_ns = ns_of(st.st_mtim);
     }
-    qsort(e, (size_t)f->n, sizeof *e, entry_cmp);
+    qsort(e, (size_t)n, sizeof *e, entry_cmp);
     *out = e;
-    *count = (size_t)f->n;
+    *count = (size_t)n;
     return RGPU_OK;
 }
 
