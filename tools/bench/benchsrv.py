@@ -6,10 +6,13 @@ import subprocess
 import time
 
 
-def start_server(exe, tmp, *args):
-    """exe --listen 127.0.0.1:PORT --backend cpu --token-file tmp/token args...,
+def start_server(exe, tmp, *args, data=(), data_rw=()):
+    """exe --listen 127.0.0.1:PORT --backend cpu --token-file tmp/token args...
+    (and --data SPEC / --data-rw SPEC for each of data / data_rw: "[NAME=]DIR"),
     its log in tmp/server.log; returns (process, port, token path, log file)
     once it accepts connections."""
+    args = list(args) + [a for spec in data for a in ("--data", spec)] + \
+        [a for spec in data_rw for a in ("--data-rw", spec)]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

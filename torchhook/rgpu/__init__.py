@@ -25,6 +25,8 @@ from . import lazy as _lazy             # noqa: E402  (nn.Lazy* modules: uniniti
 from . import server                    # noqa: E402
 from . import compile as _compile       # noqa: E402  (torch.compile(..., backend="rgpu"))
 from .tensor import RemoteTensor        # noqa: E402
+from .serverfiles import (DirEntry, StatResult, from_file, listdir, load, save, scandir,  # noqa: E402
+                          stat)                 # files on the server's host (--data / --data-rw folders)
 
 RemoteError = _C.RemoteError
 SessionLost = _C.SessionLost      # a RemoteError: the server no longer holds the session
@@ -68,4 +70,5 @@ def connect():
     return server.info()
 
 
-__all__ = ["RemoteError", "RemoteTensor", "SessionLost", "connect", "manual_seed", "stats", "supported_ops", "synchronize"]
+__all__ = ["DirEntry", "RemoteError", "RemoteTensor", "SessionLost", "StatResult", "connect", "from_file", "listdir",
+           "load", "manual_seed", "save", "scandir", "stat", "stats", "supported_ops", "synchronize"]
