@@ -16,7 +16,7 @@
  *       args: bool | int | float | None | sequence of ints | 16-byte bytes (hash)
  *             | 1-byte bytes (a DTYPE arg: the byte is the rgpu dtype number)
  *   upload(out, buffer) -> op index
- *   wait(op_index) -> bytes        (raises RemoteError; SessionLost when the session is gone; warns
+ *   wait(op_index) -> bytes        (raises RemoteError, .status the status name; SessionLost when the session is gone; warns
  *                                   RuntimeWarning once when the server's journal of the session turned off)
  *   free(tid), flush(), stats() -> dict (with "journal" once connected), op_table_hash() -> 16 bytes
  *
@@ -67,12 +67,25 @@ static PyObject *RemoteError, *SessionLost;
  * holds the session (a RemoteError subclass), else RemoteError. */
 static PyObject *error_class(rgpu_status s) { return s == RGPU_ERR_SESSION_LOST ? SessionLost : RemoteError; }
 
+/* Raise error_class(s) with message msg; the exception's .status is the
+ * status's name ("RGPU_ERR_PATH"), so callers need not parse the text. */
+static PyObject *raise_remote(rgpu_status s, const char *msg) {
+    PyObject *e = PyObject_CallFunction(error_class(s), "s", msg);
+    if (!e) return NULL;
+    PyObject *name = PyUnicode_FromString(rgpu_status_name(s));
+    if (name && PyObject_SetAttrString(e, "status", name) == 0) PyErr_SetObject(error_class(s), e);
+    Py_XDECREF(name);
+    Py_DECREF(e);
+    return NULL;
+}
+
 static PyObject *raise_status(rgpu_status s, const char *what) {
     if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
     const char *why = g_client ? rgpu_client_failure(g_client) : NULL;
-    if (why) PyErr_Format(error_class(s), "%s", why);
-    else PyErr_Format(error_class(s), "%s: %s", what, rgpu_status_str(s));
-    return NULL;
+    char msg[768];
+    if (why) snprintf(msg, sizeof msg, "%s", why);
+    else snprintf(msg, sizeof msg, "%s: %s", what, rgpu_status_str(s));
+    return raise_remote(s, msg);
 }
 
 static rgpu_client *need_client(void) {
@@ -432,8 +445,7 @@ static PyObject *py_wait(PyObject *self, PyObject *arg) {
     if (s) {
         free(data);
         if (s == RGPU_ERR_NOMEM) return PyErr_NoMemory();
-        PyErr_Format(error_class(s), "%s", err[0] ? err : rgpu_status_str(s));
-        return NULL;
+        return raise_remote(s, err[0] ? err : rgpu_status_str(s));
     }
     PyObject *r = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
     free(data);

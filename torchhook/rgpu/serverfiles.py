@@ -44,25 +44,28 @@ from .transfer import contiguous_strides
 
 class RemoteFileNotFoundError(FileNotFoundError, _C.RemoteError):
     """A server path that does not exist (RGPU_ERR_PATH: no such file)."""
+    status = "RGPU_ERR_PATH"
 
 
 class RemotePermissionError(PermissionError, _C.RemoteError):
     """A server path refused: outside every exposed folder, a symlink out, a
     write into a read-only folder, a bad name (RGPU_ERR_PATH)."""
+    status = "RGPU_ERR_PATH"
 
 
 class RemoteIsADirectoryError(IsADirectoryError, _C.RemoteError):
     """A folder where a file is wanted."""
+    status = "RGPU_ERR_PATH"
 
 
 class RemoteNotADirectoryError(NotADirectoryError, _C.RemoteError):
     """A file where a folder is wanted."""
+    status = "RGPU_ERR_PATH"
 
 
-# The C extension raises RemoteError with the session's message and no status
-# code; the message names the status as rgpu_status_str() does: "op N
+# _C.wait raises RemoteError with the session's message and the status's name
+# as .status; a refused path is RGPU_ERR_PATH, its kind in the message: "op N
 # (rgpu::file_stat) failed: server path refused: server path "data/x": no such file".
-_PATH_REFUSED = "failed: server path refused: "          # RGPU_ERR_PATH
 _PATH_KINDS = ((re.compile(r": no such (file|folder)"), RemoteFileNotFoundError, errno.ENOENT),
                (re.compile(r": is a folder"), RemoteIsADirectoryError, errno.EISDIR),
                (re.compile(r"not a folder"), RemoteNotADirectoryError, errno.ENOTDIR))
@@ -71,7 +74,7 @@ _PATH_KINDS = ((re.compile(r": no such (file|folder)"), RemoteFileNotFoundError,
 def _translate(e):
     """The exception to raise for RemoteError e of a file op."""
     msg = str(e)
-    if isinstance(e, _C.SessionLost) or _PATH_REFUSED not in msg:
+    if isinstance(e, _C.SessionLost) or getattr(e, "status", None) != "RGPU_ERR_PATH":
         return e
     for pattern, cls, code in _PATH_KINDS:
         if pattern.search(msg):
@@ -80,6 +83,7 @@ def _translate(e):
         cls, code = RemotePermissionError, errno.EACCES
     out = cls(msg)
     out.errno = code
+    out.status = e.status
     return out
 
 
@@ -243,7 +247,7 @@ def from_file(path, dtype=torch.uint8, shape=None, offset=0):
     if not st.is_file():
         if st.is_dir():
             raise RemoteIsADirectoryError(f"rgpu.from_file: server path \"{path}\" is a folder, not a file")
-        raise _C.RemoteError(f"rgpu.from_file: server path \"{path}\" is not a regular file")
+        raise RemotePermissionError(f"rgpu.from_file: server path \"{path}\" is not a regular file")
     size = st.st_size
     shape = _shape(shape, max(size - offset, 0), read_dtype.itemsize, path, offset)
     end = offset + math.prod(shape) * read_dtype.itemsize
