@@ -9,6 +9,7 @@
  * --resync copies a's outputs into b after each op so one early difference
  * does not show up again in every op downstream of it. Exit codes: 0 pass,
  * 1 differences, 2 usage, bad trace or unavailable backend. */
+#include "cpu/cpu_pool.h"
 #include "trace_common.h"
 
 #include <math.h>
@@ -21,7 +22,7 @@ static const char USAGE[] =
     "usage: rgpu-diff TRACE.rgt [--a BACKEND] [--b BACKEND] [--rtol R] [--atol A]\n"
     "                 [--op NAME] [--resync] [--json] [--top K] [--quiet]\n"
     "                 [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
-    "                 [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]...\n"
+    "                 [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--threads N]\n"
     "\n"
     "Replays the trace on backends a and b at once and compares every output\n"
     "tensor of every op (views, control ops and unwanted outputs are skipped;\n"
@@ -31,6 +32,7 @@ static const char USAGE[] =
     "\n"
     "  --a BACKEND   backend under test: cuda (default), cpu, null or auto\n"
     "  --b BACKEND   reference backend: cpu (default), cuda, null or auto\n"
+    "  --threads N   threads of the cpu backend's kernels (default: the cores)\n"
     "  --rtol R      relative tolerance for floating outputs (default per dtype:\n"
     "                float32 1e-5, float64 1e-12, float16 1e-3, bfloat16 1e-2)\n"
     "  --atol A      absolute tolerance (default per dtype: float32 1e-6, float64\n"
@@ -403,6 +405,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--resync")) d->resync = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--threads")) {
+            uint64_t v;
+            if (++i >= argc || !tc_parse_u64(argv[i], &v) || v < 1 || v > 256) return tc_usage_error(PROG, "%s needs 1..256", a);
+            rgpu_pool_set_threads((int)v);
+        }
         else if (!strcmp(a, "--a")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a backend", a); an = argv[i]; }
         else if (!strcmp(a, "--b")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a backend", a); bn = argv[i]; }
         else if (!strcmp(a, "--op")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs an op name", a); opname = argv[i]; }

@@ -5,6 +5,7 @@
  * then run record by record on a session of the chosen backend; uploads fetch
  * their blobs from the file. Exit codes: 0 ok, 1 a verified result differs,
  * 2 usage, bad trace or no such backend. */
+#include "cpu/cpu_pool.h"
 #include "trace_common.h"
 
 #include <stdlib.h>
@@ -16,7 +17,7 @@ static const char USAGE[] =
     "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
     "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
     "                   [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
-    "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]...\n"
+    "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--threads N]\n"
     "\n"
     "Executes a trace recorded by the client (RGPU_RECORD=path) or by the server\n"
     "(rgpu-server --record DIR), without a client: chunks in stream order, uploads\n"
@@ -24,6 +25,8 @@ static const char USAGE[] =
     "\n"
     "  --backend NAME   cpu (reference), cuda, null (executes nothing) or auto (cuda\n"
     "                   when usable, else cpu; default)\n"
+    "  --threads N      threads of the cpu backend's kernels (default: the cores this\n"
+    "                   process may use, or $RGPU_THREADS); results never depend on it\n"
     "  --verify         check every result the live run received at a wait (the\n"
     "                   trace's results table) against the replayed one: bitwise\n"
     "                   when replaying on the backend that recorded it (meta key\n"
@@ -128,6 +131,11 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--verify")) verify = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--threads")) {
+            uint64_t v;
+            if (++i >= argc || !tc_parse_u64(argv[i], &v) || v < 1 || v > 256) return tc_usage_error(PROG, "%s needs 1..256", a);
+            rgpu_pool_set_threads((int)v);
+        }
         else if (!strcmp(a, "--backend")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a value", a); backend_name = argv[i]; }
         else if (!strcmp(a, "--dump-results")) { if (++i >= argc) return tc_usage_error(PROG, "%s needs a file", a); dump_path = argv[i]; }
         else if (!strcmp(a, "--from")) { if (++i >= argc || !tc_parse_u64(argv[i], &from)) return tc_usage_error(PROG, "%s needs an op index", a); }

@@ -32,7 +32,7 @@ typedef struct unscale_ctx {
     int dt;             /* grad dtype */
     float inv;          /* inv_scale */
     bool inv_one;       /* inv_scale == 1: values pass through unmultiplied */
-    bool found;         /* a non-finite value was seen */
+    _Atomic bool found; /* a non-finite value was seen (from any pool thread) */
 } unscale_ctx;
 
 static void unscale_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
@@ -75,7 +75,7 @@ static rgpu_status op_unscale(const rgpu_exec *e, char *err, size_t errlen)
     op_operand src = { g, NULL, 0 };
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, &src, 1, e->op, err, errlen));
-    rgpu_op_iter_run(&it, unscale_row, &c);
+    rgpu_cpu_iter_run(&it, unscale_row, &c, CPU_ITER_GRAIN);
     if (c.found) *(float *)found->data = 1.0f;
     return RGPU_OK;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cpu_dense_util.h"
+#include "cpu_pool.h"
 
 /* ---------------------------------------------------------------------------
  * Buffers */
@@ -67,6 +68,33 @@ static void gemm_i64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, uint64_t
     }
 }
 
+typedef struct gemm_job {
+    int ct; bool ta, tb;
+    int64_t M, N, K;
+    double alpha;
+    const void *A; int64_t lda;
+    const void *B; int64_t ldb;
+    double beta;
+    void *C; int64_t ldc;
+} gemm_job;
+
+/* Rows [r0, r1) of C = alpha op(A) op(B) + beta C. */
+static void gemm_block(void *ctx, int64_t r0, int64_t r1)
+{
+    const gemm_job *j = ctx;
+    enum CBLAS_TRANSPOSE TA = j->ta ? CblasTrans : CblasNoTrans, TB = j->tb ? CblasTrans : CblasNoTrans;
+    size_t es = j->ct == OP_CT_F32 ? 4 : 8;
+    const char *A = (const char *)j->A + (size_t)(j->ta ? r0 : r0 * j->lda) * es;
+    char *C = (char *)j->C + (size_t)(r0 * j->ldc) * es;
+    blasint m = (blasint)(r1 - r0);
+    if (j->ct == OP_CT_F32)
+        cblas_sgemm(CblasRowMajor, TA, TB, m, (blasint)j->N, (blasint)j->K, (float)j->alpha, (const float *)A,
+                    (blasint)j->lda, j->B, (blasint)j->ldb, (float)j->beta, (float *)C, (blasint)j->ldc);
+    else
+        cblas_dgemm(CblasRowMajor, TA, TB, m, (blasint)j->N, (blasint)j->K, j->alpha, (const double *)A,
+                    (blasint)j->lda, j->B, (blasint)j->ldb, j->beta, (double *)C, (blasint)j->ldc);
+}
+
 void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
 {
@@ -89,11 +117,13 @@ void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
             }
         return;
     }
-    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    if (ct == OP_CT_F32)
-        cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, (float)alpha, A, (blasint)lda,
-                    B, (blasint)ldb, (float)beta, C, (blasint)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda,
-                    B, (blasint)ldb, beta, C, (blasint)ldc);
+    gemm_job j = { ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc };
+    /* Row blocks of C over the pool (OpenBLAS runs each on the calling
+     * thread): at least 64 rows and ~8 MFLOP per block, a multiple of 16
+     * rows, so B's packing is amortised; the bounds depend on the sizes only. */
+    int64_t per_row = N * K;
+    int64_t rows = per_row > 0 ? ((int64_t)1 << 22) / per_row : M;
+    rows = (rows + 15) / 16 * 16;
+    if (rows < 64) rows = 64;
+    rgpu_pool_for(M, rows, gemm_block, &j);
 }

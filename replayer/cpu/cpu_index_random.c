@@ -188,6 +188,6 @@ rgpu_status rgpu_cpu_index_dropout_backward(const rgpu_exec *e, char *err, size_
     FORWARD_IF_ERROR(rgpu_op_dropout_backward_check(e, &c.scale, &it, err, errlen));
     c.scale_f = (float)c.scale;
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    rgpu_op_iter_run(&it, dbw_row, &c);
+    rgpu_cpu_iter_run(&it, dbw_row, &c, 2 * CPU_ITER_GRAIN);
     return RGPU_OK;
 }

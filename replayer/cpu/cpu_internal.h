@@ -47,6 +47,12 @@ static inline void cpu_store_row_f32(char *dst, int dt, int64_t s, const float *
 static inline void cpu_store_row_u64(char *dst, int dt, int64_t s, const uint64_t *src, int64_t n)
 { CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) op_store_u64(dst + i * s, DT_, src[i])); }
 
+/* rgpu_op_iter_run over the thread pool (cpu_iter.c) for row functions that
+ * write only operand 0's elements of their row: pieces of about `grain`
+ * elements (bounds by shape only); small problems run inline. */
+#define CPU_ITER_GRAIN 16384
+void rgpu_cpu_iter_run(const op_iter *it, op_row_fn row, void *ctx, int64_t grain);
+
 /* Elements per chunk when a row is converted through a compute-type buffer. */
 #define CPU_CHUNK 256
 

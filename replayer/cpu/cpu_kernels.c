@@ -36,7 +36,7 @@ static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
     val[16] = (uint8_t)rgpu_dtype_size(out->dtype);
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, NULL, 0, e->op, err, errlen));
-    rgpu_op_iter_run(&it, fill_row, val);
+    rgpu_cpu_iter_run(&it, fill_row, val, 4 * CPU_ITER_GRAIN);
     return RGPU_OK;
 }
 
@@ -123,7 +123,7 @@ static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
     op_operand src = { e->in[0], NULL, 0 };
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
-    rgpu_op_iter_run(&it, copy_row, &it);
+    rgpu_cpu_iter_run(&it, copy_row, &it, 2 * CPU_ITER_GRAIN);
     return RGPU_OK;
 }
 
@@ -293,7 +293,7 @@ static rgpu_status op_binary(const rgpu_exec *e, char *err, size_t errlen)
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, ops, 2, e->op, err, errlen));
     c.dt[0] = it.dtype[0]; c.dt[1] = it.dtype[1]; c.dt[2] = it.dtype[2];
-    rgpu_op_iter_run(&it, bin_row, &c);
+    rgpu_cpu_iter_run(&it, bin_row, &c, 2 * CPU_ITER_GRAIN);
     return RGPU_OK;
 }
 

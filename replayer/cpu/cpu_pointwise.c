@@ -45,7 +45,7 @@ typedef struct pw_ctx {
     bool round[PW_MAX_OPS];  /* OP_CT_F32 with f16/bf16 compute: round this operand to cdt on load */
     bool res_bool;
     op_pw_params p;          /* the op's own args, WHERE, CLAMP, POW */
-    bool zero_div;           /* set by integer division by zero */
+    _Atomic bool zero_div;   /* set by integer division by zero (from any pool thread) */
 } pw_ctx;
 
 #define PW_T float
@@ -377,7 +377,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
 
     op_iter it;   /* operand 0 is out; inputs broadcast to it (checked above) */
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, out, ops, e->n_in, e->op, err, errlen));
-    rgpu_op_iter_run(&it, pw_row, &c);
+    rgpu_cpu_iter_run(&it, pw_row, &c, CPU_ITER_GRAIN);
     if (c.zero_div) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: ZeroDivisionError", name);
     return RGPU_OK;
 }

@@ -4,6 +4,7 @@
 #include "server.h"
 #include "dataopts.h"
 #include "memlimits.h"
+#include "cpu/cpu_pool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,7 +24,7 @@ static void usage(FILE *f) {
         "                   [--grace SECONDS]\n"
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
-        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--record DIR] [--quiet]\n"
+        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--threads N] [--record DIR] [--quiet]\n"
         "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--config FILE]\n"
         "                   [--exit-with-parent]\n"
         "\n"
@@ -108,6 +109,9 @@ static void usage(FILE *f) {
         "  --max-connections N open connections (default 256); more are refused with an ERROR\n"
         "  --handshake-timeout SECONDS\n"
         "                      a client's HELLO must arrive whole within this (default 10)\n"
+        "  --threads N         threads of the cpu backend's kernels, shared by all sessions\n"
+        "                      (default: the cores this process may use, affinity and cgroup\n"
+        "                      quota aware; or $RGPU_THREADS). Results never depend on it\n"
         "  --graphs on|off     replay the second and later calls of a compiled graph's\n"
         "                      template as one captured graph where the backend can (cuda;\n"
         "                      cpu for testing); results never change (default off)\n"
@@ -132,6 +136,7 @@ static void on_signal(int sig) { (void)sig; rgpu_server_stop(); }
 
 int main(int argc, char **argv) {
     const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL, *config = NULL;
+    int threads = 0;
     rgpu_limit_opts lim = { 0 };
     rgpu_server_config cfg;
     rgpu_server_config_default(&cfg);
@@ -186,6 +191,12 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "full")) cfg.journal_sync = RGPU_RGT_SYNC_FULL;
             else if (!strcmp(v, "normal")) cfg.journal_sync = RGPU_RGT_SYNC_NORMAL;
             else { fprintf(stderr, "rgpu-server: --journal-sync wants full or normal, not '%s'\n", v); return 2; }
+        }
+        else if (!strcmp(a, "--threads") && more) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 256) { fprintf(stderr, "rgpu-server: --threads wants 1..256, not '%s'\n", argv[i]); return 2; }
+            threads = (int)v;
         }
         else if (!strcmp(a, "--graphs") && more) {
             const char *v = argv[++i];
@@ -264,6 +275,7 @@ int main(int argc, char **argv) {
     }
 
     char why[256] = "";
+    if (threads) rgpu_pool_set_threads(threads);
     cfg.backend = rgpu_backend_create(backend, why, sizeof why);
     if (!cfg.backend) {
         fprintf(stderr, "rgpu-server: --backend %s: %s\n", backend, why);
