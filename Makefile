@@ -115,6 +115,12 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_) -c $< -o $@
 
+# The cpu backend's kernels at -O3 (the vectorizer's full cost model), for
+# the baseline ISA: no -march, so a trace replays bitwise on every x86-64 (or
+# arm64) host; ISO C mode keeps a*b+c unfused. Sanitizer builds keep $(OPT).
+KERNEL_OPT ?= $(if $(SAN),,-O3)
+$(B)/obj/replayer/cpu/%.o: CFLAGS_ += $(KERNEL_OPT)
+
 $(B)/obj/%.o: %.cu $(HEADERS) $(wildcard replayer/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@

@@ -30,7 +30,7 @@ static inline double opm(bool f64, double v) { return f64 ? v : (double)(float)v
 /* v rounded to dtype dt (as a value stored in a tensor of that dtype). */
 static double round_to(int dt, double v)
 {
-    char b[8];
+    _Alignas(16) char b[16];   /* any dtype, complex128 included */
     op_store_f64(b, dt, v);
     return op_load_f64(b, dt);
 }

@@ -335,7 +335,7 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
     int64_t odim = rgpu_op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
     op_idx_alpha one = op_idx_alpha_one();
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
-    facc f;
+    facc f = { 0 };
     if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
     scatter_walk(&p, cst, &w);
     do {
@@ -432,7 +432,7 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
      * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
                   p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
-    facc f;
+    facc f = { 0 };
     if (f32acc) {
         st = facc_init(e, &f, p.out, err, errlen);
         if (st != RGPU_OK) { free(iv); return st; }

@@ -315,7 +315,7 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
         float accf = 0.0f;
         uint64_t accu = 0;
         for (int64_t i = 0; i < n; i++) {
-            char v[8];   /* the element cast to out's dtype */
+            _Alignas(16) char v[16];   /* the element cast to out's dtype (any, complex128 included) */
             if (idt == odt) memcpy(v, p + i * is, (size_t)oe);
             else if (ifl) op_store_f64(v, odt, op_load_f64(p + i * is, idt));
             else op_store_u64(v, odt, op_load_u64(p + i * is, idt));

@@ -49,9 +49,9 @@ OP_FN int64_t op_ctc_ldi(const char *p, int dt, int64_t i) { return (int64_t)op_
 /* v as a tensor of dtype dt holds it */
 OP_FN double op_ctc_round(int dt, double v)
 {
-    char b[8];
-    op_store_f64(b, dt, v);
-    return op_load_f64(b, dt);
+    union { double d[2]; char c[16]; } b;   /* room for any dtype, complex128 included */
+    op_store_f64(b.c, dt, v);
+    return op_load_f64(b.c, dt);
 }
 
 OP_FN double op_ctc_lp(const op_ctc *a, int64_t t, int64_t b, int64_t c)
