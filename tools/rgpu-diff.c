@@ -386,6 +386,7 @@ static size_t base_len(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    rgpu_pool_prepare_process(argv);
     const char *path = NULL, *an = "cuda", *bn = "cpu", *opname = NULL;
     bool json = false, quiet = false;
     uint64_t top = 10;

@@ -116,6 +116,7 @@ static void verify_one(verifier *v, rgpu_session *s, const rgpu_record *r, const
 }
 
 int main(int argc, char **argv) {
+    rgpu_pool_prepare_process(argv);
     const char *path = NULL, *backend_name = "auto", *dump_path = NULL;
     bool verify = false, quiet = false;
     uint64_t from = 0, to = UINT64_MAX;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* OpenBLAS's thread count: the pool splits GEMMs itself (fixed row blocks),
  * so OpenBLAS runs each block on the calling thread. Weak: a BLAS without it
@@ -227,6 +228,13 @@ void rgpu_pool_for(int64_t n, int64_t grain, rgpu_pool_task task, void *ctx)
     while (P.active > 0) pthread_cond_wait(&P.left, &P.m);
     pthread_mutex_unlock(&P.m);
     pthread_mutex_unlock(&P.job_lock);
+}
+
+void rgpu_pool_prepare_process(char **argv)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || !openblas_set_num_threads) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
+    execv("/proc/self/exe", argv);
 }
 
 void rgpu_pool_get_stats(rgpu_pool_stats *s)

@@ -20,6 +20,14 @@
 extern "C" {
 #endif
 
+/* Call first thing in main(): OpenBLAS starts its own threads when the
+ * library loads (they spin a while, then sleep) unless OPENBLAS_NUM_THREADS
+ * says otherwise; the pool runs GEMMs in blocks itself, so those threads only
+ * burn the cores the client and the pool need. When the variable is unset
+ * this sets it to 1 and re-executes the program (same pid, argv, fds); on any
+ * failure it returns and the run goes on as before. */
+void rgpu_pool_prepare_process(char **argv);
+
 /* Chunk [begin, end) of a job of n items. */
 typedef void (*rgpu_pool_task)(void *ctx, int64_t begin, int64_t end);
 

@@ -52,6 +52,19 @@ rgpu_status rgpu_op_check_view(const rgpu_view *v, const char *what, int op, cha
     return RGPU_OK;
 }
 
+/* What rgpu_op_check_view accepts, without an error message. */
+static bool view_ok(const rgpu_view *v)
+{
+    if (v == NULL || v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT || v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
+        return false;
+    bool empty = false;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->sizes[d] < 0 || v->strides[d] < 0) return false;
+        empty |= v->sizes[d] == 0;
+    }
+    return empty || v->data != NULL;
+}
+
 rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
                            char *err, size_t errlen)
 {
@@ -61,14 +74,17 @@ rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt
                  info->name, e->n_in, e->n_out, info->n_in, info->n_out);
     if (check_args && e->n_args > 0 && e->args == NULL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
+    /* the operand's name is formatted only when its view is bad (this runs per record) */
     for (int i = 0; i < e->n_in; i++) {
         if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
+        if (view_ok(e->in[i])) continue;
         char what[24];
         snprintf(what, sizeof what, "in[%d]", i);
         FORWARD_IF_ERROR(rgpu_op_check_view(e->in[i], what, e->op, err, errlen));
     }
     for (int i = 0; i < e->n_out; i++) {
         if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
+        if (view_ok(e->out[i])) continue;
         char what[24];
         snprintf(what, sizeof what, "out[%d]", i);
         FORWARD_IF_ERROR(rgpu_op_check_view(e->out[i], what, e->op, err, errlen));

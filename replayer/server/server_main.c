@@ -135,6 +135,7 @@ static void usage(FILE *f) {
 static void on_signal(int sig) { (void)sig; rgpu_server_stop(); }
 
 int main(int argc, char **argv) {
+    rgpu_pool_prepare_process(argv);
     const char *tcp = NULL, *unix_path = NULL, *backend = "auto", *token_file = NULL, *journal = NULL, *config = NULL;
     int threads = 0;
     rgpu_limit_opts lim = { 0 };
