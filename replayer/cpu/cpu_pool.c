@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* OpenBLAS's thread count: the pool splits GEMMs itself (fixed row blocks),
@@ -24,10 +25,19 @@
 extern void openblas_set_num_threads(int n) __attribute__((weak));
 
 #define POOL_MAX_THREADS 256
-/* Spins (a pause each) a worker makes after a job before it sleeps: about
- * 20-50 µs, longer than the host work between two records of a training
- * step, much shorter than a time slice taken from the client beside it. */
-#define POOL_SPIN 4000
+/* How long a worker spins after a job before it sleeps (RGPU_POOL_SPIN_US
+ * overrides): longer than the host work between two records of a training
+ * step (a few µs), short enough that a pool idle between chunks gives the
+ * cores back to the client beside it at once. */
+#define POOL_SPIN_NS 30000
+static int64_t P_spin_ns = POOL_SPIN_NS;
+
+static inline int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 typedef struct pool {
     pthread_mutex_t job_lock;        /* held by the submitter of the running job */
@@ -85,8 +95,11 @@ static void *worker_main(void *arg)
     (void)arg;
     uint64_t my_gen = atomic_load_explicit(&P.gen, memory_order_acquire);
     for (;;) {
-        for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&P.gen, memory_order_acquire) == my_gen; i++)
+        int64_t t0 = now_ns();
+        for (int i = 1; atomic_load_explicit(&P.gen, memory_order_acquire) == my_gen; i++) {
             cpu_relax();
+            if (!(i & 63) && now_ns() - t0 > P_spin_ns) break;
+        }
         pthread_mutex_lock(&P.m);
         while (atomic_load_explicit(&P.gen, memory_order_relaxed) == my_gen && !P.quit) {
             P.sleepers++;
@@ -152,6 +165,8 @@ static int apply_threads(int n)
     if (n > POOL_MAX_THREADS) n = POOL_MAX_THREADS;
     pthread_mutex_lock(&P.job_lock);          /* no job runs while threads change */
     stop_workers();
+    const char *sp = getenv("RGPU_POOL_SPIN_US");
+    if (sp && *sp) P_spin_ns = (int64_t)atoll(sp) * 1000;
     P.nthreads = n;
     pthread_attr_t at;
     pthread_attr_init(&at);
