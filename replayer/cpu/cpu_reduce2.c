@@ -8,12 +8,19 @@
  * with reduced dims kept as 1 (keepdim) or removed. Elements of one output are
  * visited in row-major order of the reduced dims, so every result is
  * deterministic and "first index" means ATen's first index. Floating inputs
- * accumulate in double, integer ones in int64 (wrapping). */
+ * accumulate in double, integer ones in int64 (wrapping).
+ *
+ * Outputs run over the thread pool; sums along a contiguous row use R2_LANES
+ * lane accumulators (a fixed order). A floating sum-like reduction with few
+ * outputs and many elements (a full norm, var) is cut into fixed chunks of
+ * RED_CHUNK elements whose partials are added in chunk order. Lines of cumsum
+ * run over the pool. Every split depends on the shape only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_families.h"
+#include "cpu_pool.h"
 #include "cpu_reduce2.h"
 #include "cpu_reduce2_util.h"
 
@@ -112,6 +119,46 @@ static inline void step_absmin(red_acc *a, double v)
     if (a->pos++ == 0 || (a->f == a->f && (v != v || v < a->f))) a->f = v;
 }
 
+/* The sum over a row of x (RK_SUM), (x - m)^2, |x| or x^2, by lanes. */
+static inline double lane_term(red_kind k, double v, double m)
+{
+    switch (k) {
+    case RK_SQDEV: return (v - m) * (v - m);
+    case RK_NORM1: return fabs(v);
+    case RK_NORM2: return v * v;
+    default: return v;
+    }
+}
+
+static double lane_row(red_kind k, double m, const char *p, int dt, int64_t s, int64_t n)
+{
+    double t = 0.0;
+    if (dt == RGPU_F32 && s == 4) {
+        const float *restrict q = (const float *)p;
+        switch (k) {   /* one instantiation per kind, so each loop vectorizes */
+#define LDF_(i) lane_term(KIND_, (double)q[i], m)
+#define KIND_ RK_SQDEV
+        case RK_SQDEV: R2_LANE_SUM(n, LDF_, t); break;
+#undef KIND_
+#define KIND_ RK_NORM1
+        case RK_NORM1: R2_LANE_SUM(n, LDF_, t); break;
+#undef KIND_
+#define KIND_ RK_NORM2
+        case RK_NORM2: R2_LANE_SUM(n, LDF_, t); break;
+#undef KIND_
+#define KIND_ RK_SUM
+        default: R2_LANE_SUM(n, LDF_, t); break;
+#undef KIND_
+#undef LDF_
+        }
+        return t;
+    }
+#define LDG_(i) lane_term(k, op_load_f64(p + (i) * s, DT_), m)
+    CPU_EACH_DTYPE(dt, R2_LANE_SUM(n, LDG_, t));
+#undef LDG_
+    return t;
+}
+
 /* One row of n elements at p (byte stride s, dtype dt) into a. */
 static void red_row(red_kind k, bool fl, red_acc *a, const char *p, int dt, int64_t s, int64_t n)
 {
@@ -124,28 +171,11 @@ static void red_row(red_kind k, bool fl, red_acc *a, const char *p, int dt, int6
         if (fl) CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_f(a, op_load_f64(p + i * s, DT_)));
         else CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_min_i(a, op_load_u64(p + i * s, DT_)));
         break;
-    case RK_SUM:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += op_load_f64(p + i * s, DT_));
+    case RK_SUM: case RK_SQDEV: case RK_NORM1: case RK_NORM2:
+        a->f += lane_row(k, a->mean, p, dt, s, n);
         break;
-    case RK_SQDEV: {
-        double m = a->mean;
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
-            double d = op_load_f64(p + i * s, DT_) - m;
-            a->f += d * d;
-        });
-        break;
-    }
     case RK_NORM0:
         CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += op_load_f64(p + i * s, DT_) != 0.0);
-        break;
-    case RK_NORM1:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) a->f += fabs(op_load_f64(p + i * s, DT_)));
-        break;
-    case RK_NORM2:
-        CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) {
-            double v = op_load_f64(p + i * s, DT_);
-            a->f += v * v;
-        });
         break;
     case RK_NORMINF:
         CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) step_absmax(a, op_load_f64(p + i * s, DT_)));
@@ -171,16 +201,127 @@ static void red_row(red_kind k, bool fl, red_acc *a, const char *p, int dt, int6
     }
 }
 
+/* Elements [lo, hi) (row-major over the reduced dims) of the output whose
+ * input starts at base, into a; pl->red is the caller's own copy. */
+static void red_range(red_plan *pl, red_kind k, bool fl, red_acc *a, const char *base, int dt, int64_t lo, int64_t hi)
+{
+    if (lo >= hi) return;
+    int64_t col = lo % pl->rn;
+    rgpu_r2_ctr_seek(&pl->red, lo / pl->rn);
+    while (lo < hi) {
+        int64_t m = pl->rn - col < hi - lo ? pl->rn - col : hi - lo;
+        red_row(k, fl, a, base + pl->red.off[0] + col * pl->rs, dt, pl->rs, m);
+        lo += m;
+        col = 0;
+        if (lo < hi) r2_ctr_next(&pl->red);
+    }
+}
+
 /* All elements of the output at keep position: rows of the reduced dims. */
 static void red_walk(red_plan *pl, red_kind k, bool fl, red_acc *a, const char *base, int dt)
 {
-    if (pl->count == 0) return;
-    do red_row(k, fl, a, base + pl->red.off[0], dt, pl->rs, pl->rn);
-    while (r2_ctr_next(&pl->red));
+    red_range(pl, k, fl, a, base, dt, 0, pl->count);
 }
 
 /* ---------------------------------------------------------------------------
  * amax, amin, var, std, linalg_vector_norm, any, all, prod */
+
+#define RED_CHUNK 32768   /* elements per partial of a chunked reduction */
+
+typedef struct red_job {
+    red_plan pl;
+    const rgpu_exec *e;
+    const op_reduce2_args *ra;
+    red_kind k, pass;
+    const rgpu_view *in, *out;
+    int64_t chunks;       /* per output; 1: not chunked */
+    double *part;         /* [output][chunk] */
+    double *mean;         /* var pass two: per output */
+} red_job;
+
+/* The output value from the accumulated a (k's finishing step). */
+static void finish(const red_job *j, red_acc *a, char *o)
+{
+    int odt = j->out->dtype;
+    bool fl = j->ra->fl;
+    double n = (double)j->pl.count;
+    switch (j->k) {
+    case RK_MAX: case RK_MIN: case RK_PROD:
+        if (fl) op_store_f64(o, odt, a->f);
+        else op_store_u64(o, odt, a->u);
+        break;
+    case RK_ANY: case RK_ALL:
+        op_store_u64(o, odt, a->u);
+        break;
+    case RK_SUM: {   /* var / std: a->f is the sum of squared deviations */
+        double dof = n - j->ra->correction;
+        double var = a->f / (dof > 0.0 ? dof : 0.0);
+        if (j->pl.count == 0) var = NAN;
+        op_store_f64(o, odt, j->e->op == RGPU_OP_STD ? sqrt(var) : var);
+        break;
+    }
+    case RK_NORM0: case RK_NORM1: case RK_NORMINF: case RK_NORMNINF:
+        op_store_f64(o, odt, a->f);
+        break;
+    case RK_NORM2:
+        op_store_f64(o, odt, sqrt(a->f));
+        break;
+    case RK_NORMP:
+        op_store_f64(o, odt, pow(a->f, 1.0 / j->ra->ord));
+        break;
+    case RK_SQDEV:
+        break;
+    }
+}
+
+/* outputs [b, e): each reduced whole */
+static void reduce_task(void *vj, int64_t b, int64_t e)
+{
+    const red_job *j = vj;
+    red_plan pl = j->pl;
+    rgpu_r2_ctr_seek(&pl.keep, b);
+    red_kind k = j->k;
+    for (int64_t t = b; t < e; t++, r2_ctr_next(&pl.keep)) {
+        const char *base = (const char *)j->in->data + pl.keep.off[0];
+        red_acc a;
+        memset(&a, 0, sizeof a);
+        a.p = j->ra->ord;
+        if (k == RK_ALL) a.u = 1;
+        if (k == RK_PROD) { a.f = 1.0; a.u = 1; }
+        red_walk(&pl, k, j->ra->fl, &a, base, j->in->dtype);
+        if (k == RK_SUM) {   /* var / std: two passes in double */
+            a.mean = a.f / (double)pl.count;
+            a.f = 0.0;
+            red_walk(&pl, RK_SQDEV, true, &a, base, j->in->dtype);
+        }
+        finish(j, &a, (char *)j->out->data + pl.keep.off[1]);
+    }
+}
+
+/* (output, chunk) pairs [b, e): partial sums of pass j->pass */
+static void reduce_part_task(void *vj, int64_t b, int64_t e)
+{
+    const red_job *j = vj;
+    red_plan pl = j->pl;
+    for (int64_t t = b; t < e; t++) {
+        int64_t o = t / j->chunks, lo = t % j->chunks * RED_CHUNK;
+        int64_t hi = lo + RED_CHUNK < pl.count ? lo + RED_CHUNK : pl.count;
+        rgpu_r2_ctr_seek(&pl.keep, o);
+        red_acc a;
+        memset(&a, 0, sizeof a);
+        a.p = j->ra->ord;
+        if (j->pass == RK_SQDEV) a.mean = j->mean[o];
+        red_range(&pl, j->pass, true, &a, (const char *)j->in->data + pl.keep.off[0], j->in->dtype, lo, hi);
+        j->part[t] = a.f;
+    }
+}
+
+static double part_total(const red_job *j, int64_t o)
+{
+    double s = 0.0;
+    for (int64_t c = 0; c < j->chunks; c++) s += j->part[o * j->chunks + c];
+    return s;
+}
 
 static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -198,64 +339,75 @@ static rgpu_status op_reduce(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_NORM: k = (red_kind)(RK_NORM0 + ra.norm); break;
     default: break;
     }
-    red_plan pl;
-    plan_build(&pl, in, ra.red, ra.keepdim, &out, 1);
-    int idt = in->dtype, odt = out->dtype;
-    bool fl = ra.fl;
-    if (pl.keep.total == 0) return RGPU_OK;
-
-    const char *ib = in->data;
-    char *ob = out->data;
-    do {
-        const char *base = ib + pl.keep.off[0];
-        char *o = ob + pl.keep.off[1];
+    red_job j;
+    memset(&j, 0, sizeof j);
+    plan_build(&j.pl, in, ra.red, ra.keepdim, &out, 1);
+    if (j.pl.keep.total == 0) return RGPU_OK;
+    j.e = e;
+    j.ra = &ra;
+    j.k = k;
+    j.in = in;
+    j.out = out;
+    int64_t count = j.pl.count, outs = j.pl.keep.total;
+    bool sumlike = ra.fl && (k == RK_SUM || k == RK_NORM0 || k == RK_NORM1 || k == RK_NORM2 || k == RK_NORMP);
+    j.chunks = sumlike && outs < 16 ? rgpu_pool_chunks(count, RED_CHUNK) : 1;
+    if (j.chunks <= 1) {
+        rgpu_pool_for(outs, rgpu_pool_grain(count), reduce_task, &j);
+        return RGPU_OK;
+    }
+    /* few outputs of many elements: chunk partials, added in chunk order */
+    j.part = rgpu_op_alloc(outs * j.chunks, sizeof *j.part);
+    if (j.part == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for partial sums", rgpu_op_name(e->op));
+    j.mean = rgpu_op_alloc(outs, sizeof *j.mean);
+    if (j.mean == NULL) { free(j.part); RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for partial sums", rgpu_op_name(e->op)); }
+    j.pass = k;
+    rgpu_pool_for(outs * j.chunks, 1, reduce_part_task, &j);
+    for (int64_t o = 0; o < outs; o++) j.mean[o] = part_total(&j, o) / (double)count;
+    if (k == RK_SUM) {   /* var / std: the second pass around the mean */
+        j.pass = RK_SQDEV;
+        rgpu_pool_for(outs * j.chunks, 1, reduce_part_task, &j);
+    }
+    r2_ctr keep = j.pl.keep;
+    rgpu_r2_ctr_seek(&keep, 0);
+    for (int64_t o = 0; o < outs; o++) {
         red_acc a;
         memset(&a, 0, sizeof a);
-        a.p = ra.ord;
-        if (k == RK_ALL) a.u = 1;
-        if (k == RK_PROD) { a.f = 1.0; a.u = 1; }
-        red_walk(&pl, k, fl, &a, base, idt);
-        double n = (double)pl.count;
-        switch (k) {
-        case RK_MAX: case RK_MIN:
-            if (fl) op_store_f64(o, odt, a.f);
-            else op_store_u64(o, odt, a.u);
-            break;
-        case RK_ANY: case RK_ALL:
-            op_store_u64(o, odt, a.u);
-            break;
-        case RK_PROD:
-            if (fl) op_store_f64(o, odt, a.f);
-            else op_store_u64(o, odt, a.u);
-            break;
-        case RK_SUM: {   /* var / std: two passes in double */
-            a.mean = a.f / n;
-            a.f = 0.0;
-            red_walk(&pl, RK_SQDEV, true, &a, base, idt);
-            double dof = n - ra.correction;
-            double var = a.f / (dof > 0.0 ? dof : 0.0);
-            if (pl.count == 0) var = NAN;
-            op_store_f64(o, odt, e->op == RGPU_OP_STD ? sqrt(var) : var);
-            break;
-        }
-        case RK_NORM0: case RK_NORM1: case RK_NORMINF: case RK_NORMNINF:
-            op_store_f64(o, odt, a.f);
-            break;
-        case RK_NORM2:
-            op_store_f64(o, odt, sqrt(a.f));
-            break;
-        case RK_NORMP:
-            op_store_f64(o, odt, pow(a.f, 1.0 / ra.ord));
-            break;
-        case RK_SQDEV:
-            break;
-        }
-    } while (r2_ctr_next(&pl.keep));
+        a.f = part_total(&j, o);
+        finish(&j, &a, (char *)out->data + keep.off[1]);
+        r2_ctr_next(&keep);
+    }
+    free(j.part);
+    free(j.mean);
     return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
  * argmax, argmin (dim or flattened), max.dim, min.dim */
+
+typedef struct arg_job {
+    red_plan pl;
+    const rgpu_view *in, *vals, *idxs;
+    bool fl;
+    red_kind k;
+} arg_job;
+
+static void arg_task(void *vj, int64_t b, int64_t e)
+{
+    const arg_job *j = vj;
+    red_plan pl = j->pl;
+    rgpu_r2_ctr_seek(&pl.keep, b);
+    for (int64_t t = b; t < e; t++, r2_ctr_next(&pl.keep)) {
+        red_acc a;
+        memset(&a, 0, sizeof a);
+        red_walk(&pl, j->k, j->fl, &a, (const char *)j->in->data + pl.keep.off[0], j->in->dtype);
+        if (j->vals) {
+            char *o = (char *)j->vals->data + pl.keep.off[1];
+            if (j->fl) op_store_f64(o, j->vals->dtype, a.f);
+            else op_store_u64(o, j->vals->dtype, a.u);
+        }
+        if (j->idxs) *(int64_t *)((char *)j->idxs->data + pl.keep.off[2]) = a.idx;
+    }
+}
 
 static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -265,21 +417,10 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(rgpu_op_argreduce_parse(e, &ra, err, errlen));
     const rgpu_view *vals = ra.outs[0], *idxs = ra.outs[1];
     bool fl = op_dtype_is_float(in->dtype);
-    red_plan pl;
-    plan_build(&pl, in, ra.red, ra.keepdim, ra.outs, 2);
-    if (pl.keep.total == 0) return RGPU_OK;
-    const char *ib = in->data;
-    do {
-        red_acc a;
-        memset(&a, 0, sizeof a);
-        red_walk(&pl, is_max ? RK_MAX : RK_MIN, fl, &a, ib + pl.keep.off[0], in->dtype);
-        if (vals) {
-            char *o = (char *)vals->data + pl.keep.off[1];
-            if (fl) op_store_f64(o, vals->dtype, a.f);
-            else op_store_u64(o, vals->dtype, a.u);
-        }
-        if (idxs) *(int64_t *)((char *)idxs->data + pl.keep.off[2]) = a.idx;
-    } while (r2_ctr_next(&pl.keep));
+    arg_job j = { .in = in, .vals = vals, .idxs = idxs, .fl = fl, .k = is_max ? RK_MAX : RK_MIN };
+    plan_build(&j.pl, in, ra.red, ra.keepdim, ra.outs, 2);
+    if (j.pl.keep.total == 0) return RGPU_OK;
+    rgpu_pool_for(j.pl.keep.total, rgpu_pool_grain(j.pl.count * 2), arg_task, &j);
     return RGPU_OK;
 }
 
@@ -290,30 +431,34 @@ static rgpu_status op_argreduce(const rgpu_exec *e, char *err, size_t errlen)
  * int64 for integers (wrapping), or for bool. Sequential along the dim, so an
  * in-place run (out aliasing in) reads each element before overwriting it. */
 
-static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
+typedef struct cumsum_job {
+    r2_ctr c;             /* the lines: operands in, out */
+    const rgpu_view *in, *out;
+    int64_t n, is, os;    /* line length, byte strides along it */
+} cumsum_job;
+
+/* lines [b, e) */
+static void cumsum_task(void *vj, int64_t b, int64_t e)
 {
-    const rgpu_view *in = e->in[0];
-    rgpu_view *out = e->out[0];
-    int dim;
-    int64_t osz[RGPU_MAX_DIMS];   /* the lines: in's sizes, the scan dim's set to 1 */
-    FORWARD_IF_ERROR(rgpu_op_cumsum_check(e, &dim, osz, err, errlen));
-    int idt = in->dtype, odt = out->dtype;
-    int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
-    int64_t n = 1, is = 0, os = 0;
-    if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
-    r2_ctr c;
-    rgpu_r2_ctr_init(&c, in->ndim, osz);
-    rgpu_r2_ctr_add(&c, in->strides, ie);
-    rgpu_r2_ctr_add(&c, out->strides, oe);
-    rgpu_r2_ctr_coalesce(&c);
-    if (c.total == 0 || n == 0) return RGPU_OK;
+    const cumsum_job *j = vj;
+    int idt = j->in->dtype, odt = j->out->dtype;
+    int64_t n = j->n, is = j->is, os = j->os, oe = (int64_t)rgpu_dtype_size(odt);
     bool ifl = op_dtype_is_float(idt);
-    do {
-        const char *p = (const char *)in->data + c.off[0];
-        char *o = (char *)out->data + c.off[1];
+    r2_ctr c = j->c;
+    rgpu_r2_ctr_seek(&c, b);
+    for (int64_t t = b; t < e; t++, r2_ctr_next(&c)) {
+        const char *p = (const char *)j->in->data + c.off[0];
+        char *o = (char *)j->out->data + c.off[1];
         double accd = 0.0;
         float accf = 0.0f;
         uint64_t accu = 0;
+        if (idt == RGPU_F32 && odt == RGPU_F32) {   /* the common case, one typed loop */
+            for (int64_t i = 0; i < n; i++) {
+                accd += *(const float *)(p + i * is);
+                *(float *)(o + i * os) = (float)accd;
+            }
+            continue;
+        }
         for (int64_t i = 0; i < n; i++) {
             _Alignas(16) char v[16];   /* the element cast to out's dtype (any, complex128 included) */
             if (idt == odt) memcpy(v, p + i * is, (size_t)oe);
@@ -338,7 +483,28 @@ static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
                 break;
             }
         }
-    } while (r2_ctr_next(&c));
+    }
+}
+
+static rgpu_status op_cumsum(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *in = e->in[0];
+    rgpu_view *out = e->out[0];
+    int dim;
+    int64_t osz[RGPU_MAX_DIMS];   /* the lines: in's sizes, the scan dim's set to 1 */
+    FORWARD_IF_ERROR(rgpu_op_cumsum_check(e, &dim, osz, err, errlen));
+    int idt = in->dtype, odt = out->dtype;
+    int64_t ie = (int64_t)rgpu_dtype_size(idt), oe = (int64_t)rgpu_dtype_size(odt);
+    int64_t n = 1, is = 0, os = 0;
+    if (in->ndim > 0) { n = in->sizes[dim]; is = in->strides[dim] * ie; os = out->strides[dim] * oe; }
+    r2_ctr c;
+    rgpu_r2_ctr_init(&c, in->ndim, osz);
+    rgpu_r2_ctr_add(&c, in->strides, ie);
+    rgpu_r2_ctr_add(&c, out->strides, oe);
+    rgpu_r2_ctr_coalesce(&c);
+    if (c.total == 0 || n == 0) return RGPU_OK;
+    cumsum_job j = { c, in, out, n, is, os };
+    rgpu_pool_for(c.total, rgpu_pool_grain(n * 2), cumsum_task, &j);
     return RGPU_OK;
 }
 

@@ -5,12 +5,19 @@
  * dtype, any strides), computed in double, stored in the output's dtype. The
  * training hot paths (softmax / layer norm over a contiguous last dim) thus
  * run as a few tight passes over a row that sits in L1. Outputs are written
- * only after the row has been read, so an output aliasing its input is fine. */
+ * only after the row has been read, so an output aliasing its input is fine.
+ *
+ * Rows run over the thread pool (rgpu_pool_for over the outer rows, grain from
+ * the row length); each row is computed by the same code whatever thread runs
+ * it. Sums along a row use R2_LANES lane accumulators (a fixed order); layer
+ * norm backward's weight/bias gradients are column sums: one partial per
+ * fixed block of rows, combined in block order on the calling thread. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_families.h"
+#include "cpu_pool.h"
 #include "cpu_reduce2.h"
 #include "cpu_reduce2_util.h"
 #include "op/ctc.h"
@@ -39,6 +46,64 @@ static void rows_along(r2_ctr *c, const rgpu_view *const *v, int nv, int dim,
     }
 }
 
+/* max of n doubles; NaN if any is NaN (the sign of a zero max never shows
+ * in the results: exp(x - 0) = exp(x + 0)) */
+static double row_max(const double *restrict b, int64_t n)
+{
+    double m[R2_LANES];
+    int nan[R2_LANES] = {0};
+    for (int j = 0; j < R2_LANES; j++) m[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + R2_LANES <= n; i += R2_LANES)
+        for (int j = 0; j < R2_LANES; j++) {
+            double v = b[i + j];
+            m[j] = v > m[j] ? v : m[j];
+            nan[j] |= v != v;
+        }
+    double mx = -INFINITY;
+    int any = 0;
+    for (int j = 0; j < R2_LANES; j++) { mx = m[j] > mx ? m[j] : mx; any |= nan[j]; }
+    for (; i < n; i++) { mx = b[i] > mx ? b[i] : mx; any |= b[i] != b[i]; }
+    return any ? (double)NAN : mx;
+}
+
+typedef struct rows_job {
+    r2_ctr c;                 /* the outer rows */
+    int64_t n, rs[3];         /* row length, byte strides along it */
+    const rgpu_view *v[3];
+    bool is_log;
+    bool nomem;
+} rows_job;
+
+static void softmax_task(void *vj, int64_t b, int64_t e)
+{
+    rows_job *j = vj;
+    const rgpu_view *in = j->v[0], *out = j->v[1];
+    int64_t n = j->n;
+    double *buf = rgpu_op_alloc(n, sizeof *buf);
+    if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    r2_ctr c = j->c;
+    rgpu_r2_ctr_seek(&c, b);
+    for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
+        r2_load_row(buf, (const char *)in->data + c.off[0], in->dtype, j->rs[0], n);
+        double mx = row_max(buf, n);
+        if (j->is_log) {
+#define LDX_(i) exp(buf[i] - mx)
+            double sum;
+            R2_LANE_SUM(n, LDX_, sum);
+#undef LDX_
+            double sub = mx + log(sum);
+            for (int64_t i = 0; i < n; i++) buf[i] = buf[i] - sub;
+        } else {
+            for (int64_t i = 0; i < n; i++) buf[i] = exp(buf[i] - mx);
+            double sum = r2_sum_f64(buf, n);
+            for (int64_t i = 0; i < n; i++) buf[i] /= sum;
+        }
+        r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
+    }
+    free(buf);
+}
+
 rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
 {
     const rgpu_view *in = e->in[0];
@@ -46,30 +111,15 @@ rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t e
     int dim;
     FORWARD_IF_ERROR(rgpu_op_softmax_check(e, &dim, err, errlen));
 
-    const rgpu_view *vs[2] = { in, out };
-    r2_ctr c;
-    int64_t n, rs[2];
-    rows_along(&c, vs, 2, dim, &n, rs);
-    if (c.total == 0 || n == 0) return RGPU_OK;
-    double *buf = rgpu_op_alloc(n, sizeof *buf);
-    if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)n);
-    do {
-        cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, rs[0], n);
-        double mx = -INFINITY;
-        for (int64_t i = 0; i < n; i++)
-            if (mx == mx && !(buf[i] <= mx)) mx = buf[i];   /* a NaN wins and sticks */
-        double sum = 0.0;
-        if (is_log) {
-            for (int64_t i = 0; i < n; i++) sum += exp(buf[i] - mx);
-            double sub = mx + log(sum);
-            for (int64_t i = 0; i < n; i++) buf[i] = buf[i] - sub;
-        } else {
-            for (int64_t i = 0; i < n; i++) { buf[i] = exp(buf[i] - mx); sum += buf[i]; }
-            for (int64_t i = 0; i < n; i++) buf[i] /= sum;
-        }
-        cpu_store_row_f64((char *)out->data + c.off[1], out->dtype, rs[1], buf, n);
-    } while (r2_ctr_next(&c));
-    free(buf);
+    rows_job j;
+    memset(&j, 0, sizeof j);
+    j.v[0] = in;
+    j.v[1] = out;
+    j.is_log = is_log;
+    rows_along(&j.c, j.v, 2, dim, &j.n, j.rs);
+    if (j.c.total == 0 || j.n == 0) return RGPU_OK;
+    rgpu_pool_for(j.c.total, rgpu_pool_grain(j.n * 16), softmax_task, &j);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)j.n);
     return RGPU_OK;
 }
 
@@ -79,36 +129,49 @@ rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t e
  *   softmax:     gx = y * (g - sum(g * y))
  *   log_softmax: gx = g - exp(y) * sum(g) */
 
+static void softmax_bw_task(void *vj, int64_t b, int64_t e)
+{
+    rows_job *j = vj;
+    const rgpu_view *g = j->v[0], *y = j->v[1], *out = j->v[2];
+    int64_t n = j->n;
+    double *gb = rgpu_op_alloc(n, 2 * sizeof *gb);
+    if (gb == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    double *yb = gb + n;
+    r2_ctr c = j->c;
+    rgpu_r2_ctr_seek(&c, b);
+    for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
+        r2_load_row(gb, (const char *)g->data + c.off[0], g->dtype, j->rs[0], n);
+        r2_load_row(yb, (const char *)y->data + c.off[1], y->dtype, j->rs[1], n);
+        if (j->is_log) {
+            double sum = r2_sum_f64(gb, n);
+            for (int64_t i = 0; i < n; i++) gb[i] -= exp(yb[i]) * sum;
+        } else {
+            double sum;
+#define LDGY_(i) (gb[i] * yb[i])
+            R2_LANE_SUM(n, LDGY_, sum);
+#undef LDGY_
+            for (int64_t i = 0; i < n; i++) gb[i] = yb[i] * (gb[i] - sum);
+        }
+        r2_store_row((char *)out->data + c.off[2], out->dtype, j->rs[2], gb, n);
+    }
+    free(gb);
+}
+
 rgpu_status rgpu_r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *g = e->in[0], *y = e->in[1];
-    rgpu_view *out = e->out[0];
     int dim;
     FORWARD_IF_ERROR(rgpu_op_softmax_backward_check(e, &dim, err, errlen));
 
-    const rgpu_view *vs[3] = { g, y, out };
-    r2_ctr c;
-    int64_t n, rs[3];
-    rows_along(&c, vs, 3, dim, &n, rs);
-    if (c.total == 0 || n == 0) return RGPU_OK;
-    double *gb = rgpu_op_alloc(n, 2 * sizeof *gb);
-    if (gb == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", name, (long long)n);
-    double *yb = gb + n;
-    do {
-        cpu_load_row_f64(gb, (const char *)g->data + c.off[0], g->dtype, rs[0], n);
-        cpu_load_row_f64(yb, (const char *)y->data + c.off[1], y->dtype, rs[1], n);
-        double sum = 0.0;
-        if (is_log) {
-            for (int64_t i = 0; i < n; i++) sum += gb[i];
-            for (int64_t i = 0; i < n; i++) gb[i] -= exp(yb[i]) * sum;
-        } else {
-            for (int64_t i = 0; i < n; i++) sum += gb[i] * yb[i];
-            for (int64_t i = 0; i < n; i++) gb[i] = yb[i] * (gb[i] - sum);
-        }
-        cpu_store_row_f64((char *)out->data + c.off[2], out->dtype, rs[2], gb, n);
-    } while (r2_ctr_next(&c));
-    free(gb);
+    rows_job j;
+    memset(&j, 0, sizeof j);
+    j.v[0] = e->in[0];
+    j.v[1] = e->in[1];
+    j.v[2] = e->out[0];
+    j.is_log = is_log;
+    rows_along(&j.c, j.v, 3, dim, &j.n, j.rs);
+    if (j.c.total == 0 || j.n == 0) return RGPU_OK;
+    rgpu_pool_for(j.c.total, rgpu_pool_grain(j.n * (is_log ? 16 : 4)), softmax_bw_task, &j);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)j.n);
     return RGPU_OK;
 }
 
@@ -135,6 +198,49 @@ static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *
  *   y = (x - mean) * rstd * w + b
  * N == 0 gives mean 0, rstd NaN, as ATen. */
 
+static inline double sq(double d) { return d * d; }
+
+typedef struct ln_job {
+    r2_ctr c;                 /* the leading dims: operands per kernel below */
+    r2_row r[3];              /* rows: forward x, y; backward g, x, dx */
+    const rgpu_view *v[7];
+    int64_t N;
+    double eps;
+    const double *wb, *bb;    /* weight / bias as N doubles */
+    double *part;             /* backward: per row block, dw then db partials (2N) */
+    int64_t grain;
+    bool nomem;
+} ln_job;
+
+/* forward: operands x, y, mean, rstd */
+static void ln_task(void *vj, int64_t b, int64_t e)
+{
+    ln_job *j = vj;
+    const rgpu_view *x = j->v[0], *y = j->v[1], *mean = j->v[2], *rstd = j->v[3];
+    int64_t N = j->N;
+    double *buf = rgpu_op_alloc(N > 0 ? N : 1, sizeof *buf);
+    if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    const double *restrict wb = j->wb, *restrict bb = j->bb;
+    double rN = 1.0 / (double)N;
+    r2_ctr c = j->c;
+    rgpu_r2_ctr_seek(&c, b);
+    for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
+        rgpu_r2_row_load(&j->r[0], (const char *)x->data + c.off[0], buf);
+        double mu = r2_sum_f64(buf, N) * rN, var;
+#define LDV_(i) sq(buf[i] - mu)
+        R2_LANE_SUM(N, LDV_, var);
+#undef LDV_
+        var *= rN;
+        double rs = 1.0 / sqrt(var + j->eps);
+        if (N == 0) { mu = 0.0; rs = NAN; }
+        for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
+        rgpu_r2_row_store(&j->r[1], (char *)y->data + c.off[1], buf);
+        if (mean) op_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
+        if (rstd) op_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
+    }
+    free(buf);
+}
+
 rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
@@ -144,45 +250,36 @@ rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
 
-    r2_ctr c;   /* operands: x, y, mean, rstd over the leading dims */
-    rgpu_r2_ctr_init(&c, s.lead, x->sizes);
-    rgpu_r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
-    rgpu_r2_ctr_add(&c, y->strides, (int64_t)rgpu_dtype_size(y->dtype));
-    rgpu_r2_ctr_add(&c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
-    rgpu_r2_ctr_add(&c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
-    r2_row xr, yr;
-    FORWARD_IF_ERROR(rgpu_r2_row_init(&xr, x, s.lead, err, errlen));
-    rgpu_status st = rgpu_r2_row_init(&yr, y, s.lead, err, errlen);
-    if (st != RGPU_OK) { rgpu_r2_row_free(&xr); return st; }
-    double *buf = rgpu_op_alloc(s.N, 3 * sizeof *buf);
+    ln_job j;
+    memset(&j, 0, sizeof j);
+    j.v[0] = x; j.v[1] = y; j.v[2] = mean; j.v[3] = rstd;
+    j.N = s.N;
+    j.eps = s.eps;
+    rgpu_r2_ctr_init(&j.c, s.lead, x->sizes);
+    rgpu_r2_ctr_add(&j.c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+    rgpu_r2_ctr_add(&j.c, y->strides, (int64_t)rgpu_dtype_size(y->dtype));
+    rgpu_r2_ctr_add(&j.c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
+    rgpu_r2_ctr_add(&j.c, rstd ? rstd->strides : NULL, rstd ? (int64_t)rgpu_dtype_size(rstd->dtype) : 0);
+    FORWARD_IF_ERROR(rgpu_r2_row_init(&j.r[0], x, s.lead, err, errlen));
+    rgpu_status st = rgpu_r2_row_init(&j.r[1], y, s.lead, err, errlen);
+    if (st != RGPU_OK) { rgpu_r2_row_free(&j.r[0]); return st; }
+    double *buf = rgpu_op_alloc(s.N, 2 * sizeof *buf);
     if (buf == NULL) {
-        rgpu_r2_row_free(&xr); rgpu_r2_row_free(&yr);
+        rgpu_r2_row_free(&j.r[0]); rgpu_r2_row_free(&j.r[1]);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
     }
-    double *wb = buf + s.N, *bb = wb + s.N;
+    double *wb = buf, *bb = wb + s.N;
+    j.wb = wb;
+    j.bb = bb;
     st = ln_param(w, s.N, 1.0, wb, err, errlen);
     if (st == RGPU_OK) st = ln_param(b, s.N, 0.0, bb, err, errlen);
     if (st == RGPU_OK) {
-        int64_t N = s.N;
-        double rN = 1.0 / (double)N;
-        do {
-            rgpu_r2_row_load(&xr, (const char *)x->data + c.off[0], buf);
-            double mu = 0.0, var = 0.0;
-            for (int64_t i = 0; i < N; i++) mu += buf[i];
-            mu *= rN;
-            for (int64_t i = 0; i < N; i++) { double d = buf[i] - mu; var += d * d; }
-            var *= rN;
-            double rs = 1.0 / sqrt(var + s.eps);
-            if (N == 0) { mu = 0.0; rs = NAN; }
-            for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
-            rgpu_r2_row_store(&yr, (char *)y->data + c.off[1], buf);
-            if (mean) op_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
-            if (rstd) op_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
-        } while (r2_ctr_next(&c));
+        rgpu_pool_for(s.M, rgpu_pool_grain(s.N * 4), ln_task, &j);
+        if (j.nomem) st = rgpu_op_fail(err, errlen, RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)s.N);
     }
     free(buf);
-    rgpu_r2_row_free(&xr);
-    rgpu_r2_row_free(&yr);
+    rgpu_r2_row_free(&j.r[0]);
+    rgpu_r2_row_free(&j.r[1]);
     return st;
 }
 
@@ -192,7 +289,52 @@ rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
  * Per row, with xhat = (x - mean) * rstd and gw = g * w:
  *   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
  *   dw = sum over rows of g * xhat,  db = sum over rows of g
- * mean/rstd are the saved ones (not recomputed), as ATen. */
+ * mean/rstd are the saved ones (not recomputed), as ATen. dw and db sum each
+ * fixed block of rows (the pool's chunks) into a partial; the partials are
+ * added in block order. */
+
+#define LN_MAX_BLOCKS 64
+
+/* operands g, x, mean, rstd, dx */
+static void ln_bw_task(void *vj, int64_t b, int64_t e)
+{
+    ln_job *j = vj;
+    const rgpu_view *g = j->v[0], *x = j->v[1], *mean = j->v[2], *rstd = j->v[3], *dx = j->v[4];
+    int64_t N = j->N;
+    double *buf = rgpu_op_alloc(N, 3 * sizeof *buf);
+    if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    double *restrict gb = buf, *restrict xb = gb + N, *restrict gwb = xb + N;
+    double *restrict dwa = j->part + b / j->grain * 2 * N, *restrict dba = dwa + N;
+    const double *restrict wb = j->wb;
+    for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
+    double rN = 1.0 / (double)N;
+    r2_ctr c = j->c;
+    rgpu_r2_ctr_seek(&c, b);
+    for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
+        rgpu_r2_row_load(&j->r[0], (const char *)g->data + c.off[0], gb);
+        rgpu_r2_row_load(&j->r[1], (const char *)x->data + c.off[1], xb);
+        double mu = op_load_f64((const char *)mean->data + c.off[2], mean->dtype);
+        double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
+        for (int64_t i = 0; i < N; i++) {
+            double xh = (xb[i] - mu) * rs;
+            double gw = gb[i] * wb[i];
+            xb[i] = xh;
+            gwb[i] = gw;
+            dwa[i] += gb[i] * xh;
+            dba[i] += gb[i];
+        }
+        if (dx) {
+            double sgw = r2_sum_f64(gwb, N), sgwx;
+#define LDGX_(i) (gwb[i] * xb[i])
+            R2_LANE_SUM(N, LDGX_, sgwx);
+#undef LDGX_
+            double a = sgw * rN, bq = sgwx * rN;
+            for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
+            rgpu_r2_row_store(&j->r[2], (char *)dx->data + c.off[4], xb);
+        }
+    }
+    free(buf);
+}
 
 rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -203,48 +345,39 @@ rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t er
     FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
-    int64_t N = s.N;
+    int64_t N = s.N, M = s.M;
+    ln_job j;
+    memset(&j, 0, sizeof j);
+    j.v[0] = g; j.v[1] = x; j.v[2] = mean; j.v[3] = rstd; j.v[4] = dx;
+    j.N = N;
+    /* row blocks: by work, at most LN_MAX_BLOCKS of them (sizes only) */
+    j.grain = rgpu_pool_grain(N * 8);
+    if (j.grain < (M + LN_MAX_BLOCKS - 1) / LN_MAX_BLOCKS) j.grain = (M + LN_MAX_BLOCKS - 1) / LN_MAX_BLOCKS;
+    int64_t blocks = rgpu_pool_chunks(M, j.grain);
     rgpu_status st = RGPU_OK;
-    r2_row gr = {0}, xr = {0}, dxr = {0};
-    double *buf = rgpu_op_alloc(N, 6 * sizeof *buf);
+    double *buf = rgpu_op_alloc(N, (size_t)(3 + 2 * blocks) * sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
-    double *gb = buf, *xb = gb + N, *wb = xb + N, *gwb = wb + N, *dwa = gwb + N, *dba = dwa + N;
+    double *wb = buf, *dwa = wb + N, *dba = dwa + N;
+    j.wb = wb;
+    j.part = dba + N;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
     st = ln_param(w, N, 1.0, wb, err, errlen);
-    if (st == RGPU_OK) st = rgpu_r2_row_init(&gr, g, s.lead, err, errlen);
-    if (st == RGPU_OK) st = rgpu_r2_row_init(&xr, x, s.lead, err, errlen);
-    if (st == RGPU_OK && dx) st = rgpu_r2_row_init(&dxr, dx, s.lead, err, errlen);
-    if (st == RGPU_OK && s.M > 0) {
-        r2_ctr c;   /* operands: g, x, mean, rstd, dx over the leading dims */
-        rgpu_r2_ctr_init(&c, s.lead, x->sizes);
-        rgpu_r2_ctr_add(&c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
-        rgpu_r2_ctr_add(&c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
-        rgpu_r2_ctr_add(&c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
-        rgpu_r2_ctr_add(&c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
-        rgpu_r2_ctr_add(&c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
-        double rN = 1.0 / (double)N;
-        do {
-            rgpu_r2_row_load(&gr, (const char *)g->data + c.off[0], gb);
-            rgpu_r2_row_load(&xr, (const char *)x->data + c.off[1], xb);
-            double mu = op_load_f64((const char *)mean->data + c.off[2], mean->dtype);
-            double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
-            double sgw = 0.0, sgwx = 0.0;
-            for (int64_t i = 0; i < N; i++) {
-                double xh = (xb[i] - mu) * rs;
-                double gw = gb[i] * wb[i];
-                xb[i] = xh;
-                gwb[i] = gw;
-                sgw += gw;
-                sgwx += gw * xh;
-                dwa[i] += gb[i] * xh;
-                dba[i] += gb[i];
-            }
-            if (dx) {
-                double a = sgw * rN, bq = sgwx * rN;
-                for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
-                rgpu_r2_row_store(&dxr, (char *)dx->data + c.off[4], xb);
-            }
-        } while (r2_ctr_next(&c));
+    if (st == RGPU_OK) st = rgpu_r2_row_init(&j.r[0], g, s.lead, err, errlen);
+    if (st == RGPU_OK) st = rgpu_r2_row_init(&j.r[1], x, s.lead, err, errlen);
+    if (st == RGPU_OK && dx) st = rgpu_r2_row_init(&j.r[2], dx, s.lead, err, errlen);
+    if (st == RGPU_OK && M > 0) {
+        rgpu_r2_ctr_init(&j.c, s.lead, x->sizes);
+        rgpu_r2_ctr_add(&j.c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
+        rgpu_r2_ctr_add(&j.c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
+        rgpu_r2_ctr_add(&j.c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
+        rgpu_r2_ctr_add(&j.c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
+        rgpu_r2_ctr_add(&j.c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
+        rgpu_pool_for(M, j.grain, ln_bw_task, &j);
+        if (j.nomem) st = rgpu_op_fail(err, errlen, RGPU_ERR_NOMEM, "%s: out of memory for rows of %lld", name, (long long)N);
+        for (int64_t k = 0; k < blocks; k++) {
+            const double *restrict pw = j.part + k * 2 * N, *restrict pb = pw + N;
+            for (int64_t i = 0; i < N; i++) { dwa[i] += pw[i]; dba[i] += pb[i]; }
+        }
     }
     if (st == RGPU_OK && dw) {
         r2_row r;
@@ -257,9 +390,9 @@ rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t er
         if (st == RGPU_OK) { rgpu_r2_row_store(&r, db->data, dba); rgpu_r2_row_free(&r); }
     }
     free(buf);
-    rgpu_r2_row_free(&gr);
-    rgpu_r2_row_free(&xr);
-    rgpu_r2_row_free(&dxr);
+    rgpu_r2_row_free(&j.r[0]);
+    rgpu_r2_row_free(&j.r[1]);
+    rgpu_r2_row_free(&j.r[2]);
     return st;
 }
 
@@ -341,6 +474,34 @@ rgpu_status rgpu_r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen)
     return RGPU_OK;
 }
 
+typedef struct nll_bw_job {
+    const op_nll_shape *s;
+    const rgpu_view *t, *w, *go;
+    rgpu_view *gx;
+    double g;             /* the reduced grad (-grad, / total_weight for mean) */
+    int64_t gos;          /* per-row grad's byte stride */
+    bool per_row;
+    int64_t ge, gs0, gs1;
+} nll_bw_job;
+
+/* rows [b, e) of grad_input: zeros, then -w[t_i] * grad at the target */
+static void nll_bw_task(void *vj, int64_t b, int64_t e)
+{
+    const nll_bw_job *j = vj;
+    const op_nll_shape *s = j->s;
+    char *gp = j->gx->data;
+    for (int64_t i = b; i < e; i++) {
+        char *row = gp + i * j->gs0;
+        if (j->gs1 == j->ge) memset(row, 0, (size_t)(s->C * j->ge));   /* 0.0 is all-zero bits in every dtype */
+        else for (int64_t c = 0; c < s->C; c++) op_store_f64(row + c * j->gs1, j->gx->dtype, 0.0);
+        int64_t c = nll_target(j->t, s, i);
+        if (c == s->ignore) continue;
+        double wc = j->w ? op_load_f64((const char *)j->w->data + c * s->ws, j->w->dtype) : 1.0;
+        double gi = j->per_row ? -op_load_f64((const char *)j->go->data + i * j->gos, j->go->dtype) : j->g;
+        op_store_f64(row + c * j->gs1, j->gx->dtype, wc * gi);
+    }
+}
+
 /* nll_loss_backward: in grad ((N,) for none with 2-d logp, else one
  * element), logp, target, weight?, total_weight (one element); args int
  * reduction, int ignore_index; out grad_input (logp's shape): zeros except
@@ -356,26 +517,17 @@ rgpu_status rgpu_r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errl
     nll_bytes(&s, logp, t, w);
     FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.N, err, errlen));
 
-    int64_t ge = (int64_t)rgpu_dtype_size(gx->dtype);
-    int64_t gs0 = s.batched ? gx->strides[0] * ge : 0, gs1 = gx->strides[gx->ndim - 1] * ge;
-    char *gp = gx->data;
-    for (int64_t i = 0; i < s.N && s.C > 0; i++)
-        for (int64_t c = 0; c < s.C; c++) op_store_f64(gp + i * gs0 + c * gs1, gx->dtype, 0.0);
+    nll_bw_job j = { &s, t, w, go, gx, 0.0, 0, per_row, 0, 0, 0 };
+    j.ge = (int64_t)rgpu_dtype_size(gx->dtype);
+    j.gs0 = s.batched ? gx->strides[0] * j.ge : 0;
+    j.gs1 = gx->strides[gx->ndim - 1] * j.ge;
     if (s.N * s.C == 0) return RGPU_OK;
-    double g = 0.0;
-    int64_t gos = 0;
-    if (per_row) gos = go->strides[0] * (int64_t)rgpu_dtype_size(go->dtype);
+    if (per_row) j.gos = go->strides[0] * (int64_t)rgpu_dtype_size(go->dtype);
     else {
-        g = -op_load_f64(go->data, go->dtype);
-        if (s.reduction == 1) g /= op_load_f64(twv->data, twv->dtype);
+        j.g = -op_load_f64(go->data, go->dtype);
+        if (s.reduction == 1) j.g /= op_load_f64(twv->data, twv->dtype);
     }
-    for (int64_t i = 0; i < s.N; i++) {
-        int64_t c = nll_target(t, &s, i);
-        if (c == s.ignore) continue;
-        double wc = w ? op_load_f64((const char *)w->data + c * s.ws, w->dtype) : 1.0;
-        double gi = per_row ? -op_load_f64((const char *)go->data + i * gos, go->dtype) : g;
-        op_store_f64(gp + i * gs0 + c * gs1, gx->dtype, wc * gi);
-    }
+    rgpu_pool_for(s.N, rgpu_pool_grain(s.C), nll_bw_task, &j);
     return RGPU_OK;
 }
 

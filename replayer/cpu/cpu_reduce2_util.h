@@ -31,6 +31,9 @@ int rgpu_r2_ctr_add(r2_ctr *c, const int64_t *strides, int64_t esz);
 /* Drops size-1 dims and merges dims every operand steps through as one
  * (row-major order is kept). */
 void rgpu_r2_ctr_coalesce(r2_ctr *c);
+/* Moves to row-major position pos (0 <= pos < total): indices and offsets.
+ * A pool chunk seeks to its first position, then advances. */
+void rgpu_r2_ctr_seek(r2_ctr *c, int64_t pos);
 /* Advances; false after the last position (offsets are then back at 0). */
 static inline bool r2_ctr_next(r2_ctr *c)
 {
@@ -61,5 +64,59 @@ void rgpu_r2_row_free(r2_row *r);
 /* Row at base to/from a packed double buffer. */
 void rgpu_r2_row_load(const r2_row *r, const char *base, double *dst);
 void rgpu_r2_row_store(const r2_row *r, char *base, const double *src);
+
+/* ---------------------------------------------------------------------------
+ * Vectorizable row helpers (also used by cpu_reduce.c). Contiguous f32/f64
+ * rows take typed loops the compiler vectorizes at -O3; the rest goes through
+ * op_load_f64 / op_store_f64 per element. */
+
+/* Independent accumulators of a lane sum: lane j adds elements j, j+8, ...
+ * in order; the lanes are combined pairwise, then the tail is added. The
+ * order depends only on n, never on threads or alignment. */
+#define R2_LANES 8
+#define R2_LANE_SUM(n, LOAD, out) do {                                          \
+    double a_[R2_LANES] = {0};                                                  \
+    int64_t i_ = 0;                                                             \
+    for (; i_ + R2_LANES <= (n); i_ += R2_LANES)                                \
+        for (int j_ = 0; j_ < R2_LANES; j_++) a_[j_] += LOAD(i_ + j_);          \
+    double t_ = ((a_[0] + a_[1]) + (a_[2] + a_[3])) + ((a_[4] + a_[5]) + (a_[6] + a_[7])); \
+    for (; i_ < (n); i_++) t_ += LOAD(i_);                                      \
+    (out) = t_;                                                                 \
+} while (0)
+
+/* Lane sum of n doubles. */
+static inline double r2_sum_f64(const double *restrict p, int64_t n)
+{
+    double t;
+#define R2_LD_(i) p[i]
+    R2_LANE_SUM(n, R2_LD_, t);
+#undef R2_LD_
+    return t;
+}
+
+/* dst[i] = the i-th element of the row at src (dtype dt, byte stride s). */
+static inline void r2_load_row(double *restrict dst, const char *src, int dt, int64_t s, int64_t n)
+{
+    if (dt == RGPU_F32 && s == 4) {
+        const float *restrict q = (const float *)src;
+        for (int64_t i = 0; i < n; i++) dst[i] = q[i];
+    } else if (dt == RGPU_F64 && s == 8) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+    } else {
+        cpu_load_row_f64(dst, src, dt, s, n);
+    }
+}
+
+static inline void r2_store_row(char *dst, int dt, int64_t s, const double *restrict src, int64_t n)
+{
+    if (dt == RGPU_F32 && s == 4) {
+        float *restrict q = (float *)dst;
+        for (int64_t i = 0; i < n; i++) q[i] = (float)src[i];
+    } else if (dt == RGPU_F64 && s == 8) {
+        memmove(dst, src, (size_t)n * sizeof *src);
+    } else {
+        cpu_store_row_f64(dst, dt, s, src, n);
+    }
+}
 
 #endif
