@@ -1,0 +1,339 @@
+"""Per-family micro-benchmark of the cpu backend: rgpu (its own rgpu-server
+--backend cpu --threads T) against PyTorch CPU eager on the same tensors and
+the same thread count T (torch.set_num_threads), side by side in one run.
+
+Each family is one op (or one forward+backward, or one optimizer step) on
+float32 tensors of training sizes. Timing: the op runs K times (K chosen so a
+measurement takes >= 0.2 s), then rgpu synchronises (rgpu.synchronize(): the
+server has executed every record); nothing is subtracted, so rgpu's per-op
+time includes the client's recording. Three measurements, the median.
+Throughput is bytes read + written per op (GB/s), or GFLOP/s for the
+GEMM-like families. The last column is the largest |rgpu - torch| relative to
+max |torch| of the first output (a benchmark that measures a wrong result is
+no benchmark).
+
+    python tools/bench/cpu_kernels.py                       # every family, torch's thread count
+    python tools/bench/cpu_kernels.py --families add,softmax,mm --threads 2 --json out.json
+
+The server is $RGPU_SERVER_BIN, else this checkout's build/bin/rgpu-server.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "torchhook"))
+
+import torch                              # noqa: E402
+import torch.nn.functional as F           # noqa: E402
+
+MIN_TIME = 0.2
+F32 = 4
+
+
+# --- families -------------------------------------------------------------------------
+# Each builder takes the device and returns (fn, inputs, work): fn(*inputs) runs one op
+# and returns its output(s); work is ("GB", bytes) or ("GFLOP", flops) per call. Inputs
+# are made on the CPU from a fixed seed and moved to the device, so both sides see the
+# same values.
+
+def _rand(*shape, dev, seed=0, scale=1.0, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    t = (torch.randn(*shape, generator=g) * scale).to(dev)
+    return t.requires_grad_(grad) if grad else t
+
+
+def _idx(n, hi, dev, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, hi, (n,), generator=g).to(dev)
+
+
+N4M = 4 * 1024 * 1024
+R, C = 4096, 1024
+
+
+def f_add(dev):
+    a, b = _rand(N4M, dev=dev), _rand(N4M, dev=dev, seed=1)
+    return (lambda a, b: a + b), (a, b), ("GB", 3 * N4M * F32)
+
+
+def f_mul_scalar(dev):
+    return (lambda a: a * 2.5), (_rand(N4M, dev=dev),), ("GB", 2 * N4M * F32)
+
+
+def f_bias_add(dev):
+    a, b = _rand(R, C, dev=dev), _rand(C, dev=dev, seed=1)
+    return (lambda a, b: a + b), (a, b), ("GB", (2 * R * C + C) * F32)
+
+
+def f_gelu(dev):
+    return (lambda a: F.gelu(a)), (_rand(N4M, dev=dev),), ("GB", 2 * N4M * F32)
+
+
+def f_exp(dev):
+    return (lambda a: a.exp()), (_rand(N4M, dev=dev),), ("GB", 2 * N4M * F32)
+
+
+def f_transpose_copy(dev):
+    return (lambda a: a.t().contiguous()), (_rand(R, C, dev=dev),), ("GB", 2 * R * C * F32)
+
+
+def f_cast_bf16(dev):
+    return (lambda a: a.to(torch.bfloat16)), (_rand(N4M, dev=dev),), ("GB", N4M * (F32 + 2))
+
+
+def f_sum_last(dev):
+    return (lambda a: a.sum(-1)), (_rand(R, C, dev=dev),), ("GB", (R * C + R) * F32)
+
+
+def f_sum_dim0(dev):
+    return (lambda a: a.sum(0)), (_rand(R, C, dev=dev),), ("GB", (R * C + C) * F32)
+
+
+def f_sum_all(dev):
+    return (lambda a: a.sum()), (_rand(N4M, dev=dev),), ("GB", N4M * F32)
+
+
+def f_softmax(dev):
+    return (lambda a: F.softmax(a, -1)), (_rand(R, C, dev=dev),), ("GB", 2 * R * C * F32)
+
+
+def f_log_softmax(dev):
+    return (lambda a: F.log_softmax(a, -1)), (_rand(R, C, dev=dev),), ("GB", 2 * R * C * F32)
+
+
+def _ln_inputs(dev):
+    return _rand(R, C, dev=dev), _rand(C, dev=dev, seed=1) * 0.1 + 1, _rand(C, dev=dev, seed=2) * 0.1
+
+
+def f_layer_norm_fwd(dev):
+    x, w, b = _ln_inputs(dev)
+    return (lambda x, w, b: F.layer_norm(x, (C,), w, b)), (x, w, b), ("GB", 2 * R * C * F32)
+
+
+def f_layer_norm_bwd(dev):
+    """aten.native_layer_norm_backward alone (gy, x, mean, rstd, w -> dx, dw, db)."""
+    x, w, b = _ln_inputs(dev)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [C], w, b, 1e-5)
+    gy = _rand(R, C, dev=dev, seed=3)
+
+    def fn(gy, x, mean, rstd, w, b):
+        return torch.ops.aten.native_layer_norm_backward(gy, x, [C], mean, rstd, w, b, [True, True, True])
+    return fn, (gy, x, mean, rstd, w, b), ("GB", 3 * R * C * F32)
+
+
+def f_cross_entropy(dev):
+    """forward + backward: (512, 50000) logits, mean over the rows; d logits."""
+    rows, vocab = 512, 50000
+    logits = _rand(rows, vocab, dev=dev, grad=True)
+    t = _idx(rows, vocab, dev)
+
+    def fn(logits, t):
+        loss = F.cross_entropy(logits, t)
+        (g,) = torch.autograd.grad(loss, (logits,))
+        return g
+    return fn, (logits, t), ("GB", 3 * rows * vocab * F32)
+
+
+EMB_V, EMB_D, EMB_N = 50000, 768, 16 * 128
+
+
+def f_embedding_fwd(dev):
+    w, i = _rand(EMB_V, EMB_D, dev=dev), _idx(EMB_N, EMB_V, dev)
+    return (lambda w, i: F.embedding(i, w)), (w, i), ("GB", 2 * EMB_N * EMB_D * F32)
+
+
+def f_embedding_bwd(dev):
+    """aten.embedding_dense_backward: (2048, 768) gradient into a (50000, 768) table."""
+    g, i = _rand(EMB_N, EMB_D, dev=dev), _idx(EMB_N, EMB_V, dev)
+
+    def fn(g, i):
+        return torch.ops.aten.embedding_dense_backward(g, i, EMB_V, -1, False)
+    return fn, (g, i), ("GB", (EMB_N * EMB_D + EMB_V * EMB_D) * F32)
+
+
+def f_cat(dev):
+    a, b = _rand(R // 2, C, dev=dev), _rand(R // 2, C, dev=dev, seed=1)
+    return (lambda a, b: torch.cat([a, b], 0)), (a, b), ("GB", 2 * R * C * F32)
+
+
+def f_index_select(dev):
+    a, i = _rand(R, C, dev=dev), _idx(R, R, dev)
+    return (lambda a, i: a.index_select(0, i)), (a, i), ("GB", 2 * R * C * F32)
+
+
+def f_mm(dev):
+    n = 1024
+    a, b = _rand(n, n, dev=dev), _rand(n, n, dev=dev, seed=1)
+    return (lambda a, b: a @ b), (a, b), ("GFLOP", 2 * n ** 3)
+
+
+def f_bmm_attn(dev):
+    """q @ k^T of attention: (B*H=64, T=256, D=64) x (64, 64, 256)."""
+    bh, t, d = 64, 256, 64
+    q, k = _rand(bh, t, d, dev=dev), _rand(bh, t, d, dev=dev, seed=1)
+    return (lambda q, k: torch.bmm(q, k.transpose(1, 2))), (q, k), ("GFLOP", 2 * bh * t * t * d)
+
+
+CONV_N, CONV_C, CONV_S = 32, 64, 32
+
+
+def f_conv2d(dev):
+    """forward + backward (d input, d weight): batch 32, 64 -> 64 channels, 32x32, 3x3, padding 1."""
+    x = _rand(CONV_N, CONV_C, CONV_S, CONV_S, dev=dev, grad=True)
+    w = _rand(CONV_C, CONV_C, 3, 3, dev=dev, seed=1, scale=0.05, grad=True)
+    gy = _rand(CONV_N, CONV_C, CONV_S, CONV_S, dev=dev, seed=2)
+
+    def fn(x, w, gy):
+        y = F.conv2d(x, w, padding=1)
+        return torch.autograd.grad(y, (x, w), gy)
+    flops = 2 * CONV_N * CONV_C * CONV_S * CONV_S * CONV_C * 9
+    return fn, (x, w, gy), ("GFLOP", 3 * flops)
+
+
+def f_max_pool2d(dev):
+    x = _rand(CONV_N, CONV_C, CONV_S, CONV_S, dev=dev)
+    n = x.numel()
+    return (lambda x: F.max_pool2d(x, 2)), (x,), ("GB", (n + n // 4) * F32)
+
+
+def _adamw(dev, foreach):
+    ps = [_rand(1 << 20, dev=dev, seed=s).requires_grad_() for s in range(10)]
+    for s, p in enumerate(ps):
+        p.grad = _rand(1 << 20, dev=dev, seed=100 + s, scale=1e-2)
+    opt = torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, foreach=foreach)
+
+    def fn(*ps):
+        opt.step()
+        return ps[0]
+    # per element: read p, g, m, v; write p, m, v
+    return fn, tuple(ps), ("GB", 10 * (1 << 20) * 7 * F32)
+
+
+def f_adamw(dev):
+    return _adamw(dev, False)
+
+
+def f_adamw_foreach(dev):
+    return _adamw(dev, True)
+
+
+FAMILIES = {name[2:]: fn for name, fn in list(globals().items()) if name.startswith("f_")}
+
+
+# --- timing ---------------------------------------------------------------------------
+
+def _time(fn, inputs, sync, k):
+    t = time.perf_counter()
+    for _ in range(k):
+        out = fn(*inputs)
+    del out
+    sync()
+    return time.perf_counter() - t
+
+
+def measure(fn, inputs, sync, reps=3):
+    """Median seconds per call over reps measurements of K calls each."""
+    _time(fn, inputs, sync, 1)                          # warm-up: allocations, caches
+    one = _time(fn, inputs, sync, 1)
+    k = max(1, min(10000, math.ceil(MIN_TIME / max(one, 1e-7))))
+    return statistics.median(_time(fn, inputs, sync, k) / k for _ in range(reps)), k
+
+
+def _first(out):
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+
+
+def start_server(threads):
+    d = tempfile.mkdtemp(prefix="rgpu-bench-")
+    sock, tok = os.path.join(d, "sock"), os.path.join(d, "token")
+    exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
+    p = subprocess.Popen([exe, "--unix", sock, "--backend", "cpu", "--threads", str(threads),
+                          "--journal", "none", "--token-file", tok, "--quiet"])
+    for _ in range(3000):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.01)
+    if not os.path.exists(sock):
+        p.kill()
+        raise SystemExit(f"{exe} did not start")
+    os.environ["RGPU_SERVER"] = "unix:" + sock
+    os.environ["RGPU_TOKEN_FILE"] = tok
+    return p, d
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--families", default="", help="comma-separated, of: " + ",".join(FAMILIES))
+    ap.add_argument("--threads", type=int, default=0, help="threads of both sides (default: torch's)")
+    ap.add_argument("--json", help="also write the results to this file")
+    a = ap.parse_args()
+    names = [f for f in a.families.split(",") if f] or list(FAMILIES)
+    for f in names:
+        if f not in FAMILIES:
+            ap.error(f"unknown family {f} (known: {', '.join(FAMILIES)})")
+    threads = a.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+
+    proc, tmp = start_server(threads)
+    try:
+        import rgpu
+        rgpu.connect()
+        print(f"float32, {threads} threads (rgpu-server --threads {threads}, torch.set_num_threads({threads})); "
+              f"ms per op, median of 3 runs of >= {MIN_TIME} s")
+        print(f"{'family':18s} {'rgpu ms':>9s} {'torch ms':>9s} {'rgpu':>8s} {'torch':>8s} {'unit':6s} "
+              f"{'rgpu/torch':>10s} {'err':>8s}")
+        results = []
+        for name in names:
+            row = {"family": name, "threads": threads}
+            try:
+                fn, xin, (unit, work) = FAMILIES[name]("cpu")
+                ref = _first(fn(*xin)).detach().clone()   # (an optimizer returns its parameter, stepped again below)
+                t_cpu, k_cpu = measure(fn, xin, lambda: None)
+                del fn, xin
+                fn, xin, _ = FAMILIES[name]("rgpu")
+                got = _first(fn(*xin))
+                err = (got.cpu().float() - ref.float()).abs().max().item() / max(ref.float().abs().max().item(), 1e-30)
+                del got
+                t_rgpu, k_rgpu = measure(fn, xin, rgpu.synchronize)
+                del fn, xin
+            except Exception as e:          # noqa: BLE001 - one family's failure is reported, the others run
+                print(f"{name:18s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
+                row["error"] = f"{type(e).__name__}: {e}"
+                results.append(row)
+                continue
+            scale = 1e9
+            row.update(rgpu_ms=t_rgpu * 1e3, torch_ms=t_cpu * 1e3, unit=f"{unit}/s",
+                       rgpu_rate=work / t_rgpu / scale, torch_rate=work / t_cpu / scale,
+                       ratio=t_rgpu / t_cpu, k_rgpu=k_rgpu, k_torch=k_cpu, rel_err=err)
+            results.append(row)
+            print(f"{name:18s} {row['rgpu_ms']:9.3f} {row['torch_ms']:9.3f} {row['rgpu_rate']:8.2f} "
+                  f"{row['torch_rate']:8.2f} {row['unit']:6s} {row['ratio']:9.2f}x {err:8.1e}", flush=True)
+        ok = [r["ratio"] for r in results if "ratio" in r]
+        if ok:
+            print(f"geometric mean rgpu/torch over {len(ok)} families: "
+                  f"{math.exp(sum(map(math.log, ok)) / len(ok)):.2f}x")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"threads": threads, "results": results}, f, indent=1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
