@@ -14,8 +14,12 @@ no benchmark).
 
     python tools/bench/cpu_kernels.py                       # every family, torch's thread count
     python tools/bench/cpu_kernels.py --families add,softmax,mm --threads 2 --json out.json
+    python tools/bench/cpu_kernels.py --compare /work/main/build/bin/rgpu-server,build/bin/rgpu-server
+                                                            # before/after side by side in one run
 
-The server is $RGPU_SERVER_BIN, else this checkout's build/bin/rgpu-server.
+The server is --server-bin, else $RGPU_SERVER_BIN, else this checkout's
+build/bin/rgpu-server. --compare A,B runs the families against each server in
+turn (a child process each) and prints their ms/op side by side with [1]/[0].
 """
 import argparse
 import json
@@ -254,10 +258,9 @@ def _first(out):
     return out
 
 
-def start_server(threads):
+def start_server(threads, exe):
     d = tempfile.mkdtemp(prefix="rgpu-bench-")
     sock, tok = os.path.join(d, "sock"), os.path.join(d, "token")
-    exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
     p = subprocess.Popen([exe, "--unix", sock, "--backend", "cpu", "--threads", str(threads),
                           "--journal", "none", "--token-file", tok, "--quiet"])
     for _ in range(3000):
@@ -272,27 +275,17 @@ def start_server(threads):
     return p, d
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--families", default="", help="comma-separated, of: " + ",".join(FAMILIES))
-    ap.add_argument("--threads", type=int, default=0, help="threads of both sides (default: torch's)")
-    ap.add_argument("--json", help="also write the results to this file")
-    a = ap.parse_args()
-    names = [f for f in a.families.split(",") if f] or list(FAMILIES)
-    for f in names:
-        if f not in FAMILIES:
-            ap.error(f"unknown family {f} (known: {', '.join(FAMILIES)})")
-    threads = a.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-
-    proc, tmp = start_server(threads)
+def run_families(names, threads, exe, show=True):
+    """Every family of names against one server (this process's connection): result rows."""
+    proc, tmp = start_server(threads, exe)
     try:
         import rgpu
         rgpu.connect()
-        print(f"float32, {threads} threads (rgpu-server --threads {threads}, torch.set_num_threads({threads})); "
-              f"ms per op, median of 3 runs of >= {MIN_TIME} s")
-        print(f"{'family':18s} {'rgpu ms':>9s} {'torch ms':>9s} {'rgpu':>8s} {'torch':>8s} {'unit':6s} "
-              f"{'rgpu/torch':>10s} {'err':>8s}")
+        if show:
+            print(f"float32, {threads} threads (rgpu-server --threads {threads}, torch.set_num_threads({threads})); "
+                  f"ms per op, median of 3 runs of >= {MIN_TIME} s; server {exe}")
+            print(f"{'family':18s} {'rgpu ms':>9s} {'torch ms':>9s} {'rgpu':>8s} {'torch':>8s} {'unit':6s} "
+                  f"{'rgpu/torch':>10s} {'err':>8s}")
         results = []
         for name in names:
             row = {"family": name, "threads": threads}
@@ -312,20 +305,17 @@ def main():
                 row["error"] = f"{type(e).__name__}: {e}"
                 results.append(row)
                 continue
-            scale = 1e9
             row.update(rgpu_ms=t_rgpu * 1e3, torch_ms=t_cpu * 1e3, unit=f"{unit}/s",
-                       rgpu_rate=work / t_rgpu / scale, torch_rate=work / t_cpu / scale,
+                       rgpu_rate=work / t_rgpu / 1e9, torch_rate=work / t_cpu / 1e9,
                        ratio=t_rgpu / t_cpu, k_rgpu=k_rgpu, k_torch=k_cpu, rel_err=err)
             results.append(row)
-            print(f"{name:18s} {row['rgpu_ms']:9.3f} {row['torch_ms']:9.3f} {row['rgpu_rate']:8.2f} "
-                  f"{row['torch_rate']:8.2f} {row['unit']:6s} {row['ratio']:9.2f}x {err:8.1e}", flush=True)
+            if show:
+                print(f"{name:18s} {row['rgpu_ms']:9.3f} {row['torch_ms']:9.3f} {row['rgpu_rate']:8.2f} "
+                      f"{row['torch_rate']:8.2f} {row['unit']:6s} {row['ratio']:9.2f}x {err:8.1e}", flush=True)
         ok = [r["ratio"] for r in results if "ratio" in r]
-        if ok:
-            print(f"geometric mean rgpu/torch over {len(ok)} families: "
-                  f"{math.exp(sum(map(math.log, ok)) / len(ok)):.2f}x")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"threads": threads, "results": results}, f, indent=1)
+        if ok and show:
+            print(f"geometric mean rgpu/torch over {len(ok)} families: {_gmean(ok):.2f}x")
+        return results
     finally:
         proc.terminate()
         try:
@@ -333,6 +323,78 @@ def main():
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _gmean(v):
+    return math.exp(sum(map(math.log, v)) / len(v))
+
+
+def compare(a, names, threads, exes):
+    """One child per server binary (a client connects once per process), the
+    families in the same order in each; a table with each binary's ms/op."""
+    runs = []
+    for exe in exes:
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--families", ",".join(names),
+                                "--threads", str(threads), "--server-bin", exe, "--json", f.name, "--quiet"],
+                               text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"{exe}: the benchmark failed")
+            runs.append({row["family"]: row for row in json.load(open(f.name))["results"]})
+    print(f"float32, {threads} threads, ms per op (median of 3 runs of >= {MIN_TIME} s); "
+          f"torch: the median of its runs beside each server")
+    for i, exe in enumerate(exes):
+        print(f"  [{i}] {exe}")
+    head = f"{'family':18s} {'torch ms':>9s}" + "".join(f" {f'[{i}] ms':>9s} {f'[{i}]/torch':>10s}"
+                                                       for i in range(len(exes)))
+    if len(exes) > 1:
+        head += f" {'[1]/[0]':>8s}"
+    print(head)
+    gm = [[] for _ in exes]
+    for name in names:
+        rows = [run.get(name, {}) for run in runs]
+        if any("rgpu_ms" not in r for r in rows):
+            print(f"{name:18s} failed: " + "; ".join(r.get("error", "?")[:60] for r in rows if "rgpu_ms" not in r))
+            continue
+        t = statistics.median(r["torch_ms"] for r in rows)
+        line = f"{name:18s} {t:9.3f}"
+        for i, r in enumerate(rows):
+            line += f" {r['rgpu_ms']:9.3f} {r['rgpu_ms'] / t:9.2f}x"
+            gm[i].append(r["rgpu_ms"] / t)
+        if len(exes) > 1:
+            line += f" {rows[1]['rgpu_ms'] / rows[0]['rgpu_ms']:7.2f}x"
+        print(line, flush=True)
+    if gm[0]:
+        print("geometric mean rgpu/torch: " + ", ".join(f"[{i}] {_gmean(g):.2f}x" for i, g in enumerate(gm)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"threads": threads, "servers": exes, "runs": runs}, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--families", default="", help="comma-separated, of: " + ",".join(FAMILIES))
+    ap.add_argument("--threads", type=int, default=0, help="threads of both sides (default: torch's)")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--server-bin", help="the rgpu-server to measure (default $RGPU_SERVER_BIN, "
+                                         "else this checkout's build/bin/rgpu-server)")
+    ap.add_argument("--compare", help="BIN[,BIN...]: before/after, one run: each rgpu-server in turn, "
+                                      "ms/op side by side")
+    ap.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    names = [f for f in a.families.split(",") if f] or list(FAMILIES)
+    for f in names:
+        if f not in FAMILIES:
+            ap.error(f"unknown family {f} (known: {', '.join(FAMILIES)})")
+    threads = a.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    if a.compare:
+        return compare(a, names, threads, [os.path.abspath(e) for e in a.compare.split(",") if e])
+    exe = a.server_bin or os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
+    results = run_families(names, threads, exe, show=not a.quiet)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"threads": threads, "server": exe, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
