@@ -388,6 +388,18 @@ START_TEST(test_default_follows_affinity)
 }
 END_TEST
 
+/* RGPU_THREADS is the default of a process that never sets a count (only
+ * testable where the test has a fresh process: Check's fork mode). */
+START_TEST(test_env_threads)
+{
+    const char *fork_mode = getenv("CK_FORK");
+    if (fork_mode && !strcmp(fork_mode, "no")) return;
+    setenv("RGPU_THREADS", "3", 1);
+    ck_assert_int_eq(rgpu_pool_threads(), 3);
+    free(run_cover(100000, 1000));
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
  * main */
 
@@ -400,6 +412,7 @@ int main(void)
     ADD_TESTS(add_tcase(s, "nested", 60, NULL, NULL), test_nested_runs_inline);
     ADD_TESTS(add_tcase(s, "concurrent", 60, NULL, NULL), test_concurrent_submitters);
     ADD_TESTS(add_tcase(s, "reduction", 60, NULL, NULL), test_reduction_bitwise);
-    ADD_TESTS(add_tcase(s, "threads", 60, NULL, NULL), test_default_threads, test_default_follows_affinity);
+    ADD_TESTS(add_tcase(s, "threads", 60, NULL, NULL), test_default_threads, test_default_follows_affinity,
+              test_env_threads);
     return run_suite(s);
 }
