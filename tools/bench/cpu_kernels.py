@@ -6,7 +6,8 @@ Each family is one op (or one forward+backward, or one optimizer step) on
 float32 tensors of training sizes. Timing: the op runs K times (K chosen so a
 measurement takes >= 0.2 s), then rgpu synchronises (rgpu.synchronize(): the
 server has executed every record); nothing is subtracted, so rgpu's per-op
-time includes the client's recording. Three measurements, the median.
+time includes the client's recording. Three measurements of each side,
+alternating torch and rgpu (a noisy neighbour slows both alike), the median.
 Throughput is bytes read + written per op (GB/s), or GFLOP/s for the
 GEMM-like families. The last column is the largest |rgpu - torch| relative to
 max |torch| of the first output (a benchmark that measures a wrong result is
@@ -40,6 +41,7 @@ import torch                              # noqa: E402
 import torch.nn.functional as F           # noqa: E402
 
 MIN_TIME = 0.2
+REPS = 3
 F32 = 4
 
 
@@ -244,12 +246,11 @@ def _time(fn, inputs, sync, k):
     return time.perf_counter() - t
 
 
-def measure(fn, inputs, sync, reps=3):
-    """Median seconds per call over reps measurements of K calls each."""
+def calibrate(fn, inputs, sync):
+    """K: calls per measurement so that one takes >= MIN_TIME."""
     _time(fn, inputs, sync, 1)                          # warm-up: allocations, caches
     one = _time(fn, inputs, sync, 1)
-    k = max(1, min(10000, math.ceil(MIN_TIME / max(one, 1e-7))))
-    return statistics.median(_time(fn, inputs, sync, k) / k for _ in range(reps)), k
+    return max(1, min(10000, math.ceil(MIN_TIME / max(one, 1e-7))))
 
 
 def _first(out):
@@ -290,16 +291,21 @@ def run_families(names, threads, exe, show=True):
         for name in names:
             row = {"family": name, "threads": threads}
             try:
-                fn, xin, (unit, work) = FAMILIES[name]("cpu")
-                ref = _first(fn(*xin)).detach().clone()   # (an optimizer returns its parameter, stepped again below)
-                t_cpu, k_cpu = measure(fn, xin, lambda: None)
-                del fn, xin
-                fn, xin, _ = FAMILIES[name]("rgpu")
-                got = _first(fn(*xin))
+                fn_c, xin_c, (unit, work) = FAMILIES[name]("cpu")
+                ref = _first(fn_c(*xin_c)).detach().clone()   # (an optimizer returns its parameter, stepped again below)
+                fn_r, xin_r, _ = FAMILIES[name]("rgpu")
+                got = _first(fn_r(*xin_r))
                 err = (got.cpu().float() - ref.float()).abs().max().item() / max(ref.float().abs().max().item(), 1e-30)
-                del got
-                t_rgpu, k_rgpu = measure(fn, xin, rgpu.synchronize)
-                del fn, xin
+                del got, ref
+                k_cpu = calibrate(fn_c, xin_c, lambda: None)
+                k_rgpu = calibrate(fn_r, xin_r, rgpu.synchronize)
+                # the two sides alternate, so that a noisy neighbour slows both alike
+                tc, tr = [], []
+                for _ in range(REPS):
+                    tc.append(_time(fn_c, xin_c, lambda: None, k_cpu) / k_cpu)
+                    tr.append(_time(fn_r, xin_r, rgpu.synchronize, k_rgpu) / k_rgpu)
+                t_cpu, t_rgpu = statistics.median(tc), statistics.median(tr)
+                del fn_c, xin_c, fn_r, xin_r
             except Exception as e:          # noqa: BLE001 - one family's failure is reported, the others run
                 print(f"{name:18s} failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
                 row["error"] = f"{type(e).__name__}: {e}"
