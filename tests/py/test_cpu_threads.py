@@ -1,0 +1,173 @@
+"""The cpu backend's results never depend on its thread count (issue 33):
+a GPT trained 3 AdamW steps and a small CNN (conv2d, batch norm, max pool,
+cross_entropy) trained 2 SGD steps
+
+  * live, against rgpu-servers started with --threads 1 and --threads 3, give
+    bitwise identical losses and parameters;
+  * recorded (the --threads 1 run, RGPU_RECORD), replay with rgpu-replay
+    --backend cpu --threads 1, 2 and 7 to byte-identical --dump-results, and
+    the 7-thread replay verifies bitwise against what the live run received.
+
+The sizes are chosen so that the pool really splits the work: activations of
+128K-256K elements (the pointwise grain is 32K elements), GEMMs with M = 256
+tokens, conv2d over a batch of 8 at 32x32. What breaks these tests: a kernel
+that splits by the number of threads (chunk = n / threads), a reduction that
+adds its partials in the order threads finish or with a float atomic, a random
+op whose stream depends on which thread draws it, a GEMM blocked by thread.
+
+The server is $RGPU_SERVER_BIN (else this checkout's build/bin/rgpu-server),
+rgpu-replay the one beside it (or $RGPU_BIN/rgpu-replay)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+SERVER = os.environ.get("RGPU_SERVER_BIN") or os.path.join(REPO, "build", "bin", "rgpu-server")
+BIN = os.environ.get("RGPU_BIN") or os.path.dirname(os.path.abspath(SERVER))
+REPLAY = os.path.join(BIN, "rgpu-replay")
+
+# The training program, run in a child per server: prints one line per loss
+# (float.hex: bitwise) and saves every parameter and buffer (read back with
+# .cpu(), so they are wait results in the trace too) to argv[1].
+PROGRAM = r"""
+import sys, torch, rgpu
+import torch.nn.functional as F
+sys.path.insert(0, "tools")
+from models.data import get_batch, train_val
+from models.gpt import GPT, GPTConfig
+from models.cnn import ResNetSmall
+
+out = {}
+# GPT: 2 layers, 4 heads, 128 wide, 64 characters, batch 4: M = 256 rows per GEMM,
+# MLP activations 256x512 = 128K elements; dropout on (random ops on the server)
+torch.manual_seed(0)
+cfg = GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.1)
+gpt = GPT(cfg).to("rgpu")
+opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3, weight_decay=0.1)
+train, _ = train_val(n_chars=20000)
+g = torch.Generator().manual_seed(0)
+for _ in range(3):
+    x, y = get_batch(train, 4, cfg.block_size, g, device="rgpu")
+    _, loss = gpt(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(gpt.parameters(), 1.0)
+    opt.step()
+    print("gpt", loss.item().hex(), flush=True)
+for k, v in gpt.state_dict().items():
+    out["gpt." + k] = v.cpu()
+
+# CNN: conv2d/batch norm/relu/max pool/linear, batch 8 of 3x32x32 (16x32x32
+# activations: 128K elements), SGD with momentum
+torch.manual_seed(0)
+cnn = ResNetSmall(classes=10, width=16).to("rgpu")
+sgd = torch.optim.SGD(cnn.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+gd = torch.Generator().manual_seed(1)
+for _ in range(2):
+    x = torch.randn(8, 3, 32, 32, generator=gd).to("rgpu")
+    y = torch.randint(0, 10, (8,), generator=gd).to("rgpu")
+    loss = F.cross_entropy(cnn(x), y)
+    sgd.zero_grad()
+    loss.backward()
+    sgd.step()
+    print("cnn", loss.item().hex(), flush=True)
+for k, v in cnn.state_dict().items():
+    out["cnn." + k] = v.cpu()
+torch.save(out, sys.argv[1])
+"""
+
+
+def start_server(tmp, threads):
+    """rgpu-server --backend cpu --threads N on a Unix socket in tmp; returns
+    (process, client environment)."""
+    sock, tok = os.path.join(tmp, "sock"), os.path.join(tmp, "token")
+    log = open(os.path.join(tmp, "server.log"), "wb")
+    p = subprocess.Popen([SERVER, "--unix", sock, "--backend", "cpu", "--threads", str(threads),
+                          "--journal", "none", "--token-file", tok, "--quiet"], stdout=log, stderr=log)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(sock):
+        assert p.poll() is None, "rgpu-server exited: " + open(log.name).read()
+        assert time.monotonic() < deadline, "rgpu-server did not start"
+        time.sleep(0.01)
+    env = dict(os.environ, RGPU_SERVER="unix:" + sock, RGPU_TOKEN_FILE=tok,
+               PYTHONPATH=os.path.join(REPO, "torchhook") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("RGPU_RECORD", None)
+    return p, env
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def train(tmp, threads, record=None):
+    """The training program against a --threads server: (loss lines, state dict)."""
+    import torch
+    os.makedirs(tmp, exist_ok=True)
+    p, env = start_server(tmp, threads)
+    try:
+        if record:
+            env["RGPU_RECORD"] = record
+        params = os.path.join(tmp, "params.pt")
+        r = subprocess.run([sys.executable, "-c", PROGRAM, params], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        stop(p)
+    losses = [line for line in r.stdout.splitlines() if line.startswith(("gpt ", "cnn "))]
+    assert len(losses) == 5, r.stdout
+    return losses, torch.load(params)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    if not os.path.exists(SERVER) or not os.path.exists(REPLAY):
+        pytest.skip(f"{SERVER} or {REPLAY} not built")
+    tmp = tmp_path_factory.mktemp("threads")
+    trace = str(tmp / "train.rgt")
+    one = train(str(tmp / "t1"), 1, record=trace)
+    three = train(str(tmp / "t3"), 3)
+    return tmp, trace, one, three
+
+
+def test_live_losses_and_parameters_bitwise(live):
+    import torch
+    _, _, (loss1, par1), (loss3, par3) = live
+    assert loss1 == loss3, f"losses at --threads 1 {loss1} and 3 {loss3}"
+    assert par1.keys() == par3.keys()
+    assert len(par1) > 20
+    for k in par1:
+        assert par1[k].dtype == par3[k].dtype and par1[k].shape == par3[k].shape, k
+        assert torch.equal(par1[k], par3[k]), f"{k} differs between --threads 1 and 3"
+    # the run trained: the GPT's loss moved and is finite
+    vals = [float.fromhex(line.split()[1]) for line in loss1]
+    assert all(v == v and 0 < v < 20 for v in vals) and vals[0] != vals[2]
+
+
+def test_replay_bitwise_at_1_2_7_threads(live):
+    tmp, trace, (losses, params), _ = live
+    dumps = {}
+    for t in (1, 2, 7):
+        dump = str(tmp / f"dump{t}.txt")
+        cmd = [REPLAY, trace, "--backend", "cpu", "--threads", str(t), "--dump-results", dump, "--quiet"]
+        if t == 7:
+            cmd.append("--verify")      # bitwise against the live (--threads 1) run's results
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        dumps[t] = open(dump, "rb").read()
+    # every loss and every parameter/buffer read back is a result line
+    assert dumps[1].count(b"\n") >= len(losses) + len(params), dumps[1][:500]
+    for t in (2, 7):
+        if dumps[t] != dumps[1]:
+            a, b = dumps[1].splitlines(), dumps[t].splitlines()
+            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            pytest.fail(f"--threads {t} replay differs from --threads 1 at result line {first}: "
+                        f"{a[first][:120] if first < len(a) else b''!r} vs {b[first][:120] if first < len(b) else b''!r}")
