@@ -321,6 +321,7 @@ def run_families(names, threads, exe, show=True):
         ok = [r["ratio"] for r in results if "ratio" in r]
         if ok and show:
             print(f"geometric mean rgpu/torch over {len(ok)} families: {_gmean(ok):.2f}x")
+        warn_load(threads)
         return results
     finally:
         proc.terminate()
@@ -329,6 +330,16 @@ def run_families(names, threads, exe, show=True):
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def warn_load(threads):
+    """PyTorch's OpenMP threads wait at barriers for a descheduled peer: on a
+    machine busy with other work its times (and the ratios) are worthless."""
+    load = os.getloadavg()[0]
+    cores = len(os.sched_getaffinity(0))
+    if load > max(cores, threads) + 1.5:         # the benchmark itself keeps about threads + 1 busy
+        print(f"warning: load average {load:.1f} on {cores} cores during the run: "
+              f"other processes competed for the cores, times are noisy (torch's most)")
 
 
 def _gmean(v):
