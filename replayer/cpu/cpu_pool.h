@@ -36,8 +36,9 @@ typedef void (*rgpu_pool_task)(void *ctx, int64_t begin, int64_t end);
 int rgpu_pool_default_threads(void);
 
 /* Sets the number of threads (the caller included) that jobs run on; n <= 0
- * means rgpu_pool_default_threads(). OpenBLAS's own threads are set to the
- * same number. Safe to call while no job runs (at startup). Returns the
+ * means rgpu_pool_default_threads(). OpenBLAS runs on one thread: the pool
+ * is BLAS's parallelism too (rgpu_dense_gemm splits C in row blocks), so the
+ * process never runs two sets of spinning threads. Safe to call while no job runs (at startup). Returns the
  * number in use. The RGPU_THREADS environment variable, when set, is the
  * default for a process that never calls this. */
 int rgpu_pool_set_threads(int n);
