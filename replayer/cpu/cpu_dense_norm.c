@@ -12,12 +12,15 @@
  *             training dx = (dy - sum/n - (x-mean)·dotp·invstd²/n)·invstd·w,
  *             eval dx = dy·invstd·w; dw = dotp·invstd; db = sum.
  * Each channel is gathered into a buffer, so any strides (channels-last) work.
- * The parameters may have another floating dtype than x (bf16 x, f32 w). */
+ * The parameters may have another floating dtype than x (bf16 x, f32 w).
+ * Channels run over the thread pool (each channel's sums in one fixed order,
+ * whatever thread computes it). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "cpu_dense.h"
 #include "cpu_dense_util.h"
+#include "cpu_pool.h"
 
 static void store_at(const rgpu_view *v, int64_t i, double val)
 {
@@ -35,23 +38,30 @@ static double round_to(int dt, double v)
     return op_load_f64(b, dt);
 }
 
-rgpu_status rgpu_cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
-{
-    op_bn_setup su;
-    FORWARD_IF_ERROR(rgpu_op_bn_forward_setup(e, &su, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
-    rgpu_view *y = e->out[0];
-    bool training = su.training;
-    double momentum = su.momentum, eps = su.eps;
-    int64_t C = su.C, n = su.n;
-    rgpu_view **saves = su.saves;
-    int stat_dt = su.stat_dt;
+typedef struct bn_job {
+    const rgpu_view *x, *w, *b, *rm, *rv, *gr, *sm, *si;
+    rgpu_view *y, *dx, *dw, *db;
+    rgpu_view **saves;
+    bool training, f64, nomem;
+    double momentum, eps;
+    int64_t n;
+    int stat_dt;
+} bn_job;
 
+/* channels [c0, c1) of the forward */
+static void bn_task(void *vj, int64_t c0, int64_t c1)
+{
+    bn_job *jb = vj;
+    const rgpu_view *x = jb->x, *w = jb->w, *b = jb->b, *rm = jb->rm, *rv = jb->rv;
+    rgpu_view *y = jb->y;
+    rgpu_view **saves = jb->saves;
+    bool training = jb->training, f64 = jb->f64;
+    double momentum = jb->momentum, eps = jb->eps;
+    int64_t n = jb->n;
+    int stat_dt = jb->stat_dt;
     double *buf = rgpu_op_alloc(n, sizeof(double));
-    if (!buf) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
-    bool f64 = x->dtype == RGPU_F64;
-    for (int64_t c = 0; c < C; c++) {
+    if (!buf) { __atomic_store_n(&jb->nomem, true, __ATOMIC_RELAXED); return; }
+    for (int64_t c = c0; c < c1; c++) {
         rgpu_view xc = rgpu_op_dense_subview(x, 1, c), yc = rgpu_op_dense_subview(y, 1, c);
         rgpu_dense_load(&xc, OP_CT_F64, buf);
         double mean, invstd;
@@ -91,28 +101,34 @@ rgpu_status rgpu_cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errl
         rgpu_dense_store(&yc, OP_CT_F64, buf);
     }
     free(buf);
+}
+
+rgpu_status rgpu_cpu_dense_batch_norm(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_bn_setup su;
+    FORWARD_IF_ERROR(rgpu_op_bn_forward_setup(e, &su, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    bn_job j = { .x = e->in[0], .w = e->in[1], .b = e->in[2], .rm = e->in[3], .rv = e->in[4], .y = e->out[0],
+                 .saves = su.saves, .training = su.training, .f64 = e->in[0]->dtype == RGPU_F64,
+                 .momentum = su.momentum, .eps = su.eps, .n = su.n, .stat_dt = su.stat_dt };
+    rgpu_pool_for(su.C, rgpu_pool_grain(su.n * 4), bn_task, &j);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)su.n);
     return RGPU_OK;
 }
 
-rgpu_status rgpu_cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+/* channels [c0, c1) of the backward */
+static void bn_bw_task(void *vj, int64_t c0, int64_t c1)
 {
-    op_bn_setup su;
-    FORWARD_IF_ERROR(rgpu_op_bn_backward_setup(e, &su, err, errlen));
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *rm = e->in[3], *rv = e->in[4];
-    const rgpu_view *sm = e->in[5], *si = e->in[6];
-    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    bool training = su.training;
-    double eps = su.eps;
-    int64_t C = su.C, n = su.n;
-
-    double *xb = rgpu_op_alloc(n, sizeof(double)), *gb = rgpu_op_alloc(n, sizeof(double));
-    if (!xb || !gb) {
-        free(xb); free(gb);
-        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)n);
-    }
-    bool f64 = x->dtype == RGPU_F64;
-    for (int64_t c = 0; c < C; c++) {
+    bn_job *jb = vj;
+    const rgpu_view *gr = jb->gr, *x = jb->x, *w = jb->w, *rm = jb->rm, *rv = jb->rv, *sm = jb->sm, *si = jb->si;
+    rgpu_view *dx = jb->dx, *dw = jb->dw, *db = jb->db;
+    bool training = jb->training, f64 = jb->f64;
+    double eps = jb->eps;
+    int64_t n = jb->n;
+    double *xb = rgpu_op_alloc(n, 2 * sizeof(double));
+    if (!xb) { __atomic_store_n(&jb->nomem, true, __ATOMIC_RELAXED); return; }
+    double *gb = xb + n;
+    for (int64_t c = c0; c < c1; c++) {
         rgpu_view xc = rgpu_op_dense_subview(x, 1, c), gc = rgpu_op_dense_subview(gr, 1, c);
         rgpu_dense_load(&xc, OP_CT_F64, xb);
         rgpu_dense_load(&gc, OP_CT_F64, gb);
@@ -144,6 +160,18 @@ rgpu_status rgpu_cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, si
         if (dw) store_at(dw, c, dotp * invstd);
         if (db) store_at(db, c, sum);
     }
-    free(xb); free(gb);
+    free(xb);
+}
+
+rgpu_status rgpu_cpu_dense_batch_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_bn_setup su;
+    FORWARD_IF_ERROR(rgpu_op_bn_backward_setup(e, &su, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    bn_job j = { .gr = e->in[0], .x = e->in[1], .w = e->in[2], .rm = e->in[3], .rv = e->in[4], .sm = e->in[5],
+                 .si = e->in[6], .dx = e->out[0], .dw = e->out[1], .db = e->out[2], .training = su.training,
+                 .f64 = e->in[1]->dtype == RGPU_F64, .eps = su.eps, .n = su.n };
+    rgpu_pool_for(su.C, rgpu_pool_grain(su.n * 4), bn_bw_task, &j);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a %lld-element channel", name, (long long)su.n);
     return RGPU_OK;
 }
