@@ -191,6 +191,39 @@ START_TEST(test_copy_half_fast_paths)
 }
 END_TEST
 
+/* native_dropout and uniform_ on dense tensors (split over the pool) give the
+ * values the element walk gives on strided ones: Philox by logical index. */
+START_TEST(test_random_dense_matches_strided)
+{
+    enum { N = 10000 };
+    static float x[N], y1[N], y2[2 * N], u1[N], u2[2 * N];
+    static uint8_t m1[N], m2[2 * N];
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 97) - 40.0f;
+    rgpu_view X = view(x, RGPU_F32, 1, SZ(N), NULL);
+    rgpu_view Y1 = view(y1, RGPU_F32, 1, SZ(N), NULL), Y2 = view(y2, RGPU_F32, 1, SZ(N), SZ(2));
+    rgpu_view M1 = view(m1, RGPU_BOOL, 1, SZ(N), NULL), M2 = view(m2, RGPU_BOOL, 1, SZ(N), SZ(2));
+    rgpu_arg da[] = { a_flt(0.3), a_bool(1), a_int(12345), a_int(77) };
+    ASSERT_STATUS_OK(run_op(RGPU_OP_NATIVE_DROPOUT, INS(&X), OUTS(&Y1, &M1), da, 4));
+    ASSERT_STATUS_OK(run_op(RGPU_OP_NATIVE_DROPOUT, INS(&X), OUTS(&Y2, &M2), da, 4));
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fbits(y1[i]) == fbits(y2[2 * i]) && m1[i] == m2[2 * i], "dropout element %d", i);
+        ck_assert_msg(fbits(y1[i]) == fbits(m1[i] ? x[i] * (float)(1 / 0.7) : 0.0f * x[i]), "dropout value %d", i);
+        kept += m1[i];
+    }
+    ck_assert_int_gt(kept, N * 6 / 10);
+    ck_assert_int_lt(kept, N * 8 / 10);
+    rgpu_view U1 = view(u1, RGPU_F32, 1, SZ(N), NULL), U2 = view(u2, RGPU_F32, 1, SZ(N), SZ(2));
+    rgpu_arg ua[] = { a_flt(-1), a_flt(3), a_int(9), a_int(4) };
+    ASSERT_STATUS_OK(run_op(RGPU_OP_UNIFORM, INS(NULL), OUTS(&U1), ua, 4));
+    ASSERT_STATUS_OK(run_op(RGPU_OP_UNIFORM, INS(NULL), OUTS(&U2), ua, 4));
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fbits(u1[i]) == fbits(u2[2 * i]), "uniform element %d", i);
+        ck_assert(u1[i] >= -1.0f && u1[i] < 3.0f);
+    }
+}
+END_TEST
+
 START_TEST(test_bf16)
 {
     static const struct { uint32_t f; uint16_t b; } t[] = {
@@ -1140,7 +1173,7 @@ int main(void)
 {
     Suite *s = suite_create("cpu_kernels");
     TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
-    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_vec_half_conversions, test_copy_half_fast_paths, test_bf16, test_full, test_full_strided_and_empty,
+    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_vec_half_conversions, test_copy_half_fast_paths, test_random_dense_matches_strided, test_bf16, test_full, test_full_strided_and_empty,
                   test_full_errors, test_arange, test_arange_errors, test_copy_layouts,
                   test_copy_guard_and_empty, test_copy_shape_errors, test_copy_casts, test_add_f32_fast,
                   test_add_broadcast_transposed, test_add_mixed_dtypes, test_add_int_and_bool,
