@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "cpu_index.h"
+#include "cpu_pool.h"
 #include "op/philox.h"
 #include "op/random.h"
 
@@ -45,9 +46,39 @@ static void rnd_element(const op_random_args *c, char *o, int dt, uint64_t i, co
     }
 }
 
+/* v's elements are packed in row-major order (element i at offset i) */
+static bool rnd_dense(const rgpu_view *v)
+{
+    int64_t s = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->sizes[d] != 1 && v->strides[d] != s) return false;
+        s *= v->sizes[d];
+    }
+    return true;
+}
+
+/* Elements per pool chunk: one Philox call (~100 operations) each. Values are
+ * a function of the element index only, so any split gives the same bits. */
+#define RND_GRAIN 2048
+
+typedef struct rnd_job { const op_random_args *c; rgpu_view *out; size_t esz; } rnd_job;
+
+static void rnd_task(void *vj, int64_t b, int64_t e)
+{
+    const rnd_job *j = vj;
+    char *o = (char *)j->out->data;
+    for (int64_t i = b; i < e; i++) rnd_element(j->c, o + i * (int64_t)j->esz, j->out->dtype, (uint64_t)i, NULL);
+}
+
 static void rnd_fill(const op_random_args *c, rgpu_view *out)
 {
-    if (rgpu_op_numel(out) == 0) return;
+    int64_t n = rgpu_op_numel(out);
+    if (n == 0) return;
+    if (c->p == NULL && rnd_dense(out)) {
+        rnd_job j = { c, out, rgpu_dtype_size(out->dtype) };
+        rgpu_pool_for(n, RND_GRAIN, rnd_task, &j);
+        return;
+    }
     op_walk w;
     op_walk_init(&w, out->ndim, out->sizes);
     op_walk_strides(&w, 0, out);
@@ -117,6 +148,48 @@ rgpu_status rgpu_cpu_index_random(const rgpu_exec *e, char *err, size_t errlen)
  * scale = 1/(1-p) (0 when p == 1), each product rounded to x's dtype as
  * ATen's input.mul(mask).mul_(scale); mask = keep. Eval: y = x, mask = 1. */
 
+/* The dense case over the pool: element i of x, y and mask at offset i. */
+typedef struct drop_job {
+    const op_dropout_args *d;
+    const rgpu_view *x;
+    rgpu_view *y, *mask;
+    float scale_f;
+} drop_job;
+
+static void drop_task(void *vj, int64_t b, int64_t e)
+{
+    const drop_job *j = vj;
+    const op_dropout_args *d = j->d;
+    int dt = j->x->dtype;
+    size_t esz = rgpu_dtype_size(dt);
+    const char *xb = (const char *)j->x->data;
+    char *yb = (char *)j->y->data;
+    for (int64_t i = b; i < e; i++) {
+        const char *xp = xb + i * (int64_t)esz;
+        char *yp = yb + i * (int64_t)esz;
+        bool keep = true;
+        if (d->train) {
+            uint32_t r[4];
+            rgpu_philox_draw(d->seed, d->offset, (uint64_t)i, r);
+            keep = rgpu_philox_u_f64(r) < d->p1m;
+            if (dt == RGPU_F64) {
+                double v = *(const double *)xp * (keep ? 1.0 : 0.0);
+                *(double *)yp = v * d->scale;
+            } else if (dt == RGPU_F32) {
+                float v = *(const float *)xp * (keep ? 1.0f : 0.0f);
+                *(float *)yp = v * j->scale_f;
+            } else {
+                float v = op_round_to(dt, op_load_f32(xp, dt) * (keep ? 1.0f : 0.0f));
+                op_store_f32(yp, dt, v * j->scale_f);
+            }
+        } else {
+            op_elem_copy(yp, xp, esz);
+        }
+        if (j->mask)
+            op_store_u64((char *)j->mask->data + i * (int64_t)rgpu_dtype_size(j->mask->dtype), j->mask->dtype, keep);
+    }
+}
+
 rgpu_status rgpu_cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dropout_args d;
@@ -128,6 +201,11 @@ rgpu_status rgpu_cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
     int dt = x->dtype;
     double p1m = d.p1m, scale = d.scale;
     float scale_f = (float)scale;
+    if (rnd_dense(x) && rnd_dense(y) && (mask == NULL || rnd_dense(mask))) {
+        drop_job j = { &d, x, y, mask, scale_f };
+        rgpu_pool_for(rgpu_op_numel(x), RND_GRAIN, drop_task, &j);
+        return RGPU_OK;
+    }
     op_walk w;
     op_walk_init(&w, x->ndim, x->sizes);
     op_walk_strides(&w, 0, x);
@@ -168,6 +246,14 @@ static void dbw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 {
     const dbw_ctx *c = vctx;
     int dt = c->dt[0];
+    if (dt == RGPU_F32 && c->dt[1] == RGPU_F32 && c->dt[2] == RGPU_BOOL && s[0] == 4 && s[1] == 4 && s[2] == 1) {
+        float *o = (float *)p[0];            /* the same products, in a loop that vectorises */
+        const float *g = (const float *)p[1];
+        const uint8_t *m = (const uint8_t *)p[2];
+        float sc = c->scale_f;
+        for (int64_t i = 0; i < n; i++) { float v = g[i] * (float)(m[i] != 0); o[i] = v * sc; }
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         char *o = p[0] + i * s[0];
         const char *g = p[1] + i * s[1], *m = p[2] + i * s[2];

@@ -18,13 +18,25 @@
 /* ---------------------------------------------------------------------------
  * FULL (fill_): out[...] = value cast to out's dtype */
 
+/* typed stores by element size (a plain loop each, vectorised when unit-stride) */
+#define FILL_AS(T) do { T v_; memcpy(&v_, val, sizeof v_);                              \
+        if (s[0] == (int64_t)sizeof(T)) { T *q_ = (T *)o; for (int64_t i = 0; i < n; i++) q_[i] = v_; } \
+        else for (int64_t i = 0; i < n; i++) *(T *)(o + i * s[0]) = v_; } while (0)
+
 static void fill_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
 {
     const uint8_t *val = ctx;
     size_t esz = (size_t)val[16];
     char *o = p[0];
-    for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], val, esz);
+    switch (esz) {
+    case 1: FILL_AS(uint8_t); break;
+    case 2: FILL_AS(uint16_t); break;
+    case 4: FILL_AS(uint32_t); break;
+    case 8: FILL_AS(uint64_t); break;
+    default: for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], val, esz); break;
+    }
 }
+#undef FILL_AS
 
 static rgpu_status op_full(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -97,6 +109,32 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
         case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(o + i * s[0]) = *(const uint32_t *)(a + i * s[1]); break;
         case 16: for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], a + i * s[1], 16); break;
         default: for (int64_t i = 0; i < n; i++) *(uint64_t *)(o + i * s[0]) = *(const uint64_t *)(a + i * s[1]); break;
+        }
+        return;
+    }
+    /* f32 <-> f16/bf16: one conversion, the vectorised one when unit-stride
+     * (bit-identical to the path through double below) */
+    if (sd == RGPU_F32 && (dd == RGPU_F16 || dd == RGPU_BF16)) {
+        bool bf = dd == RGPU_BF16;
+        if (s[0] == 2 && s[1] == 4) {
+            if (bf) cpu_f32_to_bf16_n((uint16_t *)o, (const float *)a, n);
+            else cpu_f32_to_f16_n((uint16_t *)o, (const float *)a, n);
+        } else if (bf) {
+            for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * s[0]) = cpu_f32_to_bf16(*(const float *)(a + i * s[1]));
+        } else {
+            for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * s[0]) = cpu_f32_to_f16(*(const float *)(a + i * s[1]));
+        }
+        return;
+    }
+    if (dd == RGPU_F32 && (sd == RGPU_F16 || sd == RGPU_BF16)) {
+        bool bf = sd == RGPU_BF16;
+        if (s[0] == 4 && s[1] == 2) {
+            if (bf) cpu_bf16_to_f32_n((float *)o, (const uint16_t *)a, n);
+            else cpu_f16_to_f32_n((float *)o, (const uint16_t *)a, n);
+        } else if (bf) {
+            for (int64_t i = 0; i < n; i++) *(float *)(o + i * s[0]) = cpu_bf16_to_f32(*(const uint16_t *)(a + i * s[1]));
+        } else {
+            for (int64_t i = 0; i < n; i++) *(float *)(o + i * s[0]) = cpu_f16_to_f32(*(const uint16_t *)(a + i * s[1]));
         }
         return;
     }

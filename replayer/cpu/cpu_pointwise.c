@@ -21,6 +21,7 @@
 
 #include "cpu_families.h"
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 #include "op/pointwise.h"
 #include "op/pw_math.h"
 #include "op/special_math.h"
@@ -53,6 +54,7 @@ typedef struct pw_ctx {
 #define PW_OWN p.own_f
 #define PW_M(fn) op_##fn##_f
 #define PW_KERNEL kern_f32
+#define PW_V(fn) vm_##fn##_f32
 #define PW_SPECIAL op_special_f
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -60,6 +62,7 @@ typedef struct pw_ctx {
 #undef PW_OWN
 #undef PW_M
 #undef PW_KERNEL
+#undef PW_V
 #undef PW_SPECIAL
 
 #define PW_T double
@@ -67,6 +70,7 @@ typedef struct pw_ctx {
 #define PW_OWN p.own_d
 #define PW_M(fn) op_##fn##_d
 #define PW_KERNEL kern_f64
+#define PW_V(fn) vm_##fn##_f64
 #define PW_SPECIAL op_special_d
 #include "cpu_pointwise_float.h"
 #undef PW_T
@@ -74,6 +78,7 @@ typedef struct pw_ctx {
 #undef PW_OWN
 #undef PW_M
 #undef PW_KERNEL
+#undef PW_V
 #undef PW_SPECIAL
 
 /* ---------------------------------------------------------------------------
@@ -313,9 +318,24 @@ static void chunk_bool(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, 
     store_row_01(p[0] + i0 * s[0], c->dt[0], s[0], res, m);
 }
 
+/* Every operand f32 and unit-stride, the compute dtype f32: the kernel runs
+ * on the memory itself, in one call for the whole row (the row is a piece of
+ * at most CPU_ITER_GRAIN-ish elements when the pool splits it). */
+static bool pw_row_f32_direct(pw_ctx *c, char *const *p, const int64_t *s, int64_t n)
+{
+    if (c->ct != OP_CT_F32 || c->cdt != RGPU_F32 || c->res_bool || c->p.cond_first) return false;
+    for (int k = 0; k <= c->nin; k++)
+        if (c->dt[k] != RGPU_F32 || s[k] != 4) return false;
+    const float *x[PW_MAX_IN] = { NULL, NULL, NULL };
+    for (int k = 1; k <= c->nin; k++) x[k - 1] = (const float *)p[k];
+    kern_f32(c, (float *)p[0], NULL, x, NULL, n);
+    return true;
+}
+
 static void pw_row(char *const *p, const int64_t *s, int64_t n, void *vctx)
 {
     pw_ctx *c = vctx;
+    if (pw_row_f32_direct(c, p, s, n)) return;
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         switch (c->ct) {

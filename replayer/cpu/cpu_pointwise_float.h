@@ -7,6 +7,7 @@
  *   PW_OWN      the ctx field holding the op's own scalar in PW_T
  *   PW_M(fn)    op/pw_math.h's function of that type (op_digamma_f or _d)
  *   PW_KERNEL   the name of the function to define
+ *   PW_V(fn)    cpu_vmath.h's row function of that type (vm_sqrt_f32 or _f64)
  * Formulas are ATen's CPU ones (scalar lambdas of the cpu kernels), written
  * in the same operation order so results round the same way.
  *
@@ -28,8 +29,8 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_LOG:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(log)(a[i]); break;
     case RGPU_OP_LOG1P:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(log1p)(a[i]); break;
     case RGPU_OP_EXPM1:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(expm1)(a[i]); break;
-    case RGPU_OP_SQRT:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(sqrt)(a[i]); break;
-    case RGPU_OP_RSQRT:      for (int64_t i = 0; i < n; i++) r[i] = one / PW_F(sqrt)(a[i]); break;
+    case RGPU_OP_SQRT:       PW_V(sqrt)(r, a, n); break;
+    case RGPU_OP_RSQRT:      PW_V(rsqrt)(r, a, n); break;
     case RGPU_OP_RECIPROCAL: for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
     case RGPU_OP_TANH:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(tanh)(a[i]); break;
     case RGPU_OP_SIGMOID:    for (int64_t i = 0; i < n; i++) r[i] = one / (one + PW_F(exp)(-a[i])); break;
@@ -91,8 +92,8 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_POW: {
         double e = c->p.pow_exp;   /* scalar exponent (pow.Tensor_Scalar), in the compute dtype */
         switch (c->p.pow_mode) {
-        case POW_SQRT:   for (int64_t i = 0; i < n; i++) r[i] = PW_F(sqrt)(a[i]); break;
-        case POW_RSQRT:  for (int64_t i = 0; i < n; i++) r[i] = one / PW_F(sqrt)(a[i]); break;
+        case POW_SQRT:   PW_V(sqrt)(r, a, n); break;
+        case POW_RSQRT:  PW_V(rsqrt)(r, a, n); break;
         case POW_RECIP:  for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
         case POW_SQUARE: for (int64_t i = 0; i < n; i++) r[i] = a[i] * a[i]; break;
         case POW_CUBE:   for (int64_t i = 0; i < n; i++) r[i] = a[i] * a[i] * a[i]; break;
@@ -103,13 +104,19 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         }
         break;
     }
+    /* selects on values loaded first (no short-circuit, no conditional
+     * load), so these loops vectorise */
     case RGPU_OP_MAXIMUM:   /* NaN in either propagates; else std::max */
-        for (int64_t i = 0; i < n; i++)
-            r[i] = (a[i] != a[i] || b[i] != b[i]) ? (PW_T)NAN : (a[i] < b[i] ? b[i] : a[i]);
+        for (int64_t i = 0; i < n; i++) {
+            PW_T u = a[i], v = b[i], m = u < v ? v : u;
+            r[i] = ((u != u) | (v != v)) ? (PW_T)NAN : m;
+        }
         break;
     case RGPU_OP_MINIMUM:
-        for (int64_t i = 0; i < n; i++)
-            r[i] = (a[i] != a[i] || b[i] != b[i]) ? (PW_T)NAN : (b[i] < a[i] ? b[i] : a[i]);
+        for (int64_t i = 0; i < n; i++) {
+            PW_T u = a[i], v = b[i], m = v < u ? v : u;
+            r[i] = ((u != u) | (v != v)) ? (PW_T)NAN : m;
+        }
         break;
     case RGPU_OP_EQ: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == b[i]; break;
     case RGPU_OP_NE: for (int64_t i = 0; i < n; i++) rb[i] = a[i] != b[i]; break;
@@ -167,27 +174,42 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
 
     /* --- ternary (x[0] of WHERE is the condition, given in cond) */
-    case RGPU_OP_WHERE: for (int64_t i = 0; i < n; i++) r[i] = cond[i] ? b[i] : w[i]; break;
+    case RGPU_OP_WHERE:
+        for (int64_t i = 0; i < n; i++) { PW_T u = b[i], v = w[i]; r[i] = cond[i] ? u : v; }
+        break;
     case RGPU_OP_CLAMP:
-        /* a NaN value or a NaN bound gives NaN; otherwise min(max(x, lo), hi) */
-        for (int64_t i = 0; i < n; i++) {
-            PW_T v = a[i];
-            if (v != v) { r[i] = v; continue; }
-            if (c->p.has_lo) {
-                if (b[i] != b[i]) { r[i] = (PW_T)NAN; continue; }
-                v = v < b[i] ? b[i] : v;
+        /* a NaN value gives itself, else a NaN bound gives NaN; otherwise
+         * min(max(x, lo), hi) */
+        if (c->p.has_lo && c->p.has_hi) {
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = a[i], lo = b[i], hi = w[i];
+                PW_T t = v < lo ? lo : v;
+                t = lo != lo ? (PW_T)NAN : t;
+                t = hi < t ? hi : t;
+                t = hi != hi ? (PW_T)NAN : t;
+                r[i] = v != v ? v : t;
             }
-            if (c->p.has_hi) {
-                if (w[i] != w[i]) { r[i] = (PW_T)NAN; continue; }
-                v = w[i] < v ? w[i] : v;
+        } else if (c->p.has_lo) {
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = a[i], lo = b[i], t = v < lo ? lo : v;
+                t = lo != lo ? (PW_T)NAN : t;
+                r[i] = v != v ? v : t;
             }
-            r[i] = v;
+        } else if (c->p.has_hi) {
+            for (int64_t i = 0; i < n; i++) {
+                PW_T v = a[i], hi = w[i], t = hi < v ? hi : v;
+                t = hi != hi ? (PW_T)NAN : t;
+                r[i] = v != v ? v : t;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) r[i] = a[i];
         }
         break;
     case RGPU_OP_LERP:
         for (int64_t i = 0; i < n; i++) {
             PW_T s = a[i], e = b[i], wt = w[i];
-            r[i] = PW_F(fabs)(wt) < half ? s + wt * (e - s) : e - (e - s) * (one - wt);
+            PW_T lo = s + wt * (e - s), hi = e - (e - s) * (one - wt);
+            r[i] = PW_F(fabs)(wt) < half ? lo : hi;
         }
         break;
     case RGPU_OP_ADDCMUL: {
@@ -204,7 +226,7 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     /* --- activation backwards: a = grad, b = input (or output) */
     case RGPU_OP_THRESHOLD_BACKWARD: {
         PW_T th = c->PW_OWN;
-        for (int64_t i = 0; i < n; i++) r[i] = b[i] <= th ? zero : a[i];
+        for (int64_t i = 0; i < n; i++) { PW_T g = a[i], v = b[i]; r[i] = v <= th ? zero : g; }
         break;
     }
     case RGPU_OP_GELU_BACKWARD:

@@ -110,6 +110,120 @@ START_TEST(test_f16_exhaustive)
 }
 END_TEST
 
+/* The vectorised row conversions (cpu_internal.h) agree bit for bit with
+ * op/half.h's: every f16 and bf16 input, and f32 inputs covering every
+ * exponent with the low bits at each rounding boundary, the whole f16
+ * subnormal range (every 61st pattern) and 2M scattered patterns. (All 2^32
+ * f32 inputs were checked once by a standalone run: 0 mismatches.) */
+static void check_f32_block(const uint32_t *bits, int64_t n)
+{
+    static float f[4096];
+    static uint16_t h[4096], b[4096];
+    for (int64_t i = 0; i < n; i++) f[i] = ffrom(bits[i]);
+    cpu_f32_to_f16_n(h, f, n);
+    cpu_f32_to_bf16_n(b, f, n);
+    int64_t bad = -1;   /* the first mismatch (ck_assert per element is too slow here) */
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (h[i] != rgpu_float_to_half(f[i]) || b[i] != rgpu_float_to_bf16(f[i])) bad = i;
+    if (bad >= 0)
+        ck_abort_msg("f32 0x%08x -> f16 0x%04x (want 0x%04x), bf16 0x%04x (want 0x%04x)", bits[bad], h[bad],
+                     rgpu_float_to_half(f[bad]), b[bad], rgpu_float_to_bf16(f[bad]));
+}
+
+START_TEST(test_vec_half_conversions)
+{
+    static uint16_t in[65536];
+    static float out[65536];
+    for (uint32_t i = 0; i < 65536; i++) in[i] = (uint16_t)i;
+    cpu_f16_to_f32_n(out, in, 65536);
+    for (uint32_t i = 0; i < 65536; i++)
+        if (fbits(out[i]) != fbits(rgpu_half_to_float((uint16_t)i))) ck_abort_msg("f16 0x%04x", i);
+    cpu_bf16_to_f32_n(out, in, 65536);
+    for (uint32_t i = 0; i < 65536; i++)
+        if (fbits(out[i]) != fbits(rgpu_bf16_to_float((uint16_t)i))) ck_abort_msg("bf16 0x%04x", i);
+
+    static const uint32_t low[] = { 0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2fff, 0x3000, 0x3001,
+                                    0x7fff, 0x8000, 0x8001, 0xffff, 0x5555, 0xaaaa };
+    static uint32_t bits[4096];
+    int64_t n = 0;
+    for (uint32_t hi = 0; hi < 65536; hi++)
+        for (size_t k = 0; k < sizeof low / sizeof low[0]; k++) {
+            bits[n++] = hi << 16 | low[k];
+            if (n == 4096) { check_f32_block(bits, n); n = 0; }
+        }
+    for (uint32_t x = 0x33000000u; x < 0x38800000u; x += 61) {
+        bits[n++] = x;
+        bits[n++] = x | 0x80000000u;
+        if (n >= 4094) { check_f32_block(bits, n); n = 0; }
+    }
+    for (uint32_t i = 0; i < (1u << 21); i++) {
+        bits[n++] = i * 0x9E3779B1u;
+        if (n == 4096) { check_f32_block(bits, n); n = 0; }
+    }
+    check_f32_block(bits, n);
+}
+END_TEST
+
+/* copy_ f32 <-> f16/bf16, unit-stride and strided, against the element helpers */
+START_TEST(test_copy_half_fast_paths)
+{
+    enum { N = 1000 };
+    static float src[2 * N], back[2 * N];
+    static uint16_t h[2 * N];
+    for (int i = 0; i < 2 * N; i++) src[i] = ffrom((uint32_t)i * 0x9E3779B1u);
+    src[0] = NAN; src[1] = -INFINITY; src[2] = 65520.0f; src[3] = 0x1p-25f; src[4] = -0x1.8p-25f;
+    for (int dt = 0; dt < 2; dt++) {
+        int hdt = dt ? RGPU_BF16 : RGPU_F16;
+        for (int st = 1; st <= 2; st++) {
+            rgpu_view vs = view(src, RGPU_F32, 1, SZ(N), SZ(st));
+            rgpu_view vh = view(h, hdt, 1, SZ(N), SZ(st));
+            rgpu_view vb = view(back, RGPU_F32, 1, SZ(N), SZ(st));
+            ASSERT_STATUS_OK(run_op(RGPU_OP_COPY, INS(&vs), OUTS(&vh), NOARGS));
+            ASSERT_STATUS_OK(run_op(RGPU_OP_COPY, INS(&vh), OUTS(&vb), NOARGS));
+            for (int i = 0; i < N; i++) {
+                uint16_t want = dt ? rgpu_float_to_bf16(src[i * st]) : rgpu_float_to_half(src[i * st]);
+                ck_assert_msg(h[i * st] == want, "dt %d stride %d: element %d", hdt, st, i);
+                float wb = dt ? rgpu_bf16_to_float(want) : rgpu_half_to_float(want);
+                ck_assert_msg(fbits(back[i * st]) == fbits(wb), "dt %d stride %d: back %d", hdt, st, i);
+            }
+        }
+    }
+}
+END_TEST
+
+/* native_dropout and uniform_ on dense tensors (split over the pool) give the
+ * values the element walk gives on strided ones: Philox by logical index. */
+START_TEST(test_random_dense_matches_strided)
+{
+    enum { N = 10000 };
+    static float x[N], y1[N], y2[2 * N], u1[N], u2[2 * N];
+    static uint8_t m1[N], m2[2 * N];
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 97) - 40.0f;
+    rgpu_view X = view(x, RGPU_F32, 1, SZ(N), NULL);
+    rgpu_view Y1 = view(y1, RGPU_F32, 1, SZ(N), NULL), Y2 = view(y2, RGPU_F32, 1, SZ(N), SZ(2));
+    rgpu_view M1 = view(m1, RGPU_BOOL, 1, SZ(N), NULL), M2 = view(m2, RGPU_BOOL, 1, SZ(N), SZ(2));
+    rgpu_arg da[] = { a_flt(0.3), a_bool(1), a_int(12345), a_int(77) };
+    ASSERT_STATUS_OK(run_op(RGPU_OP_NATIVE_DROPOUT, INS(&X), OUTS(&Y1, &M1), da, 4));
+    ASSERT_STATUS_OK(run_op(RGPU_OP_NATIVE_DROPOUT, INS(&X), OUTS(&Y2, &M2), da, 4));
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fbits(y1[i]) == fbits(y2[2 * i]) && m1[i] == m2[2 * i], "dropout element %d", i);
+        ck_assert_msg(fbits(y1[i]) == fbits(m1[i] ? x[i] * (float)(1 / 0.7) : 0.0f * x[i]), "dropout value %d", i);
+        kept += m1[i];
+    }
+    ck_assert_int_gt(kept, N * 6 / 10);
+    ck_assert_int_lt(kept, N * 8 / 10);
+    rgpu_view U1 = view(u1, RGPU_F32, 1, SZ(N), NULL), U2 = view(u2, RGPU_F32, 1, SZ(N), SZ(2));
+    rgpu_arg ua[] = { a_flt(-1), a_flt(3), a_int(9), a_int(4) };
+    ASSERT_STATUS_OK(run_op(RGPU_OP_UNIFORM, INS(NULL), OUTS(&U1), ua, 4));
+    ASSERT_STATUS_OK(run_op(RGPU_OP_UNIFORM, INS(NULL), OUTS(&U2), ua, 4));
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fbits(u1[i]) == fbits(u2[2 * i]), "uniform element %d", i);
+        ck_assert(u1[i] >= -1.0f && u1[i] < 3.0f);
+    }
+}
+END_TEST
+
 START_TEST(test_bf16)
 {
     static const struct { uint32_t f; uint16_t b; } t[] = {
@@ -1059,7 +1173,7 @@ int main(void)
 {
     Suite *s = suite_create("cpu_kernels");
     TCase *tc = add_tcase(s, "core", 60, NULL, NULL);
-    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_bf16, test_full, test_full_strided_and_empty,
+    ADD_TESTS(tc, test_f16_known, test_f16_exhaustive, test_vec_half_conversions, test_copy_half_fast_paths, test_random_dense_matches_strided, test_bf16, test_full, test_full_strided_and_empty,
                   test_full_errors, test_arange, test_arange_errors, test_copy_layouts,
                   test_copy_guard_and_empty, test_copy_shape_errors, test_copy_casts, test_add_f32_fast,
                   test_add_broadcast_transposed, test_add_mixed_dtypes, test_add_int_and_bool,

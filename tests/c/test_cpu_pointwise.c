@@ -2386,12 +2386,79 @@ END_TEST
 /* ---------------------------------------------------------------------------
  * main */
 
+/* The f32 direct path (every operand f32 and unit-stride, one kernel call per
+ * row) on the select-based loops: NaN values and NaN bounds, signed zeros,
+ * against the scalar definitions, bit for bit; 3000 elements so the vector
+ * bodies and their tails both run. */
+static uint32_t pw_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static float clamp_ref(float v, const float *lo, const float *hi)
+{
+    if (v != v) return v;
+    if (lo) { if (*lo != *lo) return NAN; v = v < *lo ? *lo : v; }
+    if (hi) { if (*hi != *hi) return NAN; v = *hi < v ? *hi : v; }
+    return v;
+}
+
+START_TEST(test_f32_direct_selects)
+{
+    enum { N = 3000 };
+    static float x[N], lo[N], hi[N], o[N], q[N];
+    static uint8_t m[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i * 37) % 101 - 50) / 8.0f;
+        lo[i] = (float)((i * 13) % 29 - 20) / 8.0f;
+        hi[i] = lo[i] + (float)(i % 7) / 4.0f;
+        m[i] = (uint8_t)(i % 3 == 0);
+        if (i % 17 == 0) x[i] = NAN;
+        if (i % 19 == 0) lo[i] = -NAN;
+        if (i % 23 == 0) hi[i] = NAN;
+        if (i % 29 == 0) x[i] = -0.0f;
+    }
+    rgpu_view X = view(x, RGPU_F32, 1, SZ(N), NULL), L = view(lo, RGPU_F32, 1, SZ(N), NULL);
+    rgpu_view H = view(hi, RGPU_F32, 1, SZ(N), NULL), O = view(o, RGPU_F32, 1, SZ(N), NULL);
+    rgpu_view M = view(m, RGPU_BOOL, 1, SZ(N), NULL);
+    for (int mode = 0; mode < 3; mode++) {   /* both bounds, lo only, hi only */
+        const rgpu_view *pl = mode != 2 ? &L : NULL, *ph = mode != 1 ? &H : NULL;
+        RUN_OK(RGPU_OP_CLAMP, &O, &X, pl, ph, ARGS(AN, AN, AN, AD(F32)));
+        for (int i = 0; i < N; i++) {
+            float want = clamp_ref(x[i], pl ? &lo[i] : NULL, ph ? &hi[i] : NULL);
+            ck_assert_msg(pw_bits(o[i]) == pw_bits(want), "clamp mode %d [%d]: %a want %a", mode, i, (double)o[i], (double)want);
+        }
+    }
+    RUN_OK(RGPU_OP_MAXIMUM, &O, &X, &L, NULL, ARGS(AN, AN, AD(F32)));
+    for (int i = 0; i < N; i++) {
+        float want = (x[i] != x[i] || lo[i] != lo[i]) ? NAN : (x[i] < lo[i] ? lo[i] : x[i]);
+        ck_assert_msg(pw_bits(o[i]) == pw_bits(want), "maximum [%d]", i);
+    }
+    RUN_OK(RGPU_OP_MINIMUM, &O, &X, &L, NULL, ARGS(AN, AN, AD(F32)));
+    for (int i = 0; i < N; i++) {
+        float want = (x[i] != x[i] || lo[i] != lo[i]) ? NAN : (lo[i] < x[i] ? lo[i] : x[i]);
+        ck_assert_msg(pw_bits(o[i]) == pw_bits(want), "minimum [%d]", i);
+    }
+    RUN_OK(RGPU_OP_WHERE, &O, &M, &X, &L, ARGS(AN, AN, AN, AD(F32)));
+    for (int i = 0; i < N; i++) ck_assert_msg(pw_bits(o[i]) == pw_bits(m[i] ? x[i] : lo[i]), "where [%d]", i);
+    RUN_OK(RGPU_OP_THRESHOLD_BACKWARD, &O, &L, &X, NULL, ARGS(AF(0.5), AD(F32)));
+    for (int i = 0; i < N; i++) ck_assert_msg(pw_bits(o[i]) == pw_bits(x[i] <= 0.5f ? 0.0f : lo[i]), "threshold_backward [%d]", i);
+    RUN_OK(RGPU_OP_SQRT, &O, &X, NULL, NULL, ARGS(AD(F32)));
+    for (int i = 0; i < N; i++) ck_assert_msg(pw_bits(o[i]) == pw_bits(sqrtf(x[i])), "sqrt [%d]", i);
+    RUN_OK(RGPU_OP_RSQRT, &O, &X, NULL, NULL, ARGS(AD(F32)));
+    for (int i = 0; i < N; i++) ck_assert_msg(pw_bits(o[i]) == pw_bits(1.0f / sqrtf(x[i])), "rsqrt [%d]", i);
+    /* in place: out is the input */
+    memcpy(q, x, sizeof q);
+    rgpu_view Q = view(q, RGPU_F32, 1, SZ(N), NULL);
+    RUN_OK(RGPU_OP_CLAMP, &Q, &Q, &L, &H, ARGS(AN, AN, AN, AD(F32)));
+    RUN_OK(RGPU_OP_CLAMP, &O, &X, &L, &H, ARGS(AN, AN, AN, AD(F32)));
+    ck_assert(memcmp(q, o, sizeof q) == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_pointwise");
     TCase *tc = add_tcase(s, "pointwise", 120, NULL, NULL);
     tcase_add_loop_test(tc, test_generated, 0, N_CASES);
-    ADD_TESTS(tc, test_generated_coverage, test_owns, test_inplace, test_zero_size,
+    ADD_TESTS(tc, test_generated_coverage, test_f32_direct_selects, test_owns, test_inplace, test_zero_size,
                   test_fast_path_matches_generic, test_compute_dtype, test_signed_zeros, test_tri_extremes,
                   test_errors_args, test_errors_shapes_dtypes, test_errors_integer_math);
 

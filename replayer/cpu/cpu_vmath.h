@@ -1,0 +1,58 @@
+/* cpu_vmath.h — math row functions of the cpu backend that the compiler
+ * cannot vectorise from the libm call: r[i] = f(a[i]) for i < n, r may be a
+ * (in place), results bit-identical to the libm expression they replace.
+ *
+ * sqrt: C's sqrtf/sqrt must set errno for a negative argument (-std=c11 keeps
+ * -fmath-errno), so a plain loop over them stays scalar with a call per
+ * negative input. SSE2's sqrtps/sqrtpd are the same correctly rounded IEEE
+ * square root (the instruction libm itself uses), NaN for negatives, minus
+ * errno. Elsewhere the libm loop stays. */
+#ifndef RGPU_CPU_VMATH_H
+#define RGPU_CPU_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+static inline void vm_sqrt_f32(float *r, const float *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_sqrt_ps(_mm_loadu_ps(a + i)));
+#endif
+    for (; i < n; i++) r[i] = sqrtf(a[i]);
+}
+
+/* 1 / sqrt(x), rounded twice as ATen's rsqrt (1 / std::sqrt(x)) */
+static inline void vm_rsqrt_f32(float *r, const float *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 one = _mm_set1_ps(1.0f);
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_div_ps(one, _mm_sqrt_ps(_mm_loadu_ps(a + i))));
+#endif
+    for (; i < n; i++) r[i] = 1.0f / sqrtf(a[i]);
+}
+
+static inline void vm_sqrt_f64(double *r, const double *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(r + i, _mm_sqrt_pd(_mm_loadu_pd(a + i)));
+#endif
+    for (; i < n; i++) r[i] = sqrt(a[i]);
+}
+
+static inline void vm_rsqrt_f64(double *r, const double *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128d one = _mm_set1_pd(1.0);
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(r + i, _mm_div_pd(one, _mm_sqrt_pd(_mm_loadu_pd(a + i))));
+#endif
+    for (; i < n; i++) r[i] = 1.0 / sqrt(a[i]);
+}
+
+#endif
