@@ -13,26 +13,178 @@
  * embedding backward) add in a fixed order (row-major over the index), so
  * results are deterministic. Ops whose out may be self (scatter, index_add,
  * index_put) first copy self into out when out is a different tensor. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_families.h"
 #include "cpu_index.h"
+#include "cpu_pool.h"
+
+/* The byte stride of stride set k along a walk's row (its last dim). */
+#define ROW_ST(w, k) ((w)->nd ? (w)->st[k][(w)->nd - 1] : 0)
 
 /* ---------------------------------------------------------------------------
  * Views */
 
+/* A row of dst = src (op/iter.h row function; operand 0 dst, 1 src). */
+static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
+{
+    const op_iter *it = ctx;
+    int dd = it->dtype[0], sd = it->dtype[1];
+    char *o = p[0];
+    const char *a = p[1];
+    if (dd != sd) {
+        for (int64_t i = 0; i < n; i++) op_elem_convert(o + i * s[0], dd, a + i * s[1], sd);
+        return;
+    }
+    int64_t esz = (int64_t)rgpu_dtype_size(dd);
+    if (s[0] == esz && s[1] == esz) { memmove(o, a, (size_t)(n * esz)); return; }
+    switch (esz) {
+    case 1: for (int64_t i = 0; i < n; i++) *(uint8_t *)(o + i * s[0]) = *(const uint8_t *)(a + i * s[1]); break;
+    case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * s[0]) = *(const uint16_t *)(a + i * s[1]); break;
+    case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(o + i * s[0]) = *(const uint32_t *)(a + i * s[1]); break;
+    case 8: for (int64_t i = 0; i < n; i++) *(uint64_t *)(o + i * s[0]) = *(const uint64_t *)(a + i * s[1]); break;
+    default: for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], a + i * s[1], (size_t)esz); break;
+    }
+}
+
 void rgpu_cpu_index_copy_view(rgpu_view *dst, const rgpu_view *src)
 {
+    if (rgpu_op_numel(dst) == 0) return;
+    /* a dst that repeats elements (stride 0) keeps the row-major order below:
+     * the last write wins as it always did */
+    bool fanout = false;
+    for (int d = 0; d < dst->ndim; d++) fanout |= dst->sizes[d] > 1 && dst->strides[d] == 0;
+    op_operand in = { src, NULL, 0 };
+    op_iter it;
+    char msg[8];
+    if (!fanout && rgpu_op_iter_init(&it, dst, &in, 1, RGPU_OP_COPY, msg, sizeof msg) == RGPU_OK) {
+        rgpu_cpu_iter_run(&it, copy_row, &it, 2 * CPU_ITER_GRAIN);
+        return;
+    }
     op_walk w;
     op_walk_init(&w, dst->ndim, dst->sizes);
     op_walk_strides(&w, 0, dst);
     op_walk_strides(&w, 1, src);
-    if (rgpu_op_numel(dst) == 0) return;
     char *o = dst->data;
     const char *s = src->data;
     do op_elem_convert(o + w.off[0], dst->dtype, s + w.off[1], src->dtype);
     while (op_walk_next(&w));
+}
+
+/* ---------------------------------------------------------------------------
+ * Walks over the pool (cpu_index.h) */
+
+typedef struct walk_job {
+    const op_walk *w;
+    cpu_walk_row_fn fn;
+    void *ctx;
+    int64_t L, piece, pieces;   /* row length; elements per piece, pieces per row */
+} walk_job;
+
+static void walk_task(void *vj, int64_t b, int64_t e)
+{
+    const walk_job *j = vj;
+    op_walk w = *j->w;
+    int nd = w.nd;
+    if (j->pieces > 1) {        /* items are (row, piece) pairs */
+        for (int64_t t = b; t < e; t++) {
+            int64_t r = t / j->pieces, i0 = (t % j->pieces) * j->piece;
+            op_walk_seek(&w, r * j->L + i0);
+            j->fn(j->ctx, &w, j->L - i0 < j->piece ? j->L - i0 : j->piece);
+        }
+        return;
+    }
+    op_walk_seek(&w, b * j->L);  /* items are rows, walked as the serial loop does */
+    for (int64_t r = b;;) {
+        j->fn(j->ctx, &w, j->L);
+        if (++r >= e) break;
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++w.idx[d] < w.sz[d]) {
+                for (int k = 0; k < OP_WALK_N; k++) w.off[k] += w.st[k][d];
+                break;
+            }
+            for (int k = 0; k < OP_WALK_N; k++) w.off[k] -= w.st[k][d] * (w.sz[d] - 1);
+            w.idx[d] = 0;
+        }
+    }
+}
+
+void rgpu_cpu_index_walk_rows(const op_walk *w, int64_t cost, cpu_walk_row_fn fn, void *ctx)
+{
+    int64_t L = w->nd ? w->sz[w->nd - 1] : 1, rows = 1;
+    for (int d = 0; d + 1 < w->nd; d++) rows *= w->sz[d];
+    if (L <= 0 || rows <= 0) return;
+    walk_job j = { w, fn, ctx, L, L, 1 };
+    int64_t g = rgpu_pool_grain(cost);      /* elements per chunk */
+    if (L > g) {
+        j.piece = (g + 63) / 64 * 64;
+        j.pieces = (L + j.piece - 1) / j.piece;
+        if (j.pieces > 1) { rgpu_pool_for(rows * j.pieces, 1, walk_task, &j); return; }
+        j.piece = L;
+        j.pieces = 1;
+    }
+    rgpu_pool_for(rows, g / L > 1 ? g / L : 1, walk_task, &j);
+}
+
+/* Whether every index the walk's set 0 reaches (dtype dt) lies in [0, size)
+ * or equals *skip (NULL: none); over the pool. A failing caller rescans serially for the
+ * first bad index, the one its message names. */
+typedef struct range_job {
+    const char *base;
+    int dt;
+    int64_t size, skip;
+    bool has_skip;
+    atomic_int bad;
+} range_job;
+
+static void range_row(void *ctx, const op_walk *w, int64_t n)
+{
+    range_job *j = ctx;
+    const char *p = j->base + w->off[0];
+    int64_t s = ROW_ST(w, 0), size = j->size, skip = j->has_skip ? j->skip : 0;
+    bool bad = false, hs = j->has_skip;
+    if (j->dt == RGPU_I64)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = *(const int64_t *)(p + i * s);
+            bad |= (uint64_t)v >= (uint64_t)size && !(hs && v == skip);
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = *(const int32_t *)(p + i * s);
+            bad |= (uint64_t)v >= (uint64_t)size && !(hs && v == skip);
+        }
+    if (bad) atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
+}
+
+static bool indices_in_range(const op_walk *w, const rgpu_view *ix, int64_t size, const int64_t *skip)
+{
+    range_job j = { ix->data, ix->dtype, size, skip ? *skip : 0, skip != NULL, 0 };
+    rgpu_cpu_index_walk_rows(w, 1, range_row, &j);
+    return atomic_load(&j.bad) == 0;
+}
+
+/* Byte offsets of every row-major position of dims [d0, d1) of sizes sz in
+ * each of the nv views (a view's stride at d: rgpu_op_index_bstride), nv per
+ * position; *count the positions. NULL when out of memory. */
+static int64_t *dim_offsets(const int64_t *sz, int d0, int d1, const rgpu_view *const *v, int nv, int64_t *count)
+{
+    int64_t n = 1;
+    for (int d = d0; d < d1; d++) n *= sz[d];
+    *count = n;
+    int64_t *t = rgpu_op_alloc(n * nv, sizeof *t);
+    if (t == NULL || n == 0) return t;
+    op_walk w;
+    op_walk_init(&w, d1 - d0, sz + d0);
+    for (int k = 0; k < nv; k++)
+        for (int d = d0; d < d1; d++) w.st[k][d - d0] = v[k] ? rgpu_op_index_bstride(v[k], d) : 0;
+    int64_t p = 0;
+    do {
+        for (int k = 0; k < nv; k++) t[p * nv + k] = w.off[k];
+        p++;
+    } while (op_walk_next(&w));
+    return t;
 }
 
 /* Loads a 0-d or 1-d index into a malloc'd int64 array of *n entries, each
@@ -77,6 +229,30 @@ static rgpu_status copy_self_into_out(const rgpu_exec *e, rgpu_view *out, const 
  * EMBEDDING: weight (V, D), indices (*) i64/i32 -> out (*, D) = weight[indices].
  * padding_idx (arg 0, int or NONE, may be absent) only matters in backward. */
 
+typedef struct emb_job {
+    const rgpu_view *wt, *ix;
+    rgpu_view *out;
+    int64_t D, ws0, ws1, os;
+    int64_t esz;
+} emb_job;
+
+/* Walk set 0 the indices, set 1 out's rows. */
+static void emb_row(void *ctx, const op_walk *w, int64_t n)
+{
+    const emb_job *j = ctx;
+    const char *ip = (const char *)j->ix->data + w->off[0];
+    char *op = (char *)j->out->data + w->off[1];
+    int64_t is = ROW_ST(w, 0), ob = ROW_ST(w, 1), esz = j->esz, D = j->D;
+    bool contig = j->ws1 == esz && j->os == esz;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = op_idx_load_index(ip + i * is, j->ix->dtype);
+        const char *src = (const char *)j->wt->data + v * j->ws0;
+        char *dst = op + i * ob;
+        if (contig) memcpy(dst, src, (size_t)(D * esz));
+        else for (int64_t k = 0; k < D; k++) op_elem_copy(dst + k * j->os, src + k * j->ws1, (int)esz);
+    }
+}
+
 static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(rgpu_op_index_embedding_check(e, err, errlen));
@@ -88,24 +264,132 @@ static rgpu_status op_embedding(const rgpu_exec *e, char *err, size_t errlen)
     op_walk w;
     op_walk_init(&w, ix->ndim, ix->sizes);
     op_walk_strides(&w, 0, ix);
-    do {   /* validate first: nothing written on a bad index */
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        if (v < 0 || v >= V)
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
-                     (long long)v, (long long)V);
-    } while (op_walk_next(&w));
+    if (!indices_in_range(&w, ix, V, NULL)) {   /* validate first: nothing written on a bad index */
+        do {
+            int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
+            if (v < 0 || v >= V)
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
+                         (long long)v, (long long)V);
+        } while (op_walk_next(&w));
+    }
 
-    size_t esz = rgpu_dtype_size(wt->dtype);
-    int64_t ws0 = rgpu_op_index_bstride(wt, 0), ws1 = rgpu_op_index_bstride(wt, 1), os = rgpu_op_index_bstride(out, ix->ndim);
-    op_walk_init(&w, ix->ndim, ix->sizes);
-    op_walk_strides(&w, 0, ix);
+    emb_job j = { wt, ix, out, D, rgpu_op_index_bstride(wt, 0), rgpu_op_index_bstride(wt, 1),
+                  rgpu_op_index_bstride(out, ix->ndim), (int64_t)rgpu_dtype_size(wt->dtype) };
     op_walk_strides(&w, 1, out);
-    do {
-        int64_t v = op_idx_load_index((const char *)ix->data + w.off[0], ix->dtype);
-        const char *src = (const char *)wt->data + v * ws0;
-        char *dst = (char *)out->data + w.off[1];
-        for (int64_t j = 0; j < D; j++) op_elem_copy(dst + j * os, src + j * ws1, esz);
-    } while (op_walk_next(&w));
+    rgpu_cpu_index_walk_rows(&w, D > 0 ? D : 1, emb_row, &j);
+    return RGPU_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Destination-owned accumulation (embedding backward, index_add): out viewed
+ * as (outer, V, inner) slices along a dim, src as (outer, n, inner); source
+ * position i adds into slice target[i] (< 0: nowhere). A CSR lists, for
+ * each slice v, the positions aimed at it in ascending order; work units
+ * are (outer, v, inner block) and each adds its contributions in that
+ * order, so every out element sees the serial loop's adds in the serial
+ * loop's order, whatever thread runs its unit. */
+
+#define SACC_BLK 256
+
+typedef struct sacc_job {
+    char *out;
+    const char *src;
+    int dt;
+    int64_t esz, V, inner, blk, nblk;
+    const int64_t *outer_off;        /* (out, src) byte offsets per outer position; NULL: one, at 0 */
+    const int64_t *inner_off;        /* (out, src) byte offsets per inner position */
+    bool contig;                     /* inner_off[j] == (j*esz, j*esz) */
+    int64_t ov;                      /* out's byte stride along the dim */
+    const int64_t *soff;             /* src's byte offset of position i along the dim */
+    const int64_t *start, *pos;      /* CSR: slice v's positions are pos[start[v] .. start[v+1]) */
+    bool zero;                       /* out = 0 first (embedding backward) */
+    bool f32acc;                     /* f16/bf16 summed in f32 from out's value, rounded once */
+    op_idx_alpha alpha;              /* the adds' alpha */
+    const int64_t *counts;           /* scale_grad_by_freq: alpha = 1/counts[v] */
+} sacc_job;
+
+static void sacc_task(void *vj, int64_t b, int64_t e)
+{
+    const sacc_job *j = vj;
+    int dt = j->dt;
+    int64_t esz = j->esz;
+    for (int64_t u = b; u < e; u++) {
+        int64_t o = u / (j->V * j->nblk), r = u % (j->V * j->nblk), v = r / j->nblk;
+        int64_t j0 = (r % j->nblk) * j->blk, m = j->inner - j0 < j->blk ? j->inner - j0 : j->blk;
+        char *dst = j->out + (j->outer_off ? j->outer_off[2 * o] : 0) + v * j->ov;
+        const char *sb = j->src + (j->outer_off ? j->outer_off[2 * o + 1] : 0);
+        const int64_t *io = j->inner_off + 2 * j0;
+        if (j->zero) {
+            if (j->contig) memset(dst + j0 * esz, 0, (size_t)(m * esz));
+            else for (int64_t k = 0; k < m; k++) memset(dst + io[2 * k], 0, (size_t)esz);
+        }
+        int64_t p0 = j->start[v], p1 = j->start[v + 1];
+        if (p0 == p1) continue;
+        op_idx_alpha a = j->alpha;
+        if (j->counts != NULL) {
+            double sc = 1.0 / (double)j->counts[v];
+            /* grad_weight[k].add_(grad[i], scale): as index_add's slices */
+            a.one = sc == 1.0; a.d = sc; a.f = op_round_to(dt, (float)sc);
+            a.fused = true;
+            a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+        }
+        if (j->f32acc) {
+            float acc[SACC_BLK];
+            for (int64_t k = 0; k < m; k++) acc[k] = op_load_f32(dst + io[2 * k], dt);
+            for (int64_t p = p0; p < p1; p++) {
+                const char *s = sb + j->soff[j->pos[p]];
+                for (int64_t k = 0; k < m; k++) acc[k] = acc[k] + op_load_f32(s + io[2 * k + 1], dt);
+            }
+            for (int64_t k = 0; k < m; k++) op_store_f32(dst + io[2 * k], dt, acc[k]);
+        } else if (j->contig && a.one && dt == RGPU_F32) {
+            float *restrict d = (float *)(void *)(dst + j0 * esz);
+            for (int64_t p = p0; p < p1; p++) {
+                const float *restrict s = (const float *)(const void *)(sb + j->soff[j->pos[p]] + j0 * esz);
+                for (int64_t k = 0; k < m; k++) d[k] = d[k] + s[k];
+            }
+        } else if (j->contig && a.one && dt == RGPU_F64) {
+            double *restrict d = (double *)(void *)(dst + j0 * esz);
+            for (int64_t p = p0; p < p1; p++) {
+                const double *restrict s = (const double *)(const void *)(sb + j->soff[j->pos[p]] + j0 * esz);
+                for (int64_t k = 0; k < m; k++) d[k] = d[k] + s[k];
+            }
+        } else {
+            for (int64_t p = p0; p < p1; p++) {
+                const char *s = sb + j->soff[j->pos[p]];
+                for (int64_t k = 0; k < m; k++) op_idx_elem_reduce(dst + io[2 * k], s + io[2 * k + 1], dt, OP_IDX_ADD, &a);
+            }
+        }
+    }
+}
+
+/* Runs j over outer * V * blocks units: builds the CSR of target[0..n) and
+ * the blocks (j's inner, esz, inner_off set); frees nothing of the caller's. */
+static rgpu_status sacc_run(const rgpu_exec *e, sacc_job *j, int64_t outer, const int64_t *target, int64_t n,
+                            char *err, size_t errlen)
+{
+    int64_t V = j->V;
+    int64_t *start = calloc((size_t)(V + 2), sizeof *start);
+    int64_t *pos = rgpu_op_alloc(n > 0 ? n : 1, sizeof *pos);
+    if (start == NULL || pos == NULL) {
+        free(start); free(pos);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the index's lists", rgpu_op_name(e->op));
+    }
+    for (int64_t i = 0; i < n; i++) if (target[i] >= 0) start[target[i] + 2]++;
+    for (int64_t v = 0; v < V; v++) start[v + 2] += start[v + 1];
+    for (int64_t i = 0; i < n; i++) if (target[i] >= 0) pos[start[target[i] + 1]++] = i;
+    /* start[v] .. start[v + 1] now bound slice v's positions */
+    j->contig = true;
+    for (int64_t k = 0; k < j->inner; k++)
+        j->contig &= j->inner_off[2 * k] == k * j->esz && j->inner_off[2 * k + 1] == k * j->esz;
+    j->blk = j->inner <= 2 * SACC_BLK ? (j->inner < SACC_BLK ? j->inner : SACC_BLK) : SACC_BLK;
+    if (j->blk < 1) j->blk = 1;
+    j->nblk = (j->inner + j->blk - 1) / j->blk;
+    j->start = start;
+    j->pos = pos;
+    int64_t units = outer * V * j->nblk;
+    if (j->inner > 0) rgpu_pool_for(units, rgpu_pool_grain(j->blk * (1 + n / (V > 0 ? V : 1))), sacc_task, j);
+    free(start);
+    free(pos);
     return RGPU_OK;
 }
 
@@ -128,71 +412,99 @@ static rgpu_status op_embedding_backward(const rgpu_exec *e, char *err, size_t e
     if (p.n > 0) {   /* validate before writing */
         op_walk_init(&wi, ix->ndim, ix->sizes);
         op_walk_strides(&wi, 0, ix);
-        do {
-            int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-            if (k != p.pad && (k < 0 || k >= p.nw))
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
-                         name, (long long)k, (long long)p.nw);
-        } while (op_walk_next(&wi));
+        if (!indices_in_range(&wi, ix, p.nw, &p.pad)) {
+            do {
+                int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
+                if (k != p.pad && (k < 0 || k >= p.nw))
+                    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension 0 with size %lld",
+                             name, (long long)k, (long long)p.nw);
+            } while (op_walk_next(&wi));
+        }
     }
-    int64_t *counts = NULL;
-    if (p.by_freq && p.n > 0) {
-        counts = calloc((size_t)(p.nw > 0 ? p.nw : 1), sizeof *counts);
-        if (counts == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for counts", name);
+    if (rgpu_op_numel(out) == 0) return RGPU_OK;
+
+    /* target[i]: the row position i adds into (-1: padding_idx), soff[i]:
+     * grad row i (grad rows walk in lockstep with the indices, both
+     * row-major, n rows) */
+    int64_t n = p.D > 0 ? p.n : 0, *target = NULL, *soff = NULL, *counts = NULL, *inner = NULL;
+    rgpu_status st = RGPU_OK;
+    target = rgpu_op_alloc(n > 0 ? n : 1, sizeof *target);
+    soff = rgpu_op_alloc(n > 0 ? n : 1, sizeof *soff);
+    inner = rgpu_op_alloc(2 * p.D > 0 ? 2 * p.D : 1, sizeof *inner);
+    if (p.by_freq && n > 0) counts = calloc((size_t)(p.nw > 0 ? p.nw : 1), sizeof *counts);
+    if (!target || !soff || !inner || (p.by_freq && n > 0 && !counts)) {
+        rgpu_op_errf(err, errlen, "%s: out of memory for %lld indices", name, (long long)n);
+        st = RGPU_ERR_NOMEM;
+        goto done;
+    }
+    if (n > 0) {
+        op_walk wg;
+        op_walk_init(&wg, g->ndim - 1, g->sizes);
+        op_walk_strides(&wg, 0, g);
         op_walk_init(&wi, ix->ndim, ix->sizes);
         op_walk_strides(&wi, 0, ix);
-        do {
+        for (int64_t i = 0; i < n; i++) {
             int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-            if (k >= 0 && k < p.nw) counts[k]++;
-        } while (op_walk_next(&wi));
-    }
-
-    /* out = 0 */
-    int dt = out->dtype;
-    size_t esz = rgpu_dtype_size(dt);
-    if (rgpu_op_numel(out) > 0) {
-        op_walk wo;
-        op_walk_init(&wo, 2, out->sizes);
-        op_walk_strides(&wo, 0, out);
-        char zero[16] = {0};
-        do op_elem_copy((char *)out->data + wo.off[0], zero, esz);
-        while (op_walk_next(&wo));
-    }
-    if (p.n == 0 || p.D == 0) { free(counts); return RGPU_OK; }
-
-    /* grad rows walk in lockstep with the indices (both row-major, n rows) */
-    op_walk wg;
-    op_walk_init(&wg, g->ndim - 1, g->sizes);
-    op_walk_strides(&wg, 0, g);
-    op_walk_init(&wi, ix->ndim, ix->sizes);
-    op_walk_strides(&wi, 0, ix);
-    int64_t gs = rgpu_op_index_bstride(g, g->ndim - 1), os0 = rgpu_op_index_bstride(out, 0), os1 = rgpu_op_index_bstride(out, 1);
-    for (int64_t i = 0; i < p.n; i++) {
-        int64_t k = op_idx_load_index((const char *)ix->data + wi.off[0], ix->dtype);
-        if (k != p.pad) {
-            op_idx_alpha a = op_idx_alpha_one();
-            if (counts != NULL) {
-                double sc = 1.0 / (double)counts[k];
-                /* grad_weight[k].add_(grad[i], scale): as index_add's slices */
-                a.one = sc == 1.0; a.d = sc; a.f = op_round_to(dt, (float)sc);
-                a.fused = true;
-                a.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
-            }
-            const char *src = (const char *)g->data + wg.off[0];
-            char *dst = (char *)out->data + k * os0;
-            for (int64_t j = 0; j < p.D; j++) op_idx_elem_reduce(dst + j * os1, src + j * gs, dt, OP_IDX_ADD, &a);
+            target[i] = k == p.pad ? -1 : k;
+            if (counts && k >= 0 && k < p.nw) counts[k]++;
+            soff[i] = wg.off[0];
+            op_walk_next(&wi);
+            op_walk_next(&wg);
         }
-        op_walk_next(&wi);
-        op_walk_next(&wg);
     }
-    free(counts);
-    return RGPU_OK;
+    int64_t gs = rgpu_op_index_bstride(g, g->ndim - 1), os1 = rgpu_op_index_bstride(out, 1);
+    for (int64_t k = 0; k < p.D; k++) { inner[2 * k] = k * os1; inner[2 * k + 1] = k * gs; }
+    sacc_job j = { 0 };
+    j.out = out->data;
+    j.src = g->data;
+    j.dt = out->dtype;
+    j.esz = (int64_t)rgpu_dtype_size(out->dtype);
+    j.V = p.nw;
+    j.inner = p.D;
+    j.inner_off = inner;
+    j.ov = rgpu_op_index_bstride(out, 0);
+    j.soff = soff;
+    j.zero = true;
+    j.alpha = op_idx_alpha_one();
+    j.counts = counts;
+    st = sacc_run(e, &j, 1, target, n, err, errlen);
+done:
+    free(target); free(soff); free(inner); free(counts);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------
  * GATHER: out[..., j, ...] = self[..., index[..., j, ...], ...] along dim.
  * index (i64 or i32, as ATen 2.13) has self's dim count and sizes <= self's except at dim; out
  * has index's shape. */
+
+/* Copies of n esz-byte elements, dst[i*ds] = src[i*ss + off(i)] with the
+ * per-element byte offset OFF (an expression of i), typed by size. */
+#define COPY_N(esz, dst, ds, src, ss, n, OFF) do {                                                          \
+    switch (esz) {                                                                                         \
+    case 1: for (int64_t i = 0; i < (n); i++) *(uint8_t *)((dst) + i * (ds)) = *(const uint8_t *)((src) + i * (ss) + (OFF)); break; \
+    case 2: for (int64_t i = 0; i < (n); i++) *(uint16_t *)((dst) + i * (ds)) = *(const uint16_t *)((src) + i * (ss) + (OFF)); break; \
+    case 4: for (int64_t i = 0; i < (n); i++) *(uint32_t *)((dst) + i * (ds)) = *(const uint32_t *)((src) + i * (ss) + (OFF)); break; \
+    case 8: for (int64_t i = 0; i < (n); i++) *(uint64_t *)((dst) + i * (ds)) = *(const uint64_t *)((src) + i * (ss) + (OFF)); break; \
+    default: for (int64_t i = 0; i < (n); i++) memcpy((dst) + i * (ds), (src) + i * (ss) + (OFF), (size_t)(esz)); break; \
+    } } while (0)
+
+typedef struct gather_job {
+    const op_index_dimop *p;
+    int64_t sdim, esz;
+} gather_job;
+
+/* Walk set 0 the index, 1 out, 2 self (dim's stride 0). */
+static void gather_row(void *ctx, const op_walk *w, int64_t n)
+{
+    const gather_job *j = ctx;
+    const op_index_dimop *p = j->p;
+    const char *ip = (const char *)p->ix->data + w->off[0], *sp = (const char *)p->self->data + w->off[2];
+    char *op = (char *)p->out->data + w->off[1];
+    int64_t is = ROW_ST(w, 0), os = ROW_ST(w, 1), ss = ROW_ST(w, 2), sd = j->sdim;
+    if (p->ix->dtype == RGPU_I64) COPY_N(j->esz, op, os, sp, ss, n, *(const int64_t *)(ip + i * is) * sd);
+    else COPY_N(j->esz, op, os, sp, ss, n, (int64_t)*(const int32_t *)(ip + i * is) * sd);
+}
 
 static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -203,24 +515,20 @@ static rgpu_status op_gather(const rgpu_exec *e, char *err, size_t errlen)
     op_walk w;
     op_walk_init(&w, p.nd, p.isz);
     op_walk_strides(&w, 0, p.ix);
-    do {
-        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-        if (v < 0 || v >= p.ssz[p.dim])
-            RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
-                     (long long)v, p.dim, (long long)p.ssz[p.dim]);
-    } while (op_walk_next(&w));
+    if (!indices_in_range(&w, p.ix, p.ssz[p.dim], NULL)) {
+        do {
+            int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
+            if (v < 0 || v >= p.ssz[p.dim])
+                RETURN_ERROR(RGPU_ERR_BAD_ARG, "gather: index %lld is out of bounds for dimension %d with size %lld",
+                         (long long)v, p.dim, (long long)p.ssz[p.dim]);
+        } while (op_walk_next(&w));
+    }
 
-    size_t esz = rgpu_dtype_size(p.self->dtype);
-    int64_t sdim = rgpu_op_index_bstride(p.self, p.dim);
-    op_walk_init(&w, p.nd, p.isz);
-    op_walk_strides(&w, 0, p.ix);
+    gather_job j = { &p, rgpu_op_index_bstride(p.self, p.dim), (int64_t)rgpu_dtype_size(p.self->dtype) };
     op_walk_strides(&w, 1, p.out);
     op_walk_strides(&w, 2, p.self);
     w.st[2][p.dim] = 0;
-    do {
-        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-        op_elem_copy((char *)p.out->data + w.off[1], (const char *)p.self->data + w.off[2] + v * sdim, esz);
-    } while (op_walk_next(&w));
+    rgpu_cpu_index_walk_rows(&w, 2, gather_row, &j);
     return RGPU_OK;
 }
 
@@ -298,12 +606,14 @@ static rgpu_status scatter_start(const rgpu_exec *e, const op_index_dimop *p, bo
         op_walk w;
         op_walk_init(&w, p->nd, p->isz);
         op_walk_strides(&w, 0, p->ix);
-        do {
-            int64_t v = op_idx_load_index((const char *)p->ix->data + w.off[0], p->ix->dtype);
-            if (v < 0 || v >= p->ssz[p->dim])
-                RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                         p->name, (long long)v, p->dim, (long long)p->ssz[p->dim]);
-        } while (op_walk_next(&w));
+        if (!indices_in_range(&w, p->ix, p->ssz[p->dim], NULL)) {
+            do {
+                int64_t v = op_idx_load_index((const char *)p->ix->data + w.off[0], p->ix->dtype);
+                if (v < 0 || v >= p->ssz[p->dim])
+                    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                             p->name, (long long)v, p->dim, (long long)p->ssz[p->dim]);
+            } while (op_walk_next(&w));
+        }
     }
     return copy_self_into_out(e, p->out, p->self, err, errlen);
 }
@@ -322,6 +632,54 @@ static void scatter_walk(const op_index_dimop *p, int64_t *cst, op_walk *w)
     for (int d = 0; d < p->nd; d++) w->st[3][d] = d == p->dim ? 0 : cst[d];
 }
 
+/* Index position (q, l) (q: its coordinates off dim, l: along it) aims at
+ * out (q, index[q, l]): positions with different q never meet. Units are
+ * (outer, inner block) of q; each runs l ascending, so every out element
+ * sees its updates in row-major index order, as the serial loop. Tables:
+ * per outer / inner position the byte offsets into (index, out, src) and
+ * out's element number. */
+typedef struct scat_job {
+    const op_index_dimop *p;
+    int dt, mode;
+    int64_t L, inner, blk, nblk;
+    const int64_t *outer_off, *inner_off;   /* 4 per position */
+    int64_t ixd, srcd, odim, cdim;          /* byte strides along dim; out's element-number stride */
+    facc *f;                                /* f16/bf16 add/mul in f32, or NULL */
+} scat_job;
+
+static void scat_task(void *vj, int64_t b, int64_t e)
+{
+    const scat_job *j = vj;
+    const op_index_dimop *p = j->p;
+    op_idx_alpha one = op_idx_alpha_one();
+    int idt = p->ix->dtype, dt = j->dt, mode = j->mode;
+    bool add_f32 = dt == RGPU_F32 && mode == OP_IDX_ADD && p->src != NULL && j->f == NULL;
+    for (int64_t u = b; u < e; u++) {
+        int64_t o = u / j->nblk, j0 = (u % j->nblk) * j->blk, m = j->inner - j0 < j->blk ? j->inner - j0 : j->blk;
+        const int64_t *oo = j->outer_off + 4 * o, *io = j->inner_off + 4 * j0;
+        for (int64_t l = 0; l < j->L; l++) {
+            const char *ib = (const char *)p->ix->data + oo[0] + l * j->ixd;
+            char *ob = (char *)p->out->data + oo[1];
+            const char *sb = p->src ? (const char *)p->src->data + oo[2] + l * j->srcd : NULL;
+            if (add_f32) {      /* the common case, inlined: d = d + s in f32 */
+                for (int64_t k = 0; k < m; k++) {
+                    int64_t v = idt == RGPU_I64 ? *(const int64_t *)(ib + io[4 * k]) : *(const int32_t *)(ib + io[4 * k]);
+                    float *t = (float *)(void *)(ob + io[4 * k + 1] + v * j->odim);
+                    *t = *t + *(const float *)(const void *)(sb + io[4 * k + 2]);
+                }
+                continue;
+            }
+            for (int64_t k = 0; k < m; k++) {
+                int64_t v = op_idx_load_index(ib + io[4 * k], idt);
+                char *t = ob + io[4 * k + 1] + v * j->odim;
+                const char *s = sb ? sb + io[4 * k + 2] : (const char *)&p->value;
+                if (j->f) facc_apply(j->f, oo[3] + io[4 * k + 3] + v * j->cdim, t, s, dt, mode);
+                else op_idx_elem_reduce(t, s, dt, mode, &one);
+            }
+        }
+    }
+}
+
 static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size_t errlen)
 {
     op_index_dimop p;
@@ -330,22 +688,34 @@ static rgpu_status op_scatter(const rgpu_exec *e, bool add_only, char *err, size
     FORWARD_IF_ERROR(scatter_start(e, &p, &any, err, errlen));
     if (!any) return RGPU_OK;
 
-    op_walk w;
-    int dt = p.out->dtype;
-    int64_t odim = rgpu_op_index_bstride(p.out, p.dim), cst[RGPU_MAX_DIMS];
-    op_idx_alpha one = op_idx_alpha_one();
+    int dt = p.out->dtype, dim = p.dim;
+    int64_t cst[RGPU_MAX_DIMS];
+    contig_strides(p.ssz, p.nd, cst);
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.reduce != OP_IDX_ASSIGN;
     facc f = { 0 };
     if (f32acc) FORWARD_IF_ERROR(facc_init(e, &f, p.out, err, errlen));
-    scatter_walk(&p, cst, &w);
-    do {
-        int64_t v = op_idx_load_index((const char *)p.ix->data + w.off[0], p.ix->dtype);
-        const char *s = p.src ? (const char *)p.src->data + w.off[2] : (const char *)&p.value;
-        char *t = (char *)p.out->data + w.off[1] + v * odim;
-        if (f32acc) facc_apply(&f, w.off[3] + v * cst[p.dim], t, s, dt, (int)p.reduce);
-        else op_idx_elem_reduce(t, s, dt, (int)p.reduce, &one);
-    } while (op_walk_next(&w));
+    /* out's element numbers as a view of 1-byte elements */
+    rgpu_view num;
+    memset(&num, 0, sizeof num);
+    num.dtype = RGPU_U8;
+    num.ndim = p.nd;
+    for (int d = 0; d < p.nd; d++) { num.sizes[d] = p.ssz[d]; num.strides[d] = cst[d]; }
+    const rgpu_view *vs[4] = { p.ix, p.out, p.src, &num };
+    int64_t nouter, ninner;
+    int64_t *oo = dim_offsets(p.isz, 0, dim, vs, 4, &nouter), *io = dim_offsets(p.isz, dim + 1, p.nd, vs, 4, &ninner);
+    if (oo == NULL || io == NULL) {
+        free(oo); free(io);
+        if (f32acc) facc_flush(&f, p.out);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the index's offsets", p.name);
+    }
+    scat_job j = { &p, dt, (int)p.reduce, p.isz[dim], ninner, 1, 1, oo, io,
+                   rgpu_op_index_bstride(p.ix, dim), p.src ? rgpu_op_index_bstride(p.src, dim) : 0,
+                   rgpu_op_index_bstride(p.out, dim), cst[dim], f32acc ? &f : NULL };
+    j.blk = ninner <= 2 * SACC_BLK ? ninner : SACC_BLK;
+    j.nblk = (ninner + j.blk - 1) / j.blk;
+    rgpu_pool_for(nouter * j.nblk, rgpu_pool_grain(j.L * j.blk * 2), scat_task, &j);
     if (f32acc) facc_flush(&f, p.out);
+    free(oo); free(io);
     return RGPU_OK;
 }
 
@@ -395,6 +765,27 @@ static rgpu_status op_scatter_reduce(const rgpu_exec *e, char *err, size_t errle
 /* ---------------------------------------------------------------------------
  * INDEX_SELECT: out = self with dim restricted to index (0-d/1-d, i64/i32). */
 
+typedef struct isel_job {
+    const op_index_dimop *p;
+    const int64_t *iv;
+    int64_t sdim, esz;
+} isel_job;
+
+/* Walk set 0 out, 1 self (dim's stride 0), over out's shape. */
+static void isel_row(void *ctx, const op_walk *w, int64_t n)
+{
+    const isel_job *j = ctx;
+    const op_index_dimop *p = j->p;
+    char *op = (char *)p->out->data + w->off[0];
+    const char *sp = (const char *)p->self->data + w->off[1];
+    int64_t os = ROW_ST(w, 0), ss = ROW_ST(w, 1), esz = j->esz, sd = j->sdim;
+    const int64_t *iv = j->iv + w->idx[p->dim];
+    if (p->dim == w->nd - 1) { COPY_N(esz, op, os, sp, ss, n, iv[i] * sd); return; }
+    sp += iv[0] * sd;      /* the whole row comes from one selected slice */
+    if (os == esz && ss == esz) memcpy(op, sp, (size_t)(n * esz));
+    else COPY_N(esz, op, os, sp, ss, n, 0);
+}
+
 static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_dimop p;
@@ -403,12 +794,10 @@ static rgpu_status op_index_select(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(load_vector_index(e, p.ix, p.dim, p.ssz[p.dim], &iv, &n, err, errlen));
     if (rgpu_op_numel(p.out) == 0) { free(iv); return RGPU_OK; }
 
-    size_t esz = rgpu_dtype_size(p.self->dtype);
-    int64_t sdim = rgpu_op_index_bstride(p.self, p.dim);
+    isel_job j = { &p, iv, rgpu_op_index_bstride(p.self, p.dim), (int64_t)rgpu_dtype_size(p.self->dtype) };
     op_walk w;
     rgpu_op_index_select_walk(&p, &w);
-    do op_elem_copy((char *)p.out->data + w.off[0], (const char *)p.self->data + w.off[1] + iv[w.idx[p.dim]] * sdim, esz);
-    while (op_walk_next(&w));
+    rgpu_cpu_index_walk_rows(&w, 1, isel_row, &j);
     free(iv);
     return RGPU_OK;
 }
@@ -432,29 +821,33 @@ static rgpu_status op_index_add(const rgpu_exec *e, char *err, size_t errlen)
      * f16/bf16 in f32; the other cases add slice by slice, rounding each add. */
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
                   p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
-    facc f = { 0 };
-    if (f32acc) {
-        st = facc_init(e, &f, p.out, err, errlen);
-        if (st != RGPU_OK) { free(iv); return st; }
+    const rgpu_view *vs[2] = { p.out, p.src };
+    int64_t nouter, ninner;
+    int64_t *oo = dim_offsets(p.rsz, 0, dim, vs, 2, &nouter), *io = dim_offsets(p.rsz, dim + 1, nd, vs, 2, &ninner);
+    int64_t *soff = rgpu_op_alloc(n > 0 ? n : 1, sizeof *soff);
+    if (oo != NULL && io != NULL && soff != NULL) {
+        int64_t sd = rgpu_op_index_bstride(p.src, dim);
+        for (int64_t i = 0; i < n; i++) soff[i] = i * sd;
+        sacc_job j = { 0 };
+        j.out = p.out->data;
+        j.src = p.src->data;
+        j.dt = dt;
+        j.esz = (int64_t)rgpu_dtype_size(dt);
+        j.V = p.ssz[dim];
+        j.inner = ninner;
+        j.outer_off = oo;
+        j.inner_off = io;
+        j.ov = rgpu_op_index_bstride(p.out, dim);
+        j.soff = soff;
+        j.f32acc = f32acc;
+        j.alpha = p.alpha;
+        st = sacc_run(e, &j, nouter, iv, n, err, errlen);
+    } else {
+        rgpu_op_errf(err, errlen, "index_add: out of memory for the offsets");
+        st = RGPU_ERR_NOMEM;
     }
-    int64_t odim = rgpu_op_index_bstride(p.out, dim), cst[RGPU_MAX_DIMS];
-    contig_strides(p.ssz, nd, cst);
-    op_walk w;
-    op_walk_init(&w, nd, p.rsz);
-    op_walk_strides(&w, 0, p.src);
-    op_walk_strides(&w, 1, p.out);
-    w.st[1][dim] = 0;
-    for (int d = 0; d < nd; d++) w.st[3][d] = d == dim ? 0 : cst[d];
-    do {
-        int64_t v = iv[w.idx[dim]];
-        char *t = (char *)p.out->data + w.off[1] + v * odim;
-        const char *s = (const char *)p.src->data + w.off[0];
-        if (f32acc) facc_apply(&f, w.off[3] + v * cst[dim], t, s, dt, OP_IDX_ADD);
-        else op_idx_elem_reduce(t, s, dt, OP_IDX_ADD, &p.alpha);
-    } while (op_walk_next(&w));
-    if (f32acc) facc_flush(&f, p.out);
-    free(iv);
-    return RGPU_OK;
+    free(oo); free(io); free(soff); free(iv);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------
@@ -516,6 +909,24 @@ static void geom_walk(const idx_geom *g, op_walk *w, const rgpu_view *target)
     }
 }
 
+typedef struct index_job {
+    char *out;
+    const char *self;
+    const int64_t *boff;
+    int64_t esz;
+} index_job;
+
+/* geom_walk's sets: 0 out, 1 self's un-indexed dims, 2 the B element. */
+static void index_row(void *ctx, const op_walk *w, int64_t n)
+{
+    const index_job *j = ctx;
+    char *op = j->out + w->off[0];
+    const char *sp = j->self + w->off[1];
+    const int64_t *bo = j->boff + w->off[2];
+    int64_t os = ROW_ST(w, 0), ss = ROW_ST(w, 1), bs = ROW_ST(w, 2);
+    COPY_N(j->esz, op, os, sp, ss, n, bo[i * bs]);
+}
+
 /* INDEX: out (result shape) = self[idx0, idx1, ...]. */
 static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -527,12 +938,11 @@ static rgpu_status op_index(const rgpu_exec *e, char *err, size_t errlen)
     FORWARD_IF_ERROR(geom_build(e, &g, self, self, &e->in[1], e->n_in - 1, err, errlen));
     rgpu_status st = rgpu_op_index_check_out_shape(e, out, g.s.R, g.s.rsz, err, errlen);
     if (st == RGPU_OK && rgpu_op_numel(out) > 0) {
-        size_t esz = rgpu_dtype_size(self->dtype);
+        index_job j = { out->data, self->data, g.boff, (int64_t)rgpu_dtype_size(self->dtype) };
         op_walk w;
         geom_walk(&g, &w, self);
         for (int r = 0; r < g.s.R; r++) w.st[0][r] = rgpu_op_index_bstride(out, r);
-        do op_elem_copy((char *)out->data + w.off[0], (const char *)self->data + w.off[1] + g.boff[w.off[2]], esz);
-        while (op_walk_next(&w));
+        rgpu_cpu_index_walk_rows(&w, 2, index_row, &j);
     }
     free(g.boff);
     return st;

@@ -25,21 +25,7 @@ rgpu_status rgpu_cpu_index_cat(const rgpu_exec *e, char *err, size_t errlen)
     for (int i = 0; i < e->n_in; i++) {
         rgpu_view slice;   /* out's part for input i */
         if (!rgpu_op_index_cat_slice(e, dim, i, &slice)) continue;
-        const rgpu_view *t = e->in[i];
-        op_walk w;
-        op_walk_init(&w, t->ndim, t->sizes);
-        op_walk_strides(&w, 0, t);
-        op_walk_strides(&w, 1, &slice);
-        char *base = slice.data;
-        const char *src = t->data;
-        if (t->dtype == slice.dtype) {
-            size_t esz = rgpu_dtype_size(slice.dtype);
-            do op_elem_copy(base + w.off[1], src + w.off[0], esz);
-            while (op_walk_next(&w));
-        } else {
-            do op_elem_convert(base + w.off[1], slice.dtype, src + w.off[0], t->dtype);
-            while (op_walk_next(&w));
-        }
+        rgpu_cpu_index_copy_view(&slice, e->in[i]);   /* over the pool, in rows */
     }
     return RGPU_OK;
 }
@@ -57,29 +43,24 @@ rgpu_status rgpu_cpu_index_pad(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_view *out = e->out[0];
     if (rgpu_op_numel(out) == 0) return RGPU_OK;
 
-    int nd = in->ndim;
-    size_t esz = rgpu_dtype_size(out->dtype);
-    op_walk w;
-    op_walk_init(&w, nd, out->sizes);
-    op_walk_strides(&w, 0, out);
-    do op_elem_copy((char *)out->data + w.off[0], (const char *)&pa.value, esz);
-    while (op_walk_next(&w));
+    /* out = value (a 0-d view of it, broadcast), then the part the input covers */
+    rgpu_view fill;
+    memset(&fill, 0, sizeof fill);
+    fill.data = &pa.value;
+    fill.dtype = out->dtype;
+    rgpu_cpu_index_copy_view(out, &fill);
 
-    /* then the part of out the input covers */
-    int64_t rsz[RGPU_MAX_DIMS], ooff = 0, ioff = 0;
+    int nd = in->ndim;
+    int64_t esz = (int64_t)rgpu_dtype_size(out->dtype);
+    rgpu_view ob = *out, ib = *in;
     for (int d = 0; d < nd; d++) {
-        rsz[d] = pa.b[d] > pa.a[d] ? pa.b[d] - pa.a[d] : 0;
-        if (rsz[d] == 0) return RGPU_OK;
-        ooff += pa.a[d] * out->strides[d] * (int64_t)esz;
-        ioff += (pa.a[d] - pa.lo[d]) * in->strides[d] * (int64_t)esz;
+        int64_t r = pa.b[d] > pa.a[d] ? pa.b[d] - pa.a[d] : 0;
+        if (r == 0) return RGPU_OK;
+        ob.sizes[d] = ib.sizes[d] = r;
+        ob.data = (char *)ob.data + pa.a[d] * out->strides[d] * esz;
+        ib.data = (char *)ib.data + (pa.a[d] - pa.lo[d]) * in->strides[d] * esz;
     }
-    op_walk_init(&w, nd, rsz);
-    op_walk_strides(&w, 0, out);
-    op_walk_strides(&w, 1, in);
-    char *o = (char *)out->data + ooff;
-    const char *s = (const char *)in->data + ioff;
-    do op_elem_copy(o + w.off[0], s + w.off[1], esz);
-    while (op_walk_next(&w));
+    rgpu_cpu_index_copy_view(&ob, &ib);
     return RGPU_OK;
 }
 
