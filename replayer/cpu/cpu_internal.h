@@ -146,6 +146,20 @@ static inline void cpu_store_row_f32(char *dst, int dt, int64_t s, const float *
 static inline void cpu_store_row_u64(char *dst, int dt, int64_t s, const uint64_t *src, int64_t n)
 { CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) op_store_u64(dst + i * s, DT_, src[i])); }
 
+/* n elements of esz bytes from a (byte stride sa) to o (stride so), same
+ * dtype: one memmove when both are packed, else a typed loop. */
+static inline void cpu_copy_row_same(char *o, int64_t so, const char *a, int64_t sa, int64_t n, int64_t esz)
+{
+    if (so == esz && sa == esz) { memmove(o, a, (size_t)(n * esz)); return; }
+    switch (esz) {
+    case 1: for (int64_t i = 0; i < n; i++) *(uint8_t *)(o + i * so) = *(const uint8_t *)(a + i * sa); break;
+    case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * so) = *(const uint16_t *)(a + i * sa); break;
+    case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(o + i * so) = *(const uint32_t *)(a + i * sa); break;
+    case 8: for (int64_t i = 0; i < n; i++) *(uint64_t *)(o + i * so) = *(const uint64_t *)(a + i * sa); break;
+    default: for (int64_t i = 0; i < n; i++) memcpy(o + i * so, a + i * sa, (size_t)esz); break;
+    }
+}
+
 /* rgpu_op_iter_run over the thread pool (cpu_iter.c) for row functions that
  * write only operand 0's elements of their row: pieces of about `grain`
  * elements (bounds by shape only); small problems run inline. */

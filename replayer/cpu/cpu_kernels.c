@@ -101,15 +101,7 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
     char *o = p[0];
     const char *a = p[1];
     if (dd == sd) {
-        int64_t esz = (int64_t)rgpu_dtype_size(dd);
-        if (s[0] == esz && s[1] == esz) { memmove(o, a, (size_t)(n * esz)); return; }
-        switch (esz) {
-        case 1: for (int64_t i = 0; i < n; i++) *(uint8_t *)(o + i * s[0]) = *(const uint8_t *)(a + i * s[1]); break;
-        case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(o + i * s[0]) = *(const uint16_t *)(a + i * s[1]); break;
-        case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(o + i * s[0]) = *(const uint32_t *)(a + i * s[1]); break;
-        case 16: for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], a + i * s[1], 16); break;
-        default: for (int64_t i = 0; i < n; i++) *(uint64_t *)(o + i * s[0]) = *(const uint64_t *)(a + i * s[1]); break;
-        }
+        cpu_copy_row_same(o, s[0], a, s[1], n, (int64_t)rgpu_dtype_size(dd));
         return;
     }
     /* f32 <-> f16/bf16: one conversion, the vectorised one when unit-stride

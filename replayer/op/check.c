@@ -33,36 +33,33 @@ int64_t rgpu_op_numel(const rgpu_view *v)
     return n;
 }
 
-rgpu_status rgpu_op_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
+/* rgpu_op_check_view with the operand named what, or what[idx] when idx >= 0:
+ * the name is formatted only on the way to an error (this runs per record). */
+static rgpu_status check_view(const rgpu_view *v, const char *what, int idx, int op, char *err, size_t errlen)
 {
+    char nm[24];
+#define WHAT (idx < 0 ? what : (snprintf(nm, sizeof nm, "%s[%d]", what, idx), nm))
     const char *name = rgpu_op_name(op);
-    if (v == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, what);
+    if (v == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s is missing", name, WHAT);
     if (v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT)
-        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, what, v->dtype);
+        RETURN_ERROR(RGPU_ERR_BAD_DTYPE, "%s: %s has dtype %d", name, WHAT, v->dtype);
     if (v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        RETURN_ERROR(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, what, v->ndim);
+        RETURN_ERROR(RGPU_ERR_TOO_MANY_DIMS, "%s: %s has ndim %d", name, WHAT, v->ndim);
     bool empty = false;
     for (int d = 0; d < v->ndim; d++) {
         if (v->sizes[d] < 0 || v->strides[d] < 0)
-            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, what, d,
+            RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s dim %d has size %lld stride %lld", name, WHAT, d,
                      (long long)v->sizes[d], (long long)v->strides[d]);
         if (v->sizes[d] == 0) empty = true;
     }
-    if (!empty && v->data == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, what);
+    if (!empty && v->data == NULL) RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %s has no data", name, WHAT);
+#undef WHAT
     return RGPU_OK;
 }
 
-/* What rgpu_op_check_view accepts, without an error message. */
-static bool view_ok(const rgpu_view *v)
+rgpu_status rgpu_op_check_view(const rgpu_view *v, const char *what, int op, char *err, size_t errlen)
 {
-    if (v == NULL || v->dtype < 0 || v->dtype >= RGPU_DTYPE_COUNT || v->ndim < 0 || v->ndim > RGPU_MAX_DIMS)
-        return false;
-    bool empty = false;
-    for (int d = 0; d < v->ndim; d++) {
-        if (v->sizes[d] < 0 || v->strides[d] < 0) return false;
-        empty |= v->sizes[d] == 0;
-    }
-    return empty || v->data != NULL;
+    return check_view(v, what, -1, op, err, errlen);
 }
 
 rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt_out, bool check_args,
@@ -74,20 +71,13 @@ rgpu_status rgpu_op_check_exec(const rgpu_exec *e, uint64_t opt_in, uint32_t opt
                  info->name, e->n_in, e->n_out, info->n_in, info->n_out);
     if (check_args && e->n_args > 0 && e->args == NULL)
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: %d args but no arg array", info->name, e->n_args);
-    /* the operand's name is formatted only when its view is bad (this runs per record) */
     for (int i = 0; i < e->n_in; i++) {
         if (e->in[i] == NULL && (opt_in >> i & 1)) continue;
-        if (view_ok(e->in[i])) continue;
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        FORWARD_IF_ERROR(rgpu_op_check_view(e->in[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(check_view(e->in[i], "in", i, e->op, err, errlen));
     }
     for (int i = 0; i < e->n_out; i++) {
         if (e->out[i] == NULL && (opt_out >> i & 1)) continue;
-        if (view_ok(e->out[i])) continue;
-        char what[24];
-        snprintf(what, sizeof what, "out[%d]", i);
-        FORWARD_IF_ERROR(rgpu_op_check_view(e->out[i], what, e->op, err, errlen));
+        FORWARD_IF_ERROR(check_view(e->out[i], "out", i, e->op, err, errlen));
     }
     return RGPU_OK;
 }

@@ -1,9 +1,31 @@
-"""What the benchmarks that run their own rgpu-server on loopback TCP share
-(journal.py, latency.py)."""
+"""What the benchmarks that run their own rgpu-server share: on loopback TCP
+(journal.py, latency.py) or on a Unix socket (nanogpt.py, cpu_kernels.py,
+record_cost.py)."""
 import os
 import socket
 import subprocess
+import tempfile
 import time
+
+
+def start_unix_server(exe, backend, *args):
+    """exe --unix DIR/sock --backend backend --journal none --token-file DIR/token
+    --quiet args... in a fresh temporary DIR; returns (process, DIR, env) once
+    the socket exists, env being the RGPU_SERVER / RGPU_TOKEN_FILE a client
+    needs. Exits with a message when the server does not start."""
+    d = tempfile.mkdtemp(prefix="rgpu-bench-")
+    sock, tok = os.path.join(d, "sock"), os.path.join(d, "token")
+    # no journal (nothing to resume in a benchmark); a private token the clients get via env
+    p = subprocess.Popen([exe, "--unix", sock, "--backend", backend, "--journal", "none",
+                          "--token-file", tok, "--quiet", *args])
+    for _ in range(3000):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.01)
+    if not os.path.exists(sock):
+        p.kill()
+        raise SystemExit(f"{exe} --backend {backend} did not start")
+    return p, d, {"RGPU_SERVER": "unix:" + sock, "RGPU_TOKEN_FILE": tok}
 
 
 def start_server(exe, tmp, *args, data=(), data_rw=()):

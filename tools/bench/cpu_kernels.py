@@ -38,6 +38,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "torchhook"))
 
 import torch                              # noqa: E402
+from benchsrv import start_unix_server  # noqa: E402
 import torch.nn.functional as F           # noqa: E402
 
 MIN_TIME = 0.2
@@ -260,19 +261,8 @@ def _first(out):
 
 
 def start_server(threads, exe):
-    d = tempfile.mkdtemp(prefix="rgpu-bench-")
-    sock, tok = os.path.join(d, "sock"), os.path.join(d, "token")
-    p = subprocess.Popen([exe, "--unix", sock, "--backend", "cpu", "--threads", str(threads),
-                          "--journal", "none", "--token-file", tok, "--quiet"])
-    for _ in range(3000):
-        if os.path.exists(sock) or p.poll() is not None:
-            break
-        time.sleep(0.01)
-    if not os.path.exists(sock):
-        p.kill()
-        raise SystemExit(f"{exe} did not start")
-    os.environ["RGPU_SERVER"] = "unix:" + sock
-    os.environ["RGPU_TOKEN_FILE"] = tok
+    p, d, env = start_unix_server(exe, "cpu", "--threads", str(threads))
+    os.environ.update(env)
     return p, d
 
 

@@ -24,12 +24,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tools"))
+from benchsrv import start_unix_server  # noqa: E402
 
 
 # --- child: one configuration ---------------------------------------------------------
@@ -92,22 +92,10 @@ def child(a):
 # --- parent -------------------------------------------------------------------------
 
 def start_server(backend):
-    d = tempfile.mkdtemp(prefix="rgpu-bench-")
-    sock = os.path.join(d, "sock")
     exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
-    # no journal (nothing to resume in a benchmark); a private token the clients get via the env
-    tok = os.path.join(d, "token")
-    os.environ["RGPU_TOKEN_FILE"] = tok
-    p = subprocess.Popen([exe, "--unix", sock, "--backend", backend, "--journal", "none",
-                          "--token-file", tok, "--quiet"])
-    for _ in range(3000):
-        if os.path.exists(sock) or p.poll() is not None:
-            break
-        time.sleep(0.01)
-    if not os.path.exists(sock):
-        p.kill()
-        raise SystemExit(f"rgpu-server --backend {backend} did not start")
-    return p, d, "unix:" + sock
+    p, d, env = start_unix_server(exe, backend)
+    os.environ["RGPU_TOKEN_FILE"] = env["RGPU_TOKEN_FILE"]
+    return p, d, env["RGPU_SERVER"]
 
 
 def run_child(a, which, server_addr=None, compiled=False):

@@ -34,6 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+
+from benchsrv import start_unix_server  # noqa: E402
 SERVER = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
 REPLAY = os.path.join(os.path.dirname(os.path.abspath(SERVER)), "rgpu-replay")
 CASES = ("add", "mul_scalar", "sum0", "mixed10")
@@ -91,20 +93,7 @@ def child(a):
 # --- parent ---------------------------------------------------------------------------
 
 def start_server(backend, threads):
-    d = tempfile.mkdtemp(prefix="rgpu-bench-")
-    sock, tok = os.path.join(d, "sock"), os.path.join(d, "token")
-    args = [SERVER, "--unix", sock, "--backend", backend, "--journal", "none", "--token-file", tok, "--quiet"]
-    if threads:
-        args += ["--threads", str(threads)]
-    p = subprocess.Popen(args)
-    for _ in range(3000):
-        if os.path.exists(sock) or p.poll() is not None:
-            break
-        time.sleep(0.01)
-    if not os.path.exists(sock):
-        p.kill()
-        raise SystemExit(f"rgpu-server --backend {backend} did not start")
-    return p, d, {"RGPU_SERVER": "unix:" + sock, "RGPU_TOKEN_FILE": tok}
+    return start_unix_server(SERVER, backend, *(["--threads", str(threads)] if threads else []))
 
 
 def run_child(a, backend, record=None, cases=CASES):
