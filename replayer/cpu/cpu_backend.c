@@ -2,19 +2,15 @@
  * memory, kernels in cpu_kernels.c and the family files), its graphs
  * (captured exec calls replayed in order) and the test-only faulty variant. */
 #include "backend.h"
+#include "cpu_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void *host_alloc(rgpu_backend *b, size_t nbytes) {
-    (void)b;
-    size_t n = (nbytes + 63) & ~(size_t)63;
-    if (n < nbytes) return NULL;
-    return aligned_alloc(64, n ? n : 64);
-}
-static void host_free(rgpu_backend *b, void *p) { (void)b; free(p); }
+static void *host_alloc(rgpu_backend *b, size_t nbytes) { (void)b; return rgpu_cpu_alloc(nbytes); }
+static void host_free(rgpu_backend *b, void *p) { (void)b; rgpu_cpu_free(p); }
 static rgpu_status host_copy(rgpu_backend *b, void *dst, const void *src, size_t n) {
     (void)b;
     if (n) memcpy(dst, src, n);
@@ -153,7 +149,12 @@ void rgpu_backend_cpu_graph_refuse(rgpu_backend *b, int refuse_op, bool transien
     if (x) { x->refuse_op = refuse_op; x->transient = transient; }
 }
 
-static void cpu_destroy(rgpu_backend *b) { if (b) free(b->ctx); free(b); }
+static void cpu_destroy(rgpu_backend *b) {
+    if (!b) return;
+    free(b->ctx);
+    free(b);
+    rgpu_cpu_alloc_backend_ref(-1);
+}
 
 static rgpu_status cpu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_t errlen) {
     if (tl_capture && tl_capture->b == b) return capture_exec(tl_capture, e, err, errlen);
@@ -166,6 +167,7 @@ rgpu_backend *rgpu_backend_cpu_create(void) {
     cpu_ctx *x = calloc(1, sizeof *x);
     if (!b || !x) { free(b); free(x); return NULL; }
     x->refuse_op = -1;
+    rgpu_cpu_alloc_backend_ref(+1);
     *b = (rgpu_backend){
         /* .name          = */ "cpu",
         /* .ctx           = */ x,
@@ -210,7 +212,7 @@ static rgpu_status faulty_exec(rgpu_backend *b, const rgpu_exec *e, char *err, s
     return s;
 }
 
-static void faulty_destroy(rgpu_backend *b) { free(b->ctx); free(b); }
+static void faulty_destroy(rgpu_backend *b) { free(b->ctx); free(b); rgpu_cpu_alloc_backend_ref(-1); }
 
 rgpu_backend *rgpu_backend_cpu_create_faulty(int fault_op) {
     rgpu_backend *b = rgpu_backend_cpu_create();

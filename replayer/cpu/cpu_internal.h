@@ -17,6 +17,22 @@
 #include "op/iter.h"
 
 /* ---------------------------------------------------------------------------
+ * Storage memory (cpu_alloc.c): a process-wide caching allocator. Blocks of
+ * >= 256 KiB are mapped and, when freed, kept by size class for the next
+ * allocation of their class (at most RGPU_CPU_CACHE_BYTES, default 1 GiB);
+ * smaller ones are malloc's. Data is 64-byte aligned (large: page-aligned).
+ * rgpu_cpu_free(NULL) is a no-op. backend_ref(+1/-1) counts live cpu
+ * backends; the last one gone empties the cache. */
+typedef struct rgpu_cpu_alloc_stats {
+    uint64_t hits, misses, unmapped;   /* cached blocks reused / mapped anew / unmapped at free */
+    size_t cached_bytes;
+} rgpu_cpu_alloc_stats;
+void *rgpu_cpu_alloc(size_t nbytes);
+void rgpu_cpu_free(void *p);
+void rgpu_cpu_alloc_backend_ref(int delta);
+rgpu_cpu_alloc_stats rgpu_cpu_alloc_get_stats(void);
+
+/* ---------------------------------------------------------------------------
  * Row conversions: n elements at byte stride s to/from a packed buffer in a
  * compute type. The dtype switch sits outside the loop; each case inlines the
  * element helper above with a constant dtype, so the loop body is branch-free. */
