@@ -118,8 +118,13 @@ $(B)/obj/%.o: %.c $(HEADERS)
 # The cpu backend's kernels at -O3 (the vectorizer's full cost model), for
 # the baseline ISA: no -march, so a trace replays bitwise on every x86-64 (or
 # arm64) host; ISO C mode keeps a*b+c unfused. Sanitizer builds keep $(OPT).
+# cpu_vmath_avx2.c/_avx512.c are the exception, chosen at run time by
+# cpu_vmath.c: the same rows as the baseline's, bit for bit, only wider.
+# -fno-trapping-math lets selects on floats vectorise (it changes no value);
+# -ffp-contract=off is -std=c11's default, said again because cpu_vmath_avx*.c
+# are built for ISAs that have FMA (their results must equal the baseline's).
 KERNEL_OPT ?= $(if $(SAN),,-O3)
-$(B)/obj/replayer/cpu/%.o: CFLAGS_ += $(KERNEL_OPT)
+$(B)/obj/replayer/cpu/%.o: CFLAGS_ += $(KERNEL_OPT) -ffp-contract=off -fno-trapping-math
 
 $(B)/obj/%.o: %.cu $(HEADERS) $(wildcard replayer/cuda/*.cuh)
 	@mkdir -p $(dir $@)

@@ -49,8 +49,12 @@ typedef struct pw_ctx {
     _Atomic bool zero_div;   /* set by integer division by zero (from any pool thread) */
 } pw_ctx;
 
+/* block of the vector math rows in kern_f32/_f64 (two on the stack) */
+#define PW_VBLK 256
+
 #define PW_T float
 #define PW_F(fn) fn##f
+#define PW_VROW(fn, r, a, n) rgpu_vm_##fn##_f32(r, a, n)
 #define PW_OWN p.own_f
 #define PW_M(fn) op_##fn##_f
 #define PW_KERNEL kern_f32
@@ -63,10 +67,12 @@ typedef struct pw_ctx {
 #undef PW_M
 #undef PW_KERNEL
 #undef PW_V
+#undef PW_VROW
 #undef PW_SPECIAL
 
 #define PW_T double
 #define PW_F(fn) fn
+#define PW_VROW(fn, r, a, n) do { for (int64_t i_ = 0; i_ < (n); i_++) (r)[i_] = fn((a)[i_]); } while (0)
 #define PW_OWN p.own_d
 #define PW_M(fn) op_##fn##_d
 #define PW_KERNEL kern_f64

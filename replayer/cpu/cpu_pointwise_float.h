@@ -8,6 +8,8 @@
  *   PW_M(fn)    op/pw_math.h's function of that type (op_digamma_f or _d)
  *   PW_KERNEL   the name of the function to define
  *   PW_V(fn)    cpu_vmath.h's row function of that type (vm_sqrt_f32 or _f64)
+ *   PW_VROW(fn, r, a, n)  r[i] = fn(a[i]) for exp, erf, tanh: cpu_vmath's
+ *               vectorised rows for float, libm loops for double
  * Formulas are ATen's CPU ones (scalar lambdas of the cpu kernels), written
  * in the same operation order so results round the same way.
  *
@@ -21,22 +23,33 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
 {
     const PW_T *a = x[0], *b = x[1], *w = x[2];
     const PW_T zero = 0, one = 1, half = (PW_T)0.5;
+    /* the vector math rows work on blocks: t1/t2 hold a block's arguments
+     * (r may be an input, so nothing is written to r before it is read) */
+    PW_T t1[PW_VBLK], t2[PW_VBLK];
+#define PW_BLOCKS_(...) for (int64_t i0 = 0; i0 < n; i0 += PW_VBLK) {             \
+        int64_t m = n - i0 < PW_VBLK ? n - i0 : PW_VBLK;                            \
+        const PW_T *A = a + i0; PW_T *R = r + i0; (void)A; (void)R;                 \
+        __VA_ARGS__ }
     switch (c->op) {
     /* --- unary */
     case RGPU_OP_NEG:        for (int64_t i = 0; i < n; i++) r[i] = -a[i]; break;
     case RGPU_OP_ABS:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(fabs)(a[i]); break;
-    case RGPU_OP_EXP:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(exp)(a[i]); break;
+    case RGPU_OP_EXP:        PW_VROW(exp, r, a, n); break;
     case RGPU_OP_LOG:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(log)(a[i]); break;
     case RGPU_OP_LOG1P:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(log1p)(a[i]); break;
     case RGPU_OP_EXPM1:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(expm1)(a[i]); break;
     case RGPU_OP_SQRT:       PW_V(sqrt)(r, a, n); break;
     case RGPU_OP_RSQRT:      PW_V(rsqrt)(r, a, n); break;
     case RGPU_OP_RECIPROCAL: for (int64_t i = 0; i < n; i++) r[i] = one / a[i]; break;
-    case RGPU_OP_TANH:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(tanh)(a[i]); break;
-    case RGPU_OP_SIGMOID:    for (int64_t i = 0; i < n; i++) r[i] = one / (one + PW_F(exp)(-a[i])); break;
+    case RGPU_OP_TANH:       PW_VROW(tanh, r, a, n); break;
+    case RGPU_OP_SIGMOID:
+        PW_BLOCKS_(for (int64_t i = 0; i < m; i++) t1[i] = -A[i];
+                   PW_VROW(exp, t1, t1, m);
+                   for (int64_t i = 0; i < m; i++) R[i] = one / (one + t1[i]);)
+        break;
     case RGPU_OP_SIN:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(sin)(a[i]); break;
     case RGPU_OP_COS:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(cos)(a[i]); break;
-    case RGPU_OP_ERF:        for (int64_t i = 0; i < n; i++) r[i] = PW_F(erf)(a[i]); break;
+    case RGPU_OP_ERF:        PW_VROW(erf, r, a, n); break;
     case RGPU_OP_FLOOR:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(floor)(a[i]); break;
     case RGPU_OP_CEIL:       for (int64_t i = 0; i < n; i++) r[i] = PW_F(ceil)(a[i]); break;
     case RGPU_OP_ROUND:      for (int64_t i = 0; i < n; i++) r[i] = PW_F(nearbyint)(a[i]); break;  /* half to even */
@@ -45,18 +58,25 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
     case RGPU_OP_SIGN:       for (int64_t i = 0; i < n; i++) r[i] = (PW_T)((zero < a[i]) - (a[i] < zero)); break;
     /* clamp_min(x, 0): keeps NaN and -0 */
     case RGPU_OP_RELU:       for (int64_t i = 0; i < n; i++) r[i] = zero > a[i] ? zero : a[i]; break;
-    case RGPU_OP_SILU:       for (int64_t i = 0; i < n; i++) r[i] = a[i] / (one + PW_F(exp)(-a[i])); break;
+    case RGPU_OP_SILU:
+        PW_BLOCKS_(for (int64_t i = 0; i < m; i++) t1[i] = -A[i];
+                   PW_VROW(exp, t1, t1, m);
+                   for (int64_t i = 0; i < m; i++) R[i] = A[i] / (one + t1[i]);)
+        break;
     case RGPU_OP_GELU:
         if (c->p.approx_tanh) {
             const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
-            for (int64_t i = 0; i < n; i++) {
-                PW_T v = a[i], cube = v * v * v;
-                PW_T inner = kBeta * (v + kKappa * cube);
-                r[i] = half * v * (one + PW_F(tanh)(inner));
-            }
+            PW_BLOCKS_(for (int64_t i = 0; i < m; i++) {
+                           PW_T v = A[i], cube = v * v * v;
+                           t1[i] = kBeta * (v + kKappa * cube);
+                       }
+                       PW_VROW(tanh, t1, t1, m);
+                       for (int64_t i = 0; i < m; i++) R[i] = half * A[i] * (one + t1[i]);)
         } else {
             const PW_T kAlpha = (PW_T)PW_SQRT1_2;
-            for (int64_t i = 0; i < n; i++) r[i] = a[i] * half * (one + PW_F(erf)(a[i] * kAlpha));
+            PW_BLOCKS_(for (int64_t i = 0; i < m; i++) t1[i] = A[i] * kAlpha;
+                       PW_VROW(erf, t1, t1, m);
+                       for (int64_t i = 0; i < m; i++) R[i] = A[i] * half * (one + t1[i]);)
         }
         break;
     case RGPU_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) rb[i] = a[i] == zero; break;
@@ -233,34 +253,46 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         if (c->p.approx_tanh) {
             const PW_T kBeta = (PW_T)(PW_SQRT2 * PW_2_SQRTPI * 0.5), kKappa = (PW_T)0.044715;
             const PW_T three = 3;
-            for (int64_t i = 0; i < n; i++) {
-                PW_T v = b[i];
-                PW_T x_sq = v * v, x_cube = x_sq * v;
-                PW_T inner = kBeta * (v + kKappa * x_cube);
-                PW_T tanh_inner = PW_F(tanh)(inner);
-                PW_T left = half * v, right = one + tanh_inner;
-                PW_T left_derivative = half * right;
-                PW_T tanh_derivative = one - tanh_inner * tanh_inner;
-                PW_T inner_derivative = kBeta * (one + three * kKappa * x_sq);
-                PW_T right_derivative = left * tanh_derivative * inner_derivative;
-                r[i] = a[i] * (left_derivative + right_derivative);
-            }
+            PW_BLOCKS_(const PW_T *B = b + i0;
+                       for (int64_t i = 0; i < m; i++) {
+                           PW_T v = B[i], x_cube = v * v * v;
+                           t1[i] = kBeta * (v + kKappa * x_cube);
+                       }
+                       PW_VROW(tanh, t1, t1, m);
+                       for (int64_t i = 0; i < m; i++) {
+                           PW_T v = B[i];
+                           PW_T x_sq = v * v;
+                           PW_T tanh_inner = t1[i];
+                           PW_T left = half * v, right = one + tanh_inner;
+                           PW_T left_derivative = half * right;
+                           PW_T tanh_derivative = one - tanh_inner * tanh_inner;
+                           PW_T inner_derivative = kBeta * (one + three * kKappa * x_sq);
+                           PW_T right_derivative = left * tanh_derivative * inner_derivative;
+                           R[i] = A[i] * (left_derivative + right_derivative);
+                       })
         } else {
             const PW_T kAlpha = (PW_T)PW_SQRT1_2, kBeta = (PW_T)(PW_2_SQRTPI * PW_SQRT1_2 * 0.5);
             const PW_T mhalf = (PW_T)-0.5;
-            for (int64_t i = 0; i < n; i++) {
-                PW_T v = b[i];
-                PW_T cdf = half * (one + PW_F(erf)(v * kAlpha));
-                PW_T pdf = kBeta * PW_F(exp)(v * v * mhalf);
-                r[i] = a[i] * (cdf + v * pdf);
-            }
+            PW_BLOCKS_(const PW_T *B = b + i0;
+                       for (int64_t i = 0; i < m; i++) { PW_T v = B[i]; t1[i] = v * kAlpha; t2[i] = v * v * mhalf; }
+                       PW_VROW(erf, t1, t1, m);
+                       PW_VROW(exp, t2, t2, m);
+                       for (int64_t i = 0; i < m; i++) {
+                           PW_T v = B[i];
+                           PW_T cdf = half * (one + t1[i]);
+                           PW_T pdf = kBeta * t2[i];
+                           R[i] = A[i] * (cdf + v * pdf);
+                       })
         }
         break;
     case RGPU_OP_SILU_BACKWARD:
-        for (int64_t i = 0; i < n; i++) {
-            PW_T sig = one / (one + PW_F(exp)(-b[i]));
-            r[i] = a[i] * sig * (one + b[i] * (one - sig));
-        }
+        PW_BLOCKS_(const PW_T *B = b + i0;
+                   for (int64_t i = 0; i < m; i++) t1[i] = -B[i];
+                   PW_VROW(exp, t1, t1, m);
+                   for (int64_t i = 0; i < m; i++) {
+                       PW_T sig = one / (one + t1[i]);
+                       R[i] = A[i] * sig * (one + B[i] * (one - sig));
+                   })
         break;
     case RGPU_OP_SIGMOID_BACKWARD: for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i]) * b[i]; break;
     case RGPU_OP_TANH_BACKWARD:    for (int64_t i = 0; i < n; i++) r[i] = a[i] * (one - b[i] * b[i]); break;
@@ -272,3 +304,4 @@ static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
         break;
     }
 }
+#undef PW_BLOCKS_

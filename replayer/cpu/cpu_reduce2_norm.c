@@ -13,6 +13,9 @@
  * norm backward's weight/bias gradients are column sums: one partial per
  * fixed block of rows, combined in block order on the calling thread. */
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,6 +23,7 @@
 #include "cpu_pool.h"
 #include "cpu_reduce2.h"
 #include "cpu_reduce2_util.h"
+#include "cpu_vmath.h"
 #include "op/ctc.h"
 
 /* ---------------------------------------------------------------------------
@@ -47,24 +51,54 @@ static void rows_along(r2_ctr *c, const rgpu_view *const *v, int nv, int dim,
 }
 
 /* max of n doubles; NaN if any is NaN (the sign of a zero max never shows
- * in the results: exp(x - 0) = exp(x + 0)) */
+ * in the results: exp(x - 0) = exp(x + 0)). Lane j takes elements i + j:
+ * m = v > m ? v : m, which is SSE2's maxpd(v, m) exactly (the compiler keeps
+ * the scalar form scalar because of the NaN test beside it). */
 static double row_max(const double *restrict b, int64_t n)
 {
     double m[R2_LANES];
     int nan[R2_LANES] = {0};
     for (int j = 0; j < R2_LANES; j++) m[j] = -INFINITY;
     int64_t i = 0;
+#if defined(__SSE2__) && R2_LANES == 8
+    __m128d v0 = _mm_set1_pd(-INFINITY), v1 = v0, v2 = v0, v3 = v0, un = _mm_setzero_pd();
+    for (; i + R2_LANES <= n; i += R2_LANES) {
+        __m128d x0 = _mm_loadu_pd(b + i), x1 = _mm_loadu_pd(b + i + 2);
+        __m128d x2 = _mm_loadu_pd(b + i + 4), x3 = _mm_loadu_pd(b + i + 6);
+        v0 = _mm_max_pd(x0, v0); v1 = _mm_max_pd(x1, v1);
+        v2 = _mm_max_pd(x2, v2); v3 = _mm_max_pd(x3, v3);
+        un = _mm_or_pd(un, _mm_or_pd(_mm_or_pd(_mm_cmpunord_pd(x0, x0), _mm_cmpunord_pd(x1, x1)),
+                                     _mm_or_pd(_mm_cmpunord_pd(x2, x2), _mm_cmpunord_pd(x3, x3))));
+    }
+    _mm_storeu_pd(m, v0); _mm_storeu_pd(m + 2, v1); _mm_storeu_pd(m + 4, v2); _mm_storeu_pd(m + 6, v3);
+    nan[0] = _mm_movemask_pd(un) != 0;
+#else
     for (; i + R2_LANES <= n; i += R2_LANES)
         for (int j = 0; j < R2_LANES; j++) {
             double v = b[i + j];
             m[j] = v > m[j] ? v : m[j];
             nan[j] |= v != v;
         }
+#endif
     double mx = -INFINITY;
     int any = 0;
     for (int j = 0; j < R2_LANES; j++) { mx = m[j] > mx ? m[j] : mx; any |= nan[j]; }
     for (; i < n; i++) { mx = b[i] > mx ? b[i] : mx; any |= b[i] != b[i]; }
     return any ? (double)NAN : mx;
+}
+
+/* Rows in double whose results are rounded to a float type (f32/f16/bf16
+ * in and out) take cpu_vmath's vectorised exp (1 ulp in double, then one
+ * rounding to float); f64 keeps libm's. */
+static bool float_results(const rgpu_view *in, const rgpu_view *out)
+{
+    return in->dtype != RGPU_F64 && out->dtype != RGPU_F64;
+}
+
+static void row_exp(double *x, int64_t n, bool fast)
+{
+    if (fast) rgpu_vm_exp_d2f(x, x, n);
+    else for (int64_t i = 0; i < n; i++) x[i] = exp(x[i]);
 }
 
 typedef struct rows_job {
@@ -80,24 +114,30 @@ static void softmax_task(void *vj, int64_t b, int64_t e)
     rows_job *j = vj;
     const rgpu_view *in = j->v[0], *out = j->v[1];
     int64_t n = j->n;
-    double *buf = rgpu_op_alloc(n, sizeof *buf);
+    double *buf = rgpu_op_alloc(n, 2 * sizeof *buf);
     if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    double *ex = buf + n;
+    bool fast = float_results(in, out);
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         r2_load_row(buf, (const char *)in->data + c.off[0], in->dtype, j->rs[0], n);
         double mx = row_max(buf, n);
         if (j->is_log) {
-#define LDX_(i) exp(buf[i] - mx)
-            double sum;
-            R2_LANE_SUM(n, LDX_, sum);
-#undef LDX_
-            double sub = mx + log(sum);
+            for (int64_t i = 0; i < n; i++) ex[i] = buf[i] - mx;
+            row_exp(ex, n, fast);
+            double sub = mx + log(r2_sum_f64(ex, n));
             for (int64_t i = 0; i < n; i++) buf[i] = buf[i] - sub;
         } else {
-            for (int64_t i = 0; i < n; i++) buf[i] = exp(buf[i] - mx);
+            for (int64_t i = 0; i < n; i++) buf[i] = buf[i] - mx;
+            row_exp(buf, n, fast);
             double sum = r2_sum_f64(buf, n);
-            for (int64_t i = 0; i < n; i++) buf[i] /= sum;
+            if (fast) {   /* ATen's order: one reciprocal, then a multiply per element */
+                double inv = 1.0 / sum;
+                for (int64_t i = 0; i < n; i++) buf[i] *= inv;
+            } else {
+                for (int64_t i = 0; i < n; i++) buf[i] /= sum;
+            }
         }
         r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
     }
@@ -137,6 +177,7 @@ static void softmax_bw_task(void *vj, int64_t b, int64_t e)
     double *gb = rgpu_op_alloc(n, 2 * sizeof *gb);
     if (gb == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
     double *yb = gb + n;
+    bool fast = float_results(y, out);
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
@@ -144,7 +185,8 @@ static void softmax_bw_task(void *vj, int64_t b, int64_t e)
         r2_load_row(yb, (const char *)y->data + c.off[1], y->dtype, j->rs[1], n);
         if (j->is_log) {
             double sum = r2_sum_f64(gb, n);
-            for (int64_t i = 0; i < n; i++) gb[i] -= exp(yb[i]) * sum;
+            row_exp(yb, n, fast);
+            for (int64_t i = 0; i < n; i++) gb[i] -= yb[i] * sum;
         } else {
             double sum;
 #define LDGY_(i) (gb[i] * yb[i])

@@ -11,6 +11,7 @@
 #define RGPU_CPU_VMATH_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -54,5 +55,20 @@ static inline void vm_rsqrt_f64(double *r, const double *a, int64_t n)
 #endif
     for (; i < n; i++) r[i] = 1.0 / sqrt(a[i]);
 }
+
+/* ---------------------------------------------------------------------------
+ * Rows without libm (cpu_vmath_kern.h, one build per ISA, cpu_vmath.c picks
+ * one; every build gives the same bits). Float results are computed in double
+ * and rounded once (within 1 ulp, nearly always the correctly rounded value).
+ * r may be a. exp_d2f is exp for double rows whose results end up in float
+ * (softmax of f32/f16/bf16): argument clamped to [-708, 709], below -708 0. */
+void rgpu_vm_exp_f32(float *r, const float *a, int64_t n);
+void rgpu_vm_erf_f32(float *r, const float *a, int64_t n);
+void rgpu_vm_tanh_f32(float *r, const float *a, int64_t n);
+void rgpu_vm_exp_d2f(double *r, const double *a, int64_t n);
+/* the build in use ("base", "avx2", "avx512"); set_isa switches to one the
+ * CPU has (false: unknown or not available here) — for tests */
+const char *rgpu_vm_isa(void);
+bool rgpu_vm_set_isa(const char *isa);
 
 #endif

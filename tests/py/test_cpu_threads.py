@@ -171,3 +171,23 @@ def test_replay_bitwise_at_1_2_7_threads(live):
             first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             pytest.fail(f"--threads {t} replay differs from --threads 1 at result line {first}: "
                         f"{a[first][:120] if first < len(a) else b''!r} vs {b[first][:120] if first < len(b) else b''!r}")
+
+
+def test_replay_bitwise_across_vector_math_builds(live):
+    """The cpu backend picks its vector math rows (exp, erf, tanh: GELU,
+    softmax, cross-entropy, sigmoid) for the CPU it runs on: AVX-512, AVX2 or
+    the x86-64 baseline. The same trace replays to byte-identical results with
+    each (RGPU_CPU_ISA caps the choice), so a trace recorded on one host
+    replays bitwise on another whatever its vector width."""
+    tmp, trace, _, _ = live
+    dumps = {}
+    for isa in ("base", "avx2", "avx512"):
+        dump = str(tmp / f"dump-{isa}.txt")
+        env = dict(os.environ, RGPU_CPU_ISA=isa)
+        r = subprocess.run([REPLAY, trace, "--backend", "cpu", "--threads", "2", "--dump-results", dump,
+                            "--quiet"], capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        dumps[isa] = open(dump, "rb").read()
+    assert dumps["base"].count(b"\n") > 10
+    for isa in ("avx2", "avx512"):
+        assert dumps[isa] == dumps["base"], f"RGPU_CPU_ISA={isa} replay differs from the baseline build"

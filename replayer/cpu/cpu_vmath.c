@@ -1,0 +1,89 @@
+/* cpu_vmath.c — picks the build of cpu_vmath_kern.h's rows for this CPU:
+ * AVX-512F, else AVX2, else the baseline (x86-64: SSE2). All three give
+ * bit-identical results (see cpu_vmath_kern.h), so the choice only changes
+ * speed. RGPU_CPU_ISA=base|avx2|avx512 caps it (tests compare them; a cap
+ * above what the CPU has falls back to the best it has). */
+#include "cpu_vmath.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VM_DECL(sfx)                                                        \
+    void rgpu_vm_exp_f32##sfx(float *r, const float *a, int64_t n);         \
+    void rgpu_vm_erf_f32##sfx(float *r, const float *a, int64_t n);         \
+    void rgpu_vm_tanh_f32##sfx(float *r, const float *a, int64_t n);        \
+    void rgpu_vm_exp_d2f##sfx(double *r, const double *a, int64_t n);
+VM_DECL(_base)
+#if defined(__x86_64__)
+VM_DECL(_avx2)
+VM_DECL(_avx512)
+#endif
+
+typedef struct vm_table {
+    const char *isa;
+    void (*exp_f32)(float *, const float *, int64_t);
+    void (*erf_f32)(float *, const float *, int64_t);
+    void (*tanh_f32)(float *, const float *, int64_t);
+    void (*exp_d2f)(double *, const double *, int64_t);
+} vm_table;
+
+#define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx }
+static const vm_table tables[] = {
+    VM_TABLE("base", _base),
+#if defined(__x86_64__)
+    VM_TABLE("avx2", _avx2),
+    VM_TABLE("avx512", _avx512),
+#endif
+};
+enum { N_TABLES = sizeof tables / sizeof tables[0] };
+
+static const vm_table *cur;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* the best table this CPU runs, at most the one named max (NULL: no cap) */
+static const vm_table *best(const char *max)
+{
+    int best_i = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) best_i = 1;
+    if (__builtin_cpu_supports("avx512f")) best_i = 2;
+#endif
+    if (max)
+        for (int i = 0; i < N_TABLES; i++)
+            if (!strcmp(tables[i].isa, max) && i < best_i) best_i = i;
+    return &tables[best_i];
+}
+
+static void init(void)
+{
+    const char *s = getenv("RGPU_CPU_ISA");
+    cur = best(s && *s ? s : NULL);
+}
+
+static const vm_table *T(void)
+{
+    pthread_once(&once, init);
+    return cur;
+}
+
+const char *rgpu_vm_isa(void) { return T()->isa; }
+
+bool rgpu_vm_set_isa(const char *isa)
+{
+    T();
+    for (int i = 0; i < N_TABLES; i++)
+        if (!strcmp(tables[i].isa, isa)) {
+            const vm_table *t = best(isa);
+            if (t != &tables[i]) return false;   /* this CPU lacks it */
+            __atomic_store_n(&cur, t, __ATOMIC_RELEASE);
+            return true;
+        }
+    return false;
+}
+
+void rgpu_vm_exp_f32(float *r, const float *a, int64_t n) { T()->exp_f32(r, a, n); }
+void rgpu_vm_erf_f32(float *r, const float *a, int64_t n) { T()->erf_f32(r, a, n); }
+void rgpu_vm_tanh_f32(float *r, const float *a, int64_t n) { T()->tanh_f32(r, a, n); }
+void rgpu_vm_exp_d2f(double *r, const double *a, int64_t n) { T()->exp_d2f(r, a, n); }

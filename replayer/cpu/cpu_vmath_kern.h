@@ -1,0 +1,137 @@
+/* cpu_vmath_kern.h — the cpu backend's vector math rows, one body compiled
+ * once per instruction set (cpu_vmath_sse2.c, _avx2.c, _avx512.c define
+ * VM_SUFFIX and include this). cpu_vmath.c picks one table at run time.
+ *
+ * Each function is a plain loop over lanes with no branch and no libm call,
+ * so the compiler vectorises it at the width its ISA has. Every lane does the
+ * same IEEE double operations in the same order (no contraction: -std=c11
+ * and -ffp-contract=off; no reassociation), so the SSE2, AVX2 and AVX-512
+ * builds give bit-identical results and a trace replays bitwise on any
+ * x86-64 host (tests/c/test_vmath.c checks the three against each other).
+ *
+ * Float results are computed in double and rounded once: within 1 ulp of
+ * the true value, equal to the correctly rounded one but for rare ties
+ * (glibc's expf/erff/tanhf are also within 1 ulp; ATen's vectorised
+ * float versions are too). Only for float results: exp clamps its argument
+ * to [-708, 709] (results rounded to float from there are 0 and inf). */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF   /* clang contracts a*b+c by default, even in ISO C mode */
+#endif
+#ifndef VM_TARGET
+#define VM_TARGET            /* the includer's ISA attribute, if any (GCC and clang) */
+#endif
+#define VM_CAT2(a, b) a##b
+#define VM_CAT(a, b) VM_CAT2(a, b)
+#define VM(name) VM_CAT(name, VM_SUFFIX)
+
+#define VM_LOG2E  0x1.71547652b82fep+0
+#define VM_LN2_HI 0x1.62e42fee00000p-1     /* n * LN2_HI exact for |n| < 2^11 */
+#define VM_LN2_LO 0x1.a39ef35793c76p-33
+#define VM_SHIFTER 0x1.8p52                /* x + SHIFTER: x rounded to an integer, in the low bits */
+
+/* exp(x) for x in [-708, 709] (clamped there; below -708 gives 0; NaN stays
+ * NaN): x = n ln2 + r, |r| <= ln2/2, exp(r) by its Taylor polynomial of
+ * degree 12 (truncation < 2.7e-16 relative), times 2^n built in the exponent
+ * bits. */
+VM_TARGET static inline double VM(exp_core)(double x)
+{
+    double xc = x < -708.0 ? -708.0 : x;
+    xc = xc > 709.0 ? 709.0 : xc;
+    double k = xc * VM_LOG2E + VM_SHIFTER;
+    double n = k - VM_SHIFTER;
+    double r = (xc - n * VM_LN2_HI) - n * VM_LN2_LO;
+    /* Estrin's scheme: Horner's terms in a tree of depth 4 instead of a
+     * chain of 12, so consecutive vectors overlap in the pipeline */
+    double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+    double e0 = 1.0 + r, e1 = 1.0 / 2 + r * (1.0 / 6), e2 = 1.0 / 24 + r * (1.0 / 120);
+    double e3 = 1.0 / 720 + r * (1.0 / 5040), e4 = 1.0 / 40320 + r * (1.0 / 362880);
+    double e5 = 1.0 / 3628800 + r * (1.0 / 39916800), e6 = 1.0 / 479001600;
+    double f0 = e0 + e1 * r2, f1 = e2 + e3 * r2, f2 = e4 + e5 * r2;
+    double g0 = f0 + f1 * r4, g1 = f2 + e6 * r4;
+    double p = g0 + g1 * r8;
+    int64_t kb, sb;
+    memcpy(&kb, &k, sizeof kb);
+    sb = (kb - (int64_t)0x4338000000000000 + 1023) << 52;   /* 2^n: n = bits(k) - bits(SHIFTER) */
+    double s;
+    memcpy(&s, &sb, sizeof s);
+    double y = p * s;
+    return x < -708.0 ? 0.0 : y;
+}
+
+/* erf(a) = a * P(a^2), a < 1: fit error 3.9e-16 */
+static const double VM_ERF_P[11] = { 0x1.43f6d0dee7032p-27, -0x1.462a758d4591dp-23, 0x1.b5d3ea9fd0b5ap-20, -0x1.f4684782919e8p-17, 0x1.f99c295886f05p-14, -0x1.c02d67e37081ep-11, 0x1.565bcb082cca2p-8, -0x1.b82ce3026aae0p-6, 0x1.ce2f21a000d30p-4, -0x1.812746b037352p-2, 0x1.20dd750429b6bp+0 };
+/* erfc(a) exp(a^2) = G(a - 2.5), 1 <= a <= 4: fit error 6.8e-15 */
+static const double VM_ERFC_G[20] = { -0x1.f472c0fa9bb00p-39, 0x1.2627408a336eap-36, -0x1.4954597374e03p-35, 0x1.6ae04b5e6c000p-33, -0x1.f121e6b2c9f44p-31, 0x1.0d1854aa723a7p-28, -0x1.153659e3c140dp-26, 0x1.1faa63edc36c4p-24, -0x1.251df40e01cb3p-22, 0x1.235b30bc83cf0p-20, -0x1.1ad0b2f0cda92p-18, 0x1.0bcb3563c2553p-16, -0x1.edd4278d24e11p-15, 0x1.ba8a6c980785ap-13, -0x1.809ce8a02830bp-11, 0x1.435c04d484d65p-9, -0x1.0632076816160p-7, 0x1.98958a7aabd72p-6, -0x1.3086d7f01ac3fp-4, 0x1.afbb3f3b73391p-3 };
+
+/* erf(x) for float results: |x| < 1 as x P(x^2); 1 <= |x| < 4 as
+ * 1 - exp(-x^2) G(|x| - 2.5); beyond, +-1 (erfc(4) < half an ulp of 1.0f). */
+VM_TARGET static inline double VM(erf_core)(double x)
+{
+    double a = x < 0 ? -x : x;
+    double u = a * a;                   /* exact for a float's 24 bits */
+    /* Estrin's scheme (see exp_core); Q(C, N, k) is the coefficient of x^k */
+#define Q_(C, N, k) C[(N) - 1 - (k)]
+#define P_(k) Q_(VM_ERF_P, 11, k)
+    double u2 = u * u, u4 = u2 * u2, u8 = u4 * u4;
+    double pe0 = P_(0) + P_(1) * u, pe1 = P_(2) + P_(3) * u, pe2 = P_(4) + P_(5) * u;
+    double pe3 = P_(6) + P_(7) * u, pe4 = P_(8) + P_(9) * u;
+    double pf0 = pe0 + pe1 * u2, pf1 = pe2 + pe3 * u2, pf2 = pe4 + P_(10) * u2;
+    double p = (pf0 + pf1 * u4) + pf2 * u8;
+#undef P_
+    double t = (a < 4.0 ? a : 4.0) - 2.5;
+#define G_(k) Q_(VM_ERFC_G, 20, k)
+    double t2 = t * t, t4 = t2 * t2, t8 = t4 * t4, t16 = t8 * t8;
+    double ge0 = G_(0) + G_(1) * t, ge1 = G_(2) + G_(3) * t, ge2 = G_(4) + G_(5) * t;
+    double ge3 = G_(6) + G_(7) * t, ge4 = G_(8) + G_(9) * t, ge5 = G_(10) + G_(11) * t;
+    double ge6 = G_(12) + G_(13) * t, ge7 = G_(14) + G_(15) * t, ge8 = G_(16) + G_(17) * t;
+    double ge9 = G_(18) + G_(19) * t;
+    double gf0 = ge0 + ge1 * t2, gf1 = ge2 + ge3 * t2, gf2 = ge4 + ge5 * t2, gf3 = ge6 + ge7 * t2;
+    double gf4 = ge8 + ge9 * t2;
+    double gh0 = gf0 + gf1 * t4, gh1 = gf2 + gf3 * t4;
+    double g = (gh0 + gh1 * t8) + gf4 * t16;
+#undef G_
+#undef Q_
+    double big = 1.0 - VM(exp_core)(-(u < 16.0 ? u : 16.0)) * g;
+    big = a < 4.0 ? big : 1.0;
+    big = x < 0 ? -big : big;
+    double y = a < 1.0 ? x * p : big;   /* x * p keeps the sign of -0 */
+    return x != x ? x : y;
+}
+
+/* tanh(x) for float results: |x| < 1/16 by its Taylor series to x^9
+ * (truncation < 4e-13 relative); else 1 - 2 / (exp(2|x|) + 1), whose
+ * cancellation costs < 2e-15 relative there. */
+VM_TARGET static inline double VM(tanh_core)(double x)
+{
+    double a = x < 0 ? -x : x;
+    double u = a * a;
+    double small = x + x * u * (-1.0 / 3.0 + u * (2.0 / 15.0 + u * (-17.0 / 315.0 + u * (62.0 / 2835.0))));
+    double big = 1.0 - 2.0 / (VM(exp_core)(a + a) + 1.0);
+    big = x < 0 ? -big : big;
+    small = a < 0x1p-30 ? x : small;        /* tanh(x) rounds to x there; keeps -0 */
+    double y = a < 0.0625 ? small : big;
+    return x != x ? x : y;
+}
+
+VM_TARGET void VM(rgpu_vm_exp_f32)(float *r, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = (float)VM(exp_core)((double)a[i]);
+}
+
+VM_TARGET void VM(rgpu_vm_erf_f32)(float *r, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = (float)VM(erf_core)((double)a[i]);
+}
+
+VM_TARGET void VM(rgpu_vm_tanh_f32)(float *r, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = (float)VM(tanh_core)((double)a[i]);
+}
+
+VM_TARGET void VM(rgpu_vm_exp_d2f)(double *r, const double *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = VM(exp_core)(a[i]);
+}

@@ -1,0 +1,234 @@
+/* test_cpu_vmath.c — the cpu backend's vector math rows (cpu_vmath.h) and
+ * its caching storage allocator (cpu_alloc.c).
+ *
+ * vmath: exp, erf, tanh on float rows are within 1 ulp of the correctly
+ * rounded value (libm's double function rounded to float stands in for it)
+ * and equal to it for all but a tiny share of inputs, over a sweep of every
+ * 127th float bit pattern; special values (NaN, +-inf, +-0, overflow,
+ * underflow, subnormals) are right; exp_d2f is within 6e-16 relative of exp
+ * over its range; and every ISA build this CPU runs (base, avx2, avx512) gives
+ * bit-identical results, the property that lets a trace replay bitwise on
+ * any x86-64 host whatever build cpu_vmath.c picks there.
+ *
+ * alloc: a freed large block is reused for the next allocation of its size
+ * class (hits counted), alignment, small blocks, the cache cap, and the
+ * cache emptied when the last backend goes. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "cpu/cpu_vmath.h"
+#include "check_util.h"
+
+static const char *const ISAS[] = { "base", "avx2", "avx512" };
+#define NISA 3
+
+static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* distance in ulps between two finite floats of the same sign (or zeros) */
+static int64_t ulps(float a, float b)
+{
+    int64_t ia = (int32_t)u_of(a), ib = (int32_t)u_of(b);
+    if (ia < 0) ia = INT32_MIN - ia;
+    if (ib < 0) ib = INT32_MIN - ib;
+    return ia > ib ? ia - ib : ib - ia;
+}
+
+/* every 127th float bit pattern, NaNs dropped */
+static float *sweep(int64_t *n)
+{
+    int64_t cap = ((int64_t)1 << 32) / 127 + 1, k = 0;
+    float *x = malloc((size_t)cap * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += 127) {
+        float f = f_of((uint32_t)u);
+        if (f == f) x[k++] = f;
+    }
+    *n = k;
+    return x;
+}
+
+typedef void (*row_fn)(float *, const float *, int64_t);
+typedef double (*ref_fn)(double);
+
+static void check_accuracy(const char *name, row_fn fn, ref_fn ref)
+{
+    int64_t n;
+    float *x = sweep(&n), *y = malloc((size_t)n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    fn(y, x, n);
+    int64_t off = 0, worst = 0;
+    float worst_x = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float want = (float)ref((double)x[i]);
+        if (u_of(want) == u_of(y[i])) continue;
+        int64_t d = (isinf(want) || isinf(y[i]) || (want < 0) != (y[i] < 0)) ? 1 << 30 : ulps(want, y[i]);
+        off++;
+        if (d > worst) { worst = d; worst_x = x[i]; }
+    }
+    printf("vmath %s (%s): %lld of %lld inputs off the rounded libm value, worst %lld ulp at %a\n",
+           name, rgpu_vm_isa(), (long long)off, (long long)n, (long long)worst, (double)worst_x);
+    ck_assert_msg(worst <= 1, "%s: %lld ulps from libm at x = %a", name, (long long)worst, (double)worst_x);
+    ck_assert_msg(off * 100000 <= n, "%s: %lld of %lld inputs differ from libm's rounding", name,
+                  (long long)off, (long long)n);
+    free(x);
+    free(y);
+}
+
+START_TEST(test_exp_accuracy) { check_accuracy("exp", rgpu_vm_exp_f32, exp); }
+END_TEST
+START_TEST(test_erf_accuracy) { check_accuracy("erf", rgpu_vm_erf_f32, erf); }
+END_TEST
+START_TEST(test_tanh_accuracy) { check_accuracy("tanh", rgpu_vm_tanh_f32, tanh); }
+END_TEST
+
+static float one(row_fn fn, float x) { float y; fn(&y, &x, 1); return y; }
+
+START_TEST(test_specials)
+{
+    float inf = INFINITY, nan = NAN;
+    ck_assert(isnan(one(rgpu_vm_exp_f32, nan)));
+    ck_assert(isnan(one(rgpu_vm_erf_f32, nan)));
+    ck_assert(isnan(one(rgpu_vm_tanh_f32, nan)));
+    ck_assert(one(rgpu_vm_exp_f32, inf) == inf);
+    ck_assert(one(rgpu_vm_exp_f32, -inf) == 0.0f);
+    ck_assert(one(rgpu_vm_exp_f32, 89.0f) == inf);        /* overflow */
+    ck_assert(one(rgpu_vm_exp_f32, -104.0f) == 0.0f);     /* underflow */
+    ck_assert(one(rgpu_vm_exp_f32, -100.0f) == (float)exp(-100.0));   /* a subnormal result */
+    ck_assert(one(rgpu_vm_exp_f32, 0.0f) == 1.0f);
+    ck_assert(one(rgpu_vm_erf_f32, inf) == 1.0f && one(rgpu_vm_erf_f32, -inf) == -1.0f);
+    ck_assert(one(rgpu_vm_tanh_f32, inf) == 1.0f && one(rgpu_vm_tanh_f32, -inf) == -1.0f);
+    /* signed zeros and subnormal arguments keep their sign and value */
+    ck_assert(u_of(one(rgpu_vm_erf_f32, -0.0f)) == u_of(-0.0f));
+    ck_assert(u_of(one(rgpu_vm_tanh_f32, -0.0f)) == u_of(-0.0f));
+    ck_assert(u_of(one(rgpu_vm_erf_f32, 0.0f)) == 0);
+    float sub = f_of(5);
+    ck_assert(one(rgpu_vm_tanh_f32, sub) == sub && one(rgpu_vm_tanh_f32, -sub) == -sub);
+    ck_assert(one(rgpu_vm_erf_f32, sub) == (float)erf((double)sub));
+    /* exp_d2f: -inf gives 0, NaN stays, and it tracks exp closely over its range */
+    double d[4] = { -INFINITY, NAN, 0.0, -745.0 };
+    rgpu_vm_exp_d2f(d, d, 4);
+    ck_assert(d[0] == 0.0 && isnan(d[1]) && d[2] == 1.0 && d[3] == 0.0);
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        double x = -708.0 + (709.0 + 708.0) * i / 200000.0, y;
+        rgpu_vm_exp_d2f(&y, &x, 1);
+        double e = fabs(y - exp(x)) / exp(x);
+        if (e > worst) worst = e;
+    }
+    ck_assert_msg(worst < 6e-16, "exp_d2f: relative error %g", worst);
+}
+END_TEST
+
+/* The same rows through every build this CPU runs: bit-identical. */
+START_TEST(test_isas_bitwise)
+{
+    int64_t n;
+    float *x = sweep(&n);
+    float *ref[3] = { NULL, NULL, NULL }, *y = malloc((size_t)n * sizeof *y);
+    double *dx = malloc((size_t)n * sizeof *dx), *dy = malloc((size_t)n * sizeof *dy), *dref = NULL;
+    ck_assert(y && dx && dy);
+    for (int64_t i = 0; i < n; i++) dx[i] = (double)x[i] * 0.001 - 3.0;
+    row_fn fns[3] = { rgpu_vm_exp_f32, rgpu_vm_erf_f32, rgpu_vm_tanh_f32 };
+    int ran = 0;
+    for (int k = 0; k < NISA; k++) {
+        if (!rgpu_vm_set_isa(ISAS[k])) { printf("vmath: this CPU has no %s build to compare\n", ISAS[k]); continue; }
+        ck_assert_str_eq(rgpu_vm_isa(), ISAS[k]);
+        ran++;
+        for (int f = 0; f < 3; f++) {
+            /* odd offsets and lengths: the vector loops' heads and tails too */
+            int64_t off = k + 1, m = n - 2 * off - f;
+            if (!ref[f]) {
+                ref[f] = malloc((size_t)n * sizeof *ref[f]);
+                fns[f](ref[f], x, n);
+            }
+            fns[f](y + off, x + off, m);
+            ck_assert_msg(memcmp(y + off, ref[f] + off, (size_t)m * sizeof *y) == 0,
+                          "function %d: %s differs from %s", f, ISAS[k], ISAS[0]);
+        }
+        rgpu_vm_exp_d2f(dy, dx, n);
+        if (!dref) { dref = malloc((size_t)n * sizeof *dref); memcpy(dref, dy, (size_t)n * sizeof *dy); }
+        ck_assert_msg(memcmp(dy, dref, (size_t)n * sizeof *dy) == 0, "exp_d2f: %s differs", ISAS[k]);
+    }
+    ck_assert_int_ge(ran, 1);
+    ck_assert(!rgpu_vm_set_isa("sse9"));
+    for (int f = 0; f < 3; f++) free(ref[f]);
+    free(x); free(y); free(dx); free(dy); free(dref);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * alloc */
+
+START_TEST(test_alloc_reuse)
+{
+    rgpu_cpu_alloc_backend_ref(+1);
+    rgpu_cpu_alloc_stats s0 = rgpu_cpu_alloc_get_stats();
+    size_t big = (size_t)3 << 20;
+    char *p = rgpu_cpu_alloc(big);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq((uintptr_t)p % 4096, 0);
+    memset(p, 7, big);
+    rgpu_cpu_free(p);
+    ck_assert_uint_ge(rgpu_cpu_alloc_get_stats().cached_bytes, big);
+    char *q = rgpu_cpu_alloc(big - 1000);      /* same size class */
+    ck_assert_ptr_eq(q, p);
+    rgpu_cpu_alloc_stats s1 = rgpu_cpu_alloc_get_stats();
+    ck_assert_uint_eq(s1.hits - s0.hits, 1);
+    ck_assert_uint_eq(s1.misses - s0.misses, 1);
+    char *r = rgpu_cpu_alloc(big * 2);         /* another class: a new block */
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_ne(r, q);
+    memset(r, 1, big * 2);
+    rgpu_cpu_free(q);
+    rgpu_cpu_free(r);
+    /* small blocks: malloc's, 64-aligned, writable to their size */
+    for (size_t n = 0; n < 5000; n += 777) {
+        char *m = rgpu_cpu_alloc(n);
+        ck_assert_ptr_nonnull(m);
+        ck_assert_int_eq((uintptr_t)m % 64, 0);
+        memset(m, 3, n);
+        rgpu_cpu_free(m);
+    }
+    rgpu_cpu_free(NULL);
+    /* the last backend gone: the cache is empty */
+    rgpu_cpu_alloc_backend_ref(-1);
+    ck_assert_uint_eq(rgpu_cpu_alloc_get_stats().cached_bytes, 0);
+    ck_assert_ptr_null(rgpu_cpu_alloc((size_t)1 << 63));   /* absurd sizes fail cleanly */
+}
+END_TEST
+
+/* Check forks each test, so the cap read from the environment here is this
+ * process's own. */
+START_TEST(test_alloc_cap)
+{
+    setenv("RGPU_CPU_CACHE_BYTES", "5000000", 1);
+    rgpu_cpu_alloc_backend_ref(+1);
+    size_t big = (size_t)2 << 20;
+    void *a = rgpu_cpu_alloc(big), *b = rgpu_cpu_alloc(big), *c = rgpu_cpu_alloc(big);
+    ck_assert(a && b && c);
+    rgpu_cpu_alloc_stats s0 = rgpu_cpu_alloc_get_stats();
+    rgpu_cpu_free(a);
+    rgpu_cpu_free(b);
+    rgpu_cpu_free(c);   /* the third is past the 5 MB cap: unmapped */
+    rgpu_cpu_alloc_stats s1 = rgpu_cpu_alloc_get_stats();
+    ck_assert_uint_eq(s1.unmapped - s0.unmapped, 1);
+    ck_assert_uint_le(s1.cached_bytes, 5000000);
+    rgpu_cpu_alloc_backend_ref(-1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cpu_vmath");
+    ADD_TESTS(add_tcase(s, "accuracy", 120, NULL, NULL), test_exp_accuracy, test_erf_accuracy,
+              test_tanh_accuracy, test_specials);
+    ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise);
+    ADD_TESTS(add_tcase(s, "alloc", 60, NULL, NULL), test_alloc_reuse, test_alloc_cap);
+    return run_suite(s);
+}
