@@ -18,6 +18,7 @@
 
 #include "cpu_dense.h"
 #include "cpu_dense_util.h"
+#include "cpu_pool.h"
 
 /* Row-major complex GEMM on (re, im) pairs of dtype dt (C64 or C128),
  * real alpha/beta as rgpu_dense_gemm: beta == 0 does not read C. */
@@ -127,6 +128,61 @@ static void gemm_any(int dt, int ct, bool ta, bool tb, int64_t M, int64_t N, int
     else rgpu_dense_gemm(ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* One matmul's batch items [b0, b1): each chunk converts strided or reduced
+ * operands into buffers of its own; with overlap every item's result goes to
+ * its slot of cbuf_all, stored after all are computed. */
+typedef struct mm_job {
+    int dt, ct;
+    bool cplx;
+    int64_t esz, csz, n, k, m;
+    double alpha, beta;
+    bool use_self, self_is_out, overlap, a_direct, b_direct, o_direct, ta, tb, to;
+    int64_t lda, ldb, ldo, ab, bb, ob;
+    mat_ref A, B, O, S;
+    int64_t sb;          /* self's batch stride */
+    void *cbuf_all;      /* overlap: nb results */
+    bool nomem;
+} mm_job;
+
+static void mm_task(void *vj, int64_t b0, int64_t b1)
+{
+    mm_job *j = vj;
+    int64_t n = j->n, k = j->k, m = j->m, esz = j->esz;
+    void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
+    if (!j->a_direct) abuf = rgpu_op_alloc(n * k, (size_t)j->csz);
+    if (!j->b_direct) bbuf = rgpu_op_alloc(k * m, (size_t)j->csz);
+    if (!j->o_direct && !j->overlap) cbuf = rgpu_op_alloc(n * m, (size_t)j->csz);
+    if ((!j->a_direct && !abuf) || (!j->b_direct && !bbuf) || (!j->o_direct && !j->overlap && !cbuf)) {
+        __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED);
+        free(abuf); free(bbuf); free(cbuf);
+        return;
+    }
+    double beta = j->use_self ? j->beta : 0.0;
+    for (int64_t bi = b0; bi < b1; bi++) {
+        mat_ref Ai = j->A, Bi = j->B, Oi = j->O, Si = j->S;
+        Ai.p += bi * j->ab * esz;
+        Bi.p += bi * j->bb * esz;
+        Oi.p += bi * j->ob * esz;
+        if (Si.p) Si.p += bi * j->sb * esz;
+        const void *pa = Ai.p, *pb = Bi.p;
+        if (!j->a_direct) { mat_load(&Ai, j->ct, j->cplx, abuf); pa = abuf; }
+        if (!j->b_direct) { mat_load(&Bi, j->ct, j->cplx, bbuf); pb = bbuf; }
+        if (j->o_direct) {
+            if (j->use_self && !j->self_is_out) mat_copy_same_dtype(&Oi, &Si);
+            if (!j->to)
+                gemm_any(j->dt, j->ct, j->ta, j->tb, n, m, k, j->alpha, pa, j->lda, pb, j->ldb, beta, Oi.p, j->ldo);
+            else   /* column-major out: C^T = B^T A^T, row-major with ld = its column stride */
+                gemm_any(j->dt, j->ct, !j->tb, !j->ta, m, n, k, j->alpha, pb, j->ldb, pa, j->lda, beta, Oi.p, j->ldo);
+        } else {
+            char *c = j->overlap ? (char *)j->cbuf_all + bi * n * m * j->csz : cbuf;
+            if (j->use_self) mat_load(&Si, j->ct, j->cplx, c);
+            gemm_any(j->dt, j->ct, j->ta, j->tb, n, m, k, j->alpha, pa, j->lda, pb, j->ldb, beta, c, m);
+            if (!j->overlap) mat_store(&Oi, j->ct, j->cplx, c);
+        }
+    }
+    free(abuf); free(bbuf); free(cbuf);
+}
+
 rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_dense_mm q;
@@ -167,45 +223,33 @@ rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
                    (use_self && !self_is_out && rgpu_op_dense_views_overlap(out, self));
     bool o_direct = native && !overlap && rgpu_op_dense_blas_layout(n, m, O.s0, O.s1, &to, &ldo);
 
-    void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
-    if (!a_direct) abuf = rgpu_op_alloc(n * k, (size_t)csz);
-    if (!b_direct) bbuf = rgpu_op_alloc(k * m, (size_t)csz);
-    if (!o_direct) cbuf = rgpu_op_alloc((overlap ? nb : 1) * n * m, (size_t)csz);
-    if ((!a_direct && !abuf) || (!b_direct && !bbuf) || (!o_direct && !cbuf)) {
-        free(abuf); free(bbuf); free(cbuf);
+    mm_job j = { dt, ct, cplx, esz, csz, n, k, m, alpha, beta, use_self, self_is_out, overlap,
+                 a_direct, b_direct, o_direct, ta, tb, to, lda, ldb, ldo, ab, bb, ob,
+                 A, Bm, O, S, ss[0], NULL, false };
+    if (overlap && !(j.cbuf_all = rgpu_op_alloc(nb * n * m, (size_t)csz)))
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
+                 (long long)nb, (long long)n, (long long)m);
+    /* Batch items over the pool when one item's GEMM is a single row block
+     * (attention's bmm: many small products), about 128 KFLOP a chunk; else one
+     * chunk, each GEMM split in row blocks itself. Bounds come from the sizes
+     * only and each item is the same GEMM call whichever thread runs it (its
+     * row blocks then run inline), so results do not depend on the threads. */
+    int64_t flops = 2 * n * m * (k > 0 ? k : 1);
+    bool item_split = (to ? m : n) > rgpu_dense_gemm_block_rows(to ? n : m, k);
+    int64_t grain = item_split ? nb : flops >= ((int64_t)1 << 17) ? 1 : ((int64_t)1 << 17) / flops;
+    rgpu_pool_for(nb, grain, mm_task, &j);
+    if (j.nomem) {
+        free(j.cbuf_all);
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
                  (long long)n, (long long)k, (long long)m);
-    }
-
-    for (int64_t bi = 0; bi < nb; bi++) {
-        mat_ref Ai = A, Bi = Bm, Oi = O, Si = S;
-        Ai.p += bi * ab * esz;
-        Bi.p += bi * bb * esz;
-        Oi.p += bi * ob * esz;
-        if (Si.p) Si.p += bi * ss[0] * esz;
-        const void *pa = Ai.p, *pb = Bi.p;
-        if (!a_direct) { mat_load(&Ai, ct, cplx, abuf); pa = abuf; }
-        if (!b_direct) { mat_load(&Bi, ct, cplx, bbuf); pb = bbuf; }
-        if (o_direct) {
-            if (use_self && !self_is_out) mat_copy_same_dtype(&Oi, &Si);
-            if (!to)
-                gemm_any(dt, ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, Oi.p, ldo);
-            else   /* column-major out: C^T = B^T A^T, row-major with ld = its column stride */
-                gemm_any(dt, ct, !tb, !ta, m, n, k, alpha, pb, ldb, pa, lda, use_self ? beta : 0.0, Oi.p, ldo);
-        } else {
-            char *c = (char *)cbuf + (overlap ? bi * n * m * csz : 0);
-            if (use_self) mat_load(&Si, ct, cplx, c);
-            gemm_any(dt, ct, ta, tb, n, m, k, alpha, pa, lda, pb, ldb, use_self ? beta : 0.0, c, m);
-            if (!overlap) mat_store(&Oi, ct, cplx, c);
-        }
     }
     if (overlap) {
         for (int64_t bi = 0; bi < nb; bi++) {
             mat_ref Oi = O;
             Oi.p += bi * ob * esz;
-            mat_store(&Oi, ct, cplx, (char *)cbuf + bi * n * m * csz);
+            mat_store(&Oi, ct, cplx, (char *)j.cbuf_all + bi * n * m * csz);
         }
     }
-    free(abuf); free(bbuf); free(cbuf);
+    free(j.cbuf_all);
     return RGPU_OK;
 }

@@ -3,6 +3,7 @@
  * back, and GEMM on compute buffers (cblas for f32/f64, wrapping loops for
  * int64). Below every cpu_dense*.c file; calls none of them. */
 #include <cblas.h>
+#include <stdint.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -118,12 +119,16 @@ void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
         return;
     }
     gemm_job j = { ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc };
-    /* Row blocks of C over the pool (OpenBLAS runs each on the calling
-     * thread): at least 64 rows and ~8 MFLOP per block, a multiple of 16
-     * rows, so B's packing is amortised; the bounds depend on the sizes only. */
+    rgpu_pool_for(M, rgpu_dense_gemm_block_rows(N, K), gemm_block, &j);
+}
+
+/* Row blocks of C over the pool (OpenBLAS runs each on the calling thread):
+ * at least 64 rows and ~8 MFLOP per block, a multiple of 16 rows, so B's
+ * packing is amortised; the bounds depend on the sizes only. */
+int64_t rgpu_dense_gemm_block_rows(int64_t N, int64_t K)
+{
     int64_t per_row = N * K;
-    int64_t rows = per_row > 0 ? ((int64_t)1 << 22) / per_row : M;
+    int64_t rows = per_row > 0 ? ((int64_t)1 << 22) / per_row : INT64_MAX / 2;
     rows = (rows + 15) / 16 * 16;
-    if (rows < 64) rows = 64;
-    rgpu_pool_for(M, rows, gemm_block, &j);
+    return rows < 64 ? 64 : rows;
 }

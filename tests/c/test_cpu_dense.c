@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "op/half.h"
 #include "check_cpu.h"
+#include "cpu/cpu_pool.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
@@ -1042,6 +1043,86 @@ START_TEST(test_mm_large)
 }
 END_TEST
 
+/* bmm/baddbmm with many small items run the items over the pool: results
+ * equal the double-accumulated product (to float rounding) and are bitwise
+ * the same at 1 and 3 threads, for operands BLAS reads in place, a
+ * transposed one, f16 (converted in per-chunk buffers); and an output that
+ * overlaps an input (results buffered, stored last) is right. */
+static void bmm_case(int dt, bool a_t, float *res)
+{
+    int64_t nb = 37, n = 20, k = 13, m = 17;   /* 37 items of ~9 KFLOP: 14 per chunk, 3 chunks */
+    double *av = malloc(sizeof(double) * (size_t)(nb * n * k)), *bv = malloc(sizeof(double) * (size_t)(nb * k * m));
+    for (int64_t i = 0; i < nb * n * k; i++) av[i] = (double)(float)gen(i, 7);
+    for (int64_t i = 0; i < nb * k * m; i++) bv[i] = (double)(float)gen(i, 8);
+    if (dt == RGPU_F16) {
+        for (int64_t i = 0; i < nb * n * k; i++) av[i] = rgpu_half_to_float(rgpu_float_to_half((float)av[i]));
+        for (int64_t i = 0; i < nb * k * m; i++) bv[i] = rgpu_half_to_float(rgpu_float_to_half((float)bv[i]));
+    }
+    rgpu_view va = a_t ? tr(mk(dt, 3, SZ(nb, k, n), NULL), 1, 2) : mk(dt, 3, SZ(nb, n, k), NULL);
+    for (int64_t bi = 0; bi < nb; bi++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t l = 0; l < k; l++)
+                op_store_f64((char *)va.data + (bi * va.strides[0] + i * va.strides[1] + l * va.strides[2]) *
+                             (int64_t)rgpu_dtype_size(dt), dt, av[(bi * n + i) * k + l]);
+    rgpu_view vb = mk(dt, 3, SZ(nb, k, m), bv);
+    rgpu_view vo = mk(dt, 3, SZ(nb, n, m), NULL);
+    RUN_OK(RGPU_OP_BMM, INS(&va, &vb), OUTS(&vo), NOARGS);
+    for (int64_t bi = 0; bi < nb; bi++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < m; j++) {
+                double acc = 0;
+                for (int64_t l = 0; l < k; l++) acc += av[(bi * n + i) * k + l] * bv[(bi * k + l) * m + j];
+                double got = vget(&vo, (bi * n + i) * m + j);
+                double tol = dt == RGPU_F16 ? 2e-3 * (fabs(acc) + 1) : 1e-5 * (fabs(acc) + 1);
+                ck_assert_msg(fabs(got - acc) <= tol, "item %lld (%lld,%lld): %g want %g", (long long)bi,
+                              (long long)i, (long long)j, got, acc);
+                res[(bi * n + i) * m + j] = (float)got;
+            }
+    free(av); free(bv);
+    teardown();   /* the tensors of this case: 3 per call, many calls */
+}
+
+START_TEST(test_bmm_items_over_pool)
+{
+    int64_t count = 37 * 20 * 17;
+    float *r1 = malloc(sizeof(float) * (size_t)count), *r3 = malloc(sizeof(float) * (size_t)count);
+    const int dts[] = { RGPU_F32, RGPU_F64, RGPU_F16 };
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 2; t++) {
+            rgpu_pool_set_threads(1);
+            bmm_case(dts[d], t, r1);
+            rgpu_pool_set_threads(3);
+            rgpu_pool_stats p0, p1;
+            rgpu_pool_get_stats(&p0);
+            bmm_case(dts[d], t, r3);
+            rgpu_pool_get_stats(&p1);
+            ck_assert_msg(p1.parallel_jobs > p0.parallel_jobs, "the items did not run over the pool");
+            ck_assert_msg(memcmp(r1, r3, sizeof(float) * (size_t)count) == 0,
+                          "dtype %d transposed %d: 1 and 3 threads differ", dts[d], t);
+        }
+    /* out overlapping its input a (in place on a square batch): every item
+     * reads a before any result is stored */
+    int64_t nb = 9, n = 6;
+    double av[9 * 36], bv[9 * 36];
+    for (int i = 0; i < 9 * 36; i++) { av[i] = (double)(float)gen(i, 3); bv[i] = (double)(float)gen(i, 4); }
+    for (int th = 1; th <= 3; th += 2) {
+        rgpu_pool_set_threads(th);
+        rgpu_view va = mk(RGPU_F32, 3, SZ(nb, n, n), av), vb = mk(RGPU_F32, 3, SZ(nb, n, n), bv);
+        RUN_OK(RGPU_OP_BMM, INS(&va, &vb), OUTS(&va), NOARGS);
+        for (int64_t bi = 0; bi < nb; bi++)
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double acc = 0;
+                    for (int64_t l = 0; l < n; l++) acc += av[(bi * n + i) * n + l] * bv[(bi * n + l) * n + j];
+                    ck_assert(fabs(vget(&va, (bi * n + i) * n + j) - acc) <= 1e-5 * (fabs(acc) + 1));
+                }
+        teardown();
+    }
+    rgpu_pool_set_threads(0);
+    free(r1); free(r3);
+}
+END_TEST
+
 START_TEST(test_matmul_errors)
 {
     float a[12], b[20], out[15];
@@ -1716,7 +1797,7 @@ int main(void)
     Suite *s = suite_create("cpu_dense");
     TCase *tc = add_tcase(s, "core", 120, NULL, teardown);
     ADD_TESTS(tc, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
-                  test_mm_alias, test_mm_large, test_matmul_errors, test_conv2d, test_conv2d_backward,
+                  test_mm_alias, test_mm_large, test_bmm_items_over_pool, test_matmul_errors, test_conv2d, test_conv2d_backward,
                   test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
                   test_conv_transposed, test_conv_empty_batch, test_conv_errors, test_bn_train, test_bn_eval,
                   test_bn_bf16, test_bn_errors, test_max_pool, test_max_pool_nan_dilation, test_avg_pool,
