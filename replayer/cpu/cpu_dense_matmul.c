@@ -235,7 +235,7 @@ rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
      * only and each item is the same GEMM call whichever thread runs it (its
      * row blocks then run inline), so results do not depend on the threads. */
     int64_t flops = 2 * n * m * (k > 0 ? k : 1);
-    bool item_split = (to ? m : n) > rgpu_dense_gemm_block_rows(to ? n : m, k);
+    bool item_split = (to ? m : n) > rgpu_dense_gemm_block_rows(to ? m : n, to ? n : m, k);
     int64_t grain = item_split ? nb : flops >= ((int64_t)1 << 17) ? 1 : ((int64_t)1 << 17) / flops;
     rgpu_pool_for(nb, grain, mm_task, &j);
     if (j.nomem) {
