@@ -67,8 +67,9 @@ static const double VM_ERF_P[11] = { 0x1.43f6d0dee7032p-27, -0x1.462a758d4591dp-
 static const double VM_ERFC_G[20] = { -0x1.f472c0fa9bb00p-39, 0x1.2627408a336eap-36, -0x1.4954597374e03p-35, 0x1.6ae04b5e6c000p-33, -0x1.f121e6b2c9f44p-31, 0x1.0d1854aa723a7p-28, -0x1.153659e3c140dp-26, 0x1.1faa63edc36c4p-24, -0x1.251df40e01cb3p-22, 0x1.235b30bc83cf0p-20, -0x1.1ad0b2f0cda92p-18, 0x1.0bcb3563c2553p-16, -0x1.edd4278d24e11p-15, 0x1.ba8a6c980785ap-13, -0x1.809ce8a02830bp-11, 0x1.435c04d484d65p-9, -0x1.0632076816160p-7, 0x1.98958a7aabd72p-6, -0x1.3086d7f01ac3fp-4, 0x1.afbb3f3b73391p-3 };
 
 /* erf(x) for float results: |x| < 1 as x P(x^2); 1 <= |x| < 4 as
- * 1 - exp(-x^2) G(|x| - 2.5); beyond, +-1 (erfc(4) < half an ulp of 1.0f). */
-VM_TARGET static inline double VM(erf_core)(double x)
+ * 1 - exp(-x^2) G(|x| - 2.5) (erf_big); beyond, +-1 (erfc(4) < half an ulp
+ * of 1.0f). erf_small gives every lane but those of erf_big. */
+VM_TARGET static inline double VM(erf_small)(double x)
 {
     double a = x < 0 ? -x : x;
     double u = a * a;                   /* exact for a float's 24 bits */
@@ -81,6 +82,15 @@ VM_TARGET static inline double VM(erf_core)(double x)
     double pf0 = pe0 + pe1 * u2, pf1 = pe2 + pe3 * u2, pf2 = pe4 + P_(10) * u2;
     double p = (pf0 + pf1 * u4) + pf2 * u8;
 #undef P_
+    double one = x < 0 ? -1.0 : 1.0;
+    double y = a < 1.0 ? x * p : one;   /* x * p keeps the sign of -0 */
+    return x != x ? x : y;
+}
+
+VM_TARGET static inline double VM(erf_big)(double x)
+{
+    double a = x < 0 ? -x : x;
+    double u = a * a;
     double t = (a < 4.0 ? a : 4.0) - 2.5;
 #define G_(k) Q_(VM_ERFC_G, 20, k)
     double t2 = t * t, t4 = t2 * t2, t8 = t4 * t4, t16 = t8 * t8;
@@ -95,10 +105,7 @@ VM_TARGET static inline double VM(erf_core)(double x)
 #undef G_
 #undef Q_
     double big = 1.0 - VM(exp_core)(-(u < 16.0 ? u : 16.0)) * g;
-    big = a < 4.0 ? big : 1.0;
-    big = x < 0 ? -big : big;
-    double y = a < 1.0 ? x * p : big;   /* x * p keeps the sign of -0 */
-    return x != x ? x : y;
+    return x < 0 ? -big : big;
 }
 
 /* tanh(x) for float results: |x| < 1/16 by its Taylor series to x^9
@@ -121,9 +128,30 @@ VM_TARGET void VM(rgpu_vm_exp_f32)(float *r, const float *a, int64_t n)
     for (int64_t i = 0; i < n; i++) r[i] = (float)VM(exp_core)((double)a[i]);
 }
 
+/* erf_small on every lane, erf_big only on the lanes that need it (1 <= |x|
+ * < 4: about a sixth of a GELU's arguments), gathered into a block buffer
+ * first (before r, which may be a, is written) and scattered back: each
+ * element gets the same operations as a select of the two would give it. */
 VM_TARGET void VM(rgpu_vm_erf_f32)(float *r, const float *a, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) r[i] = (float)VM(erf_core)((double)a[i]);
+    enum { BLK = 256 };
+    float xb[BLK], yb[BLK];
+    int32_t at[BLK];
+    for (int64_t i0 = 0; i0 < n; i0 += BLK) {
+        int64_t m = n - i0 < BLK ? n - i0 : BLK;
+        const float *ab = a + i0;
+        float *rb = r + i0;
+        int k = 0;
+        for (int64_t i = 0; i < m; i++) {      /* branch-free compaction */
+            float x = ab[i], ax = x < 0 ? -x : x;
+            xb[k] = x;
+            at[k] = (int32_t)i;
+            k += (ax >= 1.0f) & (ax < 4.0f);
+        }
+        for (int64_t i = 0; i < m; i++) rb[i] = (float)VM(erf_small)((double)ab[i]);
+        for (int j = 0; j < k; j++) yb[j] = (float)VM(erf_big)((double)xb[j]);
+        for (int j = 0; j < k; j++) rb[at[j]] = yb[j];
+    }
 }
 
 VM_TARGET void VM(rgpu_vm_tanh_f32)(float *r, const float *a, int64_t n)
