@@ -19,6 +19,7 @@
 
 #include "cpu_dense.h"
 #include "cpu_dense_util.h"
+#include "cpu_pool.h"
 
 
 /* ---------------------------------------------------------------------------
@@ -117,64 +118,95 @@ static void add_bias_rows(int ct, void *buf, const void *bias, int64_t R, int64_
  * Cores. wbuf is the weight packed as (O, Cg*kh*kw); bias packed per row of
  * the tensor written (O for fwd, C for data), or NULL. */
 
+/* conv_fwd and conv_data over the pool, images [n0, n1) per chunk with
+ * buffers of their own. Each image is computed by the same code whichever
+ * thread runs it (its GEMMs' row blocks then run inline), so results are
+ * those of the serial image loop, at any thread count. */
+typedef struct conv_job {
+    int ct;
+    bool data;                       /* conv_data (col2im) rather than conv_fwd */
+    const op_conv_geom *g;
+    const void *wbuf, *bias;
+    const rgpu_view *src;            /* fwd: I; data: G */
+    rgpu_view *dst;                  /* fwd: G; data: I */
+    bool nomem;
+} conv_job;
+
+static void conv_task(void *vj, int64_t n0, int64_t n1)
+{
+    conv_job *j = vj;
+    const op_conv_geom *g = j->g;
+    int ct = j->ct;
+    size_t cs = op_dense_ct_size(ct);
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
+    int64_t src_n = j->data ? g->O * hwo : g->C * hw, dst_n = j->data ? g->C * hw : g->O * hwo;
+    char *x = rgpu_op_alloc(src_n, cs), *y = rgpu_op_alloc(dst_n, cs);
+    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
+    if (!x || !y || (!g->pointwise && !col)) {
+        __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED);
+        free(x); free(y); free(col);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++) {
+        rgpu_view in = rgpu_op_dense_subview(j->src, 0, n), out = rgpu_op_dense_subview(j->dst, 0, n);
+        rgpu_dense_load(&in, ct, x);
+        if (!j->data) {                /* y (O, hwo) = W_g @ im2col(x_g) */
+            for (int64_t gi = 0; gi < g->groups; gi++) {
+                const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
+                if (!g->pointwise) im2col(ct, xg, g, col);
+                rgpu_dense_gemm(ct, false, false, g->Og, hwo, kd, 1.0,
+                                (const char *)j->wbuf + (size_t)(gi * g->Og * kd) * cs, kd,
+                                g->pointwise ? xg : col, hwo, 0.0, y + (size_t)(gi * g->Og * hwo) * cs, hwo);
+            }
+            add_bias_rows(ct, y, j->bias, g->O, hwo);
+        } else {                       /* y (C, hw) = col2im(W_g^T @ x_g) */
+            if (!g->pointwise) memset(y, 0, (size_t)(g->C * hw) * cs);
+            for (int64_t gi = 0; gi < g->groups; gi++) {
+                const char *wg = (const char *)j->wbuf + (size_t)(gi * g->Og * kd) * cs;
+                const char *gg = x + (size_t)(gi * g->Og * hwo) * cs;
+                char *yg = y + (size_t)(gi * g->Cg * hw) * cs;
+                if (g->pointwise) {
+                    rgpu_dense_gemm(ct, true, false, g->Cg, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, yg, hw);
+                } else {
+                    rgpu_dense_gemm(ct, true, false, kd, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, col, hwo);
+                    col2im(ct, col, g, yg);
+                }
+            }
+            add_bias_rows(ct, y, j->bias, g->C, hw);
+        }
+        rgpu_dense_store(&out, ct, y);
+    }
+    free(x); free(y); free(col);
+}
+
+/* Images over the pool when one image's GEMM is a single row block (small
+ * images or few channels), about 1 MFLOP a chunk; else one chunk, each GEMM
+ * split in row blocks itself. The bounds depend on the sizes only. */
+static rgpu_status conv_images(int op, conv_job *j, char *err, size_t errlen)
+{
+    const op_conv_geom *g = j->g;
+    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp;
+    int64_t rows = j->data ? (g->pointwise ? g->Cg : kd) : g->Og, depth = j->data ? g->Og : kd;
+    int64_t flops = 2 * g->groups * rows * hwo * (depth > 0 ? depth : 1);
+    bool split = rows > rgpu_dense_gemm_block_rows(rows, hwo, depth);
+    int64_t grain = split ? g->N : flops >= ((int64_t)1 << 20) ? 1 : ((int64_t)1 << 20) / (flops > 0 ? flops : 1);
+    rgpu_pool_for(g->N, grain, conv_task, j);
+    if (j->nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for convolution buffers", rgpu_op_name(op));
+    return RGPU_OK;
+}
+
 static rgpu_status conv_fwd(int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                             const rgpu_view *I, rgpu_view *G, char *err, size_t errlen)
 {
-    rgpu_status st = RGPU_OK;
-    size_t cs = op_dense_ct_size(ct);
-    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
-    char *x = rgpu_op_alloc(g->C * hw, cs);
-    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
-    char *y = rgpu_op_alloc(g->O * hwo, cs);
-    NOMEM_IF(!x || (!g->pointwise && !col) || !y);
-    for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = rgpu_op_dense_subview(I, 0, n), out = rgpu_op_dense_subview(G, 0, n);
-        rgpu_dense_load(&in, ct, x);
-        for (int64_t gi = 0; gi < g->groups; gi++) {
-            const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
-            if (!g->pointwise) im2col(ct, xg, g, col);
-            rgpu_dense_gemm(ct, false, false, g->Og, hwo, kd, 1.0, (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs, kd,
-                       g->pointwise ? xg : col, hwo, 0.0, y + (size_t)(gi * g->Og * hwo) * cs, hwo);
-        }
-        add_bias_rows(ct, y, bias, g->O, hwo);
-        rgpu_dense_store(&out, ct, y);
-    }
-done:
-    free(x); free(col); free(y);
-    return st;
+    conv_job j = { ct, false, g, wbuf, bias, I, G, false };
+    return conv_images(op, &j, err, errlen);
 }
 
 static rgpu_status conv_data(int op, int ct, const op_conv_geom *g, const void *wbuf, const void *bias,
                              const rgpu_view *G, rgpu_view *I, char *err, size_t errlen)
 {
-    rgpu_status st = RGPU_OK;
-    size_t cs = op_dense_ct_size(ct);
-    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp, hw = g->in_sp;
-    char *gb = rgpu_op_alloc(g->O * hwo, cs);
-    char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
-    char *x = rgpu_op_alloc(g->C * hw, cs);
-    NOMEM_IF(!gb || (!g->pointwise && !col) || !x);
-    for (int64_t n = 0; n < g->N; n++) {
-        rgpu_view in = rgpu_op_dense_subview(G, 0, n), out = rgpu_op_dense_subview(I, 0, n);
-        rgpu_dense_load(&in, ct, gb);
-        if (!g->pointwise) memset(x, 0, (size_t)(g->C * hw) * cs);
-        for (int64_t gi = 0; gi < g->groups; gi++) {
-            const char *wg = (const char *)wbuf + (size_t)(gi * g->Og * kd) * cs;
-            const char *gg = gb + (size_t)(gi * g->Og * hwo) * cs;
-            char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
-            if (g->pointwise) {
-                rgpu_dense_gemm(ct, true, false, g->Cg, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, xg, hw);
-            } else {
-                rgpu_dense_gemm(ct, true, false, kd, hwo, g->Og, 1.0, wg, kd, gg, hwo, 0.0, col, hwo);
-                col2im(ct, col, g, xg);
-            }
-        }
-        add_bias_rows(ct, x, bias, g->C, hw);
-        rgpu_dense_store(&out, ct, x);
-    }
-done:
-    free(gb); free(col); free(x);
-    return st;
+    conv_job j = { ct, true, g, wbuf, bias, G, I, false };
+    return conv_images(op, &j, err, errlen);
 }
 
 static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu_view *I, const rgpu_view *G,
@@ -187,21 +219,38 @@ static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu
     char *col = g->pointwise ? NULL : rgpu_op_alloc(kd * hwo, cs);
     char *gb = rgpu_op_alloc(g->O * hwo, cs);
     char *wb = rgpu_dense_calloc(g->O * kd, cs);
-    NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb);
+    /* dw_g (Og, kd) is a GEMM of few rows (the output channels) and a long
+     * depth: one row block, one thread. Its transpose (kd, Og) = col @ G_g^T
+     * has kd rows and splits over the pool; each element still sums the
+     * images in order. */
+    bool tr = g->Og <= rgpu_dense_gemm_block_rows(g->Og, kd, hwo) && kd > rgpu_dense_gemm_block_rows(kd, g->Og, hwo);
+    char *wt = tr ? rgpu_dense_calloc(g->O * kd, cs) : NULL;
+    NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb || (tr && !wt));
     for (int64_t n = 0; n < g->N; n++) {
         rgpu_view in = rgpu_op_dense_subview(I, 0, n), gv = rgpu_op_dense_subview(G, 0, n);
         rgpu_dense_load(&in, ct, x);
         rgpu_dense_load(&gv, ct, gb);
         for (int64_t gi = 0; gi < g->groups; gi++) {
-            const char *xg = x + (size_t)(gi * g->Cg * hw) * cs;
+            const char *xg = x + (size_t)(gi * g->Cg * hw) * cs, *gg = gb + (size_t)(gi * g->Og * hwo) * cs;
             if (!g->pointwise) im2col(ct, xg, g, col);
-            rgpu_dense_gemm(ct, false, true, g->Og, kd, hwo, 1.0, gb + (size_t)(gi * g->Og * hwo) * cs, hwo,
-                       g->pointwise ? xg : col, hwo, 1.0, wb + (size_t)(gi * g->Og * kd) * cs, kd);
+            if (tr)
+                rgpu_dense_gemm(ct, false, true, kd, g->Og, hwo, 1.0, g->pointwise ? xg : col, hwo, gg, hwo,
+                                1.0, wt + (size_t)(gi * g->Og * kd) * cs, g->Og);
+            else
+                rgpu_dense_gemm(ct, false, true, g->Og, kd, hwo, 1.0, gg, hwo, g->pointwise ? xg : col, hwo,
+                                1.0, wb + (size_t)(gi * g->Og * kd) * cs, kd);
         }
+    }
+    if (tr) {   /* wb[group][o][j] = wt[group][j][o] */
+        for (int64_t gi = 0; gi < g->groups; gi++)
+            for (int64_t o = 0; o < g->Og; o++)
+                for (int64_t q = 0; q < kd; q++)
+                    memcpy(wb + (size_t)((gi * g->Og + o) * kd + q) * cs,
+                           wt + (size_t)(gi * g->Og * kd + q * g->Og + o) * cs, cs);
     }
     rgpu_dense_store(dw, ct, wb);
 done:
-    free(x); free(col); free(gb); free(wb);
+    free(x); free(col); free(gb); free(wb); free(wt);
     return st;
 }
 
