@@ -15,10 +15,13 @@
  * Output sizes follow ATen's pooling_output_shape (ceil_mode windows must
  * start inside the image or left padding). */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cpu_dense.h"
 #include "cpu_dense_util.h"
+#include "cpu_pool.h"
 
 
 static rgpu_view as_4d(const rgpu_view *v) { return v->ndim == 3 ? rgpu_op_dense_unsqueeze(v, 0) : *v; }
@@ -189,65 +192,105 @@ static void adaptive_plane(int ct, int dt, const void *xv, const op_pool_geom *g
 
 enum { PK_MAX, PK_MAX_BW, PK_AVG, PK_AVG_BW, PK_ADA, PK_ADA_BW };
 
+/* The planes run over the pool, a chunk of planes with buffers of its own:
+ * each plane is computed by the same code whichever thread runs it, so the
+ * results are the serial loop's. A bad index in max_pool2d_backward is
+ * reported for the first plane (in plane order) that has one, as the serial
+ * loop reports it. */
+typedef struct planes_job {
+    int kind, ct, out_dt;
+    const op_pool_geom *g;
+    rgpu_view s4, d4, a4, d24;
+    int64_t in_n, out_n, hw;
+    bool nomem;
+    pthread_mutex_t mu;
+    int64_t bad_plane, bad_k;     /* the first plane with a bad index (INT64_MAX: none) */
+} planes_job;
+
+static void planes_task(void *vj, int64_t p0, int64_t p1)
+{
+    planes_job *j = vj;
+    const op_pool_geom *g = j->g;
+    int ct = j->ct, kind = j->kind;
+    size_t cs = op_dense_ct_size(ct);
+    bool backward = kind == PK_MAX_BW || kind == PK_AVG_BW || kind == PK_ADA_BW;
+    void *in = rgpu_op_alloc(j->in_n, cs), *out = rgpu_op_alloc(j->out_n, cs);
+    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? rgpu_op_alloc(g->Ho * g->Wo, 8) : NULL;
+    if (!in || !out || ((kind == PK_MAX || kind == PK_MAX_BW) && !idx)) {
+        __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED);
+        goto done;
+    }
+    for (int64_t pl = p0; pl < p1; pl++) {
+        int64_t n = pl / g->C, c = pl % g->C;
+        rgpu_view sp = plane(&j->s4, n, c), dp = plane(&j->d4, n, c);
+        rgpu_dense_load(&sp, ct, in);
+        if (backward) memset(out, 0, (size_t)j->out_n * cs);
+        switch (kind) {
+        case PK_MAX: {
+            if (ct == OP_CT_F32) max_plane_f32(in, g, out, idx);
+            else if (ct == OP_CT_F64) max_plane_f64(in, g, out, idx);
+            else max_plane_i64(in, g, out, idx);
+            rgpu_view ip = plane(&j->d24, n, c);
+            rgpu_dense_store(&ip, OP_CT_I64, idx);
+            break;
+        }
+        case PK_MAX_BW: {
+            rgpu_view ip = plane(&j->a4, n, c);
+            rgpu_dense_load(&ip, OP_CT_I64, idx);
+            for (int64_t i = 0; i < j->in_n; i++) {
+                int64_t k = (int64_t)idx[i];
+                if (k == -1) continue;
+                if (k < 0 || k >= j->hw) {
+                    pthread_mutex_lock(&j->mu);
+                    if (pl < j->bad_plane) { j->bad_plane = pl; j->bad_k = k; }
+                    pthread_mutex_unlock(&j->mu);
+                    goto done;
+                }
+                if (ct == OP_CT_F32) ((float *)out)[k] = rnd_dt(j->out_dt, ((float *)out)[k] + ((const float *)in)[i]);
+                else ((double *)out)[k] += ((const double *)in)[i];
+            }
+            break;
+        }
+        case PK_AVG: avg_plane(ct, in, g, out); break;
+        case PK_AVG_BW: avg_plane_backward(ct, j->out_dt, in, g, out); break;
+        case PK_ADA: adaptive_plane(ct, j->out_dt, in, g, out, false); break;
+        default: adaptive_plane(ct, j->out_dt, in, g, out, true); break;
+        }
+        rgpu_dense_store(&dp, ct, out);
+    }
+done:
+    free(in); free(out); free(idx);
+}
+
 static rgpu_status run_planes(const rgpu_exec *e, int kind, int ct, const op_pool_geom *g, const rgpu_view *src,
                               const rgpu_view *aux, rgpu_view *dst, rgpu_view *dst2, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);
-    size_t cs = op_dense_ct_size(ct);
     bool backward = kind == PK_MAX_BW || kind == PK_AVG_BW || kind == PK_ADA_BW;
-    int64_t in_n = backward ? g->Ho * g->Wo : g->H * g->W, out_n = backward ? g->H * g->W : g->Ho * g->Wo;
-    void *in = rgpu_op_alloc(in_n, cs), *out = rgpu_op_alloc(out_n, cs);
-    uint64_t *idx = (kind == PK_MAX || kind == PK_MAX_BW) ? rgpu_op_alloc(g->Ho * g->Wo, 8) : NULL;
-    rgpu_status st = RGPU_OK;
-    if (!in || !out || ((kind == PK_MAX || kind == PK_MAX_BW) && !idx)) {
-        rgpu_op_errf(err, errlen, "%s: out of memory for plane buffers", name);
-        st = RGPU_ERR_NOMEM;
-        goto done;
-    }
-    rgpu_view s4 = as_4d(src), d4 = as_4d(dst);
-    rgpu_view a4 = aux ? as_4d(aux) : s4, d24 = dst2 ? as_4d(dst2) : d4;
-    int64_t hw = g->H * g->W;
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t c = 0; c < g->C; c++) {
-            rgpu_view sp = plane(&s4, n, c), dp = plane(&d4, n, c);
-            rgpu_dense_load(&sp, ct, in);
-            if (backward) memset(out, 0, (size_t)out_n * cs);
-            switch (kind) {
-            case PK_MAX: {
-                if (ct == OP_CT_F32) max_plane_f32(in, g, out, idx);
-                else if (ct == OP_CT_F64) max_plane_f64(in, g, out, idx);
-                else max_plane_i64(in, g, out, idx);
-                rgpu_view ip = plane(&d24, n, c);
-                rgpu_dense_store(&ip, OP_CT_I64, idx);
-                break;
-            }
-            case PK_MAX_BW: {
-                rgpu_view ip = plane(&a4, n, c);
-                rgpu_dense_load(&ip, OP_CT_I64, idx);
-                for (int64_t i = 0; i < in_n; i++) {
-                    int64_t k = (int64_t)idx[i];
-                    if (k == -1) continue;
-                    if (k < 0 || k >= hw) {
-                        rgpu_op_errf(err, errlen, "%s: index %lld is out of bounds for a plane of size %lld", name,
-                                 (long long)k, (long long)hw);
-                        st = RGPU_ERR_BAD_ARG;
-                        goto done;
-                    }
-                    if (ct == OP_CT_F32) ((float *)out)[k] = rnd_dt(dst->dtype, ((float *)out)[k] + ((const float *)in)[i]);
-                    else ((double *)out)[k] += ((const double *)in)[i];
-                }
-                break;
-            }
-            case PK_AVG: avg_plane(ct, in, g, out); break;
-            case PK_AVG_BW: avg_plane_backward(ct, dst->dtype, in, g, out); break;
-            case PK_ADA: adaptive_plane(ct, dst->dtype, in, g, out, false); break;
-            default: adaptive_plane(ct, dst->dtype, in, g, out, true); break;
-            }
-            rgpu_dense_store(&dp, ct, out);
-        }
-done:
-    free(in); free(out); free(idx);
-    return st;
+    planes_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = kind;
+    j.ct = ct;
+    j.out_dt = dst->dtype;
+    j.g = g;
+    j.in_n = backward ? g->Ho * g->Wo : g->H * g->W;
+    j.out_n = backward ? g->H * g->W : g->Ho * g->Wo;
+    j.hw = g->H * g->W;
+    j.s4 = as_4d(src);
+    j.d4 = as_4d(dst);
+    j.a4 = aux ? as_4d(aux) : j.s4;
+    j.d24 = dst2 ? as_4d(dst2) : j.d4;
+    j.bad_plane = INT64_MAX;
+    pthread_mutex_init(&j.mu, NULL);
+    /* a plane costs about its window reads: kernel area per output element */
+    int64_t per_plane = (j.in_n + j.out_n) * (g->kh > 0 ? g->kh : 1) * (g->kw > 0 ? g->kw : 1);
+    rgpu_pool_for(g->N * g->C, rgpu_pool_grain(per_plane), planes_task, &j);
+    pthread_mutex_destroy(&j.mu);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for plane buffers", name);
+    if (j.bad_plane != INT64_MAX)
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name,
+                     (long long)j.bad_k, (long long)j.hw);
+    return RGPU_OK;
 }
 
 /* ---------------------------------------------------------------------------
