@@ -1702,6 +1702,43 @@ START_TEST(test_pool_backward_f16)
 }
 END_TEST
 
+/* Planes of 64x64 run one per pool chunk: max-pool backward with bad
+ * indices in planes 5 and 2 names plane 2's, as the serial loop does, at 1
+ * and 3 threads; and the gradient is the same at both. */
+START_TEST(test_pool_planes_over_pool)
+{
+    enum { C = 8, H = 64, W = 64, HO = 32, WO = 32 };
+    float *x = malloc(sizeof(float) * C * H * W), *g = malloc(sizeof(float) * C * HO * WO);
+    float *y = malloc(sizeof(float) * C * HO * WO), *dx1 = malloc(sizeof(float) * C * H * W);
+    float *dx3 = malloc(sizeof(float) * C * H * W);
+    int64_t *ind = malloc(sizeof(int64_t) * C * HO * WO);
+    fill_f32(x, C * H * W, 61);
+    fill_f32(g, C * HO * WO, 62);
+    rgpu_view vx = view(x, RGPU_F32, 4, SZ(1, C, H, W), NULL), vy = view(y, RGPU_F32, 4, SZ(1, C, HO, WO), NULL);
+    rgpu_view vi = view(ind, RGPU_I64, 4, SZ(1, C, HO, WO), NULL), vg = view(g, RGPU_F32, 4, SZ(1, C, HO, WO), NULL);
+    float *dxs[2] = { dx1, dx3 };
+    for (int t = 0; t < 2; t++) {
+        rgpu_pool_set_threads(t ? 3 : 1);
+        rgpu_view vdx = view(dxs[t], RGPU_F32, 4, SZ(1, C, H, W), NULL);
+        RUN_OK(RGPU_OP_MAX_POOL2D, INS(&vx), OUTS(&vy, &vi),
+               ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), a_bool(0)));
+        RUN_OK(RGPU_OP_MAX_POOL2D_BACKWARD, INS(&vg, &vx, &vi), OUTS(&vdx),
+               ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), a_bool(0)));
+        int64_t keep5 = ind[5 * HO * WO + 17], keep2 = ind[2 * HO * WO + 900];
+        ind[5 * HO * WO + 17] = 99999;
+        ind[2 * HO * WO + 900] = 77777;
+        RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_MAX_POOL2D_BACKWARD, INS(&vg, &vx, &vi), OUTS(&vdx),
+                ARGS(A_INTS(3, 3), A_INTS(2, 2), A_INTS(1, 1), A_INTS(1, 1), a_bool(0)));
+        ck_assert_msg(strstr(g_err, "77777") != NULL, "threads %d: %s", t ? 3 : 1, g_err);
+        ind[5 * HO * WO + 17] = keep5;
+        ind[2 * HO * WO + 900] = keep2;
+    }
+    ck_assert(memcmp(dx1, dx3, sizeof(float) * C * H * W) == 0);
+    rgpu_pool_set_threads(0);
+    free(x); free(g); free(y); free(dx1); free(dx3); free(ind);
+}
+END_TEST
+
 START_TEST(test_pool_empty_batch)
 {
     rgpu_view vx = view(NULL, RGPU_F32, 4, SZ(0, 3, 7, 6), NULL), vy = view(NULL, RGPU_F32, 4, SZ(0, 3, 4, 4), NULL);
@@ -1801,7 +1838,7 @@ int main(void)
                   test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
                   test_conv_transposed, test_conv_empty_batch, test_conv_errors, test_bn_train, test_bn_eval,
                   test_bn_bf16, test_bn_errors, test_max_pool, test_max_pool_nan_dilation, test_avg_pool,
-                  test_adaptive_pool, test_pool_backward_f16, test_pool_empty_batch, test_pool_errors,
+                  test_adaptive_pool, test_pool_backward_f16, test_pool_planes_over_pool, test_pool_empty_batch, test_pool_errors,
                   test_dense_dispatch);
 
     return run_suite(s);
