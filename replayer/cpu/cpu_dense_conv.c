@@ -179,17 +179,13 @@ static void conv_task(void *vj, int64_t n0, int64_t n1)
     free(x); free(y); free(col);
 }
 
-/* Images over the pool when one image's GEMM is a single row block (small
- * images or few channels), about 1 MFLOP a chunk; else one chunk, each GEMM
- * split in row blocks itself. The bounds depend on the sizes only. */
+/* Images over the pool (small images or few channels: one row block each). */
 static rgpu_status conv_images(int op, conv_job *j, char *err, size_t errlen)
 {
     const op_conv_geom *g = j->g;
-    int64_t kd = g->Cg * g->kvol, hwo = g->out_sp;
+    int64_t kd = g->Cg * g->kvol;
     int64_t rows = j->data ? (g->pointwise ? g->Cg : kd) : g->Og, depth = j->data ? g->Og : kd;
-    int64_t flops = 2 * g->groups * rows * hwo * (depth > 0 ? depth : 1);
-    bool split = rows > rgpu_dense_gemm_block_rows(rows, hwo, depth);
-    int64_t grain = split ? g->N : flops >= ((int64_t)1 << 20) ? 1 : ((int64_t)1 << 20) / (flops > 0 ? flops : 1);
+    int64_t grain = rgpu_dense_items_grain(g->N, g->groups, rows, g->out_sp, depth);
     rgpu_pool_for(g->N, grain, conv_task, j);
     if (j->nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for convolution buffers", rgpu_op_name(op));
     return RGPU_OK;
@@ -223,7 +219,7 @@ static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu
      * depth: one row block, one thread. Its transpose (kd, Og) = col @ G_g^T
      * has kd rows and splits over the pool; each element still sums the
      * images in order. */
-    bool tr = g->Og <= rgpu_dense_gemm_block_rows(g->Og, kd, hwo) && kd > rgpu_dense_gemm_block_rows(kd, g->Og, hwo);
+    bool tr = g->Og <= rgpu_dense_gemm_block_rows(kd, hwo) && kd > rgpu_dense_gemm_block_rows(g->Og, hwo);
     char *wt = tr ? rgpu_dense_calloc(g->O * kd, cs) : NULL;
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb || (tr && !wt));
     for (int64_t n = 0; n < g->N; n++) {

@@ -229,14 +229,8 @@ rgpu_status rgpu_cpu_dense_matmul(const rgpu_exec *e, char *err, size_t errlen)
     if (overlap && !(j.cbuf_all = rgpu_op_alloc(nb * n * m, (size_t)csz)))
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lldx%lldx%lld buffers", name,
                  (long long)nb, (long long)n, (long long)m);
-    /* Batch items over the pool when one item's GEMM is a single row block
-     * (attention's bmm: many small products), about 128 KFLOP a chunk; else one
-     * chunk, each GEMM split in row blocks itself. Bounds come from the sizes
-     * only and each item is the same GEMM call whichever thread runs it (its
-     * row blocks then run inline), so results do not depend on the threads. */
-    int64_t flops = 2 * n * m * (k > 0 ? k : 1);
-    bool item_split = (to ? m : n) > rgpu_dense_gemm_block_rows(to ? m : n, to ? n : m, k);
-    int64_t grain = item_split ? nb : flops >= ((int64_t)1 << 17) ? 1 : ((int64_t)1 << 17) / flops;
+    /* batch items over the pool (attention's bmm: many small products) */
+    int64_t grain = to ? rgpu_dense_items_grain(nb, 1, m, n, k) : rgpu_dense_items_grain(nb, 1, n, m, k);
     rgpu_pool_for(nb, grain, mm_task, &j);
     if (j.nomem) {
         free(j.cbuf_all);

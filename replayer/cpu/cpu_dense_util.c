@@ -119,18 +119,24 @@ void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
         return;
     }
     gemm_job j = { ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc };
-    rgpu_pool_for(M, rgpu_dense_gemm_block_rows(M, N, K), gemm_block, &j);
+    rgpu_pool_for(M, rgpu_dense_gemm_block_rows(N, K), gemm_block, &j);
 }
 
 /* Row blocks of C over the pool (OpenBLAS runs each on the calling thread):
  * at least 64 rows and ~8 MFLOP per block, a multiple of 16 rows, so B's
- * packing is amortised; the bounds depend on the sizes only (M only says
- * whether there is more than one block). */
-int64_t rgpu_dense_gemm_block_rows(int64_t M, int64_t N, int64_t K)
+ * packing is amortised; the bounds depend on the sizes only. */
+int64_t rgpu_dense_gemm_block_rows(int64_t N, int64_t K)
 {
     int64_t per_row = N * K;
-    if (per_row <= 0) return M > 64 ? M : 64;
+    if (per_row <= 0) return INT64_MAX;
     int64_t rows = ((int64_t)1 << 22) / per_row;
     rows = (rows + 15) / 16 * 16;
     return rows < 64 ? 64 : rows;
+}
+
+int64_t rgpu_dense_items_grain(int64_t items, int64_t gemms, int64_t M, int64_t N, int64_t K)
+{
+    if (M > rgpu_dense_gemm_block_rows(N, K)) return items > 0 ? items : 1;
+    int64_t flops = 2 * gemms * M * N * (K > 0 ? K : 1);
+    return flops >= ((int64_t)1 << 17) ? 1 : ((int64_t)1 << 17) / (flops > 0 ? flops : 1);
 }
