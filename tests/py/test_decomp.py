@@ -132,3 +132,33 @@ def test_undecomposable_op_raises_at_the_call():
     with pytest.raises(NotImplementedError, match=r"aten\._to_sparse"):
         x.to_sparse()
     assert x.tolist() == [1.0] * 4
+
+
+
+# In-place forms whose common dtype does not cast safely to the written tensor:
+# ATen raises; torch's meta kernels of these do not check it, and rgpu once
+# recorded them, truncating (int.mul_(0.5) gave zeros).
+UNSAFE_INPLACE = {
+    "mul_ float scalar": lambda t: t.mul_(0.5),
+    "mul_ 0-dim float": lambda t: t.mul_(torch.tensor(0.5, device=t.device)),
+    "mul_ float tensor": lambda t: t.mul_(torch.ones(4, device=t.device)),
+    "bool mul_ int": lambda t: t.bool().mul_(2),
+    "addcmul_ float": lambda t: t.addcmul_(t.float(), t.float()),
+    "bool addcmul_ int": lambda t: t.bool().addcmul_(t, t),
+    "addcdiv_ float": lambda t: t.addcdiv_(t.float(), t.float()),
+    "addcmul out": lambda t: torch.addcmul(t.float(), t.float(), t.float(), out=t),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE_INPLACE))
+def test_unsafe_inplace_casts_raise_like_aten(name):
+    fn = UNSAFE_INPLACE[name]
+    with pytest.raises(RuntimeError) as cpu_err:
+        fn(torch.arange(1, 5))
+    t = torch.arange(1, 5, device=DEV)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as err:
+            fn(t)
+        if "result type" in str(cpu_err.value) and "addcmul out" not in name:
+            assert str(err.value) == str(cpu_err.value).split("\n")[0]
+    assert t.cpu().tolist() == [1, 2, 3, 4]         # nothing written

@@ -34,7 +34,7 @@ is its DTYPE compute, the dtype TensorIterator computes in."""
 import torch
 
 from . import _C, opinfo, transfer
-from ._dtypes import TO_RGPU
+from ._dtypes import TO_RGPU, c10_name
 from .args import arg, need_remote, operand, slot_of as _slot, tid_of as _tid
 from .datadep import expand_masks
 from .tensor import DEVICE, RemoteTensor, key_of, meta_of, out_def, record_new
@@ -129,6 +129,21 @@ def _arith(op_t, op_s, alpha_pos):
             b = b.item()                        # CPU scalar tensor: a scalar op
         return op_s, (operand(a, temps),), (b,) + targs, temps
     return op_t, None, mapper
+
+
+def _safe_cast_prep(inplace):
+    """A prep for the in-place and out= forms of add/sub/mul/div: TensorIterator's
+    rule that the common dtype casts safely to the written tensor (ATen raises;
+    torch's meta kernel of mul_ does not check it, and the record would
+    truncate: int.mul_(0.5) gave zeros)."""
+    def prep(args, kwargs):
+        out = args[0] if inplace else kwargs["out"]
+        common = result_type(args[0], args[1])
+        if not torch.can_cast(common, out.dtype):
+            raise RuntimeError(f"result type {c10_name(common)} can't be cast to the desired output type "
+                               f"{c10_name(out.dtype)}")
+        return None
+    return prep
 
 
 def _arith_scalar_first(op_t, a, b, targs, temps):
@@ -300,8 +315,20 @@ def _lerp():
     return C.OP_LERP, prep, mapper
 
 
-def _addc(op):
-    prep = _compute_of(0, 1, 2)
+def _addc(op, writes=None):
+    """addcmul/addcdiv; writes: "self" (in-place), "out", or None. The written
+    tensor must take the common dtype safely (TensorIterator; torch's meta
+    kernels do not check it: int.addcmul_ of floats truncated)."""
+    compute = _compute_of(0, 1, 2)
+
+    def prep(args, kwargs):
+        if writes is not None:
+            out = args[0] if writes == "self" else kwargs["out"]
+            common = result_type(args[0], args[1], args[2])
+            if not torch.can_cast(common, out.dtype):
+                raise RuntimeError(f"result type {c10_name(common)} can't be cast to the desired output type "
+                                   f"{c10_name(out.dtype)}")
+        return compute(args, kwargs)
 
     def mapper(args, kwargs, dt):
         return (op, (_tid(args[0]), _tid(args[1]), _tid(args[2])),
@@ -1150,7 +1177,9 @@ def _table():
                                     ("div", C.OP_DIV_TENSOR, C.OP_DIV_SCALAR, False)):
         fam, fam_ = getattr(aten, name), getattr(aten, name + "_")
         for f in (fam.Tensor, fam_.Tensor, fam.out, fam.Scalar, fam_.Scalar, fam.Scalar_out):
-            _put(t, [f], _arith(op_t, op_s, _alpha_pos(f) if alpha else None))
+            op, _, mapper = _arith(op_t, op_s, _alpha_pos(f) if alpha else None)
+            writes = f in (fam_.Tensor, fam_.Scalar) or f in (fam.out, fam.Scalar_out)
+            _put(t, [f], (op, _safe_cast_prep(f in (fam_.Tensor, fam_.Scalar)) if writes else None, mapper))
     _put(t, [aten.rsub.Tensor, aten.rsub.Scalar, aten.rsub.Tensor_out, aten.rsub.Scalar_out],
          (C.OP_SUB_TENSOR, None, _rsub))
     _put(t, [aten.fill_.Scalar, aten.fill_.Tensor], (C.OP_FULL, None, _fill), overlap=False)
@@ -1183,7 +1212,9 @@ def _table():
     lo = ("Scalar", "Tensor", "Scalar_out", "Tensor_out")
     _put(t, _overloads("lerp", lo) + _overloads("lerp_", lo), _lerp())
     for name, op in (("addcmul", C.OP_ADDCMUL), ("addcdiv", C.OP_ADDCDIV)):
-        _put(t, _overloads(name, ("default", "out")) + _overloads(name + "_", ("default",)), _addc(op))
+        _put(t, _overloads(name, ("default",)), _addc(op))
+        _put(t, _overloads(name, ("out",)), _addc(op, "out"))
+        _put(t, _overloads(name + "_", ("default",)), _addc(op, "self"))
     bw = ("default", "grad_input")
     _put(t, _overloads("threshold_backward", bw),
          _act_backward(C.OP_THRESHOLD_BACKWARD, lambda args, kwargs: args[2]))
