@@ -130,11 +130,25 @@ def _grad_like_input(func, args, kwargs):
 _PLAIN = frozenset({type(None), str, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
 
-def _part(a, sids):
+# Ops whose output metadata and cached extra (the compute dtype) depend on a
+# Python float argument's type only, and whose meta kernels check nothing of its
+# value: their keys hold (float,) for it, so a value that changes every step (a
+# learning rate, Adam's bias corrections) does not rerun meta inference each
+# time. An int or bool argument stays keyed by value.
+_FLOAT_FREE = frozenset(id(f) for name in ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp")
+                        for packet in (getattr(aten, name), getattr(aten, name + "_"))
+                        for f in (getattr(packet, o) for o in packet.overloads())
+                        if "mode" not in f._overloadname)
+_FLOAT = (float,)
+
+
+def _part(a, sids, ff=False):
     ta = type(a)
     if ta is RemoteTensor:
         sids.append(a._st.sid)
         return a._key
+    if ta is float and ff:
+        return _FLOAT
     if ta is int or ta is float or ta is bool:
         return (ta, a)                  # 1, 1.0 and True promote differently
     if ta in _PLAIN:
@@ -142,7 +156,7 @@ def _part(a, sids):
     if ta is list or ta is tuple:
         ps = []
         for x in a:
-            p = _part(x, sids)
+            p = _part(x, sids, ff)
             if p is _NOKEY:
                 return _NOKEY
             ps.append(p)
@@ -170,17 +184,20 @@ def make_key(func, args, kwargs):
                 if tb is RemoteTensor:
                     if a._st is not b._st:
                         return (id(func), a._key, b._key)
-                elif tb is int or tb is float or tb is bool:
+                elif tb is float:
+                    return (id(func), a._key, _FLOAT if id(func) in _FLOAT_FREE else (tb, b))
+                elif tb is int or tb is bool:
                     return (id(func), a._key, (tb, b))
     sids = []
     parts = [id(func)]
+    ff = id(func) in _FLOAT_FREE
     for a in args:
-        p = _part(a, sids)
+        p = _part(a, sids, ff)
         if p is _NOKEY:
             return None
         parts.append(p)
     for k, v in kwargs.items():
-        p = _part(v, sids)
+        p = _part(v, sids, ff)
         if p is _NOKEY:
             return None
         parts.append(k)
