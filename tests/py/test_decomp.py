@@ -134,6 +134,125 @@ def test_undecomposable_op_raises_at_the_call():
     assert x.tolist() == [1.0] * 4
 
 
+# --- _foreach_* per-tensor calls without the dispatcher (decomp._plan) ---------------------
+
+def _lists(n=4, seed=0, dtype=torch.float32):
+    shapes = [(3, 5), (7,), (2, 3, 4), ()][:n]
+    return [[sample(s, seed + 10 * k + i, dtype) for i, s in enumerate(shapes)] for k in range(3)]
+
+
+# (name, fn(a, b, c) on lists, uses scalar lists): in-place forms, the optimizers' and more
+INPLACE_FOREACH = [
+    ("mul_.Scalar", lambda a, b, c: torch._foreach_mul_(a, 0.5)),
+    ("mul_.ScalarList", lambda a, b, c: torch._foreach_mul_(a, [0.5, 2, 1.0, -3.0])),
+    ("mul_.Tensor", lambda a, b, c: torch._foreach_mul_(a, c[3])),
+    ("add_.List alpha", lambda a, b, c: torch._foreach_add_(a, b, alpha=-0.25)),
+    ("add_.List", lambda a, b, c: torch._foreach_add_(a, b)),
+    ("add_.Scalar", lambda a, b, c: torch._foreach_add_(a, 1e-8)),
+    ("sub_.List", lambda a, b, c: torch._foreach_sub_(a, b, alpha=2)),
+    ("div_.ScalarList", lambda a, b, c: torch._foreach_div_(a, [0.1, 0.2, 0.3, 0.4])),
+    ("div_.List", lambda a, b, c: torch._foreach_div_(a, b)),
+    ("lerp_.Scalar", lambda a, b, c: torch._foreach_lerp_(a, b, 0.1)),
+    ("lerp_.List", lambda a, b, c: torch._foreach_lerp_(a, b, c)),
+    ("addcmul_.Scalar", lambda a, b, c: torch._foreach_addcmul_(a, b, c, value=0.01)),
+    ("addcmul_ default value", lambda a, b, c: torch._foreach_addcmul_(a, b, c)),
+    # a scalar list holding the default value (1): that tensor takes the dispatcher
+    ("addcdiv_.ScalarList", lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [-0.5, 1, 2.0, 1.0])),
+    ("maximum_.List", lambda a, b, c: torch._foreach_maximum_(a, b)),
+    ("clamp_min_.Scalar", lambda a, b, c: torch._foreach_clamp_min_(a, 0.25)),
+    ("sqrt_", lambda a, b, c: torch._foreach_abs_(a) and None or torch._foreach_sqrt_(a)),
+    ("copy_", lambda a, b, c: torch._foreach_copy_(a, b)),
+    ("zero_", lambda a, b, c: torch._foreach_zero_(a)),
+    ("pow_.Scalar", lambda a, b, c: torch._foreach_pow_(a, 2.0)),
+]
+
+
+@pytest.mark.parametrize("name,fn", INPLACE_FOREACH, ids=[n for n, _ in INPLACE_FOREACH])
+def test_foreach_inplace_direct_calls_match_cpu_and_the_dispatcher(name, fn, monkeypatch):
+    """The per-tensor calls that skip torch's dispatcher record the same bytes
+    as the dispatcher's, write the same values as PyTorch CPU, and do skip it
+    (one top-level dispatch for the first tensor, none for the others)."""
+    from rgpu import decomp, tensor
+    cpu = _lists()
+    with torch.no_grad():
+        fn(*cpu)
+    lists = [[x.to(DEV) for x in lst] for lst in _lists()]
+    recs = {}
+    inner = tensor._dispatch
+    for fast in (False, True):
+        monkeypatch.setattr(decomp, "_FAST", fast)
+        rgpu._C.flush()
+        top = []
+        monkeypatch.setattr(tensor, "_dispatch", lambda f, a, k: (top.append(f), inner(f, a, k))[1])
+        rgpu._C.capture_begin()         # records kept here, not run: the same tensors again next
+        try:
+            with torch.no_grad():
+                fn(*lists)
+        finally:
+            recs[fast] = rgpu._C.capture_end()
+            monkeypatch.setattr(tensor, "_dispatch", inner)
+        calls = [f for f in top if "_foreach_" not in str(f)]
+        if fast:
+            # abs_ before sqrt_, and the tensor whose scalar is the default: one more each
+            assert len(calls) <= 2, calls
+        else:
+            assert len(calls) >= 4, calls
+    assert recs[True] == recs[False] and len(recs[True]) > 0
+    with torch.no_grad():
+        fn(*lists)                      # the fast path, run
+    for r, c in zip(lists[0], cpu[0]):
+        torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, equal_nan=True)
+
+
+def test_foreach_out_of_place_direct_calls_match_cpu():
+    xs, ys, _ = _lists()
+    rx, ry = [x.to(DEV) for x in xs], [y.to(DEV) for y in ys]
+    for name, f in [("sqrt", lambda a, b: torch._foreach_sqrt([t.abs() for t in a])),
+                    ("norm", lambda a, b: torch._foreach_norm(a)),
+                    ("norm inf", lambda a, b: torch._foreach_norm(a, float("inf"))),
+                    ("add", lambda a, b: torch._foreach_add(a, b, alpha=3)),
+                    ("mul ScalarList", lambda a, b: torch._foreach_mul(a, [1.5, 2, -1.0, 0.0])),
+                    ("neg", lambda a, b: torch._foreach_neg(a))]:
+        for r, c in zip(f(rx, ry), f(xs, ys)):
+            assert r.shape == c.shape and r.dtype == c.dtype, name
+            torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, msg=name)
+
+
+def test_foreach_mixed_dtypes_and_changing_scalars():
+    """Lists mixing dtypes (a per-tensor compute dtype each), and a float scalar
+    that changes every call (Adam's bias corrections, a learning-rate schedule:
+    keyed by its type, not its value) stay equal to CPU."""
+    xs = [sample((4,), 1), sample((3, 2), 2, torch.float64), sample((5,), 3, torch.bfloat16)]
+    ys = [sample(x.shape, 7 + i, x.dtype) for i, x in enumerate(xs)]
+    rx, ry = [x.to(DEV) for x in xs], [y.to(DEV) for y in ys]
+    with torch.no_grad():
+        for step in range(1, 5):
+            lr = 0.1 / step
+            for a, b in ((xs, ys), (rx, ry)):
+                torch._foreach_addcdiv_(a, b, [t.abs() + 1 for t in b], [lr * (i + 1) for i in range(3)])
+                torch._foreach_mul_(a, 1 - lr * 0.01)
+                torch._foreach_add_(a, b, alpha=-lr)
+            for r, c in zip(rx, xs):
+                assert r.dtype == c.dtype
+                # bfloat16: ATen's CPU kernels round their float math differently by an
+                # ulp (as without the direct calls), near 0 after cancellation here
+                tol = dict(rtol=1.6e-2, atol=1e-2) if c.dtype == torch.bfloat16 else {}
+                torch.testing.assert_close(r.cpu(), c, **tol)
+
+
+def test_float_scalar_keys_keep_type_errors():
+    """A float scalar keyed by its type: an integer tensor's in-place add_ of a
+    float still raises ATen's cast error, at every call (an error is never
+    cached), and the same op with an int scalar works."""
+    t = torch.arange(4, device=DEV)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="can't be cast|not possible"):   # torch's meta kernel's words
+            t.add_(1.5)
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+            t.mul_(0.5)
+    t.add_(2)
+    assert t.cpu().tolist() == [2, 3, 4, 5]
+
 
 # In-place forms whose common dtype does not cast safely to the written tensor:
 # ATen raises; torch's meta kernels of these do not check it, and rgpu once
@@ -162,3 +281,18 @@ def test_unsafe_inplace_casts_raise_like_aten(name):
         if "result type" in str(cpu_err.value) and "addcmul out" not in name:
             assert str(err.value) == str(cpu_err.value).split("\n")[0]
     assert t.cpu().tolist() == [1, 2, 3, 4]         # nothing written
+
+
+def test_optimizers_default_to_foreach_like_cuda():
+    """torch.optim and clip_grad_norm_ take the multi-tensor paths for rgpu
+    parameters by default, as they do for CUDA ones (fused_optim registers
+    RemoteTensor with them)."""
+    m = torch.nn.Linear(3, 2).to(DEV)
+    o = torch.optim.AdamW(m.parameters(), lr=0.1)
+    before = dict(decomposed())
+    m(torch.ones(4, 3, device=DEV)).sum().backward()
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+    o.step()
+    after = decomposed()
+    for op in ("aten._foreach_norm.Scalar", "aten._foreach_lerp_.Scalar", "aten._foreach_addcdiv_.ScalarList"):
+        assert after.get(op, 0) > before.get(op, 0), op

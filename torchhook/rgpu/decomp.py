@@ -22,6 +22,8 @@ from . import mexp as _mexp
 from . import composite_out as _composite_out
 from . import nnops as _nnops
 from ._dtypes import c10_name
+from .registry import HANDLERS
+from .tensor import RemoteTensor, call_single as _call_single
 
 aten = torch.ops.aten
 
@@ -1187,10 +1189,127 @@ def _elementwise_fn(base, inplace, scalar_other):
         oop = getattr(torch, base, None)
         if oop is None:
             return None
-        return lambda t, *a, **k: oop(t, *a, out=t, **k)
+        def into_self(t, *a, **k):
+            return oop(t, *a, out=t, **k)
+        into_self.out_is_self = True
+        return into_self
     if fn is None:
         fn = getattr(torch, base, None)
     return fn
+
+
+# The per-tensor calls of a _foreach_* op go through torch's dispatcher and back
+# into __torch_dispatch__ (autograd, argument parsing, the wrapper: more than
+# half of each call's client time). The first call shows which ATen op the
+# per-tensor function sends and how the dispatcher lays out its arguments; when
+# it sent exactly one op and _plan reproduces that layout, the other tensors'
+# calls go straight to that op's handler with their arguments laid out the same
+# way: the same records. Autograd and the version counter are the foreach op's
+# own, above __torch_dispatch__ (its in-place lists were bumped there), and the
+# write check is the foreach op's (every target written); an in-place target's
+# shape is checked here. _FAST = False takes the dispatcher for every call.
+_FAST = True
+_MISSING = object()
+_PLAIN = frozenset({RemoteTensor, type(None), int, float, bool})
+
+
+def _is_default(a, v):
+    if not a.has_default_value():
+        return False
+    d = a.default_value
+    return v is None if d is None else type(v) is type(d) and v == d
+
+
+def _plan(top, srcs, vals, j):
+    """The layout of the other tensors' calls, or None. top = (func, args,
+    kwargs), the first call's dispatch; srcs: the per-tensor function's
+    arguments, [(name or None when positional, index into vals, varies with
+    the tensor)]. The dispatcher hands __torch_dispatch__ the arguments up to
+    the last positional one given, leaving out trailing positional defaults,
+    and keyword-only ones unless equal to their default. The plan: ([(vals
+    index, varies)] positional, [(name, vals index, varies)] keyword), laid
+    out from the first call's values, and checked against what the dispatcher
+    made of them. An argument that varies and has a default is left out
+    where it equals the default: the plan's third list names them, and a
+    tensor whose value is the default takes the dispatcher."""
+    if top is None:
+        return None
+    func, args, kwargs = top
+    params = func._schema.arguments
+    npos = sum(1 for name, _, _ in srcs if name is None)
+    if npos > len(params) or any(a.kwarg_only for a in params[:npos]):
+        return None
+    src = [None] * len(params)
+    k = 0
+    for name, i, var in srcs:
+        if name is None:
+            src[k] = (i, var)
+            k += 1
+            continue
+        p = next((q for q, a in enumerate(params) if a.name == name), None)
+        if p is None or src[p] is not None:
+            return None
+        src[p] = (i, var)
+    pos, kw, dflt = [], [], []
+    for p, a in enumerate(params):
+        if src[p] is None:
+            if not a.has_default_value():
+                return None
+            if not a.kwarg_only:
+                pos.append((p, None, False))
+            continue
+        i, var = src[p]
+        v = vals[i][j] if var else vals[i]
+        if var and a.has_default_value():
+            if _is_default(a, v):
+                return None
+            dflt.append((i, a))
+        if type(v) not in _PLAIN:
+            return None
+        if a.kwarg_only:
+            if not _is_default(a, v):
+                kw.append((a.name, i, var))
+        else:
+            pos.append((p, src[p], _is_default(a, v)))
+    while pos and (pos[-1][1] is None or pos[-1][2]):
+        pos.pop()
+    if any(s is None for _, s, _ in pos):
+        return None                     # a default in the middle: not a layout seen here
+    plan = ([s for _, s, _ in pos], kw, dflt)
+    a, k = _lay_out(plan, vals, j)
+    if not _same_layout(a, args) or set(k) != set(kwargs or ()) or \
+            not all(_same_layout((k[n],), (kwargs[n],)) for n in k):
+        return None
+    return plan
+
+
+def _lay_out(plan, vals, j):
+    return (tuple([vals[i][j] if var else vals[i] for i, var in plan[0]]),
+            {n: vals[i][j] if var else vals[i] for n, i, var in plan[1]})
+
+
+def _same_layout(xs, ys):
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if x is not y:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def _args_of(srcs, vals, j):
+    """The per-tensor function's (positional, keyword) arguments for tensor j."""
+    pos, kw = [], {}
+    for name, i, var in srcs:
+        v = vals[i][j] if var else vals[i]
+        if name is None:
+            pos.append(v)
+        else:
+            kw[name] = v
+    return pos, kw
 
 
 def _foreach_handler(func):
@@ -1247,16 +1366,38 @@ def _foreach_handler(func):
                     vals[i] = vals[i].tolist()      # a wait: per-tensor scalars from a tensor
                     ks[i] = "scalarlist"
         results = []
-        for j in range(n):
-            pos, kw = [], {}
-            for i, k in enumerate(ks):
-                v = vals[i]
-                if k == "list" or k == "scalarlist":
-                    v = v[j]
-                if as_kw[i]:
-                    kw[kw_names[i]] = v
-                else:
-                    pos.append(v)
+        srcs = [(kw_names[i] if as_kw[i] else None, i, k == "list" or k == "scalarlist") for i, k in enumerate(ks)]
+        varying = [i for _, i, var in srcs if var]
+        j = 0
+        if n > 1 and _FAST:
+            pos, kw = _args_of(srcs, vals, 0)
+            r, top = _call_single(fn, pos, kw)
+            results.append(r)
+            j = 1
+            # the out= form written into the target: its out argument is the tensor itself
+            plan = _plan(top, srcs + [("out", 0, True)] if getattr(fn, "out_is_self", False) else srcs, vals, 0)
+            if plan is not None:
+                f = top[0]
+                h = HANDLERS.get(id(f))
+                h = getattr(h, "unchecked", h)
+                dflt = plan[2]
+                while h is not None and j < n:
+                    if any(type(vals[i][j]) not in _PLAIN for i in varying) or \
+                            (dflt and any(_is_default(p, vals[i][j]) for i, p in dflt)):
+                        pos, kw = _args_of(srcs, vals, j)
+                        results.append(fn(*pos, **kw))
+                    elif inplace:
+                        t = vals[0][j]
+                        key = t._key
+                        results.append(h(f, *_lay_out(plan, vals, j)))
+                        if t._key is not key and t._key[0] != key[0]:
+                            raise RuntimeError(f"output with shape {list(key[0])} doesn't match the broadcast "
+                                               f"shape {list(t._key[0])} (rgpu: {label} resized its input)")
+                    else:
+                        results.append(h(f, *_lay_out(plan, vals, j)))
+                    j += 1
+        for j in range(j, n):
+            pos, kw = _args_of(srcs, vals, j)
             results.append(fn(*pos, **kw))
         if has_out:
             out = kwargs["out"] if "out" in kwargs else args[len(params)]

@@ -22,12 +22,23 @@ marks (writes._WRITES_IF)."""
 import math
 import struct
 
+import importlib
+
 import torch
 
 from .registry import register
 from .tensor import RemoteTensor
 
 aten = torch.ops.aten
+
+# torch.optim's foreach=None default and clip_grad_norm_'s take the multi-tensor
+# (_foreach_*) paths, as on CUDA, only for type(p) in these lists (TORCH-NOTES):
+# RemoteTensor joins them, as DTensor joins them in torch.distributed.tensor.
+# Without it every rgpu optimizer step ran the per-tensor loop.
+for _m in ("torch.optim.optimizer", "torch.utils._foreach_utils"):
+    _types = importlib.import_module(_m)._foreach_supported_types
+    if RemoteTensor not in _types:
+        _types.append(RemoteTensor)
 
 _LOW = (torch.float16, torch.bfloat16)
 

@@ -44,6 +44,37 @@ def set_dispatcher(fn):
     _dispatch = fn
 
 
+def call_single(fn, pos, kw):
+    """fn(*pos, **kw), a torch function on RemoteTensors, and the ATen op it
+    sent to __torch_dispatch__ at the top level with the (args, kwargs) it
+    sent: (result, (func, args, kwargs)), or (result, None) when it sent
+    none or several (what ops a handler dispatches while running are below
+    the top level and not counted; calls from other threads are not seen)."""
+    import threading
+    me = threading.get_ident()
+    tops = []
+    depth = 0
+    prev = _dispatch
+
+    def capture(func, args, kwargs):
+        nonlocal depth
+        if threading.get_ident() != me:
+            return prev(func, args, kwargs)
+        if depth == 0:
+            tops.append((func, args, kwargs))
+        depth += 1
+        try:
+            return prev(func, args, kwargs)
+        finally:
+            depth -= 1
+    set_dispatcher(capture)
+    try:
+        r = fn(*pos, **kw)
+    finally:
+        set_dispatcher(prev)
+    return r, (tops[0] if len(tops) == 1 else None)
+
+
 class Storage:
     """One server storage: id, size in bytes, and the meta storage views share."""
     __slots__ = ("sid", "nbytes", "meta")

@@ -182,4 +182,5 @@ def checked(h, func, w):
             raise RuntimeError(f"rgpu: internal error: {label} returned a new tensor instead of the "
                                f"argument it writes ('{w[ret][1]}')")
         return r
+    handler.unchecked = h      # for callers whose own check covers the call (decomp's _foreach_*)
     return handler
