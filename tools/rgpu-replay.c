@@ -15,7 +15,7 @@ static const char *PROG = "rgpu-replay";
 
 static const char USAGE[] =
     "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
-    "                   [--from N] [--to M] [--dump-results FILE] [--quiet]\n"
+    "                   [--from N] [--to M] [--dump-results FILE] [--quiet] [--profile]\n"
     "                   [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
     "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--threads N]\n"
     "\n"
@@ -43,6 +43,8 @@ static const char USAGE[] =
     "                   one line each: index, op name, status, hex bytes (two\n"
     "                   replays on one backend give identical files)\n"
     "  --quiet          no progress bar and no summary line\n"
+    "  --profile        time every record; print the ops by their total time (on\n"
+    "                   cuda: launch times, the kernels run asynchronously)\n"
     TC_LIMITS_USAGE
     TC_DATA_USAGE
     "                   A file that changed since the run read it (another size or\n"
@@ -115,10 +117,29 @@ static void verify_one(verifier *v, rgpu_session *s, const rgpu_record *r, const
     }
 }
 
+/* --profile: ops by time spent, the largest first, down to 99.9% of the total. */
+static void print_profile(const rgpu_op_profile *p, double wall) {
+    int order[RGPU_OP_COUNT], n = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < RGPU_OP_COUNT; i++) if (p->count[i]) { order[n++] = i; total += p->ns[i]; }
+    for (int i = 1; i < n; i++)          /* insertion sort, by time descending */
+        for (int j = i; j > 0 && p->ns[order[j]] > p->ns[order[j - 1]]; j--) { int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x; }
+    printf("%s: profile: %.3f ms in records of %.3f ms of wall time\n", PROG, (double)total * 1e-6, wall * 1e3);
+    printf("%-34s %10s %12s %10s %7s\n", "op", "records", "total ms", "us/record", "share");
+    uint64_t shown = 0;
+    for (int k = 0; k < n && (double)shown < 0.999 * (double)total; k++) {
+        int i = order[k];
+        shown += p->ns[i];
+        printf("%-34s %10llu %12.3f %10.2f %6.1f%%\n", rgpu_op_name(i), (unsigned long long)p->count[i],
+               (double)p->ns[i] * 1e-6, (double)p->ns[i] * 1e-3 / (double)p->count[i],
+               total ? 100.0 * (double)p->ns[i] / (double)total : 0.0);
+    }
+}
+
 int main(int argc, char **argv) {
     rgpu_pool_prepare_process(argv);
     const char *path = NULL, *backend_name = "auto", *dump_path = NULL;
-    bool verify = false, quiet = false;
+    bool verify = false, quiet = false, profile = false;
     uint64_t from = 0, to = UINT64_MAX;
     tc_limits lim = { 0 };
     rgpu_files *files = rgpu_files_new();
@@ -132,6 +153,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--verify")) verify = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--threads")) {
             uint64_t v;
             if (++i >= argc || !tc_parse_u64(argv[i], &v) || v < 1 || v > 256) return tc_usage_error(PROG, "%s needs 1..256", a);
@@ -177,6 +199,11 @@ int main(int argc, char **argv) {
     if (!s) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
     rgpu_session_set_fetch(s, tc_fetch_blob, t);
     rgpu_session_set_files(s, files, true);
+    rgpu_op_profile *prof = NULL;
+    if (profile) {
+        if (!(prof = calloc(1, sizeof *prof))) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
+        rgpu_session_set_profile(s, prof);
+    }
 
     verifier v = { .same_backend = rec_backend[0] && !strcmp(rec_backend, b->name) };
     int rc = 0;
@@ -288,6 +315,8 @@ int main(int argc, char **argv) {
             printf("%s: %llu ops failed in the replay; the first: %s\n", PROG, (unsigned long long)failed,
                    first_fail_msg[0] ? first_fail_msg : "?");
     }
+    if (prof) print_profile(prof, wall);
+    free(prof);
     if (dump && fclose(dump) != 0 && !rc) { fprintf(stderr, "%s: --dump-results %s: write failed\n", PROG, dump_path); rc = 2; }
     rgpu_session_free(s);
     rgpu_files_free(files);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool force_poison, uint64_t poison_op);
@@ -397,9 +398,20 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
     }
 }
 
+/* A record of the stream (not of a template), timed when profiling. */
+static void run_top_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
+    if (!s->prof) { run_record(s, r, idx, false, 0); return; }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_record(s, r, idx, false, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->prof->ns[r->op] += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+    s->prof->count[r->op]++;
+}
+
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (idx != s->applied) return RGPU_ERR_SEQUENCE;
-    run_record(s, r, idx, false, 0);
+    run_top_record(s, r, idx);
     s->applied++;
     return RGPU_OK;
 }
@@ -522,7 +534,7 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
         rgpu_record_decode(raw + off, n - off, &r, &used);
         off += used;
         if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
-        run_record(s, &r, first_op + i, false, 0);
+        run_top_record(s, &r, first_op + i);
         s->applied++;
         if (s->stop_status) { blob_evict(s); return s->stop_status; }   /* a rebuild that must not go on */
     }
@@ -531,6 +543,8 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
 }
 
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud) { s->cancel = fn; s->cancel_ud = ud; }
+
+void rgpu_session_set_profile(rgpu_session *s, rgpu_op_profile *p) { s->prof = p; }
 
 void rgpu_session_set_files(rgpu_session *s, rgpu_files *f, bool dry_run_writes) { s->files = f; s->files_dry = dry_run_writes; }
 

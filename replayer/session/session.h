@@ -65,6 +65,13 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
  * longer than --grace). NULL: never. */
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud);
 
+/* Time per op (rgpu-replay --profile): when set, run_chunk adds each
+ * record's wall time (ns, CLOCK_MONOTONIC) and count to p, indexed by op
+ * (a CALL's time includes its template's records). On the cpu backend that
+ * is the kernel's time; on cuda, the launch's. NULL (the default): not timed. */
+typedef struct rgpu_op_profile { uint64_t ns[RGPU_OP_COUNT], count[RGPU_OP_COUNT]; } rgpu_op_profile;
+void rgpu_session_set_profile(rgpu_session *s, rgpu_op_profile *p);
+
 /* Server folders (rgpu-server --data/--data-rw; FORMAT.md §7.5) for the file
  * ops FILE_STAT, FILE_LIST, FROM_FILE, ZIP_INDEX and SAVE_ZIP: f is shared,
  * not owned (NULL, the default: every file op fails with RGPU_ERR_PATH,

@@ -76,6 +76,7 @@ struct rgpu_session {
     uint64_t held, held_host; /* everything held (max_total_bytes), and of it host memory (the pool) */
     bool (*cancel)(void *ud); /* asked between records: true stops the chunk (rgpu_session_set_cancel) */
     void *cancel_ud;
+    rgpu_op_profile *prof;    /* per-op times (rgpu_session_set_profile), or NULL */
     /* The record executor (session.c's run_record): graph.c runs a CALL's
      * template records through it, the one call from below back up into
      * session.c (set by rgpu_session_new). force_poison: run r as if an

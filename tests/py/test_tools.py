@@ -108,6 +108,36 @@ def test_replay_verify_passes_with_summary(trace):
     assert tool("rgpu-replay", trace, "--verify", "--quiet", "--backend", "cpu", check_code=0).stdout == ""
 
 
+def test_replay_profile_counts_every_record(trace):
+    """--profile: one row per op that ran, its record count equal to the
+    trace's (rgpu-trace dump), shares summing to ~100% of a total that is
+    at most the wall time; results still verified."""
+    p = tool("rgpu-replay", trace, "--verify", "--profile", "--backend", "cpu", check_code=0)
+    out = p.stdout.splitlines()
+    head = [i for i, l in enumerate(out) if l.startswith("rgpu-replay: profile: ")]
+    assert len(head) == 1, p.stdout
+    m = re.match(r"rgpu-replay: profile: ([\d.]+) ms in records of ([\d.]+) ms of wall time", out[head[0]])
+    total, wall = float(m.group(1)), float(m.group(2))
+    assert 0 < total <= wall + 1e-3
+    rows = {}
+    for l in out[head[0] + 2:]:
+        op, n, ms, us, share = l.split()
+        rows[op] = (int(n), float(ms), float(us), float(share.rstrip("%")))
+    counts = {}
+    for l in dump_lines(trace):
+        op = l.split()[1]
+        counts[op] = counts.get(op, 0) + 1
+    assert rows and all(rows[op][0] == counts[op] for op in rows), (rows, counts)
+    assert "mul.Tensor" in rows and "sum.dim_IntList" in rows, rows
+    assert 99.0 <= sum(r[3] for r in rows.values()) <= 100.5
+    assert abs(sum(r[1] for r in rows.values()) - total) <= 0.01 * total + 0.01 * len(rows)
+    for n, ms, us, share in rows.values():
+        assert abs(us * n - ms * 1e3) <= 0.01 * ms * 1e3 + 0.005 * n + 0.5   # both rounded
+    assert "results verified" in p.stdout
+    # without --profile: no table
+    assert "profile:" not in tool("rgpu-replay", trace, "--backend", "cpu", check_code=0).stdout
+
+
 def test_replay_twice_bitwise_equal(trace, tmp_path):
     r1, r2 = tmp_path / "r1", tmp_path / "r2"
     tool("rgpu-replay", trace, "--backend", "cpu", "--dump-results", r1, "--quiet", check_code=0)
