@@ -5,11 +5,12 @@
 // x is (lead..., norm...) with norm = normalized_shape: M = prod(lead) rows
 // of N = prod(norm) elements; mean/rstd are (lead..., 1...); weight and bias
 // are norm-shaped. Per row (one warp for N <= RF_WARP_ROW_MAX — GPT's C = 384
-// — else one block), everything in double as the CPU, sums in a fixed
+// — else one block), everything in the opmath (reduce.cuh: float, double
+// when an operand is float64; the CPU reference runs double), sums in a fixed
 // order. dw/db sum over rows in two fixed-order stages through scratch:
 // (column block, row chunk) partials, then one thread per column folds the
 // chunks in order. Elementwise formulas use _rn intrinsics so nothing is
-// contracted into an FMA the CPU does not do.
+// contracted into an FMA (rf_add/rf_sub/rf_mul).
 #include "reduce.cuh"
 
 // Element strides of v over the norm dims (the trailing k dims of v).
@@ -29,47 +30,48 @@ struct ln_fwd_args {
     rf_ctr<4> row;      // x, y, w, b over the norm dims
     long long N;
     double rN, eps;
+    float rNf, epsf;    // the same in float (rf_pick)
     const void *x, *w, *b;
     void *y, *mean, *rstd;
     int xdt, wdt, bdt, ydt, mdt, rdt;
 };
 
-template <bool BLK> __global__ void ln_fwd_kernel(ln_fwd_args g)
+template <bool BLK, typename T> __global__ void ln_fwd_kernel(ln_fwd_args g)
 {
-    __shared__ double sh[32];
+    __shared__ T sh[32];
     const rf_group gr = rf_group_of<BLK>();
     for (long long m = gr.row0; m < g.lead.total; m += gr.rstep) {
         long long lo[4];
         rf_ctr_offs(g.lead, m, lo);
-        double mu = 0.0;
+        T mu = 0;
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            mu += cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt);
+            mu += rf_ld<T>(g.x, lo[0] + ro[0], g.xdt);
         }
-        mu = rf_group_sum<BLK>(mu, sh) * g.rN;
-        double var = 0.0;
+        mu = rf_group_sum<BLK>(mu, sh) * rf_pick<T>(g.rN, g.rNf);
+        T var = 0;
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            double d = cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt) - mu;
-            var = __dadd_rn(var, __dmul_rn(d, d));
+            T d = rf_ld<T>(g.x, lo[0] + ro[0], g.xdt) - mu;
+            var = rf_add(var, rf_mul(d, d));
         }
-        var = rf_group_sum<BLK>(var, sh) * g.rN;
-        double rs = 1.0 / sqrt(var + g.eps);
-        if (g.N == 0) { mu = 0.0; rs = NAN; }
+        var = rf_group_sum<BLK>(var, sh) * rf_pick<T>(g.rN, g.rNf);
+        T rs = (T)1 / sqrt(var + rf_pick<T>(g.eps, g.epsf));
+        if (g.N == 0) { mu = 0; rs = NAN; }
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(g.row, i, ro);
-            double xv = cvt_ld_f64(g.x, lo[0] + ro[0], g.xdt);
-            double wv = g.w ? cvt_ld_f64(g.w, ro[2], g.wdt) : 1.0;
-            double bv = g.b ? cvt_ld_f64(g.b, ro[3], g.bdt) : 0.0;
-            double yv = __dadd_rn(__dmul_rn(__dmul_rn(__dsub_rn(xv, mu), rs), wv), bv);
-            cvt_st_f64(g.y, lo[1] + ro[1], g.ydt, yv);
+            T xv = rf_ld<T>(g.x, lo[0] + ro[0], g.xdt);
+            T wv = g.w ? rf_ld<T>(g.w, ro[2], g.wdt) : (T)1;
+            T bv = g.b ? rf_ld<T>(g.b, ro[3], g.bdt) : (T)0;
+            T yv = rf_add(rf_mul(rf_mul(rf_sub(xv, mu), rs), wv), bv);
+            rf_st(g.y, lo[1] + ro[1], g.ydt, yv);
         }
         if (gr.lane == 0) {
-            if (g.mean) cvt_st_f64(g.mean, lo[2], g.mdt, mu);
-            if (g.rstd) cvt_st_f64(g.rstd, lo[3], g.rdt, rs);
+            if (g.mean) rf_st(g.mean, lo[2], g.mdt, mu);
+            if (g.rstd) rf_st(g.rstd, lo[3], g.rdt, rs);
         }
     }
 }
@@ -91,6 +93,8 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     g.N = s.N;
     g.rN = 1.0 / (double)s.N;
     g.eps = s.eps;
+    g.rNf = 1.0f / (float)s.N;
+    g.epsf = (float)s.eps;
     g.x = x->data; g.xdt = x->dtype;
     g.w = w ? w->data : NULL; g.wdt = w ? w->dtype : 0;
     g.b = b ? b->data : NULL; g.bdt = b ? b->dtype : 0;
@@ -99,8 +103,13 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     g.rstd = rstd ? rstd->data : NULL; g.rdt = rstd ? rstd->dtype : 0;
     const bool blk = s.N > RF_WARP_ROW_MAX;
     const unsigned grid = rf_row_grid(g.lead.total, blk);
-    if (blk) ln_fwd_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
-    else ln_fwd_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    if (rf_opmath_float({ g.xdt, w ? g.wdt : -1, b ? g.bdt : -1, g.ydt, mean ? g.mdt : -1, rstd ? g.rdt : -1 })) {
+        if (blk) ln_fwd_kernel<true, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else ln_fwd_kernel<false, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    } else {
+        if (blk) ln_fwd_kernel<true, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else ln_fwd_kernel<false, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -118,45 +127,46 @@ struct ln_bwd_args {
     rf_ctr<4> row;      // g, x, dx, w over the norm dims
     long long M, N;
     double rN;
+    float rNf;
     const void *g, *x, *mean, *rstd, *w;
     void *dx;
     int gdt, xdt, mdt, rdt, wdt, dxdt;
     // dw/db
     long long nsplit, chunk;
-    double *partial;    // [2][nsplit][N]: dw then db
+    void *partial;      // T[2][nsplit][N]: dw then db (T: the opmath)
     rf_ctr<2> prow;     // dw, db over the norm dims
     void *dw, *db;
     int dwdt, dbdt;
 };
 
-template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
+template <bool BLK, typename T> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
 {
-    __shared__ double sh[32];
+    __shared__ T sh[32];
     const rf_group gr = rf_group_of<BLK>();
     for (long long m = gr.row0; m < a.lead.total; m += gr.rstep) {
         long long lo[5];
         rf_ctr_offs(a.lead, m, lo);
-        const double mu = cvt_ld_f64(a.mean, lo[2], a.mdt);
-        const double rs = cvt_ld_f64(a.rstd, lo[3], a.rdt);
-        double sgw = 0.0, sgwx = 0.0;
+        const T mu = rf_ld<T>(a.mean, lo[2], a.mdt);
+        const T rs = rf_ld<T>(a.rstd, lo[3], a.rdt);
+        T sgw = 0, sgwx = 0;
         for (long long i = gr.lane; i < a.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(a.row, i, ro);
-            double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
-            double gw = __dmul_rn(cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? cvt_ld_f64(a.w, ro[3], a.wdt) : 1.0);
+            T xh = rf_mul(rf_sub(rf_ld<T>(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            T gw = rf_mul(rf_ld<T>(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld<T>(a.w, ro[3], a.wdt) : (T)1);
             sgw += gw;
-            sgwx = __dadd_rn(sgwx, __dmul_rn(gw, xh));
+            sgwx = rf_add(sgwx, rf_mul(gw, xh));
         }
         sgw = rf_group_sum<BLK>(sgw, sh);
         sgwx = rf_group_sum<BLK>(sgwx, sh);
-        const double ma = sgw * a.rN, mb = sgwx * a.rN;
+        const T ma = sgw * rf_pick<T>(a.rN, a.rNf), mb = sgwx * rf_pick<T>(a.rN, a.rNf);
         for (long long i = gr.lane; i < a.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(a.row, i, ro);
-            double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), mu), rs);
-            double gw = __dmul_rn(cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt), a.w ? cvt_ld_f64(a.w, ro[3], a.wdt) : 1.0);
-            double d = __dmul_rn(rs, __dsub_rn(__dsub_rn(gw, ma), __dmul_rn(xh, mb)));
-            cvt_st_f64(a.dx, lo[4] + ro[2], a.dxdt, d);
+            T xh = rf_mul(rf_sub(rf_ld<T>(a.x, lo[1] + ro[1], a.xdt), mu), rs);
+            T gw = rf_mul(rf_ld<T>(a.g, lo[0] + ro[0], a.gdt), a.w ? rf_ld<T>(a.w, ro[3], a.wdt) : (T)1);
+            T d = rf_mul(rs, rf_sub(rf_sub(gw, ma), rf_mul(xh, mb)));
+            rf_st(a.dx, lo[4] + ro[2], a.dxdt, d);
         }
     }
 }
@@ -166,26 +176,27 @@ template <bool BLK> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
 // fixed tree over y.
 #define LN_BX 32
 #define LN_BY 8
-static __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
+template <typename T> __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
 {
-    __shared__ double shw[LN_BY][LN_BX], shb[LN_BY][LN_BX];
+    __shared__ T shw[LN_BY][LN_BX], shb[LN_BY][LN_BX];
+    T *const partial = (T *)a.partial;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long s = blockIdx.y;
     const long long m0 = s * a.chunk, m1 = min(a.M, m0 + a.chunk);
     const long long ncb = (a.N + LN_BX - 1) / LN_BX;
     for (long long cb = blockIdx.x; cb < ncb; cb += gridDim.x) {
         const long long j = cb * LN_BX + tx;
-        double dw = 0.0, db = 0.0;
+        T dw = 0, db = 0;
         if (j < a.N) {
             long long ro[4];
             rf_ctr_offs(a.row, j, ro);
             for (long long m = m0 + ty; m < m1; m += LN_BY) {
                 long long lo[5];
                 rf_ctr_offs(a.lead, m, lo);
-                double gv = cvt_ld_f64(a.g, lo[0] + ro[0], a.gdt);
-                double xh = __dmul_rn(__dsub_rn(cvt_ld_f64(a.x, lo[1] + ro[1], a.xdt), cvt_ld_f64(a.mean, lo[2], a.mdt)),
-                                      cvt_ld_f64(a.rstd, lo[3], a.rdt));
-                dw = __dadd_rn(dw, __dmul_rn(gv, xh));
+                T gv = rf_ld<T>(a.g, lo[0] + ro[0], a.gdt);
+                T xh = rf_mul(rf_sub(rf_ld<T>(a.x, lo[1] + ro[1], a.xdt), rf_ld<T>(a.mean, lo[2], a.mdt)),
+                              rf_ld<T>(a.rstd, lo[3], a.rdt));
+                dw = rf_add(dw, rf_mul(gv, xh));
                 db += gv;
             }
         }
@@ -200,27 +211,28 @@ static __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
             __syncthreads();
         }
         if (ty == 0 && j < a.N) {
-            a.partial[s * a.N + j] = shw[0][tx];
-            a.partial[(a.nsplit + s) * a.N + j] = shb[0][tx];
+            partial[s * a.N + j] = shw[0][tx];
+            partial[(a.nsplit + s) * a.N + j] = shb[0][tx];
         }
         __syncthreads();
     }
 }
 
 // Stage 2: one thread per column folds the chunks in order.
-static __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
+template <typename T> __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
 {
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < a.N;
          j += (long long)gridDim.x * blockDim.x) {
-        double dw = a.partial[j], db = a.partial[a.nsplit * a.N + j];
+        const T *const partial = (const T *)a.partial;
+        T dw = partial[j], db = partial[a.nsplit * a.N + j];
         for (long long s = 1; s < a.nsplit; s++) {
-            dw += a.partial[s * a.N + j];
-            db += a.partial[(a.nsplit + s) * a.N + j];
+            dw += partial[s * a.N + j];
+            db += partial[(a.nsplit + s) * a.N + j];
         }
         long long po[2];
         rf_ctr_offs(a.prow, j, po);
-        if (a.dw) cvt_st_f64(a.dw, po[0], a.dwdt, dw);
-        if (a.db) cvt_st_f64(a.db, po[1], a.dbdt, db);
+        if (a.dw) rf_st(a.dw, po[0], a.dwdt, dw);
+        if (a.db) rf_st(a.db, po[1], a.dbdt, db);
     }
 }
 
@@ -241,6 +253,7 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     rf_ctr_build(&a.prow, s.k, s.norm, { norm_strides(dw, s.k), norm_strides(db, s.k) });
     a.M = s.M; a.N = s.N;
     a.rN = 1.0 / (double)s.N;
+    a.rNf = 1.0f / (float)s.N;
     a.g = g->data; a.gdt = g->dtype;
     a.x = x->data; a.xdt = x->dtype;
     a.mean = mean->data; a.mdt = mean->dtype;
@@ -250,11 +263,18 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     a.dw = dw ? dw->data : NULL; a.dwdt = dw ? dw->dtype : 0;
     a.db = db ? db->data : NULL; a.dbdt = db ? db->dtype : 0;
 
+    const bool opf = rf_opmath_float({ a.gdt, a.xdt, a.mdt, a.rdt, w ? a.wdt : -1, dx ? a.dxdt : -1, dw ? a.dwdt : -1,
+                                       db ? a.dbdt : -1 });
     if (dx && s.M > 0) {
         const bool blk = s.N > RF_WARP_ROW_MAX;
         const unsigned grid = rf_row_grid(s.M, blk);
-        if (blk) ln_bwd_dx_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
-        else ln_bwd_dx_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        if (opf) {
+            if (blk) ln_bwd_dx_kernel<true, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+            else ln_bwd_dx_kernel<false, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        } else {
+            if (blk) ln_bwd_dx_kernel<true, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+            else ln_bwd_dx_kernel<false, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        }
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     }
     if (dw == NULL && db == NULL) return RGPU_OK;
@@ -266,18 +286,21 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     a.chunk = s.M > 0 ? (s.M + S - 1) / S : 0;
     if (s.M > 0) S = (s.M + a.chunk - 1) / a.chunk;
     a.nsplit = S;
-    a.partial = (double *)rgpu_cuda_scratch(c, (size_t)2 * (size_t)S * (size_t)s.N * sizeof(double));
+    a.partial = rgpu_cuda_scratch(c, (size_t)2 * (size_t)S * (size_t)s.N * (opf ? sizeof(float) : sizeof(double)));
     if (a.partial == NULL)
         RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld x %lld partial sums", rgpu_op_name(e->op),
                      S, (long long)s.N);
     long long ncb = (s.N + LN_BX - 1) / LN_BX;
     if (ncb > RF_MAX_GRID) ncb = RF_MAX_GRID;
-    ln_bwd_dwdb_partial_kernel<<<dim3((unsigned)ncb, (unsigned)S), dim3(LN_BX, LN_BY), 0, c->stream>>>(a);
+    const dim3 pgrid((unsigned)ncb, (unsigned)S), pblock(LN_BX, LN_BY);
+    if (opf) ln_bwd_dwdb_partial_kernel<float><<<pgrid, pblock, 0, c->stream>>>(a);
+    else ln_bwd_dwdb_partial_kernel<double><<<pgrid, pblock, 0, c->stream>>>(a);
     cudaError_t ce = cudaGetLastError();
     if (ce == cudaSuccess) {
         long long nb = (s.N + 255) / 256;
         if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
-        ln_bwd_dwdb_final_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        if (opf) ln_bwd_dwdb_final_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        else ln_bwd_dwdb_final_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
         ce = cudaGetLastError();
     }
     rgpu_cuda_scratch_free(c, a.partial);

@@ -119,7 +119,7 @@ template <int K> __device__ __forceinline__ void rf_ctr_offs(const rf_ctr<K> &c,
 // IEEE), so every thread gets the identical result; the order depends only
 // on the group size.
 
-__device__ __forceinline__ double rf_warp_sum(double v)
+template <typename T> __device__ __forceinline__ T rf_warp_sum(T v)
 {
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
@@ -128,7 +128,7 @@ __device__ __forceinline__ double rf_warp_sum(double v)
 
 // max with NaN winning; equal values give the same bits both ways round
 // (+0 over -0), so the butterfly stays identical across lanes.
-__device__ __forceinline__ double rf_max_nan(double a, double b)
+template <typename T> __device__ __forceinline__ T rf_max_nan(T a, T b)
 {
     if (a != a) return a;
     if (b != b) return b;
@@ -137,15 +137,15 @@ __device__ __forceinline__ double rf_max_nan(double a, double b)
     return signbit(a) ? b : a;
 }
 
-__device__ __forceinline__ double rf_warp_max(double v)
+template <typename T> __device__ __forceinline__ T rf_warp_max(T v)
 {
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) v = rf_max_nan(v, __shfl_xor_sync(0xffffffffu, v, m));
     return v;
 }
 
-// sh: 32 doubles of shared memory, used only when BLK.
-template <bool BLK> __device__ __forceinline__ double rf_group_sum(double v, double *sh)
+// sh: 32 Ts of shared memory, used only when BLK.
+template <bool BLK, typename T> __device__ __forceinline__ T rf_group_sum(T v, T *sh)
 {
     v = rf_warp_sum(v);
     if (!BLK) return v;
@@ -153,11 +153,11 @@ template <bool BLK> __device__ __forceinline__ double rf_group_sum(double v, dou
     __syncthreads();   // sh may still be read by the previous call
     if (l == 0) sh[w] = v;
     __syncthreads();
-    v = l < nw ? sh[l] : 0.0;
+    v = l < nw ? sh[l] : (T)0;
     return rf_warp_sum(v);
 }
 
-template <bool BLK> __device__ __forceinline__ double rf_group_max(double v, double *sh)
+template <bool BLK, typename T> __device__ __forceinline__ T rf_group_max(T v, T *sh)
 {
     v = rf_warp_max(v);
     if (!BLK) return v;
@@ -165,9 +165,54 @@ template <bool BLK> __device__ __forceinline__ double rf_group_max(double v, dou
     __syncthreads();
     if (l == 0) sh[w] = v;
     __syncthreads();
-    v = l < nw ? sh[l] : -INFINITY;
+    v = l < nw ? sh[l] : (T)-INFINITY;
     return rf_warp_max(v);
 }
+
+// ---------------------------------------------------------------------------
+// Opmath of the row kernels (softmax, layer_norm), ATen's: float when every
+// floating operand is float32, float16 or bfloat16, double when one is
+// float64. A kernel is instantiated for both; the float one's loads and
+// stores know only the three narrow dtypes, so it runs no FP64 instruction.
+// The cpu backend computes these rows in double: the two agree within
+// rgpu-diff's per-dtype tolerances, not bitwise (as ATen's CPU and CUDA).
+
+// True when the float instantiation may run on these dtypes (-1: absent operand).
+static inline bool rf_opmath_float(std::initializer_list<int> dts)
+{
+    for (int dt : dts)
+        if (dt >= 0 && dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return false;
+    return true;
+}
+
+template <typename T> __device__ T rf_ld(const void *p, long long i, int dt);
+template <> __device__ __forceinline__ double rf_ld<double>(const void *p, long long i, int dt) { return cvt_ld_f64(p, i, dt); }
+template <> __device__ __forceinline__ float rf_ld<float>(const void *p, long long i, int dt)
+{
+    if (dt == RGPU_F32) return ((const float *)p)[i];
+    const uint16_t h = ((const uint16_t *)p)[i];
+    return dt == RGPU_BF16 ? rgpu_bf16_to_float(h) : rgpu_half_to_float(h);
+}
+__device__ __forceinline__ void rf_st(void *p, long long i, int dt, double v) { cvt_st_f64(p, i, dt, v); }
+__device__ __forceinline__ void rf_st(void *p, long long i, int dt, float v)
+{
+    if (dt == RGPU_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = dt == RGPU_BF16 ? rgpu_float_to_bf16(v) : rgpu_float_to_half(v);
+}
+
+// A host-computed constant in the opmath: the kernel argument holds it both
+// ways, so the float instantiation converts nothing from double.
+template <typename T> __device__ T rf_pick(double d, float f);
+template <> __device__ __forceinline__ double rf_pick<double>(double d, float) { return d; }
+template <> __device__ __forceinline__ float rf_pick<float>(double, float f) { return f; }
+
+// Correctly rounded, never contracted into an FMA (the formulas stay as written).
+__device__ __forceinline__ double rf_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ double rf_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ double rf_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rf_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float rf_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float rf_mul(float a, float b) { return __fmul_rn(a, b); }
 
 // Row kernels: the group of this thread, its lane and size, its first row
 // and the row step (grid-stride). Warp mode packs blockDim.x / 32 rows per block.

@@ -4,8 +4,8 @@
 // A row is the line along dim; every other dim counts rows. One warp per row
 // for rows up to RF_WARP_ROW_MAX elements (the GPT hot path: attention rows
 // of T, logits rows of the vocabulary), one block per row beyond. Each lane
-// folds its elements (lane, lane + G, ..) in order, in double as the CPU,
-// then a fixed butterfly: deterministic, and every lane holds the same max
+// folds its elements (lane, lane + G, ..) in order, in float (double for
+// float64: reduce.cuh's opmath), then a fixed butterfly: deterministic, and every lane holds the same max
 // and sum. Passes re-read the row (from L1/L2) instead of buffering it; the
 // writes come after every read of the row, so out may alias in.
 #include "reduce.cuh"
@@ -23,55 +23,56 @@ struct sm_args {
 };
 
 //   y = exp(x - max) / sum(exp(x - max))     y = x - (max + log(sum(exp(x - max))))
-template <bool BLK> __global__ void softmax_kernel(sm_args g)
+// T: the opmath (reduce.cuh's rf_ld/rf_st), float unless an operand is float64.
+template <bool BLK, typename T> __global__ void softmax_kernel(sm_args g)
 {
-    __shared__ double sh[32];
+    __shared__ T sh[32];
     const rf_group gr = rf_group_of<BLK>();
     for (long long row = gr.row0; row < g.rows.total; row += gr.rstep) {
         long long off[3];
         rf_ctr_offs(g.rows, row, off);
         const long long xo = off[0], yo = off[2], xs = g.rs[0], ys = g.rs[2];
-        double mx = -INFINITY;
+        T mx = -INFINITY;
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double v = cvt_ld_f64(g.a, xo + i * xs, g.adt);
+            T v = rf_ld<T>(g.a, xo + i * xs, g.adt);
             if (mx == mx && !(v <= mx)) mx = v;   // a NaN wins and sticks
         }
         mx = rf_group_max<BLK>(mx, sh);
-        double sum = 0.0;
-        for (long long i = gr.lane; i < g.n; i += gr.size) sum += exp(cvt_ld_f64(g.a, xo + i * xs, g.adt) - mx);
+        T sum = 0;
+        for (long long i = gr.lane; i < g.n; i += gr.size) sum += exp(rf_ld<T>(g.a, xo + i * xs, g.adt) - mx);
         sum = rf_group_sum<BLK>(sum, sh);
         if (g.is_log) {
-            const double sub = mx + log(sum);
+            const T sub = mx + log(sum);
             for (long long i = gr.lane; i < g.n; i += gr.size)
-                cvt_st_f64(g.out, yo + i * ys, g.odt, cvt_ld_f64(g.a, xo + i * xs, g.adt) - sub);
+                rf_st(g.out, yo + i * ys, g.odt, rf_ld<T>(g.a, xo + i * xs, g.adt) - sub);
         } else {
             for (long long i = gr.lane; i < g.n; i += gr.size)
-                cvt_st_f64(g.out, yo + i * ys, g.odt, exp(cvt_ld_f64(g.a, xo + i * xs, g.adt) - mx) / sum);
+                rf_st(g.out, yo + i * ys, g.odt, exp(rf_ld<T>(g.a, xo + i * xs, g.adt) - mx) / sum);
         }
     }
 }
 
 //   softmax:     gx = y * (g - sum(g * y))
 //   log_softmax: gx = g - exp(y) * sum(g)
-template <bool BLK> __global__ void softmax_backward_kernel(sm_args g)
+template <bool BLK, typename T> __global__ void softmax_backward_kernel(sm_args g)
 {
-    __shared__ double sh[32];
+    __shared__ T sh[32];
     const rf_group gr = rf_group_of<BLK>();
     for (long long row = gr.row0; row < g.rows.total; row += gr.rstep) {
         long long off[3];
         rf_ctr_offs(g.rows, row, off);
-        double sum = 0.0;
+        T sum = 0;
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double gv = cvt_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
+            T gv = rf_ld<T>(g.a, off[0] + i * g.rs[0], g.adt);
             if (g.is_log) sum += gv;
-            else sum = __dadd_rn(sum, __dmul_rn(gv, cvt_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt)));
+            else sum = rf_add(sum, rf_mul(gv, rf_ld<T>(g.b, off[1] + i * g.rs[1], g.bdt)));
         }
         sum = rf_group_sum<BLK>(sum, sh);
         for (long long i = gr.lane; i < g.n; i += gr.size) {
-            double gv = cvt_ld_f64(g.a, off[0] + i * g.rs[0], g.adt);
-            double yv = cvt_ld_f64(g.b, off[1] + i * g.rs[1], g.bdt);
-            double r = g.is_log ? __dsub_rn(gv, __dmul_rn(exp(yv), sum)) : __dmul_rn(yv, __dsub_rn(gv, sum));
-            cvt_st_f64(g.out, off[2] + i * g.rs[2], g.odt, r);
+            T gv = rf_ld<T>(g.a, off[0] + i * g.rs[0], g.adt);
+            T yv = rf_ld<T>(g.b, off[1] + i * g.rs[1], g.bdt);
+            T r = g.is_log ? rf_sub(gv, rf_mul(exp(yv), sum)) : rf_mul(yv, rf_sub(gv, sum));
+            rf_st(g.out, off[2] + i * g.rs[2], g.odt, r);
         }
     }
 }
@@ -92,17 +93,23 @@ static void rows_along(sm_args *g, const rgpu_view *const *v, int nv, int dim)
     rf_ctr_coalesce(&g->rows);
 }
 
+template <typename T> static void launch_rows_t(rgpu_cuda_ctx *c, const sm_args &g, bool backward, bool blk, unsigned grid)
+{
+    if (backward) {
+        if (blk) softmax_backward_kernel<true, T><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else softmax_backward_kernel<false, T><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    } else {
+        if (blk) softmax_kernel<true, T><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+        else softmax_kernel<false, T><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
+    }
+}
+
 static rgpu_status launch_rows(rgpu_cuda_ctx *c, const sm_args &g, bool backward, char *err, size_t errlen)
 {
     const bool blk = g.n > RF_WARP_ROW_MAX;
     const unsigned grid = rf_row_grid(g.rows.total, blk);
-    if (backward) {
-        if (blk) softmax_backward_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
-        else softmax_backward_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
-    } else {
-        if (blk) softmax_kernel<true><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
-        else softmax_kernel<false><<<grid, RF_ROW_THREADS, 0, c->stream>>>(g);
-    }
+    if (rf_opmath_float({ g.adt, g.bdt, g.odt })) launch_rows_t<float>(c, g, backward, blk, grid);
+    else launch_rows_t<double>(c, g, backward, blk, grid);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
