@@ -7,13 +7,15 @@
 // atomicMin: the same answer whatever the order), the entry point reads it
 // back and fails with the CPU's message. The compute kernels skip bad
 // targets too, so nothing is ever read out of bounds. The reduced loss is one
-// block folding its threads' partial sums in a fixed order, in double.
+// block folding its threads' partial sums in a fixed order, in the opmath
+// (reduce.cuh: float, double when an operand is float64; the CPU: double).
 #include "reduce.cuh"
 #include "op/ctc.h"
 
+// targets are int64 or uint8 (checked on the host): integer loads only
 __device__ __forceinline__ long long nll_target(const void *t, int tdt, long long ts, long long i)
 {
-    return (long long)cvt_ld_u64(t, i * ts, tdt);
+    return (long long)rf_ld_int(t, i * ts, tdt);
 }
 
 static __global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
@@ -99,43 +101,44 @@ static nll_args nll_args_of(const op_nll_shape *s, const rgpu_view *logp, const 
 }
 
 // reduction none with 2-d logp: loss_i = -w[t_i] * logp[i, t_i] (0 when ignored)
-static __global__ void nll_rows_kernel(nll_args a)
+// T: the opmath (reduce.cuh), float unless an operand is float64.
+template <typename T> __global__ void nll_rows_kernel(nll_args a)
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.N;
          i += (long long)gridDim.x * blockDim.x) {
         long long c = nll_target(a.t, a.tdt, a.ts, i);
-        double v = 0.0;
+        T v = 0;
         if (nll_valid(c, a)) {
-            double wc = a.w ? cvt_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
-            v = __dmul_rn(-cvt_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc);
+            T wc = a.w ? rf_ld<T>(a.w, c * a.ws, a.wdt) : (T)1;
+            v = rf_mul(-rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc);
         }
-        cvt_st_f64(a.loss, i * a.los, a.lossdt, v);
+        rf_st(a.loss, i * a.los, a.lossdt, v);
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) cvt_st_f64(a.tw, 0, a.twdt, 0.0);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) rf_st(a.tw, 0, a.twdt, (T)0);
 }
 
 // mean / sum: one block, thread t folds rows t, t + blockDim.x, .., then the
 // fixed block sum; mean = sum / total_weight (NaN for an empty logp).
 #define NLL_REDUCE_THREADS 512
-static __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args a)
+template <typename T> __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_reduce_kernel(nll_args a)
 {
-    __shared__ double sh[32];
-    double sum = 0.0, wsum = 0.0;
+    __shared__ T sh[32];
+    T sum = 0, wsum = 0;
     const bool empty = a.N * a.C == 0;
     for (long long i = threadIdx.x; !empty && i < a.N; i += blockDim.x) {
         long long c = nll_target(a.t, a.tdt, a.ts, i);
         if (!nll_valid(c, a)) continue;
-        double wc = a.w ? cvt_ld_f64(a.w, c * a.ws, a.wdt) : 1.0;
-        sum = __dsub_rn(sum, __dmul_rn(cvt_ld_f64(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
+        T wc = a.w ? rf_ld<T>(a.w, c * a.ws, a.wdt) : (T)1;
+        sum = rf_sub(sum, rf_mul(rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
         wsum += wc;
     }
     sum = rf_group_sum<true>(sum, sh);
     wsum = rf_group_sum<true>(wsum, sh);
     if (threadIdx.x == 0) {
-        double out = sum;
-        if (a.reduction == 1) out = empty ? (double)NAN : sum / wsum;
-        cvt_st_f64(a.loss, 0, a.lossdt, out);
-        if (a.tw) cvt_st_f64(a.tw, 0, a.twdt, wsum);
+        T out = sum;
+        if (a.reduction == 1) out = empty ? (T)NAN : sum / wsum;
+        rf_st(a.loss, 0, a.lossdt, out);
+        if (a.tw) rf_st(a.tw, 0, a.twdt, wsum);
     }
 }
 
@@ -152,14 +155,17 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     nll_args a = nll_args_of(&s, logp, t, w);
     a.loss = loss->data; a.lossdt = loss->dtype;
     a.tw = tw ? tw->data : NULL; a.twdt = tw ? tw->dtype : 0;
+    const bool opf = rf_opmath_float({ a.ldt, w ? a.wdt : -1, a.lossdt, tw ? a.twdt : -1 });
     if (per_row) {
         a.los = loss->ndim == 1 ? loss->strides[0] : 0;
         long long nb = (s.N + 255) / 256;
         if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
         if (nb < 1) nb = 1;   // still writes total_weight for N == 0
-        nll_rows_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        if (opf) nll_rows_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        else nll_rows_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
     } else {
-        nll_reduce_kernel<<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+        if (opf) nll_reduce_kernel<float><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+        else nll_reduce_kernel<double><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -170,27 +176,27 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 //   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
 //   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean)
 // One thread per element of gx, so the zeros and the values are one pass.
-static __global__ void nll_backward_kernel(nll_args a)
+template <typename T> __global__ void nll_backward_kernel(nll_args a)
 {
     const bool per_row = a.reduction == 0 && a.gos >= 0;
     const long long total = a.N * a.C;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total;
          k += (long long)gridDim.x * blockDim.x) {
         const long long i = k / a.C, cc = k - i * a.C;
-        double v = 0.0;
+        T v = 0;
         long long tc = nll_target(a.t, a.tdt, a.ts, i);
         if (tc == cc && nll_valid(tc, a)) {
-            double wc = a.w ? cvt_ld_f64(a.w, tc * a.ws, a.wdt) : 1.0;
-            double gi;
+            T wc = a.w ? rf_ld<T>(a.w, tc * a.ws, a.wdt) : (T)1;
+            T gi;
             if (per_row) {
-                gi = -cvt_ld_f64(a.go, i * a.gos, a.godt);
+                gi = -rf_ld<T>(a.go, i * a.gos, a.godt);
             } else {
-                gi = -cvt_ld_f64(a.go, 0, a.godt);
-                if (a.reduction == 1) gi /= cvt_ld_f64(a.twin, 0, a.twindt);
+                gi = -rf_ld<T>(a.go, 0, a.godt);
+                if (a.reduction == 1) gi /= rf_ld<T>(a.twin, 0, a.twindt);
             }
-            v = __dmul_rn(wc, gi);
+            v = rf_mul(wc, gi);
         }
-        cvt_st_f64(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
+        rf_st(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
     }
 }
 
@@ -213,7 +219,9 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     a.gs1 = gx->strides[gx->ndim - 1];
     long long nb = (s.N * s.C + 255) / 256;
     if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
-    nll_backward_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    if (rf_opmath_float({ a.godt, a.ldt, w ? a.wdt : -1, a.twindt, a.gxdt }))
+        nll_backward_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    else nll_backward_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

@@ -6,8 +6,9 @@
 //
 // in is (d0, .., dn-1); the listed dims are reduced into out (kept as 1 with
 // keepdim, removed otherwise). Argument parsing, validation and messages are
-// the CPU's. Accumulation as the CPU: double for floating, int64 (wrapping)
-// for integers, a count for bool sums.
+// the CPU's. Accumulation in ATen's opmath: float for float32/float16/bfloat16
+// (the CPU reference uses double: the two agree within tolerance), double for
+// float64, int64 (wrapping) for integers, a count for bool sums.
 //
 // One engine runs every reduction: a block of (BX, BY) threads owns BX
 // consecutive outputs; thread (x, y) folds the elements y, y + BY, .. of its
@@ -18,6 +19,8 @@
 // only on the shapes, so results are the same bits on every run. With BY = 1
 // and S = 1 (short reductions) the order is exactly the CPU's.
 #include "reduce.cuh"
+
+#include <type_traits>
 
 // ---------------------------------------------------------------------------
 // The engine
@@ -43,8 +46,19 @@ enum red_fin {
     FIN_CENTER,   // centre_out[o] = f / count (var's first pass)
 };
 
-struct red_acc {
-    double f;
+// Integer kinds: their accumulator is u (and idx); f is never read.
+template <int K> struct red_is_int {
+    static constexpr bool value = K == RK_MAXI || K == RK_MINI || K == RK_SUMU || K == RK_COUNT || K == RK_ANY ||
+                                  K == RK_ALL || K == RK_PRODU;
+};
+
+// F: the opmath of the floating kinds (reduce.cuh): float when the input and
+// a floating output are float32/float16/bfloat16, double otherwise (float64,
+// or integer elements summed into a floating dtype). The integer kinds' f is
+// never used: their float instantiation runs on integer and bool operands
+// only (rf_int_dtype), the double one on the rest (e.g. a float's non-zero count).
+template <typename F> struct red_acc {
+    F f;
     unsigned long long u;
     long long idx;    // max/min kinds: index of the best so far, -1 before the first element
 };
@@ -60,16 +74,33 @@ struct red_args {
     long long *out1;            // int64 indices
     int fin;
     double p;                   // norm: ord; var/std: correction
-    const double *center;       // RK_SQDEV: per output
-    double *center_out;         // FIN_CENTER
-    red_acc *partial;           // [nsplit][outer] when nsplit > 1
+    float pf;                   // the same in float
+    const void *center;         // RK_SQDEV: per output, F
+    void *center_out;           // FIN_CENTER, F
+    void *partial;              // red_acc<F>[nsplit][outer] when nsplit > 1
     long long nsplit, chunk;
 };
 
-template <int K> __device__ __forceinline__ red_acc red_init()
+// An integer kind's loads and stores: integer and bool operands only in the
+// float instantiation (reduce.cuh's rf_*_int), any dtype in the double one.
+template <typename F> __device__ __forceinline__ unsigned long long red_ld_u(const void *p, long long i, int dt)
 {
-    red_acc a;
-    a.f = (K == RK_PRODF) ? 1.0 : 0.0;
+    return sizeof(F) == 4 ? rf_ld_int(p, i, dt) : cvt_ld_u64(p, i, dt);
+}
+template <typename F> __device__ __forceinline__ bool red_ld_b(const void *p, long long i, int dt)
+{
+    return sizeof(F) == 4 ? rf_ld_int_bool(p, i, dt) : cvt_ld_bool(p, i, dt);
+}
+template <typename F> __device__ __forceinline__ void red_st_u(void *p, long long i, int dt, unsigned long long v)
+{
+    if (sizeof(F) == 4) rf_st_int(p, i, dt, v);
+    else cvt_st_u64(p, i, dt, v);
+}
+
+template <int K, typename F> __device__ __forceinline__ red_acc<F> red_init()
+{
+    red_acc<F> a;
+    a.f = (K == RK_PRODF) ? (F)1 : (F)0;
     a.u = (K == RK_ALL || K == RK_PRODU) ? 1ull : 0ull;
     a.idx = -1;
     return a;
@@ -77,47 +108,47 @@ template <int K> __device__ __forceinline__ red_acc red_init()
 
 // "v beats the best so far" for a max (MAX) or min, NaN winning and sticking;
 // the first element always takes (the CPU's step_max_f / step_absmax).
-template <bool MAX> __device__ __forceinline__ void red_step_best(red_acc &a, double v, long long r)
+template <bool MAX, typename F> __device__ __forceinline__ void red_step_best(red_acc<F> &a, F v, long long r)
 {
     if (a.idx < 0 || (a.f == a.f && (v != v || (MAX ? v > a.f : v < a.f)))) { a.f = v; a.idx = r; }
 }
 
-template <int K> __device__ __forceinline__ void red_step(red_acc &a, const red_args &g, long long off, long long r,
-                                                          double ctr)
+template <int K, typename F> __device__ __forceinline__ void red_step(red_acc<F> &a, const red_args &g, long long off,
+                                                                      long long r, F ctr)
 {
-    if constexpr (K == RK_MAXF) red_step_best<true>(a, cvt_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_MINF) red_step_best<false>(a, cvt_ld_f64(g.in, off, g.idt), r);
-    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
-    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(cvt_ld_f64(g.in, off, g.idt)), r);
+    if constexpr (K == RK_MAXF) red_step_best<true>(a, rf_ld<F>(g.in, off, g.idt), r);
+    else if constexpr (K == RK_MINF) red_step_best<false>(a, rf_ld<F>(g.in, off, g.idt), r);
+    else if constexpr (K == RK_NORMINF) red_step_best<true>(a, fabs(rf_ld<F>(g.in, off, g.idt)), r);
+    else if constexpr (K == RK_NORMNINF) red_step_best<false>(a, fabs(rf_ld<F>(g.in, off, g.idt)), r);
     else if constexpr (K == RK_MAXI || K == RK_MINI) {
-        unsigned long long v = cvt_ld_u64(g.in, off, g.idt);
+        unsigned long long v = red_ld_u<F>(g.in, off, g.idt);
         bool better = K == RK_MAXI ? (long long)v > (long long)a.u : (long long)v < (long long)a.u;
         if (a.idx < 0 || better) { a.u = v; a.idx = r; }
     }
-    else if constexpr (K == RK_SUMF) a.f += cvt_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_SUMU) a.u += cvt_ld_u64(g.in, off, g.idt);
-    else if constexpr (K == RK_COUNT) a.u += cvt_ld_bool(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMF) a.f += rf_ld<F>(g.in, off, g.idt);
+    else if constexpr (K == RK_SUMU) a.u += red_ld_u<F>(g.in, off, g.idt);
+    else if constexpr (K == RK_COUNT) a.u += red_ld_b<F>(g.in, off, g.idt);
     else if constexpr (K == RK_SQDEV) {
-        double d = cvt_ld_f64(g.in, off, g.idt) - ctr;
-        a.f = __dadd_rn(a.f, __dmul_rn(d, d));   // as the CPU: no fused multiply-add
+        F d = rf_ld<F>(g.in, off, g.idt) - ctr;
+        a.f = rf_add(a.f, rf_mul(d, d));   // as the CPU: no fused multiply-add
     }
-    else if constexpr (K == RK_NORM0) a.f += cvt_ld_f64(g.in, off, g.idt) != 0.0;
-    else if constexpr (K == RK_NORM1) a.f += fabs(cvt_ld_f64(g.in, off, g.idt));
+    else if constexpr (K == RK_NORM0) a.f += rf_ld<F>(g.in, off, g.idt) != (F)0;
+    else if constexpr (K == RK_NORM1) a.f += fabs(rf_ld<F>(g.in, off, g.idt));
     else if constexpr (K == RK_NORM2) {
-        double v = cvt_ld_f64(g.in, off, g.idt);
-        a.f = __dadd_rn(a.f, __dmul_rn(v, v));
+        F v = rf_ld<F>(g.in, off, g.idt);
+        a.f = rf_add(a.f, rf_mul(v, v));
     }
-    else if constexpr (K == RK_NORMP) a.f += pow(fabs(cvt_ld_f64(g.in, off, g.idt)), g.p);
-    else if constexpr (K == RK_ANY) a.u |= cvt_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_ALL) a.u &= cvt_ld_bool(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODF) a.f *= cvt_ld_f64(g.in, off, g.idt);
-    else if constexpr (K == RK_PRODU) a.u *= cvt_ld_u64(g.in, off, g.idt);
+    else if constexpr (K == RK_NORMP) a.f += pow(fabs(rf_ld<F>(g.in, off, g.idt)), rf_pick<F>(g.p, g.pf));
+    else if constexpr (K == RK_ANY) a.u |= red_ld_b<F>(g.in, off, g.idt);
+    else if constexpr (K == RK_ALL) a.u &= red_ld_b<F>(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODF) a.f *= rf_ld<F>(g.in, off, g.idt);
+    else if constexpr (K == RK_PRODU) a.u *= red_ld_u<F>(g.in, off, g.idt);
 }
 
 // Folds two partials. For the max/min kinds the result is the sequential one
 // whatever the fold order: a NaN beats numbers (the first NaN among NaNs),
 // otherwise the larger (smaller) value, ties to the smaller index.
-template <int K> __device__ __forceinline__ red_acc red_combine(red_acc a, red_acc b)
+template <int K, typename F> __device__ __forceinline__ red_acc<F> red_combine(red_acc<F> a, red_acc<F> b)
 {
     if constexpr (K == RK_MAXF || K == RK_MINF || K == RK_NORMINF || K == RK_NORMNINF) {
         const bool mx = K == RK_MAXF || K == RK_NORMINF;
@@ -139,7 +170,7 @@ template <int K> __device__ __forceinline__ red_acc red_combine(red_acc a, red_a
         if (K == RK_MAXI ? bv > av : bv < av) return b;
         return a.idx <= b.idx ? a : b;
     } else {
-        red_acc r = a;
+        red_acc<F> r = a;
         if constexpr (K == RK_SUMU || K == RK_COUNT) r.u = a.u + b.u;
         else if constexpr (K == RK_ANY) r.u = a.u | b.u;
         else if constexpr (K == RK_ALL) r.u = a.u & b.u;
@@ -150,39 +181,42 @@ template <int K> __device__ __forceinline__ red_acc red_combine(red_acc a, red_a
     }
 }
 
-static __device__ void red_finish(const red_args &g, long long o, const red_acc &a)
+template <int K, typename F> static __device__ void red_finish(const red_args &g, long long o, const red_acc<F> &a)
 {
-    if (g.fin == FIN_CENTER) { g.center_out[o] = a.f / (double)g.count; return; }
     long long off[3];
-    rf_ctr_offs(g.keep, o, off);
-    double n = (double)g.count;
-    switch (g.fin) {
-    case FIN_F: cvt_st_f64(g.out0, off[1], g.odt, a.f); break;
-    case FIN_U: cvt_st_u64(g.out0, off[1], g.odt, a.u); break;
-    case FIN_MEAN: cvt_st_f64(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (double)NAN); break;
-    case FIN_VAR: case FIN_STD: {
-        double dof = n - g.p;
-        double var = a.f / (dof > 0.0 ? dof : 0.0);
-        if (g.count == 0) var = NAN;
-        cvt_st_f64(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
-        break;
-    }
-    case FIN_SQRT: cvt_st_f64(g.out0, off[1], g.odt, sqrt(a.f)); break;
-    case FIN_POWINV: cvt_st_f64(g.out0, off[1], g.odt, pow(a.f, 1.0 / g.p)); break;
-    case FIN_ARGF: case FIN_ARGI:
-        if (g.out0) {
-            if (g.fin == FIN_ARGF) cvt_st_f64(g.out0, off[1], g.odt, a.f);
-            else cvt_st_u64(g.out0, off[1], g.odt, a.u);
+    if constexpr (red_is_int<K>::value) {   // FIN_U, FIN_ARGI
+        rf_ctr_offs(g.keep, o, off);
+        if (g.out0) red_st_u<F>(g.out0, off[1], g.odt, a.u);
+        if (g.fin == FIN_ARGI && g.out1) g.out1[off[2]] = a.idx;
+    } else {
+        const F n = (F)g.count;
+        if (g.fin == FIN_CENTER) { ((F *)g.center_out)[o] = a.f / n; return; }
+        rf_ctr_offs(g.keep, o, off);
+        switch (g.fin) {
+        case FIN_F: rf_st(g.out0, off[1], g.odt, a.f); break;
+        case FIN_MEAN: rf_st(g.out0, off[1], g.odt, g.count > 0 ? a.f / n : (F)NAN); break;
+        case FIN_VAR: case FIN_STD: {
+            F dof = n - rf_pick<F>(g.p, g.pf);
+            F var = a.f / (dof > (F)0 ? dof : (F)0);
+            if (g.count == 0) var = NAN;
+            rf_st(g.out0, off[1], g.odt, g.fin == FIN_STD ? sqrt(var) : var);
+            break;
         }
-        if (g.out1) g.out1[off[2]] = a.idx;
-        break;
-    default: break;
+        case FIN_SQRT: rf_st(g.out0, off[1], g.odt, sqrt(a.f)); break;
+        case FIN_POWINV: rf_st(g.out0, off[1], g.odt, pow(a.f, (F)1 / rf_pick<F>(g.p, g.pf))); break;
+        case FIN_ARGF:
+            if (g.out0) rf_st(g.out0, off[1], g.odt, a.f);
+            if (g.out1) g.out1[off[2]] = a.idx;
+            break;
+        default: break;
+        }
     }
 }
 
-template <int K> __global__ void red_kernel(red_args g)
+template <int K, typename F> __global__ void red_kernel(red_args g)
 {
-    extern __shared__ red_acc red_sh[];   // [BY][BX] when BY > 1
+    extern __shared__ long long red_smem[];   // red_acc<F>[BY][BX] when BY > 1
+    red_acc<F> *const red_sh = (red_acc<F> *)red_smem;
     const int x = threadIdx.x, y = threadIdx.y, BX = blockDim.x, BY = blockDim.y;
     const long long s = blockIdx.y;
     const long long r0 = s * g.chunk;
@@ -190,62 +224,68 @@ template <int K> __global__ void red_kernel(red_args g)
     const long long nblk = (g.outer + BX - 1) / BX;
     for (long long b = blockIdx.x; b < nblk; b += gridDim.x) {
         const long long o = b * BX + x;
-        red_acc a = red_init<K>();
+        red_acc<F> a = red_init<K, F>();
         if (o < g.outer) {
             long long ko[3];
             rf_ctr_offs(g.keep, o, ko);
-            const double ctr = g.center ? g.center[o] : 0.0;
+            const F ctr = g.center ? ((const F *)g.center)[o] : (F)0;
             for (long long r = r0 + y; r < r1; r += BY) {
                 long long ro[1];
                 rf_ctr_offs(g.red, r, ro);
-                red_step<K>(a, g, ko[0] + ro[0], r, ctr);
+                red_step<K, F>(a, g, ko[0] + ro[0], r, ctr);
             }
         }
         if (BY > 1) {
             red_sh[y * BX + x] = a;
             __syncthreads();
             for (int st = BY / 2; st > 0; st >>= 1) {
-                if (y < st) red_sh[y * BX + x] = red_combine<K>(red_sh[y * BX + x], red_sh[(y + st) * BX + x]);
+                if (y < st) red_sh[y * BX + x] = red_combine<K, F>(red_sh[y * BX + x], red_sh[(y + st) * BX + x]);
                 __syncthreads();
             }
             a = red_sh[x];
         }
         if (y == 0 && o < g.outer) {
-            if (g.nsplit > 1) g.partial[s * g.outer + o] = a;
-            else red_finish(g, o, a);
+            if (g.nsplit > 1) ((red_acc<F> *)g.partial)[s * g.outer + o] = a;
+            else red_finish<K, F>(g, o, a);
         }
         __syncthreads();   // red_sh is reused by the next output block
     }
 }
 
 // Folds the nsplit partials of each output in chunk order.
-template <int K> __global__ void red_combine_kernel(red_args g)
+template <int K, typename F> __global__ void red_combine_kernel(red_args g)
 {
+    const red_acc<F> *const partial = (const red_acc<F> *)g.partial;
     for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < g.outer;
          o += (long long)gridDim.x * blockDim.x) {
-        red_acc a = g.partial[o];
-        for (long long s = 1; s < g.nsplit; s++) a = red_combine<K>(a, g.partial[s * g.outer + o]);
-        red_finish(g, o, a);
+        red_acc<F> a = partial[o];
+        for (long long s = 1; s < g.nsplit; s++) a = red_combine<K, F>(a, partial[s * g.outer + o]);
+        red_finish<K, F>(g, o, a);
     }
 }
 
-template <int K> static void red_launch(const red_args &g, dim3 grid, dim3 block, size_t shmem, cudaStream_t st,
-                                        bool second)
+template <int K, typename F>
+static void red_launch(const red_args &g, dim3 grid, dim3 block, size_t shmem, cudaStream_t st, bool second)
 {
     if (second) {
         long long nb = (g.outer + 255) / 256;
         if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
-        red_combine_kernel<K><<<(unsigned)nb, 256, 0, st>>>(g);
+        red_combine_kernel<K, F><<<(unsigned)nb, 256, 0, st>>>(g);
     } else {
-        red_kernel<K><<<grid, block, shmem, st>>>(g);
+        red_kernel<K, F><<<grid, block, shmem, st>>>(g);
     }
 }
 
-static void red_launch_kind(int kind, const red_args &g, dim3 grid, dim3 block, size_t shmem, cudaStream_t st,
-                            bool second)
+// opf: the float instantiation (floating kinds: float opmath; integer
+// kinds: integer and bool operands only), else the double one.
+static void red_launch_kind(int kind, bool opf, const red_args &g, dim3 grid, dim3 block, size_t shmem,
+                            cudaStream_t st, bool second)
 {
     switch (kind) {
-#define RK_CASE(k) case k: red_launch<k>(g, grid, block, shmem, st, second); break;
+#define RK_CASE(k) case k: \
+        if (opf) red_launch<k, float>(g, grid, block, shmem, st, second); \
+        else red_launch<k, double>(g, grid, block, shmem, st, second); \
+        break;
     RK_CASE(RK_MAXF) RK_CASE(RK_MINF) RK_CASE(RK_MAXI) RK_CASE(RK_MINI)
     RK_CASE(RK_SUMF) RK_CASE(RK_SUMU) RK_CASE(RK_COUNT) RK_CASE(RK_SQDEV)
     RK_CASE(RK_NORM0) RK_CASE(RK_NORM1) RK_CASE(RK_NORM2) RK_CASE(RK_NORMINF) RK_CASE(RK_NORMNINF)
@@ -255,10 +295,27 @@ static void red_launch_kind(int kind, const red_args &g, dim3 grid, dim3 block, 
     }
 }
 
-// Runs one reduction (g.keep, g.red, outer, count and the operands set;
-// outer > 0). Picks the block shape and split from the shapes alone.
-static rgpu_status red_run(rgpu_cuda_ctx *c, const char *name, int kind, red_args g, char *err, size_t errlen)
+static bool red_kind_is_int(int kind)
 {
+    return kind == RK_MAXI || kind == RK_MINI || kind == RK_SUMU || kind == RK_COUNT || kind == RK_ANY ||
+           kind == RK_ALL || kind == RK_PRODU;
+}
+
+// The opmath of a floating reduction of g: float when the input and a
+// floating output are float32/float16/bfloat16 (reduce.cuh's rf_opmath_float).
+static bool red_opmath_float(const red_args &g)
+{
+    return rf_opmath_float({ g.idt, g.out0 ? g.odt : -1 });
+}
+
+// Runs one reduction (g.keep, g.red, outer, count and the operands set;
+// outer > 0), its floating kinds in opf's opmath. Picks the block shape and
+// split from the shapes alone.
+static rgpu_status red_run(rgpu_cuda_ctx *c, const char *name, int kind, bool opf, red_args g, char *err,
+                           size_t errlen)
+{
+    if (red_kind_is_int(kind)) opf = rf_all_int({ g.idt, g.out0 ? g.odt : -1 });
+    const size_t acc_size = opf ? sizeof(red_acc<float>) : sizeof(red_acc<double>);
     int BX, BY;
     const bool keep_unit = g.keep.n > 0 && g.keep.st[0][g.keep.n - 1] == 1;
     const bool red_unit = g.red.n > 0 && g.red.st[0][g.red.n - 1] == 1;
@@ -284,16 +341,16 @@ static rgpu_status red_run(rgpu_cuda_ctx *c, const char *name, int kind, red_arg
     g.nsplit = S;
     g.partial = NULL;
     if (S > 1) {
-        g.partial = (red_acc *)rgpu_cuda_scratch(c, (size_t)S * (size_t)g.outer * sizeof(red_acc));
+        g.partial = rgpu_cuda_scratch(c, (size_t)S * (size_t)g.outer * acc_size);
         if (g.partial == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for partial results", name);
     }
     dim3 grid((unsigned)(nblk > RF_MAX_GRID ? RF_MAX_GRID : nblk), (unsigned)S);
     dim3 block((unsigned)BX, (unsigned)BY);
-    size_t shmem = BY > 1 ? (size_t)BX * BY * sizeof(red_acc) : 0;
-    red_launch_kind(kind, g, grid, block, shmem, c->stream, false);
+    size_t shmem = BY > 1 ? (size_t)BX * BY * acc_size : 0;
+    red_launch_kind(kind, opf, g, grid, block, shmem, c->stream, false);
     cudaError_t ce = cudaGetLastError();
     if (ce == cudaSuccess && S > 1) {
-        red_launch_kind(kind, g, grid, block, 0, c->stream, true);
+        red_launch_kind(kind, opf, g, grid, block, 0, c->stream, true);
         ce = cudaGetLastError();
     }
     if (g.partial) rgpu_cuda_scratch_free(c, g.partial);
@@ -361,7 +418,7 @@ static rgpu_status op_sum_mean(rgpu_cuda_ctx *c, const rgpu_exec *e, bool mean, 
     int kind;
     if (op_dtype_is_float(out->dtype)) { kind = RK_SUMF; g.fin = mean ? FIN_MEAN : FIN_F; }
     else { kind = out->dtype == RGPU_BOOL ? RK_COUNT : RK_SUMU; g.fin = FIN_U; }
-    return red_run(c, name, kind, g, err, errlen);
+    return red_run(c, name, kind, red_opmath_float(g), g, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -424,20 +481,23 @@ static rgpu_status op_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     g.in = in->data; g.idt = idt;
     g.out0 = out->data; g.odt = odt;
     g.p = ra.ord;
-    if (!is_var) return red_run(c, name, kind, g, err, errlen);
+    g.pf = (float)ra.ord;
+    const bool opf = red_opmath_float(g);
+    if (!is_var) return red_run(c, name, kind, opf, g, err, errlen);
 
-    // var / std: two passes in double, the first writing each output's mean
-    double *centre = (double *)rgpu_cuda_scratch(c, (size_t)g.outer * sizeof(double));
+    // var / std: two passes in the opmath, the first writing each output's mean
+    void *centre = rgpu_cuda_scratch(c, (size_t)g.outer * (opf ? sizeof(float) : sizeof(double)));
     if (centre == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory for %lld means", name, g.outer);
     red_args g1 = g;
     g1.fin = FIN_CENTER;
     g1.center_out = centre;
-    rgpu_status st = red_run(c, name, RK_SUMF, g1, err, errlen);
+    rgpu_status st = red_run(c, name, RK_SUMF, opf, g1, err, errlen);
     if (st == RGPU_OK) {
         g.center = centre;
         g.p = ra.correction;
+        g.pf = (float)ra.correction;
         g.fin = e->op == RGPU_OP_STD ? FIN_STD : FIN_VAR;
-        st = red_run(c, name, RK_SQDEV, g, err, errlen);
+        st = red_run(c, name, RK_SQDEV, opf, g, err, errlen);
     }
     rgpu_cuda_scratch_free(c, centre);
     return st;
@@ -464,14 +524,14 @@ static rgpu_status op_argreduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     g.out1 = idxs ? (long long *)idxs->data : NULL;
     g.fin = fl ? FIN_ARGF : FIN_ARGI;
     int kind = fl ? (is_max ? RK_MAXF : RK_MINF) : (is_max ? RK_MAXI : RK_MINI);
-    return red_run(c, name, kind, g, err, errlen);
+    return red_run(c, name, kind, red_opmath_float(g), g, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
-// cumsum: out[.., i, ..] = sum_{j <= i} in[.., j, ..] along dim. As the CPU
-// (and ATen): each element is first cast to out's dtype, then accumulated in
-// double for f32/f64, float for f16/bf16, int64 (wrapping) for integers, or
-// for bool. One thread per line, sequential along the dim (the CPU's order,
+// cumsum: out[.., i, ..] = sum_{j <= i} in[.., j, ..] along dim. As ATen:
+// each element is first cast to out's dtype, then accumulated in float for
+// f32/f16/bf16 (ATen's CUDA; the CPU's double for f32 where float64 is
+// involved), double for f64, int64 (wrapping) for integers, or for bool. One thread per line, sequential along the dim (the CPU's order,
 // and an in-place run reads each element before overwriting it).
 
 struct cumsum_args {
@@ -482,47 +542,78 @@ struct cumsum_args {
     int idt, odt;
 };
 
-static __global__ void cumsum_kernel(cumsum_args a)
+// T: float (in and out float32/float16/bfloat16: a float sum, ATen's CUDA
+// opmath; the CPU reference sums float32 in double), unsigned long long
+// (integer and bool operands), double (the rest, float64 among them: the
+// generic conversions, a double sum for f32/f64 outputs).
+template <typename T> __global__ void cumsum_kernel(cumsum_args a)
 {
     const bool same = a.idt == a.odt;
-    const bool ifl = op_dtype_is_float(a.idt);
     for (long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x; l < a.lines.total;
          l += (long long)gridDim.x * blockDim.x) {
         long long off[2];
         rf_ctr_offs(a.lines, l, off);
-        double accd = 0.0;
-        float accf = 0.0f;
-        unsigned long long accu = 0;
-        for (long long i = 0; i < a.n; i++) {
-            const long long io = off[0] + i * a.is, oo = off[1] + i * a.os;
-            // the element cast to out's dtype: in itself when the dtypes agree,
-            // else stored into v in out's dtype and read back from there
-            unsigned long long v = 0;
-            const void *src = a.in;
-            long long si = io;
-            if (!same) {
-                if (ifl) cvt_st_f64(&v, 0, a.odt, cvt_ld_f64(a.in, io, a.idt));
-                else cvt_st_u64(&v, 0, a.odt, cvt_ld_u64(a.in, io, a.idt));
-                src = &v;
-                si = 0;
+        if constexpr (std::is_same<T, float>::value) {
+            float acc = 0.0f;
+            for (long long i = 0; i < a.n; i++) {
+                float v = rf_ld<float>(a.in, off[0] + i * a.is, a.idt);
+                if (!same) {   // cast to out's dtype first
+                    uint32_t t = 0;
+                    rf_st(&t, 0, a.odt, v);
+                    v = rf_ld<float>(&t, 0, a.odt);
+                }
+                acc += v;
+                rf_st(a.out, off[1] + i * a.os, a.odt, acc);
             }
-            switch (a.odt) {
-            case RGPU_F32: case RGPU_F64:
-                accd += cvt_ld_f64(src, si, a.odt);
-                cvt_st_f64(a.out, oo, a.odt, accd);
-                break;
-            case RGPU_F16: case RGPU_BF16:
-                accf += cvt_ld_f32(src, si, a.odt);
-                cvt_st_f32(a.out, oo, a.odt, accf);
-                break;
-            case RGPU_BOOL:
-                accu |= cvt_ld_bool(src, si, a.odt);
-                cvt_st_u64(a.out, oo, a.odt, accu);
-                break;
-            default:
-                accu += cvt_ld_u64(src, si, a.odt);
-                cvt_st_u64(a.out, oo, a.odt, accu);
-                break;
+        } else if constexpr (std::is_same<T, unsigned long long>::value) {
+            unsigned long long acc = 0;
+            for (long long i = 0; i < a.n; i++) {
+                unsigned long long v = rf_ld_int(a.in, off[0] + i * a.is, a.idt);
+                if (!same) {
+                    unsigned long long t = 0;
+                    rf_st_int(&t, 0, a.odt, v);
+                    v = rf_ld_int(&t, 0, a.odt);
+                }
+                if (a.odt == RGPU_BOOL) acc |= v;
+                else acc += v;
+                rf_st_int(a.out, off[1] + i * a.os, a.odt, acc);
+            }
+        } else {
+            const bool ifl = op_dtype_is_float(a.idt);
+            double accd = 0.0;
+            float accf = 0.0f;
+            unsigned long long accu = 0;
+            for (long long i = 0; i < a.n; i++) {
+                const long long io = off[0] + i * a.is, oo = off[1] + i * a.os;
+                // the element cast to out's dtype: in itself when the dtypes agree,
+                // else stored into v in out's dtype and read back from there
+                unsigned long long v = 0;
+                const void *src = a.in;
+                long long si = io;
+                if (!same) {
+                    if (ifl) cvt_st_f64(&v, 0, a.odt, cvt_ld_f64(a.in, io, a.idt));
+                    else cvt_st_u64(&v, 0, a.odt, cvt_ld_u64(a.in, io, a.idt));
+                    src = &v;
+                    si = 0;
+                }
+                switch (a.odt) {
+                case RGPU_F32: case RGPU_F64:
+                    accd += cvt_ld_f64(src, si, a.odt);
+                    cvt_st_f64(a.out, oo, a.odt, accd);
+                    break;
+                case RGPU_F16: case RGPU_BF16:
+                    accf += cvt_ld_f32(src, si, a.odt);
+                    cvt_st_f32(a.out, oo, a.odt, accf);
+                    break;
+                case RGPU_BOOL:
+                    accu |= cvt_ld_bool(src, si, a.odt);
+                    cvt_st_u64(a.out, oo, a.odt, accu);
+                    break;
+                default:
+                    accu += cvt_ld_u64(src, si, a.odt);
+                    cvt_st_u64(a.out, oo, a.odt, accu);
+                    break;
+                }
             }
         }
     }
@@ -544,7 +635,9 @@ static rgpu_status op_cumsum(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     a.idt = in->dtype; a.odt = out->dtype;
     long long nb = (a.lines.total + 127) / 128;
     if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
-    cumsum_kernel<<<(unsigned)nb, 128, 0, c->stream>>>(a);
+    if (rf_opmath_float({ a.idt, a.odt })) cumsum_kernel<float><<<(unsigned)nb, 128, 0, c->stream>>>(a);
+    else if (rf_all_int({ a.idt, a.odt })) cumsum_kernel<unsigned long long><<<(unsigned)nb, 128, 0, c->stream>>>(a);
+    else cumsum_kernel<double><<<(unsigned)nb, 128, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
