@@ -23,15 +23,18 @@
 // Environment: CUDAEMU_ORDER=forward|reverse|random (order of a block's
 // threads between barriers; CUDAEMU_SEED for random), CUDAEMU_DEVICES=0
 // (no device), CUDAEMU_MEM_MB (reported device memory, default 16384),
-// CUDAEMU_VERBOSE=1 (a line per kernel run).
+// CUDAEMU_VERBOSE=1 (a line per kernel run), CUDAEMU_STATS=DIR (launch
+// counts per kernel written to DIR/launches-<pid>.json at exit).
 #include "cudaemu.h"
 
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <deque>
@@ -145,8 +148,11 @@ static void install_segv_note() {
     if (sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(SIGSEGV, &sa, NULL);
 }
 
+static void stats_init();
+
 static void init_env() {
     if (g_order >= 0) return;
+    stats_init();
     const char *o = getenv("CUDAEMU_ORDER");
     g_order = !o || !*o || !strcmp(o, "forward") ? 0 : !strcmp(o, "reverse") ? 1 : 2;
     const char *sd = getenv("CUDAEMU_SEED");
@@ -744,6 +750,107 @@ static cudaError_t sync_stream(stream *s) {
 }
 
 // ---------------------------------------------------------------------------
+// Launch statistics (CUDAEMU_STATS=DIR)
+//
+// Counts what host code launches, which is what a GPU pays launch overhead
+// for: kernels per launch site name (as the rewrite spells it, e.g.
+// "pw_kernel<T, Op>") and file, counted at the launch, not when they run;
+// launches into a stream capture are counted apart ("captured"), and each
+// cudaGraphLaunch once. Library calls that queue host work through
+// cudaemu_enqueue_host (the cuBLAS, cuFFT and cuSOLVER references) are counted
+// by their label ("cublas gemm", "cufft", "cusolver"). Written at exit as
+// DIR/launches-<pid>.json (the server returns from main on SIGTERM/SIGINT, so
+// exit handlers run); off and free (one branch per launch) when unset. Its own
+// mutex: the exit handler must not wait on g_mu, which a thread running a
+// kernel may hold while the process exits.
+
+struct launch_count { unsigned long long launches = 0, captured = 0; };
+static bool g_stats;
+static std::string *g_stats_dir;                  // never freed: used by the exit handler
+static std::mutex *g_stats_mu;
+static std::map<std::pair<std::string, std::string>, launch_count> *g_stats_kernels;   // (file, name)
+static std::map<std::string, unsigned long long> *g_stats_host;
+static unsigned long long g_stats_graphs;
+
+static void json_str(FILE *f, const std::string &v) {
+    fputc('"', f);
+    for (unsigned char c : v) {
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void stats_write() {
+    if (!g_stats) return;
+    std::lock_guard<std::mutex> l(*g_stats_mu);
+    std::string path = *g_stats_dir + "/launches-" + std::to_string((long)getpid()) + ".json";
+    std::string tmp = path + ".tmp";
+    FILE *f = fopen(tmp.c_str(), "w");
+    if (!f) { fprintf(stderr, "cudaemu: CUDAEMU_STATS: cannot write %s: %s\n", tmp.c_str(), strerror(errno)); return; }
+    unsigned long long total = 0;
+    for (auto &kv : *g_stats_kernels) total += kv.second.launches;
+    fprintf(f, "{\"pid\": %ld, \"kernel_launches\": %llu, \"graph_launches\": %llu,\n \"kernels\": [", (long)getpid(), total,
+            g_stats_graphs);
+    bool first = true;
+    for (auto &kv : *g_stats_kernels) {
+        fprintf(f, "%s\n  {\"file\": ", first ? "" : ",");
+        json_str(f, kv.first.first);
+        fprintf(f, ", \"name\": ");
+        json_str(f, kv.first.second);
+        fprintf(f, ", \"launches\": %llu, \"captured\": %llu}", kv.second.launches, kv.second.captured);
+        first = false;
+    }
+    fprintf(f, "],\n \"host_ops\": {");
+    first = true;
+    for (auto &kv : *g_stats_host) {
+        fprintf(f, "%s", first ? "" : ", ");
+        json_str(f, kv.first);
+        fprintf(f, ": %llu", kv.second);
+        first = false;
+    }
+    fprintf(f, "}}\n");
+    if (fclose(f) != 0 || rename(tmp.c_str(), path.c_str()) != 0)
+        fprintf(stderr, "cudaemu: CUDAEMU_STATS: cannot write %s: %s\n", path.c_str(), strerror(errno));
+}
+
+// Reads CUDAEMU_STATS (again after cudaemu_reset_for_tests: counts restart).
+static void stats_init() {
+    const char *d = getenv("CUDAEMU_STATS");
+    bool on = d && *d;
+    if (on && !g_stats_mu) {
+        g_stats_mu = new std::mutex;
+        g_stats_dir = new std::string;
+        g_stats_kernels = new std::map<std::pair<std::string, std::string>, launch_count>;
+        g_stats_host = new std::map<std::string, unsigned long long>;
+        atexit(stats_write);
+    }
+    if (g_stats_mu) {
+        std::lock_guard<std::mutex> l(*g_stats_mu);
+        if (on) {
+            *g_stats_dir = d;
+            mkdir(d, 0777);     // an existing folder is fine; a failure shows when writing
+        }
+        g_stats_kernels->clear();
+        g_stats_host->clear();
+        g_stats_graphs = 0;
+    }
+    g_stats = on;
+}
+
+static void stats_kernel(const launch_site &site, bool captured) {
+    std::lock_guard<std::mutex> l(*g_stats_mu);
+    launch_count &c = (*g_stats_kernels)[{site.file ? site.file : "", site.name ? site.name : ""}];
+    (captured ? c.captured : c.launches)++;
+}
+
+static void stats_host(const char *what) {
+    std::lock_guard<std::mutex> l(*g_stats_mu);
+    (*g_stats_host)[what ? what : ""]++;
+}
+
+// ---------------------------------------------------------------------------
 // Launch
 
 void submit(const launch_site &site, std::shared_ptr<kernel_body> body) {
@@ -769,8 +876,10 @@ void submit(const launch_site &site, std::shared_ptr<kernel_body> body) {
     o.kind = op::KERNEL;
     o.site = site;
     o.body = std::move(body);
-    cudaError_t e = enqueue(S(site.stream), std::move(o));
+    stream *st = S(site.stream);
+    cudaError_t e = enqueue(st, std::move(o));
     if (e) ret(e);
+    else if (g_stats) stats_kernel(site, st->cap != nullptr);
 }
 
 }  // namespace cudaemu
@@ -782,7 +891,9 @@ using namespace cudaemu;
 
 extern "C" int cudaemu_enqueue_host(cudaStream_t s, const char *what, void (*fn)(void *), void *arg, void (*release)(void *)) {
     guard g(g_mu);
+    init_env();
     if (g_sticky != cudaSuccess) return g_sticky;
+    if (g_stats) stats_host(what);
     std::shared_ptr<void> keep(arg, release ? release : [](void *) {});
     op o;
     o.kind = op::HOST;
@@ -813,7 +924,7 @@ extern "C" void cudaemu_reset_for_tests(void) {
     g_last = cudaSuccess;
     g_fault[0] = 0;
     g_order = -1;
-    init_env();
+    init_env();     // re-reads the environment, CUDAEMU_STATS too
 }
 
 // ---------------------------------------------------------------------------
@@ -1172,6 +1283,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t px, cudaStream_t ps) {
     if (g_sticky) return ret(g_sticky);
     if (!px) return ret(cudaErrorInvalidValue);
     stream *s = S(ps);
+    if (g_stats) {
+        std::lock_guard<std::mutex> l(*g_stats_mu);
+        g_stats_graphs++;
+    }
     for (const op &o : ((graph_exec *)px)->ops) {
         op c = o;
         cudaError_t e = enqueue(s, std::move(c));

@@ -487,6 +487,72 @@ static void test_cublas() {
     cudaStreamDestroy(s);
 }
 
+// CUDAEMU_STATS=DIR: a child process launches add_one 7 times (plus one
+// launch captured into a graph that it launches twice) and write_idx 3 times,
+// then exits; DIR/launches-<pid>.json must say exactly that.
+static long long stats_field(const char *json, const char *name, const char *field) {
+    char key[128];
+    snprintf(key, sizeof key, "\"name\": \"%s\"", name);
+    const char *p = strstr(json, key);
+    if (!p) return -1;
+    const char *end = strchr(p, '}');
+    snprintf(key, sizeof key, "\"%s\": ", field);
+    const char *q = strstr(p, key);
+    if (!q || (end && q > end)) return -1;
+    return atoll(q + strlen(key));
+}
+
+static pid_t stats_child(const char *dir) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    setenv("CUDAEMU_STATS", dir, 1);
+    cudaemu_reset_for_tests();      // re-reads the environment; counts start at 0
+    int *d;
+    cudaMalloc(&d, 64 * sizeof(int));
+    for (int i = 0; i < 7; i++) add_one<<<1, 32>>>(d);
+    for (int i = 0; i < 3; i++) write_idx<<<1, 16>>>(d, 16);
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    add_one<<<1, 32, 0, s>>>(d);
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    cudaStreamEndCapture(s, &g);
+    cudaGraphInstantiate(&x, g, 0);
+    cudaGraphLaunch(x, s);
+    cudaGraphLaunch(x, s);
+    int ok = cudaDeviceSynchronize() == cudaSuccess;
+    exit(ok ? 0 : 3);       // exit, not _exit: the counts are written by an exit handler
+}
+
+static void test_launch_stats() {
+    char dir[] = "/tmp/cudaemu-stats.XXXXXX", path[300];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    int st = 0;
+    pid_t pid = stats_child(dir);
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stats child status %d", st);
+    snprintf(path, sizeof path, "%s/launches-%ld.json", dir, (long)pid);
+    static char json[8192];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(json, 1, sizeof json - 1, f) : 0;
+    json[n] = 0;
+    if (f) fclose(f);
+    CHECK(f != NULL, "CUDAEMU_STATS wrote no %s", path);
+    CHECK(stats_field(json, "add_one", "launches") == 7, "add_one launches: %lld, want 7 (%s)",
+          stats_field(json, "add_one", "launches"), json);
+    CHECK(stats_field(json, "add_one", "captured") == 1, "add_one captured: %lld, want 1",
+          stats_field(json, "add_one", "captured"));
+    CHECK(stats_field(json, "write_idx", "launches") == 3, "write_idx launches: %lld, want 3",
+          stats_field(json, "write_idx", "launches"));
+    CHECK(strstr(json, "\"kernel_launches\": 10,") != NULL, "total kernel launches 10: %s", json);
+    CHECK(strstr(json, "\"graph_launches\": 2,") != NULL, "graph launches 2: %s", json);
+    CHECK(strstr(json, "\"file\": \"tests/cudaemu/test_cudaemu.cu\"") != NULL, "the launch's file is named: %s", json);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main() {
     int n = 0;
     CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 1, "one device");
@@ -505,6 +571,7 @@ int main() {
     test_atomics_dims();
     test_fp();
     test_cublas();
+    test_launch_stats();
     printf("test_cudaemu: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;
 }
