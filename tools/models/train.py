@@ -2,6 +2,8 @@
 test_replay_gpt.py, test_ssh.py, test_auth.py): each builds its model with
 torch.manual_seed(0) and yields every step's loss tensor after the optimizer
 step, so the caller reads it (loss.item()) where the loop used to."""
+import contextlib
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -47,12 +49,14 @@ def tiny_gpt_steps(steps, data_seed, clip=False, device="rgpu"):
         yield loss
 
 
-def check_gpt(device="rgpu"):
+def check_gpt(device="rgpu", autocast=None):
     """The reduced GPT as tools/gpu-check.sh (step 7) and
     tests/cudaemu/gpt_trace.py train it: AdamW (lr 3e-3, betas (0.9, 0.99),
     weight decay 0.1), batches of 4x32 characters of a 50k corpus uploaded
     every step, gradients clipped to norm 1. Builds it and returns step(),
-    one training step that returns its loss tensor."""
+    one training step that returns its loss tensor. autocast: a dtype
+    (torch.bfloat16) runs the forward and the loss under
+    torch.autocast(device, dtype) (tools/bench/gpu_proxies.py)."""
     torch.manual_seed(0)
     model = GPT(GPTConfig.tiny()).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
@@ -61,7 +65,8 @@ def check_gpt(device="rgpu"):
 
     def step():
         x, y = get_batch(train, 4, 32, g)
-        _, loss = model(x.to(device), y.to(device))
+        with torch.autocast(device, dtype=autocast) if autocast is not None else contextlib.nullcontext():
+            _, loss = model(x.to(device), y.to(device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
