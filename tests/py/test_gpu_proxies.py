@@ -1,0 +1,123 @@
+"""tools/bench/gpu_proxies.py's FP64 part: the PTX parser against hand-written
+kernels compiled by nvcc (double math counted, float math not, a .func's FP64
+charged to the kernel that calls it, once per call site), the "allowed" rule on
+demangled names, and the whole tool on one small file of replayer/cuda/.
+Needs nvcc (no GPU); the launch part runs in the tool itself, not here."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(REPO, "tools", "bench"))
+import gpu_proxies as gp  # noqa: E402
+
+NVCC = gp.find_nvcc()
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found ($NVCC, PATH, /usr/local/cuda/bin): "
+                                                      "the PTX part cannot be checked")
+
+KERNELS = r"""
+__global__ void k_double(double *x, double a) { x[threadIdx.x] = x[threadIdx.x] * a + 1.0; }
+__global__ void k_float(float *x, float a) { x[threadIdx.x] = x[threadIdx.x] * a + 1.0f; }
+__device__ __noinline__ double sq_plus(double v) { return v * v + 2.0; }
+// its only FP64 is inside sq_plus, called twice; its own body converts float <-> double
+__global__ void k_calls(float *x) {
+    float v = x[threadIdx.x];
+    x[threadIdx.x] = (float)sq_plus(v) + (float)sq_plus(v + 1.0f);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def hand_ptx(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ptx")
+    src, ptx = d / "k.cu", d / "k.ptx"
+    src.write_text(KERNELS)
+    r = subprocess.run([NVCC, "-std=c++17", "-O2", f"-arch={gp.ARCH}", "-ptx", str(src), "-o", str(ptx)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    funcs = gp.parse_ptx(ptx.read_text())
+    names = list(funcs)
+    return {short: (mangled, funcs[mangled]) for mangled, short in
+            zip(names, (gp.short_name(n) for n in gp.demangle(names)))}
+
+
+@needs_nvcc
+def test_double_kernel_counts_fp64_float_kernel_none(hand_ptx):
+    _, kd = hand_ptx["k_double"]
+    _, kf = hand_ptx["k_float"]
+    assert kd["kind"] == "entry" and kd["fp64"] > 0, kd
+    assert kf["kind"] == "entry" and kf["fp64"] == 0 and kf["cvt64"] == 0, kf
+    assert kf["arith"] > 0, "the float kernel's own arithmetic is counted as arithmetic"
+
+
+@needs_nvcc
+def test_func_fp64_charged_to_its_caller_per_call_site(hand_ptx):
+    mangled, own = hand_ptx["k_calls"]
+    fname, helper = next((m, f) for short, (m, f) in hand_ptx.items() if short.startswith("sq_plus"))
+    assert helper["kind"] == "func" and helper["fp64"] > 0, helper
+    assert own["fp64"] == 0, f"k_calls' own body has no FP64: {own}"
+    assert own["cvt64"] >= 2, f"k_calls converts float -> double and back: {own}"
+    assert own["calls"].count(fname) == 2, own["calls"]
+    total = gp.kernel_counts({m: f for m, f in hand_ptx.values()})[mangled]
+    assert total["fp64"] == 2 * helper["fp64"], total
+    assert fname not in gp.kernel_counts({m: f for m, f in hand_ptx.values()}), "a .func is not a kernel"
+
+
+def test_classify_opcodes():
+    assert gp.classify("mul.rn.f64") == "fp64"
+    assert gp.classify("setp.geu.f64") == "fp64"
+    assert gp.classify("fma.rn.f32") == "arith"
+    assert gp.classify("cvt.rn.f32.f64") == "cvt64"
+    assert gp.classify("cvt.rn.f32.s32") is None
+    assert gp.classify("ld.global.f64") is None
+    assert gp.classify("mov.f64") is None
+
+
+def test_recursion_and_undefined_callees_add_nothing():
+    funcs = {"k": {"kind": "entry", "fp64": 1, "cvt64": 0, "arith": 2, "calls": ["f", "vprintf"]},
+             "f": {"kind": "func", "fp64": 3, "cvt64": 1, "arith": 5, "calls": ["f"]}}
+    assert gp.kernel_counts(funcs) == {"k": {"fp64": 4, "cvt64": 1, "arith": 7}}
+
+
+@pytest.mark.parametrize("name, allowed", [
+    ("void im2col_kernel<double>(kgeom, long, double const*, double*)", True),
+    ("void k<thrust::complex<double> >(int)", True),
+    ("void arange_f64_kernel<0>(void*, long long, long long, double, double)", True),
+    ("void (anonymous namespace)::pw_kernel<1, true, true>((anonymous namespace)::pw_args)", True),   # OP_CT_F64
+    ("void (anonymous namespace)::pw_kernel<0, true, true>((anonymous namespace)::pw_args)", False),  # OP_CT_F32
+    ("void cast_kernel<0, 1>(void*, void const*, copy_iter)", True),       # f32 -> f64
+    ("void cast_kernel<2, 3>(void*, void const*, copy_iter)", False),      # f16 -> bf16
+    ("void red_kernel<1>(red_args)", False),                               # a reduction kind, not a dtype
+    ("void im2col_kernel<float>(kgeom, long, float const*, float*)", False),
+    # a double scalar parameter does not make the kernel a float64 one
+    ("update_scale_kernel(float*, int*, float const*, double, double, long long)", False),
+])
+def test_fp64_allowed_rule(name, allowed):
+    assert gp.fp64_allowed(name) is allowed
+
+
+@needs_nvcc
+def test_tool_on_one_file(tmp_path):
+    out = tmp_path / "p.json"
+    rc = gp.main(["--no-launches", "--files", "replayer/cuda/amp.cu", "--json", str(out), "--jobs", "1"])
+    assert rc == 0
+    rep = json.loads(out.read_text())["ptx"]
+    names = {gp.short_name(k["kernel"]): k for k in rep["kernels"]}
+    assert set(names) == {"unscale_kernel", "update_scale_kernel"}, names
+    for k in names.values():
+        assert k["file"] == "amp.cu" and k["regs"] and k["regs"] > 0, k
+        assert k["arith"] > 0
+    s = rep["summary"]
+    assert s["kernels"] == 2 and s["fp64_kernels"] == sum(1 for k in names.values() if k["fp64"])
+    assert rep["per_file"]["amp.cu"]["kernels"] == 2
+
+
+def test_without_nvcc_the_ptx_part_is_skipped(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gp, "find_nvcc", lambda: None)
+    out = tmp_path / "p.json"
+    assert gp.main(["--no-launches", "--json", str(out)]) == 0
+    assert "nvcc not found" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == {"ptx": {"skipped": "nvcc not found"}}
