@@ -241,12 +241,46 @@ struct pw_args {
 template <typename T> PW_HD T pw_load_t(const char *p, int dt);
 template <> __host__ __device__ inline float pw_load_t<float>(const char *p, int dt) { return op_load_f32(p, dt); }
 template <> __host__ __device__ inline double pw_load_t<double>(const char *p, int dt) { return op_load_f64(p, dt); }
+// A float result into dtype dt: op_store_f32 with its integer conversions in
+// float (op_store_f64's saturation and truncation of (double)v, the same
+// values: every bound used is exact in float), so the f32 kernels hold no
+// FP64 arithmetic; float64 and complex128 outputs take the exact widening.
+__host__ __device__ inline void pw_store_f32(char *o, int dt, float v) {
+    switch (dt) {
+    case RGPU_F32:  *(float *)o = v; return;
+    case RGPU_F16:  *(uint16_t *)o = rgpu_float_to_half(v); return;
+    case RGPU_BF16: *(uint16_t *)o = rgpu_float_to_bf16(v); return;
+    case RGPU_BOOL: *(uint8_t *)o = v != 0.0f; return;
+    case RGPU_I32: {
+        int32_t r = v != v ? 0 : v < -2147483648.0f ? INT32_MIN : v >= 2147483648.0f ? INT32_MAX : (int32_t)v;
+        *(int32_t *)o = r;
+        return;
+    }
+    case RGPU_I16: *(int16_t *)o = (int16_t)(v != v ? 0.0f : v < -32768.0f ? -32768.0f : v > 32767.0f ? 32767.0f : v); return;
+    case RGPU_I8:  *(int8_t *)o = (int8_t)(v != v ? 0.0f : v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v); return;
+    case RGPU_I64: case RGPU_U8: {
+        int64_t r = v != v ? 0 : v >= 9223372036854775808.0f ? INT64_MAX : v <= -9223372036854775808.0f ? INT64_MIN : (int64_t)v;
+        if (dt == RGPU_I64) *(int64_t *)o = r;
+        else *(uint8_t *)o = (uint8_t)(uint64_t)r;
+        return;
+    }
+    default: op_store_f32(o, dt, v); return;   // float64 and complex: exact widening (no arithmetic)
+    }
+}
+
 template <typename T> PW_HD T pw_scalar_t(const pw_args &a, int k);
 template <> __host__ __device__ inline float pw_scalar_t<float>(const pw_args &a, int k) { return a.sf[k]; }
 template <> __host__ __device__ inline double pw_scalar_t<double>(const pw_args &a, int k) { return a.sd[k]; }
 template <typename T> PW_HD T pw_own_t(const pw_args &a);
 template <> __host__ __device__ inline float pw_own_t<float>(const pw_args &a) { return a.p.own_f; }
 template <> __host__ __device__ inline double pw_own_t<double>(const pw_args &a) { return a.p.own_d; }
+// POW's scalar exponent and ROUND_DECIMALS' 10^|d| in the opmath (no double in the f32 kernels)
+template <typename T> PW_HD T pw_powexp_t(const op_pw_params &p);
+template <> __host__ __device__ inline float pw_powexp_t<float>(const op_pw_params &p) { return p.pow_exp_f; }
+template <> __host__ __device__ inline double pw_powexp_t<double>(const op_pw_params &p) { return p.pow_exp; }
+template <typename T> PW_HD T pw_tenpow_t(const op_pw_params &p);
+template <> __host__ __device__ inline float pw_tenpow_t<float>(const op_pw_params &p) { return p.ten_pow_f; }
+template <> __host__ __device__ inline double pw_tenpow_t<double>(const op_pw_params &p) { return p.ten_pow; }
 template <typename T> PW_HD T pw_alpha_t(const pw_args &a);
 template <> __host__ __device__ inline float pw_alpha_t<float>(const pw_args &a) { return a.alpha_f; }
 template <> __host__ __device__ inline double pw_alpha_t<double>(const pw_args &a) { return a.alpha_d; }
@@ -323,14 +357,12 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     case RGPU_OP_EXP2:    return pw_exp2(a);
     case RGPU_OP_ERFC:    return pw_erfc(a);
     case RGPU_OP_LGAMMA:  return pw_lgamma(a);
-    case RGPU_OP_ERFINV:  return pw_erfinv(a);
-    case RGPU_OP_DIGAMMA: return pw_digamma(a);
-    case RGPU_OP_POLYGAMMA: return pw_polygamma(A.p.n, a);
+    // ERFINV, DIGAMMA, POLYGAMMA: pw_heavy (the special-function kernel)
     case RGPU_OP_FREXP_MANTISSA: return pw_frexp_mantissa(a);
     case RGPU_OP_FREXP_EXPONENT: return pw_frexp_exponent(a);
     case RGPU_OP_SIGNBIT: rb = pw_signbit(a); return zero;
     case RGPU_OP_ROUND_DECIMALS: {   // ATen's order: scale, round half to even, unscale
-        T ten = (T)A.p.ten_pow;
+        T ten = pw_tenpow_t<T>(A.p);
         return A.p.neg_decimals ? pw_mul(pw_nearbyint(pw_div(a, ten)), ten) : pw_div(pw_nearbyint(pw_mul(a, ten)), ten);
     }
 
@@ -343,8 +375,9 @@ PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
         case POW_SQUARE: return pw_mul(a, a);
         case POW_CUBE:   return pw_mul(pw_mul(a, a), a);
         case POW_INVSQ:  return pw_div(one, pw_mul(a, a));
-        // std::pow(scalar_t base, double exp): evaluated in double
-        case POW_SCALAR: return (T)pow((double)a, A.p.pow_exp);
+        // in the opmath, as ATen's CUDA kernel (the CPU reference, as ATen's
+        // CPU, evaluates std::pow(scalar_t base, double exp) in double)
+        case POW_SCALAR: return pw_pow(a, pw_powexp_t<T>(A.p));
         default:         return pw_pow(a, b);
         }
     case RGPU_OP_MAXIMUM: return (a != a || b != b) ? pw_nan<T>() : (a < b ? b : a);
@@ -542,6 +575,21 @@ PW_HD bool pw_bop(const pw_args &A, bool a, bool b, bool w, bool cond) {
 PW_HD float pw_special(int op, float a, float b) { return op_special_f(op, a, b); }
 PW_HD double pw_special(int op, double a, double b) { return op_special_d(op, a, b); }
 
+// Ops whose float evaluation goes through double (op/pw_math.h, the CPU's
+// code): they run in the special-function kernel too, so the training ops'
+// f32 kernel holds no FP64 instruction.
+static inline bool pw_heavy_op(int op) {
+    return op == RGPU_OP_ERFINV || op == RGPU_OP_DIGAMMA || op == RGPU_OP_POLYGAMMA;
+}
+template <typename T> PW_HD T pw_heavy(const pw_args &A, T a, T b) {
+    switch (A.op) {
+    case RGPU_OP_ERFINV:    return pw_erfinv(a);
+    case RGPU_OP_DIGAMMA:   return pw_digamma(a);
+    case RGPU_OP_POLYGAMMA: return pw_polygamma(A.p.n, a);
+    default:                return pw_special(A.op, a, b);
+    }
+}
+
 // One element: load the inputs into the compute type (rounded / wrapped to
 // the compute dtype where the CPU does), compute, store into out's dtype.
 // off[k]: byte offset of operand k.
@@ -563,12 +611,12 @@ PW_UNROLL
             x[k - 1] = v;
         }
         T r;
-        if constexpr (SP) r = pw_special(A.op, x[0], x[1]);
+        if constexpr (SP) r = pw_heavy<T>(A, x[0], x[1]);
         else r = pw_fop<T>(A, x[0], x[1], x[2], cond, rb);
         if (A.res_bool) { op_store_u64(o, A.dt[0], rb); return; }
         if constexpr (CT == OP_CT_F32) {
             if (A.fix_out) r = (T)pw_round_half((float)r, A.cdt);
-            op_store_f32(o, A.dt[0], (float)r);
+            pw_store_f32(o, A.dt[0], (float)r);
         } else {
             op_store_f64(o, A.dt[0], (double)r);
         }
@@ -892,7 +940,7 @@ static unsigned pw_blocks(long long numel) {
 static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
     unsigned nb = pw_blocks(A.numel);
     bool oned = A.ndim == 1;
-    if (op_special_nin(A.op) != 0) {   // the special functions (op/special_math.h; floating only)
+    if (op_special_nin(A.op) != 0 || pw_heavy_op(A.op)) {   // special functions (op/special_math.h, pw_heavy; floating only)
         if (A.ct == OP_CT_F64) {
             if (oned) pw_kernel<OP_CT_F64, true, true><<<nb, PW_THREADS, 0, s>>>(A);
             else pw_kernel<OP_CT_F64, false, true><<<nb, PW_THREADS, 0, s>>>(A);

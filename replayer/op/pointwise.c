@@ -265,6 +265,7 @@ rgpu_status rgpu_op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const b
             int64_t d = a->v.i;
             p->neg_decimals = d < 0;
             p->ten_pow = pow(10.0, (double)(d < 0 ? -d : d));
+            p->ten_pow_f = (float)p->ten_pow;
             break;
         }
         default:   /* addcmul/addcdiv value, threshold */
@@ -293,6 +294,7 @@ rgpu_status rgpu_op_pw_params_of(const rgpu_exec *e, const pw_layout *L, const b
                 RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Integers to negative integer powers are not allowed.", name);
         } else {
             rgpu_op_pw_pow_exponent(a, cdt, &p->pow_exp, &p->pow_mode);
+            p->pow_exp_f = (float)p->pow_exp;
         }
     }
     return RGPU_OK;

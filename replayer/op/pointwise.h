@@ -107,10 +107,12 @@ typedef struct op_pw_params {
     int mode;                /* DIV_MODE: DIV_TRUNC / DIV_FLOOR */
     int pow_mode;            /* POW: POW_TENSOR or a scalar-exponent case */
     double pow_exp;
+    float pow_exp_f;         /* the same in float (the CUDA backend's f32 opmath: powf, as ATen's CUDA) */
     bool has_lo, has_hi;     /* CLAMP */
     int64_t n;               /* POLYGAMMA's order */
     bool neg_decimals;       /* ROUND_DECIMALS: decimals < 0 (divide, round, multiply) */
     double ten_pow;          /* ROUND_DECIMALS: 10^|decimals| */
+    float ten_pow_f;         /* the same in float */
     float own_f;             /* the op's own scalar in each opmath type */
     double own_d;
     uint64_t own_i;

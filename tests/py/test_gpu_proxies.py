@@ -121,3 +121,35 @@ def test_without_nvcc_the_ptx_part_is_skipped(tmp_path, monkeypatch, capsys):
     assert gp.main(["--no-launches", "--json", str(out)]) == 0
     assert "nvcc not found" in capsys.readouterr().out
     assert json.loads(out.read_text()) == {"ptx": {"skipped": "nvcc not found"}}
+
+
+@needs_nvcc
+def test_opmath_families_run_no_fp64_outside_float64():
+    """Issue 25's ATen opmath, held: in the row kernels (softmax.cu, norm.cu),
+    the reduction engine and cumsum (reduce.cu) and nll_loss (loss.cu), every
+    kernel that is not the float64 instantiation has no FP64 instruction and no
+    f64 conversion (ctc_loss, still in double, is the known exception); the f32
+    pointwise kernel of the training ops keeps at most the few FP64
+    instructions of libdevice's sinf/cosf large-argument reduction and of a
+    float64 condition's load (it held 645 when it evaluated POW_SCALAR,
+    digamma, polygamma and erfinv in double)."""
+    files = [os.path.join("replayer", "cuda", f) for f in ("softmax.cu", "norm.cu", "reduce.cu", "loss.cu",
+                                                            "pointwise.cu")]
+    rep = gp.ptx_report(files, 2, NVCC, REPO)
+    assert not rep["errors"], rep["errors"]
+    by_file = {}
+    for k in rep["kernels"]:
+        by_file.setdefault(k["file"], []).append(k)
+    for f in ("softmax.cu", "norm.cu", "reduce.cu", "loss.cu"):
+        ks = by_file[f]
+        floats = [k for k in ks if "double" not in k["kernel"] and not k["kernel"].startswith("ctc_")]
+        assert len(floats) >= {"softmax.cu": 4, "norm.cu": 6, "reduce.cu": 37, "loss.cu": 4}[f], (f, len(floats))
+        bad = [(k["kernel"], k["fp64"], k["cvt64"]) for k in floats if k["fp64"] or k["cvt64"]]
+        assert not bad, (f, bad)
+        # and the float64 instantiations do compute in double
+        assert any(k["fp64"] > 0 for k in ks if "double" in k["kernel"]), f
+    train = [k for k in by_file["pointwise.cu"]
+             if "pw_kernel<0, true, false>" in k["kernel"] or "pw_kernel<0, false, false>" in k["kernel"]]
+    assert len(train) == 2, [k["kernel"] for k in by_file["pointwise.cu"]]
+    for k in train:
+        assert k["fp64"] <= 8, (k["kernel"], k["fp64"])
