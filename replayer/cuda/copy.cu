@@ -123,7 +123,9 @@ __global__ void move_kernel(T *out, const T *in, copy_iter it) {
     }
 }
 
-// Cast SD -> DD: float sources through double, the rest through int64.
+// Cast SD -> DD: float32/float16/bfloat16 sources through float (exact; the
+// integer saturation of op_store_f32 gives op_store_f64's values), float64
+// ones and float64 targets through double, the rest through int64.
 template <int DD, int SD>
 __global__ void cast_kernel(void *out, const void *in, copy_iter it) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < it.numel;
@@ -132,6 +134,8 @@ __global__ void cast_kernel(void *out, const void *in, copy_iter it) {
         if (!iter_offsets(it, i, oo, io)) continue;
         if constexpr (is_complex_dt<SD>() || is_complex_dt<DD>())
             op_elem_convert((char *)out + oo * op_dtype_esize(DD), DD, (const char *)in + io * op_dtype_esize(SD), SD);
+        else if constexpr (is_float_dt<SD>() && SD != RGPU_F64 && DD != RGPU_F64)   // f32/f16/bf16: exact in float
+            cvt_st_f32<DD>(out, oo, cvt_ld_f32(in, io, SD));
         else if constexpr (is_float_dt<SD>()) cvt_st_f64<DD>(out, oo, cvt_ld_f64<SD>(in, io));
         else cvt_st_u64<DD>(out, oo, cvt_ld_u64<SD>(in, io));
     }

@@ -241,33 +241,6 @@ struct pw_args {
 template <typename T> PW_HD T pw_load_t(const char *p, int dt);
 template <> __host__ __device__ inline float pw_load_t<float>(const char *p, int dt) { return op_load_f32(p, dt); }
 template <> __host__ __device__ inline double pw_load_t<double>(const char *p, int dt) { return op_load_f64(p, dt); }
-// A float result into dtype dt: op_store_f32 with its integer conversions in
-// float (op_store_f64's saturation and truncation of (double)v, the same
-// values: every bound used is exact in float), so the f32 kernels hold no
-// FP64 arithmetic; float64 and complex128 outputs take the exact widening.
-__host__ __device__ inline void pw_store_f32(char *o, int dt, float v) {
-    switch (dt) {
-    case RGPU_F32:  *(float *)o = v; return;
-    case RGPU_F16:  *(uint16_t *)o = rgpu_float_to_half(v); return;
-    case RGPU_BF16: *(uint16_t *)o = rgpu_float_to_bf16(v); return;
-    case RGPU_BOOL: *(uint8_t *)o = v != 0.0f; return;
-    case RGPU_I32: {
-        int32_t r = v != v ? 0 : v < -2147483648.0f ? INT32_MIN : v >= 2147483648.0f ? INT32_MAX : (int32_t)v;
-        *(int32_t *)o = r;
-        return;
-    }
-    case RGPU_I16: *(int16_t *)o = (int16_t)(v != v ? 0.0f : v < -32768.0f ? -32768.0f : v > 32767.0f ? 32767.0f : v); return;
-    case RGPU_I8:  *(int8_t *)o = (int8_t)(v != v ? 0.0f : v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v); return;
-    case RGPU_I64: case RGPU_U8: {
-        int64_t r = v != v ? 0 : v >= 9223372036854775808.0f ? INT64_MAX : v <= -9223372036854775808.0f ? INT64_MIN : (int64_t)v;
-        if (dt == RGPU_I64) *(int64_t *)o = r;
-        else *(uint8_t *)o = (uint8_t)(uint64_t)r;
-        return;
-    }
-    default: op_store_f32(o, dt, v); return;   // float64 and complex: exact widening (no arithmetic)
-    }
-}
-
 template <typename T> PW_HD T pw_scalar_t(const pw_args &a, int k);
 template <> __host__ __device__ inline float pw_scalar_t<float>(const pw_args &a, int k) { return a.sf[k]; }
 template <> __host__ __device__ inline double pw_scalar_t<double>(const pw_args &a, int k) { return a.sd[k]; }
@@ -616,7 +589,7 @@ PW_UNROLL
         if (A.res_bool) { op_store_u64(o, A.dt[0], rb); return; }
         if constexpr (CT == OP_CT_F32) {
             if (A.fix_out) r = (T)pw_round_half((float)r, A.cdt);
-            pw_store_f32(o, A.dt[0], (float)r);
+            op_store_f32(o, A.dt[0], (float)r);
         } else {
             op_store_f64(o, A.dt[0], (double)r);
         }

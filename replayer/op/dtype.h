@@ -30,6 +30,17 @@ OP_FN int64_t op_f64_to_i64_sat(double x)
     return (int64_t)x;
 }
 
+/* The same for a float: every bound is exact in float, so the values are
+ * op_f64_to_i64_sat((double)x)'s, without double arithmetic (the CUDA f32
+ * kernels run no FP64 instruction). */
+OP_FN int64_t op_f32_to_i64_sat(float x)
+{
+    if (x != x) return 0;
+    if (x >= 9223372036854775808.0f) return INT64_MAX;
+    if (x <= -9223372036854775808.0f) return INT64_MIN;
+    return (int64_t)x;
+}
+
 OP_FN double op_clamp_trunc(double x, double lo, double hi)
 {
     if (x != x) return 0.0;
@@ -84,19 +95,19 @@ OP_FN float op_load_f32(const char *p, int dt)
 OP_FN uint64_t op_load_u64(const char *p, int dt)
 {
     switch (dt) {
-    case RGPU_F32:  return (uint64_t)op_f64_to_i64_sat(*(const float *)p);
+    case RGPU_F32:  return (uint64_t)op_f32_to_i64_sat(*(const float *)p);
     case RGPU_F64:  return (uint64_t)op_f64_to_i64_sat(*(const double *)p);
-    case RGPU_F16:  return (uint64_t)op_f64_to_i64_sat(rgpu_half_to_float(*(const uint16_t *)p));
-    case RGPU_BF16: return (uint64_t)op_f64_to_i64_sat(rgpu_bf16_to_float(*(const uint16_t *)p));
+    case RGPU_F16:  return (uint64_t)op_f32_to_i64_sat(rgpu_half_to_float(*(const uint16_t *)p));
+    case RGPU_BF16: return (uint64_t)op_f32_to_i64_sat(rgpu_bf16_to_float(*(const uint16_t *)p));
     case RGPU_I64:  return (uint64_t)*(const int64_t *)p;
     case RGPU_I32:  return (uint64_t)(int64_t)*(const int32_t *)p;
     case RGPU_I16:  return (uint64_t)(int64_t)*(const int16_t *)p;
     case RGPU_I8:   return (uint64_t)(int64_t)*(const int8_t *)p;
     case RGPU_U8:   return *(const uint8_t *)p;
     case RGPU_BOOL: return *(const uint8_t *)p != 0;
-    case RGPU_C64:  return (uint64_t)op_f64_to_i64_sat(*(const float *)p);
+    case RGPU_C64:  return (uint64_t)op_f32_to_i64_sat(*(const float *)p);
     case RGPU_C128: return (uint64_t)op_f64_to_i64_sat(*(const double *)p);
-    case RGPU_C32:  return (uint64_t)op_f64_to_i64_sat(rgpu_half_to_float(*(const uint16_t *)p));
+    case RGPU_C32:  return (uint64_t)op_f32_to_i64_sat(rgpu_half_to_float(*(const uint16_t *)p));
     default:        return 0;
     }
 }
@@ -149,7 +160,19 @@ OP_FN void op_store_f32(char *p, int dt, float v)
     case RGPU_F32:  *(float *)p = v; break;
     case RGPU_F16:  *(uint16_t *)p = rgpu_float_to_half(v); break;
     case RGPU_BF16: *(uint16_t *)p = rgpu_float_to_bf16(v); break;
-    default:        op_store_f64(p, dt, v); break;   /* exact widening, then as above */
+    /* the integers as op_store_f64((double)v) gives them, in float (bounds
+     * exact in float; 2^31 itself saturates, as 2147483648.0 > INT32_MAX) */
+    case RGPU_I64:  *(int64_t *)p = op_f32_to_i64_sat(v); break;
+    case RGPU_I32:
+        *(int32_t *)p = v != v ? 0 : v < -2147483648.0f ? INT32_MIN : v >= 2147483648.0f ? INT32_MAX : (int32_t)v;
+        break;
+    case RGPU_I16:  *(int16_t *)p = (int16_t)(v != v ? 0.0f : v < -32768.0f ? -32768.0f : v > 32767.0f ? 32767.0f : v); break;
+    case RGPU_I8:   *(int8_t *)p = (int8_t)(v != v ? 0.0f : v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v); break;
+    case RGPU_U8:   *(uint8_t *)p = (uint8_t)(uint64_t)op_f32_to_i64_sat(v); break;
+    case RGPU_BOOL: *(uint8_t *)p = v != 0.0f; break;
+    case RGPU_C64:  ((float *)p)[0] = v; ((float *)p)[1] = 0.0f; break;
+    case RGPU_C32:  ((uint16_t *)p)[0] = rgpu_float_to_half(v); ((uint16_t *)p)[1] = 0; break;
+    default:        op_store_f64(p, dt, v); break;   /* float64, complex128: exact widening */
     }
 }
 

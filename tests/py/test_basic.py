@@ -677,3 +677,31 @@ def test_resize_past_the_storage_reallocates_unless_a_view_shares_it():
         x.resize_(4)
     assert v.shape == (0,)
     same(torch.eye(3, 4, device=DEV), torch.eye(3, 4), exact=True)
+
+
+CAST_EDGES = [float("nan"), float("inf"), -float("inf"), 2147483648.0, 2147483520.0, -2147483648.0, -2147483904.0,
+              3.7, -3.7, 32767.5, 32768.0, 40000.0, -40000.0, -32769.0, 1e20, -1e20, 255.9, 256.0, -1.0, 127.5,
+              128.0, -128.9, -129.0, 9.3e18, -9.3e18, 9223372036854775808.0, 0.0, -0.0]
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16])
+def test_float_to_int_casts_saturate_as_the_float64_path(src):
+    """float32/float16/bfloat16 -> integer and bool conversions (op_store_f32's
+    and op_load_u64's float saturation, the CUDA cast kernels through float):
+    the values the float64 path gives for the same numbers (NaN -> 0,
+    saturated beyond the range, truncated within; 2^31 saturates int32), by
+    .to(), by a pointwise result stored into an integer tensor, and read back
+    by an integer reduction; where ATen defines the value (in range), equal
+    to PyTorch CPU."""
+    x = torch.tensor(CAST_EDGES).to(src)
+    for dst in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
+        ref = x.double().to(DEV).to(dst).cpu()
+        assert torch.equal(x.to(DEV).to(dst).cpu(), ref), (src, dst)
+        out = torch.zeros(x.shape, dtype=dst, device=DEV)
+        out[1:].copy_(x.to(DEV)[1:])        # copy_ into a view of an integer tensor
+        assert torch.equal(out[1:].cpu(), ref[1:]), (src, dst, "copy_")
+        info = torch.iinfo(dst) if dst is not torch.bool else None
+        xd = x.double()
+        inr = (xd == xd) & (xd.abs() < 1e4) if info is None else \
+            (xd == xd) & (xd.trunc() >= info.min) & (xd.trunc() < info.max + 1.0)
+        assert torch.equal(ref[inr], x[inr].to(dst)), (src, dst, "in range: ATen's values")
