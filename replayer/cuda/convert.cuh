@@ -12,6 +12,8 @@
 
 #include "common.cuh"
 
+#include <initializer_list>
+
 // Address of element i (an element index, not bytes) of an array of dtype dt.
 __host__ __device__ __forceinline__ const char *cvt_at(const void *p, long long i, int dt)
 {
@@ -51,3 +53,63 @@ template <int DT> __host__ __device__ __forceinline__ uint64_t cvt_ld_u64(const 
 template <int DT> __host__ __device__ __forceinline__ void cvt_st_f64(void *p, long long i, double v) { cvt_st_f64(p, i, DT, v); }
 template <int DT> __host__ __device__ __forceinline__ void cvt_st_f32(void *p, long long i, float v) { cvt_st_f32(p, i, DT, v); }
 template <int DT> __host__ __device__ __forceinline__ void cvt_st_u64(void *p, long long i, uint64_t v) { cvt_st_u64(p, i, DT, v); }
+
+// Integer elements: loads and stores for kernels whose host has checked that
+// no operand is floating or complex (rf_all_int): op/dtype.h's op_load_u64,
+// op_load_bool and op_store_u64 restricted to the integer and bool dtypes, so
+// no float conversion is compiled in.
+static inline bool rf_all_int(std::initializer_list<int> dts)
+{
+    for (int dt : dts)
+        if (dt >= 0 && (op_dtype_is_float(dt) || dt == RGPU_C64 || dt == RGPU_C128 || dt == RGPU_C32)) return false;
+    return true;
+}
+__device__ __forceinline__ unsigned long long rf_ld_int(const void *p, long long i, int dt)
+{
+    switch (dt) {
+    case RGPU_I64: return (unsigned long long)((const long long *)p)[i];
+    case RGPU_I32: return (unsigned long long)(long long)((const int32_t *)p)[i];
+    case RGPU_I16: return (unsigned long long)(long long)((const int16_t *)p)[i];
+    case RGPU_I8:  return (unsigned long long)(long long)((const int8_t *)p)[i];
+    case RGPU_U8:  return ((const uint8_t *)p)[i];
+    case RGPU_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return 0;
+    }
+}
+__device__ __forceinline__ bool rf_ld_int_bool(const void *p, long long i, int dt) { return rf_ld_int(p, i, dt) != 0; }
+__device__ __forceinline__ void rf_st_int(void *p, long long i, int dt, unsigned long long v)
+{
+    switch (dt) {
+    case RGPU_I64: ((unsigned long long *)p)[i] = v; break;
+    case RGPU_I32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case RGPU_I16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case RGPU_I8: case RGPU_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case RGPU_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+// Element I/O in an opmath T (reduce.cuh's row kernels, batchnorm, index's
+// grouped sums): rf_ld<float>/rf_st(float) know only float32/float16/bfloat16.
+// True when the float instantiation may run on these dtypes (-1: absent operand).
+static inline bool rf_opmath_float(std::initializer_list<int> dts)
+{
+    for (int dt : dts)
+        if (dt >= 0 && dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return false;
+    return true;
+}
+
+template <typename T> __device__ T rf_ld(const void *p, long long i, int dt);
+template <> __device__ __forceinline__ double rf_ld<double>(const void *p, long long i, int dt) { return cvt_ld_f64(p, i, dt); }
+template <> __device__ __forceinline__ float rf_ld<float>(const void *p, long long i, int dt)
+{
+    if (dt == RGPU_F32) return ((const float *)p)[i];
+    const uint16_t h = ((const uint16_t *)p)[i];
+    return dt == RGPU_BF16 ? rgpu_bf16_to_float(h) : rgpu_half_to_float(h);
+}
+__device__ __forceinline__ void rf_st(void *p, long long i, int dt, double v) { cvt_st_f64(p, i, dt, v); }
+__device__ __forceinline__ void rf_st(void *p, long long i, int dt, float v)
+{
+    if (dt == RGPU_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = dt == RGPU_BF16 ? rgpu_float_to_bf16(v) : rgpu_float_to_half(v);
+}

@@ -26,6 +26,8 @@
 //     therefore runs on few threads: correct, slow for huge 1-d scatters.
 #include "index.cuh"
 
+#include <type_traits>
+
 namespace rgpu_ix {
 
 // ---------------------------------------------------------------------------
@@ -51,6 +53,42 @@ __global__ void k_copy(ix_walk w, char *d, int ddt, int desz, const char *s, int
         ix_walk_at(w, i, off);
         op_elem_convert(d + off[0], ddt, s + off[1], sdt);
     }
+}
+
+// Same dtype: ESZ bytes as one typed load and store (two for 16), no
+// conversion code (index_select/gather/embedding copies, uploads, downloads).
+template <int ESZ> __global__ void k_copy_same(ix_walk w, char *d, const char *s, long long n)
+{
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        if constexpr (ESZ == 1) *(uint8_t *)(d + off[0]) = *(const uint8_t *)(s + off[1]);
+        else if constexpr (ESZ == 2) *(uint16_t *)(d + off[0]) = *(const uint16_t *)(s + off[1]);
+        else if constexpr (ESZ == 4) *(uint32_t *)(d + off[0]) = *(const uint32_t *)(s + off[1]);
+        else if constexpr (ESZ == 8) *(uint64_t *)(d + off[0]) = *(const uint64_t *)(s + off[1]);
+        else {
+            ((uint64_t *)(d + off[0]))[0] = ((const uint64_t *)(s + off[1]))[0];
+            ((uint64_t *)(d + off[0]))[1] = ((const uint64_t *)(s + off[1]))[1];
+        }
+    }
+}
+
+// Stride set 0 of w (in d, dtype ddt) from set 1 (in s, dtype sdt): the
+// same-dtype kernel when the dtypes agree, else k_copy's conversion.
+static void ix_launch_copy(rgpu_cuda_ctx *c, const ix_walk &w, char *d, int ddt, const char *s, int sdt, long long n)
+{
+    const unsigned nb = ix_blocks(n);
+    if (ddt == sdt) {
+        switch (rgpu_dtype_size(ddt)) {
+        case 1: k_copy_same<1><<<nb, IX_THREADS, 0, c->stream>>>(w, d, s, n); return;
+        case 2: k_copy_same<2><<<nb, IX_THREADS, 0, c->stream>>>(w, d, s, n); return;
+        case 4: k_copy_same<4><<<nb, IX_THREADS, 0, c->stream>>>(w, d, s, n); return;
+        case 8: k_copy_same<8><<<nb, IX_THREADS, 0, c->stream>>>(w, d, s, n); return;
+        case 16: k_copy_same<16><<<nb, IX_THREADS, 0, c->stream>>>(w, d, s, n); return;
+        default: break;
+        }
+    }
+    k_copy<<<nb, IX_THREADS, 0, c->stream>>>(w, d, ddt, (int)rgpu_dtype_size(ddt), s, sdt, n);
 }
 
 __global__ void k_fill(ix_walk w, char *d, int esz, uint64_t bits, uint64_t bits_hi, long long n)
@@ -114,9 +152,7 @@ rgpu_status ix_copy_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const rgpu_view
     ix_walk_strides(&w, 1, src);
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
-    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)dst->data, dst->dtype,
-                                                       (int)rgpu_dtype_size(dst->dtype),
-                                                       (const char *)src->data, src->dtype, n);
+    ix_launch_copy(c, w, (char *)dst->data, dst->dtype, (const char *)src->data, src->dtype, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -158,7 +194,7 @@ static rgpu_status stage_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, 
     if (upload) RGPU_CUDA_TRY(cudaMemcpyAsync(tmp, host, nbytes, cudaMemcpyHostToDevice, c->stream), err, errlen);
     char *dst = upload ? (char *)v->data : tmp;
     const char *src = upload ? tmp : (const char *)v->data;
-    k_copy<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, dst, v->dtype, esz, src, v->dtype, n);
+    ix_launch_copy(c, w, dst, v->dtype, src, v->dtype, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (!upload) RGPU_CUDA_TRY(cudaMemcpyAsync(host, tmp, nbytes, cudaMemcpyDeviceToHost, c->stream), err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
@@ -302,6 +338,9 @@ struct ix_groups_dev {
 // One thread per (group, inner element): walk the group in order.
 // Inner walker: set 0 = out, set 1 = src. by_freq: alpha = 1/group size
 // (embedding_dense_backward's scale_grad_by_freq, as the CPU sets it).
+// T: the arithmetic (float: float32/float16/bfloat16, double: float64,
+// bool, uint64_t: the integers wrapping), one per instantiation.
+template <typename T>
 __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *out, const char *src, int dt,
                           int mode, ix_alpha a, int f32acc, int by_freq)
 {
@@ -318,46 +357,40 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
         }
         ix_alpha al = a;
         if (by_freq) {
-            double sc = 1.0 / (double)(s1 - s0);
-            al.one = sc == 1.0;
-            al.d = sc;
-            al.f = op_round_to(dt, (float)sc);
+            al.one = s1 - s0 == 1;
             al.fused = 1;
-            al.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+            if constexpr (std::is_same<T, double>::value) {
+                al.d = 1.0 / (double)(s1 - s0);
+            } else {
+                // 1/n correctly rounded to float, as (float)(1.0 / n) for n < 2^24
+                al.f = op_round_to(dt, 1.0f / (float)(s1 - s0));
+                al.round_prod = dt == RGPU_F16 || dt == RGPU_BF16;
+            }
         }
-        switch (dt) {
-        case RGPU_F32: case RGPU_F16: case RGPU_BF16: {
-            float x = op_load_f32(d, dt);
+        if constexpr (std::is_same<T, float>::value) {
+            float x = rf_ld<float>(d, 0, dt);
             if (f32acc) {
 #pragma unroll 4
-                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, op_load_f32(sb + g.list[s], dt));
+                for (long long s = s0; s < s1; s++) x = __fadd_rn(x, rf_ld<float>(sb + g.list[s], 0, dt));
             } else {
 #pragma unroll 4
                 for (long long s = s0; s < s1; s++)
-                    x = op_round_to(dt, ix_step_f32(x, op_load_f32(sb + g.list[s], dt), dt, OP_IDX_ADD, al));
+                    x = op_round_to(dt, ix_step_f32(x, rf_ld<float>(sb + g.list[s], 0, dt), dt, OP_IDX_ADD, al));
             }
-            op_store_f32(d, dt, x);
-            break;
-        }
-        case RGPU_F64: {
+            rf_st(d, 0, dt, x);
+        } else if constexpr (std::is_same<T, double>::value) {
             double x = *(const double *)d;
 #pragma unroll 4
             for (long long s = s0; s < s1; s++) x = ix_step_f64(x, *(const double *)(sb + g.list[s]), OP_IDX_ADD, al);
             *(double *)d = x;
-            break;
-        }
-        case RGPU_BOOL: {
+        } else if constexpr (std::is_same<T, bool>::value) {
             bool x = *(const uint8_t *)d != 0;
             for (long long s = s0; s < s1; s++) x = x || (al.b && *(const uint8_t *)(sb + g.list[s]) != 0);
             *(uint8_t *)d = x;
-            break;
-        }
-        default: {   // integers wrap; keeping 64 bits and narrowing at the end is the same
-            uint64_t x = op_load_u64(d, dt);
-            for (long long s = s0; s < s1; s++) x += al.i * op_load_u64(sb + g.list[s], dt);
-            op_store_u64(d, dt, x);
-            break;
-        }
+        } else {   // integers wrap; keeping 64 bits and narrowing at the end is the same
+            uint64_t x = rf_ld_int(d, 0, dt);
+            for (long long s = s0; s < s1; s++) x += al.i * rf_ld_int(sb + g.list[s], 0, dt);
+            rf_st_int(d, 0, dt, x);
         }
     }
 }
@@ -370,6 +403,9 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
                               char *err, size_t errlen)
 {
     if (g->ng == 0) return RGPU_OK;
+    if (mode != OP_IDX_ASSIGN && (dt == RGPU_C64 || dt == RGPU_C128 || dt == RGPU_C32))   // k_grouped sums no complex
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: the cuda backend accumulates no %s elements here", rgpu_op_name(e->op),
+                     rgpu_dtype_name(dt));
     long long ninner = ix_walk_numel(inner);
     if (ninner <= 0) return RGPU_OK;
     int64_t m = g->start[g->ng];
@@ -390,8 +426,15 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     gd.start = db + g->ng;
     gd.list = db + 2 * g->ng + 1;
     gd.ng = g->ng;
-    k_grouped<<<ix_blocks(g->ng * ninner), IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a,
-                                                                      f32acc, by_freq);
+    const unsigned nb = ix_blocks(g->ng * ninner);
+    if (dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16)
+        k_grouped<float><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else if (dt == RGPU_F64)
+        k_grouped<double><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else if (dt == RGPU_BOOL)
+        k_grouped<bool><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else   // the integers; complex only assigned (op_elem_copy)
+        k_grouped<uint64_t><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);   // hb is pageable host memory
     return RGPU_OK;
