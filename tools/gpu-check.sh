@@ -9,6 +9,11 @@
 #   4. C tests (make test-c)
 #   5. smoke: a few ops on an explicit `rgpu-server --backend cuda` whose own
 #      log is kept (the embedded servers' logs vanish with them)
+#   5b. speed, family by family: tools/bench/gpu.py (add, gelu, casts, softmax,
+#      layer_norm, cross-entropy, sum, dropout, SDPA, AdamW, conv2d, matmul,
+#      then GPT-2-small and nanoGPT steps) against PyTorch CUDA on this GPU,
+#      every line's result checked against PyTorch's; table in
+#      $OUT/gpu-bench.out, JSON in $OUT/gpu-bench.json
 #   6. conformance: tests/py/test_conformance.py against the cuda backend
 #   7. training: the reduced GPT (GPTConfig.tiny), 20 AdamW steps on the cuda
 #      backend and on the cpu backend, loss curves compared (1e-4 relative);
@@ -412,6 +417,13 @@ except Exception as e:  # inductor needs triton; report and go on
 PY
 }
 
+gpu_bench() {
+    # eager steps only here (step 9 compiles nanoGPT); the script's own budget
+    # leaves the step's limit a margin
+    $PY tools/bench/gpu.py --no-compile --budget 140 --json "$OUT/gpu-bench.json" 2>&1 | tee "$OUT/gpu-bench.out"
+    return "${PIPESTATUS[0]}"
+}
+
 bench() {
     $PY tools/bench/nanogpt.py --backend cuda --compile "${BENCH_ARGS[@]}" 2>&1 | tee "$OUT/bench-nanogpt.out"
     local rc1=${PIPESTATUS[0]}
@@ -504,6 +516,9 @@ fi
 
 # ---------------------------------------------------------------- 5. smoke
 built_step smoke "smoke: a few ops on rgpu-server --backend cuda" 40 fn smoke
+
+# ---------------------------------------------------------------- 5b. speed, family by family
+built_step gpu_bench "bench: tools/bench/gpu.py families vs PyTorch CUDA" 160 fn gpu_bench
 
 # ---------------------------------------------------------------- 6. conformance
 built_step conformance "conformance suite on cuda (tests/py/test_conformance.py)" 150 \
