@@ -356,6 +356,16 @@ static void block_free(cuda_backend *cb, void *p) {
 extern "C" void *rgpu_cuda_scratch(rgpu_cuda_ctx *c, size_t nbytes) { return block_alloc(backend_of(c), nbytes); }
 extern "C" void rgpu_cuda_scratch_free(rgpu_cuda_ctx *c, void *p) { block_free(backend_of(c), p); }
 
+// Runs the held multi-tensor pointwise launches (common.cuh) before work that
+// may touch their memory. The caller holds the gate, not exec_mu.
+static rgpu_status flush_held(cuda_backend *cb, const char *before, char *err, size_t errlen) {
+    pthread_mutex_lock(&cb->exec_mu);
+    rgpu_status st = rgpu_cuda_pw_flush(&cb->c, err, errlen);
+    pthread_mutex_unlock(&cb->exec_mu);
+    if (st) logf_("held pointwise launches, run before %s: %s", before, err);
+    return st;
+}
+
 static void *cu_alloc(rgpu_backend *b, size_t nbytes) {
     cuda_backend *cb = backend_of(b);
     gate_hold g(cb);
@@ -368,7 +378,17 @@ static void *cu_alloc(rgpu_backend *b, size_t nbytes) {
 static void cu_free(rgpu_backend *b, void *p) {
     cuda_backend *cb = backend_of(b);
     gate_hold g(cb);
-    block_free(cb, p);
+    // a block held launches use is given back after they are launched
+    // (block_free may return it to the driver)
+    size_t n = 0;
+    pthread_mutex_lock(&cb->alloc_mu);
+    auto it = cb->live->find(p);
+    if (it != cb->live->end()) n = it->second & ~IDLE;
+    pthread_mutex_unlock(&cb->alloc_mu);
+    pthread_mutex_lock(&cb->exec_mu);
+    bool deferred = n != 0 && rgpu_cuda_pw_defer_free(&cb->c, p, n);
+    pthread_mutex_unlock(&cb->exec_mu);
+    if (!deferred) block_free(cb, p);
 }
 
 // ---------------------------------------------------------------------------
@@ -433,6 +453,16 @@ static rgpu_status download_locked(cuda_backend *cb, void *dst, const void *src,
     return RGPU_OK;
 }
 
+// The held launches' arguments (pointwise.cu); the caller holds exec_mu.
+extern "C" rgpu_status rgpu_cuda_upload_async(rgpu_cuda_ctx *c, void *dst, const void *src, size_t n, char *err,
+                                              size_t errlen) {
+    cuda_backend *cb = backend_of(c);
+    pthread_mutex_lock(&cb->stage_mu);
+    rgpu_status st = upload_locked(cb, dst, src, n, err, errlen);
+    pthread_mutex_unlock(&cb->stage_mu);
+    return st;
+}
+
 static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t n) {
     cuda_backend *cb = backend_of(b);
     char err[320] = "";
@@ -440,6 +470,8 @@ static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t
     gate_hold g(cb);
     if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "an upload during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    rgpu_status fst = flush_held(cb, "an upload", err, sizeof err);
+    if (fst) return fst;
     pthread_mutex_lock(&cb->stage_mu);
     rgpu_status st = upload_locked(cb, dst, src, n, err, sizeof err);
     pthread_mutex_unlock(&cb->stage_mu);
@@ -454,6 +486,8 @@ static rgpu_status cu_download(rgpu_backend *b, void *dst, const void *src, size
     gate_hold g(cb);
     if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "a download during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    rgpu_status fst = flush_held(cb, "a download", err, sizeof err);
+    if (fst) return fst;
     pthread_mutex_lock(&cb->stage_mu);
     rgpu_status st = download_locked(cb, dst, src, n, err, sizeof err);
     pthread_mutex_unlock(&cb->stage_mu);
@@ -467,6 +501,8 @@ static rgpu_status cu_sync(rgpu_backend *b) {
     gate_hold g(cb);
     if (capture_owner(cb)) { capture_spoil(cb, RGPU_ERR_UNSUPPORTED, "a sync during a capture"); return RGPU_ERR_UNSUPPORTED; }
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
+    rgpu_status fst = flush_held(cb, "a sync", err, sizeof err);
+    if (fst) return fst;
     cudaError_t e = cudaStreamSynchronize(cb->c.stream);
     if (e == cudaSuccess) return RGPU_OK;
     rgpu_status st = cuda_fail(cb, e, "cudaStreamSynchronize", err, sizeof err);
@@ -516,7 +552,11 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
     if (!cuda_dispatch_supports(e->op)) return cuda_unsupported(e, err, errlen);
     { rgpu_status cst = rgpu_op_check_complex(e, err, errlen); if (cst != RGPU_OK) return cst; }
     pthread_mutex_lock(&cb->exec_mu);
-    rgpu_status st = cuda_dispatch(&cb->c, e, err, errlen);
+    // the pointwise families hold or flush themselves (pointwise.cu); any
+    // other op runs after the held launches
+    int fam = rgpu_op_table[e->op].family;
+    rgpu_status st = fam == RGPU_OPFAM_ARITH || fam == RGPU_OPFAM_POINTWISE ? RGPU_OK : rgpu_cuda_pw_flush(&cb->c, err, errlen);
+    if (st == RGPU_OK) st = cuda_dispatch(&cb->c, e, err, errlen);
     // Safety net: a launch error a family did not check, or an asynchronous
     // fault of an earlier kernel that surfaced meanwhile.
     cudaError_t le = cudaGetLastError();
@@ -554,6 +594,13 @@ static rgpu_status cu_graph_begin(rgpu_backend *b, char *err, size_t errlen) {
         pthread_rwlock_unlock(&cb->gate);
         lost_message(cb, err, errlen);
         return RGPU_ERR_EXEC;
+    }
+    pthread_mutex_lock(&cb->exec_mu);
+    rgpu_status fst = rgpu_cuda_pw_flush(&cb->c, err, errlen);   // held work is not the graph's
+    pthread_mutex_unlock(&cb->exec_mu);
+    if (fst) {
+        pthread_rwlock_unlock(&cb->gate);
+        return fst;
     }
     cb->cap_st = RGPU_OK;
     cb->cap_why[0] = '\0';
@@ -631,8 +678,10 @@ static rgpu_status cu_graph_launch(rgpu_backend *b, void *graph, char *err, size
     gate_hold g(cb);
     if (is_lost(cb)) { lost_message(cb, err, errlen); return RGPU_ERR_EXEC; }
     pthread_mutex_lock(&cb->exec_mu);
-    cudaError_t e = cudaGraphLaunch(cg->exec, cb->c.stream);
+    rgpu_status fst = rgpu_cuda_pw_flush(&cb->c, err, errlen);
+    cudaError_t e = fst ? cudaSuccess : cudaGraphLaunch(cg->exec, cb->c.stream);
     pthread_mutex_unlock(&cb->exec_mu);
+    if (fst) return fst;
     if (e != cudaSuccess) return cuda_fail(cb, e, "cudaGraphLaunch", err, errlen);
     return RGPU_OK;
 }
@@ -655,7 +704,12 @@ static void cu_destroy(rgpu_backend *b) {
     if (!b) return;
     cuda_backend *cb = backend_of(b);
     if (cb) {
-        if (cb->c.stream) cudaStreamSynchronize(cb->c.stream);
+        if (cb->c.stream) {
+            char err[320] = "";
+            rgpu_cuda_pw_flush(&cb->c, err, sizeof err);   // what was asked for still runs
+            cudaStreamSynchronize(cb->c.stream);
+        }
+        rgpu_cuda_pw_batch_free(&cb->c);
         if (cb->c.blas.handle && cb->c.blas.Destroy) cb->c.blas.Destroy(cb->c.blas.handle);
         cb->c.blas.handle = NULL;
         rgpu_cublas_unload(&cb->c.blas);

@@ -159,7 +159,27 @@ struct rgpu_cuda_ctx {
     void *alloc_state;            // the caching allocator (backend_cuda.cu)
     bool capturing;               // a graph capture is recording this stream (backend.h graph_begin)
     rgpu_cusolver solver;         // loaded by the first linalg op (linalg.cu)
+    void *pw_batch;               // pointwise launches held back to run as one (pointwise.cu)
 };
+
+// Multi-tensor pointwise launches (pointwise.cu): consecutive pointwise and
+// binary-arithmetic records over 1-d (coalesced) operands that touch disjoint
+// memory (what a _foreach_* op becomes: one record per tensor of its lists)
+// are held back and run as one kernel launch, like ATen's multi_tensor_apply;
+// each element is computed by the same code as alone, so results are bitwise
+// those of one launch per record. Every other entry point of the backend
+// (another op's exec, upload, download, free, sync, graphs, destroy) runs the
+// held launches first: rgpu_cuda_pw_flush, under the exec lock. A launch error
+// of held work surfaces at that flush. RGPU_CUDA_BATCH=0 turns holding off.
+extern "C" rgpu_status rgpu_cuda_pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen);
+extern "C" void rgpu_cuda_pw_batch_free(rgpu_cuda_ctx *c);
+// A block of n bytes at p is freed: when held launches use it, it is given
+// back after they are launched (true); false: free it now. (exec lock held)
+extern "C" bool rgpu_cuda_pw_defer_free(rgpu_cuda_ctx *c, void *p, size_t n);
+// Host -> device copy of n bytes (the held launches' arguments) through the
+// backend's pinned staging buffers, in stream order; src may be reused at once.
+extern "C" rgpu_status rgpu_cuda_upload_async(rgpu_cuda_ctx *c, void *dst, const void *src, size_t n, char *err,
+                                              size_t errlen);
 
 // Before an op's work that needs the host: a device-to-host copy it reads, a
 // stream sync, a host-to-device copy from pageable memory. None of these can

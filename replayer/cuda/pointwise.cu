@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <type_traits>
@@ -952,13 +953,197 @@ static rgpu_status pw_tri_launch(const pw_tri_args &A, cudaStream_t s, char *err
     return RGPU_OK;
 }
 
+// ---------------------------------------------------------------------------
+// Multi-tensor launches (common.cuh): held pw_args run by one kernel. Block b
+// of the grid belongs to record r where blk0[r] <= b < blk0[r + 1]; record r's
+// blocks stride over its elements exactly as its own launch's grid would, and
+// each element goes through pw_apply, so every value is the one-launch value.
+
+#define PW_BATCH_MAX 256               // records per multi-tensor launch
+
+struct pw_multi_params {
+    const pw_args *as;                 // device copy of the records' args
+    int n;
+    unsigned blk0[PW_BATCH_MAX + 1];
+};
+
+template <int CT>
+__global__ void __launch_bounds__(PW_THREADS) pw_multi_kernel(const __grid_constant__ pw_multi_params P) {
+    int lo = 0, hi = P.n - 1;
+    unsigned b = blockIdx.x;
+    while (lo < hi) {                  // the last r with blk0[r] <= b
+        int mid = (lo + hi + 1) >> 1;
+        if (P.blk0[mid] <= b) lo = mid; else hi = mid - 1;
+    }
+    const pw_args &A = P.as[lo];
+    long long stride = (long long)(P.blk0[lo + 1] - P.blk0[lo]) * blockDim.x;
+    for (long long i = (long long)(b - P.blk0[lo]) * blockDim.x + threadIdx.x; i < A.numel; i += stride)
+        pw_apply<CT, true, false>(A, i);
+}
+
+struct pw_range { uintptr_t lo, hi; bool write; };
+
+// A union of byte ranges: sorted, disjoint intervals [lo, hi), so that an
+// overlap query is a binary search (a foreach over hundreds of tensors checks
+// each record against everything held).
+struct pw_ivs {
+    int n;
+    uintptr_t lo[PW_BATCH_MAX * PW_NOPS], hi[PW_BATCH_MAX * PW_NOPS];
+};
+
+static int ivs_first_hi_above(const pw_ivs *s, uintptr_t x, bool or_equal) {
+    int a = 0, b = s->n;
+    while (a < b) {
+        int m = (a + b) >> 1;
+        if (s->hi[m] > x || (or_equal && s->hi[m] == x)) b = m; else a = m + 1;
+    }
+    return a;
+}
+
+static bool ivs_overlaps(const pw_ivs *s, uintptr_t lo, uintptr_t hi) {
+    int i = ivs_first_hi_above(s, lo, false);
+    return i < s->n && s->lo[i] < hi;
+}
+
+static void ivs_add(pw_ivs *s, uintptr_t lo, uintptr_t hi) {
+    int i = ivs_first_hi_above(s, lo, true), j = i;   // [i, j): the intervals [lo, hi) overlaps or touches
+    while (j < s->n && s->lo[j] <= hi) {
+        if (s->lo[j] < lo) lo = s->lo[j];
+        if (s->hi[j] > hi) hi = s->hi[j];
+        j++;
+    }
+    if (j == i) {                      // a new interval at i
+        memmove(s->lo + i + 1, s->lo + i, (size_t)(s->n - i) * sizeof s->lo[0]);
+        memmove(s->hi + i + 1, s->hi + i, (size_t)(s->n - i) * sizeof s->hi[0]);
+        s->n++;
+    } else if (j > i + 1) {            // [i, j) become one
+        memmove(s->lo + i + 1, s->lo + j, (size_t)(s->n - j) * sizeof s->lo[0]);
+        memmove(s->hi + i + 1, s->hi + j, (size_t)(s->n - j) * sizeof s->hi[0]);
+        s->n -= j - i - 1;
+    }
+    s->lo[i] = lo;
+    s->hi[i] = hi;
+}
+
+struct pw_batch {
+    int n;
+    int ct;                            // OP_CT_F32 or OP_CT_F64
+    pw_args a[PW_BATCH_MAX];
+    pw_ivs wr, rd;                     // the bytes the held records write, and read
+    void *freed[PW_BATCH_MAX * PW_NOPS];  // blocks freed while held records use them:
+    int nfreed;                        // given back after the launch (pw_flush)
+    long long launches, records;      // multi-tensor launches made, records they ran
+};
+
+static bool pw_batch_enabled() {
+    static int on = -1;
+    if (on < 0) { const char *v = getenv("RGPU_CUDA_BATCH"); on = !(v && v[0] == '0'); }
+    return on != 0;
+}
+
+static bool pw_is_special(const pw_args &A) { return op_special_nin(A.op) != 0 || pw_heavy_op(A.op); }
+
+// The bytes operand k of a 1-d A touches: [lo, hi).
+static pw_range pw_range_of(const pw_args &A, int k) {
+    long long span = (A.numel - 1) * A.st[k][0];
+    uintptr_t b = (uintptr_t)A.base[k];
+    uintptr_t lo = span < 0 ? b + span : b, hi = (span < 0 ? b : b + span) + (uintptr_t)op_dtype_esize(A.dt[k]);
+    return { lo, hi, k == 0 };
+}
+
+// Would A, run in the same launch as the held records, read or write memory
+// one of them writes, or write memory one of them reads?
+static bool pw_conflicts(const pw_batch *B, const pw_args &A) {
+    for (int k = 0; k <= A.nin; k++) {
+        if (A.base[k] == NULL) continue;
+        pw_range r = pw_range_of(A, k);
+        if (ivs_overlaps(&B->wr, r.lo, r.hi) || (r.write && ivs_overlaps(&B->rd, r.lo, r.hi))) return true;
+    }
+    return false;
+}
+
+static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *err, size_t errlen);
+
+static rgpu_status pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {
+    pw_batch *B = (pw_batch *)c->pw_batch;
+    if (B == NULL || B->n == 0) return RGPU_OK;
+    int n = B->n;
+    B->n = 0;
+    B->wr.n = B->rd.n = 0;
+    rgpu_status st = pw_launch_held(c, B, n, err, errlen);
+    for (int i = 0; i < B->nfreed; i++) rgpu_cuda_scratch_free(c, B->freed[i]);   // stream-ordered: after the launch
+    B->nfreed = 0;
+    return st;
+}
+
+static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *err, size_t errlen) {
+    if (n == 1) return pw_launch(B->a[0], c->stream, err, errlen);
+    pw_multi_params P;
+    P.n = n;
+    P.blk0[0] = 0;
+    for (int r = 0; r < n; r++) P.blk0[r + 1] = P.blk0[r] + pw_blocks(B->a[r].numel);
+    size_t bytes = (size_t)n * sizeof(pw_args);
+    pw_args *dev = (pw_args *)rgpu_cuda_scratch(c, bytes);
+    if (dev == NULL) {                 // no memory for the arguments: one launch each
+        for (int r = 0; r < n; r++) FORWARD_IF_ERROR(pw_launch(B->a[r], c->stream, err, errlen));
+        return RGPU_OK;
+    }
+    rgpu_status st = rgpu_cuda_upload_async(c, dev, B->a, bytes, err, errlen);
+    if (st == RGPU_OK) {
+        P.as = dev;
+        unsigned nb = P.blk0[n];
+        if (B->ct == OP_CT_F32) pw_multi_kernel<OP_CT_F32><<<nb, PW_THREADS, 0, c->stream>>>(P);
+        else pw_multi_kernel<OP_CT_F64><<<nb, PW_THREADS, 0, c->stream>>>(P);
+        cudaError_t le = cudaGetLastError();
+        if (le != cudaSuccess) {
+            if (err != NULL && errlen > 0) snprintf(err, errlen, "multi-tensor pointwise launch: %s", cudaGetErrorString(le));
+            st = le == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC;
+        }
+        B->launches++;
+        B->records += n;
+    }
+    rgpu_cuda_scratch_free(c, dev);    // stream-ordered: after the kernel
+    return st;
+}
+
+// Hold A for a multi-tensor launch, or launch it now (after the held ones).
+static rgpu_status pw_submit(rgpu_cuda_ctx *c, const pw_args &A, char *err, size_t errlen) {
+    // floating compute types, no special functions: what optimizers' foreach
+    // ops are (and no more kernel instantiations than that)
+    bool holdable = A.ndim == 1 && !c->capturing && pw_batch_enabled() && !pw_is_special(A) &&
+                    (A.ct == OP_CT_F32 || A.ct == OP_CT_F64);
+    if (!holdable) {
+        FORWARD_IF_ERROR(pw_flush(c, err, errlen));
+        return pw_launch(A, c->stream, err, errlen);
+    }
+    pw_batch *B = (pw_batch *)c->pw_batch;
+    if (B == NULL) {
+        B = (pw_batch *)calloc(1, sizeof *B);
+        if (B == NULL) {
+            return pw_launch(A, c->stream, err, errlen);   // nothing is held without a batch
+        }
+        c->pw_batch = B;
+    }
+    if (B->n > 0 && (B->n == PW_BATCH_MAX || B->ct != A.ct || pw_conflicts(B, A)))
+        FORWARD_IF_ERROR(pw_flush(c, err, errlen));
+    if (B->n == 0) B->ct = A.ct;
+    B->a[B->n++] = A;
+    for (int k = 0; k <= A.nin; k++) {
+        if (A.base[k] == NULL) continue;
+        pw_range r = pw_range_of(A, k);
+        ivs_add(r.write ? &B->wr : &B->rd, r.lo, r.hi);
+    }
+    return RGPU_OK;
+}
+
 // Runs A; integer %, fmod and div.Tensor_mode get a device flag for division
 // by zero, read back after the kernel (the CPU writes 0 there and fails).
 static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_t errlen) {
     if (A->numel == 0) return RGPU_OK;
     bool can_div0 = A->ct == OP_CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
-    if (!can_div0) return pw_launch(*A, c->stream, err, errlen);
+    if (!can_div0) return pw_submit(c, *A, err, errlen);
     RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
+    FORWARD_IF_ERROR(pw_flush(c, err, errlen));
 
     int *flag = (int *)rgpu_cuda_scratch(c, sizeof(int));
     if (flag == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: no device memory for the error flag", rgpu_op_name(op));
@@ -1009,6 +1194,7 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
         pw_tri_args A;
         FORWARD_IF_ERROR(pw_prepare_tri(e, e->op == RGPU_OP_TRIU, &A, err, errlen));
         if (A.numel == 0) return RGPU_OK;
+        FORWARD_IF_ERROR(pw_flush(c, err, errlen));
         return pw_tri_launch(A, c->stream, err, errlen);
     }
     pw_args A;
@@ -1021,4 +1207,27 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
     FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);
+}
+
+extern "C" rgpu_status rgpu_cuda_pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {
+    return pw_flush(c, err, errlen);
+}
+
+extern "C" bool rgpu_cuda_pw_defer_free(rgpu_cuda_ctx *c, void *p, size_t n) {
+    pw_batch *B = (pw_batch *)c->pw_batch;
+    if (B == NULL || B->n == 0) return false;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    if (!ivs_overlaps(&B->wr, lo, hi) && !ivs_overlaps(&B->rd, lo, hi)) return false;
+    if (B->nfreed == PW_BATCH_MAX * PW_NOPS) {
+        char err[320] = "";
+        pw_flush(c, err, sizeof err);    // an error stays in the stream: the next sync reports it
+        return false;
+    }
+    B->freed[B->nfreed++] = p;
+    return true;
+}
+
+extern "C" void rgpu_cuda_pw_batch_free(rgpu_cuda_ctx *c) {
+    free(c->pw_batch);
+    c->pw_batch = NULL;
 }

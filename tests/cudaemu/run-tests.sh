@@ -9,6 +9,9 @@
 #      in $ORDERS (forward, reverse, random)
 #   4. tests/py/test_fft.py on cuda (fft.cu on cudaemu's cuFFT reference);
 #      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
+#      tests/cudaemu/test_multi_tensor.py (multi-tensor launches: a foreach AdamW
+#      step in <= 12 launches, bitwise those of one launch per record; dependent
+#      records), in the reverse thread order;
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
 #      equal to the cpu backend's), test_basic.py, test_complex_mm.py (complex GEMM,
 #      matrix_exp), test_memory.py (frees in stream order: peaks near the live set) on cuda;
@@ -75,6 +78,9 @@ for o in $ORDERS; do
 done
 step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_fft.py
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py
+# reverse: a launch that wrongly merged dependent records would run the later one first
+step "multi-tensor launches on cuda, reverse thread order (tests/cudaemu/test_multi_tensor.py)" \
+    env CUDAEMU_ORDER=reverse $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_multi_tensor.py
 step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_memory.py on cuda" \
     $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" --dist loadfile tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
     tests/py/test_complex_mm.py tests/py/test_memory.py
