@@ -20,11 +20,111 @@ namespace rgpu_ix {
 // empty 1-d tensor (size (0,)) is skipped; dim is wrapped against the first
 // input that is not skipped.
 
+// Many inputs of out's dtype (torch.stack of per-tensor norms or step
+// counts, a cat of many parameters) go in one launch: the parts' walks in
+// device memory, block b working on the part whose first block is the last
+// at or before b, each element's bytes copied as k_copy_same copies them.
+struct cat_part {
+    ix_walk w;                 // set 0: out's slice, set 1: the input
+    char *d;
+    const char *s;
+    long long n;
+    unsigned blk0;             // the part's first block
+};
+
+#define CAT_MANY_MIN 4         // inputs from which one launch pays (its arguments cross to the device)
+
+template <int ESZ> __global__ void k_cat_same(const cat_part *parts, int np, unsigned nblocks)
+{
+    int lo = 0, hi = np - 1;
+    unsigned b = blockIdx.x;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (parts[mid].blk0 <= b) lo = mid; else hi = mid - 1;
+    }
+    const cat_part &P = parts[lo];
+    long long nb = (long long)((lo + 1 < np ? parts[lo + 1].blk0 : nblocks) - P.blk0);
+    for (long long i = (long long)(b - P.blk0) * blockDim.x + threadIdx.x; i < P.n; i += nb * blockDim.x) {
+        long long off[IX_NW];
+        ix_walk_at(P.w, i, off);
+        char *d = P.d + off[0];
+        const char *s = P.s + off[1];
+        if constexpr (ESZ == 1) *(uint8_t *)d = *(const uint8_t *)s;
+        else if constexpr (ESZ == 2) *(uint16_t *)d = *(const uint16_t *)s;
+        else if constexpr (ESZ == 4) *(uint32_t *)d = *(const uint32_t *)s;
+        else if constexpr (ESZ == 8) *(uint64_t *)d = *(const uint64_t *)s;
+        else {
+            ((uint64_t *)d)[0] = ((const uint64_t *)s)[0];
+            ((uint64_t *)d)[1] = ((const uint64_t *)s)[1];
+        }
+    }
+}
+
+// One launch for every part of a cat whose inputs all have out's dtype;
+// *done false: not this way (few parts, a cast, a graph capture: the host
+// arguments cannot be captured), the caller copies part by part.
+static rgpu_status cat_many(rgpu_cuda_ctx *c, const rgpu_exec *e, int dim, bool *done, char *err, size_t errlen)
+{
+    *done = false;
+    const rgpu_view *out = e->out[0];
+    int esz = (int)rgpu_dtype_size(out->dtype);
+    if (c->capturing || e->n_in < CAT_MANY_MIN || (esz != 1 && esz != 2 && esz != 4 && esz != 8 && esz != 16))
+        return RGPU_OK;
+    for (int i = 0; i < e->n_in; i++)
+        if (e->in[i]->dtype != out->dtype) return RGPU_OK;
+    cat_part *parts = (cat_part *)malloc((size_t)e->n_in * sizeof(cat_part));
+    if (parts == NULL) return RGPU_OK;   // part by part
+    int np = 0;
+    unsigned nblocks = 0;
+    for (int i = 0; i < e->n_in; i++) {
+        rgpu_view slice;
+        if (!rgpu_op_index_cat_slice(e, dim, i, &slice)) continue;
+        cat_part &P = parts[np];
+        ix_walk_init(&P.w, slice.ndim, slice.sizes);
+        ix_walk_strides(&P.w, 0, &slice);
+        ix_walk_strides(&P.w, 1, e->in[i]);
+        P.n = ix_walk_numel(&P.w);
+        if (P.n <= 0) continue;
+        P.d = (char *)slice.data;
+        P.s = (const char *)e->in[i]->data;
+        P.blk0 = nblocks;
+        nblocks += ix_blocks(P.n);
+        np++;
+    }
+    cat_part *dev = np < CAT_MANY_MIN ? NULL : (cat_part *)rgpu_cuda_scratch(c, (size_t)np * sizeof(cat_part));
+    if (dev == NULL) {                 // few parts, or no memory for the arguments: part by part
+        free(parts);
+        return RGPU_OK;
+    }
+    rgpu_status st = rgpu_cuda_upload_async(c, dev, parts, (size_t)np * sizeof(cat_part), err, errlen);
+    free(parts);                       // copied into pinned memory
+    if (st == RGPU_OK) {
+        switch (esz) {
+        case 1: k_cat_same<1><<<nblocks, IX_THREADS, 0, c->stream>>>(dev, np, nblocks); break;
+        case 2: k_cat_same<2><<<nblocks, IX_THREADS, 0, c->stream>>>(dev, np, nblocks); break;
+        case 4: k_cat_same<4><<<nblocks, IX_THREADS, 0, c->stream>>>(dev, np, nblocks); break;
+        case 8: k_cat_same<8><<<nblocks, IX_THREADS, 0, c->stream>>>(dev, np, nblocks); break;
+        default: k_cat_same<16><<<nblocks, IX_THREADS, 0, c->stream>>>(dev, np, nblocks); break;
+        }
+        cudaError_t le = cudaGetLastError();
+        if (le != cudaSuccess) {
+            snprintf(err, errlen, "cat: %s", cudaGetErrorString(le));
+            st = le == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC;
+        }
+    }
+    rgpu_cuda_scratch_free(c, dev);    // stream-ordered: after the kernel
+    *done = st == RGPU_OK;
+    return st;
+}
+
 rgpu_status ix_cat(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     int dim;
     FORWARD_IF_ERROR(rgpu_op_index_cat_check(e, &dim, err, errlen));
     if (dim < 0) return RGPU_OK;   // every input is legacy-empty
+    bool done;
+    FORWARD_IF_ERROR(cat_many(c, e, dim, &done, err, errlen));
+    if (done) return RGPU_OK;
     // each input into its slice of out: a view of out at the input's shape
     for (int i = 0; i < e->n_in; i++) {
         rgpu_view slice;
