@@ -131,6 +131,25 @@ def _grad(g, w, scale, ct):
     return gw
 
 
+def _interleave(gens):
+    """Run per-tensor updates op by op across the tensors: each generator yields
+    after every record it makes, and one round advances every tensor by one
+    record. The records then come as a _foreach_* op's do (the same op over
+    the list, then the next op), which the cuda backend runs as one launch per
+    op (common.cuh: multi-tensor launches), not one per tensor and op; each
+    tensor's records, and so its values, are the same as one after the other."""
+    live = list(gens)
+    while live:
+        nxt = []
+        for g in live:
+            try:
+                next(g)
+                nxt.append(g)
+            except StopIteration:
+                pass
+        live = nxt
+
+
 def _check(n, lists, what):
     for name, lst in lists:
         if len(lst) != n:
@@ -152,32 +171,95 @@ def _adam(func, args, kwargs, adamw):
         raise RuntimeError(f"rgpu: {func}: max_exp_avg_sqs must be empty without amsgrad")
     skip = _skip_mask(a["found_inf"])
     lrd = _scalar(lr)
-    for i in range(n):
+    scal = _bias_corrections(steps, lrd, beta1, beta2)
+
+    def one(i):
         p, g, m, v, s = params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], steps[i]
         ct = _compute_dtype(p)
         w = _Writes(skip, ct)
-        step = _scalar(s)
-        bc1 = 1 - _pow(beta1, step)
-        bc2_sqrt = _sqrt(1 - _pow(beta2, step))
-        neg_step_size = _round(-(lrd / bc1), ct)
+        if scal is not None:
+            neg_step_size, c2 = scal(i, ct)
+        else:
+            step = _scalar(s)
+            bc1 = 1 - _pow(beta1, step)
+            bc2_sqrt = _sqrt(1 - _pow(beta2, step))
+            neg_step_size = _round(-(lrd / bc1), ct)
+            c2 = _round(bc2_sqrt, ct)
+        yield
         pp, mm, vv = w.take(p), w.take(m), w.take(v)
+        yield
         gg = _grad(g, w, scale, ct)
+        yield
         if maximize:
             gg = gg.neg()
+            yield
         if wd != 0:
             if adamw:
-                pp.mul_(_round(1 - lrd * wd, ct))
+                t = lrd * wd
+                yield
+                t = 1 - t
+                yield
+                t = _round(t, ct)
+                yield
+                pp.mul_(t)
             else:
-                gg = gg + pp * _round(wd, ct)
+                t = pp * _round(wd, ct)
+                yield
+                gg = gg + t
+            yield
         mm.lerp_(gg, _round(1 - beta1, ct))                      # exp_avg.lerp_(grad, 1 - beta1)
-        vv.mul_(_round(beta2, ct)).add_(gg * _round(1 - beta2, ct) * gg)
+        yield
+        vv.mul_(_round(beta2, ct))
+        yield
+        t = gg * _round(1 - beta2, ct)
+        yield
+        t = t * gg
+        yield
+        vv.add_(t)
+        yield
         if amsgrad:
             mx = w.take(maxs[i])
+            yield
             torch.maximum(mx, vv, out=mx)
+            yield
             vv = mx
-        denom = (vv.sqrt() / _round(bc2_sqrt, ct)).add_(_round(eps, ct))
-        pp.add_(mm * neg_step_size / denom)
+        r = vv.sqrt()
+        yield
+        r = r / c2
+        yield
+        denom = r.add_(_round(eps, ct))
+        yield
+        t = mm * neg_step_size
+        yield
+        t = t / denom
+        yield
+        pp.add_(t)
+        yield
         w.done()
+    _interleave(one(i) for i in range(n))
+
+
+def _bias_corrections(steps, lrd, beta1, beta2):
+    """With device step counts (fused=True's): every tensor's -lr/bc1 and
+    sqrt(bc2) at once, over one float64 vector of the steps (a few launches,
+    not a few per tensor), as scal(i, ct) -> (neg_step_size, bc2_sqrt), 0-dim
+    views in the compute dtype ct. The per-element math is the per-tensor
+    path's: 1 - beta^step, its sqrt, -(lr / bc1), rounded to ct. None with
+    steps on the host (plain floats: no records to save)."""
+    if not steps or not all(type(s) is RemoteTensor for s in steps):
+        return None
+    st = torch.stack([s.reshape(()) for s in steps]).to(torch.float64)
+    bc1 = 1 - torch.pow(beta1, st)
+    bc2_sqrt = torch.sqrt(1 - torch.pow(beta2, st))
+    nss = -(lrd / bc1)
+    per_ct = {}
+
+    def scal(i, ct):
+        if ct not in per_ct:
+            per_ct[ct] = (_round(nss, ct), _round(bc2_sqrt, ct))
+        a, b = per_ct[ct]
+        return a[i], b[i]
+    return scal
 
 
 def _fused_adam(func, args, kwargs):
@@ -204,25 +286,52 @@ def _fused_sgd(func, args, kwargs):
         _check(n, [("grads", grads), ("momentum_buffer_list", bufs)], str(func))
     skip = _skip_mask(a["found_inf"])
     lrd = _scalar(lr)
-    for i in range(n):
+
+    def one(i):                        # records interleaved across tensors (_interleave)
         p, g = params[i], grads[i]
         ct = _compute_dtype(p)
         w = _Writes(skip, ct)
         pp = w.take(p)
+        yield
         gg = _grad(g, w, scale, ct)
+        yield
         if maximize:
             gg = gg.neg()
+            yield
         if wd != 0:
-            gg = gg + pp * _round(wd, ct)
+            t = pp * _round(wd, ct)
+            yield
+            gg = gg + t
+            yield
         if momentum != 0:
             bb = w.take(bufs[i])
+            yield
             if first:
                 bb.copy_(gg)
             else:
-                bb.mul_(_round(momentum, ct)).add_(gg * _round(1 - dampening, ct))
-            gg = gg + bb * _round(momentum, ct) if nesterov else bb
-        pp.add_(gg * _round(-lrd, ct))
+                bb.mul_(_round(momentum, ct))
+                yield
+                t = gg * _round(1 - dampening, ct)
+                yield
+                bb.add_(t)
+            yield
+            if nesterov:
+                t = bb * _round(momentum, ct)
+                yield
+                gg = gg + t
+            else:
+                gg = bb
+            yield
+        t = -lrd
+        yield
+        t = _round(t, ct)
+        yield
+        t = gg * t
+        yield
+        pp.add_(t)
+        yield
         w.done()
+    _interleave(one(i) for i in range(n))
 
 
 # --- Adagrad --------------------------------------------------------------------------
@@ -236,22 +345,51 @@ def _fused_adagrad(func, args, kwargs):
     _check(n, [("grads", grads), ("state_sums", sums), ("state_steps", steps)], str(func))
     skip = _skip_mask(a["found_inf"])
     lrd = _scalar(lr)
-    for i in range(n):
+
+    def one(i):                        # records interleaved across tensors (_interleave)
         p, g, ss = params[i], grads[i], sums[i]
         ct = _compute_dtype(p)
         w = _Writes(skip, ct)
         step = _scalar(steps[i])
-        clr = _round(lrd / (1.0 + (step - 1.0) * lr_decay), ct)
+        yield
+        t = step - 1.0
+        yield
+        t = t * lr_decay
+        yield
+        t = 1.0 + t
+        yield
+        t = lrd / t
+        yield
+        clr = _round(t, ct)
+        yield
         pp, sw = w.take(p), w.take(ss)
+        yield
         gg = _grad(g, w, scale, ct)
+        yield
         if maximize:
             gg = gg.neg()
+            yield
         if wd != 0:
-            gg = gg + pp * _round(wd, ct)
-        sw.add_(gg * gg)
-        std = sw.sqrt().add_(_round(eps, ct))
-        pp.sub_(gg * clr / std)
+            t = pp * _round(wd, ct)
+            yield
+            gg = gg + t
+            yield
+        t = gg * gg
+        yield
+        sw.add_(t)
+        yield
+        std = sw.sqrt()
+        yield
+        std = std.add_(_round(eps, ct))
+        yield
+        t = gg * clr
+        yield
+        t = t / std
+        yield
+        pp.sub_(t)
+        yield
         w.done()
+    _interleave(one(i) for i in range(n))
 
 
 register((aten._fused_adam_.default, aten._fused_adam_.tensor_lr), _fused_adam)
