@@ -552,10 +552,11 @@ static rgpu_status cu_exec(rgpu_backend *b, const rgpu_exec *e, char *err, size_
     if (!cuda_dispatch_supports(e->op)) return cuda_unsupported(e, err, errlen);
     { rgpu_status cst = rgpu_op_check_complex(e, err, errlen); if (cst != RGPU_OK) return cst; }
     pthread_mutex_lock(&cb->exec_mu);
-    // the pointwise families hold or flush themselves (pointwise.cu); any
-    // other op runs after the held launches
+    // the pointwise families and copy_ hold or flush themselves (pointwise.cu,
+    // copy.cu); any other op runs after the held launches
     int fam = rgpu_op_table[e->op].family;
-    rgpu_status st = fam == RGPU_OPFAM_ARITH || fam == RGPU_OPFAM_POINTWISE ? RGPU_OK : rgpu_cuda_pw_flush(&cb->c, err, errlen);
+    bool own = fam == RGPU_OPFAM_ARITH || fam == RGPU_OPFAM_POINTWISE || e->op == RGPU_OP_COPY;
+    rgpu_status st = own ? RGPU_OK : rgpu_cuda_pw_flush(&cb->c, err, errlen);
     if (st == RGPU_OK) st = cuda_dispatch(&cb->c, e, err, errlen);
     // Safety net: a launch error a family did not check, or an asynchronous
     // fault of an earlier kernel that surfaced meanwhile.

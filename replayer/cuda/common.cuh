@@ -173,6 +173,12 @@ struct rgpu_cuda_ctx {
 // of held work surfaces at that flush. RGPU_CUDA_BATCH=0 turns holding off.
 extern "C" rgpu_status rgpu_cuda_pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen);
 extern "C" void rgpu_cuda_pw_batch_free(rgpu_cuda_ctx *c);
+// A 1-d cast among float32/float16/bfloat16 (n elements, byte strides) as a
+// pointwise record, held like one (AMP's casts before each matmul come
+// together): op_load_f32 then op_store_f32, cast_kernel's own values. *done
+// false: another pair of dtypes, the caller casts.
+extern "C" rgpu_status rgpu_cuda_pw_cast(rgpu_cuda_ctx *c, void *out, int dd, long long ost, const void *in, int sd,
+                                         long long ist, long long n, bool *done, char *err, size_t errlen);
 // A block of n bytes at p is freed: when held launches use it, it is given
 // back after they are launched (true); false: free it now. (exec lock held)
 extern "C" bool rgpu_cuda_pw_defer_free(rgpu_cuda_ctx *c, void *p, size_t n);

@@ -210,6 +210,13 @@ static rgpu_status op_copy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size
     FORWARD_IF_ERROR(iter_init(&it, out, in, e->op, err, errlen));
     if (it.numel == 0) return RGPU_OK;
     int dd = out->dtype, sd = in->dtype;
+    if (dd != sd && it.ndim == 1 && it.zmask == 0) {   // held with the pointwise records (common.cuh)
+        bool done;
+        FORWARD_IF_ERROR(rgpu_cuda_pw_cast(c, out->data, dd, it.ostr[0] * (long long)rgpu_dtype_size(dd), in->data, sd,
+                                           it.istr[0] * (long long)rgpu_dtype_size(sd), it.numel, &done, err, errlen));
+        if (done) return RGPU_OK;
+    }
+    FORWARD_IF_ERROR(rgpu_cuda_pw_flush(c, err, errlen));   // everything else runs after the held records
     if (dd != sd) return launch_cast(out->data, dd, in->data, sd, it, c->stream, err, errlen);
 
     size_t esz = rgpu_dtype_size(dd);

@@ -977,8 +977,21 @@ __global__ void __launch_bounds__(PW_THREADS) pw_multi_kernel(const __grid_const
     }
     const pw_args &A = P.as[lo];
     long long stride = (long long)(P.blk0[lo + 1] - P.blk0[lo]) * blockDim.x;
-    for (long long i = (long long)(b - P.blk0[lo]) * blockDim.x + threadIdx.x; i < A.numel; i += stride)
+    long long i0 = (long long)(b - P.blk0[lo]) * blockDim.x + threadIdx.x;
+    if (CT == OP_CT_F32 && A.op == RGPU_OP_COPY) {   // a cast (rgpu_cuda_pw_cast)
+        for (long long i = i0; i < A.numel; i += stride)
+            op_store_f32(A.base[0] + i * A.st[0][0], A.dt[0], op_load_f32(A.base[1] + i * A.st[1][0], A.dt[1]));
+        return;
+    }
+    for (long long i = i0; i < A.numel; i += stride)
         pw_apply<CT, true, false>(A, i);
+}
+
+// A held cast launched alone: cast_kernel's values (op_load_f32, op_store_f32).
+__global__ void __launch_bounds__(PW_THREADS) pw_cast_kernel(const __grid_constant__ pw_args A) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < A.numel; i += stride)
+        op_store_f32(A.base[0] + i * A.st[0][0], A.dt[0], op_load_f32(A.base[1] + i * A.st[1][0], A.dt[1]));
 }
 
 struct pw_range { uintptr_t lo, hi; bool write; };
@@ -1077,6 +1090,11 @@ static rgpu_status pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {
 }
 
 static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *err, size_t errlen) {
+    if (n == 1 && B->a[0].op == RGPU_OP_COPY) {
+        pw_cast_kernel<<<pw_blocks(B->a[0].numel), PW_THREADS, 0, c->stream>>>(B->a[0]);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     if (n == 1) return pw_launch(B->a[0], c->stream, err, errlen);
     pw_multi_params P;
     P.n = n;
@@ -1207,6 +1225,33 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
     FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
     return pw_run(c, &A, e->op, err, errlen);
+}
+
+extern "C" rgpu_status rgpu_cuda_pw_cast(rgpu_cuda_ctx *c, void *out, int dd, long long ost, const void *in, int sd,
+                                         long long ist, long long n, bool *done, char *err, size_t errlen) {
+    *done = false;
+    auto narrow = [](int dt) { return dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16; };
+    if (!narrow(dd) || !narrow(sd) || dd == sd || n <= 0) return RGPU_OK;
+    if (c->capturing || !pw_batch_enabled()) return RGPU_OK;   // not held: cast_kernel (pw_kernel has no cast)
+    pw_args A;
+    memset(&A, 0, sizeof A);
+    A.op = RGPU_OP_COPY;
+    A.ct = OP_CT_F32;
+    A.cdt = RGPU_F32;
+    A.nin = 1;
+    A.ndim = 1;
+    A.numel = n;
+    A.sizes[0] = n;
+    A.base[0] = (char *)out;
+    A.st[0][0] = ost;
+    A.dt[0] = dd;
+    A.base[1] = (char *)in;
+    A.st[1][0] = ist;
+    A.dt[1] = sd;
+    A.dt[2] = A.dt[3] = sd;
+    A.alpha_one = true;
+    *done = true;
+    return pw_submit(c, A, err, errlen);
 }
 
 extern "C" rgpu_status rgpu_cuda_pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {

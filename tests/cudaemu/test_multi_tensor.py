@@ -10,7 +10,10 @@ merges dependent records computes the later record first.
     to PyTorch CPU within float32 rounding;
   * records that depend on each other (read after write, write after read,
     the same tensor twice in a foreach list, overlapping views, memory freed
-    and reused) give PyTorch CPU's values."""
+    and reused) give PyTorch CPU's values;
+  * casts among float32/float16/bfloat16 are held too, with the cast kernel's
+    bits;
+  * cat/stack of many inputs is one launch."""
 import json
 import os
 import subprocess
@@ -162,3 +165,57 @@ def test_cat_and_stack_of_many_inputs_in_one_launch():
                 torch.cat([x.reshape(-1) for x in (a, b, c, a)]),
                 torch.cat([a.double(), b.t(), c.half(), a], dim=1).float())  # casts: part by part
     check(f, (12, 5), (5, 12), (12, 10))
+
+
+CAST_CHILD = textwrap.dedent("""
+    import sys, torch, rgpu
+    out = sys.argv[1]
+    g = torch.Generator().manual_seed(0)
+    edge = torch.tensor([0.0, -0.0, 1.0, -1.5, 65504.0, 65520.0, 1e-40, -1e-45, 3.0e38, float("inf"),
+                         float("-inf"), float("nan"), 1.00390625, 1.01171875, 2.0 ** -24, 2.0 ** -25])
+    xs = [torch.cat([edge, torch.randn(257, generator=g) * 10 ** k]) for k in range(-3, 5)]
+    dev = [x.to("rgpu") for x in xs]
+    pairs = [(torch.float32, torch.bfloat16), (torch.float32, torch.float16), (torch.bfloat16, torch.float32),
+             (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float16, torch.float32)]
+    torch.rgpu.synchronize()
+    res = []
+    for s, d in pairs:                    # the sources first (their casts held too), then the targets
+        srcs = [x.to(s) for x in dev]
+        res.append([t.to(d) for t in srcs] + [t[::2].to(d) for t in srcs])   # strided too
+    torch.save([[t.cpu() for t in r] for r in res], out)
+""")
+
+
+def run_casts(tmp_path, batch):
+    stats = tmp_path / f"cast-stats-{batch}"
+    stats.mkdir()
+    out = tmp_path / f"casts-{batch}.pt"
+    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_BATCH=batch)
+    env.pop("RGPU_SERVER", None)
+    r = subprocess.run([sys.executable, "-c", CAST_CHILD, str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    launches = sum(json.loads(f.read_text())["kernel_launches"] for f in stats.iterdir())
+    return launches, torch.load(out)
+
+
+def test_casts_among_float32_float16_bfloat16_are_held_with_the_same_bits(tmp_path):
+    """Casts among float32/float16/bfloat16 (AMP's, before each matmul) are held
+    like pointwise records: far fewer launches, the cast kernel's very bits (NaN,
+    inf, overflow to inf, subnormals, ties), and PyTorch CPU's values."""
+    held, a = run_casts(tmp_path, "1")
+    single, b = run_casts(tmp_path, "0")
+    assert single == 128, single                 # one launch per cast (f32 -> f32 is no cast)
+    assert held <= single // 4, (held, single)
+    g = torch.Generator().manual_seed(0)
+    edge = torch.tensor([0.0, -0.0, 1.0, -1.5, 65504.0, 65520.0, 1e-40, -1e-45, 3.0e38, float("inf"),
+                         float("-inf"), float("nan"), 1.00390625, 1.01171875, 2.0 ** -24, 2.0 ** -25])
+    xs = [torch.cat([edge, torch.randn(257, generator=g) * 10 ** k]) for k in range(-3, 5)]
+    pairs = [(torch.float32, torch.bfloat16), (torch.float32, torch.float16), (torch.bfloat16, torch.float32),
+             (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float16, torch.float32)]
+    for (s, d), ra, rb in zip(pairs, a, b):
+        want = [x.to(s).to(d) for x in xs] + [x.to(s)[::2].to(d) for x in xs]
+        for x, y, w in zip(ra, rb, want):
+            bits = torch.int32 if d == torch.float32 else torch.int16
+            assert torch.equal(x.view(bits), y.view(bits)), (s, d)          # bitwise: held or not
+            assert torch.equal(x.isnan(), w.isnan()), (s, d)
+            assert torch.equal(x[~w.isnan()], w[~w.isnan()]), (s, d)       # PyTorch CPU's values
