@@ -237,6 +237,11 @@ struct pw_args {
     double alpha_d;
     unsigned long long alpha_i;
     int *zero_div;                        // integer division by zero sets *zero_div (or NULL)
+    // numel < 2^31 (pw_set_divisors): the linear index splits into dims with
+    // 32-bit multiply-high divisions (ATen's IntDivider), not 64-bit divides
+    bool i32;
+    unsigned dmul[RGPU_MAX_DIMS];
+    unsigned char dshift[RGPU_MAX_DIMS];
 };
 
 template <typename T> PW_HD T pw_load_t(const char *p, int dt);
@@ -633,12 +638,23 @@ PW_UNROLL
     } else {
 PW_UNROLL
         for (int k = 0; k < PW_NOPS; k++) off[k] = 0;
-        long long rem = i;
-        for (int d = A.ndim - 1; d >= 0; d--) {
-            long long s = A.sizes[d], q = rem / s, id = rem - q * s;
-            rem = q;
+        if (A.i32) {
+            unsigned rem = (unsigned)i;
+            for (int d = A.ndim - 1; d >= 0; d--) {
+                unsigned q = (__umulhi(rem, A.dmul[d]) + rem) >> A.dshift[d];
+                long long id = (long long)(rem - q * (unsigned)A.sizes[d]);
+                rem = q;
 PW_UNROLL
-            for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
+                for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
+            }
+        } else {
+            long long rem = i;
+            for (int d = A.ndim - 1; d >= 0; d--) {
+                long long s = A.sizes[d], q = rem / s, id = rem - q * s;
+                rem = q;
+PW_UNROLL
+                for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
+            }
         }
     }
     pw_elem<CT, SP>(A, off);
@@ -1089,13 +1105,18 @@ static rgpu_status pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {
     return st;
 }
 
-static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *err, size_t errlen) {
-    if (n == 1 && B->a[0].op == RGPU_OP_COPY) {
-        pw_cast_kernel<<<pw_blocks(B->a[0].numel), PW_THREADS, 0, c->stream>>>(B->a[0]);
+// One held record alone: a cast on pw_cast_kernel, the rest as pw_run launches them.
+static rgpu_status pw_launch_one(rgpu_cuda_ctx *c, const pw_args &A, char *err, size_t errlen) {
+    if (A.op == RGPU_OP_COPY) {
+        pw_cast_kernel<<<pw_blocks(A.numel), PW_THREADS, 0, c->stream>>>(A);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         return RGPU_OK;
     }
-    if (n == 1) return pw_launch(B->a[0], c->stream, err, errlen);
+    return pw_launch(A, c->stream, err, errlen);
+}
+
+static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *err, size_t errlen) {
+    if (n == 1) return pw_launch_one(c, B->a[0], err, errlen);
     pw_multi_params P;
     P.n = n;
     P.blk0[0] = 0;
@@ -1103,11 +1124,16 @@ static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *er
     size_t bytes = (size_t)n * sizeof(pw_args);
     pw_args *dev = (pw_args *)rgpu_cuda_scratch(c, bytes);
     if (dev == NULL) {                 // no memory for the arguments: one launch each
-        for (int r = 0; r < n; r++) FORWARD_IF_ERROR(pw_launch(B->a[r], c->stream, err, errlen));
+        for (int r = 0; r < n; r++) FORWARD_IF_ERROR(pw_launch_one(c, B->a[r], err, errlen));
         return RGPU_OK;
     }
     rgpu_status st = rgpu_cuda_upload_async(c, dev, B->a, bytes, err, errlen);
-    if (st == RGPU_OK) {
+    if (st != RGPU_OK) {               // the records were accepted: run them one by one, or fail here
+        rgpu_cuda_scratch_free(c, dev);
+        for (int r = 0; r < n; r++) FORWARD_IF_ERROR(pw_launch_one(c, B->a[r], err, errlen));
+        return RGPU_OK;
+    }
+    {
         P.as = dev;
         unsigned nb = P.blk0[n];
         if (B->ct == OP_CT_F32) pw_multi_kernel<OP_CT_F32><<<nb, PW_THREADS, 0, c->stream>>>(P);
@@ -1154,10 +1180,27 @@ static rgpu_status pw_submit(rgpu_cuda_ctx *c, const pw_args &A, char *err, size
     return RGPU_OK;
 }
 
+// The 32-bit division constants of A's dims when numel < 2^31 (every size
+// and every index then are too): q = (umulhi(n, m) + n) >> s equals n / d for
+// n, d < 2^31 with s = ceil(log2 d), m = floor(2^32 (2^s - d) / d) + 1
+// (Granlund-Montgomery; ATen's IntDivider<unsigned int>).
+static void pw_set_divisors(pw_args *A) {
+    A->i32 = A->ndim > 1 && A->numel > 0 && A->numel < (1LL << 31);
+    if (!A->i32) return;
+    for (int d = 0; d < A->ndim; d++) {
+        unsigned long long dv = (unsigned long long)A->sizes[d];
+        unsigned sh = 0;
+        while ((1ull << sh) < dv) sh++;
+        A->dshift[d] = (unsigned char)sh;
+        A->dmul[d] = (unsigned)(((1ull << 32) * ((1ull << sh) - dv)) / dv + 1);
+    }
+}
+
 // Runs A; integer %, fmod and div.Tensor_mode get a device flag for division
 // by zero, read back after the kernel (the CPU writes 0 there and fails).
 static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_t errlen) {
     if (A->numel == 0) return RGPU_OK;
+    pw_set_divisors(A);
     bool can_div0 = A->ct == OP_CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
     if (!can_div0) return pw_submit(c, *A, err, errlen);
     RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
