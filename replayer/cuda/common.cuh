@@ -162,6 +162,26 @@ struct rgpu_cuda_ctx {
     void *pw_batch;               // pointwise launches held back to run as one (pointwise.cu)
 };
 
+// 32-bit division by a fixed divisor d (0 < d < 2^31) for n < 2^31:
+// q = (umulhi(n, mul) + n) >> shift, with shift = ceil(log2 d) and
+// mul = floor(2^32 (2^shift - d) / d) + 1 (Granlund-Montgomery, ATen's
+// IntDivider<unsigned int>): index math over dims without 64-bit divides.
+static inline void rgpu_fastdiv_init(unsigned long long d, unsigned *mul, unsigned char *shift)
+{
+    unsigned sh = 0;
+    while ((1ull << sh) < d) sh++;
+    *shift = (unsigned char)sh;
+    *mul = (unsigned)(((1ull << 32) * ((1ull << sh) - d)) / d + 1);
+}
+__host__ __device__ static inline unsigned rgpu_fastdiv(unsigned n, unsigned mul, unsigned shift)
+{
+#ifdef __CUDA_ARCH__
+    return (__umulhi(n, mul) + n) >> shift;
+#else
+    return (unsigned)((((unsigned long long)n * mul >> 32) + n) >> shift);
+#endif
+}
+
 // Multi-tensor pointwise launches (pointwise.cu): consecutive pointwise and
 // binary-arithmetic records over 1-d (coalesced) operands that touch disjoint
 // memory (what a _foreach_* op becomes: one record per tensor of its lists)

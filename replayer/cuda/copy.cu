@@ -67,6 +67,9 @@ struct copy_iter {
     long long sizes[RGPU_MAX_DIMS];
     long long ostr[RGPU_MAX_DIMS];
     long long istr[RGPU_MAX_DIMS];
+    bool i32;                            // numel < 2^31: 32-bit index math (rgpu_fastdiv)
+    unsigned dmul[RGPU_MAX_DIMS];
+    unsigned char dshift[RGPU_MAX_DIMS];
 };
 
 static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_view *in, int op, char *err,
@@ -85,6 +88,9 @@ static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_vie
         it->istr[d] = in ? oi.strides[1][d] / ies : 0;
         if (it->ostr[d] == 0 && it->sizes[d] > 1) it->zmask |= 1u << d;
     }
+    it->i32 = it->ndim > 1 && it->numel > 0 && it->numel < (1LL << 31);
+    if (it->i32)
+        for (int d = 0; d < it->ndim; d++) rgpu_fastdiv_init((unsigned long long)it->sizes[d], &it->dmul[d], &it->dshift[d]);
     return RGPU_OK;
 }
 
@@ -93,6 +99,18 @@ static rgpu_status iter_init(copy_iter *it, const rgpu_view *out, const rgpu_vie
 __host__ __device__ static inline bool iter_offsets(const copy_iter &it, long long i, long long &oo, long long &io) {
     oo = 0; io = 0;
     bool write = true;
+    if (it.i32) {
+        unsigned rem = (unsigned)i;
+        for (int d = it.ndim - 1; d >= 0; d--) {
+            unsigned q = rgpu_fastdiv(rem, it.dmul[d], it.dshift[d]);
+            long long idx = (long long)(rem - q * (unsigned)it.sizes[d]);
+            rem = q;
+            oo += idx * it.ostr[d];
+            io += idx * it.istr[d];
+            if (((it.zmask >> d) & 1u) && idx != it.sizes[d] - 1) write = false;
+        }
+        return write;
+    }
     for (int d = it.ndim - 1; d >= 0; d--) {
         long long s = it.sizes[d];
         long long idx = i % s;

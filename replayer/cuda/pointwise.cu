@@ -641,7 +641,7 @@ PW_UNROLL
         if (A.i32) {
             unsigned rem = (unsigned)i;
             for (int d = A.ndim - 1; d >= 0; d--) {
-                unsigned q = (__umulhi(rem, A.dmul[d]) + rem) >> A.dshift[d];
+                unsigned q = rgpu_fastdiv(rem, A.dmul[d], A.dshift[d]);
                 long long id = (long long)(rem - q * (unsigned)A.sizes[d]);
                 rem = q;
 PW_UNROLL
@@ -1180,20 +1180,12 @@ static rgpu_status pw_submit(rgpu_cuda_ctx *c, const pw_args &A, char *err, size
     return RGPU_OK;
 }
 
-// The 32-bit division constants of A's dims when numel < 2^31 (every size
-// and every index then are too): q = (umulhi(n, m) + n) >> s equals n / d for
-// n, d < 2^31 with s = ceil(log2 d), m = floor(2^32 (2^s - d) / d) + 1
-// (Granlund-Montgomery; ATen's IntDivider<unsigned int>).
+// The 32-bit division constants of A's dims (common.cuh rgpu_fastdiv) when
+// numel < 2^31: every size and every index then are below 2^31 too.
 static void pw_set_divisors(pw_args *A) {
     A->i32 = A->ndim > 1 && A->numel > 0 && A->numel < (1LL << 31);
     if (!A->i32) return;
-    for (int d = 0; d < A->ndim; d++) {
-        unsigned long long dv = (unsigned long long)A->sizes[d];
-        unsigned sh = 0;
-        while ((1ull << sh) < dv) sh++;
-        A->dshift[d] = (unsigned char)sh;
-        A->dmul[d] = (unsigned)(((1ull << 32) * ((1ull << sh) - dv)) / dv + 1);
-    }
+    for (int d = 0; d < A->ndim; d++) rgpu_fastdiv_init((unsigned long long)A->sizes[d], &A->dmul[d], &A->dshift[d]);
 }
 
 // Runs A; integer %, fmod and div.Tensor_mode get a device flag for division
