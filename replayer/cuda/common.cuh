@@ -173,13 +173,22 @@ static inline void rgpu_fastdiv_init(unsigned long long d, unsigned *mul, unsign
     *shift = (unsigned char)sh;
     *mul = (unsigned)(((1ull << 32) * ((1ull << sh) - d)) / d + 1);
 }
-__host__ __device__ static inline unsigned rgpu_fastdiv(unsigned n, unsigned mul, unsigned shift)
+__host__ __device__ static __forceinline__ unsigned rgpu_fastdiv(unsigned n, unsigned mul, unsigned shift)
 {
 #ifdef __CUDA_ARCH__
     return (__umulhi(n, mul) + n) >> shift;
 #else
     return (unsigned)((((unsigned long long)n * mul >> 32) + n) >> shift);
 #endif
+}
+// The next digit of a row-major index walked from the last dim: *rem % size,
+// and *rem becomes *rem / size.
+__host__ __device__ static __forceinline__ long long rgpu_fastdiv_digit(unsigned &rem, unsigned mul, unsigned shift, unsigned size)
+{
+    unsigned q = rgpu_fastdiv(rem, mul, shift);
+    long long id = (long long)(rem - q * size);
+    rem = q;
+    return id;
 }
 
 // Multi-tensor pointwise launches (pointwise.cu): consecutive pointwise and

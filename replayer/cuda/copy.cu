@@ -102,9 +102,7 @@ __host__ __device__ static inline bool iter_offsets(const copy_iter &it, long lo
     if (it.i32) {
         unsigned rem = (unsigned)i;
         for (int d = it.ndim - 1; d >= 0; d--) {
-            unsigned q = rgpu_fastdiv(rem, it.dmul[d], it.dshift[d]);
-            long long idx = (long long)(rem - q * (unsigned)it.sizes[d]);
-            rem = q;
+            long long idx = rgpu_fastdiv_digit(rem, it.dmul[d], it.dshift[d], (unsigned)it.sizes[d]);
             oo += idx * it.ostr[d];
             io += idx * it.istr[d];
             if (((it.zmask >> d) & 1u) && idx != it.sizes[d] - 1) write = false;

@@ -62,14 +62,7 @@ template <int ESZ> __global__ void k_copy_same(ix_walk w, char *d, const char *s
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
-        if constexpr (ESZ == 1) *(uint8_t *)(d + off[0]) = *(const uint8_t *)(s + off[1]);
-        else if constexpr (ESZ == 2) *(uint16_t *)(d + off[0]) = *(const uint16_t *)(s + off[1]);
-        else if constexpr (ESZ == 4) *(uint32_t *)(d + off[0]) = *(const uint32_t *)(s + off[1]);
-        else if constexpr (ESZ == 8) *(uint64_t *)(d + off[0]) = *(const uint64_t *)(s + off[1]);
-        else {
-            ((uint64_t *)(d + off[0]))[0] = ((const uint64_t *)(s + off[1]))[0];
-            ((uint64_t *)(d + off[0]))[1] = ((const uint64_t *)(s + off[1]))[1];
-        }
+        ix_copy_elem<ESZ>(d + off[0], s + off[1]);
     }
 }
 

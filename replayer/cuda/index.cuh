@@ -37,6 +37,20 @@ static inline unsigned ix_blocks(long long n)
 
 // Elements: convert.cuh (op/dtype.h, the CPU backend's own casts).
 
+// One element of ESZ bytes copied as one typed load and store (two for 16):
+// same-dtype copies need no conversion code.
+template <int ESZ> __device__ inline void ix_copy_elem(char *d, const char *s)
+{
+    if constexpr (ESZ == 1) *(uint8_t *)d = *(const uint8_t *)s;
+    else if constexpr (ESZ == 2) *(uint16_t *)d = *(const uint16_t *)s;
+    else if constexpr (ESZ == 4) *(uint32_t *)d = *(const uint32_t *)s;
+    else if constexpr (ESZ == 8) *(uint64_t *)d = *(const uint64_t *)s;
+    else {
+        ((uint64_t *)d)[0] = ((const uint64_t *)s)[0];
+        ((uint64_t *)d)[1] = ((const uint64_t *)s)[1];
+    }
+}
+
 // An index element (i64 or i32).
 __device__ inline int64_t ix_load_index(const char *p, int dt)
 {

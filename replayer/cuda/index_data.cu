@@ -23,7 +23,7 @@ namespace rgpu_ix {
 // Many inputs of out's dtype (torch.stack of per-tensor norms or step
 // counts, a cat of many parameters) go in one launch: the parts' walks in
 // device memory, block b working on the part whose first block is the last
-// at or before b, each element's bytes copied as k_copy_same copies them.
+// at or before b, each element's bytes copied as k_copy_same copies them (ix_copy_elem).
 struct cat_part {
     ix_walk w;                 // set 0: out's slice, set 1: the input
     char *d;
@@ -47,16 +47,7 @@ template <int ESZ> __global__ void k_cat_same(const cat_part *parts, int np, uns
     for (long long i = (long long)(b - P.blk0) * blockDim.x + threadIdx.x; i < P.n; i += nb * blockDim.x) {
         long long off[IX_NW];
         ix_walk_at(P.w, i, off);
-        char *d = P.d + off[0];
-        const char *s = P.s + off[1];
-        if constexpr (ESZ == 1) *(uint8_t *)d = *(const uint8_t *)s;
-        else if constexpr (ESZ == 2) *(uint16_t *)d = *(const uint16_t *)s;
-        else if constexpr (ESZ == 4) *(uint32_t *)d = *(const uint32_t *)s;
-        else if constexpr (ESZ == 8) *(uint64_t *)d = *(const uint64_t *)s;
-        else {
-            ((uint64_t *)d)[0] = ((const uint64_t *)s)[0];
-            ((uint64_t *)d)[1] = ((const uint64_t *)s)[1];
-        }
+        ix_copy_elem<ESZ>(P.d + off[0], P.s + off[1]);
     }
 }
 

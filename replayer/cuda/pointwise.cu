@@ -641,9 +641,7 @@ PW_UNROLL
         if (A.i32) {
             unsigned rem = (unsigned)i;
             for (int d = A.ndim - 1; d >= 0; d--) {
-                unsigned q = rgpu_fastdiv(rem, A.dmul[d], A.dshift[d]);
-                long long id = (long long)(rem - q * (unsigned)A.sizes[d]);
-                rem = q;
+                long long id = rgpu_fastdiv_digit(rem, A.dmul[d], A.dshift[d], (unsigned)A.sizes[d]);
 PW_UNROLL
                 for (int k = 0; k < PW_NOPS; k++) off[k] += id * A.st[k][d];
             }
@@ -1061,7 +1059,6 @@ struct pw_batch {
     pw_ivs wr, rd;                     // the bytes the held records write, and read
     void *freed[PW_BATCH_MAX * PW_NOPS];  // blocks freed while held records use them:
     int nfreed;                        // given back after the launch (pw_flush)
-    long long launches, records;      // multi-tensor launches made, records they ran
 };
 
 static bool pw_batch_enabled() {
@@ -1133,18 +1130,14 @@ static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *er
         for (int r = 0; r < n; r++) FORWARD_IF_ERROR(pw_launch_one(c, B->a[r], err, errlen));
         return RGPU_OK;
     }
-    {
-        P.as = dev;
-        unsigned nb = P.blk0[n];
-        if (B->ct == OP_CT_F32) pw_multi_kernel<OP_CT_F32><<<nb, PW_THREADS, 0, c->stream>>>(P);
-        else pw_multi_kernel<OP_CT_F64><<<nb, PW_THREADS, 0, c->stream>>>(P);
-        cudaError_t le = cudaGetLastError();
-        if (le != cudaSuccess) {
-            if (err != NULL && errlen > 0) snprintf(err, errlen, "multi-tensor pointwise launch: %s", cudaGetErrorString(le));
-            st = le == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC;
-        }
-        B->launches++;
-        B->records += n;
+    P.as = dev;
+    unsigned nb = P.blk0[n];
+    if (B->ct == OP_CT_F32) pw_multi_kernel<OP_CT_F32><<<nb, PW_THREADS, 0, c->stream>>>(P);
+    else pw_multi_kernel<OP_CT_F64><<<nb, PW_THREADS, 0, c->stream>>>(P);
+    cudaError_t le = cudaGetLastError();
+    if (le != cudaSuccess) {
+        if (err != NULL && errlen > 0) snprintf(err, errlen, "multi-tensor pointwise launch: %s", cudaGetErrorString(le));
+        st = le == cudaErrorMemoryAllocation ? RGPU_ERR_NOMEM : RGPU_ERR_EXEC;
     }
     rgpu_cuda_scratch_free(c, dev);    // stream-ordered: after the kernel
     return st;
@@ -1283,8 +1276,6 @@ extern "C" rgpu_status rgpu_cuda_pw_cast(rgpu_cuda_ctx *c, void *out, int dd, lo
     A.base[1] = (char *)in;
     A.st[1][0] = ist;
     A.dt[1] = sd;
-    A.dt[2] = A.dt[3] = sd;
-    A.alpha_one = true;
     *done = true;
     return pw_submit(c, A, err, errlen);
 }

@@ -28,6 +28,18 @@ def start_unix_server(exe, backend, *args):
     return p, d, {"RGPU_SERVER": "unix:" + sock, "RGPU_TOKEN_FILE": tok}
 
 
+def stop_unix_server(proc, tmp):
+    """Stop what start_unix_server started: terminate (kill after 10 s) and
+    remove its DIR."""
+    import shutil
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def start_server(exe, tmp, *args, data=(), data_rw=()):
     """exe --listen 127.0.0.1:PORT --backend cpu --token-file tmp/token args...
     (and --data SPEC / --data-rw SPEC for each of data / data_rw: "[NAME=]DIR"),

@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "torchhook"))
 
 import torch                              # noqa: E402
-from benchsrv import start_unix_server  # noqa: E402
+from benchsrv import start_unix_server, stop_unix_server  # noqa: E402
 import torch.nn.functional as F           # noqa: E402
 
 MIN_TIME = 0.2
@@ -314,12 +313,7 @@ def run_families(names, threads, exe, show=True):
         warn_load(threads)
         return results
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_unix_server(proc, tmp)
 
 
 def warn_load(threads):

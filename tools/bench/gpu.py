@@ -34,7 +34,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -465,18 +464,13 @@ def main():
     # PyTorch first, then rgpu, each with up to half of what is left: one process
     # on the GPU at a time
     tres, tinfo = run_side(a, "torch", time.monotonic() + a.budget * 0.45)
-    from benchsrv import start_unix_server
+    from benchsrv import start_unix_server, stop_unix_server
     exe = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
     proc, tmp, env = start_unix_server(exe, a.backend)
     try:
         rres, rinfo = run_side(a, "rgpu", t_end, env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_unix_server(proc, tmp)
 
     by_name = {r["name"]: r for r in tres}
     rows = []

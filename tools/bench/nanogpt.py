@@ -21,7 +21,6 @@ AdamW step (nanoGPT's two groups), zero_grad, loss.item().
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tools"))
-from benchsrv import start_unix_server  # noqa: E402
+from benchsrv import start_unix_server, stop_unix_server  # noqa: E402
 
 
 # --- child: one configuration ---------------------------------------------------------
@@ -124,12 +123,7 @@ def rgpu_child(a, backend, compiled=False):
     try:
         return run_child(a, "rgpu", addr, compiled)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_unix_server(proc, tmp)
 
 
 def main():

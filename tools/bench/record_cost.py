@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-from benchsrv import start_unix_server  # noqa: E402
+from benchsrv import start_unix_server, stop_unix_server  # noqa: E402
 SERVER = os.environ.get("RGPU_SERVER_BIN", os.path.join(REPO, "build", "bin", "rgpu-server"))
 REPLAY = os.path.join(os.path.dirname(os.path.abspath(SERVER)), "rgpu-replay")
 CASES = ("add", "mul_scalar", "sum0", "mixed10")
@@ -107,12 +107,7 @@ def run_child(a, backend, record=None, cases=CASES):
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", f"--n={a.n}",
                             f"--reps={1 if record else a.reps}", "--cases=" + ",".join(cases)], env=env, capture_output=True, text=True)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_unix_server(proc, tmp)
     if p.returncode != 0:
         raise SystemExit(f"{backend}: child failed\n{p.stdout}{p.stderr}")
     for line in p.stdout.splitlines():
