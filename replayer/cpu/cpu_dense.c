@@ -46,6 +46,8 @@ rgpu_status rgpu_cpu_dense_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_LSTM_CELL: case RGPU_OP_LSTM_CELL_BACKWARD:
     case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
         return rnn_cell(e, err, errlen);
+    case RGPU_OP_SDPA:                         return rgpu_cpu_dense_sdpa(e, err, errlen);
+    case RGPU_OP_SDPA_BACKWARD:                return rgpu_cpu_dense_sdpa_backward(e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cpu backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }

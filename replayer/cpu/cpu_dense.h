@@ -22,5 +22,7 @@ rgpu_status rgpu_cpu_dense_avg_pool(const rgpu_exec *e, char *err, size_t errlen
 rgpu_status rgpu_cpu_dense_avg_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cpu_dense_adaptive_pool(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cpu_dense_adaptive_pool_backward(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cpu_dense_sdpa(const rgpu_exec *e, char *err, size_t errlen);           /* cpu_dense_attn.c */
+rgpu_status rgpu_cpu_dense_sdpa_backward(const rgpu_exec *e, char *err, size_t errlen);
 
 #endif

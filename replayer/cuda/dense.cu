@@ -24,6 +24,8 @@ extern "C" rgpu_status rgpu_cuda_dense_exec(rgpu_cuda_ctx *c, const rgpu_exec *e
     case RGPU_OP_LSTM_CELL: case RGPU_OP_LSTM_CELL_BACKWARD:
     case RGPU_OP_GRU_CELL: case RGPU_OP_GRU_CELL_BACKWARD:
         return rgpu_cuda_dense_rnn_cell(c, e, err, errlen);
+    case RGPU_OP_SDPA:                 return rgpu_cuda_dense_sdpa(c, e, err, errlen);
+    case RGPU_OP_SDPA_BACKWARD:        return rgpu_cuda_dense_sdpa_backward(c, e, err, errlen);
     default:
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda backend (dense): unsupported op %s", rgpu_op_name(e->op));
     }

@@ -135,5 +135,7 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
 rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);      // batchnorm.cu
 rgpu_status rgpu_cuda_dense_rnn_cell(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);        // rnn.cu
+rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);            // attention.cu
+rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_dense_pool(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);            // pool.cu

@@ -1,0 +1,484 @@
+// attention.cu — SDPA and SDPA_BACKWARD on the GPU (the math: op/attention.h;
+// CPU reference: replayer/cpu/cpu_dense_attn.c). FlashAttention-2's
+// algorithm in the opmath (float for float32/float16/bfloat16, double for
+// float64): keys stream through shared memory in tiles of 32 with the online
+// softmax, logsumexp is saved, the backward recomputes P from it; no (L, S)
+// buffer, no atomics, every sum in a fixed order (bitwise reruns).
+//
+// Layout: a warp owns R query rows (dq, forward) or R key rows (dk/dv) and
+// its lanes take turns as the 32 keys (query rows) of a tile for the dot
+// products, then as head-dim columns (lane + 32c) for the accumulations,
+// with the other side's value broadcast by a shuffle. Tiles read by lane are
+// stored transposed in shared memory ([d][lane]: conflict-free); rows read by
+// the whole warp at once are stored plainly (broadcast). Scalar FMAs, no
+// tensor cores yet (the WMMA path is issue 26's next step).
+#include "dense.cuh"
+#include "reduce.cuh"
+
+#include "op/attention.h"
+
+#define AT_WARPS 4
+#define AT_RF 4                      // rows per warp, forward
+#define AT_RB 3                      // rows per warp, backward (its tiles take more shared memory)
+#define AT_TS 33                     // row stride of a transposed tile: reads by lane and by column both conflict-free
+#define AT_SMEM_MAX (48 * 1024)
+
+// One operand: base pointer, dtype and element strides of (b, h, row, col).
+struct at_op {
+    const void *p;
+    long long s0, s1, s2, s3;
+    int dt;
+};
+
+struct at_args {
+    at_op q, k, v, bias, out, lse, g, dq, dk, dv;   // p NULL: absent
+    long long *seed, *offset;                       // forward: written 0 (no dropout), or NULL
+    long long B, Hq, Hk, L, S, E, Ev, group, nblk;
+    int causal;
+    double scale;
+    float scalef;
+};
+
+static at_op op_of(const rgpu_view *v)
+{
+    at_op o;
+    memset(&o, 0, sizeof o);
+    if (v == NULL) return o;
+    o.p = v->data;
+    o.dt = v->dtype;
+    o.s0 = v->strides[0]; o.s1 = v->strides[1]; o.s2 = v->strides[2];
+    o.s3 = v->ndim > 3 ? v->strides[3] : 0;
+    return o;
+}
+
+__device__ __forceinline__ long long at_off(const at_op &o, long long b, long long h, long long i, long long j)
+{
+    return b * o.s0 + h * o.s1 + i * o.s2 + j * o.s3;
+}
+
+template <typename T> __device__ __forceinline__ T at_ld(const at_op &o, long long off) { return rf_ld<T>(o.p, off, o.dt); }
+
+// The scaled, masked score of key j for query row i of (b, h), from the dot product.
+template <typename T>
+__device__ __forceinline__ T at_score(const at_args &g, T dot, long long b, long long h, long long i, long long j)
+{
+    if (j >= g.S || i >= g.L || (g.causal && j > i)) return (T)-INFINITY;
+    T s = rf_mul(dot, rf_pick<T>(g.scale, g.scalef));
+    if (g.bias.p) s = rf_add(s, at_ld<T>(g.bias, at_off(g.bias, b, h, i, j)));
+    return s;
+}
+
+// Keys [0, n) that rows up to `last` can see.
+__device__ __forceinline__ long long at_keys(const at_args &g, long long last)
+{
+    return g.causal ? (last + 1 < g.S ? last + 1 : g.S) : g.S;
+}
+
+// Loads rows [r0, r0 + nr) of o[b, h] (cols [0, n)) into sh[row][col]
+// (zeros past the last row).
+template <typename T>
+__device__ void at_load_rows(T *sh, const at_op &o, long long b, long long h, long long r0, long long rows, long long n,
+                             int nr)
+{
+    for (long long t = threadIdx.x; t < nr * n; t += blockDim.x) {
+        const long long r = t / n, c = t - r * n;
+        sh[t] = r0 + r < rows ? at_ld<T>(o, at_off(o, b, h, r0 + r, c)) : (T)0;
+    }
+}
+
+// Loads rows [r0, r0 + 32) of o[b, h] (cols [0, n)) transposed into
+// sh[col * AT_TS + lane] (zeros past the last row).
+template <typename T>
+__device__ void at_load_tile_t(T *sh, const at_op &o, long long b, long long h, long long r0, long long rows, long long n)
+{
+    for (long long t = threadIdx.x; t < 32 * n; t += blockDim.x) {
+        const long long c = t >> 5, r = t & 31;
+        sh[c * AT_TS + r] = r0 + r < rows ? at_ld<T>(o, at_off(o, b, h, r0 + r, c)) : (T)0;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Forward: block = (b, h, AT_BQ query rows); shared Qs[AT_BQ][E], Ks[E][AT_TS].
+
+#define AT_R AT_RF
+#define AT_BQ (AT_WARPS * AT_R)
+template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
+{
+    extern __shared__ long long at_smem[];
+    T *Qs = (T *)at_smem, *Ks = Qs + AT_BQ * g.E;
+    const long long bh = blockIdx.x / g.nblk, i0 = blockIdx.x % g.nblk * AT_BQ;
+    const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long last = (i0 + AT_BQ < g.L ? i0 + AT_BQ : g.L) - 1;
+    const long long nkeys = at_keys(g, last);
+    at_load_rows(Qs, g.q, b, h, i0, g.L, g.E, AT_BQ);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (g.seed) *g.seed = 0;
+        if (g.offset) *g.offset = 0;
+    }
+    T acc[AT_R][NV], m[AT_R], l[AT_R];
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+        m[r] = -INFINITY; l[r] = 0;
+#pragma unroll
+        for (int c = 0; c < NV; c++) acc[r][c] = 0;
+    }
+    for (long long k0 = 0; k0 < nkeys; k0 += 32) {
+        __syncthreads();                       // the previous tile is consumed (and Qs is loaded)
+        at_load_tile_t(Ks, g.k, b, kh, k0, g.S, g.E);
+        __syncthreads();
+        const long long j = k0 + lane;
+        const int nk = nkeys - k0 < 32 ? (int)(nkeys - k0) : 32;
+#pragma unroll
+        for (int r = 0; r < AT_R; r++) {
+            const long long i = i0 + w * AT_R + r;
+            const T *qr = Qs + (w * AT_R + r) * g.E;
+            T dot = 0;
+            for (long long d = 0; d < g.E; d++) dot += qr[d] * Ks[d * AT_TS + lane];
+            const T s = at_score<T>(g, dot, b, h, i, j);
+            const T mn = rf_max_nan(m[r], rf_warp_max(s));
+            T p = 0, alpha = 1;
+            if (mn != (T)-INFINITY) {
+                p = exp(s - mn);
+                alpha = m[r] == (T)-INFINITY ? (T)0 : exp(m[r] - mn);
+            }
+            l[r] = l[r] * alpha + rf_warp_sum(p);
+            m[r] = mn;
+#pragma unroll
+            for (int c = 0; c < NV; c++) acc[r][c] *= alpha;
+            for (int jj = 0; jj < nk; jj++) {
+                const T pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+                for (int c = 0; c < NV; c++) {
+                    const long long d = lane + 32 * c;
+                    if (d < g.Ev) acc[r][c] += pj * at_ld<T>(g.v, at_off(g.v, b, kh, k0 + jj, d));
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+        const long long i = i0 + w * AT_R + r;
+        if (i >= g.L) continue;
+        const T inv = l[r] > 0 ? (T)1 / l[r] : (T)0;
+#pragma unroll
+        for (int c = 0; c < NV; c++) {
+            const long long d = lane + 32 * c;
+            if (d < g.Ev) rf_st((void *)g.out.p, at_off(g.out, b, h, i, d), g.out.dt, acc[r][c] * inv);
+        }
+        if (lane == 0) {
+            const T lse = m[r] == (T)-INFINITY || !(l[r] > 0) ? (T)-INFINITY : m[r] + log(l[r]);
+            rf_st((void *)g.lse.p, at_off(g.lse, b, h, i, 0), g.lse.dt, m[r] != m[r] ? m[r] : lse);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Backward, dq: block = (b, h, AT_BQ query rows); shared Qs[AT_BQ][E],
+// Gs[AT_BQ][Ev] (grad_out rows), Ks[E][AT_TS], Vs[Ev][AT_TS].
+
+#undef AT_R
+#undef AT_BQ
+
+template <typename T> __device__ __forceinline__ T at_p(T s, T lse)
+{
+    return lse == (T)-INFINITY || s == (T)-INFINITY ? (T)0 : exp(s - lse);
+}
+
+// D_i = grad_out_i . out_i, by the whole warp (every lane gets it).
+template <typename T>
+__device__ __forceinline__ T at_D(const at_args &g, long long b, long long h, long long i)
+{
+    T d = 0;
+    if (i < g.L)
+        for (long long c = threadIdx.x & 31; c < g.Ev; c += 32)
+            d += at_ld<T>(g.g, at_off(g.g, b, h, i, c)) * at_ld<T>(g.out, at_off(g.out, b, h, i, c));
+    return rf_warp_sum(d);
+}
+
+#define AT_R AT_RB
+#define AT_BQ (AT_WARPS * AT_R)
+template <typename T, int NE> __global__ void sdpa_dq_kernel(at_args g)
+{
+    extern __shared__ long long at_smem[];
+    T *Qs = (T *)at_smem, *Gs = Qs + AT_BQ * g.E, *Ks = Gs + AT_BQ * g.Ev, *Vs = Ks + AT_TS * g.E;
+    const long long bh = blockIdx.x / g.nblk, i0 = blockIdx.x % g.nblk * AT_BQ;
+    const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long last = (i0 + AT_BQ < g.L ? i0 + AT_BQ : g.L) - 1;
+    const long long nkeys = at_keys(g, last);
+    at_load_rows(Qs, g.q, b, h, i0, g.L, g.E, AT_BQ);
+    at_load_rows(Gs, g.g, b, h, i0, g.L, g.Ev, AT_BQ);
+    T acc[AT_R][NE], D[AT_R], lse[AT_R];
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+        const long long i = i0 + w * AT_R + r;
+        D[r] = at_D<T>(g, b, h, i);
+        lse[r] = i < g.L ? at_ld<T>(g.lse, at_off(g.lse, b, h, i, 0)) : (T)-INFINITY;
+#pragma unroll
+        for (int c = 0; c < NE; c++) acc[r][c] = 0;
+    }
+    for (long long k0 = 0; k0 < nkeys; k0 += 32) {
+        __syncthreads();
+        at_load_tile_t(Ks, g.k, b, kh, k0, g.S, g.E);
+        at_load_tile_t(Vs, g.v, b, kh, k0, g.S, g.Ev);
+        __syncthreads();
+        const long long j = k0 + lane;
+        const int nk = nkeys - k0 < 32 ? (int)(nkeys - k0) : 32;
+#pragma unroll
+        for (int r = 0; r < AT_R; r++) {
+            const long long i = i0 + w * AT_R + r;
+            const T *qr = Qs + (w * AT_R + r) * g.E, *gr = Gs + (w * AT_R + r) * g.Ev;
+            T dot = 0, dp = 0;
+            for (long long d = 0; d < g.E; d++) dot += qr[d] * Ks[d * AT_TS + lane];
+            for (long long d = 0; d < g.Ev; d++) dp += gr[d] * Vs[d * AT_TS + lane];
+            const T p = at_p(at_score<T>(g, dot, b, h, i, j), lse[r]);
+            const T ds = p * (dp - D[r]);
+            for (int jj = 0; jj < nk; jj++) {
+                const T dsj = __shfl_sync(0xffffffffu, ds, jj);
+#pragma unroll
+                for (int c = 0; c < NE; c++) {
+                    const long long d = lane + 32 * c;
+                    if (d < g.E) acc[r][c] += dsj * Ks[d * AT_TS + jj];
+                }
+            }
+        }
+    }
+    const T sc = rf_pick<T>(g.scale, g.scalef);
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+        const long long i = i0 + w * AT_R + r;
+        if (i >= g.L) continue;
+#pragma unroll
+        for (int c = 0; c < NE; c++) {
+            const long long d = lane + 32 * c;
+            if (d < g.E) rf_st((void *)g.dq.p, at_off(g.dq, b, h, i, d), g.dq.dt, acc[r][c] * sc);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Backward, dk and dv: block = (b, kv head, AT_BQ key rows), over the query
+// heads of the group and tiles of 32 query rows; shared Ks[AT_BQ][E],
+// Vs[AT_BQ][Ev] (the block's keys), Qs[E][AT_TS], Gs[Ev][AT_TS] (the tile's
+// query and grad_out rows, transposed), Ls[32], Ds[32] (their lse and D).
+
+template <typename T, int NE, int NV> __global__ void sdpa_dkv_kernel(at_args g)
+{
+    extern __shared__ long long at_smem[];
+    T *Ks = (T *)at_smem, *Vs = Ks + AT_BQ * g.E, *Qs = Vs + AT_BQ * g.Ev, *Gs = Qs + AT_TS * g.E;
+    T *Ls = Gs + AT_TS * g.Ev, *Ds = Ls + 32;
+    const long long bk = blockIdx.x / g.nblk, j0 = blockIdx.x % g.nblk * AT_BQ;
+    const long long b = bk / g.Hk, kh = bk % g.Hk;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    at_load_rows(Ks, g.k, b, kh, j0, g.S, g.E, AT_BQ);
+    at_load_rows(Vs, g.v, b, kh, j0, g.S, g.Ev, AT_BQ);
+    T dk[AT_R][NE], dv[AT_R][NV];
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+#pragma unroll
+        for (int c = 0; c < NE; c++) dk[r][c] = 0;
+#pragma unroll
+        for (int c = 0; c < NV; c++) dv[r][c] = 0;
+    }
+    const long long first = g.causal ? j0 / 32 * 32 : 0;
+    for (long long hh = 0; hh < g.group; hh++) {
+        const long long h = kh * g.group + hh;
+        for (long long t0 = first; t0 < g.L; t0 += 32) {
+            __syncthreads();
+            at_load_tile_t(Qs, g.q, b, h, t0, g.L, g.E);
+            at_load_tile_t(Gs, g.g, b, h, t0, g.L, g.Ev);
+            for (int r = w; r < 32; r += AT_WARPS) {       // D and lse of the tile's rows
+                const T dd = at_D<T>(g, b, h, t0 + r);
+                if (lane == 0) {
+                    Ds[r] = dd;
+                    Ls[r] = t0 + r < g.L ? at_ld<T>(g.lse, at_off(g.lse, b, h, t0 + r, 0)) : (T)-INFINITY;
+                }
+            }
+            __syncthreads();
+            const long long i = t0 + lane;
+            const int ni = g.L - t0 < 32 ? (int)(g.L - t0) : 32;
+#pragma unroll
+            for (int r = 0; r < AT_R; r++) {
+                const long long j = j0 + w * AT_R + r;
+                const T *kr = Ks + (w * AT_R + r) * g.E, *vr = Vs + (w * AT_R + r) * g.Ev;
+                T dot = 0, dp = 0;
+                for (long long d = 0; d < g.E; d++) dot += kr[d] * Qs[d * AT_TS + lane];
+                for (long long d = 0; d < g.Ev; d++) dp += vr[d] * Gs[d * AT_TS + lane];
+                const T p = at_p(at_score<T>(g, dot, b, h, i, j), Ls[lane]);
+                const T ds = p * (dp - Ds[lane]);
+                for (int ii = 0; ii < ni; ii++) {
+                    const T pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+#pragma unroll
+                    for (int c = 0; c < NV; c++) {
+                        const long long d = lane + 32 * c;
+                        if (d < g.Ev) dv[r][c] += pi * Gs[d * AT_TS + ii];
+                    }
+#pragma unroll
+                    for (int c = 0; c < NE; c++) {
+                        const long long d = lane + 32 * c;
+                        if (d < g.E) dk[r][c] += dsi * Qs[d * AT_TS + ii];
+                    }
+                }
+            }
+        }
+    }
+    const T sc = rf_pick<T>(g.scale, g.scalef);
+#pragma unroll
+    for (int r = 0; r < AT_R; r++) {
+        const long long j = j0 + w * AT_R + r;
+        if (j >= g.S) continue;
+        if (g.dk.p)
+#pragma unroll
+            for (int c = 0; c < NE; c++) {
+                const long long d = lane + 32 * c;
+                if (d < g.E) rf_st((void *)g.dk.p, at_off(g.dk, b, kh, j, d), g.dk.dt, dk[r][c] * sc);
+            }
+        if (g.dv.p)
+#pragma unroll
+            for (int c = 0; c < NV; c++) {
+                const long long d = lane + 32 * c;
+                if (d < g.Ev) rf_st((void *)g.dv.p, at_off(g.dv, b, kh, j, d), g.dv.dt, dv[r][c]);
+            }
+    }
+}
+
+#undef AT_R
+#undef AT_BQ
+
+// ---------------------------------------------------------------------------
+// Host side
+
+// Head-dim chunks of 32 columns (per lane) a kernel is instantiated for.
+static int at_chunks(long long n) { return n <= 32 ? 1 : n <= 64 ? 2 : 4; }
+
+template <typename T>
+static void at_launch_fwd(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, size_t smem)
+{
+    switch (at_chunks(g.Ev)) {
+    case 1: sdpa_fwd_kernel<T, 1><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    case 2: sdpa_fwd_kernel<T, 2><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    default: sdpa_fwd_kernel<T, 4><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    }
+}
+
+template <typename T>
+static void at_launch_dq(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, size_t smem)
+{
+    switch (at_chunks(g.E)) {
+    case 1: sdpa_dq_kernel<T, 1><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    case 2: sdpa_dq_kernel<T, 2><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    default: sdpa_dq_kernel<T, 4><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    }
+}
+
+template <typename T, int NE>
+static void at_launch_dkv_e(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, size_t smem)
+{
+    switch (at_chunks(g.Ev)) {
+    case 1: sdpa_dkv_kernel<T, NE, 1><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    case 2: sdpa_dkv_kernel<T, NE, 2><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    default: sdpa_dkv_kernel<T, NE, 4><<<grid, AT_WARPS * 32, smem, c->stream>>>(g); break;
+    }
+}
+
+template <typename T>
+static void at_launch_dkv(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, size_t smem)
+{
+    switch (at_chunks(g.E)) {
+    case 1: at_launch_dkv_e<T, 1>(c, g, grid, smem); break;
+    case 2: at_launch_dkv_e<T, 2>(c, g, grid, smem); break;
+    default: at_launch_dkv_e<T, 4>(c, g, grid, smem); break;
+    }
+}
+
+static rgpu_status at_prepare(const rgpu_exec *e, op_sdpa *a, at_args *g, bool *opf, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(rgpu_op_sdpa_check(e, a, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    if (a->E > RGPU_SDPA_MAX_HEAD || a->Ev > RGPU_SDPA_MAX_HEAD)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: head dims over %d are not supported yet (got %lld, %lld)",
+                     name, RGPU_SDPA_MAX_HEAD, (long long)a->E, (long long)a->Ev);
+    memset(g, 0, sizeof *g);
+    g->q = op_of(a->q); g->k = op_of(a->k); g->v = op_of(a->v); g->bias = op_of(a->bias);
+    g->out = op_of(a->out); g->lse = op_of(a->lse); g->g = op_of(a->g);
+    g->dq = op_of(a->dq); g->dk = op_of(a->dk); g->dv = op_of(a->dv);
+    g->B = a->B; g->Hq = a->Hq; g->Hk = a->Hk; g->L = a->L; g->S = a->S; g->E = a->E; g->Ev = a->Ev;
+    g->group = a->group;
+    g->causal = a->causal;
+    g->scale = a->scale;
+    g->scalef = (float)a->scale;
+    *opf = rf_opmath_float({ a->q->dtype, a->lse->dtype, a->bias ? a->bias->dtype : -1 });
+    return RGPU_OK;
+}
+
+static rgpu_status at_smem_fits(const char *name, size_t smem, char *err, size_t errlen)
+{
+    if (smem > AT_SMEM_MAX)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: these head dims need %zu bytes of shared memory "
+                     "(over %d; float64 takes head dims up to 64)", name, smem, AT_SMEM_MAX);
+    return RGPU_OK;
+}
+
+static long long at_grid_max(void) { return (1ll << 31) - 1; }
+
+rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_sdpa a;
+    at_args g;
+    bool opf;
+    FORWARD_IF_ERROR(at_prepare(e, &a, &g, &opf, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    g.seed = a.seed ? (long long *)a.seed->data : NULL;
+    g.offset = a.offset ? (long long *)a.offset->data : NULL;
+    if (g.B * g.Hq * g.L == 0) {
+        for (int t = 0; t < 2; t++) {
+            void *p = t ? (void *)g.offset : (void *)g.seed;
+            if (p) RGPU_CUDA_TRY(cudaMemsetAsync(p, 0, sizeof(long long), c->stream), err, errlen);
+        }
+        return RGPU_OK;
+    }
+    const int bq = AT_WARPS * AT_RF;
+    g.nblk = (g.L + bq - 1) / bq;
+    const long long grid = g.B * g.Hq * g.nblk;
+    if (grid > at_grid_max())
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
+    const size_t smem = (size_t)(bq + AT_TS) * (size_t)g.E * (opf ? sizeof(float) : sizeof(double));
+    FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
+    if (opf) at_launch_fwd<float>(c, g, (unsigned)grid, smem);
+    else at_launch_fwd<double>(c, g, (unsigned)grid, smem);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_sdpa a;
+    at_args g;
+    bool opf;
+    FORWARD_IF_ERROR(at_prepare(e, &a, &g, &opf, err, errlen));
+    const char *name = rgpu_op_name(e->op);
+    const size_t es = opf ? sizeof(float) : sizeof(double);
+    const int bq = AT_WARPS * AT_RB;
+    const size_t smem = (size_t)(bq + AT_TS) * (size_t)(g.E + g.Ev) * es + 64 * es;
+    FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
+    if (a.dq && g.B * g.Hq * g.L > 0) {
+        g.nblk = (g.L + bq - 1) / bq;
+        const long long grid = g.B * g.Hq * g.nblk;
+        if (grid > at_grid_max())
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
+        if (opf) at_launch_dq<float>(c, g, (unsigned)grid, smem);
+        else at_launch_dq<double>(c, g, (unsigned)grid, smem);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    if ((a.dk || a.dv) && g.B * g.Hk * g.S > 0) {
+        g.nblk = (g.S + bq - 1) / bq;
+        const long long grid = g.B * g.Hk * g.nblk;
+        if (grid > at_grid_max())
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
+        if (opf) at_launch_dkv<float>(c, g, (unsigned)grid, smem);
+        else at_launch_dkv<double>(c, g, (unsigned)grid, smem);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    return RGPU_OK;
+}
