@@ -1,12 +1,14 @@
 /* cpu_dense_attn.c — SDPA and SDPA_BACKWARD on the CPU (op/attention.h has
  * the math and the checks): FlashAttention's blocking on the CPU, as ATen's
  * CPU flash kernel does it. A pool item is one (batch, head, block of BR
- * query rows) (dk/dv: one (batch, kv head, block of BK keys)); it packs its
+ * query rows); it packs its
  * operands into compute buffers (float for float32/float16/bfloat16, double
  * for float64), computes the block's scores with one GEMM, the row softmax
  * in double, and the output with a second GEMM. Scratch is O(BR * S), never
  * (L, S). Items are independent and each is computed the same way whatever
- * thread runs it, so results do not depend on the thread count. */
+ * thread runs it, so results do not depend on the thread count. The
+ * backward's item is one (batch, kv head) (bwd_task below). exp of float rows
+ * is cpu_vmath's (vectorised, libm's bits). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,10 @@
 #include "cpu_dense.h"
 #include "cpu_dense_util.h"
 #include "cpu_pool.h"
+#include "cpu_vmath.h"
 #include "op/attention.h"
 
 #define BR 64       /* query rows per item */
-#define BK 64       /* keys per dk/dv item */
 
 static inline double bget(const void *p, int ct, int64_t i)
 {
@@ -64,8 +66,7 @@ static inline int64_t keys_of(const op_sdpa *a, int64_t i)
 typedef struct attn_job {
     const op_sdpa *a;
     int ct;
-    int64_t nblk;           /* row (or key) blocks per head */
-    double *D;              /* backward: grad_out_i . out_i per row (B*Hq*L) */
+    int64_t nblk;           /* forward: row blocks per head */
     int nomem;
 } attn_job;
 
@@ -114,11 +115,10 @@ static void fwd_task(void *vj, int64_t lo, int64_t hi)
             if (m == -INFINITY) {
                 for (int64_t c = 0; c < lim; c++) bset(Sc, ct, r * Se + c, 0.0);
             } else {
-                for (int64_t c = 0; c < lim; c++) {
-                    double p = exp(bget(Sc, ct, r * Se + c) - m);
-                    bset(Sc, ct, r * Se + c, p);
-                    l += bget(Sc, ct, r * Se + c);
-                }
+                for (int64_t c = 0; c < lim; c++) bset(Sc, ct, r * Se + c, bget(Sc, ct, r * Se + c) - m);
+                if (ct == RGPU_F32) rgpu_vm_exp_f32((float *)Sc + r * Se, (const float *)Sc + r * Se, lim);
+                else for (int64_t c = 0; c < lim; c++) ((double *)Sc)[r * Se + c] = exp(((double *)Sc)[r * Se + c]);
+                for (int64_t c = 0; c < lim; c++) l += bget(Sc, ct, r * Se + c);
             }
             for (int64_t c = lim; c < Se; c++) bset(Sc, ct, r * Se + c, 0.0);
             inv[r] = l > 0 ? 1.0 / l : 0.0;
@@ -138,125 +138,83 @@ static void fwd_task(void *vj, int64_t lo, int64_t hi)
 }
 
 /* ---------------------------------------------------------------------------
- * Backward */
+ * Backward: one item per (batch, kv head), over the query heads of its group
+ * and blocks of BR query rows. Per block: the scores against every key the
+ * block sees (one GEMM), P = exp(s - lse) once, dP = grad_out V^T, dS =
+ * P (dP - D); dv += P^T grad_out, dq = scale dS K (the block's rows are
+ * complete: written), dk += scale dS^T q. dk and dv live in head-sized
+ * buffers and accumulate over the blocks in increasing order. */
 
-static inline double p_of(double s, double lse)
-{
-    return lse == -INFINITY ? 0.0 : exp(s - lse);
-}
-
-static void d_task(void *vj, int64_t lo, int64_t hi)
-{
-    attn_job *j = vj;
-    const op_sdpa *a = j->a;
-    for (int64_t row = lo; row < hi; row++) {
-        const int64_t i = row % a->L, bh = row / a->L, b = bh / a->Hq, h = bh % a->Hq;
-        double d = 0.0;
-        for (int64_t c = 0; c < a->Ev; c++) d += elem4(a->g, b, h, i, c) * elem4(a->out, b, h, i, c);
-        j->D[row] = d;
-    }
-}
-
-static void dq_task(void *vj, int64_t lo, int64_t hi)
+static void bwd_task(void *vj, int64_t lo, int64_t hi)
 {
     attn_job *j = vj;
     const op_sdpa *a = j->a;
     const int ct = j->ct;
     const int64_t E = a->E, Ev = a->Ev, S = a->S;
-    /* Qb (BR,E) | Kb (S,E) | Vb (S,Ev) | Gb (BR,Ev) | Sc (BR,S) | dP (BR,S) | dQb (BR,E) */
-    void *buf = rgpu_op_alloc(BR * E + S * E + S * Ev + BR * Ev + 2 * BR * S + BR * E, 8);
-    if (buf == NULL) { j->nomem = 1; return; }
-    void *Qb = buf, *Kb = badv(Qb, ct, BR * E), *Vb = badv(Kb, ct, S * E), *Gb = badv(Vb, ct, S * Ev);
-    void *Sc = badv(Gb, ct, BR * Ev), *dP = badv(Sc, ct, BR * S), *dQb = badv(dP, ct, BR * S);
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t bh = it / j->nblk, i0 = it % j->nblk * BR;
-        const int64_t b = bh / a->Hq, h = bh % a->Hq, g = h / a->group;
-        const int64_t n = a->L - i0 < BR ? a->L - i0 : BR;
-        const int64_t Se = keys_of(a, i0 + n - 1);
-        rgpu_view vdq = rows_of(a->dq, b, h, i0, n);
-        if (Se == 0) {
-            memset(dQb, 0, (size_t)(n * E) * (ct == RGPU_F32 ? 4 : 8));
-            rgpu_dense_store(&vdq, ct, dQb);
-            continue;
-        }
-        rgpu_view vq = rows_of(a->q, b, h, i0, n), vk = rows_of(a->k, b, g, 0, Se), vv = rows_of(a->v, b, g, 0, Se);
-        rgpu_view vg = rows_of(a->g, b, h, i0, n);
-        rgpu_dense_load(&vq, ct, Qb);
-        rgpu_dense_load(&vk, ct, Kb);
-        rgpu_dense_load(&vv, ct, Vb);
-        rgpu_dense_load(&vg, ct, Gb);
-        rgpu_dense_gemm(ct, false, true, n, Se, E, a->scale, Qb, E, Kb, E, 0.0, Sc, Se);
-        rgpu_dense_gemm(ct, false, true, n, Se, Ev, 1.0, Gb, Ev, Vb, Ev, 0.0, dP, Se);
-        for (int64_t r = 0; r < n; r++) {
-            const int64_t i = i0 + r, lim = keys_of(a, i);
-            const double lse = elem3(a->lse, b, h, i), D = j->D[bh * a->L + i];
-            for (int64_t c = 0; c < Se; c++) {
-                double ds = 0.0;
-                if (c < lim) {
-                    const double p = p_of(score(a, bget(Sc, ct, r * Se + c), b, h, i, c), lse);
-                    ds = p * (bget(dP, ct, r * Se + c) - D);
-                }
-                bset(Sc, ct, r * Se + c, ds);
-            }
-        }
-        rgpu_dense_gemm(ct, false, false, n, E, Se, a->scale, Sc, Se, Kb, E, 0.0, dQb, E);
-        rgpu_dense_store(&vdq, ct, dQb);
-    }
-    free(buf);
-}
-
-static void dkv_task(void *vj, int64_t lo, int64_t hi)
-{
-    attn_job *j = vj;
-    const op_sdpa *a = j->a;
-    const int ct = j->ct;
-    const int64_t E = a->E, Ev = a->Ev;
-    /* Kb (BK,E) | Vb (BK,Ev) | dKb (BK,E) | dVb (BK,Ev) | Qb (BR,E) | Gb (BR,Ev) | St (BK,BR) | dPt (BK,BR) */
-    void *buf = rgpu_op_alloc(2 * BK * E + 2 * BK * Ev + BR * E + BR * Ev + 2 * BK * BR, 8);
-    if (buf == NULL) { j->nomem = 1; return; }
-    void *Kb = buf, *Vb = badv(Kb, ct, BK * E), *dKb = badv(Vb, ct, BK * Ev), *dVb = badv(dKb, ct, BK * E);
-    void *Qb = badv(dVb, ct, BK * Ev), *Gb = badv(Qb, ct, BR * E), *St = badv(Gb, ct, BR * Ev);
-    void *dPt = badv(St, ct, BK * BR);
     const size_t es = ct == RGPU_F32 ? 4 : 8;
+    /* Kh, dKh (S,E) | Vh, dVh (S,Ev) | Qb, dQb (BR,E) | Gb, Ob (BR,Ev) | Sc, dP (BR,S) */
+    void *buf = rgpu_op_alloc(2 * S * E + 2 * S * Ev + 2 * BR * E + 2 * BR * Ev + 2 * BR * S, 8);
+    double *rowv = rgpu_op_alloc(2 * BR, sizeof *rowv);     /* lse, D of the block's rows */
+    if (buf == NULL || rowv == NULL) { free(buf); free(rowv); j->nomem = 1; return; }
+    void *Kh = buf, *dKh = badv(Kh, ct, S * E), *Vh = badv(dKh, ct, S * E), *dVh = badv(Vh, ct, S * Ev);
+    void *Qb = badv(dVh, ct, S * Ev), *dQb = badv(Qb, ct, BR * E), *Gb = badv(dQb, ct, BR * E);
+    void *Ob = badv(Gb, ct, BR * Ev), *Sc = badv(Ob, ct, BR * Ev), *dP = badv(Sc, ct, BR * S);
+    double *lse = rowv, *D = rowv + BR;
     for (int64_t it = lo; it < hi; it++) {
-        const int64_t bg = it / j->nblk, j0 = it % j->nblk * BK;
-        const int64_t b = bg / a->Hk, g = bg % a->Hk;
-        const int64_t m = a->S - j0 < BK ? a->S - j0 : BK;
-        rgpu_view vk = rows_of(a->k, b, g, j0, m), vv = rows_of(a->v, b, g, j0, m);
-        rgpu_dense_load(&vk, ct, Kb);
-        rgpu_dense_load(&vv, ct, Vb);
-        memset(dKb, 0, (size_t)(m * E) * es);
-        memset(dVb, 0, (size_t)(m * Ev) * es);
+        const int64_t b = it / a->Hk, g = it % a->Hk;
+        if (S > 0) {
+            rgpu_view vk = rows_of(a->k, b, g, 0, S), vv = rows_of(a->v, b, g, 0, S);
+            rgpu_dense_load(&vk, ct, Kh);
+            rgpu_dense_load(&vv, ct, Vh);
+        }
+        memset(dKh, 0, (size_t)(S * E) * es);
+        memset(dVh, 0, (size_t)(S * Ev) * es);
         for (int64_t hh = 0; hh < a->group; hh++) {
             const int64_t h = g * a->group + hh;
-            for (int64_t i0 = a->causal ? j0 / BR * BR : 0; i0 < a->L; i0 += BR) {
+            for (int64_t i0 = 0; i0 < a->L; i0 += BR) {
                 const int64_t n = a->L - i0 < BR ? a->L - i0 : BR;
+                const int64_t Se = keys_of(a, i0 + n - 1);
+                rgpu_view vdq = a->dq ? rows_of(a->dq, b, h, i0, n) : (rgpu_view){ 0 };
+                if (Se == 0) {
+                    if (a->dq) { memset(dQb, 0, (size_t)(n * E) * es); rgpu_dense_store(&vdq, ct, dQb); }
+                    continue;
+                }
                 rgpu_view vq = rows_of(a->q, b, h, i0, n), vg = rows_of(a->g, b, h, i0, n);
+                rgpu_view vo = rows_of(a->out, b, h, i0, n);
                 rgpu_dense_load(&vq, ct, Qb);
                 rgpu_dense_load(&vg, ct, Gb);
-                rgpu_dense_gemm(ct, false, true, m, n, E, a->scale, Kb, E, Qb, E, 0.0, St, n);
-                rgpu_dense_gemm(ct, false, true, m, n, Ev, 1.0, Vb, Ev, Gb, Ev, 0.0, dPt, n);
-                for (int64_t c = 0; c < m; c++) {
-                    const int64_t jj = j0 + c;
-                    for (int64_t r = 0; r < n; r++) {
-                        const int64_t i = i0 + r;
-                        double p = 0.0, ds = 0.0;
-                        if (!(a->causal && jj > i)) {
-                            p = p_of(score(a, bget(St, ct, c * n + r), b, h, i, jj), elem3(a->lse, b, h, i));
-                            ds = p * (bget(dPt, ct, c * n + r) - j->D[(b * a->Hq + h) * a->L + i]);
-                        }
-                        bset(St, ct, c * n + r, p);
-                        bset(dPt, ct, c * n + r, ds);
-                    }
+                rgpu_dense_load(&vo, ct, Ob);
+                for (int64_t r = 0; r < n; r++) {
+                    double d = 0.0;
+                    for (int64_t c = 0; c < Ev; c++) d += bget(Gb, ct, r * Ev + c) * bget(Ob, ct, r * Ev + c);
+                    D[r] = d;
+                    lse[r] = elem3(a->lse, b, h, i0 + r);
                 }
-                if (a->dv) rgpu_dense_gemm(ct, false, false, m, Ev, n, 1.0, St, n, Gb, Ev, 1.0, dVb, Ev);
-                if (a->dk) rgpu_dense_gemm(ct, false, false, m, E, n, a->scale, dPt, n, Qb, E, 1.0, dKb, E);
+                rgpu_dense_gemm(ct, false, true, n, Se, E, a->scale, Qb, E, Kh, E, 0.0, Sc, Se);
+                rgpu_dense_gemm(ct, false, true, n, Se, Ev, 1.0, Gb, Ev, Vh, Ev, 0.0, dP, Se);
+                for (int64_t r = 0; r < n; r++) {
+                    const int64_t i = i0 + r, lim = lse[r] == -INFINITY ? 0 : keys_of(a, i);
+                    for (int64_t c = 0; c < lim; c++)
+                        bset(Sc, ct, r * Se + c, score(a, bget(Sc, ct, r * Se + c), b, h, i, c) - lse[r]);
+                    if (ct == RGPU_F32) rgpu_vm_exp_f32((float *)Sc + r * Se, (const float *)Sc + r * Se, lim);
+                    else for (int64_t c = 0; c < lim; c++) ((double *)Sc)[r * Se + c] = exp(((double *)Sc)[r * Se + c]);
+                    for (int64_t c = 0; c < lim; c++)
+                        bset(dP, ct, r * Se + c, bget(Sc, ct, r * Se + c) * (bget(dP, ct, r * Se + c) - D[r]));
+                    for (int64_t c = lim; c < Se; c++) { bset(Sc, ct, r * Se + c, 0.0); bset(dP, ct, r * Se + c, 0.0); }
+                }
+                if (a->dv) rgpu_dense_gemm(ct, true, false, Se, Ev, n, 1.0, Sc, Se, Gb, Ev, 1.0, dVh, Ev);
+                if (a->dq) {
+                    rgpu_dense_gemm(ct, false, false, n, E, Se, a->scale, dP, Se, Kh, E, 0.0, dQb, E);
+                    rgpu_dense_store(&vdq, ct, dQb);
+                }
+                if (a->dk) rgpu_dense_gemm(ct, true, false, Se, E, n, a->scale, dP, Se, Qb, E, 1.0, dKh, E);
             }
         }
-        if (a->dk) { rgpu_view o = rows_of(a->dk, b, g, j0, m); rgpu_dense_store(&o, ct, dKb); }
-        if (a->dv) { rgpu_view o = rows_of(a->dv, b, g, j0, m); rgpu_dense_store(&o, ct, dVb); }
+        if (S > 0 && a->dk) { rgpu_view o = rows_of(a->dk, b, g, 0, S); rgpu_dense_store(&o, ct, dKh); }
+        if (S > 0 && a->dv) { rgpu_view o = rows_of(a->dv, b, g, 0, S); rgpu_dense_store(&o, ct, dVh); }
     }
     free(buf);
+    free(rowv);
 }
 
 /* ---------------------------------------------------------------------------
@@ -272,7 +230,7 @@ rgpu_status rgpu_cpu_dense_sdpa(const rgpu_exec *e, char *err, size_t errlen)
     if (a.seed) *(int64_t *)a.seed->data = 0;        /* no dropout: no Philox state */
     if (a.offset) *(int64_t *)a.offset->data = 0;
     if (rows == 0) return RGPU_OK;
-    attn_job j = { &a, compute_type(a.q->dtype), (a.L + BR - 1) / BR, NULL, 0 };
+    attn_job j = { &a, compute_type(a.q->dtype), (a.L + BR - 1) / BR, 0 };
     rgpu_pool_for(a.B * a.Hq * j.nblk, 1, fwd_task, &j);
     if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the attention scratch", rgpu_op_name(e->op));
     return RGPU_OK;
@@ -282,19 +240,9 @@ rgpu_status rgpu_cpu_dense_sdpa_backward(const rgpu_exec *e, char *err, size_t e
 {
     op_sdpa a;
     FORWARD_IF_ERROR(rgpu_op_sdpa_check(e, &a, err, errlen));
-    const int64_t rows = a.B * a.Hq * a.L;
-    attn_job j = { &a, compute_type(a.q->dtype), (a.L + BR - 1) / BR, NULL, 0 };
-    if (rows > 0) {
-        j.D = rgpu_op_alloc(rows, sizeof *j.D);
-        if (j.D == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld rows", rgpu_op_name(e->op), (long long)rows);
-        rgpu_pool_for(rows, 256, d_task, &j);
-        if (a.dq) rgpu_pool_for(a.B * a.Hq * j.nblk, 1, dq_task, &j);
-    }
-    if ((a.dk || a.dv) && a.B * a.Hk * a.S > 0) {
-        j.nblk = (a.S + BK - 1) / BK;
-        rgpu_pool_for(a.B * a.Hk * j.nblk, 1, dkv_task, &j);
-    }
-    free(j.D);
+    if (!a.dq && !a.dk && !a.dv) return RGPU_OK;
+    attn_job j = { &a, compute_type(a.q->dtype), 0, 0 };
+    rgpu_pool_for(a.B * a.Hk, 1, bwd_task, &j);
     if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the attention scratch", rgpu_op_name(e->op));
     return RGPU_OK;
 }

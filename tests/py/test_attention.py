@@ -121,6 +121,13 @@ def test_composite_path_for_what_the_fused_op_does_not_take():
     assert torch.allclose(o, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-12)
     for got, want in zip(grads, (qc.grad, kc.grad, vc.grad)):
         assert torch.allclose(got, want, atol=1e-12)
+    # sdpa_kernel without OVERRIDEABLE turns the fused op off, as it picks CUDA's kernels
+    q32 = _randn(1, 2, 10, 8)
+    with sdpa_kernel(SDPBackend.MATH):
+        before = rattn.counts()
+        o = F.scaled_dot_product_attention(q32.to("rgpu"), q32.to("rgpu"), q32.to("rgpu"), is_causal=True)
+        assert rattn.counts()["fused"] == before["fused"]
+    assert torch.allclose(o.cpu(), F.scaled_dot_product_attention(q32, q32, q32, is_causal=True), atol=1e-6)
     # a mask that requires grad (a learned bias) also goes the composite way, and its gradient is right
     q, k, v = (_randn(1, 2, 6, 4) for _ in range(3))
     bias = _randn(1, 2, 6, 6)

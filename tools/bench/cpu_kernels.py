@@ -189,6 +189,20 @@ def f_bmm_attn(dev):
     return (lambda q, k: torch.bmm(q, k.transpose(1, 2))), (q, k), ("GFLOP", 2 * bh * t * t * d)
 
 
+def f_sdpa(dev):
+    """causal F.scaled_dot_product_attention forward + backward (dq, dk, dv): (B=8, H=8, T=256, D=64); rgpu
+    runs its fused SDPA records, PyTorch CPU its flash kernel. FLOPs: FlashAttention's count (4 B H T^2 D
+    forward, 2.5x that backward), halved for causal."""
+    b, h, t, d = 8, 8, 256, 64
+    q, k, v = (_rand(b, h, t, d, dev=dev, seed=s, grad=True) for s in range(3))
+    gy = _rand(b, h, t, d, dev=dev, seed=3)
+
+    def fn(q, k, v, gy):
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return (y,) + torch.autograd.grad(y, (q, k, v), gy)
+    return fn, (q, k, v, gy), ("GFLOP", 3.5 * 4 * b * h * t * t * d / 2)
+
+
 CONV_N, CONV_C, CONV_S = 32, 64, 32
 
 

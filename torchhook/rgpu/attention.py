@@ -14,7 +14,7 @@ aten::_scaled_dot_product_fused_attention_overrideable, the op PyTorch keeps
 for out-of-tree backends: its autograd formula (derivatives.yaml) calls
 ..._overrideable_backward, and both arrive at rgpu's dispatch as records. Any
 other call runs ATen's own composite kernel, as before this module existed:
-float64 (ATen's overrideable op saves a float32 logsumexp), dropout_p > 0,
+calls inside sdpa_kernel(...) without SDPBackend.OVERRIDEABLE, float64 (ATen's overrideable op saves a float32 logsumexp), dropout_p > 0,
 head dims over 128, an attn_mask that requires grad, nested tensors, inputs
 that are not 4-d.
 
@@ -46,7 +46,12 @@ def counts():
 
 
 def fits(q, k, v, mask, dropout_p, is_causal, enable_gqa):
-    """True when the fused op computes this call exactly as ATen would."""
+    """True when the fused op computes this call exactly as ATen would, and the
+    user has not turned it off (torch.nn.attention.sdpa_kernel without
+    SDPBackend.OVERRIDEABLE, torch.backends.cuda.enable_..._sdp's sibling
+    torch._C._set_sdp_use_overrideable(False))."""
+    if not torch._C._get_overrideable_sdp_enabled():
+        return False
     if dropout_p != 0.0 or q.is_nested or k.is_nested or v.is_nested:
         return False
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
