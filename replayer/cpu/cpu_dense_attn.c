@@ -18,6 +18,7 @@
 #include "cpu_pool.h"
 #include "cpu_vmath.h"
 #include "op/attention.h"
+#include "op/philox.h"
 
 #define BR 64       /* query rows per item */
 
@@ -55,6 +56,15 @@ static inline double elem3(const rgpu_view *v, int64_t b, int64_t h, int64_t i)
 {
     const int64_t off = b * v->strides[0] + h * v->strides[1] + i * v->strides[2];
     return op_load_f64((const char *)v->data + off * rgpu_dtype_size(v->dtype), v->dtype);
+}
+
+/* Whether dropout keeps key j of query row i of (b, h) (op/attention.h). */
+static inline bool kept(const op_sdpa *a, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+    uint32_t w[4];
+    rgpu_philox_draw(a->seed, a->offset, (((uint64_t)b * (uint64_t)a->Hq + (uint64_t)h) * (uint64_t)a->L + (uint64_t)i) *
+                     (uint64_t)a->S + (uint64_t)j, w);
+    return (w[0] >> 8) >= a->drop_thr;
 }
 
 /* The keys query row i sees: [0, lim). */
@@ -119,6 +129,9 @@ static void fwd_task(void *vj, int64_t lo, int64_t hi)
                 if (ct == RGPU_F32) rgpu_vm_exp_f32((float *)Sc + r * Se, (const float *)Sc + r * Se, lim);
                 else for (int64_t c = 0; c < lim; c++) ((double *)Sc)[r * Se + c] = exp(((double *)Sc)[r * Se + c]);
                 for (int64_t c = 0; c < lim; c++) l += bget(Sc, ct, r * Se + c);
+                if (a->drop_thr)
+                    for (int64_t c = 0; c < lim; c++)
+                        bset(Sc, ct, r * Se + c, kept(a, b, h, i, c) ? bget(Sc, ct, r * Se + c) * a->drop_scale : 0.0);
             }
             for (int64_t c = lim; c < Se; c++) bset(Sc, ct, r * Se + c, 0.0);
             inv[r] = l > 0 ? 1.0 / l : 0.0;
@@ -198,8 +211,16 @@ static void bwd_task(void *vj, int64_t lo, int64_t hi)
                         bset(Sc, ct, r * Se + c, score(a, bget(Sc, ct, r * Se + c), b, h, i, c) - lse[r]);
                     if (ct == RGPU_F32) rgpu_vm_exp_f32((float *)Sc + r * Se, (const float *)Sc + r * Se, lim);
                     else for (int64_t c = 0; c < lim; c++) ((double *)Sc)[r * Se + c] = exp(((double *)Sc)[r * Se + c]);
-                    for (int64_t c = 0; c < lim; c++)
-                        bset(dP, ct, r * Se + c, bget(Sc, ct, r * Se + c) * (bget(dP, ct, r * Se + c) - D[r]));
+                    if (a->drop_thr) {
+                        for (int64_t c = 0; c < lim; c++) {
+                            const double z = kept(a, b, h, i, c) ? a->drop_scale : 0.0, pv = bget(Sc, ct, r * Se + c);
+                            bset(dP, ct, r * Se + c, pv * (bget(dP, ct, r * Se + c) * z - D[r]));
+                            bset(Sc, ct, r * Se + c, pv * z);
+                        }
+                    } else {
+                        for (int64_t c = 0; c < lim; c++)
+                            bset(dP, ct, r * Se + c, bget(Sc, ct, r * Se + c) * (bget(dP, ct, r * Se + c) - D[r]));
+                    }
                     for (int64_t c = lim; c < Se; c++) { bset(Sc, ct, r * Se + c, 0.0); bset(dP, ct, r * Se + c, 0.0); }
                 }
                 if (a->dv) rgpu_dense_gemm(ct, true, false, Se, Ev, n, 1.0, Sc, Se, Gb, Ev, 1.0, dVh, Ev);
@@ -227,8 +248,9 @@ rgpu_status rgpu_cpu_dense_sdpa(const rgpu_exec *e, char *err, size_t errlen)
     op_sdpa a;
     FORWARD_IF_ERROR(rgpu_op_sdpa_check(e, &a, err, errlen));
     const int64_t rows = a.B * a.Hq * a.L;
-    if (a.seed) *(int64_t *)a.seed->data = 0;        /* no dropout: no Philox state */
-    if (a.offset) *(int64_t *)a.offset->data = 0;
+    if (!a.drop_thr) a.seed = a.offset = 0;          /* no dropout: no Philox state */
+    if (a.pseed_out) *(int64_t *)a.pseed_out->data = (int64_t)a.seed;
+    if (a.poffset_out) *(int64_t *)a.poffset_out->data = (int64_t)a.offset;
     if (rows == 0) return RGPU_OK;
     attn_job j = { &a, compute_type(a.q->dtype), (a.L + BR - 1) / BR, 0 };
     rgpu_pool_for(a.B * a.Hq * j.nblk, 1, fwd_task, &j);
@@ -241,6 +263,10 @@ rgpu_status rgpu_cpu_dense_sdpa_backward(const rgpu_exec *e, char *err, size_t e
     op_sdpa a;
     FORWARD_IF_ERROR(rgpu_op_sdpa_check(e, &a, err, errlen));
     if (!a.dq && !a.dk && !a.dv) return RGPU_OK;
+    if (a.drop_thr) {
+        a.seed = (uint64_t)*(const int64_t *)a.pseed->data;
+        a.offset = (uint64_t)*(const int64_t *)a.poffset->data;
+    }
     attn_job j = { &a, compute_type(a.q->dtype), 0, 0 };
     rgpu_pool_for(a.B * a.Hk, 1, bwd_task, &j);
     if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for the attention scratch", rgpu_op_name(e->op));

@@ -16,6 +16,7 @@
 #include "reduce.cuh"
 
 #include "op/attention.h"
+#include "op/philox.h"
 
 #define AT_WARPS 4
 #define AT_RF 4                      // rows per warp, forward
@@ -32,7 +33,12 @@ struct at_op {
 
 struct at_args {
     at_op q, k, v, bias, out, lse, g, dq, dk, dv;   // p NULL: absent
-    long long *seed, *offset;                       // forward: written 0 (no dropout), or NULL
+    long long *pseed_out, *poffset_out;             // forward: philox_seed?, philox_offset? (written)
+    const long long *pseed, *poffset;               // backward: the forward's (read on the device)
+    unsigned long long seed, offset;                // forward: the record's Philox pair
+    unsigned drop_thr;                              // 0: no dropout (op/attention.h)
+    double drop_scale;
+    float drop_scalef;
     long long B, Hq, Hk, L, S, E, Ev, group, nblk;
     int causal;
     double scale;
@@ -66,6 +72,18 @@ __device__ __forceinline__ T at_score(const at_args &g, T dot, long long b, long
     T s = rf_mul(dot, rf_pick<T>(g.scale, g.scalef));
     if (g.bias.p) s = rf_add(s, at_ld<T>(g.bias, at_off(g.bias, b, h, i, j)));
     return s;
+}
+
+// Dropout's factor z for key j of query row i of (b, h): 1 without dropout,
+// else 1 / (1 - p) when kept, 0 when dropped (op/attention.h).
+template <typename T>
+__device__ __forceinline__ T at_z(const at_args &g, unsigned long long seed, unsigned long long off, long long b,
+                                  long long h, long long i, long long j)
+{
+    if (!g.drop_thr) return (T)1;
+    uint32_t w[4];
+    rgpu_philox_draw(seed, off, (((unsigned long long)b * g.Hq + h) * g.L + i) * g.S + j, w);
+    return (w[0] >> 8) >= g.drop_thr ? rf_pick<T>(g.drop_scale, g.drop_scalef) : (T)0;
 }
 
 // Keys [0, n) that rows up to `last` can see.
@@ -113,8 +131,8 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
     const long long nkeys = at_keys(g, last);
     at_load_rows(Qs, g.q, b, h, i0, g.L, g.E, AT_BQ);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        if (g.seed) *g.seed = 0;
-        if (g.offset) *g.offset = 0;
+        if (g.pseed_out) *g.pseed_out = (long long)g.seed;
+        if (g.poffset_out) *g.poffset_out = (long long)g.offset;
     }
     T acc[AT_R][NV], m[AT_R], l[AT_R];
 #pragma unroll
@@ -144,10 +162,11 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
             }
             l[r] = l[r] * alpha + rf_warp_sum(p);
             m[r] = mn;
+            const T pd = p * at_z<T>(g, g.seed, g.offset, b, h, i, j);   // dropout after the sum
 #pragma unroll
             for (int c = 0; c < NV; c++) acc[r][c] *= alpha;
             for (int jj = 0; jj < nk; jj++) {
-                const T pj = __shfl_sync(0xffffffffu, p, jj);
+                const T pj = __shfl_sync(0xffffffffu, pd, jj);
 #pragma unroll
                 for (int c = 0; c < NV; c++) {
                     const long long d = lane + 32 * c;
@@ -209,6 +228,8 @@ template <typename T, int NE> __global__ void sdpa_dq_kernel(at_args g)
     const long long nkeys = at_keys(g, last);
     at_load_rows(Qs, g.q, b, h, i0, g.L, g.E, AT_BQ);
     at_load_rows(Gs, g.g, b, h, i0, g.L, g.Ev, AT_BQ);
+    const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
+    const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
     T acc[AT_R][NE], D[AT_R], lse[AT_R];
 #pragma unroll
     for (int r = 0; r < AT_R; r++) {
@@ -233,7 +254,7 @@ template <typename T, int NE> __global__ void sdpa_dq_kernel(at_args g)
             for (long long d = 0; d < g.E; d++) dot += qr[d] * Ks[d * AT_TS + lane];
             for (long long d = 0; d < g.Ev; d++) dp += gr[d] * Vs[d * AT_TS + lane];
             const T p = at_p(at_score<T>(g, dot, b, h, i, j), lse[r]);
-            const T ds = p * (dp - D[r]);
+            const T ds = p * (dp * at_z<T>(g, seed, off, b, h, i, j) - D[r]);
             for (int jj = 0; jj < nk; jj++) {
                 const T dsj = __shfl_sync(0xffffffffu, ds, jj);
 #pragma unroll
@@ -273,6 +294,8 @@ template <typename T, int NE, int NV> __global__ void sdpa_dkv_kernel(at_args g)
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     at_load_rows(Ks, g.k, b, kh, j0, g.S, g.E, AT_BQ);
     at_load_rows(Vs, g.v, b, kh, j0, g.S, g.Ev, AT_BQ);
+    const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
+    const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
     T dk[AT_R][NE], dv[AT_R][NV];
 #pragma unroll
     for (int r = 0; r < AT_R; r++) {
@@ -306,9 +329,10 @@ template <typename T, int NE, int NV> __global__ void sdpa_dkv_kernel(at_args g)
                 for (long long d = 0; d < g.E; d++) dot += kr[d] * Qs[d * AT_TS + lane];
                 for (long long d = 0; d < g.Ev; d++) dp += vr[d] * Gs[d * AT_TS + lane];
                 const T p = at_p(at_score<T>(g, dot, b, h, i, j), Ls[lane]);
-                const T ds = p * (dp - Ds[lane]);
+                const T z = at_z<T>(g, seed, off, b, h, i, j);
+                const T ds = p * (dp * z - Ds[lane]), pd = p * z;
                 for (int ii = 0; ii < ni; ii++) {
-                    const T pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+                    const T pi = __shfl_sync(0xffffffffu, pd, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
 #pragma unroll
                     for (int c = 0; c < NV; c++) {
                         const long long d = lane + 32 * c;
@@ -408,6 +432,11 @@ static rgpu_status at_prepare(const rgpu_exec *e, op_sdpa *a, at_args *g, bool *
     g->causal = a->causal;
     g->scale = a->scale;
     g->scalef = (float)a->scale;
+    g->drop_thr = a->drop_thr;
+    g->drop_scale = a->drop_scale;
+    g->drop_scalef = (float)a->drop_scale;
+    g->pseed = a->pseed ? (const long long *)a->pseed->data : NULL;
+    g->poffset = a->poffset ? (const long long *)a->poffset->data : NULL;
     *opf = rf_opmath_float({ a->q->dtype, a->lse->dtype, a->bias ? a->bias->dtype : -1 });
     return RGPU_OK;
 }
@@ -429,12 +458,15 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     bool opf;
     FORWARD_IF_ERROR(at_prepare(e, &a, &g, &opf, err, errlen));
     const char *name = rgpu_op_name(e->op);
-    g.seed = a.seed ? (long long *)a.seed->data : NULL;
-    g.offset = a.offset ? (long long *)a.offset->data : NULL;
-    if (g.B * g.Hq * g.L == 0) {
+    g.pseed_out = a.pseed_out ? (long long *)a.pseed_out->data : NULL;
+    g.poffset_out = a.poffset_out ? (long long *)a.poffset_out->data : NULL;
+    g.seed = a.drop_thr ? a.seed : 0;        // no dropout: no Philox state
+    g.offset = a.drop_thr ? a.offset : 0;
+    if (g.B * g.Hq * g.L == 0) {             // no block runs: the pair goes up as bytes
         for (int t = 0; t < 2; t++) {
-            void *p = t ? (void *)g.offset : (void *)g.seed;
-            if (p) RGPU_CUDA_TRY(cudaMemsetAsync(p, 0, sizeof(long long), c->stream), err, errlen);
+            long long *p = t ? g.poffset_out : g.pseed_out;
+            const long long v = (long long)(t ? g.offset : g.seed);
+            if (p) FORWARD_IF_ERROR(rgpu_cuda_upload_async(c, p, &v, sizeof v, err, errlen));
         }
         return RGPU_OK;
     }

@@ -27,7 +27,7 @@ rgpu_status rgpu_op_sdpa_check(const rgpu_exec *e, op_sdpa *a, char *err, size_t
     const char *name = rgpu_op_name(e->op);
     const bool bw = e->op == RGPU_OP_SDPA_BACKWARD;
     /* forward: q k v bias? -> out lse; backward: g q k v bias? out lse -> dq? dk? dv? */
-    FORWARD_IF_ERROR(rgpu_op_check_exec(e, bw ? 1u << 4 : 1u << 3, bw ? 7u : 12u, true, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_check_exec(e, bw ? (1u << 4) | (3u << 7) : 1u << 3, bw ? 7u : 12u, true, err, errlen));
     FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_BOOL) | OP_ARGK(RGPU_ARG_INT), "is_causal", err, errlen));
     FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "scale", err, errlen));
     memset(a, 0, sizeof *a);
@@ -37,11 +37,36 @@ rgpu_status rgpu_op_sdpa_check(const rgpu_exec *e, op_sdpa *a, char *err, size_t
     a->out = bw ? e->in[5] : e->out[0];
     a->lse = bw ? e->in[6] : e->out[1];
     if (bw) { a->dq = e->out[0]; a->dk = e->out[1]; a->dv = e->out[2]; }
-    else { a->seed = e->out[2]; a->offset = e->out[3]; }
+    else { a->pseed_out = e->out[2]; a->poffset_out = e->out[3]; }
     a->causal = e->args[0].v.i != 0;
     a->scale = rgpu_arg_as_f64(&e->args[1]);
     if (!isfinite(a->scale))
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: scale %g is not finite", name, a->scale);
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 2, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "dropout_p", err, errlen));
+    a->dropout_p = rgpu_arg_as_f64(&e->args[2]);
+    if (!(a->dropout_p >= 0 && a->dropout_p <= 1))
+        RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: dropout probability has to be between 0 and 1, but got %g", name, a->dropout_p);
+    a->drop_thr = op_sdpa_drop_threshold(a->dropout_p);
+    a->drop_scale = a->dropout_p < 1 ? 1.0 / (1.0 - a->dropout_p) : 0.0;
+    if (!bw) {
+        FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 3, OP_ARGK(RGPU_ARG_INT), "seed", err, errlen));
+        FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 4, OP_ARGK(RGPU_ARG_INT), "offset", err, errlen));
+        a->seed = (uint64_t)e->args[3].v.i;
+        a->offset = (uint64_t)e->args[4].v.i;
+    } else {
+        a->pseed = e->in[7];
+        a->poffset = e->in[8];
+        for (int t = 0; t < 2; t++) {
+            const rgpu_view *p = t ? a->poffset : a->pseed;
+            if (p == NULL) {
+                if (a->drop_thr)
+                    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: dropout_p > 0 needs the forward's %s", name,
+                                 t ? "philox_offset" : "philox_seed");
+            } else if (p->ndim != 0 || p->dtype != RGPU_I64) {
+                RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be a 0-d int64 tensor", name, t ? "philox_offset" : "philox_seed");
+            }
+        }
+    }
 
     const rgpu_view *q = a->q, *k = a->k, *v = a->v;
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
@@ -75,7 +100,7 @@ rgpu_status rgpu_op_sdpa_check(const rgpu_exec *e, op_sdpa *a, char *err, size_t
                      rgpu_dtype_name(a->lse->dtype));
     FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, a->lse, "logsumexp", 3, lsz, err, errlen));
     for (int t = 0; !bw && t < 2; t++) {
-        const rgpu_view *p = t ? a->offset : a->seed;
+        const rgpu_view *p = t ? a->poffset_out : a->pseed_out;
         if (p && (p->ndim != 0 || p->dtype != RGPU_I64))
             RETURN_ERROR(RGPU_ERR_SHAPE, "%s: %s must be a 0-d int64 tensor", name, t ? "philox_offset" : "philox_seed");
     }

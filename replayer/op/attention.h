@@ -22,6 +22,7 @@
 #define RGPU_OP_ATTENTION_H
 
 #include <stdbool.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -34,14 +35,34 @@ extern "C" {
  * ones to the unfused composite. */
 #define RGPU_SDPA_MAX_HEAD 128
 
+/* Dropout (dropout_p > 0): element (b, h, i, j) is kept iff the first Philox
+ * word w0 of (seed, offset, ((b*Hq + h)*L + i)*S + j) has (w0 >> 8) >= thr,
+ * thr = ceil(dropout_p * 2^24) (2^24 for dropout_p 1: nothing kept); kept
+ * weights p_ij are scaled by 1 / (1 - dropout_p):
+ *   out_i = sum_j p_ij z_ij v_j,   z_ij = keep_ij / (1 - dropout_p)
+ *   dv_j  = sum_i p_ij z_ij grad_out_i,  dS_ij = p_ij (z_ij grad_out_i . v_j - D_i)
+ * (logsumexp and D as without dropout). The forward writes (seed, offset)
+ * into philox_seed / philox_offset; the backward reads them from there. */
+static inline uint32_t op_sdpa_drop_threshold(double p)
+{
+    if (!(p > 0)) return 0;
+    if (p >= 1) return 1u << 24;
+    return (uint32_t)ceil(p * 16777216.0);
+}
+
 typedef struct op_sdpa {
     int64_t B, Hq, Hk, L, S, E, Ev;
     int64_t group;          /* Hq / Hk */
     bool causal;
     double scale;
+    double dropout_p;       /* 0: no dropout */
+    uint32_t drop_thr;      /* op_sdpa_drop_threshold(dropout_p) */
+    double drop_scale;      /* 1 / (1 - dropout_p), 0 when dropout_p == 1 */
+    uint64_t seed, offset;  /* forward: the record's Philox pair */
+    const rgpu_view *pseed, *poffset;                    /* backward: philox_seed?, philox_offset? */
     const rgpu_view *q, *k, *v, *bias, *out, *lse, *g;   /* g: grad_out (backward) */
     rgpu_view *dq, *dk, *dv;                             /* backward; NULL when not wanted */
-    rgpu_view *seed, *offset;                            /* forward: 0-d int64 written 0, or NULL */
+    rgpu_view *pseed_out, *poffset_out;                  /* forward: philox_seed?, philox_offset? */
 } op_sdpa;
 
 /* Checks an SDPA or SDPA_BACKWARD exec (arity, args, dtypes, shapes) and

@@ -101,9 +101,13 @@ gpt() {
     # the replays sync after every op (--resync, comparisons): device memory
     # protection (exercised by the live run above) would cost most of the time
     CUDAEMU_PROTECT=0 "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cuda --quiet || return 1
-    CUDAEMU_PROTECT=0 "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cpu --resync --quiet --top 5
+    CUDAEMU_PROTECT=0 "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cpu --resync --quiet --top 5 || return 1
+    # with dropout: attention's fused records and native_dropout draw the same Philox bits on both
+    rm -f "$trace"
+    RGPU_RECORD=$trace $PY tests/cudaemu/gpt_trace.py 5 0.1 || return 1
+    CUDAEMU_PROTECT=0 "$EMU_B/bin/rgpu-diff" "$trace" --a cuda --b cpu --resync --quiet --top 3
 }
-step "reduced GPT: rgpu-diff cuda vs cuda, cuda vs cpu --resync" gpt
+step "reduced GPT: rgpu-diff cuda vs cuda, cuda vs cpu --resync (and with dropout 0.1)" gpt
 
 summary
 exit $FAILED

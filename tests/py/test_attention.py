@@ -226,3 +226,64 @@ def test_float64_records_direct():
     for got, want in zip(bw[:3], (qc.grad, kc.grad, vc.grad)):
         assert torch.allclose(got.cpu(), want, atol=1e-5)               # through the float32 logsumexp
     assert bw[3] is None
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_is_philox_and_gradients_follow_the_mask(causal):
+    """dropout_p > 0 runs fused: value columns holding the identity read the
+    dropped, rescaled weights back out; they must be softmax * keep / (1 - p)
+    with about 1 - p kept, the other columns and the gradients must be those
+    of that same mask (the backward regenerates it from philox_seed/offset),
+    and a rerun from the same seed is bitwise the same."""
+    p, B, H, L, E, Ev = 0.3, 2, 2, 24, 8, 8
+    q, k = _randn(B, H, L, E), _randn(B, H, L, E)
+    v = torch.cat([torch.eye(L).expand(B, H, L, L), _randn(B, H, L, Ev)], dim=-1)
+    g = _randn(B, H, L, L + Ev)
+
+    def run():
+        torch.manual_seed(123)
+        dev = [t.to("rgpu").requires_grad_() for t in (q, k, v)]
+        before = rattn.counts()["fused"]
+        o = F.scaled_dot_product_attention(*dev, dropout_p=p, is_causal=causal)
+        assert rattn.counts()["fused"] == before + 1
+        o.backward(g.to("rgpu"))
+        return o.detach().cpu(), [t.grad.cpu() for t in dev]
+
+    out, grads = run()
+    out2, grads2 = run()
+    assert torch.equal(out, out2) and all(torch.equal(a, b) for a, b in zip(grads, grads2))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(E)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -math.inf)
+    P = torch.softmax(scores, dim=-1)
+    visible = P > 0
+    keep = out[..., :L] != 0
+    frac = (keep & visible).sum().item() / visible.sum().item()
+    assert abs(frac - (1 - p)) < 0.06, frac
+    Z = keep.float() / (1 - p)
+    assert torch.allclose(out[..., :L], P * Z, atol=1e-6)
+    qc, kc, vc = [t.clone().requires_grad_() for t in (q, k, v)]
+    sc = (qc @ kc.transpose(-1, -2)) / math.sqrt(E)
+    if causal:
+        sc = sc.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -math.inf)
+    ref = (torch.softmax(sc, dim=-1) * Z) @ vc
+    ref.backward(g)
+    assert torch.allclose(out, ref.detach(), atol=2e-5)
+    for got, want in zip(grads, (qc.grad, kc.grad, vc.grad)):
+        assert torch.allclose(got, want, atol=5e-5), (got - want).abs().max()
+
+
+def test_dropout_compiled_matches_eager():
+    """A compiled graph's SDPA with dropout draws the offsets eager mode would."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.25, is_causal=True) * 1.5
+
+    q, k, v = (_randn(1, 2, 16, 8).to("rgpu") for _ in range(3))
+    torch.manual_seed(7)
+    want = [f(q, k, v).cpu() for _ in range(2)]
+    cf = torch.compile(f, backend="rgpu")
+    torch.manual_seed(7)
+    got = [cf(q, k, v).cpu() for _ in range(2)]
+    assert not torch.equal(want[0], want[1])          # a new offset each call
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)

@@ -49,16 +49,17 @@ def tiny_gpt_steps(steps, data_seed, clip=False, device="rgpu"):
         yield loss
 
 
-def check_gpt(device="rgpu", autocast=None):
+def check_gpt(device="rgpu", autocast=None, dropout=0.0):
     """The reduced GPT as tools/gpu-check.sh (step 7) and
     tests/cudaemu/gpt_trace.py train it: AdamW (lr 3e-3, betas (0.9, 0.99),
     weight decay 0.1), batches of 4x32 characters of a 50k corpus uploaded
     every step, gradients clipped to norm 1. Builds it and returns step(),
     one training step that returns its loss tensor. autocast: a dtype
     (torch.bfloat16) runs the forward and the loss under
-    torch.autocast(device, dtype) (tools/bench/gpu_proxies.py)."""
+    torch.autocast(device, dtype) (tools/bench/gpu_proxies.py). dropout: the
+    model's (attention's and the residuals'), 0 by default."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig.tiny()).to(device)
+    model = GPT(GPTConfig.tiny(dropout=dropout)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
     train, _ = train_val(50_000)
     g = torch.Generator().manual_seed(0)

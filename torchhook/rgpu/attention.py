@@ -14,19 +14,24 @@ aten::_scaled_dot_product_fused_attention_overrideable, the op PyTorch keeps
 for out-of-tree backends: its autograd formula (derivatives.yaml) calls
 ..._overrideable_backward, and both arrive at rgpu's dispatch as records. Any
 other call runs ATen's own composite kernel, as before this module existed:
-calls inside sdpa_kernel(...) without SDPBackend.OVERRIDEABLE, float64 (ATen's overrideable op saves a float32 logsumexp), dropout_p > 0,
-head dims over 128, an attn_mask that requires grad, nested tensors, inputs
-that are not 4-d.
+calls inside sdpa_kernel(...) without SDPBackend.OVERRIDEABLE, float64
+(ATen's overrideable op saves a float32 logsumexp), head dims over 128, an
+attn_mask that requires grad, nested tensors, inputs that are not 4-d.
 
 A boolean attn_mask becomes the additive float mask ATen's
 convert_boolean_attn_mask makes (0 where True, -inf where False), broadcast
 to (B, Hq, L, S) as a view (stride 0 on broadcast dims: nothing is copied).
-GQA (enable_gqa, Hq a multiple of Hk) is the kernel's: no repeat_interleave."""
+GQA (enable_gqa, Hq a multiple of Hk) is the kernel's: no repeat_interleave.
+Dropout (dropout_p > 0) is the kernel's too, from Philox at (seed, offset,
+element index) like every rgpu random op (one offset per SDPA record, drawn
+from rgpu's generator); the forward returns the pair as philox_seed /
+philox_offset, 0-d int64 rgpu tensors, which the backward's record reads."""
 import math
 
 import torch
 
 from . import _C
+from . import random as _random
 from .args import need_remote
 from .registry import register
 from .tensor import record_multi
@@ -52,7 +57,7 @@ def fits(q, k, v, mask, dropout_p, is_causal, enable_gqa):
     torch._C._set_sdp_use_overrideable(False))."""
     if not torch._C._get_overrideable_sdp_enabled():
         return False
-    if dropout_p != 0.0 or q.is_nested or k.is_nested or v.is_nested:
+    if not 0.0 <= dropout_p <= 1.0 or q.is_nested or k.is_nested or v.is_nested:
         return False
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
@@ -97,7 +102,7 @@ def _sdpa_autograd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
             attn_mask = torch.where(attn_mask, zero, zero - math.inf)
         bias = attn_mask.expand(B, Hq, L, key.shape[2])
     return aten._scaled_dot_product_fused_attention_overrideable.default(
-        query, key, value, bias, 0.0, is_causal, False, scale=scale)[0]
+        query, key, value, bias, float(dropout_p), is_causal, False, scale=scale)[0]
 
 
 def _meta(t):
@@ -116,9 +121,7 @@ def _sdpa(func, args, kwargs):
     q, k, v, bias = a["query"], a["key"], a["value"], a.get("attn_bias")
     for t in (q, k, v) + ((bias,) if bias is not None else ()):
         need_remote(t, func)
-    if float(a.get("dropout_p", 0.0)) != 0.0:
-        raise NotImplementedError(f"rgpu: {func}: dropout_p > 0 is not supported yet "
-                                  "(F.scaled_dot_product_attention takes the composite path for it)")
+    p = float(a.get("dropout_p", 0.0))
     B, Hq, L, E = q.shape
     S = k.shape[2]
     if bias is not None and bias.dtype == torch.bool:
@@ -131,11 +134,13 @@ def _sdpa(func, args, kwargs):
     r = aten._scaled_dot_product_fused_attention_overrideable.default(_meta(q), _meta(k), _meta(v), None, 0.0,
                                                                        False, False)
     metas = [r[0], r[1], r[6], r[7]]
-    out, lse, seed, offset = record_multi(_C.OP_SDPA, metas, (q._tid, k._tid, v._tid, None if bias is None else bias._tid),
-                            (bool(a.get("is_causal", False)), _scale(a.get("scale"), E)))
-    # philox_seed/offset: 0-d int64 rgpu tensors the record writes 0 (no dropout, no Philox state); rgpu
-    # tensors, as aot_autograd saves them for a compiled backward
-    return out, lse, None, None, L, S, seed, offset, None
+    seed, offset = _random._draw() if p > 0 else (0, 0)     # one Philox offset per record that drops
+    out, lse, pseed, poffset = record_multi(
+        _C.OP_SDPA, metas, (q._tid, k._tid, v._tid, None if bias is None else bias._tid),
+        (bool(a.get("is_causal", False)), _scale(a.get("scale"), E), p, seed, offset))
+    # philox_seed/offset: 0-d int64 rgpu tensors the record writes (its seed and offset; 0 without
+    # dropout); the backward's record reads them on the server
+    return out, lse, None, None, L, S, pseed, poffset, None
 
 
 _BWD = ("grad_out", "query", "key", "value", "attn_bias", "grad_input_mask", "out", "logsumexp", "cum_seq_q",
@@ -148,8 +153,11 @@ def _sdpa_backward(func, args, kwargs):
     out, lse = a["out"], a["logsumexp"]
     for t in (g, q, k, v, out, lse) + ((bias,) if bias is not None else ()):
         need_remote(t, func)
-    if float(a.get("dropout_p", 0.0)) != 0.0:
-        raise NotImplementedError(f"rgpu: {func}: dropout_p > 0 is not supported yet")
+    p = float(a.get("dropout_p", 0.0))
+    ps, po = a.get("philox_seed"), a.get("philox_offset")
+    if p > 0:
+        need_remote(ps, func)
+        need_remote(po, func)
     mask = list(a["grad_input_mask"])
     if mask[3]:
         raise NotImplementedError(f"rgpu: {func}: the gradient of attn_bias is not supported yet "
@@ -163,8 +171,8 @@ def _sdpa_backward(func, args, kwargs):
     metas = [torch.empty_like(_meta(t)) if want else None for t, want in zip((q, k, v), mask[:3])]
     dq, dk, dv = record_multi(_C.OP_SDPA_BACKWARD, metas,
                               (g._tid, q._tid, k._tid, v._tid, None if bias is None else bias._tid, out._tid,
-                               lse._tid),
-                              (bool(a.get("is_causal", False)), _scale(a.get("scale"), E)))
+                               lse._tid, ps._tid if p > 0 else None, po._tid if p > 0 else None),
+                              (bool(a.get("is_causal", False)), _scale(a.get("scale"), E), p))
     return dq, dk, dv, None
 
 
