@@ -251,6 +251,7 @@ typedef struct ln_job {
     const double *wb, *bb;    /* weight / bias as N doubles */
     double *part;             /* backward: per row block, dw then db partials (2N) */
     int64_t grain;
+    bool rms;                 /* rms norm: mean taken as 0, no bias, no db */
     bool nomem;
 } ln_job;
 
@@ -268,7 +269,7 @@ static void ln_task(void *vj, int64_t b, int64_t e)
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         rgpu_r2_row_load(&j->r[0], (const char *)x->data + c.off[0], buf);
-        double mu = r2_sum_f64(buf, N) * rN, var;
+        double mu = j->rms ? 0.0 : r2_sum_f64(buf, N) * rN, var;
 #define LDV_(i) sq(buf[i] - mu)
         R2_LANE_SUM(N, LDV_, var);
 #undef LDV_
@@ -283,17 +284,13 @@ static void ln_task(void *vj, int64_t b, int64_t e)
     free(buf);
 }
 
-rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
+static rgpu_status ln_forward(const char *name, const rgpu_view *x, const rgpu_view *w, const rgpu_view *b, rgpu_view *y,
+                              rgpu_view *mean, rgpu_view *rstd, const op_ln_shape s, bool rms, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
-    rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    op_ln_shape s;
-    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
-
     ln_job j;
     memset(&j, 0, sizeof j);
+    j.rms = rms;
     j.v[0] = x; j.v[1] = y; j.v[2] = mean; j.v[3] = rstd;
     j.N = s.N;
     j.eps = s.eps;
@@ -323,6 +320,22 @@ rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
     rgpu_r2_row_free(&j.r[0]);
     rgpu_r2_row_free(&j.r[1]);
     return st;
+}
+
+rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
+    return ln_forward(rgpu_op_name(e->op), e->in[0], e->in[1], e->in[2], e->out[0], e->out[1], e->out[2], s, false,
+                      err, errlen);
+}
+
+/* _fused_rms_norm: in x, weight?; outs y, rstd?: layer norm with mean 0 and no bias. */
+rgpu_status rgpu_r2_rms_norm(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_rms_norm_check(e, &s, err, errlen));
+    return ln_forward(rgpu_op_name(e->op), e->in[0], e->in[1], NULL, e->out[0], NULL, e->out[1], s, true, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------
@@ -355,7 +368,7 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         rgpu_r2_row_load(&j->r[0], (const char *)g->data + c.off[0], gb);
         rgpu_r2_row_load(&j->r[1], (const char *)x->data + c.off[1], xb);
-        double mu = op_load_f64((const char *)mean->data + c.off[2], mean->dtype);
+        double mu = mean ? op_load_f64((const char *)mean->data + c.off[2], mean->dtype) : 0.0;   /* rms: 0 */
         double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
         for (int64_t i = 0; i < N; i++) {
             double xh = (xb[i] - mu) * rs;
@@ -370,7 +383,7 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
 #define LDGX_(i) (gwb[i] * xb[i])
             R2_LANE_SUM(N, LDGX_, sgwx);
 #undef LDGX_
-            double a = sgw * rN, bq = sgwx * rN;
+            double a = j->rms ? 0.0 : sgw * rN, bq = sgwx * rN;
             for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
             rgpu_r2_row_store(&j->r[2], (char *)dx->data + c.off[4], xb);
         }
@@ -378,18 +391,16 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
     free(buf);
 }
 
-rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+static rgpu_status ln_backward(const char *name, const rgpu_view *g, const rgpu_view *x, const rgpu_view *mean,
+                               const rgpu_view *rstd, const rgpu_view *w, rgpu_view *dx, rgpu_view *dw, rgpu_view *db,
+                               const op_ln_shape s, bool rms, char *err, size_t errlen)
 {
-    const char *name = rgpu_op_name(e->op);
-    const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
-    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    op_ln_shape s;
-    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     int64_t N = s.N, M = s.M;
     ln_job j;
     memset(&j, 0, sizeof j);
+    j.rms = rms;
     j.v[0] = g; j.v[1] = x; j.v[2] = mean; j.v[3] = rstd; j.v[4] = dx;
     j.N = N;
     /* row blocks: by work, at most LN_MAX_BLOCKS of them (sizes only) */
@@ -411,7 +422,7 @@ rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t er
         rgpu_r2_ctr_init(&j.c, s.lead, x->sizes);
         rgpu_r2_ctr_add(&j.c, g->strides, (int64_t)rgpu_dtype_size(g->dtype));
         rgpu_r2_ctr_add(&j.c, x->strides, (int64_t)rgpu_dtype_size(x->dtype));
-        rgpu_r2_ctr_add(&j.c, mean->strides, (int64_t)rgpu_dtype_size(mean->dtype));
+        rgpu_r2_ctr_add(&j.c, mean ? mean->strides : NULL, mean ? (int64_t)rgpu_dtype_size(mean->dtype) : 0);
         rgpu_r2_ctr_add(&j.c, rstd->strides, (int64_t)rgpu_dtype_size(rstd->dtype));
         rgpu_r2_ctr_add(&j.c, dx ? dx->strides : NULL, dx ? (int64_t)rgpu_dtype_size(dx->dtype) : 0);
         rgpu_pool_for(M, j.grain, ln_bw_task, &j);
@@ -436,6 +447,23 @@ rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t er
     rgpu_r2_row_free(&j.r[1]);
     rgpu_r2_row_free(&j.r[2]);
     return st;
+}
+
+rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
+    return ln_backward(rgpu_op_name(e->op), e->in[0], e->in[1], e->in[2], e->in[3], e->in[4], e->out[0], e->out[1],
+                       e->out[2], s, false, err, errlen);
+}
+
+/* _fused_rms_norm_backward: in grad, x, rstd, weight?; outs dx?, dw?. */
+rgpu_status rgpu_r2_rms_norm_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_rms_norm_backward_check(e, &s, err, errlen));
+    return ln_backward(rgpu_op_name(e->op), e->in[0], e->in[1], NULL, e->in[2], e->in[3], e->out[0], e->out[1], NULL,
+                       s, true, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------

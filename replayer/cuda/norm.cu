@@ -34,6 +34,7 @@ struct ln_fwd_args {
     const void *x, *w, *b;
     void *y, *mean, *rstd;
     int xdt, wdt, bdt, ydt, mdt, rdt;
+    int rms;            // _fused_rms_norm: mean taken as 0 (no bias)
 };
 
 template <bool BLK, typename T> __global__ void ln_fwd_kernel(ln_fwd_args g)
@@ -44,12 +45,14 @@ template <bool BLK, typename T> __global__ void ln_fwd_kernel(ln_fwd_args g)
         long long lo[4];
         rf_ctr_offs(g.lead, m, lo);
         T mu = 0;
-        for (long long i = gr.lane; i < g.N; i += gr.size) {
-            long long ro[4];
-            rf_ctr_offs(g.row, i, ro);
-            mu += rf_ld<T>(g.x, lo[0] + ro[0], g.xdt);
+        if (!g.rms) {
+            for (long long i = gr.lane; i < g.N; i += gr.size) {
+                long long ro[4];
+                rf_ctr_offs(g.row, i, ro);
+                mu += rf_ld<T>(g.x, lo[0] + ro[0], g.xdt);
+            }
+            mu = rf_group_sum<BLK>(mu, sh) * rf_pick<T>(g.rN, g.rNf);
         }
-        mu = rf_group_sum<BLK>(mu, sh) * rf_pick<T>(g.rN, g.rNf);
         T var = 0;
         for (long long i = gr.lane; i < g.N; i += gr.size) {
             long long ro[4];
@@ -76,16 +79,13 @@ template <bool BLK, typename T> __global__ void ln_fwd_kernel(ln_fwd_args g)
     }
 }
 
-rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+static rgpu_status ln_forward(rgpu_cuda_ctx *c, const rgpu_view *x, const rgpu_view *w, const rgpu_view *b, rgpu_view *y,
+                              rgpu_view *mean, rgpu_view *rstd, const op_ln_shape &s, bool rms, char *err, size_t errlen)
 {
-    const rgpu_view *x = e->in[0], *w = e->in[1], *b = e->in[2];
-    rgpu_view *y = e->out[0], *mean = e->out[1], *rstd = e->out[2];
-    op_ln_shape s;
-    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
     if (s.M == 0) return RGPU_OK;
-
     ln_fwd_args g;
     memset(&g, 0, sizeof g);
+    g.rms = rms;
     rf_ctr_build(&g.lead, s.lead, x->sizes,
                  { x->strides, y->strides, mean ? mean->strides : NULL, rstd ? rstd->strides : NULL });
     rf_ctr_build(&g.row, s.k, s.norm,
@@ -112,6 +112,21 @@ rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
+}
+
+rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_check(e, &s, err, errlen));
+    return ln_forward(c, e->in[0], e->in[1], e->in[2], e->out[0], e->out[1], e->out[2], s, false, err, errlen);
+}
+
+// _fused_rms_norm: in x, weight?; outs y, rstd?: layer norm's kernel with mean 0 and no bias.
+rgpu_status rgpu_cuda_red_rms_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_rms_norm_check(e, &s, err, errlen));
+    return ln_forward(c, e->in[0], e->in[1], NULL, e->out[0], NULL, e->out[1], s, true, err, errlen);
 }
 
 // ---------------------------------------------------------------------------
@@ -146,7 +161,7 @@ template <bool BLK, typename T> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
     for (long long m = gr.row0; m < a.lead.total; m += gr.rstep) {
         long long lo[5];
         rf_ctr_offs(a.lead, m, lo);
-        const T mu = rf_ld<T>(a.mean, lo[2], a.mdt);
+        const T mu = a.mean ? rf_ld<T>(a.mean, lo[2], a.mdt) : (T)0;     // rms norm: no mean
         const T rs = rf_ld<T>(a.rstd, lo[3], a.rdt);
         T sgw = 0, sgwx = 0;
         for (long long i = gr.lane; i < a.N; i += gr.size) {
@@ -159,7 +174,7 @@ template <bool BLK, typename T> __global__ void ln_bwd_dx_kernel(ln_bwd_args a)
         }
         sgw = rf_group_sum<BLK>(sgw, sh);
         sgwx = rf_group_sum<BLK>(sgwx, sh);
-        const T ma = sgw * rf_pick<T>(a.rN, a.rNf), mb = sgwx * rf_pick<T>(a.rN, a.rNf);
+        const T ma = a.mean ? sgw * rf_pick<T>(a.rN, a.rNf) : (T)0, mb = sgwx * rf_pick<T>(a.rN, a.rNf);
         for (long long i = gr.lane; i < a.N; i += gr.size) {
             long long ro[4];
             rf_ctr_offs(a.row, i, ro);
@@ -194,7 +209,7 @@ template <typename T> __global__ void ln_bwd_dwdb_partial_kernel(ln_bwd_args a)
                 long long lo[5];
                 rf_ctr_offs(a.lead, m, lo);
                 T gv = rf_ld<T>(a.g, lo[0] + ro[0], a.gdt);
-                T xh = rf_mul(rf_sub(rf_ld<T>(a.x, lo[1] + ro[1], a.xdt), rf_ld<T>(a.mean, lo[2], a.mdt)),
+                T xh = rf_mul(rf_sub(rf_ld<T>(a.x, lo[1] + ro[1], a.xdt), a.mean ? rf_ld<T>(a.mean, lo[2], a.mdt) : (T)0),
                               rf_ld<T>(a.rstd, lo[3], a.rdt));
                 dw = rf_add(dw, rf_mul(gv, xh));
                 db += gv;
@@ -236,18 +251,17 @@ template <typename T> __global__ void ln_bwd_dwdb_final_kernel(ln_bwd_args a)
     }
 }
 
-rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+// mean NULL: rms norm's backward (xhat = x * rstd, no mean(gw) term; db NULL).
+static rgpu_status ln_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *g, const rgpu_view *x,
+                               const rgpu_view *mean, const rgpu_view *rstd, const rgpu_view *w, rgpu_view *dx,
+                               rgpu_view *dw, rgpu_view *db, const op_ln_shape &s, char *err, size_t errlen)
 {
-    const rgpu_view *g = e->in[0], *x = e->in[1], *mean = e->in[2], *rstd = e->in[3], *w = e->in[4];
-    rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
-    op_ln_shape s;
-    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
     if (s.N == 0 || (dx == NULL && dw == NULL && db == NULL)) return RGPU_OK;
 
     ln_bwd_args a;
     memset(&a, 0, sizeof a);
     rf_ctr_build(&a.lead, s.lead, x->sizes,
-                 { g->strides, x->strides, mean->strides, rstd->strides, dx ? dx->strides : NULL });
+                 { g->strides, x->strides, mean ? mean->strides : NULL, rstd->strides, dx ? dx->strides : NULL });
     rf_ctr_build(&a.row, s.k, s.norm,
                  { norm_strides(g, s.k), norm_strides(x, s.k), norm_strides(dx, s.k), norm_strides(w, s.k) });
     rf_ctr_build(&a.prow, s.k, s.norm, { norm_strides(dw, s.k), norm_strides(db, s.k) });
@@ -256,7 +270,7 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     a.rNf = 1.0f / (float)s.N;
     a.g = g->data; a.gdt = g->dtype;
     a.x = x->data; a.xdt = x->dtype;
-    a.mean = mean->data; a.mdt = mean->dtype;
+    a.mean = mean ? mean->data : NULL; a.mdt = mean ? mean->dtype : -1;
     a.rstd = rstd->data; a.rdt = rstd->dtype;
     a.w = w ? w->data : NULL; a.wdt = w ? w->dtype : 0;
     a.dx = dx ? dx->data : NULL; a.dxdt = dx ? dx->dtype : 0;
@@ -306,4 +320,20 @@ rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec 
     rgpu_cuda_scratch_free(c, a.partial);
     RGPU_CUDA_TRY(ce, err, errlen);
     return RGPU_OK;
+}
+
+rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_layer_norm_backward_check(e, &s, err, errlen));
+    return ln_backward(c, e, e->in[0], e->in[1], e->in[2], e->in[3], e->in[4], e->out[0], e->out[1], e->out[2], s, err,
+                       errlen);
+}
+
+// _fused_rms_norm_backward: in grad, x, rstd, weight?; outs dx?, dw?.
+rgpu_status rgpu_cuda_red_rms_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    op_ln_shape s;
+    FORWARD_IF_ERROR(rgpu_op_rms_norm_backward_check(e, &s, err, errlen));
+    return ln_backward(c, e, e->in[0], e->in[1], NULL, e->in[2], e->in[3], e->out[0], e->out[1], NULL, s, err, errlen);
 }

@@ -677,6 +677,12 @@ extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     case RGPU_OP_LAYER_NORM_BACKWARD:   // weight, bias optional; each output optional
         FORWARD_IF_ERROR(rgpu_op_check_exec(e, 0x30u, 7u, true, err, errlen));
         return rgpu_cuda_red_layer_norm_backward(c, e, err, errlen);
+    case RGPU_OP_RMS_NORM:   // weight optional; rstd may be unwanted
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 2u, 2u, true, err, errlen));
+        return rgpu_cuda_red_rms_norm(c, e, err, errlen);
+    case RGPU_OP_RMS_NORM_BACKWARD:   // weight optional; each output optional
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 8u, 3u, true, err, errlen));
+        return rgpu_cuda_red_rms_norm_backward(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
         FORWARD_IF_ERROR(rgpu_op_check_exec(e, 4u, 2u, true, err, errlen));
         return rgpu_cuda_red_nll_loss(c, e, err, errlen);

@@ -233,6 +233,8 @@ rgpu_status rgpu_cuda_red_softmax_backward(rgpu_cuda_ctx *c, const rgpu_exec *e,
                                            size_t errlen);
 rgpu_status rgpu_cuda_red_layer_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_layer_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cuda_red_rms_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_cuda_red_rms_norm_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_cuda_red_ctc_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen);

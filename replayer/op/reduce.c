@@ -203,6 +203,38 @@ rgpu_status rgpu_op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s
     return RGPU_OK;
 }
 
+rgpu_status rgpu_op_rms_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *w = e->in[1], *y = e->out[0], *rstd = e->out[1];
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 1, OP_ARGK(RGPU_ARG_FLOAT) | OP_ARGK(RGPU_ARG_INT), "eps", err, errlen));
+    s->eps = rgpu_arg_as_f64(&e->args[1]);
+    FORWARD_IF_ERROR(rgpu_op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, x, "in[0] (x)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, y, "out[0] (y)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, y, "out[0] (y)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, w, "in[1] (weight)", s->k, s->norm, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, rstd, "out[1] (rstd)", x->ndim, s->stat, err, errlen));
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_op_rms_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen)
+{
+    const rgpu_view *g = e->in[0], *x = e->in[1], *rstd = e->in[2], *w = e->in[3];
+    const rgpu_view *dx = e->out[0], *dw = e->out[1];
+    FORWARD_IF_ERROR(rgpu_op_reduce_arg(e, 0, OP_ARGK(RGPU_ARG_INTS), "normalized_shape", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_ln_shape_get(e, x, &e->args[0], s, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, g, "in[0] (grad)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, x, "in[1] (x)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_float(e, rstd, "in[2] (rstd)", err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, g, "in[0] (grad)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(rgpu_op_reduce_want_shape(e, rstd, "in[2] (rstd)", x->ndim, s->stat, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, w, "in[3] (weight)", s->k, s->norm, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, dx, "out[0] (dx)", x->ndim, x->sizes, err, errlen));
+    FORWARD_IF_ERROR(want_opt(e, dw, "out[1] (dw)", s->k, s->norm, err, errlen));
+    return RGPU_OK;
+}
+
 rgpu_status rgpu_op_nll_shape_get(const rgpu_exec *e, const rgpu_view *logp, const rgpu_view *t, const rgpu_view *w,
                              op_nll_shape *s, char *err, size_t errlen)
 {

@@ -91,6 +91,11 @@ rgpu_status rgpu_op_layer_norm_check(const rgpu_exec *e, op_ln_shape *s, char *e
 /* native_layer_norm_backward (in grad, x, mean, rstd, weight?, bias?; args
  * normalized_shape; outs dx?, dw?, db?): args, dtypes and shapes. */
 rgpu_status rgpu_op_layer_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen);
+/* _fused_rms_norm (in x, weight?; args normalized_shape, eps; outs y, rstd?)
+ * and _fused_rms_norm_backward (in grad, x, rstd, weight?; args
+ * normalized_shape; outs dx?, dw?): as layer norm's, without mean and bias. */
+rgpu_status rgpu_op_rms_norm_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen);
+rgpu_status rgpu_op_rms_norm_backward_check(const rgpu_exec *e, op_ln_shape *s, char *err, size_t errlen);
 /* nll_loss: logp is (N,C) with target (N,), or (C,) with target () or (1,);
  * weight? is (C,); targets are int64 or uint8. Strides in elements. */
 typedef struct op_nll_shape {

@@ -1829,11 +1829,42 @@ START_TEST(test_dense_dispatch)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------
+ * SDPA: bad input gets an error and writes nothing (the values: tests/py/test_attention.py) */
+START_TEST(test_sdpa_errors)
+{
+    rgpu_view q = mk(RGPU_F32, 4, SZ(1, 4, 3, 2), NULL), k = mk(RGPU_F32, 4, SZ(1, 3, 5, 2), NULL);
+    rgpu_view v = mk(RGPU_F32, 4, SZ(1, 3, 5, 2), NULL), o = mk(RGPU_F32, 4, SZ(1, 4, 3, 2), NULL);
+    rgpu_view l = mk(RGPU_F32, 3, SZ(1, 4, 3), NULL), k2 = mk(RGPU_F32, 4, SZ(1, 2, 5, 2), NULL);
+    rgpu_view v2 = mk(RGPU_F32, 4, SZ(1, 2, 5, 2), NULL), li = mk(RGPU_I64, 3, SZ(1, 4, 3), NULL);
+    rgpu_view k3 = mk(RGPU_F32, 4, SZ(1, 2, 5, 3), NULL);
+    /* 4 query heads over 3 kv heads */
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_SDPA, INS(&q, &k, &v, NULL), OUTS(&o, &l, NULL, NULL),
+            ARGS(a_bool(0), a_flt(0.5), a_flt(0), a_int(0), a_int(0)));
+    /* GQA 4 over 2 is fine; a head dim that differs between q and k is not; nor an int logsumexp */
+    RUN_OK(RGPU_OP_SDPA, INS(&q, &k2, &v2, NULL), OUTS(&o, &l, NULL, NULL),
+           ARGS(a_bool(1), a_flt(0.5), a_flt(0), a_int(0), a_int(0)));
+    RUN_ERR(RGPU_ERR_SHAPE, RGPU_OP_SDPA, INS(&q, &k3, &v2, NULL), OUTS(&o, &l, NULL, NULL),
+            ARGS(a_bool(0), a_flt(0.5), a_flt(0), a_int(0), a_int(0)));
+    RUN_ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_SDPA, INS(&q, &k2, &v2, NULL), OUTS(&o, &li, NULL, NULL),
+            ARGS(a_bool(0), a_flt(0.5), a_flt(0), a_int(0), a_int(0)));
+    /* dropout outside [0, 1]; a scale that is not finite */
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SDPA, INS(&q, &k2, &v2, NULL), OUTS(&o, &l, NULL, NULL),
+            ARGS(a_bool(0), a_flt(0.5), a_flt(1.5), a_int(0), a_int(0)));
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SDPA, INS(&q, &k2, &v2, NULL), OUTS(&o, &l, NULL, NULL),
+            ARGS(a_bool(0), a_flt(INFINITY), a_flt(0), a_int(0), a_int(0)));
+    /* a backward with dropout needs the forward's Philox pair */
+    rgpu_view dq = mk(RGPU_F32, 4, SZ(1, 4, 3, 2), NULL);
+    RUN_ERR(RGPU_ERR_BAD_ARG, RGPU_OP_SDPA_BACKWARD, INS(&o, &q, &k2, &v2, NULL, &o, &l, NULL, NULL),
+            OUTS(&dq, NULL, NULL), ARGS(a_bool(0), a_flt(0.5), a_flt(0.1)));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_dense");
     TCase *tc = add_tcase(s, "core", 120, NULL, teardown);
-    ADD_TESTS(tc, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
+    ADD_TESTS(tc, test_sdpa_errors, test_mm_basic, test_mm_layouts, test_mm_dtypes, test_addmm, test_mm_zero_size, test_bmm,
                   test_mm_alias, test_mm_large, test_bmm_items_over_pool, test_matmul_errors, test_conv2d, test_conv2d_backward,
                   test_conv_channels_last, test_conv1d, test_conv_pointwise_f64, test_conv_f16_i64,
                   test_conv_transposed, test_conv_empty_batch, test_conv_errors, test_bn_train, test_bn_eval,

@@ -18,6 +18,7 @@ from . import datadep as _datadep       # noqa: E402  (nonzero, masked_select, u
 from . import ctc as _ctc               # noqa: E402  (_ctc_loss and its backward)
 from . import cells as _cells           # noqa: E402  (the fused LSTM and GRU cells)
 from . import attention as _attention   # noqa: E402  (fused scaled-dot-product attention)
+from . import rmsnorm as _rmsnorm       # noqa: E402  (fused RMS norm)
 from . import memory as _memory         # noqa: E402
 from . import resize as _resize         # noqa: E402
 from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
