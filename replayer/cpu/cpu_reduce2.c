@@ -545,6 +545,12 @@ rgpu_status rgpu_cpu_reduce2_exec(const rgpu_exec *e, char *err, size_t errlen)
     case RGPU_OP_RMS_NORM_BACKWARD:   /* weight optional; each output optional */
         FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 8u, 3u, err, errlen));
         return rgpu_r2_rms_norm_backward(e, err, errlen);
+    case RGPU_OP_CROSS_ENTROPY:   /* weight optional; total_weight may be unwanted */
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 4u, 2u, err, errlen));
+        return rgpu_r2_cross_entropy(e, err, errlen);
+    case RGPU_OP_CROSS_ENTROPY_BACKWARD:   /* weight optional */
+        FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 8u, 0, err, errlen));
+        return rgpu_r2_cross_entropy_backward(e, err, errlen);
     case RGPU_OP_NLL_LOSS:   /* weight optional; total_weight may be unwanted */
         FORWARD_IF_ERROR(rgpu_op_reduce_check_exec(e, 4u, 2u, err, errlen));
         return rgpu_r2_nll_loss(e, err, errlen);

@@ -13,6 +13,8 @@ rgpu_status rgpu_r2_softmax(const rgpu_exec *e, bool is_log, char *err, size_t e
 rgpu_status rgpu_r2_softmax_backward(const rgpu_exec *e, bool is_log, char *err, size_t errlen);
 rgpu_status rgpu_r2_layer_norm(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_r2_rms_norm(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_cross_entropy(const rgpu_exec *e, char *err, size_t errlen);
+rgpu_status rgpu_r2_cross_entropy_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_r2_rms_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_r2_layer_norm_backward(const rgpu_exec *e, char *err, size_t errlen);
 rgpu_status rgpu_r2_nll_loss(const rgpu_exec *e, char *err, size_t errlen);

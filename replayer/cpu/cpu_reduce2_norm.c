@@ -601,6 +601,130 @@ rgpu_status rgpu_r2_nll_loss_backward(const rgpu_exec *e, char *err, size_t errl
     return RGPU_OK;
 }
 
+/* --- cross_entropy_loss (fused: logits in, no log-softmax tensor) ------------------------
+ * in logits, target, weight?; outs loss, total_weight?, lse: nll_loss of
+ * log_softmax(logits) with lse_i = max + ln sum_c exp(x_ic - max) saved. Rows
+ * run on the pool (each writes its lse and its term); the reduction adds the
+ * terms in row order on the calling thread. */
+
+typedef struct ce_job {
+    const op_nll_shape *s;
+    const rgpu_view *x, *t, *w, *go;
+    rgpu_view *lse, *gx;
+    double *term, *wt;      /* forward: row i's w[t_i] * (lse_i - x_it), w[t_i] (0 when ignored) */
+    double g;               /* backward: the reduced grad (/ total_weight for mean) */
+    int64_t gos, ge, gs0, gs1, lses;
+    bool per_row;
+} ce_job;
+
+static double ce_row_lse(const ce_job *j, int64_t i)
+{
+    const op_nll_shape *s = j->s;
+    const char *row = (const char *)j->x->data + i * s->ls0;
+    double m = -INFINITY, sum = 0.0;
+    for (int64_t c = 0; c < s->C; c++) {
+        double v = op_load_f64(row + c * s->ls1, j->x->dtype);
+        if (!(v <= m)) m = v;            /* a NaN wins */
+    }
+    if (m == -INFINITY || m != m) return m;
+    for (int64_t c = 0; c < s->C; c++) sum += exp(op_load_f64(row + c * s->ls1, j->x->dtype) - m);
+    return m + log(sum);
+}
+
+static void ce_task(void *vj, int64_t b, int64_t e)
+{
+    const ce_job *j = vj;
+    const op_nll_shape *s = j->s;
+    for (int64_t i = b; i < e; i++) {
+        double lse = ce_row_lse(j, i);
+        op_store_f64((char *)j->lse->data + i * j->lses, j->lse->dtype, lse);
+        int64_t c = nll_target(j->t, s, i);
+        double term = 0.0, wc = 0.0;
+        if (c != s->ignore) {
+            wc = j->w ? op_load_f64((const char *)j->w->data + c * s->ws, j->w->dtype) : 1.0;
+            term = (lse - op_load_f64((const char *)j->x->data + i * s->ls0 + c * s->ls1, j->x->dtype)) * wc;
+        }
+        j->term[i] = term;
+        j->wt[i] = wc;
+    }
+}
+
+rgpu_status rgpu_r2_cross_entropy(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *t = e->in[1], *w = e->in[2];
+    rgpu_view *loss = e->out[0], *tw = e->out[1], *lse = e->out[2];
+    op_nll_shape s;
+    FORWARD_IF_ERROR(rgpu_op_cross_entropy_check(e, &s, err, errlen));
+    nll_bytes(&s, x, t, w);
+    FORWARD_IF_ERROR(nll_check_targets(e, t, &s, s.per_row || s.C > 0 ? s.N : 0, err, errlen));
+    bool empty = s.N * s.C == 0;
+    double *buf = rgpu_op_alloc(2 * s.N, sizeof *buf);
+    if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld rows", rgpu_op_name(e->op), (long long)s.N);
+    ce_job j = { &s, x, t, w, NULL, lse, NULL, buf, buf + s.N, 0.0, 0, 0, 0, 0, 0, s.per_row };
+    j.lses = s.batched ? lse->strides[0] * (int64_t)rgpu_dtype_size(lse->dtype) : 0;
+    if (s.C > 0) rgpu_pool_for(s.N, rgpu_pool_grain(s.C * 8), ce_task, &j);
+    else for (int64_t i = 0; i < s.N; i++) op_store_f64((char *)lse->data + i * j.lses, lse->dtype, -INFINITY);
+    if (s.per_row) {
+        int64_t os = loss->ndim == 1 ? loss->strides[0] * (int64_t)rgpu_dtype_size(loss->dtype) : 0;
+        for (int64_t i = 0; i < s.N; i++) op_store_f64((char *)loss->data + i * os, loss->dtype, empty ? 0.0 : j.term[i]);
+        if (tw) op_store_f64(tw->data, tw->dtype, 0.0);
+    } else {
+        double sum = 0.0, wsum = 0.0;
+        for (int64_t i = 0; !empty && i < s.N; i++) { sum += j.term[i]; wsum += j.wt[i]; }
+        double out = sum;
+        if (s.reduction == 1) out = empty ? NAN : sum / wsum;
+        op_store_f64(loss->data, loss->dtype, out);
+        if (tw) op_store_f64(tw->data, tw->dtype, wsum);
+    }
+    free(buf);
+    return RGPU_OK;
+}
+
+/* rows [b, e) of grad_logits: g_i * w[t_i] * (exp(x_ic - lse_i) - [c == t_i]) */
+static void ce_bw_task(void *vj, int64_t b, int64_t e)
+{
+    const ce_job *j = vj;
+    const op_nll_shape *s = j->s;
+    for (int64_t i = b; i < e; i++) {
+        char *row = (char *)j->gx->data + i * j->gs0;
+        const char *xr = (const char *)j->x->data + i * s->ls0;
+        int64_t t = nll_target(j->t, s, i);
+        if (t == s->ignore || t < 0 || t >= s->C) {
+            for (int64_t c = 0; c < s->C; c++) op_store_f64(row + c * j->gs1, j->gx->dtype, 0.0);
+            continue;
+        }
+        double wc = j->w ? op_load_f64((const char *)j->w->data + t * s->ws, j->w->dtype) : 1.0;
+        double gi = j->per_row ? op_load_f64((const char *)j->go->data + i * j->gos, j->go->dtype) : j->g;
+        double lse = op_load_f64((const char *)j->lse->data + i * j->lses, j->lse->dtype), f = gi * wc;
+        for (int64_t c = 0; c < s->C; c++) {
+            double p = exp(op_load_f64(xr + c * s->ls1, j->x->dtype) - lse);
+            op_store_f64(row + c * j->gs1, j->gx->dtype, f * (p - (c == t ? 1.0 : 0.0)));
+        }
+    }
+}
+
+rgpu_status rgpu_r2_cross_entropy_backward(const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *go = e->in[0], *x = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4], *lse = e->in[5];
+    rgpu_view *gx = e->out[0];
+    op_nll_shape s;
+    FORWARD_IF_ERROR(rgpu_op_cross_entropy_backward_check(e, &s, err, errlen));
+    nll_bytes(&s, x, t, w);
+    if (s.N * s.C == 0) return RGPU_OK;
+    ce_job j = { &s, x, t, w, go, (rgpu_view *)lse, gx, NULL, NULL, 0.0, 0, 0, 0, 0, 0, s.per_row };
+    j.ge = (int64_t)rgpu_dtype_size(gx->dtype);
+    j.gs0 = s.batched ? gx->strides[0] * j.ge : 0;
+    j.gs1 = gx->strides[gx->ndim - 1] * j.ge;
+    j.lses = s.batched ? lse->strides[0] * (int64_t)rgpu_dtype_size(lse->dtype) : 0;
+    if (s.per_row) j.gos = go->strides[0] * (int64_t)rgpu_dtype_size(go->dtype);
+    else {
+        j.g = op_load_f64(go->data, go->dtype);
+        if (s.reduction == 1) j.g /= op_load_f64(twv->data, twv->dtype);
+    }
+    rgpu_pool_for(s.N, rgpu_pool_grain(s.C * 8), ce_bw_task, &j);
+    return RGPU_OK;
+}
+
 /* --- CTC loss (op/ctc.h: the recursions both backends run) ------------------------------ */
 
 rgpu_status rgpu_r2_ctc_loss(const rgpu_exec *e, char *err, size_t errlen)

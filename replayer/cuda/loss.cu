@@ -79,6 +79,10 @@ struct nll_args {
     void *gx;
     long long gs0, gs1;
     int gxdt;
+    // cross_entropy_loss: the logits are logp's fields; lse (N,)|()
+    void *lse;
+    long long lses;
+    int lsedt;
 };
 
 __device__ __forceinline__ bool nll_valid(long long c, const nll_args &a)
@@ -222,6 +226,156 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     if (rf_opmath_float({ a.godt, a.ldt, w ? a.wdt : -1, a.twindt, a.gxdt }))
         nll_backward_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
     else nll_backward_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// --- cross_entropy_loss (fused) --------------------------------------------------------
+// The logits are logp's fields of nll_args. Forward: a row kernel (one warp
+// per row up to RF_WARP_ROW_MAX classes, one block beyond: softmax.cu's
+// layout) writes lse_i = max + ln sum exp(x - max) and, for reduction none,
+// the row's loss w[t_i] * (lse_i - x_it); the reduced loss is one block over
+// the rows in a fixed order (nll_reduce_kernel's). Backward: one thread per
+// element, g_i * w[t_i] * (exp(x - lse_i) - [c == t_i]).
+
+template <bool BLK, typename T> __global__ void ce_rows_kernel(nll_args a)
+{
+    __shared__ T sh[32];
+    const rf_group gr = rf_group_of<BLK>();
+    for (long long i = gr.row0; i < a.N; i += gr.rstep) {
+        const long long xo = i * a.ls0;
+        T mx = -INFINITY;
+        for (long long c = gr.lane; c < a.C; c += gr.size) {
+            T v = rf_ld<T>(a.logp, xo + c * a.ls1, a.ldt);
+            if (mx == mx && !(v <= mx)) mx = v;   // a NaN wins and sticks
+        }
+        mx = rf_group_max<BLK>(mx, sh);
+        T sum = 0;
+        if (mx != (T)-INFINITY && mx == mx)
+            for (long long c = gr.lane; c < a.C; c += gr.size) sum += exp(rf_ld<T>(a.logp, xo + c * a.ls1, a.ldt) - mx);
+        sum = rf_group_sum<BLK>(sum, sh);
+        if (gr.lane == 0) {
+            const T lse = mx != (T)-INFINITY && mx == mx ? mx + log(sum) : mx;
+            rf_st(a.lse, i * a.lses, a.lsedt, lse);
+            if (a.reduction == 0 && a.los >= 0) {
+                long long t = nll_target(a.t, a.tdt, a.ts, i);
+                T v = 0;
+                if (nll_valid(t, a)) {
+                    T wc = a.w ? rf_ld<T>(a.w, t * a.ws, a.wdt) : (T)1;
+                    v = rf_mul(rf_sub(lse, rf_ld<T>(a.logp, xo + t * a.ls1, a.ldt)), wc);
+                }
+                rf_st(a.loss, i * a.los, a.lossdt, v);
+            }
+        }
+    }
+}
+
+template <typename T> __global__ void __launch_bounds__(NLL_REDUCE_THREADS) ce_reduce_kernel(nll_args a)
+{
+    __shared__ T sh[32];
+    T sum = 0, wsum = 0;
+    const bool empty = a.N * a.C == 0;
+    for (long long i = threadIdx.x; !empty && i < a.N; i += blockDim.x) {
+        long long c = nll_target(a.t, a.tdt, a.ts, i);
+        if (!nll_valid(c, a)) continue;
+        T wc = a.w ? rf_ld<T>(a.w, c * a.ws, a.wdt) : (T)1;
+        sum = rf_add(sum, rf_mul(rf_sub(rf_ld<T>(a.lse, i * a.lses, a.lsedt), rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt)),
+                                 wc));
+        wsum += wc;
+    }
+    sum = rf_group_sum<true>(sum, sh);
+    wsum = rf_group_sum<true>(wsum, sh);
+    if (threadIdx.x == 0) {
+        T out = sum;
+        if (a.reduction == 1) out = empty ? (T)NAN : sum / wsum;
+        rf_st(a.loss, 0, a.lossdt, out);
+        if (a.tw) rf_st(a.tw, 0, a.twdt, wsum);
+    }
+}
+
+rgpu_status rgpu_cuda_red_cross_entropy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *x = e->in[0], *t = e->in[1], *w = e->in[2];
+    rgpu_view *loss = e->out[0], *tw = e->out[1], *lse = e->out[2];
+    op_nll_shape s;
+    FORWARD_IF_ERROR(rgpu_op_cross_entropy_check(e, &s, err, errlen));
+    FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.per_row || s.C > 0 ? s.N : 0, err, errlen));
+    nll_args a = nll_args_of(&s, x, t, w);
+    a.loss = loss->data; a.lossdt = loss->dtype;
+    a.tw = tw ? tw->data : NULL; a.twdt = tw ? tw->dtype : 0;
+    a.lse = lse->data; a.lsedt = lse->dtype;
+    a.lses = s.batched ? lse->strides[0] : 0;
+    a.los = s.per_row ? (loss->ndim == 1 ? loss->strides[0] : 0) : -1;
+    const bool opf = rf_opmath_float({ a.ldt, w ? a.wdt : -1, a.lossdt, tw ? a.twdt : -1, a.lsedt });
+    if (s.N > 0) {
+        const bool blk = s.C > RF_WARP_ROW_MAX;
+        const unsigned grid = rf_row_grid(s.N, blk);
+        if (opf) {
+            if (blk) ce_rows_kernel<true, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+            else ce_rows_kernel<false, float><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        } else {
+            if (blk) ce_rows_kernel<true, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+            else ce_rows_kernel<false, double><<<grid, RF_ROW_THREADS, 0, c->stream>>>(a);
+        }
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    if (s.per_row) {
+        if (tw)     // total_weight 0 for reduction none, as nll_loss's (0.0 is all-zero bits in every dtype)
+            RGPU_CUDA_TRY(cudaMemsetAsync(tw->data, 0, rgpu_dtype_size(tw->dtype), c->stream), err, errlen);
+        return RGPU_OK;
+    }
+    if (opf) ce_reduce_kernel<float><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+    else ce_reduce_kernel<double><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+template <typename T> __global__ void ce_backward_kernel(nll_args a)
+{
+    const bool per_row = a.reduction == 0 && a.gos >= 0;
+    const long long total = a.N * a.C;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (long long)gridDim.x * blockDim.x) {
+        const long long i = k / a.C, cc = k - i * a.C;
+        T v = 0;
+        long long tc = nll_target(a.t, a.tdt, a.ts, i);
+        if (nll_valid(tc, a)) {
+            T wc = a.w ? rf_ld<T>(a.w, tc * a.ws, a.wdt) : (T)1;
+            T gi;
+            if (per_row) {
+                gi = rf_ld<T>(a.go, i * a.gos, a.godt);
+            } else {
+                gi = rf_ld<T>(a.go, 0, a.godt);
+                if (a.reduction == 1) gi /= rf_ld<T>(a.twin, 0, a.twindt);
+            }
+            T p = exp(rf_ld<T>(a.logp, i * a.ls0 + cc * a.ls1, a.ldt) - rf_ld<T>(a.lse, i * a.lses, a.lsedt));
+            v = rf_mul(rf_mul(gi, wc), cc == tc ? rf_sub(p, (T)1) : p);
+        }
+        rf_st(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
+    }
+}
+
+rgpu_status rgpu_cuda_red_cross_entropy_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
+{
+    const rgpu_view *go = e->in[0], *x = e->in[1], *t = e->in[2], *w = e->in[3], *twv = e->in[4], *lse = e->in[5];
+    rgpu_view *gx = e->out[0];
+    op_nll_shape s;
+    FORWARD_IF_ERROR(rgpu_op_cross_entropy_backward_check(e, &s, err, errlen));
+    if (s.N * s.C == 0) return RGPU_OK;
+    nll_args a = nll_args_of(&s, x, t, w);
+    a.go = go->data; a.godt = go->dtype;
+    a.gos = s.per_row ? go->strides[0] : -1;
+    a.twin = twv->data; a.twindt = twv->dtype;
+    a.gx = gx->data; a.gxdt = gx->dtype;
+    a.gs0 = s.batched ? gx->strides[0] : 0;
+    a.gs1 = gx->strides[gx->ndim - 1];
+    a.lse = (void *)lse->data; a.lsedt = lse->dtype;
+    a.lses = s.batched ? lse->strides[0] : 0;
+    long long nb = (s.N * s.C + 255) / 256;
+    if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+    if (rf_opmath_float({ a.godt, a.ldt, w ? a.wdt : -1, a.twindt, a.gxdt, a.lsedt }))
+        ce_backward_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+    else ce_backward_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

@@ -683,6 +683,12 @@ extern "C" rgpu_status rgpu_cuda_reduce_exec(rgpu_cuda_ctx *c, const rgpu_exec *
     case RGPU_OP_RMS_NORM_BACKWARD:   // weight optional; each output optional
         FORWARD_IF_ERROR(rgpu_op_check_exec(e, 8u, 3u, true, err, errlen));
         return rgpu_cuda_red_rms_norm_backward(c, e, err, errlen);
+    case RGPU_OP_CROSS_ENTROPY:   // weight optional; total_weight may be unwanted
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 4u, 2u, true, err, errlen));
+        return rgpu_cuda_red_cross_entropy(c, e, err, errlen);
+    case RGPU_OP_CROSS_ENTROPY_BACKWARD:   // weight optional
+        FORWARD_IF_ERROR(rgpu_op_check_exec(e, 8u, 0, true, err, errlen));
+        return rgpu_cuda_red_cross_entropy_backward(c, e, err, errlen);
     case RGPU_OP_NLL_LOSS:   // weight optional; total_weight may be unwanted
         FORWARD_IF_ERROR(rgpu_op_check_exec(e, 4u, 2u, true, err, errlen));
         return rgpu_cuda_red_nll_loss(c, e, err, errlen);

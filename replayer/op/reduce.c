@@ -308,6 +308,26 @@ rgpu_status rgpu_op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s,
     return RGPU_OK;
 }
 
+static rgpu_status want_lse(const rgpu_exec *e, const rgpu_view *lse, const op_nll_shape *s, char *err, size_t errlen)
+{
+    if (lse->dtype != RGPU_F32 && lse->dtype != RGPU_F64)
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: lse has dtype %s, want float32 or float64", rgpu_op_name(e->op),
+                     rgpu_dtype_name(lse->dtype));
+    return rgpu_op_reduce_want_shape(e, lse, "lse", s->batched ? 1 : 0, &s->N, err, errlen);
+}
+
+rgpu_status rgpu_op_cross_entropy_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_check(e, s, err, errlen));    /* in logits, target, weight?; outs loss, tw? */
+    return want_lse(e, e->out[2], s, err, errlen);
+}
+
+rgpu_status rgpu_op_cross_entropy_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen)
+{
+    FORWARD_IF_ERROR(rgpu_op_nll_loss_backward_check(e, s, err, errlen));   /* in grad, logits, target, w?, tw */
+    return want_lse(e, e->in[5], s, err, errlen);
+}
+
 rgpu_status rgpu_op_sum_mean_parse(const rgpu_exec *e, bool mean, op_reduce2_args *a, char *err, size_t errlen)
 {
     const char *name = rgpu_op_name(e->op);

@@ -115,6 +115,11 @@ rgpu_status rgpu_op_nll_loss_check(const rgpu_exec *e, op_nll_shape *s, char *er
 /* nll_loss_backward (in grad, logp, target, weight?, total_weight; out
  * grad_input). Targets are the backend's to check. */
 rgpu_status rgpu_op_nll_loss_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen);
+/* cross_entropy_loss (in logits, target, weight?; outs loss, total_weight?,
+ * lse) and its backward (in grad, logits, target, weight?, total_weight, lse;
+ * out grad_logits): nll_loss's checks on the logits, and lse's shape. */
+rgpu_status rgpu_op_cross_entropy_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen);
+rgpu_status rgpu_op_cross_entropy_backward_check(const rgpu_exec *e, op_nll_shape *s, char *err, size_t errlen);
 /* _softmax / _log_softmax (in x; args int dim, bool half_to_float; out y):
  * floating x and y, y x-shaped; *dim wrapped. */
 rgpu_status rgpu_op_softmax_check(const rgpu_exec *e, int *dim, char *err, size_t errlen);

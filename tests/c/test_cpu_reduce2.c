@@ -776,6 +776,7 @@ START_TEST(test_family)
         RGPU_OP_SOFTMAX, RGPU_OP_LOG_SOFTMAX, RGPU_OP_SOFTMAX_BACKWARD, RGPU_OP_LOG_SOFTMAX_BACKWARD,
         RGPU_OP_LAYER_NORM, RGPU_OP_LAYER_NORM_BACKWARD, RGPU_OP_NLL_LOSS, RGPU_OP_NLL_LOSS_BACKWARD,
         RGPU_OP_CTC_LOSS, RGPU_OP_CTC_LOSS_BACKWARD, RGPU_OP_RMS_NORM, RGPU_OP_RMS_NORM_BACKWARD,
+        RGPU_OP_CROSS_ENTROPY, RGPU_OP_CROSS_ENTROPY_BACKWARD,
     };
     int n = 0;
     for (int op = 0; op < RGPU_OP_COUNT; op++) {
@@ -785,7 +786,7 @@ START_TEST(test_family)
         ck_assert(rgpu_cpu_supports(op) || !want);
         n += want;
     }
-    ck_assert_int_eq(n, 25);
+    ck_assert_int_eq(n, 27);
     ck_assert(!family_owns(-1) && !family_owns(RGPU_OP_COUNT));
     rgpu_exec e;
     memset(&e, 0, sizeof e);

@@ -19,6 +19,7 @@ from . import ctc as _ctc               # noqa: E402  (_ctc_loss and its backwar
 from . import cells as _cells           # noqa: E402  (the fused LSTM and GRU cells)
 from . import attention as _attention   # noqa: E402  (fused scaled-dot-product attention)
 from . import rmsnorm as _rmsnorm       # noqa: E402  (fused RMS norm)
+from . import crossentropy as _crossentropy  # noqa: E402  (fused cross-entropy)
 from . import memory as _memory         # noqa: E402
 from . import resize as _resize         # noqa: E402
 from . import amp as _amp               # noqa: E402  (autocast("rgpu"), GradScaler's ops)
