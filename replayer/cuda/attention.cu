@@ -116,14 +116,15 @@ __device__ void at_load_tile_t(T *sh, const at_op &o, long long b, long long h, 
 }
 
 // ---------------------------------------------------------------------------
-// Forward: block = (b, h, AT_BQ query rows); shared Qs[AT_BQ][E], Ks[E][AT_TS].
+// Forward: block = (b, h, AT_BQ query rows); shared Qs[AT_BQ][E], Ks[E][AT_TS],
+// Vs[32][Ev] (the tile's values, read by column: lane = d).
 
 #define AT_R AT_RF
 #define AT_BQ (AT_WARPS * AT_R)
 template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
 {
     extern __shared__ long long at_smem[];
-    T *Qs = (T *)at_smem, *Ks = Qs + AT_BQ * g.E;
+    T *Qs = (T *)at_smem, *Ks = Qs + AT_BQ * g.E, *Vs = Ks + AT_TS * g.E;
     const long long bh = blockIdx.x / g.nblk, i0 = blockIdx.x % g.nblk * AT_BQ;
     const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -144,6 +145,7 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
     for (long long k0 = 0; k0 < nkeys; k0 += 32) {
         __syncthreads();                       // the previous tile is consumed (and Qs is loaded)
         at_load_tile_t(Ks, g.k, b, kh, k0, g.S, g.E);
+        at_load_rows(Vs, g.v, b, kh, k0, g.S, g.Ev, 32);
         __syncthreads();
         const long long j = k0 + lane;
         const int nk = nkeys - k0 < 32 ? (int)(nkeys - k0) : 32;
@@ -170,7 +172,7 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
 #pragma unroll
                 for (int c = 0; c < NV; c++) {
                     const long long d = lane + 32 * c;
-                    if (d < g.Ev) acc[r][c] += pj * at_ld<T>(g.v, at_off(g.v, b, kh, k0 + jj, d));
+                    if (d < g.Ev) acc[r][c] += pj * Vs[jj * g.Ev + d];
                 }
             }
         }
@@ -475,7 +477,7 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     const long long grid = g.B * g.Hq * g.nblk;
     if (grid > at_grid_max())
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
-    const size_t smem = (size_t)(bq + AT_TS) * (size_t)g.E * (opf ? sizeof(float) : sizeof(double));
+    const size_t smem = ((size_t)(bq + AT_TS) * (size_t)g.E + 32 * (size_t)g.Ev) * (opf ? sizeof(float) : sizeof(double));
     FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
     if (opf) at_launch_fwd<float>(c, g, (unsigned)grid, smem);
     else at_launch_fwd<double>(c, g, (unsigned)grid, smem);

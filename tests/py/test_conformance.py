@@ -400,6 +400,38 @@ case("nll_loss_backward_sum", lambda g, x, t: _nll_bw(g, x, t, None, 2, 0), [((6
      [F32], layouts=("contig",))
 case("cross_entropy", lambda x, t: F.cross_entropy(x, t), [((4, 5), Idx((4,), 5))], FLOATS,
      layouts=("contig", "T"))
+
+
+def _grads(fn, n_diff):
+    """fn's output and the gradients of sum(out * g) wrt its first n_diff inputs (g: the last
+    input): the fused ops' backward records (autograd runs them on rgpu like any backward)."""
+    def run(*a):
+        with torch.enable_grad():
+            xs = [x.detach().requires_grad_() for x in a[:n_diff]]
+            y = fn(*xs, *a[n_diff:-1])
+            gs = torch.autograd.grad(y, xs, a[-1])
+        return (y.detach(),) + tuple(gs)
+    return run
+
+
+# fused cross-entropy (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD), rms norm (RMS_NORM, RMS_NORM_BACKWARD),
+# attention (SDPA, SDPA_BACKWARD): value and gradients against CPU's composites
+case("cross_entropy_grad", _grads(lambda x, t: F.cross_entropy(x, t, ignore_index=1), 1),
+     [((6, 5), Idx((6,), 5), ())], FLOATS, layouts=("contig",), tol=LOOSE)
+case("cross_entropy_grad_none_w", _grads(lambda x, t, w: F.cross_entropy(x, t, weight=w, reduction="none"), 1),
+     [((6, 5), Idx((6,), 5), ((5,), "pos"), (6,))], [F32, F64], layouts=("contig",), tol=LOOSE)
+case("rms_norm", _grads(lambda x, w: F.rms_norm(x, (5,), w, 1e-5), 2),
+     [((3, 5), (5,), (3, 5)), ((2, 3, 5), (5,), (2, 3, 5))], FLOATS, tol=LOOSE)
+case("rms_norm_noweight", _grads(lambda x: F.rms_norm(x, (3, 4)), 1), [((2, 3, 4), (2, 3, 4))], [F32, F64],
+     tol=LOOSE)
+case("sdpa_fused", _grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), 3),
+     [((1, 2, 5, 8), (1, 2, 6, 8), (1, 2, 6, 8), (1, 2, 5, 8))], [F32], tol=LOOSE)
+# float16/bfloat16 contiguous only: for strided inputs CPU takes its math path in half precision, whose
+# gradients are further from float64's than the fused op's (which computes in float)
+case("sdpa_fused_half", _grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), 3),
+     [((1, 2, 5, 8), (1, 2, 5, 8), (1, 2, 5, 8), (1, 2, 5, 8))], [F16, BF16], layouts=("contig",), tol=LOOSE)
+case("sdpa_fused_causal_mask", _grads(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), 3),
+     [((2, 2, 4, 8), (2, 2, 4, 8), (2, 2, 4, 8), (2, 1, 4, 4), (2, 2, 4, 8))], [F32], tol=LOOSE)
 case("cross_entropy_smooth", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1, ignore_index=1),
      [((6, 5), Idx((6,), 5))], [F32], layouts=("contig",))
 

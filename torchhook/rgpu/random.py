@@ -5,7 +5,8 @@ The generator is a (seed, offset) pair per process, both u64, behind a lock
   - torch.manual_seed(s) reaches torch.rgpu.manual_seed_all(s), which sets
     seed = s (mod 2^64) and offset = 0;
   - every random record (uniform_, normal_, bernoulli, random_, randperm,
-    native_dropout) carries the current (seed, offset) as its last two args,
+    native_dropout, and SDPA with dropout: attention.py) carries the current
+    (seed, offset) as its last two args,
     and then offset += 1. One record, one offset, whatever its size.
 The server draws element i of the output's logical row-major order from
 Philox4x32-10(key = seed, counter = (i, offset)) (replayer/cpu/philox.h), so
