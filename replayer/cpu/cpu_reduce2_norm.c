@@ -615,38 +615,40 @@ typedef struct ce_job {
     double g;               /* backward: the reduced grad (/ total_weight for mean) */
     int64_t gos, ge, gs0, gs1, lses;
     bool per_row;
+    bool nomem;
 } ce_job;
 
-static double ce_row_lse(const ce_job *j, int64_t i)
+/* lse of row i (buf, ex: C doubles each): the softmax rows' loads and exp */
+static double ce_row_lse(const ce_job *j, int64_t i, double *buf, double *ex)
 {
     const op_nll_shape *s = j->s;
-    const char *row = (const char *)j->x->data + i * s->ls0;
-    double m = -INFINITY, sum = 0.0;
-    for (int64_t c = 0; c < s->C; c++) {
-        double v = op_load_f64(row + c * s->ls1, j->x->dtype);
-        if (!(v <= m)) m = v;            /* a NaN wins */
-    }
+    r2_load_row(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
+    double m = row_max(buf, s->C);
     if (m == -INFINITY || m != m) return m;
-    for (int64_t c = 0; c < s->C; c++) sum += exp(op_load_f64(row + c * s->ls1, j->x->dtype) - m);
-    return m + log(sum);
+    for (int64_t c = 0; c < s->C; c++) ex[c] = buf[c] - m;
+    row_exp(ex, s->C, j->x->dtype != RGPU_F64);
+    return m + log(r2_sum_f64(ex, s->C));
 }
 
 static void ce_task(void *vj, int64_t b, int64_t e)
 {
-    const ce_job *j = vj;
+    ce_job *j = vj;
     const op_nll_shape *s = j->s;
+    double *buf = rgpu_op_alloc(s->C, 2 * sizeof *buf);
+    if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
     for (int64_t i = b; i < e; i++) {
-        double lse = ce_row_lse(j, i);
+        double lse = ce_row_lse(j, i, buf, buf + s->C);
         op_store_f64((char *)j->lse->data + i * j->lses, j->lse->dtype, lse);
         int64_t c = nll_target(j->t, s, i);
         double term = 0.0, wc = 0.0;
         if (c != s->ignore) {
             wc = j->w ? op_load_f64((const char *)j->w->data + c * s->ws, j->w->dtype) : 1.0;
-            term = (lse - op_load_f64((const char *)j->x->data + i * s->ls0 + c * s->ls1, j->x->dtype)) * wc;
+            term = (lse - buf[c]) * wc;
         }
         j->term[i] = term;
         j->wt[i] = wc;
     }
+    free(buf);
 }
 
 rgpu_status rgpu_r2_cross_entropy(const rgpu_exec *e, char *err, size_t errlen)
@@ -660,10 +662,14 @@ rgpu_status rgpu_r2_cross_entropy(const rgpu_exec *e, char *err, size_t errlen)
     bool empty = s.N * s.C == 0;
     double *buf = rgpu_op_alloc(2 * s.N, sizeof *buf);
     if (buf == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for %lld rows", rgpu_op_name(e->op), (long long)s.N);
-    ce_job j = { &s, x, t, w, NULL, lse, NULL, buf, buf + s.N, 0.0, 0, 0, 0, 0, 0, s.per_row };
+    ce_job j = { &s, x, t, w, NULL, lse, NULL, buf, buf + s.N, 0.0, 0, 0, 0, 0, 0, s.per_row, false };
     j.lses = s.batched ? lse->strides[0] * (int64_t)rgpu_dtype_size(lse->dtype) : 0;
     if (s.C > 0) rgpu_pool_for(s.N, rgpu_pool_grain(s.C * 8), ce_task, &j);
     else for (int64_t i = 0; i < s.N; i++) op_store_f64((char *)lse->data + i * j.lses, lse->dtype, -INFINITY);
+    if (j.nomem) {
+        free(buf);
+        RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)s.C);
+    }
     if (s.per_row) {
         int64_t os = loss->ndim == 1 ? loss->strides[0] * (int64_t)rgpu_dtype_size(loss->dtype) : 0;
         for (int64_t i = 0; i < s.N; i++) op_store_f64((char *)loss->data + i * os, loss->dtype, empty ? 0.0 : j.term[i]);
@@ -683,24 +689,29 @@ rgpu_status rgpu_r2_cross_entropy(const rgpu_exec *e, char *err, size_t errlen)
 /* rows [b, e) of grad_logits: g_i * w[t_i] * (exp(x_ic - lse_i) - [c == t_i]) */
 static void ce_bw_task(void *vj, int64_t b, int64_t e)
 {
-    const ce_job *j = vj;
+    ce_job *j = vj;
     const op_nll_shape *s = j->s;
+    double *buf = rgpu_op_alloc(s->C, sizeof *buf);
+    if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
+    const bool fast = float_results(j->x, j->gx);
     for (int64_t i = b; i < e; i++) {
         char *row = (char *)j->gx->data + i * j->gs0;
-        const char *xr = (const char *)j->x->data + i * s->ls0;
         int64_t t = nll_target(j->t, s, i);
         if (t == s->ignore || t < 0 || t >= s->C) {
-            for (int64_t c = 0; c < s->C; c++) op_store_f64(row + c * j->gs1, j->gx->dtype, 0.0);
-            continue;
+            for (int64_t c = 0; c < s->C; c++) buf[c] = 0.0;
+        } else {
+            double wc = j->w ? op_load_f64((const char *)j->w->data + t * s->ws, j->w->dtype) : 1.0;
+            double gi = j->per_row ? op_load_f64((const char *)j->go->data + i * j->gos, j->go->dtype) : j->g;
+            double lse = op_load_f64((const char *)j->lse->data + i * j->lses, j->lse->dtype), f = gi * wc;
+            r2_load_row(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
+            for (int64_t c = 0; c < s->C; c++) buf[c] -= lse;
+            row_exp(buf, s->C, fast);
+            buf[t] -= 1.0;
+            for (int64_t c = 0; c < s->C; c++) buf[c] *= f;
         }
-        double wc = j->w ? op_load_f64((const char *)j->w->data + t * s->ws, j->w->dtype) : 1.0;
-        double gi = j->per_row ? op_load_f64((const char *)j->go->data + i * j->gos, j->go->dtype) : j->g;
-        double lse = op_load_f64((const char *)j->lse->data + i * j->lses, j->lse->dtype), f = gi * wc;
-        for (int64_t c = 0; c < s->C; c++) {
-            double p = exp(op_load_f64(xr + c * s->ls1, j->x->dtype) - lse);
-            op_store_f64(row + c * j->gs1, j->gx->dtype, f * (p - (c == t ? 1.0 : 0.0)));
-        }
+        r2_store_row(row, j->gx->dtype, j->gs1, buf, s->C);
     }
+    free(buf);
 }
 
 rgpu_status rgpu_r2_cross_entropy_backward(const rgpu_exec *e, char *err, size_t errlen)
@@ -711,7 +722,7 @@ rgpu_status rgpu_r2_cross_entropy_backward(const rgpu_exec *e, char *err, size_t
     FORWARD_IF_ERROR(rgpu_op_cross_entropy_backward_check(e, &s, err, errlen));
     nll_bytes(&s, x, t, w);
     if (s.N * s.C == 0) return RGPU_OK;
-    ce_job j = { &s, x, t, w, go, (rgpu_view *)lse, gx, NULL, NULL, 0.0, 0, 0, 0, 0, 0, s.per_row };
+    ce_job j = { &s, x, t, w, go, (rgpu_view *)lse, gx, NULL, NULL, 0.0, 0, 0, 0, 0, 0, s.per_row, false };
     j.ge = (int64_t)rgpu_dtype_size(gx->dtype);
     j.gs0 = s.batched ? gx->strides[0] * j.ge : 0;
     j.gs1 = gx->strides[gx->ndim - 1] * j.ge;
@@ -722,6 +733,7 @@ rgpu_status rgpu_r2_cross_entropy_backward(const rgpu_exec *e, char *err, size_t
         if (s.reduction == 1) j.g /= op_load_f64(twv->data, twv->dtype);
     }
     rgpu_pool_for(s.N, rgpu_pool_grain(s.C * 8), ce_bw_task, &j);
+    if (j.nomem) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of memory for a row of %lld", rgpu_op_name(e->op), (long long)s.C);
     return RGPU_OK;
 }
 

@@ -15,7 +15,7 @@ REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(REPO, "tools", "bench"))
 import gpu  # noqa: E402
 
-GROUPS = {"add", "gelu", "cast", "softmax", "layer_norm", "cross_entropy", "sum", "dropout", "sdpa", "adamw",
+GROUPS = {"add", "gelu", "cast", "softmax", "layer_norm", "rms_norm", "cross_entropy", "sum", "dropout", "sdpa", "adamw",
           "conv2d", "matmul"}
 
 

@@ -24,7 +24,7 @@ synchronize (torch.cuda.synchronize / torch.rgpu.synchronize), so rgpu's is
 what its user sees: the client's recording and the socket included. The
 families: add and gelu in f32/bf16, contiguous and broadcast (add) or strided
 (gelu on a transposed view); casts f32<->bf16; softmax over rows of 1,024 and
-50,257; layer_norm forward+backward; cross-entropy forward+backward over 50,257
+50,257; layer_norm and rms_norm forward+backward; cross-entropy forward+backward over 50,257
 classes; sum (all, and over the last dim); dropout; scaled-dot-product
 attention forward+backward (causal, T=1024, bf16); AdamW (foreach and
 fused=True) over GPT-2-small's 124 M parameters; conv2d forward+backward
@@ -130,6 +130,17 @@ def families(scale):
             return f
         # forward reads x, writes y; backward reads x, dy, writes dx
         out.append(Fam(f"layer_norm {s} fwd+bwd [{LR},{LC}]", "layer_norm", dt, ln, ("bytes", 5 * LR * LC * esz[dt])))
+
+        def rms(dev, dt=dt):
+            x = rnd((LR, LC), dt, dev, 6, requires_grad=True)
+            w = rnd(LC, dt, dev, 7, True)
+            gy = rnd((LR, LC), dt, dev, 9)
+
+            def f():
+                y = F.rms_norm(x, (LC,), w, 1e-6)
+                return (y,) + torch.autograd.grad(y, (x, w), gy)
+            return f
+        out.append(Fam(f"rms_norm {s} fwd+bwd [{LR},{LC}]", "rms_norm", dt, rms, ("bytes", 5 * LR * LC * esz[dt])))
 
     CR, V = max(4, int(4096 * scale)), 50257
     for dt in (f32, bf16):
@@ -441,7 +452,7 @@ def main():
     ap.add_argument("--backend", default="cuda", help="the rgpu-server backend of rgpu's side (default cuda)")
     ap.add_argument("--scale", type=float, default=1.0, help="element counts x SCALE (matrix sides x sqrt)")
     ap.add_argument("--families", default="", help="comma-separated groups (add,gelu,cast,softmax,layer_norm,"
-                    "cross_entropy,sum,dropout,sdpa,adamw,conv2d,matmul); default all")
+                    "rms_norm,cross_entropy,sum,dropout,sdpa,adamw,conv2d,matmul); default all")
     ap.add_argument("--models", default="gpt2,nanogpt", help="training steps: gpt2, nanogpt, tiny (comma-separated)")
     ap.add_argument("--no-models", action="store_true")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="eager steps only")
