@@ -115,6 +115,38 @@ __device__ void at_load_tile_t(T *sh, const at_op &o, long long b, long long h, 
     }
 }
 
+// sum_d row[d] * tile[d][col] over d < n: a shared row against column col
+// of a transposed tile (lane = col: conflict-free).
+template <typename T> __device__ __forceinline__ T at_dot(const T *row, const T *tile, long long n, int col)
+{
+    T s = 0;
+    for (long long d = 0; d < n; d++) s += row[d] * tile[d * AT_TS + col];
+    return s;
+}
+
+// acc[c] += s * v[d * dstride] for the lane's head-dim columns d = lane + 32c < n.
+template <typename T, int N>
+__device__ __forceinline__ void at_axpy(T (&acc)[N], T s, const T *v, long long dstride, long long n, int lane)
+{
+#pragma unroll
+    for (int c = 0; c < N; c++) {
+        const long long d = lane + 32 * c;
+        if (d < n) acc[c] += s * v[d * dstride];
+    }
+}
+
+// o[b, h, i, d] = acc[c] * s for the lane's head-dim columns d = lane + 32c < n.
+template <typename T, int N>
+__device__ __forceinline__ void at_store(const at_op &o, long long b, long long h, long long i, const T (&acc)[N], T s,
+                                         long long n, int lane)
+{
+#pragma unroll
+    for (int c = 0; c < N; c++) {
+        const long long d = lane + 32 * c;
+        if (d < n) rf_st((void *)o.p, at_off(o, b, h, i, d), o.dt, acc[c] * s);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Forward: block = (b, h, AT_BQ query rows); shared Qs[AT_BQ][E], Ks[E][AT_TS],
 // Vs[32][Ev] (the tile's values, read by column: lane = d).
@@ -153,9 +185,7 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
         for (int r = 0; r < AT_R; r++) {
             const long long i = i0 + w * AT_R + r;
             const T *qr = Qs + (w * AT_R + r) * g.E;
-            T dot = 0;
-            for (long long d = 0; d < g.E; d++) dot += qr[d] * Ks[d * AT_TS + lane];
-            const T s = at_score<T>(g, dot, b, h, i, j);
+            const T s = at_score<T>(g, at_dot(qr, Ks, g.E, lane), b, h, i, j);
             const T mn = rf_max_nan(m[r], rf_warp_max(s));
             T p = 0, alpha = 1;
             if (mn != (T)-INFINITY) {
@@ -167,26 +197,15 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
             const T pd = p * at_z<T>(g, g.seed, g.offset, b, h, i, j);   // dropout after the sum
 #pragma unroll
             for (int c = 0; c < NV; c++) acc[r][c] *= alpha;
-            for (int jj = 0; jj < nk; jj++) {
-                const T pj = __shfl_sync(0xffffffffu, pd, jj);
-#pragma unroll
-                for (int c = 0; c < NV; c++) {
-                    const long long d = lane + 32 * c;
-                    if (d < g.Ev) acc[r][c] += pj * Vs[jj * g.Ev + d];
-                }
-            }
+            for (int jj = 0; jj < nk; jj++)
+                at_axpy(acc[r], __shfl_sync(0xffffffffu, pd, jj), Vs + jj * g.Ev, 1, g.Ev, lane);
         }
     }
 #pragma unroll
     for (int r = 0; r < AT_R; r++) {
         const long long i = i0 + w * AT_R + r;
         if (i >= g.L) continue;
-        const T inv = l[r] > 0 ? (T)1 / l[r] : (T)0;
-#pragma unroll
-        for (int c = 0; c < NV; c++) {
-            const long long d = lane + 32 * c;
-            if (d < g.Ev) rf_st((void *)g.out.p, at_off(g.out, b, h, i, d), g.out.dt, acc[r][c] * inv);
-        }
+        at_store(g.out, b, h, i, acc[r], l[r] > 0 ? (T)1 / l[r] : (T)0, g.Ev, lane);
         if (lane == 0) {
             const T lse = m[r] == (T)-INFINITY || !(l[r] > 0) ? (T)-INFINITY : m[r] + log(l[r]);
             rf_st((void *)g.lse.p, at_off(g.lse, b, h, i, 0), g.lse.dt, m[r] != m[r] ? m[r] : lse);
@@ -252,31 +271,17 @@ template <typename T, int NE> __global__ void sdpa_dq_kernel(at_args g)
         for (int r = 0; r < AT_R; r++) {
             const long long i = i0 + w * AT_R + r;
             const T *qr = Qs + (w * AT_R + r) * g.E, *gr = Gs + (w * AT_R + r) * g.Ev;
-            T dot = 0, dp = 0;
-            for (long long d = 0; d < g.E; d++) dot += qr[d] * Ks[d * AT_TS + lane];
-            for (long long d = 0; d < g.Ev; d++) dp += gr[d] * Vs[d * AT_TS + lane];
-            const T p = at_p(at_score<T>(g, dot, b, h, i, j), lse[r]);
-            const T ds = p * (dp * at_z<T>(g, seed, off, b, h, i, j) - D[r]);
-            for (int jj = 0; jj < nk; jj++) {
-                const T dsj = __shfl_sync(0xffffffffu, ds, jj);
-#pragma unroll
-                for (int c = 0; c < NE; c++) {
-                    const long long d = lane + 32 * c;
-                    if (d < g.E) acc[r][c] += dsj * Ks[d * AT_TS + jj];
-                }
-            }
+            const T p = at_p(at_score<T>(g, at_dot(qr, Ks, g.E, lane), b, h, i, j), lse[r]);
+            const T ds = p * (at_dot(gr, Vs, g.Ev, lane) * at_z<T>(g, seed, off, b, h, i, j) - D[r]);
+            for (int jj = 0; jj < nk; jj++)
+                at_axpy(acc[r], __shfl_sync(0xffffffffu, ds, jj), Ks + jj, AT_TS, g.E, lane);
         }
     }
     const T sc = rf_pick<T>(g.scale, g.scalef);
 #pragma unroll
     for (int r = 0; r < AT_R; r++) {
         const long long i = i0 + w * AT_R + r;
-        if (i >= g.L) continue;
-#pragma unroll
-        for (int c = 0; c < NE; c++) {
-            const long long d = lane + 32 * c;
-            if (d < g.E) rf_st((void *)g.dq.p, at_off(g.dq, b, h, i, d), g.dq.dt, acc[r][c] * sc);
-        }
+        if (i < g.L) at_store(g.dq, b, h, i, acc[r], sc, g.E, lane);
     }
 }
 
@@ -327,24 +332,12 @@ template <typename T, int NE, int NV> __global__ void sdpa_dkv_kernel(at_args g)
             for (int r = 0; r < AT_R; r++) {
                 const long long j = j0 + w * AT_R + r;
                 const T *kr = Ks + (w * AT_R + r) * g.E, *vr = Vs + (w * AT_R + r) * g.Ev;
-                T dot = 0, dp = 0;
-                for (long long d = 0; d < g.E; d++) dot += kr[d] * Qs[d * AT_TS + lane];
-                for (long long d = 0; d < g.Ev; d++) dp += vr[d] * Gs[d * AT_TS + lane];
-                const T p = at_p(at_score<T>(g, dot, b, h, i, j), Ls[lane]);
+                const T p = at_p(at_score<T>(g, at_dot(kr, Qs, g.E, lane), b, h, i, j), Ls[lane]);
                 const T z = at_z<T>(g, seed, off, b, h, i, j);
-                const T ds = p * (dp * z - Ds[lane]), pd = p * z;
+                const T ds = p * (at_dot(vr, Gs, g.Ev, lane) * z - Ds[lane]), pd = p * z;
                 for (int ii = 0; ii < ni; ii++) {
-                    const T pi = __shfl_sync(0xffffffffu, pd, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
-#pragma unroll
-                    for (int c = 0; c < NV; c++) {
-                        const long long d = lane + 32 * c;
-                        if (d < g.Ev) dv[r][c] += pi * Gs[d * AT_TS + ii];
-                    }
-#pragma unroll
-                    for (int c = 0; c < NE; c++) {
-                        const long long d = lane + 32 * c;
-                        if (d < g.E) dk[r][c] += dsi * Qs[d * AT_TS + ii];
-                    }
+                    at_axpy(dv[r], __shfl_sync(0xffffffffu, pd, ii), Gs + ii, AT_TS, g.Ev, lane);
+                    at_axpy(dk[r], __shfl_sync(0xffffffffu, ds, ii), Qs + ii, AT_TS, g.E, lane);
                 }
             }
         }
@@ -354,18 +347,8 @@ template <typename T, int NE, int NV> __global__ void sdpa_dkv_kernel(at_args g)
     for (int r = 0; r < AT_R; r++) {
         const long long j = j0 + w * AT_R + r;
         if (j >= g.S) continue;
-        if (g.dk.p)
-#pragma unroll
-            for (int c = 0; c < NE; c++) {
-                const long long d = lane + 32 * c;
-                if (d < g.E) rf_st((void *)g.dk.p, at_off(g.dk, b, kh, j, d), g.dk.dt, dk[r][c] * sc);
-            }
-        if (g.dv.p)
-#pragma unroll
-            for (int c = 0; c < NV; c++) {
-                const long long d = lane + 32 * c;
-                if (d < g.Ev) rf_st((void *)g.dv.p, at_off(g.dv, b, kh, j, d), g.dv.dt, dv[r][c]);
-            }
+        if (g.dk.p) at_store(g.dk, b, kh, j, dk[r], sc, g.E, lane);
+        if (g.dv.p) at_store(g.dv, b, kh, j, dv[r], (T)1, g.Ev, lane);
     }
 }
 
@@ -451,7 +434,7 @@ static rgpu_status at_smem_fits(const char *name, size_t smem, char *err, size_t
     return RGPU_OK;
 }
 
-static long long at_grid_max(void) { return (1ll << 31) - 1; }
+#define AT_GRID_MAX ((1ll << 31) - 1)
 
 rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
@@ -475,7 +458,7 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     const int bq = AT_WARPS * AT_RF;
     g.nblk = (g.L + bq - 1) / bq;
     const long long grid = g.B * g.Hq * g.nblk;
-    if (grid > at_grid_max())
+    if (grid > AT_GRID_MAX)
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
     const size_t smem = ((size_t)(bq + AT_TS) * (size_t)g.E + 32 * (size_t)g.Ev) * (opf ? sizeof(float) : sizeof(double));
     FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
@@ -499,7 +482,7 @@ rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
     if (a.dq && g.B * g.Hq * g.L > 0) {
         g.nblk = (g.L + bq - 1) / bq;
         const long long grid = g.B * g.Hq * g.nblk;
-        if (grid > at_grid_max())
+        if (grid > AT_GRID_MAX)
             RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
         if (opf) at_launch_dq<float>(c, g, (unsigned)grid, smem);
         else at_launch_dq<double>(c, g, (unsigned)grid, smem);
@@ -508,7 +491,7 @@ rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
     if ((a.dk || a.dv) && g.B * g.Hk * g.S > 0) {
         g.nblk = (g.S + bq - 1) / bq;
         const long long grid = g.B * g.Hk * g.nblk;
-        if (grid > at_grid_max())
+        if (grid > AT_GRID_MAX)
             RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
         if (opf) at_launch_dkv<float>(c, g, (unsigned)grid, smem);
         else at_launch_dkv<double>(c, g, (unsigned)grid, smem);

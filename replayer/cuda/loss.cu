@@ -104,6 +104,28 @@ static nll_args nll_args_of(const op_nll_shape *s, const rgpu_view *logp, const 
     return a;
 }
 
+// The backwards' fields (nll_loss_backward, cross_entropy_loss_backward):
+// grad (one element for all rows unless per row), total_weight, grad_input.
+static nll_args nll_bw_args_of(const op_nll_shape *s, const rgpu_view *go, const rgpu_view *logp, const rgpu_view *t,
+                               const rgpu_view *w, const rgpu_view *twv, const rgpu_view *gx)
+{
+    nll_args a = nll_args_of(s, logp, t, w);
+    a.go = go->data; a.godt = go->dtype;
+    a.gos = s->per_row ? go->strides[0] : -1;   // -1: one grad element for all rows
+    a.twin = twv->data; a.twindt = twv->dtype;
+    a.gx = gx->data; a.gxdt = gx->dtype;
+    a.gs0 = s->batched ? gx->strides[0] : 0;
+    a.gs1 = gx->strides[gx->ndim - 1];
+    return a;
+}
+
+// One thread per element of grad_input (blocks of 256, grid-stride beyond RF_MAX_GRID).
+static unsigned nll_bw_grid(const op_nll_shape *s)
+{
+    long long nb = (s->N * s->C + 255) / 256;
+    return (unsigned)(nb > RF_MAX_GRID ? RF_MAX_GRID : nb);
+}
+
 // reduction none with 2-d logp: loss_i = -w[t_i] * logp[i, t_i] (0 when ignored)
 // T: the opmath (reduce.cuh), float unless an operand is float64.
 template <typename T> __global__ void nll_rows_kernel(nll_args a)
@@ -121,6 +143,13 @@ template <typename T> __global__ void nll_rows_kernel(nll_args a)
     if (blockIdx.x == 0 && threadIdx.x == 0 && a.tw) rf_st(a.tw, 0, a.twdt, (T)0);
 }
 
+// logp[i, c]; for cross_entropy_loss (a.lse set) logits[i, c] - lse_i
+template <typename T> __device__ __forceinline__ T nll_logp(const nll_args &a, long long i, long long c)
+{
+    T v = rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt);
+    return a.lse ? rf_sub(v, rf_ld<T>(a.lse, i * a.lses, a.lsedt)) : v;
+}
+
 // mean / sum: one block, thread t folds rows t, t + blockDim.x, .., then the
 // fixed block sum; mean = sum / total_weight (NaN for an empty logp).
 #define NLL_REDUCE_THREADS 512
@@ -133,7 +162,7 @@ template <typename T> __global__ void __launch_bounds__(NLL_REDUCE_THREADS) nll_
         long long c = nll_target(a.t, a.tdt, a.ts, i);
         if (!nll_valid(c, a)) continue;
         T wc = a.w ? rf_ld<T>(a.w, c * a.ws, a.wdt) : (T)1;
-        sum = rf_sub(sum, rf_mul(rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt), wc));
+        sum = rf_sub(sum, rf_mul(nll_logp<T>(a, i, c), wc));
         wsum += wc;
     }
     sum = rf_group_sum<true>(sum, sh);
@@ -210,22 +239,14 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
     rgpu_view *gx = e->out[0];
     op_nll_shape s;
     FORWARD_IF_ERROR(rgpu_op_nll_loss_backward_check(e, &s, err, errlen));
-    bool per_row = s.per_row;
     FORWARD_IF_ERROR(nll_check_targets(c, e, t, &s, s.N, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
 
-    nll_args a = nll_args_of(&s, logp, t, w);
-    a.go = go->data; a.godt = go->dtype;
-    a.gos = per_row ? go->strides[0] : -1;   // -1: one grad element for all rows
-    a.twin = twv->data; a.twindt = twv->dtype;
-    a.gx = gx->data; a.gxdt = gx->dtype;
-    a.gs0 = s.batched ? gx->strides[0] : 0;
-    a.gs1 = gx->strides[gx->ndim - 1];
-    long long nb = (s.N * s.C + 255) / 256;
-    if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+    nll_args a = nll_bw_args_of(&s, go, logp, t, w, twv, gx);
+    const unsigned nb = nll_bw_grid(&s);
     if (rf_opmath_float({ a.godt, a.ldt, w ? a.wdt : -1, a.twindt, a.gxdt }))
-        nll_backward_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
-    else nll_backward_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        nll_backward_kernel<float><<<nb, 256, 0, c->stream>>>(a);
+    else nll_backward_kernel<double><<<nb, 256, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -234,8 +255,8 @@ rgpu_status rgpu_cuda_red_nll_loss_backward(rgpu_cuda_ctx *c, const rgpu_exec *e
 // The logits are logp's fields of nll_args. Forward: a row kernel (one warp
 // per row up to RF_WARP_ROW_MAX classes, one block beyond: softmax.cu's
 // layout) writes lse_i = max + ln sum exp(x - max) and, for reduction none,
-// the row's loss w[t_i] * (lse_i - x_it); the reduced loss is one block over
-// the rows in a fixed order (nll_reduce_kernel's). Backward: one thread per
+// the row's loss w[t_i] * (lse_i - x_it); the reduced loss is nll_reduce_kernel
+// with logp = x - lse. Backward: one thread per
 // element, g_i * w[t_i] * (exp(x - lse_i) - [c == t_i]).
 
 template <bool BLK, typename T> __global__ void ce_rows_kernel(nll_args a)
@@ -270,29 +291,6 @@ template <bool BLK, typename T> __global__ void ce_rows_kernel(nll_args a)
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(NLL_REDUCE_THREADS) ce_reduce_kernel(nll_args a)
-{
-    __shared__ T sh[32];
-    T sum = 0, wsum = 0;
-    const bool empty = a.N * a.C == 0;
-    for (long long i = threadIdx.x; !empty && i < a.N; i += blockDim.x) {
-        long long c = nll_target(a.t, a.tdt, a.ts, i);
-        if (!nll_valid(c, a)) continue;
-        T wc = a.w ? rf_ld<T>(a.w, c * a.ws, a.wdt) : (T)1;
-        sum = rf_add(sum, rf_mul(rf_sub(rf_ld<T>(a.lse, i * a.lses, a.lsedt), rf_ld<T>(a.logp, i * a.ls0 + c * a.ls1, a.ldt)),
-                                 wc));
-        wsum += wc;
-    }
-    sum = rf_group_sum<true>(sum, sh);
-    wsum = rf_group_sum<true>(wsum, sh);
-    if (threadIdx.x == 0) {
-        T out = sum;
-        if (a.reduction == 1) out = empty ? (T)NAN : sum / wsum;
-        rf_st(a.loss, 0, a.lossdt, out);
-        if (a.tw) rf_st(a.tw, 0, a.twdt, wsum);
-    }
-}
-
 rgpu_status rgpu_cuda_red_cross_entropy(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     const rgpu_view *x = e->in[0], *t = e->in[1], *w = e->in[2];
@@ -324,8 +322,8 @@ rgpu_status rgpu_cuda_red_cross_entropy(rgpu_cuda_ctx *c, const rgpu_exec *e, ch
             RGPU_CUDA_TRY(cudaMemsetAsync(tw->data, 0, rgpu_dtype_size(tw->dtype), c->stream), err, errlen);
         return RGPU_OK;
     }
-    if (opf) ce_reduce_kernel<float><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
-    else ce_reduce_kernel<double><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
+    if (opf) nll_reduce_kernel<float><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);     // logp = x - lse
+    else nll_reduce_kernel<double><<<1, NLL_REDUCE_THREADS, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -362,20 +360,13 @@ rgpu_status rgpu_cuda_red_cross_entropy_backward(rgpu_cuda_ctx *c, const rgpu_ex
     op_nll_shape s;
     FORWARD_IF_ERROR(rgpu_op_cross_entropy_backward_check(e, &s, err, errlen));
     if (s.N * s.C == 0) return RGPU_OK;
-    nll_args a = nll_args_of(&s, x, t, w);
-    a.go = go->data; a.godt = go->dtype;
-    a.gos = s.per_row ? go->strides[0] : -1;
-    a.twin = twv->data; a.twindt = twv->dtype;
-    a.gx = gx->data; a.gxdt = gx->dtype;
-    a.gs0 = s.batched ? gx->strides[0] : 0;
-    a.gs1 = gx->strides[gx->ndim - 1];
+    nll_args a = nll_bw_args_of(&s, go, x, t, w, twv, gx);
     a.lse = (void *)lse->data; a.lsedt = lse->dtype;
     a.lses = s.batched ? lse->strides[0] : 0;
-    long long nb = (s.N * s.C + 255) / 256;
-    if (nb > RF_MAX_GRID) nb = RF_MAX_GRID;
+    const unsigned nb = nll_bw_grid(&s);
     if (rf_opmath_float({ a.godt, a.ldt, w ? a.wdt : -1, a.twindt, a.gxdt, a.lsedt }))
-        ce_backward_kernel<float><<<(unsigned)nb, 256, 0, c->stream>>>(a);
-    else ce_backward_kernel<double><<<(unsigned)nb, 256, 0, c->stream>>>(a);
+        ce_backward_kernel<float><<<nb, 256, 0, c->stream>>>(a);
+    else ce_backward_kernel<double><<<nb, 256, 0, c->stream>>>(a);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

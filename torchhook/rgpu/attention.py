@@ -33,12 +33,10 @@ import torch
 from . import _C
 from . import random as _random
 from .args import need_remote
-from .registry import register
-from .tensor import record_multi
+from .registry import register, register_autograd
+from .tensor import meta_like, record_multi
 
 aten = torch.ops.aten
-_META = torch.device("meta")
-_LIB = []                    # the Library kept alive for the process
 MAX_HEAD = 128               # replayer/op/attention.h RGPU_SDPA_MAX_HEAD
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _counts = {"fused": 0, "composite": 0}
@@ -94,19 +92,21 @@ def _sdpa_autograd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
         return aten.scaled_dot_product_attention.default.decompose(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
     _counts["fused"] += 1
-    bias = None
-    if attn_mask is not None:
-        B, Hq, L, _ = query.shape
-        if attn_mask.dtype == torch.bool:
-            zero = torch.zeros((), dtype=query.dtype, device=query.device)
-            attn_mask = torch.where(attn_mask, zero, zero - math.inf)
-        bias = attn_mask.expand(B, Hq, L, key.shape[2])
     return aten._scaled_dot_product_fused_attention_overrideable.default(
-        query, key, value, bias, float(dropout_p), is_causal, False, scale=scale)[0]
+        query, key, value, _bias(attn_mask, query, key), float(dropout_p), is_causal, False, scale=scale)[0]
 
 
-def _meta(t):
-    return torch.empty_strided(tuple(t.shape), t.stride(), dtype=t.dtype, device=_META)
+def _bias(mask, q, k):
+    """The additive bias of mask over (B, Hq, L, S), or None: a boolean mask as
+    ATen's convert_boolean_attn_mask makes it (0 where True, -inf where False),
+    broadcast as a view (stride 0 on broadcast dims: nothing is copied)."""
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        zero = torch.zeros((), dtype=q.dtype, device=q.device)
+        mask = torch.where(mask, zero, zero - math.inf)
+    shape = tuple(q.shape[:3]) + (k.shape[2],)
+    return mask if tuple(mask.shape) == shape else mask.expand(shape)
 
 
 def _scale(scale, E):
@@ -124,15 +124,11 @@ def _sdpa(func, args, kwargs):
     p = float(a.get("dropout_p", 0.0))
     B, Hq, L, E = q.shape
     S = k.shape[2]
-    if bias is not None and bias.dtype == torch.bool:
-        zero = torch.zeros((), dtype=q.dtype, device=q.device)
-        bias = torch.where(bias, zero, zero - math.inf)
-    if bias is not None and tuple(bias.shape) != (B, Hq, L, S):
-        bias = bias.expand(B, Hq, L, S)
+    bias = _bias(bias, q, k)
     # the output in the query's memory layout, as ATen's meta (alloc_with_matching_layout) makes it:
     # a compiled graph traced on that meta may view it without a copy
-    r = aten._scaled_dot_product_fused_attention_overrideable.default(_meta(q), _meta(k), _meta(v), None, 0.0,
-                                                                       False, False)
+    r = aten._scaled_dot_product_fused_attention_overrideable.default(meta_like(q), meta_like(k), meta_like(v),
+                                                                       None, 0.0, False, False)
     metas = [r[0], r[1], r[6], r[7]]
     seed, offset = _random._draw() if p > 0 else (0, 0)     # one Philox offset per record that drops
     out, lse, pseed, poffset = record_multi(
@@ -162,13 +158,9 @@ def _sdpa_backward(func, args, kwargs):
     if mask[3]:
         raise NotImplementedError(f"rgpu: {func}: the gradient of attn_bias is not supported yet "
                                   "(F.scaled_dot_product_attention takes the composite path for it)")
-    if bias is not None and bias.dtype == torch.bool:
-        zero = torch.zeros((), dtype=q.dtype, device=q.device)
-        bias = torch.where(bias, zero, zero - math.inf)
-    B, Hq, L, E = q.shape
-    if bias is not None and tuple(bias.shape) != (B, Hq, L, k.shape[2]):
-        bias = bias.expand(B, Hq, L, k.shape[2])
-    metas = [torch.empty_like(_meta(t)) if want else None for t, want in zip((q, k, v), mask[:3])]
+    bias = _bias(bias, q, k)
+    E = q.shape[3]
+    metas = [torch.empty_like(meta_like(t)) if want else None for t, want in zip((q, k, v), mask[:3])]
     dq, dk, dv = record_multi(_C.OP_SDPA_BACKWARD, metas,
                               (g._tid, q._tid, k._tid, v._tid, None if bias is None else bias._tid, out._tid,
                                lse._tid, ps._tid if p > 0 else None, po._tid if p > 0 else None),
@@ -176,12 +168,6 @@ def _sdpa_backward(func, args, kwargs):
     return dq, dk, dv, None
 
 
-def _register():
-    register((aten._scaled_dot_product_fused_attention_overrideable.default,), _sdpa)
-    register((aten._scaled_dot_product_fused_attention_overrideable_backward.default,), _sdpa_backward)
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("scaled_dot_product_attention", _sdpa_autograd, "AutogradPrivateUse1")
-    _LIB.append(lib)
-
-
-_register()
+register((aten._scaled_dot_product_fused_attention_overrideable.default,), _sdpa)
+register((aten._scaled_dot_product_fused_attention_overrideable_backward.default,), _sdpa_backward)
+register_autograd("scaled_dot_product_attention", _sdpa_autograd)

@@ -19,11 +19,11 @@ through the composite."""
 import torch
 
 from . import _C
-from .tensor import PENDING, RemoteTensor, flush_pending, record_multi
+from .registry import register_autograd
+from .tensor import PENDING, RemoteTensor, flush_pending, meta_like, record_multi
 
 aten = torch.ops.aten
 _META = torch.device("meta")
-_LIB = []
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _counts = {"fused": 0, "composite": 0}
 
@@ -100,10 +100,4 @@ def _cross_entropy_autograd(self, target, weight=None, reduction=1, ignore_index
                                torch.float32 if lo else self.dtype)
 
 
-def _register():
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("cross_entropy_loss", _cross_entropy_autograd, "AutogradPrivateUse1")
-    _LIB.append(lib)
-
-
-_register()
+register_autograd("cross_entropy_loss", _cross_entropy_autograd)

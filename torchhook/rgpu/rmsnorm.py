@@ -15,12 +15,10 @@ higher derivatives stay exact."""
 import torch
 
 from . import _C
-from .registry import register  # noqa: F401  (import order: the op tables exist)
-from .tensor import PENDING, RemoteTensor, flush_pending, record_multi
+from .registry import register_autograd
+from .tensor import PENDING, RemoteTensor, flush_pending, meta_like, record_multi
 
 aten = torch.ops.aten
-_META = torch.device("meta")
-_LIB = []
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _counts = {"fused": 0, "composite": 0}
 
@@ -30,9 +28,6 @@ def counts():
     way) and composite (ATen's decomposition)."""
     return dict(_counts)
 
-
-def _meta(t):
-    return torch.empty_strided(tuple(t.shape), t.stride(), dtype=t.dtype, device=_META)
 
 
 def _eps(x, eps):
@@ -47,7 +42,7 @@ class _RMSNorm(torch.autograd.Function):
     def forward(ctx, x, w, shape, eps):
         if PENDING:
             flush_pending()             # the records below name ids directly (as dispatch does first)
-        y_m, r_m = aten._fused_rms_norm.default(_meta(x), shape, None if w is None else _meta(w), eps)
+        y_m, r_m = aten._fused_rms_norm.default(meta_like(x), shape, None if w is None else meta_like(w), eps)
         y, rstd = record_multi(_C.OP_RMS_NORM, [torch.empty_like(y_m), r_m],
                                (x._tid, None if w is None else w._tid), (list(shape), eps))
         ctx.save_for_backward(x, w, rstd)
@@ -68,7 +63,7 @@ class _RMSNorm(torch.autograd.Function):
             gy = gy.to(x.device)
         if PENDING:
             flush_pending()
-        metas = [_meta(x) if want[0] else None, _meta(w) if w is not None and want[1] else None]
+        metas = [meta_like(x) if want[0] else None, meta_like(w) if w is not None and want[1] else None]
         dx, dw = record_multi(_C.OP_RMS_NORM_BACKWARD, metas,
                               (gy._tid, x._tid, rstd._tid, None if w is None else w._tid), (ctx.shape,))
         return dx, dw, None, None
@@ -92,10 +87,4 @@ def _rms_norm_autograd(input, normalized_shape, weight=None, eps=None):
     return _RMSNorm.apply(input, weight, shape, _eps(input, eps))
 
 
-def _register():
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("rms_norm", _rms_norm_autograd, "AutogradPrivateUse1")
-    _LIB.append(lib)
-
-
-_register()
+register_autograd("rms_norm", _rms_norm_autograd)

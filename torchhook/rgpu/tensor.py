@@ -256,6 +256,11 @@ def key_of(m):
     return (tuple(m.shape), m.stride(), m.storage_offset(), m.dtype)
 
 
+def meta_like(t):
+    """A new meta tensor of t's sizes, strides and dtype (its own storage)."""
+    return torch.empty_strided(tuple(t.shape), t.stride(), dtype=t.dtype, device="meta")
+
+
 def meta_of(t):
     """t's meta tensor, made on first use over its storage's shared meta storage."""
     m = t._m
