@@ -27,6 +27,7 @@
 
 #include "cpu_internal.h"
 #include "cpu_pool.h"
+#include "cpu_vmath.h"
 #include "cpu_reduce2_util.h"
 #include "op/reduce.h"
 
@@ -41,12 +42,9 @@ static double seg_sum_f64(const char *p, int dt, int64_t s, int64_t n)
 {
     double t = 0.0;
     if (dt == RGPU_F32 && s == 4) {
-        const float *restrict q = (const float *)p;
-#define LD_(i) (double)q[i]
-        R2_LANE_SUM(n, LD_, t);
-#undef LD_
+        t = rgpu_vm_sum_f32((const float *)p, n);
     } else if (dt == RGPU_F64 && s == 8) {
-        t = r2_sum_f64((const double *)p, n);
+        t = rgpu_vm_sum_f64((const double *)p, n);
     } else {
 #define LDG_(i) op_load_f64(p + (i) * s, DT_)
         CPU_EACH_DTYPE(dt, R2_LANE_SUM(n, LDG_, t));
@@ -160,13 +158,8 @@ static void cols_task(void *vj, int64_t b, int64_t e)
         const char *base = j->ib + keep.off[0] + c0 * (int64_t)rgpu_dtype_size(j->idt);
         for (int64_t r = r0; r < r1; r++) {
             const char *p = base + red.off[0];
-            if (j->idt == RGPU_F32) {   /* the plan takes f32 and f64 only */
-                const float *restrict q = (const float *)p;
-                for (int64_t c = 0; c < w; c++) acc[c] += (double)q[c];
-            } else {
-                const double *restrict q = (const double *)p;
-                for (int64_t c = 0; c < w; c++) acc[c] += q[c];
-            }
+            if (j->idt == RGPU_F32) rgpu_vm_acc_f32(acc, (const float *)p, w);   /* f32 and f64 only */
+            else rgpu_vm_acc_f64(acc, (const double *)p, w);
             r2_ctr_next(&red);
         }
         if (j->rblocks == 1) {

@@ -13,7 +13,11 @@
     void rgpu_vm_exp_f32##sfx(float *r, const float *a, int64_t n);         \
     void rgpu_vm_erf_f32##sfx(float *r, const float *a, int64_t n);         \
     void rgpu_vm_tanh_f32##sfx(float *r, const float *a, int64_t n);        \
-    void rgpu_vm_exp_d2f##sfx(double *r, const double *a, int64_t n);
+    void rgpu_vm_exp_d2f##sfx(double *r, const double *a, int64_t n);      \
+    double rgpu_vm_sum_f32##sfx(const float *q, int64_t n);                 \
+    double rgpu_vm_sum_f64##sfx(const double *q, int64_t n);                \
+    void rgpu_vm_acc_f32##sfx(double *acc, const float *q, int64_t n);      \
+    void rgpu_vm_acc_f64##sfx(double *acc, const double *q, int64_t n);
 VM_DECL(_base)
 #if defined(__x86_64__)
 VM_DECL(_avx2)
@@ -26,9 +30,14 @@ typedef struct vm_table {
     void (*erf_f32)(float *, const float *, int64_t);
     void (*tanh_f32)(float *, const float *, int64_t);
     void (*exp_d2f)(double *, const double *, int64_t);
+    double (*sum_f32)(const float *, int64_t);
+    double (*sum_f64)(const double *, int64_t);
+    void (*acc_f32)(double *, const float *, int64_t);
+    void (*acc_f64)(double *, const double *, int64_t);
 } vm_table;
 
-#define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx }
+#define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx, \
+                             rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx }
 static const vm_table tables[] = {
     VM_TABLE("base", _base),
 #if defined(__x86_64__)
@@ -87,3 +96,7 @@ void rgpu_vm_exp_f32(float *r, const float *a, int64_t n) { T()->exp_f32(r, a, n
 void rgpu_vm_erf_f32(float *r, const float *a, int64_t n) { T()->erf_f32(r, a, n); }
 void rgpu_vm_tanh_f32(float *r, const float *a, int64_t n) { T()->tanh_f32(r, a, n); }
 void rgpu_vm_exp_d2f(double *r, const double *a, int64_t n) { T()->exp_d2f(r, a, n); }
+double rgpu_vm_sum_f32(const float *q, int64_t n) { return T()->sum_f32(q, n); }
+double rgpu_vm_sum_f64(const double *q, int64_t n) { return T()->sum_f64(q, n); }
+void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n) { T()->acc_f32(acc, q, n); }
+void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n) { T()->acc_f64(acc, q, n); }

@@ -66,6 +66,13 @@ void rgpu_vm_exp_f32(float *r, const float *a, int64_t n);
 void rgpu_vm_erf_f32(float *r, const float *a, int64_t n);
 void rgpu_vm_tanh_f32(float *r, const float *a, int64_t n);
 void rgpu_vm_exp_d2f(double *r, const double *a, int64_t n);
+/* Reduction rows, bit-identical on every build too: sum_* is the sum of a
+ * contiguous row in double in a fixed order of 32 lanes (cpu_vmath_kern.h);
+ * acc_* adds a row into n double accumulators (acc[i] += q[i]). */
+double rgpu_vm_sum_f32(const float *q, int64_t n);
+double rgpu_vm_sum_f64(const double *q, int64_t n);
+void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n);
+void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n);
 /* the build in use ("base", "avx2", "avx512"); set_isa switches to one the
  * CPU has (false: unknown or not available here) — for tests */
 const char *rgpu_vm_isa(void);

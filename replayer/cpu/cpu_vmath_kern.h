@@ -129,25 +129,34 @@ VM_TARGET void VM(rgpu_vm_exp_f32)(float *r, const float *a, int64_t n)
 }
 
 /* erf_small on every lane, erf_big only on the lanes that need it (1 <= |x|
- * < 4: about a sixth of a GELU's arguments), gathered into a block buffer
- * first (before r, which may be a, is written) and scattered back: each
- * element gets the same operations as a select of the two would give it. */
+ * < 4: about a sixth of a GELU's arguments): a vectorised pass flags them
+ * (|x|'s bits - bits(1.0f) < bits(4.0f) - bits(1.0f), false for NaN and inf),
+ * a scalar pass lists their indices (one load and one store per element;
+ * the stores of the arguments themselves were this loop's bottleneck), their
+ * arguments are gathered (before r, which may be a, is written) and
+ * scattered back: each element gets the same operations as a select of the
+ * two would give it. */
 VM_TARGET void VM(rgpu_vm_erf_f32)(float *r, const float *a, int64_t n)
 {
     enum { BLK = 256 };
     float xb[BLK], yb[BLK];
     int32_t at[BLK];
+    uint8_t big[BLK];
     for (int64_t i0 = 0; i0 < n; i0 += BLK) {
         int64_t m = n - i0 < BLK ? n - i0 : BLK;
         const float *ab = a + i0;
         float *rb = r + i0;
+        for (int64_t i = 0; i < m; i++) {
+            uint32_t u;
+            memcpy(&u, &ab[i], sizeof u);
+            big[i] = (uint8_t)(((u & 0x7fffffffu) - 0x3f800000u) < 0x01000000u);
+        }
         int k = 0;
         for (int64_t i = 0; i < m; i++) {      /* branch-free compaction */
-            float x = ab[i], ax = x < 0 ? -x : x;
-            xb[k] = x;
             at[k] = (int32_t)i;
-            k += (ax >= 1.0f) & (ax < 4.0f);
+            k += big[i];
         }
+        for (int j = 0; j < k; j++) xb[j] = ab[at[j]];
         for (int64_t i = 0; i < m; i++) rb[i] = (float)VM(erf_small)((double)ab[i]);
         for (int j = 0; j < k; j++) yb[j] = (float)VM(erf_big)((double)xb[j]);
         for (int j = 0; j < k; j++) rb[at[j]] = yb[j];
@@ -157,6 +166,51 @@ VM_TARGET void VM(rgpu_vm_erf_f32)(float *r, const float *a, int64_t n)
 VM_TARGET void VM(rgpu_vm_tanh_f32)(float *r, const float *a, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) r[i] = (float)VM(tanh_core)((double)a[i]);
+}
+
+/* Sums of float32 or float64 rows into double: VM_SUM_LANES partial sums
+ * (lane j takes the elements j mod VM_SUM_LANES), added pairwise in a fixed
+ * tree, then the tail in order. 32 lanes: four AVX-512 (eight AVX2)
+ * accumulators, so the adds overlap instead of waiting on one register;
+ * every ISA adds the same numbers in the same order. */
+#define VM_SUM_LANES 32
+#define VM_SUM_BODY(LD) do {                                                    \
+        double a_[VM_SUM_LANES] = {0};                                          \
+        int64_t i_ = 0;                                                         \
+        for (; i_ + VM_SUM_LANES <= n; i_ += VM_SUM_LANES)                      \
+            for (int j_ = 0; j_ < VM_SUM_LANES; j_++) a_[j_] += LD(i_ + j_);    \
+        for (int w_ = VM_SUM_LANES / 2; w_ >= 1; w_ /= 2)                       \
+            for (int j_ = 0; j_ < w_; j_++) a_[j_] = a_[j_] + a_[j_ + w_];      \
+        double t_ = a_[0];                                                      \
+        for (; i_ < n; i_++) t_ += LD(i_);                                      \
+        return t_;                                                              \
+    } while (0)
+
+VM_TARGET double VM(rgpu_vm_sum_f32)(const float *q, int64_t n)
+{
+#define VM_LDF_(i) (double)q[i]
+    VM_SUM_BODY(VM_LDF_);
+#undef VM_LDF_
+}
+
+VM_TARGET double VM(rgpu_vm_sum_f64)(const double *q, int64_t n)
+{
+#define VM_LDD_(i) q[i]
+    VM_SUM_BODY(VM_LDD_);
+#undef VM_LDD_
+}
+#undef VM_SUM_BODY
+
+/* acc[i] += q[i] (float32 or float64 q), element by element: a row of a
+ * reduction over rows (sum(0): each column its own sum, in row order). */
+VM_TARGET void VM(rgpu_vm_acc_f32)(double *restrict acc, const float *restrict q, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] += (double)q[i];
+}
+
+VM_TARGET void VM(rgpu_vm_acc_f64)(double *restrict acc, const double *restrict q, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] += q[i];
 }
 
 VM_TARGET void VM(rgpu_vm_exp_d2f)(double *r, const double *a, int64_t n)

@@ -162,6 +162,63 @@ START_TEST(test_isas_bitwise)
 }
 END_TEST
 
+/* The documented order of rgpu_vm_sum_*: lane j sums elements j mod 32 in
+ * order, the lanes are added pairwise (j + w into j, w = 16, 8, 4, 2, 1),
+ * then the tail in order; written out scalar here. */
+static double sum_ref(const float *qf, const double *qd, int64_t n)
+{
+    double a[32] = {0};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 32; j++) a[j] += qf ? (double)qf[i + j] : qd[i + j];
+    for (int w = 16; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) a[j] = a[j] + a[j + w];
+    double t = a[0];
+    for (; i < n; i++) t += qf ? (double)qf[i] : qd[i];
+    return t;
+}
+
+/* Sums and row accumulations: the documented order exactly, and
+ * bit-identical on every build, at lengths around the lane count (heads,
+ * tails, empty rows) and on values whose sum depends on the order. */
+START_TEST(test_sums_bitwise)
+{
+    enum { N = 1000 };
+    float *qf = malloc(N * sizeof *qf);
+    double *qd = malloc(N * sizeof *qd), *acc = malloc(N * sizeof *acc), *ref = malloc(N * sizeof *ref);
+    ck_assert(qf && qd && acc && ref);
+    uint32_t st = 12345;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        float v = (float)((int32_t)st >> 8) * 0x1p-10f;      /* +-2^13, 24-bit mantissas */
+        qf[i] = i % 7 == 0 ? v * 0x1p20f : v;                   /* large terms: rounding matters */
+        qd[i] = (double)qf[i] * (1.0 + 0x1p-40 * (double)i);
+    }
+    int64_t lens[] = { 0, 1, 31, 32, 33, 63, 64, 65, 100, 999, 1000 };
+    int ran = 0;
+    for (int k = 0; k < NISA; k++) {
+        if (!rgpu_vm_set_isa(ISAS[k])) continue;
+        ran++;
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            int64_t n = lens[l];
+            double sf = rgpu_vm_sum_f32(qf, n), sd = rgpu_vm_sum_f64(qd, n);
+            double rf = sum_ref(qf, NULL, n), rd = sum_ref(NULL, qd, n);
+            ck_assert_msg(memcmp(&sf, &rf, sizeof sf) == 0, "sum_f32 %s n=%lld: %.17g vs %.17g", ISAS[k],
+                          (long long)n, sf, rf);
+            ck_assert_msg(memcmp(&sd, &rd, sizeof sd) == 0, "sum_f64 %s n=%lld", ISAS[k], (long long)n);
+            for (int64_t i = 0; i < n; i++) { acc[i] = qd[i]; ref[i] = qd[i] + (double)qf[i]; }
+            rgpu_vm_acc_f32(acc, qf, n);
+            ck_assert_msg(n == 0 || memcmp(acc, ref, (size_t)n * sizeof *acc) == 0, "acc_f32 %s", ISAS[k]);
+            for (int64_t i = 0; i < n; i++) { acc[i] = (double)qf[i]; ref[i] = (double)qf[i] + qd[i]; }
+            rgpu_vm_acc_f64(acc, qd, n);
+            ck_assert_msg(n == 0 || memcmp(acc, ref, (size_t)n * sizeof *acc) == 0, "acc_f64 %s", ISAS[k]);
+        }
+    }
+    ck_assert_int_ge(ran, 1);
+    free(qf); free(qd); free(acc); free(ref);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
  * alloc */
 
@@ -228,7 +285,7 @@ int main(void)
     Suite *s = suite_create("cpu_vmath");
     ADD_TESTS(add_tcase(s, "accuracy", 120, NULL, NULL), test_exp_accuracy, test_erf_accuracy,
               test_tanh_accuracy, test_specials);
-    ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise);
+    ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise, test_sums_bitwise);
     ADD_TESTS(add_tcase(s, "alloc", 60, NULL, NULL), test_alloc_reuse, test_alloc_cap);
     return run_suite(s);
 }
