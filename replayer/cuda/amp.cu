@@ -29,6 +29,9 @@ struct unscale_args {
     float *found;
 };
 
+// DT: the gradient's dtype, fixed per instantiation (float64 computes in
+// double, float32/float16/bfloat16 in float: no FP64 instruction in theirs).
+template <int DT>
 static __global__ void unscale_kernel(unscale_args a)
 {
     const float inv = *a.inv;
@@ -37,31 +40,22 @@ static __global__ void unscale_kernel(unscale_args a)
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (long long)gridDim.x * blockDim.x) {
         long long gi = a.contig ? i : rgpu_cuda_offset(a.g, i);
         long long oi = a.contig ? i : rgpu_cuda_offset(a.out, i);
-        switch (a.dt) {
-        case RGPU_F64: {
+        if constexpr (DT == RGPU_F64) {
             double v = ((const double *)a.g.data)[gi];
             bad |= !isfinite(v);
             ((double *)a.out.data)[oi] = one ? v : __dmul_rn(v, (double)inv);
-            break;
-        }
-        case RGPU_F32: {
+        } else if constexpr (DT == RGPU_F32) {
             float v = ((const float *)a.g.data)[gi];
             bad |= !isfinite(v);
             ((float *)a.out.data)[oi] = one ? v : __fmul_rn(v, inv);
-            break;
-        }
-        case RGPU_F16: {
+        } else if constexpr (DT == RGPU_F16) {
             float v = rgpu_half_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
             ((uint16_t *)a.out.data)[oi] = rgpu_float_to_half(one ? v : __fmul_rn(v, inv));
-            break;
-        }
-        default: {   // RGPU_BF16
+        } else {   // RGPU_BF16
             float v = rgpu_bf16_to_float(((const uint16_t *)a.g.data)[gi]);
             bad |= !isfinite(v);
             ((uint16_t *)a.out.data)[oi] = rgpu_float_to_bf16(one ? v : __fmul_rn(v, inv));
-            break;
-        }
         }
     }
     if (bad) *a.found = 1.0f;   // the only value ever stored: no race on the result
@@ -83,7 +77,12 @@ static rgpu_status launch_unscale(rgpu_cuda_ctx *c, const unscale_args &a, char 
     const int threads = 256;
     long long blocks = (a.n + threads - 1) / threads;
     if (blocks > 65535) blocks = 65535;
-    unscale_kernel<<<(unsigned)blocks, threads, 0, c->stream>>>(a);
+    switch (a.dt) {
+    case RGPU_F64: unscale_kernel<RGPU_F64><<<(unsigned)blocks, threads, 0, c->stream>>>(a); break;
+    case RGPU_F32: unscale_kernel<RGPU_F32><<<(unsigned)blocks, threads, 0, c->stream>>>(a); break;
+    case RGPU_F16: unscale_kernel<RGPU_F16><<<(unsigned)blocks, threads, 0, c->stream>>>(a); break;
+    default:       unscale_kernel<RGPU_BF16><<<(unsigned)blocks, threads, 0, c->stream>>>(a); break;
+    }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

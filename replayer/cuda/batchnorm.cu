@@ -79,20 +79,6 @@ template <typename T> __device__ __forceinline__ void par_set(const rgpu_dcu::pa
     rf_st(q.p, i * q.stride, q.dt, v);
 }
 
-// Sum over the block in rgpu_dcu::block_sum's fixed tree, in T.
-template <typename T> __device__ inline T bn_block_sum(T v, T *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] = rf_add(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 // What the forward and the backward kernels both read: x, the channel count,
 // the elements per channel, the mode and eps (op_bn_setup's), and a device
 // scratch of coefficients per channel (T).
@@ -138,14 +124,14 @@ template <typename T> __global__ void bn_fwd_stats_kernel(bn_fwd_args a)
         if (a.training) {
             T s = 0;
             for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) s = rf_add(s, chan_at<T>(a.x, c, i));
-            T sum = bn_block_sum(s, sh);
+            T sum = rgpu_dcu::block_sum(s, sh);
             mean = sum / (T)a.n;
             T v = 0;
             for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) {
                 T d = rf_sub(chan_at<T>(a.x, c, i), mean);
                 v = rf_add(v, rf_mul(d, d));
             }
-            T var_sum = bn_block_sum(v, sh);
+            T var_sum = rgpu_dcu::block_sum(v, sh);
             if (threadIdx.x == 0) {
                 /* ATen keeps mean and var_sum in tensors of the stats dtype first */
                 mean = round_to(a.stat_dt, mean);
@@ -224,8 +210,8 @@ template <typename T> __global__ void bn_bwd_stats_kernel(bn_bwd_args a)
             s = rf_add(s, gv);
             d = rf_add(d, rf_mul(rf_sub(xv, mean), gv));
         }
-        T sum = bn_block_sum(s, sh);
-        T dotp = bn_block_sum(d, sh);
+        T sum = rgpu_dcu::block_sum(s, sh);
+        T dotp = rgpu_dcu::block_sum(d, sh);
         if (threadIdx.x == 0) {
             T invstd;
             if (a.training) {

@@ -96,20 +96,21 @@ static __global__ void col2im_kernel(kgeom g, int64_t nc, const T *col, T *x)
     }
 }
 
-// db[c] = sum over (n, h, w) of grad, in double: a block per channel, each
+// db[c] = sum over (n, h, w) of grad in the opmath T (float for
+// float32/float16/bfloat16, double for float64): a block per channel, each
 // thread a strided run in index order, then a fixed tree.
+template <typename T>
 static __global__ void bias_grad_kernel(rgpu_cuda_view gr, int gdt, int64_t C, int64_t per, int64_t cstride,
                                         rgpu_dcu::param db)
 {
-    __shared__ double sh[rgpu_dcu::THREADS];
-    int64_t esz = op_dtype_esize(gdt);
+    __shared__ T sh[rgpu_dcu::THREADS];
     for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
-        const char *base = (const char *)gr.data + ch * cstride * esz;
-        double s = 0.0;
+        const char *base = (const char *)gr.data + ch * cstride * op_dtype_esize(gdt);
+        T s = 0;
         for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
-            s += op_load_f64(base + rgpu_cuda_offset(gr, i) * esz, gdt);
+            s = rf_add(s, rf_ld<T>(base, rgpu_cuda_offset(gr, i), gdt));
         s = rgpu_dcu::block_sum(s, sh);
-        if (threadIdx.x == 0) rgpu_dcu::param_set(db, ch, s);
+        if (threadIdx.x == 0) rf_st(db.p, ch * db.stride, db.dt, s);
     }
 }
 
@@ -321,8 +322,12 @@ static rgpu_status conv_bias_grad(rgpu_cuda_ctx *c, const rgpu_view *grad, rgpu_
     rgpu_view rest = rgpu_op_dense_subview(grad, 1, 0);   /* (N, [D,] H, W) of channel 0 */
     rest.data = grad->data;
     int64_t blocks = C < 65535 ? C : 65535;
-    bias_grad_kernel<<<(unsigned)blocks, rgpu_dcu::THREADS, 0, c->stream>>>(rgpu_cuda_view_of(&rest), grad->dtype, C, per,
-                                                                     grad->strides[1], rgpu_dcu::param_of(db));
+    if (rf_opmath_float({ grad->dtype, db->dtype }))
+        bias_grad_kernel<float><<<(unsigned)blocks, rgpu_dcu::THREADS, 0, c->stream>>>(
+            rgpu_cuda_view_of(&rest), grad->dtype, C, per, grad->strides[1], rgpu_dcu::param_of(db));
+    else
+        bias_grad_kernel<double><<<(unsigned)blocks, rgpu_dcu::THREADS, 0, c->stream>>>(
+            rgpu_cuda_view_of(&rest), grad->dtype, C, per, grad->strides[1], rgpu_dcu::param_of(db));
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

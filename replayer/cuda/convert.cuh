@@ -113,3 +113,10 @@ __device__ __forceinline__ void rf_st(void *p, long long i, int dt, float v)
     if (dt == RGPU_F32) ((float *)p)[i] = v;
     else ((uint16_t *)p)[i] = dt == RGPU_BF16 ? rgpu_float_to_bf16(v) : rgpu_float_to_half(v);
 }
+// Correctly rounded, never contracted into an FMA (the formulas stay as written).
+__device__ __forceinline__ double rf_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ double rf_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ double rf_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rf_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float rf_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float rf_mul(float a, float b) { return __fmul_rn(a, b); }

@@ -57,16 +57,17 @@ __device__ __forceinline__ double param_at(const param &q, int64_t i) { return o
 __device__ __forceinline__ void param_set(const param &q, int64_t i, double v) { op_store_f64(q.p + i * q.stride * op_dtype_esize(q.dt), q.dt, v); }
 
 // Sum over the block (blockDim.x a power of two, sh has blockDim.x slots)
-// in a fixed tree order: the same bits on every run. Every thread gets it.
-__device__ inline double block_sum(double v, double *sh)
+// in a fixed tree order, in the opmath T: the same bits on every run. Every
+// thread gets it.
+template <typename T> __device__ inline T block_sum(T v, T *sh)
 {
     sh[threadIdx.x] = v;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] = __dadd_rn(sh[threadIdx.x], sh[threadIdx.x + s]);
+        if (threadIdx.x < s) sh[threadIdx.x] = rf_add(sh[threadIdx.x], sh[threadIdx.x + s]);
         __syncthreads();
     }
-    double r = sh[0];
+    T r = sh[0];
     __syncthreads();
     return r;
 }

@@ -159,8 +159,12 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
 // product rounded to x's dtype; mask = keep. Eval: y = x, mask = 1.
 
 // w: x's shape; set 0 x, set 1 y, set 2 mask
-__global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt, int mdt, int train, uint64_t seed,
-                          uint64_t offset, double p1m, double scale, float scale_f, long long n)
+// T: float for float32/float16/bfloat16 data (float opmath: no FP64
+// instruction; the keep test in integers, op_dropout_keep_lim), double for
+// float64. mask is bool (rgpu_op_dropout_check).
+template <typename T>
+__global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt, int train, uint64_t seed,
+                          uint64_t offset, uint64_t keep_lim, T scale, long long n)
 {
     IX_FOR(i, n) {
         long long off[IX_NW];
@@ -171,18 +175,18 @@ __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt,
         if (train) {
             uint32_t r[4];
             rgpu_philox_draw(seed, offset, (uint64_t)i, r);
-            keep = rgpu_philox_u_f64(r) < p1m;
-            if (dt == RGPU_F64) {
+            keep = (rgpu_philox_r64(r) >> 11) < keep_lim;
+            if constexpr (sizeof(T) == 8) {
                 double v = __dmul_rn(*(const double *)xp, keep ? 1.0 : 0.0);
                 *(double *)yp = __dmul_rn(v, scale);
             } else {
-                float v = op_round_to(dt, __fmul_rn(op_load_f32(xp, dt), keep ? 1.0f : 0.0f));
-                op_store_f32(yp, dt, __fmul_rn(v, scale_f));
+                float v = op_round_to(dt, __fmul_rn(rf_ld<float>(xp, 0, dt), keep ? 1.0f : 0.0f));
+                rf_st(yp, 0, dt, __fmul_rn(v, scale));
             }
         } else {
             op_elem_copy(yp, xp, op_dtype_esize(dt));
         }
-        if (mask) op_store_u64(mask + off[2], mdt, keep);
+        if (mask) *(uint8_t *)(mask + off[2]) = keep;
     }
 }
 
@@ -200,10 +204,16 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     ix_walk_strides(&w, 0, x);
     ix_walk_strides(&w, 1, y);
     if (mask) ix_walk_strides(&w, 2, mask);
-    k_dropout<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data,
-                                                          mask ? (char *)mask->data : NULL, x->dtype,
-                                                          mask ? mask->dtype : RGPU_BOOL, d.train, d.seed, d.offset,
-                                                          d.p1m, d.scale, (float)d.scale, n);
+    uint64_t lim = op_dropout_keep_lim(d.p1m);
+    char *mp = mask ? (char *)mask->data : NULL;
+    if (!rf_opmath_float({ x->dtype }))
+        k_dropout<double><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
+                                                                      x->dtype, d.train, d.seed, d.offset, lim,
+                                                                      d.scale, n);
+    else
+        k_dropout<float><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
+                                                                     x->dtype, d.train, d.seed, d.offset, lim,
+                                                                     (float)d.scale, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }
@@ -212,20 +222,30 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
 // rounded to out's dtype; grad and mask broadcast to out.
 
 // w: out's shape; set 0 out, set 1 grad, set 2 mask
-__global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gdt, const char *m, int mdt,
-                             double scale, float scale_f, long long n)
+// T: float when out and grad are float32/float16/bfloat16 (float opmath, no
+// FP64 instruction), double when either is float64 (each product rounded
+// to out's dtype, in double for a float64 out, in float otherwise). m is bool.
+template <typename T>
+__global__ void k_dropout_bw(ix_walk w, char *out, int dt, const char *g, int gdt, const char *m,
+                             T scale, long long n)
 {
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         char *o = out + off[0];
-        const char *gp = g + off[1], *mp = m + off[2];
-        if (dt == RGPU_F64) {
-            double v = __dmul_rn(op_load_f64(gp, gdt), op_load_f64(mp, mdt));
-            *(double *)o = __dmul_rn(v, scale);
+        const char *gp = g + off[1];
+        bool keep = *(const uint8_t *)(m + off[2]) != 0;
+        if constexpr (sizeof(T) == 8) {
+            if (dt == RGPU_F64) {
+                double v = __dmul_rn(op_load_f64(gp, gdt), keep ? 1.0 : 0.0);
+                *(double *)o = __dmul_rn(v, scale);
+            } else {
+                float v = op_round_to(dt, __fmul_rn(op_load_f32(gp, gdt), keep ? 1.0f : 0.0f));
+                op_store_f32(o, dt, __fmul_rn(v, (float)scale));
+            }
         } else {
-            float v = op_round_to(dt, __fmul_rn(op_load_f32(gp, gdt), op_load_f32(mp, mdt)));
-            op_store_f32(o, dt, __fmul_rn(v, scale_f));
+            float v = op_round_to(dt, __fmul_rn(rf_ld<float>(gp, 0, gdt), keep ? 1.0f : 0.0f));
+            rf_st(o, 0, dt, __fmul_rn(v, scale));
         }
     }
 }
@@ -253,10 +273,15 @@ rgpu_status ix_dropout_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     ix_walk_strides(&w, 0, out);
     broadcast_strides(&w, 1, e->in[0], out);
     broadcast_strides(&w, 2, e->in[1], out);
-    k_dropout_bw<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, out->dtype,
-                                                             (const char *)e->in[0]->data, e->in[0]->dtype,
-                                                             (const char *)e->in[1]->data, e->in[1]->dtype,
-                                                             scale, (float)scale, n);
+    const rgpu_view *g = e->in[0];
+    if (!rf_opmath_float({ out->dtype, g->dtype }))
+        k_dropout_bw<double><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, out->dtype,
+                                                                         (const char *)g->data, g->dtype,
+                                                                         (const char *)e->in[1]->data, scale, n);
+    else
+        k_dropout_bw<float><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (char *)out->data, out->dtype,
+                                                                        (const char *)g->data, g->dtype,
+                                                                        (const char *)e->in[1]->data, (float)scale, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

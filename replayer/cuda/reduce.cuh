@@ -183,13 +183,6 @@ template <typename T> __device__ T rf_pick(double d, float f);
 template <> __device__ __forceinline__ double rf_pick<double>(double d, float) { return d; }
 template <> __device__ __forceinline__ float rf_pick<float>(double, float f) { return f; }
 
-// Correctly rounded, never contracted into an FMA (the formulas stay as written).
-__device__ __forceinline__ double rf_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ double rf_sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ __forceinline__ double rf_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float rf_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float rf_sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ float rf_mul(float a, float b) { return __fmul_rn(a, b); }
 
 // Row kernels: the group of this thread, its lane and size, its first row
 // and the row step (grid-stride). Warp mode packs blockDim.x / 32 rows per block.

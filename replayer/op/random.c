@@ -168,6 +168,8 @@ rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *
                  rgpu_dtype_name(y->dtype), rgpu_dtype_name(x->dtype));
     if (!rgpu_op_index_same_shape(y, x) || (mask && !rgpu_op_index_same_shape(mask, x)))
         RETURN_ERROR(RGPU_ERR_SHAPE, "native_dropout: y and mask must have the input's shape");
+    if (mask && mask->dtype != RGPU_BOOL)   /* ATen's mask is bool */
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: mask must be bool, got %s", rgpu_dtype_name(mask->dtype));
     d->p1m = 1.0 - d->p;
     d->scale = d->p1m == 0.0 ? 0.0 : 1.0 / d->p1m;
     return RGPU_OK;
@@ -181,6 +183,9 @@ rgpu_status rgpu_op_dropout_backward_check(const rgpu_exec *e, double *scale, st
     rgpu_view *out = e->out[0];
     FORWARD_IF_ERROR(rgpu_op_index_need_float(e, out, "out", err, errlen));
     FORWARD_IF_ERROR(rgpu_op_index_need_float(e, e->in[0], "grad", err, errlen));
+    if (e->in[1]->dtype != RGPU_BOOL)       /* ATen's check and message */
+        RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout_backward: Mask should be Bool Scalar Type %s",
+                     rgpu_dtype_name(e->in[1]->dtype));
     op_operand ops[2] = { { e->in[0], NULL, 0 }, { e->in[1], NULL, 0 } };
     return rgpu_op_iter_init(it, out, ops, 2, e->op, err, errlen);
 }

@@ -5,6 +5,7 @@
 #ifndef RGPU_OP_RANDOM_H
 #define RGPU_OP_RANDOM_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,6 +45,14 @@ typedef struct op_dropout_args {
     double p1m, scale;      /* 1 - p; 1/(1-p), 0 when p == 1 */
 } op_dropout_args;
 rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
+
+/* The keep test u < p1m (u = rgpu_philox_u_f64 = k 2^-53, k = r64 >> 11 <
+ * 2^53) in integers: k < ceil(p1m 2^53), exact (scaling by 2^53 and ceil
+ * are exact for p1m in [0, 1]), so a kernel decides without FP64. */
+static inline uint64_t op_dropout_keep_lim(double p1m)
+{
+    return (uint64_t)ceil(p1m * 9007199254740992.0);
+}
 
 /* NATIVE_DROPOUT_BACKWARD's args (scale) and views: out and grad floating,
  * grad and mask broadcast to out (it: their iterator, op/iter.h). */

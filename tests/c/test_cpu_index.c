@@ -19,6 +19,7 @@
 #include "cpu/cpu_families.h"
 #include "cpu/cpu_internal.h"
 #include "op/philox.h"
+#include "op/random.h"
 #include "check_cpu.h"
 
 /* The family of op per ops.def (the generated dispatch reads the same column). */
@@ -1005,6 +1006,42 @@ START_TEST(test_dropout_backward)
     ERR(RGPU_ERR_BAD_ARG, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &M), OUT(&O), ARGS(a_ints_n(NULL, 0)));
     rgpu_view M3 = view(m, RGPU_BOOL, 1, SZ(3), NULL);
     ERR(RGPU_ERR_SHAPE, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &M3), OUT(&O), ARGS(a_flt(2.0)));
+    /* ATen's masks are bool: a float mask is refused, with ATen's words */
+    float fm[4] = { 1, 0, 1, 1 };
+    rgpu_view FM = view(fm, RGPU_F32, 1, SZ(4), NULL);
+    ERR(RGPU_ERR_UNSUPPORTED, RGPU_OP_NATIVE_DROPOUT_BACKWARD, IN(&G, &FM), OUT(&O), ARGS(a_flt(2.0)));
+    ck_assert_msg(strstr(g_err, "Mask should be Bool Scalar Type") != NULL, "%s", g_err);
+}
+END_TEST
+
+/* op_dropout_keep_lim: the integer keep test (the CUDA kernels') decides as
+ * u_f64 < p1m (the cpu backend's) for every draw, at the edges too: k just
+ * below and at the limit, p1m 0 and 1, and p1m whose scaled value is an
+ * integer (1/2, 3/4) or not (0.9, 1/3). */
+START_TEST(test_dropout_keep_lim)
+{
+    double ps[] = { 0.0, 1.0, 0.5, 0.75, 0.9, 1.0 / 3.0, 1e-17, 1.0 - 0x1p-53, 0x1p-53 };
+    uint64_t st = 88172645463325252ull;
+    for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++) {
+        double p1m = ps[a];
+        uint64_t lim = op_dropout_keep_lim(p1m);
+        uint64_t ks[40];
+        int nk = 0;
+        for (int d = -3; d <= 3; d++) {           /* around the limit */
+            int64_t k = (int64_t)lim + d;
+            if (k >= 0 && k < ((int64_t)1 << 53)) ks[nk++] = (uint64_t)k;
+        }
+        while (nk < 40) {                          /* and anywhere */
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            ks[nk++] = st >> 11;
+        }
+        for (int i = 0; i < nk; i++) {
+            uint32_t w[4] = { (uint32_t)((ks[i] << 11) >> 32), (uint32_t)(ks[i] << 11), 0, 0 };
+            bool by_double = rgpu_philox_u_f64(w) < p1m, by_int = (rgpu_philox_r64(w) >> 11) < lim;
+            ck_assert_msg(by_double == by_int, "p1m %.17g k %llu: %d vs %d", p1m, (unsigned long long)ks[i],
+                          by_double, by_int);
+        }
+    }
 }
 END_TEST
 
@@ -1181,7 +1218,7 @@ int main(void)
                   test_scatter_reduce,
                   test_index_select, test_index_add, test_index, test_index_put, test_cat, test_pad,
                   test_uniform, test_normal, test_bernoulli, test_random, test_randperm, test_dropout,
-                  test_dropout_backward, test_nonzero, test_unique, test_family);
+                  test_dropout_backward, test_dropout_keep_lim, test_nonzero, test_unique, test_family);
 
     return run_suite(s);
 }

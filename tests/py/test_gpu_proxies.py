@@ -90,6 +90,10 @@ def test_recursion_and_undefined_callees_add_nothing():
     ("void (anonymous namespace)::pw_kernel<0, true, true>((anonymous namespace)::pw_args)", False),  # OP_CT_F32
     ("void cast_kernel<0, 1>(void*, void const*, copy_iter)", True),       # f32 -> f64
     ("void cast_kernel<2, 3>(void*, void const*, copy_iter)", False),      # f16 -> bf16
+    ("void (anonymous namespace)::pw_multi_kernel<1>(pw_multi_params)", True),   # OP_CT_F64
+    ("void (anonymous namespace)::pw_multi_kernel<0>(pw_multi_params)", False),  # OP_CT_F32
+    ("void unscale_kernel<1>(unscale_args)", True),                       # float64 gradients
+    ("void unscale_kernel<3>(unscale_args)", False),                      # bfloat16 gradients
     ("void red_kernel<1>(red_args)", False),                               # a reduction kind, not a dtype
     ("void im2col_kernel<float>(kgeom, long, float const*, float*)", False),
     # a double scalar parameter does not make the kernel a float64 one
@@ -106,13 +110,20 @@ def test_tool_on_one_file(tmp_path):
     assert rc == 0
     rep = json.loads(out.read_text())["ptx"]
     names = {gp.short_name(k["kernel"]): k for k in rep["kernels"]}
-    assert set(names) == {"unscale_kernel", "update_scale_kernel"}, names
+    dts = {n: v for n, v in gp._enum_values(os.path.join(REPO, "trace-format", "rgpu_format.h"),
+                                             r"RGPU_(F64|F32|F16|BF16)").items()}
+    unscale = {f"unscale_kernel<{dts[d]}>" for d in ("RGPU_F64", "RGPU_F32", "RGPU_F16", "RGPU_BF16")}
+    assert set(names) == unscale | {"update_scale_kernel"}, names
     for k in names.values():
         assert k["file"] == "amp.cu" and k["regs"] and k["regs"] > 0, k
         assert k["arith"] > 0
     s = rep["summary"]
-    assert s["kernels"] == 2 and s["fp64_kernels"] == sum(1 for k in names.values() if k["fp64"])
-    assert rep["per_file"]["amp.cu"]["kernels"] == 2
+    assert s["kernels"] == 5 and s["fp64_kernels"] == sum(1 for k in names.values() if k["fp64"])
+    assert rep["per_file"]["amp.cu"]["kernels"] == 5
+    # the float gradients' instantiations hold no FP64; the float64 one is allowed its own
+    f64 = f"unscale_kernel<{dts['RGPU_F64']}>"
+    assert names[f64]["allowed"] and names[f64]["fp64"] > 0
+    assert all(names[n]["fp64"] == 0 and names[n]["cvt64"] == 0 for n in unscale - {f64}), names
 
 
 def test_without_nvcc_the_ptx_part_is_skipped(tmp_path, monkeypatch, capsys):
@@ -121,6 +132,23 @@ def test_without_nvcc_the_ptx_part_is_skipped(tmp_path, monkeypatch, capsys):
     assert gp.main(["--no-launches", "--json", str(out)]) == 0
     assert "nvcc not found" in capsys.readouterr().out
     assert json.loads(out.read_text()) == {"ptx": {"skipped": "nvcc not found"}}
+
+
+@needs_nvcc
+def test_dropout_kernels_float_opmath():
+    """native_dropout and its backward for float32/float16/bfloat16 data run
+    kernels with no FP64 instruction and no f64 conversion (the keep test in
+    integers, op_dropout_keep_lim; bool masks only); the float64 ones do
+    compute in double."""
+    rep = gp.ptx_report([os.path.join("replayer", "cuda", "random.cu")], 1, NVCC, REPO)
+    assert not rep["errors"], rep["errors"]
+    drop = {gp.short_name(k["kernel"]).replace("rgpu_ix::", ""): k for k in rep["kernels"]
+            if "dropout" in k["kernel"]}
+    assert set(drop) == {"k_dropout<float>", "k_dropout<double>", "k_dropout_bw<float>", "k_dropout_bw<double>"}, drop
+    for n in ("k_dropout<float>", "k_dropout_bw<float>"):
+        assert drop[n]["fp64"] == 0 and drop[n]["cvt64"] == 0, (n, drop[n])
+    for n in ("k_dropout<double>", "k_dropout_bw<double>"):
+        assert drop[n]["fp64"] > 0 and drop[n]["allowed"], (n, drop[n])
 
 
 @needs_nvcc

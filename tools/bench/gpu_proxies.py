@@ -262,16 +262,19 @@ def _enum_values(path, pattern):
 
 def int_coded_f64(repo=REPO):
     """{kernel base name: (template argument positions, values meaning float64)}
-    for kernels templated on a dtype code rather than a type: pw_kernel<CT, ...>
-    (op compute type, replayer/op/dtype.h) and cast_kernel<SRC, DST> (rgpu dtype,
-    trace-format/rgpu_format.h: a cast from or to float64/complex128)."""
+    for kernels templated on a dtype code rather than a type: pw_kernel<CT, ...> and
+    pw_multi_kernel<CT> (op compute type, replayer/op/dtype.h), cast_kernel<SRC, DST>
+    (rgpu dtype, trace-format/rgpu_format.h: a cast from or to float64/complex128)
+    and unscale_kernel<DT> (the gradients' rgpu dtype)."""
     ct = _enum_values(os.path.join(repo, "replayer", "op", "dtype.h"), r"OP_CT_\w+")
     dt = _enum_values(os.path.join(repo, "trace-format", "rgpu_format.h"), r"RGPU_(F64|C128)")
     table = {}
     if "OP_CT_F64" in ct:
         table["pw_kernel"] = ((0,), {str(ct["OP_CT_F64"])})
+        table["pw_multi_kernel"] = ((0,), {str(ct["OP_CT_F64"])})
     if dt:
         table["cast_kernel"] = ((0, 1), {str(v) for v in dt.values()})
+        table["unscale_kernel"] = ((0,), {str(v) for v in dt.values()})
     return table
 
 
