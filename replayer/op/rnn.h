@@ -2,7 +2,8 @@
  * (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backwards), one
  * (b, j) element of the (B, H) hidden state at a time, written once for both
  * backends (cpu/cpu_dense.c loops, cuda/rnn.cu runs a thread each). Math
- * in double, stored in the tensors' dtype.
+ * in double, stored in the tensors' dtype; the _f versions (CUDA's float
+ * opmath for float32/float16/bfloat16) in float.
  *
  * LSTM: gates (B, 4H) in the order i, f, g, o; v = input_gates + hidden_gates
  *   (+ input_bias + hidden_bias); i, f, o = sigmoid, g = tanh;
@@ -22,6 +23,7 @@
 #define RGPU_OP_RNN_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -49,77 +51,53 @@ OP_FN void op_cell_st(const op_cell_mat *m, int64_t i, int64_t j, double v)
     op_store_f64(m->p + (i * m->s0 + j * m->s1) * op_dtype_esize(m->dt), m->dt, v);
 }
 
-OP_FN double op_cell_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-
-/* in input_gates, hidden_gates, cx, input_bias?, hidden_bias?; outs hy, cy, workspace */
-OP_FN void op_lstm_cell_one(const op_cell *a, int64_t b, int64_t j)
+/* float32/float16/bfloat16 operands only: no float64 conversion in the code */
+OP_FN float op_cell_ld_f(const op_cell_mat *m, int64_t i, int64_t j)
 {
-    const int64_t H = a->H;
-    double v[4];
-    for (int k = 0; k < 4; k++)
-        v[k] = op_cell_ld(&a->in[0], b, k * H + j) + op_cell_ld(&a->in[1], b, k * H + j) +
-               (op_cell_ld(&a->in[3], 0, k * H + j) + op_cell_ld(&a->in[4], 0, k * H + j));
-    double i = op_cell_sigmoid(v[0]), f = op_cell_sigmoid(v[1]), g = tanh(v[2]), o = op_cell_sigmoid(v[3]);
-    double c = f * op_cell_ld(&a->in[2], b, j) + i * g;
-    op_cell_st(&a->out[0], b, j, o * tanh(c));
-    op_cell_st(&a->out[1], b, j, c);
-    op_cell_st(&a->out[2], b, j, i);
-    op_cell_st(&a->out[2], b, H + j, f);
-    op_cell_st(&a->out[2], b, 2 * H + j, g);
-    op_cell_st(&a->out[2], b, 3 * H + j, o);
+    if (!m->p) return 0.0f;
+    const char *p = m->p + (i * m->s0 + j * m->s1) * op_dtype_esize(m->dt);
+    if (m->dt == RGPU_F16) return rgpu_half_to_float(*(const uint16_t *)p);
+    if (m->dt == RGPU_BF16) return rgpu_bf16_to_float(*(const uint16_t *)p);
+    return *(const float *)p;
 }
 
-/* in grad_hy?, grad_cy?, cx, cy, workspace; outs grad_gates, grad_cx */
-OP_FN void op_lstm_cell_backward_one(const op_cell *a, int64_t b, int64_t j)
+OP_FN void op_cell_st_f(const op_cell_mat *m, int64_t i, int64_t j, float v)
 {
-    const int64_t H = a->H;
-    double i = op_cell_ld(&a->in[4], b, j), f = op_cell_ld(&a->in[4], b, H + j);
-    double g = op_cell_ld(&a->in[4], b, 2 * H + j), o = op_cell_ld(&a->in[4], b, 3 * H + j);
-    double gh = op_cell_ld(&a->in[0], b, j), tc = tanh(op_cell_ld(&a->in[3], b, j));
-    double gc = gh * o * (1.0 - tc * tc) + op_cell_ld(&a->in[1], b, j);
-    op_cell_st(&a->out[0], b, j, gc * g * (i * (1.0 - i)));
-    op_cell_st(&a->out[0], b, H + j, gc * op_cell_ld(&a->in[2], b, j) * (f * (1.0 - f)));
-    op_cell_st(&a->out[0], b, 2 * H + j, gc * i * (1.0 - g * g));
-    op_cell_st(&a->out[0], b, 3 * H + j, gh * tc * (o * (1.0 - o)));
-    op_cell_st(&a->out[1], b, j, gc * f);
+    char *p = m->p + (i * m->s0 + j * m->s1) * op_dtype_esize(m->dt);
+    if (m->dt == RGPU_F16) *(uint16_t *)p = rgpu_float_to_half(v);
+    else if (m->dt == RGPU_BF16) *(uint16_t *)p = rgpu_float_to_bf16(v);
+    else *(float *)p = v;
 }
 
-/* in input_gates, hidden_gates, hx, input_bias?, hidden_bias?; outs hy, workspace */
-OP_FN void op_gru_cell_one(const op_cell *a, int64_t b, int64_t j)
+/* True when every present operand of a is float32, float16 or bfloat16: the
+ * float (_f) functions may run on it. */
+static inline bool op_cell_all_float(const op_cell *a)
 {
-    const int64_t H = a->H;
-    double ig[3], hg[3];
-    for (int k = 0; k < 3; k++) {
-        ig[k] = op_cell_ld(&a->in[0], b, k * H + j) + op_cell_ld(&a->in[3], 0, k * H + j);
-        hg[k] = op_cell_ld(&a->in[1], b, k * H + j) + op_cell_ld(&a->in[4], 0, k * H + j);
+    for (int k = 0; k < 8; k++) {
+        const op_cell_mat *m = k < 5 ? &a->in[k] : &a->out[k - 5];
+        if (m->p && m->dt != RGPU_F32 && m->dt != RGPU_F16 && m->dt != RGPU_BF16) return false;
     }
-    double r = op_cell_sigmoid(ig[0] + hg[0]), z = op_cell_sigmoid(ig[1] + hg[1]);
-    double n = tanh(ig[2] + r * hg[2]), hx = op_cell_ld(&a->in[2], b, j);
-    op_cell_st(&a->out[0], b, j, n + z * (hx - n));
-    op_cell_st(&a->out[1], b, j, r);
-    op_cell_st(&a->out[1], b, H + j, z);
-    op_cell_st(&a->out[1], b, 2 * H + j, n);
-    op_cell_st(&a->out[1], b, 3 * H + j, hg[2]);
-    op_cell_st(&a->out[1], b, 4 * H + j, hx);
+    return true;
 }
 
-/* in grad_hy, workspace; outs grad_input_gates, grad_hidden_gates, grad_hx */
-OP_FN void op_gru_cell_backward_one(const op_cell *a, int64_t b, int64_t j)
-{
-    const int64_t H = a->H;
-    double r = op_cell_ld(&a->in[1], b, j), z = op_cell_ld(&a->in[1], b, H + j);
-    double n = op_cell_ld(&a->in[1], b, 2 * H + j), hn = op_cell_ld(&a->in[1], b, 3 * H + j);
-    double hx = op_cell_ld(&a->in[1], b, 4 * H + j), gh = op_cell_ld(&a->in[0], b, j);
-    double dz = gh * (hx - n) * (z * (1.0 - z));
-    double dn = gh * (1.0 - z) * (1.0 - n * n);
-    double dr = dn * hn * (r * (1.0 - r));
-    op_cell_st(&a->out[0], b, j, dr);
-    op_cell_st(&a->out[0], b, H + j, dz);
-    op_cell_st(&a->out[0], b, 2 * H + j, dn);
-    op_cell_st(&a->out[1], b, j, dr);
-    op_cell_st(&a->out[1], b, H + j, dz);
-    op_cell_st(&a->out[1], b, 2 * H + j, dn * r);
-    op_cell_st(&a->out[2], b, j, gh * z);
-}
+#define OPC_T double
+#define OPC(name) name
+#define OPC_EXP exp
+#define OPC_TANH tanh
+#include "rnn_cell_body.h"
+#undef OPC_T
+#undef OPC
+#undef OPC_EXP
+#undef OPC_TANH
+
+#define OPC_T float
+#define OPC(name) name##_f
+#define OPC_EXP expf
+#define OPC_TANH tanhf
+#include "rnn_cell_body.h"
+#undef OPC_T
+#undef OPC
+#undef OPC_EXP
+#undef OPC_TANH
 
 #endif

@@ -135,20 +135,24 @@ def test_without_nvcc_the_ptx_part_is_skipped(tmp_path, monkeypatch, capsys):
 
 
 @needs_nvcc
-def test_dropout_kernels_float_opmath():
-    """native_dropout and its backward for float32/float16/bfloat16 data run
-    kernels with no FP64 instruction and no f64 conversion (the keep test in
-    integers, op_dropout_keep_lim; bool masks only); the float64 ones do
-    compute in double."""
-    rep = gp.ptx_report([os.path.join("replayer", "cuda", "random.cu")], 1, NVCC, REPO)
+@pytest.mark.parametrize("cu, kernels", [
+    ("random.cu", ("k_dropout", "k_dropout_bw")),      # keep test in integers, bool masks
+    ("rnn.cu", ("rnn_cell_kernel",)),                   # op/rnn.h's _f cell functions
+    ("conv.cu", ("bias_grad_kernel",)),                 # the bias gradient's sums
+])
+def test_float_instantiations_hold_no_fp64(cu, kernels):
+    """These kernels come in a float instantiation (float32/float16/bfloat16
+    data, ATen's opmath) and a double one (float64): the float one holds no
+    FP64 instruction and no f64 conversion, the double one does compute in
+    double."""
+    rep = gp.ptx_report([os.path.join("replayer", "cuda", cu)], 1, NVCC, REPO)
     assert not rep["errors"], rep["errors"]
-    drop = {gp.short_name(k["kernel"]).replace("rgpu_ix::", ""): k for k in rep["kernels"]
-            if "dropout" in k["kernel"]}
-    assert set(drop) == {"k_dropout<float>", "k_dropout<double>", "k_dropout_bw<float>", "k_dropout_bw<double>"}, drop
-    for n in ("k_dropout<float>", "k_dropout_bw<float>"):
-        assert drop[n]["fp64"] == 0 and drop[n]["cvt64"] == 0, (n, drop[n])
-    for n in ("k_dropout<double>", "k_dropout_bw<double>"):
-        assert drop[n]["fp64"] > 0 and drop[n]["allowed"], (n, drop[n])
+    got = {gp.short_name(k["kernel"]).split("::")[-1]: k for k in rep["kernels"]}
+    for base in kernels:
+        f, d = got.get(f"{base}<float>"), got.get(f"{base}<double>")
+        assert f and d, (base, sorted(got))
+        assert f["fp64"] == 0 and f["cvt64"] == 0 and not f["allowed"], (base, f)
+        assert d["fp64"] > 0 and d["allowed"], (base, d)
 
 
 @needs_nvcc
