@@ -370,14 +370,12 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
         rgpu_r2_row_load(&j->r[1], (const char *)x->data + c.off[1], xb);
         double mu = mean ? op_load_f64((const char *)mean->data + c.off[2], mean->dtype) : 0.0;   /* rms: 0 */
         double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
-        for (int64_t i = 0; i < N; i++) {
-            double xh = (xb[i] - mu) * rs;
-            double gw = gb[i] * wb[i];
-            xb[i] = xh;
-            gwb[i] = gw;
-            dwa[i] += gb[i] * xh;
-            dba[i] += gb[i];
-        }
+        /* four loops, one store stream each: GCC vectorises these (the fused
+         * loop stayed scalar); each element's operations are unchanged */
+        for (int64_t i = 0; i < N; i++) xb[i] = (xb[i] - mu) * rs;      /* xhat */
+        for (int64_t i = 0; i < N; i++) gwb[i] = gb[i] * wb[i];
+        for (int64_t i = 0; i < N; i++) dwa[i] += gb[i] * xb[i];
+        for (int64_t i = 0; i < N; i++) dba[i] += gb[i];
         if (dx) {
             double sgw = r2_sum_f64(gwb, N), sgwx;
 #define LDGX_(i) (gwb[i] * xb[i])
