@@ -15,7 +15,7 @@ static const char *PROG = "rgpu-replay";
 
 static const char USAGE[] =
     "usage: rgpu-replay TRACE.rgt [--backend cpu|cuda|auto|null] [--verify]\n"
-    "                   [--from N] [--to M] [--dump-results FILE] [--quiet] [--profile]\n"
+    "                   [--from N] [--to M] [--dump-results FILE] [--quiet] [--profile [FILE.json]]\n"
     "                   [--max-memory BYTES] [--max-session-bytes BYTES] [--max-storages N]\n"
     "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--threads N]\n"
     "\n"
@@ -43,8 +43,12 @@ static const char USAGE[] =
     "                   one line each: index, op name, status, hex bytes (two\n"
     "                   replays on one backend give identical files)\n"
     "  --quiet          no progress bar and no summary line\n"
-    "  --profile        time every record; print the ops by their total time (on\n"
-    "                   cuda: launch times, the kernels run asynchronously)\n"
+    "  --profile [FILE.json]\n"
+    "                   time every record; print the ops by their total time (on\n"
+    "                   cuda: launch times, the kernels run asynchronously); with\n"
+    "                   a FILE ending in .json, also write every record's span\n"
+    "                   there as a Chrome trace (Perfetto, chrome://tracing): an\n"
+    "                   event per record named by its op, its index in args\n"
     TC_LIMITS_USAGE
     TC_DATA_USAGE
     "                   A file that changed since the run read it (another size or\n"
@@ -117,6 +121,36 @@ static void verify_one(verifier *v, rgpu_session *s, const rgpu_record *r, const
     }
 }
 
+/* --profile FILE.json: the records' spans as a Chrome trace (the JSON
+ * object format: traceEvents of complete "X" events, microseconds from the
+ * first record's start), with the process and thread named, into f (opened
+ * before the replay, so a bad path fails at once). Nonzero (and a message)
+ * when the file cannot be written. */
+static int write_timeline(FILE *f, const char *out, const rgpu_op_profile *p, const char *trace, const char *backend)
+{
+    uint64_t base = p->n_events ? p->events[0].t0_ns : 0;
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"rgpu-replay\",\"trace\":\"");
+    for (const char *c = trace; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if ((unsigned char)*c >= 0x20) fputc(*c, f);
+    }
+    fprintf(f, "\",\"backend\":\"%s\",\"records\":%zu,\"dropped\":%llu},\n\"traceEvents\":[\n", backend,
+            p->n_events, (unsigned long long)p->dropped);
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"rgpu-replay (%s)\"}},\n"
+               "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"records\"}}", backend);
+    for (size_t i = 0; i < p->n_events; i++) {
+        const rgpu_op_event *e = &p->events[i];
+        /* op names are ATen's (letters, digits, '_', '.', ':'): nothing to escape */
+        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"record\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,"
+                   "\"dur\":%.3f,\"args\":{\"op\":%llu}}",
+                rgpu_op_name(e->op), (double)(e->t0_ns - base) * 1e-3, (double)(e->t1_ns - e->t0_ns) * 1e-3,
+                (unsigned long long)e->idx);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) { fprintf(stderr, "%s: --profile %s: write failed\n", PROG, out); return 1; }
+    return 0;
+}
+
 /* --profile: ops by time spent, the largest first, down to 99.9% of the total. */
 static void print_profile(const rgpu_op_profile *p, double wall) {
     int order[RGPU_OP_COUNT], n = 0;
@@ -140,6 +174,7 @@ int main(int argc, char **argv) {
     rgpu_pool_prepare_process(argv);
     const char *path = NULL, *backend_name = "auto", *dump_path = NULL;
     bool verify = false, quiet = false, profile = false;
+    const char *timeline_path = NULL;
     uint64_t from = 0, to = UINT64_MAX;
     tc_limits lim = { 0 };
     rgpu_files *files = rgpu_files_new();
@@ -153,7 +188,11 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (!strcmp(a, "--verify")) verify = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = true;
-        else if (!strcmp(a, "--profile")) profile = true;
+        else if (!strcmp(a, "--profile")) {
+            profile = true;
+            size_t l = i + 1 < argc ? strlen(argv[i + 1]) : 0;
+            if (l > 5 && !strcmp(argv[i + 1] + l - 5, ".json")) timeline_path = argv[++i];
+        }
         else if (!strcmp(a, "--threads")) {
             uint64_t v;
             if (++i >= argc || !tc_parse_u64(argv[i], &v) || v < 1 || v > 256) return tc_usage_error(PROG, "%s needs 1..256", a);
@@ -187,8 +226,15 @@ int main(int argc, char **argv) {
         b->destroy(b); tc_close(t);
         return 2;
     }
+    FILE *tl = NULL;
+    if (timeline_path && !(tl = fopen(timeline_path, "w"))) {
+        fprintf(stderr, "%s: --profile %s: cannot create the file\n", PROG, timeline_path);
+        tc_results_free(&res); b->destroy(b); tc_close(t);
+        return 2;
+    }
     FILE *dump = NULL;
     if (dump_path && !(dump = fopen(dump_path, "w"))) {
+        if (tl) fclose(tl);
         fprintf(stderr, "%s: --dump-results %s: cannot create the file\n", PROG, dump_path);
         tc_results_free(&res); b->destroy(b); tc_close(t);
         return 2;
@@ -202,6 +248,7 @@ int main(int argc, char **argv) {
     rgpu_op_profile *prof = NULL;
     if (profile) {
         if (!(prof = calloc(1, sizeof *prof))) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
+        prof->timeline = timeline_path != NULL;
         rgpu_session_set_profile(s, prof);
     }
 
@@ -316,6 +363,8 @@ int main(int argc, char **argv) {
                    first_fail_msg[0] ? first_fail_msg : "?");
     }
     if (prof) print_profile(prof, wall);
+    if (tl && write_timeline(tl, timeline_path, prof, path, b->name) && !rc) rc = 2;
+    if (prof) free(prof->events);
     free(prof);
     if (dump && fclose(dump) != 0 && !rc) { fprintf(stderr, "%s: --dump-results %s: write failed\n", PROG, dump_path); rc = 2; }
     rgpu_session_free(s);

@@ -405,8 +405,20 @@ static void run_top_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     run_record(s, r, idx, false, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    s->prof->ns[r->op] += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
-    s->prof->count[r->op]++;
+    rgpu_op_profile *p = s->prof;
+    uint64_t a = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
+    uint64_t z = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+    p->ns[r->op] += z - a;
+    p->count[r->op]++;
+    if (!p->timeline) return;
+    if (p->n_events == p->cap_events) {
+        size_t cap = p->cap_events ? 2 * p->cap_events : 4096;
+        rgpu_op_event *ev = realloc(p->events, cap * sizeof *ev);
+        if (!ev) { p->dropped++; return; }
+        p->events = ev;
+        p->cap_events = cap;
+    }
+    p->events[p->n_events++] = (rgpu_op_event){ .idx = idx, .t0_ns = a, .t1_ns = z, .op = r->op };
 }
 
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {

@@ -69,7 +69,21 @@ void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud);
  * record's wall time (ns, CLOCK_MONOTONIC) and count to p, indexed by op
  * (a CALL's time includes its template's records). On the cpu backend that
  * is the kernel's time; on cuda, the launch's. NULL (the default): not timed. */
-typedef struct rgpu_op_profile { uint64_t ns[RGPU_OP_COUNT], count[RGPU_OP_COUNT]; } rgpu_op_profile;
+typedef struct rgpu_op_event {
+    uint64_t idx;            /* the record's op index */
+    uint64_t t0_ns, t1_ns;   /* CLOCK_MONOTONIC */
+    int op;
+} rgpu_op_event;
+typedef struct rgpu_op_profile {
+    uint64_t ns[RGPU_OP_COUNT], count[RGPU_OP_COUNT];
+    /* a timeline (rgpu-replay --profile FILE.json): with timeline set, every
+     * record's span is appended to events (grown with realloc; records that
+     * find no memory are counted in dropped); the owner frees events */
+    bool timeline;
+    rgpu_op_event *events;
+    size_t n_events, cap_events;
+    uint64_t dropped;
+} rgpu_op_profile;
 void rgpu_session_set_profile(rgpu_session *s, rgpu_op_profile *p);
 
 /* Server folders (rgpu-server --data/--data-rw; FORMAT.md §7.5) for the file

@@ -138,6 +138,33 @@ def test_replay_profile_counts_every_record(trace):
     assert "profile:" not in tool("rgpu-replay", trace, "--backend", "cpu", check_code=0).stdout
 
 
+def test_replay_profile_timeline_json(trace, tmp_path):
+    """--profile FILE.json: a Chrome trace with one complete event per record,
+    named by its op, in op-index order, non-overlapping and inside the run;
+    the ops and counts are the table's (rgpu-trace dump's)."""
+    out = tmp_path / "timeline.json"
+    p = tool("rgpu-replay", trace, "--profile", out, "--backend", "cpu", check_code=0)
+    assert "rgpu-replay: profile: " in p.stdout          # the table too
+    d = json.loads(out.read_text())
+    assert d["otherData"]["backend"] == "cpu" and d["otherData"]["dropped"] == 0
+    meta = [e for e in d["traceEvents"] if e["ph"] == "M"]
+    assert {e["name"] for e in meta} == {"process_name", "thread_name"}
+    ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    dump = [l.split()[:2] for l in dump_lines(trace)]
+    assert len(ev) == len(dump) == d["otherData"]["records"]
+    assert [e["args"]["op"] for e in ev] == [int(i) for i, _ in dump]
+    assert [e["name"] for e in ev] == [op for _, op in dump]
+    assert ev[0]["ts"] == 0
+    for a, b in zip(ev, ev[1:]):
+        assert a["dur"] >= 0 and b["ts"] >= a["ts"] + a["dur"] - 1e-3, (a, b)
+    # without a .json argument: no file, the next word is the trace
+    p = tool("rgpu-replay", "--profile", trace, "--backend", "cpu", check_code=0)
+    assert "rgpu-replay: profile: " in p.stdout
+    bad = tmp_path / "no" / "such" / "dir.json"
+    p = tool("rgpu-replay", trace, "--profile", bad, "--backend", "cpu")
+    assert p.returncode == 2 and "cannot create" in p.stderr
+
+
 def test_replay_twice_bitwise_equal(trace, tmp_path):
     r1, r2 = tmp_path / "r1", tmp_path / "r2"
     tool("rgpu-replay", trace, "--backend", "cpu", "--dump-results", r1, "--quiet", check_code=0)
