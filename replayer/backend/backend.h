@@ -76,6 +76,15 @@ struct rgpu_backend {
     /* Storages live in device memory, not the host's (cuda): they are not
      * taken from the session's host-memory pool (false: cpu, null). */
     bool device_memory;
+
+    /* Device timing for timelines (rgpu-replay --profile FILE.json); all
+     * three optional (NULL: none). timer_mark records a timestamp in stream
+     * order, after the work enqueued so far, and returns its handle (0: it
+     * could not); after a sync, timer_ms gives the milliseconds from mark a
+     * to mark z (false: unknown); timer_release frees every mark. */
+    uint64_t (*timer_mark)(rgpu_backend *b);
+    bool (*timer_ms)(rgpu_backend *b, uint64_t a, uint64_t z, double *ms);
+    void (*timer_release)(rgpu_backend *b);
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a

@@ -43,6 +43,7 @@ rgpu_backend *rgpu_backend_null_create(void) {
         /* .destroy  = */ null_destroy,
         /* graphs: none */ NULL, NULL, NULL, NULL,
         /* .device_memory = */ false,
+        /* timers: none */ NULL, NULL, NULL,
     };
     return b;
 }

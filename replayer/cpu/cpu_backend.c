@@ -184,6 +184,7 @@ rgpu_backend *rgpu_backend_cpu_create(void) {
         /* .graph_launch  = */ cpu_graph_launch,
         /* .graph_destroy = */ cpu_graph_destroy,
         /* .device_memory = */ false,
+        /* timers: none */ NULL, NULL, NULL,
     };
     return b;
 }

@@ -91,6 +91,9 @@ struct cuda_backend {
     std::unordered_map<size_t, std::vector<void *>> *cap_idle;    // of them, freed again during it
     rgpu_status cap_st;              // first reason the capture is spoiled
     char cap_why[320];
+
+    // timeline marks (timer_mark; exec_mu): mark k is marks[k - 1]
+    std::vector<cudaEvent_t> *marks;
 };
 
 // A captured graph and the scratch blocks its kernels use.
@@ -511,6 +514,56 @@ static rgpu_status cu_sync(rgpu_backend *b) {
 }
 
 // ---------------------------------------------------------------------------
+// Timeline marks: a timing event per mark, recorded after the held pointwise
+// launches are flushed (so a record's kernels fall between its two marks; a
+// profiled replay batches fewer launches).
+
+static uint64_t cu_timer_mark(rgpu_backend *b) {
+    cuda_backend *cb = backend_of(b);
+    char err[320] = "";
+    gate_hold g(cb);
+    if (capture_owner(cb) || is_lost(cb)) return 0;
+    pthread_mutex_lock(&cb->exec_mu);
+    uint64_t id = 0;
+    cudaEvent_t ev = NULL;
+    if (rgpu_cuda_pw_flush(&cb->c, err, sizeof err) == RGPU_OK && cudaEventCreate(&ev) == cudaSuccess) {
+        if (cudaEventRecord(ev, cb->c.stream) == cudaSuccess) {
+            if (!cb->marks) cb->marks = new std::vector<cudaEvent_t>();
+            cb->marks->push_back(ev);
+            id = cb->marks->size();
+            ev = NULL;
+        }
+    }
+    if (ev) cudaEventDestroy(ev);
+    pthread_mutex_unlock(&cb->exec_mu);
+    return id;
+}
+
+static bool cu_timer_ms(rgpu_backend *b, uint64_t a, uint64_t z, double *ms) {
+    cuda_backend *cb = backend_of(b);
+    pthread_mutex_lock(&cb->exec_mu);
+    bool ok = false;
+    if (cb->marks && a >= 1 && z >= 1 && a <= cb->marks->size() && z <= cb->marks->size()) {
+        float f = 0.0f;
+        ok = cudaEventElapsedTime(&f, (*cb->marks)[a - 1], (*cb->marks)[z - 1]) == cudaSuccess;
+        *ms = f;
+    }
+    pthread_mutex_unlock(&cb->exec_mu);
+    return ok;
+}
+
+static void cu_timer_release(rgpu_backend *b) {
+    cuda_backend *cb = backend_of(b);
+    pthread_mutex_lock(&cb->exec_mu);
+    if (cb->marks) {
+        for (cudaEvent_t ev : *cb->marks) cudaEventDestroy(ev);
+        delete cb->marks;
+        cb->marks = NULL;
+    }
+    pthread_mutex_unlock(&cb->exec_mu);
+}
+
+// ---------------------------------------------------------------------------
 // Dispatch
 
 static rgpu_status cuda_unsupported(const rgpu_exec *e, char *err, size_t errlen) {
@@ -723,6 +776,10 @@ static void cu_destroy(rgpu_backend *b) {
         delete cb->cached;
         delete cb->cap_live;
         delete cb->cap_idle;
+        if (cb->marks) {
+            for (cudaEvent_t ev : *cb->marks) cudaEventDestroy(ev);
+            delete cb->marks;
+        }
         for (int i = 0; i < STAGE_SLOTS; i++) {
             if (cb->stage[i]) cudaFreeHost(cb->stage[i]);
             if (cb->stage_ev[i]) cudaEventDestroy(cb->stage_ev[i]);
@@ -811,6 +868,9 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->graph_end = cu_graph_end;
     b->graph_launch = cu_graph_launch;
     b->graph_destroy = cu_graph_destroy;
+    b->timer_mark = cu_timer_mark;
+    b->timer_ms = cu_timer_ms;
+    b->timer_release = cu_timer_release;
     b->device_memory = true;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;

@@ -402,9 +402,12 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
 static void run_top_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (!s->prof) { run_record(s, r, idx, false, 0); return; }
     struct timespec t0, t1;
+    bool marks = s->prof->timeline && s->b->timer_mark;
+    uint64_t m0 = marks ? s->b->timer_mark(s->b) : 0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     run_record(s, r, idx, false, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t m1 = marks && m0 ? s->b->timer_mark(s->b) : 0;
     rgpu_op_profile *p = s->prof;
     uint64_t a = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
     uint64_t z = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
@@ -418,7 +421,8 @@ static void run_top_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) 
         p->events = ev;
         p->cap_events = cap;
     }
-    p->events[p->n_events++] = (rgpu_op_event){ .idx = idx, .t0_ns = a, .t1_ns = z, .op = r->op };
+    p->events[p->n_events++] = (rgpu_op_event){ .idx = idx, .t0_ns = a, .t1_ns = z, .dev0 = m1 ? m0 : 0,
+                                                .dev1 = m1, .op = r->op };
 }
 
 rgpu_status rgpu_session_run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {

@@ -71,7 +71,8 @@ void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud);
  * is the kernel's time; on cuda, the launch's. NULL (the default): not timed. */
 typedef struct rgpu_op_event {
     uint64_t idx;            /* the record's op index */
-    uint64_t t0_ns, t1_ns;   /* CLOCK_MONOTONIC */
+    uint64_t t0_ns, t1_ns;   /* CLOCK_MONOTONIC: the host's span */
+    uint64_t dev0, dev1;     /* the backend's timer marks around it (timer_mark; 0: none) */
     int op;
 } rgpu_op_event;
 typedef struct rgpu_op_profile {

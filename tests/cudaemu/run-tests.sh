@@ -93,6 +93,8 @@ step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_m
     tests/py/test_complex_mm.py tests/py/test_memory.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
+step "rgpu-replay --profile FILE.json on cuda (device spans from CUDA events)" \
+    $PY -m pytest -q -p no:cacheprovider tests/py/test_tools.py -k "timeline"
 step "complex tensors and complex linalg on cuda (test_complex.py, test_linalg_complex.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/py/test_complex.py tests/py/test_linalg_complex.py
 

@@ -35,6 +35,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <deque>
@@ -96,6 +97,8 @@ struct event {
     stream *s = nullptr;
     uint64_t seq = 0;                   // done when s->done >= seq
     bool recorded = false;
+    bool timing = true;                 // not created with cudaEventDisableTiming
+    int64_t ns = 0;                     // CLOCK_MONOTONIC when its record ran (timing)
 };
 
 struct alloc_info { size_t size; bool pinned; };
@@ -694,7 +697,12 @@ static void run_op(stream *st, op &o) {
         if (!is_device(o.dst, o.n)) { fault("cudaMemsetAsync of %zu bytes: outside every allocation when it runs (freed?)", o.n); break; }
         memset(o.dst, o.value, o.n);
         break;
-    case op::EVENT: break;
+    case op::EVENT: {   // the time it ran at, in stream order (cudaEventElapsedTime)
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        o.ev->ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        break;
+    }
     case op::HOST: o.fn(); guard_check(o.what); break;
     }
     (void)st;
@@ -1187,8 +1195,9 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned int flags) {
-    (void)flags;
-    *pe = (cudaEvent_t) new event;
+    event *e = new event;
+    e->timing = !(flags & cudaEventDisableTiming);
+    *pe = (cudaEvent_t)e;
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *pe) { return cudaEventCreateWithFlags(pe, 0); }
@@ -1223,6 +1232,20 @@ cudaError_t cudaEventSynchronize(cudaEvent_t pe) {
         drain(e->s, e->seq);
     }
     return g_sticky ? ret(g_sticky) : cudaSuccess;
+}
+
+// Milliseconds between two completed events, from the host clock at the
+// moment each one's record ran (the layer runs kernels when the stream is
+// drained: a kernel's span is the time the host spent running it).
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t pa, cudaEvent_t pb) {
+    guard g(g_mu);
+    event *a = (event *)pa, *b = (event *)pb;
+    if (!a || !b || !ms) return ret(cudaErrorInvalidValue);
+    if (!a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
+    if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
+    if (a->s->done < a->seq || b->s->done < b->seq) return cudaErrorNotReady;
+    *ms = (float)((double)(b->ns - a->ns) * 1e-6);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t pe) {

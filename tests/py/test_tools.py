@@ -165,6 +165,28 @@ def test_replay_profile_timeline_json(trace, tmp_path):
     assert p.returncode == 2 and "cannot create" in p.stderr
 
 
+def test_replay_timeline_device_spans_on_cuda(trace, tmp_path):
+    """On cuda, --profile FILE.json adds a second row: each record's kernels
+    between two CUDA timing events, in stream order (run by
+    tests/cudaemu/run-tests.sh, whose layer implements the events' times)."""
+    out = tmp_path / "cuda.json"
+    p = tool("rgpu-replay", trace, "--profile", out, "--backend", "cuda", "--quiet")
+    if p.returncode == 2 and "--backend cuda" in p.stderr:
+        pytest.skip("no cuda backend in this build: tests/cudaemu/run-tests.sh runs this on the CUDA-on-CPU layer")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(out.read_text())
+    rec = [e for e in d["traceEvents"] if e.get("cat") == "record"]
+    dev = [e for e in d["traceEvents"] if e.get("cat") == "device"]
+    assert {(e["name"], e["args"].get("name")) for e in d["traceEvents"] if e["ph"] == "M" and e["tid"] == 2} == \
+        {("thread_name", "cuda kernels")}
+    assert [(e["name"], e["args"]["op"]) for e in dev] == [(e["name"], e["args"]["op"]) for e in rec]
+    assert all(e["tid"] == 2 and e["dur"] >= 0 for e in dev)
+    for a, b in zip(dev, dev[1:]):                  # one stream: in order, no overlap
+        assert b["ts"] >= a["ts"] + a["dur"] - 1e-2, (a, b)
+    # the kernels ran: the device row is not all zero-length
+    assert sum(e["dur"] for e in dev) > 0
+
+
 def test_replay_twice_bitwise_equal(trace, tmp_path):
     r1, r2 = tmp_path / "r1", tmp_path / "r2"
     tool("rgpu-replay", trace, "--backend", "cpu", "--dump-results", r1, "--quiet", check_code=0)
