@@ -123,53 +123,6 @@ static void verify_one(verifier *v, rgpu_session *s, const rgpu_record *r, const
     }
 }
 
-/* --profile FILE.json: the records' spans as a Chrome trace (the JSON
- * object format: traceEvents of complete "X" events, microseconds from the
- * first record's start), with the process and thread named, into f (opened
- * before the replay, so a bad path fails at once). Nonzero (and a message)
- * when the file cannot be written. */
-static int write_timeline(FILE *f, const char *out, const rgpu_op_profile *p, const char *trace, rgpu_backend *b)
-{
-    const char *backend = b->name;
-    uint64_t base = p->n_events ? p->events[0].t0_ns : 0;
-    /* device spans (cuda: timing events around each record's launches), from
-     * the first mark, which is put at the first record's start */
-    uint64_t mark0 = 0;
-    double mark0_ts = 0.0;
-    for (size_t i = 0; i < p->n_events && !mark0; i++)
-        if (p->events[i].dev0) { mark0 = p->events[i].dev0; mark0_ts = (double)(p->events[i].t0_ns - base) * 1e-3; }
-    if (mark0 && b->sync(b) != RGPU_OK) mark0 = 0;
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"rgpu-replay\",\"trace\":\"");
-    for (const char *c = trace; *c; c++) {
-        if (*c == '"' || *c == '\\') fputc('\\', f);
-        if ((unsigned char)*c >= 0x20) fputc(*c, f);
-    }
-    fprintf(f, "\",\"backend\":\"%s\",\"records\":%zu,\"dropped\":%llu},\n\"traceEvents\":[\n", backend,
-            p->n_events, (unsigned long long)p->dropped);
-    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"rgpu-replay (%s)\"}},\n"
-               "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"records\"}}", backend);
-    if (mark0)
-        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"%s kernels\"}}",
-                backend);
-    for (size_t i = 0; i < p->n_events; i++) {
-        const rgpu_op_event *e = &p->events[i];
-        /* op names are ATen's (letters, digits, '_', '.', ':'): nothing to escape */
-        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"record\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,"
-                   "\"dur\":%.3f,\"args\":{\"op\":%llu}}",
-                rgpu_op_name(e->op), (double)(e->t0_ns - base) * 1e-3, (double)(e->t1_ns - e->t0_ns) * 1e-3,
-                (unsigned long long)e->idx);
-        double at, dur;
-        if (mark0 && e->dev0 && b->timer_ms(b, mark0, e->dev0, &at) && b->timer_ms(b, e->dev0, e->dev1, &dur))
-            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":%.3f,"
-                       "\"dur\":%.3f,\"args\":{\"op\":%llu}}",
-                    rgpu_op_name(e->op), mark0_ts + at * 1e3, dur * 1e3, (unsigned long long)e->idx);
-    }
-    if (b->timer_release) b->timer_release(b);
-    fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) { fprintf(stderr, "%s: --profile %s: write failed\n", PROG, out); return 1; }
-    return 0;
-}
-
 /* --profile: ops by time spent, the largest first, down to 99.9% of the total. */
 static void print_profile(const rgpu_op_profile *p, double wall) {
     int order[RGPU_OP_COUNT], n = 0;
@@ -267,7 +220,7 @@ int main(int argc, char **argv) {
     rgpu_op_profile *prof = NULL;
     if (profile) {
         if (!(prof = calloc(1, sizeof *prof))) { fprintf(stderr, "%s: out of memory\n", PROG); return 2; }
-        prof->timeline = timeline_path != NULL;
+        prof->timeline = prof->device_marks = timeline_path != NULL;
         rgpu_session_set_profile(s, prof);
     }
 
@@ -382,7 +335,14 @@ int main(int argc, char **argv) {
                    first_fail_msg[0] ? first_fail_msg : "?");
     }
     if (prof) print_profile(prof, wall);
-    if (tl && write_timeline(tl, timeline_path, prof, path, b) && !rc) rc = 2;
+    if (tl) {   /* opened before the replay, so a bad path failed at once */
+        char who[96];
+        snprintf(who, sizeof who, "rgpu-replay (%s)", b->name);
+        if (rgpu_op_profile_write_chrome(prof, tl, who, path, b)) {
+            fprintf(stderr, "%s: --profile %s: write failed\n", PROG, timeline_path);
+            if (!rc) rc = 2;
+        }
+    }
     if (prof) free(prof->events);
     free(prof);
     if (dump && fclose(dump) != 0 && !rc) { fprintf(stderr, "%s: --dump-results %s: write failed\n", PROG, dump_path); rc = 2; }

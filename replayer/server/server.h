@@ -20,6 +20,7 @@ typedef struct rgpu_server_config {
     char token[RGPU_SERVER_TOKEN_HEX + 1];   /* what a HELLO must carry (rgpu_server_setup_token) */
     char token_file[4096];         /* where it came from, read again at each HELLO ("": none) */
     const char *record_dir;        /* --record DIR: one .rgt per session, kept; NULL: none */
+    const char *profile_dir;       /* --profile DIR: a Chrome-trace timeline per session; NULL: none */
     char journal_dir[4096];        /* --journal DIR; "": none */
     double grace;                  /* --grace SECONDS a dropped session waits for its client */
     uint64_t max_msg;              /* --max-message */

@@ -156,9 +156,46 @@ static void drop_journal(sess *se) {
     se->jnl_path[0] = 0;
 }
 
+/* The engine of a session (rgpu_session), with --profile DIR its records'
+ * host spans kept, and written when it is freed (the session ends or
+ * detaches, or a rebuild fails) to DIR/session-<no>.json, or
+ * session-<no>.<k>.json for a later engine of the same session (after a
+ * resume). Host spans only: the backend and its timers are shared. */
+static rgpu_session *engine_new(void) {
+    rgpu_session *s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
+    if (s && g_cfg.profile_dir) {
+        rgpu_op_profile *p = calloc(1, sizeof *p);
+        if (p) { p->timeline = true; rgpu_session_set_profile(s, p); }
+    }
+    return s;
+}
+
+static void engine_free(uint32_t no, rgpu_session *s) {
+    rgpu_op_profile *p = rgpu_session_profile(s);
+    rgpu_session_free(s);
+    if (!p) return;
+    if (!p->n_events) { free(p->events); free(p); return; }   /* nothing ran: no file */
+    char path[4400], who[64], label[64];
+    FILE *f = NULL;
+    for (unsigned k = 1; k < 1000 && !f; k++) {
+        if (k == 1) snprintf(path, sizeof path, "%s/session-%u.json", g_cfg.profile_dir, no);
+        else snprintf(path, sizeof path, "%s/session-%u.%u.json", g_cfg.profile_dir, no, k);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);   /* never over an earlier one */
+        if (fd >= 0 && !(f = fdopen(fd, "w"))) close(fd);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    snprintf(who, sizeof who, "rgpu-server session %u", no);
+    snprintf(label, sizeof label, "session %u", no);
+    if (!f) logf_("session %u: WARNING: --profile: cannot create %s: %s", no, path, strerror(errno));
+    else if (rgpu_op_profile_write_chrome(p, f, who, label, g_cfg.backend))
+        logf_("session %u: WARNING: --profile: writing %s failed", no, path);
+    free(p->events);
+    free(p);
+}
+
 /* Free a session that is no longer in the table; its journal goes too. */
 static void sess_destroy(sess *se) {
-    rgpu_session_free(se->s);
+    engine_free(se->no, se->s);
     rgpu_rgt_close(se->rec);
     drop_journal(se);
     while (se->sent) { sent_result *r = se->sent; se->sent = r->next; rgpu_mem_pool_give(&g_pool, r->n); free(r->p); free(r); }
@@ -948,7 +985,7 @@ static rgpu_status rebuild_from_journal(sess *se, char *why, size_t whylen) {
         return rgpu_op_fail(why, whylen, s, "its journal's results cannot be read (%s)", rgpu_status_str(s));
     }
     qsort(rc.answered, rc.n_answered, sizeof *rc.answered, cmp_u64);
-    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
+    se->s = engine_new();
     if (!se->s) { rgpu_rgt_close(t); free(rc.answered); return rgpu_op_fail(why, whylen, RGPU_ERR_NOMEM, "out of memory"); }
     rgpu_session_set_fetch(se->s, journal_fetch, &rc);
     rgpu_session_set_files(se->s, g_cfg.files, false);
@@ -1048,7 +1085,7 @@ static sess *new_sess(char *why, size_t whylen) {
         return NULL;
     }
     se->has_secret = true;
-    se->s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
+    se->s = engine_new();
     if (!se->s) { snprintf(why, whylen, "no memory for a session"); free(se); return NULL; }
     rgpu_session_set_files(se->s, g_cfg.files, false);
     pthread_mutex_lock(&g_mu);
@@ -1057,7 +1094,7 @@ static sess *new_sess(char *why, size_t whylen) {
         if (!random_bytes(&id, sizeof id)) {
             pthread_mutex_unlock(&g_mu);
             snprintf(why, whylen, "no random bytes for the session's id: %s", strerror(errno));
-            rgpu_session_free(se->s);
+            engine_free(se->no, se->s);
             free(se);
             return NULL;
         }
@@ -1156,7 +1193,7 @@ static void sess_make_dormant(sess *se) {
     se->sent_bytes = 0;
     if (!se->detached_at) se->detached_at = now_s();
     pthread_mutex_unlock(&g_mu);
-    rgpu_session_free(dead);
+    engine_free(se->no, dead);
     while (sent) { sent_result *r = sent; sent = r->next; rgpu_mem_pool_give(&g_pool, r->n); free(r->p); free(r); }
 }
 

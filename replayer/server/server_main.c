@@ -24,7 +24,7 @@ static void usage(FILE *f) {
         "                   [--grace SECONDS]\n"
         "                   [--max-message BYTES] [--max-chunk BYTES] [--max-session-bytes BYTES]\n"
         "                   [--max-memory BYTES] [--max-storages N] [--max-connections N]\n"
-        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--threads N] [--record DIR] [--quiet]\n"
+        "                   [--handshake-timeout SECONDS] [--graphs on|off] [--threads N] [--record DIR] [--profile DIR] [--quiet]\n"
         "                   [--data [NAME=]DIR]... [--data-rw [NAME=]DIR]... [--config FILE]\n"
         "                   [--exit-with-parent]\n"
         "\n"
@@ -118,6 +118,10 @@ static void usage(FILE *f) {
         "  --record DIR        write each session's trace (chunks, blobs, wait results) to\n"
         "                      DIR/session-N.rgt, replayable with rgpu-replay (N goes on past\n"
         "                      the traces already there: none is overwritten; one server per DIR)\n"
+        "  --profile DIR       time every record of each session and write its timeline,\n"
+        "                      a Chrome trace (Perfetto, chrome://tracing), to DIR/session-N.json\n"
+        "                      when the session ends or detaches (session-N.K.json for a\n"
+        "                      resumed one's later part): host spans, one per record\n"
         "  --quiet             no log lines on stderr\n"
         "  --stdio             relay stdin/stdout to this user's daemon (an rgpu-server on\n"
         "                      DATA/daemon/sock, started detached when none runs, log in\n"
@@ -166,6 +170,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--unix") && more) unix_path = argv[++i];
         else if (!strcmp(a, "--backend") && more) backend = argv[++i];
         else if (!strcmp(a, "--record") && more) cfg.record_dir = argv[++i];
+        else if (!strcmp(a, "--profile") && more) cfg.profile_dir = argv[++i];
         else if (!strcmp(a, "--token-file") && more) token_file = argv[++i];
         else if (!strcmp(a, "--journal") && more) journal = argv[++i];
         else if (!strcmp(a, "--config") && more) config = argv[++i];
@@ -220,6 +225,10 @@ int main(int argc, char **argv) {
     cfg.limits.max_storages = lim.max_storages;
     if (cfg.record_dir && mkdir(cfg.record_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "rgpu-server: --record %s: %s\n", cfg.record_dir, strerror(errno));
+        return 1;
+    }
+    if (cfg.profile_dir && mkdir(cfg.profile_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "rgpu-server: --profile %s: %s\n", cfg.profile_dir, strerror(errno));
         return 1;
     }
     if (cfg.record_dir) {

@@ -402,7 +402,7 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
 static void run_top_record(rgpu_session *s, const rgpu_record *r, uint64_t idx) {
     if (!s->prof) { run_record(s, r, idx, false, 0); return; }
     struct timespec t0, t1;
-    bool marks = s->prof->timeline && s->b->timer_mark;
+    bool marks = s->prof->timeline && s->prof->device_marks && s->b->timer_mark;
     uint64_t m0 = marks ? s->b->timer_mark(s->b) : 0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     run_record(s, r, idx, false, 0);
@@ -561,6 +561,55 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud) { s->cancel = fn; s->cancel_ud = ud; }
 
 void rgpu_session_set_profile(rgpu_session *s, rgpu_op_profile *p) { s->prof = p; }
+rgpu_op_profile *rgpu_session_profile(const rgpu_session *s) { return s ? s->prof : NULL; }
+
+static void json_str(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (const char *c = v; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if ((unsigned char)*c >= 0x20) fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+int rgpu_op_profile_write_chrome(const rgpu_op_profile *p, FILE *f, const char *who, const char *label,
+                                 rgpu_backend *b)
+{
+    uint64_t base = p->n_events ? p->events[0].t0_ns : 0;
+    /* device spans from the first mark, which is put at the first record's start */
+    uint64_t mark0 = 0;
+    double mark0_ts = 0.0;
+    for (size_t i = 0; i < p->n_events && !mark0; i++)
+        if (p->events[i].dev0) { mark0 = p->events[i].dev0; mark0_ts = (double)(p->events[i].t0_ns - base) * 1e-3; }
+    if (mark0 && (!b->timer_ms || b->sync(b) != RGPU_OK)) mark0 = 0;
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"label\":");
+    json_str(f, label);
+    fprintf(f, ",\"backend\":\"%s\",\"records\":%zu,\"dropped\":%llu},\n\"traceEvents\":[\n", b->name,
+            p->n_events, (unsigned long long)p->dropped);
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
+    json_str(f, who);
+    fprintf(f, "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"records\"}}");
+    if (mark0)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"%s kernels\"}}",
+                b->name);
+    for (size_t i = 0; i < p->n_events; i++) {
+        const rgpu_op_event *e = &p->events[i];
+        /* op names are ATen's (letters, digits, '_', '.', ':'): nothing to escape */
+        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"record\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,"
+                   "\"dur\":%.3f,\"args\":{\"op\":%llu}}",
+                rgpu_op_name(e->op), (double)(e->t0_ns - base) * 1e-3, (double)(e->t1_ns - e->t0_ns) * 1e-3,
+                (unsigned long long)e->idx);
+        double at, dur;
+        if (mark0 && e->dev0 && b->timer_ms(b, mark0, e->dev0, &at) && b->timer_ms(b, e->dev0, e->dev1, &dur))
+            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":%.3f,"
+                       "\"dur\":%.3f,\"args\":{\"op\":%llu}}",
+                    rgpu_op_name(e->op), mark0_ts + at * 1e3, dur * 1e3, (unsigned long long)e->idx);
+    }
+    if (p->device_marks && b->timer_release) b->timer_release(b);
+    fprintf(f, "\n]}\n");
+    return fclose(f) != 0;
+}
 
 void rgpu_session_set_files(rgpu_session *s, rgpu_files *f, bool dry_run_writes) { s->files = f; s->files_dry = dry_run_writes; }
 

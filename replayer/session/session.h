@@ -7,6 +7,7 @@
 #ifndef RGPU_SESSION_H
 #define RGPU_SESSION_H
 
+#include <stdio.h>
 #include "backend.h"
 #include "files.h"
 
@@ -81,11 +82,23 @@ typedef struct rgpu_op_profile {
      * record's span is appended to events (grown with realloc; records that
      * find no memory are counted in dropped); the owner frees events */
     bool timeline;
+    bool device_marks;       /* and the backend's timer marks around each record (one session per backend) */
     rgpu_op_event *events;
     size_t n_events, cap_events;
     uint64_t dropped;
 } rgpu_op_profile;
 void rgpu_session_set_profile(rgpu_session *s, rgpu_op_profile *p);
+rgpu_op_profile *rgpu_session_profile(const rgpu_session *s);   /* the one set, or NULL */
+
+/* p's timeline as a Chrome trace (Perfetto, chrome://tracing; the JSON
+ * object format) into f, which it closes: process `who` (on backend b), a
+ * row of host spans (an X event per record named by its op, its index in
+ * args.op, microseconds from the first record) and, when the events carry
+ * timer marks, a row of b's device spans (after a sync of b; the marks are
+ * released). `label` goes to otherData.label. Nonzero when f could not be
+ * written. */
+int rgpu_op_profile_write_chrome(const rgpu_op_profile *p, FILE *f, const char *who, const char *label,
+                                 rgpu_backend *b);
 
 /* Server folders (rgpu-server --data/--data-rw; FORMAT.md §7.5) for the file
  * ops FILE_STAT, FILE_LIST, FROM_FILE, ZIP_INDEX and SAVE_ZIP: f is shared,

@@ -187,6 +187,27 @@ def test_replay_timeline_device_spans_on_cuda(trace, tmp_path):
     assert sum(e["dur"] for e in dev) > 0
 
 
+def test_server_profile_timeline(tmp_path):
+    """RGPU_PROFILE=DIR (the embedded server's --profile DIR): at the session's
+    end, DIR/session-N.json holds one host span per record the server ran, the
+    same records in the same order as the session's trace (RGPU_RECORD)."""
+    prof = tmp_path / "prof"
+    path = tmp_path / "live.rgt"
+    record(path, {"RGPU_PROFILE": str(prof)})
+    for _ in range(100):                       # the server writes it as the session ends
+        files = sorted(prof.glob("session-*.json")) if prof.exists() else []
+        if files:
+            break
+        time.sleep(0.05)
+    assert len(files) == 1, files
+    d = json.loads(files[0].read_text())
+    assert d["otherData"]["dropped"] == 0 and d["otherData"]["label"].startswith("session ")
+    ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    dump = [l.split()[:2] for l in dump_lines(path)]
+    assert [(e["args"]["op"], e["name"]) for e in ev] == [(int(i), op) for i, op in dump]
+    assert all(e["dur"] >= 0 for e in ev) and ev[0]["ts"] == 0
+
+
 def test_replay_twice_bitwise_equal(trace, tmp_path):
     r1, r2 = tmp_path / "r1", tmp_path / "r2"
     tool("rgpu-replay", trace, "--backend", "cpu", "--dump-results", r1, "--quiet", check_code=0)

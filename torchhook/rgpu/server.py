@@ -9,6 +9,8 @@ process) and stopped at exit. RGPU_RECORD=path.rgt also writes the trace there.
 RGPU_GRAPHS=1 starts the embedded server with `--graphs on` (repeated calls of
 a compiled graph replay as captured graphs; results never change);
 RGPU_SERVER_LOG=path appends its log there instead of to its temp dir.
+RGPU_PROFILE=DIR starts it with `--profile DIR`: each session's records timed
+into a Chrome trace, DIR/session-N.json, written when the session ends.
 A dropped connection is resumed by the C client (RGPU_RECONNECT_TIMEOUT);
 when that is impossible, calls raise rgpu.SessionLost.
 The server binary is $RGPU_SERVER_BIN, else the one installed in this package
@@ -94,6 +96,8 @@ def _connect_embedded(record):
             "--token-file", token_file, "--journal", "none", "--exit-with-parent"]
     if os.environ.get("RGPU_GRAPHS", "") not in ("", "0"):
         args += ["--graphs", "on"]
+    if os.environ.get("RGPU_PROFILE"):
+        args += ["--profile", os.environ["RGPU_PROFILE"]]
     try:
         _proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     except OSError as e:
