@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -96,6 +97,10 @@ typedef struct waiter {
     size_t n;
 } waiter;
 
+/* A span of the client's own timeline (RGPU_PROFILE=DIR): what, when
+ * (CLOCK_MONOTONIC ns), and an op index or a record count. */
+typedef struct cspan { const char *what; uint64_t t0, t1, a, b; } cspan;
+
 struct rgpu_client {
     int fd;
     pthread_t sender, receiver;
@@ -121,6 +126,11 @@ struct rgpu_client {
     char dead_msg[1024];
     rgpu_buf cur;            /* open chunk */
     uint64_t cur_first;
+    /* RGPU_PROFILE=DIR: spans of waits and of each chunk's recording, written
+     * to DIR/client-<pid>.json at close (mu) */
+    char prof_dir[4096];
+    cspan *spans;
+    size_t nspans, capspans;
     uint32_t cur_count;
     struct timespec cur_t0;
     uint64_t next_op, next_id, acked;
@@ -588,6 +598,53 @@ static void item_free(item *it) {
     free(it);
 }
 
+static uint64_t ts_ns(const struct timespec *t) { return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec; }
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return ts_ns(&t);
+}
+
+/* One span of the client's timeline (caller holds mu); dropped when there is
+ * no memory for it. */
+static void span_locked(rgpu_client *c, const char *what, uint64_t t0, uint64_t t1, uint64_t a, uint64_t b) {
+    if (!c->prof_dir[0]) return;
+    if (c->nspans == c->capspans) {
+        size_t cap = c->capspans ? 2 * c->capspans : 1024;
+        cspan *n = realloc(c->spans, cap * sizeof *n);
+        if (!n) return;
+        c->spans = n;
+        c->capspans = cap;
+    }
+    c->spans[c->nspans++] = (cspan){ what, t0, t1, a, b };
+}
+
+/* DIR/client-<pid>.json: the spans as a Chrome trace, timestamps in µs of
+ * CLOCK_MONOTONIC (the clock of rgpu-server --profile's files: on one host
+ * they line up; tools/timeline_merge.py puts them in one file). */
+static void write_spans(rgpu_client *c) {
+    if (!c->prof_dir[0]) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/client-%ld.json", c->prof_dir, (long)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"label\":\"rgpu client %ld\",\"clock\":\"monotonic\"},\n"
+               "\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":1,"
+               "\"args\":{\"name\":\"rgpu client %ld\"}}", (long)getpid(), (long)getpid(), (long)getpid());
+    for (size_t i = 0; i < c->nspans; i++) {
+        const cspan *e = &c->spans[i];
+        bool wait = !strcmp(e->what, "wait");
+        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"client\",\"ph\":\"X\",\"pid\":%ld,\"tid\":%d,\"ts\":%.3f,"
+                   "\"dur\":%.3f,\"args\":{\"%s\":%llu,\"%s\":%llu}}",
+                e->what, (long)getpid(), wait ? 2 : 1, (double)e->t0 * 1e-3, (double)(e->t1 - e->t0) * 1e-3,
+                wait ? "op" : "first_op", (unsigned long long)e->a, wait ? "status" : "records",
+                (unsigned long long)e->b);
+    }
+    fprintf(f, "\n]}\n");
+    fclose(f);
+}
+
 static rgpu_status append_record_locked(rgpu_client *c, const rgpu_record *r, uint64_t *op_index) {
     if (c->cur_count == 0) {
         c->cur_first = c->next_op;
@@ -639,6 +696,7 @@ static rgpu_status close_chunk_locked(rgpu_client *c) {
     it->buf = c->cur;
     it->first_op = c->cur_first;
     it->count = c->cur_count;
+    if (c->prof_dir[0]) span_locked(c, "record", ts_ns(&c->cur_t0), now_ns(), c->cur_first, c->cur_count);
     memset(&c->cur, 0, sizeof c->cur);
     c->cur_count = 0;
     c->st.chunks++;
@@ -1149,6 +1207,11 @@ rgpu_status rgpu_client_connect_token(const char *address, const char *record_pa
     snprintf(c->address, sizeof c->address, "%s", address);
     if (token) snprintf(c->token, sizeof c->token, "%s", token);
     c->reconnect_timeout = env_seconds("RGPU_RECONNECT_TIMEOUT", 60);
+    const char *pd = getenv("RGPU_PROFILE");
+    if (pd && *pd && strlen(pd) < sizeof c->prof_dir) {
+        mkdir(pd, 0700);                      /* the embedded server makes it too */
+        snprintf(c->prof_dir, sizeof c->prof_dir, "%s", pd);
+    }
     c->max_unacked = (uint64_t)(env_seconds("RGPU_MAX_UNACKED", 64.0 * (1 << 20)));
     if (c->max_unacked < (64u << 10)) c->max_unacked = 64u << 10;
     pthread_mutex_init(&c->mu, NULL);
@@ -1455,6 +1518,7 @@ rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, 
     if (data) *data = NULL;
     if (n) *n = 0;
     waiter w = { .op = op_index };
+    uint64_t t0 = c->prof_dir[0] ? now_ns() : 0;
     pthread_mutex_lock(&c->mu);
     rgpu_status s = RGPU_OK;
     if (c->dead) { set_err(err, errlen, "%s", c->dead_msg); s = c->dead_status; goto out; }
@@ -1495,6 +1559,7 @@ unlink:
     for (waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == &w) { *pp = w.next; break; }
 out:
+    if (c->prof_dir[0]) span_locked(c, "wait", t0, now_ns(), op_index, (uint64_t)s);
     pthread_mutex_unlock(&c->mu);
     if (c->rgt) {
         pthread_mutex_lock(&c->rgt_mu);
@@ -1578,6 +1643,8 @@ void rgpu_client_close(rgpu_client *c) {
     free(c->known);
     rgpu_buf_free(&c->cur);
     free(c->frees);
+    write_spans(c);
+    free(c->spans);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->rgt_mu);
     pthread_cond_destroy(&c->cv_send);

@@ -338,7 +338,7 @@ int main(int argc, char **argv) {
     if (tl) {   /* opened before the replay, so a bad path failed at once */
         char who[96];
         snprintf(who, sizeof who, "rgpu-replay (%s)", b->name);
-        if (rgpu_op_profile_write_chrome(prof, tl, who, path, b)) {
+        if (rgpu_op_profile_write_chrome(prof, tl, who, path, b, false)) {
             fprintf(stderr, "%s: --profile %s: write failed\n", PROG, timeline_path);
             if (!rc) rc = 2;
         }

@@ -160,7 +160,8 @@ static void drop_journal(sess *se) {
  * host spans kept, and written when it is freed (the session ends or
  * detaches, or a rebuild fails) to DIR/session-<no>.json, or
  * session-<no>.<k>.json for a later engine of the same session (after a
- * resume). Host spans only: the backend and its timers are shared. */
+ * resume). Host spans only: the backend and its timers are shared.
+ * Timestamps are CLOCK_MONOTONIC's, as the client's RGPU_PROFILE spans. */
 static rgpu_session *engine_new(void) {
     rgpu_session *s = rgpu_session_new(g_cfg.backend, &g_cfg.limits);
     if (s && g_cfg.profile_dir) {
@@ -187,7 +188,7 @@ static void engine_free(uint32_t no, rgpu_session *s) {
     snprintf(who, sizeof who, "rgpu-server session %u", no);
     snprintf(label, sizeof label, "session %u", no);
     if (!f) logf_("session %u: WARNING: --profile: cannot create %s: %s", no, path, strerror(errno));
-    else if (rgpu_op_profile_write_chrome(p, f, who, label, g_cfg.backend))
+    else if (rgpu_op_profile_write_chrome(p, f, who, label, g_cfg.backend, true))
         logf_("session %u: WARNING: --profile: writing %s failed", no, path);
     free(p->events);
     free(p);

@@ -574,9 +574,9 @@ static void json_str(FILE *f, const char *v)
 }
 
 int rgpu_op_profile_write_chrome(const rgpu_op_profile *p, FILE *f, const char *who, const char *label,
-                                 rgpu_backend *b)
+                                 rgpu_backend *b, bool absolute_ts)
 {
-    uint64_t base = p->n_events ? p->events[0].t0_ns : 0;
+    uint64_t base = p->n_events && !absolute_ts ? p->events[0].t0_ns : 0;
     /* device spans from the first mark, which is put at the first record's start */
     uint64_t mark0 = 0;
     double mark0_ts = 0.0;

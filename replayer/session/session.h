@@ -93,12 +93,13 @@ rgpu_op_profile *rgpu_session_profile(const rgpu_session *s);   /* the one set, 
 /* p's timeline as a Chrome trace (Perfetto, chrome://tracing; the JSON
  * object format) into f, which it closes: process `who` (on backend b), a
  * row of host spans (an X event per record named by its op, its index in
- * args.op, microseconds from the first record) and, when the events carry
+ * args.op; microseconds from the first record, or with absolute_ts of
+ * CLOCK_MONOTONIC, the clock of the client's RGPU_PROFILE spans) and, when the events carry
  * timer marks, a row of b's device spans (after a sync of b; the marks are
  * released). `label` goes to otherData.label. Nonzero when f could not be
  * written. */
 int rgpu_op_profile_write_chrome(const rgpu_op_profile *p, FILE *f, const char *who, const char *label,
-                                 rgpu_backend *b);
+                                 rgpu_backend *b, bool absolute_ts);
 
 /* Server folders (rgpu-server --data/--data-rw; FORMAT.md §7.5) for the file
  * ops FILE_STAT, FILE_LIST, FROM_FILE, ZIP_INDEX and SAVE_ZIP: f is shared,

@@ -188,9 +188,12 @@ def test_replay_timeline_device_spans_on_cuda(trace, tmp_path):
 
 
 def test_server_profile_timeline(tmp_path):
-    """RGPU_PROFILE=DIR (the embedded server's --profile DIR): at the session's
-    end, DIR/session-N.json holds one host span per record the server ran, the
-    same records in the same order as the session's trace (RGPU_RECORD)."""
+    """RGPU_PROFILE=DIR: at the session's end the embedded server's
+    DIR/session-N.json holds one host span per record it ran, the same records
+    in the same order as the session's trace (RGPU_RECORD); the client's
+    DIR/client-<pid>.json holds a span per wait and per recorded chunk. Both
+    stamp CLOCK_MONOTONIC: every op a wait asked for ran on the server before
+    that wait returned, and timeline_merge.py puts them in one trace."""
     prof = tmp_path / "prof"
     path = tmp_path / "live.rgt"
     record(path, {"RGPU_PROFILE": str(prof)})
@@ -205,7 +208,30 @@ def test_server_profile_timeline(tmp_path):
     ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
     dump = [l.split()[:2] for l in dump_lines(path)]
     assert [(e["args"]["op"], e["name"]) for e in ev] == [(int(i), op) for i, op in dump]
-    assert all(e["dur"] >= 0 for e in ev) and ev[0]["ts"] == 0
+    assert all(e["dur"] >= 0 for e in ev)
+    server = {e["args"]["op"]: e for e in ev}
+
+    clients = sorted(prof.glob("client-*.json"))
+    assert len(clients) == 1, clients
+    c = json.loads(clients[0].read_text())
+    spans = [e for e in c["traceEvents"] if e["ph"] == "X"]
+    waits = [e for e in spans if e["name"] == "wait"]
+    chunks = [e for e in spans if e["name"] == "record"]
+    assert len(waits) == 4                     # PROGRAM's .cpu() and three .item()
+    assert sum(e["args"]["records"] for e in chunks) == len(dump)
+    assert [e["args"]["first_op"] for e in chunks] == sorted(e["args"]["first_op"] for e in chunks)
+    for w in waits:
+        assert w["args"]["status"] == 0
+        s = server[w["args"]["op"]]
+        assert s["ts"] + s["dur"] <= w["ts"] + w["dur"] + 1.0, (s, w)   # µs; one clock
+
+    out = tmp_path / "merged.json"
+    p = subprocess.run([sys.executable, os.path.join(REPO, "tools", "timeline_merge.py"), str(prof), "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads(out.read_text())
+    assert len([e for e in m["traceEvents"] if e["ph"] == "X"]) == len(ev) + len(spans)
+    assert len({e["pid"] for e in m["traceEvents"]}) == 2
 
 
 def test_replay_twice_bitwise_equal(trace, tmp_path):
