@@ -171,7 +171,7 @@ static void drop_task(void *vj, int64_t b, int64_t e)
         if (d->train) {
             uint32_t r[4];
             rgpu_philox_draw(d->seed, d->offset, (uint64_t)i, r);
-            keep = rgpu_philox_u_f64(r) < d->p1m;
+            keep = (rgpu_philox_r64(r) >> 11) < d->keep_lim;
             if (dt == RGPU_F64) {
                 double v = *(const double *)xp * (keep ? 1.0 : 0.0);
                 *(double *)yp = v * d->scale;
@@ -199,7 +199,7 @@ rgpu_status rgpu_cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
     if (rgpu_op_numel(x) == 0) return RGPU_OK;
 
     int dt = x->dtype;
-    double p1m = d.p1m, scale = d.scale;
+    double scale = d.scale;
     float scale_f = (float)scale;
     if (rnd_dense(x) && rnd_dense(y) && (mask == NULL || rnd_dense(mask))) {
         drop_job j = { &d, x, y, mask, scale_f };
@@ -219,7 +219,7 @@ rgpu_status rgpu_cpu_index_dropout(const rgpu_exec *e, char *err, size_t errlen)
         if (d.train) {
             uint32_t r[4];
             rgpu_philox_draw(d.seed, d.offset, i, r);
-            keep = rgpu_philox_u_f64(r) < p1m;
+            keep = (rgpu_philox_r64(r) >> 11) < d.keep_lim;
             if (dt == RGPU_F64) {
                 double v = *(const double *)xp * (keep ? 1.0 : 0.0);
                 *(double *)yp = v * scale;

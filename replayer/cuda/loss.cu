@@ -209,26 +209,30 @@ rgpu_status rgpu_cuda_red_nll_loss(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
 //   none (2-d): gx[i, t_i] = -w[t_i] * grad[i]
 //   otherwise:  gx[i, t_i] = -w[t_i] * grad (/ total_weight for mean)
 // One thread per element of gx, so the zeros and the values are one pass.
+// Row i's gradient scale, w[t_i] * grad (grad[i] for none with 2-d input, else
+// grad / total_weight for mean, grad for sum), target t_i valid: the factor of
+// both backwards (nll's negated, cross-entropy's times softmax - onehot).
+template <typename T> __device__ __forceinline__ T nll_bw_scale(const nll_args &a, long long i, long long tc)
+{
+    T wc = a.w ? rf_ld<T>(a.w, tc * a.ws, a.wdt) : (T)1;
+    T gi;
+    if (a.reduction == 0 && a.gos >= 0) {
+        gi = rf_ld<T>(a.go, i * a.gos, a.godt);
+    } else {
+        gi = rf_ld<T>(a.go, 0, a.godt);
+        if (a.reduction == 1) gi /= rf_ld<T>(a.twin, 0, a.twindt);
+    }
+    return rf_mul(wc, gi);
+}
+
 template <typename T> __global__ void nll_backward_kernel(nll_args a)
 {
-    const bool per_row = a.reduction == 0 && a.gos >= 0;
     const long long total = a.N * a.C;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total;
          k += (long long)gridDim.x * blockDim.x) {
         const long long i = k / a.C, cc = k - i * a.C;
-        T v = 0;
         long long tc = nll_target(a.t, a.tdt, a.ts, i);
-        if (tc == cc && nll_valid(tc, a)) {
-            T wc = a.w ? rf_ld<T>(a.w, tc * a.ws, a.wdt) : (T)1;
-            T gi;
-            if (per_row) {
-                gi = -rf_ld<T>(a.go, i * a.gos, a.godt);
-            } else {
-                gi = -rf_ld<T>(a.go, 0, a.godt);
-                if (a.reduction == 1) gi /= rf_ld<T>(a.twin, 0, a.twindt);
-            }
-            v = rf_mul(wc, gi);
-        }
+        T v = tc == cc && nll_valid(tc, a) ? -nll_bw_scale<T>(a, i, tc) : (T)0;
         rf_st(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
     }
 }
@@ -330,7 +334,6 @@ rgpu_status rgpu_cuda_red_cross_entropy(rgpu_cuda_ctx *c, const rgpu_exec *e, ch
 
 template <typename T> __global__ void ce_backward_kernel(nll_args a)
 {
-    const bool per_row = a.reduction == 0 && a.gos >= 0;
     const long long total = a.N * a.C;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total;
          k += (long long)gridDim.x * blockDim.x) {
@@ -338,16 +341,8 @@ template <typename T> __global__ void ce_backward_kernel(nll_args a)
         T v = 0;
         long long tc = nll_target(a.t, a.tdt, a.ts, i);
         if (nll_valid(tc, a)) {
-            T wc = a.w ? rf_ld<T>(a.w, tc * a.ws, a.wdt) : (T)1;
-            T gi;
-            if (per_row) {
-                gi = rf_ld<T>(a.go, i * a.gos, a.godt);
-            } else {
-                gi = rf_ld<T>(a.go, 0, a.godt);
-                if (a.reduction == 1) gi /= rf_ld<T>(a.twin, 0, a.twindt);
-            }
             T p = exp(rf_ld<T>(a.logp, i * a.ls0 + cc * a.ls1, a.ldt) - rf_ld<T>(a.lse, i * a.lses, a.lsedt));
-            v = rf_mul(rf_mul(gi, wc), cc == tc ? rf_sub(p, (T)1) : p);
+            v = rf_mul(nll_bw_scale<T>(a, i, tc), cc == tc ? rf_sub(p, (T)1) : p);
         }
         rf_st(a.gx, i * a.gs0 + cc * a.gs1, a.gxdt, v);
     }

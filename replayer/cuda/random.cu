@@ -161,7 +161,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
 // w: x's shape; set 0 x, set 1 y, set 2 mask
 // T: float for float32/float16/bfloat16 data (float opmath: no FP64
 // instruction; the keep test in integers, op_dropout_keep_lim), double for
-// float64. mask is bool (rgpu_op_dropout_check).
+// float64. mask is bool, keep_lim op_dropout_args' (rgpu_op_dropout_check).
 template <typename T>
 __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt, int train, uint64_t seed,
                           uint64_t offset, uint64_t keep_lim, T scale, long long n)
@@ -204,15 +204,14 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     ix_walk_strides(&w, 0, x);
     ix_walk_strides(&w, 1, y);
     if (mask) ix_walk_strides(&w, 2, mask);
-    uint64_t lim = op_dropout_keep_lim(d.p1m);
     char *mp = mask ? (char *)mask->data : NULL;
     if (!rf_opmath_float({ x->dtype }))
         k_dropout<double><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
-                                                                      x->dtype, d.train, d.seed, d.offset, lim,
+                                                                      x->dtype, d.train, d.seed, d.offset, d.keep_lim,
                                                                       d.scale, n);
     else
         k_dropout<float><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
-                                                                     x->dtype, d.train, d.seed, d.offset, lim,
+                                                                     x->dtype, d.train, d.seed, d.offset, d.keep_lim,
                                                                      (float)d.scale, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;

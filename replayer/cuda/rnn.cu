@@ -12,21 +12,8 @@ static __global__ void rnn_cell_kernel(op_cell a, int op)
     long long n = a.B * a.H;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
         long long b = k / a.H, j = k - b * a.H;
-        if constexpr (sizeof(T) == 4) {
-            switch (op) {
-            case RGPU_OP_LSTM_CELL:          op_lstm_cell_one_f(&a, b, j); break;
-            case RGPU_OP_LSTM_CELL_BACKWARD: op_lstm_cell_backward_one_f(&a, b, j); break;
-            case RGPU_OP_GRU_CELL:           op_gru_cell_one_f(&a, b, j); break;
-            default:                         op_gru_cell_backward_one_f(&a, b, j); break;
-            }
-        } else {
-            switch (op) {
-            case RGPU_OP_LSTM_CELL:          op_lstm_cell_one(&a, b, j); break;
-            case RGPU_OP_LSTM_CELL_BACKWARD: op_lstm_cell_backward_one(&a, b, j); break;
-            case RGPU_OP_GRU_CELL:           op_gru_cell_one(&a, b, j); break;
-            default:                         op_gru_cell_backward_one(&a, b, j); break;
-            }
-        }
+        if constexpr (sizeof(T) == 4) op_rnn_cell_one_f(op, &a, b, j);
+        else op_rnn_cell_one(op, &a, b, j);
     }
 }
 

@@ -172,6 +172,7 @@ rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "native_dropout: mask must be bool, got %s", rgpu_dtype_name(mask->dtype));
     d->p1m = 1.0 - d->p;
     d->scale = d->p1m == 0.0 ? 0.0 : 1.0 / d->p1m;
+    d->keep_lim = op_dropout_keep_lim(d->p1m);
     return RGPU_OK;
 }
 

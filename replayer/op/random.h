@@ -43,12 +43,14 @@ typedef struct op_dropout_args {
     bool train;
     uint64_t seed, offset;
     double p1m, scale;      /* 1 - p; 1/(1-p), 0 when p == 1 */
+    uint64_t keep_lim;      /* element kept: (rgpu_philox_r64 >> 11) < keep_lim (op_dropout_keep_lim) */
 } op_dropout_args;
 rgpu_status rgpu_op_dropout_check(const rgpu_exec *e, op_dropout_args *d, char *err, size_t errlen);
 
 /* The keep test u < p1m (u = rgpu_philox_u_f64 = k 2^-53, k = r64 >> 11 <
  * 2^53) in integers: k < ceil(p1m 2^53), exact (scaling by 2^53 and ceil
- * are exact for p1m in [0, 1]), so a kernel decides without FP64. */
+ * are exact for p1m in [0, 1]): the decision of both backends (keep_lim),
+ * and a CUDA kernel's without FP64. */
 static inline uint64_t op_dropout_keep_lim(double p1m)
 {
     return (uint64_t)ceil(p1m * 9007199254740992.0);

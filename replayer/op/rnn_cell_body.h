@@ -77,3 +77,14 @@ OP_FN void OPC(op_gru_cell_backward_one)(const op_cell *a, int64_t b, int64_t j)
     OPC(op_cell_st)(&a->out[2], b, j, gh * z);
 }
 
+/* element (b, j) of op (LSTM_CELL, LSTM_CELL_BACKWARD, GRU_CELL or
+ * GRU_CELL_BACKWARD) */
+OP_FN void OPC(op_rnn_cell_one)(int op, const op_cell *a, int64_t b, int64_t j)
+{
+    switch (op) {
+    case RGPU_OP_LSTM_CELL:          OPC(op_lstm_cell_one)(a, b, j); break;
+    case RGPU_OP_LSTM_CELL_BACKWARD: OPC(op_lstm_cell_backward_one)(a, b, j); break;
+    case RGPU_OP_GRU_CELL:           OPC(op_gru_cell_one)(a, b, j); break;
+    default:                         OPC(op_gru_cell_backward_one)(a, b, j); break;
+    }
+}
