@@ -264,19 +264,12 @@ static void ln_task(void *vj, int64_t b, int64_t e)
     double *buf = rgpu_op_alloc(N > 0 ? N : 1, sizeof *buf);
     if (buf == NULL) { __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED); return; }
     const double *restrict wb = j->wb, *restrict bb = j->bb;
-    double rN = 1.0 / (double)N;
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         rgpu_r2_row_load(&j->r[0], (const char *)x->data + c.off[0], buf);
-        double mu = j->rms ? 0.0 : r2_sum_f64(buf, N) * rN, var;
-#define LDV_(i) sq(buf[i] - mu)
-        R2_LANE_SUM(N, LDV_, var);
-#undef LDV_
-        var *= rN;
-        double rs = 1.0 / sqrt(var + j->eps);
-        if (N == 0) { mu = 0.0; rs = NAN; }
-        for (int64_t i = 0; i < N; i++) buf[i] = (buf[i] - mu) * rs * wb[i] + bb[i];
+        double mu = 0.0, rs = NAN;
+        if (N > 0) rgpu_vm_ln_row(buf, N, wb, bb, j->eps, j->rms, &mu, &rs);   /* this CPU's widest build */
         rgpu_r2_row_store(&j->r[1], (char *)y->data + c.off[1], buf);
         if (mean) op_store_f64((char *)mean->data + c.off[2], mean->dtype, mu);
         if (rstd) op_store_f64((char *)rstd->data + c.off[3], rstd->dtype, rs);
@@ -362,7 +355,6 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
     double *restrict dwa = j->part + b / j->grain * 2 * N, *restrict dba = dwa + N;
     const double *restrict wb = j->wb;
     for (int64_t i = 0; i < N; i++) { dwa[i] = 0.0; dba[i] = 0.0; }
-    double rN = 1.0 / (double)N;
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
@@ -370,21 +362,8 @@ static void ln_bw_task(void *vj, int64_t b, int64_t e)
         rgpu_r2_row_load(&j->r[1], (const char *)x->data + c.off[1], xb);
         double mu = mean ? op_load_f64((const char *)mean->data + c.off[2], mean->dtype) : 0.0;   /* rms: 0 */
         double rs = op_load_f64((const char *)rstd->data + c.off[3], rstd->dtype);
-        /* four loops, one store stream each: GCC vectorises these (the fused
-         * loop stayed scalar); each element's operations are unchanged */
-        for (int64_t i = 0; i < N; i++) xb[i] = (xb[i] - mu) * rs;      /* xhat */
-        for (int64_t i = 0; i < N; i++) gwb[i] = gb[i] * wb[i];
-        for (int64_t i = 0; i < N; i++) dwa[i] += gb[i] * xb[i];
-        for (int64_t i = 0; i < N; i++) dba[i] += gb[i];
-        if (dx) {
-            double sgw = r2_sum_f64(gwb, N), sgwx;
-#define LDGX_(i) (gwb[i] * xb[i])
-            R2_LANE_SUM(N, LDGX_, sgwx);
-#undef LDGX_
-            double a = j->rms ? 0.0 : sgw * rN, bq = sgwx * rN;
-            for (int64_t i = 0; i < N; i++) xb[i] = rs * (gwb[i] - a - xb[i] * bq);
-            rgpu_r2_row_store(&j->r[2], (char *)dx->data + c.off[4], xb);
-        }
+        rgpu_vm_ln_bw_row(gb, xb, gwb, dwa, dba, wb, N, mu, rs, j->rms, dx != NULL);
+        if (dx) rgpu_r2_row_store(&j->r[2], (char *)dx->data + c.off[4], xb);
     }
     free(buf);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 #include "op/reduce.h"
 
 /* ---------------------------------------------------------------------------
@@ -98,8 +99,7 @@ static inline double r2_sum_f64(const double *restrict p, int64_t n)
 static inline void r2_load_row(double *restrict dst, const char *src, int dt, int64_t s, int64_t n)
 {
     if (dt == RGPU_F32 && s == 4) {
-        const float *restrict q = (const float *)src;
-        for (int64_t i = 0; i < n; i++) dst[i] = q[i];
+        rgpu_vm_f32_to_f64(dst, (const float *)src, n);
     } else if (dt == RGPU_F64 && s == 8) {
         memcpy(dst, src, (size_t)n * sizeof *dst);
     } else {
@@ -110,8 +110,7 @@ static inline void r2_load_row(double *restrict dst, const char *src, int dt, in
 static inline void r2_store_row(char *dst, int dt, int64_t s, const double *restrict src, int64_t n)
 {
     if (dt == RGPU_F32 && s == 4) {
-        float *restrict q = (float *)dst;
-        for (int64_t i = 0; i < n; i++) q[i] = (float)src[i];
+        rgpu_vm_f64_to_f32((float *)dst, src, n);
     } else if (dt == RGPU_F64 && s == 8) {
         memmove(dst, src, (size_t)n * sizeof *src);
     } else {

@@ -17,7 +17,13 @@
     double rgpu_vm_sum_f32##sfx(const float *q, int64_t n);                 \
     double rgpu_vm_sum_f64##sfx(const double *q, int64_t n);                \
     void rgpu_vm_acc_f32##sfx(double *acc, const float *q, int64_t n);      \
-    void rgpu_vm_acc_f64##sfx(double *acc, const double *q, int64_t n);
+    void rgpu_vm_acc_f64##sfx(double *acc, const double *q, int64_t n);     \
+    void rgpu_vm_f32_to_f64##sfx(double *r, const float *a, int64_t n);     \
+    void rgpu_vm_f64_to_f32##sfx(float *r, const double *a, int64_t n);     \
+    void rgpu_vm_ln_row##sfx(double *b, int64_t N, const double *w, const double *bias, double eps, bool rms, \
+                             double *mu, double *rs);                       \
+    void rgpu_vm_ln_bw_row##sfx(const double *g, double *x, double *gw, double *dw, double *db, const double *w, \
+                                int64_t N, double mu, double rs, bool rms, bool want_dx);
 VM_DECL(_base)
 #if defined(__x86_64__)
 VM_DECL(_avx2)
@@ -34,10 +40,16 @@ typedef struct vm_table {
     double (*sum_f64)(const double *, int64_t);
     void (*acc_f32)(double *, const float *, int64_t);
     void (*acc_f64)(double *, const double *, int64_t);
+    void (*f32_to_f64)(double *, const float *, int64_t);
+    void (*f64_to_f32)(float *, const double *, int64_t);
+    void (*ln_row)(double *, int64_t, const double *, const double *, double, bool, double *, double *);
+    void (*ln_bw_row)(const double *, double *, double *, double *, double *, const double *, int64_t, double,
+                      double, bool, bool);
 } vm_table;
 
 #define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx, \
-                             rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx }
+                             rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx, \
+                             rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx }
 static const vm_table tables[] = {
     VM_TABLE("base", _base),
 #if defined(__x86_64__)
@@ -100,3 +112,12 @@ double rgpu_vm_sum_f32(const float *q, int64_t n) { return T()->sum_f32(q, n); }
 double rgpu_vm_sum_f64(const double *q, int64_t n) { return T()->sum_f64(q, n); }
 void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n) { T()->acc_f32(acc, q, n); }
 void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n) { T()->acc_f64(acc, q, n); }
+void rgpu_vm_f32_to_f64(double *r, const float *a, int64_t n) { T()->f32_to_f64(r, a, n); }
+void rgpu_vm_f64_to_f32(float *r, const double *a, int64_t n) { T()->f64_to_f32(r, a, n); }
+void rgpu_vm_ln_row(double *b, int64_t N, const double *w, const double *bias, double eps, bool rms,
+                    double *mu, double *rs) { T()->ln_row(b, N, w, bias, eps, rms, mu, rs); }
+void rgpu_vm_ln_bw_row(const double *g, double *x, double *gw, double *dw, double *db, const double *w,
+                       int64_t N, double mu, double rs, bool rms, bool want_dx)
+{
+    T()->ln_bw_row(g, x, gw, dw, db, w, N, mu, rs, rms, want_dx);
+}

@@ -73,6 +73,14 @@ double rgpu_vm_sum_f32(const float *q, int64_t n);
 double rgpu_vm_sum_f64(const double *q, int64_t n);
 void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n);
 void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n);
+/* float <-> double rows; layer / rms norm rows of cpu_reduce2_norm.c
+ * (cpu_vmath_kern.h says what they compute; every build the same bits) */
+void rgpu_vm_f32_to_f64(double *r, const float *a, int64_t n);
+void rgpu_vm_f64_to_f32(float *r, const double *a, int64_t n);
+void rgpu_vm_ln_row(double *b, int64_t N, const double *w, const double *bias, double eps, bool rms,
+                    double *mu, double *rs);
+void rgpu_vm_ln_bw_row(const double *g, double *x, double *gw, double *dw, double *db, const double *w,
+                       int64_t N, double mu, double rs, bool rms, bool want_dx);
 /* the build in use ("base", "avx2", "avx512"); set_isa switches to one the
  * CPU has (false: unknown or not available here) — for tests */
 const char *rgpu_vm_isa(void);

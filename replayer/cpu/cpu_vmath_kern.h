@@ -14,8 +14,12 @@
  * (glibc's expf/erff/tanhf are also within 1 ulp; ATen's vectorised
  * float versions are too). Only for float results: exp clamps its argument
  * to [-708, 709] (results rounded to float from there are 0 and inf). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(VM_AVX512)
+#include <immintrin.h>      /* intrinsics inside VM_TARGET functions only */
+#endif
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF   /* clang contracts a*b+c by default, even in ISO C mode */
@@ -128,35 +132,54 @@ VM_TARGET void VM(rgpu_vm_exp_f32)(float *r, const float *a, int64_t n)
     for (int64_t i = 0; i < n; i++) r[i] = (float)VM(exp_core)((double)a[i]);
 }
 
-/* erf_small on every lane, erf_big only on the lanes that need it (1 <= |x|
- * < 4: about a sixth of a GELU's arguments): a vectorised pass flags them
- * (|x|'s bits - bits(1.0f) < bits(4.0f) - bits(1.0f), false for NaN and inf),
- * a scalar pass lists their indices (one load and one store per element;
- * the stores of the arguments themselves were this loop's bottleneck), their
- * arguments are gathered (before r, which may be a, is written) and
- * scattered back: each element gets the same operations as a select of the
- * two would give it. */
+/* The lanes of ab[0..m) that erf_big takes (1 <= |x| < 4, by |x|'s bits:
+ * bits - bits(1.0f) < bits(4.0f) - bits(1.0f), false for NaN and inf),
+ * their indices in order into at (room for m + 16) and their arguments into
+ * xb (the same); returns how many. Every build lists the same lanes. */
+VM_TARGET static inline int VM(erf_list_big)(const float *ab, int64_t m, int32_t *at, float *xb)
+{
+    int k = 0;
+    int64_t i = 0;
+#if defined(VM_AVX512)
+    /* sixteen lanes per step: a compare to a mask, the lanes compressed in
+     * a register (compress to memory is microcoded on some CPUs) and stored
+     * whole; the next step writes over the unused tail */
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), lo = _mm512_set1_epi32(0x3f800000);
+    const __m512i span = _mm512_set1_epi32(0x01000000), step = _mm512_set1_epi32(16);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; i + 16 <= m; i += 16) {
+        __m512i v = _mm512_loadu_si512((const void *)(ab + i));
+        __mmask16 mk = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(v, absm), lo), span);
+        _mm512_storeu_si512((void *)(at + k), _mm512_maskz_compress_epi32(mk, idx));
+        _mm512_storeu_si512((void *)(xb + k), _mm512_maskz_compress_epi32(mk, v));
+        k += __builtin_popcount((unsigned)mk);
+        idx = _mm512_add_epi32(idx, step);
+    }
+#endif
+    for (; i < m; i++) {                    /* branch-free */
+        uint32_t u;
+        memcpy(&u, &ab[i], sizeof u);
+        at[k] = (int32_t)i;
+        xb[k] = ab[i];
+        k += ((u & 0x7fffffffu) - 0x3f800000u) < 0x01000000u;
+    }
+    return k;
+}
+
+/* erf_small on every lane, erf_big only on the lanes that need it (about a
+ * sixth of a GELU's arguments): listed first (before r, which may be a, is
+ * written), computed apart and stored back over erf_small's values; each
+ * element gets the same operations as a select of the two would give it. */
 VM_TARGET void VM(rgpu_vm_erf_f32)(float *r, const float *a, int64_t n)
 {
     enum { BLK = 256 };
-    float xb[BLK], yb[BLK];
-    int32_t at[BLK];
-    uint8_t big[BLK];
+    float xb[BLK + 16], yb[BLK];
+    int32_t at[BLK + 16];
     for (int64_t i0 = 0; i0 < n; i0 += BLK) {
         int64_t m = n - i0 < BLK ? n - i0 : BLK;
         const float *ab = a + i0;
         float *rb = r + i0;
-        for (int64_t i = 0; i < m; i++) {
-            uint32_t u;
-            memcpy(&u, &ab[i], sizeof u);
-            big[i] = (uint8_t)(((u & 0x7fffffffu) - 0x3f800000u) < 0x01000000u);
-        }
-        int k = 0;
-        for (int64_t i = 0; i < m; i++) {      /* branch-free compaction */
-            at[k] = (int32_t)i;
-            k += big[i];
-        }
-        for (int j = 0; j < k; j++) xb[j] = ab[at[j]];
+        int k = VM(erf_list_big)(ab, m, at, xb);
         for (int64_t i = 0; i < m; i++) rb[i] = (float)VM(erf_small)((double)ab[i]);
         for (int j = 0; j < k; j++) yb[j] = (float)VM(erf_big)((double)xb[j]);
         for (int j = 0; j < k; j++) rb[at[j]] = yb[j];
@@ -212,6 +235,79 @@ VM_TARGET void VM(rgpu_vm_acc_f64)(double *restrict acc, const double *restrict 
 {
     for (int64_t i = 0; i < n; i++) acc[i] += q[i];
 }
+
+/* Conversions between float and double rows (exact one way, IEEE rounding
+ * the other: the same on every build). */
+VM_TARGET void VM(rgpu_vm_f32_to_f64)(double *restrict r, const float *restrict a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = (double)a[i];
+}
+
+VM_TARGET void VM(rgpu_vm_f64_to_f32)(float *restrict r, const double *restrict a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) r[i] = (float)a[i];
+}
+
+/* The sum of n doubles in 8 lanes (lane j the elements j mod 8), the lanes
+ * added ((0+1)+(2+3))+((4+5)+(6+7)), then the tail in order: cpu_reduce2's
+ * R2_LANE_SUM order, which these rows keep. */
+#define VM_LANE8_SUM(n, LOAD, out) do {                                         \
+        double a_[8] = {0};                                                     \
+        int64_t i_ = 0;                                                         \
+        for (; i_ + 8 <= (n); i_ += 8)                                          \
+            for (int j_ = 0; j_ < 8; j_++) a_[j_] += LOAD(i_ + j_);             \
+        double t_ = ((a_[0] + a_[1]) + (a_[2] + a_[3])) + ((a_[4] + a_[5]) + (a_[6] + a_[7])); \
+        for (; i_ < (n); i_++) t_ += LOAD(i_);                                  \
+        (out) = t_;                                                             \
+    } while (0)
+
+/* Layer norm (rms: mean taken as 0) of one row of N >= 1 doubles in place:
+ * mu = sum(b) / N, var = sum((b - mu)^2) / N, rs = 1 / sqrt(var + eps),
+ * b = (b - mu) * rs * w + bias (cpu_reduce2_norm.c's forward). */
+VM_TARGET void VM(rgpu_vm_ln_row)(double *restrict b, int64_t N, const double *restrict w,
+                                  const double *restrict bias, double eps, bool rms, double *mu_out, double *rs_out)
+{
+    double rN = 1.0 / (double)N, mu = 0.0, var;
+    if (!rms) {
+#define VM_LD_(i) b[i]
+        VM_LANE8_SUM(N, VM_LD_, mu);
+#undef VM_LD_
+        mu *= rN;
+    }
+#define VM_LD_(i) ((b[i] - mu) * (b[i] - mu))
+    VM_LANE8_SUM(N, VM_LD_, var);
+#undef VM_LD_
+    var *= rN;
+    double rs = 1.0 / __builtin_sqrt(var + eps);     /* a NaN from a negative sum is the answer */
+    for (int64_t i = 0; i < N; i++) b[i] = (b[i] - mu) * rs * w[i] + bias[i];
+    *mu_out = mu;
+    *rs_out = rs;
+}
+
+/* Layer norm backward of one row of N >= 1 (cpu_reduce2_norm.c): g the
+ * gradient, x the input (becomes xhat, then dx when want_dx), gw scratch;
+ * dw[i] += g xhat, db[i] += g; dx = rs (g w - mean(g w) - xhat mean(g w xhat))
+ * (rms: without the mean(g w) term). */
+VM_TARGET void VM(rgpu_vm_ln_bw_row)(const double *restrict g, double *restrict x, double *restrict gw,
+                                     double *restrict dw, double *restrict db, const double *restrict w,
+                                     int64_t N, double mu, double rs, bool rms, bool want_dx)
+{
+    for (int64_t i = 0; i < N; i++) x[i] = (x[i] - mu) * rs;      /* xhat */
+    for (int64_t i = 0; i < N; i++) gw[i] = g[i] * w[i];
+    for (int64_t i = 0; i < N; i++) dw[i] += g[i] * x[i];
+    for (int64_t i = 0; i < N; i++) db[i] += g[i];
+    if (!want_dx) return;
+    double rN = 1.0 / (double)N, sgw, sgwx;
+#define VM_LD_(i) gw[i]
+    VM_LANE8_SUM(N, VM_LD_, sgw);
+#undef VM_LD_
+#define VM_LD_(i) (gw[i] * x[i])
+    VM_LANE8_SUM(N, VM_LD_, sgwx);
+#undef VM_LD_
+    double a = rms ? 0.0 : sgw * rN, bq = sgwx * rN;
+    for (int64_t i = 0; i < N; i++) x[i] = rs * (gw[i] - a - x[i] * bq);
+}
+#undef VM_LANE8_SUM
 
 VM_TARGET void VM(rgpu_vm_exp_d2f)(double *r, const double *a, int64_t n)
 {

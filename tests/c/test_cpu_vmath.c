@@ -15,6 +15,7 @@
  * cache emptied when the last backend goes. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,123 @@ START_TEST(test_isas_bitwise)
 }
 END_TEST
 
+/* erf_big's lanes listed among erf_small's (AVX-512: sixteen at a time by a
+ * compressed mask, else one by one): arguments where 1 <= |x| < 4 lanes are
+ * scattered among others (and NaN, inf, +-0), in place and not, at lengths
+ * and offsets around the vector width: every build gives erf's own value at
+ * each element, bit for bit. Fails if a listed lane is lost, doubled or
+ * written to the wrong element. */
+START_TEST(test_erf_mixed_lanes)
+{
+    enum { N = 4099 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *ref = malloc(N * sizeof *ref);
+    ck_assert(x && y && ref);
+    uint32_t st = 777;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        x[i] = (float)((int32_t)st >> 8) * 0x1p-21f;           /* +-4 */
+        if (i % 97 == 5) x[i] = i % 2 ? INFINITY : -INFINITY;
+        if (i % 101 == 7) x[i] = NAN;
+        if (i % 89 == 3) x[i] = i % 2 ? -0.0f : 0.0f;
+    }
+    for (int i = 0; i < N; i++) ref[i] = (float)erf((double)x[i]);   /* within the sweep's 1 ulp */
+    int64_t lens[] = { 1, 15, 16, 17, 255, 256, 257, 300, 4099 - 3 };
+    float *first = malloc(N * sizeof *first);
+    ck_assert_ptr_nonnull(first);
+    bool have = false;
+    for (int k = 0; k < NISA; k++) {
+        if (!rgpu_vm_set_isa(ISAS[k])) continue;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (int64_t off = 0; off < 3; off++) {
+                int64_t m = lens[li];
+                if (off + m > N) continue;
+                memset(y, 0, N * sizeof *y);
+                rgpu_vm_erf_f32(y + off, x + off, m);
+                for (int64_t i = off; i < off + m; i++) {
+                    if (isnan(x[i])) { ck_assert(isnan(y[i])); continue; }
+                    ck_assert_msg(ulps(y[i], ref[i]) <= 1 && (y[i] < 0) == (ref[i] < 0),
+                                  "%s: erf(%a) = %a at %lld of a row of %lld", ISAS[k], (double)x[i],
+                                  (double)y[i], (long long)(i - off), (long long)m);
+                }
+                ck_assert(off == 0 || y[off - 1] == 0.0f);          /* nothing outside the row */
+                ck_assert(off + m == N || y[off + m] == 0.0f);
+            }
+        memcpy(y, x, N * sizeof *y);
+        rgpu_vm_erf_f32(y, y, N);                                   /* in place */
+        if (!have) { memcpy(first, y, N * sizeof *y); have = true; }
+        ck_assert_msg(memcmp(y, first, N * sizeof *y) == 0, "%s: in-place erf differs from the first build", ISAS[k]);
+    }
+    ck_assert(have);
+    free(x); free(y); free(ref); free(first);
+}
+END_TEST
+
+/* Layer norm rows (forward and backward) written out scalar in the order
+ * cpu_vmath_kern.h documents (8 lane sums, ((0+1)+(2+3))+((4+5)+(6+7)),
+ * then the tail): every build must give exactly these bits, for layer and
+ * rms norm, at lengths around the vector widths. */
+static double lane8_ref(const double *p, const double *q, double mu, int kind, int64_t n)
+{
+    double a[8] = {0};
+    int64_t i = 0;
+#define TERM_(k) (kind == 0 ? p[k] : kind == 1 ? (p[k] - mu) * (p[k] - mu) : p[k] * q[k])
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) a[j] += TERM_(i + j);
+    double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; i < n; i++) t += TERM_(i);
+#undef TERM_
+    return t;
+}
+
+START_TEST(test_ln_rows_bitwise)
+{
+    enum { N = 300 };
+    double x[N], w[N], bias[N], g[N], y[N], yr[N], xb[N], xr[N], gw[N], dw[N], db[N], dwr[N], dbr[N];
+    uint32_t st = 99;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        x[i] = (double)((int32_t)st >> 8) * 0x1p-20 + 3.0;
+        st = st * 1664525u + 1013904223u;
+        g[i] = (double)((int32_t)st >> 8) * 0x1p-23;
+        w[i] = 1.0 + (double)(i % 13) * 0.01;
+        bias[i] = (double)(i % 7) * 0.1 - 0.3;
+    }
+    int64_t lens[] = { 1, 7, 8, 9, 16, 17, 64, 127, 128, 129, 300 };
+    int ran = 0;
+    for (int k = 0; k < NISA; k++) {
+        if (!rgpu_vm_set_isa(ISAS[k])) continue;
+        ran++;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (int rms = 0; rms < 2; rms++) {
+                int64_t n = lens[li];
+                double rN = 1.0 / (double)n, eps = 1e-5;
+                /* forward */
+                double mu_r = rms ? 0.0 : lane8_ref(x, NULL, 0, 0, n) * rN;
+                double rs_r = 1.0 / sqrt(lane8_ref(x, NULL, mu_r, 1, n) * rN + eps);
+                for (int64_t i = 0; i < n; i++) yr[i] = (x[i] - mu_r) * rs_r * w[i] + bias[i];
+                double mu, rs;
+                memcpy(y, x, sizeof x);
+                rgpu_vm_ln_row(y, n, w, bias, eps, rms, &mu, &rs);
+                ck_assert_msg(mu == mu_r && rs == rs_r && memcmp(y, yr, (size_t)n * sizeof *y) == 0,
+                              "ln_row %s n=%lld rms=%d differs from the documented order", ISAS[k], (long long)n, rms);
+                /* backward, accumulating into nonzero dw/db */
+                for (int64_t i = 0; i < n; i++) { dw[i] = dwr[i] = 0.5; db[i] = dbr[i] = -0.25; }
+                for (int64_t i = 0; i < n; i++) xr[i] = (x[i] - mu) * rs;
+                double gwr[N];
+                for (int64_t i = 0; i < n; i++) { gwr[i] = g[i] * w[i]; dwr[i] += g[i] * xr[i]; dbr[i] += g[i]; }
+                double a = rms ? 0.0 : lane8_ref(gwr, NULL, 0, 0, n) * rN, bq = lane8_ref(gwr, xr, 0, 2, n) * rN;
+                for (int64_t i = 0; i < n; i++) xr[i] = rs * (gwr[i] - a - xr[i] * bq);
+                memcpy(xb, x, sizeof x);
+                rgpu_vm_ln_bw_row(g, xb, gw, dw, db, w, n, mu, rs, rms, true);
+                ck_assert_msg(memcmp(xb, xr, (size_t)n * sizeof *xb) == 0 && memcmp(dw, dwr, (size_t)n * sizeof *dw) == 0 &&
+                              memcmp(db, dbr, (size_t)n * sizeof *db) == 0,
+                              "ln_bw_row %s n=%lld rms=%d differs from the documented order", ISAS[k], (long long)n, rms);
+            }
+    }
+    ck_assert_int_ge(ran, 1);
+}
+END_TEST
+
 /* The documented order of rgpu_vm_sum_*: lane j sums elements j mod 32 in
  * order, the lanes are added pairwise (j + w into j, w = 16, 8, 4, 2, 1),
  * then the tail in order; written out scalar here. */
@@ -285,7 +403,8 @@ int main(void)
     Suite *s = suite_create("cpu_vmath");
     ADD_TESTS(add_tcase(s, "accuracy", 120, NULL, NULL), test_exp_accuracy, test_erf_accuracy,
               test_tanh_accuracy, test_specials);
-    ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise, test_sums_bitwise);
+    ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise, test_erf_mixed_lanes,
+              test_ln_rows_bitwise, test_sums_bitwise);
     ADD_TESTS(add_tcase(s, "alloc", 60, NULL, NULL), test_alloc_reuse, test_alloc_cap);
     return run_suite(s);
 }
