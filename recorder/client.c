@@ -133,6 +133,7 @@ struct rgpu_client {
     size_t nspans, capspans;
     uint32_t cur_count;
     struct timespec cur_t0;
+    uint64_t drained_ns;     /* when a wait for the last recorded op returned (0: never): the server idle since */
     uint64_t next_op, next_id, acked;
     item *q_head, *q_tail;
     item *sent_head, *sent_tail;   /* sent chunks not yet acknowledged, in op order */
@@ -856,6 +857,22 @@ out:
     return s;
 }
 
+/* How long the open chunk stays open after its first record: RGPU_CHUNK_MS,
+ * but shorter while the server is known to have drained (a wait for the last
+ * recorded op returned) and the chunk began less than RGPU_CHUNK_MS after
+ * that: as long as that interval, at least RGPU_CHUNK_MIN_US. A training
+ * step's first chunk then reaches the idle server after ~0.1 ms instead of
+ * 5, and the chunks after it double in length (0.1, 0.1, 0.2, 0.4, ... ms)
+ * while the server works on the ones before. */
+static long chunk_ns_locked(const rgpu_client *c) {
+    const long full = RGPU_CHUNK_MS * 1000000L, min = RGPU_CHUNK_MIN_US * 1000L;
+    if (!c->drained_ns) return full;
+    uint64_t t0 = ts_ns(&c->cur_t0);
+    if (t0 < c->drained_ns) return full;
+    uint64_t since = t0 - c->drained_ns;
+    return since >= (uint64_t)full ? full : since < (uint64_t)min ? min : (long)since;
+}
+
 static void *sender_main(void *arg) {
     rgpu_client *c = arg;
     pthread_mutex_lock(&c->mu);
@@ -864,7 +881,7 @@ static void *sender_main(void *arg) {
             if (c->closing && (c->broken || !c->cur_count)) goto done;
             if (c->cur_count && !c->broken) {
                 struct timespec dl = c->cur_t0;
-                dl.tv_nsec += RGPU_CHUNK_MS * 1000000L;
+                dl.tv_nsec += chunk_ns_locked(c);
                 if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
@@ -1544,6 +1561,7 @@ rgpu_status rgpu_client_wait(rgpu_client *c, uint64_t op_index, uint8_t **data, 
         }
     }
     if (!w.done) { set_err(err, errlen, "%s", c->dead_msg); s = c->dead_status; goto unlink; }
+    if (op_index + 1 == c->next_op) c->drained_ns = now_ns();
     if (w.status) {
         set_err(err, errlen, "%s", w.msg ? w.msg : rgpu_status_str(w.status));
         s = w.status;

@@ -28,6 +28,7 @@ extern "C" {
 
 #define RGPU_CHUNK_BYTES (256u << 10)   /* close a chunk at this many raw bytes */
 #define RGPU_CHUNK_MS    5              /* ... or this long after its first record */
+#define RGPU_CHUNK_MIN_US 100           /* ... shorter right after the server drained (client.c) */
 #define RGPU_FREE_BATCH  256            /* tensor frees per FREE record */
 
 typedef struct rgpu_client rgpu_client;

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import torch
@@ -80,6 +81,25 @@ def test_stats_keys():
     ops0 = s["ops"]
     torch.zeros(3, device="rgpu").add_(1)
     assert rgpu.stats()["ops"] >= ops0 + 2
+
+
+def test_first_chunk_after_a_wait_goes_out_at_once():
+    """After a wait for the last recorded op the server is idle: the next chunk
+    closes RGPU_CHUNK_MIN_US (0.1 ms) after its first record instead of
+    RGPU_CHUNK_MS (5 ms), so the server starts on a training step at once
+    (client.c chunk_ns_locked). The best of ten tries must close in under
+    2.5 ms: a fixed 5 ms close never does."""
+    x = torch.ones(4, device="rgpu")
+    best = float("inf")
+    for _ in range(10):
+        assert (x + 1).sum().item() == 8.0     # a wait for the last recorded op
+        c0 = rgpu.stats()["chunks"]
+        t0 = time.perf_counter()
+        y = x * 2                               # noqa: F841  (opens a chunk)
+        while rgpu.stats()["chunks"] == c0 and time.perf_counter() - t0 < 0.1:
+            pass
+        best = min(best, time.perf_counter() - t0)
+    assert best < 0.0025, best
 
 
 # --- views --------------------------------------------------------------------------
