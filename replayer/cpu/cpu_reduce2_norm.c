@@ -122,6 +122,11 @@ static void softmax_task(void *vj, int64_t b, int64_t e)
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         r2_load_row(buf, (const char *)in->data + c.off[0], in->dtype, j->rs[0], n);
+        if (fast) {             /* the same operations in this CPU's widest build */
+            rgpu_vm_softmax_row(buf, ex, n, j->is_log);
+            r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
+            continue;
+        }
         double mx = row_max(buf, n);
         if (j->is_log) {
             for (int64_t i = 0; i < n; i++) ex[i] = buf[i] - mx;
@@ -183,16 +188,12 @@ static void softmax_bw_task(void *vj, int64_t b, int64_t e)
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
         r2_load_row(gb, (const char *)g->data + c.off[0], g->dtype, j->rs[0], n);
         r2_load_row(yb, (const char *)y->data + c.off[1], y->dtype, j->rs[1], n);
-        if (j->is_log) {
+        if (fast || !j->is_log) {   /* this CPU's widest build */
+            rgpu_vm_softmax_bw_row(gb, yb, n, j->is_log);
+        } else {                    /* log_softmax of float64: libm's exp */
             double sum = r2_sum_f64(gb, n);
-            row_exp(yb, n, fast);
+            row_exp(yb, n, false);
             for (int64_t i = 0; i < n; i++) gb[i] -= yb[i] * sum;
-        } else {
-            double sum;
-#define LDGY_(i) (gb[i] * yb[i])
-            R2_LANE_SUM(n, LDGY_, sum);
-#undef LDGY_
-            for (int64_t i = 0; i < n; i++) gb[i] = yb[i] * (gb[i] - sum);
         }
         r2_store_row((char *)out->data + c.off[2], out->dtype, j->rs[2], gb, n);
     }

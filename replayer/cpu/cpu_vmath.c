@@ -23,7 +23,9 @@
     void rgpu_vm_ln_row##sfx(double *b, int64_t N, const double *w, const double *bias, double eps, bool rms, \
                              double *mu, double *rs);                       \
     void rgpu_vm_ln_bw_row##sfx(const double *g, double *x, double *gw, double *dw, double *db, const double *w, \
-                                int64_t N, double mu, double rs, bool rms, bool want_dx);
+                                int64_t N, double mu, double rs, bool rms, bool want_dx);    \
+    void rgpu_vm_softmax_row##sfx(double *b, double *ex, int64_t n, bool is_log);                    \
+    void rgpu_vm_softmax_bw_row##sfx(double *g, double *y, int64_t n, bool is_log);
 VM_DECL(_base)
 #if defined(__x86_64__)
 VM_DECL(_avx2)
@@ -45,11 +47,14 @@ typedef struct vm_table {
     void (*ln_row)(double *, int64_t, const double *, const double *, double, bool, double *, double *);
     void (*ln_bw_row)(const double *, double *, double *, double *, double *, const double *, int64_t, double,
                       double, bool, bool);
+    void (*softmax_row)(double *, double *, int64_t, bool);
+    void (*softmax_bw_row)(double *, double *, int64_t, bool);
 } vm_table;
 
 #define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx, \
                              rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx, \
-                             rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx }
+                             rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx, \
+                             rgpu_vm_softmax_row##sfx, rgpu_vm_softmax_bw_row##sfx }
 static const vm_table tables[] = {
     VM_TABLE("base", _base),
 #if defined(__x86_64__)
@@ -121,3 +126,5 @@ void rgpu_vm_ln_bw_row(const double *g, double *x, double *gw, double *dw, doubl
 {
     T()->ln_bw_row(g, x, gw, dw, db, w, N, mu, rs, rms, want_dx);
 }
+void rgpu_vm_softmax_row(double *b, double *ex, int64_t n, bool is_log) { T()->softmax_row(b, ex, n, is_log); }
+void rgpu_vm_softmax_bw_row(double *g, double *y, int64_t n, bool is_log) { T()->softmax_bw_row(g, y, n, is_log); }

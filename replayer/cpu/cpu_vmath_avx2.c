@@ -3,6 +3,7 @@
 #if defined(__x86_64__)
 #define VM_TARGET __attribute__((target("avx2")))
 #define VM_SUFFIX _avx2
+#define VM_AVX2 1
 #include "cpu_vmath_kern.h"
 #else
 typedef int rgpu_vmath_avx2_none;   /* ISO C wants a declaration */

@@ -14,11 +14,14 @@
  * (glibc's expf/erff/tanhf are also within 1 ulp; ATen's vectorised
  * float versions are too). Only for float results: exp clamps its argument
  * to [-708, 709] (results rounded to float from there are 0 and inf). */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(VM_AVX512)
+#if defined(VM_AVX512) || defined(VM_AVX2)
 #include <immintrin.h>      /* intrinsics inside VM_TARGET functions only */
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #if defined(__clang__)
@@ -306,6 +309,108 @@ VM_TARGET void VM(rgpu_vm_ln_bw_row)(const double *restrict g, double *restrict 
 #undef VM_LD_
     double a = rms ? 0.0 : sgw * rN, bq = sgwx * rN;
     for (int64_t i = 0; i < N; i++) x[i] = rs * (gw[i] - a - x[i] * bq);
+}
+/* The max of n doubles, NaN if any is NaN: lane j keeps m = v > m ? v : m
+ * over the elements j mod 8, the lanes are folded in order 0..7, then the
+ * tail (cpu_reduce2_norm.c's row_max; the sign of a zero max never shows in
+ * a softmax). */
+VM_TARGET static inline double VM(row_max)(const double *restrict b, int64_t n)
+{
+    double m[8], un[8];
+    for (int j = 0; j < 8; j++) { m[j] = -__builtin_inf(); un[j] = 0.0; }
+    int64_t i = 0;
+    /* m = x > m ? x : m is the max instruction exactly (its second operand
+     * when either is NaN), which the compiler does not find in the select */
+#if defined(VM_AVX512)
+    __m512d v = _mm512_set1_pd(-__builtin_inf());
+    __mmask8 bad = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512d x = _mm512_loadu_pd(b + i);
+        v = _mm512_max_pd(x, v);
+        bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+    }
+    _mm512_storeu_pd(m, v);
+    un[0] = bad ? 1.0 : 0.0;
+#elif defined(VM_AVX2)
+    __m256d v0 = _mm256_set1_pd(-__builtin_inf()), v1 = v0, u = _mm256_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        __m256d x0 = _mm256_loadu_pd(b + i), x1 = _mm256_loadu_pd(b + i + 4);
+        v0 = _mm256_max_pd(x0, v0);
+        v1 = _mm256_max_pd(x1, v1);
+        u = _mm256_or_pd(u, _mm256_or_pd(_mm256_cmp_pd(x0, x0, _CMP_UNORD_Q), _mm256_cmp_pd(x1, x1, _CMP_UNORD_Q)));
+    }
+    _mm256_storeu_pd(m, v0);
+    _mm256_storeu_pd(m + 4, v1);
+    un[0] = _mm256_movemask_pd(u) ? 1.0 : 0.0;
+#elif defined(__SSE2__)
+    __m128d v0 = _mm_set1_pd(-__builtin_inf()), v1 = v0, v2 = v0, v3 = v0, u = _mm_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        __m128d x0 = _mm_loadu_pd(b + i), x1 = _mm_loadu_pd(b + i + 2);
+        __m128d x2 = _mm_loadu_pd(b + i + 4), x3 = _mm_loadu_pd(b + i + 6);
+        v0 = _mm_max_pd(x0, v0); v1 = _mm_max_pd(x1, v1);
+        v2 = _mm_max_pd(x2, v2); v3 = _mm_max_pd(x3, v3);
+        u = _mm_or_pd(u, _mm_or_pd(_mm_or_pd(_mm_cmpunord_pd(x0, x0), _mm_cmpunord_pd(x1, x1)),
+                                   _mm_or_pd(_mm_cmpunord_pd(x2, x2), _mm_cmpunord_pd(x3, x3))));
+    }
+    _mm_storeu_pd(m, v0); _mm_storeu_pd(m + 2, v1); _mm_storeu_pd(m + 4, v2); _mm_storeu_pd(m + 6, v3);
+    un[0] = _mm_movemask_pd(u) ? 1.0 : 0.0;
+#else
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            double x = b[i + j];
+            m[j] = x > m[j] ? x : m[j];
+            un[j] = x != x ? 1.0 : un[j];
+        }
+#endif
+    double mx = -__builtin_inf();
+    bool nan = false;
+    for (int j = 0; j < 8; j++) { mx = m[j] > mx ? m[j] : mx; nan |= un[j] != 0.0; }
+    for (; i < n; i++) { mx = b[i] > mx ? b[i] : mx; nan |= b[i] != b[i]; }
+    return nan ? __builtin_nan("") : mx;
+}
+
+/* Softmax (log: log_softmax) of one row of n >= 1 doubles in place, for
+ * float results (exp as rgpu_vm_exp_d2f; cpu_reduce2_norm.c's order):
+ *   y = exp(x - max) * (1 / sum),  log: y = x - (max + log(sum)),
+ * sum the 8-lane sum of exp(x - max); ex is n doubles of scratch. */
+VM_TARGET void VM(rgpu_vm_softmax_row)(double *restrict b, double *restrict ex, int64_t n, bool is_log)
+{
+    double mx = VM(row_max)(b, n), sum;
+    if (is_log) {
+        for (int64_t i = 0; i < n; i++) ex[i] = VM(exp_core)(b[i] - mx);
+#define VM_LD_(i) ex[i]
+        VM_LANE8_SUM(n, VM_LD_, sum);
+#undef VM_LD_
+        double sub = mx + log(sum);
+        for (int64_t i = 0; i < n; i++) b[i] = b[i] - sub;
+    } else {
+        for (int64_t i = 0; i < n; i++) b[i] = VM(exp_core)(b[i] - mx);
+#define VM_LD_(i) b[i]
+        VM_LANE8_SUM(n, VM_LD_, sum);
+#undef VM_LD_
+        double inv = 1.0 / sum;
+        for (int64_t i = 0; i < n; i++) b[i] *= inv;
+    }
+}
+
+/* Softmax backward of one row in place of g, y the forward's output (log:
+ * log_softmax's, overwritten by exp(y); float results only, as above):
+ *   g = y (g - sum(g y)),   log: g = g - exp(y) sum(g)                    */
+VM_TARGET void VM(rgpu_vm_softmax_bw_row)(double *restrict g, double *restrict y, int64_t n, bool is_log)
+{
+    double sum;
+    if (is_log) {
+#define VM_LD_(i) g[i]
+        VM_LANE8_SUM(n, VM_LD_, sum);
+#undef VM_LD_
+        for (int64_t i = 0; i < n; i++) y[i] = VM(exp_core)(y[i]);
+        for (int64_t i = 0; i < n; i++) g[i] -= y[i] * sum;
+    } else {
+#define VM_LD_(i) (g[i] * y[i])
+        VM_LANE8_SUM(n, VM_LD_, sum);
+#undef VM_LD_
+        for (int64_t i = 0; i < n; i++) g[i] = y[i] * (g[i] - sum);
+    }
 }
 #undef VM_LANE8_SUM
 

@@ -280,6 +280,90 @@ START_TEST(test_ln_rows_bitwise)
 }
 END_TEST
 
+/* Softmax rows (forward, log, backwards) in the order cpu_vmath_kern.h
+ * documents, exp as rgpu_vm_exp_d2f: every build gives exactly these bits,
+ * on rows with a NaN, with -inf and +inf, and at lengths around the widths. */
+static void softmax_ref(const double *x, double *y, int64_t n, bool is_log)
+{
+    double mx = -INFINITY;
+    bool nan = false;
+    double m[8];
+    for (int j = 0; j < 8; j++) m[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) { m[j] = x[i + j] > m[j] ? x[i + j] : m[j]; nan |= x[i + j] != x[i + j]; }
+    for (int j = 0; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
+    for (; i < n; i++) { mx = x[i] > mx ? x[i] : mx; nan |= x[i] != x[i]; }
+    if (nan) mx = NAN;
+    double *ex = malloc((size_t)n * sizeof *ex);
+    ck_assert_ptr_nonnull(ex);
+    for (i = 0; i < n; i++) ex[i] = x[i] - mx;
+    rgpu_vm_exp_d2f(ex, ex, n);
+    double sum = lane8_ref(ex, NULL, 0, 0, n);
+    if (is_log) { double sub = mx + log(sum); for (i = 0; i < n; i++) y[i] = x[i] - sub; }
+    else { double inv = 1.0 / sum; for (i = 0; i < n; i++) y[i] = ex[i] * inv; }
+    free(ex);
+}
+
+static bool same_bits(const double *a, const double *b, int64_t n)
+{
+    return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+START_TEST(test_softmax_rows_bitwise)
+{
+    enum { N = 300 };
+    double x[N], g[N], y[N], yr[N], gb[N], yb[N], gr[N];
+    uint32_t st = 5;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        x[i] = (double)((int32_t)st >> 8) * 0x1p-19;
+        st = st * 1664525u + 1013904223u;
+        g[i] = (double)((int32_t)st >> 8) * 0x1p-23;
+    }
+    int64_t lens[] = { 1, 7, 8, 9, 17, 64, 129, 300 };
+    int ran = 0;
+    for (int k = 0; k < NISA; k++) {
+        if (!rgpu_vm_set_isa(ISAS[k])) continue;
+        ran++;
+        for (int special = 0; special < 4; special++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+                for (int is_log = 0; is_log < 2; is_log++) {
+                    int64_t n = lens[li];
+                    double xs[N];
+                    memcpy(xs, x, sizeof x);
+                    if (special == 1) xs[n / 2] = NAN;
+                    if (special == 2) xs[n - 1] = INFINITY;
+                    if (special == 3) for (int64_t i = 0; i < n; i += 2) xs[i] = -INFINITY;
+                    softmax_ref(xs, yr, n, is_log);
+                    double ex[N];
+                    memcpy(y, xs, sizeof xs);
+                    rgpu_vm_softmax_row(y, ex, n, is_log);
+                    ck_assert_msg(same_bits(y, yr, n), "softmax_row %s n=%lld log=%d special=%d", ISAS[k],
+                                  (long long)n, is_log, special);
+                    /* backward from the forward's output */
+                    memcpy(gr, g, sizeof g);
+                    double ybr[N];
+                    memcpy(ybr, yr, sizeof yr);
+                    if (is_log) {
+                        double sum = lane8_ref(gr, NULL, 0, 0, n);
+                        rgpu_vm_exp_d2f(ybr, ybr, n);
+                        for (int64_t i = 0; i < n; i++) gr[i] -= ybr[i] * sum;
+                    } else {
+                        double sum = lane8_ref(gr, ybr, 0, 2, n);
+                        for (int64_t i = 0; i < n; i++) gr[i] = ybr[i] * (gr[i] - sum);
+                    }
+                    memcpy(gb, g, sizeof g);
+                    memcpy(yb, yr, sizeof yr);
+                    rgpu_vm_softmax_bw_row(gb, yb, n, is_log);
+                    ck_assert_msg(same_bits(gb, gr, n), "softmax_bw_row %s n=%lld log=%d special=%d", ISAS[k],
+                                  (long long)n, is_log, special);
+                }
+    }
+    ck_assert_int_ge(ran, 1);
+}
+END_TEST
+
 /* The documented order of rgpu_vm_sum_*: lane j sums elements j mod 32 in
  * order, the lanes are added pairwise (j + w into j, w = 16, 8, 4, 2, 1),
  * then the tail in order; written out scalar here. */
@@ -404,7 +488,7 @@ int main(void)
     ADD_TESTS(add_tcase(s, "accuracy", 120, NULL, NULL), test_exp_accuracy, test_erf_accuracy,
               test_tanh_accuracy, test_specials);
     ADD_TESTS(add_tcase(s, "isa", 120, NULL, NULL), test_isas_bitwise, test_erf_mixed_lanes,
-              test_ln_rows_bitwise, test_sums_bitwise);
+              test_ln_rows_bitwise, test_softmax_rows_bitwise, test_sums_bitwise);
     ADD_TESTS(add_tcase(s, "alloc", 60, NULL, NULL), test_alloc_reuse, test_alloc_cap);
     return run_suite(s);
 }
