@@ -7,6 +7,8 @@
  * own strides; dtypes/sizes/strides were decided by the client. */
 #include "cpu_internal.h"
 #include "op/pointwise.h"
+#include "cpu_pool.h"
+#include "op/dense.h"
 #include "op/reduce.h"
 #include "cpu_families.h"
 
@@ -148,11 +150,77 @@ static void copy_row(char *const *p, const int64_t *s, int64_t n, void *ctx)
     }
 }
 
+/* A same-dtype copy whose source runs along the iterator's next-to-last dim
+ * while out runs along the last (x.t().contiguous(), attention's head
+ * transposes): element by element along out's rows each read lands on
+ * another cache line (and page). Tiles of TR_TILE x TR_TILE elements keep
+ * both sides' lines in L1; tiles go over the pool (a copy: the same bytes
+ * whatever the split). */
+#define TR_TILE 32
+
+typedef struct tr_job {
+    const op_iter *it;
+    int64_t esz, nt0, nt1;
+} tr_job;
+
+#define TR_COPY(T) for (int64_t i = i0; i < ie; i++)                                        \
+        for (int64_t k = k0; k < ke; k++)                                                    \
+            *(T *)(o + i * so0 + k * so1) = *(const T *)(s + i * ss0 + k * ss1)
+
+static void tr_task(void *vj, int64_t b, int64_t e)
+{
+    const tr_job *j = vj;
+    const op_iter *it = j->it;
+    const int nd = it->ndim;
+    const int64_t n0 = it->sizes[nd - 2], n1 = it->sizes[nd - 1], per = j->nt0 * j->nt1;
+    const int64_t so0 = it->strides[0][nd - 2], so1 = it->strides[0][nd - 1];
+    const int64_t ss0 = it->strides[1][nd - 2], ss1 = it->strides[1][nd - 1];
+    for (int64_t t = b; t < e; t++) {
+        int64_t r = t / per, tile = t % per, oo = 0, os = 0;
+        for (int d = nd - 3; d >= 0; d--) {          /* the leading dims' position */
+            int64_t x = r % it->sizes[d];
+            r /= it->sizes[d];
+            oo += x * it->strides[0][d];
+            os += x * it->strides[1][d];
+        }
+        char *o = it->base[0] + oo;
+        const char *s = it->base[1] + os;
+        const int64_t i0 = tile / j->nt1 * TR_TILE, k0 = tile % j->nt1 * TR_TILE;
+        const int64_t ie = i0 + TR_TILE < n0 ? i0 + TR_TILE : n0, ke = k0 + TR_TILE < n1 ? k0 + TR_TILE : n1;
+        switch (j->esz) {
+        case 1: TR_COPY(uint8_t); break;
+        case 2: TR_COPY(uint16_t); break;
+        case 4: TR_COPY(uint32_t); break;
+        case 8: TR_COPY(uint64_t); break;
+        default:
+            for (int64_t i = i0; i < ie; i++)
+                for (int64_t k = k0; k < ke; k++) memcpy(o + i * so0 + k * so1, s + i * ss0 + k * ss1, (size_t)j->esz);
+        }
+    }
+}
+#undef TR_COPY
+
+static bool copy_transposed(const op_iter *it)
+{
+    const int nd = it->ndim;
+    if (nd < 2 || it->dtype[0] != it->dtype[1] || it->numel < 4 * TR_TILE * TR_TILE) return false;
+    const int64_t esz = (int64_t)rgpu_dtype_size(it->dtype[0]);
+    if (it->strides[0][nd - 1] != esz || it->strides[1][nd - 2] != esz || it->strides[1][nd - 1] == esz) return false;
+    if (it->sizes[nd - 2] < TR_TILE || it->sizes[nd - 1] < TR_TILE) return false;
+    for (int d = 0; d < nd; d++)                  /* out repeats no element */
+        if (it->sizes[d] > 1 && it->strides[0][d] == 0) return false;
+    tr_job j = { it, esz, (it->sizes[nd - 2] + TR_TILE - 1) / TR_TILE, (it->sizes[nd - 1] + TR_TILE - 1) / TR_TILE };
+    const int64_t lead = it->numel / (it->sizes[nd - 2] * it->sizes[nd - 1]);
+    rgpu_pool_for(lead * j.nt0 * j.nt1, 16, tr_task, &j);
+    return true;
+}
+
 static rgpu_status op_copy(const rgpu_exec *e, char *err, size_t errlen)
 {
     op_operand src = { e->in[0], NULL, 0 };
     op_iter it;
     FORWARD_IF_ERROR(rgpu_op_iter_init(&it, e->out[0], &src, 1, e->op, err, errlen));
+    if (!rgpu_op_dense_views_overlap(e->out[0], e->in[0]) && copy_transposed(&it)) return RGPU_OK;
     rgpu_cpu_iter_run(&it, copy_row, &it, 2 * CPU_ITER_GRAIN);
     return RGPU_OK;
 }

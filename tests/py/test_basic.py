@@ -146,6 +146,35 @@ def test_view_ops_returning_lists():
         same(fr + 1, fc + 1, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int16, torch.uint8,
+                                   torch.bool, torch.complex64, torch.complex128])
+def test_transposed_copies(dtype):
+    """Copies whose source runs along out's next-to-last dim go through the cpu
+    backend's tiled transpose (32x32 tiles over the pool): edges that are not
+    multiples of the tile, leading batch dims, out a slice with a row stride,
+    every element size (1, 2, 4, 8, 16 bytes); equal to PyTorch CPU."""
+    cases = [((100, 70), lambda t: t.t()),
+             ((3, 37, 45), lambda t: t.transpose(1, 2)),
+             ((2, 3, 40, 33), lambda t: t.transpose(-1, -2)),
+             ((65, 2, 97), lambda t: t.permute(1, 2, 0))]
+    def mk(shape, seed):
+        if dtype.is_complex:
+            return torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+        return sample(shape, dtype, seed=seed)
+    for k, (shape, f) in enumerate(cases):
+        c = mk(shape, k)
+        r = c.to(DEV)
+        assert torch.equal(f(r).contiguous().cpu(), f(c).contiguous())
+        assert torch.equal(f(r).clone(memory_format=torch.contiguous_format).cpu(), f(c).contiguous())
+    # into a slice of a wider tensor (out's rows 80 apart)
+    c = mk((50, 64), 9)
+    out_c = torch.zeros(64, 80, dtype=dtype)
+    out_r = out_c.to(DEV)
+    out_c[:, 5:55].copy_(c.t())
+    out_r[:, 5:55].copy_(c.to(DEV).t())
+    assert torch.equal(out_r.cpu(), out_c)
+
+
 def test_reshape_non_contiguous_copies():
     c = torch.arange(12.0).reshape(3, 4)
     r = c.to(DEV)
