@@ -87,7 +87,13 @@ static rgpu_view mat_view(const mat_ref *m)
 
 static void mat_copy_same_dtype(const mat_ref *dst, const mat_ref *src)
 {
-    switch (rgpu_dtype_size(dst->dtype)) {
+    size_t esz = rgpu_dtype_size(dst->dtype);
+    if (dst->s1 == 1 && src->s1 == 1) {      /* rows in place (addmm's bias: every row the same one) */
+        for (int64_t i = 0; i < dst->rows; i++)
+            memmove(dst->p + (size_t)(i * dst->s0) * esz, src->p + (size_t)(i * src->s0) * esz, (size_t)dst->cols * esz);
+        return;
+    }
+    switch (esz) {
     case 1: MAT_COPY(uint8_t); break;
     case 2: MAT_COPY(uint16_t); break;
     case 4: MAT_COPY(uint32_t); break;
