@@ -13,9 +13,6 @@
  * norm backward's weight/bias gradients are column sums: one partial per
  * fixed block of rows, combined in block order on the calling thread. */
 #include <math.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -48,43 +45,6 @@ static void rows_along(r2_ctr *c, const rgpu_view *const *v, int nv, int dim,
         rgpu_r2_ctr_add(c, v[k]->strides, esz);
         rs[k] = v0->ndim > 0 ? v[k]->strides[dim] * esz : 0;
     }
-}
-
-/* max of n doubles; NaN if any is NaN (the sign of a zero max never shows
- * in the results: exp(x - 0) = exp(x + 0)). Lane j takes elements i + j:
- * m = v > m ? v : m, which is SSE2's maxpd(v, m) exactly (the compiler keeps
- * the scalar form scalar because of the NaN test beside it). */
-static double row_max(const double *restrict b, int64_t n)
-{
-    double m[R2_LANES];
-    int nan[R2_LANES] = {0};
-    for (int j = 0; j < R2_LANES; j++) m[j] = -INFINITY;
-    int64_t i = 0;
-#if defined(__SSE2__) && R2_LANES == 8
-    __m128d v0 = _mm_set1_pd(-INFINITY), v1 = v0, v2 = v0, v3 = v0, un = _mm_setzero_pd();
-    for (; i + R2_LANES <= n; i += R2_LANES) {
-        __m128d x0 = _mm_loadu_pd(b + i), x1 = _mm_loadu_pd(b + i + 2);
-        __m128d x2 = _mm_loadu_pd(b + i + 4), x3 = _mm_loadu_pd(b + i + 6);
-        v0 = _mm_max_pd(x0, v0); v1 = _mm_max_pd(x1, v1);
-        v2 = _mm_max_pd(x2, v2); v3 = _mm_max_pd(x3, v3);
-        un = _mm_or_pd(un, _mm_or_pd(_mm_or_pd(_mm_cmpunord_pd(x0, x0), _mm_cmpunord_pd(x1, x1)),
-                                     _mm_or_pd(_mm_cmpunord_pd(x2, x2), _mm_cmpunord_pd(x3, x3))));
-    }
-    _mm_storeu_pd(m, v0); _mm_storeu_pd(m + 2, v1); _mm_storeu_pd(m + 4, v2); _mm_storeu_pd(m + 6, v3);
-    nan[0] = _mm_movemask_pd(un) != 0;
-#else
-    for (; i + R2_LANES <= n; i += R2_LANES)
-        for (int j = 0; j < R2_LANES; j++) {
-            double v = b[i + j];
-            m[j] = v > m[j] ? v : m[j];
-            nan[j] |= v != v;
-        }
-#endif
-    double mx = -INFINITY;
-    int any = 0;
-    for (int j = 0; j < R2_LANES; j++) { mx = m[j] > mx ? m[j] : mx; any |= nan[j]; }
-    for (; i < n; i++) { mx = b[i] > mx ? b[i] : mx; any |= b[i] != b[i]; }
-    return any ? (double)NAN : mx;
 }
 
 /* Rows in double whose results are rounded to a float type (f32/f16/bf16
@@ -127,7 +87,7 @@ static void softmax_task(void *vj, int64_t b, int64_t e)
             r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
             continue;
         }
-        double mx = row_max(buf, n);
+        double mx = rgpu_vm_max_f64(buf, n);
         if (j->is_log) {
             for (int64_t i = 0; i < n; i++) ex[i] = buf[i] - mx;
             row_exp(ex, n, fast);
@@ -601,7 +561,7 @@ static double ce_row_lse(const ce_job *j, int64_t i, double *buf, double *ex)
 {
     const op_nll_shape *s = j->s;
     r2_load_row(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
-    double m = row_max(buf, s->C);
+    double m = rgpu_vm_max_f64(buf, s->C);
     if (m == -INFINITY || m != m) return m;
     for (int64_t c = 0; c < s->C; c++) ex[c] = buf[c] - m;
     row_exp(ex, s->C, j->x->dtype != RGPU_F64);

@@ -24,6 +24,7 @@
                              double *mu, double *rs);                       \
     void rgpu_vm_ln_bw_row##sfx(const double *g, double *x, double *gw, double *dw, double *db, const double *w, \
                                 int64_t N, double mu, double rs, bool rms, bool want_dx);    \
+    double rgpu_vm_max_f64##sfx(const double *b, int64_t n);                                        \
     void rgpu_vm_softmax_row##sfx(double *b, double *ex, int64_t n, bool is_log);                    \
     void rgpu_vm_softmax_bw_row##sfx(double *g, double *y, int64_t n, bool is_log);
 VM_DECL(_base)
@@ -47,6 +48,7 @@ typedef struct vm_table {
     void (*ln_row)(double *, int64_t, const double *, const double *, double, bool, double *, double *);
     void (*ln_bw_row)(const double *, double *, double *, double *, double *, const double *, int64_t, double,
                       double, bool, bool);
+    double (*max_f64)(const double *, int64_t);
     void (*softmax_row)(double *, double *, int64_t, bool);
     void (*softmax_bw_row)(double *, double *, int64_t, bool);
 } vm_table;
@@ -54,7 +56,7 @@ typedef struct vm_table {
 #define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx, \
                              rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx, \
                              rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx, \
-                             rgpu_vm_softmax_row##sfx, rgpu_vm_softmax_bw_row##sfx }
+                             rgpu_vm_max_f64##sfx, rgpu_vm_softmax_row##sfx, rgpu_vm_softmax_bw_row##sfx }
 static const vm_table tables[] = {
     VM_TABLE("base", _base),
 #if defined(__x86_64__)
@@ -126,5 +128,6 @@ void rgpu_vm_ln_bw_row(const double *g, double *x, double *gw, double *dw, doubl
 {
     T()->ln_bw_row(g, x, gw, dw, db, w, N, mu, rs, rms, want_dx);
 }
+double rgpu_vm_max_f64(const double *b, int64_t n) { return T()->max_f64(b, n); }
 void rgpu_vm_softmax_row(double *b, double *ex, int64_t n, bool is_log) { T()->softmax_row(b, ex, n, is_log); }
 void rgpu_vm_softmax_bw_row(double *g, double *y, int64_t n, bool is_log) { T()->softmax_bw_row(g, y, n, is_log); }

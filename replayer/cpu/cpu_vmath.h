@@ -81,6 +81,7 @@ void rgpu_vm_ln_row(double *b, int64_t N, const double *w, const double *bias, d
                     double *mu, double *rs);
 void rgpu_vm_ln_bw_row(const double *g, double *x, double *gw, double *dw, double *db, const double *w,
                        int64_t N, double mu, double rs, bool rms, bool want_dx);
+double rgpu_vm_max_f64(const double *b, int64_t n);       /* NaN if any is NaN */
 void rgpu_vm_softmax_row(double *b, double *ex, int64_t n, bool is_log);
 void rgpu_vm_softmax_bw_row(double *g, double *y, int64_t n, bool is_log);
 /* the build in use ("base", "avx2", "avx512"); set_isa switches to one the

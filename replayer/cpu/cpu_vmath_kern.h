@@ -2,12 +2,15 @@
  * once per instruction set (cpu_vmath_sse2.c, _avx2.c, _avx512.c define
  * VM_SUFFIX and include this). cpu_vmath.c picks one table at run time.
  *
- * Each function is a plain loop over lanes with no branch and no libm call,
- * so the compiler vectorises it at the width its ISA has. Every lane does the
- * same IEEE double operations in the same order (no contraction: -std=c11
- * and -ffp-contract=off; no reassociation), so the SSE2, AVX2 and AVX-512
- * builds give bit-identical results and a trace replays bitwise on any
- * x86-64 host (tests/c/test_vmath.c checks the three against each other).
+ * Each row is plain loops over lanes with no branch and no libm call inside
+ * them (a row's one log or sqrt is scalar), so the compiler vectorises them
+ * at the width its ISA has; where it cannot see the instruction (the max, a
+ * compressed list of lanes) intrinsics of each ISA say it. Every lane does
+ * the same IEEE double operations in the same order (no contraction: -std=c11
+ * and -ffp-contract=off; no reassociation; sums in documented lane orders),
+ * so the SSE2, AVX2 and AVX-512 builds give bit-identical results and a trace
+ * replays bitwise on any x86-64 host (tests/c/test_cpu_vmath.c checks the
+ * three against each other and against the documented orders).
  *
  * Float results are computed in double and rounded once: within 1 ulp of
  * the true value, equal to the correctly rounded one but for rare ties
@@ -312,8 +315,7 @@ VM_TARGET void VM(rgpu_vm_ln_bw_row)(const double *restrict g, double *restrict 
 }
 /* The max of n doubles, NaN if any is NaN: lane j keeps m = v > m ? v : m
  * over the elements j mod 8, the lanes are folded in order 0..7, then the
- * tail (cpu_reduce2_norm.c's row_max; the sign of a zero max never shows in
- * a softmax). */
+ * tail (the sign of a zero max never shows in a softmax or a logsumexp). */
 VM_TARGET static inline double VM(row_max)(const double *restrict b, int64_t n)
 {
     double m[8], un[8];
@@ -368,6 +370,8 @@ VM_TARGET static inline double VM(row_max)(const double *restrict b, int64_t n)
     for (; i < n; i++) { mx = b[i] > mx ? b[i] : mx; nan |= b[i] != b[i]; }
     return nan ? __builtin_nan("") : mx;
 }
+
+VM_TARGET double VM(rgpu_vm_max_f64)(const double *b, int64_t n) { return VM(row_max)(b, n); }
 
 /* Softmax (log: log_softmax) of one row of n >= 1 doubles in place, for
  * float results (exp as rgpu_vm_exp_d2f; cpu_reduce2_norm.c's order):
