@@ -58,7 +58,7 @@ typedef struct pw_ctx {
 #define PW_OWN p.own_f
 #define PW_M(fn) op_##fn##_f
 #define PW_KERNEL kern_f32
-#define PW_V(fn) vm_##fn##_f32
+#define PW_V(fn) rgpu_vm_##fn##_f32   /* sqrt, rsqrt: this CPU's widest build */
 #define PW_SPECIAL op_special_f
 #include "cpu_pointwise_float.h"
 #undef PW_T

@@ -7,7 +7,7 @@
  *   PW_OWN      the ctx field holding the op's own scalar in PW_T
  *   PW_M(fn)    op/pw_math.h's function of that type (op_digamma_f or _d)
  *   PW_KERNEL   the name of the function to define
- *   PW_V(fn)    cpu_vmath.h's row function of that type (vm_sqrt_f32 or _f64)
+ *   PW_V(fn)    cpu_vmath.h's row function of that type (rgpu_vm_sqrt_f32 or vm_sqrt_f64)
  *   PW_VROW(fn, r, a, n)  r[i] = fn(a[i]) for exp, erf, tanh: cpu_vmath's
  *               vectorised rows for float, libm loops for double
  * Formulas are ATen's CPU ones (scalar lambdas of the cpu kernels), written

@@ -4,9 +4,10 @@
  *
  * sqrt: C's sqrtf/sqrt must set errno for a negative argument (-std=c11 keeps
  * -fmath-errno), so a plain loop over them stays scalar with a call per
- * negative input. SSE2's sqrtps/sqrtpd are the same correctly rounded IEEE
- * square root (the instruction libm itself uses), NaN for negatives, minus
- * errno. Elsewhere the libm loop stays. */
+ * negative input. The sqrt instructions are the same correctly rounded IEEE
+ * square root (the one libm itself uses), NaN for negatives, minus errno:
+ * float rows take the widest this CPU has (cpu_vmath_kern.h), double rows
+ * SSE2's below. Elsewhere the libm loop stays. */
 #ifndef RGPU_CPU_VMATH_H
 #define RGPU_CPU_VMATH_H
 
@@ -16,26 +17,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-
-static inline void vm_sqrt_f32(float *r, const float *a, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__SSE2__)
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_sqrt_ps(_mm_loadu_ps(a + i)));
-#endif
-    for (; i < n; i++) r[i] = sqrtf(a[i]);
-}
-
-/* 1 / sqrt(x), rounded twice as ATen's rsqrt (1 / std::sqrt(x)) */
-static inline void vm_rsqrt_f32(float *r, const float *a, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__SSE2__)
-    const __m128 one = _mm_set1_ps(1.0f);
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_div_ps(one, _mm_sqrt_ps(_mm_loadu_ps(a + i))));
-#endif
-    for (; i < n; i++) r[i] = 1.0f / sqrtf(a[i]);
-}
 
 static inline void vm_sqrt_f64(double *r, const double *a, int64_t n)
 {
@@ -73,6 +54,9 @@ double rgpu_vm_sum_f32(const float *q, int64_t n);
 double rgpu_vm_sum_f64(const double *q, int64_t n);
 void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n);
 void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n);
+/* sqrt, 1/sqrt of float rows at this CPU's width (IEEE sqrt: the same bits on every build) */
+void rgpu_vm_sqrt_f32(float *r, const float *a, int64_t n);
+void rgpu_vm_rsqrt_f32(float *r, const float *a, int64_t n);
 /* float <-> double rows; layer / rms norm rows of cpu_reduce2_norm.c
  * (cpu_vmath_kern.h says what they compute; every build the same bits) */
 void rgpu_vm_f32_to_f64(double *r, const float *a, int64_t n);

@@ -242,6 +242,39 @@ VM_TARGET void VM(rgpu_vm_acc_f64)(double *restrict acc, const double *restrict 
     for (int64_t i = 0; i < n; i++) acc[i] += q[i];
 }
 
+/* sqrt and 1 / sqrt of float rows (rounded twice, as ATen's rsqrt): the
+ * IEEE square root instruction of each ISA (correctly rounded: the same bits
+ * everywhere; libm's sqrtf would also set errno for a negative argument,
+ * which keeps the compiler from vectorising a loop over it). */
+VM_TARGET void VM(rgpu_vm_sqrt_f32)(float *r, const float *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(VM_AVX512)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(r + i, _mm512_sqrt_ps(_mm512_loadu_ps(a + i)));
+#elif defined(VM_AVX2)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(r + i, _mm256_sqrt_ps(_mm256_loadu_ps(a + i)));
+#elif defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_sqrt_ps(_mm_loadu_ps(a + i)));
+#endif
+    for (; i < n; i++) r[i] = sqrtf(a[i]);
+}
+
+VM_TARGET void VM(rgpu_vm_rsqrt_f32)(float *r, const float *a, int64_t n)
+{
+    int64_t i = 0;
+#if defined(VM_AVX512)
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(r + i, _mm512_div_ps(one, _mm512_sqrt_ps(_mm512_loadu_ps(a + i))));
+#elif defined(VM_AVX2)
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(r + i, _mm256_div_ps(one, _mm256_sqrt_ps(_mm256_loadu_ps(a + i))));
+#elif defined(__SSE2__)
+    const __m128 one = _mm_set1_ps(1.0f);
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_div_ps(one, _mm_sqrt_ps(_mm_loadu_ps(a + i))));
+#endif
+    for (; i < n; i++) r[i] = 1.0f / sqrtf(a[i]);
+}
+
 /* Conversions between float and double rows (exact one way, IEEE rounding
  * the other: the same on every build). */
 VM_TARGET void VM(rgpu_vm_f32_to_f64)(double *restrict r, const float *restrict a, int64_t n)

@@ -131,17 +131,17 @@ START_TEST(test_isas_bitwise)
 {
     int64_t n;
     float *x = sweep(&n);
-    float *ref[3] = { NULL, NULL, NULL }, *y = malloc((size_t)n * sizeof *y);
+    float *ref[5] = { NULL, NULL, NULL, NULL, NULL }, *y = malloc((size_t)n * sizeof *y);
     double *dx = malloc((size_t)n * sizeof *dx), *dy = malloc((size_t)n * sizeof *dy), *dref = NULL;
     ck_assert(y && dx && dy);
     for (int64_t i = 0; i < n; i++) dx[i] = (double)x[i] * 0.001 - 3.0;
-    row_fn fns[3] = { rgpu_vm_exp_f32, rgpu_vm_erf_f32, rgpu_vm_tanh_f32 };
+    row_fn fns[5] = { rgpu_vm_exp_f32, rgpu_vm_erf_f32, rgpu_vm_tanh_f32, rgpu_vm_sqrt_f32, rgpu_vm_rsqrt_f32 };
     int ran = 0;
     for (int k = 0; k < NISA; k++) {
         if (!rgpu_vm_set_isa(ISAS[k])) { printf("vmath: this CPU has no %s build to compare\n", ISAS[k]); continue; }
         ck_assert_str_eq(rgpu_vm_isa(), ISAS[k]);
         ran++;
-        for (int f = 0; f < 3; f++) {
+        for (int f = 0; f < 5; f++) {
             /* odd offsets and lengths: the vector loops' heads and tails too */
             int64_t off = k + 1, m = n - 2 * off - f;
             if (!ref[f]) {
@@ -157,8 +157,14 @@ START_TEST(test_isas_bitwise)
         ck_assert_msg(memcmp(dy, dref, (size_t)n * sizeof *dy) == 0, "exp_d2f: %s differs", ISAS[k]);
     }
     ck_assert_int_ge(ran, 1);
+    /* sqrt and rsqrt are libm's expressions exactly (ref: the first build) */
+    for (int64_t i = 0; i < n; i++) {
+        float want = sqrtf(x[i]), wr = 1.0f / sqrtf(x[i]);
+        ck_assert_msg(u_of(ref[3][i]) == u_of(want) || (isnan(want) && isnan(ref[3][i])), "sqrt(%a)", (double)x[i]);
+        ck_assert_msg(u_of(ref[4][i]) == u_of(wr) || (isnan(wr) && isnan(ref[4][i])), "rsqrt(%a)", (double)x[i]);
+    }
     ck_assert(!rgpu_vm_set_isa("sse9"));
-    for (int f = 0; f < 3; f++) free(ref[f]);
+    for (int f = 0; f < 5; f++) free(ref[f]);
     free(x); free(y); free(dx); free(dy); free(dref);
 }
 END_TEST
