@@ -15,6 +15,7 @@
 #include "op/error.h"
 #include "op/half.h"
 #include "op/iter.h"
+#include "cpu_vmath.h"
 
 /* ---------------------------------------------------------------------------
  * Storage memory (cpu_alloc.c): a process-wide caching allocator. Blocks of
@@ -108,10 +109,11 @@ static inline void cpu_f32_to_f16_n(uint16_t *restrict d, const float *restrict 
 { for (int64_t i = 0; i < n; i++) d[i] = cpu_f32_to_f16(s[i]); }
 static inline void cpu_f16_to_f32_n(float *restrict d, const uint16_t *restrict s, int64_t n)
 { for (int64_t i = 0; i < n; i++) d[i] = cpu_f16_to_f32(s[i]); }
+/* the rows at this CPU's width (cpu_vmath_kern.h: the helpers above, lane by lane) */
 static inline void cpu_f32_to_bf16_n(uint16_t *restrict d, const float *restrict s, int64_t n)
-{ for (int64_t i = 0; i < n; i++) d[i] = cpu_f32_to_bf16(s[i]); }
+{ rgpu_vm_f32_to_bf16(d, s, n); }
 static inline void cpu_bf16_to_f32_n(float *restrict d, const uint16_t *restrict s, int64_t n)
-{ for (int64_t i = 0; i < n; i++) d[i] = cpu_bf16_to_f32(s[i]); }
+{ rgpu_vm_bf16_to_f32(d, s, n); }
 
 /* ---------------------------------------------------------------------------
  * Row conversions (continued): contiguous f32/f16/bf16 rows take the

@@ -19,6 +19,8 @@
     void rgpu_vm_acc_f32##sfx(double *acc, const float *q, int64_t n);      \
     void rgpu_vm_acc_f64##sfx(double *acc, const double *q, int64_t n);     \
     void rgpu_vm_sqrt_f32##sfx(float *r, const float *a, int64_t n);        \
+    void rgpu_vm_f32_to_bf16##sfx(uint16_t *r, const float *a, int64_t n);  \
+    void rgpu_vm_bf16_to_f32##sfx(float *r, const uint16_t *a, int64_t n);  \
     void rgpu_vm_rsqrt_f32##sfx(float *r, const float *a, int64_t n);       \
     void rgpu_vm_f32_to_f64##sfx(double *r, const float *a, int64_t n);     \
     void rgpu_vm_f64_to_f32##sfx(float *r, const double *a, int64_t n);     \
@@ -46,6 +48,8 @@ typedef struct vm_table {
     void (*acc_f32)(double *, const float *, int64_t);
     void (*acc_f64)(double *, const double *, int64_t);
     void (*sqrt_f32)(float *, const float *, int64_t);
+    void (*f32_to_bf16)(uint16_t *, const float *, int64_t);
+    void (*bf16_to_f32)(float *, const uint16_t *, int64_t);
     void (*rsqrt_f32)(float *, const float *, int64_t);
     void (*f32_to_f64)(double *, const float *, int64_t);
     void (*f64_to_f32)(float *, const double *, int64_t);
@@ -59,7 +63,7 @@ typedef struct vm_table {
 
 #define VM_TABLE(name, sfx) { name, rgpu_vm_exp_f32##sfx, rgpu_vm_erf_f32##sfx, rgpu_vm_tanh_f32##sfx, rgpu_vm_exp_d2f##sfx, \
                              rgpu_vm_sum_f32##sfx, rgpu_vm_sum_f64##sfx, rgpu_vm_acc_f32##sfx, rgpu_vm_acc_f64##sfx, \
-                             rgpu_vm_sqrt_f32##sfx, rgpu_vm_rsqrt_f32##sfx, rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx, \
+                             rgpu_vm_sqrt_f32##sfx, rgpu_vm_f32_to_bf16##sfx, rgpu_vm_bf16_to_f32##sfx, rgpu_vm_rsqrt_f32##sfx, rgpu_vm_f32_to_f64##sfx, rgpu_vm_f64_to_f32##sfx, rgpu_vm_ln_row##sfx, rgpu_vm_ln_bw_row##sfx, \
                              rgpu_vm_max_f64##sfx, rgpu_vm_softmax_row##sfx, rgpu_vm_softmax_bw_row##sfx }
 static const vm_table tables[] = {
     VM_TABLE("base", _base),
@@ -124,6 +128,8 @@ double rgpu_vm_sum_f64(const double *q, int64_t n) { return T()->sum_f64(q, n); 
 void rgpu_vm_acc_f32(double *acc, const float *q, int64_t n) { T()->acc_f32(acc, q, n); }
 void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n) { T()->acc_f64(acc, q, n); }
 void rgpu_vm_sqrt_f32(float *r, const float *a, int64_t n) { T()->sqrt_f32(r, a, n); }
+void rgpu_vm_f32_to_bf16(uint16_t *r, const float *a, int64_t n) { T()->f32_to_bf16(r, a, n); }
+void rgpu_vm_bf16_to_f32(float *r, const uint16_t *a, int64_t n) { T()->bf16_to_f32(r, a, n); }
 void rgpu_vm_rsqrt_f32(float *r, const float *a, int64_t n) { T()->rsqrt_f32(r, a, n); }
 void rgpu_vm_f32_to_f64(double *r, const float *a, int64_t n) { T()->f32_to_f64(r, a, n); }
 void rgpu_vm_f64_to_f32(float *r, const double *a, int64_t n) { T()->f64_to_f32(r, a, n); }

@@ -57,6 +57,9 @@ void rgpu_vm_acc_f64(double *acc, const double *q, int64_t n);
 /* sqrt, 1/sqrt of float rows at this CPU's width (IEEE sqrt: the same bits on every build) */
 void rgpu_vm_sqrt_f32(float *r, const float *a, int64_t n);
 void rgpu_vm_rsqrt_f32(float *r, const float *a, int64_t n);
+/* float <-> bfloat16 rows (cpu_f32_to_bf16's rounding; restrict: no overlap) */
+void rgpu_vm_f32_to_bf16(uint16_t *r, const float *a, int64_t n);
+void rgpu_vm_bf16_to_f32(float *r, const uint16_t *a, int64_t n);
 /* float <-> double rows; layer / rms norm rows of cpu_reduce2_norm.c
  * (cpu_vmath_kern.h says what they compute; every build the same bits) */
 void rgpu_vm_f32_to_f64(double *r, const float *a, int64_t n);

@@ -275,6 +275,27 @@ VM_TARGET void VM(rgpu_vm_rsqrt_f32)(float *r, const float *a, int64_t n)
     for (; i < n; i++) r[i] = 1.0f / sqrtf(a[i]);
 }
 
+/* float <-> bfloat16 rows: round to nearest even on the bits, NaN to the
+ * quiet 0x7fc0 (cpu_internal.h's cpu_f32_to_bf16, lane by lane), and the
+ * exact widening back: integer operations, the same bits on every build. */
+VM_TARGET void VM(rgpu_vm_f32_to_bf16)(uint16_t *restrict r, const float *restrict a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, &a[i], 4);
+        uint32_t q = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+        r[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : q);
+    }
+}
+
+VM_TARGET void VM(rgpu_vm_bf16_to_f32)(float *restrict r, const uint16_t *restrict a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x = (uint32_t)a[i] << 16;
+        memcpy(&r[i], &x, 4);
+    }
+}
+
 /* Conversions between float and double rows (exact one way, IEEE rounding
  * the other: the same on every build). */
 VM_TARGET void VM(rgpu_vm_f32_to_f64)(double *restrict r, const float *restrict a, int64_t n)

@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "op/half.h"
 #include "check_cpu.h"
+#include "cpu/cpu_vmath.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers */
@@ -130,7 +131,23 @@ static void check_f32_block(const uint32_t *bits, int64_t n)
                      rgpu_float_to_half(f[bad]), b[bad], rgpu_float_to_bf16(f[bad]));
 }
 
+static void vec_half_conversions(void);
+
+/* ... on every ISA build of the bfloat16 rows (cpu_vmath) this CPU runs */
 START_TEST(test_vec_half_conversions)
+{
+    static const char *const isas[] = { "base", "avx2", "avx512" };
+    int ran = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!rgpu_vm_set_isa(isas[k])) continue;
+        vec_half_conversions();
+        ran++;
+    }
+    ck_assert_int_ge(ran, 1);
+}
+END_TEST
+
+static void vec_half_conversions(void)
 {
     static uint16_t in[65536];
     static float out[65536];
@@ -162,7 +179,6 @@ START_TEST(test_vec_half_conversions)
     }
     check_f32_block(bits, n);
 }
-END_TEST
 
 /* copy_ f32 <-> f16/bf16, unit-stride and strided, against the element helpers */
 START_TEST(test_copy_half_fast_paths)
