@@ -120,11 +120,8 @@ static inline void cpu_bf16_to_f32_n(float *restrict d, const uint16_t *restrict
  * vectorised loops above, everything else the element helpers. */
 static inline void cpu_load_row_f64(double *dst, const char *src, int dt, int64_t s, int64_t n)
 {
-    if (dt == RGPU_F32 && s == 4) {
-        const float *f = (const float *)src;
-        for (int64_t i = 0; i < n; i++) dst[i] = f[i];
-        return;
-    }
+    if (dt == RGPU_F32 && s == 4) { rgpu_vm_f32_to_f64(dst, (const float *)src, n); return; }
+    if (dt == RGPU_F64 && s == 8) { memmove(dst, src, (size_t)n * sizeof *dst); return; }
     CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) dst[i] = op_load_f64(src + i * s, DT_));
 }
 static inline void cpu_load_row_f32(float *dst, const char *src, int dt, int64_t s, int64_t n)
@@ -147,11 +144,8 @@ static inline void cpu_load_row_bool(uint8_t *dst, const char *src, int dt, int6
 }
 static inline void cpu_store_row_f64(char *dst, int dt, int64_t s, const double *src, int64_t n)
 {
-    if (dt == RGPU_F32 && s == 4) {
-        float *f = (float *)dst;
-        for (int64_t i = 0; i < n; i++) f[i] = (float)src[i];
-        return;
-    }
+    if (dt == RGPU_F32 && s == 4) { rgpu_vm_f64_to_f32((float *)dst, src, n); return; }
+    if (dt == RGPU_F64 && s == 8) { memmove(dst, src, (size_t)n * sizeof *src); return; }
     CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) op_store_f64(dst + i * s, DT_, src[i]));
 }
 static inline void cpu_store_row_f32(char *dst, int dt, int64_t s, const float *src, int64_t n)

@@ -81,10 +81,10 @@ static void softmax_task(void *vj, int64_t b, int64_t e)
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
-        r2_load_row(buf, (const char *)in->data + c.off[0], in->dtype, j->rs[0], n);
+        cpu_load_row_f64(buf, (const char *)in->data + c.off[0], in->dtype, j->rs[0], n);
         if (fast) {             /* the same operations in this CPU's widest build */
             rgpu_vm_softmax_row(buf, ex, n, j->is_log);
-            r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
+            cpu_store_row_f64((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
             continue;
         }
         double mx = rgpu_vm_max_f64(buf, n);
@@ -104,7 +104,7 @@ static void softmax_task(void *vj, int64_t b, int64_t e)
                 for (int64_t i = 0; i < n; i++) buf[i] /= sum;
             }
         }
-        r2_store_row((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
+        cpu_store_row_f64((char *)out->data + c.off[1], out->dtype, j->rs[1], buf, n);
     }
     free(buf);
 }
@@ -146,8 +146,8 @@ static void softmax_bw_task(void *vj, int64_t b, int64_t e)
     r2_ctr c = j->c;
     rgpu_r2_ctr_seek(&c, b);
     for (int64_t r = b; r < e; r++, r2_ctr_next(&c)) {
-        r2_load_row(gb, (const char *)g->data + c.off[0], g->dtype, j->rs[0], n);
-        r2_load_row(yb, (const char *)y->data + c.off[1], y->dtype, j->rs[1], n);
+        cpu_load_row_f64(gb, (const char *)g->data + c.off[0], g->dtype, j->rs[0], n);
+        cpu_load_row_f64(yb, (const char *)y->data + c.off[1], y->dtype, j->rs[1], n);
         if (fast || !j->is_log) {   /* this CPU's widest build */
             rgpu_vm_softmax_bw_row(gb, yb, n, j->is_log);
         } else {                    /* log_softmax of float64: libm's exp */
@@ -155,7 +155,7 @@ static void softmax_bw_task(void *vj, int64_t b, int64_t e)
             row_exp(yb, n, false);
             for (int64_t i = 0; i < n; i++) gb[i] -= yb[i] * sum;
         }
-        r2_store_row((char *)out->data + c.off[2], out->dtype, j->rs[2], gb, n);
+        cpu_store_row_f64((char *)out->data + c.off[2], out->dtype, j->rs[2], gb, n);
     }
     free(gb);
 }
@@ -200,8 +200,6 @@ static rgpu_status ln_param(const rgpu_view *v, int64_t N, double fill, double *
  *   mean = sum(x)/N, var = sum((x - mean)^2)/N (biased), rstd = 1/sqrt(var + eps)
  *   y = (x - mean) * rstd * w + b
  * N == 0 gives mean 0, rstd NaN, as ATen. */
-
-static inline double sq(double d) { return d * d; }
 
 typedef struct ln_job {
     r2_ctr c;                 /* the leading dims: operands per kernel below */
@@ -560,7 +558,7 @@ typedef struct ce_job {
 static double ce_row_lse(const ce_job *j, int64_t i, double *buf, double *ex)
 {
     const op_nll_shape *s = j->s;
-    r2_load_row(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
+    cpu_load_row_f64(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
     double m = rgpu_vm_max_f64(buf, s->C);
     if (m == -INFINITY || m != m) return m;
     for (int64_t c = 0; c < s->C; c++) ex[c] = buf[c] - m;
@@ -641,13 +639,13 @@ static void ce_bw_task(void *vj, int64_t b, int64_t e)
             double wc = j->w ? op_load_f64((const char *)j->w->data + t * s->ws, j->w->dtype) : 1.0;
             double gi = j->per_row ? op_load_f64((const char *)j->go->data + i * j->gos, j->go->dtype) : j->g;
             double lse = op_load_f64((const char *)j->lse->data + i * j->lses, j->lse->dtype), f = gi * wc;
-            r2_load_row(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
+            cpu_load_row_f64(buf, (const char *)j->x->data + i * s->ls0, j->x->dtype, s->ls1, s->C);
             for (int64_t c = 0; c < s->C; c++) buf[c] -= lse;
             row_exp(buf, s->C, fast);
             buf[t] -= 1.0;
             for (int64_t c = 0; c < s->C; c++) buf[c] *= f;
         }
-        r2_store_row(row, j->gx->dtype, j->gs1, buf, s->C);
+        cpu_store_row_f64(row, j->gx->dtype, j->gs1, buf, s->C);
     }
     free(buf);
 }

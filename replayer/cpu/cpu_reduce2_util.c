@@ -83,14 +83,14 @@ void rgpu_r2_row_free(r2_row *r) { free(r->offs); r->offs = NULL; }
 
 void rgpu_r2_row_load(const r2_row *r, const char *base, double *dst)
 {
-    if (r->offs == NULL) { r2_load_row(dst, base, r->dtype, r->stride, r->n); return; }
+    if (r->offs == NULL) { cpu_load_row_f64(dst, base, r->dtype, r->stride, r->n); return; }
     const int64_t *o = r->offs;
     CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) dst[i] = op_load_f64(base + o[i], DT_));
 }
 
 void rgpu_r2_row_store(const r2_row *r, char *base, const double *src)
 {
-    if (r->offs == NULL) { r2_store_row(base, r->dtype, r->stride, src, r->n); return; }
+    if (r->offs == NULL) { cpu_store_row_f64(base, r->dtype, r->stride, src, r->n); return; }
     const int64_t *o = r->offs;
     CPU_EACH_DTYPE(r->dtype, for (int64_t i = 0; i < r->n; i++) op_store_f64(base + o[i], DT_, src[i]));
 }

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "cpu_internal.h"
-#include "cpu_vmath.h"
 #include "op/reduce.h"
 
 /* ---------------------------------------------------------------------------
@@ -93,29 +92,6 @@ static inline double r2_sum_f64(const double *restrict p, int64_t n)
     R2_LANE_SUM(n, R2_LD_, t);
 #undef R2_LD_
     return t;
-}
-
-/* dst[i] = the i-th element of the row at src (dtype dt, byte stride s). */
-static inline void r2_load_row(double *restrict dst, const char *src, int dt, int64_t s, int64_t n)
-{
-    if (dt == RGPU_F32 && s == 4) {
-        rgpu_vm_f32_to_f64(dst, (const float *)src, n);
-    } else if (dt == RGPU_F64 && s == 8) {
-        memcpy(dst, src, (size_t)n * sizeof *dst);
-    } else {
-        cpu_load_row_f64(dst, src, dt, s, n);
-    }
-}
-
-static inline void r2_store_row(char *dst, int dt, int64_t s, const double *restrict src, int64_t n)
-{
-    if (dt == RGPU_F32 && s == 4) {
-        rgpu_vm_f64_to_f32((float *)dst, src, n);
-    } else if (dt == RGPU_F64 && s == 8) {
-        memmove(dst, src, (size_t)n * sizeof *src);
-    } else {
-        cpu_store_row_f64(dst, dt, s, src, n);
-    }
 }
 
 #endif
