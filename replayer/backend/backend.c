@@ -70,3 +70,14 @@ rgpu_backend *rgpu_backend_create(const char *name, char *why, size_t whylen) {
     snprintf(why, whylen, "unknown backend '%s' (cpu, cuda, null, auto)", name);
     return NULL;
 }
+
+void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n) {
+    const char *name = d->name ? d->name : rgpu_op_name(d->opcode);
+    if (d->kind == RGPU_DEVERR_TARGET)
+        snprintf(out, n, "%s: Target %lld is out of bounds.", name, (long long)d->value);
+    else if (d->kind == RGPU_DEVERR_INDEX)
+        snprintf(out, n, "%s: index %lld is out of bounds for dimension %d with size %lld", name, (long long)d->value,
+                 d->dim, (long long)d->bound);
+    else
+        snprintf(out, n, "%s: a device-side check failed (kind %d)", name, d->kind);
+}

@@ -30,7 +30,35 @@ typedef struct rgpu_exec {
     const rgpu_view *in[RGPU_MAX_IN];
     rgpu_view *out[RGPU_MAX_OUT];
     const rgpu_arg *args;
+    /* Where a data-dependent check (an index or target out of range) records
+     * a failure on a backend with device error words (err_new below): the
+     * session's word (NULL: check on the host and fail exec, as the cpu
+     * backend always does), the check's serial (increasing in stream order
+     * within a session), the record's index and, inside a CALL, its template
+     * record + 1 (0 outside). The backend sets *dev_checked (when not NULL)
+     * to true when it left a check to the word: the outputs then depend on it. */
+    void *dev_err;
+    uint64_t dev_seq, idx;
+    int32_t rec;
+    bool *dev_checked;
 } rgpu_exec;
+
+/* What a device error word holds once a check failed (err_read). The message
+ * is rgpu_dev_error_format's, the cpu backend's for the same failure. */
+enum { RGPU_DEVERR_INDEX = 1, RGPU_DEVERR_TARGET = 2 };
+typedef struct rgpu_dev_error {
+    uint64_t op;          /* the failing record's index */
+    int32_t opcode;       /* its op (a template's record inside a CALL) */
+    int32_t rec;          /* template record + 1, 0 outside a CALL */
+    int32_t kind;         /* RGPU_DEVERR_* */
+    int32_t dim;
+    int64_t value, bound; /* the bad value, the size it must stay below */
+    const char *name;     /* the op's name in the message (a string literal) */
+} rgpu_dev_error;
+
+/* INDEX: "<name>: index <value> is out of bounds for dimension <dim> with
+ * size <bound>"; TARGET: "<name>: Target <value> is out of bounds." */
+void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n);
 
 typedef struct rgpu_backend rgpu_backend;
 struct rgpu_backend {
@@ -85,6 +113,20 @@ struct rgpu_backend {
     uint64_t (*timer_mark)(rgpu_backend *b);
     bool (*timer_ms)(rgpu_backend *b, uint64_t a, uint64_t z, double *ms);
     void (*timer_release)(rgpu_backend *b);
+
+    /* Device error words (all four optional; NULL: exec checks data on the
+     * host, waiting for it). A session takes one word (err_new; NULL: out of
+     * memory, the session then checks on the host) and names it in each
+     * exec; a check writes the first failure into it and does not wait, and
+     * the kernels of a checked op skip their work once the word is set, so
+     * nothing is read or written out of bounds. At a wait the session calls
+     * err_fetch (enqueue a copy of the word after all work so far), then the
+     * wait's own download or sync, then err_read: true when a check failed
+     * (*out filled; the word is reset in stream order). */
+    void *(*err_new)(rgpu_backend *b);
+    void (*err_free)(rgpu_backend *b, void *w);
+    void (*err_fetch)(rgpu_backend *b, void *w);
+    bool (*err_read)(rgpu_backend *b, void *w, rgpu_dev_error *out);
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a

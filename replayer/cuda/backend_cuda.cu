@@ -72,6 +72,7 @@ struct cuda_backend {
     // staging (stage_mu)
     bool stage_ready;
     unsigned stage_next;             // slot of the next chunk (rotates across calls)
+    size_t stage_fill;               // bytes of slot stage_next - 1 that uploads filled
     void *stage[STAGE_SLOTS];
     cudaEvent_t stage_ev[STAGE_SLOTS];
 
@@ -410,18 +411,30 @@ static rgpu_status stage_init(cuda_backend *cb, char *err, size_t errlen) {
 }
 
 // Returns when the upload is enqueued: src may be reused at once (it was
-// copied into pinned memory); the DMA completes in stream order.
+// copied into pinned memory); the DMA completes in stream order. Uploads
+// are packed into the current slot (256-byte aligned) until it is full; the
+// host waits for a slot's event only when the uploads move on to it, for its
+// DMAs of a round ago (STAGE_SLOTS - 1 slots of uploads since): back-pressure,
+// not a wait per upload (small uploads, e.g. the held launches' arguments,
+// never wait while the device keeps up).
 static rgpu_status upload_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err, size_t errlen) {
     rgpu_status st = stage_init(cb, err, errlen);
     if (st) return st;
     cudaStream_t s = cb->c.stream;
-    for (size_t off = 0; off < n; off += STAGE_BYTES) {
-        int k = (int)(cb->stage_next++ % STAGE_SLOTS);
+    for (size_t off = 0; off < n;) {
         size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
-        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // slot free again
-        memcpy(cb->stage[k], (const char *)src + off, m);
-        CB_TRY(cb, cudaMemcpyAsync((char *)dst + off, cb->stage[k], m, cudaMemcpyHostToDevice, s), err, errlen);
+        if (cb->stage_fill == 0 || cb->stage_fill + m > STAGE_BYTES) {   // on to the next slot
+            int k = (int)(cb->stage_next++ % STAGE_SLOTS);
+            CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // slot free again
+            cb->stage_fill = 0;
+        }
+        int k = (int)((cb->stage_next - 1) % STAGE_SLOTS);
+        char *p = (char *)cb->stage[k] + cb->stage_fill;
+        memcpy(p, (const char *)src + off, m);
+        CB_TRY(cb, cudaMemcpyAsync((char *)dst + off, p, m, cudaMemcpyHostToDevice, s), err, errlen);
         CB_TRY(cb, cudaEventRecord(cb->stage_ev[k], s), err, errlen);
+        cb->stage_fill += (m + 255) & ~(size_t)255;
+        off += m;
     }
     return RGPU_OK;
 }
@@ -434,6 +447,7 @@ static rgpu_status download_locked(cuda_backend *cb, void *dst, const void *src,
     size_t chunks = (n + STAGE_BYTES - 1) / STAGE_BYTES;
     unsigned base = cb->stage_next;
     cb->stage_next = base + (unsigned)chunks;   // mod STAGE_SLOTS is all that matters
+    cb->stage_fill = 0;                         // the next upload takes a fresh slot
     // enqueue chunk i's DMA into slot (base + i) % STAGE_SLOTS; ordered after
     // any earlier DMA of that slot by the stream, and the host reads a slot
     // only after its event
@@ -561,6 +575,81 @@ static void cu_timer_release(rgpu_backend *b) {
         cb->marks = NULL;
     }
     pthread_mutex_unlock(&cb->exec_mu);
+}
+
+// ---------------------------------------------------------------------------
+// Device error words (backend.h err_new; common.cuh): the word in device
+// memory from the caching allocator, its copy in pinned host memory. Every
+// enqueue runs after the held pointwise launches, under exec_mu, so it falls
+// after all the session's work so far in stream order.
+
+static bool err_enqueue_reset(cuda_backend *cb, rgpu_cuda_err_slot *sl) {
+    pthread_mutex_lock(&cb->exec_mu);
+    char err[160];
+    bool ok = rgpu_cuda_pw_flush(&cb->c, err, sizeof err) == RGPU_OK &&
+              cudaMemsetAsync(sl->dev, 0xff, RGPU_DEV_WORD_RESET_BYTES, cb->c.stream) == cudaSuccess;
+    pthread_mutex_unlock(&cb->exec_mu);
+    return ok;
+}
+
+static void cu_err_free(rgpu_backend *b, void *w) {
+    rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)w;
+    if (!sl) return;
+    if (sl->dev) cu_free(b, sl->dev);
+    if (sl->host) cudaFreeHost(sl->host);
+    free(sl);
+}
+
+static void *cu_err_new(rgpu_backend *b) {
+    cuda_backend *cb = backend_of(b);
+    rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)calloc(1, sizeof *sl);
+    if (!sl) return NULL;
+    sl->dev = (rgpu_dev_word *)cu_alloc(b, sizeof(rgpu_dev_word));
+    if (!sl->dev || cudaHostAlloc((void **)&sl->host, sizeof(rgpu_dev_word), cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        sl->host = NULL;
+        cu_err_free(b, sl);
+        return NULL;
+    }
+    gate_hold g(cb);
+    if (capture_owner(cb) || is_lost(cb) || !err_enqueue_reset(cb, sl)) {
+        cu_err_free(b, sl);
+        return NULL;
+    }
+    return sl;
+}
+
+static void cu_err_fetch(rgpu_backend *b, void *w) {
+    cuda_backend *cb = backend_of(b);
+    rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)w;
+    sl->fetched = false;
+    gate_hold g(cb);
+    if (capture_owner(cb) || is_lost(cb)) return;
+    pthread_mutex_lock(&cb->exec_mu);
+    char err[160];
+    sl->fetched = rgpu_cuda_pw_flush(&cb->c, err, sizeof err) == RGPU_OK &&
+                  cudaMemcpyAsync(sl->host, sl->dev, sizeof *sl->host, cudaMemcpyDeviceToHost, cb->c.stream) == cudaSuccess;
+    pthread_mutex_unlock(&cb->exec_mu);
+}
+
+static bool cu_err_read(rgpu_backend *b, void *w, rgpu_dev_error *out) {
+    cuda_backend *cb = backend_of(b);
+    rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)w;
+    if (!sl->fetched) return false;   // nothing copied (a lost device fails the wait itself)
+    sl->fetched = false;
+    const rgpu_dev_word *h = sl->host;
+    if (h->seq == ~0ull) return false;
+    out->op = h->op;
+    out->opcode = h->opcode;
+    out->rec = h->rec;
+    out->kind = h->kind;
+    out->dim = h->dim;
+    out->value = h->value;
+    out->bound = h->bound;
+    out->name = (const char *)(uintptr_t)h->name;
+    gate_hold g(cb);
+    if (!capture_owner(cb) && !is_lost(cb)) err_enqueue_reset(cb, sl);
+    return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -871,6 +960,10 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->timer_mark = cu_timer_mark;
     b->timer_ms = cu_timer_ms;
     b->timer_release = cu_timer_release;
+    b->err_new = cu_err_new;
+    b->err_free = cu_err_free;
+    b->err_fetch = cu_err_fetch;
+    b->err_read = cu_err_read;
     b->device_memory = true;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;

@@ -230,6 +230,79 @@ extern "C" rgpu_status rgpu_cuda_upload_async(rgpu_cuda_ctx *c, void *dst, const
         }                                                                                     \
     } while (0)
 
+// ---------------------------------------------------------------------------
+// Device error words (backend.h err_new). A session's word lives in device
+// memory; a data-dependent check (k_find_bad, nll's target check) flags each
+// bad position with rgpu_dev_flag: the smallest serial wins (serials grow in
+// stream order, so the first failing check of the session since the last
+// wait), then the smallest position within it (integer atomicMin: the same
+// answer in any thread order), as the cpu backend's first error. A one-thread
+// finish kernel then writes the rest (op, value, message fields). Kernels that
+// address memory by the checked data return at once while the word is set
+// (rgpu_dev_failed): the outputs of a failed op, and of every op after it up
+// to the wait, are poisoned by the session, never read.
+struct rgpu_dev_word {
+    unsigned long long seq, pos;     // ~0: none (reset with 0xff bytes)
+    unsigned long long op;
+    unsigned long long name;         // a host string literal's address
+    long long value, bound;
+    int kind, opcode, rec, dim;
+};
+#define RGPU_DEV_WORD_RESET_BYTES (2 * sizeof(unsigned long long))
+
+// The backend's handle (err_new): the word and its pinned host copy.
+struct rgpu_cuda_err_slot {
+    rgpu_dev_word *dev;
+    rgpu_dev_word *host;
+    bool fetched;                    // a copy into host is enqueued (err_fetch)
+};
+
+// What the finish kernel writes besides the value: everything known on the host.
+struct rgpu_dev_site {
+    unsigned long long seq, op, name;
+    long long bound;
+    int kind, opcode, rec, dim;
+};
+
+// e's word when its checks may stay on the device (not during a capture: a
+// graph would replay a stale serial); NULL: check on the host.
+static inline rgpu_dev_word *rgpu_cuda_dev_word(const rgpu_cuda_ctx *c, const rgpu_exec *e)
+{
+    if (c->capturing || !e->dev_err) return NULL;
+    return ((const rgpu_cuda_err_slot *)e->dev_err)->dev;
+}
+
+static inline rgpu_dev_site rgpu_cuda_dev_site(const rgpu_exec *e, int kind, const char *name, int dim, long long bound)
+{
+    if (e->dev_checked) *e->dev_checked = true;   // the check is left to the word
+    rgpu_dev_site s;
+    s.seq = e->dev_seq; s.op = e->idx; s.name = (unsigned long long)(uintptr_t)name;
+    s.bound = bound; s.kind = kind; s.opcode = e->op; s.rec = e->rec; s.dim = dim;
+    return s;
+}
+
+// Flags position pos as bad: into a plain slot (seq 0: the host path's
+// scratch, atomicMin) or into a word for check serial seq.
+__device__ __forceinline__ void rgpu_dev_flag(unsigned long long *slot, unsigned long long seq, unsigned long long pos)
+{
+    if (!seq) { atomicMin(slot, pos); return; }
+    rgpu_dev_word *w = (rgpu_dev_word *)slot;
+    if (atomicMin(&w->seq, seq) >= seq) atomicMin(&w->pos, pos);   // an earlier check's failure stays
+}
+
+__device__ __forceinline__ bool rgpu_dev_failed(const rgpu_dev_word *w)
+{
+    return w && *(volatile const unsigned long long *)&w->seq != ~0ull;
+}
+
+// The finish of check s.seq (one thread): the fields the host reads, when
+// that check is the one the word holds.
+__device__ __forceinline__ void rgpu_dev_finish(rgpu_dev_word *w, const rgpu_dev_site &s, long long value)
+{
+    w->op = s.op; w->name = s.name; w->value = value; w->bound = s.bound;
+    w->kind = s.kind; w->opcode = s.opcode; w->rec = s.rec; w->dim = s.dim;
+}
+
 // Device scratch from the caching allocator, valid for the current op; freed
 // with rgpu_cuda_scratch_free (stream-ordered: safe to free right after the
 // launches that use it). NULL on out of memory.

@@ -33,16 +33,25 @@ namespace rgpu_ix {
 // ---------------------------------------------------------------------------
 // Kernels of the shared host helpers
 
-__global__ void k_find_bad(ix_walk w, const char *data, int dt, long long lo, long long hi, int has_skip,
-                           long long skip, long long n, unsigned long long *bad)
+// bad: a scratch slot (seq 0) or the session's device error word (rgpu_dev_flag)
+__global__ void k_find_bad(ix_walk w, const char *data, int dt, long long hi, long long n, unsigned long long *bad,
+                           unsigned long long seq)
 {
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(data + off[0], dt);
-        if (has_skip && v == skip) continue;
-        if (v < lo || v >= hi) atomicMin(bad, (unsigned long long)i);
+        if (v < 0 || v >= hi) rgpu_dev_flag(bad, seq, (unsigned long long)i);
     }
+}
+
+// The word's fields for check s.seq when it failed: the first bad index's value.
+__global__ void k_find_bad_finish(rgpu_dev_word *wd, rgpu_dev_site s, ix_walk w, const char *data, int dt)
+{
+    if (wd->seq != s.seq) return;
+    long long off[IX_NW];
+    ix_walk_at(w, (long long)wd->pos, off);
+    rgpu_dev_finish(wd, s, ix_load_index(data + off[0], dt));
 }
 
 // set 0: dst, set 1: src
@@ -104,37 +113,42 @@ static void walk_contig(ix_walk *w, int k, long long esz)
 // ---------------------------------------------------------------------------
 // Shared host helpers (index.cuh)
 
-rgpu_status ix_find_bad_index(rgpu_cuda_ctx *c, const rgpu_view *ix, int nd, const int64_t *sizes,
-                              int64_t lo, int64_t hi, bool has_skip, int64_t skip,
-                              bool *found, int64_t *value, char *err, size_t errlen)
+rgpu_status ix_check_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const char *name, int dim, const rgpu_view *ix,
+                           int nd, const int64_t *sizes, int64_t hi, char *err, size_t errlen)
 {
-    *found = false;
-    *value = 0;
     ix_walk w;
     ix_walk_init(&w, nd, sizes);
     ix_walk_strides(&w, 0, ix);
     long long n = ix_walk_numel(&w);
     if (n <= 0) return RGPU_OK;
+    const char *data = (const char *)ix->data;
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd) {   // on the device: reported at the session's next wait
+        k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, data, ix->dtype, hi, n, (unsigned long long *)wd,
+                                                               e->dev_seq);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        k_find_bad_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, dim, hi), w, data,
+                                                  ix->dtype);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     RGPU_CUDA_NEEDS_HOST(c, "an index bounds check", err, errlen);
     unsigned long long pos;
     FORWARD_IF_ERROR(ix_first_flagged(c, "the index check", [&](unsigned long long *bad) {
-        k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)ix->data, ix->dtype, lo, hi,
-                                                               has_skip, skip, n, bad);
+        k_find_bad<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, data, ix->dtype, hi, n, bad, 0);
     }, &pos, err, errlen));
     if (pos == ~0ull) return RGPU_OK;
-    long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
-    const char *p = (const char *)ix->data + off;
+    const char *p = data + ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
+    int64_t v;
     if (ix->dtype == RGPU_I32) {
-        int32_t v;
-        RGPU_CUDA_TRY(ix_read_back(c, &v, p, sizeof v), err, errlen);
-        *value = v;
+        int32_t v32;
+        RGPU_CUDA_TRY(ix_read_back(c, &v32, p, sizeof v32), err, errlen);
+        v = v32;
     } else {
-        int64_t v;
         RGPU_CUDA_TRY(ix_read_back(c, &v, p, sizeof v), err, errlen);
-        *value = v;
     }
-    *found = true;
-    return RGPU_OK;
+    RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for dimension %d with size %lld", name, (long long)v,
+                 dim, (long long)hi);
 }
 
 rgpu_status ix_copy_view(rgpu_cuda_ctx *c, const rgpu_view *dst, const rgpu_view *src, char *err, size_t errlen)
@@ -326,6 +340,7 @@ struct ix_groups_dev {
     const long long *start;    // ng + 1
     const long long *list;     // m
     long long ng;
+    const long long *dng;      // NULL, or the group count in device memory (ng: at least as many)
 };
 
 // One thread per (group, inner element): walk the group in order.
@@ -337,8 +352,10 @@ template <typename T>
 __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *out, const char *src, int dt,
                           int mode, ix_alpha a, int f32acc, int by_freq)
 {
+    const long long ng = g.dng ? *g.dng : g.ng;   // g.ng: the launch's bound
     IX_FOR(t, g.ng * ninner) {
         long long gi = t / ninner, u = t - gi * ninner;
+        if (gi >= ng) continue;
         long long off[IX_NW];
         ix_walk_at(w, u, off);
         char *d = out + g.target[gi] + off[0];
@@ -388,6 +405,24 @@ __global__ void k_grouped(ix_groups_dev g, ix_walk w, long long ninner, char *ou
     }
 }
 
+// k_grouped over gd (gd.ng groups at most), in dt's arithmetic.
+static rgpu_status launch_grouped(rgpu_cuda_ctx *c, const ix_groups_dev &gd, const ix_walk *inner, long long ninner,
+                                  char *out, const char *src, int dt, int mode, ix_alpha a, bool f32acc, bool by_freq,
+                                  char *err, size_t errlen)
+{
+    const unsigned nb = ix_blocks(gd.ng * ninner);
+    if (dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16)
+        k_grouped<float><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else if (dt == RGPU_F64)
+        k_grouped<double><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else if (dt == RGPU_BOOL)
+        k_grouped<bool><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    else   // the integers; complex only assigned (op_elem_copy)
+        k_grouped<uint64_t><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
 // Uploads a grouping (targets = gkey * tscale, list = srcoff[ord]) and runs
 // k_grouped over it. srcoff may be NULL: list = ord * sscale.
 static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_grouping *g, int64_t tscale,
@@ -419,16 +454,8 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     gd.start = db + g->ng;
     gd.list = db + 2 * g->ng + 1;
     gd.ng = g->ng;
-    const unsigned nb = ix_blocks(g->ng * ninner);
-    if (dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16)
-        k_grouped<float><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
-    else if (dt == RGPU_F64)
-        k_grouped<double><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
-    else if (dt == RGPU_BOOL)
-        k_grouped<bool><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
-    else   // the integers; complex only assigned (op_elem_copy)
-        k_grouped<uint64_t><<<nb, IX_THREADS, 0, c->stream>>>(gd, *inner, ninner, out, src, dt, mode, a, f32acc, by_freq);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    gd.dng = NULL;
+    FORWARD_IF_ERROR(launch_grouped(c, gd, inner, ninner, out, src, dt, mode, a, f32acc, by_freq, err, errlen));
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);   // hb is pageable host memory
     return RGPU_OK;
 }
@@ -457,9 +484,10 @@ static rgpu_status download_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
 // EMBEDDING: weight (V, D), indices (*) -> out (*, D) = weight[indices].
 
 template <typename T>
-__global__ void k_embedding(ix_walk w, const char *ix, int idt, long long nrows, const char *wt, long long ws0,
-                            long long ws1, char *out, long long os, long long D)
+__global__ void k_embedding(const rgpu_dev_word *fail, ix_walk w, const char *ix, int idt, long long nrows,
+                            const char *wt, long long ws0, long long ws1, char *out, long long os, long long D)
 {
+    if (rgpu_dev_failed(fail)) return;
     for (long long r = blockIdx.x; r < nrows; r += gridDim.x) {
         long long off[IX_NW];
         ix_walk_at(w, r, off);
@@ -486,12 +514,7 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     if (n == 0) return RGPU_OK;
 
     int64_t V = wt->sizes[0], D = wt->sizes[1];
-    bool found;
-    int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, ix, ix->ndim, ix->sizes, 0, V, false, 0, &found, &bad, err, errlen));
-    if (found)
-        RETURN_ERROR(RGPU_ERR_BAD_ARG, "embedding: index %lld is out of bounds for dimension 0 with size %lld",
-                 (long long)bad, (long long)V);
+    FORWARD_IF_ERROR(ix_check_index(c, e, "embedding", 0, ix, ix->ndim, ix->sizes, V, err, errlen));
     if (D == 0) return RGPU_OK;
 
     ix_walk w;
@@ -500,13 +523,14 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     ix_walk_strides(&w, 1, out);
     unsigned blocks = (unsigned)(n < IX_MAX_BLOCKS ? n : IX_MAX_BLOCKS), th = row_threads(D);
     const char *wp = (const char *)wt->data, *ip = (const char *)ix->data;
+    const rgpu_dev_word *fail = rgpu_cuda_dev_word(c, e);
     char *op = (char *)out->data;
     int64_t ws0 = rgpu_op_index_bstride(wt, 0), ws1 = rgpu_op_index_bstride(wt, 1), os = rgpu_op_index_bstride(out, ix->ndim);
     switch (rgpu_dtype_size(wt->dtype)) {
-    case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
-    case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
-    case 4: k_embedding<uint32_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
-    default: k_embedding<uint64_t><<<blocks, th, 0, c->stream>>>(w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    case 1: k_embedding<uint8_t><<<blocks, th, 0, c->stream>>>(fail, w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    case 2: k_embedding<uint16_t><<<blocks, th, 0, c->stream>>>(fail, w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    case 4: k_embedding<uint32_t><<<blocks, th, 0, c->stream>>>(fail, w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
+    default: k_embedding<uint64_t><<<blocks, th, 0, c->stream>>>(fail, w, ip, ix->dtype, n, wp, ws0, ws1, op, os, D); break;
     }
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
@@ -517,6 +541,161 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 // out[k] = sum over positions i (ascending) with indices[i] == k != padding_idx
 // of grad[i] (* 1/count(k) with scale_grad_by_freq), per-add rounding as the CPU.
 
+// On the device (with a session's device error word): the same groups as
+// group_keys, by a stable counting sort in G slices of the positions. Slice
+// t (one thread) counts its indices per key (k_embbw_count), each key's
+// counts become slice offsets (k_embbw_offsets), one block scans the keys into
+// group starts (k_embbw_starts), and slice t lists its positions, ascending,
+// at its offsets (k_embbw_place): each group's positions in ascending order,
+// so k_grouped adds in the CPU's order. Integers only: no atomics, the same
+// groups whatever the thread order. A bad index is flagged in the word (its
+// first position, as the CPU's check) and left out.
+
+// Slice t of G: positions [n t / G, n (t + 1) / G).
+__device__ __forceinline__ void embbw_slice(long long n, int G, int t, long long *i0, long long *i1)
+{
+    *i0 = n * t / G;
+    *i1 = n * (t + 1) / G;
+}
+
+// cnt[t * nw + k]: slice t's indices equal to k (cnt zeroed).
+__global__ void k_embbw_count(ix_walk w, const char *ix, int idt, long long n, long long nw, long long pad, int G,
+                              unsigned *cnt, unsigned long long *bad, unsigned long long seq)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= G) return;
+    long long i0, i1;
+    embbw_slice(n, G, t, &i0, &i1);
+    unsigned *ct = cnt + (size_t)t * (size_t)nw;
+    for (long long i = i0; i < i1; i++) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        long long v = ix_load_index(ix + off[0], idt);
+        if (v == pad) continue;
+        if (v < 0 || v >= nw) { rgpu_dev_flag(bad, seq, (unsigned long long)i); continue; }
+        ct[v]++;
+    }
+}
+
+// Per key k: cnt[t][k] = the count of slices before t (exclusive), tot[k] = all.
+__global__ void k_embbw_offsets(unsigned *cnt, long long nw, int G, long long *tot)
+{
+    IX_FOR(k, nw) {
+        long long run = 0;
+        for (int t = 0; t < G; t++) {
+            unsigned c = cnt[(size_t)t * (size_t)nw + (size_t)k];
+            cnt[(size_t)t * (size_t)nw + (size_t)k] = (unsigned)run;
+            run += c;
+        }
+        tot[k] = run;
+    }
+}
+
+// One block: tot[k] becomes key k's first list slot; the groups (keys with a
+// position, ascending) get target = k * tscale and start; start[ng] = m, *dng = ng.
+#define EMBBW_SCAN_THREADS 1024
+__global__ void __launch_bounds__(EMBBW_SCAN_THREADS) k_embbw_starts(long long *tot, long long nw, long long tscale,
+                                                                     long long *target, long long *start, long long *dng)
+{
+    __shared__ long long s_pos[EMBBW_SCAN_THREADS], s_grp[EMBBW_SCAN_THREADS];
+    const long long seg = (nw + EMBBW_SCAN_THREADS - 1) / EMBBW_SCAN_THREADS;
+    const long long k0 = threadIdx.x * seg, k1 = k0 + seg < nw ? k0 + seg : nw;
+    long long pos = 0, grp = 0;
+    for (long long k = k0; k < k1; k++) { pos += tot[k]; grp += tot[k] > 0; }
+    s_pos[threadIdx.x] = pos;
+    s_grp[threadIdx.x] = grp;
+    __syncthreads();
+    if (threadIdx.x == 0) {   // exclusive, in thread order
+        long long p = 0, q = 0;
+        for (int i = 0; i < EMBBW_SCAN_THREADS; i++) {
+            long long a = s_pos[i], b = s_grp[i];
+            s_pos[i] = p; s_grp[i] = q;
+            p += a; q += b;
+        }
+        start[q] = p;
+        *dng = q;
+    }
+    __syncthreads();
+    pos = s_pos[threadIdx.x];
+    grp = s_grp[threadIdx.x];
+    for (long long k = k0; k < k1; k++) {
+        long long c = tot[k];
+        tot[k] = pos;
+        if (c > 0) { target[grp] = k * tscale; start[grp] = pos; grp++; }
+        pos += c;
+    }
+}
+
+// Slice t lists the byte offsets of its positions' grad rows (walk set 1) at
+// its keys' slots, in ascending order.
+__global__ void k_embbw_place(ix_walk w, const char *ix, int idt, long long n, long long nw, long long pad, int G,
+                              unsigned *cnt, const long long *first, long long *list)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= G) return;
+    long long i0, i1;
+    embbw_slice(n, G, t, &i0, &i1);
+    unsigned *ct = cnt + (size_t)t * (size_t)nw;
+    for (long long i = i0; i < i1; i++) {
+        long long off[IX_NW];
+        ix_walk_at(w, i, off);
+        long long v = ix_load_index(ix + off[0], idt);
+        if (v == pad || v < 0 || v >= nw) continue;
+        list[first[v] + ct[v]++] = off[1];
+    }
+}
+
+static rgpu_status embedding_backward_dev(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_embbw *p,
+                                          rgpu_dev_word *wd, char *err, size_t errlen)
+{
+    const rgpu_view *g = e->in[0], *ix = e->in[1];
+    rgpu_view *out = e->out[0];
+    const char *name = "embedding_dense_backward";
+    const long long n = p->n, nw = p->nw;
+    int G = (int)(n / 128 < 1 ? 1 : n / 128 > 64 ? 64 : n / 128);
+    while (G > 1 && (long long)G * nw > ((long long)32 << 20)) G /= 2;   // at most 128 MiB of counts
+    const long long ngmax = n < nw ? n : nw;
+    ix_walk w;
+    ix_walk_init(&w, ix->ndim, ix->sizes);
+    ix_walk_strides(&w, 0, ix);
+    ix_walk_strides(&w, 1, g);   // g's leading dims: the positions' grad rows
+    const size_t cnt_bytes = ((size_t)G * (size_t)nw * sizeof(unsigned) + 255) & ~(size_t)255;
+    const size_t words = (size_t)nw + (size_t)ngmax + (size_t)ngmax + 1 + (size_t)n + 1;
+    ix_scratch s(c);
+    IX_SCRATCH(s, base, char *, cnt_bytes + words * sizeof(long long), "embedding backward's groups");
+    unsigned *cnt = (unsigned *)base;
+    long long *tot = (long long *)(base + cnt_bytes), *target = tot + nw, *start = target + ngmax,
+              *list = start + ngmax + 1, *dng = list + n;
+    RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, (size_t)G * (size_t)nw * sizeof(unsigned), c->stream), err, errlen);
+    const unsigned tb = 64, sb = (unsigned)((G + tb - 1) / tb);
+    const char *ip = (const char *)ix->data;
+    k_embbw_count<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, p->pad, G, cnt, (unsigned long long *)wd, e->dev_seq);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_find_bad_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, 0, nw), w, ip, ix->dtype);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_offsets<<<ix_blocks(nw), IX_THREADS, 0, c->stream>>>(cnt, nw, G, tot);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_starts<<<1, EMBBW_SCAN_THREADS, 0, c->stream>>>(tot, nw, rgpu_op_index_bstride(out, 0), target, start, dng);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_place<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, p->pad, G, cnt, tot, list);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    uint64_t zero[2] = { 0, 0 };
+    FORWARD_IF_ERROR(ix_fill_view(c, out, zero, err, errlen));
+    ix_groups_dev gd;
+    gd.target = target;
+    gd.start = start;
+    gd.list = list;
+    gd.ng = ngmax;
+    gd.dng = dng;
+    int64_t Dsz = p->D;
+    ix_walk inner;
+    ix_walk_init(&inner, 1, &Dsz);
+    inner.st[0][0] = rgpu_op_index_bstride(out, 1);
+    inner.st[1][0] = rgpu_op_index_bstride(g, g->ndim - 1);
+    return launch_grouped(c, gd, &inner, p->D, (char *)out->data, (const char *)g->data, out->dtype, OP_IDX_ADD,
+                          ix_alpha_one(), false, p->by_freq, err, errlen);
+}
+
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
 {
     op_index_embbw p;
@@ -524,6 +703,10 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd && p.n > 0 && p.D > 0 && p.nw > 0 && p.n < ((int64_t)1 << 31) && out->dtype != RGPU_C64 && out->dtype != RGPU_C128 &&
+        out->dtype != RGPU_C32)
+        return embedding_backward_dev(c, e, &p, wd, err, errlen);
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
@@ -565,9 +748,10 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
 // GATHER: out[p] = self[p with dim := index[p]].
 
 // set 0 ix, set 1 out, set 2 self (dim stride 0)
-__global__ void k_gather(ix_walk w, const char *ix, int idt, char *out, const char *self, long long sdim, int esz,
-                         long long n)
+__global__ void k_gather(const rgpu_dev_word *fail, ix_walk w, const char *ix, int idt, char *out, const char *self,
+                         long long sdim, int esz, long long n)
 {
+    if (rgpu_dev_failed(fail)) return;
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
@@ -582,10 +766,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     FORWARD_IF_ERROR(rgpu_op_index_gather_check(e, &p, err, errlen));
     if (rgpu_op_numel(p.ix) == 0) return RGPU_OK;
 
-    bool found;
-    int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.nd, p.isz, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
-    if (found) return bad_index(e, "gather", bad, p.dim, p.ssz[p.dim], err, errlen);
+    FORWARD_IF_ERROR(ix_check_index(c, e, "gather", p.dim, p.ix, p.nd, p.isz, p.ssz[p.dim], err, errlen));
 
     ix_walk w;
     ix_walk_init(&w, p.nd, p.isz);
@@ -594,7 +775,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
     ix_walk_strides(&w, 2, p.self);
     w.st[2][p.dim] = 0;
     long long n = ix_walk_numel(&w);
-    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p.ix->data, p.ix->dtype, (char *)p.out->data,
+    k_gather<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(rgpu_cuda_dev_word(c, e), w, (const char *)p.ix->data, p.ix->dtype, (char *)p.out->data,
                                                          (const char *)p.self->data, rgpu_op_index_bstride(p.self, p.dim),
                                                          (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -608,7 +789,7 @@ static rgpu_status op_gather(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, si
 
 // w: index shape with dim's size 1; set 0 ix, set 1 out (dim 0), set 2 src,
 // set 3 out's row-major element numbers (dim 0), for the f32 accumulator.
-__global__ void k_scatter_lines(ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
+__global__ void k_scatter_lines(const rgpu_dev_word *fail, ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
                                 long long odim, long long cdim, const char *ix, int idt, char *out,
                                 const char *src, uint64_t value, int dt, int mode, int f32acc, float *acc,
                                 uint8_t *touched)
@@ -616,6 +797,7 @@ __global__ void k_scatter_lines(ix_walk w, long long nlines, long long len, long
     ix_alpha one;
     one.one = 1; one.round_prod = 0; one.fused = 0; one.b = 1; one.f = 1.0f; one.d = 1.0; one.i = 1;
     uint64_t val = value;
+    if (rgpu_dev_failed(fail)) return;
     IX_FOR(l, nlines) {
         long long off[IX_NW];
         ix_walk_at(w, l, off);
@@ -652,12 +834,7 @@ static rgpu_status scatter_start(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_
                                  char *err, size_t errlen)
 {
     *any = rgpu_op_numel(p->ix) > 0;
-    if (*any) {
-        bool found;
-        int64_t bad;
-        FORWARD_IF_ERROR(ix_find_bad_index(c, p->ix, p->nd, p->isz, 0, p->ssz[p->dim], false, 0, &found, &bad, err, errlen));
-        if (found) return bad_index(e, p->name, bad, p->dim, p->ssz[p->dim], err, errlen);
-    }
+    if (*any) FORWARD_IF_ERROR(ix_check_index(c, e, p->name, p->dim, p->ix, p->nd, p->isz, p->ssz[p->dim], err, errlen));
     return copy_self_into_out(c, e, p->out, p->self, err, errlen);
 }
 
@@ -704,7 +881,7 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
     long long nlines = ix_walk_numel(&w);
     long long ixs = rgpu_op_index_bstride(p.ix, p.dim), srcs = p.src ? rgpu_op_index_bstride(p.src, p.dim) : 0;
     k_scatter_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, p.isz[p.dim], ixs, srcs, rgpu_op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
+        rgpu_cuda_dev_word(c, e), w, nlines, p.isz[p.dim], ixs, srcs, rgpu_op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
         (char *)p.out->data, p.src ? (const char *)p.src->data : NULL, p.value, dt, (int)p.reduce, f32acc, acc, touched);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (f32acc) {
@@ -725,10 +902,11 @@ static rgpu_status op_scatter(rgpu_cuda_ctx *c, const rgpu_exec *e, bool add_onl
 
 // w: index shape with dim's size 1; set 0 ix, set 1 out (dim 0), set 2 src,
 // set 3 out's row-major element numbers (dim 0).
-__global__ void k_scatter_reduce_lines(ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
+__global__ void k_scatter_reduce_lines(const rgpu_dev_word *fail, ix_walk w, long long nlines, long long len, long long ixs, long long srcs,
                                        long long odim, long long cdim, const char *ix, int idt, const char *out,
                                        const char *src, int dt, int mode, int incl, op_sr_acc *acc, long long *cnt)
 {
+    if (rgpu_dev_failed(fail)) return;
     IX_FOR(l, nlines) {
         long long off[IX_NW];
         ix_walk_at(w, l, off);
@@ -775,7 +953,7 @@ static rgpu_status op_scatter_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
     scatter_line_walk(&p, cst, &w);
     long long nlines = ix_walk_numel(&w);
     k_scatter_reduce_lines<<<ix_blocks(nlines), IX_THREADS, 0, c->stream>>>(
-        w, nlines, p.isz[p.dim], rgpu_op_index_bstride(p.ix, p.dim), rgpu_op_index_bstride(p.src, p.dim),
+        rgpu_cuda_dev_word(c, e), w, nlines, p.isz[p.dim], rgpu_op_index_bstride(p.ix, p.dim), rgpu_op_index_bstride(p.src, p.dim),
         rgpu_op_index_bstride(p.out, p.dim), cst[p.dim], (const char *)p.ix->data, p.ix->dtype,
         (const char *)p.out->data, (const char *)p.src->data, dt, (int)p.reduce, incl, acc, cnt);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -792,9 +970,10 @@ static rgpu_status op_scatter_reduce(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 // INDEX_SELECT: out = self with dim restricted to index (0-d/1-d).
 
 // set 0 out, set 1 self (dim stride 0)
-__global__ void k_index_select(ix_walk w, int dim, const char *ix, int idt, long long ixs, char *out,
-                               const char *self, long long sdim, int esz, long long n)
+__global__ void k_index_select(const rgpu_dev_word *fail, ix_walk w, int dim, const char *ix, int idt, long long ixs,
+                               char *out, const char *self, long long sdim, int esz, long long n)
 {
+    if (rgpu_dev_failed(fail)) return;
     IX_FOR(i, n) {
         long long off[IX_NW];
         long long cd = ix_walk_at_dim(w, i, off, dim);
@@ -809,10 +988,7 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     FORWARD_IF_ERROR(rgpu_op_index_select_check(e, &p, err, errlen));
     if (p.ix->ndim > 1)
         RETURN_ERROR(RGPU_ERR_SHAPE, "index_select: index is supposed to be a vector, got %d dims", p.ix->ndim);
-    bool found;
-    int64_t bad;
-    FORWARD_IF_ERROR(ix_find_bad_index(c, p.ix, p.ix->ndim, p.ix->sizes, 0, p.ssz[p.dim], false, 0, &found, &bad, err, errlen));
-    if (found) return bad_index(e, "index_select", bad, p.dim, p.ssz[p.dim], err, errlen);
+    FORWARD_IF_ERROR(ix_check_index(c, e, "index_select", p.dim, p.ix, p.ix->ndim, p.ix->sizes, p.ssz[p.dim], err, errlen));
     if (rgpu_op_numel(p.out) == 0) return RGPU_OK;
 
     op_walk ow;
@@ -822,7 +998,7 @@ static rgpu_status op_index_select(rgpu_cuda_ctx *c, const rgpu_exec *e, char *e
     for (int d = 0; d < ow.nd; d++)
         for (int k = 0; k < 2; k++) w.st[k][d] = ow.st[k][d];
     long long n = ix_walk_numel(&w);
-    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, p.dim, (const char *)p.ix->data, p.ix->dtype, rgpu_op_index_bstride(p.ix, 0),
+    k_index_select<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(rgpu_cuda_dev_word(c, e), w, p.dim, (const char *)p.ix->data, p.ix->dtype, rgpu_op_index_bstride(p.ix, 0),
                                                                (char *)p.out->data, (const char *)p.self->data,
                                                                rgpu_op_index_bstride(p.self, p.dim), (int)rgpu_dtype_size(p.self->dtype), n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);

@@ -243,14 +243,16 @@ struct ix_host {
     ix_host &operator=(const ix_host &) = delete;
 };
 
-// Looks for an index outside [lo, hi) (skipping the value `skip` when
-// has_skip) among the elements of the view ix walked over (nd, sizes) in
-// row-major order (ix's strides on its first min(ndim, nd) dims, 0 beyond,
-// as the CPU's walker). *found tells; *value is the first bad one in that
-// order. Synchronises the stream.
-rgpu_status ix_find_bad_index(rgpu_cuda_ctx *c, const rgpu_view *ix, int nd, const int64_t *sizes,
-                              int64_t lo, int64_t hi, bool has_skip, int64_t skip,
-                              bool *found, int64_t *value, char *err, size_t errlen);
+// Every index of the view ix walked over (nd, sizes) in row-major order
+// (ix's strides on its first min(ndim, nd) dims, 0 beyond, as the CPU's
+// walker) in [0, hi), else the cpu backend's error for the first bad one in
+// that order ("<name>: index v is out of bounds for dimension <dim> with size
+// <hi>"). With e's device error word (rgpu_cuda_dev_word) that check stays on
+// the device and the error comes at the session's next wait: the op's kernels
+// that address memory by ix must then return while the word is set (they take
+// it: rgpu_dev_failed). Else it synchronises the stream.
+rgpu_status ix_check_index(rgpu_cuda_ctx *c, const rgpu_exec *e, const char *name, int dim, const rgpu_view *ix,
+                           int nd, const int64_t *sizes, int64_t hi, char *err, size_t errlen);
 
 // dst = src elementwise over dst's shape (same shape; dtype cast when they
 // differ), on the stream.

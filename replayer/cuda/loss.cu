@@ -2,11 +2,12 @@
 // rgpu_r2_nll_loss / rgpu_r2_nll_loss_backward in replayer/cpu/cpu_reduce2_norm.c).
 //
 // logp is (N, C) with target (N,), or (C,) with target () or (1,); weight? is
-// (C,); targets are int64 or uint8. Targets are checked on the device before
-// anything is written: a check kernel records the first bad position (integer
-// atomicMin: the same answer whatever the order), the entry point reads it
-// back and fails with the CPU's message. The compute kernels skip bad
-// targets too, so nothing is ever read out of bounds. The reduced loss is one
+// (C,); targets are int64 or uint8. Targets are checked on the device: a
+// check kernel records the first bad position (integer atomicMin: the same
+// answer whatever the order) in the session's device error word, reported with
+// the CPU's message at the session's next wait (common.cuh; without a word,
+// e.g. in a capture, the entry point reads it back and fails at once). The
+// compute kernels skip bad targets, so nothing is ever read out of bounds. The reduced loss is one
 // block folding its threads' partial sums in a fixed order, in the opmath
 // (reduce.cuh: float, double when an operand is float64; the CPU: double).
 #include "reduce.cuh"
@@ -18,30 +19,49 @@ __device__ __forceinline__ long long nll_target(const void *t, int tdt, long lon
     return (long long)rf_ld_int(t, i * ts, tdt);
 }
 
+// bad: a scratch slot (seq 0) or the session's device error word (rgpu_dev_flag)
 static __global__ void nll_check_kernel(const void *t, int tdt, long long ts, long long n, long long C, long long ignore,
-                                 unsigned long long *bad)
+                                        unsigned long long *bad, unsigned long long seq)
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         long long v = nll_target(t, tdt, ts, i);
-        if (v != ignore && (v < 0 || v >= C)) atomicMin(bad, (unsigned long long)i);
+        if (v != ignore && (v < 0 || v >= C)) rgpu_dev_flag(bad, seq, (unsigned long long)i);
     }
 }
 
+// The word's fields for check s.seq when it failed: the first bad target.
+static __global__ void nll_check_finish(rgpu_dev_word *w, rgpu_dev_site s, const void *t, int tdt, long long ts)
+{
+    if (w->seq == s.seq) rgpu_dev_finish(w, s, nll_target(t, tdt, ts, (long long)w->pos));
+}
+
 // Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG with
-// the first bad one's value (checked before any write, as the CPU).
+// the first bad one's value (checked before any write, as the CPU). With e's
+// device error word the check stays on the device and the error comes at the
+// session's next wait; the kernels skip bad targets, so they read nothing out
+// of bounds meanwhile.
 static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *t, const op_nll_shape *s,
                                      int64_t n, char *err, size_t errlen)
 {
     if (n <= 0) return RGPU_OK;
+    const long long nb = (n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256;
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd) {
+        nll_check_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(t->data, t->dtype, s->ts, n, s->C, s->ignore,
+                                                              (unsigned long long *)wd, e->dev_seq);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        nll_check_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_TARGET, rgpu_op_name(e->op), 0, s->C),
+                                                 t->data, t->dtype, s->ts);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     RGPU_CUDA_NEEDS_HOST(c, "the target bounds check", err, errlen);
     unsigned long long *bad = (unsigned long long *)rgpu_cuda_scratch(c, sizeof *bad);
     if (bad == NULL) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", rgpu_op_name(e->op));
     unsigned long long first = ~0ull;
     cudaError_t ce = cudaMemsetAsync(bad, 0xff, sizeof *bad, c->stream);
     if (ce == cudaSuccess) {
-        long long nb = (n + 255) / 256;
-        if (nb > 4096) nb = 4096;
-        nll_check_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(t->data, t->dtype, s->ts, n, s->C, s->ignore, bad);
+        nll_check_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(t->data, t->dtype, s->ts, n, s->C, s->ignore, bad, 0);
         ce = cudaGetLastError();
     }
     if (ce == cudaSuccess) ce = cudaMemcpyAsync(&first, bad, sizeof first, cudaMemcpyDeviceToHost, c->stream);

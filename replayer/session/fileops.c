@@ -270,6 +270,8 @@ static rgpu_status save_zip(ctx *c, const char *p, size_t n) {
     size_t mn = 0;
     rgpu_status st = blob_arg(c, 1, &mp, &mn);
     if (st) return st;
+    /* a failure still on the device poisons what it wrote before any is read */
+    rgpu_sess_dev_err_poll(s);
     /* the whole manifest is checked before a byte is written */
     mf_reader m;
     mf_entry e;

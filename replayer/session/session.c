@@ -33,6 +33,8 @@ rgpu_session *rgpu_session_new(rgpu_backend *b, const rgpu_session_limits *lim) 
     s->lim.graphs = lim && lim->graphs;
     s->lim.pool = lim ? lim->pool : NULL;
     s->run_record = run_record;
+    /* a word from the start: taken during a graph capture it would spoil it */
+    if (b->err_new) s->dev_err = b->err_new(b);
     return s;
 }
 
@@ -49,6 +51,7 @@ uint64_t rgpu_session_template_bytes(const rgpu_session *s) { return s->tpl_byte
 
 void rgpu_session_free(rgpu_session *s) {
     if (!s) return;
+    if (s->dev_err) s->b->err_free(s->b, s->dev_err);
     for (size_t i = 0; i < s->tensors.cap; i++)
         if (s->tensors.keys[i]) rgpu_sess_tensor_drop(s, s->tensors.vals[i]);
     u64map_free(&s->tensors);
@@ -290,12 +293,17 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
     case RGPU_OP_DOWNLOAD: case RGPU_OP_LOCAL_SCALAR_DENSE: {
         uint8_t *data = NULL;
         size_t n = 0;
+        rgpu_sess_dev_err_fetch(s);
         st = download_tensor(s, ins[0], r->op == RGPU_OP_LOCAL_SCALAR_DENSE ? 1 : -1, &data, &n, c->why, sizeof c->why);
+        rgpu_sess_dev_err_take(s, st);
         if (st) return st;
         return rgpu_sess_store_result(s, c->idx, data, n);
     }
     case RGPU_OP_SYNC:
-        return s->b->sync(s->b);
+        rgpu_sess_dev_err_fetch(s);
+        st = s->b->sync(s->b);
+        rgpu_sess_dev_err_take(s, st);
+        return st;
     case RGPU_OP_CALL:
         return rgpu_sess_exec_call(c);
     case RGPU_OP_FILE_STAT: case RGPU_OP_FILE_LIST: case RGPU_OP_FROM_FILE: case RGPU_OP_ZIP_INDEX: case RGPU_OP_SAVE_ZIP:
@@ -319,7 +327,9 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         return RECORD_FAIL(c, RGPU_ERR_UNSUPPORTED, "the %s backend has no kernel for %s", s->b->name, rgpu_op_name(r->op));
     }
     rgpu_view vin[RGPU_MAX_IN], vout[RGPU_MAX_OUT];
-    rgpu_exec e = { .op = r->op, .n_in = r->n_in, .n_out = r->n_out, .n_args = r->n_args, .args = r->args };
+    rgpu_exec e = { .op = r->op, .n_in = r->n_in, .n_out = r->n_out, .n_args = r->n_args, .args = r->args,
+                    .dev_err = s->dev_err, .dev_seq = ++s->dev_seq, .idx = c->idx,
+                    .rec = s->in_call ? (int32_t)s->call_rec + 1 : 0, .dev_checked = &s->dev_checked };
     for (int i = 0; i < r->n_in; i++) {
         if (ins[i]) { view_of(ins[i], &vin[i]); e.in[i] = &vin[i]; } else e.in[i] = NULL;
     }
@@ -336,7 +346,11 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         e.out[0] = &sv;
         e.n_out = 1;
         rgpu_status st = s->b->exec(s->b, &e, c->why, sizeof c->why);
-        if (!st) st = s->b->download(s->b, &host, tmp, 8);
+        if (!st) {
+            rgpu_sess_dev_err_fetch(s);
+            st = s->b->download(s->b, &host, tmp, 8);
+            rgpu_sess_dev_err_take(s, st);
+        }
         s->b->free(s->b, tmp);
         if (st) return st;
         uint8_t *data = rgpu_sess_take_bytes(s, 8, &st, c->why, sizeof c->why);
@@ -391,7 +405,13 @@ static void run_record(rgpu_session *s, const rgpu_record *r, uint64_t idx, bool
     if (!st) {
         for (int i = 0; i < r->n_out; i++) if (outs[i] && (outs[i]->poisoned || !outs[i]->st)) { st = RGPU_ERR_POISONED; break; }
     }
+    s->dev_checked = false;
     if (!st) st = exec_record(&c, outs, ins);
+    /* what the outputs' bytes depend on among the checks left to the device */
+    uint64_t wr = s->dev_checked ? idx + 1 : 0;
+    s->dev_checked = false;   /* (a CALL's records each clear it) */
+    for (int i = 0; i < r->n_in; i++) if (ins[i] && ins[i]->st && ins[i]->st->wr > wr) wr = ins[i]->st->wr;
+    for (int i = 0; i < r->n_out; i++) if (outs[i] && outs[i]->st && outs[i]->st->wr < wr) outs[i]->st->wr = wr;
     if (st) {
         rgpu_sess_op_fail(s, idx, r->op, st, c.why);
         for (int i = 0; i < r->n_out; i++) if (outs[i]) { outs[i]->poisoned = true; outs[i]->poison_op = idx; }
@@ -645,6 +665,7 @@ rgpu_status rgpu_session_checkpoint(rgpu_session *s, rgpu_blob_put_fn put, void 
                                     uint64_t *state_bytes) {
     rgpu_status st = RGPU_OK;
     *state_bytes = 0;
+    rgpu_sess_dev_err_poll(s);   /* a failure still on the device belongs to this state */
     size_t ml = s->err_status ? strlen(s->err_msg) : 0;
     uint8_t h[40];
     rgpu_st32(h, CKPT_MAGIC); rgpu_st32(h + 4, 1);

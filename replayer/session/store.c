@@ -235,19 +235,48 @@ uint8_t *rgpu_sess_take_bytes(rgpu_session *s, size_t n, rgpu_status *st, char *
 
 /* ---------------------------------------------------------------------------
  * Errors */
+/* The failure of record idx (op; rec: template record + 1 inside a CALL, 0
+ * outside) into the error slot. */
+static void op_fail_msg(rgpu_session *s, uint64_t idx, int op, uint32_t rec, rgpu_status st, const char *why) {
+    s->err_status = st;
+    s->err_op = idx;
+    if (rec)   /* a record of the template a CALL runs */
+        snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: template record %u (%s): %s%s%s",
+                 (unsigned long long)idx, rgpu_op_name(RGPU_OP_CALL), rec - 1, rgpu_op_name(op),
+                 rgpu_status_str(st), why && *why ? ": " : "", why ? why : "");
+    else
+        snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
+                 (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
+                 why && *why ? ": " : "", why ? why : "");
+}
+
 rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why) {
     if (s->in_call) s->call_fail++;
-    if (!s->err_status) {
-        s->err_status = st;
-        s->err_op = idx;
-        if (s->in_call)   /* a record of the template a CALL runs */
-            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: template record %u (%s): %s%s%s",
-                     (unsigned long long)idx, rgpu_op_name(RGPU_OP_CALL), s->call_rec, rgpu_op_name(op),
-                     rgpu_status_str(st), why && *why ? ": " : "", why ? why : "");
-        else
-            snprintf(s->err_msg, sizeof s->err_msg, "op %llu (%s) failed: %s%s%s",
-                     (unsigned long long)idx, rgpu_op_name(op), rgpu_status_str(st),
-                     why && *why ? ": " : "", why ? why : "");
-    }
+    if (!s->err_status) op_fail_msg(s, idx, op, s->in_call ? s->call_rec + 1 : 0, st, why);
     return st;
+}
+
+void rgpu_sess_dev_error(rgpu_session *s, const rgpu_dev_error *d) {
+    char why[RGPU_MAX_ERROR_MSG];
+    rgpu_dev_error_format(d, why, sizeof why);
+    if (!s->err_status || s->err_op > d->op) op_fail_msg(s, d->op, d->opcode, (uint32_t)d->rec, RGPU_ERR_BAD_ARG, why);
+    for (size_t i = 0; i < s->tensors.cap; i++) {
+        tensor *t = s->tensors.keys[i] ? s->tensors.vals[i] : NULL;
+        if (t && t->st && t->st->wr > d->op && !t->poisoned) { t->poisoned = true; t->poison_op = d->op; }
+    }
+}
+
+void rgpu_sess_dev_err_fetch(rgpu_session *s) {
+    if (s->dev_err) s->b->err_fetch(s->b, s->dev_err);
+}
+
+void rgpu_sess_dev_err_take(rgpu_session *s, rgpu_status waited) {
+    rgpu_dev_error d;
+    if (s->dev_err && !waited && s->b->err_read(s->b, s->dev_err, &d)) rgpu_sess_dev_error(s, &d);
+}
+
+void rgpu_sess_dev_err_poll(rgpu_session *s) {
+    if (!s->dev_err) return;
+    rgpu_sess_dev_err_fetch(s);
+    rgpu_sess_dev_err_take(s, s->b->sync(s->b));
 }

@@ -20,6 +20,9 @@ typedef struct storage {
     uint32_t pins;            /* a graphed call's holds on a bound storage (graph.c): its
                                  bytes outlive its last tensor until the call is done */
     bool borrowed;            /* data is a graph instance's static buffer: not freed with it */
+    uint64_t wr;              /* 1 + the latest record whose check was left on the device
+                                 (backend.h dev_checked) these bytes may depend on, 0: none;
+                                 a failure found at a wait poisons what depends on it or later */
 } storage;
 
 typedef struct tensor {
@@ -91,6 +94,11 @@ struct rgpu_session {
     void *written_ud;
     rgpu_status stop_status;  /* a rebuild that must not go on: run_chunk returns it */
     char stop_why[RGPU_MAX_ERROR_MSG + 1];
+    /* the backend's device error word (backend.h err_new; NULL: checks on the
+     * host) and the serial of the last check named to it */
+    void *dev_err;
+    uint64_t dev_seq;
+    bool dev_checked;         /* the record running left a check to the word */
     /* first failure since the last take_result (a RESULT's message holds at most RGPU_MAX_ERROR_MSG bytes) */
     int err_status;
     uint64_t err_op;
@@ -133,5 +141,16 @@ rgpu_status rgpu_sess_store_result(rgpu_session *s, uint64_t idx, uint8_t *data,
 uint8_t *rgpu_sess_take_bytes(rgpu_session *s, size_t n, rgpu_status *st, char *why, size_t whylen);
 /* Record op idx as failed (the first failure is reported at the next wait). */
 rgpu_status rgpu_sess_op_fail(rgpu_session *s, uint64_t idx, int op, rgpu_status st, const char *why);
+/* At a wait: before its download or sync, dev_err_fetch; after it (waited:
+ * its status), dev_err_take reports a failure the device error word holds
+ * (rgpu_sess_dev_error). dev_err_poll does all three with a sync of its own. */
+void rgpu_sess_dev_err_fetch(rgpu_session *s);
+void rgpu_sess_dev_err_take(rgpu_session *s, rgpu_status waited);
+void rgpu_sess_dev_err_poll(rgpu_session *s);
+/* A check that failed on the device at record d->op: reported at this wait
+ * unless an earlier op's failure is, and every tensor whose bytes depend on
+ * that record's check or a later one's is poisoned by it (computed from
+ * unchecked data, or skipped: storage.wr). */
+void rgpu_sess_dev_error(rgpu_session *s, const rgpu_dev_error *d);
 
 #endif

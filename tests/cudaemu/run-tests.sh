@@ -16,7 +16,10 @@
 #      records), in the reverse thread order;
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
 #      equal to the cpu backend's), test_basic.py, test_complex_mm.py (complex GEMM,
-#      matrix_exp), test_memory.py (frees in stream order: peaks near the live set) on cuda;
+#      matrix_exp), test_memory.py (frees in stream order: peaks near the live set),
+#      test_device_errors.py (index/target checks on the device, reported at the
+#      next wait) on cuda; tests/cudaemu/test_host_waits.py (a GPT step: one
+#      host wait per wait, no cudaMalloc);
 #      tests/py/test_compile.py on cuda with graph replay on (RGPU_GRAPHS=1)
 #   5. tests/py/test_amp.py on cuda
 #   6. the reduced GPT trained 20 steps on cuda (recorded), then
@@ -88,9 +91,11 @@ step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -
 # reverse: a launch that wrongly merged dependent records would run the later one first
 step "multi-tensor launches on cuda, reverse thread order (tests/cudaemu/test_multi_tensor.py)" \
     env CUDAEMU_ORDER=reverse $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_multi_tensor.py
-step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_memory.py on cuda" \
+step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_memory.py, test_device_errors.py on cuda" \
     $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" --dist loadfile tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
-    tests/py/test_complex_mm.py tests/py/test_memory.py
+    tests/py/test_complex_mm.py tests/py/test_memory.py tests/py/test_device_errors.py
+step "host waits of a GPT training step on cuda: one per wait, no cudaMalloc (tests/cudaemu/test_host_waits.py)" \
+    $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_host_waits.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
 step "test_amp.py on cuda" $PY -m pytest -q -p no:cacheprovider tests/py/test_amp.py
 step "rgpu-replay --profile FILE.json on cuda (device spans from CUDA events)" \

@@ -732,6 +732,22 @@ static void drain_for_legacy() {
         if (!(s->flags & cudaStreamNonBlocking)) drain_all(s);
 }
 
+// Work queued and not run: on s (the legacy stream: also on the blocking
+// streams it waits for), or on any stream.
+static bool pending(const stream *s) {
+    if (s->enq > s->done) return true;
+    if (s == &g_legacy)
+        for (stream *b : g_streams)
+            if (!(b->flags & cudaStreamNonBlocking) && b->enq > b->done) return true;
+    return false;
+}
+static bool pending_any() {
+    if (g_legacy.enq > g_legacy.done) return true;
+    for (stream *b : g_streams)
+        if (b->enq > b->done) return true;
+    return false;
+}
+
 static cudaError_t enqueue(stream *s, op &&o) {
     if (s->cap) {
         if (s->cap_invalid) return cudaErrorStreamCaptureInvalidated;
@@ -766,7 +782,13 @@ static cudaError_t sync_stream(stream *s) {
 // launches into a stream capture are counted apart ("captured"), and each
 // cudaGraphLaunch once. Library calls that queue host work through
 // cudaemu_enqueue_host (the cuBLAS, cuFFT and cuSOLVER references) are counted
-// by their label ("cublas gemm", "cufft", "cusolver"). Written at exit as
+// by their label ("cublas gemm", "cufft", "cusolver"). Host waits are counted
+// by the call that blocks the host until the device caught up
+// (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize and
+// cudaFree when work it waits for was queued and not run -- this layer runs
+// work only when waited for, so that is a GPU far behind the host --, and every
+// blocking cudaMemcpy), and the device allocations (cudaMalloc, cudaFree,
+// cudaHostAlloc) by call: "host_waits" and "allocations". Written at exit as
 // DIR/launches-<pid>.json (the server returns from main on SIGTERM/SIGINT, so
 // exit handlers run); off and free (one branch per launch) when unset. Its own
 // mutex: the exit handler must not wait on g_mu, which a thread running a
@@ -778,6 +800,7 @@ static std::string *g_stats_dir;                  // never freed: used by the ex
 static std::mutex *g_stats_mu;
 static std::map<std::pair<std::string, std::string>, launch_count> *g_stats_kernels;   // (file, name)
 static std::map<std::string, unsigned long long> *g_stats_host;
+static std::map<std::string, unsigned long long> *g_stats_waits, *g_stats_allocs;
 static unsigned long long g_stats_graphs;
 
 static void json_str(FILE *f, const std::string &v) {
@@ -810,15 +833,20 @@ static void stats_write() {
         fprintf(f, ", \"launches\": %llu, \"captured\": %llu}", kv.second.launches, kv.second.captured);
         first = false;
     }
-    fprintf(f, "],\n \"host_ops\": {");
-    first = true;
-    for (auto &kv : *g_stats_host) {
-        fprintf(f, "%s", first ? "" : ", ");
-        json_str(f, kv.first);
-        fprintf(f, ": %llu", kv.second);
-        first = false;
+    const char *maps[3] = { "host_ops", "host_waits", "allocations" };
+    const std::map<std::string, unsigned long long> *vals[3] = { g_stats_host, g_stats_waits, g_stats_allocs };
+    for (int k = 0; k < 3; k++) {
+        fprintf(f, "%s\n \"%s\": {", k ? "," : "],", maps[k]);
+        first = true;
+        for (auto &kv : *vals[k]) {
+            fprintf(f, "%s", first ? "" : ", ");
+            json_str(f, kv.first);
+            fprintf(f, ": %llu", kv.second);
+            first = false;
+        }
+        fprintf(f, "}");
     }
-    fprintf(f, "}}\n");
+    fprintf(f, "}\n");
     if (fclose(f) != 0 || rename(tmp.c_str(), path.c_str()) != 0)
         fprintf(stderr, "cudaemu: CUDAEMU_STATS: cannot write %s: %s\n", path.c_str(), strerror(errno));
 }
@@ -832,6 +860,8 @@ static void stats_init() {
         g_stats_dir = new std::string;
         g_stats_kernels = new std::map<std::pair<std::string, std::string>, launch_count>;
         g_stats_host = new std::map<std::string, unsigned long long>;
+        g_stats_waits = new std::map<std::string, unsigned long long>;
+        g_stats_allocs = new std::map<std::string, unsigned long long>;
         atexit(stats_write);
     }
     if (g_stats_mu) {
@@ -842,6 +872,8 @@ static void stats_init() {
         }
         g_stats_kernels->clear();
         g_stats_host->clear();
+        g_stats_waits->clear();
+        g_stats_allocs->clear();
         g_stats_graphs = 0;
     }
     g_stats = on;
@@ -856,6 +888,13 @@ static void stats_kernel(const launch_site &site, bool captured) {
 static void stats_host(const char *what) {
     std::lock_guard<std::mutex> l(*g_stats_mu);
     (*g_stats_host)[what ? what : ""]++;
+}
+
+// A host wait (wait) or a device allocation (!wait), by the call's name.
+static void stats_call(bool wait, const char *what) {
+    if (!g_stats) return;
+    std::lock_guard<std::mutex> l(*g_stats_mu);
+    (*(wait ? g_stats_waits : g_stats_allocs))[what]++;
 }
 
 // ---------------------------------------------------------------------------
@@ -995,6 +1034,8 @@ cudaError_t cudaMemGetInfo(size_t *free_, size_t *total) {
 
 cudaError_t cudaMalloc(void **p, size_t n) {
     guard g(g_mu);
+    init_env();
+    stats_call(false, "cudaMalloc");
     *p = nullptr;
     if (g_sticky) return ret(g_sticky);
     if (!has_device()) return ret(cudaErrorNoDevice);
@@ -1020,6 +1061,8 @@ cudaError_t cudaFree(void *p) {
     guard g(g_mu);
     if (!p) return cudaSuccess;
     // cudaFree waits for the device (streams not capturing)
+    stats_call(false, "cudaFree");
+    if (pending_any()) stats_call(true, "cudaFree");
     drain_device();
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.pinned) return ret(cudaErrorInvalidValue);
@@ -1039,6 +1082,8 @@ cudaError_t cudaFree(void *p) {
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
     guard g(g_mu);
+    init_env();
+    stats_call(false, "cudaHostAlloc");
     (void)flags;
     *p = nullptr;
     void *m = malloc(n + GUARD);
@@ -1113,6 +1158,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     guard g(g_mu);
+    init_env();
+    stats_call(true, "cudaMemcpy");
     cudaError_t e = memcpy_async(dst, src, n, kind, 0);
     if (e) return e;
     e = sync_stream(&g_legacy);
@@ -1173,6 +1220,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t ps) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     guard g(g_mu);
+    init_env();
+    if (pending(S(s))) stats_call(true, "cudaStreamSynchronize");
     cudaError_t e = sync_stream(S(s));
     return e ? ret(e) : cudaSuccess;
 }
@@ -1188,6 +1237,8 @@ cudaError_t cudaStreamQuery(cudaStream_t ps) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     guard g(g_mu);
+    init_env();
+    if (pending_any()) stats_call(true, "cudaDeviceSynchronize");
     for (stream *s : g_streams)
         if (s->cap) { s->cap_invalid = true; return ret(cudaErrorStreamCaptureUnsupported); }
     drain_device();
@@ -1226,7 +1277,9 @@ cudaError_t cudaEventRecord(cudaEvent_t pe, cudaStream_t ps) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t pe) {
     guard g(g_mu);
+    init_env();
     event *e = (event *)pe;
+    if (e->recorded && e->s->done < e->seq) stats_call(true, "cudaEventSynchronize");
     if (e->recorded) {
         if (e->s == &g_legacy) drain_for_legacy();
         drain(e->s, e->seq);
