@@ -1059,7 +1059,11 @@ struct geom_dev {
     } t[RGPU_MAX_DIMS];
 };
 
-__global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned long long *bad)
+// bad: per index tensor j the first bad B element (a scratch slot each, seq
+// 0), or the session's device error word with position j * nbel + b (the
+// first tensor with a bad index, then its first: the CPU's order). A bad
+// index adds nothing to boff, which stays inside the target.
+__global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned long long *bad, unsigned long long seq)
 {
     IX_FOR(b, nbel) {
         long long co[RGPU_MAX_DIMS], r = b;
@@ -1069,7 +1073,11 @@ __global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned lon
             long long off = 0;
             for (int d = 0; d < g.nb; d++) off += co[d] * g.t[j].st[d];
             long long x = ix_load_index(g.t[j].data + off, g.t[j].dt), size = g.t[j].size;
-            if (x < -size || x >= size) { atomicMin(&bad[j], (unsigned long long)b); continue; }
+            if (x < -size || x >= size) {
+                if (seq) rgpu_dev_flag(bad, seq, (unsigned long long)(j * nbel + b));
+                else atomicMin(&bad[j], (unsigned long long)b);
+                continue;
+            }
             if (x < 0) x += size;
             acc += x * g.t[j].ts;
         }
@@ -1077,9 +1085,21 @@ __global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned lon
     }
 }
 
+// The word's fields for check s.seq when it failed: the bad index, its dim and size.
+__global__ void k_geom_finish(rgpu_dev_word *w, rgpu_dev_site s, geom_dev g, long long nbel)
+{
+    if (w->seq != s.seq) return;
+    long long j = (long long)(w->pos / (unsigned long long)nbel), b = (long long)(w->pos % (unsigned long long)nbel), off = 0;
+    for (int d = g.nb - 1; d >= 0; d--) { off += (b % g.bsz[d]) * g.t[j].st[d]; b /= g.bsz[d]; }
+    s.dim = g.t[j].k;
+    s.bound = g.t[j].size;
+    rgpu_dev_finish(w, s, ix_load_index(g.t[j].data + off, g.t[j].dt));
+}
+
 // boff (device, nbel entries, in the scratch holder) = byte offsets into
 // target of each B element; fails with the CPU's message on a bad index
-// (the first index tensor with one, its first in B's row-major order).
+// (the first index tensor with one, its first in B's row-major order): at
+// the session's next wait with a device error word, else at once (waiting).
 static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_geom *g, const rgpu_view *self,
                                 const rgpu_view *target, const rgpu_view *const *idx, int nidx, ix_scratch *hold,
                                 long long **boff, char *err, size_t errlen)
@@ -1107,9 +1127,17 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_i
         int64_t esz = (int64_t)rgpu_dtype_size(v->dtype);
         for (int d = 0; d < v->ndim; d++) gd.t[j].st[lead + d] = v->sizes[d] == 1 ? 0 : v->strides[d] * esz;
     }
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd) {
+        k_geom<<<ix_blocks(g->nbel), IX_THREADS, 0, c->stream>>>(gd, g->nbel, *boff, (unsigned long long *)wd, e->dev_seq);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        k_geom_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, 0, 0), gd, g->nbel);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     RGPU_CUDA_NEEDS_HOST(c, "an index bounds check", err, errlen);
     RGPU_CUDA_TRY(cudaMemsetAsync(bad, 0xff, RGPU_MAX_DIMS * sizeof *bad, c->stream), err, errlen);
-    k_geom<<<ix_blocks(g->nbel), IX_THREADS, 0, c->stream>>>(gd, g->nbel, *boff, bad);
+    k_geom<<<ix_blocks(g->nbel), IX_THREADS, 0, c->stream>>>(gd, g->nbel, *boff, bad, 0ull);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     unsigned long long hbad[RGPU_MAX_DIMS];
     RGPU_CUDA_TRY(cudaMemcpyAsync(hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost, c->stream), err, errlen);

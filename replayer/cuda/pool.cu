@@ -115,28 +115,47 @@ static __global__ void max_fwd_kernel(dgeom g, t4 x, t4 y, t4 ind)
 // Index check: flags[0] = smallest linear output position with an index out
 // of the plane (UINT64_MAX: none); flags[1] != 0 when an index is in the
 // plane but outside its output's window bounding box.
-static __global__ void max_check_kernel(dgeom g, t4 ind, unsigned long long *flags)
+// Output t's index (t in (n, c, oh, ow) order).
+__device__ __forceinline__ int64_t max_index_at(const dgeom &g, const t4 &ind, int64_t t, int64_t *oh, int64_t *ow)
+{
+    int64_t r = t / g.Wo;
+    *ow = t % g.Wo;
+    *oh = r % g.Ho; r /= g.Ho;
+    int64_t c = r % g.C, n = r / g.C;
+    return *(const int64_t *)at4(ind, n, c, *oh, *ow);
+}
+
+// bad: the first index outside the plane (a scratch slot, seq 0, or the
+// session's device error word: rgpu_dev_flag); *outside: some index lies
+// outside its window (the backward then scatters plane by plane).
+static __global__ void max_check_kernel(dgeom g, t4 ind, unsigned long long *bad, unsigned long long seq,
+                                        unsigned long long *outside)
 {
     int64_t total = g.N * g.C * g.Ho * g.Wo, hw = g.H * g.W;
     DCU_LOOP(t, total) {
-        int64_t ow = t % g.Wo, r = t / g.Wo;
-        int64_t oh = r % g.Ho; r /= g.Ho;
-        int64_t c = r % g.C, n = r / g.C;
-        int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
+        int64_t oh, ow, k = max_index_at(g, ind, t, &oh, &ow);
         if (k == -1) continue;
-        if (k < 0 || k >= hw) { atomicMin(&flags[0], (unsigned long long)t); continue; }
+        if (k < 0 || k >= hw) { rgpu_dev_flag(bad, seq, (unsigned long long)t); continue; }
         int64_t kh_ = k / g.W, kw_ = k % g.W;
         int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
         if (kh_ < h0 || kh_ > h0 + (g.kh - 1) * g.dh || kw_ < w0 || kw_ > w0 + (g.kw - 1) * g.dw)
-            atomicOr(&flags[1], 1ull);
+            atomicOr(outside, 1ull);
     }
+}
+
+static __global__ void max_check_finish(rgpu_dev_word *w, rgpu_dev_site s, dgeom g, t4 ind)
+{
+    int64_t oh, ow;
+    if (w->seq == s.seq) rgpu_dev_finish(w, s, max_index_at(g, ind, (int64_t)w->pos, &oh, &ow));
 }
 
 // One thread per dx element: sum grad over the outputs (ascending) whose
 // index names it. T is float (rounded to dx's dtype after each add) or double.
+// outside (NULL: chosen on the host): runs only when no index lies outside its window.
 template <typename T>
-static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
+static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx, const unsigned long long *outside)
 {
+    if (outside && *outside) return;
     int64_t total = g.N * g.C * g.H * g.W;
     DCU_LOOP(t, total) {
         int64_t iw = t % g.W, r = t / g.W;
@@ -157,9 +176,11 @@ static __global__ void max_bwd_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
 }
 
 // Fallback: one thread per plane, zero it, then scatter in output order.
+// outside (NULL: chosen on the host): runs only when an index lies outside its window.
 template <typename T>
-static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
+static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx, const unsigned long long *outside)
 {
+    if (outside && !*outside) return;
     int64_t planes = g.N * g.C;
     DCU_LOOP(pl, planes) {
         int64_t c = pl % g.C, n = pl / g.C;
@@ -168,7 +189,7 @@ static __global__ void max_bwd_plane_kernel(dgeom g, t4 gr, t4 ind, t4 dx)
         for (int64_t oh = 0; oh < g.Ho; oh++)
             for (int64_t ow = 0; ow < g.Wo; ow++) {
                 int64_t k = *(const int64_t *)at4(ind, n, c, oh, ow);
-                if (k < 0 || k >= g.H * g.W) continue;   /* -1; bad ones were refused before */
+                if (k < 0 || k >= g.H * g.W) continue;   /* -1, or a bad one (reported by the check) */
                 char *p = at4(dx, n, c, k / g.W, k % g.W);
                 T v = cvt_load<T>(p, dx.dt) + cvt_load<T>(at4(gr, n, c, oh, ow), gr.dt);
                 store_val(p, dx.dt, v);   /* f16/bf16: the store is the rounding */
@@ -353,20 +374,45 @@ static rgpu_status max_forward(rgpu_cuda_ctx *c, const op_pool_geom *pg, const r
     return RGPU_OK;
 }
 
-static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_pool_geom *pg, const rgpu_view *gr,
+// Indices checked (the CPU's first bad one in (n, c, output) order), then the
+// backward: one thread per dx element when every index lies inside its
+// window, else plane by plane. With the session's device error word both
+// decisions stay on the device (both kernels are launched, one returns at
+// once; a bad index is reported at the next wait, and neither kernel touches
+// memory through it); else the check is read back, waiting.
+static rgpu_status max_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_pool_geom *pg, const rgpu_view *gr,
                                 const rgpu_view *ind, rgpu_view *dx, char *err, size_t errlen)
 {
+    const char *name = rgpu_op_name(e->op);
     dgeom g = dgeom_of(pg);
     int64_t nout = g.N * g.C * g.Ho * g.Wo, nin = g.N * g.C * g.H * g.W;
     if (nin == 0) return RGPU_OK;
-    RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
+    t4 ti = t4_of(ind), tg = t4_of(gr), td = t4_of(dx);
+    bool f64 = dx->dtype == RGPU_F64;
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
     rgpu_dcu::scratch sc(c);
+    if (wd) {
+        unsigned long long *outside = (unsigned long long *)sc.get(1, sizeof(unsigned long long));
+        if (!outside) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", name);
+        RGPU_CUDA_TRY(cudaMemsetAsync(outside, 0, sizeof *outside, c->stream), err, errlen);
+        LAUNCH(max_check_kernel, nout, g, ti, (unsigned long long *)wd, e->dev_seq, outside);
+        max_check_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_PLANE, name, 0, g.H * g.W), g, ti);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        if (f64) {
+            LAUNCH(max_bwd_plane_kernel<double>, g.N * g.C, g, tg, ti, td, outside);
+            LAUNCH(max_bwd_kernel<double>, nin, g, tg, ti, td, outside);
+        } else {
+            LAUNCH(max_bwd_plane_kernel<float>, g.N * g.C, g, tg, ti, td, outside);
+            LAUNCH(max_bwd_kernel<float>, nin, g, tg, ti, td, outside);
+        }
+        return RGPU_OK;
+    }
+    RGPU_CUDA_NEEDS_HOST(c, "the index bounds check", err, errlen);
     unsigned long long *flags = (unsigned long long *)sc.get(2, sizeof(unsigned long long));
     if (!flags) RETURN_ERROR(RGPU_ERR_NOMEM, "%s: out of device memory", name);
     unsigned long long host[2] = { ~0ull, 0ull };
     RGPU_CUDA_TRY(cudaMemcpyAsync(flags, host, sizeof host, cudaMemcpyHostToDevice, c->stream), err, errlen);
-    t4 ti = t4_of(ind), tg = t4_of(gr), td = t4_of(dx);
-    LAUNCH(max_check_kernel, nout, g, ti, flags);
+    LAUNCH(max_check_kernel, nout, g, ti, flags, 0ull, flags + 1);
     RGPU_CUDA_TRY(cudaMemcpyAsync(host, flags, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, errlen);
     RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
     if (host[0] != ~0ull) {
@@ -381,13 +427,12 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const char *name, const op_poo
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
                  (long long)(g.H * g.W));
     }
-    bool f64 = dx->dtype == RGPU_F64;
     if (host[1] != 0) {
-        if (f64) LAUNCH(max_bwd_plane_kernel<double>, g.N * g.C, g, tg, ti, td);
-        else LAUNCH(max_bwd_plane_kernel<float>, g.N * g.C, g, tg, ti, td);
+        if (f64) LAUNCH(max_bwd_plane_kernel<double>, g.N * g.C, g, tg, ti, td, (const unsigned long long *)NULL);
+        else LAUNCH(max_bwd_plane_kernel<float>, g.N * g.C, g, tg, ti, td, (const unsigned long long *)NULL);
     } else {
-        if (f64) LAUNCH(max_bwd_kernel<double>, nin, g, tg, ti, td);
-        else LAUNCH(max_bwd_kernel<float>, nin, g, tg, ti, td);
+        if (f64) LAUNCH(max_bwd_kernel<double>, nin, g, tg, ti, td, (const unsigned long long *)NULL);
+        else LAUNCH(max_bwd_kernel<float>, nin, g, tg, ti, td, (const unsigned long long *)NULL);
     }
     return RGPU_OK;
 }
@@ -410,7 +455,7 @@ static rgpu_status max_pool_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char 
 {
     op_pool_geom g;
     FORWARD_IF_ERROR(rgpu_op_pool_max_backward_check(e, &g, err, errlen));
-    return max_backward(c, rgpu_op_name(e->op), &g, e->in[0], e->in[2], e->out[0], err, errlen);
+    return max_backward(c, e, &g, e->in[0], e->in[2], e->out[0], err, errlen);
 }
 
 /* in x; kernel, stride, padding, ceil_mode, count_include_pad, divisor_override|NONE */

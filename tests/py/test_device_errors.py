@@ -50,6 +50,10 @@ CASES = {
     "scatter_add": (lambda ix: torch.zeros(5, 4, device="rgpu").scatter_add(0, ix.reshape(-1, 1).expand(-1, 4),
                                                                             torch.ones(3, 4, device="rgpu")),
                     r"scatter_add: index 7 is out of bounds for dimension 0 with size 5"),
+    "index_tensor": (lambda ix: W.to("rgpu")[ix],
+                     r"index.*: index 7 is out of bounds for dimension 0 with size 5"),
+    "index_tensor_2d": (lambda ix: W.to("rgpu")[torch.tensor([0, 1, 2]).to("rgpu"), ix - 1],
+                        r"index.*: index 6 is out of bounds for dimension 1 with size 4"),
     "nll_loss": (lambda ix: F.nll_loss(torch.zeros(3, 5, device="rgpu"), ix),
                  r"nll_loss.*: Target 7 is out of bounds\."),
     "cross_entropy": (lambda ix: F.cross_entropy(torch.zeros(3, 5, device="rgpu"), ix),
@@ -85,6 +89,8 @@ def test_bad_index_fails_at_the_next_wait_and_the_session_goes_on(name):
            "scatter": lambda: torch.zeros(5, 4).scatter(0, good.reshape(-1, 1).expand(-1, 4), torch.ones(3, 4)),
            "scatter_add": lambda: torch.zeros(5, 4).scatter_add(0, good.reshape(-1, 1).expand(-1, 4),
                                                                 torch.ones(3, 4)),
+           "index_tensor": lambda: W[good],
+           "index_tensor_2d": lambda: W[torch.tensor([0, 1, 2]), good - 1],
            "nll_loss": lambda: F.nll_loss(torch.zeros(3, 5), good),
            "cross_entropy": lambda: F.cross_entropy(torch.zeros(3, 5), good)}[name]()
     assert torch.equal(got, ref), (got, ref)
@@ -178,3 +184,26 @@ def test_embedding_backward_bad_index():
     gw = torch.ops.aten.embedding_dense_backward(grad.to("rgpu"), ix.to("rgpu"), 5, -1, False)
     _fails_at_wait(gw, r"embedding_dense_backward: index 9 is out of bounds for dimension 0 with size 5")
     _poisoned(gw)
+
+
+def test_max_pool_backward_indices():
+    """max_pool2d's backward reads indices: a bad one fails at the next wait;
+    one outside its window (legal: the plane-by-plane path) and the ordinary
+    case equal PyTorch CPU."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 4, 4, generator=g)
+    y, ind = torch.ops.aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+    gy = torch.randn(y.shape, generator=g)
+
+    def bw(gy_, x_, ind_):
+        return torch.ops.aten.max_pool2d_with_indices_backward(gy_, x_, [2, 2], [2, 2], [0, 0], [1, 1], False, ind_)
+    ref = bw(gy, x, ind)
+    assert torch.equal(bw(gy.to("rgpu"), x.to("rgpu"), ind.to("rgpu")).cpu(), ref)
+    far = ind.clone()
+    far[1, 2, 0, 0] = 15                                # in the plane, outside its window
+    assert torch.equal(bw(gy.to("rgpu"), x.to("rgpu"), far.to("rgpu")).cpu(), bw(gy, x, far))
+    bad = ind.clone()
+    bad[0, 1, 1, 0] = 99
+    gx = bw(gy.to("rgpu"), x.to("rgpu"), bad.to("rgpu"))
+    _fails_at_wait(gx, r"max_pool2d_with_indices_backward.*: index 99 is out of bounds for a plane of size 16")
+    _poisoned(gx)
