@@ -541,8 +541,9 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 // out[k] = sum over positions i (ascending) with indices[i] == k != padding_idx
 // of grad[i] (* 1/count(k) with scale_grad_by_freq), per-add rounding as the CPU.
 
-// On the device (with a session's device error word): the same groups as
-// group_keys, by a stable counting sort in G slices of the positions. Slice
+// Grouping on the device (with a session's device error word: embedding
+// backward, index_add): the same groups as group_keys, by a stable counting
+// sort in G slices of the positions. Slice
 // t (one thread) counts its indices per key (k_embbw_count), each key's
 // counts become slice offsets (k_embbw_offsets), one block scans the keys into
 // group starts (k_embbw_starts), and slice t lists its positions, ascending,
@@ -558,9 +559,10 @@ __device__ __forceinline__ void embbw_slice(long long n, int G, int t, long long
     *i1 = n * (t + 1) / G;
 }
 
-// cnt[t * nw + k]: slice t's indices equal to k (cnt zeroed).
-__global__ void k_embbw_count(ix_walk w, const char *ix, int idt, long long n, long long nw, long long pad, int G,
-                              unsigned *cnt, unsigned long long *bad, unsigned long long seq)
+// cnt[t * nw + k]: slice t's indices equal to k (cnt zeroed); an index equal
+// to pad (has_pad) is left out, one outside [0, nw) flagged.
+__global__ void k_embbw_count(ix_walk w, const char *ix, int idt, long long n, long long nw, int has_pad, long long pad,
+                              int G, unsigned *cnt, unsigned long long *bad, unsigned long long seq)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= G) return;
@@ -571,7 +573,7 @@ __global__ void k_embbw_count(ix_walk w, const char *ix, int idt, long long n, l
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(ix + off[0], idt);
-        if (v == pad) continue;
+        if (has_pad && v == pad) continue;
         if (v < 0 || v >= nw) { rgpu_dev_flag(bad, seq, (unsigned long long)i); continue; }
         ct[v]++;
     }
@@ -626,10 +628,10 @@ __global__ void __launch_bounds__(EMBBW_SCAN_THREADS) k_embbw_starts(long long *
     }
 }
 
-// Slice t lists the byte offsets of its positions' grad rows (walk set 1) at
+// Slice t lists the byte offsets of its positions' sources (walk set 1) at
 // its keys' slots, in ascending order.
-__global__ void k_embbw_place(ix_walk w, const char *ix, int idt, long long n, long long nw, long long pad, int G,
-                              unsigned *cnt, const long long *first, long long *list)
+__global__ void k_embbw_place(ix_walk w, const char *ix, int idt, long long n, long long nw, int has_pad,
+                              long long pad, int G, unsigned *cnt, const long long *first, long long *list)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= G) return;
@@ -640,9 +642,63 @@ __global__ void k_embbw_place(ix_walk w, const char *ix, int idt, long long n, l
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(ix + off[0], idt);
-        if (v == pad || v < 0 || v >= nw) continue;
+        if ((has_pad && v == pad) || v < 0 || v >= nw) continue;
         list[first[v] + ct[v]++] = off[1];
     }
+}
+
+// The groups of the n keys of ix (walk w: set 0 the keys, set 1 each
+// position's source offset in src) over [0, nw) on the device, then
+// k_grouped: out[key * tscale + inner] (mode)= src[offset + inner]. Before
+// k_grouped, prepare (may be NULL) writes out's starting values. A key
+// outside [0, nw) is reported at the next wait as "<name>: index v is out of
+// bounds for dimension <dim> with size <nw>" and left out.
+template <class Prepare>
+static rgpu_status group_on_device(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_dev_word *wd, const ix_walk &w,
+                                   const rgpu_view *ix, long long n, long long nw, bool has_pad, long long pad,
+                                   const char *name, int dim, long long tscale, const ix_walk *inner, char *out,
+                                   const char *src, int dt, int mode, ix_alpha a, bool f32acc, bool by_freq,
+                                   Prepare prepare, char *err, size_t errlen)
+{
+    int G = (int)(n / 128 < 1 ? 1 : n / 128 > 64 ? 64 : n / 128);
+    while (G > 1 && (long long)G * nw > ((long long)32 << 20)) G /= 2;   // at most 128 MiB of counts
+    const long long ngmax = n < nw ? n : nw;
+    const size_t cnt_bytes = ((size_t)G * (size_t)nw * sizeof(unsigned) + 255) & ~(size_t)255;
+    const size_t words = (size_t)nw + (size_t)ngmax + (size_t)ngmax + 1 + (size_t)n + 1;
+    ix_scratch s(c);
+    IX_SCRATCH(s, base, char *, cnt_bytes + words * sizeof(long long), "index groups");
+    unsigned *cnt = (unsigned *)base;
+    long long *tot = (long long *)(base + cnt_bytes), *target = tot + nw, *start = target + ngmax,
+              *list = start + ngmax + 1, *dng = list + n;
+    RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, (size_t)G * (size_t)nw * sizeof(unsigned), c->stream), err, errlen);
+    const unsigned tb = 64, sb = (unsigned)((G + tb - 1) / tb);
+    const char *ip = (const char *)ix->data;
+    k_embbw_count<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, (unsigned long long *)wd,
+                                            e->dev_seq);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_find_bad_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, dim, nw), w, ip,
+                                              ix->dtype);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_offsets<<<ix_blocks(nw), IX_THREADS, 0, c->stream>>>(cnt, nw, G, tot);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_starts<<<1, EMBBW_SCAN_THREADS, 0, c->stream>>>(tot, nw, tscale, target, start, dng);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_embbw_place<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, tot, list);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    FORWARD_IF_ERROR(prepare());
+    ix_groups_dev gd;
+    gd.target = target;
+    gd.start = start;
+    gd.list = list;
+    gd.ng = ngmax;
+    gd.dng = dng;
+    return launch_grouped(c, gd, inner, ix_walk_numel(inner), out, src, dt, mode, a, f32acc, by_freq, err, errlen);
+}
+
+// Where the device groups apply: a word, keys and room for int32 counts, no complex sums.
+static bool groups_on_device(const rgpu_dev_word *wd, long long n, long long nw, int dt)
+{
+    return wd && n > 0 && nw > 0 && n < ((long long)1 << 31) && dt != RGPU_C64 && dt != RGPU_C128 && dt != RGPU_C32;
 }
 
 static rgpu_status embedding_backward_dev(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_index_embbw *p,
@@ -650,50 +706,21 @@ static rgpu_status embedding_backward_dev(rgpu_cuda_ctx *c, const rgpu_exec *e, 
 {
     const rgpu_view *g = e->in[0], *ix = e->in[1];
     rgpu_view *out = e->out[0];
-    const char *name = "embedding_dense_backward";
-    const long long n = p->n, nw = p->nw;
-    int G = (int)(n / 128 < 1 ? 1 : n / 128 > 64 ? 64 : n / 128);
-    while (G > 1 && (long long)G * nw > ((long long)32 << 20)) G /= 2;   // at most 128 MiB of counts
-    const long long ngmax = n < nw ? n : nw;
     ix_walk w;
     ix_walk_init(&w, ix->ndim, ix->sizes);
     ix_walk_strides(&w, 0, ix);
     ix_walk_strides(&w, 1, g);   // g's leading dims: the positions' grad rows
-    const size_t cnt_bytes = ((size_t)G * (size_t)nw * sizeof(unsigned) + 255) & ~(size_t)255;
-    const size_t words = (size_t)nw + (size_t)ngmax + (size_t)ngmax + 1 + (size_t)n + 1;
-    ix_scratch s(c);
-    IX_SCRATCH(s, base, char *, cnt_bytes + words * sizeof(long long), "embedding backward's groups");
-    unsigned *cnt = (unsigned *)base;
-    long long *tot = (long long *)(base + cnt_bytes), *target = tot + nw, *start = target + ngmax,
-              *list = start + ngmax + 1, *dng = list + n;
-    RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, (size_t)G * (size_t)nw * sizeof(unsigned), c->stream), err, errlen);
-    const unsigned tb = 64, sb = (unsigned)((G + tb - 1) / tb);
-    const char *ip = (const char *)ix->data;
-    k_embbw_count<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, p->pad, G, cnt, (unsigned long long *)wd, e->dev_seq);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_find_bad_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, 0, nw), w, ip, ix->dtype);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_offsets<<<ix_blocks(nw), IX_THREADS, 0, c->stream>>>(cnt, nw, G, tot);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_starts<<<1, EMBBW_SCAN_THREADS, 0, c->stream>>>(tot, nw, rgpu_op_index_bstride(out, 0), target, start, dng);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_place<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, p->pad, G, cnt, tot, list);
-    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    uint64_t zero[2] = { 0, 0 };
-    FORWARD_IF_ERROR(ix_fill_view(c, out, zero, err, errlen));
-    ix_groups_dev gd;
-    gd.target = target;
-    gd.start = start;
-    gd.list = list;
-    gd.ng = ngmax;
-    gd.dng = dng;
     int64_t Dsz = p->D;
     ix_walk inner;
     ix_walk_init(&inner, 1, &Dsz);
     inner.st[0][0] = rgpu_op_index_bstride(out, 1);
     inner.st[1][0] = rgpu_op_index_bstride(g, g->ndim - 1);
-    return launch_grouped(c, gd, &inner, p->D, (char *)out->data, (const char *)g->data, out->dtype, OP_IDX_ADD,
-                          ix_alpha_one(), false, p->by_freq, err, errlen);
+    return group_on_device(c, e, wd, w, ix, p->n, p->nw, true, p->pad, "embedding_dense_backward", 0,
+                           rgpu_op_index_bstride(out, 0), &inner, (char *)out->data, (const char *)g->data,
+                           out->dtype, OP_IDX_ADD, ix_alpha_one(), false, p->by_freq, [&]() -> rgpu_status {
+                               uint64_t zero[2] = { 0, 0 };
+                               return ix_fill_view(c, out, zero, err, errlen);
+                           }, err, errlen);
 }
 
 static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t errlen)
@@ -704,9 +731,7 @@ static rgpu_status op_embedding_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, c
     rgpu_view *out = e->out[0];
     const char *name = "embedding_dense_backward";
     rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
-    if (wd && p.n > 0 && p.D > 0 && p.nw > 0 && p.n < ((int64_t)1 << 31) && out->dtype != RGPU_C64 && out->dtype != RGPU_C128 &&
-        out->dtype != RGPU_C32)
-        return embedding_backward_dev(c, e, &p, wd, err, errlen);
+    if (p.D > 0 && groups_on_device(wd, p.n, p.nw, out->dtype)) return embedding_backward_dev(c, e, &p, wd, err, errlen);
 
     ix_host hk, hskip, hrow;
     int64_t *keys = NULL;
@@ -1015,21 +1040,9 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     FORWARD_IF_ERROR(rgpu_op_index_add_check(e, &p, err, errlen));
     int dt = p.self->dtype, dim = p.dim, nd = p.nd;
     int64_t n = rgpu_op_numel(p.ix);
-    ix_host hk;
-    int64_t *iv = NULL;
-    if (n > 0) {
-        FORWARD_IF_ERROR(download_index(c, e, p.ix, &hk, &iv, err, errlen));
-        for (int64_t i = 0; i < n; i++)
-            if (iv[i] < 0 || iv[i] >= p.ssz[dim]) return bad_index(e, "index_add", iv[i], dim, p.ssz[dim], err, errlen);
-    }
-    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
-    if (rgpu_op_numel(p.src) == 0) return RGPU_OK;
-
     // ATen's scatter_add path (f16/bf16 accumulate in f32), see cpu_index.c
     bool f32acc = (dt == RGPU_F16 || dt == RGPU_BF16) && p.self->ndim > 1 && (dim == 0 || dim == nd - 1) &&
                   p.alpha_v == 1.0 && p.ix->dtype == RGPU_I64;
-    ix_grouping gr;
-    if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     ix_walk inner;   // every dim but `dim`
     memset(&inner, 0, sizeof inner);
     for (int d = 0; d < nd; d++) {
@@ -1039,6 +1052,28 @@ static rgpu_status op_index_add(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         inner.st[1][inner.nd] = rgpu_op_index_bstride(p.src, d);
         inner.nd++;
     }
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (rgpu_op_numel(p.src) > 0 && groups_on_device(wd, n, p.ssz[dim], dt)) {
+        ix_walk w;   // the index (0-d or 1-d) and its source slices along dim
+        ix_walk_init(&w, p.ix->ndim, p.ix->sizes);
+        ix_walk_strides(&w, 0, p.ix);
+        if (p.ix->ndim == 1) w.st[1][0] = rgpu_op_index_bstride(p.src, dim);
+        return group_on_device(c, e, wd, w, p.ix, n, p.ssz[dim], false, 0, "index_add", dim,
+                               rgpu_op_index_bstride(p.out, dim), &inner, (char *)p.out->data, (const char *)p.src->data,
+                               dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false,
+                               [&]() { return copy_self_into_out(c, e, p.out, p.self, err, errlen); }, err, errlen);
+    }
+    ix_host hk;
+    int64_t *iv = NULL;
+    if (n > 0) {
+        FORWARD_IF_ERROR(download_index(c, e, p.ix, &hk, &iv, err, errlen));
+        for (int64_t i = 0; i < n; i++)
+            if (iv[i] < 0 || iv[i] >= p.ssz[dim]) return bad_index(e, "index_add", iv[i], dim, p.ssz[dim], err, errlen);
+    }
+    FORWARD_IF_ERROR(copy_self_into_out(c, e, p.out, p.self, err, errlen));
+    if (rgpu_op_numel(p.src) == 0) return RGPU_OK;
+    ix_grouping gr;
+    if (!group_keys(&gr, iv, NULL, n)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_add: out of memory for index groups");
     return run_groups(c, e, &gr, rgpu_op_index_bstride(p.out, dim), NULL, rgpu_op_index_bstride(p.src, dim), &inner, (char *)p.out->data,
                       (const char *)p.src->data, dt, OP_IDX_ADD, ix_alpha_of(&p.alpha), f32acc, false, err, errlen);
 }

@@ -54,6 +54,8 @@ CASES = {
                      r"index.*: index 7 is out of bounds for dimension 0 with size 5"),
     "index_tensor_2d": (lambda ix: W.to("rgpu")[torch.tensor([0, 1, 2]).to("rgpu"), ix - 1],
                         r"index.*: index 6 is out of bounds for dimension 1 with size 4"),
+    "index_add": (lambda ix: torch.zeros(5, 4, device="rgpu").index_add(0, ix, torch.arange(12.0).reshape(3, 4).to("rgpu")),
+                  r"index_add: index 7 is out of bounds for dimension 0 with size 5"),
     "nll_loss": (lambda ix: F.nll_loss(torch.zeros(3, 5, device="rgpu"), ix),
                  r"nll_loss.*: Target 7 is out of bounds\."),
     "cross_entropy": (lambda ix: F.cross_entropy(torch.zeros(3, 5, device="rgpu"), ix),
@@ -91,6 +93,7 @@ def test_bad_index_fails_at_the_next_wait_and_the_session_goes_on(name):
                                                                 torch.ones(3, 4)),
            "index_tensor": lambda: W[good],
            "index_tensor_2d": lambda: W[torch.tensor([0, 1, 2]), good - 1],
+           "index_add": lambda: torch.zeros(5, 4).index_add(0, good, torch.arange(12.0).reshape(3, 4)),
            "nll_loss": lambda: F.nll_loss(torch.zeros(3, 5), good),
            "cross_entropy": lambda: F.cross_entropy(torch.zeros(3, 5), good)}[name]()
     assert torch.equal(got, ref), (got, ref)
@@ -207,3 +210,18 @@ def test_max_pool_backward_indices():
     gx = bw(gy.to("rgpu"), x.to("rgpu"), bad.to("rgpu"))
     _fails_at_wait(gx, r"max_pool2d_with_indices_backward.*: index 99 is out of bounds for a plane of size 16")
     _poisoned(gx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_add_groups(dtype, dim):
+    """index_add (on cuda: grouped on the device) against PyTorch CPU:
+    repeated indices, alpha, both dims, enough positions for several slices."""
+    g = torch.Generator().manual_seed(3)
+    n = 700
+    x = torch.randint(-5, 6, (9, 9), generator=g).to(dtype)
+    ix = torch.randint(0, 9, (n,), generator=g)
+    src = torch.randint(-4, 5, (n, 9) if dim == 0 else (9, n), generator=g).to(dtype)
+    ref = x.index_add(dim, ix, src, alpha=3)
+    got = x.to("rgpu").index_add(dim, ix.to("rgpu"), src.to("rgpu"), alpha=3).cpu()
+    assert torch.equal(got, ref), (got - ref).abs().max()
