@@ -75,6 +75,8 @@ void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n) {
     const char *name = d->name ? d->name : rgpu_op_name(d->opcode);
     if (d->kind == RGPU_DEVERR_TARGET)
         snprintf(out, n, "%s: Target %lld is out of bounds.", name, (long long)d->value);
+    else if (d->kind == RGPU_DEVERR_ZERO_DIV)
+        snprintf(out, n, "%s: ZeroDivisionError", name);
     else if (d->kind == RGPU_DEVERR_PLANE)
         snprintf(out, n, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)d->value,
                  (long long)d->bound);

@@ -236,7 +236,8 @@ struct pw_args {
     float alpha_f;
     double alpha_d;
     unsigned long long alpha_i;
-    int *zero_div;                        // integer division by zero sets *zero_div (or NULL)
+    void *zero_div;                       // integer division by zero sets this int flag (or NULL), or with
+    unsigned long long zd_seq;            // zd_seq != 0 flags the session's device error word (common.cuh)
     // numel < 2^31 (pw_set_divisors): the linear index splits into dims with
     // 32-bit multiply-high divisions (ATen's IntDivider), not 64-bit divides
     bool i32;
@@ -267,9 +268,12 @@ template <> __host__ __device__ inline double pw_alpha_t<double>(const pw_args &
 PW_HD void pw_flag_zero_div(const pw_args &a) {
     if (a.zero_div == NULL) return;
 #ifdef __CUDA_ARCH__
-    atomicOr(a.zero_div, 1);
-#else
-    *a.zero_div = 1;
+    if (a.zd_seq) rgpu_dev_flag((unsigned long long *)a.zero_div, a.zd_seq, 0);
+    else atomicOr((int *)a.zero_div, 1);
+#else   // host code (cudaemu runs kernels here, one thread at a time): rgpu_dev_flag's effect
+    if (!a.zd_seq) { *(int *)a.zero_div = 1; return; }
+    rgpu_dev_word *w = (rgpu_dev_word *)a.zero_div;
+    if (w->seq >= a.zd_seq) { w->seq = a.zd_seq; w->pos = 0; }
 #endif
 }
 
@@ -1181,13 +1185,31 @@ static void pw_set_divisors(pw_args *A) {
     for (int d = 0; d < A->ndim; d++) rgpu_fastdiv_init((unsigned long long)A->sizes[d], &A->dmul[d], &A->dshift[d]);
 }
 
-// Runs A; integer %, fmod and div.Tensor_mode get a device flag for division
-// by zero, read back after the kernel (the CPU writes 0 there and fails).
-static rgpu_status pw_run(rgpu_cuda_ctx *c, pw_args *A, int op, char *err, size_t errlen) {
+// The word's fields for a division by zero (its message names no value).
+static __global__ void pw_zero_div_finish(rgpu_dev_word *w, rgpu_dev_site s)
+{
+    if (w->seq == s.seq) rgpu_dev_finish(w, s, 0);
+}
+
+// Runs A; integer %, fmod and div.Tensor_mode flag a division by zero (the
+// CPU writes 0 there and fails): in the session's device error word, reported
+// at its next wait, or else in a device flag read back after the kernel.
+static rgpu_status pw_run(rgpu_cuda_ctx *c, const rgpu_exec *e, pw_args *A, char *err, size_t errlen) {
+    const int op = e->op;
     if (A->numel == 0) return RGPU_OK;
     pw_set_divisors(A);
     bool can_div0 = A->ct == OP_CT_I64 && (A->op == RGPU_OP_REMAINDER || A->op == RGPU_OP_FMOD || A->op == RGPU_OP_DIV_MODE);
     if (!can_div0) return pw_submit(c, *A, err, errlen);
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd) {   // launched at once: the finish kernel comes after it
+        FORWARD_IF_ERROR(pw_flush(c, err, errlen));
+        A->zero_div = wd;
+        A->zd_seq = e->dev_seq;
+        FORWARD_IF_ERROR(pw_launch(*A, c->stream, err, errlen));
+        pw_zero_div_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_ZERO_DIV, rgpu_op_name(op), 0, 0));
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     RGPU_CUDA_NEEDS_HOST(c, "integer division (its division-by-zero check)", err, errlen);
     FORWARD_IF_ERROR(pw_flush(c, err, errlen));
 
@@ -1246,13 +1268,13 @@ extern "C" rgpu_status rgpu_cuda_pointwise_exec(rgpu_cuda_ctx *c, const rgpu_exe
     pw_args A;
     if (pw_is_binary(e->op)) {
         FORWARD_IF_ERROR(pw_prepare_binary(e, &A, err, errlen));
-        return pw_run(c, &A, e->op, err, errlen);
+        return pw_run(c, e, &A, err, errlen);
     }
     pw_layout L;
     if (!rgpu_op_pointwise_layout_of(e->op, &L))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "cuda pointwise: unsupported op %s", rgpu_op_name(e->op));
     FORWARD_IF_ERROR(pw_prepare_pointwise(e, &L, &A, err, errlen));
-    return pw_run(c, &A, e->op, err, errlen);
+    return pw_run(c, e, &A, err, errlen);
 }
 
 extern "C" rgpu_status rgpu_cuda_pw_cast(rgpu_cuda_ctx *c, void *out, int dd, long long ost, const void *in, int sd,
