@@ -43,6 +43,11 @@ typedef struct rgpu_exec {
     bool *dev_checked;
 } rgpu_exec;
 
+/* A dev_seq with this bit is relative to the call a graph launch runs for
+ * (err_call): a capture's checks get serials 1, 2, .. | RGPU_DEV_SEQ_REL and
+ * report the record index err_call names. */
+#define RGPU_DEV_SEQ_REL (1ull << 63)
+
 /* What a device error word holds once a check failed (err_read). The message
  * is rgpu_dev_error_format's, the cpu backend's for the same failure. */
 enum { RGPU_DEVERR_INDEX = 1, RGPU_DEVERR_TARGET = 2, RGPU_DEVERR_PLANE = 3, RGPU_DEVERR_ZERO_DIV = 4 };
@@ -124,11 +129,15 @@ struct rgpu_backend {
      * nothing is read or written out of bounds. At a wait the session calls
      * err_fetch (enqueue a copy of the word after all work so far), then the
      * wait's own download or sync, then err_read: true when a check failed
-     * (*out filled; the word is reset in stream order). */
+     * (*out filled; the word is reset in stream order). A capture may record
+     * checks with relative serials (RGPU_DEV_SEQ_REL); before each launch of
+     * such a graph err_call sets, in stream order, the serial they count from
+     * and the record index they report. */
     void *(*err_new)(rgpu_backend *b);
     void (*err_free)(rgpu_backend *b, void *w);
     void (*err_fetch)(rgpu_backend *b, void *w);
     bool (*err_read)(rgpu_backend *b, void *w, rgpu_dev_error *out);
+    void (*err_call)(rgpu_backend *b, void *w, uint64_t seq_base, uint64_t idx);
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a

@@ -44,7 +44,7 @@ rgpu_backend *rgpu_backend_null_create(void) {
         /* graphs: none */ NULL, NULL, NULL, NULL,
         /* .device_memory = */ false,
         /* timers: none */ NULL, NULL, NULL,
-        /* device error words: none (checks on the host) */ NULL, NULL, NULL, NULL,
+        /* device error words: none (checks on the host) */ NULL, NULL, NULL, NULL, NULL,
     };
     return b;
 }

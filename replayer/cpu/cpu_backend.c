@@ -185,7 +185,7 @@ rgpu_backend *rgpu_backend_cpu_create(void) {
         /* .graph_destroy = */ cpu_graph_destroy,
         /* .device_memory = */ false,
         /* timers: none */ NULL, NULL, NULL,
-        /* device error words: none (checks on the host) */ NULL, NULL, NULL, NULL,
+        /* device error words: none (checks on the host) */ NULL, NULL, NULL, NULL, NULL,
     };
     return b;
 }

@@ -23,11 +23,12 @@
 // reading; the capturing thread passes). Mode relaxed: the capturing thread
 // may make the host-side calls our launchers make (cuBLAS math mode, ...);
 // what needs the host (read-backs, syncs) refuses first (common.cuh
-// RGPU_CUDA_NEEDS_HOST). Scratch during a capture comes only from blocks the
-// cache already holds (no cudaMalloc, no cudaFree while capturing: a miss
-// fails the capture with NOMEM, which the session may retry); those blocks
-// then belong to the graph, reused only inside it, until graph_destroy
-// gives them back to the cache. Lock order: gate -> exec -> alloc.
+// RGPU_CUDA_NEEDS_HOST). Scratch during a capture comes from blocks the
+// cache already holds, or on a miss from cudaMalloc (allowed in a relaxed
+// capture, as PyTorch's caching allocator does; never cudaFree while
+// capturing); those blocks then belong to the graph, reused only inside it,
+// until graph_destroy gives them back to the cache. Lock order: gate -> exec
+// -> alloc.
 //
 // Errors: every CUDA status is turned into an rgpu status with the failing
 // call named. An error that leaves the context unusable (illegal address,
@@ -269,8 +270,13 @@ static void *block_alloc(cuda_backend *cb, size_t nbytes) {
                     (*cb->live)[p] = cls;
                 }
             }
+            if (!p) {   // a miss: a new block (cudaMalloc is allowed in a relaxed capture, as PyTorch's allocator does)
+                cudaError_t e = cudaMalloc(&p, cls);
+                if (e != cudaSuccess) { cudaGetLastError(); p = NULL; }
+                else { (*cb->cap_live)[p] = cls; (*cb->live)[p] = cls; }
+            }
         } catch (...) { p = NULL; }
-        if (!p) capture_spoil(cb, RGPU_ERR_NOMEM, "scratch of %zu bytes is not in the cache (no cudaMalloc while capturing)", nbytes);
+        if (!p) capture_spoil(cb, RGPU_ERR_NOMEM, "scratch of %zu bytes: out of device memory while capturing", nbytes);
         pthread_mutex_unlock(&cb->alloc_mu);
         return p;
     }
@@ -632,6 +638,24 @@ static void cu_err_fetch(rgpu_backend *b, void *w) {
     pthread_mutex_unlock(&cb->exec_mu);
 }
 
+static __global__ void k_err_call(rgpu_dev_word *w, unsigned long long base, unsigned long long op)
+{
+    w->call_base = base;
+    w->call_op = op;
+}
+
+static void cu_err_call(rgpu_backend *b, void *w, uint64_t seq_base, uint64_t idx) {
+    cuda_backend *cb = backend_of(b);
+    rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)w;
+    gate_hold g(cb);
+    if (capture_owner(cb) || is_lost(cb)) return;
+    pthread_mutex_lock(&cb->exec_mu);
+    char err[160];
+    if (rgpu_cuda_pw_flush(&cb->c, err, sizeof err) == RGPU_OK)
+        k_err_call<<<1, 1, 0, cb->c.stream>>>(sl->dev, (unsigned long long)seq_base, (unsigned long long)idx);
+    pthread_mutex_unlock(&cb->exec_mu);
+}
+
 static bool cu_err_read(rgpu_backend *b, void *w, rgpu_dev_error *out) {
     cuda_backend *cb = backend_of(b);
     rgpu_cuda_err_slot *sl = (rgpu_cuda_err_slot *)w;
@@ -964,6 +988,7 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->err_free = cu_err_free;
     b->err_fetch = cu_err_fetch;
     b->err_read = cu_err_read;
+    b->err_call = cu_err_call;
     b->device_memory = true;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;

@@ -247,6 +247,8 @@ struct rgpu_dev_word {
     unsigned long long name;         // a host string literal's address
     long long value, bound;
     int kind, opcode, rec, dim;
+    // a graph launch's call (err_call): the base of its relative serials and its record index
+    unsigned long long call_base, call_op;
 };
 #define RGPU_DEV_WORD_RESET_BYTES (2 * sizeof(unsigned long long))
 
@@ -264,11 +266,12 @@ struct rgpu_dev_site {
     int kind, opcode, rec, dim;
 };
 
-// e's word when its checks may stay on the device (not during a capture: a
-// graph would replay a stale serial); NULL: check on the host.
+// e's word when its checks may stay on the device (in a capture only with a
+// relative serial, RGPU_DEV_SEQ_REL: an absolute one would be replayed stale);
+// NULL: check on the host.
 static inline rgpu_dev_word *rgpu_cuda_dev_word(const rgpu_cuda_ctx *c, const rgpu_exec *e)
 {
-    if (c->capturing || !e->dev_err) return NULL;
+    if (!e->dev_err || (c->capturing && !(e->dev_seq & RGPU_DEV_SEQ_REL))) return NULL;
     return ((const rgpu_cuda_err_slot *)e->dev_err)->dev;
 }
 
@@ -281,13 +284,26 @@ static inline rgpu_dev_site rgpu_cuda_dev_site(const rgpu_exec *e, int kind, con
     return s;
 }
 
+// The serial a check runs with: relative ones count from the launch's call base.
+__host__ __device__ __forceinline__ unsigned long long rgpu_dev_seq(const rgpu_dev_word *w, unsigned long long seq)
+{
+    return seq & RGPU_DEV_SEQ_REL ? w->call_base + (seq & ~RGPU_DEV_SEQ_REL) : seq;
+}
+
 // Flags position pos as bad: into a plain slot (seq 0: the host path's
 // scratch, atomicMin) or into a word for check serial seq.
 __device__ __forceinline__ void rgpu_dev_flag(unsigned long long *slot, unsigned long long seq, unsigned long long pos)
 {
     if (!seq) { atomicMin(slot, pos); return; }
     rgpu_dev_word *w = (rgpu_dev_word *)slot;
+    seq = rgpu_dev_seq(w, seq);
     if (atomicMin(&w->seq, seq) >= seq) atomicMin(&w->pos, pos);   // an earlier check's failure stays
+}
+
+// The word holds check s's failure (a finish kernel's test).
+__device__ __forceinline__ bool rgpu_dev_mine(const rgpu_dev_word *w, const rgpu_dev_site &s)
+{
+    return w->seq == rgpu_dev_seq(w, s.seq);
 }
 
 __device__ __forceinline__ bool rgpu_dev_failed(const rgpu_dev_word *w)
@@ -299,7 +315,8 @@ __device__ __forceinline__ bool rgpu_dev_failed(const rgpu_dev_word *w)
 // that check is the one the word holds.
 __device__ __forceinline__ void rgpu_dev_finish(rgpu_dev_word *w, const rgpu_dev_site &s, long long value)
 {
-    w->op = s.op; w->name = s.name; w->value = value; w->bound = s.bound;
+    w->op = s.seq & RGPU_DEV_SEQ_REL ? w->call_op : s.op;
+    w->name = s.name; w->value = value; w->bound = s.bound;
     w->kind = s.kind; w->opcode = s.opcode; w->rec = s.rec; w->dim = s.dim;
 }
 

@@ -48,7 +48,7 @@ __global__ void k_find_bad(ix_walk w, const char *data, int dt, long long hi, lo
 // The word's fields for check s.seq when it failed: the first bad index's value.
 __global__ void k_find_bad_finish(rgpu_dev_word *wd, rgpu_dev_site s, ix_walk w, const char *data, int dt)
 {
-    if (wd->seq != s.seq) return;
+    if (!rgpu_dev_mine(wd, s)) return;
     long long off[IX_NW];
     ix_walk_at(w, (long long)wd->pos, off);
     rgpu_dev_finish(wd, s, ix_load_index(data + off[0], dt));
@@ -1123,7 +1123,7 @@ __global__ void k_geom(geom_dev g, long long nbel, long long *boff, unsigned lon
 // The word's fields for check s.seq when it failed: the bad index, its dim and size.
 __global__ void k_geom_finish(rgpu_dev_word *w, rgpu_dev_site s, geom_dev g, long long nbel)
 {
-    if (w->seq != s.seq) return;
+    if (!rgpu_dev_mine(w, s)) return;
     long long j = (long long)(w->pos / (unsigned long long)nbel), b = (long long)(w->pos % (unsigned long long)nbel), off = 0;
     for (int d = g.nb - 1; d >= 0; d--) { off += (b % g.bsz[d]) * g.t[j].st[d]; b /= g.bsz[d]; }
     s.dim = g.t[j].k;

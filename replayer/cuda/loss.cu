@@ -32,7 +32,7 @@ static __global__ void nll_check_kernel(const void *t, int tdt, long long ts, lo
 // The word's fields for check s.seq when it failed: the first bad target.
 static __global__ void nll_check_finish(rgpu_dev_word *w, rgpu_dev_site s, const void *t, int tdt, long long ts)
 {
-    if (w->seq == s.seq) rgpu_dev_finish(w, s, nll_target(t, tdt, ts, (long long)w->pos));
+    if (rgpu_dev_mine(w, s)) rgpu_dev_finish(w, s, nll_target(t, tdt, ts, (long long)w->pos));
 }
 
 // Each of the first n non-ignored targets in [0, C) or RGPU_ERR_BAD_ARG with

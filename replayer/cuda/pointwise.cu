@@ -273,7 +273,8 @@ PW_HD void pw_flag_zero_div(const pw_args &a) {
 #else   // host code (cudaemu runs kernels here, one thread at a time): rgpu_dev_flag's effect
     if (!a.zd_seq) { *(int *)a.zero_div = 1; return; }
     rgpu_dev_word *w = (rgpu_dev_word *)a.zero_div;
-    if (w->seq >= a.zd_seq) { w->seq = a.zd_seq; w->pos = 0; }
+    unsigned long long seq = rgpu_dev_seq(w, a.zd_seq);
+    if (w->seq >= seq) { w->seq = seq; w->pos = 0; }
 #endif
 }
 
@@ -1188,7 +1189,7 @@ static void pw_set_divisors(pw_args *A) {
 // The word's fields for a division by zero (its message names no value).
 static __global__ void pw_zero_div_finish(rgpu_dev_word *w, rgpu_dev_site s)
 {
-    if (w->seq == s.seq) rgpu_dev_finish(w, s, 0);
+    if (rgpu_dev_mine(w, s)) rgpu_dev_finish(w, s, 0);
 }
 
 // Runs A; integer %, fmod and div.Tensor_mode flag a division by zero (the

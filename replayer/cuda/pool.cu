@@ -146,7 +146,7 @@ static __global__ void max_check_kernel(dgeom g, t4 ind, unsigned long long *bad
 static __global__ void max_check_finish(rgpu_dev_word *w, rgpu_dev_site s, dgeom g, t4 ind)
 {
     int64_t oh, ow;
-    if (w->seq == s.seq) rgpu_dev_finish(w, s, max_index_at(g, ind, (int64_t)w->pos, &oh, &ow));
+    if (rgpu_dev_mine(w, s)) rgpu_dev_finish(w, s, max_index_at(g, ind, (int64_t)w->pos, &oh, &ow));
 }
 
 // One thread per dx element: sum grad over the outputs (ascending) whose

@@ -305,6 +305,8 @@ typedef struct gview { int32_t slot; uint64_t off; rgpu_view v; } gview;   /* sl
 
 typedef struct gexec {
     int op, n_in, n_out, n_args;
+    bool checked;                   /* its backend left a check to the device error word */
+    int32_t rec;                    /* its template record + 1 */
     rgpu_arg args[RGPU_MAX_ARGS];   /* INTS point into the template, alive for the call */
     gview v[];                      /* n_in inputs, then n_out outputs */
 } gexec;
@@ -320,6 +322,8 @@ typedef struct ginst {
     bool *force_staged;       /* n_in: inputs once found at another pointer */
     u64map slot_of;           /* created slot's where -> slot + 1 */
     void *graph;
+    bool *checked;            /* per captured exec: it left a check to the word (the replays' taint) */
+    uint32_t n_ex;
     uint32_t calls, captures, transient;
     uint64_t last_use, bytes, created_bytes;
 } ginst;
@@ -337,12 +341,19 @@ typedef struct gcall {
     size_t n_ex, cap_ex;
     bool bad;
     char why[200];
-    /* replaying: per slot, the storage the call defined for it */
+    /* replaying: per slot, the storage the call defined for it; the execs passed */
     storage **made;
     uint64_t *made_sid;
+    size_t n_replayed;
 } gcall;
 
 bool rgpu_sess_graph_replaying(const rgpu_session *s) { return s->g && s->g->replay; }
+
+bool rgpu_sess_graph_replay_exec(rgpu_session *s) {
+    gcall *g = s->g;
+    size_t k = g->n_replayed++;
+    return k < g->gi->n_ex && g->gi->checked[k];
+}
 
 static void graph_refused(rgpu_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void graph_refused(rgpu_session *s, const char *fmt, ...) {
@@ -460,6 +471,9 @@ static rgpu_status call_layout(rgpu_session *s, const tplent *e, const uint64_t 
 static void inst_release(rgpu_session *s, ginst *gi) {   /* its graph and static buffers */
     if (gi->graph) s->b->graph_destroy(s->b, gi->graph);   /* after its launches: backend.h */
     gi->graph = NULL;
+    free(gi->checked);
+    gi->checked = NULL;
+    gi->n_ex = 0;
     for (uint32_t k = 0; k < gi->n_slots; k++)
         if (gi->slots[k].buf) s->b->free(s->b, gi->slots[k].buf);
     free(gi->slots);
@@ -561,6 +575,8 @@ void rgpu_sess_graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs
     gexec *x = malloc(sizeof *x + (size_t)(e->n_in + e->n_out) * sizeof(gview));
     if (!x) { g->bad = true; snprintf(g->why, sizeof g->why, "out of host memory"); return; }
     x->op = e->op; x->n_in = e->n_in; x->n_out = e->n_out; x->n_args = e->n_args;
+    x->checked = s->dev_checked;
+    x->rec = e->rec;
     for (int i = 0; i < e->n_args; i++) x->args[i] = e->args[i];
     for (int i = 0; i < e->n_in; i++) log_view(g, e->in[i], ins[i], &x->v[i]);
     for (int i = 0; i < e->n_out; i++) {
@@ -627,7 +643,12 @@ static void inst_capture(rgpu_session *s, tplent *e, ginst *gi, gcall *g) {
             else { gi->bytes += x->nbytes; s->gst.bytes += x->nbytes; }
         }
     }
+    if (!st && !(gi->checked = calloc(g->n_ex, sizeof *gi->checked))) st = RGPU_ERR_NOMEM;
     if (st) snprintf(why, sizeof why, "no memory for its static buffers");
+    else {
+        gi->n_ex = (uint32_t)g->n_ex;
+        for (size_t i = 0; i < g->n_ex; i++) gi->checked[i] = g->ex[i]->checked;
+    }
     bool begun = false;
     if (!st) {
         st = s->b->graph_begin(s->b, why, sizeof why);
@@ -636,7 +657,9 @@ static void inst_capture(rgpu_session *s, tplent *e, ginst *gi, gcall *g) {
     for (size_t i = 0; i < g->n_ex && !st; i++) {
         const gexec *x = g->ex[i];
         rgpu_view v[RGPU_MAX_IN + RGPU_MAX_OUT];
-        rgpu_exec ex = { .op = x->op, .n_in = x->n_in, .n_out = x->n_out, .n_args = x->n_args, .args = x->args };
+        /* checks on the device: serials relative to each launch's call (err_call) */
+        rgpu_exec ex = { .op = x->op, .n_in = x->n_in, .n_out = x->n_out, .n_args = x->n_args, .args = x->args,
+                         .dev_err = s->dev_err, .dev_seq = RGPU_DEV_SEQ_REL | (uint64_t)(i + 1), .rec = x->rec };
         for (int j = 0; j < x->n_in + x->n_out; j++) {
             const gview *gv = &x->v[j];
             rgpu_view *p = NULL;
@@ -723,9 +746,12 @@ static void call_replay(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, 
         return;
     }
     s->gst.input_copies += copies;
+    uint64_t base = s->dev_seq;   /* the graph's checks count from here */
+    s->dev_seq += gi->n_ex + 1;
     s->g = &g;
     call_records(c, e, bind, seed, offset, false, 0);   /* bookkeeping: no exec */
     s->g = NULL;
+    if (s->dev_err && s->b->err_call) s->b->err_call(s->b, s->dev_err, base, c->idx);
     st = s->b->graph_launch(s->b, gi->graph, why, sizeof why);
     for (uint32_t j = 0; j < gi->n_in && !st; j++)
         if (gi->slots[j].staged && gi->slots[j].written)

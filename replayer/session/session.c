@@ -358,7 +358,10 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         rgpu_st64(data, (uint64_t)host);
         return rgpu_sess_store_result(s, c->idx, data, 8);
     }
-    if (s->g && rgpu_sess_graph_replaying(s)) return RGPU_OK;   /* the call's graph computes it */
+    if (s->g && rgpu_sess_graph_replaying(s)) {   /* the call's graph computes it */
+        s->dev_checked = rgpu_sess_graph_replay_exec(s);
+        return RGPU_OK;
+    }
     rgpu_status st2 = s->b->exec(s->b, &e, c->why, sizeof c->why);
     if (!st2 && s->g) rgpu_sess_graph_log_exec(s, &e, outs, ins);
     return st2;
