@@ -451,7 +451,8 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
         for (int t = 0; t < 2; t++) {
             long long *p = t ? g.poffset_out : g.pseed_out;
             const long long v = (long long)(t ? g.offset : g.seed);
-            if (p) FORWARD_IF_ERROR(rgpu_cuda_upload_async(c, p, &v, sizeof v, err, errlen));
+            if (p && !v) RGPU_CUDA_TRY(cudaMemsetAsync(p, 0, sizeof v, c->stream), err, errlen);   // a graph may hold it
+            else if (p) FORWARD_IF_ERROR(rgpu_cuda_upload_async(c, p, &v, sizeof v, err, errlen));
         }
         return RGPU_OK;
     }

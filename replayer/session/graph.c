@@ -366,6 +366,13 @@ static void graph_refused(rgpu_session *s, const char *fmt, ...) {
 
 void rgpu_session_graph_stats(const rgpu_session *s, rgpu_graph_stats *st) { *st = s->gst; }
 
+/* A random record that draws nothing: attention without dropout (its
+ * kernels then take seed and offset 0 and write those as its Philox pair), so
+ * a graph replays it exactly. */
+static bool random_unused(const rgpu_record *r) {
+    return r->op == RGPU_OP_SDPA && r->n_args > 2 && r->args[2].kind == RGPU_ARG_FLOAT && r->args[2].v.f == 0.0;
+}
+
 /* Templates that are never graphed, found once per template. */
 static bool tpl_graphable(rgpu_session *s, tplent *e) {
     if (e->graphable) return e->graphable > 0;
@@ -377,7 +384,8 @@ static bool tpl_graphable(rgpu_session *s, tplent *e) {
         size_t used;
         rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);   /* checked at parse */
         off += used;
-        if (rgpu_op_is_random(r.op)) why = "it has random ops (their seed and offset change with every call)";
+        if (rgpu_op_is_random(r.op) && !random_unused(&r))
+            why = "it has random ops (their seed and offset change with every call)";
         else if (r.op == RGPU_OP_UPLOAD) why = "it has UPLOAD records";
         /* A FREE of a bound tensor (an input the caller handed over) is
          * fine: call_layout pins every bound storage, so its bytes stay where

@@ -6,7 +6,9 @@ and every device allocation. Between 3 and 5 steps the server must add
 exactly one host wait per step -- the step's loss.item() -- and no cudaMalloc:
 the index checks of embedding and cross-entropy stay on the device (the
 session's device error word), embedding backward groups its indices on the
-device, and small uploads share a staging slot. Run by run-tests.sh."""
+device, and small uploads share a staging slot. Compiled with graphs on, the
+forward and backward add one graph launch each per step, bitwise the losses of
+graphs off. Run by run-tests.sh."""
 import json
 import os
 import subprocess
@@ -20,18 +22,43 @@ pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run(tmp_path, steps):
-    stats = tmp_path / f"stats-{steps}"
+COMPILED = """
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+import rgpu
+from models.gpt import GPT, GPTConfig
+from models.train import train_val, get_batch
+torch.manual_seed(0)
+model = GPT(GPTConfig.tiny()).to("rgpu")
+cm = torch.compile(model, backend="rgpu")
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+train, _ = train_val(50_000)
+g = torch.Generator().manual_seed(0)
+for i in range(int(sys.argv[1])):
+    x, y = get_batch(train, 4, 32, g)
+    _, loss = cm(x.to("rgpu"), y.to("rgpu"))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    print("loss", loss.item().hex())
+"""
+
+
+def run(tmp_path, steps, compiled=False, graphs="0"):
+    stats = tmp_path / f"stats-{steps}-{compiled}-{graphs}"
     stats.mkdir()
-    env = dict(os.environ, CUDAEMU_STATS=str(stats))
+    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_GRAPHS=graphs)
     env.pop("RGPU_SERVER", None)       # an embedded server of its own: its counts alone
-    r = subprocess.run([sys.executable, os.path.join(HERE, "gpt_trace.py"), str(steps)], env=env, capture_output=True,
-                       text=True, timeout=600)
+    tools = os.path.join(HERE, "..", "..", "tools")
+    argv = ["-c", COMPILED, str(steps), tools] if compiled else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
+    r = subprocess.run([sys.executable] + argv, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("loss ") == steps, r.stdout
     files = list(stats.iterdir())
     assert len(files) == 1, files      # the server's (the client runs no CUDA)
-    return json.loads(files[0].read_text())
+    d = json.loads(files[0].read_text())
+    d["losses"] = [ln for ln in r.stdout.splitlines() if ln.startswith("loss ")]
+    return d
 
 
 def test_one_host_wait_per_step_and_no_allocation(tmp_path):
@@ -42,3 +69,18 @@ def test_one_host_wait_per_step_and_no_allocation(tmp_path):
     allocs = {k: (b["allocations"].get(k, 0) - a["allocations"].get(k, 0)) / 2 for k in ("cudaMalloc", "cudaFree")}
     assert allocs == {"cudaMalloc": 0, "cudaFree": 0}, allocs
     assert b["kernel_launches"] > a["kernel_launches"] > 0
+
+
+def test_compiled_step_replays_forward_and_backward_as_one_graph_each(tmp_path):
+    """torch.compile'd GPT with graphs on (RGPU_GRAPHS=1): from the third step
+    its forward and backward templates replay as one cudaGraphLaunch each
+    (their index and target checks captured with serials relative to each
+    launch), the step still blocks the host once and allocates nothing, and
+    the losses are bitwise those of graphs off."""
+    a, b = run(tmp_path, 4, True, "1"), run(tmp_path, 6, True, "1")
+    assert (b["graph_launches"] - a["graph_launches"]) / 2 == 2, (a["graph_launches"], b["graph_launches"])
+    waits = sum(b["host_waits"].values()) - sum(a["host_waits"].values())
+    assert waits / 2 == 1, (a["host_waits"], b["host_waits"])
+    assert b["allocations"].get("cudaMalloc", 0) == a["allocations"].get("cudaMalloc", 0)
+    off = run(tmp_path, 6, True, "0")
+    assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
