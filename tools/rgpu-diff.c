@@ -471,6 +471,8 @@ int main(int argc, char **argv) {
             off += used;
             rgpu_session_run_record(d->a, &r, idx);
             rgpu_session_run_record(d->b, &r, idx);
+            rgpu_session_check_device(d->a);   /* a device-side check fails at its own op */
+            rgpu_session_check_device(d->b);
             if (t->blob_err) {
                 tc_progress_end(&prog);
                 fprintf(stderr, "%s: op %llu (%s): %s\n", PROG, (unsigned long long)idx, rgpu_op_name(r.op), t->err);

@@ -466,10 +466,13 @@ rgpu_status rgpu_session_tensor_info(rgpu_session *s, uint64_t tid, rgpu_tensor_
     return RGPU_OK;
 }
 
+void rgpu_session_check_device(rgpu_session *s) { rgpu_sess_dev_err_poll(s); }
+
 rgpu_status rgpu_session_read_tensor(rgpu_session *s, uint64_t tid, uint8_t **data, size_t *n) {
     *data = NULL; *n = 0;
     const tensor *t = u64map_get(&s->tensors, tid);
     if (!t) return RGPU_ERR_UNKNOWN_TENSOR;
+    rgpu_sess_dev_err_poll(s);   /* a failure still on the device may poison it */
     if (t->poisoned || !t->st) return RGPU_ERR_POISONED;
     char why[200];
     return download_tensor(s, t, -1, data, n, why, sizeof why);

@@ -163,8 +163,14 @@ typedef struct rgpu_tensor_info {
 
 /* Metadata of tensor tid; RGPU_ERR_UNKNOWN_TENSOR when absent. */
 rgpu_status rgpu_session_tensor_info(rgpu_session *s, uint64_t tid, rgpu_tensor_info *info);
+/* A failure a data check left in the backend's device error word (backend.h
+ * err_new), taken now with a sync of its own: reported at the next
+ * take_result, its op's dependents poisoned. rgpu-diff calls it after every
+ * record, so such a check fails at its own op, as on the cpu backend. */
+void rgpu_session_check_device(rgpu_session *s);
 /* Tensor tid's elements, contiguous in its dtype (malloc'd, caller frees).
- * A poisoned tensor gives RGPU_ERR_POISONED. */
+ * A poisoned tensor gives RGPU_ERR_POISONED (a failure still in a device
+ * error word is taken first, with a sync). */
 rgpu_status rgpu_session_read_tensor(rgpu_session *s, uint64_t tid, uint8_t **data, size_t *n);
 /* Overwrite tensor tid's elements (contiguous bytes in its dtype) through
  * its strides; clears its poison. */

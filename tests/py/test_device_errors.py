@@ -286,3 +286,41 @@ def test_bad_index_in_a_graphed_call(tmp_path):
     m = re.search(r"graphs: (\d+) template calls, (\d+) replayed as graphs", log.read_text())
     # cuda: the bad call replays too (its check in the graph); cpu: a capture fails on it
     assert m and int(m.group(2)) >= (3 if _on_cuda() else 2), log.read_text()
+
+
+RECORDED = """
+import torch, rgpu, torch.nn.functional as F
+W = torch.arange(20.0).reshape(5, 4).to("rgpu")
+o = F.embedding(torch.tensor([1, 7, 2]).to("rgpu"), W)
+try:
+    o.cpu()
+except rgpu.RemoteError as e:
+    print("error", e)
+print("ok", F.embedding(torch.tensor([1, 4, 2]).to("rgpu"), W).sum().item())
+"""
+
+
+def test_rgpu_diff_fails_a_device_check_at_its_own_op(tmp_path):
+    """rgpu-diff runs records one by one on two backends and compares each
+    op's status: a check left on the device is taken after every record
+    (rgpu_session_check_device), so on cuda the bad embedding fails at its own
+    op, as on the cpu backend, and nothing differs; rgpu-replay --verify
+    reproduces the recorded error at the same wait."""
+    import os
+    import subprocess
+    import sys
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    bin_dir = os.environ.get("RGPU_BIN") or os.path.join(repo, "build", "bin")
+    trace = tmp_path / "bad.rgt"
+    env = dict(os.environ, RGPU_RECORD=str(trace))
+    env.pop("RGPU_SERVER", None)
+    p = subprocess.run([sys.executable, "-c", RECORDED], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "index 7 is out of bounds" in p.stdout and "ok 130.0" in p.stdout, p.stdout + p.stderr
+    a = "cuda" if _on_cuda() else "cpu"
+    d = subprocess.run([os.path.join(bin_dir, "rgpu-diff"), str(trace), "--a", a, "--b", "cpu", "--resync"],
+                       capture_output=True, text=True, timeout=600)
+    assert d.returncode == 0, d.stdout + d.stderr
+    assert "1 ops failed on both backends" in d.stdout and " 0 over tolerance" in d.stdout, d.stdout
+    v = subprocess.run([os.path.join(bin_dir, "rgpu-replay"), str(trace), "--backend", a, "--verify"],
+                       capture_output=True, text=True, timeout=600)
+    assert v.returncode == 0 and "mismatch" not in (v.stdout + v.stderr).lower(), v.stdout + v.stderr
