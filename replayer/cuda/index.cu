@@ -543,9 +543,9 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 
 // Grouping on the device (with a session's device error word: embedding
 // backward, index_add): the same groups as group_keys, by a stable counting
-// sort in G slices of the positions. Slice
-// t (one thread) counts its indices per key (k_embbw_count), each key's
-// counts become slice offsets (k_embbw_offsets), one block scans the keys into
+// sort in G slices of the positions. Slice t (one thread) counts its indices
+// per key (k_embbw_count), each key's counts become slice offsets
+// (k_embbw_offsets), one block scans the keys into
 // group starts (k_embbw_starts), and slice t lists its positions, ascending,
 // at its offsets (k_embbw_place): each group's positions in ascending order,
 // so k_grouped adds in the CPU's order. Integers only: no atomics, the same
