@@ -544,43 +544,51 @@ static rgpu_status op_embedding(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
 // Grouping on the device (with a session's device error word: embedding
 // backward, index_add): the same groups as group_keys, by a stable counting
 // sort in G slices of the positions. Slice t (one thread) counts its indices
-// per key (k_embbw_count), each key's counts become slice offsets
-// (k_embbw_offsets), one block scans the keys into
-// group starts (k_embbw_starts), and slice t lists its positions, ascending,
-// at its offsets (k_embbw_place): each group's positions in ascending order,
-// so k_grouped adds in the CPU's order. Integers only: no atomics, the same
-// groups whatever the thread order. A bad index is flagged in the word (its
-// first position, as the CPU's check) and left out.
+// per key (k_group_slices, count pass), each key's counts become slice
+// offsets (k_group_offsets), one block scans the keys into group starts
+// (k_group_starts), and slice t lists its positions, ascending, at its
+// offsets (k_group_slices, place pass): each group's positions in ascending
+// order, so k_grouped adds in the CPU's order. Integers only: no atomics, the
+// same groups whatever the thread order. A bad index is flagged in the word
+// (its first position, as the CPU's check) and left out.
 
 // Slice t of G: positions [n t / G, n (t + 1) / G).
-__device__ __forceinline__ void embbw_slice(long long n, int G, int t, long long *i0, long long *i1)
+__device__ __forceinline__ void group_slice(long long n, int G, int t, long long *i0, long long *i1)
 {
     *i0 = n * t / G;
     *i1 = n * (t + 1) / G;
 }
 
-// cnt[t * nw + k]: slice t's indices equal to k (cnt zeroed); an index equal
-// to pad (has_pad) is left out, one outside [0, nw) flagged.
-__global__ void k_embbw_count(ix_walk w, const char *ix, int idt, long long n, long long nw, int has_pad, long long pad,
-                              int G, unsigned *cnt, unsigned long long *bad, unsigned long long seq)
+// Slice t walks its positions in order (one thread). Count pass (first
+// NULL): cnt[t * nw + k] = its indices equal to k (cnt zeroed), an index equal
+// to pad (has_pad) left out, one outside [0, nw) flagged. Place pass: each
+// position's source offset (walk set 1) listed at its key's next slot,
+// list[first[k] + cnt[t * nw + k]++].
+__global__ void k_group_slices(ix_walk w, const char *ix, int idt, long long n, long long nw, int has_pad,
+                               long long pad, int G, unsigned *cnt, unsigned long long *bad, unsigned long long seq,
+                               const long long *first, long long *list)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= G) return;
     long long i0, i1;
-    embbw_slice(n, G, t, &i0, &i1);
+    group_slice(n, G, t, &i0, &i1);
     unsigned *ct = cnt + (size_t)t * (size_t)nw;
     for (long long i = i0; i < i1; i++) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         long long v = ix_load_index(ix + off[0], idt);
         if (has_pad && v == pad) continue;
-        if (v < 0 || v >= nw) { rgpu_dev_flag(bad, seq, (unsigned long long)i); continue; }
-        ct[v]++;
+        if (v < 0 || v >= nw) {
+            if (!first) rgpu_dev_flag(bad, seq, (unsigned long long)i);
+            continue;
+        }
+        if (first) list[first[v] + ct[v]++] = off[1];
+        else ct[v]++;
     }
 }
 
 // Per key k: cnt[t][k] = the count of slices before t (exclusive), tot[k] = all.
-__global__ void k_embbw_offsets(unsigned *cnt, long long nw, int G, long long *tot)
+__global__ void k_group_offsets(unsigned *cnt, long long nw, int G, long long *tot)
 {
     IX_FOR(k, nw) {
         long long run = 0;
@@ -595,12 +603,12 @@ __global__ void k_embbw_offsets(unsigned *cnt, long long nw, int G, long long *t
 
 // One block: tot[k] becomes key k's first list slot; the groups (keys with a
 // position, ascending) get target = k * tscale and start; start[ng] = m, *dng = ng.
-#define EMBBW_SCAN_THREADS 1024
-__global__ void __launch_bounds__(EMBBW_SCAN_THREADS) k_embbw_starts(long long *tot, long long nw, long long tscale,
+#define GROUP_SCAN_THREADS 1024
+__global__ void __launch_bounds__(GROUP_SCAN_THREADS) k_group_starts(long long *tot, long long nw, long long tscale,
                                                                      long long *target, long long *start, long long *dng)
 {
-    __shared__ long long s_pos[EMBBW_SCAN_THREADS], s_grp[EMBBW_SCAN_THREADS];
-    const long long seg = (nw + EMBBW_SCAN_THREADS - 1) / EMBBW_SCAN_THREADS;
+    __shared__ long long s_pos[GROUP_SCAN_THREADS], s_grp[GROUP_SCAN_THREADS];
+    const long long seg = (nw + GROUP_SCAN_THREADS - 1) / GROUP_SCAN_THREADS;
     const long long k0 = threadIdx.x * seg, k1 = k0 + seg < nw ? k0 + seg : nw;
     long long pos = 0, grp = 0;
     for (long long k = k0; k < k1; k++) { pos += tot[k]; grp += tot[k] > 0; }
@@ -609,7 +617,7 @@ __global__ void __launch_bounds__(EMBBW_SCAN_THREADS) k_embbw_starts(long long *
     __syncthreads();
     if (threadIdx.x == 0) {   // exclusive, in thread order
         long long p = 0, q = 0;
-        for (int i = 0; i < EMBBW_SCAN_THREADS; i++) {
+        for (int i = 0; i < GROUP_SCAN_THREADS; i++) {
             long long a = s_pos[i], b = s_grp[i];
             s_pos[i] = p; s_grp[i] = q;
             p += a; q += b;
@@ -625,25 +633,6 @@ __global__ void __launch_bounds__(EMBBW_SCAN_THREADS) k_embbw_starts(long long *
         tot[k] = pos;
         if (c > 0) { target[grp] = k * tscale; start[grp] = pos; grp++; }
         pos += c;
-    }
-}
-
-// Slice t lists the byte offsets of its positions' sources (walk set 1) at
-// its keys' slots, in ascending order.
-__global__ void k_embbw_place(ix_walk w, const char *ix, int idt, long long n, long long nw, int has_pad,
-                              long long pad, int G, unsigned *cnt, const long long *first, long long *list)
-{
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= G) return;
-    long long i0, i1;
-    embbw_slice(n, G, t, &i0, &i1);
-    unsigned *ct = cnt + (size_t)t * (size_t)nw;
-    for (long long i = i0; i < i1; i++) {
-        long long off[IX_NW];
-        ix_walk_at(w, i, off);
-        long long v = ix_load_index(ix + off[0], idt);
-        if ((has_pad && v == pad) || v < 0 || v >= nw) continue;
-        list[first[v] + ct[v]++] = off[1];
     }
 }
 
@@ -673,17 +662,18 @@ static rgpu_status group_on_device(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_de
     RGPU_CUDA_TRY(cudaMemsetAsync(cnt, 0, (size_t)G * (size_t)nw * sizeof(unsigned), c->stream), err, errlen);
     const unsigned tb = 64, sb = (unsigned)((G + tb - 1) / tb);
     const char *ip = (const char *)ix->data;
-    k_embbw_count<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, (unsigned long long *)wd,
-                                            e->dev_seq);
+    k_group_slices<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, (unsigned long long *)wd,
+                                             e->dev_seq, (const long long *)NULL, (long long *)NULL);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     k_find_bad_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_INDEX, name, dim, nw), w, ip,
                                               ix->dtype);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_offsets<<<ix_blocks(nw), IX_THREADS, 0, c->stream>>>(cnt, nw, G, tot);
+    k_group_offsets<<<ix_blocks(nw), IX_THREADS, 0, c->stream>>>(cnt, nw, G, tot);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_starts<<<1, EMBBW_SCAN_THREADS, 0, c->stream>>>(tot, nw, tscale, target, start, dng);
+    k_group_starts<<<1, GROUP_SCAN_THREADS, 0, c->stream>>>(tot, nw, tscale, target, start, dng);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    k_embbw_place<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, tot, list);
+    k_group_slices<<<sb, tb, 0, c->stream>>>(w, ip, ix->dtype, n, nw, has_pad, pad, G, cnt, (unsigned long long *)wd,
+                                             e->dev_seq, tot, list);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     FORWARD_IF_ERROR(prepare());
     ix_groups_dev gd;
