@@ -784,14 +784,15 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
     rgpu_hash got = rgpu_hash_bytes(raw, n);
     if (!rgpu_hash_eq(&got, &h)) { free(raw); return send_error(c, RGPU_ERR_BAD_CHECKSUM, "CHUNK hash mismatch"), RGPU_ERR_BAD_CHECKSUM; }
     /* A record that does not decode is a protocol error, found before
-     * anything is fetched, journaled or run (run_chunk checks again). */
+     * anything is fetched, journaled or run; the checked records are what
+     * prefetch_checked and run_checked use (decoded once). */
     if ((s = rgpu_session_check_chunk(c->s, raw, n, first, count, c->why, sizeof c->why))) {
         free(raw);
         return send_error(c, s, "CHUNK at op %llu: %s", (unsigned long long)first, c->why), s;
     }
     /* Fetch missing blobs first: if the link drops now, nothing was applied. */
     c->why[0] = 0;
-    s = rgpu_session_prefetch(c->s, raw, n);
+    s = rgpu_session_prefetch_checked(c->s);
     if (s) {
         free(raw);
         if (link_lost(c, s)) return s;
@@ -804,7 +805,7 @@ static rgpu_status handle_chunk(conn *c, const uint8_t *p, uint64_t len) {
         jnl_failed(c, rgpu_rgt_errmsg(c->se->jnl));
     c->se->jnl_since += m.frame_len;
     c->gone_at = c->polled_at = 0;
-    s = rgpu_session_run_chunk(c->s, raw, n, first, count);
+    s = rgpu_session_run_checked(c->s);   /* the chunk check_chunk took above, decoded there */
     free(raw);
     if (s == RGPU_ERR_TIMEOUT) {   /* cancelled: mid-chunk, the session cannot go on */
         c->sent_error = true;

@@ -10,6 +10,7 @@
 #include "op/op_args.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,8 @@ void rgpu_session_free(rgpu_session *s) {
     rgpu_mem_pool_give(s->lim.pool, s->held_host);   /* blobs, results, templates: all it still held */
     u64map_free(&s->tpls);
     u64map_free(&s->locals);
+    rgpu_sess_spares_free(s);   /* last: freeing the above gives structs back */
+    free(s->ck.pk);
     free(s);
 }
 
@@ -183,12 +186,12 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
     if (u64map_get(&s->tensors, d->tid)) {
         return RECORD_FAIL(c, RGPU_ERR_DUPLICATE_ID, "tensor %llu already defined", (unsigned long long)d->tid);
     }
-    tensor *t = calloc(1, sizeof *t);
+    tensor *t = rgpu_sess_tensor_new(s);
     if (!t) return RGPU_ERR_NOMEM;
     t->tid = d->tid; t->dtype = d->dtype; t->ndim = d->ndim; t->offset = d->offset;
     memcpy(t->sizes, d->sizes, sizeof(int64_t) * d->ndim);
     memcpy(t->strides, d->strides, sizeof(int64_t) * d->ndim);
-    if (!u64map_put(&s->tensors, t->tid, t)) { free(t); return RGPU_ERR_NOMEM; }
+    if (!u64map_put(&s->tensors, t->tid, t)) { rgpu_sess_tensor_put(s, t); return RGPU_ERR_NOMEM; }
     *out = t;
     rgpu_status st;
     storage *sg;
@@ -208,25 +211,25 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
                      (unsigned long long)s->storages.len);
         }
         if ((st = rgpu_tdef_check_bounds(d, d->nbytes))) { t->poisoned = true; return tdef_refused(c, d, st); }
-        sg = calloc(1, sizeof *sg);
+        sg = rgpu_sess_storage_new(s);
         if (!sg) { t->poisoned = true; return RGPU_ERR_NOMEM; }
         sg->sid = d->sid; sg->nbytes = d->nbytes;
         int slot = -1;   /* a graph replay's static buffer for it, or its output slot */
         if (s->g) sg->data = rgpu_sess_graph_storage_data(s, sg, &slot);
         if (!sg->data && (st = rgpu_sess_mem_take(s, d->nbytes, rgpu_sess_storage_host(s), "a storage", c->why, sizeof c->why))) {
-            free(sg);
+            rgpu_sess_storage_put(s, sg);
             t->poisoned = true;
             return st;
         }
         if (!sg->data && !(sg->data = s->b->alloc(s->b, (size_t)d->nbytes))) {
             rgpu_sess_mem_give(s, d->nbytes, rgpu_sess_storage_host(s));
-            free(sg);
+            rgpu_sess_storage_put(s, sg);
             t->poisoned = true;
             return RECORD_FAIL(c, RGPU_ERR_NOMEM, "cannot allocate %llu bytes on %s", (unsigned long long)d->nbytes, s->b->name);
         }
         if (!u64map_put(&s->storages, sg->sid, sg)) {
             if (!sg->borrowed) { s->b->free(s->b, sg->data); rgpu_sess_mem_give(s, d->nbytes, rgpu_sess_storage_host(s)); }
-            free(sg);
+            rgpu_sess_storage_put(s, sg);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;
         }
@@ -505,8 +508,119 @@ rgpu_status rgpu_session_write_tensor(rgpu_session *s, uint64_t tid, const uint8
     return st;
 }
 
-/* Fetch the blobs the UPLOAD and file-op records of raw[0..n) name; with
- * templates, also the templates CALL records name and the blobs inside them. */
+/* ---------------------------------------------------------------------------
+ * Chunks: decoded once. check_chunk decodes every record (the whole chunk is
+ * rejected before anything of it runs) and keeps the decoded records, packed:
+ * per record a 16-byte header (packed size, op, counts), its outputs (an
+ * existing tensor: 16 bytes, a new one: the fixed fields then ndim sizes and
+ * strides), inputs, args. Unpacking is copies, no parse or check. A chunk
+ * whose packed form would pass PK_CAP keeps the rest as raw bytes, decoded
+ * again when run (hostile chunks of tiny records pack up to 24x their size). */
+enum { PK_CAP = 8u << 20, PK_HDR = 16, TD_FIXED = offsetof(rgpu_tdef, sizes), ARG_PACKED = offsetof(rgpu_arg, ints_owned) };
+
+static size_t pk_size(const rgpu_record *r) {
+    size_t n = PK_HDR + 8 * (size_t)r->n_in + ARG_PACKED * (size_t)r->n_args;
+    for (int i = 0; i < r->n_out; i++)
+        n += r->out[i].flags & RGPU_TDEF_EXISTING ? 16 : TD_FIXED + 16 * (size_t)r->out[i].ndim;
+    return (n + 7) & ~(size_t)7;
+}
+
+static void pk_put(uint8_t *p, const rgpu_record *r, size_t size) {
+    uint32_t sz = (uint32_t)size;
+    memcpy(p, &sz, 4);
+    memcpy(p + 4, &r->op, 2);
+    p[6] = r->n_out; p[7] = r->n_in; p[8] = r->n_args;
+    p += PK_HDR;
+    for (int i = 0; i < r->n_out; i++) {
+        const rgpu_tdef *t = &r->out[i];
+        if (t->flags & RGPU_TDEF_EXISTING) { memcpy(p, &t->tid, 8); p[8] = t->flags; p += 16; continue; }
+        memcpy(p, t, TD_FIXED); p += TD_FIXED;
+        memcpy(p, t->sizes, 8 * (size_t)t->ndim); p += 8 * (size_t)t->ndim;
+        memcpy(p, t->strides, 8 * (size_t)t->ndim); p += 8 * (size_t)t->ndim;
+    }
+    memcpy(p, r->in, 8 * (size_t)r->n_in); p += 8 * (size_t)r->n_in;
+    for (int i = 0; i < r->n_args; i++) { memcpy(p, &r->args[i], ARG_PACKED); p += ARG_PACKED; }
+}
+
+/* The record packed at p, as rgpu_record_decode would have made it; its size. */
+static size_t pk_get(const uint8_t *p0, rgpu_record *r) {
+    const uint8_t *p = p0;
+    uint32_t sz;
+    memcpy(&sz, p, 4);
+    memcpy(&r->op, p + 4, 2);
+    r->n_out = p[6]; r->n_in = p[7]; r->n_args = p[8];
+    p += PK_HDR;
+    for (int i = 0; i < r->n_out; i++) {
+        rgpu_tdef *t = &r->out[i];
+        if (p[8] & RGPU_TDEF_EXISTING) {
+            memcpy(&t->tid, p, 8); t->flags = p[8];
+            t->sid = 0; t->dtype = 0; t->ndim = 0; t->nbytes = 0; t->offset = 0;
+            p += 16;
+            continue;
+        }
+        memcpy(t, p, TD_FIXED); p += TD_FIXED;
+        memcpy(t->sizes, p, 8 * (size_t)t->ndim); p += 8 * (size_t)t->ndim;
+        memcpy(t->strides, p, 8 * (size_t)t->ndim); p += 8 * (size_t)t->ndim;
+    }
+    memcpy(r->in, p, 8 * (size_t)r->n_in); p += 8 * (size_t)r->n_in;
+    for (int i = 0; i < r->n_args; i++) { memcpy(&r->args[i], p, ARG_PACKED); r->args[i].ints_owned = NULL; p += ARG_PACKED; }
+    return sz;
+}
+
+/* Walks the checked chunk's records in order. */
+typedef struct ck_cur { uint32_t k; size_t pk, off; } ck_cur;
+
+static void ck_next(rgpu_session *s, ck_cur *c, rgpu_record *r) {
+    if (c->k < s->ck.pk_n) {
+        c->pk += pk_get(s->ck.pk + c->pk, r);
+    } else {
+        size_t used;
+        if (c->k == s->ck.pk_n) c->off = s->ck.pk_raw_off;
+        rgpu_record_decode(s->ck.raw + c->off, s->ck.n - c->off, r, &used);   /* checked by check_chunk */
+        c->off += used;
+    }
+    c->k++;
+}
+
+/* The op of the next record, without unpacking it (packed records only). */
+static bool ck_peek_op(const rgpu_session *s, const ck_cur *c, uint16_t *op) {
+    if (c->k >= s->ck.pk_n) return false;
+    memcpy(op, s->ck.pk + c->pk + 4, 2);
+    return true;
+}
+static void ck_skip(rgpu_session *s, ck_cur *c) {
+    uint32_t sz;
+    memcpy(&sz, s->ck.pk + c->pk, 4);
+    c->pk += sz;
+    c->k++;
+}
+
+/* Fetch the blobs r names (an UPLOAD or file-op record); with templates,
+ * also the template a CALL record names and the blobs inside it. */
+static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t n, bool templates);
+
+static rgpu_status prefetch_record(rgpu_session *s, const rgpu_record *r, bool templates) {
+    rgpu_status st;
+    if (r->n_args < 1 || r->args[0].kind != RGPU_ARG_HASH || !s->fetch) return RGPU_OK;
+    if (r->op == RGPU_OP_UPLOAD) {
+        blobent *e;
+        uint64_t size = r->n_args > 1 && r->args[1].kind == RGPU_ARG_INT ? (uint64_t)r->args[1].v.i : UINT64_MAX;
+        st = rgpu_sess_blob_get(s, &r->args[0].v.h, size, &e, NULL, 0);
+        if (st && st != RGPU_ERR_LIMIT && st != RGPU_ERR_BAD_ARG) return st;   /* a refused blob fails its UPLOAD when it runs */
+    } else if (rgpu_sess_is_file_op(r->op)) {
+        if ((st = rgpu_sess_file_prefetch(s, r))) return st;
+    } else if (r->op == RGPU_OP_CALL && templates) {
+        tplent *e;
+        if ((st = rgpu_sess_tpl_get(s, &r->args[0].v.h, &e))) return st;
+        if (!e->status && (st = prefetch_records(s, e->info.records, e->info.records_len, false))) return st;
+    }
+    return RGPU_OK;
+}
+
+static bool prefetch_op(uint16_t op) { return op == RGPU_OP_UPLOAD || op == RGPU_OP_CALL || rgpu_sess_is_file_op(op); }
+
+/* Fetch the blobs the UPLOAD and file-op records of raw[0..n) name;
+ * with templates, also the templates CALL records name and the blobs inside them. */
 static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t n, bool templates) {
     size_t off = 0;
     rgpu_record r;
@@ -515,36 +629,46 @@ static rgpu_status prefetch_records(rgpu_session *s, const uint8_t *raw, size_t 
         rgpu_status st = rgpu_record_decode(raw + off, n - off, &r, &used);
         if (st) return st;
         off += used;
-        if (r.n_args < 1 || r.args[0].kind != RGPU_ARG_HASH || !s->fetch) continue;
-        if (r.op == RGPU_OP_UPLOAD) {
-            blobent *e;
-            uint64_t size = r.n_args > 1 && r.args[1].kind == RGPU_ARG_INT ? (uint64_t)r.args[1].v.i : UINT64_MAX;
-            st = rgpu_sess_blob_get(s, &r.args[0].v.h, size, &e, NULL, 0);
-            if (st && st != RGPU_ERR_LIMIT && st != RGPU_ERR_BAD_ARG) return st;   /* a refused blob fails its UPLOAD when it runs */
-        } else if (rgpu_sess_is_file_op(r.op)) {
-            if ((st = rgpu_sess_file_prefetch(s, &r))) return st;
-        } else if (r.op == RGPU_OP_CALL && templates) {
-            tplent *e;
-            if ((st = rgpu_sess_tpl_get(s, &r.args[0].v.h, &e))) return st;
-            if (!e->status && (st = prefetch_records(s, e->info.records, e->info.records_len, false))) return st;
-        }
+        if ((st = prefetch_record(s, &r, templates))) return st;
     }
     return RGPU_OK;
 }
 
-rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+static void prefetch_begin(rgpu_session *s) {
     s->blob_gen++;   /* what this fetches stays until the chunk ran */
     u64map_free(&s->refused);   /* refusals hold for one chunk: memory may have been freed since */
+}
+
+rgpu_status rgpu_session_prefetch(rgpu_session *s, const uint8_t *raw, size_t n) {
+    prefetch_begin(s);
     return prefetch_records(s, raw, n, true);
+}
+
+rgpu_status rgpu_session_prefetch_checked(rgpu_session *s) {
+    if (!s->ck.valid) return RGPU_ERR_SEQUENCE;
+    prefetch_begin(s);
+    ck_cur c = { 0 };
+    rgpu_record r;
+    while (c.k < s->ck.count) {
+        uint16_t op;
+        if (ck_peek_op(s, &c, &op) && !prefetch_op(op)) { ck_skip(s, &c); continue; }
+        ck_next(s, &c, &r);
+        rgpu_status st = prefetch_record(s, &r, true);
+        if (st) { s->ck.valid = false; return st; }   /* not run: it must be checked again */
+    }
+    return RGPU_OK;
 }
 
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
                                      uint32_t count, char *why, size_t whylen) {
+    s->ck.valid = false;
     if (first_op != s->applied) {
         return rgpu_op_fail(why, whylen, RGPU_ERR_SEQUENCE, "starts at op %llu, expected %llu", (unsigned long long)first_op, (unsigned long long)s->applied);
     }
-    size_t off = 0;
-    uint32_t k = 0;
+    size_t off = 0, pk_len = 0;
+    uint32_t k = 0, pk_n = 0;
+    bool packing = true;
+    size_t pk_raw_off = 0;
     rgpu_record r;
     while (off < n) {
         size_t used;
@@ -555,9 +679,46 @@ rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t
         }
         off += used;
         k++;
+        if (!packing) continue;
+        size_t sz = pk_size(&r);
+        if (pk_len + sz > s->ck.pk_cap) {   /* grow: doubling, up to the cap */
+            size_t cap = s->ck.pk_cap ? s->ck.pk_cap : 64u << 10;
+            while (cap < pk_len + sz && cap < PK_CAP) cap *= 2;
+            uint8_t *p = cap >= pk_len + sz ? realloc(s->ck.pk, cap) : NULL;
+            if (p) { s->ck.pk = p; s->ck.pk_cap = cap; }
+        }
+        if (pk_len + sz > s->ck.pk_cap) { packing = false; continue; }   /* the rest stays raw */
+        pk_put(s->ck.pk + pk_len, &r, sz);
+        pk_len += sz;
+        pk_n++;
+        pk_raw_off = off;
     }
     if (k != count) {
         return rgpu_op_fail(why, whylen, RGPU_ERR_BAD_MESSAGE, "holds %u records, its header says %u", k, count);
+    }
+    s->ck.raw = raw; s->ck.n = n; s->ck.first = first_op; s->ck.count = count;
+    s->ck.pk_len = pk_len; s->ck.pk_n = pk_n; s->ck.pk_raw_off = pk_raw_off;
+    s->ck.valid = true;
+    return RGPU_OK;
+}
+
+rgpu_status rgpu_session_run_checked(rgpu_session *s) {
+    if (!s->ck.valid || s->ck.first != s->applied) return RGPU_ERR_SEQUENCE;
+    s->ck.valid = false;   /* runs once */
+    ck_cur c = { 0 };
+    rgpu_record r;
+    for (uint32_t i = 0; i < s->ck.count; i++) {
+        ck_next(s, &c, &r);
+        if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
+        run_top_record(s, &r, s->ck.first + i);
+        s->applied++;
+        if (s->stop_status) { blob_evict(s); return s->stop_status; }   /* a rebuild that must not go on */
+    }
+    blob_evict(s);
+    if (s->ck.pk_cap > (1u << 20) && s->ck.pk_len < s->ck.pk_cap / 8) {   /* one big chunk: give it back */
+        free(s->ck.pk);
+        s->ck.pk = NULL;
+        s->ck.pk_cap = 0;
     }
     return RGPU_OK;
 }
@@ -569,19 +730,7 @@ rgpu_status rgpu_session_run_chunk(rgpu_session *s, const uint8_t *raw, size_t n
     char why[160];
     rgpu_status st0 = rgpu_session_check_chunk(s, raw, n, first_op, count, why, sizeof why);
     if (st0) return st0;
-    size_t off = 0;
-    rgpu_record r;
-    for (uint32_t i = 0; i < count; i++) {
-        size_t used;
-        rgpu_record_decode(raw + off, n - off, &r, &used);
-        off += used;
-        if (s->cancel && s->cancel(s->cancel_ud)) { blob_evict(s); return RGPU_ERR_TIMEOUT; }
-        run_top_record(s, &r, first_op + i);
-        s->applied++;
-        if (s->stop_status) { blob_evict(s); return s->stop_status; }   /* a rebuild that must not go on */
-    }
-    blob_evict(s);
-    return RGPU_OK;
+    return rgpu_session_run_checked(s);
 }
 
 void rgpu_session_set_cancel(rgpu_session *s, bool (*fn)(void *ud), void *ud) { s->cancel = fn; s->cancel_ud = ud; }

@@ -126,9 +126,17 @@ const char *rgpu_session_stop_reason(const rgpu_session *s);
 bool rgpu_session_take_rewrote(rgpu_session *s);
 
 /* The checks run_chunk makes before it runs anything: first_op == applied,
- * every record decodes, count records. why names the failing record. */
+ * every record decodes, count records. why names the failing record. The
+ * chunk passed is the session's checked chunk: its records are kept decoded
+ * for prefetch_checked and run_checked (raw must stay alive until then; a
+ * chunk is decoded once). */
 rgpu_status rgpu_session_check_chunk(rgpu_session *s, const uint8_t *raw, size_t n, uint64_t first_op,
                                      uint32_t count, char *why, size_t whylen);
+/* prefetch and run_chunk on the checked chunk, from its decoded records;
+ * RGPU_ERR_SEQUENCE when there is none (none passed check_chunk since the
+ * last run). run_checked runs it once. */
+rgpu_status rgpu_session_prefetch_checked(rgpu_session *s);
+rgpu_status rgpu_session_run_checked(rgpu_session *s);
 
 /* Before running a chunk: fetch (through the fetch callback) every blob its
  * UPLOAD and file-op records name that the session lacks, every template its CALL records

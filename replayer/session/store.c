@@ -72,12 +72,54 @@ uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
 
 /* ---------------------------------------------------------------------------
  * Storages and tensors */
+enum { SPARES_MAX = 4096 };   /* per kind: 1.5 MiB of tensor structs at most */
+
+tensor *rgpu_sess_tensor_new(rgpu_session *s) {
+    tensor *t = s->free_t;
+    if (!t) return calloc(1, sizeof *t);
+    s->free_t = t->next_free;
+    s->n_free_t--;
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+storage *rgpu_sess_storage_new(rgpu_session *s) {
+    storage *sg = s->free_sg;
+    if (!sg) return calloc(1, sizeof *sg);
+    s->free_sg = sg->next_free;
+    s->n_free_sg--;
+    memset(sg, 0, sizeof *sg);
+    return sg;
+}
+
+void rgpu_sess_tensor_put(rgpu_session *s, tensor *t) {
+    if (!t) return;
+    if (s->n_free_t >= SPARES_MAX) { free(t); return; }
+    t->next_free = s->free_t;
+    s->free_t = t;
+    s->n_free_t++;
+}
+
+void rgpu_sess_storage_put(rgpu_session *s, storage *sg) {
+    if (!sg) return;
+    if (s->n_free_sg >= SPARES_MAX) { free(sg); return; }
+    sg->next_free = s->free_sg;
+    s->free_sg = sg;
+    s->n_free_sg++;
+}
+
+void rgpu_sess_spares_free(rgpu_session *s) {
+    while (s->free_t) { tensor *t = s->free_t; s->free_t = t->next_free; free(t); }
+    while (s->free_sg) { storage *sg = s->free_sg; s->free_sg = sg->next_free; free(sg); }
+    s->n_free_t = s->n_free_sg = 0;
+}
+
 static void storage_release(rgpu_session *s, storage *st) {   /* its bytes */
     if (!st->borrowed) {
         s->b->free(s->b, st->data);
         rgpu_sess_mem_give(s, st->nbytes, rgpu_sess_storage_host(s));
     }
-    free(st);
+    rgpu_sess_storage_put(s, st);
 }
 
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st) {
@@ -94,7 +136,7 @@ void rgpu_sess_storage_unpin(rgpu_session *s, storage *st) {
 
 void rgpu_sess_tensor_drop(rgpu_session *s, tensor *t) {
     rgpu_sess_storage_unref(s, t->st);
-    free(t);
+    rgpu_sess_tensor_put(s, t);
 }
 
 /* ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ typedef struct storage {
     uint64_t wr;              /* 1 + the latest record whose check was left on the device
                                  (backend.h dev_checked) these bytes may depend on, 0: none;
                                  a failure found at a wait poisons what depends on it or later */
+    struct storage *next_free;  /* in the session's pool of spare structs */
 } storage;
 
 typedef struct tensor {
@@ -33,6 +34,7 @@ typedef struct tensor {
     int64_t sizes[RGPU_MAX_DIMS], strides[RGPU_MAX_DIMS];
     bool poisoned;
     uint64_t poison_op;       /* the failed op that poisoned it */
+    struct tensor *next_free; /* in the session's pool of spare structs */
 } tensor;
 
 typedef struct blobent {
@@ -57,6 +59,23 @@ struct rgpu_session {
     rgpu_blob_fetch_fn fetch;
     void *fetch_ud;
     u64map tensors, storages, blobs, results;
+    /* spare tensor and storage structs (rgpu_sess_tensor_new): a steady
+     * training step defines and frees the same number each step, so no
+     * record allocates one */
+    tensor *free_t;
+    storage *free_sg;
+    uint32_t n_free_t, n_free_sg;
+    /* the chunk rgpu_session_check_chunk accepted last, its records decoded
+     * into pk (session.c: packed, reused from chunk to chunk) up to a cap;
+     * records after pk_n are decoded from raw at pk_raw_off when run */
+    struct {
+        const uint8_t *raw;
+        size_t n, pk_len, pk_cap, pk_raw_off;
+        uint64_t first;
+        uint32_t count, pk_n;
+        uint8_t *pk;
+        bool valid;
+    } ck;
     u64map refused;           /* blob key -> 1: blobs refused for a memory limit (their UPLOADs fail) */
     char refused_why[200];    /* the last refusal, for those UPLOADs' errors */
     blobent *blob_head, *blob_tail;
@@ -113,6 +132,13 @@ rgpu_status rgpu_sess_mem_take(rgpu_session *s, uint64_t n, bool host, const cha
 void rgpu_sess_mem_give(rgpu_session *s, uint64_t n, bool host);
 /* Storages of a host backend are host memory. */
 static inline bool rgpu_sess_storage_host(const rgpu_session *s) { return !s->b->device_memory; }
+/* Zeroed tensor and storage structs, from the session's spares when it has
+ * some (NULL: out of memory); tensor_put/storage_put give one back. */
+tensor *rgpu_sess_tensor_new(rgpu_session *s);
+storage *rgpu_sess_storage_new(rgpu_session *s);
+void rgpu_sess_tensor_put(rgpu_session *s, tensor *t);
+void rgpu_sess_storage_put(rgpu_session *s, storage *sg);
+void rgpu_sess_spares_free(rgpu_session *s);
 /* A storage losing a tensor (freed with its last), a tensor leaving the table. */
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st);
 /* A storage's last tensor gone is freed for the program at once (unknown id,

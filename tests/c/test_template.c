@@ -596,11 +596,58 @@ START_TEST(test_cache_eviction)
 }
 END_TEST
 
+/* A chunk is decoded once (check_chunk), its records kept packed up to a cap
+ * of 8 MiB and the rest decoded from the raw bytes when run: a chunk past the
+ * cap gives what the same records give in small chunks. The server's path
+ * (check, prefetch_checked, run_checked) and run_chunk alike; run_checked
+ * runs a checked chunk once, and never one whose check failed. */
+START_TEST(test_chunk_decoded_once_past_the_cap) {
+    static const float A[4] = { 0.25f, -1.5f, 3.0f, 1e-3f };
+    enum { N = 60000 };   /* 2N records, ~9.6 MiB packed */
+    for (int path = 0; path < 2; path++) {
+        uint64_t base = 1000 + (uint64_t)path * 1000000;
+        make_vec(base, base, A, 4);
+        rgpu_buf b = { 0 };
+        uint64_t prev = base;
+        for (uint64_t i = 1; i <= N; i++) {
+            rec_binary(&b, RGPU_OP_ADD_TENSOR, vec_def(base + i, base + i, 4), prev, base);
+            if (prev != base) rec_free(&b, prev);
+            prev = base + i;
+        }
+        uint32_t count = count_records(&b);
+        if (path == 0) {
+            char why[200];
+            ck_assert_int_eq(rgpu_session_run_checked(g_s), RGPU_ERR_SEQUENCE);   /* nothing checked */
+            ck_assert_int_eq(rgpu_session_check_chunk(g_s, b.p, b.len, g_op, count, why, sizeof why), RGPU_OK);
+            ck_assert_int_eq(rgpu_session_prefetch_checked(g_s), RGPU_OK);
+            ck_assert_int_eq(rgpu_session_run_checked(g_s), RGPU_OK);
+            ck_assert_int_eq(rgpu_session_run_checked(g_s), RGPU_ERR_SEQUENCE);   /* once */
+            /* a failed check leaves nothing to run */
+            ck_assert_int_eq(rgpu_session_check_chunk(g_s, b.p, b.len, g_op + count, count, why, sizeof why), RGPU_OK);
+            ck_assert_int_ne(rgpu_session_check_chunk(g_s, b.p, b.len - 1, g_op + count, count, why, sizeof why), RGPU_OK);
+            ck_assert_int_eq(rgpu_session_run_checked(g_s), RGPU_ERR_SEQUENCE);
+        } else {
+            ck_assert_int_eq(rgpu_session_run_chunk(g_s, b.p, b.len, g_op, count), RGPU_OK);
+        }
+        g_op += count;
+        ck_assert_uint_eq(rgpu_session_applied(g_s), g_op);
+        rgpu_buf_free(&b);
+        float v[4], want[4];
+        memcpy(want, A, sizeof want);
+        for (int i = 1; i <= N; i++)
+            for (int k = 0; k < 4; k++) want[k] = want[k] + A[k];
+        read_vec(prev, v, 4);
+        for (int k = 0; k < 4; k++) ck_assert_float_eq(v[k], want[k]);
+        ck_assert_uint_eq(rgpu_session_tensor_count(g_s), (uint64_t)(2 * (path + 1)));
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("template");
     TCase *tc = add_tcase(s, "core", 60, setup, teardown);
     ADD_TESTS(tc, test_parse_ok, test_parse_bad, test_call_values_and_locals, test_call_view_of_bound_storage,
                   test_call_random_rebased, test_call_failing_record, test_call_rejected,
-                  test_prefetch_and_cache, test_cache_eviction);
+                  test_prefetch_and_cache, test_cache_eviction, test_chunk_decoded_once_past_the_cap);
     return run_suite(s);
 }
