@@ -3,8 +3,9 @@
 // dispatch to the families, and the "context lost" state.
 //
 // Threads: rgpu-server runs one thread per connection over one shared
-// backend. All GPU work goes to the one stream, in the order it is enqueued;
-// the allocator, the staging buffers and exec each have a mutex (lock order:
+// backend. All GPU work goes to the one stream, in the order it is enqueued
+// (uploads of 256 KiB and more: their H2D on a copy stream beside it, then
+// a device copy on the one stream; see upload_beside_locked); the allocator, the staging buffers and exec each have a mutex (lock order:
 // exec -> alloc; staging is never held together with another).
 //
 // Memory: device blocks come in size classes (512 B, then powers of two up to
@@ -75,7 +76,12 @@ struct cuda_backend {
     unsigned stage_next;             // slot of the next chunk (rotates across calls)
     size_t stage_fill;               // bytes of slot stage_next - 1 that uploads filled
     void *stage[STAGE_SLOTS];
-    cudaEvent_t stage_ev[STAGE_SLOTS];
+    cudaEvent_t stage_ev[STAGE_SLOTS];   // the last DMA that used the slot's pinned buffer
+    // uploads beside compute: the copy stream's H2D lands in a device slot,
+    // a device-to-device copy on the compute stream moves it to its storage
+    cudaStream_t copy;
+    void *land[STAGE_SLOTS];             // device landing buffers, STAGE_BYTES each
+    cudaEvent_t land_ev[STAGE_SLOTS];    // compute stream: the copy out of land[k] done
 
     // cuBLAS
     void *blas_ws;
@@ -445,6 +451,54 @@ static rgpu_status upload_locked(cuda_backend *cb, void *dst, const void *src, s
     return RGPU_OK;
 }
 
+// Uploads of at least COPY_MIN bytes go beside compute: chunk by chunk, the
+// H2D runs on the copy stream into the slot's device landing buffer, while
+// kernels enqueued before it still run; the compute stream waits for it
+// (cudaStreamWaitEvent, no host wait) and copies the landing buffer into dst
+// in stream order, so dst is written exactly where a direct upload would
+// have written it (after every earlier use of the block, before every later
+// kernel). The copy stream waits for the compute stream's copy out of a
+// landing buffer before it lands there again. The host waits only for a
+// pinned slot's H2D of a round ago: back-pressure. Smaller uploads (and the
+// held launches' arguments) go on the compute stream: for them the extra
+// copy and events cost more than the overlap gives.
+static const size_t COPY_MIN = (size_t)256 << 10;
+
+static rgpu_status copy_init(cuda_backend *cb, char *err, size_t errlen) {
+    if (cb->copy) return RGPU_OK;
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        if (!cb->land[i]) CB_TRY(cb, cudaMalloc(&cb->land[i], STAGE_BYTES), err, errlen);
+        if (!cb->land_ev[i]) CB_TRY(cb, cudaEventCreateWithFlags(&cb->land_ev[i], cudaEventDisableTiming), err, errlen);
+    }
+    CB_TRY(cb, cudaStreamCreateWithFlags(&cb->copy, cudaStreamNonBlocking), err, errlen);
+    return RGPU_OK;
+}
+
+static rgpu_status upload_beside_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err,
+                                        size_t errlen) {
+    rgpu_status st = stage_init(cb, err, errlen);
+    if (st || (st = copy_init(cb, err, errlen))) return st;
+    cudaStream_t s = cb->c.stream;
+    for (size_t off = 0; off < n;) {
+        size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        int k = (int)(cb->stage_next++ % STAGE_SLOTS);   // a whole slot, pinned and landing
+        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // its pinned buffer's last DMA done
+        memcpy(cb->stage[k], (const char *)src + off, m);
+        CB_TRY(cb, cudaStreamWaitEvent(cb->copy, cb->land_ev[k], 0), err, errlen);   // land[k] copied out
+        CB_TRY(cb, cudaMemcpyAsync(cb->land[k], cb->stage[k], m, cudaMemcpyHostToDevice, cb->copy), err, errlen);
+        CB_TRY(cb, cudaEventRecord(cb->stage_ev[k], cb->copy), err, errlen);
+        // the compute stream waits for the H2D at once: every later use of the
+        // pinned slot on it (a download's D2H, a small upload) is then ordered
+        // after the H2D read it, as when the H2D was on the compute stream
+        CB_TRY(cb, cudaStreamWaitEvent(s, cb->stage_ev[k], 0), err, errlen);
+        CB_TRY(cb, cudaMemcpyAsync((char *)dst + off, cb->land[k], m, cudaMemcpyDeviceToDevice, s), err, errlen);
+        CB_TRY(cb, cudaEventRecord(cb->land_ev[k], s), err, errlen);
+        off += m;
+    }
+    cb->stage_fill = 0;   // the next small upload takes a fresh slot
+    return RGPU_OK;
+}
+
 // Waits for the stream up to the copy (events on the stream: never a device sync).
 static rgpu_status download_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err, size_t errlen) {
     rgpu_status st = stage_init(cb, err, errlen);
@@ -496,7 +550,8 @@ static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t
     rgpu_status fst = flush_held(cb, "an upload", err, sizeof err);
     if (fst) return fst;
     pthread_mutex_lock(&cb->stage_mu);
-    rgpu_status st = upload_locked(cb, dst, src, n, err, sizeof err);
+    rgpu_status st = n >= COPY_MIN ? upload_beside_locked(cb, dst, src, n, err, sizeof err)
+                                   : upload_locked(cb, dst, src, n, err, sizeof err);
     pthread_mutex_unlock(&cb->stage_mu);
     if (st) logf_("upload of %zu bytes: %s", n, err);
     return st;
@@ -893,9 +948,12 @@ static void cu_destroy(rgpu_backend *b) {
             for (cudaEvent_t ev : *cb->marks) cudaEventDestroy(ev);
             delete cb->marks;
         }
+        if (cb->copy) { cudaStreamSynchronize(cb->copy); cudaStreamDestroy(cb->copy); }
         for (int i = 0; i < STAGE_SLOTS; i++) {
             if (cb->stage[i]) cudaFreeHost(cb->stage[i]);
             if (cb->stage_ev[i]) cudaEventDestroy(cb->stage_ev[i]);
+            if (cb->land[i]) cudaFree(cb->land[i]);
+            if (cb->land_ev[i]) cudaEventDestroy(cb->land_ev[i]);
         }
         if (cb->c.stream) cudaStreamDestroy(cb->c.stream);
         cudaGetLastError();

@@ -94,6 +94,13 @@ step "multi-tensor launches on cuda, reverse thread order (tests/cudaemu/test_mu
 step "test_datadep.py, test_random.py, test_basic.py, test_complex_mm.py, test_memory.py, test_device_errors.py on cuda" \
     $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" --dist loadfile tests/py/test_datadep.py tests/py/test_random.py tests/py/test_basic.py \
     tests/py/test_complex_mm.py tests/py/test_memory.py tests/py/test_device_errors.py
+# the copy stream's uploads and the compute stream, each running ahead of the
+# other (a missing cross-stream wait reads or writes a buffer too early)
+for m in odd even; do
+    step "uploads beside kernels on cuda, CUDAEMU_STREAMS=$m (test_basic.py, test_memory.py)" \
+        env CUDAEMU_STREAMS=$m $PY -m pytest -q -p no:cacheprovider tests/py/test_basic.py tests/py/test_memory.py \
+        -k "large_uploads or memory"
+done
 step "host waits of a GPT training step on cuda: one per wait, no cudaMalloc (tests/cudaemu/test_host_waits.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_host_waits.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py

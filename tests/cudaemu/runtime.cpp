@@ -63,7 +63,7 @@ block_ctx cur_block;
 // Global state
 
 struct op {
-    enum kind_t { KERNEL, COPY, SET, EVENT, HOST } kind;
+    enum kind_t { KERNEL, COPY, SET, EVENT, HOST, WAIT } kind;
     // KERNEL
     launch_site site;
     std::shared_ptr<kernel_body> body;
@@ -80,6 +80,9 @@ struct op {
     // HOST
     std::function<void()> fn;
     const char *what = "";
+    // WAIT (cudaStreamWaitEvent): the event's stream up to its record
+    struct stream *wait_s = nullptr;
+    uint64_t wait_seq = 0;
 };
 
 struct graph { std::vector<op> ops; };
@@ -89,6 +92,7 @@ struct stream {
     unsigned flags = 0;
     std::deque<op> q;
     uint64_t enq = 0, done = 0;          // operations queued / run, ever
+    unsigned made = 0;                   // creation order, from 1 (CUDAEMU_STREAMS=odd|even)
     graph *cap = nullptr;               // capturing into
     bool cap_invalid = false;
 };
@@ -115,6 +119,9 @@ static int g_device;
 static int g_order = -1;                          // 0 forward, 1 reverse, 2 random
 static unsigned long long g_rng = 0x9e3779b97f4a7c15ull;
 static bool g_verbose;
+static int g_streams_mode;                        // CUDAEMU_STREAMS: 0 defer, 1 random, 2 odd, 3 even
+static unsigned g_streams_made;                   // created streams, ever (their creation order)
+static unsigned long long g_srng = 0x2545f4914f6cdd1dull;
 static unsigned long long g_kernels_run;
 
 typedef std::lock_guard<std::recursive_mutex> guard;
@@ -163,6 +170,9 @@ static void init_env() {
     const char *pr = getenv("CUDAEMU_PROTECT");
     if (pr && *pr) g_protect = strcmp(pr, "0") != 0;
     install_segv_note();
+    const char *sm = getenv("CUDAEMU_STREAMS");
+    g_streams_mode = !sm || !*sm ? 0 : !strcmp(sm, "random") ? 1 : !strcmp(sm, "odd") ? 2 : !strcmp(sm, "even") ? 3 : 0;
+    if (sd && *sd) g_srng = strtoull(sd, NULL, 0) * 0x9e3779b97f4a7c15ull + 7;
     const char *v = getenv("CUDAEMU_VERBOSE");
     g_verbose = v && *v && strcmp(v, "0");
 }
@@ -675,6 +685,9 @@ static void run_kernel(const op &o) {
 // ---------------------------------------------------------------------------
 // Executing queued work
 
+static void drain(stream *s, uint64_t upto);
+static void drain_for_legacy();
+
 static void run_op(stream *st, op &o) {
     if (g_sticky != cudaSuccess) return;   // a faulted context runs nothing more
     switch (o.kind) {
@@ -704,6 +717,12 @@ static void run_op(stream *st, op &o) {
         break;
     }
     case op::HOST: o.fn(); guard_check(o.what); break;
+    case op::WAIT:   // the other stream's work up to the event runs first (nothing runs concurrently here)
+        if (o.wait_s) {
+            if (o.wait_s == &g_legacy) drain_for_legacy();
+            drain(o.wait_s, o.wait_seq);
+        }
+        break;
     }
     (void)st;
 }
@@ -748,6 +767,27 @@ static bool pending_any() {
     return false;
 }
 
+// CUDAEMU_STREAMS: a GPU may run any stream's work as soon as its waits
+// allow; by default this layer runs it only when a sync asks. To make one
+// stream run ahead of another, so that a missing cross-stream wait reads or
+// writes too early: random: after each enqueue, up to two operations of
+// created streams picked at random run at once; odd / even: the 1st, 3rd, ...
+// (odd) or the 2nd, 4th, ... (even) created streams run every operation at
+// its enqueue (as far as its waits allow), the others stay deferred.
+static unsigned long long srng_next() {
+    g_srng ^= g_srng << 13;
+    g_srng ^= g_srng >> 7;
+    g_srng ^= g_srng << 17;
+    return g_srng;
+}
+static void streams_run_ahead() {
+    size_t n = g_streams.size();
+    for (unsigned i = (unsigned)(srng_next() % 3); i-- > 0 && n;) {
+        stream *t = g_streams[srng_next() % n];   // created streams; the legacy one keeps its deferral
+        if (!t->cap && !t->q.empty()) drain(t, t->done + 1);
+    }
+}
+
 static cudaError_t enqueue(stream *s, op &&o) {
     if (s->cap) {
         if (s->cap_invalid) return cudaErrorStreamCaptureInvalidated;
@@ -756,6 +796,10 @@ static cudaError_t enqueue(stream *s, op &&o) {
     }
     s->q.push_back(std::move(o));
     s->enq++;
+    if (g_streams_mode && g_sticky == cudaSuccess) {
+        if (g_streams_mode == 1) streams_run_ahead();
+        else if (s->made && (s->made & 1) == (g_streams_mode == 2 ? 1u : 0u)) drain(s, s->enq);
+    }
     return cudaSuccess;
 }
 
@@ -1199,6 +1243,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ps, unsigned int flags) {
     guard g(g_mu);
     stream *s = new stream;
     s->flags = flags;
+    s->made = ++g_streams_made;
     g_streams.push_back(s);
     *ps = (cudaStream_t)s;
     return cudaSuccess;
@@ -1213,6 +1258,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t ps) {
     drain_all(s);   // pending work completes (CUDA: destroy returns at once, work finishes)
     for (size_t i = 0; i < g_streams.size(); i++)
         if (g_streams[i] == s) { g_streams.erase(g_streams.begin() + (long)i); break; }
+    // waits queued on other streams for s's work: that work has run
+    auto unlink = [s](std::deque<op> &q) { for (op &o : q) if (o.kind == op::WAIT && o.wait_s == s) o.wait_s = nullptr; };
+    unlink(g_legacy.q);
+    for (stream *o : g_streams) unlink(o->q);
     delete s->cap;
     delete s;
     return cudaSuccess;
@@ -1272,6 +1321,25 @@ cudaError_t cudaEventRecord(cudaEvent_t pe, cudaStream_t ps) {
     e->s = s;
     e->seq = s->enq;
     e->recorded = true;
+    return r ? ret(r) : cudaSuccess;
+}
+
+// The stream's later work waits for the event's record (as it was at this
+// call); the host does not wait. An event never recorded: nothing to wait for.
+cudaError_t cudaStreamWaitEvent(cudaStream_t ps, cudaEvent_t pe, unsigned int flags) {
+    guard g(g_mu);
+    if (g_sticky) return ret(g_sticky);
+    event *e = (event *)pe;
+    stream *s = S(ps);
+    if (!e || flags != 0) return ret(cudaErrorInvalidValue);
+    if (!e->recorded || e->s == s) return cudaSuccess;
+    if (s->cap) { s->cap_invalid = true; return ret(cudaErrorStreamCaptureUnsupported); }   // a join: not emulated
+    if (e->s->done >= e->seq) return cudaSuccess;
+    op o;
+    o.kind = op::WAIT;
+    o.wait_s = e->s;
+    o.wait_seq = e->seq;
+    cudaError_t r = enqueue(s, std::move(o));
     return r ? ret(r) : cudaSuccess;
 }
 

@@ -553,6 +553,58 @@ static void test_launch_stats() {
     rmdir(dir);
 }
 
+// cudaStreamWaitEvent: the waiting stream's later work runs after the
+// event's stream reached the record, and not before; the host does not wait.
+static void test_stream_wait() {
+    const int n = 256;
+    int *x, *y, h[n];
+    cudaStream_t a, b;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaMalloc(&x, n * sizeof(int));
+    cudaMalloc(&y, n * sizeof(int));
+    cudaEvent_t ev;
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    CHECK(cudaStreamWaitEvent(b, ev, 0) == cudaSuccess, "waiting on an event never recorded");
+    CHECK(cudaemu_pending(b) == 0, "a wait on an event never recorded queues nothing");
+    write_idx<<<2, 128, 0, a>>>(x, n);
+    cudaEventRecord(ev, a);
+    cudaMemsetAsync(x, 0, n * sizeof(int), a);   // after the record: b must not see it
+    CHECK(cudaStreamWaitEvent(b, ev, 0) == cudaSuccess, "wait");
+    cudaMemcpyAsync(y, x, n * sizeof(int), cudaMemcpyDeviceToDevice, b);
+    CHECK(cudaemu_pending(a) == 3 && cudaemu_pending(b) == 2, "queued, nothing run: a %zu, b %zu",
+          cudaemu_pending(a), cudaemu_pending(b));
+    cudaStreamSynchronize(b);
+    CHECK(cudaemu_pending(a) == 1, "b's wait ran a up to the record, not past it: %zu left", cudaemu_pending(a));
+    cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += h[i] != i * 3 + 1;
+    CHECK(bad == 0, "%d values copied before a's kernel ran", bad);
+    cudaStreamSynchronize(a);
+    // a capture may not join another stream's work (the backend never asks)
+    write_idx<<<2, 128, 0, a>>>(x, n);
+    cudaEventRecord(ev, a);
+    cudaStreamBeginCapture(b, cudaStreamCaptureModeRelaxed);
+    CHECK(cudaStreamWaitEvent(b, ev, 0) == cudaErrorStreamCaptureUnsupported, "a join refused in a capture");
+    cudaGraph_t g = nullptr;
+    CHECK(cudaStreamEndCapture(b, &g) == cudaErrorStreamCaptureInvalidated, "the capture is spoiled");
+    cudaGetLastError();
+    cudaStreamSynchronize(a);
+    // a destroyed stream's pending work runs; a wait queued for it stays valid
+    cudaMemsetAsync(x, 0, n * sizeof(int), a);
+    cudaEventRecord(ev, a);
+    cudaStreamWaitEvent(b, ev, 0);
+    cudaMemcpyAsync(y, x, n * sizeof(int), cudaMemcpyDeviceToDevice, b);
+    cudaStreamDestroy(a);
+    cudaStreamSynchronize(b);
+    cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+    CHECK(h[7] == 0, "after the destroyed stream's memset: %d", h[7]);
+    cudaEventDestroy(ev);
+    cudaFree(x);
+    cudaFree(y);
+    cudaStreamDestroy(b);
+}
+
 int main() {
     int n = 0;
     CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 1, "one device");
@@ -562,6 +614,7 @@ int main() {
     test_shuffle();
     test_smem_poison();
     test_deferral();
+    test_stream_wait();
     test_capture();
     test_bounds();
     test_guard();

@@ -754,3 +754,42 @@ def test_float_to_int_casts_saturate_as_the_float64_path(src):
         inr = (xd == xd) & (xd.abs() < 1e4) if info is None else \
             (xd == xd) & (xd.trunc() >= info.min) & (xd.trunc() < info.max + 1.0)
         assert torch.equal(ref[inr], x[inr].to(dst)), (src, dst, "in range: ATen's values")
+
+
+def test_large_uploads_beside_kernels():
+    """On cuda, uploads of 256 KiB and more land through a copy stream beside
+    the kernels (then a device copy in stream order): over several staging
+    slots (20 MiB wraps the four 4 MiB slots), into blocks freed by tensors
+    that queued kernels still read, with downloads between, into an existing
+    tensor (copy_), and small ones on the compute stream between them: every
+    value as on CPU."""
+    g = torch.Generator().manual_seed(5)
+    t_cpu = torch.ones(1 << 18)
+    t = torch.ones(1 << 18, device=DEV)
+    for _ in range(10):   # kernels queued before the uploads
+        t_cpu = t_cpu * 1.0001 + 0.5
+        t = t * 1.0001 + 0.5
+    a = torch.randn(1 << 17, generator=g)   # 512 KiB: one slot
+    ra = a.to(DEV)
+    y = ra * 2 + t[: 1 << 17]
+    del ra                                    # its block: free once y's kernels ran
+    big = torch.randn(5 << 20, generator=g)   # 20 MiB: five slots, wrapping
+    rb = big.to(DEV)
+    small = torch.randn(1000, generator=g)   # on the compute stream between the large ones
+    rs = small.to(DEV)
+    assert torch.equal(t.cpu(), t_cpu)        # a download between uploads
+    c = torch.randn(200_000, generator=g)    # 800 KiB, reusing freed blocks
+    rc = c.to(DEV)
+    out = rb[:200_000] + rc + t[:200_000]
+    dst = torch.zeros(1 << 17, device=DEV)
+    z = dst * 3                               # reads dst before the copy_ lands in it
+    e = torch.randn(1 << 17, generator=g)
+    dst.copy_(e)
+    del rb
+    rb2 = (big * -1).to(DEV)                  # same size: the freed 20 MiB block again
+    assert torch.equal(y.cpu(), a * 2 + t_cpu[: 1 << 17])
+    assert torch.equal(out.cpu(), big[:200_000] + c + t_cpu[:200_000])
+    assert torch.equal(rs.cpu(), small)
+    assert torch.equal(z.cpu(), torch.zeros(1 << 17))
+    assert torch.equal(dst.cpu(), e)
+    assert torch.equal(rb2.cpu(), big * -1)
