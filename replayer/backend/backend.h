@@ -68,6 +68,9 @@ typedef struct rgpu_dev_error {
 void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n);
 
 typedef struct rgpu_backend rgpu_backend;
+typedef struct rgpu_backend_counters {
+    uint64_t host_waits, device_allocs, device_frees, graph_launches;
+} rgpu_backend_counters;
 struct rgpu_backend {
     const char *name;
     void *ctx;
@@ -138,6 +141,14 @@ struct rgpu_backend {
     void (*err_fetch)(rgpu_backend *b, void *w);
     bool (*err_read)(rgpu_backend *b, void *w, rgpu_dev_error *out);
     void (*err_call)(rgpu_backend *b, void *w, uint64_t seq_base, uint64_t idx);
+
+    /* Optional (NULL: none): what the calling thread made the backend do so
+     * far, since the thread started (rgpu-server logs each session's, from
+     * its connection thread). host_waits: calls that blocked the host on the
+     * device (a stream, event or device sync found the work unfinished);
+     * device_allocs / device_frees: cudaMalloc / cudaFree calls;
+     * graph_launches. */
+    void (*counters)(rgpu_backend *b, rgpu_backend_counters *out);
 };
 
 /* By name: cpu, cuda, null or auto (cuda when usable, else cpu). why gets a

@@ -73,6 +73,7 @@ rgpu_backend *rgpu_backend_null_create(void) {
         /* .device_memory = */ false,
         /* timers: none */ NULL, NULL, NULL,
         /* device error words: none (checks on the host) */ NULL, NULL, NULL, NULL, NULL,
+        /* .counters = */ NULL,
     };
     return b;
 }

@@ -233,12 +233,13 @@ static size_t class_bytes(size_t n) {
 // Releases every idle block (stream sync first: the last users may still run).
 static void release_cache(cuda_backend *cb) {
     if (!cb->cached_bytes) return;
-    cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+    cudaError_t e = rgpu_cuda_stream_wait(cb->c.stream);
     if (e != cudaSuccess) check_lost(cb, "cudaStreamSynchronize (releasing the cache)", e);
     for (auto &kv : *cb->cached) {
         for (void *p : kv.second) {
             cb->live->erase(p);
             cudaFree(p);   // implicitly waits for the device: the stream is idle already
+            rgpu_cuda_tcount.device_frees++;
         }
         kv.second.clear();
     }
@@ -278,6 +279,7 @@ static void *block_alloc(cuda_backend *cb, size_t nbytes) {
             }
             if (!p) {   // a miss: a new block (cudaMalloc is allowed in a relaxed capture, as PyTorch's allocator does)
                 cudaError_t e = cudaMalloc(&p, cls);
+                rgpu_cuda_tcount.device_allocs++;
                 if (e != cudaSuccess) { cudaGetLastError(); p = NULL; }
                 else { (*cb->cap_live)[p] = cls; (*cb->live)[p] = cls; }
             }
@@ -297,12 +299,14 @@ static void *block_alloc(cuda_backend *cb, size_t nbytes) {
             return p;
         }
         cudaError_t e = cudaMalloc(&p, cls);
+        rgpu_cuda_tcount.device_allocs++;
         if (e == cudaErrorMemoryAllocation && cb->cached_bytes) {
             cudaGetLastError();
             size_t had = cb->cached_bytes;
             release_cache(cb);
             logf_("cudaMalloc(%zu) failed: released %zu cached bytes, retrying", cls, had);
             e = cudaMalloc(&p, cls);
+            rgpu_cuda_tcount.device_allocs++;
         }
         if (e != cudaSuccess) {
             cudaGetLastError();
@@ -360,10 +364,11 @@ static void block_free(cuda_backend *cb, void *p) {
     if (!cached) {                                // over the cap: give it back to the driver
         cb->live->erase(it);
         if (!is_lost(cb)) {
-            cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+            cudaError_t e = rgpu_cuda_stream_wait(cb->c.stream);
             if (e != cudaSuccess) check_lost(cb, "cudaStreamSynchronize (freeing a block)", e);
         }
         cudaFree(p);
+        rgpu_cuda_tcount.device_frees++;
         cudaGetLastError();
     }
     pthread_mutex_unlock(&cb->alloc_mu);
@@ -437,7 +442,7 @@ static rgpu_status upload_locked(cuda_backend *cb, void *dst, const void *src, s
         size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
         if (cb->stage_fill == 0 || cb->stage_fill + m > STAGE_BYTES) {   // on to the next slot
             int k = (int)(cb->stage_next++ % STAGE_SLOTS);
-            CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // slot free again
+            CB_TRY(cb, rgpu_cuda_event_wait(cb->stage_ev[k]), err, errlen);   // slot free again
             cb->stage_fill = 0;
         }
         int k = (int)((cb->stage_next - 1) % STAGE_SLOTS);
@@ -467,7 +472,10 @@ static const size_t COPY_MIN = (size_t)256 << 10;
 static rgpu_status copy_init(cuda_backend *cb, char *err, size_t errlen) {
     if (cb->copy) return RGPU_OK;
     for (int i = 0; i < STAGE_SLOTS; i++) {
-        if (!cb->land[i]) CB_TRY(cb, cudaMalloc(&cb->land[i], STAGE_BYTES), err, errlen);
+        if (!cb->land[i]) {
+            rgpu_cuda_tcount.device_allocs++;
+            CB_TRY(cb, cudaMalloc(&cb->land[i], STAGE_BYTES), err, errlen);
+        }
         if (!cb->land_ev[i]) CB_TRY(cb, cudaEventCreateWithFlags(&cb->land_ev[i], cudaEventDisableTiming), err, errlen);
     }
     CB_TRY(cb, cudaStreamCreateWithFlags(&cb->copy, cudaStreamNonBlocking), err, errlen);
@@ -482,7 +490,7 @@ static rgpu_status upload_beside_locked(cuda_backend *cb, void *dst, const void 
     for (size_t off = 0; off < n;) {
         size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
         int k = (int)(cb->stage_next++ % STAGE_SLOTS);   // a whole slot, pinned and landing
-        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);   // its pinned buffer's last DMA done
+        CB_TRY(cb, rgpu_cuda_event_wait(cb->stage_ev[k]), err, errlen);   // its pinned buffer's last DMA done
         memcpy(cb->stage[k], (const char *)src + off, m);
         CB_TRY(cb, cudaStreamWaitEvent(cb->copy, cb->land_ev[k], 0), err, errlen);   // land[k] copied out
         CB_TRY(cb, cudaMemcpyAsync(cb->land[k], cb->stage[k], m, cudaMemcpyHostToDevice, cb->copy), err, errlen);
@@ -523,7 +531,7 @@ static rgpu_status download_locked(cuda_backend *cb, void *dst, const void *src,
     for (size_t i = 0; i < chunks; i++) {
         int k = (int)((base + i) % STAGE_SLOTS);
         size_t off = i * STAGE_BYTES, m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
-        CB_TRY(cb, cudaEventSynchronize(cb->stage_ev[k]), err, errlen);
+        CB_TRY(cb, rgpu_cuda_event_wait(cb->stage_ev[k]), err, errlen);
         memcpy((char *)dst + off, cb->stage[k], m);
         if (i + STAGE_SLOTS < chunks && (st = enqueue(i + STAGE_SLOTS))) return st;   // slot k is read out
     }
@@ -581,7 +589,7 @@ static rgpu_status cu_sync(rgpu_backend *b) {
     if (is_lost(cb)) return RGPU_ERR_EXEC;   // logged once when it happened
     rgpu_status fst = flush_held(cb, "a sync", err, sizeof err);
     if (fst) return fst;
-    cudaError_t e = cudaStreamSynchronize(cb->c.stream);
+    cudaError_t e = rgpu_cuda_stream_wait(cb->c.stream);
     if (e == cudaSuccess) return RGPU_OK;
     rgpu_status st = cuda_fail(cb, e, "cudaStreamSynchronize", err, sizeof err);
     logf_("sync: %s", err);
@@ -902,6 +910,7 @@ static rgpu_status cu_graph_launch(rgpu_backend *b, void *graph, char *err, size
     pthread_mutex_lock(&cb->exec_mu);
     rgpu_status fst = rgpu_cuda_pw_flush(&cb->c, err, errlen);
     cudaError_t e = fst ? cudaSuccess : cudaGraphLaunch(cg->exec, cb->c.stream);
+    if (!fst) rgpu_cuda_tcount.graph_launches++;
     pthread_mutex_unlock(&cb->exec_mu);
     if (fst) return fst;
     if (e != cudaSuccess) return cuda_fail(cb, e, "cudaGraphLaunch", err, errlen);
@@ -917,6 +926,16 @@ static void cu_graph_destroy(rgpu_backend *b, void *graph) {
     cudaGetLastError();
     for (void *p : cg->blocks) block_free(cb, p);   // stream-ordered reuse, like every free
     delete cg;
+}
+
+// ---------------------------------------------------------------------------
+// Counts per thread (common.cuh)
+
+thread_local rgpu_backend_counters rgpu_cuda_tcount;
+
+static void cu_counters(rgpu_backend *b, rgpu_backend_counters *out) {
+    (void)b;
+    *out = rgpu_cuda_tcount;
 }
 
 // ---------------------------------------------------------------------------
@@ -1047,6 +1066,7 @@ extern "C" rgpu_backend *rgpu_backend_cuda_create(char *why, size_t whylen) {
     b->err_fetch = cu_err_fetch;
     b->err_read = cu_err_read;
     b->err_call = cu_err_call;
+    b->counters = cu_counters;
     b->device_memory = true;
     cb->c.device = 0;
     cb->c.allow_tf32 = false;

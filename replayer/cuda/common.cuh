@@ -28,6 +28,20 @@ extern "C" {
 // Check the launch that was just made (kernel launches return nothing).
 #define RGPU_CUDA_CHECK_LAUNCH(err, errlen) RGPU_CUDA_TRY(cudaGetLastError(), err, errlen)
 
+// The calling thread's counts (backend.h counters): every host wait of the
+// backend goes through rgpu_cuda_stream_wait / rgpu_cuda_event_wait (counted
+// when the work was unfinished, i.e. the host blocked), every cudaMalloc and
+// cudaFree through the allocator (backend_cuda.cu).
+extern thread_local rgpu_backend_counters rgpu_cuda_tcount;
+static inline cudaError_t rgpu_cuda_stream_wait(cudaStream_t s) {
+    if (cudaStreamQuery(s) != cudaSuccess) rgpu_cuda_tcount.host_waits++;   // unfinished (an error: the sync says)
+    return cudaStreamSynchronize(s);
+}
+static inline cudaError_t rgpu_cuda_event_wait(cudaEvent_t e) {
+    if (cudaEventQuery(e) != cudaSuccess) rgpu_cuda_tcount.host_waits++;
+    return cudaEventSynchronize(e);
+}
+
 // ---------------------------------------------------------------------------
 // cuBLAS, loaded at run time (dlopen "libcublas.so.13", then ".so.12", ".so")
 // so the backend builds and links without cuBLAS headers or libraries. Enum

@@ -177,6 +177,7 @@ static rgpu_status get_plan(fft_run *R, const plan_key &k, int *plan, char *err,
             own = true;
             RETURN_ERROR_IF(R->nowned == 4, RGPU_ERR_UNSUPPORTED, "cuFFT: too many new plans to capture in one op");
         } else {
+            rgpu_cuda_tcount.host_waits++;
             RGPU_CUDA_TRY(cudaDeviceSynchronize(), err, errlen);
             for (int i = 0; i < g_nplans; i++) g_lib.Destroy(g_plans[i]);
             g_nplans = 0;

@@ -204,7 +204,7 @@ static rgpu_status stage_view(rgpu_cuda_ctx *c, const rgpu_view *v, void *host, 
     ix_launch_copy(c, w, dst, v->dtype, src, v->dtype, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     if (!upload) RGPU_CUDA_TRY(cudaMemcpyAsync(host, tmp, nbytes, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     return RGPU_OK;
 }
 
@@ -456,7 +456,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     gd.ng = g->ng;
     gd.dng = NULL;
     FORWARD_IF_ERROR(launch_grouped(c, gd, inner, ninner, out, src, dt, mode, a, f32acc, by_freq, err, errlen));
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);   // hb is pageable host memory
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);   // hb is pageable host memory
     return RGPU_OK;
 }
 
@@ -1166,7 +1166,7 @@ static rgpu_status geom_offsets(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_i
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     unsigned long long hbad[RGPU_MAX_DIMS];
     RGPU_CUDA_TRY(cudaMemcpyAsync(hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     for (int j = 0; j < gd.nk; j++) {
         if (hbad[j] == ~0ull) continue;
         long long b = (long long)hbad[j], off = 0;
@@ -1281,7 +1281,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     if (!hboff || !vb) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
     RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
                   err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     int64_t vbst[RGPU_MAX_DIMS] = { 0 };
     ix_walk inner;
     memset(&inner, 0, sizeof inner);

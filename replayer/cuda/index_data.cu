@@ -322,7 +322,7 @@ static rgpu_status nz_count_host(rgpu_cuda_ctx *c, const ix_walk *w, const char 
     FORWARD_IF_ERROR(nz_count(c, w, f, fdt, fset, hold, tileoff, dtotal, err, errlen));
     long long t = 0;
     RGPU_CUDA_TRY(cudaMemcpyAsync(&t, dtotal, sizeof t, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     *count = t;
     return RGPU_OK;
 }
@@ -428,7 +428,7 @@ rgpu_status ix_unique(rgpu_cuda_ctx *c, const rgpu_exec *e, bool count_only, cha
         RGPU_CUDA_NEEDS_HOST(c, u.name, err, errlen);
         long long hn = n;
         RGPU_CUDA_TRY(cudaMemcpyAsync(e->out[0]->data, &hn, sizeof hn, cudaMemcpyHostToDevice, c->stream), err, errlen);
-        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
         return RGPU_OK;
     }
     const rgpu_view *vo = e->out[0], *co = u.want_cnt ? e->out[2] : NULL;

@@ -65,7 +65,7 @@ static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const
         ce = cudaGetLastError();
     }
     if (ce == cudaSuccess) ce = cudaMemcpyAsync(&first, bad, sizeof first, cudaMemcpyDeviceToHost, c->stream);
-    if (ce == cudaSuccess) ce = cudaStreamSynchronize(c->stream);
+    if (ce == cudaSuccess) ce = rgpu_cuda_stream_wait(c->stream);
     rgpu_cuda_scratch_free(c, bad);
     RGPU_CUDA_TRY(ce, err, errlen);
     if (first == ~0ull) return RGPU_OK;
@@ -77,10 +77,10 @@ static rgpu_status nll_check_targets(rgpu_cuda_ctx *c, const rgpu_exec *e, const
     } else {
         uint8_t b = 0;
         RGPU_CUDA_TRY(cudaMemcpyAsync(&b, p, 1, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
         v = b;
     }
-    if (t->dtype == RGPU_I64) RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    if (t->dtype == RGPU_I64) RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: Target %lld is out of bounds.", rgpu_op_name(e->op), (long long)v);
 }
 

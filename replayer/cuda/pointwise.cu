@@ -1224,7 +1224,7 @@ static rgpu_status pw_run(rgpu_cuda_ctx *c, const rgpu_exec *e, pw_args *A, char
         st = pw_launch(*A, c->stream, err, errlen);
         if (st == RGPU_OK) {
             ce = cudaMemcpyAsync(&h, flag, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
-            if (ce == cudaSuccess) ce = cudaStreamSynchronize(c->stream);
+            if (ce == cudaSuccess) ce = rgpu_cuda_stream_wait(c->stream);
         }
     }
     rgpu_cuda_scratch_free(c, flag);

@@ -414,7 +414,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_p
     RGPU_CUDA_TRY(cudaMemcpyAsync(flags, host, sizeof host, cudaMemcpyHostToDevice, c->stream), err, errlen);
     LAUNCH(max_check_kernel, nout, g, ti, flags, 0ull, flags + 1);
     RGPU_CUDA_TRY(cudaMemcpyAsync(host, flags, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-    RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     if (host[0] != ~0ull) {
         /* the CPU reports the first bad index in (n, c, output) order: read its value */
         int64_t t = (int64_t)host[0], ow = t % g.Wo, r = t / g.Wo;
@@ -423,7 +423,7 @@ static rgpu_status max_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_p
         int64_t k = 0;
         const char *p = ti.p + (n * ti.s[0] + ch * ti.s[1] + oh * ti.s[2] + ow * ti.s[3]) * 8;
         RGPU_CUDA_TRY(cudaMemcpyAsync(&k, p, 8, cudaMemcpyDeviceToHost, c->stream), err, errlen);
-        RGPU_CUDA_TRY(cudaStreamSynchronize(c->stream), err, errlen);
+        RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
         RETURN_ERROR(RGPU_ERR_BAD_ARG, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)k,
                  (long long)(g.H * g.W));
     }

@@ -119,6 +119,8 @@ typedef struct sess {
     bool jnl_force;               /* checkpoint at the next ACK: a file its journal reads was rewritten */
     sent_result *sent;            /* newest first */
     size_t sent_bytes;
+    rgpu_backend_counters dev;    /* what its connections' threads made the backend do (backend.h counters) */
+    uint64_t dev_ops;             /* over this many ops */
 } sess;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1430,9 +1432,18 @@ static sess *handshake(conn *c) {
 
 /* ---------------------------------------------------------------------------
  * One connection's life */
+/* What this thread made the backend do (zeros without counters). */
+static rgpu_backend_counters dev_counts(void) {
+    rgpu_backend_counters k = { 0 };
+    if (g_cfg.backend->counters) g_cfg.backend->counters(g_cfg.backend, &k);
+    return k;
+}
+
 static void serve_conn(conn *c) {
+    rgpu_backend_counters k0 = dev_counts();   /* a rebuild in the handshake counts too */
     sess *se = handshake(c);
     if (!se) goto out;
+    uint64_t ops0 = rgpu_session_applied(c->s);
     rgpu_session_set_fetch(c->s, fetch_blob, c);
     rgpu_session_set_cancel(c->s, peer_gone_too_long, c);
     rgpu_status s = RGPU_OK;
@@ -1482,6 +1493,16 @@ static void serve_conn(conn *c) {
     bool keep = !c->bye && !c->sent_error && g_cfg.grace > 0;
     rgpu_graph_stats gs;        /* read while this thread still owns the session */
     if (g_cfg.limits.graphs) rgpu_session_graph_stats(c->s, &gs);
+    rgpu_backend_counters k1 = dev_counts(), kd = { k1.host_waits - k0.host_waits, k1.device_allocs - k0.device_allocs,
+                                                    k1.device_frees - k0.device_frees, k1.graph_launches - k0.graph_launches };
+    uint64_t ops1 = rgpu_session_applied(c->s);
+    se->dev.host_waits += kd.host_waits;
+    se->dev.device_allocs += kd.device_allocs;
+    se->dev.device_frees += kd.device_frees;
+    se->dev.graph_launches += kd.graph_launches;
+    se->dev_ops += ops1 - ops0;
+    rgpu_backend_counters kt = se->dev;
+    uint64_t kt_ops = se->dev_ops;
     /* Once detached, a kept session belongs to whoever resumes it, who may
      * end and free it at once: what the lines below say is read before. */
     uint64_t applied = rgpu_session_applied(c->s);
@@ -1498,6 +1519,14 @@ static void serve_conn(conn *c) {
     pthread_mutex_unlock(&g_mu);
     c->se = NULL;
     c->s = NULL;
+    if (g_cfg.backend->counters)    /* this connection, and the session so far */
+        logf_("session %u: %s: %llu ops, %llu host waits, %llu cudaMalloc, %llu cudaFree, %llu graph launches "
+              "(session: %llu ops, %llu host waits, %llu cudaMalloc, %llu cudaFree, %llu graph launches)", no,
+              g_cfg.backend->name, (unsigned long long)(ops1 - ops0), (unsigned long long)kd.host_waits,
+              (unsigned long long)kd.device_allocs, (unsigned long long)kd.device_frees,
+              (unsigned long long)kd.graph_launches, (unsigned long long)kt_ops, (unsigned long long)kt.host_waits,
+              (unsigned long long)kt.device_allocs, (unsigned long long)kt.device_frees,
+              (unsigned long long)kt.graph_launches);
     if (g_cfg.limits.graphs) {      /* so far, also when the session is kept for a resume */
         logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
               no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,

@@ -8,11 +8,15 @@ the index checks of embedding and cross-entropy stay on the device (the
 session's device error word), embedding backward groups its indices on the
 device, and small uploads share a staging slot. Compiled with graphs on, the
 forward and backward add one graph launch each per step, bitwise the losses of
-graphs off. Run by run-tests.sh."""
+graphs off. The server's own per-session log line (host waits, cudaMalloc,
+graph launches, counted by the backend) agrees with the layer's counts. Run
+by run-tests.sh."""
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -47,7 +51,8 @@ for i in range(int(sys.argv[1])):
 def run(tmp_path, steps, compiled=False, graphs="0"):
     stats = tmp_path / f"stats-{steps}-{compiled}-{graphs}"
     stats.mkdir()
-    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_GRAPHS=graphs)
+    log = tmp_path / f"server-{steps}-{compiled}-{graphs}.log"
+    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_GRAPHS=graphs, RGPU_SERVER_LOG=str(log))
     env.pop("RGPU_SERVER", None)       # an embedded server of its own: its counts alone
     tools = os.path.join(HERE, "..", "..", "tools")
     argv = ["-c", COMPILED, str(steps), tools] if compiled else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
@@ -58,7 +63,21 @@ def run(tmp_path, steps, compiled=False, graphs="0"):
     assert len(files) == 1, files      # the server's (the client runs no CUDA)
     d = json.loads(files[0].read_text())
     d["losses"] = [ln for ln in r.stdout.splitlines() if ln.startswith("loss ")]
+    # the server's line for the session, at its end (before it answers the client's BYE)
+    pat = re.compile(r"session 1: cuda: (\d+) ops, (\d+) host waits, (\d+) cudaMalloc, (\d+) cudaFree, "
+                     r"(\d+) graph launches")
+    for _ in range(100):
+        m = pat.search(log.read_text() if log.exists() else "")
+        if m:
+            break
+        time.sleep(0.1)
+    assert m, log.read_text() if log.exists() else "no server log"
+    d["server"] = dict(zip(("ops", "host_waits", "cudaMalloc", "cudaFree", "graph_launches"), map(int, m.groups())))
     return d
+
+
+def server_per_step(a, b, steps):
+    return {k: (b["server"][k] - a["server"][k]) / steps for k in a["server"]}
 
 
 def test_one_host_wait_per_step_and_no_allocation(tmp_path):
@@ -69,6 +88,9 @@ def test_one_host_wait_per_step_and_no_allocation(tmp_path):
     allocs = {k: (b["allocations"].get(k, 0) - a["allocations"].get(k, 0)) / 2 for k in ("cudaMalloc", "cudaFree")}
     assert allocs == {"cudaMalloc": 0, "cudaFree": 0}, allocs
     assert b["kernel_launches"] > a["kernel_launches"] > 0
+    srv = server_per_step(a, b, 2)
+    assert (srv["host_waits"], srv["cudaMalloc"], srv["cudaFree"], srv["graph_launches"]) == (1, 0, 0, 0), srv
+    assert srv["ops"] > 100, srv
 
 
 def test_compiled_step_replays_forward_and_backward_as_one_graph_each(tmp_path):
@@ -82,5 +104,7 @@ def test_compiled_step_replays_forward_and_backward_as_one_graph_each(tmp_path):
     waits = sum(b["host_waits"].values()) - sum(a["host_waits"].values())
     assert waits / 2 == 1, (a["host_waits"], b["host_waits"])
     assert b["allocations"].get("cudaMalloc", 0) == a["allocations"].get("cudaMalloc", 0)
+    srv = server_per_step(a, b, 2)
+    assert (srv["host_waits"], srv["cudaMalloc"], srv["graph_launches"]) == (1, 0, 2), srv
     off = run(tmp_path, 6, True, "0")
     assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
