@@ -41,6 +41,11 @@ typedef struct rgpu_exec {
     uint64_t dev_seq, idx;
     int32_t rec;
     bool *dev_checked;
+    /* A random op captured into a graph: its (seed, offset) pair, two
+     * uint64, in backend memory, read when its kernels run (the session
+     * writes each call's pair there before the launch); the pair in its args
+     * is then only the logged call's. NULL: the args' pair. */
+    const uint64_t *philox;
 } rgpu_exec;
 
 /* A dev_seq with this bit is relative to the call a graph launch runs for

@@ -32,6 +32,7 @@ typedef struct cpu_step {
     rgpu_view in[RGPU_MAX_IN], out[RGPU_MAX_OUT];
     rgpu_arg args[RGPU_MAX_ARGS];     /* INTS payloads point into ints */
     uint8_t *ints;
+    const uint64_t *philox;           /* a random op's (seed, offset), read at each launch (rgpu_exec) */
 } cpu_step;
 
 typedef struct cpu_graph { cpu_step *steps; size_t n; } cpu_graph;
@@ -75,6 +76,8 @@ static rgpu_status capture_exec(cpu_capture *c, const rgpu_exec *e, char *err, s
     cpu_step *s = &c->g.steps[c->g.n];
     memset(s, 0, sizeof *s);
     s->op = e->op; s->n_in = e->n_in; s->n_out = e->n_out; s->n_args = e->n_args;
+    if (e->philox && (!rgpu_op_is_random(e->op) || e->n_args < 2)) return RGPU_ERR_BAD_ARG;
+    s->philox = e->philox;
     for (int i = 0; i < e->n_in; i++) if (e->in[i]) { s->in[i] = *e->in[i]; s->present |= 1u << i; }
     for (int i = 0; i < e->n_out; i++) if (e->out[i]) { s->out[i] = *e->out[i]; s->present |= 1u << (16 + i); }
     size_t nints = 0;
@@ -126,6 +129,13 @@ static rgpu_status cpu_graph_launch(rgpu_backend *b, void *graph, char *err, siz
     for (size_t i = 0; i < g->n; i++) {
         const cpu_step *s = &g->steps[i];
         rgpu_exec e = { .op = s->op, .n_in = s->n_in, .n_out = s->n_out, .n_args = s->n_args, .args = s->args };
+        rgpu_arg args[RGPU_MAX_ARGS];
+        if (s->philox) {   /* this launch's pair: the last two args (ops.def RANDOM) */
+            memcpy(args, s->args, sizeof args);
+            args[s->n_args - 2].v.i = (int64_t)s->philox[0];
+            args[s->n_args - 1].v.i = (int64_t)s->philox[1];
+            e.args = args;
+        }
         rgpu_view out[RGPU_MAX_OUT];   /* exec may not write the views, but they are not const */
         for (int k = 0; k < s->n_in; k++) e.in[k] = (s->present >> k) & 1 ? &s->in[k] : NULL;
         for (int k = 0; k < s->n_out; k++) {

@@ -36,6 +36,7 @@ struct at_args {
     long long *pseed_out, *poffset_out;             // forward: philox_seed?, philox_offset? (written)
     const long long *pseed, *poffset;               // backward: the forward's (read on the device)
     unsigned long long seed, offset;                // forward: the record's Philox pair
+    const uint64_t *ph;                             // forward in a graph: the pair in device memory (rgpu_exec philox)
     unsigned drop_thr;                              // 0: no dropout (op/attention.h)
     double drop_scale;
     float drop_scalef;
@@ -163,9 +164,10 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
     const long long last = (i0 + AT_BQ < g.L ? i0 + AT_BQ : g.L) - 1;
     const long long nkeys = at_keys(g, last);
     at_load_rows(Qs, g.q, b, h, i0, g.L, g.E, AT_BQ);
+    const unsigned long long seed = g.ph ? g.ph[0] : g.seed, offset = g.ph ? g.ph[1] : g.offset;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        if (g.pseed_out) *g.pseed_out = (long long)g.seed;
-        if (g.poffset_out) *g.poffset_out = (long long)g.offset;
+        if (g.pseed_out) *g.pseed_out = (long long)seed;
+        if (g.poffset_out) *g.poffset_out = (long long)offset;
     }
     T acc[AT_R][NV], m[AT_R], l[AT_R];
 #pragma unroll
@@ -194,7 +196,7 @@ template <typename T, int NV> __global__ void sdpa_fwd_kernel(at_args g)
             }
             l[r] = l[r] * alpha + rf_warp_sum(p);
             m[r] = mn;
-            const T pd = p * at_z<T>(g, g.seed, g.offset, b, h, i, j);   // dropout after the sum
+            const T pd = p * at_z<T>(g, seed, offset, b, h, i, j);   // dropout after the sum
 #pragma unroll
             for (int c = 0; c < NV; c++) acc[r][c] *= alpha;
             for (int jj = 0; jj < nk; jj++)
@@ -447,8 +449,13 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     g.poffset_out = a.poffset_out ? (long long *)a.poffset_out->data : NULL;
     g.seed = a.drop_thr ? a.seed : 0;        // no dropout: no Philox state
     g.offset = a.drop_thr ? a.offset : 0;
+    g.ph = a.drop_thr ? e->philox : NULL;
     if (g.B * g.Hq * g.L == 0) {             // no block runs: the pair goes up as bytes
-        for (int t = 0; t < 2; t++) {
+        for (int t = 0; g.ph && t < 2; t++) {   // a graph's: copied from its device pair
+            long long *p = t ? g.poffset_out : g.pseed_out;
+            if (p) RGPU_CUDA_TRY(cudaMemcpyAsync(p, g.ph + t, sizeof *p, cudaMemcpyDeviceToDevice, c->stream), err, errlen);
+        }
+        for (int t = 0; !g.ph && t < 2; t++) {
             long long *p = t ? g.poffset_out : g.pseed_out;
             const long long v = (long long)(t ? g.offset : g.seed);
             if (p && !v) RGPU_CUDA_TRY(cudaMemsetAsync(p, 0, sizeof v, c->stream), err, errlen);   // a graph may hold it

@@ -26,16 +26,18 @@ struct rnd_args {
     op_random_args q;
     const char *p;          // bernoulli p tensor's data (walk set 1) or NULL
     int pdt;
+    const uint64_t *ph;     // a graph's (seed, offset) in device memory (rgpu_exec philox), or NULL: q's
 };
 
 // w: out's shape; set 0 out, set 1 p (broadcast)
 __global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
 {
+    const uint64_t seed = r.ph ? r.ph[0] : r.q.seed, offset = r.ph ? r.ph[1] : r.q.offset;
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         uint32_t wd[4];
-        rgpu_philox_draw(r.q.seed, r.q.offset, (uint64_t)i, wd);
+        rgpu_philox_draw(seed, offset, (uint64_t)i, wd);
         char *o = out + off[0];
         switch (r.q.kind) {
         case RGPU_OP_UNIFORM:
@@ -126,6 +128,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         rnd_args r;
         memset(&r, 0, sizeof r);
         r.q = q;
+        r.ph = e->philox;
         if (q.p != NULL) {
             FORWARD_IF_ERROR(check_p_values(c, q.p, err, errlen));
             r.p = (const char *)q.p->data;
@@ -135,6 +138,8 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
     }
 
     // RANDPERM: out (n,) = 0..n-1 sorted by (r64 of element i, i), on the host
+    // (a capture would keep the logged call's permutation: refused)
+    RGPU_CUDA_NEEDS_HOST(c, "randperm (drawn on the host)", err, errlen);
     int64_t n = q.n;
     int dt = out->dtype;
     if (n == 0) return RGPU_OK;
@@ -164,8 +169,9 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
 // float64. mask is bool, keep_lim op_dropout_args' (rgpu_op_dropout_check).
 template <typename T>
 __global__ void k_dropout(ix_walk w, const char *x, char *y, char *mask, int dt, int train, uint64_t seed,
-                          uint64_t offset, uint64_t keep_lim, T scale, long long n)
+                          uint64_t offset, const uint64_t *ph, uint64_t keep_lim, T scale, long long n)
 {
+    if (ph) { seed = ph[0]; offset = ph[1]; }   // a graph's pair (rgpu_exec philox)
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
@@ -207,12 +213,12 @@ rgpu_status ix_dropout(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t e
     char *mp = mask ? (char *)mask->data : NULL;
     if (!rf_opmath_float({ x->dtype }))
         k_dropout<double><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
-                                                                      x->dtype, d.train, d.seed, d.offset, d.keep_lim,
-                                                                      d.scale, n);
+                                                                      x->dtype, d.train, d.seed, d.offset, e->philox,
+                                                                      d.keep_lim, d.scale, n);
     else
         k_dropout<float><<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)x->data, (char *)y->data, mp,
-                                                                     x->dtype, d.train, d.seed, d.offset, d.keep_lim,
-                                                                     (float)d.scale, n);
+                                                                     x->dtype, d.train, d.seed, d.offset, e->philox,
+                                                                     d.keep_lim, (float)d.scale, n);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     return RGPU_OK;
 }

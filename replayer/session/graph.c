@@ -280,11 +280,13 @@ rgpu_status rgpu_sess_exec_call(ctx *c) {
  *          host), or transient refusals (NOMEM) GRAPH_MAX_TRANSIENT times.
  * The capture replays the log after the logged call has finished, so a
  * refusal never leaves anything half done: that call's results came from
- * the record-by-record path already. Templates with random ops (the CALL's
- * seed and offset change their args every call) or UPLOAD records are
- * never graphed. A graph runs the same kernels with the same arguments over
- * the same byte offsets as the records would: results are bitwise those of
- * the record-by-record path. */
+ * the record-by-record path already. Random ops are captured reading their
+ * (seed, offset) from the instance's device pair buffer (rgpu_exec philox,
+ * one pair per random exec): each replay writes the call's rebased pairs
+ * there (one small upload) before the launch. Templates with UPLOAD records
+ * are never graphed. A graph runs the same kernels with the same arguments
+ * over the same byte offsets as the records would: results are bitwise those
+ * of the record-by-record path. */
 
 enum { GRAPH_MAX_INSTANCES = 4, GRAPH_MAX_CAPTURES = 8, GRAPH_MAX_TRANSIENT = 3 };
 enum { GI_SEEN, GI_READY, GI_OFF };
@@ -306,6 +308,7 @@ typedef struct gview { int32_t slot; uint64_t off; rgpu_view v; } gview;   /* sl
 typedef struct gexec {
     int op, n_in, n_out, n_args;
     bool checked;                   /* its backend left a check to the device error word */
+    int32_t ph;                     /* a random exec: its pair in the philox buffer; -1: none */
     int32_t rec;                    /* its template record + 1 */
     rgpu_arg args[RGPU_MAX_ARGS];   /* INTS point into the template, alive for the call */
     gview v[];                      /* n_in inputs, then n_out outputs */
@@ -323,6 +326,9 @@ typedef struct ginst {
     u64map slot_of;           /* created slot's where -> slot + 1 */
     void *graph;
     bool *checked;            /* per captured exec: it left a check to the word (the replays' taint) */
+    int32_t *ph_of;           /* per captured exec: its (seed, offset) pair in ph_buf, -1: none */
+    uint64_t *ph_buf;         /* backend memory: n_ph pairs, written before each launch */
+    uint32_t n_ph;
     uint32_t n_ex;
     uint32_t calls, captures, transient;
     uint64_t last_use, bytes, created_bytes;
@@ -339,20 +345,28 @@ typedef struct gcall {
     u64map slot_of_st;        /* storage pointer -> slot + 1 */
     gexec **ex;
     size_t n_ex, cap_ex;
+    uint32_t n_ph;            /* random execs logged */
     bool bad;
     char why[200];
     /* replaying: per slot, the storage the call defined for it; the execs passed */
     storage **made;
     uint64_t *made_sid;
     size_t n_replayed;
+    uint64_t *ph_host;        /* the call's pairs, 2 per random exec, for the launch */
 } gcall;
 
 bool rgpu_sess_graph_replaying(const rgpu_session *s) { return s->g && s->g->replay; }
 
-bool rgpu_sess_graph_replay_exec(rgpu_session *s) {
+bool rgpu_sess_graph_replay_exec(rgpu_session *s, const rgpu_exec *e) {
     gcall *g = s->g;
     size_t k = g->n_replayed++;
-    return k < g->gi->n_ex && g->gi->checked[k];
+    if (k >= g->gi->n_ex) return false;
+    int32_t j = g->gi->ph_of[k];
+    if (j >= 0 && e->n_args >= 2) {   /* this call's rebased pair (call_records), the last two args */
+        g->ph_host[2 * (size_t)j] = (uint64_t)e->args[e->n_args - 2].v.i;
+        g->ph_host[2 * (size_t)j + 1] = (uint64_t)e->args[e->n_args - 1].v.i;
+    }
+    return g->gi->checked[k];
 }
 
 static void graph_refused(rgpu_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -366,11 +380,12 @@ static void graph_refused(rgpu_session *s, const char *fmt, ...) {
 
 void rgpu_session_graph_stats(const rgpu_session *s, rgpu_graph_stats *st) { *st = s->gst; }
 
-/* A random record that draws nothing: attention without dropout (its
- * kernels then take seed and offset 0 and write those as its Philox pair), so
- * a graph replays it exactly. */
-static bool random_unused(const rgpu_record *r) {
-    return r->op == RGPU_OP_SDPA && r->n_args > 2 && r->args[2].kind == RGPU_ARG_FLOAT && r->args[2].v.f == 0.0;
+/* An exec that draws random numbers: a random op, except attention without
+ * dropout (its kernels then take seed and offset 0 and write those as its
+ * Philox pair: nothing to feed per call). */
+static bool exec_draws(const rgpu_exec *e) {
+    return rgpu_op_is_random(e->op) &&
+           !(e->op == RGPU_OP_SDPA && e->n_args > 2 && e->args[2].kind == RGPU_ARG_FLOAT && e->args[2].v.f == 0.0);
 }
 
 /* Templates that are never graphed, found once per template. */
@@ -384,9 +399,7 @@ static bool tpl_graphable(rgpu_session *s, tplent *e) {
         size_t used;
         rgpu_record_decode(e->info.records + off, e->info.records_len - off, &r, &used);   /* checked at parse */
         off += used;
-        if (rgpu_op_is_random(r.op) && !random_unused(&r))
-            why = "it has random ops (their seed and offset change with every call)";
-        else if (r.op == RGPU_OP_UPLOAD) why = "it has UPLOAD records";
+        if (r.op == RGPU_OP_UPLOAD) why = "it has UPLOAD records";
         /* A FREE of a bound tensor (an input the caller handed over) is
          * fine: call_layout pins every bound storage, so its bytes stay where
          * the graph reads them until the call is done. */
@@ -481,6 +494,11 @@ static void inst_release(rgpu_session *s, ginst *gi) {   /* its graph and static
     gi->graph = NULL;
     free(gi->checked);
     gi->checked = NULL;
+    free(gi->ph_of);
+    gi->ph_of = NULL;
+    if (gi->ph_buf) s->b->free(s->b, gi->ph_buf);
+    gi->ph_buf = NULL;
+    gi->n_ph = 0;
     gi->n_ex = 0;
     for (uint32_t k = 0; k < gi->n_slots; k++)
         if (gi->slots[k].buf) s->b->free(s->b, gi->slots[k].buf);
@@ -584,6 +602,7 @@ void rgpu_sess_graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs
     if (!x) { g->bad = true; snprintf(g->why, sizeof g->why, "out of host memory"); return; }
     x->op = e->op; x->n_in = e->n_in; x->n_out = e->n_out; x->n_args = e->n_args;
     x->checked = s->dev_checked;
+    x->ph = exec_draws(e) ? (int32_t)g->n_ph++ : -1;
     x->rec = e->rec;
     for (int i = 0; i < e->n_args; i++) x->args[i] = e->args[i];
     for (int i = 0; i < e->n_in; i++) log_view(g, e->in[i], ins[i], &x->v[i]);
@@ -601,6 +620,7 @@ static void gcall_free(gcall *g) {
     u64map_free(&g->slot_of_st);
     free(g->made);
     free(g->made_sid);
+    free(g->ph_host);
 }
 
 /* Contiguous bytes, device to device, as one COPY exec. */
@@ -651,11 +671,15 @@ static void inst_capture(rgpu_session *s, tplent *e, ginst *gi, gcall *g) {
             else { gi->bytes += x->nbytes; s->gst.bytes += x->nbytes; }
         }
     }
-    if (!st && !(gi->checked = calloc(g->n_ex, sizeof *gi->checked))) st = RGPU_ERR_NOMEM;
+    if (!st && (!(gi->checked = calloc(g->n_ex, sizeof *gi->checked)) ||
+                !(gi->ph_of = calloc(g->n_ex, sizeof *gi->ph_of))))
+        st = RGPU_ERR_NOMEM;
+    if (!st && g->n_ph && !(gi->ph_buf = s->b->alloc(s->b, 16 * (size_t)g->n_ph))) st = RGPU_ERR_NOMEM;
     if (st) snprintf(why, sizeof why, "no memory for its static buffers");
     else {
         gi->n_ex = (uint32_t)g->n_ex;
-        for (size_t i = 0; i < g->n_ex; i++) gi->checked[i] = g->ex[i]->checked;
+        gi->n_ph = g->n_ph;
+        for (size_t i = 0; i < g->n_ex; i++) { gi->checked[i] = g->ex[i]->checked; gi->ph_of[i] = g->ex[i]->ph; }
     }
     bool begun = false;
     if (!st) {
@@ -667,7 +691,8 @@ static void inst_capture(rgpu_session *s, tplent *e, ginst *gi, gcall *g) {
         rgpu_view v[RGPU_MAX_IN + RGPU_MAX_OUT];
         /* checks on the device: serials relative to each launch's call (err_call) */
         rgpu_exec ex = { .op = x->op, .n_in = x->n_in, .n_out = x->n_out, .n_args = x->n_args, .args = x->args,
-                         .dev_err = s->dev_err, .dev_seq = RGPU_DEV_SEQ_REL | (uint64_t)(i + 1), .rec = x->rec };
+                         .dev_err = s->dev_err, .dev_seq = RGPU_DEV_SEQ_REL | (uint64_t)(i + 1), .rec = x->rec,
+                         .philox = x->ph >= 0 ? gi->ph_buf + 2 * (size_t)x->ph : NULL };
         for (int j = 0; j < x->n_in + x->n_out; j++) {
             const gview *gv = &x->v[j];
             rgpu_view *p = NULL;
@@ -741,7 +766,8 @@ static void call_replay(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, 
     gcall g = { .replay = true, .gi = gi, .in = in, .n_in = gi->n_in };
     g.made = calloc(gi->n_slots, sizeof *g.made);
     g.made_sid = calloc(gi->n_slots, sizeof *g.made_sid);
-    if (!g.made || !g.made_sid) st = RGPU_ERR_NOMEM;
+    g.ph_host = calloc(2 * (size_t)gi->n_ph + 1, sizeof *g.ph_host);
+    if (!g.made || !g.made_sid || !g.ph_host) st = RGPU_ERR_NOMEM;
     uint64_t copies = 0;
     for (uint32_t j = 0; j < gi->n_in && !st; j++)
         if (gi->slots[j].staged) {
@@ -760,7 +786,10 @@ static void call_replay(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, 
     call_records(c, e, bind, seed, offset, false, 0);   /* bookkeeping: no exec */
     s->g = NULL;
     if (s->dev_err && s->b->err_call) s->b->err_call(s->b, s->dev_err, base, c->idx);
-    st = s->b->graph_launch(s->b, gi->graph, why, sizeof why);
+    /* the call's Philox pairs, in stream order after the previous launch read them */
+    if (gi->n_ph && (st = s->b->upload(s->b, gi->ph_buf, g.ph_host, 16 * (size_t)gi->n_ph)))
+        snprintf(why, sizeof why, "writing its random ops' seeds: %s", rgpu_status_str(st));
+    if (!st) st = s->b->graph_launch(s->b, gi->graph, why, sizeof why);
     for (uint32_t j = 0; j < gi->n_in && !st; j++)
         if (gi->slots[j].staged && gi->slots[j].written)
             st = dev_copy(s, in[j]->data, gi->slots[j].buf, in[j]->nbytes, why, sizeof why);

@@ -53,9 +53,10 @@ rgpu_status rgpu_sess_exec_call(ctx *c);
  * call is being replayed (no exec); a storage's data from the instance's
  * static buffers (slot for storage_made, -1: none); an exec to log. */
 bool rgpu_sess_graph_replaying(const rgpu_session *s);
-/* In a replay's bookkeeping, at the exec its graph does: whether that exec
- * left a check to the device error word when captured (its outputs' taint). */
-bool rgpu_sess_graph_replay_exec(rgpu_session *s);
+/* In a replay's bookkeeping, at the exec e its graph does: whether that exec
+ * left a check to the device error word when captured (its outputs' taint);
+ * a random exec's (seed, offset) pair is kept for the launch. */
+bool rgpu_sess_graph_replay_exec(rgpu_session *s, const rgpu_exec *e);
 void *rgpu_sess_graph_storage_data(rgpu_session *s, storage *sg, int *slot);
 void rgpu_sess_graph_storage_made(rgpu_session *s, storage *sg, int slot);
 void rgpu_sess_graph_log_exec(rgpu_session *s, const rgpu_exec *e, tensor **outs, const tensor **ins);

@@ -362,7 +362,7 @@ static rgpu_status exec_record(ctx *c, tensor **outs, const tensor **ins) {
         return rgpu_sess_store_result(s, c->idx, data, 8);
     }
     if (s->g && rgpu_sess_graph_replaying(s)) {   /* the call's graph computes it */
-        s->dev_checked = rgpu_sess_graph_replay_exec(s);
+        s->dev_checked = rgpu_sess_graph_replay_exec(s, &e);
         return RGPU_OK;
     }
     rgpu_status st2 = s->b->exec(s->b, &e, c->why, sizeof c->why);

@@ -6,7 +6,7 @@
  * each call, new input storages each call (copied into static buffers), an
  * input that moves after the capture (captured again), in-place updates of
  * bound inputs (written back when staged), aliasing bindings (a layout of
- * their own), a random op (never graphed), capture refusals (permanent and
+ * their own), random ops (graphed, a Philox pair per call), capture refusals (permanent and
  * transient), a failing record, a bound input the template frees, and
  * graphs off. */
 #include <check.h>
@@ -351,33 +351,49 @@ START_TEST(test_aliasing_layouts)
 }
 END_TEST
 
-/* (e): a template with a random op is never graphed, and still right. */
-START_TEST(test_random_never_graphed)
+/* (e): a template with random ops is graphed: each captured random exec
+ * reads its (seed, offset) from the instance's pair buffer, which every
+ * replay fills with the call's rebased pairs; every call draws what graphs
+ * off draws (different numbers each call: the client's offset moves). */
+START_TEST(test_random_graphed_with_pairs_per_call)
 {
-    enum { TU = 131, TUS = 132, TX2 = 133, TO = 134, TOS = 135 };
+    enum { TU = 131, TUS = 132, TX2 = 133, TO = 134, TOS = 135, TV = 136, TVS = 137 };
     rgpu_buf r = { 0 };
     rec_empty(&r, vec_def(TU, TUS, N));
     rec_uniform(&r, TU, 1234, 43);
     rec_binary(&r, RGPU_OP_ADD_TENSOR, vec_def(TO, TOS, N), TU, TX2);
-    static const uint64_t ids[] = { TU, TUS, TX2, TO, TOS };
-    rgpu_hash h = template_of(40, ids, 5, &r);
+    rec_empty(&r, vec_def(TV, TVS, N));
+    rec_uniform(&r, TV, 1234, 43 + N);   /* a second pair, later in the call's Philox range */
+    rec_binary(&r, RGPU_OP_MUL_TENSOR, existing(TO), TO, TV);
+    static const uint64_t ids[] = { TU, TUS, TX2, TO, TOS, TV, TVS };
+    rgpu_hash h = template_of(40, ids, 7, &r);
     make_vec(1, 2, 1, 1);
+    float prev = 0;
     for (int k = 0; k < 5; k++) {
-        uint64_t bind[] = { 20 + 4 * (uint64_t)k, 21 + 4 * (uint64_t)k, 1, 22 + 4 * (uint64_t)k, 23 + 4 * (uint64_t)k };
+        uint64_t t0 = 20 + 8 * (uint64_t)k;
+        uint64_t bind[] = { t0, t0 + 1, 1, t0 + 2, t0 + 3, t0 + 4, t0 + 5 };
         rgpu_buf b = { 0 };
-        rec_call(&b, &h, bind, 5, 99, 1000 + 16 * (uint64_t)k);   /* the client's Philox state moves */
+        rec_call(&b, &h, bind, 7, 99 + (uint64_t)k, 1000 + 4 * N * (uint64_t)k);   /* the client's Philox state moves */
         ck_assert_int_eq(run(&b), 0);
         rgpu_buf_free(&b);
         hold(bind[0]);
         hold(bind[3]);
+        hold(bind[5]);
         same_everywhere("random");
+        uint8_t *p;
+        size_t n;
+        ck_assert_int_eq(rgpu_session_read_tensor(g_s[1], bind[3], &p, &n), RGPU_OK);
+        float v;
+        memcpy(&v, p, 4);
+        free(p);
+        ck_assert_msg(k == 0 || v != prev, "call %d drew what call %d drew", k, k - 1);
+        prev = v;
     }
     rgpu_graph_stats st = stats();
     ck_assert_uint_eq(st.calls, 5);
-    ck_assert_uint_eq(st.replays, 0);
-    ck_assert_uint_eq(st.captures, 0);
-    ck_assert_uint_eq(st.refusals, 1);   /* found once, remembered */
-    ck_assert_ptr_nonnull(strstr(st.last_refusal, "random"));
+    ck_assert_uint_eq(st.captures, 1);
+    ck_assert_uint_eq(st.replays, 3);
+    ck_assert_uint_eq(st.refusals, 0);
 }
 END_TEST
 
@@ -513,7 +529,7 @@ static Suite *suite(void) {
     Suite *s = suite_create("graph");
     TCase *tc = add_tcase(s, "core", 0, setup, teardown);
     ADD_TESTS(tc, test_same_inputs, test_new_inputs, test_input_moves, test_inplace_update,
-                  test_aliasing_layouts, test_random_never_graphed, test_capture_refused,
+                  test_aliasing_layouts, test_random_graphed_with_pairs_per_call, test_capture_refused,
                   test_capture_transient, test_failing_record, test_handed_input, test_off_and_no_hooks);
     return s;
 }

@@ -8,7 +8,7 @@ the index checks of embedding and cross-entropy stay on the device (the
 session's device error word), embedding backward groups its indices on the
 device, and small uploads share a staging slot. Compiled with graphs on, the
 forward and backward add one graph launch each per step, bitwise the losses of
-graphs off. The server's own per-session log line (host waits, cudaMalloc,
+graphs off, with dropout too. The server's own per-session log line (host waits, cudaMalloc,
 graph launches, counted by the backend) agrees with the layer's counts. Run
 by run-tests.sh."""
 import json
@@ -33,7 +33,7 @@ import rgpu
 from models.gpt import GPT, GPTConfig
 from models.train import train_val, get_batch
 torch.manual_seed(0)
-model = GPT(GPTConfig.tiny()).to("rgpu")
+model = GPT(GPTConfig.tiny(dropout=float(sys.argv[3]))).to("rgpu")
 cm = torch.compile(model, backend="rgpu")
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 train, _ = train_val(50_000)
@@ -48,14 +48,14 @@ for i in range(int(sys.argv[1])):
 """
 
 
-def run(tmp_path, steps, compiled=False, graphs="0"):
-    stats = tmp_path / f"stats-{steps}-{compiled}-{graphs}"
+def run(tmp_path, steps, compiled=False, graphs="0", dropout=0.0):
+    stats = tmp_path / f"stats-{steps}-{compiled}-{graphs}-{dropout}"
     stats.mkdir()
-    log = tmp_path / f"server-{steps}-{compiled}-{graphs}.log"
+    log = tmp_path / f"server-{steps}-{compiled}-{graphs}-{dropout}.log"
     env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_GRAPHS=graphs, RGPU_SERVER_LOG=str(log))
     env.pop("RGPU_SERVER", None)       # an embedded server of its own: its counts alone
     tools = os.path.join(HERE, "..", "..", "tools")
-    argv = ["-c", COMPILED, str(steps), tools] if compiled else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
+    argv = ["-c", COMPILED, str(steps), tools, str(dropout)] if compiled else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
     r = subprocess.run([sys.executable] + argv, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("loss ") == steps, r.stdout
@@ -108,3 +108,19 @@ def test_compiled_step_replays_forward_and_backward_as_one_graph_each(tmp_path):
     assert (srv["host_waits"], srv["cudaMalloc"], srv["graph_launches"]) == (1, 0, 2), srv
     off = run(tmp_path, 6, True, "0")
     assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
+
+
+def test_compiled_step_with_dropout_replays_as_graphs(tmp_path):
+    """The same with dropout 0.1 (attention's and the residuals'): the random
+    ops are captured reading their Philox pair from the graph instance's
+    device buffer, written before each launch with the call's pair, so the
+    forward and backward still replay as one graph launch each and the losses
+    are bitwise those of graphs off (and not those without dropout)."""
+    a, b = run(tmp_path, 4, True, "1", 0.1), run(tmp_path, 6, True, "1", 0.1)
+    assert (b["graph_launches"] - a["graph_launches"]) / 2 == 2, (a["graph_launches"], b["graph_launches"])
+    srv = server_per_step(a, b, 2)
+    assert (srv["host_waits"], srv["cudaMalloc"], srv["graph_launches"]) == (1, 0, 2), srv
+    off = run(tmp_path, 6, True, "0", 0.1)
+    assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
+    plain = run(tmp_path, 6, True, "0", 0.0)
+    assert plain["losses"][2:] != b["losses"][2:]
