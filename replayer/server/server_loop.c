@@ -1528,10 +1528,12 @@ static void serve_conn(conn *c) {
               (unsigned long long)kt.device_allocs, (unsigned long long)kt.device_frees,
               (unsigned long long)kt.graph_launches);
     if (g_cfg.limits.graphs) {      /* so far, also when the session is kept for a resume */
-        logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s",
+        logf_("session %u: graphs: %llu template calls, %llu replayed as graphs, %llu captured, %llu refused%s%s%s; "
+              "%llu input copies, %llu outputs in their static buffers, %llu output copies",
               no, (unsigned long long)gs.calls, (unsigned long long)gs.replays, (unsigned long long)gs.captures,
               (unsigned long long)gs.refusals, gs.last_refusal[0] ? " (last: " : "", gs.last_refusal,
-              gs.last_refusal[0] ? ")" : "");
+              gs.last_refusal[0] ? ")" : "", (unsigned long long)gs.input_copies,
+              (unsigned long long)gs.outputs_lent, (unsigned long long)gs.output_copies);
     }
     if (keep) {
         logf_("%s: connection lost at op %llu (%s); kept for %g s (--grace)", tg, (unsigned long long)applied,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 static void inst_free(rgpu_session *s, tplent *e, struct ginst *gi);
+static rgpu_status dev_copy(rgpu_session *s, void *dst, const void *src, uint64_t n, char *why, size_t whylen);
 
 /* ---------------------------------------------------------------------------
  * Templates (keyed like blobs; least recently used evicted first) */
@@ -298,6 +299,7 @@ typedef struct gslot {
     void *ptr;                /* an input: its session pointer at capture (what a direct one is read at) */
     uint64_t sid;             /* created: its storage id in the logged call */
     const storage *st;        /* created, while logging: its storage */
+    storage *lent;            /* an output: the live storage that took buf itself (storage lender) */
     uint64_t where;           /* created: (template record << 4 | output position) + 1 */
     uint8_t kind;
     bool staged, written;     /* inputs */
@@ -323,6 +325,9 @@ typedef struct ginst {
     gslot *slots;
     void **seen;              /* n_in: input pointers of the last call run record by record */
     bool *force_staged;       /* n_in: inputs once found at another pointer */
+    void **last;              /* n_in: input pointers of the last call */
+    bool settled;             /* captured again once with its settled staged inputs direct */
+    bool prev_replayed;       /* the last call was a replay (its pointers in last) */
     u64map slot_of;           /* created slot's where -> slot + 1 */
     void *graph;
     bool *checked;            /* per captured exec: it left a check to the word (the replays' taint) */
@@ -492,6 +497,16 @@ static rgpu_status call_layout(rgpu_session *s, const tplent *e, const uint64_t 
 static void inst_release(rgpu_session *s, ginst *gi) {   /* its graph and static buffers */
     if (gi->graph) s->b->graph_destroy(s->b, gi->graph);   /* after its launches: backend.h */
     gi->graph = NULL;
+    for (uint32_t k = 0; k < gi->n_slots; k++) {   /* outputs living in their buffers keep them */
+        storage *o = gi->slots[k].lent;
+        if (!o) continue;
+        o->lender = NULL;
+        o->orphan = true;
+        gi->slots[k].buf = NULL;
+        gi->slots[k].lent = NULL;
+        gi->bytes -= o->nbytes;
+        s->gst.bytes -= o->nbytes;
+    }
     free(gi->checked);
     gi->checked = NULL;
     free(gi->ph_of);
@@ -519,6 +534,7 @@ static void inst_free(rgpu_session *s, tplent *e, ginst *gi) {
     free(gi->key);
     free(gi->seen);
     free(gi->force_staged);
+    free(gi->last);
     free(gi);
 }
 
@@ -542,9 +558,53 @@ void *rgpu_sess_graph_storage_data(rgpu_session *s, storage *sg, int *slot) {
     uintptr_t k = (uintptr_t)u64map_get(&g->gi->slot_of, (((uint64_t)s->call_rec << 4) | (uint64_t)s->rec_out) + 1);
     if (!k || g->gi->slots[k - 1].nbytes != sg->nbytes) return NULL;   /* cannot happen: same template, same layout */
     *slot = (int)(k - 1);
-    if (g->gi->slots[k - 1].kind != GS_LOCAL) return NULL;
+    gslot *x = &g->gi->slots[k - 1];
+    if (x->kind == GS_OUTPUT) {   /* the call's output takes the buffer, unless a live one holds it */
+        if (x->lent || !x->buf) return NULL;
+        sg->borrowed = true;
+        sg->lender = x;
+        x->lent = sg;
+        s->gst.outputs_lent++;
+        return x->buf;
+    }
+    if (x->kind != GS_LOCAL) return NULL;
     sg->borrowed = true;
-    return g->gi->slots[k - 1].buf;
+    return x->buf;
+}
+
+void rgpu_sess_graph_storage_gone(rgpu_session *s, storage *sg) {
+    (void)s;
+    gslot *x = sg->lender;
+    if (x && x->lent == sg) x->lent = NULL;
+    sg->lender = NULL;
+}
+
+/* Before a replay writes its output buffers: an output of an earlier call
+ * still living in one moves out into memory of its own (the session's, as any
+ * storage), so the launch never overwrites what the program holds. False when
+ * that cannot be done (a limit, no memory): then the call runs record by
+ * record, the graph is not launched and nothing moved is lost. */
+static bool outputs_reclaim(rgpu_session *s, ginst *gi) {
+    for (uint32_t k = gi->n_in; k < gi->n_slots; k++) {
+        gslot *x = &gi->slots[k];
+        storage *o = x->lent;
+        if (!o) continue;
+        bool host = rgpu_sess_storage_host(s);
+        if (rgpu_sess_mem_take(s, o->nbytes, host, "a storage", NULL, 0)) return false;
+        void *p = s->b->alloc(s->b, (size_t)o->nbytes);
+        char why[160];
+        if (!p || dev_copy(s, p, x->buf, o->nbytes, why, sizeof why)) {
+            if (p) s->b->free(s->b, p);
+            rgpu_sess_mem_give(s, o->nbytes, host);
+            return false;
+        }
+        o->data = p;
+        o->borrowed = false;
+        o->lender = NULL;
+        x->lent = NULL;
+        s->gst.output_copies++;
+    }
+    return true;
 }
 
 void rgpu_sess_graph_storage_made(rgpu_session *s, storage *sg, int slot) {
@@ -796,7 +856,9 @@ static void call_replay(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed, 
     for (uint32_t k = gi->n_in; k < gi->n_slots && !st; k++) {
         if (gi->slots[k].kind != GS_OUTPUT || !g.made[k]) continue;
         if (u64map_get(&s->storages, g.made_sid[k]) != g.made[k]) continue;   /* gone (a failed record's) */
+        if (g.made[k]->data == gi->slots[k].buf) continue;                   /* it is the buffer */
         st = dev_copy(s, g.made[k]->data, gi->slots[k].buf, gi->slots[k].nbytes, why, sizeof why);
+        s->gst.output_copies++;
     }
     if (st) {
         char msg[240];
@@ -818,7 +880,11 @@ static ginst *inst_new(rgpu_session *s, tplent *e, uint64_t *key, size_t key_n, 
     if (!gi) return NULL;
     gi->seen = calloc(n_in ? n_in : 1, sizeof *gi->seen);
     gi->force_staged = calloc(n_in ? n_in : 1, sizeof *gi->force_staged);
-    if (!gi->seen || !gi->force_staged) { free(gi->seen); free(gi->force_staged); free(gi); return NULL; }
+    gi->last = calloc(n_in ? n_in : 1, sizeof *gi->last);
+    if (!gi->seen || !gi->force_staged || !gi->last) {
+        free(gi->seen); free(gi->force_staged); free(gi->last); free(gi);
+        return NULL;
+    }
     gi->key = key; gi->key_n = key_n;
     gi->n_in = n_in;
     gi->state = GI_SEEN;
@@ -851,22 +917,47 @@ static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed,
     }
     gi->last_use = ++s->tpl_clock;
     bool first = gi->calls++ == 0;
+    if (gi->state == GI_READY && !outputs_reclaim(s, gi)) {   /* the buffers stay with what holds them */
+        call_records(c, e, bind, seed, offset, false, 0);
+        inputs_release(s, in, n_in);
+        return;
+    }
     if (gi->state == GI_READY) {
         bool same = true;
         for (uint32_t j = 0; j < n_in; j++)
             if (!gi->slots[j].staged && gi->slots[j].ptr != in[j]->data) { same = false; gi->force_staged[j] = true; }
-        if (same && replay_fits(s, gi)) {
+        /* Staged inputs found at the same pointer as in the last replay (e.g.
+         * another graph's outputs, which now live in its static buffers):
+         * captured again, once, with them read in place (no copy per call). */
+        uint32_t settled = 0;
+        bool prev = gi->prev_replayed;
+        gi->prev_replayed = false;
+        for (uint32_t j = 0; j < n_in && same && !gi->settled && prev; j++)
+            if (gi->slots[j].staged && gi->last[j] == in[j]->data) settled++;
+        if (settled) {
+            for (uint32_t j = 0; j < n_in; j++) {
+                if (gi->slots[j].staged && gi->last[j] == in[j]->data) gi->force_staged[j] = false;
+                gi->seen[j] = in[j]->data;
+            }
+            gi->settled = true;
+            inst_release(s, gi);
+            gi->state = GI_SEEN;   /* logged and captured below */
+        } else if (same && replay_fits(s, gi)) {
+            for (uint32_t j = 0; j < n_in; j++) gi->last[j] = in[j]->data;
+            gi->prev_replayed = true;
             call_replay(c, e, bind, seed, offset, gi, in);
             inputs_release(s, in, n_in);
             return;
         }
-        if (same) {   /* near a session limit */
+        if (same && !settled) {   /* near a session limit */
             call_records(c, e, bind, seed, offset, false, 0);
             inputs_release(s, in, n_in);
             return;
         }
-        inst_release(s, gi);   /* an input moved: log this call and capture again */
-        gi->state = GI_SEEN;
+        if (!settled) {
+            inst_release(s, gi);   /* an input moved: log this call and capture again */
+            gi->state = GI_SEEN;
+        }
     }
     if (gi->state == GI_OFF || first) {
         call_records(c, e, bind, seed, offset, false, 0);

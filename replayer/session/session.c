@@ -229,6 +229,7 @@ static rgpu_status define_tensor(ctx *c, const rgpu_tdef *d, tensor **out) {
         }
         if (!u64map_put(&s->storages, sg->sid, sg)) {
             if (!sg->borrowed) { s->b->free(s->b, sg->data); rgpu_sess_mem_give(s, d->nbytes, rgpu_sess_storage_host(s)); }
+            else if (sg->lender) rgpu_sess_graph_storage_gone(s, sg);
             rgpu_sess_storage_put(s, sg);
             t->poisoned = true;
             return RGPU_ERR_NOMEM;

@@ -223,6 +223,9 @@ typedef struct rgpu_graph_stats {
     uint64_t captures;       /* graphs captured */
     uint64_t refusals;       /* captures that failed or templates that cannot be graphed */
     uint64_t input_copies;   /* bound input storages copied into static buffers before replays */
+    uint64_t output_copies;  /* outputs copied out of static buffers: an earlier call's output still
+                                lived in the buffer (moved out first) or a fresh storage took the copy */
+    uint64_t outputs_lent;   /* outputs that took their static buffer itself (no copy) */
     uint64_t instances;      /* graph instances held now */
     uint64_t bytes;          /* their static buffers (not in rgpu_session_memory) */
     char last_refusal[200];  /* why the last refusal happened ("" when none) */

@@ -118,6 +118,10 @@ static void storage_release(rgpu_session *s, storage *st) {   /* its bytes */
     if (!st->borrowed) {
         s->b->free(s->b, st->data);
         rgpu_sess_mem_give(s, st->nbytes, rgpu_sess_storage_host(s));
+    } else if (st->orphan) {
+        s->b->free(s->b, st->data);
+    } else if (st->lender) {
+        rgpu_sess_graph_storage_gone(s, st);
     }
     rgpu_sess_storage_put(s, st);
 }

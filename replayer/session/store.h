@@ -20,6 +20,10 @@ typedef struct storage {
     uint32_t pins;            /* a graphed call's holds on a bound storage (graph.c): its
                                  bytes outlive its last tensor until the call is done */
     bool borrowed;            /* data is a graph instance's static buffer: not freed with it */
+    bool orphan;              /* borrowed from an instance since released: the buffer is its own now
+                                 (freed with it; not counted against the limits, as it never was) */
+    void *lender;             /* an output slot (graph.c gslot) whose buffer it borrows, while that
+                                 instance lives: the slot's next replay moves it out first */
     uint64_t wr;              /* 1 + the latest record whose check was left on the device
                                  (backend.h dev_checked) these bytes may depend on, 0: none;
                                  a failure found at a wait poisons what depends on it or later */
@@ -141,6 +145,8 @@ void rgpu_sess_storage_put(rgpu_session *s, storage *sg);
 void rgpu_sess_spares_free(rgpu_session *s);
 /* A storage losing a tensor (freed with its last), a tensor leaving the table. */
 void rgpu_sess_storage_unref(rgpu_session *s, storage *st);
+/* graph.c: a storage borrowing an output slot's buffer is going away. */
+void rgpu_sess_graph_storage_gone(rgpu_session *s, storage *sg);
 /* A storage's last tensor gone is freed for the program at once (unknown id,
  * out of memory_stats); its bytes go back when the last pin does too. */
 void rgpu_sess_storage_unpin(rgpu_session *s, storage *st);
