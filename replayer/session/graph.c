@@ -917,11 +917,6 @@ static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed,
     }
     gi->last_use = ++s->tpl_clock;
     bool first = gi->calls++ == 0;
-    if (gi->state == GI_READY && !outputs_reclaim(s, gi)) {   /* the buffers stay with what holds them */
-        call_records(c, e, bind, seed, offset, false, 0);
-        inputs_release(s, in, n_in);
-        return;
-    }
     if (gi->state == GI_READY) {
         bool same = true;
         for (uint32_t j = 0; j < n_in; j++)
@@ -943,6 +938,11 @@ static void call_graphed(ctx *c, tplent *e, const uint64_t *bind, uint64_t seed,
             inst_release(s, gi);
             gi->state = GI_SEEN;   /* logged and captured below */
         } else if (same && replay_fits(s, gi)) {
+            if (!outputs_reclaim(s, gi)) {   /* the buffers stay with what holds them: not launched */
+                call_records(c, e, bind, seed, offset, false, 0);
+                inputs_release(s, in, n_in);
+                return;
+            }
             for (uint32_t j = 0; j < n_in; j++) gi->last[j] = in[j]->data;
             gi->prev_replayed = true;
             call_replay(c, e, bind, seed, offset, gi, in);
