@@ -793,3 +793,27 @@ def test_large_uploads_beside_kernels():
     assert torch.equal(z.cpu(), torch.zeros(1 << 17))
     assert torch.equal(dst.cpu(), e)
     assert torch.equal(rb2.cpu(), big * -1)
+
+
+def test_waits_show_in_torch_profiler():
+    """Inside torch.profiler each wait on the server is a range "rgpu::wait"
+    (args: the waited op's index) under the aten op that waited; as many as
+    rgpu.stats() counts waits, and none outside a profiler session."""
+    x = torch.ones(64, device=DEV)
+    w0 = rgpu.stats()["waits"]
+    with torch.profiler.profile() as prof:
+        v = (x * 2).sum().item()
+        y = (x + 1).cpu()
+    waits = rgpu.stats()["waits"] - w0
+    assert v == 128.0 and torch.equal(y, torch.full((64,), 2.0))
+    ev = [e for e in prof.events() if e.name == "rgpu::wait"]
+    assert len(ev) == waits >= 2, (len(ev), waits)
+
+    def ancestors(e):
+        while e.cpu_parent is not None:
+            e = e.cpu_parent
+            yield e.name
+    assert any("aten::_local_scalar_dense" in ancestors(e) for e in ev), [list(ancestors(e)) for e in ev]
+    assert all(e.cpu_time_total >= 0 for e in ev)
+    import torch.autograd.profiler as ap
+    assert not ap._is_profiler_enabled

@@ -16,6 +16,7 @@ import struct
 import torch
 
 from . import _C
+from .waits import wait
 from .args import device_error, need_remote
 from .registry import register
 from .tensor import RemoteTensor, out_def, record_multi, record_new
@@ -26,7 +27,7 @@ _META = torch.device("meta")
 
 def _count(op, x):
     """Record a COUNT_* op on x and wait for its i64 result."""
-    data = _C.wait(_C.record(op, (), (x._tid,), ()))
+    data = wait(_C.record(op, (), (x._tid,), ()))
     if len(data) != 8:
         raise RuntimeError(f"rgpu: a count returned {len(data)} bytes, expected 8")
     return struct.unpack("<q", data)[0]

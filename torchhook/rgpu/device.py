@@ -4,6 +4,7 @@ fork_rng, autocast, device_lazy_init) and that users reach for."""
 import torch
 
 from . import _C, server
+from .waits import wait
 
 _registered = False
 
@@ -70,7 +71,7 @@ def synchronize(device=None):
     from . import tensor            # (imported after the device is registered)
     if tensor.PENDING:              # tensors whose record waits for their first use
         tensor.flush_pending()
-    _C.wait(_C.record(_C.OP_SYNC, (), (), ()))
+    wait(_C.record(_C.OP_SYNC, (), (), ()))
 
 
 # --- RNG: one (seed, offset) generator per process, kept in random.py -------------

@@ -9,6 +9,7 @@ of the query."""
 import struct
 
 from . import _C, server
+from .waits import wait
 from . import tensor as _tensor
 
 
@@ -17,7 +18,7 @@ def _query(reset_peak=False):
     if _tensor.PENDING:                 # tensors whose record waits for their first use
         _tensor.flush_pending()
     _C.flush()                          # pending FREE records go before the query
-    data = _C.wait(_C.record(_C.OP_MEMORY_STATS, (), (), (bool(reset_peak),)))
+    data = wait(_C.record(_C.OP_MEMORY_STATS, (), (), (bool(reset_peak),)))
     if len(data) != 16:
         raise RuntimeError(f"rgpu: memory_stats returned {len(data)} bytes, expected 16")
     return struct.unpack("<QQ", data)

@@ -35,6 +35,7 @@ import sys
 import torch
 
 from . import _C, server, transfer
+from .waits import wait
 from . import tensor as _tensor
 from .pending import PENDING, flush_pending
 from .transfer import contiguous_strides
@@ -91,7 +92,7 @@ def _wait(op, args):
     """Record WAIT op `op` with args and return its result bytes."""
     server.ensure()
     try:
-        return _C.wait(_C.record(op, (), (), args))
+        return wait(_C.record(op, (), (), args))
     except _C.RemoteError as e:
         raise _translate(e) from None
 

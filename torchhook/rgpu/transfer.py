@@ -7,6 +7,7 @@ import ctypes
 import torch
 
 from . import _C
+from .waits import wait
 from ._dtypes import decode_scalar, rgpu_dtype
 from .pending import PENDING, flush_pending
 
@@ -68,7 +69,7 @@ def download(t):
     """The elements of rgpu tensor t as a new contiguous CPU tensor (waits)."""
     if PENDING:
         flush_pending()
-    data = _C.wait(_C.record(_C.OP_DOWNLOAD, (), (t._tid,), ()))
+    data = wait(_C.record(_C.OP_DOWNLOAD, (), (t._tid,), ()))
     shape, dtype = t.shape, t.dtype
     n = t.numel()
     if len(data) != n * dtype.itemsize:
@@ -89,7 +90,7 @@ def item(t):
     n = t.numel()
     if n != 1:
         raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
-    data = _C.wait(_C.record(_C.OP_LOCAL_SCALAR_DENSE, (), (t._tid,), ()))
+    data = wait(_C.record(_C.OP_LOCAL_SCALAR_DENSE, (), (t._tid,), ()))
     if len(data) != t.dtype.itemsize:
         raise RuntimeError(f"rgpu: item() of a {t.dtype} tensor returned {len(data)} bytes")
     v = decode_scalar(t.dtype, data)
