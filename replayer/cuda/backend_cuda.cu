@@ -4,9 +4,10 @@
 //
 // Threads: rgpu-server runs one thread per connection over one shared
 // backend. All GPU work goes to the one stream, in the order it is enqueued
-// (uploads of 256 KiB and more: their H2D on a copy stream beside it, then
-// a device copy on the one stream; see upload_beside_locked); the allocator, the staging buffers and exec each have a mutex (lock order:
-// exec -> alloc; staging is never held together with another).
+// (uploads of 256 KiB and more: their H2D on a copy stream beside it, then a
+// device copy on the one stream; see upload_beside_locked); the allocator,
+// the staging buffers and exec each have a mutex (lock order: exec -> alloc;
+// staging is never held together with another).
 //
 // Memory: device blocks come in size classes (512 B, then powers of two up to
 // 1 MiB, then quarter-steps of each power of two: 1.25, 1.5, 1.75, 2 MiB, ...),
@@ -80,6 +81,7 @@ struct cuda_backend {
     // uploads beside compute: the copy stream's H2D lands in a device slot,
     // a device-to-device copy on the compute stream moves it to its storage
     cudaStream_t copy;
+    bool copy_off;                       // its set-up failed (logged once): every upload on the one stream
     void *land[STAGE_SLOTS];             // device landing buffers, STAGE_BYTES each
     cudaEvent_t land_ev[STAGE_SLOTS];    // compute stream: the copy out of land[k] done
 
@@ -485,7 +487,7 @@ static rgpu_status copy_init(cuda_backend *cb, char *err, size_t errlen) {
 static rgpu_status upload_beside_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err,
                                         size_t errlen) {
     rgpu_status st = stage_init(cb, err, errlen);
-    if (st || (st = copy_init(cb, err, errlen))) return st;
+    if (st || (st = copy_init(cb, err, errlen))) return st;   // done already (cu_upload)
     cudaStream_t s = cb->c.stream;
     for (size_t off = 0; off < n;) {
         size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
@@ -558,8 +560,15 @@ static rgpu_status cu_upload(rgpu_backend *b, void *dst, const void *src, size_t
     rgpu_status fst = flush_held(cb, "an upload", err, sizeof err);
     if (fst) return fst;
     pthread_mutex_lock(&cb->stage_mu);
-    rgpu_status st = n >= COPY_MIN ? upload_beside_locked(cb, dst, src, n, err, sizeof err)
-                                   : upload_locked(cb, dst, src, n, err, sizeof err);
+    bool beside = n >= COPY_MIN && !cb->copy_off;
+    if (beside && copy_init(cb, err, sizeof err)) {   // e.g. no device memory for the landing buffers
+        logf_("uploads stay on the compute stream (no copy stream): %s", err);
+        cb->copy_off = true;
+        beside = false;
+        err[0] = 0;
+    }
+    rgpu_status st = beside ? upload_beside_locked(cb, dst, src, n, err, sizeof err)
+                            : upload_locked(cb, dst, src, n, err, sizeof err);
     pthread_mutex_unlock(&cb->stage_mu);
     if (st) logf_("upload of %zu bytes: %s", n, err);
     return st;

@@ -101,6 +101,8 @@ for m in odd even; do
         env CUDAEMU_STREAMS=$m $PY -m pytest -q -p no:cacheprovider tests/py/test_basic.py tests/py/test_memory.py \
         -k "large_uploads or memory"
 done
+step "uploads without the copy stream's buffers (tests/cudaemu/test_uploads.py)" \
+    $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_uploads.py
 step "host waits of a GPT training step on cuda: one per wait, no cudaMalloc (tests/cudaemu/test_host_waits.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_host_waits.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py
