@@ -486,8 +486,8 @@ static rgpu_status copy_init(cuda_backend *cb, char *err, size_t errlen) {
 
 static rgpu_status upload_beside_locked(cuda_backend *cb, void *dst, const void *src, size_t n, char *err,
                                         size_t errlen) {
-    rgpu_status st = stage_init(cb, err, errlen);
-    if (st || (st = copy_init(cb, err, errlen))) return st;   // done already (cu_upload)
+    rgpu_status st = stage_init(cb, err, errlen);   // the copy stream: cu_upload set it up (copy_init)
+    if (st) return st;
     cudaStream_t s = cb->c.stream;
     for (size_t off = 0; off < n;) {
         size_t m = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;

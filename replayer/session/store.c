@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,44 +75,41 @@ uint64_t rgpu_session_room(const rgpu_session *s, char *why, size_t whylen) {
  * Storages and tensors */
 enum { SPARES_MAX = 4096 };   /* per kind: 1.5 MiB of tensor structs at most */
 
-tensor *rgpu_sess_tensor_new(rgpu_session *s) {
-    tensor *t = s->free_t;
-    if (!t) return calloc(1, sizeof *t);
-    s->free_t = t->next_free;
-    s->n_free_t--;
-    memset(t, 0, sizeof *t);
-    return t;
+/* A list of spare structs of one kind, linked through their field at next_off. */
+static void *spare_take(rgpu_spares *l, size_t size, size_t next_off) {
+    void *p = l->head;
+    if (!p) return calloc(1, size);
+    memcpy(&l->head, (char *)p + next_off, sizeof l->head);
+    l->n--;
+    memset(p, 0, size);
+    return p;
 }
 
-storage *rgpu_sess_storage_new(rgpu_session *s) {
-    storage *sg = s->free_sg;
-    if (!sg) return calloc(1, sizeof *sg);
-    s->free_sg = sg->next_free;
-    s->n_free_sg--;
-    memset(sg, 0, sizeof *sg);
-    return sg;
+static void spare_give(rgpu_spares *l, void *p, size_t next_off) {
+    if (!p) return;
+    if (l->n >= SPARES_MAX) { free(p); return; }
+    memcpy((char *)p + next_off, &l->head, sizeof l->head);
+    l->head = p;
+    l->n++;
 }
 
-void rgpu_sess_tensor_put(rgpu_session *s, tensor *t) {
-    if (!t) return;
-    if (s->n_free_t >= SPARES_MAX) { free(t); return; }
-    t->next_free = s->free_t;
-    s->free_t = t;
-    s->n_free_t++;
+static void spares_drop(rgpu_spares *l, size_t next_off) {
+    while (l->head) {
+        void *p = l->head;
+        memcpy(&l->head, (char *)p + next_off, sizeof l->head);
+        free(p);
+    }
+    l->n = 0;
 }
 
-void rgpu_sess_storage_put(rgpu_session *s, storage *sg) {
-    if (!sg) return;
-    if (s->n_free_sg >= SPARES_MAX) { free(sg); return; }
-    sg->next_free = s->free_sg;
-    s->free_sg = sg;
-    s->n_free_sg++;
-}
+tensor *rgpu_sess_tensor_new(rgpu_session *s) { return spare_take(&s->spare_t, sizeof(tensor), offsetof(tensor, next_free)); }
+storage *rgpu_sess_storage_new(rgpu_session *s) { return spare_take(&s->spare_sg, sizeof(storage), offsetof(storage, next_free)); }
+void rgpu_sess_tensor_put(rgpu_session *s, tensor *t) { spare_give(&s->spare_t, t, offsetof(tensor, next_free)); }
+void rgpu_sess_storage_put(rgpu_session *s, storage *sg) { spare_give(&s->spare_sg, sg, offsetof(storage, next_free)); }
 
 void rgpu_sess_spares_free(rgpu_session *s) {
-    while (s->free_t) { tensor *t = s->free_t; s->free_t = t->next_free; free(t); }
-    while (s->free_sg) { storage *sg = s->free_sg; s->free_sg = sg->next_free; free(sg); }
-    s->n_free_t = s->n_free_sg = 0;
+    spares_drop(&s->spare_t, offsetof(tensor, next_free));
+    spares_drop(&s->spare_sg, offsetof(storage, next_free));
 }
 
 static void storage_release(rgpu_session *s, storage *st) {   /* its bytes */

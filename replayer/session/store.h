@@ -30,6 +30,8 @@ typedef struct storage {
     struct storage *next_free;  /* in the session's pool of spare structs */
 } storage;
 
+typedef struct rgpu_spares { void *head; uint32_t n; } rgpu_spares;   /* store.c */
+
 typedef struct tensor {
     uint64_t tid;
     storage *st;              /* NULL when poisoned at definition */
@@ -66,9 +68,7 @@ struct rgpu_session {
     /* spare tensor and storage structs (rgpu_sess_tensor_new): a steady
      * training step defines and frees the same number each step, so no
      * record allocates one */
-    tensor *free_t;
-    storage *free_sg;
-    uint32_t n_free_t, n_free_sg;
+    rgpu_spares spare_t, spare_sg;
     /* the chunk rgpu_session_check_chunk accepted last, its records decoded
      * into pk (session.c: packed, reused from chunk to chunk) up to a cap;
      * records after pk_n are decoded from raw at pk_raw_off when run */

@@ -119,9 +119,8 @@ static int g_device;
 static int g_order = -1;                          // 0 forward, 1 reverse, 2 random
 static unsigned long long g_rng = 0x9e3779b97f4a7c15ull;
 static bool g_verbose;
-static int g_streams_mode;                        // CUDAEMU_STREAMS: 0 defer, 1 random, 2 odd, 3 even
+static int g_streams_mode;                        // CUDAEMU_STREAMS: 0 defer, 1 odd, 2 even
 static unsigned g_streams_made;                   // created streams, ever (their creation order)
-static unsigned long long g_srng = 0x2545f4914f6cdd1dull;
 static unsigned long long g_kernels_run;
 
 typedef std::lock_guard<std::recursive_mutex> guard;
@@ -171,8 +170,7 @@ static void init_env() {
     if (pr && *pr) g_protect = strcmp(pr, "0") != 0;
     install_segv_note();
     const char *sm = getenv("CUDAEMU_STREAMS");
-    g_streams_mode = !sm || !*sm ? 0 : !strcmp(sm, "random") ? 1 : !strcmp(sm, "odd") ? 2 : !strcmp(sm, "even") ? 3 : 0;
-    if (sd && *sd) g_srng = strtoull(sd, NULL, 0) * 0x9e3779b97f4a7c15ull + 7;
+    g_streams_mode = !sm || !*sm ? 0 : !strcmp(sm, "odd") ? 1 : !strcmp(sm, "even") ? 2 : 0;
     const char *v = getenv("CUDAEMU_VERBOSE");
     g_verbose = v && *v && strcmp(v, "0");
 }
@@ -770,24 +768,9 @@ static bool pending_any() {
 // CUDAEMU_STREAMS: a GPU may run any stream's work as soon as its waits
 // allow; by default this layer runs it only when a sync asks. To make one
 // stream run ahead of another, so that a missing cross-stream wait reads or
-// writes too early: random: after each enqueue, up to two operations of
-// created streams picked at random run at once; odd / even: the 1st, 3rd, ...
-// (odd) or the 2nd, 4th, ... (even) created streams run every operation at
-// its enqueue (as far as its waits allow), the others stay deferred.
-static unsigned long long srng_next() {
-    g_srng ^= g_srng << 13;
-    g_srng ^= g_srng >> 7;
-    g_srng ^= g_srng << 17;
-    return g_srng;
-}
-static void streams_run_ahead() {
-    size_t n = g_streams.size();
-    for (unsigned i = (unsigned)(srng_next() % 3); i-- > 0 && n;) {
-        stream *t = g_streams[srng_next() % n];   // created streams; the legacy one keeps its deferral
-        if (!t->cap && !t->q.empty()) drain(t, t->done + 1);
-    }
-}
-
+// writes too early: odd / even: the 1st, 3rd, ... (odd) or the 2nd, 4th, ...
+// (even) created streams run every operation at its enqueue (as far as its
+// waits allow), the others stay deferred.
 static cudaError_t enqueue(stream *s, op &&o) {
     if (s->cap) {
         if (s->cap_invalid) return cudaErrorStreamCaptureInvalidated;
@@ -796,10 +779,8 @@ static cudaError_t enqueue(stream *s, op &&o) {
     }
     s->q.push_back(std::move(o));
     s->enq++;
-    if (g_streams_mode && g_sticky == cudaSuccess) {
-        if (g_streams_mode == 1) streams_run_ahead();
-        else if (s->made && (s->made & 1) == (g_streams_mode == 2 ? 1u : 0u)) drain(s, s->enq);
-    }
+    if (g_streams_mode && g_sticky == cudaSuccess && s->made && (s->made & 1) == (g_streams_mode == 1 ? 1u : 0u))
+        drain(s, s->enq);
     return cudaSuccess;
 }
 
