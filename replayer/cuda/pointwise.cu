@@ -36,8 +36,10 @@
 #define PW_HD static __host__ __device__ inline
 #ifdef __CUDA_ARCH__
 #define PW_UNROLL _Pragma("unroll")
+#define PW_NO_UNROLL _Pragma("unroll 1")
 #else
 #define PW_UNROLL
+#define PW_NO_UNROLL
 #endif
 
 #define PW_NOPS (1 + PW_MAX_IN)     // out + inputs
@@ -241,6 +243,7 @@ struct pw_args {
     // numel < 2^31 (pw_set_divisors): the linear index splits into dims with
     // 32-bit multiply-high divisions (ATen's IntDivider), not 64-bit divides
     bool i32;
+    bool vec4;                            // pw_multi_kernel: float32 throughout, contiguous, aligned (pw_vec_multi_ok)
     unsigned dmul[RGPU_MAX_DIMS];
     unsigned char dshift[RGPU_MAX_DIMS];
 };
@@ -282,10 +285,12 @@ PW_HD void pw_flag_zero_div(const pw_args &a) {
 // Floating compute (cpu_pointwise_float.h and op_binary's float loops): a, b,
 // w are inputs 0..2 in T; cond is WHERE's condition. Boolean results go to rb.
 
-template <typename T>
+// OP >= 0 fixes the op at compile time (the contiguous kernels' hot ops:
+// the switch folds to one case); -1 reads A.op.
+template <typename T, int OP = -1>
 PW_HD T pw_fop(const pw_args &A, T a, T b, T w, bool cond, bool &rb) {
     const T zero = 0, one = 1, half = (T)0.5;
-    switch (A.op) {
+    switch (OP >= 0 ? OP : A.op) {
     // --- binary arithmetic (op_binary)
     case RGPU_OP_ADD_TENSOR: return A.alpha_one ? pw_add(a, b) : pw_add(a, pw_mul(pw_alpha_t<T>(A), b));
     case RGPU_OP_SUB_TENSOR: return A.alpha_one ? pw_sub(a, b) : pw_sub(a, pw_mul(pw_alpha_t<T>(A), b));
@@ -671,6 +676,103 @@ __global__ void __launch_bounds__(PW_THREADS) pw_kernel(const __grid_constant__ 
 }
 
 // ---------------------------------------------------------------------------
+// The contiguous kernels (ATen's vectorized elementwise loop): out and every
+// tensor input 1-d contiguous, one dtype DT (float32, float16 or bfloat16),
+// 16-byte aligned; scalar inputs as in pw_kernel (pw_vec_dtype decides). A
+// thread loads 16 bytes per operand (4 or 8 elements), computes each element
+// as pw_elem's OP_CT_F32 path does (the same conversions, rounding and
+// formula: the same bits) and stores 16 bytes; the last numel % V elements
+// go one per thread. The dtype is a template argument (no switch per
+// element), and so is the op for the training set's hot ops (pw_vec_op);
+// indices are 32-bit when the tensor has < 2^31 vectors.
+
+struct alignas(16) pw_v16 { unsigned w[4]; };
+
+template <int DT> struct pw_vec_dt {
+    static constexpr int V = DT == RGPU_F32 ? 4 : 8;      // elements per 16 bytes
+    static constexpr int ES = 16 / V;
+};
+// element j of a 16-byte vector, and its store (op_load_f32 / op_store_f32 of DT)
+template <int DT> PW_HD float pw_vec_get(const pw_v16 &q, int j) {
+    if constexpr (DT == RGPU_F32) return rgpu_f32_from_bits(q.w[j]);
+    else {
+        uint16_t h = (uint16_t)(q.w[j >> 1] >> ((j & 1) * 16));
+        return DT == RGPU_F16 ? rgpu_half_to_float(h) : rgpu_bf16_to_float(h);
+    }
+}
+template <int DT> PW_HD void pw_vec_set(pw_v16 &q, int j, float v) {
+    if constexpr (DT == RGPU_F32) q.w[j] = rgpu_f32_bits(v);
+    else {
+        unsigned h = DT == RGPU_F16 ? rgpu_float_to_half(v) : rgpu_float_to_bf16(v);
+        q.w[j >> 1] = (j & 1) ? (q.w[j >> 1] & 0xffffu) | (h << 16) : h;
+    }
+}
+
+// One element from its inputs in float (pw_elem's OP_CT_F32 steps after the loads).
+template <int OP>
+PW_HD float pw_vec_one(const pw_args &A, const float *in) {
+    float x[PW_MAX_IN] = { 0, 0, 0 };
+PW_UNROLL
+    for (int k = 1; k <= PW_MAX_IN; k++) {
+        if (k > A.nin) break;
+        float v = A.base[k] != NULL ? in[k - 1] : A.sf[k];
+        if (A.fix_in[k]) v = pw_round_half(v, A.cdt);
+        x[k - 1] = v;
+    }
+    bool rb = false;
+    float r = pw_fop<float, OP>(A, x[0], x[1], x[2], false, rb);
+    if (A.fix_out) r = pw_round_half(r, A.cdt);
+    return r;
+}
+
+template <int DT, int OP, typename I>
+PW_HD void pw_vec_apply(const pw_args &A, I v) {
+    constexpr int V = pw_vec_dt<DT>::V;
+    pw_v16 q[PW_MAX_IN], r;
+PW_UNROLL
+    for (int k = 1; k <= PW_MAX_IN; k++) {
+        if (k > A.nin) break;
+        if (A.base[k] != NULL) q[k - 1] = ((const pw_v16 *)A.base[k])[v];
+    }
+PW_UNROLL
+    for (int j = 0; j < V; j++) {
+        float in[PW_MAX_IN];
+PW_UNROLL
+        for (int k = 0; k < PW_MAX_IN; k++) in[k] = k < A.nin && A.base[k + 1] != NULL ? pw_vec_get<DT>(q[k], j) : 0.0f;
+        pw_vec_set<DT>(r, j, pw_vec_one<OP>(A, in));
+    }
+    ((pw_v16 *)A.base[0])[v] = r;
+}
+
+template <int DT, int OP>
+PW_HD void pw_vec_tail(const pw_args &A, long long i) {
+    constexpr int ES = pw_vec_dt<DT>::ES;
+    float in[PW_MAX_IN];
+PW_UNROLL
+    for (int k = 0; k < PW_MAX_IN; k++)
+        in[k] = k < A.nin && A.base[k + 1] != NULL ? op_load_f32(A.base[k + 1] + i * ES, DT) : 0.0f;
+    op_store_f32(A.base[0] + i * ES, DT, pw_vec_one<OP>(A, in));
+}
+
+// (minimum 1 block per SM: ptxas otherwise holds the three-input 16-bit
+// kernels to 48 registers and spills)
+template <int DT, int OP>
+__global__ void __launch_bounds__(PW_THREADS, 1) pw_vec_kernel(const __grid_constant__ pw_args A) {
+    constexpr int V = pw_vec_dt<DT>::V;
+    long long nv = A.numel / V;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+    // (not unrolled: four iterations' loads in flight at once spill the three-input ops)
+    if (nv < (1LL << 31)) {
+PW_NO_UNROLL
+        for (unsigned v = (unsigned)t; v < (unsigned)nv; v += (unsigned)stride) pw_vec_apply<DT, OP, unsigned>(A, v);
+    } else {
+PW_NO_UNROLL
+        for (long long v = t; v < nv; v += stride) pw_vec_apply<DT, OP, long long>(A, v);
+    }
+    if (t < A.numel - nv * V) pw_vec_tail<DT, OP>(A, nv * V + t);
+}
+
+// ---------------------------------------------------------------------------
 // TRIL / TRIU: x is (..., R, C); out[..., i, j] = x[..., i, j] where kept
 // (tril: j <= i + k, triu: j >= i + k), else 0. One thread per element of out.
 
@@ -930,7 +1032,81 @@ static unsigned pw_blocks(long long numel) {
     return (unsigned)(nb > PW_MAX_BLOCKS ? PW_MAX_BLOCKS : nb);
 }
 
+static bool pw_vec_enabled() {
+    static int on = -1;
+    if (on < 0) { const char *v = getenv("RGPU_CUDA_PW_VEC"); on = !(v && v[0] == '0'); }
+    return on != 0;
+}
+
+// The ops with contiguous kernels: the training set's activations and their
+// backwards, arithmetic and the optimizers' (one kernel per op and dtype, the
+// op fixed at compile time; the others run on pw_kernel).
+#define PW_VEC_OPS(X) \
+    X(RGPU_OP_ADD_TENSOR) X(RGPU_OP_SUB_TENSOR) X(RGPU_OP_MUL_TENSOR) X(RGPU_OP_DIV_TENSOR) \
+    X(RGPU_OP_NEG) X(RGPU_OP_EXP) X(RGPU_OP_LOG) X(RGPU_OP_SQRT) X(RGPU_OP_RSQRT) X(RGPU_OP_RECIPROCAL) \
+    X(RGPU_OP_RELU) X(RGPU_OP_GELU) X(RGPU_OP_SILU) X(RGPU_OP_TANH) X(RGPU_OP_SIGMOID) \
+    X(RGPU_OP_THRESHOLD_BACKWARD) X(RGPU_OP_GELU_BACKWARD) X(RGPU_OP_SILU_BACKWARD) \
+    X(RGPU_OP_TANH_BACKWARD) X(RGPU_OP_SIGMOID_BACKWARD) \
+    X(RGPU_OP_ADDCMUL) X(RGPU_OP_ADDCDIV) X(RGPU_OP_LERP) X(RGPU_OP_MAXIMUM) X(RGPU_OP_CLAMP)
+
+static bool pw_vec_op(int op) {
+    switch (op) {
+#define PW_VEC_CASE(o) case o:
+    PW_VEC_OPS(PW_VEC_CASE)
+#undef PW_VEC_CASE
+        return true;
+    default: return false;
+    }
+}
+
+// The dtype of A's contiguous kernel (pw_vec_kernel), or -1 for pw_kernel;
+// hot: only for the ops of PW_VEC_OPS (pw_multi_kernel takes any, the op
+// read at run time).
+static int pw_vec_dtype(const pw_args &A, bool hot = true) {
+    if (A.ct != OP_CT_F32 || A.ndim != 1 || A.res_bool || A.p.cond_first || A.base[0] == NULL ||
+        (hot && !pw_vec_op(A.op)) || !pw_vec_enabled())
+        return -1;
+    int dt = A.dt[0];
+    if (dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return -1;
+    long long es = (long long)op_dtype_esize(dt);
+    for (int k = 0; k <= A.nin; k++) {
+        if (k > 0 && A.base[k] == NULL) continue;   // a scalar
+        if (A.dt[k] != dt || A.st[k][0] != es || ((uintptr_t)A.base[k] & 15) != 0) return -1;
+    }
+    return dt;
+}
+
+// A held cast (rgpu_cuda_pw_cast: two different dtypes of float32, float16 and
+// bfloat16) with both operands contiguous and 16-byte aligned.
+static bool pw_vec_cast_ok(const pw_args &A) {
+    if (!pw_vec_enabled()) return false;
+    for (int k = 0; k <= 1; k++)
+        if (A.st[k][0] != (long long)op_dtype_esize(A.dt[k]) || ((uintptr_t)A.base[k] & 15) != 0) return false;
+    return true;
+}
+
+// pw_vec_kernel<DT, OP> for A's op (one of PW_VEC_OPS).
+template <int DT>
+static void pw_vec_launch(const pw_args &A, unsigned nb, cudaStream_t s) {
+    switch (A.op) {
+#define PW_VEC_CASE(o) case o: pw_vec_kernel<DT, o><<<nb, PW_THREADS, 0, s>>>(A); break;
+    PW_VEC_OPS(PW_VEC_CASE)
+#undef PW_VEC_CASE
+    default: break;   // pw_vec_dtype let no other op through
+    }
+}
+
 static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
+    int vdt = pw_vec_dtype(A);
+    if (vdt >= 0) {
+        long long V = vdt == RGPU_F32 ? 4 : 8;
+        unsigned nb = pw_blocks((A.numel + V - 1) / V);
+        if (vdt == RGPU_F32) pw_vec_launch<RGPU_F32>(A, nb, s);
+        else if (vdt == RGPU_F16) pw_vec_launch<RGPU_F16>(A, nb, s);
+        else pw_vec_launch<RGPU_BF16>(A, nb, s);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     unsigned nb = pw_blocks(A.numel);
     bool oned = A.ndim == 1;
     if (op_special_nin(A.op) != 0 || pw_heavy_op(A.op)) {   // special functions (op/special_math.h, pw_heavy; floating only)
@@ -997,6 +1173,14 @@ __global__ void __launch_bounds__(PW_THREADS) pw_multi_kernel(const __grid_const
     const pw_args &A = P.as[lo];
     long long stride = (long long)(P.blk0[lo + 1] - P.blk0[lo]) * blockDim.x;
     long long i0 = (long long)(b - P.blk0[lo]) * blockDim.x + threadIdx.x;
+    if constexpr (CT == OP_CT_F32) {
+        if (A.vec4) {                  // pw_vec_kernel's loop, the op read from A
+            long long nv = A.numel / 4;
+            for (long long v = i0; v < nv; v += stride) pw_vec_apply<RGPU_F32, -1, long long>(A, v);
+            if (nv * 4 + i0 < A.numel) pw_vec_tail<RGPU_F32, -1>(A, nv * 4 + i0);
+            return;
+        }
+    }
     if (CT == OP_CT_F32 && A.op == RGPU_OP_COPY) {   // a cast (rgpu_cuda_pw_cast)
         for (long long i = i0; i < A.numel; i += stride)
             op_store_f32(A.base[0] + i * A.st[0][0], A.dt[0], op_load_f32(A.base[1] + i * A.st[1][0], A.dt[1]));
@@ -1011,6 +1195,28 @@ __global__ void __launch_bounds__(PW_THREADS) pw_cast_kernel(const __grid_consta
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < A.numel; i += stride)
         op_store_f32(A.base[0] + i * A.st[0][0], A.dt[0], op_load_f32(A.base[1] + i * A.st[1][0], A.dt[1]));
+}
+
+// The same for contiguous, 16-byte aligned operands (pw_vec_cast_ok): 8
+// elements a thread, in 16-byte loads and stores; the same values
+// (pw_vec_get / pw_vec_set are op_load_f32 / op_store_f32 of the dtype).
+template <int DD, int SD>
+__global__ void __launch_bounds__(PW_THREADS) pw_vec_cast_kernel(const __grid_constant__ pw_args A) {
+    constexpr int E = 8, VS = pw_vec_dt<SD>::V, VD = pw_vec_dt<DD>::V;
+    long long nv = A.numel / E;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+    for (long long v = t; v < nv; v += stride) {
+        pw_v16 src[E / VS], dst[E / VD];
+PW_UNROLL
+        for (int m = 0; m < E / VS; m++) src[m] = ((const pw_v16 *)A.base[1])[v * (E / VS) + m];
+PW_UNROLL
+        for (int j = 0; j < E; j++) pw_vec_set<DD>(dst[j / VD], j % VD, pw_vec_get<SD>(src[j / VS], j % VS));
+PW_UNROLL
+        for (int m = 0; m < E / VD; m++) ((pw_v16 *)A.base[0])[v * (E / VD) + m] = dst[m];
+    }
+    long long i = nv * E + t;
+    if (i < A.numel)
+        op_store_f32(A.base[0] + i * pw_vec_dt<DD>::ES, DD, op_load_f32(A.base[1] + i * pw_vec_dt<SD>::ES, SD));
 }
 
 struct pw_range { uintptr_t lo, hi; bool write; };
@@ -1109,6 +1315,18 @@ static rgpu_status pw_flush(rgpu_cuda_ctx *c, char *err, size_t errlen) {
 
 // One held record alone: a cast on pw_cast_kernel, the rest as pw_run launches them.
 static rgpu_status pw_launch_one(rgpu_cuda_ctx *c, const pw_args &A, char *err, size_t errlen) {
+    if (A.op == RGPU_OP_COPY && pw_vec_cast_ok(A)) {
+        unsigned nb = pw_blocks((A.numel + 7) / 8);
+        cudaStream_t s = c->stream;
+#define PW_VEC_CAST(dd, sd) \
+        if (A.dt[0] == dd && A.dt[1] == sd) pw_vec_cast_kernel<dd, sd><<<nb, PW_THREADS, 0, s>>>(A);
+        PW_VEC_CAST(RGPU_F32, RGPU_F16) PW_VEC_CAST(RGPU_F32, RGPU_BF16)
+        PW_VEC_CAST(RGPU_F16, RGPU_F32) PW_VEC_CAST(RGPU_BF16, RGPU_F32)
+        PW_VEC_CAST(RGPU_F16, RGPU_BF16) PW_VEC_CAST(RGPU_BF16, RGPU_F16)
+#undef PW_VEC_CAST
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     if (A.op == RGPU_OP_COPY) {
         pw_cast_kernel<<<pw_blocks(A.numel), PW_THREADS, 0, c->stream>>>(A);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
@@ -1122,7 +1340,11 @@ static rgpu_status pw_launch_held(rgpu_cuda_ctx *c, pw_batch *B, int n, char *er
     pw_multi_params P;
     P.n = n;
     P.blk0[0] = 0;
-    for (int r = 0; r < n; r++) P.blk0[r + 1] = P.blk0[r] + pw_blocks(B->a[r].numel);
+    for (int r = 0; r < n; r++) {
+        pw_args &A = B->a[r];
+        A.vec4 = A.op != RGPU_OP_COPY && pw_vec_dtype(A, false) == RGPU_F32;
+        P.blk0[r + 1] = P.blk0[r] + pw_blocks(A.vec4 ? (A.numel + 3) / 4 : A.numel);
+    }
     size_t bytes = (size_t)n * sizeof(pw_args);
     pw_args *dev = (pw_args *)rgpu_cuda_scratch(c, bytes);
     if (dev == NULL) {                 // no memory for the arguments: one launch each
