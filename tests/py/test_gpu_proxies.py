@@ -77,9 +77,9 @@ def test_classify_opcodes():
 
 
 def test_recursion_and_undefined_callees_add_nothing():
-    funcs = {"k": {"kind": "entry", "fp64": 1, "cvt64": 0, "arith": 2, "calls": ["f", "vprintf"]},
-             "f": {"kind": "func", "fp64": 3, "cvt64": 1, "arith": 5, "calls": ["f"]}}
-    assert gp.kernel_counts(funcs) == {"k": {"fp64": 4, "cvt64": 1, "arith": 7}}
+    funcs = {"k": {"kind": "entry", "fp64": 1, "cvt64": 0, "arith": 2, "mem": 2, "mem128": 1, "calls": ["f", "vprintf"]},
+             "f": {"kind": "func", "fp64": 3, "cvt64": 1, "arith": 5, "mem": 1, "mem128": 0, "calls": ["f"]}}
+    assert gp.kernel_counts(funcs) == {"k": {"fp64": 4, "cvt64": 1, "arith": 7, "mem": 3, "mem128": 1}}
 
 
 @pytest.mark.parametrize("name, allowed", [
@@ -155,8 +155,46 @@ def test_float_instantiations_hold_no_fp64(cu, kernels):
         assert d["fp64"] > 0 and d["allowed"], (base, d)
 
 
+def test_mem_width():
+    assert gp.mem_width("ld.global.nc.v4.u32") == (1, 1)
+    assert gp.mem_width("st.v4.u32") == (1, 1)            # generic address space
+    assert gp.mem_width("ld.global.v2.u64") == (1, 1)
+    assert gp.mem_width("ld.global.u16") == (1, 0)
+    assert gp.mem_width("st.global.f32") == (1, 0)
+    assert gp.mem_width("ld.global.v4.u16") == (1, 0)     # 8 bytes
+    assert gp.mem_width("ld.param.v4.u32") == (0, 0)
+    assert gp.mem_width("st.local.v4.u32") == (0, 0)
+    assert gp.mem_width("ld.shared.v2.f64") == (0, 0)
+    assert gp.mem_width("add.f32") == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def opmath_rep():
+    files = [os.path.join("replayer", "cuda", f) for f in ("softmax.cu", "norm.cu", "reduce.cu", "loss.cu",
+                                                            "pointwise.cu")]
+    rep = gp.ptx_report(files, 2, NVCC, REPO)
+    assert not rep["errors"], rep["errors"]
+    return rep
+
+
 @needs_nvcc
-def test_opmath_families_run_no_fp64_outside_float64():
+def test_contiguous_pointwise_kernels_move_16_bytes(opmath_rep):
+    """pointwise.cu's contiguous kernels (pw_vec_kernel per dtype and hot op,
+    pw_vec_cast_kernel per pair of float32/float16/bfloat16): every one loads
+    and stores 16 bytes at a time, and holds no FP64 and no f64 conversion
+    (the generic f32 kernel pw_kernel<0, ...> loads element by element)."""
+    ks = [k for k in opmath_rep["kernels"] if k["file"] == "pointwise.cu"]
+    vec = [k for k in ks if "pw_vec_kernel<" in k["kernel"]]
+    cast = [k for k in ks if "pw_vec_cast_kernel<" in k["kernel"]]
+    assert len(vec) >= 3 * 20 and len(cast) == 6, [k["kernel"] for k in ks]
+    for k in vec + cast:
+        assert k["mem128"] >= 2 and k["fp64"] == 0 and k["cvt64"] == 0, k
+    generic = [k for k in ks if "pw_kernel<0, true, false>" in k["kernel"]]
+    assert len(generic) == 1 and generic[0]["mem128"] == 0, generic
+
+
+@needs_nvcc
+def test_opmath_families_run_no_fp64_outside_float64(opmath_rep):
     """Issue 25's ATen opmath, held: in the row kernels (softmax.cu, norm.cu),
     the reduction engine and cumsum (reduce.cu) and nll_loss (loss.cu), every
     kernel that is not the float64 instantiation has no FP64 instruction and no
@@ -165,10 +203,7 @@ def test_opmath_families_run_no_fp64_outside_float64():
     instructions of libdevice's sinf/cosf large-argument reduction and of a
     float64 condition's load (it held 645 when it evaluated POW_SCALAR,
     digamma, polygamma and erfinv in double)."""
-    files = [os.path.join("replayer", "cuda", f) for f in ("softmax.cu", "norm.cu", "reduce.cu", "loss.cu",
-                                                            "pointwise.cu")]
-    rep = gp.ptx_report(files, 2, NVCC, REPO)
-    assert not rep["errors"], rep["errors"]
+    rep = opmath_rep
     by_file = {}
     for k in rep["kernels"]:
         by_file.setdefault(k["file"], []).append(k)

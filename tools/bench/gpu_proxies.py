@@ -13,7 +13,11 @@ JSON file.
      cvt64     cvt with f64 on either side (f64 conversions), counted apart;
      arith     every arithmetic opcode (ARITH below: integer, bitwise, FP,
                compares and selects; no loads, stores, moves, branches, cvt):
-               the denominator of the FP64 share.
+               the denominator of the FP64 share;
+     mem       loads and stores of global or generic memory (not local,
+               param, shared, const), and mem128 those of them that move 16
+               bytes at once (.v4 of 32-bit or .v2 of 64-bit elements): the
+               summary counts the kernels with 16-byte accesses.
    A kernel's counts include, for each call site in its body, the counts of the
    .func it calls, transitively (a function called twice counts twice; a
    recursive call counts 0). Registers and spill bytes come from ptxas -v run
@@ -93,6 +97,18 @@ def classify(opcode):
     return "arith" if base in ARITH else None
 
 
+def mem_width(opcode):
+    """'ld.global.nc.v4.u32' -> (1, 1): a load or store of global or generic
+    memory, and whether it moves 16 bytes at once (.v4 of 32-bit or .v2 of
+    64-bit elements); (0, 0) for anything else (local, param, shared, const)."""
+    parts = opcode.split(".")
+    if parts[0] not in ("ld", "st", "ldu") or any(m in parts for m in ("local", "param", "shared", "const")):
+        return 0, 0
+    wide = ("v4" in parts and any(m in parts for m in ("u32", "b32", "f32", "s32"))) or \
+           ("v2" in parts and any(m in parts for m in ("u64", "b64", "f64", "s64")))
+    return 1, int(wide)
+
+
 def parse_ptx(text):
     """{name: {"kind": "entry"|"func", "fp64", "cvt64", "arith": own counts,
     "calls": [callee per call site]}} for each function defined (with a body)
@@ -113,7 +129,8 @@ def parse_ptx(text):
                 if ";" in line:          # a declaration: no body follows
                     pending = None
                 continue
-            cur, pending = {"kind": pending["kind"], "name": pending["name"], "fp64": 0, "cvt64": 0, "arith": 0}, None
+            cur, pending = {"kind": pending["kind"], "name": pending["name"], "fp64": 0, "cvt64": 0, "arith": 0,
+                            "mem": 0, "mem128": 0}, None
             body = []
             depth = line.count("{") - line.count("}")
             continue
@@ -127,7 +144,11 @@ def parse_ptx(text):
         ins = _PRED.sub("", line.strip())
         if not ins or ins[0] in ".{}$" or ins.endswith(":"):
             continue
-        c = classify(ins.split(None, 1)[0].rstrip(";"))
+        opcode = ins.split(None, 1)[0].rstrip(";")
+        m, w = mem_width(opcode)
+        cur["mem"] += m
+        cur["mem128"] += w
+        c = classify(opcode)
         if c == "fp64":
             cur["fp64"] += 1
             cur["arith"] += 1
@@ -149,8 +170,8 @@ def kernel_counts(funcs):
             return memo[name]
         f = funcs.get(name)
         if f is None or name in stack:
-            return {"fp64": 0, "cvt64": 0, "arith": 0}
-        t = {k: f[k] for k in ("fp64", "cvt64", "arith")}
+            return {"fp64": 0, "cvt64": 0, "arith": 0, "mem": 0, "mem128": 0}
+        t = {k: f[k] for k in ("fp64", "cvt64", "arith", "mem", "mem128")}
         for callee in f["calls"]:
             sub = total(callee, stack | {name})
             for k in t:
@@ -373,6 +394,7 @@ def ptx_report(files, jobs, nvcc, repo=REPO):
         "arith_instructions": arith,
         "fp64_share": fp64 / arith if arith else 0.0,
         "spilling_kernels": sum(1 for k in kernels if (k["spill_st"] or 0) + (k["spill_ld"] or 0)),
+        "kernels_with_16_byte_access": sum(1 for k in kernels if k["mem128"]),
     }
     return {"arch": ARCH, "nvcc": nvcc, "summary": summary, "per_file": per_file, "kernels": kernels,
             "errors": errors}
@@ -403,7 +425,7 @@ def print_ptx(rep, show_all, top):
     print(f"kernels {s['kernels']}, with FP64 {s['fp64_kernels']} (not allowed: {s['fp64_not_allowed']}), "
           f"f64 conversions only {s['cvt64_only_kernels']}; FP64 share of arithmetic "
           f"{s['fp64_share']:.1%} ({s['fp64_instructions']} of {s['arith_instructions']}); "
-          f"spilling {s['spilling_kernels']}")
+          f"spilling {s['spilling_kernels']}; with 16-byte loads/stores {s['kernels_with_16_byte_access']}")
 
 
 # ---------------------------------------------------------------------------
