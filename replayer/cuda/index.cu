@@ -13,9 +13,12 @@
 // order, the CPU's (row-major over the index), so results are bit-identical
 // to the CPU reference, not only run to run:
 //   - embedding_dense_backward, index_add, index_put: the indices (or the
-//     index_put target offsets) are copied to the host and grouped by
-//     destination with a stable sort (counting sort, or qsort on (key,
-//     position) for sparse keys); one thread per (destination, inner element)
+//     index_put target offsets) are grouped by destination with a stable
+//     sort: on the device with a session's device error word (a counting
+//     sort in slices for the first two, group_on_device; a merge sort of the
+//     target offsets for index_put, index_put_dev), else on the host
+//     (counting sort, or qsort on (key, position) for sparse keys, copied
+//     there and back: host waits); one thread per (destination, inner element)
 //     then walks its group in ascending position, accumulating in a register
 //     with the CPU's per-add rounding (or f32 accumulation on the paths
 //     where the CPU uses one).
@@ -25,6 +28,7 @@
 //     CPU's facc. A scatter whose index has few, long lines (a 1-d index)
 //     therefore runs on few threads: correct, slow for huge 1-d scatters.
 #include "index.cuh"
+#include "op/sort.h"
 
 #include <type_traits>
 
@@ -1232,6 +1236,92 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
     return RGPU_OK;
 }
 
+// RGPU_CUDA_PUT_DEV=0: index_put groups on the host (the reference the tests compare with)
+static bool put_dev_enabled()
+{
+    static int on = -1;
+    if (on < 0) { const char *v = getenv("RGPU_CUDA_PUT_DEV"); on = !(v && v[0] == '0'); }
+    return on != 0;
+}
+
+// INDEX_PUT's groups on the device (with a session's device error word): the
+// destinations boff sorted stably with their B element numbers (op/sort.h's
+// merge passes, one launch each, as sort), each run's length at its head
+// (k_put_runs), k_group_starts over those lengths (a group's start is its
+// head's sorted position), then each group's target (its key) and each
+// sorted position's value offset (k_put_list). The same groups, in the same
+// ascending order within each, as group_keys on the host: no host wait.
+__global__ void k_put_keys(const long long *boff, long long n, uint64_t *k, int64_t *ix)
+{
+    IX_FOR(i, n) { k[i] = (uint64_t)boff[i]; ix[i] = i; }
+}
+
+__global__ void k_put_merge(const uint64_t *ks, const int64_t *is, uint64_t *kd, int64_t *id, long long n, long long w)
+{
+    IX_FOR(i, n) op_sort_merge_at(ks, is, kd, id, n, w, i);
+}
+
+__global__ void k_put_runs(const uint64_t *k, long long n, long long *tot)
+{
+    IX_FOR(i, n) {
+        if (i > 0 && k[i] == k[i - 1]) { tot[i] = 0; continue; }
+        long long j = i + 1;
+        while (j < n && k[j] == k[i]) j++;
+        tot[i] = j - i;
+    }
+}
+
+// vw: a walk over the B dims, set 0 = the values' strides there (bytes)
+__global__ void k_put_list(const uint64_t *k, const int64_t *ix, long long n, ix_walk vw, const long long *start,
+                           const long long *dng, long long *target, long long *list)
+{
+    const long long ng = *dng;
+    IX_FOR(i, n) {
+        long long off[IX_NW];
+        ix_walk_at(vw, ix[i], off);
+        list[i] = off[0];
+        if (i < ng) target[i] = (long long)k[start[i]];
+    }
+}
+
+static rgpu_status index_put_dev(rgpu_cuda_ctx *c, const op_index_geom *g, const long long *boff,
+                                 const int64_t *vbst, const ix_walk *inner, char *out, const char *vals, int dt,
+                                 int mode, char *err, size_t errlen)
+{
+    const long long n = g->nbel;
+    ix_scratch s(c);
+    IX_SCRATCH(s, base, char *, (size_t)(8 * n + 2) * sizeof(long long), "index_put groups");
+    uint64_t *k[2] = { (uint64_t *)base, (uint64_t *)base + n };
+    int64_t *ix[2] = { (int64_t *)base + 2 * n, (int64_t *)base + 3 * n };
+    long long *tot = (long long *)base + 4 * n, *target = tot + n, *start = target + n, *list = start + n + 1,
+              *dng = list + n;
+    const unsigned nb = ix_blocks(n);
+    k_put_keys<<<nb, IX_THREADS, 0, c->stream>>>(boff, n, k[0], ix[0]);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    int p = 0;
+    for (long long w = 1; w < n; w *= 2, p ^= 1) {
+        k_put_merge<<<nb, IX_THREADS, 0, c->stream>>>(k[p], ix[p], k[p ^ 1], ix[p ^ 1], n, w);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    }
+    k_put_runs<<<nb, IX_THREADS, 0, c->stream>>>(k[p], n, tot);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    k_group_starts<<<1, GROUP_SCAN_THREADS, 0, c->stream>>>(tot, n, 0, target, start, dng);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    ix_walk vw;
+    ix_walk_init(&vw, g->nb, g->bsz);
+    for (int j = 0; j < g->nb; j++) vw.st[0][j] = vbst[j];
+    k_put_list<<<nb, IX_THREADS, 0, c->stream>>>(k[p], ix[p], n, vw, start, dng, target, list);
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    ix_groups_dev gd;
+    gd.target = target;
+    gd.start = start;
+    gd.list = list;
+    gd.ng = n;
+    gd.dng = dng;
+    return launch_grouped(c, gd, inner, ix_walk_numel(inner), out, vals, dt, mode, ix_alpha_one(), false, false,
+                          err, errlen);
+}
+
 // INDEX_PUT: out = self; out[idx0, ...] = values (broadcast to the result
 // shape), or += with accumulate; per destination in row-major order over the
 // result (the last write wins, adds in that order): grouped by boff.
@@ -1271,17 +1361,9 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     for (int r = 0; r < g.R; r++) nres *= g.rsz[r];
     if (nres == 0) return RGPU_OK;
 
-    // boff to the host, grouped by destination; each B element's source
-    // offset vB(b) over the B dims of the result
+    // each B element's value offset vB(b) over the B dims of the result (vbst),
+    // the inner walk over the rest
     int64_t nbel = g.nbel;
-    RGPU_CUDA_NEEDS_HOST(c, "index_put (its offsets grouped on the host)", err, errlen);
-    ix_host hb, hv;
-    int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
-    int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));
-    if (!hboff || !vb) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
-    RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
-                  err, errlen);
-    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     int64_t vbst[RGPU_MAX_DIMS] = { 0 };
     ix_walk inner;
     memset(&inner, 0, sizeof inner);
@@ -1292,6 +1374,21 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
         inner.st[1][inner.nd] = vst[r];
         inner.nd++;
     }
+    const int mode = p.acc ? OP_IDX_ADD : OP_IDX_ASSIGN;
+    const bool cplx = p.dt == RGPU_C64 || p.dt == RGPU_C128 || p.dt == RGPU_C32;
+    if (rgpu_cuda_dev_word(c, e) && nbel > 0 && ix_walk_numel(&inner) > 0 && !(cplx && p.acc) && put_dev_enabled())
+        return index_put_dev(c, &g, boff, vbst, &inner, (char *)p.out->data, (const char *)p.vals->data, p.dt, mode,
+                             err, errlen);
+
+    // else boff to the host, grouped by destination
+    RGPU_CUDA_NEEDS_HOST(c, "index_put (its offsets grouped on the host)", err, errlen);
+    ix_host hb, hv;
+    int64_t *hboff = (int64_t *)hb.get((size_t)nbel * sizeof(int64_t));
+    int64_t *vb = (int64_t *)hv.get((size_t)nbel * sizeof(int64_t));
+    if (!hboff || !vb) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for %lld index offsets", (long long)nbel);
+    RGPU_CUDA_TRY(cudaMemcpyAsync(hboff, boff, (size_t)nbel * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream),
+                  err, errlen);
+    RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);
     {
         op_walk wb;
         op_walk_init(&wb, g.nb, g.bsz);
@@ -1301,7 +1398,7 @@ static rgpu_status op_index_put(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err,
     ix_grouping gr;
     if (!group_keys(&gr, hboff, NULL, nbel)) RETURN_ERROR(RGPU_ERR_NOMEM, "index_put: out of memory for index groups");
     return run_groups(c, e, &gr, 1, vb, 0, &inner, (char *)p.out->data, (const char *)p.vals->data, p.dt,
-                      p.acc ? OP_IDX_ADD : OP_IDX_ASSIGN, ix_alpha_one(), false, false, err, errlen);
+                      mode, ix_alpha_one(), false, false, err, errlen);
 }
 
 }  // namespace rgpu_ix

@@ -1,0 +1,117 @@
+"""index_put on the cuda backend without a host wait (issue 27 item 2): the
+destinations grouped on the device (replayer/cuda/index.cu index_put_dev: a
+stable merge sort of the destination offsets, runs, k_group_starts) rather than
+downloaded and grouped on the host. Run by tests/cudaemu/run-tests.sh on the
+cuda backend (cudaemu), in the random thread order.
+
+The same cases run with RGPU_CUDA_PUT_DEV=0 (the host grouping, the reference):
+  * results bitwise equal (the same groups, added in the same order), and equal
+    to PyTorch CPU (bitwise where the CPU adds in the same order: one index
+    tensor's accumulate, the last write winning);
+  * cudaemu's host waits are the reads alone (the host grouping adds two per
+    index_put);
+  * an index out of bounds is reported at the next wait with PyTorch's
+    message, and the session goes on."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import rgpu  # noqa: F401  (registers the device)
+
+pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
+                                reason="the device grouping is the cuda backend's (run-tests.sh)")
+
+CHILD = textwrap.dedent("""
+    import sys, torch, rgpu
+    out = sys.argv[1]
+    g = torch.Generator().manual_seed(0)
+    put = torch.ops.aten.index_put_.default
+
+    def cases():
+        idx = torch.tensor([1, 3, 1, 9, -1, 3, 3])
+        big = torch.randint(0, 100, (5000,), generator=g)
+        yield "acc_rows", torch.zeros(10, 4), [idx], torch.randn(7, 4, generator=g), True
+        yield "assign_last_wins", torch.zeros(10, 4), [idx], torch.randn(7, 4, generator=g), False
+        yield "acc_bf16", torch.randn(10, 4, generator=g).bfloat16(), [idx], torch.randn(7, 4, generator=g).bfloat16(), True
+        yield "acc_int64", torch.zeros(10, 2, dtype=torch.int64), [idx], torch.randint(-5, 5, (7, 2), generator=g), True
+        yield "assign_bool", torch.zeros(10, dtype=torch.bool), [idx], torch.tensor([True, False, True, True, False, True, False]), False
+        yield "acc_two_indices", torch.randn(6, 5, 3, generator=g), [torch.tensor([0, 5, 0, 2, 0]), torch.tensor([1, 1, 1, -2, 1])], \\
+            torch.randn(5, 3, generator=g), True
+        yield "acc_middle_dim", torch.zeros(3, 10, 2), [None, idx], torch.randn(3, 7, 2, generator=g), True
+        yield "acc_broadcast_values", torch.zeros(10, 4), [idx], torch.randn(4, generator=g), True
+        yield "acc_many", torch.zeros(100, 8), [big], torch.randn(5000, 8, generator=g), True
+        yield "assign_many", torch.zeros(100, 8), [big], torch.randn(5000, 8, generator=g), False
+        yield "acc_2d_index", torch.zeros(10, 3), [idx[:6].view(2, 3)], torch.randn(2, 3, 3, generator=g), True
+
+    res, n_put = {}, 0
+    dev = []
+    for name, x, ix, v, acc in cases():
+        d = x.to("rgpu")
+        put(d, [None if i is None else i.to("rgpu") for i in ix], v.to("rgpu"), acc)
+        n_put += 1
+        dev.append((name, d, put(x.clone(), ix, v, acc)))
+    # the gradient of advanced indexing (index_put accumulate in its backward)
+    a = torch.randn(8, 3, generator=g)
+    w = torch.randn(6, 3, generator=g)
+    i = torch.tensor([0, 7, 0, 2, 2, 0])
+    ad = a.to("rgpu").requires_grad_()
+    (ad[i.to("rgpu")] * w.to("rgpu")).sum().backward()
+    ac = a.clone().requires_grad_()
+    (ac[i] * w).sum().backward()
+    dev.append(("grad_of_indexing", ad.grad, ac.grad))
+    torch.rgpu.synchronize()
+    for name, d, c in dev:           # every index_put above ran before the first read
+        res[name] = (d.cpu(), c)
+    # an index out of bounds: reported at the next wait, the session goes on
+    x = torch.zeros(5, 2, device="rgpu")
+    put(x, [torch.tensor([0, 7], device="rgpu")], torch.ones(2, 2, device="rgpu"), True)
+    try:
+        x.cpu()
+        err = "no error"
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    after = (torch.ones(3, device="rgpu") * 2).cpu()
+    torch.save({"res": res, "n_put": n_put, "err": err, "after": after}, out)
+""")
+
+
+def run_child(tmp_path, dev):
+    stats = tmp_path / f"stats-{dev}"
+    stats.mkdir()
+    out = tmp_path / f"res-{dev}.pt"
+    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_PUT_DEV=dev)
+    env.pop("RGPU_SERVER", None)      # an embedded server of its own: its counts alone
+    r = subprocess.run([sys.executable, "-c", CHILD, str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = list(stats.iterdir())
+    assert len(files) == 1, files
+    waits = sum(json.loads(files[0].read_text())["host_waits"].values())
+    return waits, torch.load(out)
+
+
+def test_index_put_groups_on_the_device(tmp_path):
+    wd, rd = run_child(tmp_path, "1")
+    wh, rh = run_child(tmp_path, "0")
+    n_put = rd["n_put"] + 2          # and the indexing gradient's and the out-of-bounds one
+    # on the device: the reads alone (each result, the synchronize, the failing read, the read after);
+    # on the host: two more per index_put (its offsets down, its pageable groups up)
+    assert wd == len(rd["res"]) + 3, (wd, len(rd["res"]))
+    assert wh - wd == 2 * n_put, (wh, wd, n_put)
+    assert rd["res"].keys() == rh["res"].keys()
+    for key, (a, cpu) in rd["res"].items():
+        b, _ = rh["res"][key]
+        assert a.dtype == b.dtype == cpu.dtype and a.shape == b.shape == cpu.shape, key
+        assert torch.equal(a, b), key                       # the host grouping's bits
+        if key in ("acc_rows", "assign_last_wins", "acc_int64", "assign_bool", "acc_middle_dim",
+                   "acc_broadcast_values", "acc_2d_index"):
+            assert torch.equal(a, cpu), key                 # one index tensor: PyTorch CPU's order too
+        elif key != "assign_many":   # (PyTorch leaves which duplicate wins undefined; its parallel loop picks any)
+            torch.testing.assert_close(a, cpu, msg=lambda m, key=key: f"{key}: {m}")
+    for r in (rd, rh):
+        assert "index 7 is out of bounds for dimension 0 with size 5" in r["err"], r["err"]
+        assert torch.equal(r["after"], torch.full((3,), 2.0))
