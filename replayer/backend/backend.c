@@ -77,7 +77,11 @@ void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n) {
         snprintf(out, n, "%s: Target %lld is out of bounds.", name, (long long)d->value);
     else if (d->kind == RGPU_DEVERR_ZERO_DIV)
         snprintf(out, n, "%s: ZeroDivisionError", name);
-    else if (d->kind == RGPU_DEVERR_PLANE)
+    else if (d->kind == RGPU_DEVERR_PROB) {
+        double v;
+        memcpy(&v, &d->value, sizeof v);
+        snprintf(out, n, "%s: expected p_in >= 0 && p_in <= 1, got %g", name, v);
+    } else if (d->kind == RGPU_DEVERR_PLANE)
         snprintf(out, n, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)d->value,
                  (long long)d->bound);
     else if (d->kind == RGPU_DEVERR_INDEX)

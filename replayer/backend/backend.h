@@ -55,7 +55,8 @@ typedef struct rgpu_exec {
 
 /* What a device error word holds once a check failed (err_read). The message
  * is rgpu_dev_error_format's, the cpu backend's for the same failure. */
-enum { RGPU_DEVERR_INDEX = 1, RGPU_DEVERR_TARGET = 2, RGPU_DEVERR_PLANE = 3, RGPU_DEVERR_ZERO_DIV = 4 };
+enum { RGPU_DEVERR_INDEX = 1, RGPU_DEVERR_TARGET = 2, RGPU_DEVERR_PLANE = 3, RGPU_DEVERR_ZERO_DIV = 4,
+       RGPU_DEVERR_PROB = 5 };
 typedef struct rgpu_dev_error {
     uint64_t op;          /* the failing record's index */
     int32_t opcode;       /* its op (a template's record inside a CALL) */
@@ -69,7 +70,9 @@ typedef struct rgpu_dev_error {
 /* INDEX: "<name>: index <value> is out of bounds for dimension <dim> with
  * size <bound>"; TARGET: "<name>: Target <value> is out of bounds."; PLANE
  * (max-pool indices): "<name>: index <value> is out of bounds for a plane of
- * size <bound>"; ZERO_DIV (integer %, fmod, div): "<name>: ZeroDivisionError". */
+ * size <bound>"; ZERO_DIV (integer %, fmod, div): "<name>: ZeroDivisionError";
+ * PROB (bernoulli's p tensor; value: the bad p's double bits): "<name>:
+ * expected p_in >= 0 && p_in <= 1, got <p>". */
 void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n);
 
 typedef struct rgpu_backend rgpu_backend;

@@ -68,14 +68,32 @@ __global__ void k_random(ix_walk w, char *out, int dt, rnd_args r, long long n)
 }
 
 // First element (row-major) of p outside [0, 1] (NaN included).
-__global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigned long long *bad)
+// seq != 0: bad is the session's device error word (rgpu_dev_flag), else a
+// position flag (atomicMin).
+__global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigned long long *bad,
+                          unsigned long long seq)
 {
     IX_FOR(i, n) {
         long long off[IX_NW];
         ix_walk_at(w, i, off);
         double v = op_load_f64(p + off[0], dt);
-        if (!(v >= 0.0 && v <= 1.0)) atomicMin(bad, (unsigned long long)i);
+        if (v >= 0.0 && v <= 1.0) continue;
+        if (seq) rgpu_dev_flag(bad, seq, (unsigned long long)i);
+        else atomicMin(bad, (unsigned long long)i);
     }
+}
+
+// The word's fields for check s.seq when it failed: the first bad p (its
+// double's bits in value, RGPU_DEVERR_PROB).
+__global__ void k_check_p_finish(rgpu_dev_word *wd, rgpu_dev_site s, ix_walk w, const char *p, int dt)
+{
+    if (!rgpu_dev_mine(wd, s)) return;
+    long long off[IX_NW];
+    ix_walk_at(w, (long long)wd->pos, off);
+    double v = op_load_f64(p + off[0], dt);
+    long long bits;
+    memcpy(&bits, &v, sizeof bits);
+    rgpu_dev_finish(wd, s, bits);
 }
 
 static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view *p, rgpu_view *out,
@@ -98,17 +116,29 @@ static rgpu_status rnd_fill(rgpu_cuda_ctx *c, const rnd_args *r, const rgpu_view
 
 // Every p of a bernoulli probability tensor is in [0, 1] (its dtype and
 // shape: rgpu_op_random_check); the first bad one is read back for the message.
-static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_view *p, char *err, size_t errlen)
+// With e's device error word the check stays on the device and the error
+// comes at the session's next wait (the draws for a bad p are poisoned).
+static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_exec *e, const rgpu_view *p, char *err, size_t errlen)
 {
     long long n = rgpu_op_numel(p);
     if (n == 0) return RGPU_OK;
     ix_walk w;
     ix_walk_init(&w, p->ndim, p->sizes);
     ix_walk_strides(&w, 0, p);
+    rgpu_dev_word *wd = rgpu_cuda_dev_word(c, e);
+    if (wd) {
+        k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n,
+                                                              (unsigned long long *)wd, e->dev_seq);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        k_check_p_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_PROB, "bernoulli", 0, 0), w,
+                                                 (const char *)p->data, p->dtype);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        return RGPU_OK;
+    }
     RGPU_CUDA_NEEDS_HOST(c, "bernoulli's p check", err, errlen);
     unsigned long long pos;
     FORWARD_IF_ERROR(ix_first_flagged(c, "the p check", [&](unsigned long long *bad) {
-        k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n, bad);
+        k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n, bad, 0ull);
     }, &pos, err, errlen));
     if (pos == ~0ull) return RGPU_OK;
     long long off = ix_host_offset(w.nd, w.sz, w.st[0], (long long)pos);
@@ -130,7 +160,7 @@ rgpu_status ix_random(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, size_t er
         r.q = q;
         r.ph = e->philox;
         if (q.p != NULL) {
-            FORWARD_IF_ERROR(check_p_values(c, q.p, err, errlen));
+            FORWARD_IF_ERROR(check_p_values(c, e, q.p, err, errlen));
             r.p = (const char *)q.p->data;
             r.pdt = q.p->dtype;
         }

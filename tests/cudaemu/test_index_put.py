@@ -1,4 +1,5 @@
-"""index_put on the cuda backend without a host wait (issue 27 item 2): the
+"""index_put and bernoulli(p tensor) on the cuda backend without a host wait
+(issue 27 items 1 and 2). index_put: the
 destinations grouped on the device (replayer/cuda/index.cu index_put_dev: a
 stable merge sort of the destination offsets, runs, k_group_starts) rather than
 downloaded and grouped on the host. Run by tests/cudaemu/run-tests.sh on the
@@ -11,7 +12,10 @@ The same cases run with RGPU_CUDA_PUT_DEV=0 (the host grouping, the reference):
   * cudaemu's host waits are the reads alone (the host grouping adds two per
     index_put);
   * an index out of bounds is reported at the next wait with PyTorch's
-    message, and the session goes on."""
+    message, and the session goes on.
+bernoulli with a probability tensor checks p on the device (the session's
+device error word): no wait, a bad p reported at the next wait with the cpu
+backend's message."""
 import json
 import os
 import subprocess
@@ -64,10 +68,19 @@ CHILD = textwrap.dedent("""
     ac = a.clone().requires_grad_()
     (ac[i] * w).sum().backward()
     dev.append(("grad_of_indexing", ad.grad, ac.grad))
+    # bernoulli with a probability tensor: its p check on the device too
+    torch.manual_seed(0)
+    dev.append(("bernoulli_p_tensor", torch.bernoulli(torch.tensor([0.0, 1.0, 0.5]).expand(64, 3).to("rgpu")), None))
     torch.rgpu.synchronize()
     for name, d, c in dev:           # every index_put above ran before the first read
         res[name] = (d.cpu(), c)
-    # an index out of bounds: reported at the next wait, the session goes on
+    # a bernoulli p outside [0, 1], an index out of bounds: reported at the next wait, the session goes on
+    y = torch.bernoulli(torch.tensor([0.2, 1.5, -0.1], device="rgpu"))
+    try:
+        y.cpu()
+        perr = "no error"
+    except Exception as e:
+        perr = f"{type(e).__name__}: {e}"
     x = torch.zeros(5, 2, device="rgpu")
     put(x, [torch.tensor([0, 7], device="rgpu")], torch.ones(2, 2, device="rgpu"), True)
     try:
@@ -76,7 +89,7 @@ CHILD = textwrap.dedent("""
     except Exception as e:
         err = f"{type(e).__name__}: {e}"
     after = (torch.ones(3, device="rgpu") * 2).cpu()
-    torch.save({"res": res, "n_put": n_put, "err": err, "after": after}, out)
+    torch.save({"res": res, "n_put": n_put, "err": err, "perr": perr, "after": after}, out)
 """)
 
 
@@ -98,13 +111,17 @@ def test_index_put_groups_on_the_device(tmp_path):
     wd, rd = run_child(tmp_path, "1")
     wh, rh = run_child(tmp_path, "0")
     n_put = rd["n_put"] + 2          # and the indexing gradient's and the out-of-bounds one
-    # on the device: the reads alone (each result, the synchronize, the failing read, the read after);
+    # on the device: the reads alone (each result, the synchronize, the two failing reads, the read after);
     # on the host: two more per index_put (its offsets down, its pageable groups up)
-    assert wd == len(rd["res"]) + 3, (wd, len(rd["res"]))
+    assert wd == len(rd["res"]) + 4, (wd, len(rd["res"]))
     assert wh - wd == 2 * n_put, (wh, wd, n_put)
     assert rd["res"].keys() == rh["res"].keys()
     for key, (a, cpu) in rd["res"].items():
         b, _ = rh["res"][key]
+        if key == "bernoulli_p_tensor":
+            assert torch.equal(a, b) and a[:, 0].eq(0).all() and a[:, 1].eq(1).all(), a
+            assert 0.25 < a[:, 2].mean() < 0.75 and a[:, 2].eq(a[:, 2].round()).all(), a[:, 2]
+            continue
         assert a.dtype == b.dtype == cpu.dtype and a.shape == b.shape == cpu.shape, key
         assert torch.equal(a, b), key                       # the host grouping's bits
         if key in ("acc_rows", "assign_last_wins", "acc_int64", "assign_bool", "acc_middle_dim",
@@ -114,4 +131,5 @@ def test_index_put_groups_on_the_device(tmp_path):
             torch.testing.assert_close(a, cpu, msg=lambda m, key=key: f"{key}: {m}")
     for r in (rd, rh):
         assert "index 7 is out of bounds for dimension 0 with size 5" in r["err"], r["err"]
+        assert "bernoulli: expected p_in >= 0 && p_in <= 1, got 1.5" in r["perr"], r["perr"]
         assert torch.equal(r["after"], torch.full((3,), 2.0))

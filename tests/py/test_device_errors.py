@@ -244,6 +244,21 @@ def test_integer_division_by_zero(op):
     assert torch.equal(fn(a.to("rgpu"), torch.tensor([3, -2, 4, 1]).to("rgpu")).cpu(), fn(a, torch.tensor([3, -2, 4, 1])))
 
 
+def test_bernoulli_bad_p():
+    """A probability tensor with a p outside [0, 1] fails at the next wait with
+    the cpu backend's message (on cuda the check stays on the device); its
+    draws and what depends on them are poisoned, the session goes on."""
+    y = torch.bernoulli(torch.tensor([0.2, 1.5, -0.1]).to("rgpu"))
+    dep = y + 1
+    later = torch.ones(2, device="rgpu") * 3
+    _fails_at_wait(y, r"bernoulli: expected p_in >= 0 && p_in <= 1, got 1\.5")
+    _poisoned(y)
+    _poisoned(dep)
+    assert later.cpu().tolist() == [3.0, 3.0]
+    good = torch.bernoulli(torch.tensor([0.0, 1.0]).expand(8, 2).to("rgpu")).cpu()
+    assert torch.equal(good, torch.tensor([[0.0, 1.0]] * 8))
+
+
 GRAPHED = """
 import torch, rgpu, torch.nn.functional as F
 W = torch.arange(20.0).reshape(5, 4).to("rgpu")
