@@ -8,7 +8,7 @@ the index checks of embedding and cross-entropy stay on the device (the
 session's device error word), embedding backward groups its indices on the
 device, and small uploads share a staging slot. Compiled with graphs on, the
 forward and backward add one graph launch each per step, bitwise the losses of
-graphs off, with dropout too. The server's own per-session log line (host waits, cudaMalloc,
+graphs off, with dropout too, and a compiled ResNet (batch norm) likewise. The server's own per-session log line (host waits, cudaMalloc,
 graph launches, counted by the backend) agrees with the layer's counts. Run
 by run-tests.sh."""
 import json
@@ -48,14 +48,37 @@ for i in range(int(sys.argv[1])):
 """
 
 
-def run(tmp_path, steps, compiled=False, graphs="0", dropout=0.0):
-    stats = tmp_path / f"stats-{steps}-{compiled}-{graphs}-{dropout}"
+# a small ResNet (batch norm, residuals, max pool), compiled, SGD with momentum
+CNN = """
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+import rgpu
+from models.cnn import ResNetSmall
+torch.manual_seed(0)
+model = ResNetSmall().to("rgpu")
+cm = torch.compile(model, backend="rgpu")
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+g = torch.Generator().manual_seed(0)
+for i in range(int(sys.argv[1])):
+    x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+    loss = torch.nn.functional.cross_entropy(cm(x.to("rgpu")), y.to("rgpu"))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    print("loss", loss.item().hex())
+"""
+
+
+def run(tmp_path, steps, compiled=False, graphs="0", dropout=0.0, script=None):
+    tag = f"{steps}-{compiled}-{graphs}-{dropout}-{'cnn' if script else 'gpt'}"
+    stats = tmp_path / f"stats-{tag}"
     stats.mkdir()
-    log = tmp_path / f"server-{steps}-{compiled}-{graphs}-{dropout}.log"
+    log = tmp_path / f"server-{tag}.log"
     env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_GRAPHS=graphs, RGPU_SERVER_LOG=str(log))
     env.pop("RGPU_SERVER", None)       # an embedded server of its own: its counts alone
     tools = os.path.join(HERE, "..", "..", "tools")
-    argv = ["-c", COMPILED, str(steps), tools, str(dropout)] if compiled else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
+    argv = ["-c", script or COMPILED, str(steps), tools, str(dropout)] if compiled \
+        else [os.path.join(HERE, "gpt_trace.py"), str(steps)]
     r = subprocess.run([sys.executable] + argv, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("loss ") == steps, r.stdout
@@ -124,3 +147,16 @@ def test_compiled_step_with_dropout_replays_as_graphs(tmp_path):
     assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
     plain = run(tmp_path, 6, True, "0", 0.0)
     assert plain["losses"][2:] != b["losses"][2:]
+
+
+def test_compiled_cnn_replays_as_graphs(tmp_path):
+    """A compiled ResNet (batch norm with its running statistics, residuals,
+    max pool; SGD with momentum) with graphs on: once its inputs have settled
+    (by the eighth step) its forward and backward replay as one graph launch
+    each per step, one host wait per step (the loss), no cudaMalloc, and the
+    losses are bitwise those of graphs off."""
+    a, b = run(tmp_path, 8, True, "1", script=CNN), run(tmp_path, 12, True, "1", script=CNN)
+    srv = server_per_step(a, b, 4)
+    assert (srv["host_waits"], srv["cudaMalloc"], srv["graph_launches"]) == (1, 0, 2), srv
+    off = run(tmp_path, 12, True, "0", script=CNN)
+    assert off["graph_launches"] == 0 and off["losses"] == b["losses"], (off["losses"], b["losses"])
