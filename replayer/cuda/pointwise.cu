@@ -244,6 +244,12 @@ struct pw_args {
     // 32-bit multiply-high divisions (ATen's IntDivider), not 64-bit divides
     bool i32;
     bool vec4;                            // pw_multi_kernel: float32 throughout, contiguous, aligned (pw_vec_multi_ok)
+    // pw_bvec_kernel (pw_bvec_prepare): per operand 0 = contiguous over (rows, C),
+    // 1 = one row of C broadcast over the rows, 2 = one element per row;
+    // vcols = C / V vectors per row and its division constants
+    unsigned char vmode[PW_NOPS];
+    unsigned vcols, vmul;
+    unsigned char vshift;
     unsigned dmul[RGPU_MAX_DIMS];
     unsigned char dshift[RGPU_MAX_DIMS];
 };
@@ -772,6 +778,41 @@ PW_NO_UNROLL
     if (t < A.numel - nv * V) pw_vec_tail<DT, OP>(A, nv * V + t);
 }
 
+// Two dims (rows, C), C a multiple of V, out contiguous: the row-broadcast
+// binary arithmetic (x + bias, x * scale over the rows, x * s[:, None]). A
+// vector lies within a row; a mode-1 operand loads the same 16 bytes for
+// every row, a mode-2 one a single element for the whole vector.
+template <int DT, int OP>
+__global__ void __launch_bounds__(PW_THREADS, 1) pw_bvec_kernel(const __grid_constant__ pw_args A) {
+    constexpr int V = pw_vec_dt<DT>::V;
+    const unsigned nv = (unsigned)(A.numel / V);
+    const unsigned stride = gridDim.x * blockDim.x;
+PW_NO_UNROLL
+    for (unsigned v = blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride) {
+        unsigned r = rgpu_fastdiv(v, A.vmul, A.vshift), cb = v - r * A.vcols;
+        pw_v16 q[PW_MAX_IN], o;
+        float one[PW_MAX_IN] = { 0, 0, 0 };
+PW_UNROLL
+        for (int k = 1; k <= PW_MAX_IN; k++) {
+            if (k > A.nin) break;
+            if (A.base[k] == NULL) continue;
+            if (A.vmode[k] == 0) q[k - 1] = ((const pw_v16 *)A.base[k])[v];
+            else if (A.vmode[k] == 1) q[k - 1] = ((const pw_v16 *)A.base[k])[cb];
+            else one[k - 1] = op_load_f32(A.base[k] + (long long)r * A.st[k][0], DT);
+        }
+PW_UNROLL
+        for (int j = 0; j < V; j++) {
+            float in[PW_MAX_IN];
+PW_UNROLL
+            for (int k = 0; k < PW_MAX_IN; k++)
+                in[k] = k >= A.nin || A.base[k + 1] == NULL ? 0.0f
+                      : A.vmode[k + 1] == 2 ? one[k] : pw_vec_get<DT>(q[k], j);
+            pw_vec_set<DT>(o, j, pw_vec_one<OP>(A, in));
+        }
+        ((pw_v16 *)A.base[0])[v] = o;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // TRIL / TRIU: x is (..., R, C); out[..., i, j] = x[..., i, j] where kept
 // (tril: j <= i + k, triu: j >= i + k), else 0. One thread per element of out.
@@ -1085,6 +1126,35 @@ static bool pw_vec_cast_ok(const pw_args &A) {
     return true;
 }
 
+// Whether A runs on pw_bvec_kernel: two dims (rows, C) after coalescing, one
+// dtype of float32/float16/bfloat16, out contiguous and aligned, C a
+// multiple of the vector width, binary arithmetic; fills the operand modes.
+static bool pw_bvec_prepare(pw_args *A) {
+    if (A->ct != OP_CT_F32 || A->ndim != 2 || A->res_bool || A->p.cond_first || !pw_vec_enabled() ||
+        A->numel >= (1LL << 31))
+        return false;
+    if (A->op != RGPU_OP_ADD_TENSOR && A->op != RGPU_OP_SUB_TENSOR && A->op != RGPU_OP_MUL_TENSOR &&
+        A->op != RGPU_OP_DIV_TENSOR)
+        return false;
+    int dt = A->dt[0];
+    if (dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return false;
+    long long es = (long long)op_dtype_esize(dt), C = A->sizes[1], V = 16 / es;
+    if (C % V != 0) return false;
+    for (int k = 0; k <= A->nin; k++) {
+        if (k > 0 && A->base[k] == NULL) continue;   // a scalar
+        if (A->dt[k] != dt) return false;
+        bool aligned = ((uintptr_t)A->base[k] & 15) == 0;
+        if (A->st[k][0] == C * es && A->st[k][1] == es && aligned) A->vmode[k] = 0;
+        else if (k > 0 && A->st[k][0] == 0 && A->st[k][1] == es && aligned) A->vmode[k] = 1;
+        else if (k > 0 && A->st[k][1] == 0) A->vmode[k] = 2;
+        else return false;
+        if (k == 0 && A->vmode[0] != 0) return false;
+    }
+    A->vcols = (unsigned)(C / V);
+    rgpu_fastdiv_init(A->vcols, &A->vmul, &A->vshift);
+    return true;
+}
+
 // pw_vec_kernel<DT, OP> for A's op (one of PW_VEC_OPS).
 template <int DT>
 static void pw_vec_launch(const pw_args &A, unsigned nb, cudaStream_t s) {
@@ -1096,7 +1166,29 @@ static void pw_vec_launch(const pw_args &A, unsigned nb, cudaStream_t s) {
     }
 }
 
+template <int DT>
+static void pw_bvec_launch(const pw_args &A, unsigned nb, cudaStream_t s) {
+    switch (A.op) {
+    case RGPU_OP_ADD_TENSOR: pw_bvec_kernel<DT, RGPU_OP_ADD_TENSOR><<<nb, PW_THREADS, 0, s>>>(A); break;
+    case RGPU_OP_SUB_TENSOR: pw_bvec_kernel<DT, RGPU_OP_SUB_TENSOR><<<nb, PW_THREADS, 0, s>>>(A); break;
+    case RGPU_OP_MUL_TENSOR: pw_bvec_kernel<DT, RGPU_OP_MUL_TENSOR><<<nb, PW_THREADS, 0, s>>>(A); break;
+    default:                 pw_bvec_kernel<DT, RGPU_OP_DIV_TENSOR><<<nb, PW_THREADS, 0, s>>>(A); break;
+    }
+}
+
 static rgpu_status pw_launch(const pw_args &A, cudaStream_t s, char *err, size_t errlen) {
+    if (A.ndim == 2) {
+        pw_args B = A;
+        if (pw_bvec_prepare(&B)) {
+            int dt = B.dt[0];
+            unsigned nb = pw_blocks(B.numel / (dt == RGPU_F32 ? 4 : 8));
+            if (dt == RGPU_F32) pw_bvec_launch<RGPU_F32>(B, nb, s);
+            else if (dt == RGPU_F16) pw_bvec_launch<RGPU_F16>(B, nb, s);
+            else pw_bvec_launch<RGPU_BF16>(B, nb, s);
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+            return RGPU_OK;
+        }
+    }
     int vdt = pw_vec_dtype(A);
     if (vdt >= 0) {
         long long V = vdt == RGPU_F32 ? 4 : 8;

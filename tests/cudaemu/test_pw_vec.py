@@ -5,7 +5,8 @@ time). Run by tests/cudaemu/run-tests.sh on the cuda backend (cudaemu).
 Every op of PW_VEC_OPS, in float32, float16 and bfloat16, out-of-place,
 in-place and out=, and the casts among the three (pw_vec_cast_kernel), on
 sizes around the vector width (the tail elements), foreach ops (held, one
-pw_multi_kernel launch),
+pw_multi_kernel launch), row broadcasting (pw_bvec_kernel: a bias over the
+rows, a per-row scale, an outer product),
 with scalar operands, NaN/inf/-0 among the values, and on views the fast path
 must refuse (a storage offset that breaks the 16-byte alignment, a strided
 view, mixed dtypes):
@@ -103,6 +104,23 @@ CHILD = textwrap.dedent("""
             res[f"offset-{name}"] = ((r[1:n + 1] + r[2:n + 2]).cpu(), (big[1:n + 1].float() + big[2:n + 2].float()).to(dt))
             res[f"strided-{name}"] = ((r[::2] * 2.0).cpu(), (big[::2].float() * 2.0).to(dt))
             res[f"mixed-{name}"] = ((xs[0].to("rgpu") + xs[1].float().to("rgpu")).cpu(), xs[0].float() + xs[1].float())
+    # row broadcasting (pw_bvec_kernel): x[R, C] op b[C], op s[R, 1], outer products, 3-d x + bias
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for R, C in ((1, 8), (3, 16), (5, 24), (4, 64), (3, 7), (2, 12)):
+            name = f"{str(dt)[6:]}-{R}x{C}"
+            x, b, sc = vals(R * C, dt).view(R, C), vals(C, dt), vals(R, dt, pos=True).view(R, 1)
+            X, B, S = x.to("rgpu"), b.to("rgpu"), sc.to("rgpu")
+            xf, bf, sf = x.float(), b.float(), sc.float()
+            res[f"bc_add-{name}"] = ((X + B).cpu(), (xf + bf).to(dt))
+            res[f"bc_rsub-{name}"] = ((B - X).cpu(), (bf - xf).to(dt))
+            res[f"bc_mul_alpha-{name}"] = (torch.add(X, B, alpha=-1.5).cpu(), torch.add(xf, bf, alpha=-1.5).to(dt))
+            res[f"bc_div_col-{name}"] = ((X / S).cpu(), (xf / sf).to(dt))
+            res[f"bc_outer-{name}"] = ((S * B).cpu(), (sf * bf).to(dt))
+            Y = X.clone()
+            Y.mul_(B)
+            res[f"bc_mul_-{name}"] = (Y.cpu(), (xf * bf).to(dt))
+            x3 = vals(2 * R * C, dt).view(2, R, C)
+            res[f"bc_3d-{name}"] = ((x3.to("rgpu") + B).cpu(), (x3.float() + bf).to(dt))
     # foreach ops: held records over disjoint tensors, one pw_multi_kernel launch (float32 records
     # contiguous and aligned take its 16-byte loop, any op; the others its element loop)
     for dt in (torch.float32, torch.bfloat16):
@@ -148,7 +166,10 @@ def test_contiguous_kernels_give_the_generic_kernels_bits(tmp_path):
     assert vec_launches(kg) == 0, kg
     # 3 dtypes x 9 sizes x (18 unary + 8 binary + 3 ternary + 6 grads + 10 in-place) records at least
     assert vec_launches(kv) >= 3 * 9 * 45, {k: v for k, v in kv.items() if "pw_" in k}
-    assert vec_launches(kg, "pw_vec_cast_kernel") == 0
+    assert vec_launches(kg, "pw_vec_cast_kernel") == 0 and vec_launches(kg, "pw_bvec_kernel") == 0
+    # 3 dtypes x 4 two-dim shapes with C a multiple of the width x 7 records: 84, less the few
+    # whose small operands did not land 16-byte aligned
+    assert vec_launches(kv, "pw_bvec_kernel") >= 60, {k: v for k, v in kv.items() if "pw_" in k}
     # 6 pairs x the 8 sizes > 1 (a one-element upload need not land 16-byte aligned)
     assert vec_launches(kv, "pw_vec_cast_kernel") >= 6 * 8, {k: v for k, v in kv.items() if "pw_" in k}
     assert rv.keys() == rg.keys()

@@ -180,13 +180,14 @@ def opmath_rep():
 @needs_nvcc
 def test_contiguous_pointwise_kernels_move_16_bytes(opmath_rep):
     """pointwise.cu's contiguous kernels (pw_vec_kernel per dtype and hot op,
-    pw_vec_cast_kernel per pair of float32/float16/bfloat16): every one loads
+    pw_bvec_kernel for the row-broadcast arithmetic, pw_vec_cast_kernel per
+    pair of float32/float16/bfloat16): every one loads
     and stores 16 bytes at a time, and holds no FP64 and no f64 conversion
     (the generic f32 kernel pw_kernel<0, ...> loads element by element)."""
     ks = [k for k in opmath_rep["kernels"] if k["file"] == "pointwise.cu"]
-    vec = [k for k in ks if "pw_vec_kernel<" in k["kernel"]]
+    vec = [k for k in ks if "pw_vec_kernel<" in k["kernel"] or "pw_bvec_kernel<" in k["kernel"]]
     cast = [k for k in ks if "pw_vec_cast_kernel<" in k["kernel"]]
-    assert len(vec) >= 3 * 20 and len(cast) == 6, [k["kernel"] for k in ks]
+    assert len(vec) >= 3 * 24 and len(cast) == 6, [k["kernel"] for k in ks]
     for k in vec + cast:
         assert k["mem128"] >= 2 and k["fp64"] == 0 and k["cvt64"] == 0, k
     generic = [k for k in ks if "pw_kernel<0, true, false>" in k["kernel"]]
