@@ -1,6 +1,7 @@
 /* backend.c — pick a backend by name (shared by rgpu-server and the tools). */
 #include "backend.h"
 #include "backend_selfcheck.h"
+#include "op/dtype.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -77,10 +78,10 @@ void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n) {
         snprintf(out, n, "%s: Target %lld is out of bounds.", name, (long long)d->value);
     else if (d->kind == RGPU_DEVERR_ZERO_DIV)
         snprintf(out, n, "%s: ZeroDivisionError", name);
-    else if (d->kind == RGPU_DEVERR_PROB) {
-        double v;
-        memcpy(&v, &d->value, sizeof v);
-        snprintf(out, n, "%s: expected p_in >= 0 && p_in <= 1, got %g", name, v);
+    else if (d->kind == RGPU_DEVERR_PROB) {   /* value: the p's bytes, dim: its dtype */
+        char bytes[8];
+        memcpy(bytes, &d->value, sizeof bytes);
+        snprintf(out, n, "%s: expected p_in >= 0 && p_in <= 1, got %g", name, op_load_f64(bytes, d->dim));
     } else if (d->kind == RGPU_DEVERR_PLANE)
         snprintf(out, n, "%s: index %lld is out of bounds for a plane of size %lld", name, (long long)d->value,
                  (long long)d->bound);

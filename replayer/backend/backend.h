@@ -71,7 +71,7 @@ typedef struct rgpu_dev_error {
  * size <bound>"; TARGET: "<name>: Target <value> is out of bounds."; PLANE
  * (max-pool indices): "<name>: index <value> is out of bounds for a plane of
  * size <bound>"; ZERO_DIV (integer %, fmod, div): "<name>: ZeroDivisionError";
- * PROB (bernoulli's p tensor; value: the bad p's double bits): "<name>:
+ * PROB (bernoulli's p tensor; value: the bad p's bytes, dim: its dtype): "<name>:
  * expected p_in >= 0 && p_in <= 1, got <p>". */
 void rgpu_dev_error_format(const rgpu_dev_error *d, char *out, size_t n);
 

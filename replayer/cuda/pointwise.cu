@@ -243,7 +243,7 @@ struct pw_args {
     // numel < 2^31 (pw_set_divisors): the linear index splits into dims with
     // 32-bit multiply-high divisions (ATen's IntDivider), not 64-bit divides
     bool i32;
-    bool vec4;                            // pw_multi_kernel: float32 throughout, contiguous, aligned (pw_vec_multi_ok)
+    bool vec4;                            // pw_multi_kernel: float32 throughout, contiguous, aligned (pw_vec_dtype)
     // pw_bvec_kernel (pw_bvec_prepare): per operand 0 = contiguous over (rows, C),
     // 1 = one row of C broadcast over the rows, 2 = one element per row;
     // vcols = C / V vectors per row and its division constants

@@ -83,16 +83,15 @@ __global__ void k_check_p(ix_walk w, const char *p, int dt, long long n, unsigne
     }
 }
 
-// The word's fields for check s.seq when it failed: the first bad p (its
-// double's bits in value, RGPU_DEVERR_PROB).
+// The word's fields for check s.seq when it failed: the first bad p's bytes
+// in value (RGPU_DEVERR_PROB; s.dim is its dtype, the host converts it).
 __global__ void k_check_p_finish(rgpu_dev_word *wd, rgpu_dev_site s, ix_walk w, const char *p, int dt)
 {
     if (!rgpu_dev_mine(wd, s)) return;
     long long off[IX_NW];
     ix_walk_at(w, (long long)wd->pos, off);
-    double v = op_load_f64(p + off[0], dt);
-    long long bits;
-    memcpy(&bits, &v, sizeof bits);
+    long long bits = 0;
+    memcpy(&bits, p + off[0], op_dtype_esize(dt));
     rgpu_dev_finish(wd, s, bits);
 }
 
@@ -130,7 +129,7 @@ static rgpu_status check_p_values(rgpu_cuda_ctx *c, const rgpu_exec *e, const rg
         k_check_p<<<ix_blocks(n), IX_THREADS, 0, c->stream>>>(w, (const char *)p->data, p->dtype, n,
                                                               (unsigned long long *)wd, e->dev_seq);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-        k_check_p_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_PROB, "bernoulli", 0, 0), w,
+        k_check_p_finish<<<1, 1, 0, c->stream>>>(wd, rgpu_cuda_dev_site(e, RGPU_DEVERR_PROB, "bernoulli", p->dtype, 0), w,
                                                  (const char *)p->data, p->dtype);
         RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         return RGPU_OK;
