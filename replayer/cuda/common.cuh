@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "backend.h"
@@ -279,6 +280,14 @@ struct rgpu_dev_site {
     long long bound;
     int kind, opcode, rec, dim;
 };
+
+// A server switch read once: on unless the variable is set and starts with
+// '0' (RGPU_CUDA_BATCH=0, ...); *cache starts at -1.
+static inline bool rgpu_cuda_env_flag(int *cache, const char *name)
+{
+    if (*cache < 0) { const char *v = getenv(name); *cache = !(v && v[0] == '0'); }
+    return *cache != 0;
+}
 
 // e's word when its checks may stay on the device (in a capture only with a
 // relative serial, RGPU_DEV_SEQ_REL: an absolute one would be replayed stale);

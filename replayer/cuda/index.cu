@@ -453,12 +453,7 @@ static rgpu_status run_groups(rgpu_cuda_ctx *c, const rgpu_exec *e, const ix_gro
     ix_scratch s(c);
     IX_SCRATCH(s, db, long long *, nwords * sizeof(long long), "index groups");
     RGPU_CUDA_TRY(cudaMemcpyAsync(db, hb, nwords * sizeof(long long), cudaMemcpyHostToDevice, c->stream), err, errlen);
-    ix_groups_dev gd;
-    gd.target = db;
-    gd.start = db + g->ng;
-    gd.list = db + 2 * g->ng + 1;
-    gd.ng = g->ng;
-    gd.dng = NULL;
+    const ix_groups_dev gd = { db, db + g->ng, db + 2 * g->ng + 1, g->ng, NULL };
     FORWARD_IF_ERROR(launch_grouped(c, gd, inner, ninner, out, src, dt, mode, a, f32acc, by_freq, err, errlen));
     RGPU_CUDA_TRY(rgpu_cuda_stream_wait(c->stream), err, errlen);   // hb is pageable host memory
     return RGPU_OK;
@@ -680,13 +675,7 @@ static rgpu_status group_on_device(rgpu_cuda_ctx *c, const rgpu_exec *e, rgpu_de
                                              e->dev_seq, tot, list);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
     FORWARD_IF_ERROR(prepare());
-    ix_groups_dev gd;
-    gd.target = target;
-    gd.start = start;
-    gd.list = list;
-    gd.ng = ngmax;
-    gd.dng = dng;
-    return launch_grouped(c, gd, inner, ix_walk_numel(inner), out, src, dt, mode, a, f32acc, by_freq, err, errlen);
+    return launch_grouped(c, { target, start, list, ngmax, dng }, inner, ix_walk_numel(inner), out, src, dt, mode, a, f32acc, by_freq, err, errlen);
 }
 
 // Where the device groups apply: a word, keys and room for int32 counts, no complex sums.
@@ -1240,8 +1229,7 @@ static rgpu_status op_index(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err, siz
 static bool put_dev_enabled()
 {
     static int on = -1;
-    if (on < 0) { const char *v = getenv("RGPU_CUDA_PUT_DEV"); on = !(v && v[0] == '0'); }
-    return on != 0;
+    return rgpu_cuda_env_flag(&on, "RGPU_CUDA_PUT_DEV");
 }
 
 // INDEX_PUT's groups on the device (with a session's device error word): the
@@ -1312,13 +1300,7 @@ static rgpu_status index_put_dev(rgpu_cuda_ctx *c, const op_index_geom *g, const
     for (int j = 0; j < g->nb; j++) vw.st[0][j] = vbst[j];
     k_put_list<<<nb, IX_THREADS, 0, c->stream>>>(k[p], ix[p], n, vw, start, dng, target, list);
     RGPU_CUDA_CHECK_LAUNCH(err, errlen);
-    ix_groups_dev gd;
-    gd.target = target;
-    gd.start = start;
-    gd.list = list;
-    gd.ng = n;
-    gd.dng = dng;
-    return launch_grouped(c, gd, inner, ix_walk_numel(inner), out, vals, dt, mode, ix_alpha_one(), false, false,
+    return launch_grouped(c, { target, start, list, n, dng }, inner, ix_walk_numel(inner), out, vals, dt, mode, ix_alpha_one(), false, false,
                           err, errlen);
 }
 

@@ -1075,8 +1075,7 @@ static unsigned pw_blocks(long long numel) {
 
 static bool pw_vec_enabled() {
     static int on = -1;
-    if (on < 0) { const char *v = getenv("RGPU_CUDA_PW_VEC"); on = !(v && v[0] == '0'); }
-    return on != 0;
+    return rgpu_cuda_env_flag(&on, "RGPU_CUDA_PW_VEC");
 }
 
 // The ops with contiguous kernels: the training set's activations and their
@@ -1100,15 +1099,21 @@ static bool pw_vec_op(int op) {
     }
 }
 
+// What every 16-byte kernel asks of A: ndim dims, a float compute with a
+// float result (no WHERE), out float32/float16/bfloat16, turned on. Its
+// dtype, or -1.
+static int pw_vec_base_dtype(const pw_args &A, int ndim) {
+    if (A.ct != OP_CT_F32 || A.ndim != ndim || A.res_bool || A.p.cond_first || !pw_vec_enabled()) return -1;
+    int dt = A.dt[0];
+    return dt == RGPU_F32 || dt == RGPU_F16 || dt == RGPU_BF16 ? dt : -1;
+}
+
 // The dtype of A's contiguous kernel (pw_vec_kernel), or -1 for pw_kernel;
 // hot: only for the ops of PW_VEC_OPS (pw_multi_kernel takes any, the op
 // read at run time).
 static int pw_vec_dtype(const pw_args &A, bool hot = true) {
-    if (A.ct != OP_CT_F32 || A.ndim != 1 || A.res_bool || A.p.cond_first || A.base[0] == NULL ||
-        (hot && !pw_vec_op(A.op)) || !pw_vec_enabled())
-        return -1;
-    int dt = A.dt[0];
-    if (dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return -1;
+    int dt = pw_vec_base_dtype(A, 1);
+    if (dt < 0 || (hot && !pw_vec_op(A.op))) return -1;
     long long es = (long long)op_dtype_esize(dt);
     for (int k = 0; k <= A.nin; k++) {
         if (k > 0 && A.base[k] == NULL) continue;   // a scalar
@@ -1130,14 +1135,11 @@ static bool pw_vec_cast_ok(const pw_args &A) {
 // dtype of float32/float16/bfloat16, out contiguous and aligned, C a
 // multiple of the vector width, binary arithmetic; fills the operand modes.
 static bool pw_bvec_prepare(pw_args *A) {
-    if (A->ct != OP_CT_F32 || A->ndim != 2 || A->res_bool || A->p.cond_first || !pw_vec_enabled() ||
-        A->numel >= (1LL << 31))
-        return false;
+    int dt = pw_vec_base_dtype(*A, 2);
+    if (dt < 0 || A->numel >= (1LL << 31)) return false;
     if (A->op != RGPU_OP_ADD_TENSOR && A->op != RGPU_OP_SUB_TENSOR && A->op != RGPU_OP_MUL_TENSOR &&
         A->op != RGPU_OP_DIV_TENSOR)
         return false;
-    int dt = A->dt[0];
-    if (dt != RGPU_F32 && dt != RGPU_F16 && dt != RGPU_BF16) return false;
     long long es = (long long)op_dtype_esize(dt), C = A->sizes[1], V = 16 / es;
     if (C % V != 0) return false;
     for (int k = 0; k <= A->nin; k++) {
@@ -1366,8 +1368,7 @@ struct pw_batch {
 
 static bool pw_batch_enabled() {
     static int on = -1;
-    if (on < 0) { const char *v = getenv("RGPU_CUDA_BATCH"); on = !(v && v[0] == '0'); }
-    return on != 0;
+    return rgpu_cuda_env_flag(&on, "RGPU_CUDA_BATCH");
 }
 
 static bool pw_is_special(const pw_args &A) { return op_special_nin(A.op) != 0 || pw_heavy_op(A.op); }

@@ -16,16 +16,14 @@ The same cases run with RGPU_CUDA_PUT_DEV=0 (the host grouping, the reference):
 bernoulli with a probability tensor checks p on the device (the session's
 device error word): no wait, a bad p reported at the next wait with the cpu
 backend's message."""
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
 import rgpu  # noqa: F401  (registers the device)
+from emu_child import run_counted
 
 pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
                                 reason="the device grouping is the cuda backend's (run-tests.sh)")
@@ -94,17 +92,9 @@ CHILD = textwrap.dedent("""
 
 
 def run_child(tmp_path, dev):
-    stats = tmp_path / f"stats-{dev}"
-    stats.mkdir()
-    out = tmp_path / f"res-{dev}.pt"
-    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_PUT_DEV=dev)
-    env.pop("RGPU_SERVER", None)      # an embedded server of its own: its counts alone
-    r = subprocess.run([sys.executable, "-c", CHILD, str(out)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    files = list(stats.iterdir())
-    assert len(files) == 1, files
-    waits = sum(json.loads(files[0].read_text())["host_waits"].values())
-    return waits, torch.load(out)
+    stats, res = run_counted(tmp_path, dev, CHILD, env={"RGPU_CUDA_PUT_DEV": dev})
+    assert len(stats) == 1, stats
+    return sum(stats[0]["host_waits"].values()), res
 
 
 def test_index_put_groups_on_the_device(tmp_path):

@@ -14,23 +14,21 @@ merges dependent records computes the later record first.
   * casts among float32/float16/bfloat16 are held too, with the cast kernel's
     bits;
   * cat/stack of many inputs is one launch."""
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
 import rgpu  # noqa: F401  (registers the device)
+from emu_child import run_counted
 
 pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
                                 reason="the multi-tensor launches are the cuda backend's (run-tests.sh)")
 
 CHILD = textwrap.dedent("""
     import sys, torch, rgpu
-    steps, out, kind = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    out, steps, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     g = torch.Generator().manual_seed(0)
     shapes = [(40, 30), (50,), (20, 20), (7,), (300,)] * 6
     ps = [torch.randn(s, generator=g) for s in shapes]
@@ -50,16 +48,8 @@ CHILD = textwrap.dedent("""
 
 
 def run_child(tmp_path, steps, batch, kind="foreach"):
-    stats = tmp_path / f"stats-{steps}-{batch}-{kind}"
-    stats.mkdir()
-    out = tmp_path / f"params-{steps}-{batch}-{kind}.pt"
-    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_BATCH=batch)
-    env.pop("RGPU_SERVER", None)      # an embedded server of its own: its launches alone
-    r = subprocess.run([sys.executable, "-c", CHILD, str(steps), str(out), kind], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    launches = sum(json.loads(f.read_text())["kernel_launches"] for f in stats.iterdir())
-    return launches, torch.load(out)
+    stats, res = run_counted(tmp_path, f"{steps}-{batch}-{kind}", CHILD, (steps, kind), {"RGPU_CUDA_BATCH": batch})
+    return sum(d["kernel_launches"] for d in stats), res
 
 
 def test_foreach_adamw_step_is_a_few_launches_with_the_same_bits(tmp_path):
@@ -187,15 +177,8 @@ CAST_CHILD = textwrap.dedent("""
 
 
 def run_casts(tmp_path, batch):
-    stats = tmp_path / f"cast-stats-{batch}"
-    stats.mkdir()
-    out = tmp_path / f"casts-{batch}.pt"
-    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_BATCH=batch)
-    env.pop("RGPU_SERVER", None)
-    r = subprocess.run([sys.executable, "-c", CAST_CHILD, str(out)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    launches = sum(json.loads(f.read_text())["kernel_launches"] for f in stats.iterdir())
-    return launches, torch.load(out)
+    stats, res = run_counted(tmp_path, f"cast-{batch}", CAST_CHILD, env={"RGPU_CUDA_BATCH": batch})
+    return sum(d["kernel_launches"] for d in stats), res
 
 
 def test_casts_among_float32_float16_bfloat16_are_held_with_the_same_bits(tmp_path):

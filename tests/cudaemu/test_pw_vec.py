@@ -15,16 +15,14 @@ view, mixed dtypes):
   * equal to PyTorch CPU within the dtype's rounding;
   * cudaemu's launch counts (CUDAEMU_STATS) show the contiguous kernel ran
     for the eligible cases and never with RGPU_CUDA_PW_VEC=0."""
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
 import rgpu  # noqa: F401  (registers the device)
+from emu_child import run_counted
 
 pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
                                 reason="the contiguous kernels are the cuda backend's (run-tests.sh)")
@@ -142,18 +140,12 @@ CHILD = textwrap.dedent("""
 
 
 def run_child(tmp_path, vec):
-    stats = tmp_path / f"stats-{vec}"
-    stats.mkdir()
-    out = tmp_path / f"res-{vec}.pt"
-    env = dict(os.environ, CUDAEMU_STATS=str(stats), RGPU_CUDA_PW_VEC=vec)
-    env.pop("RGPU_SERVER", None)      # an embedded server of its own: its launches alone
-    r = subprocess.run([sys.executable, "-c", CHILD, str(out)], env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
+    stats, res = run_counted(tmp_path, vec, CHILD, env={"RGPU_CUDA_PW_VEC": vec}, timeout=900)
     kernels = {}
-    for f in stats.iterdir():
-        for k in json.loads(f.read_text())["kernels"]:
+    for d in stats:
+        for k in d["kernels"]:
             kernels[k["name"]] = kernels.get(k["name"], 0) + k["launches"]
-    return kernels, torch.load(out)
+    return kernels, res
 
 
 def vec_launches(kernels, name="pw_vec_kernel"):
