@@ -204,6 +204,95 @@ def test_foreach_inplace_direct_calls_match_cpu_and_the_dispatcher(name, fn, mon
         torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("name,fn", INPLACE_FOREACH, ids=[n for n, _ in INPLACE_FOREACH])
+def test_foreach_known_lists_record_what_the_dispatcher_does(name, fn, monkeypatch):
+    """A foreach call with the keys of an earlier one (decomp._LISTS: every
+    optimizer step) records through the per-tensor ops' table tails with the
+    kept specs: the same bytes as the dispatcher's per-tensor calls, no
+    per-tensor dispatch, and after three runs the values PyTorch CPU has."""
+    from rgpu import decomp, tensor
+    cpu = _lists()
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*cpu)
+    lists = [[x.to(DEV) for x in lst] for lst in _lists()]
+    recs = []
+    inner = tensor._dispatch
+    for fast in (False, True, True):
+        monkeypatch.setattr(decomp, "_FAST", fast)
+        rgpu._C.flush()
+        top = []
+        monkeypatch.setattr(tensor, "_dispatch", lambda f, a, k: (top.append(f), inner(f, a, k))[1])
+        rgpu._C.capture_begin()
+        try:
+            with torch.no_grad():
+                fn(*lists)
+        finally:
+            recs.append(rgpu._C.capture_end())
+            monkeypatch.setattr(tensor, "_dispatch", inner)
+        calls = [f for f in top if "_foreach_" not in str(f)]
+    # the third call: known lists (abs_ before sqrt_: one). Not kept, so the first
+    # tensor takes the dispatcher: a scalar list holding the default value (and
+    # that tensor too), copy_ (its handler is not a table handler's)
+    assert len(calls) <= {"sqrt_": 1, "addcdiv_.ScalarList": 2, "copy_": 1}.get(name, 0), (name, calls)
+    assert recs[0] == recs[1] == recs[2] and len(recs[0]) > 0
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*lists)
+    for r, c in zip(lists[0], cpu[0]):
+        torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, equal_nan=True)
+
+
+def test_foreach_known_lists_follow_scalars_overlaps_and_shapes():
+    """What a kept call's keys hold decides when it is reused: float scalars
+    that change every call (and one that becomes the default) reach the
+    records; an int scalar is keyed by value; lists whose tensors come to
+    share a storage take the dispatcher's overlap check again (ATen raises);
+    another shape is another call."""
+    from rgpu import decomp
+    with torch.no_grad():
+        a, b, c = _lists()
+        ra, rb, rc = ([x.to(DEV) for x in lst] for lst in (a, b, c))
+        for step in range(1, 6):
+            vals = [0.5 / step, 1.0 if step == 4 else -0.25 * step, 2.0 + step, 0.125]
+            for x, y, z in ((a, b, c), (ra, rb, rc)):
+                torch._foreach_addcdiv_(x, y, [t.abs() + 1 for t in z], vals)
+                torch._foreach_mul_(x, 1 - 0.01 * step)
+        for r, t in zip(ra, a):
+            torch.testing.assert_close(r.cpu(), t, rtol=1.3e-6, atol=1e-6)
+
+        ints = [torch.arange(6).reshape(2, 3), torch.arange(4)]
+        rints = [t.to(DEV) for t in ints]
+        for k in (1, 2, 3, 2):
+            torch._foreach_add_(ints, k)
+            torch._foreach_add_(rints, k)
+        for r, t in zip(rints, ints):
+            assert r.cpu().tolist() == t.tolist()
+
+        # learnt with separate storages, then the same keys over one storage
+        ys, zs = [torch.arange(10.), torch.arange(10.)], [torch.arange(10.), torch.arange(10.)]
+        rys, rzs = [t.to(DEV) for t in ys], [t.to(DEV) for t in zs]
+        for _ in range(2):
+            torch._foreach_add_([t[1:] for t in rys], [t[:-1] for t in rzs])
+            torch._foreach_add_([t[1:] for t in ys], [t[:-1] for t in zs])
+        assert [t.cpu().tolist() for t in rys] == [t.tolist() for t in ys]
+        kept = len(decomp._LISTS)
+        for xs in ([torch.arange(10.), torch.arange(10.)],
+                   [torch.arange(10., device=DEV), torch.arange(10., device=DEV)]):
+            with pytest.raises(RuntimeError, match="refer to a single memory location"):
+                torch._foreach_add_([t[1:] for t in xs], [t[:-1] for t in xs])
+        assert len(decomp._LISTS) == kept
+
+        # another shape: the dispatcher again, then kept under its own keys
+        ra2 = [x.to(DEV).reshape(-1) for x in a]
+        a2 = [x.reshape(-1).clone() for x in a]
+        for _ in range(2):
+            torch._foreach_mul_(ra2, 3.0)
+            torch._foreach_mul_(a2, 3.0)
+        for r, t in zip(ra2, a2):
+            torch.testing.assert_close(r.cpu(), t, rtol=1.3e-6, atol=1e-6)
+
+
 def test_foreach_out_of_place_direct_calls_match_cpu():
     xs, ys, _ = _lists()
     rx, ry = [x.to(DEV) for x in xs], [y.to(DEV) for y in ys]
@@ -213,9 +302,10 @@ def test_foreach_out_of_place_direct_calls_match_cpu():
                     ("add", lambda a, b: torch._foreach_add(a, b, alpha=3)),
                     ("mul ScalarList", lambda a, b: torch._foreach_mul(a, [1.5, 2, -1.0, 0.0])),
                     ("neg", lambda a, b: torch._foreach_neg(a))]:
-        for r, c in zip(f(rx, ry), f(xs, ys)):
-            assert r.shape == c.shape and r.dtype == c.dtype, name
-            torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, msg=name)
+        for _ in range(2):              # the second call: kept specs (decomp._LISTS)
+            for r, c in zip(f(rx, ry), f(xs, ys)):
+                assert r.shape == c.shape and r.dtype == c.dtype, name
+                torch.testing.assert_close(r.cpu(), c, rtol=1.3e-6, atol=1e-6, msg=name)
 
 
 def test_foreach_mixed_dtypes_and_changing_scalars():

@@ -83,6 +83,8 @@ def route(real_handler, complex_handler):
         if kwargs and has_complex((), kwargs):
             return complex_handler(func, args, kwargs)
         return real_handler(func, args, kwargs)
+    # a caller that has ruled out complex arguments may take the table handler itself
+    handler.table = getattr(real_handler, "table", None)
     return handler
 
 

@@ -12,6 +12,7 @@ Each sub-op re-enters __torch_dispatch__. Every decomposed call is counted by
 op name; rgpu.stats()["decomposed"] shows the counts. None means the op can't
 be decomposed: dispatch raises NotImplementedError naming it, at the call."""
 import math
+import operator
 import threading
 
 import torch
@@ -1312,6 +1313,88 @@ def _args_of(srcs, vals, j):
     return pos, kw
 
 
+# A foreach call whose per-tensor calls all took their op's table handler
+# leaves its specs (output metadata and prep, one per tensor, as that handler
+# cached them) under the keys of the whole call: the tensors' keys list by
+# list, the scalars as the per-tensor keys hold them (a float by its type
+# where the op's key does), which lists' tensors share a storage at each
+# position. A later call with the same keys (every optimizer step: the same
+# parameters, states and gradients' shapes) skips the dispatcher's key and
+# cache lookup per tensor and records through the table handler's tail: the
+# same records. _LISTS holds them; _FF, per foreach overload, whether its
+# per-tensor op keys a float by type (learned at its first call).
+_LISTS = {}
+_LISTS_MAX = 4096
+_FF = {}
+_RT = frozenset((RemoteTensor,))
+_NUM = frozenset((int, float, bool))
+_CPLX = frozenset((torch.complex32, torch.complex64, torch.complex128))
+
+
+def _list_sig(func, vals, kinds, ff):
+    """The keys of a foreach call's per-tensor calls as one tuple, or None
+    when a list holds anything but rgpu tensors of real dtypes or numbers, or
+    a single tensor argument shares a storage with a list's tensor."""
+    parts = [id(func), ff]
+    sts, consts = [], []
+    for k, v in zip(kinds, vals):
+        if k == "list":
+            if frozenset(map(type, v)) != _RT:
+                return None
+            keys = tuple([t._key for t in v])
+            if any(key[3] in _CPLX for key in keys):
+                return None
+            parts.append(keys)
+            sts.append([t._st for t in v])
+        elif k == "scalarlist":
+            if ff and all(type(x) is float for x in v):
+                parts.append((float, len(v)))
+            elif frozenset(map(type, v)) <= _NUM:
+                parts.append(tuple([(type(x), x) for x in v]))
+            else:
+                return None
+        else:
+            tv = type(v)
+            if tv is RemoteTensor:
+                if v._key[3] in _CPLX:
+                    return None
+                parts.append(("tensor", v._key))
+                consts.append(v._st)
+            elif tv in _NUM:
+                parts.append((float,) if ff and tv is float else (tv, v))
+            elif v is None or tv is torch.dtype:
+                parts.append(v)
+            else:
+                return None
+    for a in range(len(sts)):
+        for b in range(a + 1, len(sts)):
+            parts.append(tuple(map(operator.is_, sts[a], sts[b])))
+    if consts and any(c in st for c in consts for st in sts):
+        return None
+    return tuple(parts)
+
+
+def _learn(func, vals, kinds, n, plan, table):
+    """Keep a call's specs in _LISTS after each of its n tensors took table (a
+    table handler; None: nothing kept) with arguments laid out by plan."""
+    if table is None:
+        return
+    ff = table.float_free
+    _FF[id(func)] = ff
+    sig = _list_sig(func, vals, kinds, ff)
+    if sig is None:
+        return
+    specs = []
+    for j in range(n):
+        spec = table.spec_of(*_lay_out(plan, vals, j))
+        if spec is None:
+            return
+        specs.append(spec)
+    if len(_LISTS) >= _LISTS_MAX:
+        _LISTS.clear()
+    _LISTS[sig] = (table.tail, plan, specs)
+
+
 def _foreach_handler(func):
     """Per-tensor calls of the base op. In-place forms write each target
     (dispatch's write check holds them to it); out= forms compute the
@@ -1369,7 +1452,16 @@ def _foreach_handler(func):
         srcs = [(kw_names[i] if as_kw[i] else None, i, k == "list" or k == "scalarlist") for i, k in enumerate(ks)]
         varying = [i for _, i, var in srcs if var]
         j = 0
-        if n > 1 and _FAST:
+        ff = _FF.get(id(func))
+        sig = _list_sig(func, vals, ks, ff) if n > 1 and _FAST and ff is not None else None
+        known = _LISTS.get(sig) if sig is not None else None
+        if known is not None:
+            tail, plan, specs = known
+            if not any(p.default_value in vals[i] for i, p in plan[2]):
+                for j in range(n):
+                    results.append(tail(*_lay_out(plan, vals, j), specs[j]))
+                j = n
+        if j < n and n > 1 and _FAST:
             pos, kw = _args_of(srcs, vals, 0)
             r, top = _call_single(fn, pos, kw)
             results.append(r)
@@ -1396,6 +1488,8 @@ def _foreach_handler(func):
                     else:
                         results.append(h(f, *_lay_out(plan, vals, j)))
                     j += 1
+                if j == n and len(results) == n:
+                    _learn(func, vals, ks, n, plan, getattr(h, "table", None))
         for j in range(j, n):
             pos, kw = _args_of(srcs, vals, j)
             results.append(fn(*pos, **kw))

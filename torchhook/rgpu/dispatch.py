@@ -30,7 +30,7 @@ from .args import arg, device_error, free_temps
 # (register stays importable from here: rgpu.dispatch.register)
 from .registry import HANDLERS as _HANDLERS, REGISTERED as _REGISTERED, register  # noqa: F401
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
-                     rebind, record_later, record_new, record_view, set_dispatcher, wrap)
+                     rebind, record_later, record_new, record_outs, record_view, set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
@@ -377,6 +377,11 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
                 rebind(t, r._key, r._st, r._tid, m)
                 r._tid = 0                  # t owns the tensor id now
                 return t
+        return tail(args, kwargs, spec, m)
+
+    def tail(args, kwargs, spec, m=None):
+        # the record of a call whose spec is known: _foreach_* lists call it
+        # for each tensor with the specs of an earlier call of the same keys
         op, ins, rargs, temps = mapper(args, kwargs, spec[2])
         k = spec[0]
         if k is _WRITE:
@@ -387,35 +392,18 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
         if temps:
             free_temps(temps)
         return t
+    def spec_of(args, kwargs):
+        key = make_key(func, args, kwargs)
+        return _CACHE.get(key) if key is not None else None
+
+    handler.table = handler
+    handler.tail = tail
+    handler.spec_of = spec_of
+    handler.float_free = id(func) in _FLOAT_FREE
     return handler
 
 
 # --- multi-output ops ----------------------------------------------------------------------
-
-def _record_outs(op, specs, ins, rargs, metas):
-    """Record op whose outputs are new tensors on new storages, specs[i] = (key,
-    out_def) or None for an absent output (tid 0); metas[i] their meta tensors
-    or None. Returns the outputs as ATen does: a tuple, None where absent."""
-    defs, ids = [], []
-    for s in specs:
-        if s is None:
-            defs.append(0)
-            ids.append(None)
-        else:
-            tid, sid = _new_id(), _new_id()
-            defs.append((tid, sid) + s[1])
-            ids.append((tid, sid))
-    _record(op, tuple(defs), ins, rargs)
-    outs = []
-    for i, s in enumerate(specs):
-        if s is None:
-            outs.append(None)
-            continue
-        m = metas[i] if metas is not None else None
-        tid, sid = ids[i]
-        outs.append(wrap(s[0], Storage(sid, s[1][4], None if m is None else m.untyped_storage()), tid, m))
-    return tuple(outs)
-
 
 def _multi_handler(func, mapper, prep=None, complex_ok=True):
     """Like _table_handler for ops with several new outputs; spec (outs, extra)
@@ -464,7 +452,7 @@ def _multi_new(func, mapper, prep=None, complex_ok=True):
             spec = (tuple(outs), prep(args, kwargs) if prep is not None else None)
             _remember(key, spec)
         op, ins, rargs, temps = mapper(args, kwargs, spec[1])
-        r = _record_outs(op, spec[0], ins, rargs, metas)
+        r = record_outs(op, spec[0], ins, rargs, metas)
         if temps:
             free_temps(temps)
         return r
