@@ -104,6 +104,47 @@ def test_strided_inputs_and_expanded_grad():
     assert torch.allclose(rx.grad.cpu(), ref_x.grad, atol=2e-5, rtol=1e-5)
 
 
+def test_output_specs_kept_per_layout_and_gradient_mask():
+    """The outputs' metadata is kept per call shape (attention._SPECS: the
+    meta kernels cost more than the rest of the call): the query's layout
+    decides the output's strides as ATen's meta says, every time; which
+    gradients a backward makes is part of what is kept."""
+    B, T, H, D = 2, 19, 3, 8
+    aten = torch.ops.aten
+
+    def qkv(x, layout):
+        if layout == "contiguous":
+            return [t.reshape(B, H, T, D) for t in x.split(H * D, dim=2)]
+        return [t.view(B, T, H, D).transpose(1, 2) for t in x.split(H * D, dim=2)]
+
+    for _ in range(2):
+        for layout in ("gpt", "contiguous"):
+            x = _randn(B, T, 3 * H * D)
+            want = aten._scaled_dot_product_fused_attention_overrideable.default(
+                *[t.to("meta") for t in qkv(x, layout)], None, 0.0, True, False)[0].stride()
+            ref_x = x.clone().requires_grad_()
+            with sdpa_kernel(SDPBackend.MATH):
+                ref = F.scaled_dot_product_attention(*qkv(ref_x, layout), is_causal=True)
+            ref.sum().backward()
+            rx = x.to("rgpu").requires_grad_()
+            o = F.scaled_dot_product_attention(*qkv(rx, layout), is_causal=True)
+            assert o.stride() == want, (layout, o.stride(), want)
+            o.sum().backward()
+            torch.testing.assert_close(o.detach().cpu(), ref.detach(), atol=2e-5, rtol=1e-5)
+            torch.testing.assert_close(rx.grad.cpu(), ref_x.grad, atol=2e-5, rtol=1e-5)
+    q, k, v = _randn(1, 2, 9, 8), _randn(1, 2, 9, 8), _randn(1, 2, 9, 8)
+    for grads in ((True, False, False), (True, True, True), (False, False, True)):
+        ts = [t.clone().requires_grad_(g) for t, g in zip((q, k, v), grads)]
+        rs = [t.to("rgpu").requires_grad_(g) for t, g in zip((q, k, v), grads)]
+        with sdpa_kernel(SDPBackend.MATH):
+            F.scaled_dot_product_attention(*ts).sum().backward()
+        F.scaled_dot_product_attention(*rs).sum().backward()
+        for t, r, g in zip(ts, rs, grads):
+            assert (r.grad is None) == (not g)
+            if g:
+                torch.testing.assert_close(r.grad.cpu(), t.grad, atol=2e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_dtypes(dtype):
     q, k, v = (_randn(2, 2, 40, 32, dtype=dtype) for _ in range(3))

@@ -370,23 +370,46 @@ def record_view(base, key, odef, m=None):
     return _view_bits(wrap(key, st, tid, m), base)
 
 
+def out_specs(metas):
+    """[(key, out_def)] of new outputs' meta tensors, None for None."""
+    specs = []
+    for m in metas:
+        k = None if m is None else key_of(m)
+        specs.append(None if m is None else (k, out_def(k, m.untyped_storage().nbytes())))
+    return specs
+
+
+def record_outs(op, specs, ins, args, metas=None):
+    """Record op whose outputs are new tensors on new storages, specs[i] = (key,
+    out_def) or None for an absent output (tid 0); metas[i] their meta tensors
+    or None (metas None: made on first use). Returns the outputs as ATen does:
+    a tuple, None where absent."""
+    defs, ids = [], []
+    for s in specs:
+        if s is None:
+            defs.append(0)
+            ids.append(None)
+        else:
+            tid, sid = _new_id(), _new_id()
+            defs.append((tid, sid) + s[1])
+            ids.append((tid, sid))
+    _C.record(op, tuple(defs), ins, args)
+    outs = []
+    for i, s in enumerate(specs):
+        if s is None:
+            outs.append(None)
+            continue
+        m = metas[i] if metas is not None else None
+        tid, sid = ids[i]
+        outs.append(wrap(s[0], Storage(sid, s[1][4], None if m is None else m.untyped_storage()), tid, m))
+    return tuple(outs)
+
+
 def record_multi(op, metas, ins, args):
     """Record op with several new outputs, each on its own new storage; metas
     are the outputs' meta tensors, None for an output not wanted (recorded as
     the absent output, tid 0). Returns the RemoteTensors (None where absent)."""
-    outs, defs = [], []
-    for m in metas:
-        if m is None:
-            outs.append(None)
-            defs.append(0)
-            continue
-        k = key_of(m)
-        tid, sid = _new_id(), _new_id()
-        odef = out_def(k, m.untyped_storage().nbytes())
-        defs.append((tid, sid) + odef)
-        outs.append(wrap(k, Storage(sid, odef[4], m.untyped_storage()), tid, m))
-    _C.record(op, tuple(defs), ins, args)
-    return outs
+    return list(record_outs(op, out_specs(metas), ins, args, metas))
 
 
 class FakeRemote(RemoteTensor):
