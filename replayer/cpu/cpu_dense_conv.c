@@ -219,7 +219,7 @@ static rgpu_status conv_weight(int op, int ct, const op_conv_geom *g, const rgpu
      * depth: one row block, one thread. Its transpose (kd, Og) = col @ G_g^T
      * has kd rows and splits over the pool; each element still sums the
      * images in order. */
-    bool tr = g->Og <= rgpu_dense_gemm_block_rows(kd, hwo) && kd > rgpu_dense_gemm_block_rows(g->Og, hwo);
+    bool tr = g->Og <= rgpu_dense_gemm_block_rows(g->Og, kd, hwo) && kd > rgpu_dense_gemm_block_rows(kd, g->Og, hwo);
     char *wt = tr ? rgpu_dense_calloc(g->O * kd, cs) : NULL;
     NOMEM_IF(!x || (!g->pointwise && !col) || !gb || !wb || (tr && !wt));
     for (int64_t n = 0; n < g->N; n++) {

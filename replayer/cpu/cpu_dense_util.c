@@ -119,24 +119,28 @@ void rgpu_dense_gemm(int ct, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
         return;
     }
     gemm_job j = { ct, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc };
-    rgpu_pool_for(M, rgpu_dense_gemm_block_rows(N, K), gemm_block, &j);
+    rgpu_pool_for(M, rgpu_dense_gemm_block_rows(M, N, K), gemm_block, &j);
 }
 
-/* Row blocks of C over the pool (OpenBLAS runs each on the calling thread):
- * at least 64 rows and ~8 MFLOP per block, a multiple of 16 rows, so B's
- * packing is amortised; the bounds depend on the sizes only. */
-int64_t rgpu_dense_gemm_block_rows(int64_t N, int64_t K)
+/* Row blocks of C over the pool (OpenBLAS runs each on the calling thread,
+ * and packs op(B) again for each): ~32 MFLOP per block so the packing is
+ * amortised, but no more than an eighth of M's rows so a product still
+ * spreads over up to 8 threads; at least 64 rows, a multiple of 16. The
+ * bounds depend on the sizes only. */
+int64_t rgpu_dense_gemm_block_rows(int64_t M, int64_t N, int64_t K)
 {
     int64_t per_row = N * K;
     if (per_row <= 0) return INT64_MAX;
-    int64_t rows = ((int64_t)1 << 22) / per_row;
+    int64_t rows = ((int64_t)1 << 24) / per_row;
+    int64_t eighth = (M + 7) / 8;
+    if (rows > eighth) rows = eighth;
     rows = (rows + 15) / 16 * 16;
     return rows < 64 ? 64 : rows;
 }
 
 int64_t rgpu_dense_items_grain(int64_t items, int64_t gemms, int64_t M, int64_t N, int64_t K)
 {
-    if (M > rgpu_dense_gemm_block_rows(N, K)) return items > 0 ? items : 1;
+    if (M > rgpu_dense_gemm_block_rows(M, N, K)) return items > 0 ? items : 1;
     int64_t flops = 2 * gemms * M * N * (K > 0 ? K : 1);
     return flops >= ((int64_t)1 << 17) ? 1 : ((int64_t)1 << 17) / (flops > 0 ? flops : 1);
 }

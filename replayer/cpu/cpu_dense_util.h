@@ -27,9 +27,9 @@ void rgpu_dense_store(const rgpu_view *v, int ct, const void *src);
  * buffers, through cblas for f32/f64 and plain wrapping loops for int64.
  * ta/tb: op(X) = X^T, X stored (K,M)/(N,K) with leading dim lda/ldb.
  * beta == 0 does not read C. Dims and leading dims must fit in an int. */
-/* The rows of C per pool chunk of rgpu_dense_gemm with N columns and depth
- * K: an M <= this runs as one block on one thread. */
-int64_t rgpu_dense_gemm_block_rows(int64_t N, int64_t K);
+/* The rows of C per pool chunk of rgpu_dense_gemm of M rows, N columns and
+ * depth K: an M <= this runs as one block on one thread. */
+int64_t rgpu_dense_gemm_block_rows(int64_t M, int64_t N, int64_t K);
 /* The pool grain for `items` independent items (a bmm's batch, a
  * convolution's images) of `gemms` GEMMs of (M, N), depth K each: all in one
  * chunk when such a GEMM splits into row blocks itself, else about 128 KFLOP
