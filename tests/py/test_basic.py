@@ -122,6 +122,36 @@ VIEWS = {
 }
 
 
+def test_stack_unsqueezes_as_the_dispatcher_does():
+    """torch.stack records each input's unsqueeze itself (opmap._unsqueezed:
+    no dispatch per tensor): the same view metadata as aten.unsqueeze through
+    the dispatcher for 0-d, contiguous, transposed, offset and expanded
+    inputs at every dim, and stack's values, shape and strides as on CPU
+    (stack and stack.out)."""
+    from rgpu import opmap
+    aten = torch.ops.aten
+    base = sample((4, 6), torch.float32)
+    cases = [sample((), torch.float32, 1), base, base.t(), base[1:3, 2:], sample((5,), torch.float32, 2).expand(3, 5)]
+    for c in cases:
+        r = c.to(DEV) if c.dim() < 2 or c.is_contiguous() else None
+        if r is None:                   # the same view on rgpu
+            rb = base.to(DEV)
+            r = rb.t() if c.stride() == base.t().stride() else \
+                rb[1:3, 2:] if c.shape == (2, 4) else sample((5,), torch.float32, 2).to(DEV).expand(3, 5)
+        assert r.stride() == c.stride() and r.storage_offset() == c.storage_offset()
+        for d in range(-c.dim() - 1, c.dim() + 1):
+            dd = d % (c.dim() + 1)
+            mine, theirs = opmap._unsqueezed(r, dd), aten.unsqueeze.default(r, d)
+            assert mine._key == theirs._key, (tuple(c.shape), d, mine._key, theirs._key)
+            got = torch.stack([r, r * 2, r - 1], d)
+            want = torch.stack([c, c * 2, c - 1], d)
+            same(got, want, exact=True)
+            assert got.stride() == want.stride()
+            out = torch.empty(0, device=DEV)
+            torch.stack([r, r + 1], d, out=out)
+            same(out, torch.stack([c, c + 1], d), exact=True)
+
+
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_views_match_cpu(name):
     f = VIEWS[name]

@@ -37,7 +37,7 @@ from . import _C, opinfo, transfer
 from ._dtypes import TO_RGPU, c10_name
 from .args import arg, need_remote, operand, slot_of as _slot, tid_of as _tid
 from .datadep import expand_masks
-from .tensor import DEVICE, RemoteTensor, key_of, meta_of, out_def, record_new
+from .tensor import DEVICE, RemoteTensor, key_of, meta_of, out_def, record_new, record_view
 
 aten = torch.ops.aten
 C = _C
@@ -631,6 +631,18 @@ def _index_put():
 
 # --- composites: re-enter dispatch with table ops -------------------------------------------
 
+def _unsqueezed(t, d):
+    """aten.unsqueeze(t, d) with d in [0, t.dim()]: for an rgpu tensor the ALIAS
+    record itself, its metadata by ATen's inferUnsqueezeGeometry, without a
+    dispatch (a stack of many small tensors: clip_grad_norm_'s norms)."""
+    if type(t) is not RemoteTensor:
+        return aten.unsqueeze.default(t, d)
+    sizes, strides, offset, dtype = t._key
+    st = 1 if d >= len(sizes) else sizes[d] * strides[d]
+    key = (sizes[:d] + (1,) + sizes[d:], strides[:d] + (st,) + strides[d:], offset, dtype)
+    return record_view(t, key, out_def(key, -1))
+
+
 def _stack(func, args, kwargs):
     ts = args[0]
     if not ts:
@@ -645,7 +657,7 @@ def _stack(func, args, kwargs):
         if t.shape != ts[0].shape:
             raise RuntimeError("stack expects each tensor to be equal size, but got "
                                f"{list(ts[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
-    parts = [aten.unsqueeze.default(t, dim) for t in ts]
+    parts = [_unsqueezed(t, dim) for t in ts]
     out = kwargs.get("out")
     if out is not None:
         return aten.cat.out(parts, dim, out=out)
