@@ -122,6 +122,12 @@ static inline void cpu_load_row_f64(double *dst, const char *src, int dt, int64_
 {
     if (dt == RGPU_F32 && s == 4) { rgpu_vm_f32_to_f64(dst, (const float *)src, n); return; }
     if (dt == RGPU_F64 && s == 8) { memmove(dst, src, (size_t)n * sizeof *dst); return; }
+    if (s == 0) {   /* a broadcast scalar: loaded once (dst could alias src for the compiler) */
+        double v = 0;
+        CPU_EACH_DTYPE(dt, v = op_load_f64(src, DT_));
+        for (int64_t i = 0; i < n; i++) dst[i] = v;
+        return;
+    }
     CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) dst[i] = op_load_f64(src + i * s, DT_));
 }
 static inline void cpu_load_row_f32(float *dst, const char *src, int dt, int64_t s, int64_t n)
@@ -129,6 +135,12 @@ static inline void cpu_load_row_f32(float *dst, const char *src, int dt, int64_t
     if (s == 2 && dt == RGPU_BF16) { cpu_bf16_to_f32_n(dst, (const uint16_t *)src, n); return; }
     if (s == 2 && dt == RGPU_F16) { cpu_f16_to_f32_n(dst, (const uint16_t *)src, n); return; }
     if (s == 4 && dt == RGPU_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    if (s == 0) {
+        float v = 0;
+        CPU_EACH_DTYPE(dt, v = op_load_f32(src, DT_));
+        for (int64_t i = 0; i < n; i++) dst[i] = v;
+        return;
+    }
     CPU_EACH_DTYPE(dt, for (int64_t i = 0; i < n; i++) dst[i] = op_load_f32(src + i * s, DT_));
 }
 static inline void cpu_load_row_u64(uint64_t *dst, const char *src, int dt, int64_t s, int64_t n)

@@ -1,7 +1,8 @@
 /* test_pool.c — the cpu backend's thread pool (replayer/cpu/cpu_pool.h):
  * every index of a job is covered exactly once, chunk bounds depend only on
  * (n, grain) and never on the number of threads, nested and concurrent jobs
- * run (inline) to completion, a reduction that combines per-chunk partials in
+ * run (inline) to completion, a job returns only after its last chunk
+ * (spinning or sleeping for it), a reduction that combines per-chunk partials in
  * chunk order is bitwise the same at 1, 2 and 7 threads, and the default
  * thread count is the cores the process may run on.
  *
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/cpu_pool.h"
 #include "check_util.h"
@@ -403,6 +405,56 @@ END_TEST
 /* ---------------------------------------------------------------------------
  * main */
 
+/* ---------------------------------------------------------------------------
+ * A job returns only after every chunk has ended, whether the submitter's
+ * wait for the last workers ends in its spin (short chunks) or on the
+ * condition variable (chunks longer than the spin time): a chunk still
+ * running after rgpu_pool_for returned would use a context that is gone. */
+
+typedef struct late_ctx {
+    int64_t us;                   /* each odd chunk's duration */
+    atomic_int done;
+    atomic_int returned;          /* set by the submitter once the job returned */
+    atomic_int late;              /* a chunk ended after that */
+} late_ctx;
+
+static void late_task(void *ctx, int64_t b, int64_t e)
+{
+    late_ctx *c = ctx;
+    (void)e;
+    if ((b & 1) && c->us > 0) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t);
+        while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < c->us);
+    }
+    if (atomic_load(&c->returned)) atomic_store(&c->late, 1);
+    atomic_fetch_add(&c->done, 1);
+}
+
+START_TEST(test_return_waits_for_every_chunk)
+{
+    static late_ctx c;            /* outlives each job, so a late chunk is seen, not a crash */
+    const int64_t durations[] = { 0, 3, 200 };   /* µs: the spin ends the wait; 200: the sleep does */
+    for (int t = 1; t < NTHREADS; t++) {
+        rgpu_pool_set_threads(THREADS[t]);
+        for (int d = 0; d < 3; d++)
+            for (int rep = 0; rep < (durations[d] > 100 ? 20 : 300); rep++) {
+                c.us = durations[d];
+                atomic_store(&c.done, 0);
+                atomic_store(&c.returned, 0);
+                atomic_store(&c.late, 0);
+                rgpu_pool_for(16, 1, late_task, &c);
+                int done = atomic_load(&c.done);
+                atomic_store(&c.returned, 1);
+                ck_assert_msg(done == 16, "%d threads, %lld us chunks: returned with %d of 16 chunks done",
+                              THREADS[t], (long long)durations[d], done);
+                ck_assert_int_eq(atomic_load(&c.late), 0);
+            }
+    }
+}
+END_TEST
+
 int main(void)
 {
     /* one case per property, so CK_RUN_CASE=NAME runs one of them */
@@ -411,6 +463,7 @@ int main(void)
               test_chunks_independent_of_threads, test_parallel_jobs_counted);
     ADD_TESTS(add_tcase(s, "nested", 60, NULL, NULL), test_nested_runs_inline);
     ADD_TESTS(add_tcase(s, "concurrent", 60, NULL, NULL), test_concurrent_submitters);
+    ADD_TESTS(add_tcase(s, "wait", 60, NULL, NULL), test_return_waits_for_every_chunk);
     ADD_TESTS(add_tcase(s, "reduction", 60, NULL, NULL), test_reduction_bitwise);
     ADD_TESTS(add_tcase(s, "threads", 60, NULL, NULL), test_default_threads, test_default_follows_affinity,
               test_env_threads);
