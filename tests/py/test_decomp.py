@@ -299,6 +299,8 @@ def test_foreach_out_of_place_direct_calls_match_cpu():
     for name, f in [("sqrt", lambda a, b: torch._foreach_sqrt([t.abs() for t in a])),
                     ("norm", lambda a, b: torch._foreach_norm(a)),
                     ("norm inf", lambda a, b: torch._foreach_norm(a, float("inf"))),
+                    # neg-bit views: torch's fallback resolves them before the foreach op
+                    ("norm of neg views", lambda a, b: torch._foreach_norm([torch._neg_view(t) for t in a], 1)),
                     ("add", lambda a, b: torch._foreach_add(a, b, alpha=3)),
                     ("mul ScalarList", lambda a, b: torch._foreach_mul(a, [1.5, 2, -1.0, 0.0])),
                     ("neg", lambda a, b: torch._foreach_neg(a))]:

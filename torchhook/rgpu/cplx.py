@@ -1239,6 +1239,10 @@ def resolving(h):
                          for i, a in enumerate(args))
             kwargs = {k: (_resolved(v) if k != "out" and _has_bits(v) else v) for k, v in kwargs.items()}
         return h(func, args, kwargs)
+    # decomp's kept foreach lists call the table handler past this wrapper, for
+    # tensors without bits only (.resolves: they check)
+    handler.table = getattr(h, "table", None)
+    handler.resolves = True
     return handler
 
 

@@ -1374,9 +1374,18 @@ def _list_sig(func, vals, kinds, ff):
     return tuple(parts)
 
 
-def _learn(func, vals, kinds, n, plan, table):
-    """Keep a call's specs in _LISTS after each of its n tensors took table (a
-    table handler; None: nothing kept) with arguments laid out by plan."""
+def _any_bits(vals, kinds):
+    """Whether a list's tensor has the lazy conj or neg bit (torch's fallbacks
+    resolve them before a foreach op; checked where the per-tensor op's
+    handler would resolve them itself)."""
+    return any(t.is_conj() or t.is_neg() for k, v in zip(kinds, vals) if k == "list" for t in v)
+
+
+def _learn(func, vals, kinds, n, plan, h):
+    """Keep a call's specs in _LISTS after each of its n tensors took h, the
+    handler of a table op (else nothing is kept), with arguments laid out by
+    plan."""
+    table = getattr(h, "table", None)
     if table is None:
         return
     ff = table.float_free
@@ -1392,7 +1401,7 @@ def _learn(func, vals, kinds, n, plan, table):
         specs.append(spec)
     if len(_LISTS) >= _LISTS_MAX:
         _LISTS.clear()
-    _LISTS[sig] = (table.tail, plan, specs)
+    _LISTS[sig] = (table.tail, plan, specs, getattr(h, "resolves", False))
 
 
 def _foreach_handler(func):
@@ -1456,8 +1465,8 @@ def _foreach_handler(func):
         sig = _list_sig(func, vals, ks, ff) if n > 1 and _FAST and ff is not None else None
         known = _LISTS.get(sig) if sig is not None else None
         if known is not None:
-            tail, plan, specs = known
-            if not any(p.default_value in vals[i] for i, p in plan[2]):
+            tail, plan, specs, bits = known
+            if not any(p.default_value in vals[i] for i, p in plan[2]) and not (bits and _any_bits(vals, ks)):
                 for j in range(n):
                     results.append(tail(*_lay_out(plan, vals, j), specs[j]))
                 j = n
@@ -1489,7 +1498,7 @@ def _foreach_handler(func):
                         results.append(h(f, *_lay_out(plan, vals, j)))
                     j += 1
                 if j == n and len(results) == n:
-                    _learn(func, vals, ks, n, plan, getattr(h, "table", None))
+                    _learn(func, vals, ks, n, plan, h)
         for j in range(j, n):
             pos, kw = _args_of(srcs, vals, j)
             results.append(fn(*pos, **kw))
