@@ -18,6 +18,7 @@
  * loops themselves (floating ones in cpu_pointwise_float.h). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cpu_families.h"
 #include "cpu_internal.h"
@@ -47,34 +48,67 @@ typedef struct pw_ctx {
     bool res_bool;
     op_pw_params p;          /* the op's own args, WHERE, CLAMP, POW */
     _Atomic bool zero_div;   /* set by integer division by zero (from any pool thread) */
+    void (*kf32)(struct pw_ctx *, float *, uint8_t *, const float *const *, const uint8_t *, int64_t);
 } pw_ctx;
 
 /* block of the vector math rows in kern_f32/_f64 (two on the stack) */
 #define PW_VBLK 256
 
+/* kern_f32 in three builds, picked per op by cpu_vmath's ISA choice (the
+ * CPU's widest, RGPU_CPU_ISA caps it): element for element the same
+ * operations (no FMA contraction: -ffp-contract=off; libm is the same
+ * library), so the same bits, only wider loops (4, 8 or 16 floats). */
 #define PW_T float
 #define PW_F(fn) fn##f
 #define PW_VROW(fn, r, a, n) rgpu_vm_##fn##_f32(r, a, n)
 #define PW_OWN p.own_f
 #define PW_M(fn) op_##fn##_f
-#define PW_KERNEL kern_f32
 #define PW_V(fn) rgpu_vm_##fn##_f32   /* sqrt, rsqrt: this CPU's widest build */
 #define PW_SPECIAL op_special_f
+#define PW_TARGET
+#define PW_KERNEL kern_f32_base
 #include "cpu_pointwise_float.h"
+#undef PW_TARGET
+#undef PW_KERNEL
+#if defined(__x86_64__)
+#define PW_TARGET __attribute__((target("avx2")))
+#define PW_KERNEL kern_f32_avx2
+#include "cpu_pointwise_float.h"
+#undef PW_TARGET
+#undef PW_KERNEL
+#define PW_TARGET __attribute__((target("avx512f")))
+#define PW_KERNEL kern_f32_avx512
+#include "cpu_pointwise_float.h"
+#undef PW_TARGET
+#undef PW_KERNEL
+#endif
 #undef PW_T
 #undef PW_F
 #undef PW_OWN
 #undef PW_M
-#undef PW_KERNEL
 #undef PW_V
 #undef PW_VROW
 #undef PW_SPECIAL
+
+typedef void (*kern_f32_fn)(pw_ctx *, float *, uint8_t *, const float *const *, const uint8_t *, int64_t);
+
+/* the build of kern_f32 for the ISA cpu_vmath runs */
+static kern_f32_fn kern_f32_pick(void)
+{
+#if defined(__x86_64__)
+    const char *isa = rgpu_vm_isa();
+    if (!strcmp(isa, "avx512")) return kern_f32_avx512;
+    if (!strcmp(isa, "avx2")) return kern_f32_avx2;
+#endif
+    return kern_f32_base;
+}
 
 #define PW_T double
 #define PW_F(fn) fn
 #define PW_VROW(fn, r, a, n) do { for (int64_t i_ = 0; i_ < (n); i_++) (r)[i_] = fn((a)[i_]); } while (0)
 #define PW_OWN p.own_d
 #define PW_M(fn) op_##fn##_d
+#define PW_TARGET
 #define PW_KERNEL kern_f64
 #define PW_V(fn) vm_##fn##_f64
 #define PW_SPECIAL op_special_d
@@ -84,6 +118,7 @@ typedef struct pw_ctx {
 #undef PW_OWN
 #undef PW_M
 #undef PW_KERNEL
+#undef PW_TARGET
 #undef PW_V
 #undef PW_SPECIAL
 
@@ -249,12 +284,12 @@ static void chunk_f32(pw_ctx *c, char *const *p, const int64_t *s, int64_t i0, i
     }
     char *dst = p[0] + i0 * s[0];
     if (c->res_bool) {
-        kern_f32(c, NULL, rb, x, cond, m);
+        c->kf32(c, NULL, rb, x, cond, m);
         store_row_01(dst, c->dt[0], s[0], rb, m);
     } else if (f32 && c->dt[0] == RGPU_F32 && s[0] == 4) {
-        kern_f32(c, (float *)dst, NULL, x, cond, m);
+        c->kf32(c, (float *)dst, NULL, x, cond, m);
     } else {
-        kern_f32(c, res, NULL, x, cond, m);
+        c->kf32(c, res, NULL, x, cond, m);
         if (!f32 && c->dt[0] != c->cdt) round_row_half(res, c->cdt, m);
         cpu_store_row_f32(dst, c->dt[0], s[0], res, m);
     }
@@ -334,7 +369,7 @@ static bool pw_row_f32_direct(pw_ctx *c, char *const *p, const int64_t *s, int64
         if (c->dt[k] != RGPU_F32 || s[k] != 4) return false;
     const float *x[PW_MAX_IN] = { NULL, NULL, NULL };
     for (int k = 1; k <= c->nin; k++) x[k - 1] = (const float *)p[k];
-    kern_f32(c, (float *)p[0], NULL, x, NULL, n);
+    c->kf32(c, (float *)p[0], NULL, x, NULL, n);
     return true;
 }
 
@@ -375,6 +410,7 @@ static rgpu_status op_pointwise(const rgpu_exec *e, const pw_layout *L, char *er
     c.ct = rgpu_op_pointwise_compute_class(c.cdt);
     c.nin = e->n_in;
     c.res_bool = L->res_bool;
+    c.kf32 = kern_f32_pick();
     if (!rgpu_op_pointwise_supports(e->op, c.ct))
         RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name, rgpu_dtype_name(c.cdt));
 

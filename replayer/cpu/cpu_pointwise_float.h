@@ -1,7 +1,10 @@
 /* cpu_pointwise_float.h — the floating-point compute loops of cpu_pointwise.c.
  *
- * Included twice by cpu_pointwise.c only: once with PW_T float (the opmath of
- * f32, f16 and bf16) and once with PW_T double (f64). The includer defines
+ * Included by cpu_pointwise.c only: with PW_T float (the opmath of f32, f16
+ * and bf16) once per ISA build (the baseline, AVX2, AVX-512F: PW_TARGET, the
+ * same values, only wider loops) and with PW_T double (f64). The includer
+ * defines
+ *   PW_TARGET   a target attribute for the function, or nothing
  *   PW_T        the compute type
  *   PW_F(fn)    the libm function of that type (expf or exp)
  *   PW_OWN      the ctx field holding the op's own scalar in PW_T
@@ -18,8 +21,8 @@
  * logical ops, isnan). r may be the memory of an input (in-place): every loop
  * reads element i before writing it. */
 
-static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
-                      const uint8_t *cond, int64_t n)
+PW_TARGET static void PW_KERNEL(pw_ctx *c, PW_T *r, uint8_t *rb, const PW_T *const *x,
+                                const uint8_t *cond, int64_t n)
 {
     const PW_T *a = x[0], *b = x[1], *w = x[2];
     const PW_T zero = 0, one = 1, half = (PW_T)0.5;
