@@ -38,6 +38,10 @@
 /* ---------------------------------------------------------------------------
  * Kernel context */
 
+struct pw_ctx;
+/* kern_f32's signature (its builds: below) */
+typedef void (*kern_f32_fn)(struct pw_ctx *, float *, uint8_t *, const float *const *, const uint8_t *, int64_t);
+
 typedef struct pw_ctx {
     int op;
     int ct;                  /* CT_* */
@@ -48,7 +52,7 @@ typedef struct pw_ctx {
     bool res_bool;
     op_pw_params p;          /* the op's own args, WHERE, CLAMP, POW */
     _Atomic bool zero_div;   /* set by integer division by zero (from any pool thread) */
-    void (*kf32)(struct pw_ctx *, float *, uint8_t *, const float *const *, const uint8_t *, int64_t);
+    kern_f32_fn kf32;        /* the build of kern_f32 for this CPU (kern_f32_pick) */
 } pw_ctx;
 
 /* block of the vector math rows in kern_f32/_f64 (two on the stack) */
@@ -89,8 +93,6 @@ typedef struct pw_ctx {
 #undef PW_V
 #undef PW_VROW
 #undef PW_SPECIAL
-
-typedef void (*kern_f32_fn)(pw_ctx *, float *, uint8_t *, const float *const *, const uint8_t *, int64_t);
 
 /* the build of kern_f32 for the ISA cpu_vmath runs */
 static kern_f32_fn kern_f32_pick(void)

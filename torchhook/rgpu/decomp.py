@@ -1466,7 +1466,9 @@ def _foreach_handler(func):
         known = _LISTS.get(sig) if sig is not None else None
         if known is not None:
             tail, plan, specs, bits = known
-            if not any(p.default_value in vals[i] for i, p in plan[2]) and not (bits and _any_bits(vals, ks)):
+            # a value the dispatcher would leave out as its default: another layout (the dispatcher's path)
+            if not any(_is_default(p, x) for i, p in plan[2] for x in vals[i]) and \
+                    not (bits and _any_bits(vals, ks)):
                 for j in range(n):
                     results.append(tail(*_lay_out(plan, vals, j), specs[j]))
                 j = n

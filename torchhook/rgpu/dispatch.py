@@ -392,6 +392,7 @@ def _table_handler(func, mapper, check_overlap=True, prep=None, complex_ok=True)
         if temps:
             free_temps(temps)
         return t
+
     def spec_of(args, kwargs):
         key = make_key(func, args, kwargs)
         return _CACHE.get(key) if key is not None else None
