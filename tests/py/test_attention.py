@@ -105,7 +105,7 @@ def test_strided_inputs_and_expanded_grad():
 
 
 def test_output_specs_kept_per_layout_and_gradient_mask():
-    """The outputs' metadata is kept per call shape (attention._SPECS: the
+    """The outputs' metadata is kept per call shape (tensor.kept_specs: the
     meta kernels cost more than the rest of the call): the query's layout
     decides the output's strides as ATen's meta says, every time; which
     gradients a backward makes is part of what is kept."""

@@ -34,30 +34,12 @@ from . import _C
 from . import random as _random
 from .args import need_remote
 from .registry import register, register_autograd
-from .tensor import meta_like, out_specs, record_outs
+from .tensor import kept_specs, meta_like, record_outs
 
 aten = torch.ops.aten
 MAX_HEAD = 128               # replayer/op/attention.h RGPU_SDPA_MAX_HEAD
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _counts = {"fused": 0, "composite": 0}
-# The outputs' (key, out_def) per call shape: forward under ("fwd", q, k, v
-# keys), backward under ("bwd", the keys, which gradients). The meta kernels
-# (Python prims, empty_like's layout rule) cost 100-200 us a call; a training
-# step calls with the same keys every time.
-_SPECS = {}
-_SPECS_MAX = 1024
-
-
-def _specs(key, metas):
-    """The outputs' specs kept under key, made from metas() on the first call."""
-    s = _SPECS.get(key)
-    if s is None:
-        if len(_SPECS) >= _SPECS_MAX:
-            _SPECS.clear()
-        s = _SPECS[key] = out_specs(metas())
-    return s
-
-
 def counts():
     """SDPA calls since the start of the process: fused (one record each way)
     and composite (ATen's math path)."""
@@ -147,7 +129,8 @@ def _sdpa(func, args, kwargs):
         r = aten._scaled_dot_product_fused_attention_overrideable.default(meta_like(q), meta_like(k), meta_like(v),
                                                                            None, 0.0, False, False)
         return [r[0], r[1], r[6], r[7]]
-    specs = _specs(("fwd", q._key, k._key, v._key), metas)
+    # the meta kernel costs more than the rest of the call: its specs kept per q/k/v keys
+    specs = kept_specs(("sdpa", q._key, k._key, v._key), metas)
     seed, offset = _random._draw() if p > 0 else (0, 0)     # one Philox offset per record that drops
     out, lse, pseed, poffset = record_outs(
         _C.OP_SDPA, specs, (q._tid, k._tid, v._tid, None if bias is None else bias._tid),
@@ -179,7 +162,7 @@ def _sdpa_backward(func, args, kwargs):
     bias = _bias(bias, q, k)
     E = q.shape[3]
     want = tuple(bool(w) for w in mask[:3])
-    specs = _specs(("bwd", q._key, k._key, v._key, want),
+    specs = kept_specs(("sdpa_backward", q._key, k._key, v._key, want),
                    lambda: [torch.empty_like(meta_like(t)) if w else None for t, w in zip((q, k, v), want)])
     dq, dk, dv = record_outs(_C.OP_SDPA_BACKWARD, specs,
                               (g._tid, q._tid, k._tid, v._tid, None if bias is None else bias._tid, out._tid,

@@ -30,7 +30,7 @@ from .args import arg, device_error, free_temps
 # (register stays importable from here: rgpu.dispatch.register)
 from .registry import HANDLERS as _HANDLERS, REGISTERED as _REGISTERED, register  # noqa: F401
 from .tensor import (DEVICE, PENDING as _PENDING, RemoteTensor, Storage, flush_pending, key_of, meta_of, out_def,
-                     rebind, record_later, record_new, record_outs, record_view, set_dispatcher, wrap)
+                     out_specs, rebind, record_later, record_new, record_outs, record_view, set_dispatcher, wrap)
 
 aten = torch.ops.aten
 _record = _C.record
@@ -443,14 +443,7 @@ def _multi_new(func, mapper, prep=None, complex_ok=True):
             metas = [_plain(x) for x in infer(func, args, kwargs)]
             if not complex_ok:
                 _refuse_complex(func, args, kwargs, metas)
-            outs = []
-            for m in metas:
-                if m is None:
-                    outs.append(None)
-                else:
-                    k = key_of(m)
-                    outs.append((k, out_def(k, m.untyped_storage().nbytes())))
-            spec = (tuple(outs), prep(args, kwargs) if prep is not None else None)
+            spec = (tuple(out_specs(metas)), prep(args, kwargs) if prep is not None else None)
             _remember(key, spec)
         op, ins, rargs, temps = mapper(args, kwargs, spec[1])
         r = record_outs(op, spec[0], ins, rargs, metas)

@@ -32,7 +32,7 @@ from ._dtypes import c10_name
 from .args import arg, free_temps, need_remote, upload_temp
 from .dispatch import _cached_meta_key
 from .registry import register
-from .tensor import RemoteTensor, Storage, key_of, meta_of, out_def, rebind, record_new, wrap
+from .tensor import RemoteTensor, kept_specs, meta_of, out_def, rebind, record_new, record_outs
 
 aten = torch.ops.aten
 
@@ -330,32 +330,6 @@ def _randperm_out(func, args, kwargs):
     return out
 
 
-_DROPOUT_SPECS = {}      # x's metadata key -> (y, mask) (key, out_def) pairs
-
-
-def _dropout_specs(x):
-    """Output metadata of native_dropout(x): y and mask are empty_like(x) (ATen:
-    preserve_format), mask bool. Cached: meta empty_like is Python and slow."""
-    specs = _DROPOUT_SPECS.get(x._key)
-    if specs is None:
-        mx = meta_of(x)
-        specs = []
-        for m in (torch.empty_like(mx), torch.empty_like(mx, dtype=torch.bool)):
-            k = key_of(m)
-            specs.append((k, out_def(k, m.untyped_storage().nbytes())))
-        if len(_DROPOUT_SPECS) > 10_000:
-            _DROPOUT_SPECS.clear()
-        _DROPOUT_SPECS[x._key] = specs
-    return specs
-
-
-def _new_out(spec):
-    """A new output definition for a record, and the RemoteTensor it will be."""
-    k, odef = spec
-    tid, sid = _C.new_id(), _C.new_id()
-    return (tid, sid) + odef, wrap(k, Storage(sid, odef[4]), tid)
-
-
 def _native_dropout(func, args, kwargs):
     """(y, mask): y = x * keep / (1 - p), mask = keep (bool), keep_i ~ Bernoulli(1 - p)."""
     x = args[0]
@@ -365,11 +339,10 @@ def _native_dropout(func, args, kwargs):
     if not 0.0 <= p <= 1.0:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     _need_float(x, "native_dropout")
-    sy, sm = _dropout_specs(x)
-    dy, y = _new_out(sy)
-    dm, mask = _new_out(sm)
-    _C.record(_C.OP_NATIVE_DROPOUT, (dy, dm), (x._tid,), (p, None if train is None else bool(train)) + _draw())
-    return y, mask
+    # y and mask are empty_like(x) (ATen: preserve_format), mask bool; meta empty_like is Python and slow
+    specs = kept_specs(("native_dropout", x._key),
+                       lambda: [torch.empty_like(meta_of(x)), torch.empty_like(meta_of(x), dtype=torch.bool)])
+    return record_outs(_C.OP_NATIVE_DROPOUT, specs, (x._tid,), (p, None if train is None else bool(train)) + _draw())
 
 
 def _native_dropout_backward(func, args, kwargs):

@@ -379,6 +379,25 @@ def out_specs(metas):
     return specs
 
 
+# Output specs kept by the handlers whose meta kernels are Python and slow
+# (native_dropout's empty_like, SDPA's prims): key -> out_specs, the key a
+# tuple led by the caller's name and holding every input key the outputs'
+# metadata depends on.
+_KEPT = {}
+_KEPT_MAX = 10_000
+
+
+def kept_specs(key, metas):
+    """The output specs kept under key, made from metas() (the outputs' meta
+    tensors, None for an absent one) on the first call."""
+    s = _KEPT.get(key)
+    if s is None:
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        s = _KEPT[key] = out_specs(metas())
+    return s
+
+
 def record_outs(op, specs, ins, args, metas=None):
     """Record op whose outputs are new tensors on new storages, specs[i] = (key,
     out_def) or None for an absent output (tid 0); metas[i] their meta tensors
