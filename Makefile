@@ -293,7 +293,7 @@ EMU_CXX    := $(CXX) -std=c++17 $(OPT) $(SAN) -fPIC -ffp-contract=off -Wall -Wer
 EMU_KFLAGS := -x c++ -Wno-unknown-pragmas -include cudaemu.h -Itrace-format $(REPLAYER_INC)
 EMU_CUH    := $(patsubst %,$(EMU_B)/emu/src/%,$(wildcard replayer/cuda/*.cuh))
 EMU_LIBS   := $(EMU_B)/lib/libcudaemu.so $(EMU_B)/lib/libcublas.so.13 $(EMU_B)/lib/libcusolver.so.12 \
-              $(EMU_B)/lib/libcufft.so.12
+              $(EMU_B)/lib/libcufft.so.12 $(EMU_B)/lib/libcudnn.so.9
 
 # (kept: compiler messages point at replayer/cuda/ through #line, the copies help a debugger)
 .PRECIOUS: $(EMU_B)/emu/src/%
@@ -309,6 +309,9 @@ $(EMU_B)/lib/libcudaemu.so: $(EMU_DIR)/runtime.cpp $(EMU_DIR)/cudaemu.h $(EMU_DI
 $(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
+$(EMU_B)/lib/libcudnn.so.9: $(EMU_DIR)/cudnn_emu.cpp $(EMU_B)/lib/libcudaemu.so
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -shared -Wl,-soname,libcudnn.so.9 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
 $(EMU_B)/lib/libcusolver.so.12: $(EMU_DIR)/cusolver_emu.cpp $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcusolver.so.12 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib -llapacke -lopenblas

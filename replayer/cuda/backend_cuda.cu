@@ -964,6 +964,7 @@ static void cu_destroy(rgpu_backend *b) {
         cb->c.blas.handle = NULL;
         rgpu_cublas_unload(&cb->c.blas);
         rgpu_cusolver_unload(&cb->c.solver);
+        rgpu_cudnn_unload(&cb->c.dnn);
         if (cb->live) {
             for (auto &kv : *cb->live)
                 if (kv.second & ~IDLE) cudaFree(kv.first);   // cached and (leaked) live blocks alike

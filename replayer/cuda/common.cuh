@@ -165,6 +165,72 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
 extern "C" void rgpu_cusolver_unload(rgpu_cusolver *s);
 
 // ---------------------------------------------------------------------------
+// cuDNN (legacy convolution API, cuDNN 9 or 8), loaded at run time like
+// cuBLAS, on the first convolution (conv.cu): without it convolution runs on
+// im2col + cuBLAS. Handles and descriptors are opaque pointers; enums are
+// ints: cudnnDataType_t FLOAT = 0, DOUBLE = 1, HALF = 2, BFLOAT16 = 9;
+// cudnnTensorFormat_t NCHW = 0, NHWC = 1; cudnnConvolutionMode_t
+// CROSS_CORRELATION = 1; cudnnMathType_t DEFAULT = 0, TENSOR_OP = 1, FMA = 3;
+// cudnnDeterminism_t DETERMINISTIC = 1. cudnnStatus_t 0 = success.
+// Algorithm perf results (fwd, bwd data, bwd filter share the layout):
+struct rgpu_cudnn_perf {
+    int algo, status;
+    float time;
+    size_t memory;
+    int determinism, math_type;
+    int reserved[3];
+};
+struct rgpu_cudnn {
+    void *lib;                    // dlopen handle; NULL when absent
+    void *handle;                 // cudnnHandle_t on the backend's stream
+    bool tried;                   // load attempted (why says the outcome)
+    char why[400];
+    void *cache;                  // conv.cu's algorithm cache (per shape)
+    size_t (*GetVersion)(void);
+    const char *(*GetErrorString)(int status);
+    int (*Create)(void **handle);
+    int (*Destroy)(void *handle);
+    int (*SetStream)(void *handle, cudaStream_t s);
+    int (*CreateTensorDescriptor)(void **d);
+    int (*DestroyTensorDescriptor)(void *d);
+    int (*SetTensorNdDescriptor)(void *d, int dtype, int nb_dims, const int *dims, const int *strides);
+    int (*CreateFilterDescriptor)(void **d);
+    int (*DestroyFilterDescriptor)(void *d);
+    int (*SetFilterNdDescriptor)(void *d, int dtype, int format, int nb_dims, const int *dims);
+    int (*CreateConvolutionDescriptor)(void **d);
+    int (*DestroyConvolutionDescriptor)(void *d);
+    int (*SetConvolutionNdDescriptor)(void *d, int n, const int *pad, const int *stride, const int *dilation, int mode,
+                                      int compute_type);
+    int (*SetConvolutionGroupCount)(void *d, int groups);
+    int (*SetConvolutionMathType)(void *d, int math_type);
+    // Get*Algorithm_v7(handle, the three operand descriptors in the order of
+    // the call below, conv, requested, *returned, perf[requested])
+    int (*GetConvolutionForwardAlgorithm_v7)(void *h, void *x, void *w, void *conv, void *y, int n, int *got,
+                                             rgpu_cudnn_perf *perf);
+    int (*GetConvolutionBackwardDataAlgorithm_v7)(void *h, void *w, void *dy, void *conv, void *dx, int n, int *got,
+                                                  rgpu_cudnn_perf *perf);
+    int (*GetConvolutionBackwardFilterAlgorithm_v7)(void *h, void *x, void *dy, void *conv, void *dw, int n, int *got,
+                                                    rgpu_cudnn_perf *perf);
+    // alpha/beta point at double for double data, at float otherwise
+    int (*ConvolutionForward)(void *h, const void *alpha, void *xd, const void *x, void *wd, const void *w, void *conv,
+                              int algo, void *ws, size_t ws_bytes, const void *beta, void *yd, void *y);
+    int (*ConvolutionBackwardData)(void *h, const void *alpha, void *wd, const void *w, void *dyd, const void *dy,
+                                   void *conv, int algo, void *ws, size_t ws_bytes, const void *beta, void *dxd, void *dx);
+    int (*ConvolutionBackwardFilter)(void *h, const void *alpha, void *xd, const void *x, void *dyd, const void *dy,
+                                     void *conv, int algo, void *ws, size_t ws_bytes, const void *beta, void *dwd,
+                                     void *dw);
+};
+
+// cudnn_loader.cu: finds and dlopens cuDNN ($RGPU_CUDNN_PATH, the loader's
+// search for libcudnn.so.9/.so.8/.so, the toolkit folders, pip wheels
+// nvidia/{cu13,cudnn}/lib) and fills the table, handle left NULL. false with
+// the reason in why when absent; on success why names the library.
+extern "C" bool rgpu_cudnn_load(rgpu_cudnn *d, char *why, size_t whylen);
+// Destroys the handle and the cache (conv.cu's rgpu_cuda_conv_cache_free), dlcloses.
+extern "C" void rgpu_cudnn_unload(rgpu_cudnn *d);
+extern "C" void rgpu_cuda_conv_cache_free(rgpu_cudnn *d);
+
+// ---------------------------------------------------------------------------
 // The backend context every family entry point receives.
 struct rgpu_cuda_ctx {
     int device;
@@ -175,6 +241,7 @@ struct rgpu_cuda_ctx {
     bool capturing;               // a graph capture is recording this stream (backend.h graph_begin)
     rgpu_cusolver solver;         // loaded by the first linalg op (linalg.cu)
     void *pw_batch;               // pointwise launches held back to run as one (pointwise.cu)
+    rgpu_cudnn dnn;               // loaded by the first convolution (conv.cu)
 };
 
 // 32-bit division by a fixed divisor d (0 < d < 2^31) for n < 2^31:

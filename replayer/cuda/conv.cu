@@ -1,5 +1,6 @@
-// conv.cu — convolution and convolution_backward on the CUDA backend:
-// im2col + cuBLAS GEMM per (chunk of images, group), 3-D (N,C,D,H,W), 2-D
+// conv.cu — convolution and convolution_backward on the CUDA backend: on
+// cuDNN where it is found (the section "cuDNN" below), else (and for integer
+// dtypes) im2col + cuBLAS GEMM per (chunk of images, group), 3-D (N,C,D,H,W), 2-D
 // (N,C,H,W) as D = 1 and 1-D (N,C,L) as D = H = 1, plain and transposed.
 // CPU reference: rgpu_cpu_dense_conv.c
 // (same checks, messages, geometry and compute types).
@@ -16,6 +17,9 @@
 // element summing its (ki, kj) contributions in order (no atomics); dw
 // accumulates image after image with beta = 1; db is a fixed-order tree sum.
 #include "dense.cuh"
+
+#include <map>
+#include <vector>
 
 // ---------------------------------------------------------------------------
 // Geometry: op_conv_geom, op_conv_args, rgpu_op_conv_parse_args, rgpu_op_conv_geometry,
@@ -347,6 +351,313 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, rgpu_dcu::scratch &sc, int ct
 }
 
 // ---------------------------------------------------------------------------
+// cuDNN (cudnn_loader.cu: loaded on the first convolution; RGPU_CUDNN=0 keeps
+// the im2col path). The three cores are cuDNN's three calls over the same
+// geometry: conv_fwd = cudnnConvolutionForward(I, w) -> G, conv_data =
+// cudnnConvolutionBackwardData(w, G) -> I, conv_weight =
+// cudnnConvolutionBackwardFilter(I, G) -> dw (cross-correlation, groups,
+// padding, stride, dilation; 1-d as 2-d with H = 1, 3-d as 3-d).
+// float32/float16/bfloat16 compute in float, float64 in double;
+// float16/bfloat16 on tensor cores (CUDNN_TENSOR_OP_MATH), float32 on FMA
+// (TF32 only with allow_tf32, as cuBLAS here).
+// The algorithm: the first of cuDNN's heuristic list (the _v7 queries: no
+// timing, so the same choice on every run with the same cuDNN and GPU) that
+// is supported, deterministic and whose workspace fits DNN_WS_CAP, chosen
+// once per (core, dtype, sizes, strides, layout, geometry) and kept; the same
+// algorithm over the same inputs gives the same bits. Tensors of positive
+// strides go as they are, a weight (or dw) NCHW- or NHWC-packed as it is; an
+// input weight packed otherwise, or a broadcast (0-stride) input, through a
+// packed copy. What cuDNN cannot take (integer dtypes, an empty batch, an
+// output it cannot address, a shape with no deterministic algorithm, more
+// than int32 can index) runs on im2col; RGPU_CUDA_VERBOSE=1 logs each choice.
+
+namespace {
+
+enum { DNN_FWD = 0, DNN_DATA = 1, DNN_FILTER = 2 };
+const char *const DNN_CORE[] = { "forward", "backward data", "backward filter" };
+// cuDNN enums (common.cuh)
+enum { DNN_FLOAT = 0, DNN_DOUBLE = 1, DNN_HALF = 2, DNN_BF16 = 9 };
+enum { DNN_NCHW = 0, DNN_NHWC = 1, DNN_XCORR = 1 };
+enum { DNN_DEFAULT_MATH = 0, DNN_TENSOR_OP_MATH = 1, DNN_TENSOR_OP_CONVERSION = 2, DNN_FMA_MATH = 3 };
+const size_t DNN_WS_CAP = 1024ull << 20;
+const size_t DNN_CACHE_MAX = 4096;
+
+struct dnn_choice { int algo, math; size_t ws; bool ok; };
+struct dnn_cache { std::map<std::vector<long long>, dnn_choice> m; };
+
+// A tensor operand as cuDNN takes it: sizes and strides as ints.
+struct dnn_td { int nd, dims[5], strides[5]; };
+
+// false when cuDNN cannot take v as it is: a stride <= 0 on a dim of size > 1,
+// or a size, stride or span past int. A size-1 dim gets the stride its inner
+// dims span (its own is never used; cuDNN reads layouts from strides).
+bool td_of(const rgpu_view *v, dnn_td *t)
+{
+    long long inner = 1, span = 1;
+    t->nd = v->ndim;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        long long n = v->sizes[d], st = n == 1 ? inner : v->strides[d];
+        if (st <= 0 || n > INT_MAX || st > INT_MAX) return false;
+        span += (n - 1) * st;
+        if (span > INT_MAX) return false;
+        t->dims[d] = (int)n;
+        t->strides[d] = (int)st;
+        if (n * st > inner) inner = n * st;
+    }
+    return true;
+}
+
+// v packed in dim order perm (outermost first), sizes-1 dims free.
+bool packed_as(const rgpu_view *v, const int *perm)
+{
+    long long want = 1;
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        int d = perm[i];
+        if (v->sizes[d] != 1 && v->strides[d] != want) return false;
+        want *= v->sizes[d];
+    }
+    return true;
+}
+
+// The filter format a weight-shaped view is packed in: NCHW, NHWC, or -1.
+int filter_format(const rgpu_view *w)
+{
+    static const int nchw[5] = { 0, 1, 2, 3, 4 }, nhwc4[4] = { 0, 2, 3, 1 }, nhwc5[5] = { 0, 2, 3, 4, 1 };
+    if (packed_as(w, nchw)) return DNN_NCHW;
+    if (packed_as(w, w->ndim == 5 ? nhwc5 : nhwc4)) return DNN_NHWC;
+    return -1;
+}
+
+// The descriptors of one call, destroyed with it.
+struct dnn_descs {
+    rgpu_cudnn *D;
+    void *a = NULL, *b = NULL, *f = NULL, *conv = NULL;   // a: the I side, b: the G side
+    explicit dnn_descs(rgpu_cudnn *d) : D(d) {}
+    ~dnn_descs()
+    {
+        if (a) D->DestroyTensorDescriptor(a);
+        if (b) D->DestroyTensorDescriptor(b);
+        if (f) D->DestroyFilterDescriptor(f);
+        if (conv) D->DestroyConvolutionDescriptor(conv);
+    }
+    dnn_descs(const dnn_descs &) = delete;
+    dnn_descs &operator=(const dnn_descs &) = delete;
+};
+
+}  // namespace
+
+extern "C" void rgpu_cuda_conv_cache_free(rgpu_cudnn *d)
+{
+    delete (dnn_cache *)d->cache;
+    d->cache = NULL;
+}
+
+// cuDNN on the backend's stream, loaded on first use; false (the im2col path)
+// when turned off or absent, said once on the server's log.
+static bool dnn_ready(rgpu_cuda_ctx *c)
+{
+    rgpu_cudnn *D = &c->dnn;
+    if (D->handle) return true;
+    if (D->tried) return false;
+    char why[sizeof D->why];
+    const char *env = getenv("RGPU_CUDNN");
+    if (env && !strcmp(env, "0")) {
+        snprintf(why, sizeof why, "RGPU_CUDNN=0");
+    } else if (rgpu_cudnn_load(D, why, sizeof why)) {
+        void *h = NULL;
+        int s = D->Create(&h);
+        if (s == 0 && (s = D->SetStream(h, c->stream)) != 0) D->Destroy(h);
+        if (s == 0) {
+            D->handle = h;
+            D->cache = new dnn_cache;
+        } else {
+            char lib[200];
+            snprintf(lib, sizeof lib, "%.199s", why);
+            snprintf(why, sizeof why, "%.199s: cudnnCreate/cudnnSetStream failed: %.120s (cudnnStatus %d)", lib,
+                     D->GetErrorString(s), s);
+            rgpu_cudnn_unload(D);
+        }
+    }
+    D->tried = true;
+    snprintf(D->why, sizeof D->why, "%s", why);
+    if (D->handle) fprintf(stderr, "rgpu cuda: convolution on %s\n", D->why);
+    else fprintf(stderr, "rgpu cuda: %s: convolution on im2col + cuBLAS\n", D->why);
+    return D->handle != NULL;
+}
+
+// A packed copy of input v in scratch (its dtype and sizes): what cuDNN
+// takes when v is not.
+static rgpu_status dnn_stage(rgpu_cuda_ctx *c, rgpu_dcu::scratch &sc, const rgpu_view *v, rgpu_view *out,
+                             const char *name, char *err, size_t errlen)
+{
+    void *p = sc.get(rgpu_op_numel(v), rgpu_dtype_size(v->dtype));
+    RETURN_ERROR_IF(!p, RGPU_ERR_NOMEM, "%s: out of device memory staging a convolution operand", name);
+    *out = rgpu_dcu::contig_view(p, v->dtype, v->ndim, v->sizes);
+    return rgpu_dcu::copy(c, out, v, err, errlen);
+}
+
+// One core on cuDNN: I, G (4-d, or 5-d for 3-d) and W (the weight, or dw)
+// of one floating dtype, the written one being I (DNN_DATA), G (DNN_FWD) or
+// W (DNN_FILTER). *done false, nothing enqueued: the caller runs im2col.
+static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_geom *g, const rgpu_view *I,
+                            const rgpu_view *G, const rgpu_view *W, bool *done, char *err, size_t errlen)
+{
+    *done = false;
+    int dt = W->dtype;
+    if ((dt != RGPU_F32 && dt != RGPU_F64 && dt != RGPU_F16 && dt != RGPU_BF16) || rgpu_op_numel(I) == 0 ||
+        rgpu_op_numel(G) == 0 || rgpu_op_numel(W) == 0 || g->groups > INT_MAX || !dnn_ready(c))
+        return RGPU_OK;
+    rgpu_cudnn *D = &c->dnn;
+    const char *name = rgpu_op_name(op);
+    rgpu_dcu::scratch sc(c);
+    // operands as cuDNN takes them (staged: a packed copy; the written one copied back after)
+    rgpu_view v[3] = { *I, *G, *W }, staged[3];
+    bool is_out[3] = { core == DNN_DATA, core == DNN_FWD, core == DNN_FILTER }, stage[3] = { false, false, false };
+    dnn_td td[2];
+    for (int i = 0; i < 2; i++)
+        if (!td_of(&v[i], &td[i])) {
+            if (is_out[i]) return RGPU_OK;   // (the client's outputs are never broadcast)
+            stage[i] = true;
+            FORWARD_IF_ERROR(dnn_stage(c, sc, &v[i], &staged[i], name, err, errlen));
+            if (!td_of(&staged[i], &td[i])) return RGPU_OK;   // past int even packed
+        }
+    int fmt = filter_format(&v[2]);
+    if (fmt < 0) {
+        if (is_out[2]) return RGPU_OK;       // dw: ATen's is packed like the weight
+        stage[2] = true;
+        fmt = DNN_NCHW;
+        FORWARD_IF_ERROR(dnn_stage(c, sc, &v[2], &staged[2], name, err, errlen));
+    }
+    const rgpu_view *x[3];
+    for (int i = 0; i < 3; i++) x[i] = stage[i] ? &staged[i] : &v[i];
+    for (int d = 0; d < W->ndim; d++)
+        if (W->sizes[d] > INT_MAX || rgpu_op_numel(W) > INT_MAX) return RGPU_OK;
+
+    int nd = W->ndim, nsp = nd - 2;
+    int ddt = dt == RGPU_F64 ? DNN_DOUBLE : dt == RGPU_F16 ? DNN_HALF : dt == RGPU_BF16 ? DNN_BF16 : DNN_FLOAT;
+    int wdims[5], pad[3], str[3], dil[3];
+    for (int d = 0; d < nd; d++) wdims[d] = (int)W->sizes[d];
+    const int64_t p3[3] = { g->pt, g->ph, g->pw }, s3[3] = { g->st, g->sh, g->sw }, d3[3] = { g->dt, g->dh, g->dw };
+    for (int i = 0; i < nsp; i++) {
+        int k = 3 - nsp + i;
+        if (p3[k] > INT_MAX || s3[k] > INT_MAX || d3[k] > INT_MAX) return RGPU_OK;
+        pad[i] = (int)p3[k]; str[i] = (int)s3[k]; dil[i] = (int)d3[k];
+    }
+    // float32 stays off TF32 unless allowed; float16/bfloat16 take tensor cores
+    bool f32_exact = dt == RGPU_F32 && !c->allow_tf32;
+    int math = dt == RGPU_F64 ? DNN_DEFAULT_MATH : f32_exact ? DNN_FMA_MATH : DNN_TENSOR_OP_MATH;
+
+    dnn_descs ds(D);
+    int s = 0;
+    const char *call = "";
+#define DNN_TRY(what, expr) do { if (s == 0) { call = what; s = (expr); } } while (0)
+    DNN_TRY("cudnnCreateTensorDescriptor", D->CreateTensorDescriptor(&ds.a));
+    DNN_TRY("cudnnCreateTensorDescriptor", D->CreateTensorDescriptor(&ds.b));
+    DNN_TRY("cudnnCreateFilterDescriptor", D->CreateFilterDescriptor(&ds.f));
+    DNN_TRY("cudnnCreateConvolutionDescriptor", D->CreateConvolutionDescriptor(&ds.conv));
+    DNN_TRY("cudnnSetTensorNdDescriptor", D->SetTensorNdDescriptor(ds.a, ddt, nd, td[0].dims, td[0].strides));
+    DNN_TRY("cudnnSetTensorNdDescriptor", D->SetTensorNdDescriptor(ds.b, ddt, nd, td[1].dims, td[1].strides));
+    DNN_TRY("cudnnSetFilterNdDescriptor", D->SetFilterNdDescriptor(ds.f, ddt, fmt, nd, wdims));
+    DNN_TRY("cudnnSetConvolutionNdDescriptor", D->SetConvolutionNdDescriptor(ds.conv, nsp, pad, str, dil, DNN_XCORR,
+                                                                            dt == RGPU_F64 ? DNN_DOUBLE : DNN_FLOAT));
+    DNN_TRY("cudnnSetConvolutionGroupCount", D->SetConvolutionGroupCount(ds.conv, (int)g->groups));
+    DNN_TRY("cudnnSetConvolutionMathType", D->SetConvolutionMathType(ds.conv, math));
+    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
+
+    // the algorithm, chosen once per key
+    std::vector<long long> key = { core, dt, math, fmt, nd, (long long)g->groups };
+    for (int i = 0; i < 2; i++)
+        for (int d = 0; d < nd; d++) { key.push_back(td[i].dims[d]); key.push_back(td[i].strides[d]); }
+    for (int d = 0; d < nd; d++) key.push_back(wdims[d]);
+    for (int i = 0; i < nsp; i++) { key.push_back(pad[i]); key.push_back(str[i]); key.push_back(dil[i]); }
+    dnn_cache *cache = (dnn_cache *)D->cache;
+    auto it = cache->m.find(key);
+    if (it == cache->m.end()) {
+        rgpu_cudnn_perf perf[8];
+        int got = 0;
+        if (core == DNN_FWD) DNN_TRY("cudnnGetConvolutionForwardAlgorithm_v7",
+            D->GetConvolutionForwardAlgorithm_v7(D->handle, ds.a, ds.f, ds.conv, ds.b, 8, &got, perf));
+        else if (core == DNN_DATA) DNN_TRY("cudnnGetConvolutionBackwardDataAlgorithm_v7",
+            D->GetConvolutionBackwardDataAlgorithm_v7(D->handle, ds.f, ds.b, ds.conv, ds.a, 8, &got, perf));
+        else DNN_TRY("cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+            D->GetConvolutionBackwardFilterAlgorithm_v7(D->handle, ds.a, ds.b, ds.conv, ds.f, 8, &got, perf));
+        RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
+        dnn_choice ch = { -1, math, 0, false };
+        for (int i = 0; i < got && i < 8 && !ch.ok; i++) {
+            const rgpu_cudnn_perf &p = perf[i];
+            bool tf32 = p.math_type == DNN_TENSOR_OP_MATH || p.math_type == DNN_TENSOR_OP_CONVERSION;
+            if (p.status != 0 || p.determinism != 1 || p.memory > DNN_WS_CAP || (f32_exact && tf32)) continue;
+            ch = { p.algo, p.math_type, p.memory, true };
+        }
+        if (cache->m.size() >= DNN_CACHE_MAX) cache->m.clear();
+        it = cache->m.emplace(key, ch).first;
+        if (getenv("RGPU_CUDA_VERBOSE")) {
+            char shape[160];
+            int o = 0;
+            for (int i = 0; i < 2; i++)
+                for (int d = 0; d < nd && o < (int)sizeof shape - 16; d++)
+                    o += snprintf(shape + o, sizeof shape - o, "%s%d", d ? "x" : i ? " -> " : "", td[i].dims[d]);
+            if (ch.ok) fprintf(stderr, "rgpu cuda: cuDNN conv %s %s %s: algo %d, math %d, workspace %zu bytes\n",
+                               DNN_CORE[core], rgpu_dtype_name(dt), shape, ch.algo, ch.math, ch.ws);
+            else fprintf(stderr, "rgpu cuda: cuDNN conv %s %s %s: no deterministic algorithm, im2col\n",
+                         DNN_CORE[core], rgpu_dtype_name(dt), shape);
+        }
+    }
+    const dnn_choice ch = it->second;
+    if (!ch.ok) return RGPU_OK;
+    DNN_TRY("cudnnSetConvolutionMathType", D->SetConvolutionMathType(ds.conv, ch.math));
+    void *ws = NULL;
+    if (ch.ws) {
+        ws = sc.get((int64_t)ch.ws, 1);
+        RETURN_ERROR_IF(!ws, RGPU_ERR_NOMEM, "%s: out of device memory for cuDNN's workspace (%zu bytes)", name, ch.ws);
+    }
+    double one = 1.0, zero = 0.0;
+    float onef = 1.0f, zerof = 0.0f;
+    const void *alpha = dt == RGPU_F64 ? (const void *)&one : (const void *)&onef;
+    const void *beta = dt == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
+    if (core == DNN_FWD) DNN_TRY("cudnnConvolutionForward", D->ConvolutionForward(D->handle, alpha, ds.a, x[0]->data,
+        ds.f, x[2]->data, ds.conv, ch.algo, ws, ch.ws, beta, ds.b, x[1]->data));
+    else if (core == DNN_DATA) DNN_TRY("cudnnConvolutionBackwardData", D->ConvolutionBackwardData(D->handle, alpha,
+        ds.f, x[2]->data, ds.b, x[1]->data, ds.conv, ch.algo, ws, ch.ws, beta, ds.a, x[0]->data));
+    else DNN_TRY("cudnnConvolutionBackwardFilter", D->ConvolutionBackwardFilter(D->handle, alpha, ds.a, x[0]->data,
+        ds.b, x[1]->data, ds.conv, ch.algo, ws, ch.ws, beta, ds.f, x[2]->data));
+#undef DNN_TRY
+    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s (algo %d) failed: %s (cudnnStatus %d)", name, call, ch.algo,
+                    D->GetErrorString(s), s);
+    *done = true;
+    return RGPU_OK;
+}
+
+// y[n, ch, ...] += b[ch] after a cuDNN forward (the bias added in the opmath
+// T to the rounded convolution, as ATen adds it after cuDNN).
+template <typename T>
+static __global__ void bias_add_kernel(rgpu_cuda_view y, int dt, int64_t total, int64_t per, int64_t C,
+                                       rgpu_dcu::param b)
+{
+    DCU_LOOP(i, total) {
+        long long off = rgpu_cuda_offset(y, i);
+        T v = rf_add(rf_ld<T>(y.data, off, dt), (T)rgpu_dcu::param_at(b, (i / per) % C));
+        rf_st(y.data, off, dt, v);
+    }
+}
+
+static rgpu_status dnn_bias_add(rgpu_cuda_ctx *c, const rgpu_view *y, const rgpu_view *bias, char *err, size_t errlen)
+{
+    int64_t total = rgpu_op_numel(y), per = 1;
+    for (int d = 2; d < y->ndim; d++) per *= y->sizes[d];
+    if (total == 0) return RGPU_OK;
+    rgpu_cuda_view yv = rgpu_cuda_view_of(y);
+    if (rf_opmath_float({ y->dtype }))
+        bias_add_kernel<float><<<rgpu_dcu::blocks_for(total), rgpu_dcu::THREADS, 0, c->stream>>>(
+            yv, y->dtype, total, per, y->sizes[1], rgpu_dcu::param_of(bias));
+    else
+        bias_add_kernel<double><<<rgpu_dcu::blocks_for(total), rgpu_dcu::THREADS, 0, c->stream>>>(
+            yv, y->dtype, total, per, y->sizes[1], rgpu_dcu::param_of(bias));
+    RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
 // Entry points
 
 /* in x, w, bias?; stride, padding, dilation, transposed, output_padding, groups */
@@ -358,6 +669,10 @@ rgpu_status rgpu_cuda_dense_conv(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
     const char *name = rgpu_op_name(e->op);
 
     int ct = op_dense_ct_of(q.dt);
+    bool done;
+    if (!q.a.transposed) FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_FWD, &q.g, &q.x, &q.y, &q.w, &done, err, errlen));
+    else FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_DATA, &q.g, &q.y, &q.x, &q.w, &done, err, errlen));
+    if (done) return q.bias ? dnn_bias_add(c, &q.y, q.bias, err, errlen) : RGPU_OK;   /* y: O (C transposed) channels */
     if (ct != OP_CT_I64 && !rgpu_dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     rgpu_dcu::scratch sc(c);
     rgpu_status st;
@@ -383,6 +698,19 @@ rgpu_status rgpu_cuda_dense_conv_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
 
     int ct = op_dense_ct_of(q.dt);
     bool want_dx = q.dx0 && rgpu_op_numel(q.dx0) > 0, want_dw = q.dw0 && rgpu_op_numel(q.dw0) > 0;
+    bool done = false;
+    if (want_dx) {
+        rgpu_view dx = rgpu_op_conv_as_4d(q.dx0);
+        if (!q.a.transposed) FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_DATA, &q.g, &dx, &q.gr, &q.w, &done, err, errlen));
+        else FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_FWD, &q.g, &q.gr, &dx, &q.w, &done, err, errlen));
+        want_dx = !done;
+    }
+    if (want_dw) {
+        rgpu_view dw = rgpu_op_conv_as_4d(q.dw0);
+        if (!q.a.transposed) FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_FILTER, &q.g, &q.x, &q.gr, &dw, &done, err, errlen));
+        else FORWARD_IF_ERROR(dnn_conv(c, e->op, DNN_FILTER, &q.g, &q.gr, &q.x, &dw, &done, err, errlen));
+        want_dw = !done;
+    }
     if ((want_dx || want_dw) && !rgpu_dcu::have_blas(c, name, err, errlen)) return RGPU_ERR_UNSUPPORTED;
     if (want_dx) {
         rgpu_view dx = rgpu_op_conv_as_4d(q.dx0);

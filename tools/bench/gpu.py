@@ -28,7 +28,7 @@ families: add and gelu in f32/bf16, contiguous and broadcast (add) or strided
 classes; sum (all, and over the last dim); dropout; scaled-dot-product
 attention forward+backward (causal, T=1024, bf16); AdamW (foreach and
 fused=True) over GPT-2-small's 124 M parameters; conv2d forward+backward
-f32/bf16; matmul f32/bf16 4096^3.
+over ResNet-50's shapes, f32/bf16; matmul f32/bf16 4096^3.
 """
 import argparse
 import json
@@ -207,21 +207,28 @@ def families(scale):
         out.append(Fam(f"AdamW {kind} {numel / 1e6:.1f} M params ({len(shapes)} tensors)", "adamw", f32, adamw,
                        ("bytes", 7 * numel * 4)))
 
-    CN, CI, CH = max(2, int(32 * scale ** 0.5)), 64, max(8, int(56 * scale ** 0.25))
-    for dt in (f32, bf16):
-        s = "f32" if dt is f32 else "bf16"
+    # ResNet-50's convolutions (batch 32 at scale 1; below 1 the batch scales
+    # by sqrt(scale), sides and channels by scale^(1/4)): (Cin, Cout, k, stride, side)
+    CN, cs = max(2, int(32 * scale ** 0.5)), min(1.0, scale ** 0.25)
+    R50 = ((3, 64, 7, 2, 224), (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (128, 128, 3, 2, 56), (256, 256, 3, 1, 14),
+           (1024, 256, 1, 1, 14), (512, 512, 3, 1, 7))
+    for ci0, co0, k, st, side0 in R50:
+        ci, co, side = max(4, int(ci0 * cs)), max(4, int(co0 * cs)), max(4, int(side0 * cs))
+        so = (side + 2 * (k // 2) - k) // st + 1
+        for dt in (f32, bf16):
+            s = "f32" if dt is f32 else "bf16"
 
-        def conv(dev, dt=dt):
-            x = rnd((CN, CI, CH, CH), dt, dev, 30, True)
-            w = rnd((CI, CI, 3, 3), dt, dev, 31, True)
-            gy = rnd((CN, CI, CH, CH), dt, dev, 32)
+            def conv(dev, dt=dt, ci=ci, co=co, k=k, st=st, side=side, so=so):
+                x = rnd((CN, ci, side, side), dt, dev, 30, True)
+                w = rnd((co, ci, k, k), dt, dev, 31, True)
+                gy = rnd((CN, co, so, so), dt, dev, 32)
 
-            def f():
-                y = F.conv2d(x, w, padding=1)
-                return (y,) + torch.autograd.grad(y, (x, w), gy)
-            return f
-        out.append(Fam(f"conv2d {s} 3x3 fwd+bwd N{CN} C{CI} {CH}x{CH}", "conv2d", dt, conv,
-                       ("flops", 3 * 2 * CN * CI * CI * 9 * CH * CH)))
+                def f():
+                    y = F.conv2d(x, w, stride=st, padding=k // 2)
+                    return (y,) + torch.autograd.grad(y, (x, w), gy)
+                return f
+            out.append(Fam(f"conv2d {s} {k}x{k}/{st} fwd+bwd N{CN} {ci}->{co} {side}x{side}", "conv2d", dt, conv,
+                           ("flops", 3 * 2 * CN * ci * co * k * k * so * so)))
 
     M = d(4096, 16)
     for dt in (f32, bf16):

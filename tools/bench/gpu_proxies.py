@@ -46,7 +46,11 @@ JSON file.
                          (L3 - L1) / 2;
      peak device memory  torch.rgpu.max_memory_allocated() at the end of the
                          3-step runs (rgpu.stats() reports client counters,
-                         no memory).
+                         no memory);
+     CNN step            tools/models/cnn.py's ResNetSmall (batch 8, 16x16,
+                         SGD), per step as the GPT's, with convolution on
+                         cudaemu's cuDNN reference and with RGPU_CUDNN=0
+                         (im2col + cuBLAS).
    Counts are what host code launches (each launch once, where it is made), as
    a GPU pays launch overhead. Skipped, with a message, without the build.
 
@@ -441,6 +445,21 @@ def _child(args):
     if args.child == "gpt":
         step = check_gpt(autocast=torch.bfloat16 if args.amp == "bf16" else None)
         out["losses"] = [step().item() for _ in range(args.steps)]
+    elif args.child == "cnn":   # ResNetSmall (tools/models/cnn.py) training steps, SGD with momentum
+        import torch.nn.functional as F
+        from models.cnn import ResNetSmall
+        torch.manual_seed(0)
+        model = ResNetSmall().to("rgpu")
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        g = torch.Generator().manual_seed(0)
+        out["losses"] = []
+        for _ in range(args.steps):
+            x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+            loss = F.cross_entropy(model(x.to("rgpu")), y.to("rgpu"))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out["losses"].append(loss.item())
     else:   # adamw: the GPT's parameters with gradients, then opt.step() alone
         from models.data import get_batch, train_val
         from models.gpt import GPT, GPTConfig
@@ -459,10 +478,10 @@ def _child(args):
     print("RESULT " + json.dumps(out))
 
 
-def run_counted(emu, child_args, timeout=600):
-    """Runs this script as a child on the emulated server; returns (child's
-    result, {(file, name): launches}, {host op: calls})."""
-    env = dict(os.environ)
+def run_counted(emu, child_args, timeout=600, extra_env=None):
+    """Runs this script as a child on the emulated server (extra_env added);
+    returns (child's result, {(file, name): launches}, {host op: calls})."""
+    env = dict(os.environ, **(extra_env or {}))
     for k in ("RGPU_SERVER", "RGPU_RECORD", "RGPU_GRAPHS", "CUDAEMU_ORDER", "CUDAEMU_VERBOSE"):
         env.pop(k, None)
     lib = os.path.join(emu, "lib")
@@ -531,6 +550,22 @@ def launch_report(emu):
             "peak_bytes": r3["peak_bytes"],
             "losses": r3["losses"],
         }
+    # the CNN step with convolution on cuDNN (cudaemu's reference) and on im2col + cuBLAS
+    rep["cnn"] = {}
+    for path, cudnn in (("cudnn", "1"), ("im2col", "0")):
+        env = {"RGPU_CUDNN": cudnn}
+        r1, k1, h1 = run_counted(emu, ["--child", "cnn", "--steps", "1"], extra_env=env)
+        r3, k3, h3 = run_counted(emu, ["--child", "cnn", "--steps", "3"], extra_env=env)
+        kd, hd = _per_step(k1, k3, 2), _per_step(h1, h3, 2)
+        conv_k = sum(n for (f, _), n in kd.items() if f == "conv.cu")
+        rep["cnn"][path] = {
+            "launches_per_step": sum(kd.values()),
+            "library_calls_per_step": sum(hd.values()),
+            "conv_kernel_launches_per_step": conv_k,
+            "families": _families(kd, hd),
+            "peak_bytes": r3["peak_bytes"],
+            "losses": r3["losses"],
+        }
     r0, k0, h0 = run_counted(emu, ["--child", "adamw", "--steps", "0"])
     r1, k1, h1 = run_counted(emu, ["--child", "adamw", "--steps", "1"])
     r3, k3, h3 = run_counted(emu, ["--child", "adamw", "--steps", "3"])
@@ -553,6 +588,12 @@ def print_launches(rep):
         print(f"GPT step {amp}: {g['launches_per_step']:g} kernel launches + {g['library_calls_per_step']:g} "
               f"library calls per step ({g['one_step_run_launches']} in a 1-step run); peak {g['peak_bytes'] / 2**20:.2f} MiB")
         print(f"   by family: {fam}")
+    print("CNN step (ResNetSmall, batch 8x3x16x16, SGD; 6 convolutions: 6 forward, 5 backward data, 6 backward filter):")
+    for path, c in rep["cnn"].items():
+        fam = ", ".join(f"{f} {n:g}" for f, n in list(c["families"].items())[:8])
+        print(f"   {path}: {c['launches_per_step']:g} kernel launches ({c['conv_kernel_launches_per_step']:g} in conv.cu) "
+              f"+ {c['library_calls_per_step']:g} library calls per step; peak {c['peak_bytes'] / 2**20:.2f} MiB")
+        print(f"      by family: {fam}")
     a = rep["adamw"]
     fam = ", ".join(f"{f} {n:g}" for f, n in list(a["families"].items())[:6])
     print(f"AdamW step ({a['params']} parameter tensors): {a['launches_per_step']:g} launches per step "
@@ -573,7 +614,7 @@ def main(argv=None):
     ap.add_argument("--no-launches", action="store_true", help="skip the launch counts")
     ap.add_argument("--all", action="store_true", help="print every kernel, not only the FP64 findings")
     ap.add_argument("--top", type=int, default=25, help="FP64 findings printed (default %(default)s)")
-    ap.add_argument("--child", choices=("gpt", "adamw"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("gpt", "adamw", "cnn"), help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--amp", choices=("fp32", "bf16"), default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -1,0 +1,168 @@
+"""Convolution on cuDNN (issue 26 item 2): replayer/cuda/conv.cu's cuDNN path
+on cudaemu's cuDNN reference (tests/cudaemu/cudnn_emu.cpp, libcudnn.so.9,
+found by the backend's own loader). Run by tests/cudaemu/run-tests.sh on the
+cuda backend, random thread order.
+
+Each case (1-d, 2-d, 3-d, groups, depthwise, stride, dilation, transposed,
+channels_last tensors and NHWC filters, a weight and an input cuDNN cannot
+take as they are, float32/float64/float16/bfloat16) runs forward with bias
+and backward, and is compared with:
+  * PyTorch CPU (float32 to 1e-5: a float32 convolution on TF32 fails it);
+  * the im2col path (RGPU_CUDNN=0), which makes no cuDNN call;
+  * itself, run again: bitwise.
+The cuDNN calls are counted (CUDAEMU_STATS): one per convolution core, so
+nothing fell back to im2col; the server says where convolution runs, once.
+A ResNet-style CNN trains 3 steps with cuDNN to the losses of PyTorch CPU.
+cudnn_emu faults when a nondeterministic algorithm (the first of cuDNN's
+backward heuristics) runs, and rounds float32 to TF32 unless FMA math is
+set, so choosing either fails here."""
+import os
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rgpu  # noqa: F401  (registers the device)
+from emu_child import run_counted
+
+pytestmark = pytest.mark.skipif(os.environ.get("RGPU_BACKEND") != "cuda",
+                                reason="cuDNN is the cuda backend's (run-tests.sh)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CASES = textwrap.dedent("""
+    import torch, torch.nn.functional as F
+    f32, f64, f16, bf16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
+
+    def cases():
+        # name, transposed, dtype, x shape, w shape, kwargs, layout ("", "cl": channels_last x and w,
+        # "wt": a weight view cuDNN cannot take, "xb": a broadcast input)
+        yield "2d_pad", False, f32, (2, 4, 9, 9), (6, 4, 3, 3), dict(padding=1), ""
+        yield "2d_groups_stride_dil", False, f32, (2, 4, 9, 9), (6, 2, 3, 3), dict(stride=2, groups=2, dilation=2), ""
+        yield "depthwise", False, f32, (2, 4, 8, 8), (4, 1, 3, 3), dict(padding=1, groups=4), ""
+        yield "1d", False, f32, (2, 4, 11), (6, 4, 3), dict(padding=2), ""
+        yield "3d", False, f32, (1, 2, 5, 6, 7), (3, 2, 2, 3, 2), dict(stride=(1, 2, 1), padding=1), ""
+        yield "1x1", False, f32, (2, 8, 5, 5), (4, 8, 1, 1), {}, ""
+        yield "transposed", True, f32, (2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=2), ""
+        yield "channels_last", False, f32, (2, 4, 7, 7), (6, 4, 3, 3), dict(padding=1), "cl"
+        yield "weight_view", False, f32, (2, 4, 7, 7), (6, 4, 3, 3), dict(padding=1), "wt"
+        yield "broadcast_input", False, f32, (2, 4, 7, 7), (6, 4, 3, 3), dict(padding=1), "xb"
+        yield "f64", False, f64, (2, 3, 6, 6), (5, 3, 3, 3), dict(padding=1, stride=2), ""
+        yield "f16", False, f16, (2, 4, 6, 6), (6, 4, 3, 3), dict(padding=1), ""
+        yield "bf16", False, bf16, (2, 4, 6, 6), (6, 4, 3, 3), dict(padding=1), "cl"
+
+    FN = {(False, 3): F.conv1d, (False, 4): F.conv2d, (False, 5): F.conv3d,
+          (True, 3): F.conv_transpose1d, (True, 4): F.conv_transpose2d, (True, 5): F.conv_transpose3d}
+
+    def inputs(tr, dt, xs, ws, layout):
+        g = torch.Generator().manual_seed(7)
+        x = torch.randn(xs, generator=g).to(dt)
+        w = torch.randn(ws, generator=g).to(dt)
+        nb = ws[1] * 2 if tr else ws[0]   # transposed: out channels = w.shape[1] * groups (2 where used)
+        b = torch.randn(nb if tr else ws[0], generator=g).to(dt)
+        return x, w, b
+
+    def run(dev, name, tr, dt, xs, ws, kw, layout):
+        x, w, b = inputs(tr, dt, xs, ws, layout)
+        if tr:
+            b = b[:ws[1] * kw.get("groups", 1)]
+        x, w, b = x.to(dev), w.to(dev), b.to(dev)
+        if layout == "cl":
+            x, w = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        if layout == "wt":
+            w = w.transpose(2, 3).contiguous().transpose(2, 3)
+        if layout == "xb":
+            x = x[:1].expand(xs)
+        x, w, b = x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+        y = FN[(tr, len(xs))](x, w, b, **kw)
+        gy = torch.randn(y.shape, generator=torch.Generator().manual_seed(3)).to(dt).to(dev)
+        y.backward(gy)
+        return [t.detach().cpu() for t in (y, x.grad, w.grad, b.grad)]
+""")
+
+CHILD = CASES + textwrap.dedent("""
+    import sys, rgpu
+    out = sys.argv[1]
+    torch.save({c[0]: run("rgpu", *c) for c in cases()}, out)
+""")
+
+CNN = textwrap.dedent("""
+    import sys, torch
+    sys.path.insert(0, sys.argv[2])
+    import rgpu
+    from models.cnn import ResNetSmall
+
+    def train(dev):
+        torch.manual_seed(0)
+        model = ResNetSmall(width=8).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        g = torch.Generator().manual_seed(0)
+        losses = []
+        for i in range(3):
+            x, y = torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)
+            loss = torch.nn.functional.cross_entropy(model(x.to(dev)), y.to(dev))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        return losses
+
+    torch.save({"rgpu": train("rgpu"), "cpu": train("cpu")}, sys.argv[1])
+""")
+
+ns = {}
+exec(CASES, ns)
+CASE_LIST = list(ns["cases"]())
+TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10),
+       torch.float16: dict(atol=2e-2, rtol=1e-2), torch.bfloat16: dict(atol=1.5e-1, rtol=5e-2)}
+KINDS = ("cudnn forward", "cudnn backward data", "cudnn backward filter")
+
+
+def child(tmp_path, tag, cudnn):
+    log = tmp_path / f"server-{tag}.log"
+    stats, res = run_counted(tmp_path, tag, CHILD, env={"RGPU_CUDNN": cudnn, "RGPU_SERVER_LOG": str(log)})
+    assert len(stats) == 1, stats
+    return {k: stats[0]["host_ops"].get(k, 0) for k in KINDS}, res, log.read_text()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    t = tmp_path_factory.mktemp("cudnn")
+    return child(t, "a", "1"), child(t, "b", "1"), child(t, "off", "0")
+
+
+def test_each_core_one_cudnn_call(runs):
+    (calls, _, log), _, (calls_off, _, log_off) = runs
+    # every case: forward, dx and dw, one call each (a transposed one swaps forward and data)
+    n = len(CASE_LIST)
+    assert calls == {k: n for k in KINDS}, calls
+    assert calls_off == {k: 0 for k in KINDS}, calls_off
+    assert log.count("rgpu cuda: convolution on cuDNN 9.1.0 from ") == 1, log
+    assert log_off.count("RGPU_CUDNN=0: convolution on im2col + cuBLAS") == 1, log_off
+
+
+@pytest.mark.parametrize("case", CASE_LIST, ids=[c[0] for c in CASE_LIST])
+def test_equal_to_cpu_and_im2col(runs, case):
+    (_, res, _), (_, again, _), (_, off, _) = runs
+    name, dt = case[0], case[2]
+    want = ns["run"]("cpu", *case)
+    for i, what in enumerate(("y", "dx", "dw", "db")):
+        got = res[name][i]
+        assert got.dtype == dt and got.shape == want[i].shape, (what, got.dtype, got.shape)
+        torch.testing.assert_close(got.float(), want[i].float(), **TOL[dt], msg=f"{name} {what} vs CPU")
+        torch.testing.assert_close(got.float(), off[name][i].float(), **TOL[dt], msg=f"{name} {what} vs im2col")
+        assert torch.equal(got, again[name][i]), f"{name} {what}: a rerun differs"
+
+
+def test_resnet_trains_on_cudnn(tmp_path):
+    stats, res = run_counted(tmp_path, "cnn", CNN, args=(os.path.join(HERE, "..", "..", "tools"),))
+    calls = {k: stats[0]["host_ops"].get(k, 0) for k in KINDS}
+    # 6 convolutions a step; the stem's input needs no gradient
+    assert calls == {"cudnn forward": 18, "cudnn backward data": 15, "cudnn backward filter": 18}, calls
+    torch.testing.assert_close(torch.tensor(res["rgpu"]), torch.tensor(res["cpu"]), atol=1e-5, rtol=1e-5)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
