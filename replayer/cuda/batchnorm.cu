@@ -1,5 +1,7 @@
 // batchnorm.cu — native_batch_norm and native_batch_norm_backward on the CUDA
-// backend, over channel dim 1 of x (N,C) or (N,C,*), any strides. CPU
+// backend, over channel dim 1 of x (N,C) or (N,C,*), any strides: on cuDNN
+// where it is found and takes the case (the section "cuDNN" below), else on
+// the kernels here. CPU
 // reference: cpu_dense_norm.c (same checks, messages and formulas):
 //
 //   training: mean, biased var per channel (sums in the opmath: float for
@@ -15,6 +17,7 @@
 // y / dx. Elementwise formulas use the _rn intrinsics so nvcc does not fuse
 // them into FMAs the CPU reference does not do.
 #include "dense.cuh"
+#include "dnn.cuh"
 #include "reduce.cuh"
 
 
@@ -266,6 +269,151 @@ static int64_t inner_of(const rgpu_view *x)
 static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65535); }
 
 // ---------------------------------------------------------------------------
+// cuDNN (dnn.cuh: loaded on first use; RGPU_CUDNN=0 keeps these kernels):
+// cudnnBatchNormalizationForwardTraining / ForwardInference / Backward in
+// CUDNN_BATCHNORM_SPATIAL mode (deterministic, as cuDNN documents it: no
+// atomics) for what cuDNN takes, as ATen's cudnn_batch_norm does: x of
+// float32/float16/bfloat16/float64 with 2 to 5 dims (2-d and 3-d as (N,C,1,1)
+// and (N,C,L,1)), the output of x's strides; weight and bias present; every
+// per-channel tensor (weight, bias, running and saved stats, dw, db) packed
+// and float32 (float64 for float64 x). The backward: training mode with the
+// saved stats, and dx, dw, db all wanted. Anything else runs the kernels
+// above. Same formulas (biased variance normalises, unbiased updates the
+// running variance with factor = momentum); cuDNN's own order of summation.
+
+// x's 4-d/5-d form for cuDNN: (N,C) -> (N,C,1,1), (N,C,L) -> (N,C,L,1).
+static rgpu_view bn_nd(const rgpu_view *x)
+{
+    rgpu_view v = *x;
+    for (int d = x->ndim; d < 4; d++) { v.sizes[d] = 1; v.strides[d] = 1; }
+    if (v.ndim < 4) v.ndim = 4;
+    return v;
+}
+
+// A per-channel tensor cuDNN can take: absent (when allowed), or C packed of dtype pdt.
+static bool bn_param_ok(const rgpu_view *v, int pdt, int64_t C, bool may_be_absent)
+{
+    if (!v || rgpu_op_numel(v) == 0) return may_be_absent;
+    return v->dtype == pdt && v->ndim == 1 && v->sizes[0] == C && (C == 1 || v->strides[0] == 1);
+}
+
+static bool same_strides(const rgpu_view *a, const rgpu_view *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d] || (a->sizes[d] != 1 && a->strides[d] != b->strides[d])) return false;
+    return true;
+}
+
+static const void *ptr_of(const rgpu_view *v) { return v && rgpu_op_numel(v) ? v->data : NULL; }
+
+// The x descriptor (also y's, dy's, dx's: the same strides) and the derived
+// per-channel one, destroyed with it.
+struct bn_descs {
+    rgpu_cudnn *D;
+    void *x = NULL, *p = NULL;
+    explicit bn_descs(rgpu_cudnn *d) : D(d) {}
+    ~bn_descs()
+    {
+        if (x) D->DestroyTensorDescriptor(x);
+        if (p) D->DestroyTensorDescriptor(p);
+    }
+    bn_descs(const bn_descs &) = delete;
+    bn_descs &operator=(const bn_descs &) = delete;
+    // false: cuDNN cannot take x (the caller runs the kernels); an error status otherwise
+    rgpu_status init(const rgpu_view *x0, bool *ok, const char *name, char *err, size_t errlen)
+    {
+        rgpu_view xv = bn_nd(x0);
+        dnn_td td;
+        *ok = rgpu_dnn_td_of(&xv, &td);
+        if (!*ok) return RGPU_OK;
+        int s = D->CreateTensorDescriptor(&x);
+        if (s == 0) s = D->CreateTensorDescriptor(&p);
+        if (s == 0) s = D->SetTensorNdDescriptor(x, rgpu_dnn_dtype(x0->dtype), td.nd, td.dims, td.strides);
+        if (s == 0) s = D->DeriveBNTensorDescriptor(p, x, DNN_BN_SPATIAL);
+        RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: cuDNN batch norm descriptors: %s (cudnnStatus %d)", name,
+                        D->GetErrorString(s), s);
+        return RGPU_OK;
+    }
+};
+
+/* *done false: the kernels run */
+static rgpu_status dnn_bn_forward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_bn_setup *su, bool *done, char *err,
+                                  size_t errlen)
+{
+    *done = false;
+    const rgpu_view *x = e->in[0], *y = e->out[0];
+    int dt = x->dtype, pdt = dt == RGPU_F64 ? RGPU_F64 : RGPU_F32;
+    const rgpu_view *w = e->in[1], *b = e->in[2], *rm = e->in[3], *rv = e->in[4];
+    bool stats = rm && rgpu_op_numel(rm) && rv && rgpu_op_numel(rv);
+    if (rgpu_dnn_dtype(dt) < 0 || y->dtype != dt || x->ndim < 2 || x->ndim > 5 || rgpu_op_numel(x) == 0 ||
+        !same_strides(x, y) || !bn_param_ok(w, pdt, su->C, false) || !bn_param_ok(b, pdt, su->C, false) ||
+        !bn_param_ok(rm, pdt, su->C, true) || !bn_param_ok(rv, pdt, su->C, true) ||
+        (!stats && ((rm && rgpu_op_numel(rm)) || (rv && rgpu_op_numel(rv)) || !su->training)) ||
+        !bn_param_ok(su->saves[0], pdt, su->C, true) || !bn_param_ok(su->saves[1], pdt, su->C, true) ||
+        !rgpu_cuda_dnn_ready(c))
+        return RGPU_OK;
+    rgpu_cudnn *D = &c->dnn;
+    const char *name = rgpu_op_name(e->op);
+    bn_descs ds(D);
+    bool ok;
+    FORWARD_IF_ERROR(ds.init(x, &ok, name, err, errlen));
+    if (!ok) return RGPU_OK;
+    double one = 1.0, zero = 0.0;
+    float onef = 1.0f, zerof = 0.0f;
+    const void *alpha = dt == RGPU_F64 ? (const void *)&one : (const void *)&onef;
+    const void *beta = dt == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
+    int s;
+    const char *call;
+    if (su->training) {
+        call = "cudnnBatchNormalizationForwardTraining";
+        s = D->BatchNormalizationForwardTraining(D->handle, DNN_BN_SPATIAL, alpha, beta, ds.x, x->data, ds.x, y->data,
+                                                 ds.p, w->data, b->data, su->momentum,
+                                                 stats ? rm->data : NULL, stats ? rv->data : NULL, su->eps,
+                                                 (void *)ptr_of(su->saves[0]), (void *)ptr_of(su->saves[1]));
+    } else {
+        call = "cudnnBatchNormalizationForwardInference";
+        s = D->BatchNormalizationForwardInference(D->handle, DNN_BN_SPATIAL, alpha, beta, ds.x, x->data, ds.x, y->data,
+                                                  ds.p, w->data, b->data, rm->data, rv->data, su->eps);
+    }
+    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
+    *done = true;
+    return RGPU_OK;
+}
+
+static rgpu_status dnn_bn_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op_bn_setup *su, bool *done, char *err,
+                                   size_t errlen)
+{
+    *done = false;
+    const rgpu_view *gr = e->in[0], *x = e->in[1], *w = e->in[2], *sm = e->in[5], *si = e->in[6];
+    const rgpu_view *dx = e->out[0], *dw = e->out[1], *db = e->out[2];
+    int dt = x->dtype, pdt = dt == RGPU_F64 ? RGPU_F64 : RGPU_F32;
+    if (!su->training || rgpu_dnn_dtype(dt) < 0 || gr->dtype != dt || !dx || dx->dtype != dt || x->ndim < 2 ||
+        x->ndim > 5 || rgpu_op_numel(x) == 0 || !same_strides(x, gr) || !same_strides(x, dx) ||
+        !bn_param_ok(w, pdt, su->C, false) || !bn_param_ok(sm, pdt, su->C, false) ||
+        !bn_param_ok(si, pdt, su->C, false) || !bn_param_ok(dw, pdt, su->C, false) ||
+        !bn_param_ok(db, pdt, su->C, false) || !rgpu_cuda_dnn_ready(c))
+        return RGPU_OK;
+    rgpu_cudnn *D = &c->dnn;
+    const char *name = rgpu_op_name(e->op);
+    bn_descs ds(D);
+    bool ok;
+    FORWARD_IF_ERROR(ds.init(x, &ok, name, err, errlen));
+    if (!ok) return RGPU_OK;
+    double one = 1.0, zero = 0.0;
+    float onef = 1.0f, zerof = 0.0f;
+    const void *alpha = dt == RGPU_F64 ? (const void *)&one : (const void *)&onef;
+    const void *beta = dt == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
+    int s = D->BatchNormalizationBackward(D->handle, DNN_BN_SPATIAL, alpha, beta, alpha, beta, ds.x, x->data, ds.x,
+                                          gr->data, ds.x, dx->data, ds.p, w->data, dw->data, db->data, su->eps,
+                                          sm->data, si->data);
+    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: cudnnBatchNormalizationBackward failed: %s (cudnnStatus %d)", name,
+                    D->GetErrorString(s), s);
+    *done = true;
+    return RGPU_OK;
+}
+
+// ---------------------------------------------------------------------------
 // Entry points
 
 /* in x, w?, b?, running_mean?, running_var?; training, momentum, eps;
@@ -274,6 +422,9 @@ rgpu_status rgpu_cuda_dense_batch_norm(rgpu_cuda_ctx *c, const rgpu_exec *e, cha
 {
     op_bn_setup su;
     FORWARD_IF_ERROR(rgpu_op_bn_forward_setup(e, &su, err, errlen));
+    bool done;
+    FORWARD_IF_ERROR(dnn_bn_forward(c, e, &su, &done, err, errlen));
+    if (done) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *x = e->in[0], *y = e->out[0];
     int64_t C = su.C;
@@ -309,6 +460,9 @@ rgpu_status rgpu_cuda_dense_batch_norm_backward(rgpu_cuda_ctx *c, const rgpu_exe
 {
     op_bn_setup su;
     FORWARD_IF_ERROR(rgpu_op_bn_backward_setup(e, &su, err, errlen));
+    bool done;
+    FORWARD_IF_ERROR(dnn_bn_backward(c, e, &su, &done, err, errlen));
+    if (done) return RGPU_OK;
     const char *name = rgpu_op_name(e->op);
     const rgpu_view *gr = e->in[0], *x = e->in[1], *dx = e->out[0];
     int64_t C = su.C;

@@ -165,9 +165,9 @@ extern "C" bool rgpu_cusolver_load(rgpu_cusolver *s, const rgpu_cublas *blas, ch
 extern "C" void rgpu_cusolver_unload(rgpu_cusolver *s);
 
 // ---------------------------------------------------------------------------
-// cuDNN (legacy convolution API, cuDNN 9 or 8), loaded at run time like
-// cuBLAS, on the first convolution (conv.cu): without it convolution runs on
-// im2col + cuBLAS. Handles and descriptors are opaque pointers; enums are
+// cuDNN (legacy convolution and batch norm API, cuDNN 9 or 8), loaded at run
+// time like cuBLAS, on the first convolution or batch norm (dnn.cuh): without
+// it convolution runs on im2col + cuBLAS, batch norm on batchnorm.cu's kernels. Handles and descriptors are opaque pointers; enums are
 // ints: cudnnDataType_t FLOAT = 0, DOUBLE = 1, HALF = 2, BFLOAT16 = 9;
 // cudnnTensorFormat_t NCHW = 0, NHWC = 1; cudnnConvolutionMode_t
 // CROSS_CORRELATION = 1; cudnnMathType_t DEFAULT = 0, TENSOR_OP = 1, FMA = 3;
@@ -219,6 +219,22 @@ struct rgpu_cudnn {
     int (*ConvolutionBackwardFilter)(void *h, const void *alpha, void *xd, const void *x, void *dyd, const void *dy,
                                      void *conv, int algo, void *ws, size_t ws_bytes, const void *beta, void *dwd,
                                      void *dw);
+    // batch norm (mode: cudnnBatchNormMode_t; bnd: the (1, C, 1, 1) descriptor
+    // DeriveBNTensorDescriptor makes; factor: the running stats' momentum;
+    // save_invvar: 1 / sqrt(biased var + eps))
+    int (*DeriveBNTensorDescriptor)(void *bnd, void *xd, int mode);
+    int (*BatchNormalizationForwardTraining)(void *h, int mode, const void *alpha, const void *beta, void *xd,
+                                             const void *x, void *yd, void *y, void *bnd, const void *scale,
+                                             const void *bias, double factor, void *running_mean, void *running_var,
+                                             double eps, void *save_mean, void *save_invvar);
+    int (*BatchNormalizationForwardInference)(void *h, int mode, const void *alpha, const void *beta, void *xd,
+                                              const void *x, void *yd, void *y, void *bnd, const void *scale,
+                                              const void *bias, const void *mean, const void *var, double eps);
+    int (*BatchNormalizationBackward)(void *h, int mode, const void *alpha_data, const void *beta_data,
+                                      const void *alpha_param, const void *beta_param, void *xd, const void *x,
+                                      void *dyd, const void *dy, void *dxd, void *dx, void *bnd, const void *scale,
+                                      void *dscale, void *dbias, double eps, const void *save_mean,
+                                      const void *save_invvar);
 };
 
 // cudnn_loader.cu: finds and dlopens cuDNN ($RGPU_CUDNN_PATH, the loader's

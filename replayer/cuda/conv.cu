@@ -17,6 +17,7 @@
 // element summing its (ki, kj) contributions in order (no atomics); dw
 // accumulates image after image with beta = 1; db is a fixed-order tree sum.
 #include "dense.cuh"
+#include "dnn.cuh"
 
 #include <map>
 #include <vector>
@@ -375,37 +376,11 @@ namespace {
 
 enum { DNN_FWD = 0, DNN_DATA = 1, DNN_FILTER = 2 };
 const char *const DNN_CORE[] = { "forward", "backward data", "backward filter" };
-// cuDNN enums (common.cuh)
-enum { DNN_FLOAT = 0, DNN_DOUBLE = 1, DNN_HALF = 2, DNN_BF16 = 9 };
-enum { DNN_NCHW = 0, DNN_NHWC = 1, DNN_XCORR = 1 };
-enum { DNN_DEFAULT_MATH = 0, DNN_TENSOR_OP_MATH = 1, DNN_TENSOR_OP_CONVERSION = 2, DNN_FMA_MATH = 3 };
 const size_t DNN_WS_CAP = 1024ull << 20;
 const size_t DNN_CACHE_MAX = 4096;
 
 struct dnn_choice { int algo, math; size_t ws; bool ok; };
 struct dnn_cache { std::map<std::vector<long long>, dnn_choice> m; };
-
-// A tensor operand as cuDNN takes it: sizes and strides as ints.
-struct dnn_td { int nd, dims[5], strides[5]; };
-
-// false when cuDNN cannot take v as it is: a stride <= 0 on a dim of size > 1,
-// or a size, stride or span past int. A size-1 dim gets the stride its inner
-// dims span (its own is never used; cuDNN reads layouts from strides).
-bool td_of(const rgpu_view *v, dnn_td *t)
-{
-    long long inner = 1, span = 1;
-    t->nd = v->ndim;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        long long n = v->sizes[d], st = n == 1 ? inner : v->strides[d];
-        if (st <= 0 || n > INT_MAX || st > INT_MAX) return false;
-        span += (n - 1) * st;
-        if (span > INT_MAX) return false;
-        t->dims[d] = (int)n;
-        t->strides[d] = (int)st;
-        if (n * st > inner) inner = n * st;
-    }
-    return true;
-}
 
 // v packed in dim order perm (outermost first), sizes-1 dims free.
 bool packed_as(const rgpu_view *v, const int *perm)
@@ -452,39 +427,6 @@ extern "C" void rgpu_cuda_conv_cache_free(rgpu_cudnn *d)
     d->cache = NULL;
 }
 
-// cuDNN on the backend's stream, loaded on first use; false (the im2col path)
-// when turned off or absent, said once on the server's log.
-static bool dnn_ready(rgpu_cuda_ctx *c)
-{
-    rgpu_cudnn *D = &c->dnn;
-    if (D->handle) return true;
-    if (D->tried) return false;
-    char why[sizeof D->why];
-    const char *env = getenv("RGPU_CUDNN");
-    if (env && !strcmp(env, "0")) {
-        snprintf(why, sizeof why, "RGPU_CUDNN=0");
-    } else if (rgpu_cudnn_load(D, why, sizeof why)) {
-        void *h = NULL;
-        int s = D->Create(&h);
-        if (s == 0 && (s = D->SetStream(h, c->stream)) != 0) D->Destroy(h);
-        if (s == 0) {
-            D->handle = h;
-            D->cache = new dnn_cache;
-        } else {
-            char lib[200];
-            snprintf(lib, sizeof lib, "%.199s", why);
-            snprintf(why, sizeof why, "%.199s: cudnnCreate/cudnnSetStream failed: %.120s (cudnnStatus %d)", lib,
-                     D->GetErrorString(s), s);
-            rgpu_cudnn_unload(D);
-        }
-    }
-    D->tried = true;
-    snprintf(D->why, sizeof D->why, "%s", why);
-    if (D->handle) fprintf(stderr, "rgpu cuda: convolution on %s\n", D->why);
-    else fprintf(stderr, "rgpu cuda: %s: convolution on im2col + cuBLAS\n", D->why);
-    return D->handle != NULL;
-}
-
 // A packed copy of input v in scratch (its dtype and sizes): what cuDNN
 // takes when v is not.
 static rgpu_status dnn_stage(rgpu_cuda_ctx *c, rgpu_dcu::scratch &sc, const rgpu_view *v, rgpu_view *out,
@@ -505,7 +447,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     *done = false;
     int dt = W->dtype;
     if ((dt != RGPU_F32 && dt != RGPU_F64 && dt != RGPU_F16 && dt != RGPU_BF16) || rgpu_op_numel(I) == 0 ||
-        rgpu_op_numel(G) == 0 || rgpu_op_numel(W) == 0 || g->groups > INT_MAX || !dnn_ready(c))
+        rgpu_op_numel(G) == 0 || rgpu_op_numel(W) == 0 || g->groups > INT_MAX || !rgpu_cuda_dnn_ready(c))
         return RGPU_OK;
     rgpu_cudnn *D = &c->dnn;
     const char *name = rgpu_op_name(op);
@@ -515,11 +457,11 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     bool is_out[3] = { core == DNN_DATA, core == DNN_FWD, core == DNN_FILTER }, stage[3] = { false, false, false };
     dnn_td td[2];
     for (int i = 0; i < 2; i++)
-        if (!td_of(&v[i], &td[i])) {
+        if (!rgpu_dnn_td_of(&v[i], &td[i])) {
             if (is_out[i]) return RGPU_OK;   // (the client's outputs are never broadcast)
             stage[i] = true;
             FORWARD_IF_ERROR(dnn_stage(c, sc, &v[i], &staged[i], name, err, errlen));
-            if (!td_of(&staged[i], &td[i])) return RGPU_OK;   // past int even packed
+            if (!rgpu_dnn_td_of(&staged[i], &td[i])) return RGPU_OK;   // past int even packed
         }
     int fmt = filter_format(&v[2]);
     if (fmt < 0) {
@@ -534,7 +476,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
         if (W->sizes[d] > INT_MAX || rgpu_op_numel(W) > INT_MAX) return RGPU_OK;
 
     int nd = W->ndim, nsp = nd - 2;
-    int ddt = dt == RGPU_F64 ? DNN_DOUBLE : dt == RGPU_F16 ? DNN_HALF : dt == RGPU_BF16 ? DNN_BF16 : DNN_FLOAT;
+    int ddt = rgpu_dnn_dtype(dt);
     int wdims[5], pad[3], str[3], dil[3];
     for (int d = 0; d < nd; d++) wdims[d] = (int)W->sizes[d];
     const int64_t p3[3] = { g->pt, g->ph, g->pw }, s3[3] = { g->st, g->sh, g->sw }, d3[3] = { g->dt, g->dh, g->dw };
@@ -570,6 +512,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
         for (int d = 0; d < nd; d++) { key.push_back(td[i].dims[d]); key.push_back(td[i].strides[d]); }
     for (int d = 0; d < nd; d++) key.push_back(wdims[d]);
     for (int i = 0; i < nsp; i++) { key.push_back(pad[i]); key.push_back(str[i]); key.push_back(dil[i]); }
+    if (!D->cache) D->cache = new dnn_cache;
     dnn_cache *cache = (dnn_cache *)D->cache;
     auto it = cache->m.find(key);
     if (it == cache->m.end()) {

@@ -20,8 +20,11 @@
 // deterministic ones, one of them with a workspace. Running a
 // nondeterministic algorithm is a fault here: rgpu promises bitwise reruns.
 // The workspace is filled with poison while the call runs.
+// Batch norm (spatial): ForwardTraining / ForwardInference / Backward with
+// the formulas of cuDNN's documentation, sums in double in index order.
 // CUDAEMU_STATS counts the calls as "cudnn forward", "cudnn backward data",
-// "cudnn backward filter".
+// "cudnn backward filter", "cudnn batch norm training" / "inference" /
+// "backward".
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -341,6 +344,124 @@ int enqueue(void *hv, int kind, const void *alpha, const tensor *x, const void *
     return e ? ST_EXECUTION_FAILED : ST_OK;
 }
 
+// Batch norm, spatial: per channel of (N, C, *) x. Sums in double in index
+// order; y = alpha * ((x - mean) * invstd * scale + bias) + beta * y.
+struct bn_call {
+    int kind;                      // 0 training, 1 inference, 2 backward
+    int dt, pdt;                   // x's data type, the per-channel tensors'
+    double alpha, beta, alpha_p, beta_p, factor, eps;
+    operand x, y, dy, dx;          // (N, C, D, H, W) as as5 makes them
+    const void *scale, *bias, *mean_in, *var_in;
+    void *run_mean, *run_var, *save_mean, *save_inv, *dscale, *dbias;
+    long long C;
+};
+
+void run_bn(void *arg) {
+    bn_call &q = *(bn_call *)arg;
+    const operand *ops[4] = { &q.x, q.kind == 2 ? &q.dx : &q.y, &q.dy, NULL };
+    for (int i = 0; i < 3 && !(i == 2 && q.kind != 2); i++) {
+        long long b = span_bytes(*ops[i], q.dt);
+        if (b && !cudaemu_device_range_ok(ops[i]->p, (size_t)b)) {
+            cudaemu_report_fault("cuDNN batch norm: a tensor operand is not inside one device allocation");
+            return;
+        }
+    }
+    void *pars[10] = { (void *)q.scale, (void *)q.bias, (void *)q.mean_in, (void *)q.var_in, q.run_mean, q.run_var,
+                       q.save_mean, q.save_inv, q.dscale, q.dbias };
+    for (void *p : pars)
+        if (p && !cudaemu_device_range_ok(p, (size_t)q.C * esize(q.pdt))) {
+            cudaemu_report_fault("cuDNN batch norm: a per-channel operand is not inside one device allocation");
+            return;
+        }
+    const operand &X = q.x;
+    long long N = X.dims[0], inner = X.dims[2] * X.dims[3] * X.dims[4], n = N * inner;
+    auto idx = [&](const operand &o, long long a, long long c, long long r) {
+        return at(o, a, c, r / (X.dims[3] * X.dims[4]), r / X.dims[4] % X.dims[3], r % X.dims[4]);
+    };
+    for (long long c = 0; c < q.C; c++) {
+        double mean, invstd;
+        if (q.kind == 1) {
+            mean = load(q.mean_in, q.pdt, c);
+            invstd = 1.0 / sqrt(load(q.var_in, q.pdt, c) + q.eps);
+        } else if (q.kind == 0) {
+            double s = 0, v = 0;
+            for (long long a = 0; a < N; a++)
+                for (long long r = 0; r < inner; r++) s += load(X.p, q.dt, idx(X, a, c, r));
+            mean = s / n;
+            for (long long a = 0; a < N; a++)
+                for (long long r = 0; r < inner; r++) {
+                    double d = load(X.p, q.dt, idx(X, a, c, r)) - mean;
+                    v += d * d;
+                }
+            double var = v / n;
+            invstd = 1.0 / sqrt(var + q.eps);
+            if (q.run_mean) store(q.run_mean, q.pdt, c, (1 - q.factor) * load(q.run_mean, q.pdt, c) + q.factor * mean);
+            if (q.run_var)
+                store(q.run_var, q.pdt, c,
+                      (1 - q.factor) * load(q.run_var, q.pdt, c) + q.factor * (n > 1 ? v / (n - 1) : var));
+            if (q.save_mean) store(q.save_mean, q.pdt, c, mean);
+            if (q.save_inv) store(q.save_inv, q.pdt, c, invstd);
+        } else {
+            mean = load(q.mean_in, q.pdt, c);
+            invstd = load(q.var_in, q.pdt, c);   // the saved inverse std
+        }
+        double sc = load(q.scale, q.pdt, c);
+        if (q.kind != 2) {
+            double bi = load(q.bias, q.pdt, c);
+            for (long long a = 0; a < N; a++)
+                for (long long r = 0; r < inner; r++) {
+                    double v = ((load(X.p, q.dt, idx(X, a, c, r)) - mean) * invstd * sc + bi) * q.alpha;
+                    long long o = idx(q.y, a, c, r);
+                    if (q.beta != 0) v += q.beta * load(q.y.p, q.dt, o);
+                    store((void *)q.y.p, q.dt, o, v);
+                }
+            continue;
+        }
+        double sdy = 0, sdyx = 0;
+        for (long long a = 0; a < N; a++)
+            for (long long r = 0; r < inner; r++) {
+                double g = load(q.dy.p, q.dt, idx(q.dy, a, c, r));
+                sdy += g;
+                sdyx += g * (load(X.p, q.dt, idx(X, a, c, r)) - mean) * invstd;
+            }
+        for (long long a = 0; a < N; a++)
+            for (long long r = 0; r < inner; r++) {
+                double xh = (load(X.p, q.dt, idx(X, a, c, r)) - mean) * invstd;
+                double g = load(q.dy.p, q.dt, idx(q.dy, a, c, r));
+                double v = q.alpha * (sc * invstd * (g - sdy / n - xh * sdyx / n));
+                long long o = idx(q.dx, a, c, r);
+                if (q.beta != 0) v += q.beta * load(q.dx.p, q.dt, o);
+                store((void *)q.dx.p, q.dt, o, v);
+            }
+        double ds = q.alpha_p * sdyx, dbv = q.alpha_p * sdy;
+        if (q.beta_p != 0) { ds += q.beta_p * load(q.dscale, q.pdt, c); dbv += q.beta_p * load(q.dbias, q.pdt, c); }
+        store(q.dscale, q.pdt, c, ds);
+        store(q.dbias, q.pdt, c, dbv);
+    }
+}
+
+// The per-channel descriptor of x: (1, C, 1, 1[, 1]), float (double for double x).
+bool bn_desc_ok(const tensor *p, const tensor *x) {
+    return p && p->set && x && x->set && p->nd == x->nd && p->dims[1] == x->dims[1] &&
+           p->dt == (x->dt == D_DOUBLE ? D_DOUBLE : D_FLOAT);
+}
+
+int bn_enqueue(void *hv, int mode, bn_call *q, const tensor *x, const tensor *y, const tensor *p, const char *label) {
+    handle *h = (handle *)hv;
+    if (!h) { delete q; return ST_NOT_INITIALIZED; }
+    if (mode != 1 && mode != 2) { delete q; return ST_NOT_SUPPORTED; }   // SPATIAL, SPATIAL_PERSISTENT
+    if (!x || !y || !x->set || !y->set || x->dt != y->dt || x->nd != y->nd || !bn_desc_ok(p, x)) { delete q; return ST_BAD_PARAM; }
+    for (int d = 0; d < x->nd; d++)
+        if (x->dims[d] != y->dims[d]) { delete q; return ST_BAD_PARAM; }
+    q->dt = x->dt;
+    q->pdt = p->dt;
+    q->C = x->dims[1];
+    int e = cudaemu_enqueue_host(h->stream, label, run_bn, q, [](void *a) { delete (bn_call *)a; });
+    return e ? ST_EXECUTION_FAILED : ST_OK;
+}
+
+double scal(const void *p, const tensor *x) { return x && x->dt == D_DOUBLE ? *(const double *)p : *(const float *)p; }
+
 }  // namespace
 
 extern "C" {
@@ -467,6 +588,72 @@ int cudnnConvolutionBackwardFilter(void *h, const void *alpha, void *xd, const v
                                    void *dw) {
     return enqueue(h, FILTER, alpha, (tensor *)xd, x, (filter *)dwd, dw, (conv *)cv, algo, ws, ws_bytes, beta,
                    (tensor *)dyd, dy);
+}
+
+int cudnnDeriveBNTensorDescriptor(void *pd, void *xd, int mode) {
+    tensor *p = (tensor *)pd, *x = (tensor *)xd;
+    if (!p || !x || !x->set || (mode != 1 && mode != 2)) return ST_BAD_PARAM;
+    p->dt = x->dt == D_DOUBLE ? D_DOUBLE : D_FLOAT;
+    p->nd = x->nd;
+    for (int d = 0; d < x->nd; d++) { p->dims[d] = d == 1 ? x->dims[1] : 1; p->strides[d] = d == 0 ? x->dims[1] : 1; }
+    p->set = true;
+    return ST_OK;
+}
+
+int cudnnBatchNormalizationForwardTraining(void *h, int mode, const void *alpha, const void *beta, void *xd, const void *x,
+                                           void *yd, void *y, void *pd, const void *scale, const void *bias,
+                                           double factor, void *run_mean, void *run_var, double eps, void *save_mean,
+                                           void *save_inv) {
+    const tensor *xt = (const tensor *)xd, *yt = (const tensor *)yd;
+    if (!scale || !bias || !alpha || !beta || (!run_mean) != (!run_var) || (!save_mean) != (!save_inv) || eps <= 0)
+        return ST_BAD_PARAM;
+    bn_call *q = new bn_call();
+    q->kind = 0;
+    q->alpha = scal(alpha, xt); q->beta = scal(beta, xt);
+    q->factor = factor; q->eps = eps;
+    q->x = as5(x, xt->nd, xt->dims, xt->strides);
+    q->y = as5(y, yt->nd, yt->dims, yt->strides);
+    q->scale = scale; q->bias = bias;
+    q->run_mean = run_mean; q->run_var = run_var; q->save_mean = save_mean; q->save_inv = save_inv;
+    return bn_enqueue(h, mode, q, xt, yt, (const tensor *)pd, "cudnn batch norm training");
+}
+
+int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, void *xd,
+                                            const void *x, void *yd, void *y, void *pd, const void *scale,
+                                            const void *bias, const void *mean, const void *var, double eps) {
+    const tensor *xt = (const tensor *)xd, *yt = (const tensor *)yd;
+    if (!scale || !bias || !mean || !var || !alpha || !beta || eps <= 0) return ST_BAD_PARAM;
+    bn_call *q = new bn_call();
+    q->kind = 1;
+    q->alpha = scal(alpha, xt); q->beta = scal(beta, xt);
+    q->eps = eps;
+    q->x = as5(x, xt->nd, xt->dims, xt->strides);
+    q->y = as5(y, yt->nd, yt->dims, yt->strides);
+    q->scale = scale; q->bias = bias; q->mean_in = mean; q->var_in = var;
+    return bn_enqueue(h, mode, q, xt, yt, (const tensor *)pd, "cudnn batch norm inference");
+}
+
+int cudnnBatchNormalizationBackward(void *h, int mode, const void *alpha_d, const void *beta_d, const void *alpha_p,
+                                    const void *beta_p, void *xd, const void *x, void *dyd, const void *dy, void *dxd,
+                                    void *dx, void *pd, const void *scale, void *dscale, void *dbias, double eps,
+                                    const void *save_mean, const void *save_inv) {
+    const tensor *xt = (const tensor *)xd, *dyt = (const tensor *)dyd, *dxt = (const tensor *)dxd;
+    // cuDNN may recompute the stats when none were saved; rgpu always passes them
+    if (!scale || !dscale || !dbias || !save_mean || !save_inv || !dyt || !dyt->set || !xt || !xt->set ||
+        dyt->dt != xt->dt || dyt->nd != xt->nd)
+        return ST_BAD_PARAM;
+    for (int d = 0; d < xt->nd; d++)
+        if (dyt->dims[d] != xt->dims[d]) return ST_BAD_PARAM;
+    bn_call *q = new bn_call();
+    q->kind = 2;
+    q->alpha = scal(alpha_d, xt); q->beta = scal(beta_d, xt);
+    q->alpha_p = scal(alpha_p, xt); q->beta_p = scal(beta_p, xt);
+    q->eps = eps;
+    q->x = as5(x, xt->nd, xt->dims, xt->strides);
+    q->dy = as5(dy, dyt->nd, dyt->dims, dyt->strides);
+    q->dx = as5(dx, dxt->nd, dxt->dims, dxt->strides);
+    q->scale = scale; q->dscale = dscale; q->dbias = dbias; q->mean_in = save_mean; q->var_in = save_inv;
+    return bn_enqueue(h, mode, q, xt, dxt, (const tensor *)pd, "cudnn batch norm backward");
 }
 
 }  // extern "C"

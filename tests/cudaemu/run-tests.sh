@@ -15,8 +15,9 @@
 #      step in <= 12 launches, bitwise those of one launch per record; dependent
 #      records), in the reverse thread order; tests/cudaemu/test_pw_vec.py (the
 #      contiguous pointwise kernels: the generic kernel's bits),
-#      tests/cudaemu/test_cudnn_conv.py (convolution on cudaemu's cuDNN reference:
-#      one cuDNN call per core, equal to CPU and to im2col, bitwise reruns) and
+#      tests/cudaemu/test_cudnn.py (convolution and batch norm on cudaemu's cuDNN
+#      reference: one cuDNN call per core, equal to CPU and to rgpu's own
+#      kernels, bitwise reruns) and
 #      tests/cudaemu/test_index_put.py (index_put grouped on the device: no host
 #      wait, the host grouping's bits), random order;
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
@@ -108,9 +109,9 @@ for m in odd even; do
 done
 step "uploads without the copy stream's buffers (tests/cudaemu/test_uploads.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_uploads.py
-step "contiguous pointwise kernels, index_put grouped on the device, convolution on cuDNN; random thread order (test_pw_vec.py, test_index_put.py, test_cudnn_conv.py)" \
+step "contiguous pointwise kernels, index_put grouped on the device, convolution and batch norm on cuDNN; random thread order (test_pw_vec.py, test_index_put.py, test_cudnn.py)" \
     env CUDAEMU_ORDER=random $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_pw_vec.py tests/cudaemu/test_index_put.py \
-    tests/cudaemu/test_cudnn_conv.py
+    tests/cudaemu/test_cudnn.py
 step "host waits of a GPT training step on cuda: one per wait, no cudaMalloc (tests/cudaemu/test_host_waits.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_host_waits.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py

@@ -48,9 +48,9 @@ JSON file.
                          3-step runs (rgpu.stats() reports client counters,
                          no memory);
      CNN step            tools/models/cnn.py's ResNetSmall (batch 8, 16x16,
-                         SGD), per step as the GPT's, with convolution on
-                         cudaemu's cuDNN reference and with RGPU_CUDNN=0
-                         (im2col + cuBLAS).
+                         SGD), per step as the GPT's, with convolution and
+                         batch norm on cudaemu's cuDNN reference and with
+                         RGPU_CUDNN=0 (im2col + cuBLAS, batchnorm.cu's kernels).
    Counts are what host code launches (each launch once, where it is made), as
    a GPU pays launch overhead. Skipped, with a message, without the build.
 
@@ -550,9 +550,10 @@ def launch_report(emu):
             "peak_bytes": r3["peak_bytes"],
             "losses": r3["losses"],
         }
-    # the CNN step with convolution on cuDNN (cudaemu's reference) and on im2col + cuBLAS
+    # the CNN step with convolution and batch norm on cuDNN (cudaemu's
+    # reference), and without (im2col + cuBLAS, batchnorm.cu's kernels)
     rep["cnn"] = {}
-    for path, cudnn in (("cudnn", "1"), ("im2col", "0")):
+    for path, cudnn in (("cudnn", "1"), ("RGPU_CUDNN=0", "0")):
         env = {"RGPU_CUDNN": cudnn}
         r1, k1, h1 = run_counted(emu, ["--child", "cnn", "--steps", "1"], extra_env=env)
         r3, k3, h3 = run_counted(emu, ["--child", "cnn", "--steps", "3"], extra_env=env)
@@ -588,7 +589,8 @@ def print_launches(rep):
         print(f"GPT step {amp}: {g['launches_per_step']:g} kernel launches + {g['library_calls_per_step']:g} "
               f"library calls per step ({g['one_step_run_launches']} in a 1-step run); peak {g['peak_bytes'] / 2**20:.2f} MiB")
         print(f"   by family: {fam}")
-    print("CNN step (ResNetSmall, batch 8x3x16x16, SGD; 6 convolutions: 6 forward, 5 backward data, 6 backward filter):")
+    print("CNN step (ResNetSmall, batch 8x3x16x16, SGD; 6 convolutions: 6 forward, 5 backward data, 6 backward "
+          "filter; 6 batch norms):")
     for path, c in rep["cnn"].items():
         fam = ", ".join(f"{f} {n:g}" for f, n in list(c["families"].items())[:8])
         print(f"   {path}: {c['launches_per_step']:g} kernel launches ({c['conv_kernel_launches_per_step']:g} in conv.cu) "

@@ -1,7 +1,8 @@
-"""Convolution on cuDNN (issue 26 item 2): replayer/cuda/conv.cu's cuDNN path
-on cudaemu's cuDNN reference (tests/cudaemu/cudnn_emu.cpp, libcudnn.so.9,
-found by the backend's own loader). Run by tests/cudaemu/run-tests.sh on the
-cuda backend, random thread order.
+"""Convolution and batch norm on cuDNN (issue 26 item 2): replayer/cuda/conv.cu's
+and batchnorm.cu's cuDNN paths on cudaemu's cuDNN reference
+(tests/cudaemu/cudnn_emu.cpp, libcudnn.so.9, found by the backend's own
+loader). Run by tests/cudaemu/run-tests.sh on the cuda backend, random thread
+order.
 
 Each case (1-d, 2-d, 3-d, groups, depthwise, stride, dilation, transposed,
 channels_last tensors and NHWC filters, a weight and an input cuDNN cannot
@@ -10,8 +11,11 @@ and backward, and is compared with:
   * PyTorch CPU (float32 to 1e-5: a float32 convolution on TF32 fails it);
   * the im2col path (RGPU_CUDNN=0), which makes no cuDNN call;
   * itself, run again: bitwise.
-The cuDNN calls are counted (CUDAEMU_STATS): one per convolution core, so
-nothing fell back to im2col; the server says where convolution runs, once.
+Batch norm (training and eval; 2-d, 4-d, 5-d; float32, float64, float16
+and bfloat16 with float32 parameters, channels_last) likewise, its running
+statistics too; float16 parameters stay on rgpu's kernels, as with ATen.
+The cuDNN calls are counted (CUDAEMU_STATS): one per convolution core and per
+batch norm, so nothing fell back; the server says where they run, once.
 A ResNet-style CNN trains 3 steps with cuDNN to the losses of PyTorch CPU.
 cudnn_emu faults when a nondeterministic algorithm (the first of cuDNN's
 backward heuristics) runs, and rounds float32 to TF32 unless FMA math is
@@ -82,10 +86,43 @@ CASES = textwrap.dedent("""
         return [t.detach().cpu() for t in (y, x.grad, w.grad, b.grad)]
 """)
 
-CHILD = CASES + textwrap.dedent("""
+BN_CASES = textwrap.dedent("""
+    import torch, torch.nn.functional as F
+    f32, f64, f16, bf16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
+
+    def bn_cases():
+        # name, training, x dtype, parameter dtype, x shape, channels_last
+        yield "bn_train_4d", True, f32, f32, (4, 6, 5, 5), False
+        yield "bn_eval_4d", False, f32, f32, (4, 6, 5, 5), False
+        yield "bn_train_2d", True, f32, f32, (8, 6), False
+        yield "bn_train_5d", True, f32, f32, (2, 6, 3, 4, 5), False
+        yield "bn_train_f64", True, f64, f64, (4, 6, 7), False
+        yield "bn_train_f16", True, f16, f32, (4, 6, 5, 5), False
+        yield "bn_eval_bf16_cl", False, bf16, f32, (4, 6, 5, 5), True
+        yield "bn_train_bf16_cl", True, bf16, f32, (4, 6, 5, 5), True
+        yield "bn_train_f16_params", True, f16, f16, (4, 6, 5, 5), False   # rgpu's kernels, as ATen's native
+
+    def bn_run(dev, name, training, dt, pdt, xs, cl):
+        g = torch.Generator().manual_seed(11)
+        x = (torch.randn(xs, generator=g) * 2 + 1).to(dt)
+        w, b, rm = (torch.randn(xs[1], generator=g).to(pdt) for _ in range(3))
+        rv = (torch.rand(xs[1], generator=g) + 0.5).to(pdt)
+        gy = torch.randn(xs, generator=g).to(dt)
+        x, w, b, rm, rv, gy = (t.to(dev) for t in (x, w, b, rm, rv, gy))
+        if cl:
+            x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
+        x, w, b = x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+        y = F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.2, eps=1e-4)
+        y.backward(gy)
+        return [t.detach().cpu() for t in (y, rm, rv, x.grad, w.grad, b.grad)]
+""")
+
+CHILD = CASES + BN_CASES + textwrap.dedent("""
     import sys, rgpu
     out = sys.argv[1]
-    torch.save({c[0]: run("rgpu", *c) for c in cases()}, out)
+    res = {c[0]: run("rgpu", *c) for c in cases()}
+    res.update({c[0]: bn_run("rgpu", *c) for c in bn_cases()})
+    torch.save(res, out)
 """)
 
 CNN = textwrap.dedent("""
@@ -113,11 +150,13 @@ CNN = textwrap.dedent("""
 """)
 
 ns = {}
-exec(CASES, ns)
+exec(CASES + BN_CASES, ns)
 CASE_LIST = list(ns["cases"]())
+BN_LIST = list(ns["bn_cases"]())
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10),
        torch.float16: dict(atol=2e-2, rtol=1e-2), torch.bfloat16: dict(atol=1.5e-1, rtol=5e-2)}
-KINDS = ("cudnn forward", "cudnn backward data", "cudnn backward filter")
+KINDS = ("cudnn forward", "cudnn backward data", "cudnn backward filter", "cudnn batch norm training",
+         "cudnn batch norm inference", "cudnn batch norm backward")
 
 
 def child(tmp_path, tag, cudnn):
@@ -135,12 +174,16 @@ def runs(tmp_path_factory):
 
 def test_each_core_one_cudnn_call(runs):
     (calls, _, log), _, (calls_off, _, log_off) = runs
-    # every case: forward, dx and dw, one call each (a transposed one swaps forward and data)
+    # every convolution: forward, dx and dw, one call each (a transposed one swaps forward and data);
+    # every batch norm with float32/float64 parameters: one forward, and one backward in training
     n = len(CASE_LIST)
-    assert calls == {k: n for k in KINDS}, calls
+    bn = [c for c in BN_LIST if c[3] != torch.float16]
+    train = sum(1 for c in bn if c[1])
+    assert calls == {KINDS[0]: n, KINDS[1]: n, KINDS[2]: n, KINDS[3]: train, KINDS[4]: len(bn) - train,
+                     KINDS[5]: train}, calls
     assert calls_off == {k: 0 for k in KINDS}, calls_off
-    assert log.count("rgpu cuda: convolution on cuDNN 9.1.0 from ") == 1, log
-    assert log_off.count("RGPU_CUDNN=0: convolution on im2col + cuBLAS") == 1, log_off
+    assert log.count("rgpu cuda: convolution and batch norm on cuDNN 9.1.0 from ") == 1, log
+    assert log_off.count("RGPU_CUDNN=0: convolution on im2col + cuBLAS, batch norm on rgpu's kernels") == 1, log_off
 
 
 @pytest.mark.parametrize("case", CASE_LIST, ids=[c[0] for c in CASE_LIST])
@@ -156,11 +199,29 @@ def test_equal_to_cpu_and_im2col(runs, case):
         assert torch.equal(got, again[name][i]), f"{name} {what}: a rerun differs"
 
 
+@pytest.mark.parametrize("case", BN_LIST, ids=[c[0] for c in BN_LIST])
+def test_batch_norm_equal_to_cpu_and_kernels(runs, case):
+    (_, res, _), (_, again, _), (_, off, _) = runs
+    name, dt = case[0], case[2]
+    want = ns["bn_run"]("cpu", *case)
+    for i, what in enumerate(("y", "running_mean", "running_var", "dx", "dw", "db")):
+        got = res[name][i]
+        tol = TOL[got.dtype]
+        if dt in (torch.float16, torch.bfloat16) and i >= 4:   # sums over low-precision gradients
+            tol = dict(atol=0.5, rtol=2e-2)
+        assert got.dtype == want[i].dtype and got.shape == want[i].shape, (what, got.dtype, got.shape)
+        torch.testing.assert_close(got.float(), want[i].float(), **tol, msg=f"{name} {what} vs CPU")
+        torch.testing.assert_close(got.float(), off[name][i].float(), **tol, msg=f"{name} {what} vs the kernels")
+        assert torch.equal(got, again[name][i]), f"{name} {what}: a rerun differs"
+
+
 def test_resnet_trains_on_cudnn(tmp_path):
     stats, res = run_counted(tmp_path, "cnn", CNN, args=(os.path.join(HERE, "..", "..", "tools"),))
     calls = {k: stats[0]["host_ops"].get(k, 0) for k in KINDS}
-    # 6 convolutions a step; the stem's input needs no gradient
-    assert calls == {"cudnn forward": 18, "cudnn backward data": 15, "cudnn backward filter": 18}, calls
+    # 6 convolutions and 6 batch norms a step; the stem's input needs no gradient
+    assert calls == {"cudnn forward": 18, "cudnn backward data": 15, "cudnn backward filter": 18,
+                     "cudnn batch norm training": 18, "cudnn batch norm inference": 0,
+                     "cudnn batch norm backward": 18}, calls
     torch.testing.assert_close(torch.tensor(res["rgpu"]), torch.tensor(res["cpu"]), atol=1e-5, rtol=1e-5)
 
 
