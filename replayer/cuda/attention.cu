@@ -15,6 +15,8 @@
 #include "dense.cuh"
 #include "reduce.cuh"
 
+#include <mma.h>
+
 #include "op/attention.h"
 #include "op/philox.h"
 
@@ -403,6 +405,168 @@ static void at_launch_dkv(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, siz
     }
 }
 
+// ---------------------------------------------------------------------------
+// Forward on tensor cores (float16 / bfloat16 q, k, v, out; head dims up to
+// 128): the same algorithm with the two products through WMMA 16x16x16
+// fragments (float accumulators). Block = (b, h, 64 query rows), a warp per
+// 16 rows; keys in tiles of 32. Shared: Qs[64][EP], Ks[32][EP], Vs[32][EVP]
+// (the tensors' own 16-bit values, zero padded to multiples of 16), per warp
+// Sw[16][32] float (scores; then a 16x16 product chunk) and Pw[16][32] (the
+// tile's probabilities, rounded to the 16-bit type for the second product,
+// as FlashAttention does). Lane l keeps row l/2, keys / value columns of its
+// half (l & 1): the running max, sum and its 8 columns of each 16-column
+// output chunk in registers. Scores, masks, dropout, fully masked rows and
+// the logsumexp are the scalar kernel's (at_score, at_z); the row sums add
+// in a fixed order. RGPU_CUDA_SDPA_WMMA=0 keeps the scalar kernel.
+
+#define AT_WQ 64                     // query rows per block (4 warps x 16)
+#define AT_WK 32                     // keys per tile
+
+static size_t at_wmma_smem(long long EP, long long EVP)
+{
+    return (size_t)(AT_WQ * EP + AT_WK * EP + AT_WK * EVP) * 2 + (size_t)AT_WARPS * 16 * AT_WK * (4 + 2) + 128;
+}
+
+template <typename TI, int NJ>
+__global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g, int EP, int EVP)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    using namespace nvcuda;
+    extern __shared__ long long at_smem[];
+    TI *Qs = (TI *)(((uintptr_t)at_smem + 127) & ~(uintptr_t)127);   // 32-byte aligned tiles (WMMA)
+    TI *Ks = Qs + AT_WQ * EP, *Vs = Ks + AT_WK * EP;
+    float *Ss = (float *)(Vs + AT_WK * EVP);
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *Sw = Ss + w * 16 * AT_WK;
+    TI *Pw = (TI *)(Ss + AT_WARPS * 16 * AT_WK) + w * 16 * AT_WK;
+    const long long bh = blockIdx.x / g.nblk, i0 = blockIdx.x % g.nblk * AT_WQ;
+    const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
+    const long long last = (i0 + AT_WQ < g.L ? i0 + AT_WQ : g.L) - 1, wlast = i0 + w * 16 + 15;
+    const long long nkeys = at_keys(g, last), i = i0 + w * 16 + r;
+    const TI zero = (TI)0.0f;
+    for (long long t = threadIdx.x; t < AT_WQ * EP; t += blockDim.x) {
+        const long long rr = t / EP, cc = t - rr * EP;
+        Qs[t] = i0 + rr < g.L && cc < g.E ? ((const TI *)g.q.p)[at_off(g.q, b, h, i0 + rr, cc)] : zero;
+    }
+    const unsigned long long seed = g.ph ? g.ph[0] : g.seed, offset = g.ph ? g.ph[1] : g.offset;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (g.pseed_out) *g.pseed_out = (long long)seed;
+        if (g.poffset_out) *g.poffset_out = (long long)offset;
+    }
+    float m = -INFINITY, l = 0, o[NJ][8];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) o[j][c] = 0;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fkt;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fv;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    for (long long k0 = 0; k0 < nkeys; k0 += AT_WK) {
+        __syncthreads();                       // the previous tile is consumed (and Qs is loaded)
+        for (long long t = threadIdx.x; t < AT_WK * EP; t += blockDim.x) {
+            const long long rr = t / EP, cc = t - rr * EP;
+            Ks[t] = k0 + rr < g.S && cc < g.E ? ((const TI *)g.k.p)[at_off(g.k, b, kh, k0 + rr, cc)] : zero;
+        }
+        for (long long t = threadIdx.x; t < AT_WK * EVP; t += blockDim.x) {
+            const long long rr = t / EVP, cc = t - rr * EVP;
+            Vs[t] = k0 + rr < g.S && cc < g.Ev ? ((const TI *)g.v.p)[at_off(g.v, b, kh, k0 + rr, cc)] : zero;
+        }
+        __syncthreads();
+        if (g.causal && k0 > wlast) continue;  // every key of the tile is masked for this warp's rows
+        // S = Q K^T for the warp's 16 rows and the tile's 32 keys
+        for (int kc = 0; kc < AT_WK / 16; kc++) {
+            wmma::fill_fragment(acc, 0.0f);
+            for (int dc = 0; dc < EP / 16; dc++) {
+                wmma::load_matrix_sync(fa, Qs + w * 16 * EP + dc * 16, EP);
+                wmma::load_matrix_sync(fkt, Ks + kc * 16 * EP + dc * 16, EP);
+                wmma::mma_sync(acc, fa, fkt, acc);
+            }
+            wmma::store_matrix_sync(Sw + kc * 16, acc, AT_WK, wmma::mem_row_major);
+        }
+        __syncwarp();
+        float sv[16], mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
+            const long long j = k0 + hf * 16 + c;
+            sv[c] = at_score<float>(g, Sw[r * AT_WK + hf * 16 + c], b, h, i, j);
+            mx = rf_max_nan(mx, sv[c]);
+        }
+        const float mn = rf_max_nan(m, rf_max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1)));
+        float alpha = 1, ps = 0;
+        if (mn != -INFINITY) alpha = m == -INFINITY ? 0.0f : exp(m - mn);
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
+            const long long j = k0 + hf * 16 + c;
+            const float p = mn != -INFINITY ? exp(sv[c] - mn) : 0.0f;
+            ps += p;
+            Pw[r * AT_WK + hf * 16 + c] = (TI)(p * at_z<float>(g, seed, offset, b, h, i, j));   // dropout after the sum
+        }
+        const float po = __shfl_xor_sync(0xffffffffu, ps, 1);
+        l = l * alpha + (hf ? po + ps : ps + po);   // the same order in both lanes of a row
+        m = mn;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int c = 0; c < 8; c++) o[j][c] *= alpha;
+        __syncwarp();
+        // O += P V, a 16-column chunk at a time through Sw
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            if (j * 16 >= EVP) break;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int kc = 0; kc < AT_WK / 16; kc++) {
+                wmma::load_matrix_sync(fa, Pw + kc * 16, AT_WK);
+                wmma::load_matrix_sync(fv, Vs + kc * 16 * EVP + j * 16, EVP);
+                wmma::mma_sync(acc, fa, fv, acc);
+            }
+            wmma::store_matrix_sync(Sw, acc, 16, wmma::mem_row_major);
+            __syncwarp();
+#pragma unroll
+            for (int c = 0; c < 8; c++) o[j][c] += Sw[r * 16 + hf * 8 + c];
+            __syncwarp();
+        }
+    }
+    if (i >= g.L) return;
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            const long long d = j * 16 + hf * 8 + c;
+            if (d < g.Ev) rf_st((void *)g.out.p, at_off(g.out, b, h, i, d), g.out.dt, o[j][c] * inv);
+        }
+    if (hf == 0) {
+        const float lse = m == -INFINITY || !(l > 0) ? -INFINITY : m + log(l);
+        rf_st((void *)g.lse.p, at_off(g.lse, b, h, i, 0), g.lse.dt, m != m ? m : lse);
+    }
+#endif
+}
+
+// The tensor-core forward takes this record: q, k, v, out of one 16-bit dtype,
+// a float32 logsumexp, head dims up to 128; RGPU_CUDA_SDPA_WMMA=0 turns it off.
+static bool at_wmma_ok(const op_sdpa *a)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *env = getenv("RGPU_CUDA_SDPA_WMMA");
+        off = env && !strcmp(env, "0");
+    }
+    int dt = a->q->dtype;
+    return !off && (dt == RGPU_F16 || dt == RGPU_BF16) && a->k->dtype == dt && a->v->dtype == dt &&
+           a->out->dtype == dt && a->lse->dtype == RGPU_F32 && (!a->bias || rf_opmath_float({ a->bias->dtype })) &&
+           a->E <= 128 && a->Ev <= 128;
+}
+
+template <typename TI>
+static void at_launch_fwd_wmma(rgpu_cuda_ctx *c, const at_args &g, unsigned grid, size_t smem, int EP, int EVP)
+{
+    const int nj = EVP / 16;
+    if (nj <= 2) sdpa_fwd_wmma_kernel<TI, 2><<<grid, AT_WARPS * 32, smem, c->stream>>>(g, EP, EVP);
+    else if (nj <= 4) sdpa_fwd_wmma_kernel<TI, 4><<<grid, AT_WARPS * 32, smem, c->stream>>>(g, EP, EVP);
+    else sdpa_fwd_wmma_kernel<TI, 8><<<grid, AT_WARPS * 32, smem, c->stream>>>(g, EP, EVP);
+}
+
 static rgpu_status at_prepare(const rgpu_exec *e, op_sdpa *a, at_args *g, bool *opf, char *err, size_t errlen)
 {
     FORWARD_IF_ERROR(rgpu_op_sdpa_check(e, a, err, errlen));
@@ -461,6 +625,19 @@ rgpu_status rgpu_cuda_dense_sdpa(rgpu_cuda_ctx *c, const rgpu_exec *e, char *err
             if (p && !v) RGPU_CUDA_TRY(cudaMemsetAsync(p, 0, sizeof v, c->stream), err, errlen);   // a graph may hold it
             else if (p) FORWARD_IF_ERROR(rgpu_cuda_upload_async(c, p, &v, sizeof v, err, errlen));
         }
+        return RGPU_OK;
+    }
+    if (at_wmma_ok(&a)) {
+        const int EP = (int)((g.E + 15) / 16 * 16), EVP = (int)((g.Ev + 15) / 16 * 16);
+        g.nblk = (g.L + AT_WQ - 1) / AT_WQ;
+        const long long grid = g.B * g.Hq * g.nblk;
+        if (grid > AT_GRID_MAX)
+            RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
+        const size_t smem = at_wmma_smem(EP, EVP);
+        FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
+        if (a.q->dtype == RGPU_F16) at_launch_fwd_wmma<__half>(c, g, (unsigned)grid, smem, EP, EVP);
+        else at_launch_fwd_wmma<__nv_bfloat16>(c, g, (unsigned)grid, smem, EP, EVP);
+        RGPU_CUDA_CHECK_LAUNCH(err, errlen);
         return RGPU_OK;
     }
     const int bq = AT_WARPS * AT_RF;

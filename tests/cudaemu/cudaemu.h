@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
@@ -238,3 +239,96 @@ static inline std::common_type_t<A, B> max(A a, B b) {
     if (std::is_floating_point<C>::value) return (C)fmax((C)a, (C)b);
     return (C)a < (C)b ? (C)b : (C)a;
 }
+
+// ---------------------------------------------------------------------------
+// WMMA (nvcuda::wmma of <mma.h>, which declares nothing outside nvcc): the
+// 16x16x16 shapes with __half / __nv_bfloat16 inputs and float
+// accumulators. Which fragment elements a lane holds is unspecified in CUDA,
+// so code may treat them only uniformly (fill, scale every element); here
+// every lane holds the whole tile, row-major (num_elements = rows * cols).
+// Each operation is warp-collective: it first meets the warp's 32 lanes (a
+// __syncwarp, so a divergent call is a fault) and then loads or multiplies
+// the whole tile; a store writes the lane's share of it. Loads and stores check CUDA's requirements (a
+// 32-byte aligned pointer, ldm a multiple of 16 bytes) and report a fault
+// otherwise. mma_sync sums the products (exact in float for these inputs)
+// onto the accumulator in float, k in order.
+extern "C" void cudaemu_report_fault(const char *msg);
+namespace nvcuda {
+namespace wmma {
+struct matrix_a;
+struct matrix_b;
+struct accumulator;
+struct row_major;
+struct col_major;
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K> struct frag_dims;
+template <int M, int N, int K> struct frag_dims<matrix_a, M, N, K> { enum { rows = M, cols = K }; };
+template <int M, int N, int K> struct frag_dims<matrix_b, M, N, K> { enum { rows = K, cols = N }; };
+template <int M, int N, int K> struct frag_dims<accumulator, M, N, K> { enum { rows = M, cols = N }; };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "cudaemu: WMMA shapes other than 16x16x16");
+    enum { rows = frag_dims<Use, M, N, K>::rows, cols = frag_dims<Use, M, N, K>::cols };
+    static const int num_elements = rows * cols;
+    T x[rows * cols];
+};
+static inline float emu_f(float v) { return v; }
+static inline float emu_f(const __half &v) { return __half2float(v); }
+static inline float emu_f(const __nv_bfloat16 &v) { return __bfloat162float(v); }
+template <typename T> static inline void emu_check(const void *p, unsigned ldm, const char *what) {
+    if (((uintptr_t)p & 31) || (ldm * sizeof(T)) % 16) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "wmma::%s: pointer %p must be 32-byte aligned and ldm (%u) a multiple of 16 bytes",
+                 what, p, ldm);
+        cudaemu_report_fault(msg);
+    }
+}
+template <typename Use, int M, int N, int K, typename T, typename L, typename V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, const V &v) {
+    __syncwarp();
+    for (int i = 0; i < f.num_elements; i++) f.x[i] = (T)v;
+}
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const T *p, unsigned ldm) {
+    static_assert(!std::is_void<L>::value, "cudaemu: an accumulator load needs a layout_t");
+    __syncwarp();
+    emu_check<T>(p, ldm, "load_matrix_sync");
+    const bool cm = std::is_same<L, col_major>::value;
+    for (int i = 0; i < f.rows; i++)
+        for (int j = 0; j < f.cols; j++) f.x[i * f.cols + j] = cm ? p[(size_t)j * ldm + i] : p[(size_t)i * ldm + j];
+}
+template <int M, int N, int K, typename T>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned ldm, layout_t l) {
+    __syncwarp();
+    emu_check<T>(p, ldm, "load_matrix_sync");
+    for (int i = 0; i < f.rows; i++)
+        for (int j = 0; j < f.cols; j++)
+            f.x[i * f.cols + j] = l == mem_col_major ? p[(size_t)j * ldm + i] : p[(size_t)i * ldm + j];
+}
+// Each lane writes its share of the tile (elements e with e % 32 == lane), as
+// the lanes of a GPU do: reading what another lane stored needs a __syncwarp.
+template <int M, int N, int K, typename T>
+static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigned ldm, layout_t l) {
+    __syncwarp();
+    emu_check<T>(p, ldm, "store_matrix_sync");
+    const int lane = (int)((threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y) & 31);
+    for (int e = lane; e < f.num_elements; e += 32) {
+        const int i = e / f.cols, j = e % f.cols;
+        (l == mem_col_major ? p[(size_t)j * ldm + i] : p[(size_t)i * ldm + j]) = f.x[e];
+    }
+}
+template <int M, int N, int K, typename TI, typename LA, typename LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a, M, N, K, TI, LA> &a,
+                            const fragment<matrix_b, M, N, K, TI, LB> &b, const fragment<accumulator, M, N, K, float> &c) {
+    __syncwarp();
+    float r[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = c.x[i * N + j];
+            for (int k = 0; k < K; k++) s += emu_f(a.x[i * K + k]) * emu_f(b.x[k * N + j]);
+            r[i * N + j] = s;
+        }
+    memcpy(d.x, r, sizeof r);
+}
+}  // namespace wmma
+}  // namespace nvcuda

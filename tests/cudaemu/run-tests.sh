@@ -7,8 +7,9 @@
 #      built against the emulated backend
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
-#   3b. tests/py/test_attention.py, test_rmsnorm.py, test_crossentropy.py (the fused row ops) on cuda,
-#       in all three thread orders
+#   3b. tests/py/test_attention.py, tests/cudaemu/test_sdpa_wmma.py (the float16/bfloat16
+#       forward on tensor cores: WMMA on the layer's emulation), test_rmsnorm.py,
+#       test_crossentropy.py (the fused row ops) on cuda, in all three thread orders
 #   4. tests/py/test_fft.py on cuda (fft.cu on cudaemu's cuFFT reference);
 #      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
 #      tests/cudaemu/test_multi_tensor.py (multi-tensor launches: a foreach AdamW
@@ -88,9 +89,9 @@ for o in $ORDERS; do
         $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_conformance.py
 done
 for o in forward reverse random; do
-    step "fused attention, rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_rmsnorm.py, test_crossentropy.py)" \
+    step "fused attention (its tensor-core forward too), rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_sdpa_wmma.py, test_rmsnorm.py, test_crossentropy.py)" \
         env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ $PY -m pytest -q -p no:cacheprovider tests/py/test_attention.py \
-        tests/py/test_rmsnorm.py tests/py/test_crossentropy.py
+        tests/cudaemu/test_sdpa_wmma.py tests/py/test_rmsnorm.py tests/py/test_crossentropy.py
 done
 step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_fft.py
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py

@@ -10,7 +10,7 @@ take as they are, float32/float64/float16/bfloat16) runs forward with bias
 and backward, and is compared with:
   * PyTorch CPU (float32 to 1e-5: a float32 convolution on TF32 fails it);
   * the im2col path (RGPU_CUDNN=0), which makes no cuDNN call;
-  * itself, run again: bitwise.
+  * itself, run again in the same session: bitwise.
 Batch norm (training and eval; 2-d, 4-d, 5-d; float32, float64, float16
 and bfloat16 with float32 parameters, channels_last) likewise, its running
 statistics too; float16 parameters stay on rgpu's kernels, as with ATen.
@@ -120,9 +120,12 @@ BN_CASES = textwrap.dedent("""
 CHILD = CASES + BN_CASES + textwrap.dedent("""
     import sys, rgpu
     out = sys.argv[1]
-    res = {c[0]: run("rgpu", *c) for c in cases()}
-    res.update({c[0]: bn_run("rgpu", *c) for c in bn_cases()})
-    torch.save(res, out)
+    passes = []
+    for _ in range(2):   # the second pass in the same session is the rerun
+        res = {c[0]: run("rgpu", *c) for c in cases()}
+        res.update({c[0]: bn_run("rgpu", *c) for c in bn_cases()})
+        passes.append(res)
+    torch.save(passes, out)
 """)
 
 CNN = textwrap.dedent("""
@@ -169,17 +172,18 @@ def child(tmp_path, tag, cudnn):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     t = tmp_path_factory.mktemp("cudnn")
-    return child(t, "a", "1"), child(t, "b", "1"), child(t, "off", "0")
+    (calls, (a, b), log), (calls_off, (off, _), log_off) = child(t, "on", "1"), child(t, "off", "0")
+    return (calls, a, log), (calls, b, log), (calls_off, off, log_off)
 
 
 def test_each_core_one_cudnn_call(runs):
     (calls, _, log), _, (calls_off, _, log_off) = runs
     # every convolution: forward, dx and dw, one call each (a transposed one swaps forward and data);
-    # every batch norm with float32/float64 parameters: one forward, and one backward in training
-    n = len(CASE_LIST)
+    # every batch norm with float32/float64 parameters: one forward, and one backward in training; two passes
+    n = 2 * len(CASE_LIST)
     bn = [c for c in BN_LIST if c[3] != torch.float16]
-    train = sum(1 for c in bn if c[1])
-    assert calls == {KINDS[0]: n, KINDS[1]: n, KINDS[2]: n, KINDS[3]: train, KINDS[4]: len(bn) - train,
+    train = 2 * sum(1 for c in bn if c[1])
+    assert calls == {KINDS[0]: n, KINDS[1]: n, KINDS[2]: n, KINDS[3]: train, KINDS[4]: 2 * len(bn) - train,
                      KINDS[5]: train}, calls
     assert calls_off == {k: 0 for k in KINDS}, calls_off
     assert log.count("rgpu cuda: convolution and batch norm on cuDNN 9.1.0 from ") == 1, log

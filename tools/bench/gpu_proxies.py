@@ -47,6 +47,9 @@ JSON file.
      peak device memory  torch.rgpu.max_memory_allocated() at the end of the
                          3-step runs (rgpu.stats() reports client counters,
                          no memory);
+     attention memory    a GPT-2-shaped step (1 layer, 2 heads of 32, causal
+                         SDPA) at T = 256 and 1024: peak device memory above
+                         the parameters (linear in T without a (T, T) buffer);
      CNN step            tools/models/cnn.py's ResNetSmall (batch 8, 16x16,
                          SGD), per step as the GPT's, with convolution and
                          batch norm on cudaemu's cuDNN reference and with
@@ -460,6 +463,20 @@ def _child(args):
             opt.step()
             opt.zero_grad(set_to_none=True)
             out["losses"].append(loss.item())
+    elif args.child == "attn":   # a GPT-2-shaped step (1 layer, 2 heads of 32, causal SDPA) at T = args.steps
+        from models.gpt import GPT, GPTConfig
+        torch.manual_seed(0)
+        T = args.steps
+        model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=64, block_size=T, vocab_size=65)).to("rgpu")
+        x = torch.randint(0, 65, (1, T), generator=torch.Generator().manual_seed(0))
+        rgpu.synchronize()
+        torch.rgpu.reset_peak_memory_stats()
+        base = torch.rgpu.memory_allocated()
+        _, loss = model(x.to("rgpu"), x.to("rgpu"))
+        loss.backward()
+        rgpu.synchronize()
+        out["step_peak_bytes"] = torch.rgpu.max_memory_allocated() - base
+        out["losses"] = [loss.item()]
     else:   # adamw: the GPT's parameters with gradients, then opt.step() alone
         from models.data import get_batch, train_val
         from models.gpt import GPT, GPTConfig
@@ -567,6 +584,13 @@ def launch_report(emu):
             "peak_bytes": r3["peak_bytes"],
             "losses": r3["losses"],
         }
+    # a GPT-2-shaped step's peak device memory above its parameters, T = 256 and 1024:
+    # fused attention keeps no (T, T) buffer, so it grows about linearly in T
+    rep["attn"] = {}
+    for T in (256, 1024):
+        r, k, h = run_counted(emu, ["--child", "attn", "--steps", str(T)])
+        rep["attn"][T] = {"step_peak_bytes": r["step_peak_bytes"],
+                          "sdpa_launches": sum(n for (f, _), n in k.items() if f == "attention.cu")}
     r0, k0, h0 = run_counted(emu, ["--child", "adamw", "--steps", "0"])
     r1, k1, h1 = run_counted(emu, ["--child", "adamw", "--steps", "1"])
     r3, k3, h3 = run_counted(emu, ["--child", "adamw", "--steps", "3"])
@@ -596,6 +620,11 @@ def print_launches(rep):
         print(f"   {path}: {c['launches_per_step']:g} kernel launches ({c['conv_kernel_launches_per_step']:g} in conv.cu) "
               f"+ {c['library_calls_per_step']:g} library calls per step; peak {c['peak_bytes'] / 2**20:.2f} MiB")
         print(f"      by family: {fam}")
+    at = rep["attn"]
+    print(f"GPT-2-shaped step (1 layer, 2 heads of 32, causal SDPA), peak device memory above the parameters: "
+          f"T=256 {at[256]['step_peak_bytes'] / 2**20:.2f} MiB, T=1024 {at[1024]['step_peak_bytes'] / 2**20:.2f} MiB "
+          f"({at[1024]['step_peak_bytes'] / max(1, at[256]['step_peak_bytes']):.2f}x for 4x T; a (T, T) buffer would "
+          f"be 16x); attention launches per step {at[1024]['sdpa_launches']}")
     a = rep["adamw"]
     fam = ", ".join(f"{f} {n:g}" for f, n in list(a["families"].items())[:6])
     print(f"AdamW step ({a['params']} parameter tensors): {a['launches_per_step']:g} launches per step "
@@ -616,7 +645,7 @@ def main(argv=None):
     ap.add_argument("--no-launches", action="store_true", help="skip the launch counts")
     ap.add_argument("--all", action="store_true", help="print every kernel, not only the FP64 findings")
     ap.add_argument("--top", type=int, default=25, help="FP64 findings printed (default %(default)s)")
-    ap.add_argument("--child", choices=("gpt", "adamw", "cnn"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("gpt", "adamw", "cnn", "attn"), help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--amp", choices=("fp32", "bf16"), default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
