@@ -10,8 +10,9 @@
 // products, then as head-dim columns (lane + 32c) for the accumulations,
 // with the other side's value broadcast by a shuffle. Tiles read by lane are
 // stored transposed in shared memory ([d][lane]: conflict-free); rows read by
-// the whole warp at once are stored plainly (broadcast). Scalar FMAs, no
-// tensor cores yet (the WMMA path is issue 26's next step).
+// the whole warp at once are stored plainly (broadcast). Scalar FMAs for
+// float32 and float64; float16/bfloat16 run on tensor cores (WMMA:
+// sdpa_fwd_wmma_kernel, sdpa_dq_wmma_kernel, sdpa_dkv_wmma_kernel below).
 #include "dense.cuh"
 #include "reduce.cuh"
 
@@ -543,8 +544,244 @@ __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g,
 #endif
 }
 
-// The tensor-core forward takes this record: q, k, v, out of one 16-bit dtype,
-// a float32 logsumexp, head dims up to 128; RGPU_CUDA_SDPA_WMMA=0 turns it off.
+// ---------------------------------------------------------------------------
+// Backward on tensor cores (float16 / bfloat16): the scalar kernels' math with
+// the products through WMMA. Blocks of 32 rows (2 warps x 16: the shared
+// tiles of both operands' sides fit 48 KiB at head dims of 128). dq: per key
+// tile, S = Q K^T and dP = dO V^T (float), then dS = P (z dP - D) rounded to
+// the 16-bit type, dQ += dS K in float accumulator fragments (no rescaling in
+// the backward), times scale at the end. dk/dv: per kv head block of 32 keys,
+// over the group's query heads in order and tiles of 32 query rows, S^T = K
+// Q^T and dP^T = V dO^T, then P_d^T = P z and dS^T (16-bit), dV += P_d^T dO,
+// dK += dS^T Q. D and lse as the scalar kernels read them (at_D, the saved
+// logsumexp); masks, dropout and GQA theirs.
+
+#define AT_BW 2                      // warps per block, backward on tensor cores
+#define AT_BR (AT_BW * 16)           // rows (queries for dq, keys for dk/dv) per block
+
+static size_t at_wmma_bwd_smem(long long EP, long long EVP)
+{
+    return (size_t)(2 * AT_BR * EP + 2 * AT_BR * EVP) * 2 + 2 * AT_BR * 4 + (size_t)AT_BW * 16 * 32 * (4 + 4 + 2 + 2) + 128;
+}
+
+// acc (16x16 float) * s written to rows [r0, r0 + 16) x cols [c0, c0 + 16) of
+// o[b, h] (rows < nr, cols < nc) through the warp's 16x16 float staging st.
+template <typename F>
+__device__ __forceinline__ void at_wmma_out(F &acc, float s, float *st, const at_op &o, long long b, long long h,
+                                           long long r0, long long c0, long long nr, long long nc)
+{
+    for (int t = 0; t < acc.num_elements; t++) acc.x[t] *= s;
+    nvcuda::wmma::store_matrix_sync(st, acc, 16, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+    const int lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    for (int c = 0; c < 8; c++) {
+        const long long i = r0 + r, d = c0 + hf * 8 + c;
+        if (i < nr && d < nc) rf_st((void *)o.p, at_off(o, b, h, i, d), o.dt, st[r * 16 + hf * 8 + c]);
+    }
+    __syncwarp();
+}
+
+// rows [r0, r0 + AT_BR) of o[b, h] (cols [0, n), its dtype TI) into sh[row][ld], zero padded
+template <typename TI>
+__device__ void at_wmma_rows(TI *sh, int ld, const at_op &o, long long b, long long h, long long r0, long long rows,
+                             long long n)
+{
+    const TI zero = (TI)0.0f;
+    for (long long t = threadIdx.x; t < (long long)AT_BR * ld; t += blockDim.x) {
+        const long long rr = t / ld, cc = t - rr * ld;
+        sh[t] = r0 + rr < rows && cc < n ? ((const TI *)o.p)[at_off(o, b, h, r0 + rr, cc)] : zero;
+    }
+}
+
+template <typename TI, int NJ>
+__global__ void __launch_bounds__(AT_BW * 32) sdpa_dq_wmma_kernel(at_args g, int EP, int EVP)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    using namespace nvcuda;
+    extern __shared__ long long at_smem[];
+    TI *Qs = (TI *)(((uintptr_t)at_smem + 127) & ~(uintptr_t)127);
+    TI *Gs = Qs + AT_BR * EP, *Ks = Gs + AT_BR * EVP, *Vs = Ks + AT_BR * EP;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *S0 = (float *)(Vs + AT_BR * EVP);   // per warp: scores, dP (float), dS (16-bit)
+    float *Sw = S0 + w * 16 * 32, *Dw = S0 + (AT_BW + w) * 16 * 32;
+    TI *Pw = (TI *)(S0 + 2 * AT_BW * 16 * 32) + w * 16 * 32;
+    const long long bh = blockIdx.x / g.nblk, i0 = blockIdx.x % g.nblk * AT_BR;
+    const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
+    const long long last = (i0 + AT_BR < g.L ? i0 + AT_BR : g.L) - 1, wlast = i0 + w * 16 + 15;
+    const long long nkeys = at_keys(g, last), i = i0 + w * 16 + r;
+    at_wmma_rows(Qs, EP, g.q, b, h, i0, g.L, g.E);
+    at_wmma_rows(Gs, EVP, g.g, b, h, i0, g.L, g.Ev);
+    const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
+    const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
+    float Dr = 0;
+    for (int rr = 0; rr < 16; rr++) {          // D of the warp's rows (each a warp sum), the lane's kept
+        const float d = at_D<float>(g, b, h, i0 + w * 16 + rr);
+        if (rr == r) Dr = d;
+    }
+    const float lr = i < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, i, 0)) : -INFINITY;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc, dq[NJ];
+#pragma unroll
+    for (int e = 0; e < NJ; e++) wmma::fill_fragment(dq[e], 0.0f);
+    for (long long k0 = 0; k0 < nkeys; k0 += 32) {
+        __syncthreads();
+        at_wmma_rows(Ks, EP, g.k, b, kh, k0, g.S, g.E);
+        at_wmma_rows(Vs, EVP, g.v, b, kh, k0, g.S, g.Ev);
+        __syncthreads();
+        if (g.causal && k0 > wlast) continue;
+        for (int kc = 0; kc < 2; kc++) {
+            wmma::fill_fragment(acc, 0.0f);
+            for (int dc = 0; dc < EP / 16; dc++) {
+                wmma::load_matrix_sync(fa, Qs + w * 16 * EP + dc * 16, EP);
+                wmma::load_matrix_sync(fbt, Ks + kc * 16 * EP + dc * 16, EP);
+                wmma::mma_sync(acc, fa, fbt, acc);
+            }
+            wmma::store_matrix_sync(Sw + kc * 16, acc, 32, wmma::mem_row_major);
+            wmma::fill_fragment(acc, 0.0f);
+            for (int vc = 0; vc < EVP / 16; vc++) {
+                wmma::load_matrix_sync(fa, Gs + w * 16 * EVP + vc * 16, EVP);
+                wmma::load_matrix_sync(fbt, Vs + kc * 16 * EVP + vc * 16, EVP);
+                wmma::mma_sync(acc, fa, fbt, acc);
+            }
+            wmma::store_matrix_sync(Dw + kc * 16, acc, 32, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int c = 0; c < 16; c++) {
+            const int jj = hf * 16 + c;
+            const long long j = k0 + jj;
+            const float p = at_p(at_score<float>(g, Sw[r * 32 + jj], b, h, i, j), lr);
+            Pw[r * 32 + jj] = (TI)(p * (Dw[r * 32 + jj] * at_z<float>(g, seed, off, b, h, i, j) - Dr));
+        }
+        __syncwarp();
+#pragma unroll
+        for (int e = 0; e < NJ; e++) {
+            if (e * 16 >= EP) break;
+            for (int kc = 0; kc < 2; kc++) {
+                wmma::load_matrix_sync(fa, Pw + kc * 16, 32);
+                wmma::load_matrix_sync(fb, Ks + kc * 16 * EP + e * 16, EP);
+                wmma::mma_sync(dq[e], fa, fb, dq[e]);
+            }
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < NJ; e++)
+        if (e * 16 < EP) at_wmma_out(dq[e], g.scalef, Sw, g.dq, b, h, i0 + w * 16, e * 16, g.L, g.E);
+#endif
+}
+
+template <typename TI, int NJ>
+__global__ void __launch_bounds__(AT_BW * 32) sdpa_dkv_wmma_kernel(at_args g, int EP, int EVP)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    using namespace nvcuda;
+    extern __shared__ long long at_smem[];
+    TI *Kb = (TI *)(((uintptr_t)at_smem + 127) & ~(uintptr_t)127);
+    TI *Vb = Kb + AT_BR * EP, *Qt = Vb + AT_BR * EVP, *Gt = Qt + AT_BR * EP;
+    float *Ls = (float *)(Gt + AT_BR * EVP), *Ds = Ls + AT_BR;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *S0 = Ds + AT_BR;                     // per warp: S^T, dP^T (float), P_d^T, dS^T (16-bit)
+    float *St = S0 + w * 16 * 32, *dPt = S0 + (AT_BW + w) * 16 * 32;
+    TI *T0 = (TI *)(S0 + 2 * AT_BW * 16 * 32), *Pt = T0 + w * 16 * 32, *dSt = T0 + (AT_BW + w) * 16 * 32;
+    const long long bk = blockIdx.x / g.nblk, j0 = blockIdx.x % g.nblk * AT_BR;
+    const long long b = bk / g.Hk, kh = bk % g.Hk, j = j0 + w * 16 + r;
+    at_wmma_rows(Kb, EP, g.k, b, kh, j0, g.S, g.E);
+    at_wmma_rows(Vb, EVP, g.v, b, kh, j0, g.S, g.Ev);
+    const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
+    const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc, dk[NJ], dv[NJ];
+#pragma unroll
+    for (int e = 0; e < NJ; e++) { wmma::fill_fragment(dk[e], 0.0f); wmma::fill_fragment(dv[e], 0.0f); }
+    const long long first = g.causal ? j0 / AT_BR * AT_BR : 0;
+    for (long long hh = 0; hh < g.group; hh++) {
+        const long long h = kh * g.group + hh;
+        for (long long t0 = first; t0 < g.L; t0 += AT_BR) {
+            __syncthreads();
+            at_wmma_rows(Qt, EP, g.q, b, h, t0, g.L, g.E);
+            at_wmma_rows(Gt, EVP, g.g, b, h, t0, g.L, g.Ev);
+            for (int rr = w; rr < AT_BR; rr += AT_BW) {     // D and lse of the tile's rows
+                const float dd = at_D<float>(g, b, h, t0 + rr);
+                if (lane == 0) {
+                    Ds[rr] = dd;
+                    Ls[rr] = t0 + rr < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, t0 + rr, 0)) : -INFINITY;
+                }
+            }
+            __syncthreads();
+            if (g.causal && t0 + AT_BR - 1 < j0 + w * 16) continue;   // no row of the tile sees the warp's keys
+            for (int qc = 0; qc < 2; qc++) {
+                wmma::fill_fragment(acc, 0.0f);
+                for (int dc = 0; dc < EP / 16; dc++) {
+                    wmma::load_matrix_sync(fa, Kb + w * 16 * EP + dc * 16, EP);
+                    wmma::load_matrix_sync(fbt, Qt + qc * 16 * EP + dc * 16, EP);
+                    wmma::mma_sync(acc, fa, fbt, acc);
+                }
+                wmma::store_matrix_sync(St + qc * 16, acc, 32, wmma::mem_row_major);
+                wmma::fill_fragment(acc, 0.0f);
+                for (int vc = 0; vc < EVP / 16; vc++) {
+                    wmma::load_matrix_sync(fa, Vb + w * 16 * EVP + vc * 16, EVP);
+                    wmma::load_matrix_sync(fbt, Gt + qc * 16 * EVP + vc * 16, EVP);
+                    wmma::mma_sync(acc, fa, fbt, acc);
+                }
+                wmma::store_matrix_sync(dPt + qc * 16, acc, 32, wmma::mem_row_major);
+            }
+            __syncwarp();
+            for (int c = 0; c < 16; c++) {
+                const int ii = hf * 16 + c;
+                const long long i = t0 + ii;
+                const float p = at_p(at_score<float>(g, St[r * 32 + ii], b, h, i, j), Ls[ii]);
+                const float z = at_z<float>(g, seed, off, b, h, i, j);
+                Pt[r * 32 + ii] = (TI)(p * z);
+                dSt[r * 32 + ii] = (TI)(p * (dPt[r * 32 + ii] * z - Ds[ii]));
+            }
+            __syncwarp();
+#pragma unroll
+            for (int e = 0; e < NJ; e++) {
+                for (int qc = 0; qc < 2; qc++) {
+                    if (e * 16 < EVP) {
+                        wmma::load_matrix_sync(fa, Pt + qc * 16, 32);
+                        wmma::load_matrix_sync(fb, Gt + qc * 16 * EVP + e * 16, EVP);
+                        wmma::mma_sync(dv[e], fa, fb, dv[e]);
+                    }
+                    if (e * 16 < EP) {
+                        wmma::load_matrix_sync(fa, dSt + qc * 16, 32);
+                        wmma::load_matrix_sync(fb, Qt + qc * 16 * EP + e * 16, EP);
+                        wmma::mma_sync(dk[e], fa, fb, dk[e]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < NJ; e++) {
+        if (g.dk.p && e * 16 < EP) at_wmma_out(dk[e], g.scalef, St, g.dk, b, kh, j0 + w * 16, e * 16, g.S, g.E);
+        if (g.dv.p && e * 16 < EVP) at_wmma_out(dv[e], 1.0f, St, g.dv, b, kh, j0 + w * 16, e * 16, g.S, g.Ev);
+    }
+#endif
+}
+
+template <typename TI>
+static void at_launch_bwd_wmma(rgpu_cuda_ctx *c, bool dkv, const at_args &g, unsigned grid, size_t smem, int EP,
+                               int EVP)
+{
+    const int nj = (EP > EVP ? EP : EVP) / 16;
+#define AT_BWD_LAUNCH(NJ)                                                                                         \
+    do {                                                                                                          \
+        if (dkv) sdpa_dkv_wmma_kernel<TI, NJ><<<grid, AT_BW * 32, smem, c->stream>>>(g, EP, EVP);                \
+        else sdpa_dq_wmma_kernel<TI, NJ><<<grid, AT_BW * 32, smem, c->stream>>>(g, EP, EVP);                     \
+    } while (0)
+    if (nj <= 2) AT_BWD_LAUNCH(2);
+    else if (nj <= 4) AT_BWD_LAUNCH(4);
+    else AT_BWD_LAUNCH(8);
+#undef AT_BWD_LAUNCH
+}
+
+// The tensor-core kernels take this record: q, k, v, out (and grad_out) of one
+// 16-bit dtype, a float32 logsumexp, head dims up to 128; RGPU_CUDA_SDPA_WMMA=0
+// turns them off.
 static bool at_wmma_ok(const op_sdpa *a)
 {
     static int off = -1;
@@ -555,7 +792,7 @@ static bool at_wmma_ok(const op_sdpa *a)
     int dt = a->q->dtype;
     return !off && (dt == RGPU_F16 || dt == RGPU_BF16) && a->k->dtype == dt && a->v->dtype == dt &&
            a->out->dtype == dt && a->lse->dtype == RGPU_F32 && (!a->bias || rf_opmath_float({ a->bias->dtype })) &&
-           a->E <= 128 && a->Ev <= 128;
+           (!a->g || a->g->dtype == dt) && a->E <= 128 && a->Ev <= 128;
 }
 
 template <typename TI>
@@ -660,6 +897,23 @@ rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
     bool opf;
     FORWARD_IF_ERROR(at_prepare(e, &a, &g, &opf, err, errlen));
     const char *name = rgpu_op_name(e->op);
+    if (at_wmma_ok(&a)) {
+        const int EP = (int)((g.E + 15) / 16 * 16), EVP = (int)((g.Ev + 15) / 16 * 16);
+        const size_t smem = at_wmma_bwd_smem(EP, EVP);
+        FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
+        for (int dkv = 0; dkv < 2; dkv++) {
+            const long long rows = dkv ? g.S : g.L, heads = dkv ? g.Hk : g.Hq;
+            if (!(dkv ? (a.dk || a.dv) : a.dq != NULL) || g.B * heads * rows == 0) continue;
+            g.nblk = (rows + AT_BR - 1) / AT_BR;
+            const long long grid = g.B * heads * g.nblk;
+            if (grid > AT_GRID_MAX)
+                RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld blocks is over the grid limit", name, grid);
+            if (a.q->dtype == RGPU_F16) at_launch_bwd_wmma<__half>(c, dkv, g, (unsigned)grid, smem, EP, EVP);
+            else at_launch_bwd_wmma<__nv_bfloat16>(c, dkv, g, (unsigned)grid, smem, EP, EVP);
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        }
+        return RGPU_OK;
+    }
     const size_t es = opf ? sizeof(float) : sizeof(double);
     const int bq = AT_WARPS * AT_RB;
     const size_t smem = (size_t)(bq + AT_TS) * (size_t)(g.E + g.Ev) * es + 64 * es;

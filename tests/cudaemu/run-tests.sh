@@ -7,8 +7,8 @@
 #      built against the emulated backend
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
-#   3b. tests/py/test_attention.py, tests/cudaemu/test_sdpa_wmma.py (the float16/bfloat16
-#       forward on tensor cores: WMMA on the layer's emulation), test_rmsnorm.py,
+#   3b. tests/py/test_attention.py, tests/cudaemu/test_sdpa_wmma.py (float16/bfloat16
+#       attention on tensor cores: WMMA on the layer's emulation), test_rmsnorm.py,
 #       test_crossentropy.py (the fused row ops) on cuda, in all three thread orders
 #   4. tests/py/test_fft.py on cuda (fft.cu on cudaemu's cuFFT reference);
 #      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
@@ -89,7 +89,7 @@ for o in $ORDERS; do
         $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_conformance.py
 done
 for o in forward reverse random; do
-    step "fused attention (its tensor-core forward too), rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_sdpa_wmma.py, test_rmsnorm.py, test_crossentropy.py)" \
+    step "fused attention (its tensor-core kernels too), rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_sdpa_wmma.py, test_rmsnorm.py, test_crossentropy.py)" \
         env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ $PY -m pytest -q -p no:cacheprovider tests/py/test_attention.py \
         tests/cudaemu/test_sdpa_wmma.py tests/py/test_rmsnorm.py tests/py/test_crossentropy.py
 done

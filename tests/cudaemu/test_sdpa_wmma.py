@@ -1,17 +1,19 @@
-"""The float16/bfloat16 attention forward on tensor cores (issue 26 item 1):
-replayer/cuda/attention.cu's sdpa_fwd_wmma_kernel on cudaemu's WMMA emulation
+"""Float16/bfloat16 attention on tensor cores (issue 26 item 1):
+replayer/cuda/attention.cu's sdpa_fwd_wmma_kernel, sdpa_dq_wmma_kernel and
+sdpa_dkv_wmma_kernel on cudaemu's WMMA emulation
 (tests/cudaemu/cudaemu.h: warp-collective fragments, alignment checked). Run by
 tests/cudaemu/run-tests.sh on the cuda backend in all three thread orders.
 
 Each case (causal with L > S and L < S, GQA, float and boolean masks, a fully
 masked row, head dims 16/80/128 and Ev != E (zero padding to 16), sizes that
 are not multiples of the tiles, GPT-strided q/k/v, dropout) gives out and
-logsumexp, and the gradients through the (scalar) backward, compared with:
+logsumexp, and the gradients (dq, dk, dv), compared with:
   * a float64 reference of the math (out, lse, gradients);
   * the scalar kernel (RGPU_CUDA_SDPA_WMMA=0), dropout included (the same
     Philox keep decisions);
   * itself, run again in the same session: bitwise.
-The WMMA kernel's launches are counted: one per forward."""
+The WMMA kernels' launches are counted: one per forward, one dq and one dk/dv
+per backward."""
 import os
 import sys
 import textwrap
@@ -115,7 +117,8 @@ def reference(case):
 def child(tmp_path, tag, wmma):
     stats, res = run_counted(tmp_path, tag, CHILD, env={"RGPU_CUDA_SDPA_WMMA": wmma})
     assert len(stats) == 1, stats
-    launches = sum(k["launches"] for k in stats[0]["kernels"] if k["name"].startswith("sdpa_fwd_wmma_kernel"))
+    launches = {n: sum(k["launches"] for k in stats[0]["kernels"] if k["name"].startswith(n))
+                for n in ("sdpa_fwd_wmma_kernel", "sdpa_dq_wmma_kernel", "sdpa_dkv_wmma_kernel")}
     return launches, res
 
 
@@ -126,10 +129,12 @@ def runs(tmp_path_factory):
     return (n, a), (n, b), (n_off, off)
 
 
-def test_every_forward_on_tensor_cores(runs):
+def test_every_forward_and_backward_on_tensor_cores(runs):
     (n, _), _, (n_off, _) = runs
-    assert n == 2 * 2 * len(CASE_LIST), n   # the op itself, then F.scaled_dot_product_attention; twice
-    assert n_off == 0, n_off
+    # forward: the op itself, then F.scaled_dot_product_attention; its backward: dq, then dk/dv; two passes
+    c = 2 * len(CASE_LIST)
+    assert n == {"sdpa_fwd_wmma_kernel": 2 * c, "sdpa_dq_wmma_kernel": c, "sdpa_dkv_wmma_kernel": c}, n
+    assert sum(n_off.values()) == 0, n_off
 
 
 TOL = {torch.float16: dict(atol=1e-2, rtol=1e-2), torch.bfloat16: dict(atol=4e-2, rtol=4e-2)}
