@@ -8,17 +8,17 @@
 #   3. tests/py/test_conformance.py on --backend cuda, once per thread order
 #      in $ORDERS (forward, reverse, random)
 #   3b. tests/py/test_attention.py, tests/cudaemu/test_sdpa_wmma.py (float16/bfloat16
-#       attention on tensor cores: WMMA on the layer's emulation), test_rmsnorm.py,
-#       test_crossentropy.py (the fused row ops) on cuda, in all three thread orders
+#       attention on tensor cores: WMMA on the layer's emulation),
+#       tests/cudaemu/test_cudnn.py (convolution and batch norm on cudaemu's cuDNN
+#       reference: one cuDNN call per core, equal to CPU and to rgpu's own
+#       kernels, bitwise reruns), test_rmsnorm.py, test_crossentropy.py (the
+#       fused row ops) on cuda, in all three thread orders
 #   4. tests/py/test_fft.py on cuda (fft.cu on cudaemu's cuFFT reference);
 #      tests/cudaemu/test_large_shapes.py (multi-block rows, reductions, scans);
 #      tests/cudaemu/test_multi_tensor.py (multi-tensor launches: a foreach AdamW
 #      step in <= 12 launches, bitwise those of one launch per record; dependent
 #      records), in the reverse thread order; tests/cudaemu/test_pw_vec.py (the
-#      contiguous pointwise kernels: the generic kernel's bits),
-#      tests/cudaemu/test_cudnn.py (convolution and batch norm on cudaemu's cuDNN
-#      reference: one cuDNN call per core, equal to CPU and to rgpu's own
-#      kernels, bitwise reruns) and
+#      contiguous pointwise kernels: the generic kernel's bits) and
 #      tests/cudaemu/test_index_put.py (index_put grouped on the device: no host
 #      wait, the host grouping's bits), random order;
 #      test_datadep.py (ops that read back to the host), test_random.py (Philox
@@ -89,9 +89,9 @@ for o in $ORDERS; do
         $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_conformance.py
 done
 for o in forward reverse random; do
-    step "fused attention (its tensor-core kernels too), rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_sdpa_wmma.py, test_rmsnorm.py, test_crossentropy.py)" \
+    step "fused attention (its tensor-core kernels too), convolution and batch norm on cuDNN, rms norm, cross-entropy on cuda, $o thread order (test_attention.py, test_sdpa_wmma.py, test_cudnn.py, test_rmsnorm.py, test_crossentropy.py)" \
         env CUDAEMU_ORDER="$o" CUDAEMU_SEED=$$ $PY -m pytest -q -p no:cacheprovider tests/py/test_attention.py \
-        tests/cudaemu/test_sdpa_wmma.py tests/py/test_rmsnorm.py tests/py/test_crossentropy.py
+        tests/cudaemu/test_sdpa_wmma.py tests/cudaemu/test_cudnn.py tests/py/test_rmsnorm.py tests/py/test_crossentropy.py
 done
 step "torch.fft on cuda (test_fft.py: cuFFT reference)" $PY -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests/py/test_fft.py
 step "large shapes on cuda (tests/cudaemu/test_large_shapes.py)" $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_large_shapes.py
@@ -110,9 +110,8 @@ for m in odd even; do
 done
 step "uploads without the copy stream's buffers (tests/cudaemu/test_uploads.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_uploads.py
-step "contiguous pointwise kernels, index_put grouped on the device, convolution and batch norm on cuDNN; random thread order (test_pw_vec.py, test_index_put.py, test_cudnn.py)" \
-    env CUDAEMU_ORDER=random $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_pw_vec.py tests/cudaemu/test_index_put.py \
-    tests/cudaemu/test_cudnn.py
+step "contiguous pointwise kernels, index_put grouped on the device; random thread order (test_pw_vec.py, test_index_put.py)" \
+    env CUDAEMU_ORDER=random $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_pw_vec.py tests/cudaemu/test_index_put.py
 step "host waits of a GPT training step on cuda: one per wait, no cudaMalloc (tests/cudaemu/test_host_waits.py)" \
     $PY -m pytest -q -p no:cacheprovider tests/cudaemu/test_host_waits.py
 step "test_compile.py on cuda, graphs on" env RGPU_GRAPHS=1 $PY -m pytest -q -p no:cacheprovider tests/py/test_compile.py

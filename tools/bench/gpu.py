@@ -26,7 +26,7 @@ families: add and gelu in f32/bf16, contiguous and broadcast (add) or strided
 (gelu on a transposed view); casts f32<->bf16; softmax over rows of 1,024 and
 50,257; layer_norm and rms_norm forward+backward; cross-entropy forward+backward over 50,257
 classes; sum (all, and over the last dim); dropout; scaled-dot-product
-attention forward+backward (causal, T=1024, bf16); AdamW (foreach and
+attention forward+backward (causal, T=1024 and 4096, bf16/f32); AdamW (foreach and
 fused=True) over GPT-2-small's 124 M parameters; conv2d forward+backward
 over ResNet-50's shapes, f32/bf16; matmul f32/bf16 4096^3.
 """
@@ -173,21 +173,23 @@ def families(scale):
         return lambda: F.dropout(a, 0.1, training=True)
     out.append(Fam("dropout f32 p=0.1", "dropout", f32, dropout, ("bytes", 2 * N * 4), check="dropped"))
 
-    B, H, T, D = 8, 12, max(16, int(1024 * math.sqrt(scale))), 64
-    for dt in (bf16, f32):
-        s = "f32" if dt is f32 else "bf16"
+    # T = 1024 (GPT-2) and 4096 at the same tokens per batch (B x T)
+    for B, H, T, D in ((8, 12, max(16, int(1024 * math.sqrt(scale))), 64),
+                       (2, 12, max(32, int(4096 * math.sqrt(scale))), 64)):
+        for dt in (bf16, f32):
+            s = "f32" if dt is f32 else "bf16"
 
-        def sdpa(dev, dt=dt):
-            q, k, v = (rnd((B, H, T, D), dt, dev, 14 + i, True) for i in range(3))
-            go = rnd((B, H, T, D), dt, dev, 17)
+            def sdpa(dev, dt=dt, B=B, H=H, T=T, D=D):
+                q, k, v = (rnd((B, H, T, D), dt, dev, 14 + i, True) for i in range(3))
+                go = rnd((B, H, T, D), dt, dev, 17)
 
-            def f():
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                return (o,) + torch.autograd.grad(o, (q, k, v), go)
-            return f
-        # causal: half of QK^T and PV forward (4BHT^2D/2), backward 2.5x that
-        out.append(Fam(f"sdpa {s} causal fwd+bwd B{B} H{H} T{T} D{D}", "sdpa", dt, sdpa,
-                       ("flops", 3.5 * 2 * B * H * T * T * D)))
+                def f():
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    return (o,) + torch.autograd.grad(o, (q, k, v), go)
+                return f
+            # causal: half of QK^T and PV forward (4BHT^2D/2), backward 2.5x that
+            out.append(Fam(f"sdpa {s} causal fwd+bwd B{B} H{H} T{T} D{D}", "sdpa", dt, sdpa,
+                           ("flops", 3.5 * 2 * B * H * T * T * D)))
 
     shapes = gpt2_param_shapes(scale)
     numel = sum(math.prod(s) for s in shapes)

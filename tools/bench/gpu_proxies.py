@@ -50,6 +50,10 @@ JSON file.
      attention memory    a GPT-2-shaped step (1 layer, 2 heads of 32, causal
                          SDPA) at T = 256 and 1024: peak device memory above
                          the parameters (linear in T without a (T, T) buffer);
+                         and, from the tensor-core kernels' tiling (sdpa_bytes,
+                         computed, not counted), the global bytes of a bf16
+                         attention call at GPT-2's T = 1024 and at 4096 against
+                         each tensor read or written once;
      CNN step            tools/models/cnn.py's ResNetSmall (batch 8, 16x16,
                          SGD), per step as the GPT's, with convolution and
                          batch norm on cudaemu's cuDNN reference and with
@@ -533,6 +537,34 @@ def run_counted(emu, child_args, timeout=600, extra_env=None):
         return result, kernels, host
 
 
+def sdpa_bytes(B, H, L, S, E, Ev, causal=True, es=2):
+    """Global-memory bytes of the tensor-core attention kernels (attention.cu's
+    tiling: forward blocks of 64 query rows reading every visible key tile of
+    32; dq blocks of 32 rows likewise; dk/dv blocks of 32 keys reading every
+    query tile of 32 that sees them; D = dO.O read per row by both backward
+    kernels), against the ideal of each tensor read or written once. A GPU's
+    L2 cache absorbs part of the re-reads; this counts them all."""
+    def visible(rows_per_block, n_rows, n_cols):   # sum over row blocks of the columns they read (tiles of 32)
+        tot = 0
+        for r0 in range(0, n_rows, rows_per_block):
+            last = min(n_rows, r0 + rows_per_block) - 1
+            cols = min(n_cols, last + 1) if causal else n_cols
+            tot += -(-cols // 32) * 32
+        return tot
+    bh = B * H
+    fwd = bh * ((L * E + L * Ev) * es + L * 4 + visible(64, L, S) * (E + Ev) * es)
+    ideal_fwd = bh * ((L * E + S * (E + Ev) + L * Ev) * es + L * 4)
+    dq = bh * ((L * E + L * Ev + 2 * L * Ev + L * E) * es + L * 4 + visible(32, L, S) * (E + Ev) * es)
+    # dk/dv: the query tiles each key block sees (rows >= its first key when causal)
+    qrows = 0
+    for j0 in range(0, S, 32):
+        first = j0 if causal else 0
+        qrows += -(-max(0, L - first) // 32) * 32
+    dkv = bh * ((2 * S * (E + Ev)) * es + qrows * (E + Ev + 2 * Ev) * es + qrows * 4)
+    ideal_bwd = bh * ((2 * L * E + S * (E + Ev) + 2 * L * Ev + S * (E + Ev)) * es + L * 4)
+    return {"forward": fwd, "forward_ideal": ideal_fwd, "backward": dq + dkv, "backward_ideal": ideal_bwd}
+
+
 def _per_step(a, b, steps):
     """(b - a) / steps per key, keys with a nonzero difference."""
     out = {}
@@ -591,6 +623,8 @@ def launch_report(emu):
         r, k, h = run_counted(emu, ["--child", "attn", "--steps", str(T)])
         rep["attn"][T] = {"step_peak_bytes": r["step_peak_bytes"],
                           "sdpa_launches": sum(n for (f, _), n in k.items() if f == "attention.cu")}
+    rep["attn_bytes"] = {f"B{B} H{H} T{T} D{D} causal bf16": sdpa_bytes(B, H, T, T, D, D)
+                         for B, H, T, D in ((8, 12, 1024, 64), (2, 12, 4096, 64))}
     r0, k0, h0 = run_counted(emu, ["--child", "adamw", "--steps", "0"])
     r1, k1, h1 = run_counted(emu, ["--child", "adamw", "--steps", "1"])
     r3, k3, h3 = run_counted(emu, ["--child", "adamw", "--steps", "3"])
@@ -625,6 +659,11 @@ def print_launches(rep):
           f"T=256 {at[256]['step_peak_bytes'] / 2**20:.2f} MiB, T=1024 {at[1024]['step_peak_bytes'] / 2**20:.2f} MiB "
           f"({at[1024]['step_peak_bytes'] / max(1, at[256]['step_peak_bytes']):.2f}x for 4x T; a (T, T) buffer would "
           f"be 16x); attention launches per step {at[1024]['sdpa_launches']}")
+    for shape, v in rep["attn_bytes"].items():
+        print(f"   tensor-core attention {shape}, global bytes by the kernels' tiling: forward "
+              f"{v['forward'] / 2**20:.0f} MiB ({v['forward'] / v['forward_ideal']:.1f}x the ideal "
+              f"{v['forward_ideal'] / 2**20:.0f}), backward {v['backward'] / 2**20:.0f} MiB "
+              f"({v['backward'] / v['backward_ideal']:.1f}x the ideal {v['backward_ideal'] / 2**20:.0f})")
     a = rep["adamw"]
     fam = ", ".join(f"{f} {n:g}" for f, n in list(a["families"].items())[:6])
     print(f"AdamW step ({a['params']} parameter tensors): {a['launches_per_step']:g} launches per step "
