@@ -40,6 +40,7 @@ struct at_args {
     const long long *pseed, *poffset;               // backward: the forward's (read on the device)
     unsigned long long seed, offset;                // forward: the record's Philox pair
     const uint64_t *ph;                             // forward in a graph: the pair in device memory (rgpu_exec philox)
+    float *Dbuf;                                    // backward on tensor cores: D per (b, h, row) (sdpa_D_kernel)
     unsigned drop_thr;                              // 0: no dropout (op/attention.h)
     double drop_scale;
     float drop_scalef;
@@ -553,8 +554,26 @@ __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g,
 // the backward), times scale at the end. dk/dv: per kv head block of 32 keys,
 // over the group's query heads in order and tiles of 32 query rows, S^T = K
 // Q^T and dP^T = V dO^T, then P_d^T = P z and dS^T (16-bit), dV += P_d^T dO,
-// dK += dS^T Q. D and lse as the scalar kernels read them (at_D, the saved
-// logsumexp); masks, dropout and GQA theirs.
+// dK += dS^T Q. D = dO.O computed once per row beforehand (sdpa_D_kernel,
+// at_D's values) and the saved logsumexp; masks, dropout and GQA as the
+// scalar kernels.
+
+// D_i = grad_out_i . out_i once per (b, h, row) into g.Dbuf (a warp per row,
+// at_D's order: the values the scalar kernels compute), for both backward
+// kernels, which would otherwise re-read grad_out and out per key block.
+__global__ void sdpa_D_kernel(at_args g)
+{
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= g.B * g.Hq * g.L) return;       // whole warps: blockDim.x is a multiple of 32
+    const long long i = row % g.L, bh = row / g.L;
+    const float d = at_D<float>(g, bh / g.Hq, bh % g.Hq, i);
+    if ((threadIdx.x & 31) == 0) g.Dbuf[row] = d;
+}
+
+__device__ __forceinline__ float at_Dv(const at_args &g, long long b, long long h, long long i)
+{
+    return i < g.L ? g.Dbuf[(b * g.Hq + h) * g.L + i] : 0.0f;
+}
 
 #define AT_BW 2                      // warps per block, backward on tensor cores
 #define AT_BR (AT_BW * 16)           // rows (queries for dq, keys for dk/dv) per block
@@ -613,11 +632,7 @@ __global__ void __launch_bounds__(AT_BW * 32) sdpa_dq_wmma_kernel(at_args g, int
     at_wmma_rows(Gs, EVP, g.g, b, h, i0, g.L, g.Ev);
     const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
     const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
-    float Dr = 0;
-    for (int rr = 0; rr < 16; rr++) {          // D of the warp's rows (each a warp sum), the lane's kept
-        const float d = at_D<float>(g, b, h, i0 + w * 16 + rr);
-        if (rr == r) Dr = d;
-    }
+    const float Dr = at_Dv(g, b, h, i);
     const float lr = i < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, i, 0)) : -INFINITY;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
@@ -703,12 +718,9 @@ __global__ void __launch_bounds__(AT_BW * 32) sdpa_dkv_wmma_kernel(at_args g, in
             __syncthreads();
             at_wmma_rows(Qt, EP, g.q, b, h, t0, g.L, g.E);
             at_wmma_rows(Gt, EVP, g.g, b, h, t0, g.L, g.Ev);
-            for (int rr = w; rr < AT_BR; rr += AT_BW) {     // D and lse of the tile's rows
-                const float dd = at_D<float>(g, b, h, t0 + rr);
-                if (lane == 0) {
-                    Ds[rr] = dd;
-                    Ls[rr] = t0 + rr < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, t0 + rr, 0)) : -INFINITY;
-                }
+            for (int rr = threadIdx.x; rr < AT_BR; rr += blockDim.x) {   // D and lse of the tile's rows
+                Ds[rr] = at_Dv(g, b, h, t0 + rr);
+                Ls[rr] = t0 + rr < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, t0 + rr, 0)) : -INFINITY;
             }
             __syncthreads();
             if (g.causal && t0 + AT_BR - 1 < j0 + w * 16) continue;   // no row of the tile sees the warp's keys
@@ -901,6 +913,16 @@ rgpu_status rgpu_cuda_dense_sdpa_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, 
         const int EP = (int)((g.E + 15) / 16 * 16), EVP = (int)((g.Ev + 15) / 16 * 16);
         const size_t smem = at_wmma_bwd_smem(EP, EVP);
         FORWARD_IF_ERROR(at_smem_fits(name, smem, err, errlen));
+        const long long rows = g.B * g.Hq * g.L;
+        rgpu_dcu::scratch sc(c);
+        if (rows > 0) {
+            g.Dbuf = (float *)sc.get(rows, sizeof(float));
+            RETURN_ERROR_IF(!g.Dbuf, RGPU_ERR_NOMEM, "%s: out of device memory for D (%lld rows)", name, rows);
+            if ((rows + 3) / 4 > AT_GRID_MAX)
+                RETURN_ERROR(RGPU_ERR_UNSUPPORTED, "%s: cuda backend: %lld rows is over the grid limit", name, rows);
+            sdpa_D_kernel<<<(unsigned)((rows + 3) / 4), 128, 0, c->stream>>>(g);
+            RGPU_CUDA_CHECK_LAUNCH(err, errlen);
+        }
         for (int dkv = 0; dkv < 2; dkv++) {
             const long long rows = dkv ? g.S : g.L, heads = dkv ? g.Hk : g.Hq;
             if (!(dkv ? (a.dk || a.dv) : a.dq != NULL) || g.B * heads * rows == 0) continue;

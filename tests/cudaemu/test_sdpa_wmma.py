@@ -12,7 +12,7 @@ logsumexp, and the gradients (dq, dk, dv), compared with:
   * the scalar kernel (RGPU_CUDA_SDPA_WMMA=0), dropout included (the same
     Philox keep decisions);
   * itself, run again in the same session: bitwise.
-The WMMA kernels' launches are counted: one per forward, one dq and one dk/dv
+The WMMA kernels' launches are counted: one per forward; D, dq and dk/dv once
 per backward."""
 import os
 import sys
@@ -118,7 +118,7 @@ def child(tmp_path, tag, wmma):
     stats, res = run_counted(tmp_path, tag, CHILD, env={"RGPU_CUDA_SDPA_WMMA": wmma})
     assert len(stats) == 1, stats
     launches = {n: sum(k["launches"] for k in stats[0]["kernels"] if k["name"].startswith(n))
-                for n in ("sdpa_fwd_wmma_kernel", "sdpa_dq_wmma_kernel", "sdpa_dkv_wmma_kernel")}
+                for n in ("sdpa_fwd_wmma_kernel", "sdpa_D_kernel", "sdpa_dq_wmma_kernel", "sdpa_dkv_wmma_kernel")}
     return launches, res
 
 
@@ -131,9 +131,10 @@ def runs(tmp_path_factory):
 
 def test_every_forward_and_backward_on_tensor_cores(runs):
     (n, _), _, (n_off, _) = runs
-    # forward: the op itself, then F.scaled_dot_product_attention; its backward: dq, then dk/dv; two passes
+    # forward: the op itself, then F.scaled_dot_product_attention; its backward: D, dq, then dk/dv; two passes
     c = 2 * len(CASE_LIST)
-    assert n == {"sdpa_fwd_wmma_kernel": 2 * c, "sdpa_dq_wmma_kernel": c, "sdpa_dkv_wmma_kernel": c}, n
+    assert n == {"sdpa_fwd_wmma_kernel": 2 * c, "sdpa_D_kernel": c, "sdpa_dq_wmma_kernel": c,
+                 "sdpa_dkv_wmma_kernel": c}, n
     assert sum(n_off.values()) == 0, n_off
 
 

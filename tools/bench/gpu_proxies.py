@@ -541,8 +541,8 @@ def sdpa_bytes(B, H, L, S, E, Ev, causal=True, es=2):
     """Global-memory bytes of the tensor-core attention kernels (attention.cu's
     tiling: forward blocks of 64 query rows reading every visible key tile of
     32; dq blocks of 32 rows likewise; dk/dv blocks of 32 keys reading every
-    query tile of 32 that sees them; D = dO.O read per row by both backward
-    kernels), against the ideal of each tensor read or written once. A GPU's
+    query tile of 32 that sees them; D = dO.O computed once per row beforehand),
+    against the ideal of each tensor read or written once. A GPU's
     L2 cache absorbs part of the re-reads; this counts them all."""
     def visible(rows_per_block, n_rows, n_cols):   # sum over row blocks of the columns they read (tiles of 32)
         tot = 0
@@ -554,15 +554,16 @@ def sdpa_bytes(B, H, L, S, E, Ev, causal=True, es=2):
     bh = B * H
     fwd = bh * ((L * E + L * Ev) * es + L * 4 + visible(64, L, S) * (E + Ev) * es)
     ideal_fwd = bh * ((L * E + S * (E + Ev) + L * Ev) * es + L * 4)
-    dq = bh * ((L * E + L * Ev + 2 * L * Ev + L * E) * es + L * 4 + visible(32, L, S) * (E + Ev) * es)
+    Dk = bh * (2 * L * Ev * es + L * 4)        # sdpa_D_kernel: D = dO.O once per row
+    dq = bh * ((L * E + L * Ev + L * E) * es + 2 * L * 4 + visible(32, L, S) * (E + Ev) * es)
     # dk/dv: the query tiles each key block sees (rows >= its first key when causal)
     qrows = 0
     for j0 in range(0, S, 32):
         first = j0 if causal else 0
         qrows += -(-max(0, L - first) // 32) * 32
-    dkv = bh * ((2 * S * (E + Ev)) * es + qrows * (E + Ev + 2 * Ev) * es + qrows * 4)
+    dkv = bh * ((2 * S * (E + Ev)) * es + qrows * (E + Ev) * es + qrows * 8)
     ideal_bwd = bh * ((2 * L * E + S * (E + Ev) + 2 * L * Ev + S * (E + Ev)) * es + L * 4)
-    return {"forward": fwd, "forward_ideal": ideal_fwd, "backward": dq + dkv, "backward_ideal": ideal_bwd}
+    return {"forward": fwd, "forward_ideal": ideal_fwd, "backward": Dk + dq + dkv, "backward_ideal": ideal_bwd}
 
 
 def _per_step(a, b, steps):
