@@ -579,7 +579,7 @@ static __global__ void bias_add_kernel(rgpu_cuda_view y, int dt, int64_t total, 
 {
     DCU_LOOP(i, total) {
         long long off = rgpu_cuda_offset(y, i);
-        T v = rf_add(rf_ld<T>(y.data, off, dt), (T)rgpu_dcu::param_at(b, (i / per) % C));
+        T v = rf_add(rf_ld<T>(y.data, off, dt), rf_ld<T>(b.p, (i / per) % C * b.stride, b.dt));   // b: y's dtype
         rf_st(y.data, off, dt, v);
     }
 }
