@@ -548,7 +548,8 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     }
     const dnn_choice ch = it->second;
     if (!ch.ok) return RGPU_OK;
-    DNN_TRY("cudnnSetConvolutionMathType", D->SetConvolutionMathType(ds.conv, ch.math));
+    // float32 without TF32 stays on FMA math whatever the list says (its DEFAULT allows TF32 from Ampere on)
+    DNN_TRY("cudnnSetConvolutionMathType", D->SetConvolutionMathType(ds.conv, f32_exact ? DNN_FMA_MATH : ch.math));
     void *ws = NULL;
     if (ch.ws) {
         ws = sc.get((int64_t)ch.ws, 1);
