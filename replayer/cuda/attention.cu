@@ -561,7 +561,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g,
 // D_i = grad_out_i . out_i once per (b, h, row) into g.Dbuf (a warp per row,
 // at_D's order: the values the scalar kernels compute), for both backward
 // kernels, which would otherwise re-read grad_out and out per key block.
-__global__ void sdpa_D_kernel(at_args g)
+static __global__ void sdpa_D_kernel(at_args g)
 {
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (row >= g.B * g.Hq * g.L) return;       // whole warps: blockDim.x is a multiple of 32

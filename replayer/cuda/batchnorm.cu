@@ -277,9 +277,10 @@ static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65
 // and (N,C,L,1)), the output of x's strides; weight and bias present; every
 // per-channel tensor (weight, bias, running and saved stats, dw, db) packed
 // and float32 (float64 for float64 x). The backward: training mode with the
-// saved stats, and dx, dw, db all wanted. Anything else runs the kernels
-// above. Same formulas (biased variance normalises, unbiased updates the
-// running variance with factor = momentum); cuDNN's own order of summation.
+// saved stats, and dx, dw, db all wanted. Anything else, and a call cuDNN
+// refuses (said on the log), runs the kernels above. Same formulas (biased
+// variance normalises, unbiased updates the running variance with factor =
+// momentum); cuDNN's own order of summation.
 
 // x's 4-d/5-d form for cuDNN: (N,C) -> (N,C,1,1), (N,C,L) -> (N,C,L,1).
 static rgpu_view bn_nd(const rgpu_view *x)
@@ -307,6 +308,19 @@ static bool same_strides(const rgpu_view *a, const rgpu_view *b)
 
 static const void *ptr_of(const rgpu_view *v) { return v && rgpu_op_numel(v) ? v->data : NULL; }
 
+// A call cuDNN refuses: the kernels run instead (nothing was written), said
+// on the server's log (the first 5 times). Returns false.
+static bool bn_refused(const char *name, const char *call, const char *why, int status)
+{
+    static int said;
+    if (said < 5) {
+        said++;
+        fprintf(stderr, "rgpu cuda: %s: cuDNN batch norm: %s failed: %s (cudnnStatus %d); rgpu's kernels run\n", name,
+                call, why, status);
+    }
+    return false;
+}
+
 // The x descriptor (also y's, dy's, dx's: the same strides) and the derived
 // per-channel one, destroyed with it.
 struct bn_descs {
@@ -331,8 +345,7 @@ struct bn_descs {
         if (s == 0) s = D->CreateTensorDescriptor(&p);
         if (s == 0) s = D->SetTensorNdDescriptor(x, rgpu_dnn_dtype(x0->dtype), td.nd, td.dims, td.strides);
         if (s == 0) s = D->DeriveBNTensorDescriptor(p, x, DNN_BN_SPATIAL);
-        RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: cuDNN batch norm descriptors: %s (cudnnStatus %d)", name,
-                        D->GetErrorString(s), s);
+        if (s != 0) *ok = bn_refused(name, "the descriptors", D->GetErrorString(s), s);
         return RGPU_OK;
     }
 };
@@ -376,8 +389,7 @@ static rgpu_status dnn_bn_forward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op
         s = D->BatchNormalizationForwardInference(D->handle, DNN_BN_SPATIAL, alpha, beta, ds.x, x->data, ds.x, y->data,
                                                   ds.p, w->data, b->data, rm->data, rv->data, su->eps);
     }
-    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
-    *done = true;
+    *done = s == 0 || bn_refused(name, call, D->GetErrorString(s), s);
     return RGPU_OK;
 }
 
@@ -407,9 +419,7 @@ static rgpu_status dnn_bn_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const o
     int s = D->BatchNormalizationBackward(D->handle, DNN_BN_SPATIAL, alpha, beta, alpha, beta, ds.x, x->data, ds.x,
                                           gr->data, ds.x, dx->data, ds.p, w->data, dw->data, db->data, su->eps,
                                           sm->data, si->data);
-    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: cudnnBatchNormalizationBackward failed: %s (cudnnStatus %d)", name,
-                    D->GetErrorString(s), s);
-    *done = true;
+    *done = s == 0 || bn_refused(name, "cudnnBatchNormalizationBackward", D->GetErrorString(s), s);
     return RGPU_OK;
 }
 

@@ -370,7 +370,8 @@ static void *pack_weight(rgpu_cuda_ctx *c, int op, rgpu_dcu::scratch &sc, int ct
 // input weight packed otherwise, or a broadcast (0-stride) input, through a
 // packed copy. What cuDNN cannot take (integer dtypes, an empty batch, an
 // output it cannot address, a shape with no deterministic algorithm, more
-// than int32 can index) runs on im2col; RGPU_CUDA_VERBOSE=1 logs each choice.
+// than int32 can index, a call cuDNN refuses: said once) runs on im2col;
+// RGPU_CUDA_VERBOSE=1 logs each choice.
 
 namespace {
 
@@ -489,9 +490,35 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     bool f32_exact = dt == RGPU_F32 && !c->allow_tf32;
     int math = dt == RGPU_F64 ? DNN_DEFAULT_MATH : f32_exact ? DNN_FMA_MATH : DNN_TENSOR_OP_MATH;
 
+    // the algorithm is chosen once per key
+    std::vector<long long> key = { core, dt, math, fmt, nd, (long long)g->groups };
+    for (int i = 0; i < 2; i++)
+        for (int d = 0; d < nd; d++) { key.push_back(td[i].dims[d]); key.push_back(td[i].strides[d]); }
+    for (int d = 0; d < nd; d++) key.push_back(wdims[d]);
+    for (int i = 0; i < nsp; i++) { key.push_back(pad[i]); key.push_back(str[i]); key.push_back(dil[i]); }
+    if (!D->cache) D->cache = new dnn_cache;
+    dnn_cache *cache = (dnn_cache *)D->cache;
+    auto it = cache->m.find(key);
+    if (it != cache->m.end() && !it->second.ok) return RGPU_OK;
+    char shape[160];
+    {
+        int o = 0;
+        for (int i = 0; i < 2; i++)
+            for (int d = 0; d < nd && o < (int)sizeof shape - 16; d++)
+                o += snprintf(shape + o, sizeof shape - o, "%s%d", d ? "x" : i ? " -> " : "", td[i].dims[d]);
+    }
     dnn_descs ds(D);
     int s = 0;
     const char *call = "";
+    // a call cuDNN refuses: said once, and this key runs on im2col from then on (nothing was
+    // written yet; a staged copy is scratch)
+    auto refuse = [&]() -> rgpu_status {
+        fprintf(stderr, "rgpu cuda: cuDNN conv %s %s %s: %s failed: %s (cudnnStatus %d); im2col for this shape\n",
+                DNN_CORE[core], rgpu_dtype_name(dt), shape, call, D->GetErrorString(s), s);
+        if (cache->m.size() >= DNN_CACHE_MAX) cache->m.clear();
+        cache->m[key] = dnn_choice{ -1, math, 0, false };
+        return RGPU_OK;
+    };
 #define DNN_TRY(what, expr) do { if (s == 0) { call = what; s = (expr); } } while (0)
     DNN_TRY("cudnnCreateTensorDescriptor", D->CreateTensorDescriptor(&ds.a));
     DNN_TRY("cudnnCreateTensorDescriptor", D->CreateTensorDescriptor(&ds.b));
@@ -504,17 +531,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
                                                                             dt == RGPU_F64 ? DNN_DOUBLE : DNN_FLOAT));
     DNN_TRY("cudnnSetConvolutionGroupCount", D->SetConvolutionGroupCount(ds.conv, (int)g->groups));
     DNN_TRY("cudnnSetConvolutionMathType", D->SetConvolutionMathType(ds.conv, math));
-    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
-
-    // the algorithm, chosen once per key
-    std::vector<long long> key = { core, dt, math, fmt, nd, (long long)g->groups };
-    for (int i = 0; i < 2; i++)
-        for (int d = 0; d < nd; d++) { key.push_back(td[i].dims[d]); key.push_back(td[i].strides[d]); }
-    for (int d = 0; d < nd; d++) key.push_back(wdims[d]);
-    for (int i = 0; i < nsp; i++) { key.push_back(pad[i]); key.push_back(str[i]); key.push_back(dil[i]); }
-    if (!D->cache) D->cache = new dnn_cache;
-    dnn_cache *cache = (dnn_cache *)D->cache;
-    auto it = cache->m.find(key);
+    if (s != 0) return refuse();
     if (it == cache->m.end()) {
         rgpu_cudnn_perf perf[8];
         int got = 0;
@@ -524,7 +541,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
             D->GetConvolutionBackwardDataAlgorithm_v7(D->handle, ds.f, ds.b, ds.conv, ds.a, 8, &got, perf));
         else DNN_TRY("cudnnGetConvolutionBackwardFilterAlgorithm_v7",
             D->GetConvolutionBackwardFilterAlgorithm_v7(D->handle, ds.a, ds.b, ds.conv, ds.f, 8, &got, perf));
-        RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s failed: %s (cudnnStatus %d)", name, call, D->GetErrorString(s), s);
+        if (s != 0) return refuse();
         dnn_choice ch = { -1, math, 0, false };
         for (int i = 0; i < got && i < 8 && !ch.ok; i++) {
             const rgpu_cudnn_perf &p = perf[i];
@@ -535,11 +552,6 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
         if (cache->m.size() >= DNN_CACHE_MAX) cache->m.clear();
         it = cache->m.emplace(key, ch).first;
         if (getenv("RGPU_CUDA_VERBOSE")) {
-            char shape[160];
-            int o = 0;
-            for (int i = 0; i < 2; i++)
-                for (int d = 0; d < nd && o < (int)sizeof shape - 16; d++)
-                    o += snprintf(shape + o, sizeof shape - o, "%s%d", d ? "x" : i ? " -> " : "", td[i].dims[d]);
             if (ch.ok) fprintf(stderr, "rgpu cuda: cuDNN conv %s %s %s: algo %d, math %d, workspace %zu bytes\n",
                                DNN_CORE[core], rgpu_dtype_name(dt), shape, ch.algo, ch.math, ch.ws);
             else fprintf(stderr, "rgpu cuda: cuDNN conv %s %s %s: no deterministic algorithm, im2col\n",
@@ -566,8 +578,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     else DNN_TRY("cudnnConvolutionBackwardFilter", D->ConvolutionBackwardFilter(D->handle, alpha, ds.a, x[0]->data,
         ds.b, x[1]->data, ds.conv, ch.algo, ws, ch.ws, beta, ds.f, x[2]->data));
 #undef DNN_TRY
-    RETURN_ERROR_IF(s != 0, RGPU_ERR_EXEC, "%s: %s (algo %d) failed: %s (cudnnStatus %d)", name, call, ch.algo,
-                    D->GetErrorString(s), s);
+    if (s != 0) return refuse();
     *done = true;
     return RGPU_OK;
 }

@@ -15,7 +15,9 @@ Batch norm (training and eval; 2-d, 4-d, 5-d; float32, float64, float16
 and bfloat16 with float32 parameters, channels_last) likewise, its running
 statistics too; float16 parameters stay on rgpu's kernels, as with ATen.
 The cuDNN calls are counted (CUDAEMU_STATS): one per convolution core and per
-batch norm, so nothing fell back; the server says where they run, once.
+batch norm, so nothing fell back; the server says where they run, once. A
+cuDNN that refuses the calls (NOT_SUPPORTED) leaves rgpu's own kernels to run
+them, with the same values as RGPU_CUDNN=0.
 A ResNet-style CNN trains 3 steps with cuDNN to the losses of PyTorch CPU.
 cudnn_emu faults when a nondeterministic algorithm (the first of cuDNN's
 backward heuristics) runs, and rounds float32 to TF32 unless FMA math is
@@ -217,6 +219,26 @@ def test_batch_norm_equal_to_cpu_and_kernels(runs, case):
         torch.testing.assert_close(got.float(), want[i].float(), **tol, msg=f"{name} {what} vs CPU")
         torch.testing.assert_close(got.float(), off[name][i].float(), **tol, msg=f"{name} {what} vs the kernels")
         assert torch.equal(got, again[name][i]), f"{name} {what}: a rerun differs"
+
+
+def test_refused_calls_run_rgpus_kernels(tmp_path):
+    """cuDNN answering NOT_SUPPORTED (CUDAEMU_CUDNN_REFUSE): each convolution
+    shape is said once and runs on im2col from then on, batch norm on the
+    kernels; the values are those of RGPU_CUDNN=0's run, bitwise."""
+    log = tmp_path / "server.log"
+    stats, res = run_counted(tmp_path, "refuse", CHILD, env={"CUDAEMU_CUDNN_REFUSE": "conv,bn",
+                                                             "RGPU_SERVER_LOG": str(log)})
+    _, off = run_counted(tmp_path, "off", CHILD, env={"RGPU_CUDNN": "0"})
+    text = log.read_text()
+    assert sum(stats[0]["host_ops"].get(k, 0) for k in KINDS) == 0, stats[0]["host_ops"]
+    # at most one line per convolution core of the first pass: the second pass asks cuDNN
+    # nothing (each refused shape is kept on im2col)
+    refusals = [ln for ln in text.splitlines() if "im2col for this shape" in ln]
+    assert len(CASE_LIST) <= len(refusals) <= 3 * len(CASE_LIST), refusals
+    assert "rgpu's kernels run" in text, text
+    for name in res[0]:
+        for a, b in zip(res[0][name], off[0][name]):
+            assert torch.equal(a, b), name
 
 
 def test_resnet_trains_on_cudnn(tmp_path):
