@@ -441,7 +441,8 @@ static rgpu_status dnn_stage(rgpu_cuda_ctx *c, rgpu_dcu::scratch &sc, const rgpu
 
 // One core on cuDNN: I, G (4-d, or 5-d for 3-d) and W (the weight, or dw)
 // of one floating dtype, the written one being I (DNN_DATA), G (DNN_FWD) or
-// W (DNN_FILTER). *done false, nothing enqueued: the caller runs im2col.
+// W (DNN_FILTER). *done false: the caller runs im2col (nothing was written;
+// a staged copy went to scratch).
 static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_geom *g, const rgpu_view *I,
                             const rgpu_view *G, const rgpu_view *W, bool *done, char *err, size_t errlen)
 {
@@ -453,7 +454,7 @@ static rgpu_status dnn_conv(rgpu_cuda_ctx *c, int op, int core, const op_conv_ge
     rgpu_cudnn *D = &c->dnn;
     const char *name = rgpu_op_name(op);
     rgpu_dcu::scratch sc(c);
-    // operands as cuDNN takes them (staged: a packed copy; the written one copied back after)
+    // operands as cuDNN takes them (staged: an input's packed copy; an output must be takeable as it is)
     rgpu_view v[3] = { *I, *G, *W }, staged[3];
     bool is_out[3] = { core == DNN_DATA, core == DNN_FWD, core == DNN_FILTER }, stage[3] = { false, false, false };
     dnn_td td[2];
