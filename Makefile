@@ -306,10 +306,10 @@ $(EMU_B)/emu/%.o: $(EMU_B)/emu/src/%.cu $(EMU_CUH) $(HEADERS) $(EMU_DIR)/cudaemu
 $(EMU_B)/lib/libcudaemu.so: $(EMU_DIR)/runtime.cpp $(EMU_DIR)/cudaemu.h $(EMU_DIR)/cudaemu_api.h
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -o $@ $< -lpthread
-$(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_B)/lib/libcudaemu.so
+$(EMU_B)/lib/libcublas.so.13: $(EMU_DIR)/cublas_emu.cpp $(EMU_DIR)/emu_elem.h $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
-$(EMU_B)/lib/libcudnn.so.9: $(EMU_DIR)/cudnn_emu.cpp $(EMU_B)/lib/libcudaemu.so
+$(EMU_B)/lib/libcudnn.so.9: $(EMU_DIR)/cudnn_emu.cpp $(EMU_DIR)/emu_elem.h $(EMU_B)/lib/libcudaemu.so
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -shared -Wl,-soname,libcudnn.so.9 -o $@ $< -L$(EMU_B)/lib -lcudaemu -Wl,-rpath,$(CURDIR)/$(EMU_B)/lib
 $(EMU_B)/lib/libcusolver.so.12: $(EMU_DIR)/cusolver_emu.cpp $(EMU_B)/lib/libcudaemu.so

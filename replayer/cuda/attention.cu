@@ -429,6 +429,38 @@ static size_t at_wmma_smem(long long EP, long long EVP)
     return (size_t)(AT_WQ * EP + AT_WK * EP + AT_WK * EVP) * 2 + (size_t)AT_WARPS * 16 * AT_WK * (4 + 2) + 128;
 }
 
+// rows [r0, r0 + nr) of o[b, h] (cols [0, n), its dtype TI) into sh[row][ld], zero padded
+template <typename TI>
+__device__ void at_wmma_rows(TI *sh, int nr, int ld, const at_op &o, long long b, long long h, long long r0,
+                             long long rows, long long n)
+{
+    const TI zero = (TI)0.0f;
+    for (long long t = threadIdx.x; t < (long long)nr * ld; t += blockDim.x) {
+        const long long rr = t / ld, cc = t - rr * ld;
+        sh[t] = r0 + rr < rows && cc < n ? ((const TI *)o.p)[at_off(o, b, h, r0 + rr, cc)] : zero;
+    }
+}
+
+// The warp's 16x32 tile A B^T (A: 16 rows, B: 32 rows, both [row][ld] with n
+// columns, n a multiple of 16) into out[16][32] (float), two 16x16 halves.
+template <typename TI>
+__device__ __forceinline__ void at_wmma_abt(float *out, const TI *A, const TI *B, int ld, int n)
+{
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    for (int half = 0; half < 2; half++) {
+        wmma::fill_fragment(acc, 0.0f);
+        for (int c = 0; c < n / 16; c++) {
+            wmma::load_matrix_sync(fa, A + c * 16, ld);
+            wmma::load_matrix_sync(fbt, B + half * 16 * ld + c * 16, ld);
+            wmma::mma_sync(acc, fa, fbt, acc);
+        }
+        wmma::store_matrix_sync(out + half * 16, acc, 32, wmma::mem_row_major);
+    }
+}
+
 template <typename TI, int NJ>
 __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g, int EP, int EVP)
 {
@@ -445,11 +477,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g,
     const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
     const long long last = (i0 + AT_WQ < g.L ? i0 + AT_WQ : g.L) - 1, wlast = i0 + w * 16 + 15;
     const long long nkeys = at_keys(g, last), i = i0 + w * 16 + r;
-    const TI zero = (TI)0.0f;
-    for (long long t = threadIdx.x; t < AT_WQ * EP; t += blockDim.x) {
-        const long long rr = t / EP, cc = t - rr * EP;
-        Qs[t] = i0 + rr < g.L && cc < g.E ? ((const TI *)g.q.p)[at_off(g.q, b, h, i0 + rr, cc)] : zero;
-    }
+    at_wmma_rows(Qs, AT_WQ, EP, g.q, b, h, i0, g.L, g.E);
     const unsigned long long seed = g.ph ? g.ph[0] : g.seed, offset = g.ph ? g.ph[1] : g.offset;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         if (g.pseed_out) *g.pseed_out = (long long)seed;
@@ -461,31 +489,15 @@ __global__ void __launch_bounds__(AT_WARPS * 32) sdpa_fwd_wmma_kernel(at_args g,
 #pragma unroll
         for (int c = 0; c < 8; c++) o[j][c] = 0;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fkt;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fv;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     for (long long k0 = 0; k0 < nkeys; k0 += AT_WK) {
         __syncthreads();                       // the previous tile is consumed (and Qs is loaded)
-        for (long long t = threadIdx.x; t < AT_WK * EP; t += blockDim.x) {
-            const long long rr = t / EP, cc = t - rr * EP;
-            Ks[t] = k0 + rr < g.S && cc < g.E ? ((const TI *)g.k.p)[at_off(g.k, b, kh, k0 + rr, cc)] : zero;
-        }
-        for (long long t = threadIdx.x; t < AT_WK * EVP; t += blockDim.x) {
-            const long long rr = t / EVP, cc = t - rr * EVP;
-            Vs[t] = k0 + rr < g.S && cc < g.Ev ? ((const TI *)g.v.p)[at_off(g.v, b, kh, k0 + rr, cc)] : zero;
-        }
+        at_wmma_rows(Ks, AT_WK, EP, g.k, b, kh, k0, g.S, g.E);
+        at_wmma_rows(Vs, AT_WK, EVP, g.v, b, kh, k0, g.S, g.Ev);
         __syncthreads();
         if (g.causal && k0 > wlast) continue;  // every key of the tile is masked for this warp's rows
-        // S = Q K^T for the warp's 16 rows and the tile's 32 keys
-        for (int kc = 0; kc < AT_WK / 16; kc++) {
-            wmma::fill_fragment(acc, 0.0f);
-            for (int dc = 0; dc < EP / 16; dc++) {
-                wmma::load_matrix_sync(fa, Qs + w * 16 * EP + dc * 16, EP);
-                wmma::load_matrix_sync(fkt, Ks + kc * 16 * EP + dc * 16, EP);
-                wmma::mma_sync(acc, fa, fkt, acc);
-            }
-            wmma::store_matrix_sync(Sw + kc * 16, acc, AT_WK, wmma::mem_row_major);
-        }
+        at_wmma_abt(Sw, Qs + w * 16 * EP, Ks, EP, EP);   // S = Q K^T: the warp's 16 rows, the tile's 32 keys
         __syncwarp();
         float sv[16], mx = -INFINITY;
 #pragma unroll
@@ -600,18 +612,6 @@ __device__ __forceinline__ void at_wmma_out(F &acc, float s, float *st, const at
     __syncwarp();
 }
 
-// rows [r0, r0 + AT_BR) of o[b, h] (cols [0, n), its dtype TI) into sh[row][ld], zero padded
-template <typename TI>
-__device__ void at_wmma_rows(TI *sh, int ld, const at_op &o, long long b, long long h, long long r0, long long rows,
-                             long long n)
-{
-    const TI zero = (TI)0.0f;
-    for (long long t = threadIdx.x; t < (long long)AT_BR * ld; t += blockDim.x) {
-        const long long rr = t / ld, cc = t - rr * ld;
-        sh[t] = r0 + rr < rows && cc < n ? ((const TI *)o.p)[at_off(o, b, h, r0 + rr, cc)] : zero;
-    }
-}
-
 template <typename TI, int NJ>
 __global__ void __launch_bounds__(AT_BW * 32) sdpa_dq_wmma_kernel(at_args g, int EP, int EVP)
 {
@@ -628,40 +628,25 @@ __global__ void __launch_bounds__(AT_BW * 32) sdpa_dq_wmma_kernel(at_args g, int
     const long long b = bh / g.Hq, h = bh % g.Hq, kh = h / g.group;
     const long long last = (i0 + AT_BR < g.L ? i0 + AT_BR : g.L) - 1, wlast = i0 + w * 16 + 15;
     const long long nkeys = at_keys(g, last), i = i0 + w * 16 + r;
-    at_wmma_rows(Qs, EP, g.q, b, h, i0, g.L, g.E);
-    at_wmma_rows(Gs, EVP, g.g, b, h, i0, g.L, g.Ev);
+    at_wmma_rows(Qs, AT_BR, EP, g.q, b, h, i0, g.L, g.E);
+    at_wmma_rows(Gs, AT_BR, EVP, g.g, b, h, i0, g.L, g.Ev);
     const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
     const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
     const float Dr = at_Dv(g, b, h, i);
     const float lr = i < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, i, 0)) : -INFINITY;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc, dq[NJ];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dq[NJ];
 #pragma unroll
     for (int e = 0; e < NJ; e++) wmma::fill_fragment(dq[e], 0.0f);
     for (long long k0 = 0; k0 < nkeys; k0 += 32) {
         __syncthreads();
-        at_wmma_rows(Ks, EP, g.k, b, kh, k0, g.S, g.E);
-        at_wmma_rows(Vs, EVP, g.v, b, kh, k0, g.S, g.Ev);
+        at_wmma_rows(Ks, AT_BR, EP, g.k, b, kh, k0, g.S, g.E);
+        at_wmma_rows(Vs, AT_BR, EVP, g.v, b, kh, k0, g.S, g.Ev);
         __syncthreads();
         if (g.causal && k0 > wlast) continue;
-        for (int kc = 0; kc < 2; kc++) {
-            wmma::fill_fragment(acc, 0.0f);
-            for (int dc = 0; dc < EP / 16; dc++) {
-                wmma::load_matrix_sync(fa, Qs + w * 16 * EP + dc * 16, EP);
-                wmma::load_matrix_sync(fbt, Ks + kc * 16 * EP + dc * 16, EP);
-                wmma::mma_sync(acc, fa, fbt, acc);
-            }
-            wmma::store_matrix_sync(Sw + kc * 16, acc, 32, wmma::mem_row_major);
-            wmma::fill_fragment(acc, 0.0f);
-            for (int vc = 0; vc < EVP / 16; vc++) {
-                wmma::load_matrix_sync(fa, Gs + w * 16 * EVP + vc * 16, EVP);
-                wmma::load_matrix_sync(fbt, Vs + kc * 16 * EVP + vc * 16, EVP);
-                wmma::mma_sync(acc, fa, fbt, acc);
-            }
-            wmma::store_matrix_sync(Dw + kc * 16, acc, 32, wmma::mem_row_major);
-        }
+        at_wmma_abt(Sw, Qs + w * 16 * EP, Ks, EP, EP);       // S = Q K^T
+        at_wmma_abt(Dw, Gs + w * 16 * EVP, Vs, EVP, EVP);    // dP = dO V^T
         __syncwarp();
         for (int c = 0; c < 16; c++) {
             const int jj = hf * 16 + c;
@@ -701,14 +686,13 @@ __global__ void __launch_bounds__(AT_BW * 32) sdpa_dkv_wmma_kernel(at_args g, in
     TI *T0 = (TI *)(S0 + 2 * AT_BW * 16 * 32), *Pt = T0 + w * 16 * 32, *dSt = T0 + (AT_BW + w) * 16 * 32;
     const long long bk = blockIdx.x / g.nblk, j0 = blockIdx.x % g.nblk * AT_BR;
     const long long b = bk / g.Hk, kh = bk % g.Hk, j = j0 + w * 16 + r;
-    at_wmma_rows(Kb, EP, g.k, b, kh, j0, g.S, g.E);
-    at_wmma_rows(Vb, EVP, g.v, b, kh, j0, g.S, g.Ev);
+    at_wmma_rows(Kb, AT_BR, EP, g.k, b, kh, j0, g.S, g.E);
+    at_wmma_rows(Vb, AT_BR, EVP, g.v, b, kh, j0, g.S, g.Ev);
     const unsigned long long seed = g.drop_thr ? (unsigned long long)*g.pseed : 0;
     const unsigned long long off = g.drop_thr ? (unsigned long long)*g.poffset : 0;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, TI, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::col_major> fbt;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, TI, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc, dk[NJ], dv[NJ];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dk[NJ], dv[NJ];
 #pragma unroll
     for (int e = 0; e < NJ; e++) { wmma::fill_fragment(dk[e], 0.0f); wmma::fill_fragment(dv[e], 0.0f); }
     const long long first = g.causal ? j0 / AT_BR * AT_BR : 0;
@@ -716,30 +700,16 @@ __global__ void __launch_bounds__(AT_BW * 32) sdpa_dkv_wmma_kernel(at_args g, in
         const long long h = kh * g.group + hh;
         for (long long t0 = first; t0 < g.L; t0 += AT_BR) {
             __syncthreads();
-            at_wmma_rows(Qt, EP, g.q, b, h, t0, g.L, g.E);
-            at_wmma_rows(Gt, EVP, g.g, b, h, t0, g.L, g.Ev);
+            at_wmma_rows(Qt, AT_BR, EP, g.q, b, h, t0, g.L, g.E);
+            at_wmma_rows(Gt, AT_BR, EVP, g.g, b, h, t0, g.L, g.Ev);
             for (int rr = threadIdx.x; rr < AT_BR; rr += blockDim.x) {   // D and lse of the tile's rows
                 Ds[rr] = at_Dv(g, b, h, t0 + rr);
                 Ls[rr] = t0 + rr < g.L ? at_ld<float>(g.lse, at_off(g.lse, b, h, t0 + rr, 0)) : -INFINITY;
             }
             __syncthreads();
             if (g.causal && t0 + AT_BR - 1 < j0 + w * 16) continue;   // no row of the tile sees the warp's keys
-            for (int qc = 0; qc < 2; qc++) {
-                wmma::fill_fragment(acc, 0.0f);
-                for (int dc = 0; dc < EP / 16; dc++) {
-                    wmma::load_matrix_sync(fa, Kb + w * 16 * EP + dc * 16, EP);
-                    wmma::load_matrix_sync(fbt, Qt + qc * 16 * EP + dc * 16, EP);
-                    wmma::mma_sync(acc, fa, fbt, acc);
-                }
-                wmma::store_matrix_sync(St + qc * 16, acc, 32, wmma::mem_row_major);
-                wmma::fill_fragment(acc, 0.0f);
-                for (int vc = 0; vc < EVP / 16; vc++) {
-                    wmma::load_matrix_sync(fa, Vb + w * 16 * EVP + vc * 16, EVP);
-                    wmma::load_matrix_sync(fbt, Gt + qc * 16 * EVP + vc * 16, EVP);
-                    wmma::mma_sync(acc, fa, fbt, acc);
-                }
-                wmma::store_matrix_sync(dPt + qc * 16, acc, 32, wmma::mem_row_major);
-            }
+            at_wmma_abt(St, Kb + w * 16 * EP, Qt, EP, EP);        // S^T = K Q^T
+            at_wmma_abt(dPt, Vb + w * 16 * EVP, Gt, EVP, EVP);    // dP^T = V dO^T
             __syncwarp();
             for (int c = 0; c < 16; c++) {
                 const int ii = hf * 16 + c;

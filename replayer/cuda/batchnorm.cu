@@ -326,6 +326,9 @@ static bool bn_refused(const char *name, const char *call, const char *why, int 
 struct bn_descs {
     rgpu_cudnn *D;
     void *x = NULL, *p = NULL;
+    const void *alpha = NULL, *beta = NULL;   // 1 and 0 as x's scaling type (double for float64, else float)
+    double one = 1.0, zero = 0.0;
+    float onef = 1.0f, zerof = 0.0f;
     explicit bn_descs(rgpu_cudnn *d) : D(d) {}
     ~bn_descs()
     {
@@ -337,6 +340,8 @@ struct bn_descs {
     // false: cuDNN cannot take x (the caller runs the kernels); an error status otherwise
     rgpu_status init(const rgpu_view *x0, bool *ok, const char *name, char *err, size_t errlen)
     {
+        alpha = x0->dtype == RGPU_F64 ? (const void *)&one : (const void *)&onef;
+        beta = x0->dtype == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
         rgpu_view xv = bn_nd(x0);
         dnn_td td;
         *ok = rgpu_dnn_td_of(&xv, &td);
@@ -372,22 +377,18 @@ static rgpu_status dnn_bn_forward(rgpu_cuda_ctx *c, const rgpu_exec *e, const op
     bool ok;
     FORWARD_IF_ERROR(ds.init(x, &ok, name, err, errlen));
     if (!ok) return RGPU_OK;
-    double one = 1.0, zero = 0.0;
-    float onef = 1.0f, zerof = 0.0f;
-    const void *alpha = dt == RGPU_F64 ? (const void *)&one : (const void *)&onef;
-    const void *beta = dt == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
     int s;
     const char *call;
     if (su->training) {
         call = "cudnnBatchNormalizationForwardTraining";
-        s = D->BatchNormalizationForwardTraining(D->handle, DNN_BN_SPATIAL, alpha, beta, ds.x, x->data, ds.x, y->data,
-                                                 ds.p, w->data, b->data, su->momentum,
+        s = D->BatchNormalizationForwardTraining(D->handle, DNN_BN_SPATIAL, ds.alpha, ds.beta, ds.x, x->data, ds.x,
+                                                 y->data, ds.p, w->data, b->data, su->momentum,
                                                  stats ? rm->data : NULL, stats ? rv->data : NULL, su->eps,
                                                  (void *)ptr_of(su->saves[0]), (void *)ptr_of(su->saves[1]));
     } else {
         call = "cudnnBatchNormalizationForwardInference";
-        s = D->BatchNormalizationForwardInference(D->handle, DNN_BN_SPATIAL, alpha, beta, ds.x, x->data, ds.x, y->data,
-                                                  ds.p, w->data, b->data, rm->data, rv->data, su->eps);
+        s = D->BatchNormalizationForwardInference(D->handle, DNN_BN_SPATIAL, ds.alpha, ds.beta, ds.x, x->data, ds.x,
+                                                  y->data, ds.p, w->data, b->data, rm->data, rv->data, su->eps);
     }
     *done = s == 0 || bn_refused(name, call, D->GetErrorString(s), s);
     return RGPU_OK;
@@ -412,13 +413,9 @@ static rgpu_status dnn_bn_backward(rgpu_cuda_ctx *c, const rgpu_exec *e, const o
     bool ok;
     FORWARD_IF_ERROR(ds.init(x, &ok, name, err, errlen));
     if (!ok) return RGPU_OK;
-    double one = 1.0, zero = 0.0;
-    float onef = 1.0f, zerof = 0.0f;
-    const void *alpha = dt == RGPU_F64 ? (const void *)&one : (const void *)&onef;
-    const void *beta = dt == RGPU_F64 ? (const void *)&zero : (const void *)&zerof;
-    int s = D->BatchNormalizationBackward(D->handle, DNN_BN_SPATIAL, alpha, beta, alpha, beta, ds.x, x->data, ds.x,
-                                          gr->data, ds.x, dx->data, ds.p, w->data, dw->data, db->data, su->eps,
-                                          sm->data, si->data);
+    int s = D->BatchNormalizationBackward(D->handle, DNN_BN_SPATIAL, ds.alpha, ds.beta, ds.alpha, ds.beta, ds.x,
+                                          x->data, ds.x, gr->data, ds.x, dx->data, ds.p, w->data, dw->data,
+                                          db->data, su->eps, sm->data, si->data);
     *done = s == 0 || bn_refused(name, "cudnnBatchNormalizationBackward", D->GetErrorString(s), s);
     return RGPU_OK;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cudaemu_api.h"
+#include "emu_elem.h"
 
 namespace {
 
@@ -58,32 +59,10 @@ void store_c(void *p, int t, long long i, double re, double im) {
     else { ((double *)p)[2 * i] = re; ((double *)p)[2 * i + 1] = im; }
 }
 
-double load(const void *p, int t, long long i) {
-    switch (t) {
-    case R_32F: return ((const float *)p)[i];
-    case R_64F: return ((const double *)p)[i];
-    case R_16F: return (double)__half2float(((const __half *)p)[i]);
-    default: return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    }
-}
-
-void store(void *p, int t, long long i, double v) {
-    switch (t) {
-    case R_32F: ((float *)p)[i] = (float)v; break;
-    case R_64F: ((double *)p)[i] = v; break;
-    case R_16F: ((__half *)p)[i] = __float2half_rn((float)v); break;
-    default: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
-    }
-}
-
-double tf32(double v) {
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1)) & ~0x1fffu;   // nearest even
-    memcpy(&f, &u, 4);
-    return f;
-}
+// A real operand's element type (emu_elem.h).
+emu_elem elem_of(int t) { return t == R_32F ? EMU_F32 : t == R_64F ? EMU_F64 : t == R_16F ? EMU_F16 : EMU_BF16; }
+double load(const void *p, int t, long long i) { return emu_load(p, elem_of(t), i); }
+void store(void *p, int t, long long i, double v) { emu_store(p, elem_of(t), i, v); }
 
 // Bytes a strided batched operand spans (0 when empty), for the range check.
 bool span(int rows, int cols, int ld, long long stride, int batch, size_t es, size_t *out) {
@@ -134,7 +113,7 @@ void run_gemm(void *arg) {
                         si += ar * bi + ai * br;
                     } else {
                         double av = load(A, g.at, ia), bv = load(B, g.bt, ib);
-                        if (g.tf32) { av = tf32(av); bv = tf32(bv); }
+                        if (g.tf32) { av = emu_tf32(av); bv = emu_tf32(bv); }
                         sr += av * bv;
                     }
                 }

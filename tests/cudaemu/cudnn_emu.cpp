@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "cudaemu_api.h"
+#include "emu_elem.h"
 
 namespace {
 
@@ -54,34 +55,11 @@ struct conv {
 struct perf { int algo, status; float time; size_t memory; int determinism, math_type, reserved[3]; };
 
 bool dtype_ok(int dt) { return dt == D_FLOAT || dt == D_DOUBLE || dt == D_HALF || dt == D_BF16; }
-size_t esize(int dt) { return dt == D_DOUBLE ? 8 : dt == D_FLOAT ? 4 : 2; }
-
-double load(const void *p, int t, long long i) {
-    switch (t) {
-    case D_FLOAT: return ((const float *)p)[i];
-    case D_DOUBLE: return ((const double *)p)[i];
-    case D_HALF: return (double)__half2float(((const __half *)p)[i]);
-    default: return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    }
-}
-
-void store(void *p, int t, long long i, double v) {
-    switch (t) {
-    case D_FLOAT: ((float *)p)[i] = (float)v; break;
-    case D_DOUBLE: ((double *)p)[i] = v; break;
-    case D_HALF: ((__half *)p)[i] = __float2half_rn((float)v); break;
-    default: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
-    }
-}
-
-double tf32(double v) {
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1)) & ~0x1fffu;   // nearest even
-    memcpy(&f, &u, 4);
-    return f;
-}
+// A data type's element type (emu_elem.h).
+emu_elem elem_of(int dt) { return dt == D_FLOAT ? EMU_F32 : dt == D_DOUBLE ? EMU_F64 : dt == D_HALF ? EMU_F16 : EMU_BF16; }
+size_t esize(int dt) { return emu_esize(elem_of(dt)); }
+double load(const void *p, int t, long long i) { return emu_load(p, elem_of(t), i); }
+void store(void *p, int t, long long i, double v) { emu_store(p, elem_of(t), i, v); }
 
 // One queued call: every operand as (pointer, dims, element strides) over
 // (N or K, C, D, H, W) with D = 1 for 2-d.
@@ -153,7 +131,7 @@ void run_call(void *arg) {
     long long s0 = q.stride[0], p0 = q.pad[0], d0 = q.dil[0];
     long long s1 = q.stride[1], p1 = q.pad[1], d1 = q.dil[1];
     long long s2 = q.stride[2], p2 = q.pad[2], d2 = q.dil[2];
-    auto in = [&](const operand &o, long long i) { double v = load(o.p, q.dt, i); return q.tf32 ? tf32(v) : v; };
+    auto in = [&](const operand &o, long long i) { double v = load(o.p, q.dt, i); return q.tf32 ? emu_tf32(v) : v; };
     auto put = [&](const operand &o, long long i, double s) {
         double v = q.alpha * s;
         if (q.beta != 0) v += q.beta * load(o.p, q.dt, i);
